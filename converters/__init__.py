@@ -1,0 +1,22 @@
+"""trace2perfetto: Ascend NPU profiler output to Perfetto traces and Chrome JSON.
+
+Library use::
+
+    from converters import convert, discover, read_profile, Options
+    result = convert("profiler_output/", "job.pftrace", ranks=[0, 1], kind="detail")
+
+    ranks = discover("profiler_output/")               # RankInfo per rank, ordered by rank
+    for step in read_profile(ranks, Options(), Diagnostics()):
+        ...                                            # StepRecords: one rank, one step
+"""
+
+from .convert import Format, Kind, Options, Result, convert, read_profile, step_overlap
+from .discover import discover
+from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
+from .model import Layer, RankInfo, Slice, Step, StepRecords
+
+__all__ = [
+    "Diagnostics", "Format", "InputError", "Kind", "Layer", "Options", "RankInfo", "Result",
+    "Slice", "Step", "StepRecords", "Trace2PerfettoError", "UsageError", "convert", "discover",
+    "read_profile", "step_overlap",
+]

@@ -1,0 +1,95 @@
+"""The ``trace2perfetto`` command: a thin layer over :func:`converters.convert`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .convert import Format, Kind, convert
+from .errors import Trace2PerfettoError
+from .select import parse_ids
+
+_EXAMPLES = """\
+examples:
+  trace2perfetto PROFILER_DIR                         summary of every rank -> PROFILER_DIR.pftrace
+  trace2perfetto PROFILER_DIR --ranks 0,1 --kind summary -o job.pftrace
+  trace2perfetto PROFILER_DIR --kind detail --graphs 2 -o graph2.json.gz
+  trace2perfetto PROFILER_DIR -o - | gzip > job.pftrace.gz
+
+Open the result at https://ui.perfetto.dev (Open trace file, or drag it in).
+exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trace2perfetto",
+        description="Convert Ascend profiler output (CANN msprof PROF_* directories) into one "
+        "Perfetto trace with every rank on one timeline: step trace, compute/communication "
+        "overlap lanes and, with --kind detail, device streams and HCCL planes.",
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("profile", metavar="PROFILER_DIR",
+                        help="a PROF_* directory, a profiler output holding several, or a parent "
+                        "of several nodes' outputs")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="output file (.pftrace or .json, optionally .gz); '-' for stdout; "
+                        "default: PROFILER_DIR.pftrace beside the input")
+    parser.add_argument("--format", choices=[f.value for f in Format],
+                        help="output format; default: from the output name (perfetto for '-')")
+    parser.add_argument("--kind", choices=[k.value for k in Kind], default=Kind.SUMMARY.value,
+                        help="summary: step trace and overlap lanes (small, the cluster view); "
+                        "detail: also device streams, communication ops and HCCL planes, "
+                        "host activity (default: %(default)s)")
+    parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"),
+                        help="ranks to keep, e.g. 0,1,4-7 (default: all)")
+    parser.add_argument("--graphs", metavar="LIST", type=_ids("graphs"),
+                        help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
+    parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
+                        help="steps (iterations) to keep, e.g. 3-5 (default: all)")
+    parser.add_argument("--merge-graphs", action="store_true",
+                        help="draw the steps of all kept graphs on one lane per rank")
+    return parser
+
+
+def _ids(what: str):
+    def parse(text: str) -> frozenset[int]:
+        try:
+            return parse_ids(text, what)
+        except Trace2PerfettoError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit code (0 written, 1 broken input, 2 usage)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        result = convert(
+            args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
+            kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs,
+        )
+    except Trace2PerfettoError as e:
+        print(f"trace2perfetto: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("trace2perfetto: interrupted; nothing written", file=sys.stderr)
+        return 130
+    for warning in result.warnings:
+        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
+    where = "stdout" if result.output == "-" else result.output
+    print(
+        f"trace2perfetto: wrote {where}: {len(result.ranks)} ranks, {result.steps} steps, "
+        f"{result.slices} slices, {result.bytes_written / 2**20:.1f} MiB in {result.seconds:.2f} s",
+        file=sys.stderr,
+    )
+    if result.output != "-":
+        print(f"trace2perfetto: open it at https://ui.perfetto.dev (Open trace file: {where})",
+              file=sys.stderr)
+    return 0

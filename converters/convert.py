@@ -1,0 +1,228 @@
+"""The pipeline: discover → read → select → analyse → layout → write (design §1)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import BinaryIO
+
+from . import overlap
+from .discover import discover
+from .errors import Diagnostics, UsageError
+from .layout import OVERLAP_LANES, Begin, Lanes, by_lane_and_start
+from .model import Layer, RankInfo, Slice, StepRecords, step_label
+from .readers import READERS
+from .select import check_graphs, keep_step, select_ranks
+from .writers.chrome_json import ChromeJsonWriter
+from .writers.perfetto import PerfettoWriter
+
+
+class Kind(str, Enum):
+    """How much to write: the cluster overview, or everything."""
+
+    SUMMARY = "summary"  # step trace and overlap lanes
+    DETAIL = "detail"  # plus device streams, communication ops and planes, host activity
+
+
+class Format(str, Enum):
+    PERFETTO = "perfetto"
+    JSON = "json"
+
+
+_SUFFIXES = {".pftrace": Format.PERFETTO, ".perfetto-trace": Format.PERFETTO,
+             ".perfetto": Format.PERFETTO, ".pb": Format.PERFETTO, ".json": Format.JSON}
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to convert; every field has the CLI's default."""
+
+    ranks: frozenset[int] | None = None
+    graphs: frozenset[int] | None = None
+    steps: frozenset[int] | None = None
+    kind: Kind = Kind.SUMMARY
+    merge_graphs: bool = False
+
+
+@dataclass
+class Result:
+    """What a conversion wrote, for the summary line and for callers."""
+
+    output: str
+    format: Format
+    ranks: list[int] = field(default_factory=list)
+    steps: int = 0
+    slices: int = 0
+    bytes_written: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+
+def convert(
+    path: str | os.PathLike[str],
+    output: str | os.PathLike[str] | None = None,
+    *,
+    ranks: Iterable[int] | None = None,
+    graphs: Iterable[int] | None = None,
+    steps: Iterable[int] | None = None,
+    kind: Kind | str = Kind.SUMMARY,
+    fmt: Format | str | None = None,
+    merge_graphs: bool = False,
+) -> Result:
+    """Convert the profile under ``path`` into one Perfetto or Chrome JSON trace.
+
+    ``output`` is a file name (``.pftrace``, ``.json``, either with ``.gz``), ``"-"`` for
+    stdout, or None for ``<input name>.pftrace`` beside the input. The file appears only when
+    complete: it is written under a temporary name and renamed.
+
+    Example::
+
+        convert("PROF_dir", "job.pftrace", ranks=[0, 1], kind="detail")
+
+    Raises:
+        UsageError: bad options, unknown ranks or graphs, nothing recognisable under ``path``.
+        InputError: an input file broken beyond recovery.
+    """
+    started = time.perf_counter()
+    options = Options(
+        ranks=None if ranks is None else frozenset(ranks),
+        graphs=None if graphs is None else frozenset(graphs),
+        steps=None if steps is None else frozenset(steps),
+        kind=Kind(kind),
+        merge_graphs=merge_graphs,
+    )
+    target = _default_output(Path(path)) if output is None else str(output)
+    out_format = _output_format(target, fmt)
+    infos = select_ranks(discover(Path(path)), options.ranks)
+    check_graphs(infos, options.graphs)
+    diag = Diagnostics()
+    result = Result(output=target, format=out_format, ranks=[r.rank for r in infos])
+    with _open_output(target) as out:
+        origin = min((r.start_ns for r in infos if r.start_ns is not None), default=0)
+        writer = PerfettoWriter(out) if out_format is Format.PERFETTO else ChromeJsonWriter(out, origin)
+        for info in infos:
+            writer.add_rank(info)
+        lanes = Lanes()
+        for batch in read_profile(infos, options, diag):
+            result.steps += batch.step is not None
+            for event in _placed(lanes, records_to_write(batch, options)):
+                if isinstance(event, Begin):
+                    writer.begin(event.track, event.slice)
+                    result.slices += 1
+                else:
+                    writer.end(event.track, event.ts_ns)
+        for event in lanes.close():
+            writer.end(event.track, event.ts_ns)
+        writer.close()
+        result.bytes_written = writer.bytes_written
+    result.warnings = diag.messages()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
+    """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order."""
+    readers = {r.NAME: r for r in READERS}
+    for info in infos:
+        for batch in readers[info.format].read(info, diag):
+            if keep_step(batch, options.graphs, options.steps):
+                yield batch
+
+
+def records_to_write(batch: StepRecords, options: Options) -> list[Slice]:
+    """One step's slices to draw: its step trace, its overlap lanes, and detail if asked."""
+    out: list[Slice] = []
+    for s in batch.slices:
+        if s.layer is Layer.STEP:
+            out.append(_merged_step(s) if options.merge_graphs else s)
+        elif options.kind is Kind.DETAIL:
+            out.append(s)
+    out.extend(overlap_slices(batch))
+    return out
+
+
+def overlap_slices(batch: StepRecords) -> list[Slice]:
+    """The step's Computing / Communication / not overlapped / Free lanes as slices."""
+    result = step_overlap(batch)
+    return [
+        Slice(batch.rank, Layer.OVERLAP, lane, lane, start, end - start, batch.graph, batch.step_id)
+        for lane, intervals in zip(OVERLAP_LANES, result.lanes().values())
+        for start, end in intervals
+    ]
+
+
+def step_overlap(batch: StepRecords) -> overlap.Overlap:
+    """Overlap analysis of one step: compute tasks against communication ops (design §5)."""
+    compute = [
+        (s.start_ns, s.end_ns) for s in batch.slices
+        if s.layer is Layer.STREAM and overlap.is_compute(str((s.args or {}).get("Task Type", "")))
+    ]
+    ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_OP]
+    if not ops:  # no op level recorded: the plane tasks stand for communication
+        ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_TASK]
+    return overlap.analyse(compute, ops)
+
+
+def _merged_step(s: Slice) -> Slice:
+    name = step_label(s.graph, s.step) if s.name.startswith("Step ") else s.name
+    return Slice(s.rank, s.layer, "Steps", name, s.start_ns, s.dur_ns, s.graph, s.step, s.args)
+
+
+def _placed(lanes: Lanes, slices: list[Slice]):
+    for s in sorted(slices, key=by_lane_and_start):
+        yield from lanes.place(s)
+
+
+def _default_output(path: Path) -> str:
+    return str(path.resolve().parent / (path.resolve().name + ".pftrace"))
+
+
+def _output_format(target: str, fmt: Format | str | None) -> Format:
+    if fmt is not None:
+        return Format(fmt)
+    if target == "-":
+        return Format.PERFETTO
+    suffixes = Path(target).suffixes
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    found = _SUFFIXES.get(suffixes[-1].lower()) if suffixes else None
+    if found is None:
+        raise UsageError(
+            f"cannot tell the output format from {target!r}; name it .pftrace or .json "
+            "(optionally .gz), or pass --format perfetto|json"
+        )
+    return found
+
+
+@contextmanager
+def _open_output(target: str) -> Iterator[BinaryIO]:
+    """Stdout, or a temporary file beside ``target`` renamed over it when all went well."""
+    if target == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    final = Path(target)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+    except OSError as e:
+        raise UsageError(f"cannot write {final}: {e.strerror or e}") from e
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as raw:
+            if final.suffix == ".gz":
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, filename="") as gz:
+                    yield gz
+            else:
+                yield raw
+        os.chmod(temp, 0o644)
+        os.replace(temp, final)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,131 @@
+"""Which track each slice goes to, in what order tracks are drawn, and when slices end.
+
+Perfetto draws the slices of one track as a stack: they must nest. Device streams almost always
+do, HCCL planes and clock-jittered lanes sometimes do not. ``Lanes.place`` keeps, per lane, a
+few sub-lanes each holding the stack of open slices; a slice goes on the first sub-lane where it
+nests or follows, else on a new one (``Plane 0 #2``), so nothing is dropped or reordered. Ends
+are handed to the writer only once no later slice can start inside them, which also puts an end
+before a begin at the same timestamp.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .model import Layer, Slice
+
+_SUBLANES = 64  # order slots per lane: sub-lanes beyond this share the last slot
+_COMM_TASK_BASE = 1 << 22  # planes are drawn after the communication op lanes
+_NAMED_BASE = 1 << 21  # lanes without a number, after numbered ones, in first-seen order
+_TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
+
+GROUPS = {
+    Layer.STEP: "Step Trace",
+    Layer.OVERLAP: "Overlap Analysis",
+    Layer.STREAM: "Ascend Hardware",
+    Layer.COMM_OP: "Communication",
+    Layer.COMM_TASK: "Communication",
+    Layer.HOST: "Host",
+}
+
+GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys(GROUPS.values()))}
+
+
+@dataclass(frozen=True, slots=True)
+class Track:
+    """One drawn lane: rank, group (``Ascend Hardware``) and lane (``Stream 2``)."""
+
+    rank: int
+    group: str
+    group_order: int
+    lane: str
+    lane_order: int
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    track: Track
+    slice: Slice
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    track: Track
+    ts_ns: int
+
+
+class _SubLane:
+    __slots__ = ("track", "ends", "last_start")
+
+    def __init__(self, track: Track) -> None:
+        self.track = track
+        self.ends: list[int] = []  # ends of the open slices, outermost first
+        self.last_start = -(1 << 63)
+
+    def fits(self, s: Slice) -> bool:
+        if s.start_ns < self.last_start:
+            return False
+        open_ends = [e for e in self.ends if e > s.start_ns]
+        return not open_ends or s.end_ns <= open_ends[-1]
+
+    def push(self, s: Slice) -> Iterator[End]:
+        while self.ends and self.ends[-1] <= s.start_ns:
+            yield End(self.track, self.ends.pop())
+        self.ends.append(s.end_ns)
+        self.last_start = s.start_ns
+
+    def close(self) -> Iterator[End]:
+        while self.ends:
+            yield End(self.track, self.ends.pop())
+
+
+class Lanes:
+    """Assigns slices to tracks; feed it slices in start order per lane, then ``close()``."""
+
+    def __init__(self) -> None:
+        self._lanes: dict[tuple[int, Layer, str], list[_SubLane]] = {}
+        self._named: dict[str, int] = {}
+
+    def place(self, s: Slice) -> Iterator[Begin | End]:
+        """Put ``s`` on a track: yields the ends it closes, then its begin."""
+        subs = self._lanes.get((s.rank, s.layer, s.lane))
+        if subs is None:
+            subs = self._lanes[s.rank, s.layer, s.lane] = []
+        sub = next((x for x in subs if x.fits(s)), None)
+        if sub is None:
+            sub = _SubLane(self._track(s, len(subs)))
+            subs.append(sub)
+        yield from sub.push(s)
+        yield Begin(sub.track, s)
+
+    def close(self) -> Iterator[End]:
+        """End every slice still open."""
+        for subs in self._lanes.values():
+            for sub in subs:
+                yield from sub.close()
+        self._lanes.clear()
+
+    def _track(self, s: Slice, index: int) -> Track:
+        lane = s.lane if index == 0 else f"{s.lane} #{index + 1}"
+        found = _TRAILING_NUMBER.search(s.lane)
+        if found and int(found.group(1)) < _NAMED_BASE // _SUBLANES:
+            base = int(found.group(1)) * _SUBLANES
+        else:
+            base = _NAMED_BASE + self._named.setdefault(s.lane, len(self._named)) * _SUBLANES
+        if s.layer is Layer.COMM_TASK:
+            base += _COMM_TASK_BASE
+        if s.layer is Layer.OVERLAP:
+            base = OVERLAP_LANES.index(s.lane) * _SUBLANES if s.lane in OVERLAP_LANES else base
+        order = base + min(index, _SUBLANES - 1)
+        group = GROUPS[s.layer]
+        return Track(s.rank, group, GROUP_ORDER[group], lane, order)
+
+
+OVERLAP_LANES = ("Computing", "Communication", "Communication (not overlapped)", "Free")
+
+
+def by_lane_and_start(s: Slice) -> tuple:
+    """Sort key that feeds ``Lanes.place`` correctly: parents before the children they hold."""
+    return (s.layer.order, s.lane, s.start_ns, -s.dur_ns)

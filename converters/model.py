@@ -1,0 +1,115 @@
+"""The small model between readers and writers.
+
+Every time is an integer count of nanoseconds since the Unix epoch (``*_ns``), converted once
+at the reader boundary. Float microseconds at epoch scale have a grain of ~0.25 µs and misorder
+back-to-back tasks, so they never cross this boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+
+class Layer(str, Enum):
+    """What a slice describes; also the track group it is drawn in, in this order."""
+
+    STEP = "Step Trace"
+    OVERLAP = "Overlap Analysis"
+    STREAM = "Ascend Hardware"  # lanes: "Stream N"
+    COMM_OP = "Communication"  # lanes: communication groups ("Group 0 Communication", ...)
+    COMM_TASK = "HCCL"  # lanes: "Plane N"
+    HOST = "Host"  # lanes: host threads
+
+    @property
+    def order(self) -> int:
+        return _LAYER_ORDER[self]
+
+    @property
+    def is_summary(self) -> bool:
+        """Summary output (``--kind summary``) holds only these layers."""
+        return self in (Layer.STEP, Layer.OVERLAP)
+
+
+_LAYER_ORDER = {layer: i for i, layer in enumerate(Layer)}
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """One interval on one lane of one rank: a device task, an HCCL op or task, a step phase."""
+
+    rank: int
+    layer: Layer
+    lane: str
+    name: str
+    start_ns: int
+    dur_ns: int
+    graph: int | None = None
+    step: int | None = None
+    args: dict[str, Any] | None = None
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.dur_ns
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One iteration of one graph on one rank, as the step trace bounds it."""
+
+    graph: int | None
+    step: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(slots=True)
+class StepRecords:
+    """Everything one rank recorded during one step: the unit readers yield and the cap keeps.
+
+    ``step`` is None for activity no step trace bounds (a rank without step trace is one
+    pseudo step). Slices are in no particular order.
+    """
+
+    rank: int
+    graph: int | None
+    step_id: int | None
+    step: Step | None
+    slices: list[Slice]
+
+    @property
+    def start_ns(self) -> int:
+        if self.step is not None:
+            return self.step.start_ns
+        return min((s.start_ns for s in self.slices), default=0)
+
+
+@dataclass(slots=True)
+class RankInfo:
+    """What discovery learns about one rank before any record is read."""
+
+    rank: int
+    format: str
+    path: Path
+    device: int | None = None
+    host: str | None = None
+    graphs: tuple[int, ...] = ()
+    start_ns: int | None = None  # earliest time the profile can hold (collection start)
+    clock: str = ""  # how times were converted to epoch, for the rank's description
+    source_paths: tuple[Path, ...] = field(default_factory=tuple)
+    clock_offset_ns: int = 0  # added to the file's own time (in ns) to get epoch ns
+
+    @property
+    def title(self) -> str:
+        """The process name shown for this rank: ``Rank 0 (device 0, host A2007104679)``."""
+        extra = [f"device {self.device}"] if self.device is not None else []
+        if self.host:
+            extra.append(f"host {self.host}")
+        return f"Rank {self.rank}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def step_label(graph: int | None, step: int) -> str:
+    """How a step is named on a merged lane and in messages: ``Graph 2 Step 5``."""
+    return f"Step {step}" if graph is None else f"Graph {graph} Step {step}"

@@ -1,0 +1,136 @@
+"""Interval algebra and the compute/communication overlap breakdown (design §5).
+
+Intervals are half-open ``(start_ns, end_ns)`` pairs. Every function takes any iterable of
+intervals and returns a new sorted list of disjoint, non-empty intervals; nothing is changed in
+place. Touching intervals merge, as CANN's own Overlap Analysis lanes do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+Interval = tuple[int, int]
+
+# Device task types that are not computation: synchronisation, copies and the HCCL tasks a
+# collective launches on the device. Everything else (AI_CORE, AI_CPU, AIV, MIX_*, DSA_SQE, ...)
+# computes. Matched as words of the upper-cased type, so "Notify Wait" and NOTIFY_WAIT agree.
+_NON_COMPUTE_WORDS = (
+    "NOTIFY", "EVENT", "WRITE_VALUE", "PLACE_HOLDER", "DMA", "SDMA", "MEMCPY", "REDUCE",
+    "HCCL", "COMMUNICATION",
+)
+
+
+def is_compute(task_type: str) -> bool:
+    """Whether a device task of this type counts as computation in the overlap analysis."""
+    kind = task_type.upper().replace(" ", "_")
+    return not any(word in kind for word in _NON_COMPUTE_WORDS)
+
+
+def union(intervals: Iterable[Interval]) -> list[Interval]:
+    """The sorted, disjoint intervals covering exactly the points of ``intervals``."""
+    merged: list[Interval] = []
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def intersect(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
+    """The points that lie in both ``a`` and ``b``."""
+    a, b = union(a), union(b)
+    out: list[Interval] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < end:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def subtract(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
+    """The points of ``a`` that are not in ``b``."""
+    out: list[Interval] = []
+    b = union(b)
+    j = 0
+    for start, end in union(a):
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k, cursor = j, start
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cursor:
+                out.append((cursor, b[k][0]))
+            cursor = max(cursor, b[k][1])
+            k += 1
+        if cursor < end:
+            out.append((cursor, end))
+    return out
+
+
+def total_ns(intervals: Iterable[Interval]) -> int:
+    """The length covered by ``intervals``, counting overlaps once."""
+    return sum(end - start for start, end in union(intervals))
+
+
+@dataclass(frozen=True, slots=True)
+class Overlap:
+    """The overlap lanes of one step of one rank, as interval lists, and their totals."""
+
+    computing: list[Interval]
+    communication: list[Interval]
+    not_overlapped: list[Interval]
+    free: list[Interval]
+
+    @property
+    def computing_ns(self) -> int:
+        return total_ns(self.computing)
+
+    @property
+    def communication_ns(self) -> int:
+        return total_ns(self.communication)
+
+    @property
+    def not_overlapped_ns(self) -> int:
+        return total_ns(self.not_overlapped)
+
+    @property
+    def overlapped_ns(self) -> int:
+        return self.communication_ns - self.not_overlapped_ns
+
+    @property
+    def free_ns(self) -> int:
+        return total_ns(self.free)
+
+    def lanes(self) -> dict[str, list[Interval]]:
+        """Lane name to intervals, in the order the lanes are drawn."""
+        return {
+            "Computing": self.computing,
+            "Communication": self.communication,
+            "Communication (not overlapped)": self.not_overlapped,
+            "Free": self.free,
+        }
+
+
+def analyse(compute: Iterable[Interval], comm: Iterable[Interval]) -> Overlap:
+    """Break one step's device activity into Computing, Communication, not-overlapped and Free.
+
+    Free is what neither covers between the first and the last device activity of the step.
+    """
+    computing, communication = union(compute), union(comm)
+    busy = union(computing + communication)
+    span = [(busy[0][0], busy[-1][1])] if busy else []
+    return Overlap(
+        computing=computing,
+        communication=communication,
+        not_overlapped=subtract(communication, computing),
+        free=subtract(span, busy),
+    )

@@ -1,0 +1,14 @@
+"""Input formats. Each module exposes ``NAME``, ``sniff``, ``rank_info`` and ``read``.
+
+``READERS`` lists them from the most to the least specific; discovery asks each in turn.
+"""
+
+from . import msprof
+
+READERS = (msprof,)
+
+# What discovery looked for, for the "nothing recognisable" message.
+LOOKED_FOR = (
+    "msprof: PROF_*/device_N/ with info.json.N and timeline/*.json or "
+    "../mindstudio_profiler_output/msprof_*.json"
+)

@@ -10,7 +10,7 @@ Library use::
         ...                                            # StepRecords: one rank, one step
 """
 
-from .convert import Format, Kind, Options, Result, convert, read_profile, step_overlap
+from .pipeline import Format, Kind, Options, Result, convert, read_profile, step_overlap
 from .discover import discover
 from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
 from .model import Layer, RankInfo, Slice, Step, StepRecords

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .convert import Format, Kind, convert
+from .pipeline import Format, Kind, convert
 from .errors import Trace2PerfettoError
 from .select import parse_ids
 

@@ -41,6 +41,8 @@ _EVENT_NAMES, _ANNOTATION_NAMES, _STRING_VALUES = 2, 3, 29
 
 
 def _varint(value: int) -> bytes:
+    if 0 <= value < _SMALL:
+        return _SMALL_VARINTS[value]
     if value < 0:
         value += 1 << 64
     out = bytearray()
@@ -49,6 +51,10 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SMALL = 1 << 14
+_SMALL_VARINTS = [bytes([v]) if v < 0x80 else bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(_SMALL)]
 
 
 def _key(field: int, wire: int) -> bytes:
@@ -102,6 +108,7 @@ class PerfettoWriter:
         self._uuids: dict[Any, int] = {}
         self._processes: dict[int, int] = {}
         self._end_events: dict[int, bytes] = {}
+        self._arg_cache: dict[tuple[str, type, Any], bytes] = {}
         self.bytes_written = 0
         root = _int(_UUID, 0) + _int(_PROCESS_ORDERING, _PROCESS_ORDERING_EXPLICIT)
         self._packet(
@@ -158,12 +165,23 @@ class PerfettoWriter:
         self._packet(packet + _int(_SEQ_FLAGS, _NEEDS_STATE))
 
     def _annotations(self, args: dict[str, Any]) -> bytes:
-        out = b""
+        parts = []
+        cache = self._arg_cache
         for key, value in args.items():
-            encoded = self._value(value)
-            if encoded is not None:
-                out += _len(_ANNOTATIONS, _int(_A_NAME_IID, self._arg_names(str(key))) + encoded)
-        return out
+            # Args repeat (task types, stream ids, transports): reuse their encoding. Floats and
+            # large ints rarely repeat and would only grow the cache.
+            cacheable = isinstance(value, str) or (type(value) is int and 0 <= value < _SMALL)
+            item = (key, type(value), value)
+            encoded = cache.get(item) if cacheable else None
+            if encoded is None:
+                value_bytes = self._value(value)
+                if value_bytes is None:
+                    continue
+                encoded = _len(_ANNOTATIONS, _int(_A_NAME_IID, self._arg_names(str(key))) + value_bytes)
+                if cacheable:
+                    cache[item] = encoded
+            parts.append(encoded)
+        return b"".join(parts)
 
     def _value(self, value: Any) -> bytes | None:
         if value is None:

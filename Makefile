@@ -1,0 +1,41 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+REAL ?= ../shared/data/real
+# The profile `make run` converts: PROFILE=dir, else the real 2-rank sample when it is beside
+# this checkout, else a small profile the fixture generator writes.
+EXAMPLE := build/example-profile
+PROFILE ?= $(if $(wildcard $(REAL)/msprof-2rank),$(REAL)/msprof-2rank,$(EXAMPLE))
+KIND ?= detail
+OUT ?= build/$(notdir $(abspath $(PROFILE))).pftrace
+
+.PHONY: setup run test bench lint clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+$(EXAMPLE): | setup
+	$(PY) -m fixtures.msprof_gen $(EXAMPLE) --ranks 2 --steps 5 --seed 1
+
+run: setup $(if $(filter $(EXAMPLE),$(PROFILE)),$(EXAMPLE))
+	@mkdir -p $(dir $(OUT))
+	$(VENV)/bin/trace2perfetto $(PROFILE) --kind $(KIND) -o $(OUT)
+
+test: setup
+	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
+		$(PY) -m pytest
+
+bench: setup
+	$(PY) -m bench.run
+
+lint: setup
+	$(VENV)/bin/ruff check converters tests fixtures bench
+
+clean:
+	rm -rf build $(VENV)

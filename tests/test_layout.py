@@ -1,0 +1,72 @@
+"""Lane assignment: every slice placed once, each track a proper stack, overlaps split off."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from converters.layout import Begin, End, Lanes, by_lane_and_start
+from converters.model import Layer, Slice
+
+
+def _slices(draw_list):
+    return [Slice(0, Layer.COMM_TASK, "Plane 0", f"t{i}", s, d) for i, (s, d) in enumerate(draw_list)]
+
+
+raw = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 30)), max_size=25)
+
+
+def _replay(slices):
+    """Run the layout and replay its events as a writer would, per track."""
+    lanes = Lanes()
+    events = []
+    for s in sorted(slices, key=by_lane_and_start):
+        events.extend(lanes.place(s))
+    events.extend(lanes.close())
+    stacks: dict = {}
+    placed = []
+    clock: dict = {}
+    for ev in events:
+        stack = stacks.setdefault(ev.track, [])
+        if isinstance(ev, Begin):
+            assert ev.slice.start_ns >= clock.get(ev.track, 0), "events go back in time on a track"
+            clock[ev.track] = ev.slice.start_ns
+            if stack:  # nests inside the open parent
+                assert stack[-1].end_ns >= ev.slice.end_ns and stack[-1].start_ns <= ev.slice.start_ns
+            stack.append(ev.slice)
+            placed.append((ev.track, ev.slice))
+        else:
+            assert isinstance(ev, End)
+            top = stack.pop()
+            assert top.end_ns == ev.ts_ns
+            assert ev.ts_ns >= clock.get(ev.track, 0)
+            clock[ev.track] = ev.ts_ns
+    assert all(not s for s in stacks.values())
+    return placed
+
+
+@given(raw)
+def test_every_slice_is_placed_once_on_a_properly_nested_track(pairs):
+    slices = _slices(pairs)
+    placed = _replay(slices)
+    assert sorted(s.name for _, s in placed) == sorted(s.name for s in slices)
+
+
+def test_crossing_slices_go_to_an_extra_lane_named_after_the_first():
+    placed = _replay(_slices([(0, 10), (5, 10), (20, 5)]))
+    lanes = {s.name: t.lane for t, s in placed}
+    assert lanes == {"t0": "Plane 0", "t1": "Plane 0 #2", "t2": "Plane 0"}
+    orders = {t.lane: t.lane_order for t, _ in placed}
+    assert orders["Plane 0"] < orders["Plane 0 #2"]
+
+
+def test_nested_slices_share_a_lane():
+    placed = _replay(_slices([(0, 10), (2, 3), (5, 5)]))
+    assert {t.lane for t, _ in placed} == {"Plane 0"}
+
+
+def test_lanes_are_ordered_by_their_number_not_their_text():
+    lanes = Lanes()
+    tracks = [next(e for e in lanes.place(Slice(0, Layer.STREAM, f"Stream {n}", "x", 0, 1))
+                   if isinstance(e, Begin)).track for n in (10, 2, 3)]
+    assert sorted(tracks, key=lambda t: t.lane_order)[0].lane == "Stream 2"

@@ -1,0 +1,74 @@
+"""Interval algebra and the overlap breakdown against a brute-force reference on random input."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from converters.overlap import analyse, intersect, is_compute, subtract, total_ns, union
+
+intervals = st.lists(
+    st.tuples(st.integers(0, 60), st.integers(0, 12)).map(lambda t: (t[0], t[0] + t[1])),
+    max_size=12,
+)
+
+
+def points(ivs) -> set[int]:
+    """Brute force: the integer points [s, e) covers."""
+    return {p for s, e in ivs for p in range(s, e)}
+
+
+def well_formed(ivs) -> bool:
+    return all(s < e for s, e in ivs) and all(a[1] < b[0] for a, b in zip(ivs, ivs[1:]))
+
+
+@given(intervals)
+def test_union_covers_the_same_points_as_disjoint_sorted_intervals(a):
+    result = union(a)
+    assert points(result) == points(a)
+    assert well_formed(result)
+    assert total_ns(a) == len(points(a))
+
+
+@given(intervals, intervals)
+def test_intersect_is_the_points_in_both(a, b):
+    result = intersect(a, b)
+    assert points(result) == points(a) & points(b)
+    assert all(s < e for s, e in result)
+
+
+@given(intervals, intervals)
+def test_subtract_is_the_points_of_a_not_in_b(a, b):
+    result = subtract(a, b)
+    assert points(result) == points(a) - points(b)
+    assert well_formed(result)
+
+
+@given(intervals)
+def test_union_leaves_its_argument_alone(a):
+    before = list(a)
+    union(a)
+    assert a == before
+
+
+@given(intervals, intervals)
+def test_overlap_lanes_follow_their_definitions(compute, comm):
+    o = analyse(compute, comm)
+    busy = points(compute) | points(comm)
+    assert points(o.computing) == points(compute)
+    assert points(o.communication) == points(comm)
+    assert points(o.not_overlapped) == points(comm) - points(compute)
+    assert o.overlapped_ns == len(points(comm) & points(compute))
+    span = set(range(min(busy), max(busy) + 1)) if busy else set()
+    assert points(o.free) == span - busy
+    # Computing + Communication (not overlapped) + Free = the step's device span
+    assert o.computing_ns + o.not_overlapped_ns + o.free_ns == len(span)
+
+
+def test_compute_task_types():
+    for kind in ("AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "AIV", "MIX_AIC", "MIX_AIV", "DSA_SQE"):
+        assert is_compute(kind), kind
+    for kind in ("NOTIFY_WAIT", "Notify Wait", "EVENT_RECORD", "EVENT_WAIT_SQE", "Write Value",
+                 "PLACE_HOLDER_SQE", "MEMCPY_ASYNC", "SDMA", "SDMA_SQE", "PCIE_DMA_SQE",
+                 "REDUCE_ASYNC_V2", "HCCL"):
+        assert not is_compute(kind), kind

@@ -10,10 +10,10 @@ Library use::
         ...                                            # StepRecords: one rank, one step
 """
 
-from .pipeline import Format, Kind, Options, Result, convert, read_profile, step_overlap
 from .discover import discover
 from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
 from .model import Layer, RankInfo, Slice, Step, StepRecords
+from .pipeline import Format, Kind, Options, Result, convert, read_profile, step_overlap
 
 __all__ = [
     "Diagnostics", "Format", "InputError", "Kind", "Layer", "Options", "RankInfo", "Result",

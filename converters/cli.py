@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .pipeline import Format, Kind, convert
 from .errors import Trace2PerfettoError
+from .pipeline import Format, Kind, convert
 from .select import parse_ids
 
 _EXAMPLES = """\

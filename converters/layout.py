@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .model import Layer, Slice
+from .overlap import LANES as OVERLAP_LANES
 
 _SUBLANES = 64  # order slots per lane: sub-lanes beyond this share the last slot
 _COMM_TASK_BASE = 1 << 22  # planes are drawn after the communication op lanes
@@ -121,9 +122,6 @@ class Lanes:
         order = base + min(index, _SUBLANES - 1)
         group = GROUPS[s.layer]
         return Track(s.rank, group, GROUP_ORDER[group], lane, order)
-
-
-OVERLAP_LANES = ("Computing", "Communication", "Communication (not overlapped)", "Free")
 
 
 def by_lane_and_start(s: Slice) -> tuple:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 Interval = tuple[int, int]
 
+LANES = ("Computing", "Communication", "Communication (not overlapped)", "Free")
+
 # Device task types that are not computation: synchronisation, copies and the HCCL tasks a
 # collective launches on the device. Everything else (AI_CORE, AI_CPU, AIV, MIX_*, DSA_SQE, ...)
 # computes. Matched as words of the upper-cased type, so "Notify Wait" and NOTIFY_WAIT agree.
@@ -112,12 +114,8 @@ class Overlap:
 
     def lanes(self) -> dict[str, list[Interval]]:
         """Lane name to intervals, in the order the lanes are drawn."""
-        return {
-            "Computing": self.computing,
-            "Communication": self.communication,
-            "Communication (not overlapped)": self.not_overlapped,
-            "Free": self.free,
-        }
+        return dict(zip(LANES, (self.computing, self.communication, self.not_overlapped, self.free),
+                        strict=True))
 
 
 def analyse(compute: Iterable[Interval], comm: Iterable[Interval]) -> Overlap:

@@ -17,7 +17,7 @@ from typing import BinaryIO
 from . import overlap
 from .discover import discover
 from .errors import Diagnostics, UsageError
-from .layout import OVERLAP_LANES, Begin, Lanes, by_lane_and_start
+from .layout import Begin, Lanes, by_lane_and_start
 from .model import Layer, RankInfo, Slice, StepRecords, step_label
 from .readers import READERS
 from .select import check_graphs, keep_step, select_ranks
@@ -154,7 +154,7 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
     result = step_overlap(batch)
     return [
         Slice(batch.rank, Layer.OVERLAP, lane, lane, start, end - start, batch.graph, batch.step_id)
-        for lane, intervals in zip(OVERLAP_LANES, result.lanes().values())
+        for lane, intervals in result.lanes().items()
         for start, end in intervals
     ]
 

@@ -19,7 +19,7 @@ def points(ivs) -> set[int]:
 
 
 def well_formed(ivs) -> bool:
-    return all(s < e for s, e in ivs) and all(a[1] < b[0] for a, b in zip(ivs, ivs[1:]))
+    return all(s < e for s, e in ivs) and all(a[1] < b[0] for a, b in zip(ivs, ivs[1:], strict=False))
 
 
 @given(intervals)

@@ -52,7 +52,7 @@ def test_overlap_lanes_equal_canns_own_interval_by_interval(msprof_2rank):
         mine = step_overlap(batch).lanes()
         for lane, intervals in expected.items():
             assert len(mine[lane]) == len(intervals), (batch.rank, batch.step_id, lane)
-            for (s1, e1), (s2, e2) in zip(mine[lane], intervals):
+            for (s1, e1), (s2, e2) in zip(mine[lane], intervals, strict=True):
                 assert abs(s1 - s2) <= 1000 and abs(e1 - e2) <= 1000, (batch.rank, batch.step_id, lane)
             compared += len(intervals)
     assert compared > 1000

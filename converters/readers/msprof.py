@@ -181,7 +181,7 @@ def _split_by_step(rank: RankInfo, slices: list[Slice], steps: list[Step]) -> It
         else:
             index = max(bisect.bisect_right(starts, sl.start_ns) - 1, 0)
         buckets[index].append(sl)
-    for step, bucket in zip(steps, buckets):
+    for step, bucket in zip(steps, buckets, strict=True):
         yield StepRecords(rank.rank, step.graph, step.step, step, _with_step(bucket, step.graph, step.step))
 
 
@@ -276,7 +276,8 @@ def _step_trace(
         end = start_ns + dur_ns
         yield Step(graph, iteration, start_ns, end)
         summary = {"Iteration ID": iteration, "Model Id": graph}
-        yield Slice(rank.rank, Layer.STEP, lane, f"Step {iteration}", start_ns, dur_ns, graph, iteration, summary)
+        name = f"Step {iteration}"
+        yield Slice(rank.rank, Layer.STEP, lane, name, start_ns, dur_ns, graph, iteration, summary)
         fp, bp = at("FP Start"), at("BP End")
         phases = [("Iteration Interval", start_ns, fp), ("FP/BP", fp, bp), ("Tail", bp, end)]
         for name, begin, finish in phases:

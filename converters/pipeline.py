@@ -123,6 +123,8 @@ def convert(
             writer.end(event.track, event.ts_ns)
         writer.close()
         result.bytes_written = writer.bytes_written
+    if target != "-" and target.endswith(".gz"):
+        result.bytes_written = Path(target).stat().st_size  # what landed on disk, compressed
     result.warnings = diag.messages()
     result.seconds = time.perf_counter() - started
     return result

@@ -1,0 +1,157 @@
+"""The command end to end: exit codes, outputs, stdout, selection, errors (design §8)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fixtures.msprof_gen import write_msprof_profile
+from trace_check import comparable, read_chrome_json, read_perfetto
+
+from converters.cli import main
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("profile")
+    write_msprof_profile(root, ranks=3, graphs=(2, 4), steps=3, seed=7)
+    return root
+
+
+def _ranks(decoded) -> list[int]:
+    return [int(p.split()[1]) for p in decoded.processes]
+
+
+def test_summary_by_default_has_step_and_overlap_lanes_of_every_rank(profile, tmp_path):
+    out = tmp_path / "job.pftrace"
+    assert main([str(profile), "-o", str(out)]) == 0
+    decoded = read_perfetto(out.read_bytes())
+    assert _ranks(decoded) == [0, 1, 2]
+    groups = {s.track[0] for s in decoded.slices}
+    assert groups == {"Step Trace", "Overlap Analysis"}
+    lanes = {s.track[1] for s in decoded.slices if s.track[0] == "Overlap Analysis"}
+    assert {"Computing", "Communication", "Free"} <= lanes
+
+
+def test_rank_filter_as_written_in_the_docs(profile, tmp_path):
+    out = tmp_path / "job.pftrace"
+    assert main([str(profile), "--ranks", "0,2", "--kind", "summary", "-o", str(out)]) == 0
+    assert _ranks(read_perfetto(out.read_bytes())) == [0, 2]
+
+
+def test_both_writers_hold_the_same_slices(profile, tmp_path):
+    proto, js = tmp_path / "a.pftrace", tmp_path / "a.json.gz"
+    assert main([str(profile), "--kind", "detail", "-o", str(proto)]) == 0
+    assert main([str(profile), "--kind", "detail", "-o", str(js)]) == 0
+    a, b = read_perfetto(proto.read_bytes()), read_chrome_json(js.read_bytes())
+    assert comparable(a) == comparable(b)
+    assert len(a.slices) == len(b.slices) > 100
+
+
+def test_graph_filter_keeps_only_that_graph(profile, tmp_path):
+    out = tmp_path / "g.json"
+    assert main([str(profile), "--graphs", "4", "-o", str(out)]) == 0
+    lanes = {s.track for s in read_chrome_json(out.read_bytes()).slices if s.track[0] == "Step Trace"}
+    assert lanes == {("Step Trace", "Graph 4")}
+
+
+def test_merged_graphs_share_one_step_lane(profile, tmp_path):
+    out = tmp_path / "m.json"
+    assert main([str(profile), "--merge-graphs", "-o", str(out)]) == 0
+    steps = [s for s in read_chrome_json(out.read_bytes()).slices if s.track[0] == "Step Trace"]
+    assert {s.track[1] for s in steps} == {"Steps"}
+    assert {"Graph 2 Step 1", "Graph 4 Step 3"} <= {s.name for s in steps}
+
+
+def test_step_filter(profile, tmp_path):
+    out = tmp_path / "s.json"
+    assert main([str(profile), "--steps", "2", "--graphs", "2", "-o", str(out)]) == 0
+    names = {s.name for s in read_chrome_json(out.read_bytes()).slices if s.track[0] == "Step Trace"}
+    assert "Step 2" in names and not {"Step 1", "Step 3"} & names
+
+
+def test_dash_o_dash_writes_the_trace_to_a_pipe(profile):
+    done = subprocess.run(
+        [sys.executable, "-m", "converters", str(profile), "--ranks", "1", "-o", "-"],
+        capture_output=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _ranks(read_perfetto(done.stdout)) == [1]
+    assert b"wrote stdout" in done.stderr
+
+
+def test_default_output_goes_beside_the_input(profile, tmp_path):
+    import shutil
+
+    copy = tmp_path / "myjob"
+    shutil.copytree(profile, copy)
+    assert main([str(copy)]) == 0
+    assert (tmp_path / "myjob.pftrace").stat().st_size > 0
+
+
+def test_unknown_rank_is_a_usage_error_listing_ranks_present(profile, capsys):
+    assert main([str(profile), "--ranks", "5", "-o", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown rank 5" in err and "ranks present: 0-2" in err
+
+
+def test_missing_directory_is_a_usage_error(tmp_path, capsys):
+    assert main([str(tmp_path / "nope")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_directory_with_nothing_recognisable_says_what_was_looked_for(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("hello")
+    assert main([str(tmp_path), "-o", str(tmp_path / "x.pftrace")]) == 2
+    err = capsys.readouterr().err
+    assert "no profiler output found" in err and "info.json" in err
+    assert not (tmp_path / "x.pftrace").exists()
+
+
+def test_bad_option_values_exit_2(profile, capsys):
+    assert main([str(profile), "--ranks", "3-1"]) == 2
+    assert main([str(profile), "--kind", "everything"]) == 2
+    assert main([str(profile), "-o", "trace.txt"]) == 2
+    assert "cannot tell the output format" in capsys.readouterr().err
+
+
+def test_help_teaches_with_examples(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--ranks 0,1 --kind summary -o job.pftrace" in out and "ui.perfetto.dev" in out
+
+
+def test_broken_input_exits_1_names_the_file_and_writes_nothing(profile, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "broken"
+    shutil.copytree(profile, copy)
+    victim = sorted(copy.glob("PROF_*/device_*/timeline/msprof_*.json"))[0]
+    victim.write_bytes(b"\x00garbage" + victim.read_bytes())
+    out = tmp_path / "out.pftrace"
+    assert main([str(copy), "-o", str(out)]) == 1
+    assert victim.name in capsys.readouterr().err
+    assert not out.exists() and not list(tmp_path.glob(".out.pftrace*"))
+
+
+def test_truncated_file_converts_up_to_its_last_whole_event_with_a_warning(profile, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "crashed"
+    shutil.copytree(profile, copy)
+    victim = sorted(copy.glob("PROF_*/device_*/timeline/msprof_*.json"))[-1]
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) * 2 // 3])
+    out = tmp_path / "out.pftrace"
+    assert main([str(copy), "-o", str(out), "--kind", "detail"]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and victim.name in err and "cut off at byte" in err
+    read_perfetto(out.read_bytes())
+
+
+def test_inputs_are_never_touched(profile, tmp_path):
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in profile.rglob("*")}
+    assert main([str(profile), "--kind", "detail", "-o", str(tmp_path / "x.pftrace")]) == 0
+    assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in profile.rglob("*")} == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import Trace2PerfettoError
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     for warning in result.warnings:
         print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
-    where = "stdout" if result.output == "-" else result.output
+    where = "stdout" if result.output == "-" else os.path.abspath(result.output)
     print(
         f"trace2perfetto: wrote {where}: {len(result.ranks)} ranks, {result.steps} steps, "
         f"{result.slices} slices, {result.bytes_written / 2**20:.1f} MiB in {result.seconds:.2f} s",

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from .budget import parse_size
 from .errors import Trace2PerfettoError
 from .pipeline import Format, Kind, convert
 from .select import parse_ids
@@ -16,6 +17,7 @@ examples:
   trace2perfetto PROFILER_DIR --ranks 0,1 --kind summary -o job.pftrace
   trace2perfetto PROFILER_DIR --kind detail --graphs 2 -o graph2.json.gz
   trace2perfetto PROFILER_DIR -o - | gzip > job.pftrace.gz
+  trace2perfetto PROFILER_DIR --kind detail --steps 5-8 --max-size 100M -o steps5-8.pftrace
 
 Open the result at https://ui.perfetto.dev (Open trace file, or drag it in).
 exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.
@@ -51,7 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="steps (iterations) to keep, e.g. 3-5 (default: all)")
     parser.add_argument("--merge-graphs", action="store_true",
                         help="draw the steps of all kept graphs on one lane per rank")
+    parser.add_argument("--max-size", metavar="SIZE", type=_size, default="20M",
+                        help="never write more than SIZE bytes (K, M, G are binary; 0 = unlimited; "
+                        "default: %(default)s). The summary of every step comes first, then detail "
+                        "in whole steps; what is left out is said on stderr and in the trace")
     return parser
+
+
+def _size(text: str) -> int | None:
+    try:
+        return parse_size(text)
+    except Trace2PerfettoError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _ids(what: str):
@@ -74,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = convert(
             args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-            kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs,
+            kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, max_bytes=args.max_size,
         )
     except Trace2PerfettoError as e:
         print(f"trace2perfetto: error: {e}", file=sys.stderr)
@@ -84,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     for warning in result.warnings:
         print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
+    if result.cut:
+        print(f"trace2perfetto: warning: the trace was cut to fit --max-size: kept {result.cut}",
+              file=sys.stderr)
     where = "stdout" if result.output == "-" else os.path.abspath(result.output)
     print(
         f"trace2perfetto: wrote {where}: {len(result.ranks)} ranks, {result.steps} steps, "

@@ -58,15 +58,16 @@ class End:
 
 
 class _SubLane:
-    __slots__ = ("track", "ends", "last_start")
+    __slots__ = ("track", "ends", "last_start", "floor")
 
     def __init__(self, track: Track) -> None:
         self.track = track
         self.ends: list[int] = []  # ends of the open slices, outermost first
         self.last_start = -(1 << 63)
+        self.floor = -(1 << 63)  # slices ended by close() cannot take children any more
 
     def fits(self, s: Slice) -> bool:
-        if s.start_ns < self.last_start:
+        if s.start_ns < self.last_start or s.start_ns < self.floor:
             return False
         open_ends = [e for e in self.ends if e > s.start_ns]
         return not open_ends or s.end_ns <= open_ends[-1]
@@ -78,12 +79,14 @@ class _SubLane:
         self.last_start = s.start_ns
 
     def close(self) -> Iterator[End]:
+        if self.ends:
+            self.floor = max(self.floor, self.ends[0])
         while self.ends:
             yield End(self.track, self.ends.pop())
 
 
 class Lanes:
-    """Assigns slices to tracks; feed it slices in start order per lane, then ``close()``."""
+    """Assigns slices to tracks; feed it slices in start order per lane, ``close()`` per chunk."""
 
     def __init__(self) -> None:
         self._lanes: dict[tuple[int, Layer, str], list[_SubLane]] = {}
@@ -102,11 +105,13 @@ class Lanes:
         yield Begin(sub.track, s)
 
     def close(self) -> Iterator[End]:
-        """End every slice still open."""
+        """End every slice still open, so that what was placed so far is a complete chunk.
+
+        Later slices still go where they nest properly after the ended ones.
+        """
         for subs in self._lanes.values():
             for sub in subs:
                 yield from sub.close()
-        self._lanes.clear()
 
     def _track(self, s: Slice, index: int) -> Track:
         lane = s.lane if index == 0 else f"{s.lane} #{index + 1}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import sys
 import tempfile
@@ -15,14 +14,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from . import overlap
+from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Kept, Sink, Spool, assemble
 from .discover import discover
 from .errors import Diagnostics, UsageError
-from .layout import Begin, Lanes, by_lane_and_start
+from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
 from .model import Layer, RankInfo, Slice, StepRecords, step_label
 from .readers import READERS
 from .select import check_graphs, keep_step, select_ranks
-from .writers.chrome_json import ChromeJsonWriter
-from .writers.perfetto import PerfettoWriter
+from .writers.chrome_json import ChromeJsonEncoder
+from .writers.perfetto import PerfettoEncoder
+
+CUT_GROUP = "Trace cut"
 
 
 class Kind(str, Enum):
@@ -51,6 +53,9 @@ class Options:
     kind: Kind = Kind.SUMMARY
     merge_graphs: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Kind(self.kind))
+
 
 @dataclass
 class Result:
@@ -64,6 +69,7 @@ class Result:
     bytes_written: int = 0
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    cut: str | None = None  # what the size cap kept, and how to see the rest; None: all written
 
 
 def convert(
@@ -76,12 +82,15 @@ def convert(
     kind: Kind | str = Kind.SUMMARY,
     fmt: Format | str | None = None,
     merge_graphs: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
 ) -> Result:
     """Convert the profile under ``path`` into one Perfetto or Chrome JSON trace.
 
     ``output`` is a file name (``.pftrace``, ``.json``, either with ``.gz``), ``"-"`` for
     stdout, or None for ``<input name>.pftrace`` beside the input. The file appears only when
-    complete: it is written under a temporary name and renamed.
+    complete: it is written under a temporary name and renamed. At most ``max_bytes`` are
+    written (None: no limit); what does not fit is chosen by policy and reported in
+    ``Result.cut`` and by a marker inside the trace (see ``budget``).
 
     Example::
 
@@ -104,30 +113,49 @@ def convert(
     infos = select_ranks(discover(Path(path)), options.ranks)
     check_graphs(infos, options.graphs)
     diag = Diagnostics()
-    result = Result(output=target, format=out_format, ranks=[r.rank for r in infos])
-    with _open_output(target) as out:
-        origin = min((r.start_ns for r in infos if r.start_ns is not None), default=0)
-        writer = PerfettoWriter(out) if out_format is Format.PERFETTO else ChromeJsonWriter(out, origin)
-        for info in infos:
-            writer.add_rank(info)
-        lanes = Lanes()
-        for batch in read_profile(infos, options, diag):
-            result.steps += batch.step is not None
-            for event in _placed(lanes, records_to_write(batch, options)):
-                if isinstance(event, Begin):
-                    writer.begin(event.track, event.slice)
-                    result.slices += 1
-                else:
-                    writer.end(event.track, event.ts_ns)
-        for event in lanes.close():
-            writer.end(event.track, event.ts_ns)
-        writer.close()
-        result.bytes_written = writer.bytes_written
-    if target != "-" and target.endswith(".gz"):
-        result.bytes_written = Path(target).stat().st_size  # what landed on disk, compressed
-    result.warnings = diag.messages()
-    result.seconds = time.perf_counter() - started
-    return result
+    origin = min((r.start_ns for r in infos if r.start_ns is not None), default=0)
+    encoder = PerfettoEncoder() if out_format is Format.PERFETTO else ChromeJsonEncoder(origin)
+    spool = Spool()
+    try:
+        _encode_profile(infos, options, diag, encoder, spool)
+        with _open_output(target) as out:
+            sink = Sink(out, max_bytes, compress=target.endswith(".gz"))
+            kept = assemble(sink, spool, encoder.header(infos), encoder.footer,
+                            lambda kept: _cut_marker(encoder, infos[0], kept))
+    finally:
+        spool.close()
+    return Result(
+        output=target, format=out_format, ranks=[r.rank for r in infos],
+        steps=sum(step is not None for step in kept.summary_steps), slices=kept.slices,
+        bytes_written=sink.written, seconds=time.perf_counter() - started,
+        warnings=diag.messages(), cut=None if kept.complete else f"{kept.describe()}; {kept.hint()}",
+    )
+
+
+def _encode_profile(
+    infos: list[RankInfo], options: Options, diag: Diagnostics, encoder, spool: Spool
+) -> None:
+    """Read every kept step and spool its summary and detail chunks, one sequence per rank,
+    part and graph."""
+    lanes = Lanes()
+    sequences: dict[tuple[int, str, int | None], int] = {}
+    for batch in read_profile(infos, options, diag):
+        slices = records_to_write(batch, options)
+        for part in (SUMMARY, DETAIL):
+            mine = [s for s in slices if s.layer.is_summary == (part == SUMMARY)]
+            if not mine:
+                continue
+            sequence = sequences.setdefault((batch.rank, part, batch.graph), len(sequences))
+            events = [e for s in sorted(mine, key=by_lane_and_start) for e in lanes.place(s)]
+            events.extend(lanes.close())
+            spool.add(batch.step_id, batch.start_ns, batch.rank, part,
+                      encoder.chunk(sequence, events), len(mine))
+
+
+def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:
+    track = Track(first.rank, CUT_GROUP, len(GROUP_ORDER), "size cap", 0)
+    text = f"Trace cut by --max-size: {kept.describe()}"
+    return encoder.marker(track, kept.first_left_out_ns or 0, text, {"how to see the rest": kept.hint()})
 
 
 def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
@@ -178,11 +206,6 @@ def _merged_step(s: Slice) -> Slice:
     return Slice(s.rank, s.layer, "Steps", name, s.start_ns, s.dur_ns, s.graph, s.step, s.args)
 
 
-def _placed(lanes: Lanes, slices: list[Slice]):
-    for s in sorted(slices, key=by_lane_and_start):
-        yield from lanes.place(s)
-
-
 def _default_output(path: Path) -> str:
     return str(path.resolve().parent / (path.resolve().name + ".pftrace"))
 
@@ -218,11 +241,7 @@ def _open_output(target: str) -> Iterator[BinaryIO]:
         raise UsageError(f"cannot write {final}: {e.strerror or e}") from e
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20) as raw:
-            if final.suffix == ".gz":
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, filename="") as gz:
-                    yield gz
-            else:
-                yield raw
+            yield raw
         os.chmod(temp, 0o644)
         os.replace(temp, final)
     except BaseException:

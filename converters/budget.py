@@ -1,0 +1,234 @@
+"""The size cap (design §6): what fits is chosen by policy, never by where the limit falls.
+
+Encoded chunks (one per rank, step and part) are spooled to a temporary file while the input is
+read, so memory holds only their index. Then the output is assembled in priority order:
+
+1. the summary (step trace, overlap lanes) of every rank, step by step in time order;
+   if even that does not fit, whole leading steps of it;
+2. detail in whole steps, in time order, all ranks of a step together, until the next step
+   would not fit.
+
+The byte count is exact, compressed or not: a ``.gz`` output is deflated here, and each step is
+tried on a copy of the compressor and kept only if its real compressed bytes fit. Whatever is
+left out is said twice: a warning for the caller and a marker inside the trace.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import tempfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from .errors import UsageError
+from .select import format_ids
+
+SUMMARY, DETAIL = "summary", "detail"
+DEFAULT_MAX_BYTES = 20 * 2**20
+MARKER_RESERVE = 4096  # room kept for the cut marker, the footer and the gzip trailer
+_COPY_BLOCK = 1 << 20
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no name, no mtime: reproducible
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int | None:
+    """``20M`` -> 20 MiB in bytes; K, M and G are binary; ``0`` means unlimited (None).
+
+    Raises:
+        UsageError: not a size.
+    """
+    found = _SIZE.match(text)
+    if not found:
+        raise UsageError(f"--max-size: {text!r} is not a size like 20M, 512K, 1G or 0 (unlimited)")
+    number, unit = float(found.group(1)), found.group(2).upper()
+    size = int(number * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[unit])
+    return size or None
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    step: int | None
+    start_ns: int
+    rank: int
+    part: str
+    offset: int
+    length: int
+    slices: int
+
+
+class Spool:
+    """Encoded chunks in a temporary file, and their index."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="trace2perfetto-")
+        self.chunks: list[Chunk] = []
+        self._end = 0
+
+    def add(self, step: int | None, start_ns: int, rank: int, part: str, data: bytes, slices: int) -> None:
+        if not data:
+            return
+        self._file.seek(self._end)
+        self._file.write(data)
+        self.chunks.append(Chunk(step, start_ns, rank, part, self._end, len(data), slices))
+        self._end += len(data)
+
+    def read(self, chunk: Chunk) -> Iterator[bytes]:
+        """The chunk's bytes in blocks of at most 1 MiB."""
+        self._file.seek(chunk.offset)
+        left = chunk.length
+        while left:
+            block = self._file.read(min(left, _COPY_BLOCK))
+            left -= len(block)
+            yield block
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Sink:
+    """Writes to ``out`` and counts the bytes that land there; deflates when ``compress``."""
+
+    def __init__(self, out: BinaryIO, limit: int | None, compress: bool) -> None:
+        self._out, self.limit = out, limit
+        self.written = 0
+        self._deflate = zlib.compressobj(6, zlib.DEFLATED, -15) if compress else None
+        self._crc = self._size = 0
+        if compress:
+            self._emit([_GZIP_HEADER])
+
+    def write(self, blocks: Iterator[bytes] | list[bytes], reserve: int = 0) -> bool:
+        """Write ``blocks`` whole if they fit with ``reserve`` bytes to spare; else write nothing."""
+        if self._deflate is None:
+            blocks = list(blocks)
+            size = sum(map(len, blocks))
+            if not self._fits(size, reserve):
+                return False
+            self._emit(blocks)
+            return True
+        trial, crc, size, encoded = self._deflate.copy(), self._crc, self._size, []
+        for block in blocks:
+            encoded.append(trial.compress(block))
+            crc, size = zlib.crc32(block, crc), size + len(block)
+        encoded.append(trial.flush(zlib.Z_SYNC_FLUSH))
+        if not self._fits(sum(map(len, encoded)), reserve):
+            return False
+        self._deflate, self._crc, self._size = trial, crc, size
+        self._emit(encoded)
+        return True
+
+    def finish(self) -> None:
+        if self._deflate is not None:
+            self._emit([self._deflate.flush(), struct.pack("<II", self._crc, self._size & 0xFFFFFFFF)])
+        self._out.flush()
+
+    def _fits(self, size: int, reserve: int) -> bool:
+        return self.limit is None or self.written + size + reserve <= self.limit
+
+    def _emit(self, blocks: list[bytes]) -> None:
+        for block in blocks:
+            self._out.write(block)
+            self.written += len(block)
+
+
+@dataclass
+class Kept:
+    """What made it into the output."""
+
+    steps: list[int | None] = field(default_factory=list)  # every step, in time order
+    summary_steps: list[int | None] = field(default_factory=list)
+    detail_steps: list[int | None] = field(default_factory=list)
+    has_detail: bool = False
+    ranks: int = 0
+    slices: int = 0
+    first_left_out_ns: int | None = None
+
+    @property
+    def complete(self) -> bool:
+        return len(self.summary_steps) == len(self.steps) and (
+            not self.has_detail or len(self.detail_steps) == len(self.steps)
+        )
+
+    def describe(self) -> str:
+        """``detail for steps 1-4 of 10, all 8 ranks; summary for all steps``."""
+        total = len(self.steps)
+        ranks = f"all {self.ranks} ranks" if self.ranks != 1 else "its one rank"
+        if len(self.summary_steps) < total:
+            no_detail = "; no detail" if self.has_detail else ""
+            return f"summary for {_steps(self.summary_steps)} of {total}, {ranks}{no_detail}"
+        return f"detail for {_steps(self.detail_steps)} of {total}, {ranks}; summary for all steps"
+
+    def hint(self) -> str:
+        """How to see what was left out."""
+        left = [s for s in self.steps if s not in self.summary_steps
+                or (self.has_detail and s not in self.detail_steps)]
+        numbered = [s for s in left if s is not None]
+        ways = [f"--steps {format_ids(numbered)}" if numbered else "--steps", "--ranks"]
+        if self.has_detail:
+            ways.append("--kind summary")
+        return f"to see the rest use {', '.join(ways)}, or --max-size 0 (unlimited)"
+
+
+def _steps(steps: list[int | None]) -> str:
+    numbered = [s for s in steps if s is not None]
+    if not steps:
+        return "no steps"
+    if not numbered:
+        return f"{len(steps)} steps"
+    return f"step{'s' if len(numbered) > 1 else ''} {format_ids(numbered)}"
+
+
+def assemble(
+    sink: Sink, spool: Spool, header: bytes, footer: bytes, marker: Callable[[Kept], bytes]
+) -> Kept:
+    """Write header, the chunks that fit by policy, the cut marker if anything was left out, footer.
+
+    Raises:
+        UsageError: the limit is too small for even the header.
+    """
+    order = _steps_in_time_order(spool.chunks)
+    kept = Kept(steps=order, ranks=len({c.rank for c in spool.chunks}),
+                has_detail=any(c.part == DETAIL for c in spool.chunks))
+    reserve = len(footer) + MARKER_RESERVE if sink.limit is not None else 0
+    if not sink.write([header], reserve):
+        raise UsageError(f"--max-size {sink.limit} is too small: the trace header alone needs more")
+    groups = _groups(spool.chunks, order)
+    last_group = list(groups)[-1] if groups else None
+    for part, done in ((SUMMARY, kept.summary_steps), (DETAIL, kept.detail_steps)):
+        for step in order:
+            chunks = groups.get((part, step), [])
+            # The last group needs no room for a marker: if it fits, nothing is left out.
+            room = len(footer) if (part, step) == last_group else reserve
+            if not sink.write((b for c in chunks for b in spool.read(c)), room):
+                kept.first_left_out_ns = min(c.start_ns for c in chunks)
+                break
+            done.append(step)
+            kept.slices += sum(c.slices for c in chunks)
+        if len(done) < len(order):
+            break
+    if not kept.complete:
+        if kept.first_left_out_ns is None:
+            kept.first_left_out_ns = max(c.start_ns for c in spool.chunks)
+        sink.write([marker(kept)])
+    sink.write([footer])
+    sink.finish()
+    return kept
+
+
+def _steps_in_time_order(chunks: list[Chunk]) -> list[int | None]:
+    first: dict[int | None, int] = {}
+    for c in chunks:
+        first[c.step] = min(first.get(c.step, c.start_ns), c.start_ns)
+    return sorted(first, key=lambda step: (first[step], -1 if step is None else step))
+
+
+def _groups(chunks: list[Chunk], order: list[int | None]) -> dict[tuple[str, int | None], list[Chunk]]:
+    """Chunks by (part, step), in the order they are written; within one, by rank."""
+    position = {step: i for i, step in enumerate(order)}
+    groups: dict[tuple[str, int | None], list[Chunk]] = {}
+    key = lambda c: (c.part != SUMMARY, position[c.step], c.rank, c.offset)  # noqa: E731
+    for c in sorted(chunks, key=key):
+        groups.setdefault((c.part, c.step), []).append(c)
+    return groups

@@ -1,0 +1,141 @@
+"""The size cap: never exceeded, never silent, whole steps of detail, summary first."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from trace_check import read_chrome_json, read_perfetto
+
+from converters import Diagnostics, Layer, Options, UsageError, convert, discover, read_profile
+from converters.budget import parse_size
+from converters.cli import main
+from converters.pipeline import records_to_write
+from fixtures.msprof_gen import write_msprof_profile
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("capped")
+    write_msprof_profile(root, ranks=3, graphs=(2,), steps=5, tasks_per_step=30, seed=11)
+    return root
+
+
+@pytest.fixture(scope="module")
+def steps_in_order(profile):
+    """Per step, in time order: (summary slices, detail slices) as (rank, name, start, dur)."""
+    per_step: dict = {}
+    options = Options(kind="detail")
+    for batch in read_profile(discover(profile), options, Diagnostics()):
+        summary, detail = per_step.setdefault(batch.step_id, (set(), set()))
+        for s in records_to_write(batch, options):
+            (summary if s.layer.is_summary else detail).add((s.rank, s.name, s.start_ns, s.dur_ns))
+    return [per_step[k] for k in sorted(per_step)]
+
+
+def _read(path: Path, origin_ns: int):
+    data = path.read_bytes()
+    if ".json" in path.suffixes:
+        decoded = read_chrome_json(data)
+        shift = origin_ns
+    else:
+        decoded = read_perfetto(data)
+        shift = 0
+    groups_summary = {"Step Trace", "Overlap Analysis"}
+    rows = {(s.track[0], (int(s.process.split()[1]), s.name, s.start_ns + shift, s.dur_ns))
+            for s in decoded.slices}
+    summary = {row for group, row in rows if group in groups_summary}
+    detail = {row for group, row in rows if group not in groups_summary and group != "Trace cut"}
+    return summary, detail, decoded
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fraction=st.floats(0.02, 1.2), name=st.sampled_from(["t.pftrace", "t.json", "t.pftrace.gz",
+                                                             "t.json.gz"]))
+def test_cap_is_never_exceeded_and_keeps_whole_steps_summary_first(
+    profile, steps_in_order, tmp_path_factory, fraction, name
+):
+    out = tmp_path_factory.mktemp("cap") / name
+    full = convert(profile, out, kind="detail", max_bytes=None)
+    cap = max(int(full.bytes_written * fraction), 6000)
+    result = convert(profile, out, kind="detail", max_bytes=cap)
+    assert out.stat().st_size == result.bytes_written <= cap
+    origin = min(r.start_ns for r in discover(profile))
+    summary, detail, decoded = _read(out, origin)
+    all_summary = set().union(*(s for s, _ in steps_in_order))
+    prefixes = [set().union(*(part[i] for part in steps_in_order[:k])) for i in (0, 1)
+                for k in range(len(steps_in_order) + 1)]
+    n = len(steps_in_order) + 1
+    summary_prefixes, detail_prefixes = prefixes[:n], prefixes[n:]
+    if detail:
+        assert summary == all_summary, "detail was written before the whole summary"
+    assert summary in summary_prefixes, "summary is not whole leading steps"
+    assert detail in detail_prefixes, "detail is not whole leading steps"
+    complete = summary == all_summary and detail == detail_prefixes[-1]
+    markers = [i for i in decoded.instants if "Trace cut" in i.track]
+    assert (result.cut is None) == complete
+    assert len(markers) == (0 if complete else 1)
+    if not complete:
+        assert "--max-size" in markers[0].name and "of 5" in result.cut and "--steps" in result.cut
+
+
+def test_summary_only_cap_keeps_leading_summary_steps(profile, tmp_path):
+    out = tmp_path / "s.pftrace"
+    full = convert(profile, out, kind="summary", max_bytes=None)
+    result = convert(profile, out, kind="summary", max_bytes=full.bytes_written // 2)
+    pattern = r"summary for steps? 1(-\d)? of 5, all 3 ranks; to see the rest use --steps \d"
+    assert re.match(pattern, result.cut)
+    assert "--kind summary" not in result.cut
+
+
+def test_warning_on_stderr_says_what_was_kept_and_how_to_see_the_rest(profile, tmp_path, capsys):
+    out = tmp_path / "c.pftrace"
+    assert main([str(profile), "--kind", "detail", "--max-size", "0", "-o", str(out)]) == 0
+    full = out.stat().st_size
+    assert "cut" not in capsys.readouterr().err
+    assert main([str(profile), "--kind", "detail", "--max-size", f"{full * 2 // 3 // 1024}K",
+                 "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the trace was cut to fit --max-size: kept detail for steps 1-" in err
+    assert "of 5, all 3 ranks; summary for all steps" in err
+    assert "--steps" in err and "--kind summary" in err and "--max-size 0" in err
+
+
+def test_cap_applies_to_stdout(profile, capfdbinary):
+    assert main([str(profile), "--kind", "detail", "--max-size", "40K", "-o", "-"]) == 0
+    written = capfdbinary.readouterr().out
+    assert 0 < len(written) <= 40 * 1024
+    read_perfetto(written)
+
+
+def test_a_cap_below_the_header_is_a_usage_error(profile, tmp_path):
+    with pytest.raises(UsageError, match="too small"):
+        convert(profile, tmp_path / "x.pftrace", max_bytes=100)
+    assert not (tmp_path / "x.pftrace").exists()
+
+
+def test_default_cap_is_20_mib(profile, tmp_path):
+    assert convert(profile, tmp_path / "d.pftrace").cut is None  # small profiles are whole
+    from converters.budget import DEFAULT_MAX_BYTES
+
+    assert DEFAULT_MAX_BYTES == parse_size("20M") == 20 * 2**20
+
+
+@pytest.mark.parametrize("text,size", [("0", None), ("20M", 20 << 20), ("512K", 512 << 10),
+                                       ("1G", 1 << 30), ("1.5M", 3 << 19), ("100", 100),
+                                       ("64MiB", 64 << 20)])
+def test_parse_size(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "M", "-1", "20X", "1e6"])
+def test_parse_size_rejects(text):
+    with pytest.raises(UsageError, match="--max-size"):
+        parse_size(text)
+
+
+def test_layer_split_is_summary_or_detail():
+    assert {layer.is_summary for layer in Layer} == {True, False}

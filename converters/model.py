@@ -38,7 +38,10 @@ _LAYER_ORDER = {layer: i for i, layer in enumerate(Layer)}
 
 @dataclass(frozen=True, slots=True)
 class Slice:
-    """One interval on one lane of one rank: a device task, an HCCL op or task, a step phase."""
+    """One interval on one lane of one rank: a device task, an HCCL op or task, a step phase.
+
+    Which graph and step it belongs to is said once by the ``StepRecords`` that holds it.
+    """
 
     rank: int
     layer: Layer
@@ -46,8 +49,6 @@ class Slice:
     name: str
     start_ns: int
     dur_ns: int
-    graph: int | None = None
-    step: int | None = None
     args: dict[str, Any] | None = None
 
     @property

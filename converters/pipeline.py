@@ -172,7 +172,7 @@ def records_to_write(batch: StepRecords, options: Options) -> list[Slice]:
     out: list[Slice] = []
     for s in batch.slices:
         if s.layer is Layer.STEP:
-            out.append(_merged_step(s) if options.merge_graphs else s)
+            out.append(_merged_step(s, batch) if options.merge_graphs else s)
         elif options.kind is Kind.DETAIL:
             out.append(s)
     out.extend(overlap_slices(batch))
@@ -183,7 +183,7 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
     """The step's Computing / Communication / not overlapped / Free lanes as slices."""
     result = step_overlap(batch)
     return [
-        Slice(batch.rank, Layer.OVERLAP, lane, lane, start, end - start, batch.graph, batch.step_id)
+        Slice(batch.rank, Layer.OVERLAP, lane, lane, start, end - start)
         for lane, intervals in result.lanes().items()
         for start, end in intervals
     ]
@@ -201,9 +201,9 @@ def step_overlap(batch: StepRecords) -> overlap.Overlap:
     return overlap.analyse(compute, ops)
 
 
-def _merged_step(s: Slice) -> Slice:
-    name = step_label(s.graph, s.step) if s.name.startswith("Step ") else s.name
-    return Slice(s.rank, s.layer, "Steps", name, s.start_ns, s.dur_ns, s.graph, s.step, s.args)
+def _merged_step(s: Slice, batch: StepRecords) -> Slice:
+    name = step_label(batch.graph, batch.step_id) if s.name.startswith("Step ") else s.name
+    return Slice(s.rank, s.layer, "Steps", name, s.start_ns, s.dur_ns, s.args)
 
 
 def _default_output(path: Path) -> str:

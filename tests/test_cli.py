@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.msprof_gen import write_msprof_profile
 from trace_check import comparable, read_chrome_json, read_perfetto
 
 from converters.cli import main
+from fixtures.msprof_gen import write_msprof_profile
 
 
 @pytest.fixture(scope="module")

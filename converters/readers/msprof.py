@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,158 +131,161 @@ def _clock(device_dir: Path) -> tuple[int | None, int]:
 
 
 def _read_timeline(rank: RankInfo, files: list[Path], diag: Diagnostics) -> Iterator[StepRecords]:
-    """Per-iteration files: one (model, iteration) group of files is one step."""
+    """Per-iteration files: the files of one (model, iteration) hold one step."""
     groups: dict[tuple[int, int], dict[str, Path]] = defaultdict(dict)
     for path in files:
         kind, _device, model, iteration = _TIMELINE.match(path.name).groups()
         groups[int(model), int(iteration)][kind] = path
-    batches = []
-    for (model, iteration), kinds in groups.items():
+    for model, iteration in _time_order(groups, rank, diag):
+        kinds = groups[model, iteration]
         chosen = [kinds["msprof"]] if "msprof" in kinds else [
             kinds[k] for k in ("step_trace", "task_time", "hccl") if k in kinds
         ]
-        slices: list[Slice] = []
-        steps: list[Step] = []
+        records = _Records(rank, model)
         for path in chosen:
-            events = jsonfile.load_events(path, diag)
-            for item in _convert(events, rank, model, path, diag):
-                if isinstance(item, Step):
-                    if item.step == iteration:
-                        steps.append(item)
-                elif item.layer is not Layer.STEP or item.step == iteration:
-                    slices.append(item)
-        step = steps[0] if steps else None
-        batches.append(StepRecords(rank.rank, model, iteration, step, _with_step(slices, model, iteration)))
-    batches.sort(key=lambda b: (b.start_ns, b.graph or 0, b.step or 0))
-    yield from batches
+            records.read(path, diag)
+        step, phases = records.steps.get((model, iteration), (None, []))
+        yield StepRecords(rank.rank, model, iteration, step, records.slices + phases)
+
+
+def _time_order(
+    groups: dict[tuple[int, int], dict[str, Path]], rank: RankInfo, diag: Diagnostics
+) -> list[tuple[int, int]]:
+    """(model, iteration) keys by step start, from the small step_trace files (each holds every
+    iteration of its model); by iteration where there are none."""
+    starts: dict[tuple[int, int], int] = {}
+    for model in {m for m, _ in groups}:
+        path = next((kinds["step_trace"] for (m, _), kinds in groups.items()
+                     if m == model and "step_trace" in kinds), None)
+        if path is not None:
+            records = _Records(rank, model)
+            records.read(path, diag)
+            starts.update({key: step.start_ns for key, (step, _) in records.steps.items() if step})
+    return sorted(groups, key=lambda key: (starts.get(key, 0), key[1], key[0]))
 
 
 def _read_cann8(rank: RankInfo, files: list[Path], diag: Diagnostics) -> Iterator[StepRecords]:
-    """One merged file (or its slices): steps are found from the step trace, tasks by time."""
-    slices: list[Slice] = []
-    steps: list[Step] = []
+    """One merged file (or its slices): steps come from the step trace, the rest by time."""
+    records = _Records(rank, None)
     for path in files:
-        for item in _convert(jsonfile.load_events(path, diag), rank, None, path, diag):
-            (steps if isinstance(item, Step) else slices).append(item)
-    yield from _split_by_step(rank, slices, steps)
-
-
-def _split_by_step(rank: RankInfo, slices: list[Slice], steps: list[Step]) -> Iterator[StepRecords]:
-    """Give each record the step whose interval holds its start (the last one started before)."""
-    steps = sorted({(s.start_ns, s.graph or 0, s.step): s for s in steps}.values(), key=lambda s: s.start_ns)
+        records.read(path, diag)
+    steps = sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
     if not steps:
-        yield StepRecords(rank.rank, None, None, None, slices)
+        yield StepRecords(rank.rank, None, None, None, records.slices)
         return
-    starts = [s.start_ns for s in steps]
-    buckets: list[list[Slice]] = [[] for _ in steps]
-    for sl in slices:
-        if sl.layer is Layer.STEP:
-            index = next(i for i, s in enumerate(steps) if (s.graph, s.step) == (sl.graph, sl.step))
-        else:
-            index = max(bisect.bisect_right(starts, sl.start_ns) - 1, 0)
-        buckets[index].append(sl)
-    for step, bucket in zip(steps, buckets, strict=True):
-        yield StepRecords(rank.rank, step.graph, step.step, step, _with_step(bucket, step.graph, step.step))
-
-
-def _with_step(slices: list[Slice], graph: int | None, step: int) -> list[Slice]:
-    return [
-        s if (s.graph, s.step) == (graph, step) else _replace(s, graph=graph, step=step) for s in slices
-    ]
-
-
-def _replace(s: Slice, **changes: Any) -> Slice:
-    fields = {f: getattr(s, f) for f in Slice.__slots__}
-    fields.update(changes)
-    return Slice(**fields)
+    starts = [step.start_ns for step, _ in steps]
+    buckets: list[list[Slice]] = [list(phases) for _, phases in steps]
+    for s in records.slices:  # each goes to the last step started at or before it
+        buckets[max(bisect.bisect_right(starts, s.start_ns) - 1, 0)].append(s)
+    for (step, _), bucket in zip(steps, buckets, strict=True):
+        yield StepRecords(rank.rank, step.graph, step.step, step, bucket)
 
 
 # -- events to records --------------------------------------------------------------------------
 
+_STEP_TRACE = "step trace"  # a route's kind besides the layers; None skips the events
+Route = tuple[Layer | str | None, str]
 
-def _convert(
-    events: list[Any], rank: RankInfo, model: int | None, path: Path, diag: Diagnostics
-) -> Iterable[Slice | Step]:
-    """Turn one file's Chrome-trace events into slices and steps, naming lanes by process."""
-    processes: dict[Any, str] = {}
-    threads: dict[tuple[Any, Any], str] = {}
-    for event in events:
-        if isinstance(event, dict) and event.get("ph") == "M":
-            name = (event.get("args") or {}).get("name")
-            if event.get("name") == "process_name":
-                processes[event.get("pid")] = str(name)
-            elif event.get("name") == "thread_name":
-                threads[event.get("pid"), event.get("tid")] = str(name)
-    offset = rank.clock_offset_ns
-    for index, event in enumerate(events):
-        if not isinstance(event, dict) or event.get("ph") != "X":
-            continue
+
+class _Records:
+    """Slices and steps of one rank's events, lanes named by process and thread name."""
+
+    def __init__(self, rank: RankInfo, model: int | None) -> None:
+        self.rank, self.model = rank, model
+        self.slices: list[Slice] = []
+        # (graph, iteration) -> (its Step, its step trace phases)
+        self.steps: dict[tuple[int | None, int], tuple[Step | None, list[Slice]]] = {}
+        self._processes: dict[Any, str] = {}
+        self._threads: dict[tuple[Any, Any], str] = {}
+        self._routes: dict[tuple[Any, Any], Route] = {}
+
+    def read(self, path: Path, diag: Diagnostics) -> None:
+        events = jsonfile.load_events(path, diag)
+        for event in events:
+            if isinstance(event, dict) and event.get("ph") == "M":
+                self._metadata(event)
+        for index, event in enumerate(events):
+            if isinstance(event, dict) and event.get("ph") == "X":
+                self._complete(event, index, path, diag)
+
+    def _metadata(self, event: dict[str, Any]) -> None:
+        name = str((event.get("args") or {}).get("name"))
+        if event.get("name") == "process_name":
+            self._processes[event.get("pid")] = name
+            self._routes.clear()
+        elif event.get("name") == "thread_name":
+            self._threads[event.get("pid"), event.get("tid")] = name
+            self._routes.clear()
+
+    def _route(self, pid: Any, tid: Any, path: Path, diag: Diagnostics) -> Route:
+        """Where the events of a (pid, tid) go: (layer or _STEP_TRACE or None to skip, lane)."""
+        process = self._processes.get(pid, "")
+        thread = self._threads.get((pid, tid), "")
+        if process == "Step Trace" or thread.startswith("Step Trace"):
+            return _STEP_TRACE, thread
+        if process == "Ascend Hardware":
+            return Layer.STREAM, thread or f"Stream {tid}"
+        if process in ("HCCL", "Communication"):
+            if thread.startswith("Plane"):
+                return Layer.COMM_TASK, thread
+            return Layer.COMM_OP, thread or "Communication"
+        if process == "CANN":
+            return Layer.HOST, f"CANN {thread or tid}"
+        if process != "Overlap Analysis":  # CANN's own lanes: the project computes its own
+            diag.warn("unknown_process", f"{path}: events of process {process or pid!r} skipped")
+        return None, ""
+
+    def _complete(self, event: dict[str, Any], index: int, path: Path, diag: Diagnostics) -> None:
         try:
-            start_ns = round(float(event["ts"]) * 1000) + offset
-            dur_ns = round(float(event.get("dur", 0)) * 1000)
+            start_ns = round(event["ts"] * 1000) + self.rank.clock_offset_ns
+            dur_ns = round(event.get("dur", 0) * 1000)
             name = str(event["name"])
         except (KeyError, TypeError, ValueError):
-            diag.warn("bad_event", f"{path}: event {index}: expected name, ts and dur; skipped")
-            continue
+            diag.warn("bad_event", f"{path}: event {index}: expected name, ts and dur in µs; skipped")
+            return
         if dur_ns < 0:
             diag.warn("bad_event", f"{path}: event {index}: negative dur {event.get('dur')}; skipped")
-            continue
-        process = processes.get(event.get("pid"), "")
-        thread = threads.get((event.get("pid"), event.get("tid")), "")
-        args = event.get("args") or {}
-        if process == "Step Trace" or thread.startswith("Step Trace"):
-            yield from _step_trace(event, args, thread, model, rank, start_ns, dur_ns, offset)
-        elif process == "Ascend Hardware":
-            lane = thread or f"Stream {args.get('Stream Id', event.get('tid'))}"
-            yield Slice(rank.rank, Layer.STREAM, lane, name, start_ns, dur_ns, model, None, args)
-        elif process in ("HCCL", "Communication"):
-            if thread.startswith("Plane"):
-                yield Slice(rank.rank, Layer.COMM_TASK, thread, name, start_ns, dur_ns, model, None, args)
-            else:
-                lane = thread or "Communication"
-                yield Slice(rank.rank, Layer.COMM_OP, lane, name, start_ns, dur_ns, model, None, args or None)
-        elif process == "CANN":
-            lane = f"CANN {thread or event.get('tid')}"
-            yield Slice(rank.rank, Layer.HOST, lane, name, start_ns, dur_ns, model, None, args or None)
-        elif process != "Overlap Analysis":
-            diag.warn("unknown_process", f"{path}: events of process {process or event.get('pid')!r} skipped")
+            return
+        key = (event.get("pid"), event.get("tid"))
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = self._route(*key, path, diag)
+        kind, lane = route
+        if kind is _STEP_TRACE:
+            self._step_trace(event, event.get("args") or {}, lane, start_ns, dur_ns)
+        elif kind is not None:
+            self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, event.get("args")))
 
+    def _step_trace(self, event: dict[str, Any], args: dict[str, Any], thread: str,
+                    start_ns: int, dur_ns: int) -> None:
+        """``Iteration N`` becomes a Step and its phases; ``Reduce_N_k`` a phase too.
 
-def _step_trace(
-    event: dict[str, Any], args: dict[str, Any], thread: str, model: int | None,
-    rank: RankInfo, start_ns: int, dur_ns: int, offset: int,
-) -> Iterator[Slice | Step]:
-    """An ``Iteration N`` event becomes a Step and its phases; ``Reduce_N_k`` a phase too.
+        The raw args hold monotonic-clock µs (FP Start, BP End, ...): they become the phases'
+        bounds and are not copied, since they would disagree with the epoch timeline.
+        """
+        found = _STEP_TRACE_THREAD.search(thread)
+        graph = int(args["Model Id"]) if "Model Id" in args else int(found.group(1)) if found else self.model
+        if args.get("Iteration ID") is None:
+            return
+        iteration = int(args["Iteration ID"])
+        step, phases = self.steps.get((graph, iteration), (None, []))
+        lane = "Steps" if graph is None else f"Graph {graph}"
+        rank = self.rank.rank
+        category = event.get("cat")
+        if category == "Iteration Time":
+            end = start_ns + dur_ns
+            step = Step(graph, iteration, start_ns, end)
+            info = {"Iteration ID": iteration, "Model Id": graph}
+            phases.append(Slice(rank, Layer.STEP, lane, f"Step {iteration}", start_ns, dur_ns, info))
+            fp, bp = self._at(args, "FP Start"), self._at(args, "BP End")
+            for name, begin, finish in (("Iteration Interval", start_ns, fp), ("FP/BP", fp, bp),
+                                        ("Tail", bp, end)):
+                if begin is not None and finish is not None and start_ns <= begin < finish <= end:
+                    phases.append(Slice(rank, Layer.STEP, lane, name, begin, finish - begin))
+        elif category == "Reduce":
+            phases.append(Slice(rank, Layer.STEP, lane, "Reduce", start_ns, dur_ns))
+        self.steps[graph, iteration] = (step, phases)
 
-    The raw args hold monotonic-clock µs (FP Start, BP End, ...): they become the phases'
-    bounds and are not copied, since they would disagree with the epoch timeline.
-    """
-    found = _STEP_TRACE_THREAD.search(thread)
-    graph = int(found.group(1)) if found else model
-    if "Model Id" in args:
-        graph = int(args["Model Id"])
-    iteration = args.get("Iteration ID")
-    if iteration is None:
-        return
-    iteration = int(iteration)
-    lane = "Steps" if graph is None else f"Graph {graph}"
-    category = event.get("cat")
-
-    def at(key: str) -> int | None:
+    def _at(self, args: dict[str, Any], key: str) -> int | None:
         value = args.get(key)
-        return None if value is None else round(float(value) * 1000) + offset
-
-    if category == "Iteration Time":
-        end = start_ns + dur_ns
-        yield Step(graph, iteration, start_ns, end)
-        summary = {"Iteration ID": iteration, "Model Id": graph}
-        name = f"Step {iteration}"
-        yield Slice(rank.rank, Layer.STEP, lane, name, start_ns, dur_ns, graph, iteration, summary)
-        fp, bp = at("FP Start"), at("BP End")
-        phases = [("Iteration Interval", start_ns, fp), ("FP/BP", fp, bp), ("Tail", bp, end)]
-        for name, begin, finish in phases:
-            if begin is not None and finish is not None and start_ns <= begin < finish <= end:
-                yield Slice(rank.rank, Layer.STEP, lane, name, begin, finish - begin, graph, iteration)
-    elif category == "Reduce":
-        yield Slice(rank.rank, Layer.STEP, lane, "Reduce", start_ns, dur_ns, graph, iteration)
-
+        return None if value is None else round(float(value) * 1000) + self.rank.clock_offset_ns

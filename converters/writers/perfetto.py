@@ -12,6 +12,9 @@ Each rank's summary and detail of each graph are packet sequences of their own. 
 chunks (one per step) are written in step order and the size cap only ever drops a sequence's
 *later* chunks, so what an earlier chunk interned is always in the file before its use. Track
 descriptors are repeated once per sequence (identical), so no sequence depends on another.
+
+The per-event path is the hot loop of a conversion: everything constant for a track or a name
+is encoded once and reused, and varints come from tables.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ..layout import Begin, End, Track
+from ..layout import End, Track
 from ..model import RankInfo
 
 _HEADER_SEQUENCE = 1
@@ -44,22 +47,23 @@ _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING_IID = 1, 2, 3, 4, 5,
 # InternedData
 _EVENT_NAMES, _ANNOTATION_NAMES, _STRING_VALUES = 2, 3, 29
 
+_SMALL = 1 << 14
+_SMALL_VARINTS = [bytes([v]) if v < 0x80 else bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(_SMALL)]
+# 14 low bits as two varint bytes that both say "more follows"
+_LOW14 = [bytes([(v & 0x7F) | 0x80, (v >> 7) | 0x80]) for v in range(_SMALL)]
+
 
 def _varint(value: int) -> bytes:
     if 0 <= value < _SMALL:
         return _SMALL_VARINTS[value]
     if value < 0:
         value += 1 << 64
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL = 1 << 14
-_SMALL_VARINTS = [bytes([v]) if v < 0x80 else bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(_SMALL)]
+    parts = []
+    while value >= _SMALL:
+        parts.append(_LOW14[value & 0x3FFF])
+        value >>= 14
+    parts.append(_SMALL_VARINTS[value])
+    return b"".join(parts)
 
 
 def _key(field: int, wire: int) -> bytes:
@@ -78,40 +82,47 @@ def _str(field: int, text: str) -> bytes:
     return _len(field, text.encode("utf-8", "replace"))
 
 
-def _double(field: int, value: float) -> bytes:
-    return _key(field, 1) + struct.pack("<d", value)
-
-
 _PACKET = _key(1, 2)  # Trace.packet
+_TS = _key(_TIMESTAMP, 0)
+_EVENT = _key(_TRACK_EVENT, 2)
+_ANNOTATION = _key(_ANNOTATIONS, 2)
+_DOUBLE = _key(_A_DOUBLE, 1)
+_INT = _key(_A_INT, 0)
+_STRING_IID = _key(_A_STRING_IID, 0)
+_NEEDS = _int(_SEQ_FLAGS, _NEEDS_STATE)
+_pack_double = struct.Struct("<d").pack
 
 
 class _Interner:
-    """Ids for strings on one sequence; collects the definitions a packet must carry."""
+    """Ids for strings on one sequence, as ready-encoded ``field: iid`` bytes; collects the
+    definitions the next packet must carry."""
 
-    def __init__(self, field: int) -> None:
-        self.ids: dict[str, int] = {}
-        self.field = field
+    def __init__(self, table_field: int, ref_field: int) -> None:
+        self.refs: dict[str, bytes] = {}
+        self.table_field, self.ref_key = table_field, _key(ref_field, 0)
         self.pending: list[bytes] = []
 
-    def __call__(self, text: str) -> int:
-        iid = self.ids.get(text)
-        if iid is None:
-            iid = self.ids[text] = len(self.ids) + 1
-            self.pending.append(_len(self.field, _int(1, iid) + _str(2, text)))
-        return iid
+    def __call__(self, text: str) -> bytes:
+        ref = self.refs.get(text)
+        if ref is None:
+            iid = len(self.refs) + 1
+            ref = self.refs[text] = self.ref_key + _varint(iid)
+            self.pending.append(_len(self.table_field, _int(1, iid) + _str(2, text)))
+        return ref
 
 
 class _Sequence:
-    """One packet sequence: its id and its interning state."""
+    """One packet sequence: its id, its interning state and what it has declared."""
 
     def __init__(self, sequence_id: int) -> None:
         self.tail = _int(_SEQ_ID, sequence_id)
         self.started = False
-        self.names = _Interner(_EVENT_NAMES)
-        self.arg_names = _Interner(_ANNOTATION_NAMES)
-        self.strings = _Interner(_STRING_VALUES)
+        self.names = _Interner(_EVENT_NAMES, _NAME_IID)
+        self.arg_names = _Interner(_ANNOTATION_NAMES, _A_NAME_IID)
+        self.strings = _Interner(_STRING_VALUES, _A_STRING_IID)
         self.arg_cache: dict[tuple[str, type, Any], bytes] = {}
-        self.declared: set[int] = set()  # track uuids described on this sequence
+        # track -> (begin-event prefix, end-packet suffix) once described on this sequence
+        self.tracks: dict[Track, tuple[bytes, bytes]] = {}
 
     def interned(self) -> bytes:
         pending = self.names.pending + self.arg_names.pending + self.strings.pending
@@ -129,7 +140,7 @@ class PerfettoEncoder:
     def __init__(self) -> None:
         self._uuids: dict[Any, int] = {}
         self._sequences: dict[int, _Sequence] = {}
-        self._end_events: dict[int, bytes] = {}
+        self._high: dict[int, bytes] = {}  # timestamp >> 28 -> its varint bytes
 
     def header(self, ranks: list[RankInfo]) -> bytes:
         """The root descriptor and one process track per rank, in rank order."""
@@ -137,54 +148,66 @@ class PerfettoEncoder:
         root = _int(_UUID, 0) + _int(_PROCESS_ORDERING, _PROCESS_ORDERING_EXPLICIT)
         first = _len(_TRACK_DESC, root) + _int(_SEQ_FLAGS, _CLEARED) + _int(_FIRST_ON_SEQUENCE, 1)
         header_tail = _int(_SEQ_ID, _HEADER_SEQUENCE)
-        _packet(out, first, header_tail)
+        _packet(out, first + header_tail)
         for info in ranks:
-            uuid = self._process_uuid(info.rank)
             process = _int(_PID, info.rank + 1) + _str(_PROCESS_NAME, info.title)
             desc = (
-                _int(_UUID, uuid) + _str(_NAME, info.title) + _len(_PROCESS, process)
-                + _int(_CHILD_ORDERING, _EXPLICIT) + _int(_SIBLING_RANK, info.rank)
+                _int(_UUID, self._process_uuid(info.rank)) + _str(_NAME, info.title)
+                + _len(_PROCESS, process) + _int(_CHILD_ORDERING, _EXPLICIT)
+                + _int(_SIBLING_RANK, info.rank)
             )
             if info.clock:
                 desc += _str(_DESCRIPTION, f"{info.format} profile {info.path}; times: {info.clock}")
-            _packet(out, _len(_TRACK_DESC, desc), header_tail)
+            _packet(out, _len(_TRACK_DESC, desc) + header_tail)
         return bytes(out)
 
-    def chunk(self, sequence: int, events: Iterable[Begin | End]) -> bytes:
-        """Encode layout events on ``sequence`` (any int; one per rank and part)."""
+    def chunk(self, sequence: int, events: Iterable) -> bytes:
+        """Encode layout events (``Begin``/``End``) on ``sequence`` (one per rank, part, graph)."""
         seq = self._sequences.get(sequence)
         if seq is None:
             seq = self._sequences[sequence] = _Sequence(sequence + _HEADER_SEQUENCE + 1)
         out = bytearray()
         if not seq.started:
-            _packet(out, _int(_SEQ_FLAGS, _CLEARED) + _int(_FIRST_ON_SEQUENCE, 1), seq.tail)
+            _packet(out, _int(_SEQ_FLAGS, _CLEARED) + _int(_FIRST_ON_SEQUENCE, 1) + seq.tail)
             seq.started = True
+        tracks, names, tail, ts = seq.tracks, seq.names, seq.tail, self._timestamp
         for event in events:
-            uuid = self._track(event.track, out, seq)
+            prefixes = tracks.get(event.track) or self._declare(event.track, out, seq)
             if type(event) is End:
-                _packet(out, _int(_TIMESTAMP, event.ts_ns) + self._end_events[uuid], seq.tail)
-                continue
-            s = event.slice
-            body = _BEGIN + _int(_TRACK_UUID, uuid) + _int(_NAME_IID, seq.names(s.name))
-            if s.args:
-                body += self._annotations(s.args, seq)
-            self._event(out, seq, s.start_ns, body)
+                payload = ts(event.ts_ns) + prefixes[1]
+            else:
+                s = event.slice
+                body = prefixes[0] + names(s.name)
+                if s.args:
+                    body += self._annotations(s.args, seq)
+                payload = ts(s.start_ns) + _EVENT + _varint(len(body)) + body + seq.interned() + _NEEDS + tail
+            out += _PACKET
+            out += _varint(len(payload))
+            out += payload
         return bytes(out)
 
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
         """An instant on its own track saying what the size cap left out."""
         seq = _Sequence(_HEADER_SEQUENCE)
         out = bytearray()
-        uuid = self._track(track, out, seq)
-        body = _int(_TYPE, _INSTANT) + _int(_TRACK_UUID, uuid) + _int(_NAME_IID, seq.names(name))
-        self._event(out, seq, ts_ns, body + self._annotations(args, seq))
+        self._declare(track, out, seq)
+        body = (_int(_TYPE, _INSTANT) + _int(_TRACK_UUID, self._uuids[track]) + seq.names(name)
+                + self._annotations(args, seq))
+        _packet(out, self._timestamp(ts_ns) + _len(_TRACK_EVENT, body) + seq.interned() + _NEEDS + seq.tail)
         return bytes(out)
 
     # -- encoding -------------------------------------------------------------------------------
 
-    def _event(self, out: bytearray, seq: _Sequence, ts_ns: int, body: bytes) -> None:
-        payload = _int(_TIMESTAMP, ts_ns) + _len(_TRACK_EVENT, body) + seq.interned() + _NEEDS
-        _packet(out, payload, seq.tail)
+    def _timestamp(self, ts_ns: int) -> bytes:
+        """``timestamp: ts_ns``; epoch ns share their high bits for ~0.27 s, so cache those."""
+        if ts_ns < 1 << 28:
+            return _TS + _varint(ts_ns)
+        high = self._high.get(ts_ns >> 28)
+        if high is None:
+            if len(self._high) > 1 << 16:
+                self._high.clear()
+            high = self._high[ts_ns >> 28] = _varint(ts_ns >> 28)
+        return _TS + _LOW14[ts_ns & 0x3FFF] + _LOW14[(ts_ns >> 14) & 0x3FFF] + high
 
     def _annotations(self, args: dict[str, Any], seq: _Sequence) -> bytes:
         parts = []
@@ -192,16 +215,22 @@ class PerfettoEncoder:
         for key, value in args.items():
             # Args repeat (task types, stream ids, transports): reuse their encoding. Floats and
             # large ints rarely repeat and would only grow the cache.
-            cacheable = isinstance(value, str) or (type(value) is int and 0 <= value < _SMALL)
-            item = (key, type(value), value)
-            encoded = cache.get(item) if cacheable else None
+            kind = type(value)
+            cacheable = kind is str or (kind is int and 0 <= value < _SMALL)
+            encoded = cache.get((key, kind, value)) if cacheable else None
             if encoded is None:
-                value_bytes = _value(value, seq)
-                if value_bytes is None:
-                    continue
-                encoded = _len(_ANNOTATIONS, _int(_A_NAME_IID, seq.arg_names(str(key))) + value_bytes)
+                if kind is float:
+                    value_bytes = _DOUBLE + _pack_double(value)
+                elif kind is int and -(1 << 63) <= value < 1 << 63:
+                    value_bytes = _INT + _varint(value)
+                else:
+                    value_bytes = _value(value, seq)
+                    if value_bytes is None:
+                        continue
+                item = seq.arg_names(str(key)) + value_bytes
+                encoded = _ANNOTATION + _varint(len(item)) + item
                 if cacheable:
-                    cache[item] = encoded
+                    cache[key, kind, value] = encoded
             parts.append(encoded)
         return b"".join(parts)
 
@@ -212,34 +241,27 @@ class PerfettoEncoder:
         uuid = self._uuids[key] = len(self._uuids) + 1
         return uuid
 
-    def _track(self, track: Track, out: bytearray, seq: _Sequence) -> int:
-        """The track's uuid, describing it (and its group) into ``out`` on first use on ``seq``."""
-        uuid = self._uuids.get(track)
-        if uuid is not None and uuid in seq.declared:
-            return uuid
+    def _declare(self, track: Track, out: bytearray, seq: _Sequence) -> tuple[bytes, bytes]:
+        """Describe the track (and its group) into ``out`` on first use on ``seq``."""
         group_key = ("group", track.rank, track.group)
-        parent = self._uuids.get(group_key) or self._new_uuid(group_key)
-        if parent not in seq.declared:
+        parent = self._uuids.get(group_key)
+        if parent is None:
+            parent = self._new_uuid(group_key)
+        if group_key not in seq.tracks:
             _descriptor(out, seq, parent, self._process_uuid(track.rank), track.group, track.group_order)
-            seq.declared.add(parent)
-        if uuid is None:
-            uuid = self._new_uuid(track)
-            self._end_events[uuid] = _len(_TRACK_EVENT, _END + _int(_TRACK_UUID, uuid)) + _NEEDS
+            seq.tracks[group_key] = (b"", b"")
+        uuid = self._uuids.get(track) or self._new_uuid(track)
         _descriptor(out, seq, uuid, parent, track.lane, track.lane_order)
-        seq.declared.add(uuid)
-        return uuid
+        uuid_field = _int(_TRACK_UUID, uuid)
+        end = _len(_TRACK_EVENT, _int(_TYPE, _SLICE_END) + uuid_field) + _NEEDS + seq.tail
+        prefixes = seq.tracks[track] = (_int(_TYPE, _SLICE_BEGIN) + uuid_field, end)
+        return prefixes
 
 
-_BEGIN = _int(_TYPE, _SLICE_BEGIN)
-_END = _int(_TYPE, _SLICE_END)
-_NEEDS = _int(_SEQ_FLAGS, _NEEDS_STATE)
-
-
-def _packet(out: bytearray, payload: bytes, tail: bytes) -> None:
+def _packet(out: bytearray, payload: bytes) -> None:
     out += _PACKET
-    out += _varint(len(payload) + len(tail))
+    out += _varint(len(payload))
     out += payload
-    out += tail
 
 
 def _descriptor(out: bytearray, seq: _Sequence, uuid: int, parent: int, name: str, order: int) -> None:
@@ -247,7 +269,7 @@ def _descriptor(out: bytearray, seq: _Sequence, uuid: int, parent: int, name: st
         _int(_UUID, uuid) + _int(_PARENT, parent) + _str(_NAME, name)
         + _int(_CHILD_ORDERING, _EXPLICIT) + _int(_SIBLING_RANK, order)
     )
-    _packet(out, _len(_TRACK_DESC, desc), seq.tail)
+    _packet(out, _len(_TRACK_DESC, desc) + seq.tail)
 
 
 def _value(value: Any, seq: _Sequence) -> bytes | None:
@@ -261,9 +283,9 @@ def _value(value: Any, seq: _Sequence) -> bytes | None:
             return _int(_A_INT, value)
         if 0 <= value < (1 << 64):
             return _int(_A_UINT, value)
-        return _int(_A_STRING_IID, seq.strings(str(value)))
+        return seq.strings(str(value))
     if isinstance(value, float):
-        return _double(_A_DOUBLE, value)
+        return _DOUBLE + _pack_double(value)
     if not isinstance(value, str):
         value = orjson.dumps(value).decode()
-    return _int(_A_STRING_IID, seq.strings(value))
+    return seq.strings(value)

@@ -11,8 +11,7 @@ before a begin at the same timestamp.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .model import Layer, Slice
 from .overlap import LANES as OVERLAP_LANES
@@ -34,8 +33,7 @@ GROUPS = {
 GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys(GROUPS.values()))}
 
 
-@dataclass(frozen=True, slots=True)
-class Track:
+class Track(NamedTuple):
     """One drawn lane: rank, group (``Ascend Hardware``) and lane (``Stream 2``)."""
 
     rank: int
@@ -45,14 +43,12 @@ class Track:
     lane_order: int
 
 
-@dataclass(frozen=True, slots=True)
-class Begin:
+class Begin(NamedTuple):
     track: Track
     slice: Slice
 
 
-@dataclass(frozen=True, slots=True)
-class End:
+class End(NamedTuple):
     track: Track
     ts_ns: int
 
@@ -66,52 +62,63 @@ class _SubLane:
         self.last_start = -(1 << 63)
         self.floor = -(1 << 63)  # slices ended by close() cannot take children any more
 
-    def fits(self, s: Slice) -> bool:
-        if s.start_ns < self.last_start or s.start_ns < self.floor:
+    def fits(self, start: int, end: int) -> bool:
+        if start < self.last_start or start < self.floor:
             return False
-        open_ends = [e for e in self.ends if e > s.start_ns]
-        return not open_ends or s.end_ns <= open_ends[-1]
+        for open_end in reversed(self.ends):  # innermost first: the first still open must hold it
+            if open_end > start:
+                return end <= open_end
+        return True
 
-    def push(self, s: Slice) -> Iterator[End]:
-        while self.ends and self.ends[-1] <= s.start_ns:
-            yield End(self.track, self.ends.pop())
-        self.ends.append(s.end_ns)
-        self.last_start = s.start_ns
+    def push(self, start: int, end: int, out: list) -> None:
+        ends, track = self.ends, self.track
+        while ends and ends[-1] <= start:
+            out.append(End(track, ends.pop()))
+        ends.append(end)
+        self.last_start = start
 
-    def close(self) -> Iterator[End]:
+    def close(self, out: list) -> None:
         if self.ends:
             self.floor = max(self.floor, self.ends[0])
         while self.ends:
-            yield End(self.track, self.ends.pop())
+            out.append(End(self.track, self.ends.pop()))
 
 
 class Lanes:
-    """Assigns slices to tracks; feed it slices in start order per lane, ``close()`` per chunk."""
+    """Assigns slices to tracks, one chunk of slices at a time."""
 
     def __init__(self) -> None:
         self._lanes: dict[tuple[int, Layer, str], list[_SubLane]] = {}
         self._named: dict[str, int] = {}
 
-    def place(self, s: Slice) -> Iterator[Begin | End]:
-        """Put ``s`` on a track: yields the ends it closes, then its begin."""
-        subs = self._lanes.get((s.rank, s.layer, s.lane))
-        if subs is None:
-            subs = self._lanes[s.rank, s.layer, s.lane] = []
-        sub = next((x for x in subs if x.fits(s)), None)
-        if sub is None:
-            sub = _SubLane(self._track(s, len(subs)))
-            subs.append(sub)
-        yield from sub.push(s)
-        yield Begin(sub.track, s)
+    def place(self, slices: list[Slice]) -> list[Begin | End]:
+        """Put each slice on a track, then end every slice still open: a complete chunk.
 
-    def close(self) -> Iterator[End]:
-        """End every slice still open, so that what was placed so far is a complete chunk.
-
-        Later slices still go where they nest properly after the ended ones.
+        ``slices`` must come sorted by ``by_lane_and_start``. Returns, per track, each begin
+        preceded by the ends it follows. Later calls still place slices where they nest
+        properly after the ended ones.
         """
+        out: list[Begin | End] = []
+        key = subs = None
+        for s in slices:
+            if (s.rank, s.layer, s.lane) != key:
+                key = (s.rank, s.layer, s.lane)
+                subs = self._lanes.get(key)
+                if subs is None:
+                    subs = self._lanes[key] = []
+            start, end = s.start_ns, s.start_ns + s.dur_ns
+            for sub in subs:
+                if sub.fits(start, end):
+                    break
+            else:
+                sub = _SubLane(self._track(s, len(subs)))
+                subs.append(sub)
+            sub.push(start, end, out)
+            out.append(Begin(sub.track, s))
         for subs in self._lanes.values():
             for sub in subs:
-                yield from sub.close()
+                sub.close(out)
+        return out
 
     def _track(self, s: Slice, index: int) -> Track:
         lane = s.lane if index == 0 else f"{s.lane} #{index + 1}"

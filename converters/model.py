@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Layer(str, Enum):
@@ -36,11 +36,13 @@ class Layer(str, Enum):
 _LAYER_ORDER = {layer: i for i, layer in enumerate(Layer)}
 
 
-@dataclass(frozen=True, slots=True)
-class Slice:
+class Slice(NamedTuple):
     """One interval on one lane of one rank: a device task, an HCCL op or task, a step phase.
 
     Which graph and step it belongs to is said once by the ``StepRecords`` that holds it.
+    ``task_type`` is the device task's type (``AI_CORE``, ``NOTIFY_WAIT``, ...) where there is
+    one. ``args`` is a dict, or the raw JSON text of one, decoded only if it is written.
+    A NamedTuple rather than a dataclass: millions are made per conversion, 3x faster.
     """
 
     rank: int
@@ -49,7 +51,8 @@ class Slice:
     name: str
     start_ns: int
     dur_ns: int
-    args: dict[str, Any] | None = None
+    args: dict[str, Any] | bytes | None = None
+    task_type: str = ""
 
     @property
     def end_ns(self) -> int:

@@ -146,8 +146,7 @@ def _encode_profile(
             if not mine:
                 continue
             sequence = sequences.setdefault((batch.rank, part, batch.graph), len(sequences))
-            events = [e for s in sorted(mine, key=by_lane_and_start) for e in lanes.place(s)]
-            events.extend(lanes.close())
+            events = lanes.place(sorted(mine, key=by_lane_and_start))
             spool.add(batch.step_id, batch.start_ns, batch.rank, part,
                       encoder.chunk(sequence, events), len(mine))
 

@@ -18,11 +18,7 @@ raw = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 30)), max_size=25)
 
 def _replay(slices):
     """Run the layout and replay its events as a writer would, per track."""
-    lanes = Lanes()
-    events = []
-    for s in sorted(slices, key=by_lane_and_start):
-        events.extend(lanes.place(s))
-    events.extend(lanes.close())
+    events = Lanes().place(sorted(slices, key=by_lane_and_start))
     stacks: dict = {}
     placed = []
     clock: dict = {}
@@ -66,7 +62,16 @@ def test_nested_slices_share_a_lane():
 
 
 def test_lanes_are_ordered_by_their_number_not_their_text():
-    lanes = Lanes()
-    tracks = [next(e for e in lanes.place(Slice(0, Layer.STREAM, f"Stream {n}", "x", 0, 1))
-                   if isinstance(e, Begin)).track for n in (10, 2, 3)]
+    events = Lanes().place([Slice(0, Layer.STREAM, f"Stream {n}", "x", 0, 1) for n in (10, 2, 3)])
+    tracks = [e.track for e in events if isinstance(e, Begin)]
     assert sorted(tracks, key=lambda t: t.lane_order)[0].lane == "Stream 2"
+
+
+def test_a_closed_chunk_is_complete_and_later_chunks_never_nest_into_it():
+    lanes = Lanes()
+    first = lanes.place(_slices([(0, 10)]))
+    assert [type(e).__name__ for e in first] == ["Begin", "End"]
+    later = lanes.place([Slice(0, Layer.COMM_TASK, "Plane 0", "late", 5, 2),
+                         Slice(0, Layer.COMM_TASK, "Plane 0", "after", 12, 2)])
+    lanes_of = {e.slice.name: e.track.lane for e in later if isinstance(e, Begin)}
+    assert lanes_of == {"late": "Plane 0 #2", "after": "Plane 0"}

@@ -7,6 +7,7 @@ place. Touching intervals merge, as CANN's own Overlap Analysis lanes do.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ _NON_COMPUTE_WORDS = (
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def is_compute(task_type: str) -> bool:
     """Whether a device task of this type counts as computation in the overlap analysis."""
     kind = task_type.upper().replace(" ", "_")

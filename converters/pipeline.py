@@ -192,7 +192,7 @@ def step_overlap(batch: StepRecords) -> overlap.Overlap:
     """Overlap analysis of one step: compute tasks against communication ops (design §5)."""
     compute = [
         (s.start_ns, s.end_ns) for s in batch.slices
-        if s.layer is Layer.STREAM and overlap.is_compute(str((s.args or {}).get("Task Type", "")))
+        if s.layer is Layer.STREAM and overlap.is_compute(s.task_type)
     ]
     ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_OP]
     if not ops:  # no op level recorded: the plane tasks stand for communication

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from ..errors import Diagnostics, InputError
@@ -187,6 +188,55 @@ _STEP_TRACE = "step trace"  # a route's kind besides the layers; None skips the 
 Route = tuple[Layer | str | None, str]
 
 
+class _Event(msgspec.Struct):
+    """The fields of a Chrome-trace event this reader uses; ``args`` stays undecoded JSON."""
+
+    ph: Any = ""
+    name: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = 0
+    cat: Any = None
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _TaskArgs(msgspec.Struct):
+    task_type: Any = msgspec.field(default="", name="Task Type")
+
+
+_EVENTS = msgspec.json.Decoder(list[_Event])
+_TASK_ARGS = msgspec.json.Decoder(_TaskArgs)
+_ARGS = msgspec.json.Decoder()
+
+
+def _load(path: Path, diag: Diagnostics) -> list[_Event]:
+    """The file's events, decoded only as far as ``_Event`` needs (3x faster than all of it).
+
+    Anything unusual (cut off, an object form, a bad event) takes the careful path of
+    ``jsonfile``, which recovers what can be recovered and says where the problem is.
+    """
+    try:
+        return _EVENTS.decode(path.read_bytes())
+    except OSError as e:
+        raise InputError(path, "", f"cannot read: {e.strerror or e}") from e
+    except msgspec.DecodeError:
+        events = jsonfile.load_events(path, diag)
+    decoded = []
+    for index, event in enumerate(events):
+        try:
+            decoded.append(msgspec.convert(_raw_args(event), _Event))
+        except (msgspec.ValidationError, TypeError, ValueError):
+            diag.warn("bad_event", f"{path}: event {index}: expected a JSON object of a trace event; skipped")
+    return decoded
+
+
+def _raw_args(event: Any) -> Any:
+    if isinstance(event, dict) and "args" in event:
+        return {**event, "args": msgspec.Raw(orjson.dumps(event["args"]))}
+    return event
+
+
 class _Records:
     """Slices and steps of one rank's events, lanes named by process and thread name."""
 
@@ -200,21 +250,24 @@ class _Records:
         self._routes: dict[tuple[Any, Any], Route] = {}
 
     def read(self, path: Path, diag: Diagnostics) -> None:
-        events = jsonfile.load_events(path, diag)
+        events = _load(path, diag)
         for event in events:
-            if isinstance(event, dict) and event.get("ph") == "M":
+            if event.ph == "M":
                 self._metadata(event)
         for index, event in enumerate(events):
-            if isinstance(event, dict) and event.get("ph") == "X":
+            if event.ph == "X":
                 self._complete(event, index, path, diag)
 
-    def _metadata(self, event: dict[str, Any]) -> None:
-        name = str((event.get("args") or {}).get("name"))
-        if event.get("name") == "process_name":
-            self._processes[event.get("pid")] = name
+    def _metadata(self, event: _Event) -> None:
+        try:
+            name = str(_ARGS.decode(event.args).get("name"))
+        except (msgspec.DecodeError, AttributeError):
+            return
+        if event.name == "process_name":
+            self._processes[event.pid] = name
             self._routes.clear()
-        elif event.get("name") == "thread_name":
-            self._threads[event.get("pid"), event.get("tid")] = name
+        elif event.name == "thread_name":
+            self._threads[event.pid, event.tid] = name
             self._routes.clear()
 
     def _route(self, pid: Any, tid: Any, path: Path, diag: Diagnostics) -> Route:
@@ -235,28 +288,34 @@ class _Records:
             diag.warn("unknown_process", f"{path}: events of process {process or pid!r} skipped")
         return None, ""
 
-    def _complete(self, event: dict[str, Any], index: int, path: Path, diag: Diagnostics) -> None:
+    def _complete(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         try:
-            start_ns = round(event["ts"] * 1000) + self.rank.clock_offset_ns
-            dur_ns = round(event.get("dur", 0) * 1000)
-            name = str(event["name"])
-        except (KeyError, TypeError, ValueError):
-            diag.warn("bad_event", f"{path}: event {index}: expected name, ts and dur in µs; skipped")
+            start_ns = round(event.ts * 1000) + self.rank.clock_offset_ns
+            dur_ns = round(event.dur * 1000)
+        except TypeError:
+            diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
             return
         if dur_ns < 0:
-            diag.warn("bad_event", f"{path}: event {index}: negative dur {event.get('dur')}; skipped")
+            diag.warn("bad_event", f"{path}: event {index}: negative dur {event.dur}; skipped")
             return
-        key = (event.get("pid"), event.get("tid"))
+        key = (event.pid, event.tid)
         route = self._routes.get(key)
         if route is None:
-            route = self._routes[key] = self._route(*key, path, diag)
+            route = self._routes[key] = self._route(event.pid, event.tid, path, diag)
         kind, lane = route
+        if kind is None:
+            return
+        args = event.args or None
         if kind is _STEP_TRACE:
-            self._step_trace(event, event.get("args") or {}, lane, start_ns, dur_ns)
-        elif kind is not None:
-            self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, event.get("args")))
+            decoded = _ARGS.decode(args) if args else {}
+            self._step_trace(event, decoded if isinstance(decoded, dict) else {}, lane, start_ns, dur_ns)
+            return
+        task_type = ""
+        if kind is Layer.STREAM and args:
+            task_type = str(_TASK_ARGS.decode(args).task_type)
+        self.slices.append(Slice(self.rank.rank, kind, lane, str(event.name), start_ns, dur_ns, args, task_type))
 
-    def _step_trace(self, event: dict[str, Any], args: dict[str, Any], thread: str,
+    def _step_trace(self, event: _Event, args: dict[str, Any], thread: str,
                     start_ns: int, dur_ns: int) -> None:
         """``Iteration N`` becomes a Step and its phases; ``Reduce_N_k`` a phase too.
 
@@ -271,7 +330,7 @@ class _Records:
         step, phases = self.steps.get((graph, iteration), (None, []))
         lane = "Steps" if graph is None else f"Graph {graph}"
         rank = self.rank.rank
-        category = event.get("cat")
+        category = event.cat
         if category == "Iteration Time":
             end = start_ns + dur_ns
             step = Step(graph, iteration, start_ns, end)

@@ -57,8 +57,8 @@ class ChromeJsonEncoder:
             s, track = event.slice, event.track
             record = {"ph": "X", "pid": track.rank + 1, "tid": self._tid(track, out, named), "name": s.name,
                       "ts": (s.start_ns - origin) / 1000, "dur": s.dur_ns / 1000}
-            if s.args:
-                record["args"] = s.args
+            if s.args:  # raw JSON from the reader goes out as it came in, never decoded
+                record["args"] = s.args if type(s.args) is dict else orjson.Fragment(bytes(s.args))
             out += _SEPARATOR
             out += orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)
         return bytes(out)

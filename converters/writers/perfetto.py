@@ -23,6 +23,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
 import orjson
 
 from ..layout import End, Track
@@ -91,6 +92,7 @@ _INT = _key(_A_INT, 0)
 _STRING_IID = _key(_A_STRING_IID, 0)
 _NEEDS = _int(_SEQ_FLAGS, _NEEDS_STATE)
 _pack_double = struct.Struct("<d").pack
+_ARGS = msgspec.json.Decoder()
 
 
 class _Interner:
@@ -209,7 +211,11 @@ class PerfettoEncoder:
             high = self._high[ts_ns >> 28] = _varint(ts_ns >> 28)
         return _TS + _LOW14[ts_ns & 0x3FFF] + _LOW14[(ts_ns >> 14) & 0x3FFF] + high
 
-    def _annotations(self, args: dict[str, Any], seq: _Sequence) -> bytes:
+    def _annotations(self, args: dict[str, Any] | bytes, seq: _Sequence) -> bytes:
+        if type(args) is not dict:  # raw JSON from the reader, decoded only now it is written
+            args = _ARGS.decode(args)
+            if not isinstance(args, dict):
+                args = {"args": args}
         parts = []
         cache = seq.arg_cache
         for key, value in args.items():

@@ -15,6 +15,7 @@ left out is said twice: a warning for the caller and a marker inside the trace.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import tempfile
@@ -50,42 +51,70 @@ def parse_size(text: str) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
+    """Where one encoded chunk (one rank, step and part) lies in the spool."""
+
     step: int | None
     start_ns: int
     rank: int
     part: str
+    path: str
     offset: int
     length: int
     slices: int
 
 
-class Spool:
-    """Encoded chunks in a temporary file, and their index."""
+class SpoolFile:
+    """Appends encoded chunks to one spool file and indexes them (one per rank and process)."""
 
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="trace2perfetto-")
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.chunks: list[Chunk] = []
+        self._file: BinaryIO | None = None
         self._end = 0
 
+    def __enter__(self) -> SpoolFile:
+        self._file = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._file.close()
+
     def add(self, step: int | None, start_ns: int, rank: int, part: str, data: bytes, slices: int) -> None:
-        if not data:
-            return
-        self._file.seek(self._end)
-        self._file.write(data)
-        self.chunks.append(Chunk(step, start_ns, rank, part, self._end, len(data), slices))
-        self._end += len(data)
+        if data:
+            self._file.write(data)
+            self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices))
+            self._end += len(data)
+
+
+class Spool:
+    """A temporary directory of spool files, and the index of every chunk in them."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="trace2perfetto-")
+        self.chunks: list[Chunk] = []
+        self._paths = 0
+        self._open: dict[str, BinaryIO] = {}
+
+    def new_file(self) -> str:
+        self._paths += 1
+        return os.path.join(self._dir.name, f"{self._paths}.spool")
 
     def read(self, chunk: Chunk) -> Iterator[bytes]:
         """The chunk's bytes in blocks of at most 1 MiB."""
-        self._file.seek(chunk.offset)
+        file = self._open.get(chunk.path)
+        if file is None:
+            file = self._open[chunk.path] = open(chunk.path, "rb")  # noqa: SIM115
+        file.seek(chunk.offset)
         left = chunk.length
         while left:
-            block = self._file.read(min(left, _COPY_BLOCK))
+            block = file.read(min(left, _COPY_BLOCK))
             left -= len(block)
             yield block
 
     def close(self) -> None:
-        self._file.close()
+        for file in self._open.values():
+            file.close()
+        self._dir.cleanup()
 
 
 class Sink:

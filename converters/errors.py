@@ -30,6 +30,9 @@ class InputError(Trace2PerfettoError):
         message = f"{path}: {where}: {reason}" if where else f"{path}: {reason}"
         super().__init__(message + (f" ({hint})" if hint else ""))
 
+    def __reduce__(self):  # raised in worker processes: pickle with the constructor's arguments
+        return (InputError, (self.path, self.where, self.reason, self.hint))
+
 
 @dataclass
 class Diagnostics:
@@ -45,6 +48,12 @@ class Diagnostics:
     def warn(self, kind: str, message: str) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.examples.setdefault(kind, message)
+
+    def merge(self, other: Diagnostics) -> None:
+        """Add another reader's counts (the first example of each kind stays)."""
+        for kind, count in other.counts.items():
+            self.counts[kind] = self.counts.get(kind, 0) + count
+            self.examples.setdefault(kind, other.examples[kind])
 
     def messages(self) -> list[str]:
         """One line per kind: the first example, and how many more there were."""

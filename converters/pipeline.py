@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from . import overlap
-from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Kept, Sink, Spool, assemble
+from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Chunk, Kept, Sink, Spool, SpoolFile, assemble
 from .discover import discover
 from .errors import Diagnostics, UsageError
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
@@ -112,12 +114,11 @@ def convert(
     out_format = _output_format(target, fmt)
     infos = select_ranks(discover(Path(path)), options.ranks)
     check_graphs(infos, options.graphs)
-    diag = Diagnostics()
     origin = min((r.start_ns for r in infos if r.start_ns is not None), default=0)
-    encoder = PerfettoEncoder() if out_format is Format.PERFETTO else ChromeJsonEncoder(origin)
     spool = Spool()
     try:
-        _encode_profile(infos, options, diag, encoder, spool)
+        diag = _encode_ranks(infos, options, out_format, origin, spool)
+        encoder = _encoder(out_format, origin)
         with _open_output(target) as out:
             sink = Sink(out, max_bytes, compress=target.endswith(".gz"))
             kept = assemble(sink, spool, encoder.header(infos), encoder.footer,
@@ -132,23 +133,49 @@ def convert(
     )
 
 
-def _encode_profile(
-    infos: list[RankInfo], options: Options, diag: Diagnostics, encoder, spool: Spool
-) -> None:
-    """Read every kept step and spool its summary and detail chunks, one sequence per rank,
-    part and graph."""
-    lanes = Lanes()
-    sequences: dict[tuple[int, str, int | None], int] = {}
-    for batch in read_profile(infos, options, diag):
-        slices = records_to_write(batch, options)
-        for part in (SUMMARY, DETAIL):
-            mine = [s for s in slices if s.layer.is_summary == (part == SUMMARY)]
-            if not mine:
-                continue
-            sequence = sequences.setdefault((batch.rank, part, batch.graph), len(sequences))
-            events = lanes.place(sorted(mine, key=by_lane_and_start))
-            spool.add(batch.step_id, batch.start_ns, batch.rank, part,
-                      encoder.chunk(sequence, events), len(mine))
+def _encoder(out_format: Format, origin_ns: int, rank_index: int = -1) -> PerfettoEncoder | ChromeJsonEncoder:
+    if out_format is Format.PERFETTO:
+        return PerfettoEncoder(rank_index)
+    return ChromeJsonEncoder(origin_ns)
+
+
+def _encode_ranks(
+    infos: list[RankInfo], options: Options, out_format: Format, origin_ns: int, spool: Spool
+) -> Diagnostics:
+    """Encode every rank into the spool, ranks in parallel: they are independent until written."""
+    jobs = [(index, info, options, out_format, origin_ns, spool.new_file())
+            for index, info in enumerate(infos)]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers > 1:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            results = list(pool.map(_encode_rank, jobs))
+    else:
+        results = [_encode_rank(job) for job in jobs]
+    diag = Diagnostics()
+    for chunks, rank_diag in results:
+        spool.chunks.extend(chunks)
+        diag.merge(rank_diag)
+    return diag
+
+
+def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:
+    """Read one rank's kept steps and spool their summary and detail chunks, one packet
+    sequence per part and graph. Runs in a worker process."""
+    index, info, options, out_format, origin_ns, path = job
+    diag, lanes = Diagnostics(), Lanes()
+    encoder = _encoder(out_format, origin_ns, index)
+    sequences: dict[tuple[str, int | None], int] = {}
+    with SpoolFile(path) as spool:
+        for batch in read_profile([info], options, diag):
+            slices = records_to_write(batch, options)
+            for part in (SUMMARY, DETAIL):
+                mine = [s for s in slices if s.layer.is_summary == (part == SUMMARY)]
+                if mine:
+                    sequence = sequences.setdefault((part, batch.graph), len(sequences))
+                    data = encoder.chunk(sequence, lanes.place(sorted(mine, key=by_lane_and_start)))
+                    spool.add(batch.step_id, batch.start_ns, batch.rank, part, data, len(mine))
+    return spool.chunks, diag
 
 
 def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:

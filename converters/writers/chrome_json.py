@@ -20,6 +20,7 @@ from ..layout import Begin, End, Track
 from ..model import RankInfo
 
 _SEPARATOR = b",\n"
+_MARKER_TID = 999_999
 
 
 class ChromeJsonEncoder:
@@ -67,6 +68,7 @@ class ChromeJsonEncoder:
         """An instant on its own thread and a metadata event saying what the size cap left out."""
         out = bytearray()
         pid = track.rank + 1
+        self._tids[track] = _MARKER_TID  # rank encoders number their threads from 1
         instant = {"ph": "i", "s": "t", "pid": pid, "tid": self._tid(track, out, set()), "name": name,
                    "ts": (ts_ns - self._origin_ns) / 1000, "args": args}
         meta = {"ph": "M", "name": "trace2perfetto_cut", "pid": pid, "args": {"name": name, **args}}

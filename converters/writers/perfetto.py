@@ -139,8 +139,13 @@ class PerfettoEncoder:
 
     footer = b""
 
-    def __init__(self) -> None:
+    def __init__(self, rank_index: int = -1) -> None:
+        """One encoder per rank (``rank_index``: its position in the output), so ranks can be
+        encoded in parallel: track uuids and sequence ids are then unique without talking.
+        The header and the marker come from an encoder with no rank (-1)."""
         self._uuids: dict[Any, int] = {}
+        self._uuid_base = (rank_index + 2) << 32
+        self._sequence_base = (rank_index + 1) << 12
         self._sequences: dict[int, _Sequence] = {}
         self._high: dict[int, bytes] = {}  # timestamp >> 28 -> its varint bytes
 
@@ -167,7 +172,7 @@ class PerfettoEncoder:
         """Encode layout events (``Begin``/``End``) on ``sequence`` (one per rank, part, graph)."""
         seq = self._sequences.get(sequence)
         if seq is None:
-            seq = self._sequences[sequence] = _Sequence(sequence + _HEADER_SEQUENCE + 1)
+            seq = self._sequences[sequence] = _Sequence(self._sequence_base + sequence + 1)
         out = bytearray()
         if not seq.started:
             _packet(out, _int(_SEQ_FLAGS, _CLEARED) + _int(_FIRST_ON_SEQUENCE, 1) + seq.tail)
@@ -241,10 +246,10 @@ class PerfettoEncoder:
         return b"".join(parts)
 
     def _process_uuid(self, rank: int) -> int:
-        return self._uuids.get(("rank", rank)) or self._new_uuid(("rank", rank))
+        return rank + 1  # the same in every encoder: the header declares, the chunks refer
 
     def _new_uuid(self, key: Any) -> int:
-        uuid = self._uuids[key] = len(self._uuids) + 1
+        uuid = self._uuids[key] = self._uuid_base + len(self._uuids) + 1
         return uuid
 
     def _declare(self, track: Track, out: bytearray, seq: _Sequence) -> tuple[bytes, bytes]:

@@ -148,6 +148,12 @@ class Sink:
         self._emit(encoded)
         return True
 
+    def closing_bytes(self, footer: bytes) -> int:
+        """At most what writing ``footer`` and finishing will add."""
+        if self._deflate is None:
+            return len(footer)
+        return len(footer) + 64  # deflate's flush of a few bytes, stored worst case, gzip trailer
+
     def finish(self) -> None:
         if self._deflate is not None:
             self._emit([self._deflate.flush(), struct.pack("<II", self._crc, self._size & 0xFFFFFFFF)])
@@ -220,7 +226,7 @@ def assemble(
     order = _steps_in_time_order(spool.chunks)
     kept = Kept(steps=order, ranks=len({c.rank for c in spool.chunks}),
                 has_detail=any(c.part == DETAIL for c in spool.chunks))
-    reserve = len(footer) + MARKER_RESERVE if sink.limit is not None else 0
+    reserve = sink.closing_bytes(footer) + MARKER_RESERVE if sink.limit is not None else 0
     if not sink.write([header], reserve):
         raise UsageError(f"--max-size {sink.limit} is too small: the trace header alone needs more")
     groups = _groups(spool.chunks, order)
@@ -229,7 +235,7 @@ def assemble(
         for step in order:
             chunks = groups.get((part, step), [])
             # The last group needs no room for a marker: if it fits, nothing is left out.
-            room = len(footer) if (part, step) == last_group else reserve
+            room = sink.closing_bytes(footer) if (part, step) == last_group else reserve
             if not sink.write((b for c in chunks for b in spool.read(c)), room):
                 kept.first_left_out_ns = min(c.start_ns for c in chunks)
                 break

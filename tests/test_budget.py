@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from trace_check import read_chrome_json, read_perfetto
 
@@ -53,6 +53,8 @@ def _read(path: Path, origin_ns: int):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(fraction=1.0, name="t.pftrace.gz")  # the last step fits, with gzip's trailer: once 1 byte over
+@example(fraction=1.0, name="t.json")
 @given(fraction=st.floats(0.02, 1.2), name=st.sampled_from(["t.pftrace", "t.json", "t.pftrace.gz",
                                                              "t.json.gz"]))
 def test_cap_is_never_exceeded_and_keeps_whole_steps_summary_first(

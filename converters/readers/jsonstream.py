@@ -255,22 +255,21 @@ class _Reader:
                 return [], pos + 1, True
             try:
                 end = _DECODER.raw_decode(text, pos)[1]
+                after = _WS.match(text, end).end()
+                sep = text[after : after + 1]
             except (ValueError, RecursionError):
-                try:  # cut off by the end of the buffer, or garbage: orjson decides
+                sep = ""
+            if sep == ",":
+                last, pos = (end, after + 1), after + 1
+            elif sep == "]":
+                return self._loads(1, after + 1, close=False), after + 1, True
+            else:  # cut off by the end of the buffer (maybe mid-number), or garbage: orjson decides
+                try:
                     self._loads(pos, n, close=False)
                 except _Error as e:
                     if e.kind != "eof":
                         raise
                 break
-            after = _WS.match(text, end).end()
-            if after == n:
-                break
-            if text[after] == ",":
-                last, pos = (end, after + 1), after + 1
-            elif text[after] == "]":
-                return self._loads(1, after + 1, close=False), after + 1, True
-            else:
-                raise self._fail(after, "not valid JSON (unexpected character, expected ',' or ']')")
         if last is None:
             return None
         return self._loads(1, last[0], close=True), last[1], False

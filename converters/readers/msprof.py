@@ -16,7 +16,9 @@ Analysis" lanes are skipped (the project computes its own, and tests compare the
 from __future__ import annotations
 
 import bisect
+import pickle
 import re
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,20 +168,64 @@ def _time_order(
 
 
 def _read_cann8(rank: RankInfo, files: list[Path], diag: Diagnostics) -> Iterator[StepRecords]:
-    """One merged file (or its slices): steps come from the step trace, the rest by time."""
+    """One merged file (or its slices), read twice so memory holds one step, never the file.
+
+    The first pass takes the metadata and the step trace; the second turns every other event
+    into a slice, files it under the step it starts in (the last step started at or before it)
+    in a spill file, and then each step is read back whole. The file need not be time-ordered.
+    """
     records = _Records(rank, None)
     for path in files:
-        records.read(path, diag)
+        records.read(path, diag, slices=False)
     steps = sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
-    if not steps:
-        yield StepRecords(rank.rank, None, None, None, records.slices)
+    if not steps:  # no step trace: all of it is one pseudo step
+        for path in files:
+            records.read(path, diag, steps=False)
+        yield StepRecords(rank.rank, None, None, None, records.take_slices())
         return
     starts = [step.start_ns for step, _ in steps]
-    buckets: list[list[Slice]] = [list(phases) for _, phases in steps]
-    for s in records.slices:  # each goes to the last step started at or before it
-        buckets[max(bisect.bisect_right(starts, s.start_ns) - 1, 0)].append(s)
-    for (step, _), bucket in zip(steps, buckets, strict=True):
-        yield StepRecords(rank.rank, step.graph, step.step, step, bucket)
+    with _Spill() as spill:
+        for path in files:
+            for batch in records.read_batches(path, diag):
+                buckets: dict[int, list[Slice]] = defaultdict(list)
+                for s in batch:
+                    buckets[max(bisect.bisect_right(starts, s.start_ns) - 1, 0)].append(s)
+                for index, bucket in buckets.items():
+                    spill.add(index, bucket)
+        for index, (step, phases) in enumerate(steps):
+            yield StepRecords(rank.rank, step.graph, step.step, step, phases + spill.load(index, rank.rank))
+
+
+class _Spill:
+    """Slices filed by step index in a temporary file; memory keeps only where each lies."""
+
+    _LAYERS = list(Layer)
+
+    def __enter__(self) -> _Spill:
+        self._file = tempfile.TemporaryFile(prefix="trace2perfetto-spill-")
+        self._segments: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        self._end = 0
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._file.close()
+
+    def add(self, index: int, slices: list[Slice]) -> None:
+        rows = [(s.layer.order, s.lane, s.name, s.start_ns, s.dur_ns,
+                 None if s.args is None else bytes(s.args), s.task_type) for s in slices]
+        data = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+        self._file.seek(self._end)
+        self._file.write(data)
+        self._segments[index].append((self._end, len(data)))
+        self._end += len(data)
+
+    def load(self, index: int, rank: int) -> list[Slice]:
+        out: list[Slice] = []
+        for offset, length in self._segments.pop(index, []):
+            self._file.seek(offset)
+            for layer, *rest in pickle.loads(self._file.read(length)):
+                out.append(Slice(rank, self._LAYERS[layer], *rest))
+        return out
 
 
 # -- events to records --------------------------------------------------------------------------
@@ -231,6 +277,10 @@ def _load(path: Path, diag: Diagnostics) -> list[_Event]:
     return decoded
 
 
+def _batches(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+    yield _load(path, diag)
+
+
 def _raw_args(event: Any) -> Any:
     if isinstance(event, dict) and "args" in event:
         return {**event, "args": msgspec.Raw(orjson.dumps(event["args"]))}
@@ -248,15 +298,33 @@ class _Records:
         self._processes: dict[Any, str] = {}
         self._threads: dict[tuple[Any, Any], str] = {}
         self._routes: dict[tuple[Any, Any], Route] = {}
+        self._steps_wanted = self._slices_wanted = True
 
-    def read(self, path: Path, diag: Diagnostics) -> None:
-        events = _load(path, diag)
-        for event in events:
-            if event.ph == "M":
-                self._metadata(event)
-        for index, event in enumerate(events):
-            if event.ph == "X":
-                self._complete(event, index, path, diag)
+    def read(self, path: Path, diag: Diagnostics, *, steps: bool = True, slices: bool = True) -> None:
+        """Read a file's metadata, then its step trace (if ``steps``) and other events (if
+        ``slices``), into ``self.steps`` and ``self.slices``."""
+        for _ in self.read_batches(path, diag, steps=steps, slices=slices, keep=True):
+            pass
+
+    def read_batches(self, path: Path, diag: Diagnostics, *, steps: bool = False, slices: bool = True,
+                     keep: bool = False) -> Iterator[list[Slice]]:
+        """Like ``read``, a batch of events at a time, yielding each batch's slices (which are
+        kept in ``self.slices`` too only if ``keep``)."""
+        self._steps_wanted, self._slices_wanted = steps, slices
+        index = 0
+        for events in _batches(path, diag):
+            for event in events:
+                if event.ph == "M":
+                    self._metadata(event)
+            for event in events:
+                if event.ph == "X":
+                    self._complete(event, index, path, diag)
+                index += 1
+            yield self.slices if keep else self.take_slices()
+
+    def take_slices(self) -> list[Slice]:
+        slices, self.slices = self.slices, []
+        return slices
 
     def _metadata(self, event: _Event) -> None:
         try:
@@ -307,8 +375,11 @@ class _Records:
             return
         args = event.args or None
         if kind is _STEP_TRACE:
-            decoded = _ARGS.decode(args) if args else {}
-            self._step_trace(event, decoded if isinstance(decoded, dict) else {}, lane, start_ns, dur_ns)
+            if self._steps_wanted:
+                decoded = _ARGS.decode(args) if args else {}
+                self._step_trace(event, decoded if isinstance(decoded, dict) else {}, lane, start_ns, dur_ns)
+            return
+        if not self._slices_wanted:
             return
         task_type = ""
         if kind is Layer.STREAM and args:

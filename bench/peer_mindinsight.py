@@ -52,7 +52,9 @@ TIMELINE = re.compile(r"(msprof|step_trace)_(\d+)_(\d+)_(\d+)\.json")
 def present(profile: Path, tmp: Path) -> tuple[Path, str]:
     """The directory to give MindInsight, and the layout found ("cann8" or "timeline")."""
     profs = sorted(p for p in profile.glob("PROF_*_*") if p.is_dir())
-    if not profs or any((p / "mindstudio_profiler_output").is_dir() for p in profs):
+    if not profs:
+        return profile, "no PROF_* directory"
+    if any((p / "mindstudio_profiler_output").is_dir() for p in profs):
         return profile, "cann8"
     view = tmp / "profiler"
     view.mkdir()

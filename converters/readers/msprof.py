@@ -384,7 +384,8 @@ class _Records:
         task_type = ""
         if kind is Layer.STREAM and args:
             task_type = str(_TASK_ARGS.decode(args).task_type)
-        self.slices.append(Slice(self.rank.rank, kind, lane, str(event.name), start_ns, dur_ns, args, task_type))
+        name = str(event.name)
+        self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, args, task_type))
 
     def _step_trace(self, event: _Event, args: dict[str, Any], thread: str,
                     start_ns: int, dur_ns: int) -> None:

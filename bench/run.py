@@ -1,14 +1,24 @@
-"""``make bench``: conversion speed and peak memory on generated profiles and the real sample.
+"""``make bench``: trace2perfetto against its peer and the parse-only floor, in one run.
 
-Each measurement runs in its own process, so its peak RSS (``ru_maxrss`` from ``wait4``) is its
-own. The floor is the cheapest possible reading of the same input: ``orjson.loads`` of every
-JSON file. Results go to stdout as a Markdown table; ``--write`` puts them into BENCHMARKS.md.
+Profiles come from the fixture generator (8 ranks, two graphs, HCCL planes) in both layouts:
+MindSpore 2.0-2.2 per-iteration timeline files and CANN 7/8 ``msprof_*.json``. Each measured
+command runs in a child process; its peak RSS is the largest sum of the RSS of it and its
+children (trace2perfetto reads ranks in worker processes), sampled every 10 ms.
+
+- floor: ``orjson.loads`` of every JSON file of the profile, the least any converter must do;
+- trace2perfetto: summary, detail under the default 20 MiB cap, detail uncapped, as Perfetto
+  protobuf and as Chrome JSON;
+- MindInsight 2.3.1 ``MsprofTimelineAnalyser.get_merged_timeline`` (``bench/peers.py``), summary
+  and detail; its output is JSON, so it is compared with trace2perfetto's JSON output.
+
+Results replace the generated part of BENCHMARKS.md (``--no-write`` only prints them).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,11 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "bench"
 FLOOR = (
     "import orjson, sys, pathlib\n"
-    "n = 0\n"
     "for p in sorted(pathlib.Path(sys.argv[1]).rglob('*.json')):\n"
-    "    n += len(orjson.loads(p.read_bytes()))\n"
-    "print(n)\n"
+    "    orjson.loads(p.read_bytes())\n"
 )
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 @dataclass
@@ -34,27 +43,42 @@ class Run:
     output_bytes: int
 
 
+def _tree_rss_kib(root: int) -> int:
+    """RSS of ``root`` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
 def measure(label: str, argv: list[str], output: Path | None = None) -> Run:
-    """Run ``argv`` in a child process; wall time and that child's own peak RSS."""
+    """Wall time and peak RSS (process tree) of ``argv``."""
     started = time.perf_counter()
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
+    peak = 0
+    while child.poll() is None:
+        peak = max(peak, _tree_rss_kib(child.pid))
+        time.sleep(0.01)
     seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{label} failed: {child.stderr.read().decode()}")
+    if child.returncode != 0:
+        raise SystemExit(f"{label} failed: {child.stderr.read().decode()[-2000:]}")
     size = output.stat().st_size if output and output.exists() else 0
-    return Run(label, seconds, usage.ru_maxrss / 1024, size)
-
-
-def profile_stats(root: Path) -> tuple[int, int]:
-    """(input bytes, events) of every JSON file under ``root``."""
-    import orjson
-
-    size = events = 0
-    for path in root.rglob("*.json"):
-        size += path.stat().st_size
-        events += len(orjson.loads(path.read_bytes()))
-    return size, events
+    return Run(label, seconds, peak / 1024, size)
 
 
 def generated(name: str, **options) -> Path:
@@ -62,48 +86,111 @@ def generated(name: str, **options) -> Path:
     if not (root / ".done").exists():
         from fixtures.msprof_gen import write_msprof_profile
 
+        started = time.perf_counter()
+        print(f"bench: generating {name} ...", file=sys.stderr, flush=True)
         write_msprof_profile(root, **options)
         (root / ".done").write_text("")
+        print(f"bench: generated {name} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return root
 
 
-def bench_profile(name: str, root: Path) -> list[str]:
-    size, events = profile_stats(root)
-    runs = [measure("parse-only floor (orjson)", [sys.executable, "-c", FLOOR, str(root)])]
-    for kind, suffix in (("summary", ".pftrace"), ("detail", ".pftrace"), ("detail", ".json")):
-        out = BUILD / f"{name}-{kind}{suffix}"
-        argv = [sys.executable, "-m", "converters", str(root), "--kind", kind, "-o", str(out)]
-        runs.append(measure(f"trace2perfetto {kind} {suffix}", argv, out))
-    floor = runs[0].seconds
-    rows = [f"\n**{name}**: {size / 2**20:.1f} MiB of JSON, {events:,} events\n",
+def input_stats(root: Path) -> tuple[int, int]:
+    """(bytes, events) of the profile's JSON, events counted as '"ph"' keys (one per event)."""
+    size = events = 0
+    for path in root.rglob("*.json"):
+        size += path.stat().st_size
+        with open(path, "rb") as f:
+            while block := f.read(1 << 24):
+                events += block.count(b'"ph"')
+    return size, events
+
+
+def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
+    size, events = input_stats(root)
+    print(f"bench: {name}", file=sys.stderr, flush=True)
+    floor = measure("floor: orjson.loads of every file", [sys.executable, "-c", FLOOR, str(root)])
+    runs = [floor]
+    ours: dict[str, Run] = {}
+    for kind, cap, suffix in (("summary", "20M", ".pftrace"), ("detail", "20M", ".pftrace"),
+                              ("detail", "0", ".pftrace"), ("summary", "0", ".json"),
+                              ("detail", "0", ".json")):
+        out = BUILD / f"out-{kind}-{cap}{suffix}"
+        argv = [sys.executable, "-m", "converters", str(root), "--kind", kind, "--max-size", cap,
+                "-o", str(out)]
+        capped = "capped 20M" if cap != "0" else "uncapped"
+        run = measure(f"trace2perfetto {kind}, {capped}, {suffix[1:]}", argv, out)
+        ours[f"{kind}{suffix}{cap}"] = run
+        runs.append(run)
+    peers: dict[str, Run] = {}
+    if peer:
+        from bench.peers import run_mindinsight
+
+        for kind in ("summary", "detail"):
+            out = BUILD / f"mindinsight-{kind}.json"
+            result = run_mindinsight(root, kind, out)
+            peers[kind] = Run(f"MindInsight 2.3.1 {kind} (JSON)", result["seconds"],
+                              result["peak_rss_mib"], result["output_bytes"])
+            runs.append(peers[kind])
+    rows = [f"\n### {name}\n", f"{size / 1e6:,.0f} MB of JSON input, {events:,} events.\n",
             "| run | wall s | events/s | MB/s | peak RSS MiB | output MiB | x floor |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
-        rows.append(
-            f"| {r.label} | {r.seconds:.2f} | {events / r.seconds:,.0f} | {size / 1e6 / r.seconds:.1f} "
-            f"| {r.peak_rss_mib:.0f} | {r.output_bytes / 2**20:.1f} | {r.seconds / floor:.1f} |"
-        )
+        rows.append(f"| {r.label} | {r.seconds:.2f} | {events / r.seconds:,.0f} | "
+                    f"{size / 1e6 / r.seconds:,.0f} | {r.peak_rss_mib:,.0f} | "
+                    f"{r.output_bytes / 2**20:,.1f} | {r.seconds / floor.seconds:.2f} |")
+    if peers:
+        rows.append("")
+        for kind in ("summary", "detail"):
+            mine = ours[f"{kind}.json0"]
+            rows.append(f"- {kind}: MindInsight / trace2perfetto (both JSON, uncapped) = "
+                        f"**{peers[kind].seconds / mine.seconds:.1f}x** faster; peak RSS "
+                        f"{peers[kind].peak_rss_mib:,.0f} vs {mine.peak_rss_mib:,.0f} MiB")
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small profiles only")
+    parser.add_argument("--quick", action="store_true", help="only the ~100 MB profiles")
+    parser.add_argument("--no-peer", action="store_true", help="skip MindInsight")
+    parser.add_argument("--no-write", action="store_true", help="print, do not update BENCHMARKS.md")
     args = parser.parse_args()
     BUILD.mkdir(parents=True, exist_ok=True)
-    profiles = [("8 ranks x 10 steps x 1,000 tasks (80k device tasks)",
-                 generated("small", ranks=8, graphs=(2,), steps=10, tasks_per_step=1000, seed=1))]
+    started = time.perf_counter()
+    common = dict(ranks=8, graphs=(2, 4), tasks_per_step=700, seed=1)
+    plan = [
+        ("~100 MB, MindSpore 2.0-2.2 timeline layout (8 ranks, 2 graphs, 10 steps)",
+         dict(steps=10, layout="timeline"), True),
+        ("~100 MB, CANN 7/8 msprof_*.json layout (8 ranks, 2 graphs, 10 steps)",
+         dict(steps=10, layout="cann8"), True),
+    ]
     if not args.quick:
-        profiles.append(("8 ranks x 10 steps x 12,500 tasks (1M device tasks)",
-                         generated("1m", ranks=8, graphs=(2,), steps=10, tasks_per_step=12500, seed=1)))
+        plan += [
+            ("~1 GB, CANN 7/8 msprof_*.json layout (8 ranks, 2 graphs, 100 steps)",
+             dict(steps=100, layout="cann8"), True),
+            ("~2 GB, MindSpore 2.0-2.2 timeline layout (8 ranks, 2 graphs, 200 steps)",
+             dict(steps=200, layout="timeline"), False),
+        ]
+    lines = []
+    for name, options, peer in plan:
+        slug = re.sub(r"\W+", "-", name.split(",")[0] + "-" + options["layout"]).strip("-")
+        root = generated(f"gen-{slug}-{options['steps']}", **common, **options)
+        lines += bench_profile(name, root, peer and not args.no_peer)
     real = ROOT.parent / "shared" / "data" / "real" / "msprof-2rank"
     if real.is_dir():
-        profiles.append(("real msprof-2rank", real))
-    lines = [f"Command: `make bench` ({'--quick' if args.quick else 'full'}), "
-             f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"]
-    for name, root in profiles:
-        lines += bench_profile(name, root)
-    print("\n".join(lines))
+        lines += bench_profile("real sample msprof-2rank", real, not args.no_peer)
+    header = [
+        f"Command: `make bench` (`python -m bench.run{' --quick' if args.quick else ''}`), "
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, Python {sys.version.split()[0]}; "
+        f"took {time.perf_counter() - started:.0f} s.",
+    ]
+    text = "\n".join(header + lines)
+    print(text)
+    if not args.no_write:
+        path = ROOT / "BENCHMARKS.md"
+        old = path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+        before, _, rest = old.partition(BEGIN)
+        _, _, after = rest.partition(END)
+        path.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
 
 
 if __name__ == "__main__":

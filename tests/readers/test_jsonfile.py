@@ -1,0 +1,61 @@
+"""Reading event arrays in batches: same events as one decode, whatever the chunking or layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from converters.errors import Diagnostics, InputError
+from converters.readers.jsonfile import iter_batches, load_events
+
+text = st.text(alphabet=st.sampled_from(list('ab}{][,": \\\n\té中')), max_size=12)
+scalar = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), text,
+                   st.booleans(), st.none())
+value = st.recursive(scalar, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                      st.dictionaries(text, inner, max_size=3)), max_leaves=8)
+event = st.fixed_dictionaries({"ph": st.sampled_from(["X", "M"]), "name": text}, optional={"args": value})
+spacing = st.sampled_from([b",", b", ", b",\n", b"\n,\n  "])
+
+
+def _write(tmp: Path, events: list, sep: bytes) -> Path:
+    path = tmp / "trace.json"
+    path.write_bytes(b"[" + sep.join(orjson.dumps(e) for e in events) + b"]\n")
+    return path
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(event, max_size=30), sep=spacing, chunk=st.integers(1, 300))
+def test_batches_hold_the_same_events_as_one_decode(tmp_path, events, sep, chunk):
+    path = _write(tmp_path, events, sep)
+    diag = Diagnostics()
+    batches = list(iter_batches(path, diag, orjson.loads, chunk_bytes=chunk))
+    assert [e for b in batches for e in b] == events
+    assert not diag
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(event, min_size=2, max_size=20), cut=st.floats(0.05, 0.95), chunk=st.integers(8, 200))
+def test_a_cut_off_file_yields_a_prefix_of_its_events_and_one_warning(tmp_path, events, cut, chunk):
+    path = _write(tmp_path, events, b", ")
+    data = path.read_bytes()
+    path.write_bytes(data[: max(2, int(len(data) * cut))])
+    diag = Diagnostics()
+    got = [e for b in iter_batches(path, diag, orjson.loads, chunk_bytes=chunk) for e in b]
+    assert got == events[: len(got)]
+    assert list(diag.counts) == ["truncated_file"] and "cut off at byte" in diag.messages()[0]
+
+
+def test_object_form_and_garbage(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "X"}], "displayTimeUnit": "ms"}')
+    assert [e for b in iter_batches(path, Diagnostics(), orjson.loads, 4) for e in b] == [{"ph": "X"}]
+    path.write_bytes(b'[{"ph": "X"}, {"ph": "X"} garbage, {"ph": "M"}]')
+    with pytest.raises(InputError, match=r"t.json: byte \d+: not valid JSON"):
+        list(iter_batches(path, Diagnostics(), orjson.loads, 8))
+    path.write_bytes(b"")
+    with pytest.raises(InputError, match="empty file"):
+        load_events(path, Diagnostics())

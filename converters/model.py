@@ -34,6 +34,7 @@ class Layer(str, Enum):
 
 
 _LAYER_ORDER = {layer: i for i, layer in enumerate(Layer)}
+SUMMARY_LAYERS = frozenset(layer for layer in Layer if layer.is_summary)
 
 
 class Slice(NamedTuple):

@@ -20,7 +20,7 @@ from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Chunk, Kept, Sink, Spool
 from .discover import discover
 from .errors import Diagnostics, UsageError
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
-from .model import Layer, RankInfo, Slice, StepRecords, step_label
+from .model import SUMMARY_LAYERS, Layer, RankInfo, Slice, StepRecords, step_label
 from .readers import READERS
 from .select import check_graphs, keep_step, select_ranks
 from .writers.chrome_json import ChromeJsonEncoder
@@ -169,8 +169,9 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
             slices = records_to_write(batch, options)
-            for part in (SUMMARY, DETAIL):
-                mine = [s for s in slices if s.layer.is_summary == (part == SUMMARY)]
+            summary = [s for s in slices if s.layer in SUMMARY_LAYERS]
+            detail = [s for s in slices if s.layer not in SUMMARY_LAYERS]
+            for part, mine in ((SUMMARY, summary), (DETAIL, detail)):
                 if mine:
                     sequence = sequences.setdefault((part, batch.graph), len(sequences))
                     data = encoder.chunk(sequence, lanes.place(sorted(mine, key=by_lane_and_start)))
@@ -188,7 +189,7 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
     """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order."""
     readers = {r.NAME: r for r in READERS}
     for info in infos:
-        for batch in readers[info.format].read(info, diag):
+        for batch in readers[info.format].read(info, diag, detail=options.kind is Kind.DETAIL):
             if keep_step(batch, options.graphs, options.steps):
                 yield batch
 

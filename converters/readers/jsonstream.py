@@ -7,7 +7,8 @@ one batch of events, and still does all the parsing in orjson, never scanning by
 1. Read ~``chunk_bytes`` onto the leftover of the previous round. The buffer always starts with
    ``[`` (the real one, or a ``[`` written over the comma the previous round stopped at).
 2. Find the last ``}  ,  {`` in the buffer with a regex: it is likely the boundary between the
-   last two whole events. It may lie in a string or a nested list of objects, so check it:
+   last two whole events (for items that are not objects, try the last commas instead). It
+   may lie in a string or a nested list of objects, so check it:
    the text after it must be the start of a JSON value (orjson, on the short tail, must run out
    of data rather than fail), then the text before it plus ``]`` must decode in one orjson call.
    A false candidate costs one failed call; after a few, or when there is no candidate (items
@@ -211,9 +212,18 @@ class _Reader:
         found = list(_SPLIT.finditer(buf, lo))[::-1]
         if len(found) < _MAX_CANDIDATES:  # also look further back (huge or unusual events)
             found += [m for m in _SPLIT.finditer(buf, 1, min(n, lo + 4096)) if m.start() < lo][::-1]
-        decodes = 0
-        for m in found[:_MAX_CANDIDATES]:
-            b, c = m.start(), m.end() - 1  # the '}' that may end an item, the '{' that may start the next
+        # (the last byte of an item, the first of the next): '}' and '{' of a match, else around a comma
+        candidates = [(m.start(), m.end() - 1) for m in found[:_MAX_CANDIDATES]]
+        comma = n
+        for _ in range(_MAX_CANDIDATES // 2):  # items that are not objects
+            if (comma := buf.rfind(b",", 1, comma)) < 0:
+                break
+            candidates.append((comma - 1, comma + 1))
+        decodes, budget = 0, 2 * n  # bytes of tails to look at: an event may be longer than a chunk
+        for b, c in candidates:
+            budget -= n - c
+            if budget < 0:
+                break
             try:  # what follows must be the start of a JSON value (a quick look at the short tail)
                 self._loads(c, n, close=False)
             except _Error as e:

@@ -29,6 +29,7 @@ import orjson
 
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..overlap import is_compute
 from . import jsonfile
 
 NAME = "msprof"
@@ -75,17 +76,20 @@ def rank_info(device_dir: Path) -> RankInfo:
     )
 
 
-def read(rank: RankInfo, diag: Diagnostics) -> Iterator[StepRecords]:
+def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:
     """Yield the rank's records one step at a time, steps in time order.
+
+    ``detail=False`` leaves out what only detail output draws and no analysis needs (host
+    activity, device tasks that do not compute): a summary then builds half the records.
 
     Raises:
         InputError: a timeline file that is not a JSON array of events.
     """
     timeline = [p for p in rank.source_paths if _TIMELINE.match(p.name)]
     if timeline:
-        yield from _read_timeline(rank, timeline, diag)
+        yield from _read_timeline(rank, timeline, diag, detail)
     else:
-        yield from _read_cann8(rank, list(rank.source_paths), diag)
+        yield from _read_cann8(rank, list(rank.source_paths), diag, detail)
 
 
 # -- files and clocks ---------------------------------------------------------------------------
@@ -133,7 +137,9 @@ def _clock(device_dir: Path) -> tuple[int | None, int]:
 # -- the two layouts ----------------------------------------------------------------------------
 
 
-def _read_timeline(rank: RankInfo, files: list[Path], diag: Diagnostics) -> Iterator[StepRecords]:
+def _read_timeline(
+    rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bool
+) -> Iterator[StepRecords]:
     """Per-iteration files: the files of one (model, iteration) hold one step."""
     groups: dict[tuple[int, int], dict[str, Path]] = defaultdict(dict)
     for path in files:
@@ -144,7 +150,7 @@ def _read_timeline(rank: RankInfo, files: list[Path], diag: Diagnostics) -> Iter
         chosen = [kinds["msprof"]] if "msprof" in kinds else [
             kinds[k] for k in ("step_trace", "task_time", "hccl") if k in kinds
         ]
-        records = _Records(rank, model)
+        records = _Records(rank, model, detail)
         for path in chosen:
             records.read(path, diag)
         step, phases = records.steps.get((model, iteration), (None, []))
@@ -167,14 +173,14 @@ def _time_order(
     return sorted(groups, key=lambda key: (starts.get(key, 0), key[1], key[0]))
 
 
-def _read_cann8(rank: RankInfo, files: list[Path], diag: Diagnostics) -> Iterator[StepRecords]:
+def _read_cann8(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
     """One merged file (or its slices), read twice so memory holds one step, never the file.
 
     The first pass takes the metadata and the step trace; the second turns every other event
     into a slice, files it under the step it starts in (the last step started at or before it)
     in a spill file, and then each step is read back whole. The file need not be time-ordered.
     """
-    records = _Records(rank, None)
+    records = _Records(rank, None, detail)
     for path in files:
         records.read(path, diag, slices=False)
     steps = sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
@@ -293,8 +299,8 @@ def _raw_args(event: Any) -> Any:
 class _Records:
     """Slices and steps of one rank's events, lanes named by process and thread name."""
 
-    def __init__(self, rank: RankInfo, model: int | None) -> None:
-        self.rank, self.model = rank, model
+    def __init__(self, rank: RankInfo, model: int | None, detail: bool = True) -> None:
+        self.rank, self.model, self.detail = rank, model, detail
         self.slices: list[Slice] = []
         # (graph, iteration) -> (its Step, its step trace phases)
         self.steps: dict[tuple[int | None, int], tuple[Step | None, list[Slice]]] = {}
@@ -387,6 +393,8 @@ class _Records:
         task_type = ""
         if kind is Layer.STREAM and args:
             task_type = str(_TASK_ARGS.decode(args).task_type)
+        if not self.detail and (kind is Layer.HOST or (kind is Layer.STREAM and not is_compute(task_type))):
+            return
         name = str(event.name)
         self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, args, task_type))
 

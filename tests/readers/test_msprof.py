@@ -16,7 +16,7 @@ from fixtures.msprof_gen import write_msprof_profile
 
 
 def _records(root: Path, **options):
-    return list(read_profile(discover(root), Options(**options), Diagnostics()))
+    return list(read_profile(discover(root), Options(kind="detail", **options), Diagnostics()))
 
 
 def _keys(root: Path) -> Counter:

@@ -155,3 +155,12 @@ def test_inputs_are_never_touched(profile, tmp_path):
     before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in profile.rglob("*")}
     assert main([str(profile), "--kind", "detail", "-o", str(tmp_path / "x.pftrace")]) == 0
     assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in profile.rglob("*")} == before
+
+
+def test_summary_is_exactly_the_summary_part_of_detail(profile, tmp_path):
+    summary, detail = tmp_path / "s.pftrace", tmp_path / "d.pftrace"
+    assert main([str(profile), "--kind", "summary", "-o", str(summary)]) == 0
+    assert main([str(profile), "--kind", "detail", "-o", str(detail)]) == 0
+    in_detail = {s for s in comparable(read_perfetto(detail.read_bytes()))
+                 if s[1][0] in ("Step Trace", "Overlap Analysis")}
+    assert comparable(read_perfetto(summary.read_bytes())) == in_detail

@@ -31,8 +31,10 @@ test: setup
 	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
 		$(PY) -m pytest
 
+# Generates ~100 MB to ~2 GB profiles under build/bench, installs MindInsight 2.3.1 into its own
+# venv there (the peer; it pins an old protobuf), and rewrites the results in BENCHMARKS.md.
 bench: setup
-	$(PY) -m bench.run
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check converters tests fixtures bench

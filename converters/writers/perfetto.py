@@ -122,7 +122,7 @@ class _Sequence:
         self.names = _Interner(_EVENT_NAMES, _NAME_IID)
         self.arg_names = _Interner(_ANNOTATION_NAMES, _A_NAME_IID)
         self.strings = _Interner(_STRING_VALUES, _A_STRING_IID)
-        self.arg_cache: dict[tuple[str, type, Any], bytes] = {}
+        self.arg_cache: dict[tuple[str, Any], bytes] = {}  # (name, str or small int) -> bytes
         # track -> (begin-event prefix, end-packet suffix) once described on this sequence
         self.tracks: dict[Track, tuple[bytes, bytes]] = {}
 
@@ -221,29 +221,32 @@ class PerfettoEncoder:
             args = _ARGS.decode(args)
             if not isinstance(args, dict):
                 args = {"args": args}
-        parts = []
-        cache = seq.arg_cache
+        out = bytearray()
+        cache, names = seq.arg_cache, seq.arg_names
         for key, value in args.items():
-            # Args repeat (task types, stream ids, transports): reuse their encoding. Floats and
-            # large ints rarely repeat and would only grow the cache.
             kind = type(value)
+            if kind is float:  # the commonest arg that never repeats: encode it directly
+                item = names(key) + _DOUBLE + _pack_double(value)
+                out += _ANNOTATION
+                out += _varint(len(item))
+                out += item
+                continue
+            # Strings and small ints repeat (task types, stream ids, transports): encode once.
             cacheable = kind is str or (kind is int and 0 <= value < _SMALL)
-            encoded = cache.get((key, kind, value)) if cacheable else None
+            encoded = cache.get((key, value)) if cacheable else None
             if encoded is None:
-                if kind is float:
-                    value_bytes = _DOUBLE + _pack_double(value)
-                elif kind is int and -(1 << 63) <= value < 1 << 63:
+                if kind is int and -(1 << 63) <= value < 1 << 63:
                     value_bytes = _INT + _varint(value)
                 else:
                     value_bytes = _value(value, seq)
                     if value_bytes is None:
                         continue
-                item = seq.arg_names(str(key)) + value_bytes
+                item = names(str(key)) + value_bytes
                 encoded = _ANNOTATION + _varint(len(item)) + item
                 if cacheable:
-                    cache[key, kind, value] = encoded
-            parts.append(encoded)
-        return b"".join(parts)
+                    cache[key, value] = encoded
+            out += encoded
+        return bytes(out)
 
     def _process_uuid(self, rank: int) -> int:
         return rank + 1  # the same in every encoder: the header declares, the chunks refer

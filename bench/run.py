@@ -160,15 +160,15 @@ def main() -> None:
     plan = [
         ("~100 MB, MindSpore 2.0-2.2 timeline layout (8 ranks, 2 graphs, 10 steps)",
          dict(steps=10, layout="timeline"), True),
-        ("~100 MB, CANN 7/8 msprof_*.json layout (8 ranks, 2 graphs, 10 steps)",
-         dict(steps=10, layout="cann8"), True),
+        ("~100 MB, CANN 7/8 msprof_*.json layout (8 ranks, 2 graphs, 18 steps)",
+         dict(steps=18, layout="cann8"), True),
     ]
     if not args.quick:
         plan += [
-            ("~1 GB, CANN 7/8 msprof_*.json layout (8 ranks, 2 graphs, 100 steps)",
-             dict(steps=100, layout="cann8"), True),
-            ("~2 GB, MindSpore 2.0-2.2 timeline layout (8 ranks, 2 graphs, 200 steps)",
-             dict(steps=200, layout="timeline"), False),
+            ("~1 GB, CANN 7/8 msprof_*.json layout (8 ranks, 2 graphs, 180 steps)",
+             dict(steps=180, layout="cann8"), True),
+            ("~2 GB, MindSpore 2.0-2.2 timeline layout (8 ranks, 2 graphs, 140 steps)",
+             dict(steps=140, layout="timeline"), False),
         ]
     lines = []
     for name, options, peer in plan:

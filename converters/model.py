@@ -103,7 +103,7 @@ class RankInfo:
     graphs: tuple[int, ...] = ()
     start_ns: int | None = None  # earliest time the profile can hold (collection start)
     clock: str = ""  # how times were converted to epoch, for the rank's description
-    source_paths: tuple[Path, ...] = field(default_factory=tuple)
+    source_paths: tuple[Path, ...] = field(default_factory=tuple)  # input files or their folders
     clock_offset_ns: int = 0  # added to the file's own time (in ns) to get epoch ns
 
     @property

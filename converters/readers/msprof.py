@@ -71,7 +71,8 @@ def rank_info(device_dir: Path) -> RankInfo:
         graphs=tuple(graphs),
         start_ns=start_ns,
         clock=f"{CLOCK} (offset {offset_ns} ns)",
-        source_paths=tuple(timeline or _cann8_files(device_dir)),
+        # the folders, not every file: a long job has thousands, and every worker would copy them
+        source_paths=(device_dir / "timeline",) if timeline else tuple(_cann8_files(device_dir)),
         clock_offset_ns=offset_ns,
     )
 
@@ -85,7 +86,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     Raises:
         InputError: a timeline file that is not a JSON array of events.
     """
-    timeline = [p for p in rank.source_paths if _TIMELINE.match(p.name)]
+    timeline = _timeline_files(rank.path)
     if timeline:
         yield from _read_timeline(rank, timeline, diag, detail)
     else:

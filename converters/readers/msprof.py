@@ -367,6 +367,13 @@ class _Records:
         return None, ""
 
     def _complete(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
+        key = (event.pid, event.tid)
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = self._route(event.pid, event.tid, path, diag)
+        kind, lane = route
+        if kind is None or not (self._steps_wanted if kind is _STEP_TRACE else self._slices_wanted):
+            return
         try:
             start_ns = round(event.ts * 1000) + self.rank.clock_offset_ns
             dur_ns = round(event.dur * 1000)
@@ -376,20 +383,10 @@ class _Records:
         if dur_ns < 0:
             diag.warn("bad_event", f"{path}: event {index}: negative dur {event.dur}; skipped")
             return
-        key = (event.pid, event.tid)
-        route = self._routes.get(key)
-        if route is None:
-            route = self._routes[key] = self._route(event.pid, event.tid, path, diag)
-        kind, lane = route
-        if kind is None:
-            return
         args = event.args or None
         if kind is _STEP_TRACE:
-            if self._steps_wanted:
-                decoded = _ARGS.decode(args) if args else {}
-                self._step_trace(event, decoded if isinstance(decoded, dict) else {}, lane, start_ns, dur_ns)
-            return
-        if not self._slices_wanted:
+            decoded = _ARGS.decode(args) if args else {}
+            self._step_trace(event, decoded if isinstance(decoded, dict) else {}, lane, start_ns, dur_ns)
             return
         task_type = ""
         if kind is Layer.STREAM and args:

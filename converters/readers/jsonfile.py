@@ -104,44 +104,43 @@ def iter_batches(
 ) -> Iterator[list[Any]]:
     """The events of a JSON-array file in batches, reading ``chunk_bytes`` at a time.
 
-    A profiler's array of events is often hundreds of MB on one line; this holds one chunk. Each
-    chunk is cut after the last event that ends in it (found by a regex and confirmed by
-    ``decode`` succeeding on it, so a ``}, {`` inside a string cannot fool it) and decoded in
-    one call. A file this cannot split (not a plain array of objects, cut off, broken) is read
-    by :func:`load_events`, which recovers or explains; its events are decoded with ``decode``
-    too, and those already yielded are skipped.
+    A profiler's array of events is often hundreds of MB on one line; this holds about one
+    chunk. Each chunk is cut after the last event that ends in it (found by a regex and
+    confirmed by ``decode`` succeeding on it, so a ``}, {`` inside a string cannot fool it)
+    and decoded in one call. A file cut off by a crash yields its whole events, the last
+    batch recovered by :func:`load_events`'s rules on the tail alone, with the same warning.
+    Only a file that is not a plain array (an object with ``traceEvents``) is read whole.
+    Batches are lists of what ``decode`` returns, or of plain dicts where recovered.
 
     Raises:
-        InputError: as :func:`load_events`.
+        InputError: the file cannot be read, or is not valid JSON where it is not cut off.
     """
-    done = 0
     try:
-        for batch in _split_array(path, decode, chunk_bytes):
-            done += len(batch)
-            yield batch
-        return
-    except (_NotPlain, ValueError):  # msgspec's and orjson's decode errors are ValueErrors
-        pass
+        yield from _split_array(path, diag, decode, chunk_bytes)
+    except _NotPlain:
+        yield load_events(path, diag)
     except OSError as e:
         raise InputError(path, "", f"cannot read: {e.strerror or e}") from e
-    events = load_events(path, diag)
-    yield events[done:]
 
 
 class _NotPlain(Exception):
     pass
 
 
-def _split_array(path: Path, decode: Callable[[bytes], list[Any]], chunk_bytes: int) -> Iterator[list[Any]]:
+def _split_array(
+    path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], chunk_bytes: int
+) -> Iterator[list[Any]]:
     with open(path, "rb") as f:
-        buf = f.read(chunk_bytes).lstrip()
-        if buf[:1] != b"[":
+        buf = f.read(chunk_bytes)
+        start = len(buf) - len(buf.lstrip())
+        if buf[start : start + 1] != b"[":
             raise _NotPlain
-        buf = buf[1:]
+        base, buf = start + 1, buf[start + 1 :]  # base: where buf starts in the file
+        check_at = 8 * chunk_bytes
         while True:
             more = f.read(chunk_bytes)
             if not more:
-                yield decode(b"[" + buf)  # the rest, closing bracket included
+                yield _tail(path, diag, decode, buf, base)
                 return
             buf += more
             for match in list(_SPLIT.finditer(buf, max(0, len(buf) - _TAIL)))[::-1][:_TRIES]:
@@ -150,5 +149,35 @@ def _split_array(path: Path, decode: Callable[[bytes], list[Any]], chunk_bytes: 
                 except ValueError:
                     continue
                 yield events
+                base += match.end() - 1
                 buf = buf[match.end() - 1 :]
                 break
+            else:
+                if len(buf) > check_at:  # no event ends in a long stretch: broken, or one huge event
+                    _raise_if_broken(path, buf, base)
+                    check_at *= 2
+
+
+def _tail(path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], buf: bytes, base: int) -> list:
+    """The last events of the file: ``buf`` holds them and the closing bracket, or was cut off."""
+    try:
+        return decode(b"[" + buf)
+    except ValueError:
+        pass
+    data = b"[" + buf
+    error = _error(data)
+    try:
+        return _recover_truncated(path, data, error, diag)
+    except InputError as e:
+        if not e.where.startswith("byte "):
+            raise
+        raise InputError(path, f"byte {base - 1 + int(e.where[5:])}", e.reason) from None
+
+
+def _raise_if_broken(path: Path, buf: bytes, base: int) -> None:
+    buf = _without_partial_character(buf)  # a chunk may end inside a character
+    text = buf.decode("utf-8", "replace")
+    error = _error(b"[" + buf)
+    if error.pos - 1 < len(text.rstrip()):  # it fails before the data runs out: garbage
+        at = len(text[: max(error.pos - 1, 0)].encode("utf-8", "replace"))  # chars to bytes
+        raise InputError(path, f"byte {base + at}", f"not valid JSON ({error.msg})")

@@ -59,3 +59,26 @@ def test_object_form_and_garbage(tmp_path):
     path.write_bytes(b"")
     with pytest.raises(InputError, match="empty file"):
         load_events(path, Diagnostics())
+
+
+def test_a_cut_off_file_still_streams_in_batches(tmp_path):
+    events = [{"ph": "X", "name": f"op{i}", "args": {"i": i}} for i in range(2000)]
+    path = _write(tmp_path, events, b", ")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 30])
+    diag = Diagnostics()
+    batches = list(iter_batches(path, diag, orjson.loads, chunk_bytes=4096))
+    assert len(batches) > 10  # not read whole
+    got = [e for b in batches for e in b]
+    assert got == events[: len(got)] and len(got) == 1999
+    assert "cut off at byte" in diag.messages()[0]
+
+
+def test_garbage_deep_in_a_long_file_is_an_error_at_its_byte(tmp_path):
+    events = [{"ph": "X", "name": f"op{i}"} for i in range(3000)]
+    path = _write(tmp_path, events, b",")
+    data = path.read_bytes()
+    at = data.index(b'{"ph":"X","name":"op2500"}')
+    path.write_bytes(data[:at] + b"#" + data[at + 1 :])
+    with pytest.raises(InputError, match=rf"byte {at}: not valid JSON"):
+        list(iter_batches(path, Diagnostics(), orjson.loads, chunk_bytes=1024))

@@ -1,0 +1,290 @@
+"""Chrome-trace event files in the dialect of Ascend's tools (CANN msprof, torch_npu).
+
+Shared by the readers whose files are such traces: ``msprof`` (timeline and CANN 7/8
+``msprof_*.json``) and ``ascend_pt`` (``trace_view.json``). Lanes are named by process and thread
+name, never by pid (formats.md §3.3, §5.3): "Ascend Hardware" streams, "HCCL"/"Communication"
+ops and planes, "CANN" and "Python" host threads; "Overlap Analysis" (the vendor's own lanes) is
+skipped. Steps come from the CANN step trace (``Iteration N``) or from torch_npu's
+``ProfilerStep#N``. Times are float µs (plus the rank's clock offset) or, in torch_npu, strings
+of epoch µs with 3 decimals, parsed exactly to ns.
+"""
+
+from __future__ import annotations
+
+import bisect
+import pickle
+import re
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+
+from ..errors import Diagnostics
+from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..overlap import is_compute
+from . import jsonfile
+
+_STEP_TRACE_THREAD = re.compile(r"Model ID:\s*(\d+)")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
+    """One trace of a whole rank (or its slices), read twice so memory holds one step, never the file.
+
+    The first pass takes the metadata and the step trace; the second turns every other event
+    into a slice, files it under the step it starts in (the last step started at or before it)
+    in a spill file, and then each step is read back whole. The file need not be time-ordered.
+    """
+    records = Records(rank, None, detail)
+    for path in files:
+        records.read(path, diag, slices=False)
+    steps = sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
+    if not steps:  # no step trace: all of it is one pseudo step
+        for path in files:
+            records.read(path, diag, steps=False)
+        yield StepRecords(rank.rank, None, None, None, records.take_slices())
+        return
+    starts = [step.start_ns for step, _ in steps]
+    with _Spill() as spill:
+        for path in files:
+            for batch in records.read_batches(path, diag):
+                buckets: dict[int, list[Slice]] = defaultdict(list)
+                for s in batch:
+                    buckets[max(bisect.bisect_right(starts, s.start_ns) - 1, 0)].append(s)
+                for index, bucket in buckets.items():
+                    spill.add(index, bucket)
+        for index, (step, phases) in enumerate(steps):
+            yield StepRecords(rank.rank, step.graph, step.step, step, phases + spill.load(index, rank.rank))
+
+
+class _Spill:
+    """Slices filed by step index in a temporary file; memory keeps only where each lies."""
+
+    _LAYERS = list(Layer)
+
+    def __enter__(self) -> _Spill:
+        self._file = tempfile.TemporaryFile(prefix="trace2perfetto-spill-")
+        self._segments: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        self._end = 0
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._file.close()
+
+    def add(self, index: int, slices: list[Slice]) -> None:
+        rows = [(s.layer.order, s.lane, s.name, s.start_ns, s.dur_ns,
+                 None if s.args is None else bytes(s.args), s.task_type) for s in slices]
+        data = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+        self._file.seek(self._end)
+        self._file.write(data)
+        self._segments[index].append((self._end, len(data)))
+        self._end += len(data)
+
+    def load(self, index: int, rank: int) -> list[Slice]:
+        out: list[Slice] = []
+        for offset, length in self._segments.pop(index, []):
+            self._file.seek(offset)
+            for layer, *rest in pickle.loads(self._file.read(length)):
+                out.append(Slice(rank, self._LAYERS[layer], *rest))
+        return out
+
+
+
+# -- events to records --------------------------------------------------------------------------
+
+_STEP_TRACE = "step trace"  # a route's kind besides the layers; None skips the events
+Route = tuple[Layer | str | None, str]
+
+
+class _Event(msgspec.Struct):
+    """The fields of a Chrome-trace event this reader uses; ``args`` stays undecoded JSON."""
+
+    ph: Any = ""
+    name: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = 0
+    cat: Any = None
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _TaskArgs(msgspec.Struct):
+    task_type: Any = msgspec.field(default="", name="Task Type")
+
+
+_EVENTS = msgspec.json.Decoder(list[_Event])
+_TASK_ARGS = msgspec.json.Decoder(_TaskArgs)
+_ARGS = msgspec.json.Decoder()
+
+
+def _batches(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+    """The file's events in batches, decoded only as far as ``_Event`` needs (3x faster than
+    decoding all of it), with memory bounded by the batch size.
+
+    Anything unusual (cut off, an object form, a bad event) takes the careful path of
+    ``jsonfile``, which recovers what can be recovered and says where the problem is.
+    """
+    for batch in jsonfile.iter_batches(path, diag, _decode):
+        if batch and type(batch[0]) is _Event:
+            yield batch
+            continue
+        decoded = []
+        for index, event in enumerate(batch):
+            try:
+                decoded.append(msgspec.convert(_raw_args(event), _Event))
+            except (msgspec.ValidationError, TypeError, ValueError):
+                diag.warn("bad_event", f"{path}: event {index}: expected a JSON object of a trace event; "
+                          "skipped")
+        yield decoded
+
+
+def _decode(data: bytes) -> list[_Event]:
+    try:
+        return _EVENTS.decode(data)
+    except msgspec.DecodeError as e:
+        raise ValueError(str(e)) from None
+
+
+def _raw_args(event: Any) -> Any:
+    if isinstance(event, dict) and "args" in event:
+        return {**event, "args": msgspec.Raw(orjson.dumps(event["args"]))}
+    return event
+
+
+class Records:
+    """Slices and steps of one rank's events, lanes named by process and thread name."""
+
+    def __init__(self, rank: RankInfo, model: int | None, detail: bool = True) -> None:
+        self.rank, self.model, self.detail = rank, model, detail
+        self.slices: list[Slice] = []
+        # (graph, iteration) -> (its Step, its step trace phases)
+        self.steps: dict[tuple[int | None, int], tuple[Step | None, list[Slice]]] = {}
+        self._processes: dict[Any, str] = {}
+        self._threads: dict[tuple[Any, Any], str] = {}
+        self._routes: dict[tuple[Any, Any], Route] = {}
+        self._steps_wanted = self._slices_wanted = True
+
+    def read(self, path: Path, diag: Diagnostics, *, steps: bool = True, slices: bool = True) -> None:
+        """Read a file's metadata, then its step trace (if ``steps``) and other events (if
+        ``slices``), into ``self.steps`` and ``self.slices``."""
+        for _ in self.read_batches(path, diag, steps=steps, slices=slices, keep=True):
+            pass
+
+    def read_batches(self, path: Path, diag: Diagnostics, *, steps: bool = False, slices: bool = True,
+                     keep: bool = False) -> Iterator[list[Slice]]:
+        """Like ``read``, a batch of events at a time, yielding each batch's slices (which are
+        kept in ``self.slices`` too only if ``keep``)."""
+        self._steps_wanted, self._slices_wanted = steps, slices
+        index = 0
+        for events in _batches(path, diag):
+            for event in events:
+                if event.ph == "M":
+                    self._metadata(event)
+            for event in events:
+                if event.ph == "X":
+                    self._complete(event, index, path, diag)
+                index += 1
+            yield self.slices if keep else self.take_slices()
+
+    def take_slices(self) -> list[Slice]:
+        slices, self.slices = self.slices, []
+        return slices
+
+    def _metadata(self, event: _Event) -> None:
+        try:
+            name = str(_ARGS.decode(event.args).get("name"))
+        except (msgspec.DecodeError, AttributeError):
+            return
+        if event.name == "process_name":
+            self._processes[event.pid] = name
+            self._routes.clear()
+        elif event.name == "thread_name":
+            self._threads[event.pid, event.tid] = name
+            self._routes.clear()
+
+    def _route(self, pid: Any, tid: Any, path: Path, diag: Diagnostics) -> Route:
+        """Where the events of a (pid, tid) go: (layer or _STEP_TRACE or None to skip, lane)."""
+        process = self._processes.get(pid, "")
+        thread = self._threads.get((pid, tid), "")
+        if process == "Step Trace" or thread.startswith("Step Trace"):
+            return _STEP_TRACE, thread
+        if process == "Ascend Hardware":
+            return Layer.STREAM, thread or f"Stream {tid}"
+        if process in ("HCCL", "Communication"):
+            if thread.startswith("Plane"):
+                return Layer.COMM_TASK, thread
+            return Layer.COMM_OP, thread or "Communication"
+        if process == "CANN":
+            return Layer.HOST, f"CANN {thread or tid}"
+        if process != "Overlap Analysis":  # CANN's own lanes: the project computes its own
+            diag.warn("unknown_process", f"{path}: events of process {process or pid!r} skipped")
+        return None, ""
+
+    def _complete(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
+        key = (event.pid, event.tid)
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = self._route(event.pid, event.tid, path, diag)
+        kind, lane = route
+        if kind is None or not (self._steps_wanted if kind is _STEP_TRACE else self._slices_wanted):
+            return
+        try:
+            start_ns = round(event.ts * 1000) + self.rank.clock_offset_ns
+            dur_ns = round(event.dur * 1000)
+        except TypeError:
+            diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
+            return
+        if dur_ns < 0:
+            diag.warn("bad_event", f"{path}: event {index}: negative dur {event.dur}; skipped")
+            return
+        args = event.args or None
+        if kind is _STEP_TRACE:
+            decoded = _ARGS.decode(args) if args else {}
+            self._step_trace(event, decoded if isinstance(decoded, dict) else {}, lane, start_ns, dur_ns)
+            return
+        task_type = ""
+        if kind is Layer.STREAM and args:
+            task_type = str(_TASK_ARGS.decode(args).task_type)
+        if not self.detail and (kind is Layer.HOST or (kind is Layer.STREAM and not is_compute(task_type))):
+            return
+        name = str(event.name)
+        self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, args, task_type))
+
+    def _step_trace(self, event: _Event, args: dict[str, Any], thread: str,
+                    start_ns: int, dur_ns: int) -> None:
+        """``Iteration N`` becomes a Step and its phases; ``Reduce_N_k`` a phase too.
+
+        The raw args hold monotonic-clock µs (FP Start, BP End, ...): they become the phases'
+        bounds and are not copied, since they would disagree with the epoch timeline.
+        """
+        found = _STEP_TRACE_THREAD.search(thread)
+        graph = int(args["Model Id"]) if "Model Id" in args else int(found.group(1)) if found else self.model
+        if args.get("Iteration ID") is None:
+            return
+        iteration = int(args["Iteration ID"])
+        step, phases = self.steps.get((graph, iteration), (None, []))
+        lane = "Steps" if graph is None else f"Graph {graph}"
+        rank = self.rank.rank
+        category = event.cat
+        if category == "Iteration Time":
+            end = start_ns + dur_ns
+            step = Step(graph, iteration, start_ns, end)
+            info = {"Iteration ID": iteration, "Model Id": graph}
+            phases.append(Slice(rank, Layer.STEP, lane, f"Step {iteration}", start_ns, dur_ns, info))
+            fp, bp = self._at(args, "FP Start"), self._at(args, "BP End")
+            for name, begin, finish in (("Iteration Interval", start_ns, fp), ("FP/BP", fp, bp),
+                                        ("Tail", bp, end)):
+                if begin is not None and finish is not None and start_ns <= begin < finish <= end:
+                    phases.append(Slice(rank, Layer.STEP, lane, name, begin, finish - begin))
+        elif category == "Reduce":
+            phases.append(Slice(rank, Layer.STEP, lane, "Reduce", start_ns, dur_ns))
+        self.steps[graph, iteration] = (step, phases)
+
+    def _at(self, args: dict[str, Any], key: str) -> int | None:
+        value = args.get(key)
+        return None if value is None else round(float(value) * 1000) + self.rank.clock_offset_ns

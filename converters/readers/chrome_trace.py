@@ -17,6 +17,7 @@ import re
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,19 @@ def _decode(data: bytes) -> list[_Event]:
         raise ValueError(str(e)) from None
 
 
+def _ns(us: Any) -> int:
+    """µs as CANN writes them (a number) or torch_npu does (a string with 3 decimals), as ns.
+
+    The string is parsed exactly: at epoch scale a float has a grain of ~0.25 µs.
+    """
+    if type(us) is not str:
+        return round(us * 1000)
+    whole, _, fraction = us.partition(".")
+    if whole.isdigit() and len(fraction) <= 3 and (not fraction or fraction.isdigit()):
+        return int(whole) * 1000 + int(fraction.ljust(3, "0"))
+    return int((Decimal(us) * 1000).to_integral_value())
+
+
 def _raw_args(event: Any) -> Any:
     if isinstance(event, dict) and "args" in event:
         return {**event, "args": msgspec.Raw(orjson.dumps(event["args"]))}
@@ -219,8 +233,8 @@ class Records:
             if thread.startswith("Plane"):
                 return Layer.COMM_TASK, thread
             return Layer.COMM_OP, thread or "Communication"
-        if process == "CANN":
-            return Layer.HOST, f"CANN {thread or tid}"
+        if process in ("CANN", "Python"):
+            return Layer.HOST, f"{process} {thread or tid}"
         if process != "Overlap Analysis":  # CANN's own lanes: the project computes its own
             diag.warn("unknown_process", f"{path}: events of process {process or pid!r} skipped")
         return None, ""
@@ -231,16 +245,22 @@ class Records:
         if route is None:
             route = self._routes[key] = self._route(event.pid, event.tid, path, diag)
         kind, lane = route
-        if kind is None or not (self._steps_wanted if kind is _STEP_TRACE else self._slices_wanted):
+        if kind is None:
+            return
+        profiler_step = kind is Layer.HOST and _PROFILER_STEP.match(str(event.name))
+        if not (self._steps_wanted if kind is _STEP_TRACE or profiler_step else self._slices_wanted):
             return
         try:
-            start_ns = round(event.ts * 1000) + self.rank.clock_offset_ns
-            dur_ns = round(event.dur * 1000)
-        except TypeError:
+            start_ns = _ns(event.ts) + self.rank.clock_offset_ns
+            dur_ns = _ns(event.dur)
+        except (TypeError, ValueError, ArithmeticError):
             diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
             return
         if dur_ns < 0:
             diag.warn("bad_event", f"{path}: event {index}: negative dur {event.dur}; skipped")
+            return
+        if profiler_step:
+            self._profiler_step(int(profiler_step.group(1)), start_ns, dur_ns)
             return
         args = event.args or None
         if kind is _STEP_TRACE:
@@ -254,6 +274,13 @@ class Records:
             return
         name = str(event.name)
         self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, args, task_type))
+
+    def _profiler_step(self, number: int, start_ns: int, dur_ns: int) -> None:
+        """torch_npu's ``ProfilerStep#N`` on the Python thread bounds step N."""
+        step = Step(None, number, start_ns, start_ns + dur_ns)
+        name = f"Step {number}"
+        phase = Slice(self.rank.rank, Layer.STEP, "Steps", name, start_ns, dur_ns, {"Step": number})
+        self.steps[None, number] = (step, [phase])
 
     def _step_trace(self, event: _Event, args: dict[str, Any], thread: str,
                     start_ns: int, dur_ns: int) -> None:

@@ -1,0 +1,97 @@
+"""The ascend_pt reader (torch_npu / MindSpore >= 2.3) against the real 2-rank sample."""
+
+from __future__ import annotations
+
+import csv
+from decimal import Decimal
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import real_data
+from trace_check import read_perfetto
+
+from converters import Diagnostics, Layer, Options, discover, read_profile, step_overlap
+from converters.cli import main
+
+LANES = {"Computing": "Computing", "Communication": "Communication",
+         "Communication(Not Overlapped)": "Communication (not overlapped)", "Free": "Free"}
+
+
+def _ns(us: str | float) -> int:
+    return int(Decimal(str(us)) * 1000)
+
+
+def _vendor_overlap(rank_dir: Path) -> dict[str, list[tuple[int, int]]]:
+    """torch_npu's own Overlap Analysis lanes in trace_view.json, read independently."""
+    events = orjson.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_bytes())
+    pid = next(e["pid"] for e in events if e.get("name") == "process_name"
+               and e["args"]["name"] == "Overlap Analysis")
+    threads = {e["tid"]: e["args"]["name"] for e in events
+               if e.get("name") == "thread_name" and e["pid"] == pid}
+    lanes: dict[str, list[tuple[int, int]]] = {lane: [] for lane in LANES.values()}
+    for e in events:
+        if e.get("ph") == "X" and e["pid"] == pid:
+            start = _ns(e["ts"])
+            lanes[LANES[threads[e["tid"]]]].append((start, start + _ns(e["dur"])))
+    return {lane: sorted(v) for lane, v in lanes.items()}
+
+
+@pytest.fixture
+def sample() -> Path:
+    return real_data("ascend-pt-2rank")
+
+
+def test_ranks_and_steps_from_profiler_info_and_profiler_steps(sample):
+    ranks = discover(sample)
+    assert [(r.rank, r.format) for r in ranks] == [(0, "ascend_pt"), (1, "ascend_pt")]
+    batches = list(read_profile(ranks, Options(), Diagnostics()))
+    assert [(b.rank, b.step_id) for b in batches] == [(0, 50), (1, 50)]
+
+
+def test_overlap_lanes_equal_the_vendors_interval_by_interval(sample):
+    ranks = discover(sample)
+    for batch in read_profile(ranks, Options(), Diagnostics()):
+        expected = _vendor_overlap(next(r.path for r in ranks if r.rank == batch.rank))
+        mine = step_overlap(batch).lanes()
+        for lane, intervals in expected.items():
+            assert len(mine[lane]) == len(intervals), (batch.rank, lane)
+            for (s1, e1), (s2, e2) in zip(mine[lane], intervals, strict=True):
+                assert abs(s1 - s2) <= 1000 and abs(e1 - e2) <= 1000, (batch.rank, lane, s1, s2)
+
+
+def test_step_totals_match_step_trace_time_csv(sample):
+    ranks = discover(sample)
+    for batch in read_profile(ranks, Options(), Diagnostics()):
+        rank_dir = next(r.path for r in ranks if r.rank == batch.rank)
+        with open(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
+            row = next(r for r in csv.DictReader(f) if r["Step"] == str(batch.step_id))
+        o = step_overlap(batch)
+        mine = {"Computing": o.computing_ns, "Communication(Not Overlapped)": o.not_overlapped_ns,
+                "Overlapped": o.overlapped_ns, "Communication": o.communication_ns, "Free": o.free_ns}
+        for column, value_ns in mine.items():
+            expected_ns = float(row[column]) * 1000
+            assert abs(value_ns - expected_ns) <= max(0.001 * expected_ns, 1000), (batch.rank, column)
+
+
+def test_detail_holds_every_device_and_hccl_task_once(sample, tmp_path):
+    out = tmp_path / "pt.pftrace"
+    assert main([str(sample), "--kind", "detail", "-o", str(out)]) == 0
+    decoded = read_perfetto(out.read_bytes())
+    expected = 0
+    for rank_dir in sorted(sample.glob("*_ascend_pt")):
+        events = orjson.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_bytes())
+        names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        expected += sum(1 for e in events if e.get("ph") == "X"
+                        and names.get(e["pid"]) in ("Ascend Hardware", "HCCL"))
+    written = sum(1 for s in decoded.slices if s.track[0] in ("Ascend Hardware", "Communication"))
+    assert written == expected
+    layers = {s.track[0] for s in decoded.slices}
+    assert {"Step Trace", "Overlap Analysis", "Ascend Hardware", "Communication", "Host"} <= layers
+
+
+def test_string_timestamps_are_exact_to_the_ns(sample):
+    ranks = discover(sample)
+    batch = next(iter(read_profile(ranks[:1], Options(kind="detail"), Diagnostics())))
+    starts = {s.start_ns for s in batch.slices if s.layer is Layer.STREAM}
+    assert 1736408883704643212 in starts  # "1736408883704643.212", the first TransData task

@@ -13,10 +13,20 @@ Library use::
 from .discover import discover
 from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
 from .model import Layer, RankInfo, Slice, Step, StepRecords
-from .pipeline import Format, Kind, Options, Result, convert, read_profile, step_overlap
+from .pipeline import (
+    Format,
+    Kind,
+    Options,
+    Result,
+    StepOverlap,
+    convert,
+    overlap_report,
+    read_profile,
+    step_overlap,
+)
 
 __all__ = [
     "Diagnostics", "Format", "InputError", "Kind", "Layer", "Options", "RankInfo", "Result",
     "Slice", "Step", "StepRecords", "Trace2PerfettoError", "UsageError", "convert", "discover",
-    "read_profile", "step_overlap",
+    "read_profile", "step_overlap", "overlap_report", "StepOverlap",
 ]

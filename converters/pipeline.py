@@ -133,6 +133,53 @@ def convert(
     )
 
 
+@dataclass(frozen=True)
+class StepOverlap:
+    """One row of the overlap report: one step of one rank, in ns (design §5)."""
+
+    rank: int
+    graph: int | None
+    step: int | None
+    computing_ns: int
+    not_overlapped_ns: int
+    overlapped_ns: int
+    communication_ns: int
+    free_ns: int
+
+    @property
+    def stage_ns(self) -> int:
+        """The step's device time: Computing + Communication (not overlapped) + Free."""
+        return self.computing_ns + self.not_overlapped_ns + self.free_ns
+
+
+def overlap_report(
+    path: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    graphs: Iterable[int] | None = None,
+    steps: Iterable[int] | None = None,
+) -> list[StepOverlap]:
+    """The compute/communication overlap of every kept step of every kept rank.
+
+    Raises:
+        UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
+        InputError: an input file broken beyond recovery.
+    """
+    options = Options(
+        ranks=None if ranks is None else frozenset(ranks),
+        graphs=None if graphs is None else frozenset(graphs),
+        steps=None if steps is None else frozenset(steps),
+    )
+    infos = select_ranks(discover(Path(path)), options.ranks)
+    check_graphs(infos, options.graphs)
+    rows = []
+    for batch in read_profile(infos, options, Diagnostics()):
+        o = step_overlap(batch)
+        rows.append(StepOverlap(batch.rank, batch.graph, batch.step_id, o.computing_ns,
+                                o.not_overlapped_ns, o.overlapped_ns, o.communication_ns, o.free_ns))
+    return rows
+
+
 def _encoder(out_format: Format, origin_ns: int, rank_index: int = -1) -> PerfettoEncoder | ChromeJsonEncoder:
     if out_format is Format.PERFETTO:
         return PerfettoEncoder(rank_index)

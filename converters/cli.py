@@ -31,15 +31,16 @@ exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trace2perfetto",
-        description="Convert Ascend profiler output (CANN msprof PROF_* directories) into one "
-        "Perfetto trace with every rank on one timeline: step trace, compute/communication "
-        "overlap lanes and, with --kind detail, device streams and HCCL planes.",
+        description="Convert Ascend profiler output (CANN msprof PROF_* directories, torch_npu and "
+        "MindSpore *_ascend_pt / *_ascend_ms directories) into one Perfetto trace with every rank "
+        "on one timeline: step trace, compute/communication overlap lanes and, with --kind detail, "
+        "device streams, communication ops, HCCL planes and host activity.",
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("profile", metavar="PROFILER_DIR",
-                        help="a PROF_* directory, a profiler output holding several, or a parent "
-                        "of several nodes' outputs")
+                        help="a PROF_* or *_ascend_pt directory, a profiler output holding several, "
+                        "or a parent of several nodes' outputs")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="output file (.pftrace or .json, optionally .gz); '-' for stdout; "
                         "default: PROFILER_DIR.pftrace beside the input")

@@ -11,7 +11,6 @@ import pytest
 from conftest import real_data
 
 from converters import Diagnostics, InputError, Layer, Options, discover, read_profile
-from converters.readers import msprof
 from fixtures.msprof_gen import write_msprof_profile
 
 
@@ -25,10 +24,10 @@ def _keys(root: Path) -> Counter:
                    for b in _records(root) for s in b.slices)
 
 
-@pytest.mark.parametrize("name", ["msprof-2rank"])
-def test_detect_real_samples_with_no_hints(name):
+@pytest.mark.parametrize("name,fmt", [("msprof-2rank", "msprof"), ("ascend-pt-2rank", "ascend_pt")])
+def test_detect_real_samples_with_no_hints(name, fmt):
     ranks = discover(real_data(name))
-    assert {r.format for r in ranks} == {msprof.NAME}
+    assert [r.format for r in ranks] == [fmt, fmt] and [r.rank for r in ranks] == [0, 1]
 
 
 def test_cann8_single_file_reads_the_same_records_as_per_iteration_files(tmp_path):

@@ -46,6 +46,8 @@ class Diagnostics:
     examples: dict[str, str] = field(default_factory=dict)
 
     def warn(self, kind: str, message: str) -> None:
+        if self.examples.get(kind) == message:  # the same file read twice says it once
+            return
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.examples.setdefault(kind, message)
 

@@ -95,3 +95,19 @@ def test_string_timestamps_are_exact_to_the_ns(sample):
     batch = next(iter(read_profile(ranks[:1], Options(kind="detail"), Diagnostics())))
     starts = {s.start_ns for s in batch.slices if s.layer is Layer.STREAM}
     assert 1736408883704643212 in starts  # "1736408883704643.212", the first TransData task
+
+
+def test_a_trace_view_cut_off_by_a_crash_converts_with_one_warning(sample, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "crashed"
+    shutil.copytree(sample, copy)
+    victim = copy / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    victim.chmod(0o644)
+    data = victim.read_bytes()
+    victim.write_bytes(data[: int(len(data) * 0.8)])
+    out = tmp_path / "out.pftrace"
+    assert main([str(copy), "--kind", "detail", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("cut off at byte") == 1 and "trace_view.json" in err and "more like it" not in err
+    assert [p.split()[1] for p in read_perfetto(out.read_bytes()).processes] == ["0", "1"]

@@ -7,12 +7,15 @@ trace with ``ts`` as strings of epoch µs with 3 decimals (parsed exactly to ns)
 ``ProfilerStep#N`` slices on the Python thread.
 
 Read by ``chrome_trace``: host layers ("Python", "CANN"), "Ascend Hardware" streams, "HCCL"
-group ops and planes. Not yet read (issue 4): ``kernel_details.csv`` when there is no
-trace_view, the database form, counter tracks and host-to-device flows.
+group ops and planes. Without trace_view.json (often deleted for size), device tasks and
+communication ops come from ``kernel_details.csv`` (columns by header name, as they drift
+between versions; times end with a TAB; ``Step Id`` gives the step, whose bounds are then its
+device activity). Not yet read: the database form, counter tracks, host-to-device flows.
 """
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +23,10 @@ from typing import Any
 import orjson
 
 from ..errors import Diagnostics, InputError
-from ..model import RankInfo, StepRecords
+from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..overlap import is_compute
 from . import chrome_trace
+from .spill import StepSpill
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"
@@ -29,9 +34,16 @@ _OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
 
 def sniff(rank_dir: Path) -> bool:
-    """A rank directory holding ``ASCEND_PROFILER_OUTPUT/trace_view.json``."""
+    """A rank directory holding ``ASCEND_PROFILER_OUTPUT/trace_view.json`` or ``kernel_details.csv``."""
     named = rank_dir.name.endswith(("_ascend_pt", "_ascend_ms")) or any(rank_dir.glob("profiler_info*.json"))
-    return named and (rank_dir / _OUTPUT / "trace_view.json").is_file()
+    return named and bool(_sources(rank_dir))
+
+
+def _sources(rank_dir: Path) -> tuple[Path, ...]:
+    for name in ("trace_view.json", "kernel_details.csv"):
+        if (rank_dir / _OUTPUT / name).is_file():
+            return (rank_dir / _OUTPUT / name,)
+    return ()
 
 
 def rank_info(rank_dir: Path) -> RankInfo:
@@ -58,7 +70,7 @@ def rank_info(rank_dir: Path) -> RankInfo:
         path=rank_dir,
         start_ns=_collection_start_ns(info),
         clock=CLOCK + groups,
-        source_paths=(rank_dir / _OUTPUT / "trace_view.json",),
+        source_paths=_sources(rank_dir),
     )
 
 
@@ -66,9 +78,86 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     """Yield the rank's records one step at a time, steps in time order.
 
     Raises:
-        InputError: trace_view.json is not a JSON array of events.
+        InputError: trace_view.json is not a JSON array of events, or kernel_details.csv lacks
+            a column it needs.
     """
-    yield from chrome_trace.read_merged(rank, list(rank.source_paths), diag, detail)
+    source = rank.source_paths[0]
+    if source.suffix == ".json":
+        yield from chrome_trace.read_merged(rank, [source], diag, detail)
+    else:
+        yield from _read_kernel_details(rank, source, diag, detail)
+
+
+_NEEDED = ("Name", "Accelerator Core", "Start Time(us)", "Duration(us)")
+_KEPT = ("Type", "Accelerator Core", "Task ID", "Stream ID", "Model ID", "Block Dim", "Input Shapes",
+         "Output Shapes")  # the args worth showing; the many PMU columns are left out
+_COMMUNICATION = ("HCCL", "COMMUNICATION")
+
+
+def _read_kernel_details(
+    rank: RankInfo, path: Path, diag: Diagnostics, detail: bool
+) -> Iterator[StepRecords]:
+    """kernel_details.csv, filed by ``Step Id`` in a spill file, then one step at a time."""
+    bounds: dict[int | None, list[int]] = {}
+    with StepSpill() as spill, open(path, newline="", encoding="utf-8", errors="replace") as f:
+        rows = csv.DictReader(f)
+        missing = [c for c in _NEEDED if c not in (rows.fieldnames or [])]
+        if missing:
+            raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",
+                             hint="expected torch_npu's kernel_details.csv")
+        batch: dict[int | None, list[Slice]] = {}
+        for line, row in enumerate(rows, start=2):
+            record = _kernel(row, rank, path, line, diag, detail)
+            if record is None:
+                continue
+            step = _int_or_none(row.get("Step Id"))
+            bound = bounds.setdefault(step, [record.start_ns, record.end_ns])
+            bound[0], bound[1] = min(bound[0], record.start_ns), max(bound[1], record.end_ns)
+            batch.setdefault(step, []).append(record)
+            if line % 50_000 == 0:
+                _flush(spill, batch)
+        _flush(spill, batch)
+        for step_id in sorted(bounds, key=lambda k: bounds[k][0]):
+            start, end = bounds[step_id]
+            slices = spill.load(step_id, rank.rank)
+            step = None
+            if step_id is not None:
+                step = Step(None, step_id, start, end)
+                slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step_id}", start, end - start,
+                                    {"Step": step_id, "bounds": "first to last device activity"}))
+            yield StepRecords(rank.rank, None, step_id, step, slices)
+
+
+def _kernel(row: dict[str, str], rank: RankInfo, path: Path, line: int, diag: Diagnostics,
+            detail: bool) -> Slice | None:
+    core = (row.get("Accelerator Core") or "").strip()
+    communication = core in _COMMUNICATION
+    if not detail and not communication and not is_compute(core):
+        return None
+    try:
+        start_ns = chrome_trace.us_to_ns(row["Start Time(us)"].strip())
+        dur_ns = chrome_trace.us_to_ns(row["Duration(us)"].strip())
+    except (ValueError, ArithmeticError):
+        diag.warn("bad_row", f"{path}: line {line}: expected times in µs; skipped")
+        return None
+    args = {key: row[key].strip() for key in _KEPT if (row.get(key) or "").strip() not in ("", "N/A")}
+    if communication:
+        return Slice(rank.rank, Layer.COMM_OP, "Communication", row["Name"], start_ns, dur_ns, args)
+    lane = f"Stream {(row.get('Stream ID') or '?').strip()}"
+    return Slice(rank.rank, Layer.STREAM, lane, row["Name"], start_ns, dur_ns, args, core)
+
+
+def _flush(spill: StepSpill, batch: dict[int | None, list[Slice]]) -> None:
+    for step, slices in batch.items():
+        spill.add(step, slices)
+    batch.clear()
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int((text or "").strip())
+    except ValueError:
+        return None
 
 
 def _collection_start_ns(info: dict[str, Any]) -> int | None:

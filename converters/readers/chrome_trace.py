@@ -12,9 +12,7 @@ of epoch µs with 3 decimals, parsed exactly to ns.
 from __future__ import annotations
 
 import bisect
-import pickle
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from decimal import Decimal
@@ -28,6 +26,7 @@ from ..errors import Diagnostics
 from ..model import Layer, RankInfo, Slice, Step, StepRecords
 from ..overlap import is_compute
 from . import jsonfile
+from .spill import StepSpill
 
 _STEP_TRACE_THREAD = re.compile(r"Model ID:\s*(\d+)")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -50,7 +49,7 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
         yield StepRecords(rank.rank, None, None, None, records.take_slices())
         return
     starts = [step.start_ns for step, _ in steps]
-    with _Spill() as spill:
+    with StepSpill() as spill:
         for path in files:
             for batch in records.read_batches(path, diag):
                 buckets: dict[int, list[Slice]] = defaultdict(list)
@@ -60,39 +59,6 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
                     spill.add(index, bucket)
         for index, (step, phases) in enumerate(steps):
             yield StepRecords(rank.rank, step.graph, step.step, step, phases + spill.load(index, rank.rank))
-
-
-class _Spill:
-    """Slices filed by step index in a temporary file; memory keeps only where each lies."""
-
-    _LAYERS = list(Layer)
-
-    def __enter__(self) -> _Spill:
-        self._file = tempfile.TemporaryFile(prefix="trace2perfetto-spill-")
-        self._segments: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        self._end = 0
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._file.close()
-
-    def add(self, index: int, slices: list[Slice]) -> None:
-        rows = [(s.layer.order, s.lane, s.name, s.start_ns, s.dur_ns,
-                 None if s.args is None else bytes(s.args), s.task_type) for s in slices]
-        data = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
-        self._file.seek(self._end)
-        self._file.write(data)
-        self._segments[index].append((self._end, len(data)))
-        self._end += len(data)
-
-    def load(self, index: int, rank: int) -> list[Slice]:
-        out: list[Slice] = []
-        for offset, length in self._segments.pop(index, []):
-            self._file.seek(offset)
-            for layer, *rest in pickle.loads(self._file.read(length)):
-                out.append(Slice(rank, self._LAYERS[layer], *rest))
-        return out
-
 
 
 # -- events to records --------------------------------------------------------------------------
@@ -151,7 +117,7 @@ def _decode(data: bytes) -> list[_Event]:
         raise ValueError(str(e)) from None
 
 
-def _ns(us: Any) -> int:
+def us_to_ns(us: Any) -> int:
     """µs as CANN writes them (a number) or torch_npu does (a string with 3 decimals), as ns.
 
     The string is parsed exactly: at epoch scale a float has a grain of ~0.25 µs.
@@ -251,8 +217,8 @@ class Records:
         if not (self._steps_wanted if kind is _STEP_TRACE or profiler_step else self._slices_wanted):
             return
         try:
-            start_ns = _ns(event.ts) + self.rank.clock_offset_ns
-            dur_ns = _ns(event.dur)
+            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            dur_ns = us_to_ns(event.dur)
         except (TypeError, ValueError, ArithmeticError):
             diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
             return

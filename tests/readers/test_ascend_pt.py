@@ -60,10 +60,21 @@ def test_overlap_lanes_equal_the_vendors_interval_by_interval(sample):
                 assert abs(s1 - s2) <= 1000 and abs(e1 - e2) <= 1000, (batch.rank, lane, s1, s2)
 
 
-def test_step_totals_match_step_trace_time_csv(sample):
-    ranks = discover(sample)
+@pytest.fixture
+def kernel_details_only(sample, tmp_path) -> Path:
+    """The real sample without trace_view.json, as profiles often come (it is large)."""
+    import shutil
+
+    copy = tmp_path / "no_trace_view"
+    shutil.copytree(sample, copy, ignore=shutil.ignore_patterns("trace_view.json"))
+    return copy
+
+
+@pytest.mark.parametrize("source", ["trace_view", "kernel_details"])
+def test_step_totals_match_step_trace_time_csv(sample, kernel_details_only, source):
+    ranks = discover(sample if source == "trace_view" else kernel_details_only)
     for batch in read_profile(ranks, Options(), Diagnostics()):
-        rank_dir = next(r.path for r in ranks if r.rank == batch.rank)
+        rank_dir = sample / next(r.path for r in ranks if r.rank == batch.rank).name
         with open(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
             row = next(r for r in csv.DictReader(f) if r["Step"] == str(batch.step_id))
         o = step_overlap(batch)
@@ -111,3 +122,19 @@ def test_a_trace_view_cut_off_by_a_crash_converts_with_one_warning(sample, tmp_p
     err = capsys.readouterr().err
     assert err.count("cut off at byte") == 1 and "trace_view.json" in err and "more like it" not in err
     assert [p.split()[1] for p in read_perfetto(out.read_bytes()).processes] == ["0", "1"]
+
+
+def test_kernel_details_alone_give_every_kernel_and_communication_op(kernel_details_only, tmp_path):
+    ranks = discover(kernel_details_only)
+    assert [r.source_paths[0].name for r in ranks] == ["kernel_details.csv"] * 2
+    out = tmp_path / "kd.json"
+    assert main([str(kernel_details_only), "--kind", "detail", "-o", str(out)]) == 0
+    from trace_check import read_chrome_json
+
+    decoded = read_chrome_json(out.read_bytes())
+    rows = 0
+    for rank_dir in sorted(kernel_details_only.glob("*_ascend_pt")):
+        with open(rank_dir / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", newline="") as f:
+            rows += sum(1 for _ in csv.DictReader(f))
+    assert sum(1 for s in decoded.slices if s.track[0] in ("Ascend Hardware", "Communication")) == rows
+    assert {s.name for s in decoded.slices if s.track[0] == "Step Trace"} == {"Step 50"}

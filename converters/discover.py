@@ -9,17 +9,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import InputError, UsageError
+from .errors import Diagnostics, InputError, UsageError
 from .model import RankInfo
 from .readers import LOOKED_FOR, READERS
 
 
-def discover(path: Path) -> list[RankInfo]:
+def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     """Every rank found under ``path``, ordered by rank.
+
+    Two directories claiming one rank are two runs in one folder: when their collection start
+    times differ the newer wins, with a warning in ``diag`` (as msprof-analyze does); when they
+    cannot be told apart it is an error naming both.
 
     Raises:
         UsageError: ``path`` does not exist, or holds nothing any reader recognises.
-        InputError: two directories claim the same rank, or a rank's metadata is unreadable.
+        InputError: two directories claim the same rank at the same time (or at an unknown
+            one), or a rank's metadata is unreadable.
     """
     path = Path(path)
     if not path.exists():
@@ -29,11 +34,15 @@ def discover(path: Path) -> list[RankInfo]:
     ranks: dict[int, RankInfo] = {}
     for folder, reader in _rank_dirs(path):
         info = reader.rank_info(folder)
-        if info.rank in ranks:
-            raise InputError(
-                folder, "", f"rank {info.rank} is also claimed by {ranks[info.rank].path}",
-                hint="pass the directory of one job",
-            )
+        other = ranks.get(info.rank)
+        if other is not None:
+            if info.start_ns is None or other.start_ns is None or info.start_ns == other.start_ns:
+                raise InputError(folder, "", f"rank {info.rank} is also claimed by {other.path}",
+                                 hint="pass the directory of one job")
+            info, other = (info, other) if info.start_ns > other.start_ns else (other, info)
+            if diag is not None:
+                diag.warn("duplicate_rank", f"rank {info.rank} is in {other.path} and in the newer "
+                          f"{info.path}; kept the newer")
         ranks[info.rank] = info
     if not ranks:
         raise UsageError(f"{path}: no profiler output found; looked for {LOOKED_FOR}")

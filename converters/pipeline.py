@@ -112,12 +112,14 @@ def convert(
     )
     target = _default_output(Path(path)) if output is None else str(output)
     out_format = _output_format(target, fmt)
-    infos = select_ranks(discover(Path(path)), options.ranks)
+    found = Diagnostics()
+    infos = select_ranks(discover(Path(path), found), options.ranks)
     check_graphs(infos, options.graphs)
     origin = min((r.start_ns for r in infos if r.start_ns is not None), default=0)
     spool = Spool()
     try:
         diag = _encode_ranks(infos, options, out_format, origin, spool)
+        diag.merge(found)
         encoder = _encoder(out_format, origin)
         with _open_output(target) as out:
             sink = Sink(out, max_bytes, compress=target.endswith(".gz"))

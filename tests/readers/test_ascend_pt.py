@@ -138,3 +138,25 @@ def test_kernel_details_alone_give_every_kernel_and_communication_op(kernel_deta
             rows += sum(1 for _ in csv.DictReader(f))
     assert sum(1 for s in decoded.slices if s.track[0] in ("Ascend Hardware", "Communication")) == rows
     assert {s.name for s in decoded.slices if s.track[0] == "Step Trace"} == {"Step 50"}
+
+
+def test_two_runs_of_one_rank_keep_the_newer_with_a_warning(sample, tmp_path, capsys):
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(sample, job)
+    older = job / "rank0_old_ascend_pt"
+    shutil.copytree(job / "rank0_ascend_pt", older)
+    info = older / "profiler_info_0.json"
+    info.chmod(0o644)
+    data = orjson.loads(info.read_bytes())
+    data["end_info"]["collectionTimeEnd"] -= 3_600_000_000_000  # an hour earlier
+    info.write_bytes(orjson.dumps(data))
+    ranks = discover(job)
+    assert [r.path.name for r in ranks] == ["rank0_ascend_pt", "rank1_ascend_pt"]
+    assert main([str(job), "-o", str(tmp_path / "x.pftrace")]) == 0
+    assert "rank 0 is in" in capsys.readouterr().err
+    data["end_info"]["collectionTimeEnd"] += 3_600_000_000_000  # the same run twice: an error
+    info.write_bytes(orjson.dumps(data))
+    assert main([str(job), "-o", str(tmp_path / "x.pftrace")]) == 1
+    assert "rank 0 is also claimed by" in capsys.readouterr().err

@@ -20,12 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, Step, StepRecords
 from ..overlap import is_compute
-from . import chrome_trace
+from . import chrome_trace, jsonfile
 from .spill import StepSpill
 
 NAME = "ascend_pt"
@@ -53,13 +51,13 @@ def rank_info(rank_dir: Path) -> RankInfo:
         InputError: ``profiler_info_*.json`` is not a JSON object.
     """
     info_path = next(iter(sorted(rank_dir.glob("profiler_info*.json"))), None)
-    info = _small_json(info_path) if info_path else {}
+    info = jsonfile.load_object(info_path) if info_path else {}
     rank = info.get("rank_id")
     rank = 0 if rank is None or int(rank) < 0 else int(rank)
     groups = ""
     metadata_path = rank_dir / "profiler_metadata.json"
     if metadata_path.is_file():
-        parallel = _small_json(metadata_path).get("parallel_group_info") or {}
+        parallel = jsonfile.load_object(metadata_path).get("parallel_group_info") or {}
         groups = "; groups: " + ", ".join(
             f"{g.get('group_name', name)} {g.get('global_ranks')}" for name, g in parallel.items()
             if isinstance(g, dict)
@@ -168,13 +166,3 @@ def _collection_start_ns(info: dict[str, Any]) -> int | None:
         return int(end["collectionTimeEnd"]) - duration
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _small_json(path: Path) -> dict[str, Any]:
-    try:
-        value = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as e:
-        raise InputError(path, "", f"cannot read JSON: {e}") from e
-    if not isinstance(value, dict):
-        raise InputError(path, "top level", "expected a JSON object")
-    return value

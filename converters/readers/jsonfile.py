@@ -18,6 +18,21 @@ from ..errors import Diagnostics, InputError
 _MAX_RECOVERY_TRIES = 64  # closing braces to try from the end; an event nests only a few deep
 
 
+def load_object(path: Path) -> dict[str, Any]:
+    """A small JSON file holding one object (profiler_info, info.json, start_info, ...).
+
+    Raises:
+        InputError: the file cannot be read, is not JSON, or holds no object.
+    """
+    try:
+        value = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise InputError(path, "", f"cannot read JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise InputError(path, "top level", "expected a JSON object")
+    return value
+
+
 def load_events(path: Path, diag: Diagnostics) -> list[Any]:
     """The events of a Chrome-trace file: a JSON array, or an object with ``traceEvents``.
 

@@ -21,11 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ..errors import Diagnostics, InputError
 from ..model import RankInfo, StepRecords
-from . import chrome_trace
+from . import chrome_trace, jsonfile
 
 NAME = "msprof"
 CLOCK = "host CLOCK_MONOTONIC_RAW µs, mapped to epoch with start_info"
@@ -48,7 +46,7 @@ def rank_info(device_dir: Path) -> RankInfo:
         InputError: ``info.json.N`` or ``start_info.N`` is not readable JSON.
     """
     info_path = next(p for p in sorted(device_dir.glob("info.json.*")) if not p.name.endswith(".done"))
-    info = _small_json(info_path)
+    info = jsonfile.load_object(info_path)
     device = int(info.get("DeviceInfo", [{}])[0].get("id", device_dir.name.split("_")[-1]))
     rank = info.get("rank_id")
     if rank is None or int(rank) < 0:  # single-device runs carry no rank: one rank, rank 0
@@ -106,14 +104,7 @@ def _natural(path: Path) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.name)]
 
 
-def _small_json(path: Path) -> dict[str, Any]:
-    try:
-        value = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as e:
-        raise InputError(path, "", f"cannot read JSON: {e}") from e
-    if not isinstance(value, dict):
-        raise InputError(path, "top level", "expected a JSON object")
-    return value
+
 
 
 def _clock(device_dir: Path) -> tuple[int | None, int]:
@@ -121,7 +112,7 @@ def _clock(device_dir: Path) -> tuple[int | None, int]:
     paths = [p for p in device_dir.glob("start_info.*") if not p.name.endswith(".done")]
     if not paths:
         raise InputError(device_dir, "", "no start_info.N: cannot map device times to wall time")
-    start = _small_json(paths[0])
+    start = jsonfile.load_object(paths[0])
     try:
         begin_us, raw_ns = int(start["collectionTimeBegin"]), int(start["clockMonotonicRaw"])
     except (KeyError, ValueError) as e:

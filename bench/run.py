@@ -3,7 +3,7 @@
 Profiles come from the fixture generator (8 ranks, two graphs, HCCL planes) in both layouts:
 MindSpore 2.0-2.2 per-iteration timeline files and CANN 7/8 ``msprof_*.json``. Each measured
 command runs in a child process; its peak RSS is the largest sum of the RSS of it and its
-children (trace2perfetto reads ranks in worker processes), sampled every 10 ms.
+children (trace2perfetto reads ranks in worker processes), sampled every 5 ms.
 
 - floor: ``orjson.loads`` of every JSON file of the profile, the least any converter must do;
 - trace2perfetto: summary, detail under the default 20 MiB cap, detail uncapped, as Perfetto
@@ -73,7 +73,7 @@ def measure(label: str, argv: list[str], output: Path | None = None) -> Run:
     peak = 0
     while child.poll() is None:
         peak = max(peak, _tree_rss_kib(child.pid))
-        time.sleep(0.01)
+        time.sleep(0.005)
     seconds = time.perf_counter() - started
     if child.returncode != 0:
         raise SystemExit(f"{label} failed: {child.stderr.read().decode()[-2000:]}")

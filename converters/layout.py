@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .model import Layer, Slice
+from .model import Layer, Sample, Slice
 from .overlap import LANES as OVERLAP_LANES
 
 _SUBLANES = 64  # order slots per lane: sub-lanes beyond this share the last slot
@@ -30,7 +30,8 @@ GROUPS = {
     Layer.HOST: "Host",
 }
 
-GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys(GROUPS.values()))}
+COUNTER_GROUP = "Counters"
+GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP]))}
 
 
 class Track(NamedTuple):
@@ -51,6 +52,14 @@ class Begin(NamedTuple):
 class End(NamedTuple):
     track: Track
     ts_ns: int
+
+
+class Value(NamedTuple):
+    """One sample on a counter track."""
+
+    track: Track
+    ts_ns: int
+    value: float
 
 
 class _SubLane:
@@ -90,15 +99,16 @@ class Lanes:
     def __init__(self) -> None:
         self._lanes: dict[tuple[int, Layer, str], list[_SubLane]] = {}
         self._named: dict[str, int] = {}
+        self._counters: dict[tuple[int, str], Track] = {}
 
-    def place(self, slices: list[Slice]) -> list[Begin | End]:
+    def place(self, slices: list[Slice], samples: list[Sample] = ()) -> list[Begin | End | Value]:
         """Put each slice on a track, then end every slice still open: a complete chunk.
 
         ``slices`` must come sorted by ``by_lane_and_start``. Returns, per track, each begin
-        preceded by the ends it follows. Later calls still place slices where they nest
-        properly after the ended ones.
+        preceded by the ends it follows, then the counter samples. Later calls still place
+        slices where they nest properly after the ended ones.
         """
-        out: list[Begin | End] = []
+        out: list[Begin | End | Value] = []
         key = subs = None
         for s in slices:
             if (s.rank, s.layer, s.lane) != key:
@@ -118,7 +128,17 @@ class Lanes:
         for subs in self._lanes.values():
             for sub in subs:
                 sub.close(out)
+        for sample in sorted(samples, key=lambda x: (x.lane, x.start_ns)):
+            out.append(Value(self._counter_track(sample), sample.start_ns, sample.value))
         return out
+
+    def _counter_track(self, sample: Sample) -> Track:
+        track = self._counters.get((sample.rank, sample.lane))
+        if track is None:
+            track = self._counters[sample.rank, sample.lane] = Track(
+                sample.rank, COUNTER_GROUP, GROUP_ORDER[COUNTER_GROUP], sample.lane, len(self._counters)
+            )
+        return track
 
     def _track(self, s: Slice, index: int) -> Track:
         lane = s.lane if index == 0 else f"{s.lane} #{index + 1}"

@@ -60,6 +60,15 @@ class Slice(NamedTuple):
         return self.start_ns + self.dur_ns
 
 
+class Sample(NamedTuple):
+    """One value of a counter (HBM bandwidth, AI Core frequency, memory) at ``start_ns``."""
+
+    rank: int
+    lane: str  # the counter's name, e.g. "HBM 0/Read [Read(MB/s)]"
+    start_ns: int
+    value: float
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """One iteration of one graph on one rank, as the step trace bounds it."""
@@ -83,6 +92,7 @@ class StepRecords:
     step_id: int | None
     step: Step | None
     slices: list[Slice]
+    samples: list[Sample] = field(default_factory=list)
 
     @property
     def start_ns(self) -> int:

@@ -220,11 +220,13 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:
             slices = records_to_write(batch, options)
             summary = [s for s in slices if s.layer in SUMMARY_LAYERS]
             detail = [s for s in slices if s.layer not in SUMMARY_LAYERS]
-            for part, mine in ((SUMMARY, summary), (DETAIL, detail)):
-                if mine:
+            samples = batch.samples if options.kind is Kind.DETAIL else []
+            for part, mine, values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
+                if mine or values:
                     sequence = sequences.setdefault((part, batch.graph), len(sequences))
-                    data = encoder.chunk(sequence, lanes.place(sorted(mine, key=by_lane_and_start)))
-                    spool.add(batch.step_id, batch.start_ns, batch.rank, part, data, len(mine))
+                    events = lanes.place(sorted(mine, key=by_lane_and_start), values)
+                    spool.add(batch.step_id, batch.start_ns, batch.rank, part,
+                              encoder.chunk(sequence, events), len(mine))
     return spool.chunks, diag
 
 

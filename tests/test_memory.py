@@ -27,12 +27,14 @@ def profiles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
 @pytest.mark.parametrize("layout", ["timeline", "cann8"])
 @pytest.mark.parametrize("kind", ["summary", "detail"])
 def test_peak_rss_is_flat_as_the_input_grows(profiles, tmp_path, layout, kind):
-    peaks = []
-    for root in profiles[layout]:
+    def peak(root: Path) -> float:
         out = tmp_path / "out.pftrace"
         argv = [sys.executable, "-m", "converters", str(root), "--kind", kind, "--max-size", "0",
                 "-o", str(out)]
-        peaks.append(measure(f"{layout} {kind}", argv, out).peak_rss_mib)
-    small, large = peaks
+        return measure(f"{layout} {kind}", argv, out).peak_rss_mib
+
+    small_root, large_root = profiles[layout]
+    small = max(peak(small_root), peak(small_root))  # a short run: sampling may miss its peak once
+    large = peak(large_root)
     assert large <= small * 1.2, f"peak RSS grew from {small:.0f} to {large:.0f} MiB with 10x the steps"
     assert large < 300

@@ -23,7 +23,7 @@ import msgspec
 import orjson
 
 from ..errors import Diagnostics
-from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import is_compute
 from . import jsonfile
 from .spill import StepSpill
@@ -46,7 +46,7 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
     if not steps:  # no step trace: all of it is one pseudo step
         for path in files:
             records.read(path, diag, steps=False)
-        yield StepRecords(rank.rank, None, None, None, records.take_slices())
+        yield _step_records(rank, None, records.take_slices())
         return
     starts = [step.start_ns for step, _ in steps]
     with StepSpill() as spill:
@@ -58,7 +58,15 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
                 for index, bucket in buckets.items():
                     spill.add(index, bucket)
         for index, (step, phases) in enumerate(steps):
-            yield StepRecords(rank.rank, step.graph, step.step, step, phases + spill.load(index, rank.rank))
+            yield _step_records(rank, step, phases + spill.load(index, rank.rank))
+
+
+def _step_records(rank: RankInfo, step: Step | None, records: list[Slice | Sample]) -> StepRecords:
+    slices = [r for r in records if type(r) is Slice]
+    samples = [r for r in records if type(r) is Sample] if len(slices) < len(records) else []
+    if step is None:
+        return StepRecords(rank.rank, None, None, None, slices, samples)
+    return StepRecords(rank.rank, step.graph, step.step, step, slices, samples)
 
 
 # -- events to records --------------------------------------------------------------------------
@@ -141,7 +149,7 @@ class Records:
 
     def __init__(self, rank: RankInfo, model: int | None, detail: bool = True) -> None:
         self.rank, self.model, self.detail = rank, model, detail
-        self.slices: list[Slice] = []
+        self.slices: list[Slice | Sample] = []  # samples of counters too, in detail
         # (graph, iteration) -> (its Step, its step trace phases)
         self.steps: dict[tuple[int | None, int], tuple[Step | None, list[Slice]]] = {}
         self._processes: dict[Any, str] = {}
@@ -168,6 +176,8 @@ class Records:
             for event in events:
                 if event.ph == "X":
                     self._complete(event, index, path, diag)
+                elif event.ph == "C" and slices and self.detail:
+                    self._counter(event, index, path, diag)
                 index += 1
             yield self.slices if keep else self.take_slices()
 
@@ -240,6 +250,22 @@ class Records:
             return
         name = str(event.name)
         self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, args, task_type))
+
+    def _counter(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
+        """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""
+        try:
+            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            values = _ARGS.decode(event.args) if event.args else {}
+        except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError):
+            diag.warn("bad_event", f"{path}: event {index}: expected a counter with ts and args; skipped")
+            return
+        process = self._processes.get(event.pid, "")
+        name = str(event.name)
+        if process and not name.startswith(process):
+            name = f"{process} {name}"
+        for key, value in values.items() if isinstance(values, dict) else ():
+            if type(value) in (int, float):
+                self.slices.append(Sample(self.rank.rank, f"{name} [{key}]", start_ns, float(value)))
 
     def _profiler_step(self, number: int, start_ns: int, dur_ns: int) -> None:
         """torch_npu's ``ProfilerStep#N`` on the Python thread bounds step N."""

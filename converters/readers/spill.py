@@ -1,4 +1,4 @@
-"""Slices filed by step on disk, so a reader of one big file holds one step at a time."""
+"""Records filed by step on disk, so a reader of one big file holds one step at a time."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Hashable
 
-from ..model import Layer, Slice
+from ..model import Layer, Sample, Slice
 
 
 class StepSpill:
@@ -24,20 +24,20 @@ class StepSpill:
     def __exit__(self, *_: object) -> None:
         self._file.close()
 
-    def add(self, index: Hashable, slices: list[Slice]) -> None:
+    def add(self, index: Hashable, records: list[Slice | Sample]) -> None:
         rows = [(s.layer.order, s.lane, s.name, s.start_ns, s.dur_ns,
                  s.args if s.args is None or type(s.args) is dict else bytes(s.args), s.task_type)
-                for s in slices]
+                if type(s) is Slice else (-1, s.lane, s.start_ns, s.value) for s in records]
         data = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
         self._file.seek(self._end)
         self._file.write(data)
         self._segments[index].append((self._end, len(data)))
         self._end += len(data)
 
-    def load(self, index: Hashable, rank: int) -> list[Slice]:
-        out: list[Slice] = []
+    def load(self, index: Hashable, rank: int) -> list[Slice | Sample]:
+        out: list[Slice | Sample] = []
         for offset, length in self._segments.pop(index, []):
             self._file.seek(offset)
             for layer, *rest in pickle.loads(self._file.read(length)):
-                out.append(Slice(rank, self._LAYERS[layer], *rest))
+                out.append(Slice(rank, self._LAYERS[layer], *rest) if layer >= 0 else Sample(rank, *rest))
         return out

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ..layout import Begin, End, Track
+from ..layout import Begin, End, Track, Value
 from ..model import RankInfo
 
 _SEPARATOR = b",\n"
@@ -53,6 +53,11 @@ class ChromeJsonEncoder:
         origin = self._origin_ns
         named = self._named.setdefault(sequence, set())
         for event in events:
+            if type(event) is Value:
+                out += _SEPARATOR
+                out += orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
+                                     "ts": (event.ts_ns - origin) / 1000, "args": {"value": event.value}})
+                continue
             if type(event) is not Begin:
                 continue
             s, track = event.slice, event.track

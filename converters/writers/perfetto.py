@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..layout import End, Track
+from ..layout import COUNTER_GROUP, End, Track, Value
 from ..model import RankInfo
 
 _HEADER_SEQUENCE = 1
@@ -35,14 +35,15 @@ _TIMESTAMP, _SEQ_ID, _TRACK_EVENT, _INTERNED, _SEQ_FLAGS, _TRACK_DESC = 8, 10, 1
 _FIRST_ON_SEQUENCE = 87
 _CLEARED, _NEEDS_STATE = 1, 2
 # TrackDescriptor
-_UUID, _NAME, _PROCESS, _PARENT, _DESCRIPTION = 1, 2, 3, 5, 14
+_UUID, _NAME, _PROCESS, _PARENT, _DESCRIPTION, _COUNTER_DESC = 1, 2, 3, 5, 14, 8
 _CHILD_ORDERING, _SIBLING_RANK, _PROCESS_ORDERING = 11, 12, 19
 _EXPLICIT, _PROCESS_ORDERING_EXPLICIT = 3, 1
 # ProcessDescriptor
 _PID, _PROCESS_NAME = 1, 6
 # TrackEvent
 _ANNOTATIONS, _TYPE, _NAME_IID, _TRACK_UUID = 4, 9, 10, 11
-_SLICE_BEGIN, _SLICE_END, _INSTANT = 1, 2, 3
+_SLICE_BEGIN, _SLICE_END, _INSTANT, _COUNTER = 1, 2, 3, 4
+_DOUBLE_COUNTER_VALUE = 44
 # DebugAnnotation
 _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING_IID = 1, 2, 3, 4, 5, 17
 # InternedData
@@ -88,6 +89,7 @@ _TS = _key(_TIMESTAMP, 0)
 _EVENT = _key(_TRACK_EVENT, 2)
 _ANNOTATION = _key(_ANNOTATIONS, 2)
 _DOUBLE = _key(_A_DOUBLE, 1)
+_DOUBLE_COUNTER = _key(_DOUBLE_COUNTER_VALUE, 1)
 _INT = _key(_A_INT, 0)
 _STRING_IID = _key(_A_STRING_IID, 0)
 _NEEDS = _int(_SEQ_FLAGS, _NEEDS_STATE)
@@ -182,6 +184,9 @@ class PerfettoEncoder:
             prefixes = tracks.get(event.track) or self._declare(event.track, out, seq)
             if type(event) is End:
                 payload = ts(event.ts_ns) + prefixes[1]
+            elif type(event) is Value:
+                body = prefixes[0] + _DOUBLE_COUNTER + _pack_double(event.value)
+                payload = ts(event.ts_ns) + _EVENT + _varint(len(body)) + body + tail
             else:
                 s = event.slice
                 body = prefixes[0] + names(s.name)
@@ -265,8 +270,12 @@ class PerfettoEncoder:
             _descriptor(out, seq, parent, self._process_uuid(track.rank), track.group, track.group_order)
             seq.tracks[group_key] = (b"", b"")
         uuid = self._uuids.get(track) or self._new_uuid(track)
-        _descriptor(out, seq, uuid, parent, track.lane, track.lane_order)
+        counter = track.group == COUNTER_GROUP
+        _descriptor(out, seq, uuid, parent, track.lane, track.lane_order, counter)
         uuid_field = _int(_TRACK_UUID, uuid)
+        if counter:
+            prefixes = seq.tracks[track] = (_int(_TYPE, _COUNTER) + uuid_field, b"")
+            return prefixes
         end = _len(_TRACK_EVENT, _int(_TYPE, _SLICE_END) + uuid_field) + _NEEDS + seq.tail
         prefixes = seq.tracks[track] = (_int(_TYPE, _SLICE_BEGIN) + uuid_field, end)
         return prefixes
@@ -278,11 +287,15 @@ def _packet(out: bytearray, payload: bytes) -> None:
     out += payload
 
 
-def _descriptor(out: bytearray, seq: _Sequence, uuid: int, parent: int, name: str, order: int) -> None:
+def _descriptor(
+    out: bytearray, seq: _Sequence, uuid: int, parent: int, name: str, order: int, counter: bool = False
+) -> None:
     desc = (
         _int(_UUID, uuid) + _int(_PARENT, parent) + _str(_NAME, name)
         + _int(_CHILD_ORDERING, _EXPLICIT) + _int(_SIBLING_RANK, order)
     )
+    if counter:
+        desc += _len(_COUNTER_DESC, b"")
     _packet(out, _len(_TRACK_DESC, desc) + seq.tail)
 
 

@@ -160,3 +160,24 @@ def test_two_runs_of_one_rank_keep_the_newer_with_a_warning(sample, tmp_path, ca
     info.write_bytes(orjson.dumps(data))
     assert main([str(job), "-o", str(tmp_path / "x.pftrace")]) == 1
     assert "rank 0 is also claimed by" in capsys.readouterr().err
+
+
+def test_counters_become_counter_tracks_in_detail_only(sample, tmp_path):
+    from trace_check import read_chrome_json
+
+    expected = 0
+    for rank_dir in sorted(sample.glob("*_ascend_pt")):
+        events = orjson.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_bytes())
+        expected += sum(isinstance(v, (int, float)) for e in events if e.get("ph") == "C"
+                        for v in e["args"].values())
+    proto, js = tmp_path / "c.pftrace", tmp_path / "c.json"
+    for out in (proto, js):
+        assert main([str(sample), "--kind", "detail", "--max-size", "0", "-o", str(out)]) == 0
+    in_proto = read_perfetto(proto.read_bytes()).counters
+    in_json = read_chrome_json(js.read_bytes()).counters
+    assert len(in_proto) == len(in_json) == expected > 1000
+    assert {path[0] for _, path, _, _ in in_proto} == {"Counters"}
+    assert any(path[1] == "HBM 0/Read [Read(MB/s)]" for _, path, _, _ in in_proto)
+    summary = tmp_path / "s.pftrace"
+    assert main([str(sample), "-o", str(summary)]) == 0
+    assert not read_perfetto(summary.read_bytes()).counters

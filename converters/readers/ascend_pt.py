@@ -52,8 +52,10 @@ def rank_info(rank_dir: Path) -> RankInfo:
     """
     info_path = next(iter(sorted(rank_dir.glob("profiler_info*.json"))), None)
     info = jsonfile.load_object(info_path) if info_path else {}
-    rank = info.get("rank_id")
-    rank = 0 if rank is None or int(rank) < 0 else int(rank)
+    try:
+        rank = max(int(info.get("rank_id", 0)), 0)  # single-card runs: none, or -1; rank 0
+    except (TypeError, ValueError):
+        raise InputError(info_path, "rank_id", f"expected an integer, got {info.get('rank_id')!r}") from None
     groups = ""
     metadata_path = rank_dir / "profiler_metadata.json"
     if metadata_path.is_file():

@@ -209,7 +209,7 @@ class Records:
             if thread.startswith("Plane"):
                 return Layer.COMM_TASK, thread
             return Layer.COMM_OP, thread or "Communication"
-        if process in ("CANN", "Python"):
+        if process in ("CANN", "Python", "MindSpore"):
             return Layer.HOST, f"{process} {thread or tid}"
         if process != "Overlap Analysis":  # CANN's own lanes: the project computes its own
             diag.warn("unknown_process", f"{path}: events of process {process or pid!r} skipped")

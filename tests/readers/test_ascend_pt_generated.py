@@ -1,0 +1,64 @@
+"""The ascend_pt reader on generated profiles: runs without the real data too."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from trace_check import read_perfetto
+
+from converters import Diagnostics, Layer, Options, discover, read_profile, step_overlap
+from converters.cli import main
+from fixtures.ascend_pt_gen import write_ascend_pt_profile
+
+COLUMNS = {"Computing": "computing_ns", "Communication(Not Overlapped)": "not_overlapped_ns",
+           "Overlapped": "overlapped_ns", "Communication": "communication_ns", "Free": "free_ns"}
+
+
+def _vendor_totals(rank_dir: Path) -> dict[int, dict[str, float]]:
+    with open(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
+        return {int(row["Step"]): row for row in csv.DictReader(f)}
+
+
+@pytest.mark.parametrize("source", ["trace_view", "kernel_details"])
+def test_step_totals_equal_the_generated_step_trace_time(tmp_path, source):
+    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=3, seed=4,
+                                        with_trace_view=source == "trace_view")
+    batches = list(read_profile(discover(tmp_path), Options(), Diagnostics()))
+    assert sorted((b.rank, b.step_id) for b in batches) == [
+        (r.rank, s) for r in generated.ranks for s in r.steps]
+    for batch in batches:
+        rank_dir = next(r.path for r in generated.ranks if r.rank == batch.rank)
+        expected = _vendor_totals(rank_dir)[batch.step_id]
+        o = step_overlap(batch)
+        for column, attribute in COLUMNS.items():
+            want = float(expected[column]) * 1000
+            assert abs(getattr(o, attribute) - want) <= max(0.001 * want, 1000), (batch.rank, column)
+
+
+def test_detail_holds_every_task_once_and_loads_cleanly(tmp_path):
+    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=2, seed=6)
+    out = tmp_path / "out.pftrace"
+    assert main([str(tmp_path), "--kind", "detail", "--max-size", "0", "-o", str(out)]) == 0
+    decoded = read_perfetto(out.read_bytes())
+    device = sum(1 for s in decoded.slices if s.track[0] == "Ascend Hardware")
+    comm = sum(1 for s in decoded.slices if s.track[0] == "Communication")
+    assert device == sum(r.device_tasks for r in generated.ranks)
+    assert comm == sum(r.hccl_tasks + r.hccl_ops for r in generated.ranks)
+
+
+@pytest.mark.parametrize("version", ["2023", "2025", "2.7.1"])
+def test_kernel_details_columns_are_found_by_name_in_every_version(tmp_path, version):
+    write_ascend_pt_profile(tmp_path, ranks=1, steps=2, seed=2, with_trace_view=False,
+                            kernel_details_version=version)
+    batches = list(read_profile(discover(tmp_path), Options(kind="detail"), Diagnostics()))
+    assert [b.step_id for b in batches] == [50, 51]
+    assert all(any(s.layer is Layer.COMM_OP for s in b.slices) for b in batches)
+
+
+def test_single_card_run_is_rank_0_and_mindspore_layout_is_read(tmp_path):
+    write_ascend_pt_profile(tmp_path / "pt", single_card=True, seed=1)
+    assert [r.rank for r in discover(tmp_path / "pt")] == [0]
+    write_ascend_pt_profile(tmp_path / "ms", ranks=2, framework="ms", seed=1)
+    assert [r.rank for r in discover(tmp_path / "ms")] == [0, 1]

@@ -1,0 +1,507 @@
+"""The torch_npu / MindSpore (``*_ascend_pt`` / ``*_ascend_ms``) fixture generator.
+
+Everything is recomputed here from the written files with this module's own code, so the
+generator's manifest and its ``step_trace_time.csv`` are checked against what it actually wrote.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import real_data
+
+from fixtures.ascend_pt_gen import (
+    KERNEL_DETAILS_HEADERS,
+    STEP_TRACE_HEADER,
+    main,
+    write_ascend_pt_profile,
+)
+
+TS3 = re.compile(r"\d{16}\.\d{3}")
+NOT_COMPUTE = ("NOTIFY", "EVENT", "WRITE VALUE", "PLACE_HOLDER", "DMA", "MEMCPY", "REDUCE")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def ns(ts: str) -> int:
+    whole, _, frac = ts.partition(".")
+    return int(whole) * 1000 + int((frac + "000")[:3])
+
+
+def dur_ns(e: dict) -> int:
+    return round(e["dur"] * 1000)
+
+
+def union(xs):
+    out = []
+    for s, e in sorted(xs):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        elif e > s:
+            out.append([s, e])
+    return [tuple(x) for x in out]
+
+
+def covered(u) -> int:
+    return sum(e - s for s, e in u)
+
+
+def clip(u, v):
+    """Intersection of two unions, by brute force over the boundaries."""
+    pts = sorted({p for iv in u + v for p in iv})
+    inside = lambda x, w: any(s <= x < e for s, e in w)  # noqa: E731
+    return union([(a, b) for a, b in zip(pts, pts[1:], strict=False)
+                  if inside(a, u) and inside(a, v)])
+
+
+class Rank:
+    """One written rank directory, parsed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        out = path / "ASCEND_PROFILER_OUTPUT"
+        raw = (out / "trace_view.json").read_bytes()
+        self.raw = raw
+        self.events: list[dict] = orjson.loads(raw)
+        self.proc = {e["pid"]: e["args"]["name"] for e in self.events
+                     if e.get("ph") == "M" and e["name"] == "process_name"}
+        with (out / "kernel_details.csv").open(newline="", encoding="utf-8") as f:
+            rd = csv.reader(f)
+            self.kd_header = next(rd)
+            self.kd = [dict(zip(self.kd_header, row, strict=True)) for row in rd]
+        with (out / "step_trace_time.csv").open(newline="", encoding="utf-8") as f:
+            self.step_rows = list(csv.DictReader(f))
+        info = sorted(path.glob("profiler_info*.json"))
+        assert len(info) == 1
+        self.info_name = info[0].name
+        self.info = orjson.loads(info[0].read_bytes())
+        self.meta = orjson.loads((path / "profiler_metadata.json").read_bytes())
+
+    def x(self, process: str, tid: int | None = None) -> list[dict]:
+        return [e for e in self.events if e["ph"] == "X" and self.proc.get(e["pid"]) == process
+                and (tid is None or e["tid"] == tid)]
+
+    def steps(self) -> dict[int, tuple[int, int]]:
+        out = {}
+        for e in self.events:
+            if e["ph"] == "X" and e["name"].startswith("ProfilerStep#"):
+                out[int(e["name"].split("#")[1])] = (ns(e["ts"]), ns(e["ts"]) + dur_ns(e))
+        return out
+
+    def step_of(self, t: int) -> int | None:
+        return next((n for n, (s, e) in self.steps().items() if s <= t < e), None)
+
+    def recompute(self) -> dict[int, dict]:
+        """Per step: compute / comm unions and the overlap breakdown, from the trace events."""
+        comp, comm = defaultdict(list), defaultdict(list)
+        steps = self.steps()
+        for e in self.x("Ascend Hardware"):
+            t = ns(e["ts"])
+            if not any(w in e["args"]["Task Type"].upper() for w in NOT_COMPUTE):
+                n = next(n for n, (s, end) in steps.items() if s <= t < end)
+                comp[n].append((t, t + dur_ns(e)))
+        for e in self.x("HCCL", 0):
+            t = ns(e["ts"])
+            comm[next(n for n, (s, end) in steps.items() if s <= t < end)].append(
+                (t, t + dur_ns(e)))
+        out = {}
+        for n, (s, _) in steps.items():
+            c, m = union(comp[n]), union(comm[n])
+            both = union(c + m)
+            ov = covered(clip(c, m))
+            span = both[-1][1] - both[0][0] if both else 0
+            out[n] = {"compute": c, "comm": m, "both": both, "Computing": covered(c),
+                      "Communication": covered(m), "Overlapped": ov,
+                      "Communication(Not Overlapped)": covered(m) - ov,
+                      "Free": span - covered(both), "Stage": span,
+                      "Preparing": both[0][0] - s if both else 0}
+        return out
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ascend_pt")
+    prof = write_ascend_pt_profile(root, ranks=2, steps=3, tasks_per_step=60, seed=3)
+    return prof, [Rank(r.path) for r in prof.ranks]
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def test_layout_and_profiler_info(profile):
+    prof, ranks = profile
+    assert [r.rank for r in prof.ranks] == [0, 1]
+    for gen, rk in zip(prof.ranks, ranks, strict=True):
+        assert re.fullmatch(r"[\w.-]+_\d+_\d{17}_ascend_pt", rk.path.name), rk.path.name
+        assert rk.path.name.split("_")[-4] == str(gen.host_pid)
+        assert rk.info_name == f"profiler_info_{gen.rank}.json"
+        assert rk.info["rank_id"] == gen.rank
+        start, end = rk.info["start_info"], rk.info["end_info"]
+        assert start["syscnt_enable"] is True and start["freq"] == 100
+        p1 = end["collectionTimeEnd"]
+        p0 = p1 - (end["MonotonicTimeEnd"] - start["start_monotonic"])
+        for e in rk.events:
+            if "ts" in e:
+                t = ns(e["ts"])
+                assert p0 <= t and t + (dur_ns(e) if e["ph"] == "X" else 0) <= p1, e
+        groups = rk.meta["parallel_group_info"]
+        assert len(groups) == 1
+        g = next(iter(groups.values()))
+        assert gen.rank in g["global_ranks"] and g["group_rank"] == gen.rank
+        assert (rk.path / "ASCEND_PROFILER_OUTPUT" / ".trace_view.parts").exists() is False
+
+
+def test_trace_view_format(profile):
+    _, ranks = profile
+    for rk in ranks:
+        assert b"\n" not in rk.raw and rk.raw.startswith(b"[{") and rk.raw.endswith(b"}]")
+        odd = []
+        for e in rk.events:
+            if "ts" not in e:
+                continue
+            assert isinstance(e["ts"], str), e
+            if not TS3.fullmatch(e["ts"]):
+                odd.append(e)
+            if e["ph"] == "X":
+                assert isinstance(e["dur"], float) and e["dur"] >= 0, e
+                assert dur_ns(e) == pytest.approx(e["dur"] * 1000, abs=1e-6)
+        # the real files end with one AI Core Freq sample whose ts has no decimals
+        assert len(odd) == 1 and rk.proc[odd[0]["pid"]] == "AI Core Freq", odd
+        assert re.fullmatch(r"\d{16}", odd[0]["ts"])
+        assert set(rk.proc.values()) == {
+            "Python", "CANN", "Ascend Hardware", "HCCL", "Overlap Analysis", "AI Core Freq",
+            "HBM", "LLC", "NPU MEM", "Stars Soc Info", "Acc PMU", "QoS"}
+
+
+def test_pids_threads_and_file_order(profile):
+    prof, ranks = profile
+    for gen, rk in zip(prof.ranks, ranks, strict=True):
+        sort_index = {e["pid"]: e["args"]["sort_index"] for e in rk.events
+                      if e["ph"] == "M" and e["name"] == "process_sort_index"}
+        for pid, name in rk.proc.items():
+            if name == "Python":
+                assert pid == gen.host_pid
+            else:
+                assert pid == (gen.host_pid << 10) | (sort_index[pid] << 5) | gen.device_id
+        threads = {(rk.proc[e["pid"]], e["tid"]): e["args"]["name"] for e in rk.events
+                   if e["ph"] == "M" and e["name"] == "thread_name"}
+        assert threads[("HCCL", 0)] == "Group 0 Communication"
+        assert {threads[("HCCL", p + 1)] for p in range(8)} == {f"Plane {p}" for p in range(8)}
+        assert [threads[("Overlap Analysis", i)] for i in range(4)] == [
+            "Computing", "Communication", "Communication(Not Overlapped)", "Free"]
+        for e in rk.x("Ascend Hardware"):
+            assert threads[("Ascend Hardware", e["tid"])] == f"Stream {e['tid']}"
+            assert e["args"]["Physic Stream Id"] == e["tid"]
+            assert list(e["args"]) == ["Model Id", "Task Type", "Physic Stream Id", "Task Id",
+                                       "Batch Id", "Subtask Id", "connection_id"]
+        # Python events, then metadata, then NPU events sorted by ts, then async_npu flows
+        kinds = [("M" if e["ph"] == "M" else "py" if rk.proc.get(e["pid"]) == "Python"
+                  and e.get("cat") != "async_npu" else "async" if e.get("cat") == "async_npu"
+                  else "npu") for e in rk.events]
+        blocks = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]
+        assert blocks == ["py", "M", "npu", "async"]
+        npu_ts = [ns(e["ts"]) for e, k in zip(rk.events, kinds, strict=True) if k == "npu"]
+        assert npu_ts == sorted(npu_ts)
+
+
+# --------------------------------------------------------------------------- counts
+
+
+def test_manifest_counts(profile):
+    prof, ranks = profile
+    for gen, rk in zip(prof.ranks, ranks, strict=True):
+        hw = rk.x("Ascend Hardware")
+        assert gen.device_tasks == len(hw)
+        assert gen.hccl_tasks == sum(1 for e in rk.x("HCCL") if e["tid"] > 0)
+        assert gen.hccl_ops == len(rk.x("HCCL", 0)) > 0
+        assert gen.trace_events == len(rk.events)
+        assert gen.steps == sorted(rk.steps()) == [50, 51, 52]
+        kernels = [e for e in hw if e["args"]["Task Type"] in ("AI_CORE", "MIX_AIV", "DSA_SQE")]
+        assert len(kernels) == 60 * 3
+        assert gen.kernel_rows == len(rk.kd) == len(kernels) + gen.hccl_ops
+        types = Counter(e["args"]["Task Type"] for e in hw)
+        assert set(types) == {"AI_CORE", "MIX_AIV", "Write Value", "Notify Wait", "SDMA",
+                              "PCIE_DMA_SQE", "SDMA_SQE", "EVENT_RECORD_SQE", "EVENT_WAIT_SQE",
+                              "PLACE_HOLDER_SQE", "DSA_SQE"}
+        # every HCCL plane task is mirrored on the Ascend Hardware HCCL stream
+        mirror = {"Notify_Record": "Write Value", "Notify_Wait": "Notify Wait",
+                  "Memcpy": "SDMA", "Reduce_Inline": "SDMA"}
+        planes = Counter((ns(e["ts"]), dur_ns(e), mirror[e["name"]], e["args"]["task id"],
+                          e["args"]["context id"]) for e in rk.x("HCCL") if e["tid"] > 0)
+        mirrors = Counter((ns(e["ts"]), dur_ns(e), e["name"], e["args"]["Task Id"],
+                           e["args"]["Subtask Id"]) for e in hw
+                          if e["args"]["Task Type"] in ("Write Value", "Notify Wait", "SDMA"))
+        assert planes == mirrors
+
+
+def test_kernel_details_match_trace(profile):
+    _, ranks = profile
+    for rk in ranks:
+        assert tuple(rk.kd_header) == KERNEL_DETAILS_HEADERS["2025"]
+        hw = {(e["tid"], e["args"]["Task Id"], ns(e["ts"])): e for e in rk.x("Ascend Hardware")}
+        ops = {(e["name"], ns(e["ts"])): e for e in rk.x("HCCL", 0)}
+        starts = []
+        for row in rk.kd:
+            start = row["Start Time(us)"]
+            assert start.endswith("\t") and TS3.fullmatch(start[:-1]), start
+            t = ns(start[:-1])
+            starts.append(t)
+            assert int(row["Step Id"]) == rk.step_of(t)
+            if row["Accelerator Core"] == "HCCL":
+                assert row["Task ID"] == row["Stream ID"] == "N/A"
+                e = ops[(row["Name"], t)]
+            else:
+                e = hw[(int(row["Stream ID"]), int(row["Task ID"]), t)]
+                assert e["name"] == row["Name"]
+                assert row["Input Shapes"] == "N/A" or row["Input Shapes"].startswith('"')
+            assert round(float(row["Duration(us)"]) * 1000) == dur_ns(e)
+        assert starts == sorted(starts)
+        text = (rk.path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").read_bytes()
+        assert text.count(b"\r\n") == len(rk.kd) + 1 and b'"""' in text
+
+
+# --------------------------------------------------------------------------- steps and overlap
+
+
+def test_step_trace_time_equals_recomputation(profile):
+    _, ranks = profile
+    for rk in ranks:
+        assert tuple(rk.step_rows[0]) == STEP_TRACE_HEADER
+        ref = rk.recompute()
+        assert [int(r["Step"]) for r in rk.step_rows] == sorted(ref)
+        for row in rk.step_rows:
+            want = ref[int(row["Step"])]
+            for col in ("Computing", "Communication(Not Overlapped)", "Overlapped",
+                        "Communication", "Free"):
+                assert round(float(row[col]) * 1000) == want[col], (row["Step"], col)
+            for col in ("Stage", "Preparing"):   # float epoch µs differences: 0.25 µs steps
+                assert abs(float(row[col]) * 1000 - want[col]) <= 500, (row["Step"], col)
+            assert row["Communication(Not Overlapped and Exclude Receive)"] == \
+                row["Communication(Not Overlapped)"]
+            assert row["Bubble"] == "0"
+            c, n, f, st = (float(row[k]) for k in ("Computing", "Communication(Not Overlapped)",
+                                                   "Free", "Stage"))
+            assert abs(c + n + f - st) < 1.0
+            assert want["Overlapped"] > 0 and want["Communication(Not Overlapped)"] > 0
+            assert want["Free"] > 0
+
+
+def test_overlap_lanes_equal_recomputation(profile):
+    _, ranks = profile
+    for rk in ranks:
+        ref = rk.recompute()
+        lanes = defaultdict(list)
+        for e in rk.x("Overlap Analysis"):
+            lanes[e["name"]].append((ns(e["ts"]), ns(e["ts"]) + dur_ns(e)))
+        want = defaultdict(list)
+        for r in ref.values():
+            want["Computing"] += r["compute"]
+            want["Communication"] += r["comm"]
+            want["Free"] += [(a[1], b[0]) for a, b in zip(r["both"], r["both"][1:], strict=False)]
+            comp = r["compute"]
+            for s, e in r["comm"]:   # comm minus compute
+                cur = s
+                for cs, ce in comp:
+                    if ce <= cur or cs >= e:
+                        continue
+                    if cs > cur:
+                        want["Communication(Not Overlapped)"].append((cur, cs))
+                    cur = max(cur, ce)
+                if cur < e:
+                    want["Communication(Not Overlapped)"].append((cur, e))
+        for name in want:
+            assert sorted(lanes[name]) == sorted(want[name]), name
+
+
+def test_steps_enclose_their_device_work(profile):
+    _, ranks = profile
+    late = 0
+    for rk in ranks:
+        steps = rk.steps()
+        host = rk.x("Python") + rk.x("CANN")
+        for e in rk.x("Ascend Hardware") + rk.x("HCCL"):
+            t = ns(e["ts"])
+            n = rk.step_of(t)
+            if n is None:
+                assert e["args"].get("Task Type") == "PLACE_HOLDER_SQE", e
+                continue
+            end = t + dur_ns(e)
+            assert end <= steps[n][1] + 15_000
+            late += end > steps[n][1]
+        for e in host:   # the launch chain: Python op -> CANN -> task, all inside the step
+            if e["name"].startswith(("ProfilerStep", "main.py", "<string>", "multiprocessing")):
+                continue
+            assert rk.step_of(ns(e["ts"])) is not None, e
+        py_steps = [e for e in rk.x("Python") if e["name"].startswith("ProfilerStep#")]
+        assert all(e["cat"] == "cpu_op" for e in py_steps)
+    assert late > 0   # some step's device work ends slightly after the step
+
+
+def test_ranks_in_lockstep(profile):
+    _, ranks = profile
+    ends = [{e["name"]: ns(e["ts"]) + dur_ns(e) for e in rk.x("HCCL", 0)} for rk in ranks]
+    assert ends[0].keys() == ends[1].keys()
+    for name, t in ends[0].items():
+        assert abs(t - ends[1][name]) < 30_000, name
+    s0, s1 = ranks[0].steps(), ranks[1].steps()
+    for n in s0:
+        assert abs(s0[n][0] - s1[n][0]) < 10_000
+
+
+def test_flows(profile):
+    _, ranks = profile
+    for rk in ranks:
+        by_cat = defaultdict(lambda: defaultdict(list))
+        for e in rk.events:
+            if e["ph"] in ("s", "f"):
+                by_cat[e["cat"]][e["id"]].append(e)
+        assert set(by_cat) == {"HostToDevice", "async_npu", "async_task_queue", "fwdbwd"}
+        hcl_pid = next(p for p, n in rk.proc.items() if n == "HCCL")
+        for fid, evs in by_cat["HostToDevice"].items():
+            assert isinstance(fid, str)
+            s = [e for e in evs if e["ph"] == "s"]
+            f = [e for e in evs if e["ph"] == "f"]
+            assert len(s) == 1 and f and rk.proc[s[0]["pid"]] == "CANN"
+            assert all(x["bp"] == "e" and ns(x["ts"]) >= ns(s[0]["ts"]) for x in f)
+            if f[0]["pid"] == hcl_pid:   # op level: (Node@launch connection_id << 32) - 1
+                op = next(e for e in rk.x("HCCL", 0) if e["ts"] == f[0]["ts"])
+                assert int(fid) == (op["args"]["connection_id"] << 32) - 1
+            else:
+                task = [e for e in rk.x("Ascend Hardware") if e["args"]["connection_id"] ==
+                        int(fid)]
+                assert sorted(e["ts"] for e in task) == sorted(e["ts"] for e in f)
+                node = [e for e in rk.x("CANN") if e["args"]["connection_id"] == int(fid)]
+                assert len(node) == 1 and node[0]["ts"] == s[0]["ts"]
+        assert any(len(v) == 3 for v in by_cat["HostToDevice"].values())   # one s, two f
+        for cat in ("async_npu", "async_task_queue", "fwdbwd"):
+            for fid, evs in by_cat[cat].items():
+                assert isinstance(fid, int) and sorted(e["ph"] for e in evs) == ["f", "s"], evs
+                if cat == "async_npu":
+                    assert ns(next(e for e in evs if e["ph"] == "f")["ts"]) == fid
+
+
+# --------------------------------------------------------------------------- variants
+
+
+@pytest.mark.parametrize("version", ["2023", "2.7.1"])
+def test_kernel_details_versions(tmp_path, version):
+    prof = write_ascend_pt_profile(tmp_path, ranks=1, steps=1, tasks_per_step=12,
+                                   kernel_details_version=version, seed=5)
+    path = prof.ranks[0].path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert tuple(rows[0]) == KERNEL_DETAILS_HEADERS[version]
+    assert len(rows) - 1 == prof.ranks[0].kernel_rows
+    if version == "2023":
+        assert "OP State" not in rows[0] and rows[0][:2] == ["Step Id", "Model ID"]
+    else:
+        assert rows[0][:3] == ["Step Id", "Device_id", "Model ID"]
+        assert {r[1] for r in rows[1:]} == {str(prof.ranks[0].device_id)}
+    assert all(len(r) == len(rows[0]) for r in rows)
+
+
+def test_mindspore_single_card_and_options(tmp_path):
+    ms = write_ascend_pt_profile(tmp_path / "ms", ranks=1, steps=1, tasks_per_step=10,
+                                 framework="ms", seed=2)
+    rk = Rank(ms.ranks[0].path)
+    assert rk.path.name.endswith("_ascend_ms")
+    assert "MindSpore" in rk.proc.values() and "Python" not in rk.proc.values()
+    assert "ms_version" in rk.info and rk.info["rank_id"] == 0
+
+    one = write_ascend_pt_profile(tmp_path / "one", single_card=True, steps=2, tasks_per_step=10)
+    assert len(one.ranks) == 1 and one.ranks[0].hccl_ops == one.ranks[0].hccl_tasks == 0
+    rk = Rank(one.ranks[0].path)
+    assert rk.info_name == "profiler_info.json" and "rank_id" not in rk.info
+    assert "parallel_group_info" not in rk.meta and "HCCL" not in rk.proc.values()
+    assert all(float(r["Communication"]) == 0 for r in rk.step_rows)
+    ref = rk.recompute()
+    for row in rk.step_rows:
+        assert round(float(row["Computing"]) * 1000) == ref[int(row["Step"])]["Computing"]
+
+    bare = write_ascend_pt_profile(tmp_path / "bare", ranks=1, steps=1, with_trace_view=False,
+                                   with_kernel_details=False)
+    out = bare.ranks[0].path / "ASCEND_PROFILER_OUTPUT"
+    assert sorted(p.name for p in out.iterdir()) == ["step_trace_time.csv"]
+    with pytest.raises(ValueError, match="framework"):
+        write_ascend_pt_profile(tmp_path / "bad", framework="tf")
+
+
+def test_deterministic(tmp_path):
+    a = write_ascend_pt_profile(tmp_path / "a", ranks=2, steps=1, tasks_per_step=20, seed=9)
+    b = write_ascend_pt_profile(tmp_path / "b", ranks=2, steps=1, tasks_per_step=20, seed=9)
+    for ra, rb in zip(a.ranks, b.ranks, strict=True):
+        assert ra.path.name == rb.path.name
+        for rel in ("ASCEND_PROFILER_OUTPUT/trace_view.json", "ASCEND_PROFILER_OUTPUT/"
+                    "kernel_details.csv", "ASCEND_PROFILER_OUTPUT/step_trace_time.csv"):
+            assert (ra.path / rel).read_bytes() == (rb.path / rel).read_bytes()
+
+
+def test_cli(tmp_path, capsys):
+    assert main([str(tmp_path / "out"), "--ranks", "2", "--steps", "3", "--seed", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and "2 ranks" in lines[0] and "ProfilerStep#50-52" in lines[0]
+    assert len(list((tmp_path / "out").glob("*_ascend_pt"))) == 2
+    assert main([str(tmp_path / "bad"), "--steps", "0"]) == 2
+
+
+# --------------------------------------------------------------------------- real sample
+
+
+def test_matches_real_sample_names_and_header(tmp_path):
+    real = real_data("ascend-pt-2rank")
+    prof = write_ascend_pt_profile(tmp_path, ranks=2, steps=1, tasks_per_step=20, seed=4)
+    for r in (0, 1):
+        sample = real / f"rank{r}_ascend_pt"
+        events = orjson.loads((sample / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_bytes())
+        real_procs = {e["args"]["name"] for e in events
+                      if e.get("ph") == "M" and e["name"] == "process_name"}
+        ours = Rank(prof.ranks[r].path)
+        assert set(ours.proc.values()) == real_procs
+        with (sample / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").open(
+                newline="", encoding="utf-8") as f:
+            assert tuple(next(csv.reader(f))) == tuple(ours.kd_header)
+        with (sample / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").open(
+                newline="", encoding="utf-8") as f:
+            assert tuple(next(csv.reader(f))) == STEP_TRACE_HEADER
+        info = orjson.loads((sample / f"profiler_info_{r}.json").read_bytes())
+        assert set(info["start_info"]) == set(ours.info["start_info"])
+        assert set(info["end_info"]) == set(ours.info["end_info"])
+
+
+def test_streams_are_sequential_except_hccl_mirrors(profile):
+    """One task at a time per stream and per HCCL lane, except the FFTS mirrors on stream 4."""
+    _, ranks = profile
+    for rk in ranks:
+        lanes = defaultdict(list)
+        for e in rk.x("Ascend Hardware"):
+            if e["args"]["Task Type"] not in ("Write Value", "Notify Wait", "SDMA"):
+                lanes[("hw", e["tid"])].append((ns(e["ts"]), ns(e["ts"]) + dur_ns(e)))
+        for e in rk.x("HCCL"):
+            lanes[("hccl", e["tid"])].append((ns(e["ts"]), ns(e["ts"]) + dur_ns(e)))
+        for lane, ivs in lanes.items():
+            ivs.sort()
+            for (_, e0), (s1, _) in zip(ivs, ivs[1:], strict=False):
+                assert s1 >= e0, lane
+
+
+@pytest.mark.parametrize("kw", [dict(ranks=1, tasks_per_step=1, planes=1),
+                                dict(ranks=3, tasks_per_step=2, planes=2),
+                                dict(ranks=2, tasks_per_step=45, planes=4, first_step=0)])
+def test_odd_shapes(tmp_path, kw):
+    prof = write_ascend_pt_profile(tmp_path, steps=2, seed=11, **kw)
+    assert len(prof.ranks) == kw["ranks"]
+    for gen in prof.ranks:
+        rk = Rank(gen.path)
+        assert gen.steps == [kw.get("first_step", 50), kw.get("first_step", 50) + 1]
+        assert gen.device_tasks == len(rk.x("Ascend Hardware"))
+        assert gen.hccl_ops == len(rk.x("HCCL", 0)) and gen.kernel_rows == len(rk.kd)
+        ref = rk.recompute()
+        for row in rk.step_rows:
+            for col in ("Computing", "Communication", "Overlapped", "Free"):
+                assert round(float(row[col]) * 1000) == ref[int(row["Step"])][col], col

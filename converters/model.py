@@ -54,6 +54,8 @@ class Slice(NamedTuple):
     dur_ns: int
     args: dict[str, Any] | bytes | None = None
     task_type: str = ""
+    flows_out: tuple[int, ...] = ()  # arrows that start here (e.g. a host launch) ...
+    flows_in: tuple[int, ...] = ()  # ... and end here (the device task it launched)
 
     @property
     def end_ns(self) -> int:
@@ -67,6 +69,21 @@ class Sample(NamedTuple):
     lane: str  # the counter's name, e.g. "HBM 0/Read [Read(MB/s)]"
     start_ns: int
     value: float
+
+
+class FlowEnd(NamedTuple):
+    """One end of a flow arrow as a reader finds it: which lane, when, and which flow.
+
+    It binds to the innermost slice of its lane that holds ``start_ns``; a flow whose ends bind
+    within one step becomes ``flows_out``/``flows_in`` of those slices.
+    """
+
+    rank: int
+    layer: Layer
+    lane: str
+    start_ns: int
+    key: str  # category and id, e.g. "HostToDevice:936"
+    starts: bool  # True for the start of the arrow, False for its end
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ of epoch µs with 3 decimals, parsed exactly to ns.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ import msgspec
 import orjson
 
 from ..errors import Diagnostics
-from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords
+from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import is_compute
 from . import jsonfile
 from .spill import StepSpill
@@ -46,7 +47,7 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
     if not steps:  # no step trace: all of it is one pseudo step
         for path in files:
             records.read(path, diag, steps=False)
-        yield _step_records(rank, None, records.take_slices())
+        yield step_records(rank, None, None, None, records.take_slices())
         return
     starts = [step.start_ns for step, _ in steps]
     with StepSpill() as spill:
@@ -58,15 +59,72 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
                 for index, bucket in buckets.items():
                     spill.add(index, bucket)
         for index, (step, phases) in enumerate(steps):
-            yield _step_records(rank, step, phases + spill.load(index, rank.rank))
+            yield step_records(rank, step.graph, step.step, step, phases + spill.load(index, rank.rank))
 
 
-def _step_records(rank: RankInfo, step: Step | None, records: list[Slice | Sample]) -> StepRecords:
+def step_records(
+    rank: RankInfo, graph: int | None, step_id: int | None, step: Step | None,
+    records: list[Slice | Sample | FlowEnd],
+) -> StepRecords:
+    """One step's records, counters and flows sorted out from the slices."""
     slices = [r for r in records if type(r) is Slice]
-    samples = [r for r in records if type(r) is Sample] if len(slices) < len(records) else []
-    if step is None:
-        return StepRecords(rank.rank, None, None, None, slices, samples)
-    return StepRecords(rank.rank, step.graph, step.step, step, slices, samples)
+    samples, ends = [], []
+    if len(slices) < len(records):
+        samples = [r for r in records if type(r) is Sample]
+        ends = [r for r in records if type(r) is FlowEnd]
+    if ends:
+        slices = bind_flows(slices, ends)
+    return StepRecords(rank.rank, graph, step_id, step, slices, samples)
+
+
+def bind_flows(slices: list[Slice], ends: list[FlowEnd]) -> list[Slice]:
+    """Attach each flow whose two ends land on slices of this step to those slices.
+
+    An end binds to the innermost slice of its lane that holds its time (Chrome's ``bp: e``).
+    A start with several ends (a copy launched once, run twice) makes one arrow per end. Flows
+    with an end outside the step (a launch at the very end of the step before) are left out.
+    """
+    by_lane: dict[tuple[Layer, str], list[int]] = defaultdict(list)
+    for index, s in enumerate(slices):
+        by_lane[s.layer, s.lane].append(index)
+    lanes = {}
+    for lane, indices in by_lane.items():
+        indices.sort(key=lambda i: (slices[i].start_ns, -slices[i].dur_ns))
+        lanes[lane] = (indices, [slices[i].start_ns for i in indices])
+    starts: dict[str, int] = {}
+    finishes: dict[str, list[int]] = defaultdict(list)
+    for end in ends:
+        index = _enclosing(slices, *lanes.get((end.layer, end.lane), ([], [])), end.start_ns)
+        if index is not None:
+            if end.starts:
+                starts[end.key] = index
+            else:
+                finishes[end.key].append(index)
+    outs: dict[int, list[int]] = defaultdict(list)
+    ins: dict[int, list[int]] = defaultdict(list)
+    for key, first in starts.items():
+        for k, last in enumerate(finishes.get(key, ())):
+            flow = _flow_id(slices[first].rank, key, k)
+            outs[first].append(flow)
+            ins[last].append(flow)
+    for index in outs.keys() | ins.keys():
+        slices[index] = slices[index]._replace(flows_out=tuple(outs.get(index, ())),
+                                               flows_in=tuple(ins.get(index, ())))
+    return slices
+
+
+def _enclosing(slices: list[Slice], lane: list[int], starts: list[int], ts_ns: int) -> int | None:
+    """The innermost slice of ``lane`` (indices sorted by start, with their starts) holding ``ts_ns``."""
+    position = bisect.bisect_right(starts, ts_ns) - 1
+    for i in reversed(lane[max(position - 64, 0): position + 1]):
+        if slices[i].start_ns <= ts_ns <= slices[i].end_ns:
+            return i
+    return None
+
+
+def _flow_id(rank: int, key: str, k: int) -> int:
+    """A flow id unique across ranks: the profilers' ids are unique within one rank only."""
+    return int.from_bytes(hashlib.blake2b(f"{rank}|{key}|{k}".encode(), digest_size=8).digest(), "little")
 
 
 # -- events to records --------------------------------------------------------------------------
@@ -85,6 +143,7 @@ class _Event(msgspec.Struct):
     ts: Any = None
     dur: Any = 0
     cat: Any = None
+    id: Any = None
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
@@ -178,6 +237,8 @@ class Records:
                     self._complete(event, index, path, diag)
                 elif event.ph == "C" and slices and self.detail:
                     self._counter(event, index, path, diag)
+                elif event.ph in ("s", "f") and slices and self.detail:
+                    self._flow_end(event, path, diag)
                 index += 1
             yield self.slices if keep else self.take_slices()
 
@@ -250,6 +311,20 @@ class Records:
             return
         name = str(event.name)
         self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, args, task_type))
+
+    def _flow_end(self, event: _Event, path: Path, diag: Diagnostics) -> None:
+        key = (event.pid, event.tid)
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = self._route(event.pid, event.tid, path, diag)
+        kind, lane = route
+        if isinstance(kind, Layer) and event.id is not None:
+            try:
+                ts_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            except (TypeError, ValueError, ArithmeticError):
+                return
+            self.slices.append(FlowEnd(self.rank.rank, kind, lane, ts_ns, f"{event.cat}:{event.id}",
+                                       event.ph == "s"))
 
     def _counter(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""

@@ -140,7 +140,7 @@ def _read_timeline(
         for path in chosen:
             records.read(path, diag)
         step, phases = records.steps.get((model, iteration), (None, []))
-        yield StepRecords(rank.rank, model, iteration, step, records.slices + phases)
+        yield chrome_trace.step_records(rank, model, iteration, step, records.take_slices() + phases)
 
 
 def _time_order(

@@ -7,7 +7,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Hashable
 
-from ..model import Layer, Sample, Slice
+from ..model import FlowEnd, Layer, Sample, Slice
 
 
 class StepSpill:
@@ -24,20 +24,38 @@ class StepSpill:
     def __exit__(self, *_: object) -> None:
         self._file.close()
 
-    def add(self, index: Hashable, records: list[Slice | Sample]) -> None:
-        rows = [(s.layer.order, s.lane, s.name, s.start_ns, s.dur_ns,
-                 s.args if s.args is None or type(s.args) is dict else bytes(s.args), s.task_type)
-                if type(s) is Slice else (-1, s.lane, s.start_ns, s.value) for s in records]
+    def add(self, index: Hashable, records: list[Slice | Sample | FlowEnd]) -> None:
+        rows = [_row(r) for r in records]
         data = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
         self._file.seek(self._end)
         self._file.write(data)
         self._segments[index].append((self._end, len(data)))
         self._end += len(data)
 
-    def load(self, index: Hashable, rank: int) -> list[Slice | Sample]:
-        out: list[Slice | Sample] = []
+    def load(self, index: Hashable, rank: int) -> list[Slice | Sample | FlowEnd]:
+        out: list[Slice | Sample | FlowEnd] = []
+        layers = self._LAYERS
         for offset, length in self._segments.pop(index, []):
             self._file.seek(offset)
-            for layer, *rest in pickle.loads(self._file.read(length)):
-                out.append(Slice(rank, self._LAYERS[layer], *rest) if layer >= 0 else Sample(rank, *rest))
+            for kind, *rest in pickle.loads(self._file.read(length)):
+                if kind >= 0:
+                    out.append(Slice(rank, layers[kind], *rest))
+                elif kind == _SAMPLE:
+                    out.append(Sample(rank, *rest))
+                else:
+                    out.append(FlowEnd(rank, layers[rest[0]], *rest[1:]))
         return out
+
+
+_SAMPLE, _FLOW_END = -1, -2
+
+
+def _row(r: Slice | Sample | FlowEnd) -> tuple:
+    """A record as plain values (the rank is known to the reader); the first says its kind."""
+    if type(r) is Slice:
+        args = r.args if r.args is None or type(r.args) is dict else bytes(r.args)
+        return (r.layer.order, r.lane, r.name, r.start_ns, r.dur_ns, args, r.task_type, r.flows_out,
+                r.flows_in)
+    if type(r) is Sample:
+        return (_SAMPLE, r.lane, r.start_ns, r.value)
+    return (_FLOW_END, r.layer.order, r.lane, r.start_ns, r.key, r.starts)

@@ -67,6 +67,13 @@ class ChromeJsonEncoder:
                 record["args"] = s.args if type(s.args) is dict else orjson.Fragment(bytes(s.args))
             out += _SEPARATOR
             out += orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)
+            if s.flows_out or s.flows_in:  # arrows bound to this slice, at its start
+                base = {"pid": record["pid"], "tid": record["tid"], "ts": record["ts"], "cat": "flow",
+                        "name": "flow"}
+                for phase, flows in (("s", s.flows_out), ("f", s.flows_in)):
+                    for flow in flows:
+                        out += _SEPARATOR
+                        out += orjson.dumps({"ph": phase, "id": flow, "bp": "e", **base})
         return bytes(out)
 
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:

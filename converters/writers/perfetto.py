@@ -41,7 +41,7 @@ _EXPLICIT, _PROCESS_ORDERING_EXPLICIT = 3, 1
 # ProcessDescriptor
 _PID, _PROCESS_NAME = 1, 6
 # TrackEvent
-_ANNOTATIONS, _TYPE, _NAME_IID, _TRACK_UUID = 4, 9, 10, 11
+_ANNOTATIONS, _TYPE, _NAME_IID, _TRACK_UUID, _FLOW_IDS, _TERMINATING_FLOW_IDS = 4, 9, 10, 11, 47, 48
 _SLICE_BEGIN, _SLICE_END, _INSTANT, _COUNTER = 1, 2, 3, 4
 _DOUBLE_COUNTER_VALUE = 44
 # DebugAnnotation
@@ -90,10 +90,12 @@ _EVENT = _key(_TRACK_EVENT, 2)
 _ANNOTATION = _key(_ANNOTATIONS, 2)
 _DOUBLE = _key(_A_DOUBLE, 1)
 _DOUBLE_COUNTER = _key(_DOUBLE_COUNTER_VALUE, 1)
+_FLOW_OUT, _FLOW_IN = _key(_FLOW_IDS, 1), _key(_TERMINATING_FLOW_IDS, 1)  # repeated fixed64
 _INT = _key(_A_INT, 0)
 _STRING_IID = _key(_A_STRING_IID, 0)
 _NEEDS = _int(_SEQ_FLAGS, _NEEDS_STATE)
 _pack_double = struct.Struct("<d").pack
+_pack_u64 = struct.Struct("<Q").pack
 _ARGS = msgspec.json.Decoder()
 
 
@@ -192,6 +194,9 @@ class PerfettoEncoder:
                 body = prefixes[0] + names(s.name)
                 if s.args:
                     body += self._annotations(s.args, seq)
+                if s.flows_out or s.flows_in:
+                    body += b"".join(_FLOW_OUT + _pack_u64(f) for f in s.flows_out)
+                    body += b"".join(_FLOW_IN + _pack_u64(f) for f in s.flows_in)
                 payload = ts(s.start_ns) + _EVENT + _varint(len(body)) + body + seq.interned() + _NEEDS + tail
             out += _PACKET
             out += _varint(len(payload))

@@ -181,3 +181,27 @@ def test_counters_become_counter_tracks_in_detail_only(sample, tmp_path):
     summary = tmp_path / "s.pftrace"
     assert main([str(sample), "-o", str(summary)]) == 0
     assert not read_perfetto(summary.read_bytes()).counters
+
+
+def test_flows_become_arrows_between_the_slices_they_bind(sample, tmp_path):
+    from collections import Counter
+
+    from trace_check import read_chrome_json
+
+    arrows = 0
+    for rank_dir in sorted(sample.glob("*_ascend_pt")):
+        events = orjson.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_bytes())
+        ends = Counter((e["cat"], e["id"], e["ph"]) for e in events if e.get("ph") in ("s", "f"))
+        arrows += sum(n for (cat, flow, ph), n in ends.items() if ph == "f" and (cat, flow, "s") in ends)
+    proto, js = tmp_path / "f.pftrace", tmp_path / "f.json"
+    for out in (proto, js):
+        assert main([str(sample), "--kind", "detail", "-o", str(out)]) == 0
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    trace = pb.Trace()
+    trace.ParseFromString(proto.read_bytes())
+    read_perfetto(proto.read_bytes())  # every flow id starts once and ends once, on slices
+    assert sum(len(p.track_event.flow_ids) for p in trace.packet) == arrows > 600
+    events = orjson.loads(js.read_bytes())
+    read_chrome_json(js.read_bytes())
+    assert sum(1 for e in events if e.get("ph") == "f") == arrows

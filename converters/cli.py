@@ -58,14 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="steps (iterations) to keep, e.g. 3-5 (default: all)")
     parser.add_argument("--merge-graphs", action="store_true",
                         help="draw the steps of all kept graphs on one lane per rank")
-    parser.add_argument("--max-size", metavar="SIZE", type=_size, default="20M",
+    parser.add_argument("--max-size", metavar="SIZE", type=_max_size, default="20M",
                         help="never write more than SIZE bytes (K, M, G are binary; 0 = unlimited; "
                         "default: %(default)s). The summary of every step comes first, then detail "
                         "in whole steps; what is left out is said on stderr and in the trace")
     return parser
 
 
-def _size(text: str) -> int | None:
+def _max_size(text: str) -> int | None:
     try:
         return parse_size(text)
     except Trace2PerfettoError as e:
@@ -138,6 +138,14 @@ def _overlap_main(argv: list[str]) -> int:
     return 0
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code (0 written, 1 broken input, 2 usage)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -166,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
     where = "stdout" if result.output == "-" else os.path.abspath(result.output)
     print(
-        f"trace2perfetto: wrote {where}: {len(result.ranks)} ranks, {result.steps} steps, "
-        f"{result.slices} slices, {result.bytes_written / 2**20:.1f} MiB in {result.seconds:.2f} s",
+        f"trace2perfetto: wrote {where}: {_count(len(result.ranks), 'rank')}, "
+        f"{_count(result.steps, 'step')}, {_count(result.slices, 'slice')}, "
+        f"{_size(result.bytes_written)} in {result.seconds:.2f} s",
         file=sys.stderr,
     )
     if result.output != "-":

@@ -10,7 +10,8 @@ Read by ``chrome_trace``: host layers ("Python", "CANN"), "Ascend Hardware" stre
 group ops and planes. Without trace_view.json (often deleted for size), device tasks and
 communication ops come from ``kernel_details.csv`` (columns by header name, as they drift
 between versions; times end with a TAB; ``Step Id`` gives the step, whose bounds are then its
-device activity). Not yet read: the database form, counter tracks, host-to-device flows.
+device activity). The database form (``ascend_pytorch_profiler_{rank}.db``, ``export_type=db``)
+is read by ``ascend_db``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, Step, StepRecords
 from ..overlap import is_compute
-from . import chrome_trace, jsonfile
+from . import ascend_db, chrome_trace, jsonfile
 from .spill import StepSpill
 
 NAME = "ascend_pt"
@@ -32,15 +33,19 @@ _OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
 
 def sniff(rank_dir: Path) -> bool:
-    """A rank directory holding ``ASCEND_PROFILER_OUTPUT/trace_view.json`` or ``kernel_details.csv``."""
+    """A rank directory holding trace_view.json, the database or kernel_details.csv."""
     named = rank_dir.name.endswith(("_ascend_pt", "_ascend_ms")) or any(rank_dir.glob("profiler_info*.json"))
     return named and bool(_sources(rank_dir))
 
 
 def _sources(rank_dir: Path) -> tuple[Path, ...]:
-    for name in ("trace_view.json", "kernel_details.csv"):
-        if (rank_dir / _OUTPUT / name).is_file():
-            return (rank_dir / _OUTPUT / name,)
+    """The one file to read, richest first: trace_view.json, the database, kernel_details.csv."""
+    output = rank_dir / _OUTPUT
+    for pattern in ("trace_view.json", "ascend_pytorch_profiler*.db", "ascend_mindspore_profiler*.db",
+                    "kernel_details.csv"):
+        found = sorted(p for p in output.glob(pattern) if p.is_file())
+        if found:
+            return (found[0],)
     return ()
 
 
@@ -52,6 +57,9 @@ def rank_info(rank_dir: Path) -> RankInfo:
     """
     info_path = next(iter(sorted(rank_dir.glob("profiler_info*.json"))), None)
     info = jsonfile.load_object(info_path) if info_path else {}
+    sources = _sources(rank_dir)
+    if "rank_id" not in info and sources and sources[0].suffix == ".db":
+        info = {**info, "rank_id": ascend_db.db_rank(sources[0]) or 0}
     try:
         rank = max(int(info.get("rank_id", 0)), 0)  # single-card runs: none, or -1; rank 0
     except (TypeError, ValueError):
@@ -70,7 +78,7 @@ def rank_info(rank_dir: Path) -> RankInfo:
         path=rank_dir,
         start_ns=_collection_start_ns(info),
         clock=CLOCK + groups,
-        source_paths=_sources(rank_dir),
+        source_paths=sources,
     )
 
 
@@ -84,6 +92,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     source = rank.source_paths[0]
     if source.suffix == ".json":
         yield from chrome_trace.read_merged(rank, [source], diag, detail)
+    elif source.suffix == ".db":
+        yield from ascend_db.read_db(rank, source, diag, detail)
     else:
         yield from _read_kernel_details(rank, source, diag, detail)
 

@@ -62,3 +62,19 @@ def test_single_card_run_is_rank_0_and_mindspore_layout_is_read(tmp_path):
     assert [r.rank for r in discover(tmp_path / "pt")] == [0]
     write_ascend_pt_profile(tmp_path / "ms", ranks=2, framework="ms", seed=1)
     assert [r.rank for r in discover(tmp_path / "ms")] == [0, 1]
+
+
+def test_database_form_converts_end_to_end(tmp_path):
+    from fixtures.ascend_db_gen import write_ascend_db
+
+    rank_dir = tmp_path / "worker_1_20250109_ascend_pt"
+    counts = write_ascend_db(rank_dir / "ASCEND_PROFILER_OUTPUT", rank=3, steps=3, seed=2)
+    (ranks,) = [discover(tmp_path)]
+    assert [(r.rank, r.source_paths[0].suffix) for r in ranks] == [(3, ".db")]
+    out = tmp_path / "db.pftrace"
+    assert main([str(tmp_path), "--kind", "detail", "--max-size", "0", "-o", str(out)]) == 0
+    decoded = read_perfetto(out.read_bytes())
+    assert sum(1 for s in decoded.slices if s.track[0] == "Ascend Hardware") == counts["device_tasks"]
+    assert sum(1 for s in decoded.slices if s.track[0] == "Communication") == (
+        counts["comm_tasks"] + counts["comm_ops"])
+    assert len({s.name for s in decoded.slices if s.track[0] == "Step Trace"}) == counts["steps"]

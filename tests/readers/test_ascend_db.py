@@ -1,0 +1,158 @@
+"""The ascend_db reader (torch_npu's profiler database) on generated databases."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections import Counter
+
+import pytest
+
+from converters import step_overlap
+from converters.errors import Diagnostics, InputError
+from converters.model import Layer, RankInfo
+from converters.overlap import is_compute
+from converters.readers.ascend_db import db_rank, read_db
+from fixtures.ascend_db_gen import GROUP, write_ascend_db
+
+
+def _rank(tmp_path):
+    return RankInfo(rank=0, format="ascend_pt", path=tmp_path)
+
+
+def _expected(file):
+    """Every record the database holds, by plain SQL: (layer, lane, name, start, dur, task type)."""
+    db = sqlite3.connect(file)
+    s = dict(db.execute("SELECT id, value FROM STRING_IDS"))
+    out = []
+    for start, end, stream, ttype, name, ctype, plane, mname, mtype in db.execute(
+            "SELECT t.startNs, t.endNs, t.streamId, t.taskType, c.name, c.taskType, m.planeId, m.name, "
+            "m.taskType "
+            "FROM TASK t LEFT JOIN COMPUTE_TASK_INFO c USING (globalTaskId) "
+            "LEFT JOIN COMMUNICATION_TASK_INFO m USING (globalTaskId)"):
+        if mname is not None:
+            out.append((Layer.COMM_TASK, f"Plane {plane}", s[mname], start, end - start, s[mtype]))
+        else:
+            kind = s[ctype] if ctype is not None else s[ttype]
+            out.append((Layer.STREAM, f"Stream {stream}", s[name] if name is not None else kind, start,
+                        end - start, kind))
+    ops = db.execute("SELECT opName, startNs, endNs, groupName FROM COMMUNICATION_OP")
+    for name, start, end, group in ops:
+        out.append((Layer.COMM_OP, s[group], s[name], start, end - start, ""))
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    steps = []
+    if "STEP_TIME" in tables:
+        steps = list(db.execute("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs"))
+    db.close()
+    return out, steps
+
+
+def _key(x):
+    return (x.layer, x.lane, x.name, x.start_ns, x.dur_ns, x.task_type)
+
+
+def test_every_record_once_in_its_step(tmp_path):
+    made = write_ascend_db(tmp_path, steps=3, tasks_per_step=20, planes=4, seed=3)
+    expected, steps = _expected(made["file"])
+    diag = Diagnostics()
+    batches = list(read_db(_rank(tmp_path), made["file"], diag, detail=True))
+    assert not diag
+    assert [b.step_id for b in batches] == [50, 51, 52]
+    assert [(b.step.start_ns, b.step.end_ns) for b in batches] == [(a, b) for _, a, b in steps]
+    got = [s for b in batches for s in b.slices if s.layer is not Layer.STEP]
+    assert Counter(map(_key, got)) == Counter(expected)
+    assert sum(s.layer is Layer.STREAM for s in got) == made["device_tasks"]
+    assert sum(s.layer is Layer.COMM_TASK for s in got) == made["comm_tasks"]
+    assert sum(s.layer is Layer.COMM_OP for s in got) == made["comm_ops"] == 3
+    for index, batch in enumerate(batches):
+        step_slices = [s for s in batch.slices if s.layer is Layer.STEP]
+        assert [(s.lane, s.name) for s in step_slices] == [("Steps", f"Step {batch.step_id}")]
+        for s in batch.slices:  # each record in the step whose interval holds its start
+            if index > 0:
+                assert s.start_ns >= batch.step.start_ns
+            if index + 1 < len(batches):
+                assert s.start_ns < batches[index + 1].step.start_ns
+    ops = [s for s in got if s.layer is Layer.COMM_OP]
+    assert {s.lane for s in ops} == {GROUP}
+    assert ops[0].args["alg_type"] == "MESH-RING" and ops[0].args["data_type"] == "FP32"
+    memcpy = next(s for s in got if s.name == "Memcpy")
+    assert memcpy.args["transport type"] == "SDMA" and memcpy.args["link type"] == "HCCS"
+    assert "rdma type" not in memcpy.args  # 65534 = N/A
+    record = next(s for s in got if s.name == "Notify_Record")
+    assert "link type" not in record.args and "data type" not in record.args  # 65535 = INVALID
+    kernel = next(s for s in got if s.task_type == "AI_CORE")
+    assert kernel.args["Op Type"] in ("MatMulV2", "TransData") and kernel.args["Model Id"] == 4294967295
+    # compute overlaps communication in each step
+    assert all(step_overlap(b).overlapped_ns > 0 for b in batches)
+
+
+def test_summary_drops_non_compute_tasks_and_keeps_ops(tmp_path):
+    made = write_ascend_db(tmp_path, steps=2, tasks_per_step=15, planes=2, seed=1)
+    batches = list(read_db(_rank(tmp_path), made["file"], Diagnostics(), detail=False))
+    got = [s for b in batches for s in b.slices]
+    streams = [s for s in got if s.layer is Layer.STREAM]
+    assert streams and all(is_compute(s.task_type) for s in streams)
+    assert len(streams) == made["compute_tasks"]
+    assert sum(s.layer is Layer.COMM_OP for s in got) == made["comm_ops"]
+    assert not any(s.layer is Layer.COMM_TASK for s in got)
+
+
+def test_without_step_time_one_pseudo_step(tmp_path):
+    made = write_ascend_db(tmp_path, steps=2, tasks_per_step=5, planes=1)
+    db = sqlite3.connect(made["file"])
+    db.execute("DROP TABLE STEP_TIME")
+    db.commit()
+    db.close()
+    expected, _ = _expected(made["file"])
+    batches = list(read_db(_rank(tmp_path), made["file"], Diagnostics(), detail=True))
+    assert len(batches) == 1 and batches[0].step is None and batches[0].step_id is None
+    assert Counter(map(_key, batches[0].slices)) == Counter(expected)
+
+
+def test_missing_optional_tables_and_bad_rows(tmp_path):
+    made = write_ascend_db(tmp_path, steps=1, tasks_per_step=5, planes=1)
+    db = sqlite3.connect(made["file"])
+    for table in ("COMPUTE_TASK_INFO", "COMMUNICATION_TASK_INFO", "COMMUNICATION_OP", "ENUM_HCCL_DATA_TYPE"):
+        db.execute(f"DROP TABLE {table}")
+    db.execute("INSERT INTO TASK (startNs, endNs, streamId) VALUES (NULL, 5, 9)")
+    db.execute("INSERT INTO TASK (startNs, endNs, streamId) VALUES (10, 5, 9)")
+    db.commit()
+    n = db.execute("SELECT count(*) FROM TASK").fetchone()[0]
+    db.close()
+    diag = Diagnostics()
+    batches = list(read_db(_rank(tmp_path), made["file"], diag, detail=True))
+    got = [s for b in batches for s in b.slices if s.layer is not Layer.STEP]
+    assert len(got) == n - 2 and all(s.layer is Layer.STREAM for s in got)
+    assert diag.counts["bad_row"] == 2
+
+
+def test_not_sqlite_or_no_task_is_an_input_error(tmp_path):
+    bad = tmp_path / "ascend_pytorch_profiler_0.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(InputError):
+        list(read_db(_rank(tmp_path), bad, Diagnostics(), detail=True))
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).execute("CREATE TABLE X (a)").connection.close()
+    with pytest.raises(InputError, match="TASK"):
+        list(read_db(_rank(tmp_path), empty, Diagnostics(), detail=True))
+    with pytest.raises(InputError):
+        db_rank(bad)
+
+
+def test_rank_and_file_untouched(tmp_path):
+    made = write_ascend_db(tmp_path, rank=3, steps=2, tasks_per_step=10, planes=2)
+    file = made["file"]
+    assert file.name == "ascend_pytorch_profiler_3.db"
+    before = hashlib.sha256(file.read_bytes()).hexdigest()
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    assert db_rank(file) == 3
+    list(read_db(_rank(tmp_path), file, Diagnostics(), detail=True))
+    assert hashlib.sha256(file.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no journal left behind
+
+
+def test_generator_is_deterministic(tmp_path):
+    a = write_ascend_db(tmp_path / "a", seed=7)
+    b = write_ascend_db(tmp_path / "b", seed=7)
+    assert {k: v for k, v in a.items() if k != "file"} == {k: v for k, v in b.items() if k != "file"}
+    assert _expected(a["file"]) == _expected(b["file"])

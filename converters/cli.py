@@ -83,17 +83,20 @@ def _ids(what: str):
 
 
 _OVERLAP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
-                    "Free", "Stage")
+                    "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
+                    "Preparing")  # step_trace_time.csv's, in its order
 
 
 def build_overlap_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trace2perfetto overlap",
-        description="Print the compute/communication overlap of every step of every rank: "
-        "Computing, Communication(Not Overlapped), Overlapped, Communication, Free and Stage "
-        "(the step's device time), in µs, computed from the device tasks and communication ops.",
+        description="Print the compute/communication overlap of every step of every rank, in µs, "
+        "computed from the device tasks and communication ops: the columns of torch_npu's "
+        "step_trace_time.csv (Computing, Communication(Not Overlapped), Overlapped, Communication, "
+        "Free, Stage = the step's device time, Bubble = time in receive ops, Communication(Not "
+        "Overlapped and Exclude Receive), Preparing = step start to first device activity).",
         epilog="example:\n  trace2perfetto overlap PROFILER_DIR --ranks 0-7 --format csv > overlap.csv\n\n"
-        "The CSV has the columns of torch_npu's step_trace_time.csv that are computed here, plus Rank.",
+        "The CSV has the columns of torch_npu's step_trace_time.csv, plus Rank and Graph.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("profile", metavar="PROFILER_DIR")
@@ -119,7 +122,8 @@ def _overlap_main(argv: list[str]) -> int:
         {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
          **dict(zip(_OVERLAP_COLUMNS, (round(v / 1000, 3) for v in (
              r.computing_ns, r.not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
-             r.stage_ns)), strict=True))}
+             r.stage_ns, r.bubble_ns, r.not_overlapped_excluding_receive_ns, r.preparing_ns)),
+             strict=True))}
         for r in rows
     ]
     if args.format == "json":

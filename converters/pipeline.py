@@ -147,6 +147,9 @@ class StepOverlap:
     overlapped_ns: int
     communication_ns: int
     free_ns: int
+    bubble_ns: int = 0  # time in receive ops (pipeline bubbles), as msprof-analyze counts it
+    not_overlapped_excluding_receive_ns: int = 0
+    preparing_ns: int = 0  # from the step's start to its first device activity
 
     @property
     def stage_ns(self) -> int:
@@ -177,9 +180,21 @@ def overlap_report(
     rows = []
     for batch in read_profile(infos, options, Diagnostics()):
         o = step_overlap(batch)
-        rows.append(StepOverlap(batch.rank, batch.graph, batch.step_id, o.computing_ns,
-                                o.not_overlapped_ns, o.overlapped_ns, o.communication_ns, o.free_ns))
+        receive = overlap.union((s.start_ns, s.end_ns) for s in batch.slices
+                                if s.layer is Layer.COMM_OP and _is_receive(s.name))
+        first = min((lane[0][0] for lane in (o.computing, o.communication) if lane), default=None)
+        preparing = first - batch.step.start_ns if batch.step and first is not None else 0
+        rows.append(StepOverlap(
+            batch.rank, batch.graph, batch.step_id, o.computing_ns, o.not_overlapped_ns,
+            o.overlapped_ns, o.communication_ns, o.free_ns, overlap.total_ns(receive),
+            overlap.total_ns(overlap.subtract(o.not_overlapped, receive)), max(preparing, 0),
+        ))
     return rows
+
+
+def _is_receive(op_name: str) -> bool:
+    name = op_name.lower()
+    return "receive" in name or "recv" in name
 
 
 def _encoder(out_format: Format, origin_ns: int, rank_index: int = -1) -> PerfettoEncoder | ChromeJsonEncoder:

@@ -205,3 +205,22 @@ def test_flows_become_arrows_between_the_slices_they_bind(sample, tmp_path):
     events = orjson.loads(js.read_bytes())
     read_chrome_json(js.read_bytes())
     assert sum(1 for e in events if e.get("ph") == "f") == arrows
+
+
+@pytest.mark.parametrize("source", ["trace_view", "kernel_details"])
+def test_overlap_command_csv_equals_step_trace_time_column_by_column(sample, kernel_details_only, source,
+                                                                     capsys):
+    import io
+
+    root = sample if source == "trace_view" else kernel_details_only
+    assert main(["overlap", str(root), "--format", "csv"]) == 0
+    mine = {(r["Rank"], r["Step"]): r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    for rank in (0, 1):
+        path = sample / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                ours = mine[str(rank), row["Step"]]
+                for column, value in row.items():
+                    # kernel_details.csv has no host step start, so no Preparing time either
+                    if column != "Step" and not (column == "Preparing" and source == "kernel_details"):
+                        assert float(ours[column]) == pytest.approx(float(value), rel=1e-3, abs=1), column

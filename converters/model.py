@@ -132,6 +132,15 @@ class RankInfo:
     clock: str = ""  # how times were converted to epoch, for the rank's description
     source_paths: tuple[Path, ...] = field(default_factory=tuple)  # input files or their folders
     clock_offset_ns: int = 0  # added to the file's own time (in ns) to get epoch ns
+    groups: dict[str, tuple[int, ...]] = field(default_factory=dict)  # communication group: ranks
+
+    @property
+    def description(self) -> str:
+        """Where the rank came from and how its times were read, for the rank's process."""
+        text = f"{self.format} profile {self.path}; times: {self.clock}"
+        if self.groups:
+            text += "; groups: " + ", ".join(f"{name} {list(ranks)}" for name, ranks in self.groups.items())
+        return text
 
     @property
     def title(self) -> str:

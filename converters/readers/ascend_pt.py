@@ -64,20 +64,20 @@ def rank_info(rank_dir: Path) -> RankInfo:
         rank = max(int(info.get("rank_id", 0)), 0)  # single-card runs: none, or -1; rank 0
     except (TypeError, ValueError):
         raise InputError(info_path, "rank_id", f"expected an integer, got {info.get('rank_id')!r}") from None
-    groups = ""
+    groups: dict[str, tuple[int, ...]] = {}
     metadata_path = rank_dir / "profiler_metadata.json"
     if metadata_path.is_file():
         parallel = jsonfile.load_object(metadata_path).get("parallel_group_info") or {}
-        groups = "; groups: " + ", ".join(
-            f"{g.get('group_name', name)} {g.get('global_ranks')}" for name, g in parallel.items()
-            if isinstance(g, dict)
-        ) if parallel else ""
+        for name, group in parallel.items() if isinstance(parallel, dict) else ():
+            if isinstance(group, dict) and isinstance(group.get("global_ranks"), list):
+                groups[str(group.get("group_name") or name)] = tuple(map(int, group["global_ranks"]))
     return RankInfo(
         rank=rank,
         format=NAME,
         path=rank_dir,
         start_ns=_collection_start_ns(info),
-        clock=CLOCK + groups,
+        clock=CLOCK,
+        groups=groups,
         source_paths=sources,
     )
 

@@ -43,7 +43,7 @@ class ChromeJsonEncoder:
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid,
                            "args": {"sort_index": info.rank}})
             if info.clock:
-                labels = f"{info.format} profile {info.path}; times: {info.clock}"
+                labels = info.description
                 events.append({"ph": "M", "name": "process_labels", "pid": pid, "args": {"labels": labels}})
         return b"[\n" + _SEPARATOR.join(map(orjson.dumps, events))
 

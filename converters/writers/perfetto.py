@@ -168,7 +168,7 @@ class PerfettoEncoder:
                 + _int(_SIBLING_RANK, info.rank)
             )
             if info.clock:
-                desc += _str(_DESCRIPTION, f"{info.format} profile {info.path}; times: {info.clock}")
+                desc += _str(_DESCRIPTION, info.description)
             _packet(out, _len(_TRACK_DESC, desc) + header_tail)
         return bytes(out)
 

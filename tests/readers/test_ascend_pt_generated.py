@@ -78,3 +78,21 @@ def test_database_form_converts_end_to_end(tmp_path):
     assert sum(1 for s in decoded.slices if s.track[0] == "Communication") == (
         counts["comm_tasks"] + counts["comm_ops"])
     assert len({s.name for s in decoded.slices if s.track[0] == "Step Trace"}) == counts["steps"]
+
+
+def test_parallel_groups_are_kept_and_shown_in_the_rank_description(tmp_path):
+    import orjson
+
+    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=1, seed=3)
+    metadata = orjson.loads((generated.ranks[0].path / "profiler_metadata.json").read_bytes())
+    groups = metadata["parallel_group_info"]
+    info = discover(tmp_path)[0]
+    assert {tuple(g["global_ranks"]) for g in groups.values()} == set(info.groups.values())
+    out = tmp_path / "g.pftrace"
+    assert main([str(tmp_path), "-o", str(out)]) == 0
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    trace = pb.Trace()
+    trace.ParseFromString(out.read_bytes())
+    processes = [p.track_descriptor for p in trace.packet if p.track_descriptor.HasField("process")]
+    assert len(processes) == 2 and all("groups: " in d.description for d in processes)

@@ -50,12 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="summary: step trace and overlap lanes (small, the cluster view); "
                         "detail: also device streams, communication ops and HCCL planes, "
                         "host activity (default: %(default)s)")
-    parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"),
-                        help="ranks to keep, e.g. 0,1,4-7 (default: all)")
-    parser.add_argument("--graphs", metavar="LIST", type=_ids("graphs"),
-                        help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
-    parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
-                        help="steps (iterations) to keep, e.g. 3-5 (default: all)")
+    _add_selection(parser)
     parser.add_argument("--merge-graphs", action="store_true",
                         help="draw the steps of all kept graphs on one lane per rank")
     parser.add_argument("--max-size", metavar="SIZE", type=_max_size, default="20M",
@@ -70,6 +65,16 @@ def _max_size(text: str) -> int | None:
         return parse_size(text)
     except Trace2PerfettoError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    """--ranks, --graphs, --steps: the same on every command."""
+    parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"),
+                        help="ranks to keep, e.g. 0,1,4-7 (default: all)")
+    parser.add_argument("--graphs", metavar="LIST", type=_ids("graphs"),
+                        help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
+    parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
+                        help="steps (iterations) to keep, e.g. 3-5 (default: all)")
 
 
 def _ids(what: str):
@@ -102,9 +107,7 @@ def build_overlap_parser() -> argparse.ArgumentParser:
     parser.add_argument("profile", metavar="PROFILER_DIR")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
                         help="output on stdout (default: %(default)s)")
-    parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"), help="ranks to keep, e.g. 0,1,4-7")
-    parser.add_argument("--graphs", metavar="LIST", type=_ids("graphs"), help="graphs (model ids) to keep")
-    parser.add_argument("--steps", metavar="LIST", type=_ids("steps"), help="steps to keep, e.g. 3-5")
+    _add_selection(parser)
     return parser
 
 

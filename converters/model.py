@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 
 class Layer(str, Enum):
-    """What a slice describes; also the track group it is drawn in, in this order."""
+    """What a slice describes, in drawing order (``layout.GROUPS`` names each one's track group)."""
 
     STEP = "Step Trace"
     OVERLAP = "Overlap Analysis"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import os
 import sys
 
@@ -11,6 +12,7 @@ import orjson
 
 from .budget import parse_size
 from .errors import Trace2PerfettoError
+from .info import profile_info
 from .pipeline import Format, Kind, convert, overlap_report
 from .select import parse_ids
 
@@ -22,6 +24,7 @@ examples:
   trace2perfetto PROFILER_DIR -o - | gzip > job.pftrace.gz
   trace2perfetto PROFILER_DIR --kind detail --steps 5-8 --max-size 100M -o steps5-8.pftrace
   trace2perfetto overlap PROFILER_DIR --format csv     per rank and step: Computing, Communication, ...
+  trace2perfetto info PROFILER_DIR                     what the profile holds, and how big the output gets
 
 Open the result at https://ui.perfetto.dev (Open trace file, or drag it in).
 exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.
@@ -153,11 +156,74 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
+def build_info_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trace2perfetto info",
+        description="Show what a profile holds before converting it: per rank its format, device, "
+        "host, graphs and steps, streams and HCCL planes, record counts, input size, and an "
+        "estimate of the summary and detail output sizes (to choose --steps and --ranks under "
+        "the --max-size cap).",
+        epilog="example:\n  trace2perfetto info PROFILER_DIR\n  trace2perfetto info PROFILER_DIR "
+        "--format json | jq '.ranks[0].steps'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("profile", metavar="PROFILER_DIR")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="output on stdout (default: %(default)s); JSON follows schemas/info.schema.json")
+    parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"), help="ranks to show (default: all)")
+    return parser
+
+
+def _info_main(argv: list[str]) -> int:
+    try:
+        args = build_info_parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        contents = profile_info(args.profile, ranks=args.ranks)
+    except Trace2PerfettoError as e:
+        print(f"trace2perfetto: error: {e}", file=sys.stderr)
+        return e.exit_code
+    for warning in contents.warnings:
+        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
+    if args.format == "json":
+        document = {"path": contents.path, "estimated_bytes": contents.estimated_bytes,
+                    "ranks": [dataclasses.asdict(r) for r in contents.ranks]}
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    header = ["Rank", "Format", "Device", "Host", "Graphs", "Steps", "Streams", "Planes", "Records",
+              "Input", "Summary~", "Detail~"]
+    rows = [header]
+    for r in contents.ranks:
+        graphs = sorted({s.graph for s in r.steps if s.graph is not None})
+        rows.append([
+            str(r.rank), r.format, "" if r.device is None else str(r.device), r.host or "",
+            ",".join(map(str, graphs)) or "-", str(len(r.steps)),
+            str(len(r.lanes.get("Ascend Hardware", []))), str(len(r.lanes.get("HCCL", []))),
+            f"{sum(r.records.values()):,}", _size(r.input_bytes), _size(r.estimated_bytes["summary"]),
+            _size(r.estimated_bytes["detail"]),
+        ])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+    total = contents.estimated_bytes
+    print(f"\nestimated output (Perfetto): summary {_size(total['summary'])}, "
+          f"detail {_size(total['detail'])}; the default --max-size is 20 MiB")
+    for r in contents.ranks:
+        if r.steps:
+            first, last = r.steps[0], r.steps[-1]
+            print(f"rank {r.rank}: steps {first.step}-{last.step}, "
+                  f"{(last.end_ns - first.start_ns) / 1e9:.3f} s from the first step to the end of the last")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code (0 written, 1 broken input, 2 usage)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["overlap"]:
         return _overlap_main(argv[1:])
+    if argv[:1] == ["info"]:
+        return _info_main(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

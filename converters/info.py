@@ -1,0 +1,114 @@
+"""What a profile holds, before converting it: ``trace2perfetto info`` (issue 6).
+
+One read of every rank (as a detail conversion would, one step at a time) gathers per rank its
+format, device and host, graphs and their steps with time ranges, lanes per layer, record
+counts, input bytes, and an estimate of the output size of summary and detail, so a user can
+choose ``--steps`` and ``--ranks`` under the size cap.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .discover import discover
+from .errors import Diagnostics
+from .model import Layer, RankInfo
+from .pipeline import Kind, Options, overlap_slices, read_profile
+from .select import select_ranks
+
+# Perfetto bytes per slice, measured on the real samples and generated profiles (BENCHMARKS.md):
+# summary slices carry no args (~57 B); detail slices carry their args (~90-170 B).
+_SUMMARY_BYTES, _DETAIL_BYTES, _SAMPLE_BYTES = 58, 110, 24
+
+
+@dataclass
+class StepRange:
+    graph: int | None
+    step: int | None
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class RankContents:
+    """One rank's profile at a glance."""
+
+    rank: int
+    format: str
+    path: str
+    device: int | None
+    host: str | None
+    input_bytes: int
+    groups: dict[str, list[int]]
+    steps: list[StepRange] = field(default_factory=list)
+    lanes: dict[str, list[str]] = field(default_factory=dict)  # layer -> lane names
+    records: dict[str, int] = field(default_factory=dict)  # layer -> slices (and "Counters")
+    estimated_bytes: dict[str, int] = field(default_factory=dict)  # kind -> Perfetto bytes
+
+
+@dataclass
+class ProfileContents:
+    path: str
+    ranks: list[RankContents]
+    warnings: list[str]
+
+    @property
+    def estimated_bytes(self) -> dict[str, int]:
+        return {kind: sum(r.estimated_bytes[kind] for r in self.ranks) for kind in ("summary", "detail")}
+
+
+def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None = None) -> ProfileContents:
+    """Everything ``info`` shows about the profile under ``path``.
+
+    Raises:
+        UsageError: unknown ranks, nothing recognisable under ``path``.
+        InputError: an input file broken beyond recovery.
+    """
+    diag = Diagnostics()
+    infos = select_ranks(discover(Path(path), diag), ranks)
+    return ProfileContents(str(path), [_rank(info, diag) for info in infos], diag.messages())
+
+
+def _rank(info: RankInfo, diag: Diagnostics) -> RankContents:
+    contents = RankContents(
+        info.rank, info.format, str(info.path), info.device, info.host, _input_bytes(info),
+        {name: list(ranks) for name, ranks in info.groups.items()},
+    )
+    lanes: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    summary = detail = samples = 0
+    for batch in read_profile([info], Options(kind=Kind.DETAIL), diag):
+        if batch.step is not None:
+            contents.steps.append(StepRange(batch.graph, batch.step_id, batch.step.start_ns,
+                                            batch.step.end_ns))
+        for s in batch.slices:
+            lanes.setdefault(s.layer.value, set()).add(s.lane)
+            counts[s.layer.value] = counts.get(s.layer.value, 0) + 1
+            if s.layer.is_summary:
+                summary += 1
+            else:
+                detail += 1
+        summary += len(overlap_slices(batch))
+        samples += len(batch.samples)
+    if samples:
+        counts["Counters"] = samples
+    order = {layer.value: layer.order for layer in Layer}
+    contents.lanes = {layer: sorted(lanes[layer]) for layer in sorted(lanes, key=order.__getitem__)}
+    contents.records = counts
+    contents.estimated_bytes = {
+        "summary": summary * _SUMMARY_BYTES,
+        "detail": summary * _SUMMARY_BYTES + detail * _DETAIL_BYTES + samples * _SAMPLE_BYTES,
+    }
+    return contents
+
+
+def _input_bytes(info: RankInfo) -> int:
+    total = 0
+    for source in info.source_paths:
+        if source.is_dir():
+            total += sum(p.stat().st_size for p in source.iterdir() if p.is_file())
+        elif source.is_file():
+            total += source.stat().st_size
+    return total

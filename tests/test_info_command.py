@@ -1,0 +1,59 @@
+"""``trace2perfetto info``: what a profile holds, in a table and as JSON valid against its schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from converters import convert
+from converters.cli import main
+from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.msprof_gen import write_msprof_profile
+
+SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "info.schema.json").read_text())
+
+
+@pytest.fixture(scope="module", params=["msprof", "ascend_pt"])
+def profile(request, tmp_path_factory) -> tuple[Path, object]:
+    root = tmp_path_factory.mktemp(request.param)
+    if request.param == "msprof":
+        generated = write_msprof_profile(root, ranks=2, graphs=(2, 4), steps=3, seed=5)
+    else:
+        generated = write_ascend_pt_profile(root, ranks=2, steps=3, seed=5)
+    return root, generated
+
+
+def test_json_is_valid_and_counts_what_the_generator_wrote(profile, capsys):
+    root, generated = profile
+    assert main(["info", str(root), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    jsonschema.validate(document, SCHEMA)
+    for rank, made in zip(document["ranks"], generated.ranks, strict=True):
+        assert rank["rank"] == made.rank
+        assert rank["records"]["Ascend Hardware"] == made.device_tasks
+        assert rank["records"]["HCCL"] == made.hccl_tasks
+        assert len(rank["steps"]) == (len(made.steps) if isinstance(made.steps, list)
+                                      else made.steps * len(made.graphs))
+        assert all(s["start_ns"] < s["end_ns"] for s in rank["steps"])
+
+
+def test_estimates_are_within_a_third_of_the_real_output(profile, tmp_path, capsys):
+    root, _ = profile
+    assert main(["info", str(root), "--format", "json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)["estimated_bytes"]
+    for kind in ("summary", "detail"):
+        real = convert(root, tmp_path / f"{kind}.pftrace", kind=kind, max_bytes=None).bytes_written
+        assert 0.67 * real <= estimate[kind] <= 1.5 * real, kind
+
+
+def test_table_and_errors(profile, capsys):
+    root, _ = profile
+    assert main(["info", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "Rank" in out and "estimated output" in out
+    assert main(["info", str(root), "--ranks", "7"]) == 2
+    assert "unknown rank 7" in capsys.readouterr().err
+    assert main(["info", "--help"]) == 0

@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="never write more than SIZE bytes (K, M, G are binary; 0 = unlimited; "
                         "default: %(default)s). The summary of every step comes first, then detail "
                         "in whole steps; what is left out is said on stderr and in the trace")
+    parser.add_argument("--strict", action="store_true",
+                        help="treat warnings about the input (a file cut off by a crash, skipped "
+                        "events) as errors: exit 1 and write nothing, for CI pipelines")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print nothing but errors (no warnings, progress or summary line)")
     return parser
 
 
@@ -148,6 +153,13 @@ def _overlap_main(argv: list[str]) -> int:
     return 0
 
 
+def _progress(done_bytes: int, total_bytes: int, rank: int) -> None:
+    """Progress on a terminal: one line, rewritten as each rank is read."""
+    share = done_bytes / total_bytes if total_bytes else 1.0
+    print(f"\rtrace2perfetto: read {_size(done_bytes)} of {_size(total_bytes)} ({share:.0%}), "
+          f"rank {rank} done", end="", file=sys.stderr, flush=True)
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
@@ -233,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         result = convert(
             args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
             kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, max_bytes=args.max_size,
+            strict=args.strict, progress=None if args.quiet or not sys.stderr.isatty() else _progress,
         )
     except Trace2PerfettoError as e:
         print(f"trace2perfetto: error: {e}", file=sys.stderr)
@@ -240,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trace2perfetto: interrupted; nothing written", file=sys.stderr)
         return 130
+    if sys.stderr.isatty() and not args.quiet:
+        print("\r\033[K", end="", file=sys.stderr)  # clear the progress line
+    if args.quiet:
+        return 0
     for warning in result.warnings:
         print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
     if result.cut:

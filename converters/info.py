@@ -15,7 +15,7 @@ from pathlib import Path
 from .discover import discover
 from .errors import Diagnostics
 from .model import Layer, RankInfo
-from .pipeline import Kind, Options, overlap_slices, read_profile
+from .pipeline import Kind, Options, _input_bytes, overlap_slices, read_profile
 from .select import select_ranks
 
 # Perfetto bytes per slice, measured on the real samples and generated profiles (BENCHMARKS.md):
@@ -102,13 +102,3 @@ def _rank(info: RankInfo, diag: Diagnostics) -> RankContents:
         "detail": summary * _SUMMARY_BYTES + detail * _DETAIL_BYTES + samples * _SAMPLE_BYTES,
     }
     return contents
-
-
-def _input_bytes(info: RankInfo) -> int:
-    total = 0
-    for source in info.source_paths:
-        if source.is_dir():
-            total += sum(p.stat().st_size for p in source.iterdir() if p.is_file())
-        elif source.is_file():
-            total += source.stat().st_size
-    return total

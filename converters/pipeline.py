@@ -7,8 +7,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,7 +18,7 @@ from typing import BinaryIO
 from . import overlap
 from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Chunk, Kept, Sink, Spool, SpoolFile, assemble
 from .discover import discover
-from .errors import Diagnostics, UsageError
+from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
 from .model import SUMMARY_LAYERS, Layer, RankInfo, Slice, StepRecords, step_label
 from .readers import READERS
@@ -27,6 +27,14 @@ from .writers.chrome_json import ChromeJsonEncoder
 from .writers.perfetto import PerfettoEncoder
 
 CUT_GROUP = "Trace cut"
+
+
+class StrictError(Trace2PerfettoError):
+    """``--strict``: the input needed recovery, so nothing was written. Exit code 1."""
+
+    def __init__(self, warnings: list[str]) -> None:
+        self.warnings = warnings
+        super().__init__("--strict: " + "; ".join(warnings) + "; nothing written")
 
 
 class Kind(str, Enum):
@@ -85,6 +93,8 @@ def convert(
     fmt: Format | str | None = None,
     merge_graphs: bool = False,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
+    strict: bool = False,
+    progress: Progress | None = None,
 ) -> Result:
     """Convert the profile under ``path`` into one Perfetto or Chrome JSON trace.
 
@@ -92,7 +102,9 @@ def convert(
     stdout, or None for ``<input name>.pftrace`` beside the input. The file appears only when
     complete: it is written under a temporary name and renamed. At most ``max_bytes`` are
     written (None: no limit); what does not fit is chosen by policy and reported in
-    ``Result.cut`` and by a marker inside the trace (see ``budget``).
+    ``Result.cut`` and by a marker inside the trace (see ``budget``). ``strict`` turns the
+    warnings about the input (a cut-off file, skipped events) into an error, and nothing is
+    written. ``progress`` is called as each rank is read: (bytes read, of total, rank).
 
     Example::
 
@@ -100,7 +112,7 @@ def convert(
 
     Raises:
         UsageError: bad options, unknown ranks or graphs, nothing recognisable under ``path``.
-        InputError: an input file broken beyond recovery.
+        InputError: an input file broken beyond recovery, or, with ``strict``, any warning.
     """
     started = time.perf_counter()
     options = Options(
@@ -118,8 +130,10 @@ def convert(
     origin = min((r.start_ns for r in infos if r.start_ns is not None), default=0)
     spool = Spool()
     try:
-        diag = _encode_ranks(infos, options, out_format, origin, spool)
+        diag = _encode_ranks(infos, options, out_format, origin, spool, progress)
         diag.merge(found)
+        if strict and diag:
+            raise StrictError(diag.messages())
         encoder = _encoder(out_format, origin)
         with _open_output(target) as out:
             sink = Sink(out, max_bytes, compress=target.endswith(".gz"))
@@ -204,23 +218,49 @@ def _encoder(out_format: Format, origin_ns: int, rank_index: int = -1) -> Perfet
 
 
 def _encode_ranks(
-    infos: list[RankInfo], options: Options, out_format: Format, origin_ns: int, spool: Spool
+    infos: list[RankInfo], options: Options, out_format: Format, origin_ns: int, spool: Spool,
+    progress: Progress | None = None,
 ) -> Diagnostics:
     """Encode every rank into the spool, ranks in parallel: they are independent until written."""
     jobs = [(index, info, options, out_format, origin_ns, spool.new_file())
             for index, info in enumerate(infos)]
+    sizes = [_input_bytes(info) for info in infos]
+    done_bytes = 0
+    diag = Diagnostics()
+
+    def collect(index: int, result: tuple[list[Chunk], Diagnostics]) -> None:
+        nonlocal done_bytes
+        spool.chunks.extend(result[0])
+        diag.merge(result[1])
+        done_bytes += sizes[index]
+        if progress is not None:
+            progress(done_bytes, sum(sizes), infos[index].rank)
+
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            results = list(pool.map(_encode_rank, jobs))
+            futures = {pool.submit(_encode_rank, job): job[0] for job in jobs}
+            for future in as_completed(futures):
+                collect(futures[future], future.result())
     else:
-        results = [_encode_rank(job) for job in jobs]
-    diag = Diagnostics()
-    for chunks, rank_diag in results:
-        spool.chunks.extend(chunks)
-        diag.merge(rank_diag)
+        for job in jobs:
+            collect(job[0], _encode_rank(job))
     return diag
+
+
+Progress = Callable[[int, int, int], None]  # (input bytes read, of total, rank just finished)
+
+
+def _input_bytes(info: RankInfo) -> int:
+    """The size of what a rank's reader reads (files, or all files in a folder)."""
+    total = 0
+    for source in info.source_paths:
+        if source.is_dir():
+            total += sum(p.stat().st_size for p in source.iterdir() if p.is_file())
+        elif source.is_file():
+            total += source.stat().st_size
+    return total
 
 
 def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:

@@ -167,3 +167,35 @@ def test_summary_is_exactly_the_summary_part_of_detail(profile, tmp_path):
 
     assert rows(summary) == rows(detail)
     assert len(rows(summary)) == len(read_perfetto(summary.read_bytes()).slices)
+
+
+def test_strict_turns_a_recovered_file_into_an_error_and_writes_nothing(profile, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "crashed"
+    shutil.copytree(profile, copy)
+    victim = sorted(copy.glob("PROF_*/device_*/timeline/msprof_*.json"))[-1]
+    victim.write_bytes(victim.read_bytes()[:-200])
+    out = tmp_path / "strict.pftrace"
+    assert main([str(copy), "--strict", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "--strict" in err and "cut off at byte" in err and "nothing written" in err
+    assert not out.exists() and not list(tmp_path.glob(".strict.pftrace*"))
+    assert main([str(profile), "--strict", "-o", str(out)]) == 0  # a clean input passes
+
+
+def test_quiet_prints_nothing_but_errors(profile, tmp_path, capsys):
+    assert main([str(profile), "-q", "-o", str(tmp_path / "q.pftrace")]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([str(tmp_path / "missing"), "-q"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_progress_reports_each_rank_and_reaches_the_total(profile, tmp_path):
+    from converters import convert
+
+    calls: list[tuple[int, int, int]] = []
+    convert(profile, tmp_path / "p.pftrace", progress=lambda *call: calls.append(call))
+    assert sorted(rank for _, _, rank in calls) == [0, 1, 2]
+    assert calls[-1][0] == calls[-1][1] > 0
+    assert [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)

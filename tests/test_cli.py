@@ -199,3 +199,27 @@ def test_progress_reports_each_rank_and_reaches_the_total(profile, tmp_path):
     assert sorted(rank for _, _, rank in calls) == [0, 1, 2]
     assert calls[-1][0] == calls[-1][1] > 0
     assert [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
+
+
+def test_progress_shows_on_a_terminal_and_not_in_a_pipe(profile, tmp_path):
+    import os
+    import pty
+
+    out = tmp_path / "tty.pftrace"
+    argv = [sys.executable, "-m", "converters", str(profile), "-o", str(out)]
+    master, slave = pty.openpty()
+    done = subprocess.run(argv, stderr=slave, stdout=subprocess.DEVNULL, check=False)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            block = os.read(master, 1 << 16)
+        except OSError:
+            break
+        if not block:
+            break
+        shown += block
+    os.close(master)
+    assert done.returncode == 0 and b"read " in shown and b"rank " in shown
+    piped = subprocess.run(argv, capture_output=True, check=False)
+    assert b"read " not in piped.stderr and b"wrote" in piped.stderr

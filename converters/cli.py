@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import os
 import sys
+from pathlib import Path
 
 import orjson
 
@@ -15,6 +16,7 @@ from .errors import Trace2PerfettoError
 from .info import profile_info
 from .pipeline import Format, Kind, convert, overlap_report
 from .select import parse_ids
+from .serve import serve_once
 
 _EXAMPLES = """\
 examples:
@@ -25,6 +27,7 @@ examples:
   trace2perfetto PROFILER_DIR --kind detail --steps 5-8 --max-size 100M -o steps5-8.pftrace
   trace2perfetto overlap PROFILER_DIR --format csv     per rank and step: Computing, Communication, ...
   trace2perfetto info PROFILER_DIR                     what the profile holds, and how big the output gets
+  trace2perfetto PROFILER_DIR -o job.pftrace --open    convert, then open it in ui.perfetto.dev
 
 Open the result at https://ui.perfetto.dev (Open trace file, or drag it in).
 exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.
@@ -60,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="never write more than SIZE bytes (K, M, G are binary; 0 = unlimited; "
                         "default: %(default)s). The summary of every step comes first, then detail "
                         "in whole steps; what is left out is said on stderr and in the trace")
+    parser.add_argument("--open", action="store_true",
+                        help="then serve the trace once on 127.0.0.1:9001 and open it in ui.perfetto.dev "
+                        "(on a remote machine: ssh -L 9001:127.0.0.1:9001 HOST, then open the printed URL)")
     parser.add_argument("--strict", action="store_true",
                         help="treat warnings about the input (a file cut off by a crash, skipped "
                         "events) as errors: exit 1 and write nothing, for CI pipelines")
@@ -241,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    if args.open and args.output == "-":
+        print("trace2perfetto: error: --open serves a file; give -o FILE, not -o -", file=sys.stderr)
+        return 2
     try:
         result = convert(
             args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
@@ -269,7 +278,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{_size(result.bytes_written)} in {result.seconds:.2f} s",
         file=sys.stderr,
     )
-    if result.output != "-":
-        print(f"trace2perfetto: open it at https://ui.perfetto.dev (Open trace file: {where})",
-              file=sys.stderr)
+    if args.open:
+        try:
+            serve_once(Path(result.output), announce=lambda line: print(f"trace2perfetto: {line}",
+                                                                        file=sys.stderr))
+        except Trace2PerfettoError as e:
+            print(f"trace2perfetto: error: {e}", file=sys.stderr)
+            return e.exit_code
+    elif result.output != "-":
+        print(f"trace2perfetto: open it at https://ui.perfetto.dev (Open trace file: {where}), "
+              "or run again with --open", file=sys.stderr)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -223,3 +224,32 @@ def test_progress_shows_on_a_terminal_and_not_in_a_pipe(profile, tmp_path):
     assert done.returncode == 0 and b"read " in shown and b"rank " in shown
     piped = subprocess.run(argv, capture_output=True, check=False)
     assert b"read " not in piped.stderr and b"wrote" in piped.stderr
+
+
+def test_open_serves_the_trace_once_to_the_perfetto_ui(profile, tmp_path):
+    import time
+    import urllib.request
+
+    out = tmp_path / "served.pftrace"
+    env = {**os.environ, "BROWSER": "true"}  # no browser here: the URL and the ssh hint are printed
+    child = subprocess.Popen([sys.executable, "-m", "converters", str(profile), "-o", str(out), "--open"],
+                             stderr=subprocess.PIPE, env=env)
+    body = None
+    for _ in range(100):
+        try:
+            request = urllib.request.Request(f"http://127.0.0.1:9001/{out.name}",
+                                             headers={"Origin": "https://ui.perfetto.dev"})
+            with urllib.request.urlopen(request, timeout=2) as answer:
+                assert answer.headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
+                body = answer.read()
+            break
+        except OSError:
+            time.sleep(0.1)
+    assert child.wait(timeout=20) == 0
+    assert body == out.read_bytes()
+    assert b"ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/served.pftrace" in child.stderr.read()
+
+
+def test_open_needs_a_file(profile, capsys):
+    assert main([str(profile), "-o", "-", "--open"]) == 2
+    assert "--open serves a file" in capsys.readouterr().err

@@ -15,10 +15,11 @@ from fixtures.msprof_gen import write_msprof_profile
 def profiles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     made = {}
     for layout in ("timeline", "cann8"):
-        # The small profile's files already exceed the readers' 2 MiB batches.
-        small, large = (tmp_path_factory.mktemp(f"{layout}{n}") for n in (15, 150))
-        for root, steps in ((small, 15), (large, 150)):
-            write_msprof_profile(root, ranks=2, graphs=(2,), steps=steps, tasks_per_step=400,
+        # The small profile's files already hold a few of the readers' 2 MiB batches, so
+        # both runs are in their steady state: what differs is only how many steps follow.
+        small, large = (tmp_path_factory.mktemp(f"{layout}{n}") for n in (30, 300))
+        for root, steps in ((small, 30), (large, 300)):
+            write_msprof_profile(root, ranks=2, graphs=(2,), steps=steps, tasks_per_step=300,
                                  layout=layout, seed=5)
         made[layout] = (small, large)
     return made

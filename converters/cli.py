@@ -262,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trace2perfetto: interrupted; nothing written", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug, not the input: one line, and how to report it
+        print(f"trace2perfetto: error: internal error {type(e).__name__}: {e}; nothing written "
+              "(please report this with the command line)", file=sys.stderr)
+        return 1
     if sys.stderr.isatty() and not args.quiet:
         print("\r\033[K", end="", file=sys.stderr)  # clear the progress line
     if args.quiet:
@@ -280,11 +284,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.open:
         try:
-            serve_once(Path(result.output), announce=lambda line: print(f"trace2perfetto: {line}",
-                                                                        file=sys.stderr))
+            fetched = serve_once(Path(result.output),
+                                 announce=lambda line: print(f"trace2perfetto: {line}", file=sys.stderr))
+        except KeyboardInterrupt:
+            fetched = False
         except Trace2PerfettoError as e:
             print(f"trace2perfetto: error: {e}", file=sys.stderr)
             return e.exit_code
+        if not fetched:
+            print(f"trace2perfetto: stopped before the UI fetched the trace; it stays at {where}",
+                  file=sys.stderr)
     elif result.output != "-":
         print(f"trace2perfetto: open it at https://ui.perfetto.dev (Open trace file: {where}), "
               "or run again with --open", file=sys.stderr)

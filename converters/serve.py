@@ -171,7 +171,10 @@ class _OneFileHandler(BaseHTTPRequestHandler):
     timeout = 30  # seconds a connection may stay silent
 
     def _is_the_file(self) -> bool:
-        return unquote(self.path, errors="replace") == self.server.url_path
+        # The Host check stops a page on another site from reaching us by DNS rebinding.
+        port = self.server.server_address[1]
+        local = self.headers.get("Host", "") in (f"127.0.0.1:{port}", f"localhost:{port}")
+        return local and unquote(self.path, errors="replace") == self.server.url_path
 
     def do_GET(self) -> None:
         self._send_file(with_body=True)

@@ -302,3 +302,11 @@ def test_binds_loopback_only(server: Running):
         with pytest.raises(OSError):
             socket.create_connection((address, server.port), timeout=1).close()
     assert server.thread.is_alive()
+
+
+def test_a_foreign_host_header_is_refused(server: Running, trace: Path):
+    """A page elsewhere reaching 127.0.0.1 through DNS rebinding sends its own host name."""
+    target = "/" + quote(trace.name, safe="")
+    status, _, body = server.request("GET", target, {"Host": f"evil.example:{server.port}"})
+    assert status == 404 and trace.read_bytes()[:64] not in body
+    assert server.thread.is_alive()

@@ -144,17 +144,22 @@ def _kernel(row: dict[str, str], rank: RankInfo, path: Path, line: int, diag: Di
     communication = core in _COMMUNICATION
     if not detail and not communication and not is_compute(core):
         return None
-    try:
-        start_ns = chrome_trace.us_to_ns(row["Start Time(us)"].strip())
-        dur_ns = chrome_trace.us_to_ns(row["Duration(us)"].strip())
+    try:  # a row cut short (the job crashed) lacks its last columns: None
+        start_ns = chrome_trace.us_to_ns((row.get("Start Time(us)") or "").strip())
+        dur_ns = chrome_trace.us_to_ns((row.get("Duration(us)") or "").strip())
     except (ValueError, ArithmeticError):
-        diag.warn("bad_row", f"{path}: line {line}: expected times in µs; skipped")
+        diag.warn("bad_row", f"{path}: line {line}: expected Start Time(us) and Duration(us); skipped")
         return None
-    args = {key: row[key].strip() for key in _KEPT if (row.get(key) or "").strip() not in ("", "N/A")}
+    if dur_ns < 0:
+        diag.warn("bad_row", f"{path}: line {line}: negative duration; skipped")
+        return None
+    values = {key: (row.get(key) or "").strip() for key in _KEPT}
+    args = {key: value for key, value in values.items() if value not in ("", "N/A")}
+    name = row.get("Name") or "?"
     if communication:
-        return Slice(rank.rank, Layer.COMM_OP, "Communication", row["Name"], start_ns, dur_ns, args)
-    lane = f"Stream {(row.get('Stream ID') or '?').strip()}"
-    return Slice(rank.rank, Layer.STREAM, lane, row["Name"], start_ns, dur_ns, args, core)
+        return Slice(rank.rank, Layer.COMM_OP, "Communication", name, start_ns, dur_ns, args)
+    lane = f"Stream {values['Stream ID'] or '?'}"
+    return Slice(rank.rank, Layer.STREAM, lane, name, start_ns, dur_ns, args, core)
 
 
 def _flush(spill: StepSpill, batch: dict[int | None, list[Slice]]) -> None:

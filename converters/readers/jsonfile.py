@@ -159,8 +159,9 @@ def _split_array(
                 return
             buf += more
             for match in list(_SPLIT.finditer(buf, max(0, len(buf) - _TAIL)))[::-1][:_TRIES]:
+                piece = _utf8(path, buf[: match.start() + 1], base, diag)
                 try:
-                    events = decode(b"[" + buf[: match.start() + 1] + b"]")
+                    events = decode(b"[" + piece + b"]")
                 except ValueError:
                     continue
                 yield events
@@ -175,6 +176,8 @@ def _split_array(
 
 def _tail(path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], buf: bytes, base: int) -> list:
     """The last events of the file: ``buf`` holds them and the closing bracket, or was cut off."""
+    whole = _without_partial_character(buf)
+    buf = _utf8(path, whole, base, diag) + buf[len(whole):]
     try:
         return decode(b"[" + buf)
     except ValueError:
@@ -187,6 +190,20 @@ def _tail(path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], b
         if not e.where.startswith("byte "):
             raise
         raise InputError(path, f"byte {base - 1 + int(e.where[5:])}", e.reason) from None
+
+
+def _utf8(path: Path, data: bytes, base: int, diag: Diagnostics) -> bytes:
+    """``data``, with any bytes that are not UTF-8 (a name from a mis-encoded source) replaced.
+
+    The decoders check strings but not the raw ``args`` kept undecoded, and a writer must never
+    pass bytes on that make its own output invalid.
+    """
+    try:
+        data.decode("utf-8")
+        return data
+    except UnicodeDecodeError as e:
+        diag.warn("not_utf8", f"{path}: byte {base + e.start}: bytes that are not UTF-8; replaced by U+FFFD")
+        return data.decode("utf-8", "replace").encode("utf-8")
 
 
 def _raise_if_broken(path: Path, buf: bytes, base: int) -> None:

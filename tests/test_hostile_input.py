@@ -1,0 +1,134 @@
+"""Bad input never crashes the tool (issue 6): a correct conversion with a warning, or exit 1/2
+with one clear line, never a traceback, a hang, a partial output or a change to the input."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from trace_check import read_perfetto
+
+from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.msprof_gen import write_msprof_profile
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory) -> dict[str, Path]:
+    made = {}
+    for name, write in (
+        ("timeline", lambda p: write_msprof_profile(p, ranks=2, steps=2, tasks_per_step=20, seed=1)),
+        ("cann8", lambda p: write_msprof_profile(p, ranks=2, steps=2, tasks_per_step=20, seed=1,
+                                                 layout="cann8")),
+        ("ascend_pt", lambda p: write_ascend_pt_profile(p, ranks=2, steps=2, tasks_per_step=20, seed=1)),
+        ("kernel_details", lambda p: write_ascend_pt_profile(p, ranks=2, steps=2, tasks_per_step=20,
+                                                             seed=1, with_trace_view=False)),
+    ):
+        root = tmp_path_factory.mktemp(name)
+        write(root)
+        made[name] = root
+    return made
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
+                  and p.suffix in (".json", ".csv") or p.name.startswith(("info.json", "start_info")))
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha1(p.read_bytes()).hexdigest() for p in root.rglob("*")
+            if p.is_file() and not p.is_symlink()}
+
+
+def _mutate(data: bytes, kind: str, at: float, blob: bytes) -> bytes:
+    cut = int(len(data) * at)
+    if kind == "truncate":
+        return data[:cut]
+    if kind == "garbage":
+        return data[:cut] + blob + data[cut + len(blob):]
+    if kind == "empty":
+        return b""
+    if kind == "types":  # numbers where strings go, strings where numbers go, nulls
+        return (data.replace(b'"ts": ', b'"ts": "x').replace(b'"ts":', b'"ts":"y')
+                .replace(b'"dur":', b'"dur":null,"_":') if at < 0.5 else
+                data.replace(b'"name":', b'"name":[1],"_":'))
+    if kind == "numbers":  # NaN, negative and huge durations
+        return data.replace(b'"dur":', b'"dur":-1e308,"_":', 3).replace(b'"dur": ', b'"dur": NaN,"_": ', 3)
+    if kind == "non-utf8":
+        return data[:cut] + b"\xff\xfe\xc3" + data[cut:]
+    if kind == "columns":  # renamed or missing CSV columns
+        first, _, rest = data.partition(b"\n")
+        return first.replace(b"Start Time", b"Begin").replace(b"Name", b"Nom") + b"\n" + rest
+    if kind == "task types":
+        return data.replace(b"AI_CORE", b"WARP_DRIVE").replace(b"Notify", b"\xe4\xb8\xad")
+    raise AssertionError(kind)
+
+
+def _run(root: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "converters", str(root), "--kind", "detail", "-o", str(out), *extra]
+    return subprocess.run(argv, capture_output=True, timeout=120, check=False)
+
+
+def _check(done: subprocess.CompletedProcess, out: Path) -> None:
+    err = done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert done.returncode in (0, 1, 2), err
+    assert not list(out.parent.glob(f".{out.name}.*")), "a partial output was left behind"
+    if done.returncode == 0:
+        read_perfetto(out.read_bytes())
+    else:
+        assert not out.exists()
+        errors = [line for line in err.splitlines() if line.startswith("trace2perfetto: error:")]
+        assert len(errors) == 1, err
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    base=st.sampled_from(["timeline", "cann8", "ascend_pt", "kernel_details"]),
+    kind=st.sampled_from(["truncate", "garbage", "empty", "types", "numbers", "non-utf8", "columns",
+                          "task types"]),
+    which=st.integers(0, 10**6),
+    at=st.floats(0.0, 1.0),
+    blob=st.binary(min_size=1, max_size=40),
+)
+def test_a_mutated_file_converts_with_a_warning_or_fails_cleanly(bases, tmp_path_factory, base, kind,
+                                                                  which, at, blob):
+    root = tmp_path_factory.mktemp("hostile") / "profile"
+    shutil.copytree(bases[base], root)
+    files = _files(root)
+    victim = files[which % len(files)]
+    victim.write_bytes(_mutate(victim.read_bytes(), kind, at, blob))
+    before = _digest(root)
+    out = root.parent / "out.pftrace"
+    _check(_run(root, out), out)
+    assert _digest(root) == before, "the input was changed"
+
+
+def test_duplicate_ranks_symlink_loops_and_unreadable_files(bases, tmp_path):
+    root = tmp_path / "job"
+    shutil.copytree(bases["timeline"], root)
+    prof = next(root.glob("PROF_*"))
+    os.symlink(root, prof / "loop")  # a directory symlink loop: not followed
+    out = tmp_path / "out.pftrace"
+    done = _run(root, out)
+    _check(done, out)
+    assert done.returncode == 0
+    shutil.copytree(prof, root / (prof.name + "_again"), symlinks=True)  # the same ranks twice
+    out = tmp_path / "out2.pftrace"
+    done = _run(root, out)
+    _check(done, out)
+    assert done.returncode == 1 and b"is also claimed by" in done.stderr
+    shutil.rmtree(root / (prof.name + "_again"))
+    victim = next(prof.glob("device_*/timeline/msprof_*.json"))
+    victim.unlink()
+    victim.mkdir()  # a file that cannot be read as one (permissions do not stop root)
+    out = tmp_path / "out3.pftrace"
+    done = _run(root, out)
+    _check(done, out)
+    assert done.returncode == 1 and victim.name.encode() in done.stderr

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from trace_check import read_perfetto
 
@@ -33,6 +33,10 @@ def bases(tmp_path_factory) -> dict[str, Path]:
         root = tmp_path_factory.mktemp(name)
         write(root)
         made[name] = root
+    real = os.environ.get("TRACE2PERFETTO_REALDATA")
+    for name in ("msprof-2rank", "ascend-pt-2rank"):  # the real samples too, when they are here
+        if real and (Path(real) / name).is_dir():
+            made[name] = Path(real) / name
     return made
 
 
@@ -88,9 +92,10 @@ def _check(done: subprocess.CompletedProcess, out: Path) -> None:
         assert len(errors) == 1, err
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    base=st.sampled_from(["timeline", "cann8", "ascend_pt", "kernel_details"]),
+    base=st.sampled_from(["timeline", "cann8", "ascend_pt", "kernel_details", "msprof-2rank",
+                          "ascend-pt-2rank"]),
     kind=st.sampled_from(["truncate", "garbage", "empty", "types", "numbers", "non-utf8", "columns",
                           "task types"]),
     which=st.integers(0, 10**6),
@@ -99,8 +104,11 @@ def _check(done: subprocess.CompletedProcess, out: Path) -> None:
 )
 def test_a_mutated_file_converts_with_a_warning_or_fails_cleanly(bases, tmp_path_factory, base, kind,
                                                                   which, at, blob):
+    assume(base in bases)
     root = tmp_path_factory.mktemp("hostile") / "profile"
     shutil.copytree(bases[base], root)
+    for path in root.rglob("*"):  # the real samples are read-only
+        path.chmod(0o755 if path.is_dir() else 0o644)
     files = _files(root)
     victim = files[which % len(files)]
     victim.write_bytes(_mutate(victim.read_bytes(), kind, at, blob))

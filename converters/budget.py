@@ -15,6 +15,7 @@ left out is said twice: a warning for the caller and a marker inside the trace.
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
 import struct
@@ -61,6 +62,8 @@ class Chunk:
     offset: int
     length: int
     slices: int
+    sequence: tuple[int, int] = (0, 0)  # (rank, packet sequence): chunks that share interning
+    ordinal: int = 0  # its place in its sequence: a chunk needs all earlier ones before it
 
 
 class SpoolFile:
@@ -71,6 +74,7 @@ class SpoolFile:
         self.chunks: list[Chunk] = []
         self._file: BinaryIO | None = None
         self._end = 0
+        self._ordinals: dict[int, int] = {}
 
     def __enter__(self) -> SpoolFile:
         self._file = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115
@@ -79,10 +83,13 @@ class SpoolFile:
     def __exit__(self, *_: object) -> None:
         self._file.close()
 
-    def add(self, step: int | None, start_ns: int, rank: int, part: str, data: bytes, slices: int) -> None:
+    def add(self, step: int | None, start_ns: int, rank: int, part: str, data: bytes, slices: int,
+            sequence: int = 0) -> None:
         if data:
             self._file.write(data)
-            self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices))
+            ordinal = self._ordinals[sequence] = self._ordinals.get(sequence, -1) + 1
+            self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices,
+                                     (rank, sequence), ordinal))
             self._end += len(data)
 
 
@@ -176,6 +183,7 @@ class Kept:
     summary_steps: list[int | None] = field(default_factory=list)
     detail_steps: list[int | None] = field(default_factory=list)
     has_detail: bool = False
+    out_of_order: int = 0  # chunks left out because their rank's steps ran in another order
     ranks: int = 0
     slices: int = 0
     first_left_out_ns: int | None = None
@@ -231,14 +239,23 @@ def assemble(
         raise UsageError(f"--max-size {sink.limit} is too small: the trace header alone needs more")
     groups = _groups(spool.chunks, order)
     last_group = list(groups)[-1] if groups else None
+    written: dict[tuple[int, int], int] = {}  # sequence -> ordinal of its last chunk written
     for part, done in ((SUMMARY, kept.summary_steps), (DETAIL, kept.detail_steps)):
         for step in order:
-            chunks = groups.get((part, step), [])
+            # A chunk goes only right after the one before it in its sequence (interning, tracks);
+            # with steps in the order they ran that always holds, except for a rank whose step
+            # ids run in another order than the other ranks' (a broken step trace): its later
+            # chunks are then left out, and said so.
+            chunks = [c for c in groups.get((part, step), [])
+                      if written.get(c.sequence, -1) == c.ordinal - 1]
+            kept.out_of_order += len(groups.get((part, step), [])) - len(chunks)
             # The last group needs no room for a marker: if it fits, nothing is left out.
             room = sink.closing_bytes(footer) if (part, step) == last_group else reserve
             if not sink.write((b for c in chunks for b in spool.read(c)), room):
-                kept.first_left_out_ns = min(c.start_ns for c in chunks)
+                kept.first_left_out_ns = min((c.start_ns for c in chunks), default=None)
                 break
+            for c in chunks:
+                written[c.sequence] = c.ordinal
             done.append(step)
             kept.slices += sum(c.slices for c in chunks)
         if len(done) < len(order):
@@ -253,10 +270,40 @@ def assemble(
 
 
 def _steps_in_time_order(chunks: list[Chunk]) -> list[int | None]:
+    """Steps by when they first started on any rank, but never before a step that comes earlier
+    in some rank's own sequence of chunks (which is the order it was encoded in)."""
     first: dict[int | None, int] = {}
     for c in chunks:
         first[c.step] = min(first.get(c.step, c.start_ns), c.start_ns)
-    return sorted(first, key=lambda step: (first[step], -1 if step is None else step))
+    after: dict[int | None, set[int | None]] = {step: set() for step in first}
+    waiting = dict.fromkeys(first, 0)
+    previous: dict[tuple[tuple[int, int], str], int | None] = {}
+    for c in sorted(chunks, key=lambda c: (c.sequence, c.part, c.ordinal)):
+        key = (c.sequence, c.part)
+        if key in previous and previous[key] != c.step and c.step not in after[previous[key]]:
+            after[previous[key]].add(c.step)
+            waiting[c.step] += 1
+        previous[key] = c.step
+    rank = {step: (first[step], -1 if step is None else step) for step in first}
+    ready = [(rank[s], i, s) for i, s in enumerate(first) if waiting[s] == 0]
+    heapq.heapify(ready)
+    order: list[int | None] = []
+    left = set(first)
+    while left:
+        if not ready:  # ranks disagree on the order of some steps: take the earliest anyway
+            step = min(left, key=rank.__getitem__)
+            waiting[step] = 0
+            ready.append((rank[step], 0, step))
+        _, _, step = heapq.heappop(ready)
+        if step not in left:
+            continue
+        left.discard(step)
+        order.append(step)
+        for nxt in after[step]:
+            waiting[nxt] -= 1
+            if waiting[nxt] == 0 and nxt in left:
+                heapq.heappush(ready, (rank[nxt], len(order), nxt))
+    return order
 
 
 def _groups(chunks: list[Chunk], order: list[int | None]) -> dict[tuple[str, int | None], list[Chunk]]:

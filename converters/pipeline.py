@@ -145,7 +145,10 @@ def convert(
         output=target, format=out_format, ranks=[r.rank for r in infos],
         steps=sum(step is not None for step in kept.summary_steps), slices=kept.slices,
         bytes_written=sink.written, seconds=time.perf_counter() - started,
-        warnings=diag.messages(), cut=None if kept.complete else f"{kept.describe()}; {kept.hint()}",
+        warnings=diag.messages() + ([f"{kept.out_of_order} chunks of ranks whose step ids run in "
+                                     "another order than the others' were left out"]
+                                    if kept.out_of_order else []),
+        cut=None if kept.complete else f"{kept.describe()}; {kept.hint()}",
     )
 
 
@@ -269,7 +272,7 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:
     index, info, options, out_format, origin_ns, path = job
     diag, lanes = Diagnostics(), Lanes()
     encoder = _encoder(out_format, origin_ns, index)
-    sequences: dict[tuple[str, int | None], int] = {}
+    sequences: dict[tuple[str, int | None, bool], int] = {}
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
             slices = records_to_write(batch, options)
@@ -278,10 +281,12 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:
             samples = batch.samples if options.kind is Kind.DETAIL else []
             for part, mine, values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
                 if mine or values:
-                    sequence = sequences.setdefault((part, batch.graph), len(sequences))
+                    # the pseudo step (no step trace) is a sequence apart: it has no place in time
+                    key = (part, batch.graph, batch.step_id is None)
+                    sequence = sequences.setdefault(key, len(sequences))
                     events = lanes.place(sorted(mine, key=by_lane_and_start), values)
                     spool.add(batch.step_id, batch.start_ns, batch.rank, part,
-                              encoder.chunk(sequence, events), len(mine))
+                              encoder.chunk(sequence, events), len(mine), sequence)
     return spool.chunks, diag
 
 

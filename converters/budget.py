@@ -246,16 +246,19 @@ def assemble(
             # with steps in the order they ran that always holds, except for a rank whose step
             # ids run in another order than the other ranks' (a broken step trace): its later
             # chunks are then left out, and said so.
-            chunks = [c for c in groups.get((part, step), [])
-                      if written.get(c.sequence, -1) == c.ordinal - 1]
-            kept.out_of_order += len(groups.get((part, step), [])) - len(chunks)
+            chunks, after = [], dict(written)
+            for c in groups.get((part, step), []):  # in encoding order within the group
+                if after.get(c.sequence, -1) == c.ordinal - 1:
+                    chunks.append(c)
+                    after[c.sequence] = c.ordinal
+                else:
+                    kept.out_of_order += 1
             # The last group needs no room for a marker: if it fits, nothing is left out.
             room = sink.closing_bytes(footer) if (part, step) == last_group else reserve
             if not sink.write((b for c in chunks for b in spool.read(c)), room):
                 kept.first_left_out_ns = min((c.start_ns for c in chunks), default=None)
                 break
-            for c in chunks:
-                written[c.sequence] = c.ordinal
+            written = after
             done.append(step)
             kept.slices += sum(c.slices for c in chunks)
         if len(done) < len(order):

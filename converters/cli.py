@@ -16,7 +16,6 @@ from .errors import Trace2PerfettoError
 from .info import profile_info
 from .pipeline import Format, Kind, convert, overlap_report
 from .select import parse_ids
-from .serve import serve_once
 
 _EXAMPLES = """\
 examples:
@@ -283,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     if args.open:
+        from .serve import serve_once  # only here: the HTTP server is not needed otherwise
+
         try:
             fetched = serve_once(Path(result.output),
                                  announce=lambda line: print(f"trace2perfetto: {line}", file=sys.stderr))

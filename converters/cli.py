@@ -132,8 +132,7 @@ def _overlap_main(argv: list[str]) -> int:
     try:
         rows = overlap_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps)
     except Trace2PerfettoError as e:
-        print(f"trace2perfetto: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return _error(e)
     records = [
         {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
          **dict(zip(_OVERLAP_COLUMNS, (round(v / 1000, 3) for v in (
@@ -151,9 +150,7 @@ def _overlap_main(argv: list[str]) -> int:
     else:
         header = ["Rank", "Graph", "Step", *_OVERLAP_COLUMNS]
         cells = [header] + [["" if rec[h] is None else str(rec[h]) for h in header] for rec in records]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-        for row in cells:
-            print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+        _print_table(cells)
         print("(µs; Stage = Computing + Communication(Not Overlapped) + Free)")
     return 0
 
@@ -167,6 +164,19 @@ def _progress(done_bytes: int, total_bytes: int, rank: int) -> None:
 
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    """Rows of cells, right-aligned in columns; the first row is the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def _error(e: Trace2PerfettoError) -> int:
+    """The one line a failure prints, and its exit code."""
+    print(f"trace2perfetto: error: {e}", file=sys.stderr)
+    return e.exit_code
 
 
 def _size(n: int) -> str:
@@ -199,8 +209,7 @@ def _info_main(argv: list[str]) -> int:
     try:
         contents = profile_info(args.profile, ranks=args.ranks)
     except Trace2PerfettoError as e:
-        print(f"trace2perfetto: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return _error(e)
     for warning in contents.warnings:
         print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
     if args.format == "json":
@@ -220,9 +229,7 @@ def _info_main(argv: list[str]) -> int:
             f"{sum(r.records.values()):,}", _size(r.input_bytes), _size(r.estimated_bytes["summary"]),
             _size(r.estimated_bytes["detail"]),
         ])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+    _print_table(rows)
     total = contents.estimated_bytes
     print(f"\nestimated output (Perfetto): summary {_size(total['summary'])}, "
           f"detail {_size(total['detail'])}; the default --max-size is 20 MiB")
@@ -256,8 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             strict=args.strict, progress=None if args.quiet or not sys.stderr.isatty() else _progress,
         )
     except Trace2PerfettoError as e:
-        print(f"trace2perfetto: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return _error(e)
     except KeyboardInterrupt:
         print("trace2perfetto: interrupted; nothing written", file=sys.stderr)
         return 130
@@ -290,8 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             fetched = False
         except Trace2PerfettoError as e:
-            print(f"trace2perfetto: error: {e}", file=sys.stderr)
-            return e.exit_code
+            return _error(e)
         if not fetched:
             print(f"trace2perfetto: stopped before the UI fetched the trace; it stays at {where}",
                   file=sys.stderr)

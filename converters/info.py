@@ -15,7 +15,7 @@ from pathlib import Path
 from .discover import discover
 from .errors import Diagnostics
 from .model import Layer, RankInfo
-from .pipeline import Kind, Options, _input_bytes, overlap_slices, read_profile
+from .pipeline import Kind, Options, input_bytes, overlap_slices, read_profile
 from .select import select_ranks
 
 # Perfetto bytes per slice, measured on the real samples and generated profiles (BENCHMARKS.md):
@@ -73,7 +73,7 @@ def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None =
 
 def _rank(info: RankInfo, diag: Diagnostics) -> RankContents:
     contents = RankContents(
-        info.rank, info.format, str(info.path), info.device, info.host, _input_bytes(info),
+        info.rank, info.format, str(info.path), info.device, info.host, input_bytes(info),
         {name: list(ranks) for name, ranks in info.groups.items()},
     )
     lanes: dict[str, set[str]] = {}

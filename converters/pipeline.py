@@ -227,7 +227,7 @@ def _encode_ranks(
     """Encode every rank into the spool, ranks in parallel: they are independent until written."""
     jobs = [(index, info, options, out_format, origin_ns, spool.new_file())
             for index, info in enumerate(infos)]
-    sizes = [_input_bytes(info) for info in infos]
+    sizes = [input_bytes(info) for info in infos]
     done_bytes = 0
     diag = Diagnostics()
 
@@ -255,7 +255,7 @@ def _encode_ranks(
 Progress = Callable[[int, int, int], None]  # (input bytes read, of total, rank just finished)
 
 
-def _input_bytes(info: RankInfo) -> int:
+def input_bytes(info: RankInfo) -> int:
     """The size of what a rank's reader reads (files, or all files in a folder)."""
     total = 0
     for source in info.source_paths:

@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trace2perfetto",
         description="Convert Ascend profiler output (CANN msprof PROF_* directories, torch_npu and "
-        "MindSpore *_ascend_pt / *_ascend_ms directories) into one Perfetto trace with every rank "
+        "MindSpore *_ascend_pt / *_ascend_ms directories, MindSpore 1.x profiler folders, MindSpore "
+        "host_info) into one Perfetto trace with every rank "
         "on one timeline: step trace, compute/communication overlap lanes and, with --kind detail, "
         "device streams, communication ops, HCCL planes and host activity.",
         epilog=_EXAMPLES,
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(parser)
     parser.add_argument("--merge-graphs", action="store_true",
                         help="draw the steps of all kept graphs on one lane per rank")
+    parser.add_argument("--host-level", type=int, choices=(0, 1), default=0,
+                        help="host stages to draw from host_info (detail only): 0 = all, those for "
+                        "framework developers too; 1 = those for users only (default: %(default)s)")
     parser.add_argument("--max-size", metavar="SIZE", type=_max_size, default="20M",
                         help="never write more than SIZE bytes (K, M, G are binary; 0 = unlimited; "
                         "default: %(default)s). The summary of every step comes first, then detail "
@@ -259,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = convert(
             args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-            kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, max_bytes=args.max_size,
+            kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, host_level=args.host_level,
+            max_bytes=args.max_size,
             strict=args.strict, progress=None if args.quiet or not sys.stderr.isatty() else _progress,
         )
     except Trace2PerfettoError as e:

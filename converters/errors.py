@@ -44,6 +44,7 @@ class Diagnostics:
 
     counts: dict[str, int] = field(default_factory=dict)
     examples: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # facts, not damage: --strict ignores them
 
     def warn(self, kind: str, message: str) -> None:
         if self.examples.get(kind) == message:  # the same file read twice says it once
@@ -51,19 +52,26 @@ class Diagnostics:
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.examples.setdefault(kind, message)
 
+    def note(self, kind: str, message: str) -> None:
+        """Something the user must know that is no damage (a rank not aligned to wall time)."""
+        self.notes.setdefault(kind, message)
+
     def merge(self, other: Diagnostics) -> None:
         """Add another reader's counts (the first example of each kind stays)."""
         for kind, count in other.counts.items():
             self.counts[kind] = self.counts.get(kind, 0) + count
             self.examples.setdefault(kind, other.examples[kind])
+        for kind, message in other.notes.items():
+            self.notes.setdefault(kind, message)
 
     def messages(self) -> list[str]:
-        """One line per kind: the first example, and how many more there were."""
+        """One line per kind: the first example, and how many more there were; then the notes."""
         lines = []
         for kind, count in self.counts.items():
             more = f" (and {count - 1} more like it)" if count > 1 else ""
             lines.append(self.examples[kind] + more)
-        return lines
+        return lines + list(self.notes.values())
 
     def __bool__(self) -> bool:
+        """Whether the input needed recovery (notes do not count)."""
         return bool(self.counts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .model import Layer, Sample, Slice
+from .model import HOST_MEMORY, Layer, Sample, Slice
 from .overlap import LANES as OVERLAP_LANES
 
 _SUBLANES = 64  # order slots per lane: sub-lanes beyond this share the last slot
@@ -42,6 +42,7 @@ class Track(NamedTuple):
     group_order: int
     lane: str
     lane_order: int
+    counter: str | None = None  # None: a slice track; else a counter track and its unit ("bytes" or "")
 
 
 class Begin(NamedTuple):
@@ -135,8 +136,11 @@ class Lanes:
     def _counter_track(self, sample: Sample) -> Track:
         track = self._counters.get((sample.rank, sample.lane))
         if track is None:
+            host = sample.lane == HOST_MEMORY  # drawn with the host threads, below them
+            group = GROUPS[Layer.HOST] if host else COUNTER_GROUP
             track = self._counters[sample.rank, sample.lane] = Track(
-                sample.rank, COUNTER_GROUP, GROUP_ORDER[COUNTER_GROUP], sample.lane, len(self._counters)
+                sample.rank, group, GROUP_ORDER[group], sample.lane,
+                _COMM_TASK_BASE * 2 if host else len(self._counters), "bytes" if host else "",
             )
         return track
 

@@ -62,6 +62,9 @@ class Slice(NamedTuple):
         return self.start_ns + self.dur_ns
 
 
+HOST_MEMORY = "Host memory"  # the counter of a rank's host memory (bytes), drawn in the Host group
+
+
 class Sample(NamedTuple):
     """One value of a counter (HBM bandwidth, AI Core frequency, memory) at ``start_ns``."""
 
@@ -133,11 +136,15 @@ class RankInfo:
     source_paths: tuple[Path, ...] = field(default_factory=tuple)  # input files or their folders
     clock_offset_ns: int = 0  # added to the file's own time (in ns) to get epoch ns
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)  # communication group: ranks
+    wall_clock: bool = True  # False: the rank's own timebase, not aligned with other ranks
+    host_paths: tuple[Path, ...] = ()  # host_info files of this rank, read with its steps in detail
 
     @property
     def description(self) -> str:
         """Where the rank came from and how its times were read, for the rank's process."""
         text = f"{self.format} profile {self.path}; times: {self.clock}"
+        if self.host_paths:
+            text += f"; host activity: {self.host_paths[0].parent}"
         if self.groups:
             text += "; groups: " + ", ".join(f"{name} {list(ranks)}" for name, ranks in self.groups.items())
         return text

@@ -21,7 +21,7 @@ from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
 from .model import SUMMARY_LAYERS, Layer, RankInfo, Slice, StepRecords, step_label
-from .readers import READERS
+from .readers import READERS, host_info
 from .select import check_graphs, keep_step, select_ranks
 from .writers.chrome_json import ChromeJsonEncoder
 from .writers.perfetto import PerfettoEncoder
@@ -62,6 +62,7 @@ class Options:
     steps: frozenset[int] | None = None
     kind: Kind = Kind.SUMMARY
     merge_graphs: bool = False
+    host_level: int = 0  # host stages of lower levels are left out (1: the users' stages only)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
@@ -92,6 +93,7 @@ def convert(
     kind: Kind | str = Kind.SUMMARY,
     fmt: Format | str | None = None,
     merge_graphs: bool = False,
+    host_level: int = 0,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     strict: bool = False,
     progress: Progress | None = None,
@@ -104,7 +106,8 @@ def convert(
     written (None: no limit); what does not fit is chosen by policy and reported in
     ``Result.cut`` and by a marker inside the trace (see ``budget``). ``strict`` turns the
     warnings about the input (a cut-off file, skipped events) into an error, and nothing is
-    written. ``progress`` is called as each rank is read: (bytes read, of total, rank).
+    written. ``host_level`` 1 keeps only the host stages that MindSpore marks for users.
+    ``progress`` is called as each rank is read: (bytes read, of total, rank).
 
     Example::
 
@@ -121,6 +124,7 @@ def convert(
         steps=None if steps is None else frozenset(steps),
         kind=Kind(kind),
         merge_graphs=merge_graphs,
+        host_level=host_level,
     )
     target = _default_output(Path(path)) if output is None else str(output)
     out_format = _output_format(target, fmt)
@@ -258,7 +262,7 @@ Progress = Callable[[int, int, int], None]  # (input bytes read, of total, rank 
 def input_bytes(info: RankInfo) -> int:
     """The size of what a rank's reader reads (files, or all files in a folder)."""
     total = 0
-    for source in info.source_paths:
+    for source in info.source_paths + info.host_paths:
         if source.is_dir():
             total += sum(p.stat().st_size for p in source.iterdir() if p.is_file())
         elif source.is_file():
@@ -299,8 +303,12 @@ def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:
 def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
     """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order."""
     readers = {r.NAME: r for r in READERS}
+    detail = options.kind is Kind.DETAIL
     for info in infos:
-        for batch in readers[info.format].read(info, diag, detail=options.kind is Kind.DETAIL):
+        steps = readers[info.format].read(info, diag, detail=detail)
+        if detail and info.host_paths:
+            steps = host_info.attach(steps, info, diag, min_level=options.host_level)
+        for batch in steps:
             if keep_step(batch, options.graphs, options.steps):
                 yield batch
 

@@ -1,15 +1,19 @@
-"""Input formats. Each module exposes ``NAME``, ``sniff``, ``rank_info`` and ``read``.
+"""Input formats. Each module exposes ``NAME``, ``sniff``, ``rank_infos`` and ``read``.
 
-``READERS`` lists them from the most to the least specific; discovery asks each in turn.
+``READERS`` lists them from the most to the least specific; discovery asks each in turn. A
+reader with ``ATTACHES`` (host_info) adds to the device ranks of the same id rather than
+competing with them.
 """
 
-from . import ascend_pt, msprof
+from . import ascend_pt, host_info, mindspore1x, msprof
 
-READERS = (ascend_pt, msprof)
+READERS = (ascend_pt, msprof, mindspore1x, host_info)
 
 # What discovery looked for, for the "nothing recognisable" message.
 LOOKED_FOR = (
     "ascend_pt: *_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json; "
     "msprof: PROF_*/device_N/ with info.json.N and timeline/*.json or "
-    "../mindstudio_profiler_output/msprof_*.json"
+    "../mindstudio_profiler_output/msprof_*.json; "
+    "mindspore1x: a profiler/ folder with output_timeline_data_N.txt or hccl_info/*/iterN.trace; "
+    "host_info: host_info/ with host_info_N.csv or timeline_N.json"
 )

@@ -49,7 +49,7 @@ def _sources(rank_dir: Path) -> tuple[Path, ...]:
     return ()
 
 
-def rank_info(rank_dir: Path) -> RankInfo:
+def rank_infos(rank_dir: Path) -> list[RankInfo]:
     """Rank, collection start and communication groups, from the two small JSON files.
 
     Raises:
@@ -71,7 +71,7 @@ def rank_info(rank_dir: Path) -> RankInfo:
         for name, group in parallel.items() if isinstance(parallel, dict) else ():
             if isinstance(group, dict) and isinstance(group.get("global_ranks"), list):
                 groups[str(group.get("group_name") or name)] = tuple(map(int, group["global_ranks"]))
-    return RankInfo(
+    return [RankInfo(
         rank=rank,
         format=NAME,
         path=rank_dir,
@@ -79,7 +79,7 @@ def rank_info(rank_dir: Path) -> RankInfo:
         clock=CLOCK,
         groups=groups,
         source_paths=sources,
-    )
+    )]
 
 
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:

@@ -39,7 +39,7 @@ def sniff(device_dir: Path) -> bool:
     return bool(_timeline_files(device_dir) or _cann8_files(device_dir))
 
 
-def rank_info(device_dir: Path) -> RankInfo:
+def rank_infos(device_dir: Path) -> list[RankInfo]:
     """Read rank, device, host and clock of one device directory (small files only).
 
     Raises:
@@ -54,7 +54,7 @@ def rank_info(device_dir: Path) -> RankInfo:
     timeline = _timeline_files(device_dir)
     graphs = sorted({int(m.group(3)) for m in map(_TIMELINE.match, (p.name for p in timeline))})
     start_ns, offset_ns = _clock(device_dir)
-    return RankInfo(
+    return [RankInfo(
         rank=int(rank),
         format=NAME,
         path=device_dir,
@@ -66,7 +66,7 @@ def rank_info(device_dir: Path) -> RankInfo:
         # the folders, not every file: a long job has thousands, and every worker would copy them
         source_paths=(device_dir / "timeline",) if timeline else tuple(_cann8_files(device_dir)),
         clock_offset_ns=offset_ns,
-    )
+    )]
 
 
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..layout import COUNTER_GROUP, End, Track, Value
+from ..layout import End, Track, Value
 from ..model import RankInfo
 
 _HEADER_SEQUENCE = 1
@@ -36,6 +36,7 @@ _FIRST_ON_SEQUENCE = 87
 _CLEARED, _NEEDS_STATE = 1, 2
 # TrackDescriptor
 _UUID, _NAME, _PROCESS, _PARENT, _DESCRIPTION, _COUNTER_DESC = 1, 2, 3, 5, 14, 8
+_COUNTER_UNIT, _UNIT_BYTES = 3, 3  # CounterDescriptor.unit = UNIT_SIZE_BYTES
 _CHILD_ORDERING, _SIBLING_RANK, _PROCESS_ORDERING = 11, 12, 19
 _EXPLICIT, _PROCESS_ORDERING_EXPLICIT = 3, 1
 # ProcessDescriptor
@@ -275,10 +276,9 @@ class PerfettoEncoder:
             _descriptor(out, seq, parent, self._process_uuid(track.rank), track.group, track.group_order)
             seq.tracks[group_key] = (b"", b"")
         uuid = self._uuids.get(track) or self._new_uuid(track)
-        counter = track.group == COUNTER_GROUP
-        _descriptor(out, seq, uuid, parent, track.lane, track.lane_order, counter)
+        _descriptor(out, seq, uuid, parent, track.lane, track.lane_order, track.counter)
         uuid_field = _int(_TRACK_UUID, uuid)
-        if counter:
+        if track.counter is not None:
             prefixes = seq.tracks[track] = (_int(_TYPE, _COUNTER) + uuid_field, b"")
             return prefixes
         end = _len(_TRACK_EVENT, _int(_TYPE, _SLICE_END) + uuid_field) + _NEEDS + seq.tail
@@ -293,14 +293,14 @@ def _packet(out: bytearray, payload: bytes) -> None:
 
 
 def _descriptor(
-    out: bytearray, seq: _Sequence, uuid: int, parent: int, name: str, order: int, counter: bool = False
+    out: bytearray, seq: _Sequence, uuid: int, parent: int, name: str, order: int, counter: str | None = None
 ) -> None:
     desc = (
         _int(_UUID, uuid) + _int(_PARENT, parent) + _str(_NAME, name)
         + _int(_CHILD_ORDERING, _EXPLICIT) + _int(_SIBLING_RANK, order)
     )
-    if counter:
-        desc += _len(_COUNTER_DESC, b"")
+    if counter is not None:  # CounterDescriptor, with unit UNIT_SIZE_BYTES where it is bytes
+        desc += _len(_COUNTER_DESC, _int(_COUNTER_UNIT, _UNIT_BYTES) if counter == "bytes" else b"")
     _packet(out, _len(_TRACK_DESC, desc) + seq.tail)
 
 

@@ -1,0 +1,253 @@
+"""MindSpore host_info: host stages and host memory per rank (formats.md §4; MindSpore 2.1-2.3).
+
+``Profiler(profile_framework=...)`` writes ``host_info/host_info_{rank}.csv``::
+
+    tid,pid,parent_pid,module_name,event,stage,level,start_end,custom_info,memory_usage(kB),time_stamp(us)
+
+(``host_memory_{rank}.csv`` in MindSpore's docs: the same columns without units), and
+``host_info/timeline_{rank}.json``, a Chrome trace made from the same rows, read only when there
+is no CSV. Start (0) and end (1) rows pair per thread and (module, event, stage), innermost first,
+into host slices on one lane per thread; ``start_end`` 2 is an instant. A start without an end
+(the job stopped) lasts to the rank's last time stamp and is marked unfinished, with a warning.
+``memory_usage`` (kB of VmRSS, 0 when not collected) becomes the rank's ``Host memory`` counter in
+bytes. ``time_stamp`` is epoch µs, so host slices line up with the device time of the same rank.
+
+A host_info rank joins the device rank of the same id (``discover``); on its own it is a rank
+with host activity only. Either way it is drawn in detail output only.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import Diagnostics, InputError
+from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords
+from . import jsonfile
+from .chrome_trace import us_to_ns
+from .spill import StepSpill
+
+NAME = "host_info"
+ATTACHES = True  # its ranks join the device ranks of the same id
+CLOCK = "host system clock, epoch µs"
+
+_FILE = re.compile(r"^(host_info|host_memory)_(\d+)\.csv$|^timeline_(\d+)\.json$")
+_NEEDED = ("tid", "module_name", "event", "stage", "start_end", "time_stamp")
+_CUSTOM = re.compile(r"\{([^{}:]*):([^{}]*)\}")
+_WINDOW_NS = 100_000_000  # host records are filed on disk by 100 ms of start time
+_BATCH = 50_000
+
+
+def sniff(folder: Path) -> bool:
+    """A ``host_info`` folder with a rank's CSV or timeline."""
+    return folder.name == "host_info" and any(_FILE.match(p.name) for p in folder.iterdir() if p.is_file())
+
+
+def rank_infos(folder: Path) -> list[RankInfo]:
+    """One rank per id; of its files the raw CSV is read, the timeline made from it only without one."""
+    files: dict[int, list[Path]] = defaultdict(list)
+    for path in sorted(folder.iterdir()):
+        found = _FILE.match(path.name)
+        if found and path.is_file():
+            files[int(found.group(2) or found.group(3))].append(path)
+    return [
+        RankInfo(rank=rank, format=NAME, path=folder, clock=CLOCK,
+                 host_paths=(min(paths, key=lambda p: (p.suffix != ".csv", not p.name.startswith("host_info"))),))
+        for rank, paths in sorted(files.items())
+    ]
+
+
+def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:
+    """A rank of host activity only has no steps of its own: ``attach`` yields its records."""
+    return iter(())
+
+
+def attach(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics, *,
+           min_level: int = 0) -> Iterator[StepRecords]:
+    """``steps`` (in time order) with the rank's host slices and memory samples added.
+
+    A step takes the host records that start before it ends and were not taken yet; those after
+    the last step come last, as activity no step bounds. ``min_level`` 1 keeps the stages
+    marked for users and leaves out those for framework developers (level 0).
+
+    Raises:
+        InputError: a host file without the columns it needs, or a timeline that is not JSON.
+    """
+    with StepSpill() as spill:
+        host = _ByTime(spill, rank.rank)
+        for path in rank.host_paths:
+            if path.suffix == ".csv":
+                _read_csv(rank, path, diag, min_level, host.add)
+            else:
+                _read_timeline(rank, path, diag, min_level, host.add)
+        for batch in steps:
+            end = batch.step.end_ns if batch.step else max((s.end_ns for s in batch.slices), default=0)
+            _add(batch, host.take_before(end))
+            yield batch
+        rest = host.take_before(None)
+        if rest:
+            batch = StepRecords(rank.rank, None, None, None, [])
+            _add(batch, rest)
+            yield batch
+
+
+def _add(batch: StepRecords, records: list[Slice | Sample]) -> None:
+    for r in records:
+        (batch.slices if type(r) is Slice else batch.samples).append(r)
+
+
+class _ByTime:
+    """Records filed on disk by window of start time, taken back in time order."""
+
+    def __init__(self, spill: StepSpill, rank: int) -> None:
+        self._spill, self._rank = spill, rank
+        self._windows: set[int] = set()
+        self._order: list[int] | None = None
+        self._pending: list[Slice | Sample] = []  # of a window taken in part
+
+    def add(self, records: list[Slice | Sample]) -> None:
+        buckets: dict[int, list[Slice | Sample]] = defaultdict(list)
+        for r in records:
+            buckets[r.start_ns // _WINDOW_NS].append(r)
+        for window, bucket in buckets.items():
+            self._spill.add(window, bucket)
+        self._windows.update(buckets)
+
+    def take_before(self, end_ns: int | None) -> list[Slice | Sample]:
+        """Every record not taken yet that starts before ``end_ns`` (None: all of them)."""
+        if self._order is None:
+            self._order = sorted(self._windows, reverse=True)
+        out: list[Slice | Sample] = []
+        while self._order and (end_ns is None or self._order[-1] * _WINDOW_NS < end_ns):
+            self._pending.extend(self._spill.load(self._order.pop(), self._rank))
+        if end_ns is None:
+            out, self._pending = self._pending, []
+        else:
+            out = [r for r in self._pending if r.start_ns < end_ns]
+            self._pending = [r for r in self._pending if r.start_ns >= end_ns]
+        return out
+
+
+# -- the CSV ------------------------------------------------------------------------------------
+
+
+def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emit) -> None:
+    """Pair the rows of one host CSV into slices and samples, handed to ``emit`` in batches."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        rows = csv.reader(f)
+        header = next(rows, [])
+        column = {re.sub(r"\(.*\)$", "", name.strip()): i for i, name in enumerate(header)}
+        missing = [c for c in _NEEDED if c not in column]
+        if missing:
+            raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",
+                             hint="expected MindSpore's host_info_N.csv")
+        get = {name: column.get(name) for name in ("pid", "level", "custom_info", "memory_usage")}
+        open_stages: dict[tuple[str, ...], list[tuple[int, list[str]]]] = defaultdict(list)
+        batch: list[Slice | Sample] = []
+        last_ns = untimed = 0
+        for line, row in enumerate(rows, start=2):
+            if len(row) < len(header):
+                if row:
+                    diag.warn("bad_row", f"{path}: line {line}: expected {len(header)} fields; skipped")
+                continue
+            try:
+                ts_ns = us_to_ns(row[column["time_stamp"]].strip() or "0")
+                memory = _int(row, get["memory_usage"])
+                level = _int(row, get["level"])
+                mark = int(row[column["start_end"]])
+            except (ValueError, ArithmeticError):
+                diag.warn("bad_row", f"{path}: line {line}: expected numbers in start_end, level, memory_usage "
+                          "and time_stamp; skipped")
+                continue
+            if not ts_ns:
+                untimed += memory > 0  # profile_framework="memory": no time to draw it at
+                continue
+            last_ns = max(last_ns, ts_ns)
+            if memory:
+                batch.append(Sample(rank.rank, HOST_MEMORY, ts_ns, memory * 1024.0))
+            if level < min_level:
+                continue
+            key = (row[column["tid"]], row[column["module_name"]], row[column["event"]], row[column["stage"]])
+            if mark == 0:
+                open_stages[key].append((ts_ns, row))
+            elif mark == 1:
+                if open_stages.get(key):
+                    start, first = open_stages[key].pop()
+                    batch.append(_stage(rank, key, start, ts_ns - start, first, get))
+                else:
+                    diag.warn("unpaired_end", f"{path}: line {line}: an end of {'::'.join(key[1:])} without "
+                              "its start; skipped")
+            else:
+                batch.append(_stage(rank, key, ts_ns, 0, row, get))
+            if len(batch) >= _BATCH:
+                emit(batch)
+                batch = []
+        unfinished = [_stage(rank, key, start, max(last_ns - start, 0), row, get, unfinished=True)
+                      for key, stack in open_stages.items() for start, row in stack]
+        emit(batch + unfinished)
+    if unfinished:
+        diag.warn("unfinished", f"{path}: {len(unfinished)} host stages start and never end (the job "
+                  "stopped?); drawn to the rank's last time stamp and marked unfinished")
+    if untimed:
+        diag.note("untimed_memory", f"{path}: {untimed} memory samples have no time stamp "
+                  "(profile_framework=\"memory\") and cannot be drawn")
+
+
+def _int(row: list[str], index: int | None) -> int:
+    return int(row[index].strip() or 0) if index is not None else 0
+
+
+def _stage(rank: RankInfo, key: tuple[str, ...], start: int, dur: int, row: list[str],
+           get: dict[str, int | None], unfinished: bool = False) -> Slice:
+    tid, module, event, stage = key
+    args: dict[str, Any] = {"module": module, "event": event, "stage": stage}
+    if get["level"] is not None:
+        args["level"] = _int(row, get["level"])
+    if get["custom_info"] is not None:
+        args.update(_CUSTOM.findall(row[get["custom_info"]]))
+    if get["pid"] is not None:
+        args["pid"] = row[get["pid"]]
+    if unfinished:
+        args["unfinished"] = True
+    name = "::".join(part for part in (module, event, stage) if part)
+    return Slice(rank.rank, Layer.HOST, f"Thread {tid}", name, start, dur, args)
+
+
+# -- the timeline -------------------------------------------------------------------------------
+
+
+def _read_timeline(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emit) -> None:
+    """``X`` events (and ``B``/``E`` pairs per thread) of a host timeline, as host slices."""
+    open_stages: dict[tuple[Any, Any], list[dict]] = defaultdict(list)
+    for events in jsonfile.iter_batches(path, diag, orjson.loads):
+        batch: list[Slice | Sample] = []
+        for event in events:
+            if not isinstance(event, dict) or event.get("ph") not in ("X", "B", "E", "i", "I"):
+                continue
+            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            try:
+                if int(args.get("level", min_level)) < min_level:
+                    continue
+                ts = us_to_ns(event["ts"])
+                dur = us_to_ns(event.get("dur", 0)) if event["ph"] == "X" else 0
+            except (KeyError, TypeError, ValueError, ArithmeticError):
+                diag.warn("bad_event", f"{path}: expected numbers ts and dur in µs; an event skipped")
+                continue
+            thread = (event.get("pid"), event.get("tid"))
+            if event["ph"] == "B":
+                open_stages[thread].append({**event, "ts": ts})
+                continue
+            if event["ph"] == "E":
+                if not open_stages[thread]:
+                    continue
+                event = open_stages[thread].pop()
+                ts, dur = event["ts"], ts - event["ts"]
+            batch.append(Slice(rank.rank, Layer.HOST, f"Thread {thread[1]}", str(event.get("name", "?")), ts,
+                               max(dur, 0), event.get("args") or None))
+        emit(batch)

@@ -103,13 +103,13 @@ def test_computing_is_the_union_of_the_steps_device_ops(single_device):
 
 def test_hccl_tasks_on_their_planes_inside_the_op_of_their_step(hccl_rank6, tmp_path):
     trace = _convert(hccl_rank6, tmp_path / "out.pftrace")
-    ops = sorted((s.start_ns, s.start_ns + s.dur_ns, s.name) for s in trace.slices if s.track[0] == "Communication"
-                 and s.track[-1] == "Stream 24")
+    ops = sorted((s.start_ns, s.start_ns + s.dur_ns, s.name) for s in trace.slices
+                 if s.track[0] == "Communication" and s.track[-1] == "Stream 24")
     with open(hccl_rank6 / "step_trace_raw_6_detail_time.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["step_num"] != "-"]
     column = "stream_24_0_AllReduce-op3143"
-    assert ops == [(int(r[f"{column}_start_point"]) * 10, int(r[f"{column}_end_point"]) * 10, "AllReduce-op3143")
-                   for r in rows]
+    assert ops == [(int(r[f"{column}_start_point"]) * 10, int(r[f"{column}_end_point"]) * 10,
+                    "AllReduce-op3143") for r in rows]
     tasks = [s for s in trace.slices if s.track[-1].startswith("Plane")]
     traces = [orjson.loads(p.read_bytes()) for p in sorted((hccl_rank6 / "hccl_info").glob("*/iter*.trace"))]
     assert len(tasks) == sum(len(t["traceEvents"]) == 19 and len(t["traceEvents"]) for t in traces) == 38

@@ -190,7 +190,10 @@ def us_to_ns(us: Any) -> int:
     The string is parsed exactly: at epoch scale a float has a grain of ~0.25 µs.
     """
     if type(us) is not str:
-        return round(us * 1000)
+        if -9e12 < us < 9e12:  # below 2**53 ns a float product is exact to the ns
+            return round(us * 1000)
+        whole = int(us)  # epoch µs as a float (host timelines): whole and fraction apart
+        return whole * 1000 + round((us - whole) * 1000)
     whole, _, fraction = us.partition(".")
     if whole.isdigit() and len(fraction) <= 3 and (not fraction or fraction.isdigit()):
         return int(whole) * 1000 + int(fraction.ljust(3, "0"))

@@ -56,11 +56,35 @@ def rank_infos(folder: Path) -> list[RankInfo]:
         found = _FILE.match(path.name)
         if found and path.is_file():
             files[int(found.group(2) or found.group(3))].append(path)
-    return [
-        RankInfo(rank=rank, format=NAME, path=folder, clock=CLOCK,
-                 host_paths=(min(paths, key=lambda p: (p.suffix != ".csv", not p.name.startswith("host_info"))),))
-        for rank, paths in sorted(files.items())
-    ]
+    infos = []
+    for rank, paths in sorted(files.items()):
+        chosen = min(paths, key=lambda p: (p.suffix != ".csv", not p.name.startswith("host_info")))
+        infos.append(RankInfo(rank=rank, format=NAME, path=folder, clock=CLOCK, start_ns=_first_ns(chosen),
+                              host_paths=(chosen,)))
+    return infos
+
+
+def _first_ns(path: Path) -> int | None:
+    """A time before the file's first (the JSON output's origin), from its head; None: none there.
+
+    Rows (and timeline events) are only nearly in time order: the first found less a second.
+    """
+    with open(path, encoding="utf-8", errors="replace") as f:
+        head = f.read(1 << 16)
+    if path.suffix == ".json":
+        found = re.search(r'"ts"\s*:\s*"?(\d+(?:\.\d+)?)', head)
+        return us_to_ns(found.group(1)) - 10**9 if found else None
+    lines = head.splitlines()
+    names = lines[0].split(",") if lines else []
+    column = {re.sub(r"\(.*\)$", "", name.strip()): i for i, name in enumerate(names)}
+    for row in csv.reader(lines[1:-1]):
+        try:
+            ts = int(row[column["time_stamp"]])
+        except (KeyError, IndexError, ValueError):
+            continue
+        if ts:
+            return ts * 1000 - 10**9
+    return None
 
 
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:
@@ -162,8 +186,8 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
                 level = _int(row, get["level"])
                 mark = int(row[column["start_end"]])
             except (ValueError, ArithmeticError):
-                diag.warn("bad_row", f"{path}: line {line}: expected numbers in start_end, level, memory_usage "
-                          "and time_stamp; skipped")
+                diag.warn("bad_row", f"{path}: line {line}: expected numbers in start_end, level, "
+                          "memory_usage and time_stamp; skipped")
                 continue
             if not ts_ns:
                 untimed += memory > 0  # profile_framework="memory": no time to draw it at

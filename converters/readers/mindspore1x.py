@@ -54,6 +54,7 @@ _FILES = {  # what each file holds -> its name, with the rank (or device) id
     "host_start": re.compile(r"^host_start\.log\.(\d+)$"),
     "min_cycle": re.compile(r"^min_cycle_counter_(\d+)\.txt$"),
 }
+_READ = ("timeline", "framework", "aicpu", "step_trace")  # the files read, besides hccl_info
 _HCCL = "hccl_info"
 _DEV_SUFFIX = re.compile(r"_dev(\d+)$")
 _COMM_COLUMN = re.compile(r"^stream_(\d+)_(?:\d+_)?(.+)$")  # stream_24_0_AllReduce-op3143
@@ -90,8 +91,7 @@ def rank_infos(folder: Path) -> list[RankInfo]:
             path=folder,
             start_ns=_read_ms(start) + offset if start else None,
             clock=clock,
-            source_paths=tuple(found[k] for k in ("timeline", "framework", "aicpu", "step_trace") if k in found)
-            + tuple(hccl.get(rank, ())),
+            source_paths=tuple(found[k] for k in _READ if k in found) + tuple(hccl.get(rank, ())),
             clock_offset_ns=offset,
             wall_clock=aligned,
         ))
@@ -157,7 +157,8 @@ def _hccl_dirs(folder: Path) -> list[Path]:
     root = folder / _HCCL
     if not root.is_dir() or root.is_symlink():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and any(p.glob("iter*.trace")))
+    return sorted(p for p in root.iterdir()
+                  if p.is_dir() and not p.is_symlink() and any(p.glob("iter*.trace")))
 
 
 def _hccl_owners(folder: Path, ids: set[int]) -> dict[int, list[Path]]:
@@ -294,7 +295,8 @@ def _framework(path: Path, diag: Diagnostics) -> dict[str, bytes]:
             name = row.get("full_op_name") or row.get("full_kernel_name")
             if not name or name in ops:
                 continue
-            args: dict[str, Any] = {"type": row.get("op_type") or row.get("kernel_type") or "", "fullname": name}
+            kind = row.get("op_type") or row.get("kernel_type") or ""
+            args: dict[str, Any] = {"type": kind, "fullname": name}
             for key in ("graph_id", "task_id", "block_dim", "subgraph"):
                 if row.get(key):
                     args[key] = row[key]
@@ -391,7 +393,8 @@ def _hccl_tasks(rank: RankInfo, op_dirs: list[Path], diag: Diagnostics) -> Itera
                     start_ns = us_to_ns(event["ts"]) + rank.clock_offset_ns
                     dur_ns = us_to_ns(event["dur"])
                 except (KeyError, TypeError, ValueError, ArithmeticError):
-                    diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
+                    diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; "
+                              "skipped")
                     continue
                 if dur_ns < 0:
                     diag.warn("bad_event", f"{path}: event {index}: negative dur; skipped")

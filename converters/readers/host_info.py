@@ -249,6 +249,7 @@ def _stage(rank: RankInfo, key: tuple[str, ...], start: int, dur: int, row: list
 def _read_timeline(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emit) -> None:
     """``X`` events (and ``B``/``E`` pairs per thread) of a host timeline, as host slices."""
     open_stages: dict[tuple[Any, Any], list[dict]] = defaultdict(list)
+    last_ns = 0
     for events in jsonfile.iter_batches(path, diag, orjson.loads):
         batch: list[Slice | Sample] = []
         for event in events:
@@ -264,6 +265,7 @@ def _read_timeline(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int
                 diag.warn("bad_event", f"{path}: expected numbers ts and dur in µs; an event skipped")
                 continue
             thread = (event.get("pid"), event.get("tid"))
+            last_ns = max(last_ns, ts + dur)
             if event["ph"] == "B":
                 open_stages[thread].append({**event, "ts": ts})
                 continue
@@ -272,6 +274,20 @@ def _read_timeline(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int
                     continue
                 event = open_stages[thread].pop()
                 ts, dur = event["ts"], ts - event["ts"]
-            batch.append(Slice(rank.rank, Layer.HOST, f"Thread {thread[1]}", str(event.get("name", "?")), ts,
-                               max(dur, 0), event.get("args") or None))
+            batch.append(_event_slice(rank, event, thread, ts, dur))
         emit(batch)
+    unfinished = [_event_slice(rank, event, thread, event["ts"], last_ns - event["ts"], unfinished=True)
+                  for thread, stack in open_stages.items() for event in stack]
+    if unfinished:
+        emit(unfinished)
+        diag.warn("unfinished", f"{path}: {len(unfinished)} host stages begin and never end (the job "
+                  "stopped?); drawn to the rank's last time stamp and marked unfinished")
+
+
+def _event_slice(rank: RankInfo, event: dict, thread: tuple[Any, Any], ts: int, dur: int,
+                 unfinished: bool = False) -> Slice:
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    if unfinished:
+        args = {**args, "unfinished": True}
+    return Slice(rank.rank, Layer.HOST, f"Thread {thread[1]}", str(event.get("name", "?")), ts, max(dur, 0),
+                 args or None)

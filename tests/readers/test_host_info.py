@@ -6,6 +6,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import orjson
 import pytest
 from trace_check import read_chrome_json, read_perfetto
 
@@ -122,3 +123,21 @@ def test_host_info_joins_the_device_rank_of_the_same_id(tmp_path):
     process = next(p for p in trace.processes if p.startswith("Rank 1"))
     assert any(s.process == process and s.track[0] == "Host" for s in trace.slices)
     assert profile.ranks
+
+
+def test_a_timeline_begin_without_end_is_drawn_unfinished(tmp_path, capsys):
+    folder = tmp_path / "host_info"
+    folder.mkdir()
+    events = [{"ph": "B", "pid": 1, "tid": 7, "ts": 1_692_340_000_000_000.5, "name": "RunGraph"},
+              {"ph": "X", "pid": 1, "tid": 7, "ts": 1_692_340_000_000_010, "dur": 5.25, "name": "Launch"},
+              {"ph": "B", "pid": 1, "tid": 7, "ts": 1_692_340_000_000_020, "name": "Wait"},
+              {"ph": "E", "pid": 1, "tid": 7, "ts": 1_692_340_000_000_030}]
+    (folder / "timeline_3.json").write_bytes(orjson.dumps(events))
+    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    base = 1_692_340_000_000_000_000
+    mine = sorted((s.name, s.start_ns - base, s.dur_ns, bool(s.args.get("unfinished")))
+                  for s in trace.slices if s.track[0] == "Host")
+    assert mine == [("Launch", 10_000, 5_250, False), ("RunGraph", 500, 29_500, True),
+                    ("Wait", 20_000, 10_000, False)]
+    assert trace.processes == ["Rank 3"]
+    assert "1 host stages begin and never end" in capsys.readouterr().err

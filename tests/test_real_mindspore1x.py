@@ -132,3 +132,10 @@ def test_communication_per_step_equals_mindsporess_hccl_raw(hccl_rank6):
     assert [r.step for r in rows] == [1, 2]
     for row in rows:
         assert row.communication_ns / 1e6 == pytest.approx(cost_ms[row.step], rel=0.01)
+
+
+def test_a_rank_without_host_start_log_says_it_is_not_aligned(hccl_rank6, tmp_path, capsys):
+    out = tmp_path / "out.pftrace"
+    assert main([str(hccl_rank6), "--strict", "-o", str(out)]) == 0  # a fact about the input, not damage
+    assert b"NOT aligned to wall time" in out.read_bytes()  # the rank's process description
+    assert "rank 6: times are device SysCnt" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from ..model import Layer, RankInfo, Slice, Step, StepRecords
 from ..overlap import is_compute
 from . import ascend_db, chrome_trace, jsonfile
 from .spill import StepSpill
+from .textfile import whole_lines
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"
@@ -110,7 +111,7 @@ def _read_kernel_details(
     """kernel_details.csv, filed by ``Step Id`` in a spill file, then one step at a time."""
     bounds: dict[int | None, list[int]] = {}
     with StepSpill() as spill, open(path, newline="", encoding="utf-8", errors="replace") as f:
-        rows = csv.DictReader(f)
+        rows = csv.DictReader(whole_lines(f, path, diag))
         missing = [c for c in _NEEDED if c not in (rows.fieldnames or [])]
         if missing:
             raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",

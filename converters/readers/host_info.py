@@ -32,6 +32,7 @@ from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords
 from . import jsonfile
 from .chrome_trace import us_to_ns
 from .spill import StepSpill
+from .textfile import whole_lines
 
 NAME = "host_info"
 ATTACHES = True  # its ranks join the device ranks of the same id
@@ -164,7 +165,7 @@ class _ByTime:
 def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emit) -> None:
     """Pair the rows of one host CSV into slices and samples, handed to ``emit`` in batches."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        rows = csv.reader(f)
+        rows = csv.reader(whole_lines(f, path, diag))
         header = next(rows, [])
         column = {re.sub(r"\(.*\)$", "", name.strip()): i for i, name in enumerate(header)}
         missing = [c for c in _NEEDED if c not in column]

@@ -42,6 +42,7 @@ from ..model import Layer, RankInfo, Slice, Step, StepRecords
 from . import jsonfile
 from .chrome_trace import us_to_ns
 from .spill import StepSpill
+from .textfile import whole_lines
 
 NAME = "mindspore1x"
 CLOCK = "device SysCnt (10 ns ticks)"
@@ -122,7 +123,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
             for batch in _device_ops(rank, sources["timeline"], framework, diag, detail):
                 file(batch)
         if "aicpu" in sources:
-            file(_aicpu_ops(rank, sources["aicpu"], diag))
+            file(_aicpu_ops(rank, sources["aicpu"], diag, detail))
         if detail or not has_ops:  # without op columns in the step trace, the tasks stand for them
             for batch in _hccl_tasks(rank, hccl_dirs, diag):
                 file(batch)
@@ -228,7 +229,7 @@ def _ticks_ns(text: str) -> int:
 def _steps(rank: RankInfo, path: Path, diag: Diagnostics) -> list[tuple[Step, list[Slice]]]:
     """Steps by start, each with its phases and communication ops."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        rows = csv.reader(f)
+        rows = csv.reader(whole_lines(f, path, diag))
         header = [name.strip() for name in next(rows, [])]
         column = {name: i for i, name in enumerate(header)}
         missing = [c for c in ("step_num", "start_point", "end_point") if c not in column]
@@ -291,7 +292,7 @@ def _framework(path: Path, diag: Diagnostics) -> dict[str, bytes]:
     """Full op name -> its args as JSON (type, graph, shapes), from any of the three layouts."""
     ops: dict[str, bytes] = {}
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        for row in csv.DictReader(f):
+        for row in csv.DictReader(whole_lines(f, path, diag)):
             name = row.get("full_op_name") or row.get("full_kernel_name")
             if not name or name in ops:
                 continue
@@ -318,7 +319,7 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
             raise InputError(path, "line 1", "expected the header op_name, stream_id, start_time(ms), "
                              "duration(ms)")
         batch: list[Slice] = []
-        for line, text in enumerate(f, start=2):
+        for line, text in enumerate(whole_lines(f, path, diag, start=2), start=2):
             parts = text.rstrip("\r\n").rsplit(",", 3)
             if len(parts) != 4:
                 if text.strip():
@@ -344,13 +345,14 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
         yield batch
 
 
-def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics) -> list[Slice]:
+def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> list[Slice]:
     """AI CPU ops, from the CSV or the older space-separated text (which ends in a total line)."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        lines = whole_lines(f, path, diag)
         if path.suffix == ".csv":
-            rows: Iterable[list[str]] = csv.reader(f)
+            rows: Iterable[list[str]] = csv.reader(lines)
         else:
-            rows = (line.split() for line in f)
+            rows = (line.split() for line in lines)
         header = [re.sub(r"\(ms\)$", "", name.strip()) for name in next(rows, [])]
         column = {name: i for i, name in enumerate(header)}
         name_column = column.get("kernel_type", column.get("node_type_name"))
@@ -373,7 +375,7 @@ def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics) -> list[Slice]:
                 diag.warn("bad_row", f"{path}: line {line}: run_end before run_start; skipped")
                 continue
             args = {f"{key} (ms)": row[i] for key, i in column.items()
-                    if key in ("total_time", "dispatch_time", "execution_time")}
+                    if key in ("total_time", "dispatch_time", "execution_time")} if detail else None
             out.append(Slice(rank.rank, Layer.STREAM, "AI CPU", row[name_column], start, dur, args, "AI_CPU"))
     return out
 

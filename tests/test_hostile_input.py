@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from trace_check import read_perfetto
 
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.host_info_gen import write_host_info
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
+
+
+def _with_host_info(root: Path) -> None:
+    write_msprof_profile(root, ranks=2, steps=2, tasks_per_step=20, seed=1)
+    write_host_info(root, rank=1, steps=2, unfinished=1, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +36,14 @@ def bases(tmp_path_factory) -> dict[str, Path]:
         ("ascend_pt", lambda p: write_ascend_pt_profile(p, ranks=2, steps=2, tasks_per_step=20, seed=1)),
         ("kernel_details", lambda p: write_ascend_pt_profile(p, ranks=2, steps=2, tasks_per_step=20,
                                                              seed=1, with_trace_view=False)),
+        ("mindspore1x", lambda p: write_mindspore1x_profile(p, ranks=2, steps=2, ops_per_step=20, seed=1)),
+        ("host_info", _with_host_info),
     ):
         root = tmp_path_factory.mktemp(name)
         write(root)
         made[name] = root
     real = os.environ.get("TRACE2PERFETTO_REALDATA")
-    for name in ("msprof-2rank", "ascend-pt-2rank"):  # the real samples too, when they are here
+    for name in ("msprof-2rank", "ascend-pt-2rank", "mindspore-1x"):  # the real samples too, if here
         if real and (Path(real) / name).is_dir():
             made[name] = Path(real) / name
     return made
@@ -42,7 +51,8 @@ def bases(tmp_path_factory) -> dict[str, Path]:
 
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
-                  and p.suffix in (".json", ".csv") or p.name.startswith(("info.json", "start_info")))
+                  and p.suffix in (".json", ".csv", ".txt", ".trace")
+                  or p.name.startswith(("info.json", "start_info", "host_start")))
 
 
 def _digest(root: Path) -> dict[str, str]:
@@ -68,7 +78,8 @@ def _mutate(data: bytes, kind: str, at: float, blob: bytes) -> bytes:
         return data[:cut] + b"\xff\xfe\xc3" + data[cut:]
     if kind == "columns":  # renamed or missing CSV columns
         first, _, rest = data.partition(b"\n")
-        return first.replace(b"Start Time", b"Begin").replace(b"Name", b"Nom") + b"\n" + rest
+        first = first.replace(b"Start Time", b"Begin").replace(b"Name", b"Nom").replace(b"start_", b"begin_")
+        return first.replace(b"time_stamp", b"when").replace(b"op_name", b"op") + b"\n" + rest
     if kind == "task types":
         return data.replace(b"AI_CORE", b"WARP_DRIVE").replace(b"Notify", b"\xe4\xb8\xad")
     raise AssertionError(kind)
@@ -93,11 +104,11 @@ def _check(done: subprocess.CompletedProcess, out: Path) -> None:
 
 
 # A fixed set in CI, so a red run is reproducible; turn derandomize off to explore more.
-@settings(max_examples=50, deadline=None, derandomize=True,
+@settings(max_examples=80, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    base=st.sampled_from(["timeline", "cann8", "ascend_pt", "kernel_details", "msprof-2rank",
-                          "ascend-pt-2rank"]),
+    base=st.sampled_from(["timeline", "cann8", "ascend_pt", "kernel_details", "mindspore1x", "host_info",
+                          "msprof-2rank", "ascend-pt-2rank", "mindspore-1x"]),
     kind=st.sampled_from(["truncate", "garbage", "empty", "types", "numbers", "non-utf8", "columns",
                           "task types"]),
     which=st.integers(0, 10**6),

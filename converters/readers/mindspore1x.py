@@ -213,6 +213,9 @@ def _read_ms(path: Path) -> int:
 
 def ms_to_ns(text: str) -> int:
     """ms as MindSpore writes them (``154907895.95956``, ticks / 1e5), as ns, exactly."""
+    value = float(text)
+    if 0 <= value < 1e9:  # below 1e15 ns a double errs by < 0.25 ns: rounding is exact
+        return round(value * 1e6)
     whole, _, fraction = text.partition(".")
     if whole.isdigit() and len(fraction) <= 6 and (not fraction or fraction.isdigit()):
         return int(whole) * 1_000_000 + int(fraction.ljust(6, "0"))
@@ -335,6 +338,9 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
                 start_ns, dur_ns = ms_to_ns(start) + rank.clock_offset_ns, ms_to_ns(dur)
             except (ValueError, ArithmeticError):
                 diag.warn("bad_row", f"{path}: line {line}: expected start and duration in ms; skipped")
+                continue
+            if dur_ns < 0:
+                diag.warn("bad_row", f"{path}: line {line}: negative duration; skipped")
                 continue
             args = (framework.get(full) or orjson.dumps({"fullname": full})) if detail else None
             batch.append(Slice(rank.rank, Layer.STREAM, f"Stream {stream.strip()}", short, start_ns, dur_ns,

@@ -8,10 +8,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from trace_check import comparable, read_chrome_json, read_perfetto
 
 from converters import Diagnostics, Kind, Options, discover, overlap_report, read_profile
 from converters.cli import main
+from converters.readers.mindspore1x import ms_to_ns
 from fixtures import vendor_intervals as vi
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 
@@ -157,3 +160,12 @@ def test_a_cut_off_timeline_converts_up_to_its_last_whole_row(tmp_path, capsys):
     device = [s for s in trace.slices if s.track[0] == "Ascend Hardware" and s.track[-1] != "AI CPU"]
     assert len(device) == gen.ranks[0].device_ops - 1
     assert f"{path}: line {gen.ranks[0].device_ops + 1} is cut off" in capsys.readouterr().err
+
+
+@given(ticks=st.integers(0, 10**16), zeros=st.booleans())
+def test_ms_text_converts_to_the_exact_ns(ticks, zeros):
+    """Whatever the SysCnt value, ``str(ticks / 1e5)`` as MindSpore writes it, or the exact decimal."""
+    text = f"{Decimal(ticks) / 100_000:f}" if zeros or ticks >= 10**15 else str(ticks / 1e5)
+    assert ms_to_ns(text) == int(Decimal(text) * 1_000_000)
+    if ticks < 10**15:
+        assert ms_to_ns(str(ticks / 1e5)) == ticks * 10

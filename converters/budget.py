@@ -136,20 +136,37 @@ class Sink:
             self._emit([_GZIP_HEADER])
 
     def write(self, blocks: Iterator[bytes] | list[bytes], reserve: int = 0) -> bool:
-        """Write ``blocks`` whole if they fit with ``reserve`` bytes to spare; else write nothing."""
-        if self._deflate is None:
-            blocks = list(blocks)
-            size = sum(map(len, blocks))
-            if not self._fits(size, reserve):
-                return False
-            self._emit(blocks)
+        """Write ``blocks`` whole if they fit with ``reserve`` bytes to spare; else write nothing.
+
+        Only what fits is ever held in memory (at most the limit), and without a limit nothing:
+        blocks then stream straight through, however large the group.
+        """
+        if self.limit is None:
+            for block in blocks:
+                if self._deflate is not None:
+                    self._crc, self._size = zlib.crc32(block, self._crc), self._size + len(block)
+                    block = self._deflate.compress(block)
+                self._emit([block])
             return True
-        trial, crc, size, encoded = self._deflate.copy(), self._crc, self._size, []
+        room = self.limit - self.written - reserve
+        if self._deflate is None:
+            held, size = [], 0
+            for block in blocks:
+                size += len(block)
+                if size > room:
+                    return False
+                held.append(block)
+            self._emit(held)
+            return True
+        trial, crc, size, encoded, encoded_size = self._deflate.copy(), self._crc, self._size, [], 0
         for block in blocks:
             encoded.append(trial.compress(block))
             crc, size = zlib.crc32(block, crc), size + len(block)
+            encoded_size += len(encoded[-1])
+            if encoded_size > room:
+                return False
         encoded.append(trial.flush(zlib.Z_SYNC_FLUSH))
-        if not self._fits(sum(map(len, encoded)), reserve):
+        if encoded_size + len(encoded[-1]) > room:
             return False
         self._deflate, self._crc, self._size = trial, crc, size
         self._emit(encoded)

@@ -8,13 +8,17 @@ from pathlib import Path
 import pytest
 
 from bench.run import measure
+from fixtures.host_info_gen import write_host_info
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
+
+LAYOUTS = ["timeline", "cann8", "mindspore1x", "host_info"]
 
 
 @pytest.fixture(scope="module")
 def profiles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     made = {}
-    for layout in ("timeline", "cann8"):
+    for layout in ("timeline", "cann8"):  # msprof; the other two below
         # The small profile's files already hold a few of the readers' 2 MiB batches, so
         # both runs are in their steady state: what differs is only how many steps follow.
         small, large = (tmp_path_factory.mktemp(f"{layout}{n}") for n in (30, 300))
@@ -22,10 +26,20 @@ def profiles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
             write_msprof_profile(root, ranks=2, graphs=(2,), steps=steps, tasks_per_step=300,
                                  layout=layout, seed=5)
         made[layout] = (small, large)
+    small, large = (tmp_path_factory.mktemp(f"mindspore1x{n}") for n in (30, 300))
+    for root, steps in ((small, 30), (large, 300)):
+        write_mindspore1x_profile(root, ranks=2, steps=steps, ops_per_step=1000, comm_ops=2, planes=2, seed=5)
+    made["mindspore1x"] = (small, large)
+    small, large = (tmp_path_factory.mktemp(f"host_info{n}") for n in (30, 300))
+    for root, steps in ((small, 30), (large, 300)):  # host stages of 2 ranks beside a small device profile
+        write_msprof_profile(root, ranks=2, graphs=(2,), steps=3, tasks_per_step=20, seed=5)
+        for rank in (0, 1):
+            write_host_info(root, rank=rank, steps=steps * 20, step_ns=10_000_000, seed=5, truth=False)
+    made["host_info"] = (small, large)
     return made
 
 
-@pytest.mark.parametrize("layout", ["timeline", "cann8"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kind", ["summary", "detail"])
 def test_peak_rss_is_flat_as_the_input_grows(profiles, tmp_path, layout, kind):
     def peak(root: Path) -> float:

@@ -42,7 +42,8 @@ _FILE = re.compile(r"^(host_info|host_memory)_(\d+)\.csv$|^timeline_(\d+)\.json$
 _NEEDED = ("tid", "module_name", "event", "stage", "start_end", "time_stamp")
 _CUSTOM = re.compile(r"\{([^{}:]*):([^{}]*)\}")
 _WINDOW_NS = 100_000_000  # host records are filed on disk by 100 ms of start time
-_BATCH = 50_000
+_LEAD_NS = 1_000_000_000  # how long before a step its host work may start and still go with it
+_BATCH = 10_000
 
 
 def sniff(folder: Path) -> bool:
@@ -97,9 +98,11 @@ def attach(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics, *,
            min_level: int = 0) -> Iterator[StepRecords]:
     """``steps`` (in time order) with the rank's host slices and memory samples added.
 
-    A step takes the host records that start before it ends and were not taken yet; those after
-    the last step come last, as activity no step bounds. ``min_level`` 1 keeps the stages
-    marked for users and leaves out those for framework developers (level 0).
+    A step takes the host records that start before it ends, from up to a second before it
+    starts (the host launches a step before the device runs it). Host records no step takes (a
+    compile phase, what follows the last step) come as steps without a number, a bounded number
+    of records at a time. ``min_level`` 1 keeps the stages marked for users and leaves out those
+    for framework developers (level 0).
 
     Raises:
         InputError: a host file without the columns it needs, or a timeline that is not JSON.
@@ -112,14 +115,27 @@ def attach(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics, *,
             else:
                 _read_timeline(rank, path, diag, min_level, host.add)
         for batch in steps:
-            end = batch.step.end_ns if batch.step else max((s.end_ns for s in batch.slices), default=0)
-            _add(batch, host.take_before(end))
+            if batch.step is not None:
+                yield from _loose(rank.rank, host.take_before(batch.step.start_ns - _LEAD_NS))
+                end = batch.step.end_ns
+            else:
+                end = max((s.end_ns for s in batch.slices), default=0)
+            for records in host.take_before(end):
+                _add(batch, records)
             yield batch
-        rest = host.take_before(None)
-        if rest:
-            batch = StepRecords(rank.rank, None, None, None, [])
-            _add(batch, rest)
+        yield from _loose(rank.rank, host.take_before(None))
+
+
+def _loose(rank: int, pieces: Iterable[list[Slice | Sample]]) -> Iterator[StepRecords]:
+    """Host records outside every step, as steps without a number of up to ``_BATCH`` records."""
+    batch = StepRecords(rank, None, None, None, [])
+    for records in pieces:
+        _add(batch, records)
+        if len(batch.slices) + len(batch.samples) >= _BATCH:
             yield batch
+            batch = StepRecords(rank, None, None, None, [])
+    if batch.slices or batch.samples:
+        yield batch
 
 
 def _add(batch: StepRecords, records: list[Slice | Sample]) -> None:
@@ -144,19 +160,21 @@ class _ByTime:
             self._spill.add(window, bucket)
         self._windows.update(buckets)
 
-    def take_before(self, end_ns: int | None) -> list[Slice | Sample]:
-        """Every record not taken yet that starts before ``end_ns`` (None: all of them)."""
+    def take_before(self, end_ns: int | None) -> Iterator[list[Slice | Sample]]:
+        """Every record not taken yet that starts before ``end_ns`` (None: all), a window at a time."""
         if self._order is None:
             self._order = sorted(self._windows, reverse=True)
-        out: list[Slice | Sample] = []
-        while self._order and (end_ns is None or self._order[-1] * _WINDOW_NS < end_ns):
+        while True:
+            taken = [r for r in self._pending if end_ns is None or r.start_ns < end_ns]
+            if len(taken) < len(self._pending):
+                self._pending = [r for r in self._pending if r.start_ns >= end_ns]
+            else:
+                self._pending = []
+            if taken:
+                yield taken
+            if not self._order or (end_ns is not None and self._order[-1] * _WINDOW_NS >= end_ns):
+                return
             self._pending.extend(self._spill.load(self._order.pop(), self._rank))
-        if end_ns is None:
-            out, self._pending = self._pending, []
-        else:
-            out = [r for r in self._pending if r.start_ns < end_ns]
-            self._pending = [r for r in self._pending if r.start_ns >= end_ns]
-        return out
 
 
 # -- the CSV ------------------------------------------------------------------------------------

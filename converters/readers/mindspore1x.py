@@ -61,7 +61,7 @@ _DEV_SUFFIX = re.compile(r"_dev(\d+)$")
 _COMM_COLUMN = re.compile(r"^stream_(\d+)_(?:\d+_)?(.+)$")  # stream_24_0_AllReduce-op3143
 _COMMUNICATION = re.compile(r"(?i)^(hcom|all_?reduce|all_?gather|reduce_?scatter|broadcast|send|receive|recv"
                             r"|all_?to_?all|neighbor_?exchange)")
-_BATCH = 50_000
+_BATCH = 10_000
 
 
 def sniff(folder: Path) -> bool:

@@ -49,6 +49,8 @@ _DOUBLE_COUNTER_VALUE = 44
 _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING_IID = 1, 2, 3, 4, 5, 17
 # InternedData
 _EVENT_NAMES, _ANNOTATION_NAMES, _STRING_VALUES = 2, 3, 29
+_EVENT_NAME, _A_NAME, _A_STRING = 23, 10, 6  # the same strings written inline
+_MAX_INTERNED = 1 << 13  # strings interned per sequence and table, and cached args: bounds memory
 
 _SMALL = 1 << 14
 _SMALL_VARINTS = [bytes([v]) if v < 0x80 else bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(_SMALL)]
@@ -102,16 +104,20 @@ _ARGS = msgspec.json.Decoder()
 
 class _Interner:
     """Ids for strings on one sequence, as ready-encoded ``field: iid`` bytes; collects the
-    definitions the next packet must carry."""
+    definitions the next packet must carry. Past ``_MAX_INTERNED`` strings, new ones are written
+    inline (``inline_field``): strings that never repeat (op numbers in host info) would
+    otherwise grow the table, and memory, with the input."""
 
-    def __init__(self, table_field: int, ref_field: int) -> None:
+    def __init__(self, table_field: int, ref_field: int, inline_field: int) -> None:
         self.refs: dict[str, bytes] = {}
-        self.table_field, self.ref_key = table_field, _key(ref_field, 0)
+        self.table_field, self.ref_key, self.inline_field = table_field, _key(ref_field, 0), inline_field
         self.pending: list[bytes] = []
 
     def __call__(self, text: str) -> bytes:
         ref = self.refs.get(text)
         if ref is None:
+            if len(self.refs) >= _MAX_INTERNED:
+                return _str(self.inline_field, text)
             iid = len(self.refs) + 1
             ref = self.refs[text] = self.ref_key + _varint(iid)
             self.pending.append(_len(self.table_field, _int(1, iid) + _str(2, text)))
@@ -124,9 +130,9 @@ class _Sequence:
     def __init__(self, sequence_id: int) -> None:
         self.tail = _int(_SEQ_ID, sequence_id)
         self.started = False
-        self.names = _Interner(_EVENT_NAMES, _NAME_IID)
-        self.arg_names = _Interner(_ANNOTATION_NAMES, _A_NAME_IID)
-        self.strings = _Interner(_STRING_VALUES, _A_STRING_IID)
+        self.names = _Interner(_EVENT_NAMES, _NAME_IID, _EVENT_NAME)
+        self.arg_names = _Interner(_ANNOTATION_NAMES, _A_NAME_IID, _A_NAME)
+        self.strings = _Interner(_STRING_VALUES, _A_STRING_IID, _A_STRING)
         self.arg_cache: dict[tuple[str, Any], bytes] = {}  # (name, str or small int) -> bytes
         # track -> (begin-event prefix, end-packet suffix) once described on this sequence
         self.tracks: dict[Track, tuple[bytes, bytes]] = {}
@@ -254,7 +260,7 @@ class PerfettoEncoder:
                         continue
                 item = names(str(key)) + value_bytes
                 encoded = _ANNOTATION + _varint(len(item)) + item
-                if cacheable:
+                if cacheable and len(cache) < _MAX_INTERNED:
                     cache[key, value] = encoded
             out += encoded
         return bytes(out)

@@ -27,10 +27,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "bench"
-FLOOR = (
+FLOOR = (  # JSON (and HCCL .trace) parsed, text tables split into fields
     "import orjson, sys, pathlib\n"
-    "for p in sorted(pathlib.Path(sys.argv[1]).rglob('*.json')):\n"
-    "    orjson.loads(p.read_bytes())\n"
+    "for p in sorted(pathlib.Path(sys.argv[1]).rglob('*')):\n"
+    "    if p.suffix in ('.json', '.trace'):\n"
+    "        orjson.loads(p.read_bytes())\n"
+    "    elif p.suffix in ('.csv', '.txt'):\n"
+    "        with open(p, encoding='utf-8', errors='replace') as f:\n"
+    "            for line in f:\n"
+    "                line.split(',')\n"
 )
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
@@ -81,27 +86,34 @@ def measure(label: str, argv: list[str], output: Path | None = None) -> Run:
     return Run(label, seconds, peak / 1024, size)
 
 
-def generated(name: str, **options) -> Path:
+def generated(name: str, write=None, **options) -> Path:
+    """A generated profile under build/bench, made once (``write``: a fixture writer, msprof's
+    by default)."""
     root = BUILD / name
     if not (root / ".done").exists():
         from fixtures.msprof_gen import write_msprof_profile
 
         started = time.perf_counter()
         print(f"bench: generating {name} ...", file=sys.stderr, flush=True)
-        write_msprof_profile(root, **options)
+        (write or write_msprof_profile)(root, **options)
         (root / ".done").write_text("")
         print(f"bench: generated {name} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return root
 
 
 def input_stats(root: Path) -> tuple[int, int]:
-    """(bytes, events) of the profile's JSON, events counted as '"ph"' keys (one per event)."""
+    """(bytes, records) of the profile: JSON events counted as '"ph"' keys (one per event),
+    text tables as lines past their header."""
     size = events = 0
-    for path in root.rglob("*.json"):
+    for path in root.rglob("*"):
+        if path.suffix not in (".json", ".trace", ".csv", ".txt"):
+            continue
         size += path.stat().st_size
         with open(path, "rb") as f:
+            if path.suffix in (".csv", ".txt"):
+                events -= 1
             while block := f.read(1 << 24):
-                events += block.count(b'"ph"')
+                events += block.count(b'"ph"') if path.suffix in (".json", ".trace") else block.count(b"\n")
     return size, events
 
 
@@ -131,7 +143,7 @@ def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
             peers[kind] = Run(f"MindInsight 2.3.1 {kind} (JSON)", result["seconds"],
                               result["peak_rss_mib"], result["output_bytes"])
             runs.append(peers[kind])
-    rows = [f"\n### {name}\n", f"{size / 1e6:,.0f} MB of JSON input, {events:,} events.\n",
+    rows = [f"\n### {name}\n", f"{size / 1e6:,.0f} MB of input, {events:,} records (events, rows).\n",
             "| run | wall s | events/s | MB/s | peak RSS MiB | output MiB | x floor |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
@@ -175,6 +187,9 @@ def main() -> None:
         slug = re.sub(r"\W+", "-", name.split(",")[0] + "-" + options["layout"]).strip("-")
         root = generated(f"gen-{slug}-{options['steps']}", **common, **options)
         lines += bench_profile(name, root, peer and not args.no_peer)
+    for name, options in _legacy_plan(args.quick):
+        root = generated(f"gen-mindspore1x-{options['steps']}", _write_legacy, **options)
+        lines += bench_profile(name, root, False)
     real = ROOT.parent / "shared" / "data" / "real" / "msprof-2rank"
     if real.is_dir():
         lines += bench_profile("real sample msprof-2rank", real, not args.no_peer)
@@ -191,6 +206,31 @@ def main() -> None:
         before, _, rest = old.partition(BEGIN)
         _, _, after = rest.partition(END)
         path.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
+
+
+def _legacy_plan(quick: bool) -> list[tuple[str, dict]]:
+    """MindSpore 1.x folders (no peer: MindSpore 1.x converted them in-process, and its wheels
+    need Python <= 3.9), with host_info of every rank (MindSpore 2.1+ writes it; here it shows
+    the host reader at size too)."""
+    common = dict(ranks=8, ops_per_step=3000, streams=3, comm_ops=4, planes=4, seed=1)
+    plan = [("~100 MB, MindSpore 1.x profiler folder + host_info (8 ranks, 12 steps)",
+             dict(common, steps=12))]
+    if not quick:
+        plan.append(("~1 GB, MindSpore 1.x profiler folder + host_info (8 ranks, 120 steps)",
+                     dict(common, steps=120)))
+    return plan
+
+
+def _write_legacy(root: Path, **options) -> None:
+    from fixtures.host_info_gen import write_host_info
+    from fixtures.mindspore1x_gen import write_mindspore1x_profile
+
+    profile = write_mindspore1x_profile(root, **options)
+    for rank in profile.ranks:  # host stages over the same wall-clock span as the device steps
+        (step, start, _), (_, _, end) = rank.step_bounds_ns[0], rank.step_bounds_ns[-1]
+        write_host_info(root, rank=rank.rank, start_ns=start + rank.epoch_offset_ns,
+                        steps=options["steps"] * 20, seed=step, truth=False,
+                        step_ns=max((end - start) // (options["steps"] * 20), 1_000_000))
 
 
 if __name__ == "__main__":

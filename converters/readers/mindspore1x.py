@@ -84,7 +84,7 @@ def rank_infos(folder: Path) -> list[RankInfo]:
     infos = []
     for rank in sorted(ids | hccl.keys()):
         found = files.get(rank, {})
-        offset, clock, aligned = _clock(found.get("host_start"), rank)
+        offset, clock, aligned = _clock(found.get("host_start"))
         start = found.get("min_cycle")
         infos.append(RankInfo(
             rank=rank,
@@ -190,11 +190,11 @@ def _natural(path: Path) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.name)]
 
 
-def _clock(path: Path | None, rank: int) -> tuple[int, str, bool]:
+def _clock(path: Path | None) -> tuple[int, str, bool]:
     """(offset from SysCnt ns to epoch ns, how times were read, whether aligned to wall time)."""
     if path is None:
         return 0, (f"{CLOCK} since the device started, NOT aligned to wall time or to other ranks "
-                   f"(no host_start.log.{rank})"), False
+                   "(no host_start.log.N beside the files)"), False
     values = dict(re.findall(r"(clock_realtime|clock_monotonic_raw)\s*:\s*(\d+)",
                              path.read_text(encoding="utf-8", errors="replace")))
     if len(values) < 2:

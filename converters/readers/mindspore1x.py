@@ -106,32 +106,39 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
         InputError: a file without the header it needs, or an HCCL trace that is not JSON.
     """
     sources = {kind: p for p in rank.source_paths for kind, rx in _FILES.items() if rx.match(p.name)}
-    hccl_dirs = [p for p in rank.source_paths if p.parent.name == _HCCL]
     steps = _steps(rank, sources["step_trace"], diag) if "step_trace" in sources else []
+    # without op columns in the step trace, the HCCL tasks stand for the communication ops
+    tasks = detail or not any(s.layer is Layer.COMM_OP for _, records in steps for s in records)
     starts = [step.start_ns for step, _ in steps]
-    has_ops = any(s.layer is Layer.COMM_OP for _, records in steps for s in records)
     with StepSpill() as spill:
-        def file(records: list[Slice]) -> None:
-            buckets: dict[int, list[Slice]] = defaultdict(list)
-            for s in records:  # -1: before the first step
-                buckets[bisect.bisect_right(starts, s.start_ns) - 1].append(s)
-            for index, bucket in buckets.items():
-                spill.add(index, bucket)
-
-        if "timeline" in sources:
-            framework = _framework(sources["framework"], diag) if detail and "framework" in sources else {}
-            for batch in _device_ops(rank, sources["timeline"], framework, diag, detail):
-                file(batch)
-        if "aicpu" in sources:
-            file(_aicpu_ops(rank, sources["aicpu"], diag, detail))
-        if detail or not has_ops:  # without op columns in the step trace, the tasks stand for them
-            for batch in _hccl_tasks(rank, hccl_dirs, diag):
-                file(batch)
+        _file_by_step(spill, starts, _records(rank, sources, diag, detail, tasks))
         before = spill.load(-1, rank.rank)
         if before:  # activity no step bounds (or all of it, without a step trace)
             yield StepRecords(rank.rank, None, None, None, before)
         for index, (step, records) in enumerate(steps):
             yield StepRecords(rank.rank, None, step.step, step, records + spill.load(index, rank.rank))
+
+
+def _records(rank: RankInfo, sources: dict[str, Path], diag: Diagnostics, detail: bool,
+             tasks: bool) -> Iterator[list[Slice]]:
+    """Every record besides the step trace's, in batches."""
+    if "timeline" in sources:
+        framework = _framework(sources["framework"], diag) if detail and "framework" in sources else {}
+        yield from _device_ops(rank, sources["timeline"], framework, diag, detail)
+    if "aicpu" in sources:
+        yield _aicpu_ops(rank, sources["aicpu"], diag, detail)
+    if tasks:
+        yield from _hccl_tasks(rank, [p for p in rank.source_paths if p.parent.name == _HCCL], diag)
+
+
+def _file_by_step(spill: StepSpill, starts: list[int], batches: Iterable[list[Slice]]) -> None:
+    """File each record under the last step started at or before it (-1: before the first)."""
+    for records in batches:
+        buckets: dict[int, list[Slice]] = defaultdict(list)
+        for s in records:
+            buckets[bisect.bisect_right(starts, s.start_ns) - 1].append(s)
+        for index, bucket in buckets.items():
+            spill.add(index, bucket)
 
 
 # -- files, owners and clocks -------------------------------------------------------------------

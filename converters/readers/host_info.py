@@ -195,19 +195,10 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
         batch: list[Slice | Sample] = []
         last_ns = untimed = 0
         for line, row in enumerate(rows, start=2):
-            if len(row) < len(header):
-                if row:
-                    diag.warn("bad_row", f"{path}: line {line}: expected {len(header)} fields; skipped")
+            numbers = _numbers(row, len(header), column, get, path, line, diag)
+            if numbers is None:
                 continue
-            try:
-                ts_ns = us_to_ns(row[column["time_stamp"]].strip() or "0")
-                memory = _int(row, get["memory_usage"])
-                level = _int(row, get["level"])
-                mark = int(row[column["start_end"]])
-            except (ValueError, ArithmeticError):
-                diag.warn("bad_row", f"{path}: line {line}: expected numbers in start_end, level, "
-                          "memory_usage and time_stamp; skipped")
-                continue
+            ts_ns, memory, level, mark = numbers
             if not ts_ns:
                 untimed += memory > 0  # profile_framework="memory": no time to draw it at
                 continue
@@ -240,6 +231,22 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
     if untimed:
         diag.note("untimed_memory", f"{path}: {untimed} memory samples have no time stamp "
                   "(profile_framework=\"memory\") and cannot be drawn")
+
+
+def _numbers(row: list[str], fields: int, column: dict[str, int], get: dict[str, int | None], path: Path,
+             line: int, diag: Diagnostics) -> tuple[int, int, int, int] | None:
+    """(time stamp in ns, memory in kB, level, start_end) of a row; None, with a warning, if broken."""
+    if len(row) < fields:
+        if row:
+            diag.warn("bad_row", f"{path}: line {line}: expected {fields} fields; skipped")
+        return None
+    try:
+        return (us_to_ns(row[column["time_stamp"]].strip() or "0"), _int(row, get["memory_usage"]),
+                _int(row, get["level"]), int(row[column["start_end"]]))
+    except (ValueError, ArithmeticError):
+        diag.warn("bad_row", f"{path}: line {line}: expected numbers in start_end, level, memory_usage "
+                  "and time_stamp; skipped")
+        return None
 
 
 def _int(row: list[str], index: int | None) -> int:

@@ -50,6 +50,7 @@ _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING_IID = 1, 2, 3, 4, 5,
 # InternedData
 _EVENT_NAMES, _ANNOTATION_NAMES, _STRING_VALUES = 2, 3, 29
 _EVENT_NAME, _A_NAME, _A_STRING = 23, 10, 6  # the same strings written inline
+_MAX_RAW_CACHED = 1 << 12  # raw args remembered per sequence (most never repeat: a small cache)
 _MAX_INTERNED = 1 << 13  # strings interned per sequence and table, and cached args: bounds memory
 
 _SMALL = 1 << 14
@@ -134,6 +135,7 @@ class _Sequence:
         self.arg_names = _Interner(_ANNOTATION_NAMES, _A_NAME_IID, _A_NAME)
         self.strings = _Interner(_STRING_VALUES, _A_STRING_IID, _A_STRING)
         self.arg_cache: dict[tuple[str, Any], bytes] = {}  # (name, str or small int) -> bytes
+        self.raw_cache: dict[bytes, bytes] = {}  # raw JSON args -> their annotations
         # track -> (begin-event prefix, end-packet suffix) once described on this sequence
         self.tracks: dict[Track, tuple[bytes, bytes]] = {}
 
@@ -234,10 +236,21 @@ class PerfettoEncoder:
         return _TS + _LOW14[ts_ns & 0x3FFF] + _LOW14[(ts_ns >> 14) & 0x3FFF] + high
 
     def _annotations(self, args: dict[str, Any] | bytes, seq: _Sequence) -> bytes:
-        if type(args) is not dict:  # raw JSON from the reader, decoded only now it is written
-            args = _ARGS.decode(args)
-            if not isinstance(args, dict):
-                args = {"args": args}
+        if type(args) is dict:
+            return self._encode_annotations(args, seq)
+        # Raw JSON from the reader, decoded only now it is written. The same text recurs where
+        # a reader shares one op's metadata among its runs (MindSpore 1.x): encode it once.
+        encoded = seq.raw_cache.get(args)
+        if encoded is None:
+            decoded = _ARGS.decode(args)
+            if not isinstance(decoded, dict):
+                decoded = {"args": decoded}
+            encoded = self._encode_annotations(decoded, seq)
+            if len(seq.raw_cache) < _MAX_RAW_CACHED:
+                seq.raw_cache[args] = encoded
+        return encoded
+
+    def _encode_annotations(self, args: dict[str, Any], seq: _Sequence) -> bytes:
         out = bytearray()
         cache, names = seq.arg_cache, seq.arg_names
         for key, value in args.items():

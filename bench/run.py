@@ -120,7 +120,8 @@ def input_stats(root: Path) -> tuple[int, int]:
 def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
     size, events = input_stats(root)
     print(f"bench: {name}", file=sys.stderr, flush=True)
-    floor = measure("floor: parse every file (orjson.loads, or split text lines)", [sys.executable, "-c", FLOOR, str(root)])
+    floor = measure("floor: parse every file (orjson.loads, or split text lines)",
+                    [sys.executable, "-c", FLOOR, str(root)])
     runs = [floor]
     ours: dict[str, Run] = {}
     for kind, cap, suffix in (("summary", "20M", ".pftrace"), ("detail", "20M", ".pftrace"),

@@ -240,6 +240,8 @@ class PerfettoEncoder:
             return self._encode_annotations(args, seq)
         # Raw JSON from the reader, decoded only now it is written. The same text recurs where
         # a reader shares one op's metadata among its runs (MindSpore 1.x): encode it once.
+        if type(args) is not bytes:  # msgspec.Raw: not hashable
+            args = bytes(args)
         encoded = seq.raw_cache.get(args)
         if encoded is None:
             decoded = _ARGS.decode(args)

@@ -11,7 +11,7 @@ MindSpore 1.6). A rank is an id with device ops or a step trace:
 * ``step_trace_raw_{id}_detail_time.csv``: steps, FP/BP points and one start/end column pair
   per communication op (``stream_24_0_AllReduce-op3143``), which become communication ops;
 * ``hccl_info/<op>[_dev<d>]/iter{N}.trace``: HCCL tasks, planes by ``tid``; a trace belongs to
-  the rank of its ``_dev`` suffix, else to the folder's only rank, else to its ``device id``.
+  the folder's only rank, else to the rank of its ``_dev`` suffix, else to its ``device id``.
 
 All times count the device SysCnt (100 MHz, 10 ns ticks) and convert to ns exactly.
 ``host_start.log.{id}`` (``clock_realtime`` and ``clock_monotonic_raw``, ns) maps them to the
@@ -174,10 +174,10 @@ def _hccl_owners(folder: Path, ids: set[int]) -> dict[int, list[Path]]:
     owners: dict[int, list[Path]] = defaultdict(list)
     for op_dir in _hccl_dirs(folder):
         suffix = _DEV_SUFFIX.search(op_dir.name)
-        if suffix:
-            owner = int(suffix.group(1))
-        elif len(ids) == 1:
+        if len(ids) == 1:  # the folder's one rank, whatever device it ran on
             owner = next(iter(ids))
+        elif suffix:
+            owner = int(suffix.group(1))
         else:
             owner = _trace_device(op_dir)
         if owner is not None:

@@ -169,3 +169,15 @@ def test_ms_text_converts_to_the_exact_ns(ticks, zeros):
     assert ms_to_ns(text) == int(Decimal(text) * 1_000_000)
     if ticks < 10**15:
         assert ms_to_ns(str(ticks / 1e5)) == ticks * 10
+
+
+def test_a_single_rank_folder_owns_its_hccl_traces_whatever_their_device(tmp_path):
+    gen = write_mindspore1x_profile(tmp_path, ranks=1, steps=2, seed=11)
+    hccl = gen.ranks[0].folder / "hccl_info"
+    for op_dir in list(hccl.iterdir()):  # rank 0 ran on device 4 (file suffix: rank, since 1.6)
+        op_dir.rename(hccl / f"{op_dir.name}_dev4")
+    ranks = discover(tmp_path)
+    assert [r.rank for r in ranks] == [gen.ranks[0].file_id]
+    tasks = [s for b in read_profile(ranks, Options(kind=Kind.DETAIL), Diagnostics()) for s in b.slices
+             if s.layer.value == "HCCL"]
+    assert len(tasks) == gen.ranks[0].hccl_tasks

@@ -19,8 +19,8 @@ epoch as ``syscnt_ns + clock_realtime - clock_monotonic_raw`` (design §7); with
 keeps its own timebase, and its description and a note on stderr say it is not aligned.
 Records are filed by step (the last step started at or before them; those before the first
 step make a step of their own, with no number) in a spill file, so a rank of any size is
-yielded one step at a time. A folder with ``PROF_*`` directories is MindSpore
-2.0-2.2, whose msprof export is read instead.
+yielded one step at a time. A folder with ``PROF_*`` directories is MindSpore 2.0-2.2, whose
+msprof export is read instead.
 """
 
 from __future__ import annotations
@@ -202,16 +202,22 @@ def _clock(path: Path | None) -> tuple[int, str, bool]:
     if path is None:
         return 0, (f"{CLOCK} since the device started, NOT aligned to wall time or to other ranks "
                    "(no host_start.log.N beside the files)"), False
-    values = dict(re.findall(r"(clock_realtime|clock_monotonic_raw)\s*:\s*(\d+)",
-                             path.read_text(encoding="utf-8", errors="replace")))
+    values = dict(re.findall(r"(clock_realtime|clock_monotonic_raw)\s*:\s*(\d+)", _read_text(path)))
     if len(values) < 2:
         raise InputError(path, "", "expected clock_realtime and clock_monotonic_raw in ns")
     offset = int(values["clock_realtime"]) - int(values["clock_monotonic_raw"])
     return offset, f"{CLOCK}, mapped to epoch with {path.name} (offset {offset} ns)", True
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise InputError(path, "", f"cannot read: {e.strerror or e}") from e
+
+
 def _read_ms(path: Path) -> int:
-    text = path.read_text(encoding="utf-8", errors="replace").strip()
+    text = _read_text(path).strip()
     try:
         return ms_to_ns(text)
     except (ValueError, ArithmeticError):

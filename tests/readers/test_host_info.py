@@ -141,3 +141,20 @@ def test_a_timeline_begin_without_end_is_drawn_unfinished(tmp_path, capsys):
                     ("Wait", 20_000, 10_000, False)]
     assert trace.processes == ["Rank 3"]
     assert "1 host stages begin and never end" in capsys.readouterr().err
+
+
+def test_memory_track_says_bytes_to_perfetto_and_summary_leaves_host_out(tmp_path):
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    write_host_info(tmp_path, steps=2)
+    out = tmp_path / "out.pftrace"
+    _convert(tmp_path, out)
+    trace = pb.Trace()
+    trace.ParseFromString(out.read_bytes())
+    memory = [p.track_descriptor for p in trace.packet
+              if p.HasField("track_descriptor") and p.track_descriptor.name == "Host memory"]
+    assert memory and all(d.counter.unit == pb.CounterDescriptor.UNIT_SIZE_BYTES for d in memory)
+    summary = tmp_path / "summary.pftrace"
+    assert main([str(tmp_path), "-o", str(summary)]) == 0
+    decoded = read_perfetto(summary.read_bytes())
+    assert not decoded.slices and not decoded.counters and decoded.processes == ["Rank 0"]

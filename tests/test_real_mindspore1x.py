@@ -139,3 +139,12 @@ def test_a_rank_without_host_start_log_says_it_is_not_aligned(hccl_rank6, tmp_pa
     assert main([str(hccl_rank6), "--strict", "-o", str(out)]) == 0  # a fact about the input, not damage
     assert b"NOT aligned to wall time" in out.read_bytes()  # the rank's process description
     assert "rank 6: times are device SysCnt" in capsys.readouterr().err
+
+
+def test_step_phases_equal_mindsporess_cluster_analysis(single_device, tmp_path):
+    trace = _convert(single_device, tmp_path / "out.pftrace")
+    with open(single_device / "ascend_cluster_analyse_data-parallel_1_1_1.csv", newline="") as f:
+        row = {k.strip(): int(v) for k, v in next(csv.DictReader(f, skipinitialspace=True)).items()}
+    phases = {s.name: s.dur_ns for s in trace.slices if s.track == ("Step Trace", "Steps")}
+    assert phases["FP/BP"] == row["fp_and_bp"] * 10 and phases["Tail"] == row["tail"] * 10
+    assert row["iteration_interval"] == 0 and "Iteration Interval" not in phases  # FP starts the step

@@ -39,7 +39,7 @@ ATTACHES = True  # its ranks join the device ranks of the same id
 CLOCK = "host system clock, epoch µs"
 
 _FILE = re.compile(r"^(host_info|host_memory)_(\d+)\.csv$|^timeline_(\d+)\.json$")
-_NEEDED = ("tid", "module_name", "event", "stage", "start_end", "time_stamp")
+_NEEDED = ("tid", "module_name", "event", "stage", "start_end", "time_stamp")  # in _Columns' order
 _CUSTOM = re.compile(r"\{([^{}:]*):([^{}]*)\}")
 _WINDOW_NS = 100_000_000  # host records are filed on disk by 100 ms of start time
 _LEAD_NS = 1_000_000_000  # how long before a step its host work may start and still go with it
@@ -184,21 +184,18 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
     """Pair the rows of one host CSV into slices and samples, handed to ``emit`` in batches."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.reader(whole_lines(f, path, diag))
-        header = next(rows, [])
-        column = {re.sub(r"\(.*\)$", "", name.strip()): i for i, name in enumerate(header)}
-        missing = [c for c in _NEEDED if c not in column]
-        if missing:
-            raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",
-                             hint="expected MindSpore's host_info_N.csv")
-        get = {name: column.get(name) for name in ("pid", "level", "custom_info", "memory_usage")}
+        at = _Columns(path, next(rows, []))
         open_stages: dict[tuple[str, ...], list[tuple[int, list[str]]]] = defaultdict(list)
         batch: list[Slice | Sample] = []
         last_ns = untimed = 0
         for line, row in enumerate(rows, start=2):
-            numbers = _numbers(row, len(header), column, get, path, line, diag)
-            if numbers is None:
+            try:
+                ts_ns, memory, level, mark = at.numbers(row)
+            except (ValueError, ArithmeticError, IndexError):
+                if row:
+                    diag.warn("bad_row", f"{path}: line {line}: expected {at.fields} fields, with numbers in "
+                              "start_end, level, memory_usage and time_stamp; skipped")
                 continue
-            ts_ns, memory, level, mark = numbers
             if not ts_ns:
                 untimed += memory > 0  # profile_framework="memory": no time to draw it at
                 continue
@@ -207,22 +204,22 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
                 batch.append(Sample(rank.rank, HOST_MEMORY, ts_ns, memory * 1024.0))
             if level < min_level:
                 continue
-            key = (row[column["tid"]], row[column["module_name"]], row[column["event"]], row[column["stage"]])
+            key = (row[at.tid], row[at.module], row[at.event], row[at.stage])
             if mark == 0:
                 open_stages[key].append((ts_ns, row))
             elif mark == 1:
                 if open_stages.get(key):
                     start, first = open_stages[key].pop()
-                    batch.append(_stage(rank, key, start, ts_ns - start, first, get))
+                    batch.append(at.stage_slice(rank, key, start, ts_ns - start, first))
                 else:
                     diag.warn("unpaired_end", f"{path}: line {line}: an end of {'::'.join(key[1:])} without "
                               "its start; skipped")
             else:
-                batch.append(_stage(rank, key, ts_ns, 0, row, get))
+                batch.append(at.stage_slice(rank, key, ts_ns, 0, row))
             if len(batch) >= _BATCH:
                 emit(batch)
                 batch = []
-        unfinished = [_stage(rank, key, start, max(last_ns - start, 0), row, get, unfinished=True)
+        unfinished = [at.stage_slice(rank, key, start, max(last_ns - start, 0), row, unfinished=True)
                       for key, stack in open_stages.items() for start, row in stack]
         emit(batch + unfinished)
     if unfinished:
@@ -233,40 +230,44 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
                   "(profile_framework=\"memory\") and cannot be drawn")
 
 
-def _numbers(row: list[str], fields: int, column: dict[str, int], get: dict[str, int | None], path: Path,
-             line: int, diag: Diagnostics) -> tuple[int, int, int, int] | None:
-    """(time stamp in ns, memory in kB, level, start_end) of a row; None, with a warning, if broken."""
-    if len(row) < fields:
-        if row:
-            diag.warn("bad_row", f"{path}: line {line}: expected {fields} fields; skipped")
-        return None
-    try:
-        return (us_to_ns(row[column["time_stamp"]].strip() or "0"), _int(row, get["memory_usage"]),
-                _int(row, get["level"]), int(row[column["start_end"]]))
-    except (ValueError, ArithmeticError):
-        diag.warn("bad_row", f"{path}: line {line}: expected numbers in start_end, level, memory_usage "
-                  "and time_stamp; skipped")
-        return None
+class _Columns:
+    """Where each field of a host CSV is (headers come with units or without), and reading them."""
 
+    def __init__(self, path: Path, header: list[str]) -> None:
+        column = {re.sub(r"\(.*\)$", "", name.strip()): i for i, name in enumerate(header)}
+        missing = [c for c in _NEEDED if c not in column]
+        if missing:
+            raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",
+                             hint="expected MindSpore's host_info_N.csv")
+        self.fields = len(header)
+        self.tid, self.module, self.event, self.stage, self.mark, self.time = (column[c] for c in _NEEDED)
+        self.level, self.custom, self.memory = map(column.get, ("level", "custom_info", "memory_usage"))
 
-def _int(row: list[str], index: int | None) -> int:
-    return int(row[index].strip() or 0) if index is not None else 0
+    def numbers(self, row: list[str]) -> tuple[int, int, int, int]:
+        """(time stamp in ns, memory in kB, level, start_end); ValueError or IndexError if broken."""
+        if len(row) < self.fields:
+            raise IndexError(len(row))
+        time = row[self.time]
+        try:
+            ts_ns = int(time) * 1000  # integer µs, as MindSpore writes them
+        except ValueError:
+            ts_ns = us_to_ns(time.strip() or "0")
+        return (ts_ns, int(row[self.memory] or 0) if self.memory is not None else 0,
+                int(row[self.level] or 0) if self.level is not None else 0, int(row[self.mark]))
 
-
-def _stage(rank: RankInfo, key: tuple[str, ...], start: int, dur: int, row: list[str],
-           get: dict[str, int | None], unfinished: bool = False) -> Slice:
-    tid, module, event, stage = key
-    args: dict[str, Any] = {"module": module, "event": event, "stage": stage}
-    if get["level"] is not None:
-        args["level"] = _int(row, get["level"])
-    if get["custom_info"] is not None:
-        args.update(_CUSTOM.findall(row[get["custom_info"]]))
-    if get["pid"] is not None:
-        args["pid"] = row[get["pid"]]
-    if unfinished:
-        args["unfinished"] = True
-    name = "::".join(part for part in (module, event, stage) if part)
-    return Slice(rank.rank, Layer.HOST, f"Thread {tid}", name, start, dur, args)
+    def stage_slice(self, rank: RankInfo, key: tuple[str, ...], start: int, dur: int, row: list[str],
+                    unfinished: bool = False) -> Slice:
+        """A stage named ``module::event::stage``; its level and custom info are its args."""
+        tid, *parts = key
+        args: dict[str, Any] = {}
+        if self.level is not None:
+            args["level"] = int(row[self.level] or 0)
+        if self.custom is not None and row[self.custom]:
+            args.update(_CUSTOM.findall(row[self.custom]))
+        if unfinished:
+            args["unfinished"] = True
+        return Slice(rank.rank, Layer.HOST, f"Thread {tid}", "::".join(filter(None, parts)), start, dur,
+                     args or None)
 
 
 # -- the timeline -------------------------------------------------------------------------------

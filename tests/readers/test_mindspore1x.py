@@ -181,3 +181,24 @@ def test_a_single_rank_folder_owns_its_hccl_traces_whatever_their_device(tmp_pat
     tasks = [s for b in read_profile(ranks, Options(kind=Kind.DETAIL), Diagnostics()) for s in b.slices
              if s.layer.value == "HCCL"]
     assert len(tasks) == gen.ranks[0].hccl_tasks
+
+
+def test_step_trace_with_the_points_first_and_parallel_names(tmp_path):
+    """The other layout (mindinsight ``step_trace_raw_10``): start/end pairs only, named by stream."""
+    folder = tmp_path / "profiler"
+    folder.mkdir()
+    (folder / "step_trace_raw_10_detail_time.csv").write_text(
+        "step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,fp_and_bp,tail,"
+        "stream_10_parallel_0_start_point,stream_10_parallel_0_end_point\n"
+        "1,1000,2000,1000,1100,1800,100,700,200,1500,1900\n"
+        "-,1000,2000,1000,1100,1800,100,700,200,1500,1900\n")
+    (folder / "output_timeline_data_10.txt").write_text(
+        "op_name, stream_id, start_time(ms), duration(ms)\nDefault/MatMul-op1,5,0.011,0.004\n")
+    [batch] = read_profile(discover(tmp_path), Options(kind=Kind.DETAIL), Diagnostics())
+    ops = [(s.lane, s.name, s.start_ns, s.dur_ns) for s in batch.slices if s.layer.value == "Communication"]
+    assert ops == [("Stream 10", "parallel_0", 15_000, 4_000)]
+    phases = {s.name: (s.start_ns, s.dur_ns) for s in batch.slices if s.layer.value == "Step Trace"}
+    assert phases == {"Step 1": (10_000, 10_000), "Iteration Interval": (10_000, 1_000),
+                      "FP/BP": (11_000, 7_000), "Tail": (18_000, 2_000)}
+    assert [(s.name, s.start_ns, s.dur_ns) for s in batch.slices if s.layer.value == "Ascend Hardware"] == [
+        ("MatMul-op1", 11_000, 4_000)]

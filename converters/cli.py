@@ -227,7 +227,8 @@ def _info_main(argv: list[str]) -> int:
     for r in contents.ranks:
         graphs = sorted({s.graph for s in r.steps if s.graph is not None})
         rows.append([
-            str(r.rank), r.format, "" if r.device is None else str(r.device), r.host or "",
+            str(r.rank), r.format + (" + host_info" if r.host_info and r.format != "host_info" else ""),
+            "" if r.device is None else str(r.device), r.host or "",
             ",".join(map(str, graphs)) or "-", str(len(r.steps)),
             str(len(r.lanes.get("Ascend Hardware", []))), str(len(r.lanes.get("HCCL", []))),
             f"{sum(r.records.values()):,}", _size(r.input_bytes), _size(r.estimated_bytes["summary"]),

@@ -12,15 +12,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from .discover import discover
 from .errors import Diagnostics
 from .model import Layer, RankInfo
 from .pipeline import Kind, Options, input_bytes, overlap_slices, read_profile
 from .select import select_ranks
 
-# Perfetto bytes per slice, measured on the real samples and generated profiles (BENCHMARKS.md):
-# summary slices carry no args (~57 B); detail slices carry their args (~90-170 B).
-_SUMMARY_BYTES, _DETAIL_BYTES, _SAMPLE_BYTES = 58, 110, 24
+# Perfetto bytes per slice, fitted on the real samples and generated profiles of every format
+# (within 15% of each): summary slices carry no args (~57 B); a detail slice ~20 B plus 0.6 B per
+# byte of its args as JSON (interned names and strings make it less than their text).
+_SUMMARY_BYTES, _SAMPLE_BYTES = 58, 24
+_DETAIL_BYTES, _DETAIL_BYTES_PER_ARGS_BYTE = 20, 0.6
 
 
 @dataclass
@@ -42,6 +46,7 @@ class RankContents:
     host: str | None
     input_bytes: int
     groups: dict[str, list[int]]
+    host_info: str | None = None  # the MindSpore host_info file read with this rank, if any
     steps: list[StepRange] = field(default_factory=list)
     lanes: dict[str, list[str]] = field(default_factory=dict)  # layer -> lane names
     records: dict[str, int] = field(default_factory=dict)  # layer -> slices (and "Counters")
@@ -75,6 +80,7 @@ def _rank(info: RankInfo, diag: Diagnostics) -> RankContents:
     contents = RankContents(
         info.rank, info.format, str(info.path), info.device, info.host, input_bytes(info),
         {name: list(ranks) for name, ranks in info.groups.items()},
+        str(info.host_paths[0]) if info.host_paths else None,
     )
     lanes: dict[str, set[str]] = {}
     counts: dict[str, int] = {}
@@ -89,7 +95,7 @@ def _rank(info: RankInfo, diag: Diagnostics) -> RankContents:
             if s.layer.is_summary:
                 summary += 1
             else:
-                detail += 1
+                detail += _DETAIL_BYTES + _DETAIL_BYTES_PER_ARGS_BYTE * _args_bytes(s.args)
         summary += len(overlap_slices(batch))
         samples += len(batch.samples)
     if samples:
@@ -99,6 +105,13 @@ def _rank(info: RankInfo, diag: Diagnostics) -> RankContents:
     contents.records = counts
     contents.estimated_bytes = {
         "summary": summary * _SUMMARY_BYTES,
-        "detail": summary * _SUMMARY_BYTES + detail * _DETAIL_BYTES + samples * _SAMPLE_BYTES,
+        "detail": summary * _SUMMARY_BYTES + round(detail) + samples * _SAMPLE_BYTES,
     }
     return contents
+
+
+def _args_bytes(args: object) -> int:
+    """The length of a slice's args as JSON (raw JSON as the reader kept it, or a dict)."""
+    if args is None:
+        return 0
+    return len(orjson.dumps(args)) if isinstance(args, dict) else len(args)

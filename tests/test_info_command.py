@@ -11,6 +11,8 @@ import pytest
 from converters import convert
 from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.host_info_gen import write_host_info
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "info.schema.json").read_text())
@@ -57,3 +59,24 @@ def test_table_and_errors(profile, capsys):
     assert main(["info", str(root), "--ranks", "7"]) == 2
     assert "unknown rank 7" in capsys.readouterr().err
     assert main(["info", "--help"]) == 0
+
+
+def test_legacy_ranks_with_host_info(tmp_path, capsys):
+    gen = write_mindspore1x_profile(tmp_path, ranks=2, steps=2, seed=5)
+    truth = write_host_info(tmp_path, rank=1, steps=2)
+    assert main(["info", str(tmp_path), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    jsonschema.validate(document, SCHEMA)
+    for rank, made in zip(document["ranks"], gen.ranks, strict=True):
+        assert rank["format"] == "mindspore1x"
+        assert rank["records"]["Ascend Hardware"] == made.device_ops + made.aicpu_ops
+        assert rank["records"]["HCCL"] == made.hccl_tasks
+        assert [s["step"] for s in rank["steps"]] == list(range(1, made.steps + 1))
+    assert document["ranks"][0]["host_info"] is None and "Host" not in document["ranks"][0]["records"]
+    assert document["ranks"][1]["host_info"] == str(truth.csv_path)
+    assert document["ranks"][1]["records"]["Host"]
+    assert main(["info", str(tmp_path)]) == 0
+    assert "mindspore1x + host_info" in capsys.readouterr().out
+    for kind in ("summary", "detail"):
+        real = convert(tmp_path, tmp_path / f"{kind}.pftrace", kind=kind, max_bytes=None).bytes_written
+        assert 0.67 * real <= document["estimated_bytes"][kind] <= 1.5 * real, kind

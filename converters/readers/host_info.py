@@ -77,8 +77,7 @@ def _first_ns(path: Path) -> int | None:
         found = re.search(r'"ts"\s*:\s*"?(\d+(?:\.\d+)?)', head)
         return us_to_ns(found.group(1)) - 10**9 if found else None
     lines = head.splitlines()
-    names = lines[0].split(",") if lines else []
-    column = {re.sub(r"\(.*\)$", "", name.strip()): i for i, name in enumerate(names)}
+    column = _column_index(lines[0].split(",") if lines else [])
     for row in csv.reader(lines[1:-1]):
         try:
             ts = int(row[column["time_stamp"]])
@@ -230,11 +229,16 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
                   "(profile_framework=\"memory\") and cannot be drawn")
 
 
+def _column_index(header: list[str]) -> dict[str, int]:
+    """Column name (units such as ``(kB)`` dropped: both namings of the CSV) -> its position."""
+    return {re.sub(r"\(.*\)$", "", name.strip()): i for i, name in enumerate(header)}
+
+
 class _Columns:
     """Where each field of a host CSV is (headers come with units or without), and reading them."""
 
     def __init__(self, path: Path, header: list[str]) -> None:
-        column = {re.sub(r"\(.*\)$", "", name.strip()): i for i, name in enumerate(header)}
+        column = _column_index(header)
         missing = [c for c in _NEEDED if c not in column]
         if missing:
             raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",

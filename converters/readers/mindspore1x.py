@@ -355,7 +355,11 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
             if dur_ns < 0:
                 diag.warn("bad_row", f"{path}: line {line}: negative duration; skipped")
                 continue
-            args = (framework.get(full) or orjson.dumps({"fullname": full})) if detail else None
+            args = None
+            if detail:
+                args = framework.get(full)
+                if args is None:  # an op framework_raw does not name: its full name, once
+                    args = framework[full] = orjson.dumps({"fullname": full})
             batch.append(Slice(rank.rank, Layer.STREAM, f"Stream {stream.strip()}", short, start_ns, dur_ns,
                                args, "HCCL" if communication else "AI_CORE"))
             if len(batch) >= _BATCH:

@@ -97,6 +97,8 @@ class Step:
     step: int
     start_ns: int
     end_ns: int
+    host_start: bool = True  # starts where the host began it (ProfilerStep#N, STEP_TIME, the step
+    # trace), so Preparing (to the first device task) is known; False: bounds taken from the tasks
 
 
 @dataclass(slots=True)
@@ -113,6 +115,12 @@ class StepRecords:
     step: Step | None
     slices: list[Slice]
     samples: list[Sample] = field(default_factory=list)
+    # False: the input records no device tasks (a step-trace-only legacy folder, a host-only
+    # trace), so Computing, Free and the not-overlapped split are unknown, not zero.
+    has_device: bool = True
+    # Where Free is measured, if the profiler measures it over more than the compute and
+    # communication (CANN's msprof database: from the first to the last device task of any type).
+    device_span: tuple[int, int] | None = None
 
     @property
     def start_ns(self) -> int:

@@ -20,8 +20,11 @@ LANES = ("Computing", "Communication", "Communication (not overlapped)", "Free")
 # computes. Matched as words of the upper-cased type, so "Notify Wait" and NOTIFY_WAIT agree.
 _NON_COMPUTE_WORDS = (
     "NOTIFY", "EVENT", "WRITE_VALUE", "PLACE_HOLDER", "DMA", "SDMA", "MEMCPY", "REDUCE",
-    "HCCL", "COMMUNICATION",
+    "HCCL", "COMMUNICATION", "NOT_COMPUTE",
 )
+# The task type a reader gives a device task that its profiler says is no computation whatever
+# its type (a database TASK row without COMPUTE_TASK_INFO); the real type stays in its args.
+NOT_COMPUTE = "NOT_COMPUTE"
 
 
 @functools.lru_cache(maxsize=1024)

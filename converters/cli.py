@@ -139,7 +139,7 @@ def _overlap_main(argv: list[str]) -> int:
         return _error(e)
     records = [
         {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
-         **dict(zip(_OVERLAP_COLUMNS, (round(v / 1000, 3) for v in (
+         **dict(zip(_OVERLAP_COLUMNS, (None if v is None else round(v / 1000, 3) for v in (
              r.computing_ns, r.not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
              r.stage_ns, r.bubble_ns, r.not_overlapped_excluding_receive_ns, r.preparing_ns)),
              strict=True))}
@@ -153,9 +153,9 @@ def _overlap_main(argv: list[str]) -> int:
         writer.writerows(records)
     else:
         header = ["Rank", "Graph", "Step", *_OVERLAP_COLUMNS]
-        cells = [header] + [["" if rec[h] is None else str(rec[h]) for h in header] for rec in records]
+        cells = [header] + [["-" if rec[h] is None else str(rec[h]) for h in header] for rec in records]
         _print_table(cells)
-        print("(µs; Stage = Computing + Communication(Not Overlapped) + Free)")
+        print("(µs; Stage = the step's device span - Bubble; - : not known from this input)")
     return 0
 
 

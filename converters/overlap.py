@@ -123,17 +123,20 @@ class Overlap:
                         strict=True))
 
 
-def analyse(compute: Iterable[Interval], comm: Iterable[Interval]) -> Overlap:
+def analyse(compute: Iterable[Interval], comm: Iterable[Interval], span: Interval | None = None) -> Overlap:
     """Break one step's device activity into Computing, Communication, not-overlapped and Free.
 
-    Free is what neither covers between the first and the last device activity of the step.
+    Free is what neither covers between the first and the last compute or communication of the
+    step, or within ``span`` where the profiler measures it over all device tasks (CANN's msprof
+    database), extended to the compute and communication that lie outside it.
     """
     computing, communication = union(compute), union(comm)
     busy = union(computing + communication)
-    span = [(busy[0][0], busy[-1][1])] if busy else []
+    ends = [*busy[:1], *busy[-1:]] + ([span] if span is not None and span[0] < span[1] else [])
+    bounds = [(min(e[0] for e in ends), max(e[1] for e in ends))] if ends else []
     return Overlap(
         computing=computing,
         communication=communication,
         not_overlapped=subtract(communication, computing),
-        free=subtract(span, busy),
+        free=subtract(bounds, busy),
     )

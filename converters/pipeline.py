@@ -22,8 +22,8 @@ from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
 from .model import SUMMARY_LAYERS, Layer, RankInfo, Slice, StepRecords, step_label
 from .readers import READERS, host_info
-from .select import check_graphs, keep_step, select_ranks
-from .writers.chrome_json import ChromeJsonEncoder
+from .select import check_graphs, format_ids, keep_step, select_ranks
+from .writers.chrome_json import ChromeJsonEncoder, wall_origin
 from .writers.perfetto import PerfettoEncoder
 
 CUT_GROUP = "Trace cut"
@@ -131,11 +131,15 @@ def convert(
     found = Diagnostics()
     infos = select_ranks(discover(Path(path), found), options.ranks)
     check_graphs(infos, options.graphs)
-    origin = min((r.start_ns for r in infos if r.start_ns is not None), default=0)
+    origin = wall_origin(infos)
     spool = Spool()
     try:
         diag = _encode_ranks(infos, options, out_format, origin, spool, progress)
         diag.merge(found)
+        if not any(chunk.slices for chunk in spool.chunks):
+            diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
+                      f"{format_ids(r.rank for r in infos)}" + ("" if options.kind is Kind.DETAIL else
+                                                                "; --kind detail may show host activity"))
         if strict and diag:
             raise StrictError(diag.messages())
         encoder = _encoder(out_format, origin)
@@ -158,24 +162,22 @@ def convert(
 
 @dataclass(frozen=True)
 class StepOverlap:
-    """One row of the overlap report: one step of one rank, in ns (design §5)."""
+    """One row of the overlap report: one step of one rank, in ns, with the columns of torch_npu's
+    ``step_trace_time.csv`` and its definitions (design §5). None: unknown for this input (no
+    device tasks recorded, or no host step start for Preparing), never a made-up zero."""
 
     rank: int
     graph: int | None
     step: int | None
-    computing_ns: int
-    not_overlapped_ns: int
-    overlapped_ns: int
+    computing_ns: int | None
+    not_overlapped_ns: int | None
+    overlapped_ns: int | None
     communication_ns: int
-    free_ns: int
-    bubble_ns: int = 0  # time in receive ops (pipeline bubbles), as msprof-analyze counts it
-    not_overlapped_excluding_receive_ns: int = 0
-    preparing_ns: int = 0  # from the step's start to its first device activity
-
-    @property
-    def stage_ns(self) -> int:
-        """The step's device time: Computing + Communication (not overlapped) + Free."""
-        return self.computing_ns + self.not_overlapped_ns + self.free_ns
+    free_ns: int | None
+    stage_ns: int | None  # the step's device span minus Bubble
+    bubble_ns: int  # time in receive ops (pipeline bubbles): their durations added up
+    not_overlapped_excluding_receive_ns: int | None  # Communication (not overlapped) - Bubble
+    preparing_ns: int | None  # from the host's step start to the first compute or communication
 
 
 def overlap_report(
@@ -198,27 +200,37 @@ def overlap_report(
     )
     infos = select_ranks(discover(Path(path)), options.ranks)
     check_graphs(infos, options.graphs)
-    rows = []
-    for batch in read_profile(infos, options, Diagnostics()):
-        o = step_overlap(batch)
-        receive = overlap.union((s.start_ns, s.end_ns) for s in batch.slices
-                                if s.layer is Layer.COMM_OP and _is_receive(s.name))
-        first = min((lane[0][0] for lane in (o.computing, o.communication) if lane), default=None)
-        preparing = first - batch.step.start_ns if batch.step and first is not None else 0
-        rows.append(StepOverlap(
-            batch.rank, batch.graph, batch.step_id, o.computing_ns, o.not_overlapped_ns,
-            o.overlapped_ns, o.communication_ns, o.free_ns, overlap.total_ns(receive),
-            overlap.total_ns(overlap.subtract(o.not_overlapped, receive)), max(preparing, 0),
-        ))
-    return rows
+    return [overlap_row(batch) for batch in read_profile(infos, options, Diagnostics())]
 
 
-def _is_receive(op_name: str) -> bool:
+def overlap_row(batch: StepRecords) -> StepOverlap:
+    """One step's row of the overlap report, as torch_npu's TraceStepTimeParser defines it."""
+    o = step_overlap(batch)
+    bubble = sum(s.dur_ns for s in batch.slices if s.layer is Layer.COMM_OP and is_receive(s.name))
+    if not batch.has_device:
+        return StepOverlap(batch.rank, batch.graph, batch.step_id, None, None, None, o.communication_ns,
+                           None, None, bubble, None, None)
+    lanes = [lane for lane in (o.computing, o.communication, o.free) if lane]
+    span = max(lane[-1][1] for lane in lanes) - min(lane[0][0] for lane in lanes) if lanes else 0
+    first = min((lane[0][0] for lane in (o.computing, o.communication) if lane), default=None)
+    step = batch.step
+    preparing = first - step.start_ns if step and step.host_start and first is not None else None
+    return StepOverlap(
+        batch.rank, batch.graph, batch.step_id, o.computing_ns, o.not_overlapped_ns, o.overlapped_ns,
+        o.communication_ns, o.free_ns, span - bubble, bubble, o.not_overlapped_ns - bubble, preparing,
+    )
+
+
+def is_receive(op_name: str) -> bool:
+    """A receive op, whose time is a pipeline bubble: torch_npu counts ``hcom_receive*`` only (not
+    ``hcom_batchSendRecv``); MindSpore names them ``Receive-op12``."""
     name = op_name.lower()
-    return "receive" in name or "recv" in name
+    return name.startswith(("hcom_receive", "receive"))
 
 
-def _encoder(out_format: Format, origin_ns: int, rank_index: int = -1) -> PerfettoEncoder | ChromeJsonEncoder:
+def _encoder(out_format: Format, origin_ns: int | None,
+             rank_index: int = -1) -> PerfettoEncoder | ChromeJsonEncoder:
+    """The writer's encoder; a JSON rank on its own clock (``origin_ns`` None) takes its own origin."""
     if out_format is Format.PERFETTO:
         return PerfettoEncoder(rank_index)
     return ChromeJsonEncoder(origin_ns)
@@ -275,7 +287,7 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:
     sequence per part and graph. Runs in a worker process."""
     index, info, options, out_format, origin_ns, path = job
     diag, lanes = Diagnostics(), Lanes()
-    encoder = _encoder(out_format, origin_ns, index)
+    encoder = _encoder(out_format, origin_ns if info.wall_clock else None, index)
     sequences: dict[tuple[str, int | None, bool], int] = {}
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
@@ -326,11 +338,14 @@ def records_to_write(batch: StepRecords, options: Options) -> list[Slice]:
 
 
 def overlap_slices(batch: StepRecords) -> list[Slice]:
-    """The step's Computing / Communication / not overlapped / Free lanes as slices."""
-    result = step_overlap(batch)
+    """The step's Computing / Communication / not overlapped / Free lanes as slices; only
+    Communication where the input records no device tasks (the others are unknown there)."""
+    lanes = step_overlap(batch).lanes()
+    if not batch.has_device:
+        lanes = {"Communication": lanes["Communication"]}
     return [
         Slice(batch.rank, Layer.OVERLAP, lane, lane, start, end - start)
-        for lane, intervals in result.lanes().items()
+        for lane, intervals in lanes.items()
         for start, end in intervals
     ]
 
@@ -344,7 +359,7 @@ def step_overlap(batch: StepRecords) -> overlap.Overlap:
     ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_OP]
     if not ops:  # no op level recorded: the plane tasks stand for communication
         ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_TASK]
-    return overlap.analyse(compute, ops)
+    return overlap.analyse(compute, ops, batch.device_span)
 
 
 def _merged_step(s: Slice, batch: StepRecords) -> Slice:

@@ -14,6 +14,7 @@ from converters import Diagnostics, Layer, Options, UsageError, convert, discove
 from converters.budget import parse_size
 from converters.cli import main
 from converters.pipeline import records_to_write
+from converters.writers.chrome_json import wall_origin
 from fixtures.msprof_gen import write_msprof_profile
 
 
@@ -65,7 +66,7 @@ def test_cap_is_never_exceeded_and_keeps_whole_steps_summary_first(
     cap = max(int(full.bytes_written * fraction), 6000)
     result = convert(profile, out, kind="detail", max_bytes=cap)
     assert out.stat().st_size == result.bytes_written <= cap
-    origin = min(r.start_ns for r in discover(profile))
+    origin = wall_origin(discover(profile))
     summary, detail, decoded = _read(out, origin)
     all_summary = set().union(*(s for s, _ in steps_in_order))
     prefixes = [set().union(*(part[i] for part in steps_in_order[:k])) for i in (0, 1)

@@ -84,7 +84,7 @@ def test_steps_from_the_step_trace_and_both_writers_agree(single_device, tmp_pat
         ("Step 1", int(row["start_point"]) * 10, int(row["total"]) * 10)]
     json = _convert(single_device, tmp_path / "out.json")
     shift = min(s.start_ns for s in pftrace.slices) - min(s.start_ns for s in json.slices)
-    assert {(s.track, s.name, s.start_ns - shift, s.dur_ns) for s in json.slices} == {
+    assert {(s.track, s.name, s.start_ns + shift, s.dur_ns) for s in json.slices} == {
         (s.track, s.name, s.start_ns, s.dur_ns) for s in pftrace.slices}
 
 

@@ -25,10 +25,10 @@ Perfetto layout checked:
   every flow id starts on exactly one slice begin and terminates on exactly one slice begin.
 
 Chrome JSON layout checked: a JSON array; known phases only; integer pid/tid and exact-ns
-times; every pid named by ``process_name`` with a ``process_sort_index`` ordered like the
+times, none negative; every pid named by ``process_name`` with a ``process_sort_index`` ordered like the
 ranks; every (pid, tid) named by a unique ``thread_name``; ``X`` events with dur >= 0 that nest
-per thread; every flow ``s`` paired with exactly one ``f`` (same cat and id, ``bp: "e"``),
-both inside a slice of their thread.
+per thread; every flow ``s`` paired with exactly one ``f`` (same cat and id, ``bp: "e"``; the
+id a string or below 2**63), both inside a slice of their thread.
 """
 
 from __future__ import annotations
@@ -735,6 +735,8 @@ class _JsonReader:
         if not isinstance(args, dict):
             _fail(where, f"args must be an object, got {args!r}")
         ts = _ns_field(event, "ts", where)
+        if ts < 0:  # Perfetto drops these (trace_sorter_negative_timestamp_dropped)
+            _fail(where, f"negative ts {ts} ns")
         if phase == "X":
             self._complete(k, event, ts, args)
         elif phase == "i":
@@ -787,6 +789,8 @@ class _JsonReader:
         process, thread = self._thread(event, where)
         if "id" not in event:
             _fail(where, "flow event without id")
+        if not isinstance(event["id"], str) and not 0 <= event["id"] < 2**63:
+            _fail(where, f"flow id {event['id']}: not a string, not below 2**63 (Perfetto: flow_invalid_id)")
         if event["ph"] == "f" and event.get("bp") != "e":
             _fail(where, "flow end without bp 'e' (it would bind to the next slice)")
         key = (event.get("cat"), event["id"])

@@ -1,9 +1,13 @@
 """Chrome trace JSON (``.json``), array form, encoded in chunks with orjson.
 
-The array form loads even when cut short. Times are µs relative to ``origin_ns`` (the earliest
-collection start of the written ranks) with at most 3 decimals, so they are exact to the ns;
-absolute epoch µs would not be, as a float. Each rank is a process (pid = rank + 1) and each
-lane a thread named ``<group> / <lane>``, with sort indices in the Perfetto writer's order.
+The array form loads even when cut short. Times are µs relative to ``origin_ns`` with at most 3
+decimals, so they are exact to the ns (for 100 days from the origin); absolute epoch µs would not
+be, as a float (Perfetto parses ``ts`` as a double, strings too). Perfetto drops events before 0,
+so the origin lies an hour before the earliest collection start of the ranks on wall time, and a
+rank on its own clock (``origin_ns`` None) takes an hour before its first event. Flow ids are
+written as hex strings: Perfetto rejects numeric ids of 2**63 and more. Each rank is a process
+(pid = rank + 1) and each lane a thread named ``<group> / <lane>``, with sort indices in the
+Perfetto writer's order.
 A thread is named in the first chunk of each sequence that uses it (identical repeats), and the
 size cap only drops a sequence's later chunks, so every kept thread is named.
 Reference: the Trace Event Format document (X, i and M events).
@@ -11,7 +15,7 @@ Reference: the Trace Event Format document (X, i and M events).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -20,6 +24,7 @@ from ..layout import Begin, End, Track, Value
 from ..model import RankInfo
 
 _SEPARATOR = b",\n"
+ORIGIN_MARGIN_NS = 3600 * 10**9
 _MARKER_TID = 999_999
 
 
@@ -28,7 +33,7 @@ class ChromeJsonEncoder:
 
     footer = b"\n]\n"
 
-    def __init__(self, origin_ns: int) -> None:
+    def __init__(self, origin_ns: int | None) -> None:
         self._origin_ns = origin_ns
         self._tids: dict[Track, int] = {}
         self._next_tid: dict[int, int] = {}
@@ -47,9 +52,11 @@ class ChromeJsonEncoder:
                 events.append({"ph": "M", "name": "process_labels", "pid": pid, "args": {"labels": labels}})
         return b"[\n" + _SEPARATOR.join(map(orjson.dumps, events))
 
-    def chunk(self, sequence: int, events: Iterable[Begin | End]) -> bytes:
+    def chunk(self, sequence: int, events: Sequence[Begin | End | Value]) -> bytes:
         """Complete (``X``) events for the begins; ends need nothing, X carries its duration."""
         out = bytearray()
+        if self._origin_ns is None:
+            self._origin_ns = own_origin(events)
         origin = self._origin_ns
         named = self._named.setdefault(sequence, set())
         for event in events:
@@ -73,7 +80,7 @@ class ChromeJsonEncoder:
                 for phase, flows in (("s", s.flows_out), ("f", s.flows_in)):
                     for flow in flows:
                         out += _SEPARATOR
-                        out += orjson.dumps({"ph": phase, "id": flow, "bp": "e", **base})
+                        out += orjson.dumps({"ph": phase, "id": f"{flow:x}", "bp": "e", **base})
         return bytes(out)
 
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
@@ -81,8 +88,9 @@ class ChromeJsonEncoder:
         out = bytearray()
         pid = track.rank + 1
         self._tids[track] = _MARKER_TID  # rank encoders number their threads from 1
+        ts = max(ts_ns - (self._origin_ns or 0), 0) / 1000  # a rank on its own clock: at the start
         instant = {"ph": "i", "s": "t", "pid": pid, "tid": self._tid(track, out, set()), "name": name,
-                   "ts": (ts_ns - self._origin_ns) / 1000, "args": args}
+                   "ts": ts, "args": args}
         meta = {"ph": "M", "name": "trace2perfetto_cut", "pid": pid, "args": {"name": name, **args}}
         for record in (instant, meta):
             out += _SEPARATOR + orjson.dumps(record)
@@ -104,3 +112,15 @@ class ChromeJsonEncoder:
             ):
                 out += _SEPARATOR + orjson.dumps(record)
         return tid
+
+
+def wall_origin(ranks: list[RankInfo]) -> int:
+    """The origin of the ranks on wall time: an hour before their earliest collection start."""
+    starts = [r.start_ns for r in ranks if r.wall_clock and r.start_ns is not None]
+    return max(min(starts, default=0) - ORIGIN_MARGIN_NS, 0)
+
+
+def own_origin(events: Sequence[Begin | End | Value]) -> int:
+    """The origin of a rank on its own clock: an hour before the first event it writes."""
+    times = [e.slice.start_ns if type(e) is Begin else e.ts_ns for e in events if type(e) is not End]
+    return max(min(times, default=0) - ORIGIN_MARGIN_NS, 0)

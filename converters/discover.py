@@ -1,17 +1,22 @@
 """Find the rank directories under a profiler output directory and who reads each.
 
-Accepts a single rank directory, a profiler output holding several (one per device), or a parent
-holding several nodes' outputs. Symlinked directories are not followed, so loops cannot hang it.
+Accepts a single rank directory, a profiler output holding several (one per device), a parent
+holding several nodes' outputs, or one file as these files travel (attached to an issue, copied
+off a cluster without their folder): ``trace_view.json``, ``kernel_details.csv``,
+``msprof_*.json`` or a profiler database, read as one rank. Symlinked directories are not
+followed, so loops cannot hang it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from pathlib import Path
 
 from .errors import Diagnostics, InputError, UsageError
 from .model import RankInfo
-from .readers import LOOKED_FOR, READERS
+from .readers import LOOKED_FOR, READERS, ascend_db, ascend_pt, msprof
 from .select import format_ids
 
 
@@ -31,7 +36,7 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     if not path.is_dir():
-        raise UsageError(f"{path}: not a directory; pass the profiler output directory")
+        return [_lone_file(path, diag)]
     ranks: dict[int, RankInfo] = {}
     hosts: dict[int, RankInfo] = {}
     for folder, reader in _rank_dirs(path):
@@ -78,3 +83,40 @@ def _rank_dirs(root: Path):
             yield here, reader
         else:
             subdirs.sort()
+
+
+_ASCEND_PT_FILES = re.compile(
+    r"^(trace_view\.json|kernel_details\.csv|ascend_(pytorch|mindspore)_profiler\w*\.db)$")
+_MSPROF_JSON = re.compile(r"^msprof_(slice_\d+_)?\d+\.json$")
+_MSPROF_DB = re.compile(r"^msprof_\w*\.db$")
+_LONE_FILES = ("trace_view.json, kernel_details.csv, msprof_*.json, msprof_*.db or "
+               "ascend_pytorch_profiler_*.db")
+
+
+def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
+    """One file read as one rank; its rank and clock from its folder when it still sits in the
+    profiler's layout, else from the file itself (a database's RANK_DEVICE_MAP), else rank 0."""
+    name = path.name
+    if _ASCEND_PT_FILES.match(name):
+        rank_dir = path.parent.parent
+        if path.parent.name == "ASCEND_PROFILER_OUTPUT" and any(rank_dir.glob("profiler_info*.json")):
+            info = ascend_pt.rank_infos(rank_dir)[0]
+        else:
+            rank = ascend_db.db_rank(path) if name.endswith(".db") else None
+            info = RankInfo(0 if rank is None else rank, ascend_pt.NAME, path.parent, clock=ascend_pt.CLOCK)
+            if rank is None and diag is not None:
+                diag.note("lone_file_rank", f"{path}: nothing says which rank this is; taken as rank 0")
+        return dataclasses.replace(info, source_paths=(path,))
+    if _MSPROF_DB.match(name):
+        return ascend_db.rank_info_for_file(path)
+    if _MSPROF_JSON.match(name):
+        devices = sorted(d for d in path.parent.parent.glob("device_*") if msprof.sniff(d))
+        if path.parent.name == "mindstudio_profiler_output" and len(devices) == 1:
+            return dataclasses.replace(msprof.rank_infos(devices[0])[0], source_paths=(path,))
+        if diag is not None:
+            diag.note("lone_file_clock", f"{path}: no device_N/start_info.N beside it: rank 0, times "
+                      "on the host's monotonic clock, not aligned to wall time")
+        return RankInfo(0, msprof.NAME, path, clock="the file's own µs (no start_info.N beside it)",
+                        source_paths=(path,), wall_clock=False)
+    raise UsageError(f"{path}: not a file this tool reads alone ({_LONE_FILES}); "
+                     "or pass the profiler output directory")

@@ -81,6 +81,7 @@ class DecodedTrace:
     instants: list[ReadSlice]  # dur_ns == 0
     counters: list[tuple[str, Path, int, float]]  # process, track, ts_ns, value
     tracks: set[tuple[str, Path]]  # every (process, path) below a process
+    flows: int = 0  # arrows, each bound to one start and one end
 
 
 def comparable(trace: DecodedTrace) -> set[tuple]:
@@ -238,6 +239,7 @@ class _PerfettoReader:
             instants=instants,
             counters=self.counters,
             tracks=set(self.paths),
+            flows=len(self.flow_starts),
         )
 
     # -- sequences and interning
@@ -652,6 +654,7 @@ class _JsonReader:
             instants=self.instants,
             counters=self.counters,
             tracks={(self.process_names[pid], t.path) for (pid, _), t in self.threads.items()},
+            flows=len(self.flows),
         )
 
     # -- metadata

@@ -20,6 +20,7 @@ from conftest import real_data
 from trace_check import read_chrome_json, read_perfetto
 
 from converters import convert
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
 
 _QUERY = """\
 select name || ' [' || severity || ']: ' || value as problem from stats
@@ -54,13 +55,11 @@ def _sample(name: str) -> Path:
 
 
 def trace_processor() -> Path:
-    """The trace processor binary: $TRACE2PERFETTO_TRACE_PROCESSOR, else shared/tools beside the
-    real data; skip the test with the reason when neither is there."""
+    """The trace processor binary: $TRACE2PERFETTO_TRACE_PROCESSOR, else shared/tools beside this
+    checkout; skip the test with the reason when neither is there."""
     given = os.environ.get("TRACE2PERFETTO_TRACE_PROCESSOR")
-    if given:
-        path = Path(given)
-    else:
-        path = real_data(".").resolve().parent.parent / "tools" / "trace_processor_shell"
+    default = Path(__file__).resolve().parents[2] / "shared/tools/trace_processor_shell"
+    path = Path(given) if given else default
     if not path.is_file():
         pytest.skip(f"no trace processor at {path} (set TRACE2PERFETTO_TRACE_PROCESSOR)")
     return path
@@ -93,6 +92,19 @@ def test_trace_processor_imports_exactly_what_we_wrote(sample, kind, tmp_path):
                           decoded.flows), f"{sample} {kind} {name}"
         assert result.slices == len(decoded.slices), f"{sample} {kind} {name}"
         assert result.slices > 0 or result.warnings, f"{sample} {kind} {name}: empty without a word"
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+def test_a_rank_on_its_own_clock_beside_one_on_wall_time_loads_whole_from_json(kind, tmp_path):
+    write_mindspore1x_profile(tmp_path / "job", ranks=2, steps=2, ops_per_step=40, seed=3)
+    (tmp_path / "job/profiler/host_start.log.1").unlink()  # rank 1: device SysCnt, not wall time
+    out = tmp_path / "out.json"
+    result = convert(tmp_path / "job", out, kind=kind)
+    decoded = read_chrome_json(out.read_bytes())  # checks that no time is negative
+    problems, counts = imported(out, tmp_path)
+    assert problems == []
+    assert counts[0] == result.slices == len(decoded.slices)
+    assert {s.process.split(" (")[0] for s in decoded.slices} == {"Rank 0", "Rank 1"}
 
 
 def _listing(root: Path) -> dict[str, tuple[int, int]]:

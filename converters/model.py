@@ -121,6 +121,9 @@ class StepRecords:
     # Where Free is measured, if the profiler measures it over more than the compute and
     # communication (CANN's msprof database: from the first to the last device task of any type).
     device_span: tuple[int, int] | None = None
+    # True: the input records its communication ops (a database's COMMUNICATION_OP, even empty),
+    # so HCCL plane tasks never stand in for them in the overlap analysis.
+    ops_recorded: bool = False
 
     @property
     def start_ns(self) -> int:

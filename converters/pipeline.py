@@ -136,7 +136,7 @@ def convert(
     try:
         diag = _encode_ranks(infos, options, out_format, origin, spool, progress)
         diag.merge(found)
-        if not any(chunk.slices for chunk in spool.chunks):
+        if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
                       f"{format_ids(r.rank for r in infos)}" + ("" if options.kind is Kind.DETAIL else
                                                                 "; --kind detail may show host activity"))
@@ -357,7 +357,7 @@ def step_overlap(batch: StepRecords) -> overlap.Overlap:
         if s.layer is Layer.STREAM and overlap.is_compute(s.task_type)
     ]
     ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_OP]
-    if not ops:  # no op level recorded: the plane tasks stand for communication
+    if not ops and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
         ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_TASK]
     return overlap.analyse(compute, ops, batch.device_span)
 

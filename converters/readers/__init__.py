@@ -13,7 +13,7 @@ READERS = (ascend_pt, msprof, mindspore1x, host_info)
 LOOKED_FOR = (
     "ascend_pt: *_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json; "
     "msprof: PROF_*/device_N/ with info.json.N and timeline/*.json or "
-    "../mindstudio_profiler_output/msprof_*.json; "
+    "../mindstudio_profiler_output/msprof_*.json, or msprof_*.db; "
     "mindspore1x: a profiler/ folder with output_timeline_data_N.txt or hccl_info/*/iterN.trace; "
     "host_info: host_info/ with host_info_N.csv or timeline_N.json"
 )

@@ -1,44 +1,59 @@
-"""The database form of torch_npu / MindSpore >= 2.3 profiler output (formats.md §5.10).
+"""The database form of the profilers' output (formats.md §5.10), read on the real schema.
 
-``ascend_pytorch_profiler_{rank}.db`` (MindSpore: ``ascend_mindspore_profiler_{rank}.db``), written
-with ``export_type=db``: SQLite, times in epoch ns, string columns as ids into ``STRING_IDS``,
-HCCL enums as ids into ``ENUM_HCCL_*`` (65534 = N/A, 65535 = INVALID, both left out).
+torch_npu / MindSpore >= 2.3 with ``export_type=db`` write ``ascend_pytorch_profiler_{rank}.db``
+(MindSpore: ``ascend_mindspore_profiler_{rank}.db``); CANN 8's msprof writes ``msprof_*.db`` with
+the same tables. SQLite, times in epoch ns (some columns as TEXT), string columns as ids into
+``STRING_IDS``, HCCL enums as ids into ``ENUM_HCCL_*`` (65534 = N/A, 65535 = INVALID, left out).
 
-Read:
-* ``STEP_TIME(id, startNs, endNs)``: the steps ("Step N" on Layer.STEP lane "Steps"); without it,
-  one pseudo step;
-* ``TASK`` + ``COMPUTE_TASK_INFO`` (by ``globalTaskId``): device tasks on Layer.STREAM lanes
-  ``Stream N``, ``task_type`` the task type string;
-* ``TASK`` + ``COMMUNICATION_TASK_INFO`` (by ``globalTaskId``): HCCL tasks on Layer.COMM_TASK
-  lanes ``Plane N`` (only there, not also on their stream);
-* ``COMMUNICATION_OP``: communication ops on Layer.COMM_OP, the lane named by the group;
-* ``RANK_DEVICE_MAP``: the rank (``db_rank``).
+Read, the profilers' own way (checked against their ``OVERLAP_ANALYSIS`` and ``StepTraceTime``):
+* ``STEP_TIME(id, startNs, endNs)``: the steps; without it, one pseudo step;
+* ``TASK`` rows: every device task on its ``Stream N`` lane. Compute is exactly the rows joined
+  with ``COMPUTE_TASK_INFO`` (by ``globalTaskId``); any other task (notify waits, event records,
+  copies, even AI_CORE rows HCCL launches without compute info) is drawn but is no computation
+  (``overlap.NOT_COMPUTE``, its type in args);
+* ``TASK`` + ``COMMUNICATION_TASK_INFO``: HCCL tasks on ``Plane N`` lanes (only there);
+* ``COMMUNICATION_OP``: communication ops, on a lane named by the group;
+* CANN's database measures Free from the first to the last device task of any type
+  (``StepRecords.device_span``); torch_npu's from the first to the last compute or communication;
+* detail only: host API ranges (``PYTORCH_API``, ``CANN_API``, ``MSTX_EVENTS``) on one lane per
+  table and thread; host-to-device arrows from a ``CANN_API`` launch to the tasks and ops that
+  share its ``connectionId`` (within one step, never backwards in time: Perfetto drops those);
+  counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``, ``NPU_MEM`` and ``NPU_MODULE_MEM``;
+* the rank from ``RANK_DEVICE_MAP``.
 
-Not read: host tables (``PYTORCH_API``, ``CANN_API``, ``MSTX_EVENTS``), counters (HBM, LLC,
-AICORE_FREQ, ...), memory tables, ``OVERLAP_ANALYSIS`` (the project computes its own), flows
-(``CONNECTION_IDS``), PMU (``TASK_PMU_INFO``).
+Not read: ``OVERLAP_ANALYSIS`` (the project computes its own; tests compare the two), PMU
+(``TASK_PMU_INFO``, ``ACC_PMU``, ``SOC_BANDWIDTH_LEVEL``), memory events (``NPU_OP_MEM``,
+``OP_MEMORY``, ``MEMORY_RECORD``), call stacks (``PYTORCH_CALLCHAINS``), and the PyTorch-to-task
+links of ``CONNECTION_IDS``.
 
-The file is opened read-only. Tables and columns are looked up by name, so missing optional
-ones are tolerated. Rows are read in one ``ORDER BY startNs`` scan of TASK merged with one of
-COMMUNICATION_OP; a step is yielded as soon as the scan passes the next step's start, so memory
-holds one step (plus the string table) at a time.
+The file is opened read-only and immutable, so nothing appears beside it (SQLite in WAL mode
+would otherwise create ``-shm``); a database with a non-empty ``-wal`` (a crashed writer) is read
+from a temporary copy of both, as immutable mode would ignore the WAL. Tables and columns are
+looked up by name, since they drift between versions. Each table is read in one ``ORDER BY``
+scan and the scans are merged by time; a step is yielded as soon as the merge passes the next
+step's start, so memory holds one step (plus the string table) at a time.
 """
 
 from __future__ import annotations
 
 import heapq
+import shutil
 import sqlite3
+import tempfile
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, Step, StepRecords
-from ..overlap import is_compute
+from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords
+from ..overlap import NOT_COMPUTE
+from .chrome_trace import flow_id
 
 NAME = "ascend_db"
+CLOCK = "epoch ns as written by the profiler"
 _NA_ENUMS = (65534, 65535)
-_HINT = "expected torch_npu's ascend_pytorch_profiler_{rank}.db"
+_HINT = "expected a profiler database (ascend_pytorch_profiler_{rank}.db or msprof_*.db)"
 
 
 def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
@@ -47,20 +62,42 @@ def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iter
     Raises:
         InputError: the file is not an SQLite database, or has no TASK table with startNs/endNs.
     """
-    with _open(path) as db:
+    cann = path.name.startswith("msprof")  # CANN's Free spans every device task
+    with _open(path, diag) as db:
         schema = _Schema(db, path)
         if "TASK" not in schema.tables:
-            raise InputError(path, "", "no table TASK", hint=_HINT)
+            raise InputError(path, "", "no table TASK: no device tasks to draw", hint=_HINT)
         missing = [c for c in ("startNs", "endNs") if c not in schema.columns("TASK")]
         if missing:
             raise InputError(path, "TASK", f"no column {', '.join(missing)}", hint=_HINT)
+        if "globalTaskId" not in schema.columns("COMPUTE_TASK_INFO"):
+            diag.warn("no_compute_info", f"{path}: no table COMPUTE_TASK_INFO (or its globalTaskId): "
+                      "compute cannot be told from other device tasks, so none counts as compute")
         strings = _strings(db, schema)
         enums = {name: _enum(db, schema, f"ENUM_HCCL_{name}") for name in
                  ("TRANSPORT_TYPE", "LINK_TYPE", "DATA_TYPE", "RDMA_TYPE")}
-        reader = _Reader(rank, path, diag, detail, schema, strings, enums)
+        enums["API"] = _enum(db, schema, "ENUM_API_TYPE")
+        enums["MODULE"] = _enum(db, schema, "ENUM_MODULE")
+        reader = _Reader(rank, path, diag, detail or cann, schema, strings, enums)
         steps = _steps(db, schema, path, diag, rank)
-        stream = heapq.merge(reader.tasks(db), reader.ops(db), key=lambda s: s.start_ns)
-        yield from _by_step(rank, steps, stream)
+        scans = [reader.tasks(db), reader.ops(db)]
+        if detail:
+            scans += [reader.host(db, table) for table in _HOST] + [reader.counters(db, t) for t in _COUNTERS]
+        stream = heapq.merge(*scans, key=lambda r: r.start_ns)
+        flows = _Flows(rank.rank)
+        ops_recorded = {"startNs", "endNs"} <= schema.columns("COMMUNICATION_OP")
+        for records in _by_step(rank, steps, stream):
+            records.ops_recorded = ops_recorded
+            if cann:
+                records.device_span = _device_span(records.slices)
+            if detail:
+                records.slices = flows.bind(records.slices)
+            else:  # tasks read only for the device span: summary needs no more than compute
+                records.slices = [s for s in records.slices if s.layer is not Layer.STREAM
+                                  or s.task_type != NOT_COMPUTE]
+            yield records
+        reader.report_unknown_strings()
+        flows.report(path, diag)
 
 
 def db_rank(path: Path) -> int | None:
@@ -69,7 +106,7 @@ def db_rank(path: Path) -> int | None:
     Raises:
         InputError: the file is not an SQLite database.
     """
-    with _open(path) as db:
+    with _open(path, Diagnostics()) as db:
         schema = _Schema(db, path)
         if "RANK_DEVICE_MAP" not in schema.tables:
             return None
@@ -89,25 +126,43 @@ def db_rank(path: Path) -> int | None:
         return value if value is not None and value >= 0 else None
 
 
+def rank_info_for_file(path: Path, reader: str = "msprof", rank: int | None = None) -> RankInfo:
+    """The rank of one database file read alone: its ``RANK_DEVICE_MAP``, else ``rank``, else 0."""
+    found = db_rank(path)
+    return RankInfo(rank=found if found is not None else (rank or 0), format=reader, path=path.parent,
+                    clock=CLOCK, source_paths=(path,))
+
+
 # -- the database ---------------------------------------------------------------------------------
 
-class _Connection:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        except sqlite3.Error as e:
-            raise InputError(path, "", f"cannot open as SQLite: {e}", hint=_HINT) from None
+class _open:
+    """The database, read-only, leaving nothing beside it; a non-empty WAL is read from a copy."""
+
+    def __init__(self, path: Path, diag: Diagnostics) -> None:
+        self.path, self.diag, self.copy = path, diag, None
 
     def __enter__(self) -> sqlite3.Connection:
+        path, wal = self.path, self.path.with_name(self.path.name + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            self.copy = tempfile.TemporaryDirectory(prefix="trace2perfetto-db-")
+            shutil.copy(path, Path(self.copy.name) / path.name)
+            shutil.copy(wal, Path(self.copy.name) / wal.name)
+            self.diag.note("wal_copy", f"{path}: its write-ahead log holds data not yet in the file "
+                           "(the writer did not close it); read from a copy of both")
+            path = Path(self.copy.name) / path.name
+            uri = f"file:{path}?mode=ro"
+        else:
+            uri = f"file:{path}?mode=ro&immutable=1"
+        try:
+            self.db = sqlite3.connect(uri, uri=True)
+        except sqlite3.Error as e:
+            raise InputError(self.path, "", f"cannot open as SQLite: {e}", hint=_HINT) from None
         return self.db
 
     def __exit__(self, *_: object) -> None:
         self.db.close()
-
-
-def _open(path: Path) -> _Connection:
-    return _Connection(path)
+        if self.copy is not None:
+            self.copy.cleanup()
 
 
 class _Schema:
@@ -163,11 +218,11 @@ def _steps(db: sqlite3.Connection, schema: _Schema, path: Path, diag: Diagnostic
     return steps
 
 
-def _by_step(rank: RankInfo, steps: list[Step], stream: Iterator[Slice]) -> Iterator[StepRecords]:
-    """File time-ordered slices under the last step started at or before them (the first step
+def _by_step(rank: RankInfo, steps: list[Step], stream: Iterator[Slice | Sample]) -> Iterator[StepRecords]:
+    """File time-ordered records under the last step started at or before them (the first step
     for those before it); yield each step as soon as the stream passes the next one's start."""
     if not steps:
-        yield StepRecords(rank.rank, None, None, None, list(stream))
+        yield _records(rank, None, list(stream))
         return
     index, bucket = 0, []
     for s in stream:
@@ -180,13 +235,62 @@ def _by_step(rank: RankInfo, steps: list[Step], stream: Iterator[Slice]) -> Iter
         yield _records(rank, step, [])
 
 
-def _records(rank: RankInfo, step: Step, slices: list[Slice]) -> StepRecords:
+def _records(rank: RankInfo, step: Step | None, records: list[Slice | Sample]) -> StepRecords:
+    slices = [r for r in records if type(r) is Slice]
+    samples = [r for r in records if type(r) is Sample] if len(slices) < len(records) else []
+    if step is None:
+        return StepRecords(rank.rank, None, None, None, slices, samples)
     slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
                         step.end_ns - step.start_ns, {"Step": step.step}))
-    return StepRecords(rank.rank, None, step.step, step, slices)
+    return StepRecords(rank.rank, None, step.step, step, slices, samples)
 
 
-# -- rows to slices -------------------------------------------------------------------------------
+def _device_span(slices: list[Slice]) -> tuple[int, int] | None:
+    tasks = [s for s in slices if s.layer is Layer.STREAM or s.layer is Layer.COMM_TASK]
+    if not tasks:
+        return None
+    return min(s.start_ns for s in tasks), max(s.end_ns for s in tasks)
+
+
+class _Flows:
+    """Host-to-device arrows: a CANN_API launch to the tasks and ops sharing its connectionId."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank, self.backwards, self.drawn = rank, 0, 0
+
+    def bind(self, slices: list[Slice]) -> list[Slice]:
+        launches: dict[int, int] = {}
+        targets: dict[int, list[int]] = defaultdict(list)
+        for i, s in enumerate(slices):
+            link = s.args.get("connection_id") if type(s.args) is dict else None
+            if link is None:
+                continue
+            if s.layer is Layer.HOST and s.lane.startswith("CANN"):
+                launches[link] = i
+            elif s.layer in (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP):
+                targets[link].append(i)
+        outs: dict[int, list[int]] = defaultdict(list)
+        ins: dict[int, list[int]] = defaultdict(list)
+        for link, first in launches.items():
+            for k, last in enumerate(targets.get(link, ())):
+                if slices[last].start_ns < slices[first].start_ns:  # clock skew: Perfetto drops it
+                    self.backwards += 1
+                    continue
+                flow = flow_id(self.rank, f"HostToDevice:{link}", k)
+                outs[first].append(flow)
+                ins[last].append(flow)
+                self.drawn += 1
+        for i in outs.keys() | ins.keys():
+            slices[i] = slices[i]._replace(flows_out=tuple(outs.get(i, ())), flows_in=tuple(ins.get(i, ())))
+        return slices
+
+    def report(self, path: Path, diag: Diagnostics) -> None:
+        if self.backwards:
+            diag.note("backwards_flows", f"{path}: {self.backwards} host-to-device arrows whose device end "
+                      "begins before their host launch (host and device clocks disagree) left out")
+
+
+# -- rows to records ------------------------------------------------------------------------------
 
 _TASK = ("startNs", "endNs", "streamId", "taskId", "modelId", "contextId", "connectionId", "taskType",
          "globalTaskId")
@@ -196,20 +300,46 @@ _COMM_TASK = ("globalTaskId", "name", "taskType", "planeId", "groupName", "notif
               "dstRank", "transportType", "size", "dataType", "linkType", "opId")
 _OP = ("startNs", "endNs", "opName", "groupName", "opType", "algType", "dataType", "count", "connectionId",
        "opId", "relay", "retry", "waitNs")
+# host tables: (lane prefix, columns); name, globalTid and connectionId are read from each
+_HOST = {
+    "PYTORCH_API": ("PyTorch", ("sequenceNumber", "fwdThreadId", "inputDtypes", "inputShapes", "type")),
+    "CANN_API": ("CANN", ("type",)),
+    "MSTX_EVENTS": ("MSTX", ("eventType", "category", "domainId")),
+}
+# counters: (lane format over the row's columns, time column, [(value column, label)])
+_COUNTERS = {
+    "HBM": ("HBM {hbmId}/{type}", "timestampNs", (("bandwidth", "Bandwidth(MB/s)"),)),
+    "LLC": ("LLC {llcId}/{mode}", "timestampNs",
+            (("hitRate", "Hit Rate(%)"), ("throughput", "Throughput(MB/s)"))),
+    "DDR": ("DDR", "timestampNs", (("read", "Read(MB/s)"), ("write", "Write(MB/s)"))),
+    "AICORE_FREQ": ("AI Core", "timestampNs", (("freq", "Frequency(MHz)"),)),
+    "NPU_MEM": ("NPU memory/{type}", "timestampNs", (("hbm", "HBM(B)"), ("ddr", "DDR(B)"))),
+    "NPU_MODULE_MEM": ("Module memory/{moduleId}", "timestampNs", (("totalReserved", "Reserved(B)"),)),
+}
 
 
 class _Reader:
-    def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, detail: bool, schema: _Schema,
+    def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, all_tasks: bool, schema: _Schema,
                  strings: dict[int, str], enums: dict[str, dict[int, str]]) -> None:
-        self.rank, self.path, self.diag, self.detail = rank, path, diag, detail
+        self.rank, self.path, self.diag, self.all_tasks = rank, path, diag, all_tasks
         self.schema, self.strings, self.enums = schema, strings, enums
+        self.unknown_strings: dict[str, int] = {}
 
-    def _string(self, value: Any) -> str | None:
+    def _string(self, value: Any, table: str = "") -> str | None:
         if value is None:
             return None
         if type(value) is int:
-            return self.strings.get(value, str(value))
+            found = self.strings.get(value)
+            if found is None:
+                self.unknown_strings[table] = self.unknown_strings.get(table, 0) + 1
+                return str(value)
+            return found
         return str(value)
+
+    def report_unknown_strings(self) -> None:
+        for table, count in self.unknown_strings.items():
+            self.diag.warn("unknown_string_id", f"{self.path}: {table}: {count} string ids not in "
+                           "STRING_IDS; kept as numbers")
 
     def _enum(self, family: str, value: Any) -> str | None:
         if value is None or value in _NA_ENUMS:
@@ -252,23 +382,22 @@ class _Reader:
             c = dict(zip(_COMPUTE, row[n_task:n_task + n_compute], strict=False))
             m = dict(zip(_COMM_TASK, row[n_task + n_compute:], strict=False))
             if m["globalTaskId"] is not None:
-                if self.detail:
-                    record = self._comm_task(task, m)
-                    if record is not None:
-                        yield record
+                record = self._comm_task(task, m) if self.all_tasks else None
+            elif c["globalTaskId"] is not None or self.all_tasks:
+                record = self._device_task(task, c)
+            else:
                 continue
-            record = self._device_task(task, c)
             if record is not None:
                 yield record
 
     def _device_task(self, task: dict[str, Any], c: dict[str, Any]) -> Slice | None:
-        task_type = self._string(c["taskType"]) or self._string(task["taskType"]) or ""
-        if not self.detail and not is_compute(task_type):
-            return None
         times = self._times("TASK", task["startNs"], task["endNs"])
         if times is None:
             return None
-        name = self._string(c["name"]) or task_type or "Task"
+        computes = c["globalTaskId"] is not None
+        task_type = (self._string(c["taskType"], "COMPUTE_TASK_INFO") if computes else None) \
+            or self._string(task["taskType"], "TASK") or ""
+        name = (self._string(c["name"], "COMPUTE_TASK_INFO") if computes else None) or task_type or "Task"
         args: dict[str, Any] = {}
         for key, value in (("Task Id", task["taskId"]), ("Stream Id", task["streamId"]),
                            ("Model Id", task["modelId"]), ("Context Id", task["contextId"]),
@@ -285,20 +414,22 @@ class _Reader:
             if value is not None and value not in ("", "N/A"):
                 args[key] = value
         stream = task["streamId"] if task["streamId"] is not None else "?"
-        return Slice(self.rank.rank, Layer.STREAM, f"Stream {stream}", name, *times, args, task_type)
+        return Slice(self.rank.rank, Layer.STREAM, f"Stream {stream}", name, *times, args,
+                     task_type if computes else NOT_COMPUTE)
 
     def _comm_task(self, task: dict[str, Any], m: dict[str, Any]) -> Slice | None:
         times = self._times("TASK", task["startNs"], task["endNs"])
         if times is None:
             return None
         task_type = self._string(m["taskType"]) or self._string(task["taskType"]) or ""
-        name = self._string(m["name"]) or task_type or "HCCL task"
+        name = self._string(m["name"], "COMMUNICATION_TASK_INFO") or task_type or "HCCL task"
         args: dict[str, Any] = {}
         notify = m["notifyId"]
         if type(notify) is int and notify < 0:  # SQLite holds signed 64-bit ints: -1 is 2**64 - 1
             notify &= 0xFFFF_FFFF_FFFF_FFFF
         for key, value in (("notify_id", notify), ("stream id", task["streamId"]),
                            ("task id", task["taskId"]), ("context id", task["contextId"]),
+                           ("connection_id", task["connectionId"]),
                            ("task type", task_type or None), ("group", self._string(m["groupName"])),
                            ("src rank", m["srcRank"]), ("dst rank", m["dstRank"]),
                            ("transport type", self._enum("TRANSPORT_TYPE", m["transportType"])),
@@ -325,8 +456,8 @@ class _Reader:
             times = self._times("COMMUNICATION_OP", op["startNs"], op["endNs"])
             if times is None:
                 continue
-            group = self._string(op["groupName"]) or "Communication"
-            name = self._string(op["opName"]) or "Communication op"
+            group = self._string(op["groupName"], "COMMUNICATION_OP") or "Communication"
+            name = self._string(op["opName"], "COMMUNICATION_OP") or "Communication op"
             args: dict[str, Any] = {}
             for key, value in (("op_type", self._string(op["opType"])),
                                ("alg_type", self._string(op["algType"])),
@@ -337,3 +468,59 @@ class _Reader:
                 if value is not None:
                     args[key] = value
             yield Slice(self.rank.rank, Layer.COMM_OP, group, name, *times, args)
+
+    def host(self, db: sqlite3.Connection, table: str) -> Iterator[Slice]:
+        """A host API table, time-ordered, one lane per thread (``globalTid``: pid << 32 | tid)."""
+        prefix, extra = _HOST[table]
+        columns = self.schema.columns(table)
+        if not {"startNs", "endNs"} <= columns:
+            return
+        name_column = "message" if table == "MSTX_EVENTS" else "name"
+        names = ("startNs", "endNs", name_column, "globalTid", "connectionId", *extra)
+        # startNs is TEXT in some versions: order by its value, not its spelling
+        query = (f"SELECT {self.schema.select('h', table, names)} FROM {table} h "
+                 "ORDER BY CAST(h.startNs AS INTEGER)")
+        for row in db.execute(query):
+            start, end, name, tid, link, *values = row
+            times = self._times(table, start, end)
+            if times is None:
+                continue
+            thread = tid & 0xFFFF_FFFF if type(tid) is int else tid
+            args: dict[str, Any] = {"connection_id": link} if link is not None else {}
+            for key, value in zip(extra, values, strict=True):
+                if value is None:
+                    continue
+                if key == "type" and table == "CANN_API":
+                    value = self.enums["API"].get(value, value)
+                elif key in ("inputDtypes", "inputShapes", "category", "eventType"):
+                    value = self._string(value, table)
+                args[key] = value
+            yield Slice(self.rank.rank, Layer.HOST, f"{prefix} (thread {thread})",
+                        self._string(name, table) or prefix, *times, args)
+
+    def counters(self, db: sqlite3.Connection, table: str) -> Iterator[Sample]:
+        """One counter table, time-ordered; a lane per (instance, value column)."""
+        lane_format, time_column, values = _COUNTERS[table]
+        columns = self.schema.columns(table)
+        if time_column not in columns:
+            return
+        keys = [c for c in ("hbmId", "type", "llcId", "mode", "moduleId") if "{" + c + "}" in lane_format]
+        if not set(keys) <= columns:
+            return
+        values = tuple((c, label) for c, label in values if c in columns)
+        names = (time_column, *keys, *(c for c, _ in values))
+        query = f"SELECT {self.schema.select('k', table, names)} FROM {table} k ORDER BY k.{time_column}"
+        bad = 0
+        for row in db.execute(query):
+            ts, *rest = row
+            labels = {k: (self.enums["MODULE"].get(v, v) if k == "moduleId" else self._string(v, table))
+                      for k, v in zip(keys, rest[:len(keys)], strict=True)}
+            lane = lane_format.format(**labels)
+            for (_, label), value in zip(values, rest[len(keys):], strict=True):
+                try:
+                    yield Sample(self.rank.rank, f"{lane} [{label}]", int(ts) + self.rank.clock_offset_ns,
+                                 float(value))
+                except (TypeError, ValueError):
+                    bad += 1
+        if bad:
+            self.diag.warn("bad_row", f"{self.path}: {table}: {bad} values without a number or time; skipped")

@@ -104,7 +104,7 @@ def bind_flows(slices: list[Slice], ends: list[FlowEnd]) -> list[Slice]:
     ins: dict[int, list[int]] = defaultdict(list)
     for key, first in starts.items():
         for k, last in enumerate(finishes.get(key, ())):
-            flow = _flow_id(slices[first].rank, key, k)
+            flow = flow_id(slices[first].rank, key, k)
             outs[first].append(flow)
             ins[last].append(flow)
     for index in outs.keys() | ins.keys():
@@ -122,7 +122,7 @@ def _enclosing(slices: list[Slice], lane: list[int], starts: list[int], ts_ns: i
     return None
 
 
-def _flow_id(rank: int, key: str, k: int) -> int:
+def flow_id(rank: int, key: str, k: int) -> int:
     """A flow id unique across ranks: the profilers' ids are unique within one rank only."""
     return int.from_bytes(hashlib.blake2b(f"{rank}|{key}|{k}".encode(), digest_size=8).digest(), "little")
 

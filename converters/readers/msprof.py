@@ -3,7 +3,8 @@
 Producers: MindSpore 2.0-2.2 and the msprof CLI of CANN 6.3/7.0 write per-iteration timeline
 files ``device_N/timeline/{msprof,task_time,hccl,step_trace}_{device}_{modelId}_{iter}.json``;
 CANN 7/8 write one ``PROF_*/mindstudio_profiler_output/msprof_{ts}.json`` (or sliced
-``msprof_slice_{n}_{ts}.json``) with the same Chrome-trace events. The rank is ``rank_id`` in
+``msprof_slice_{n}_{ts}.json``) with the same Chrome-trace events; CANN 8 also writes the database
+``PROF_*/msprof_{ts}.db``, which is read instead when present (``ascend_db``). The rank is ``rank_id`` in
 ``device_N/info.json.N``. Times are float µs on the host CLOCK_MONOTONIC_RAW, mapped to the epoch
 with ``start_info.N``: epoch_ns = ts_ns + collectionTimeBegin_us * 1000 - clockMonotonicRaw_ns.
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import RankInfo, StepRecords
-from . import chrome_trace, jsonfile
+from . import ascend_db, chrome_trace, jsonfile
 
 NAME = "msprof"
 CLOCK = "host CLOCK_MONOTONIC_RAW µs, mapped to epoch with start_info"
@@ -33,18 +34,28 @@ _CANN8 = re.compile(r"^msprof_(?:slice_\d+_)?\d+\.json$")
 
 
 def sniff(device_dir: Path) -> bool:
-    """A ``device_N`` directory with ``info.json.N`` and timeline or CANN 7/8 msprof output."""
+    """A ``device_N`` directory with ``info.json.N`` and timeline or CANN 7/8 msprof output, or a
+    folder holding CANN's database ``msprof_*.db`` (a ``PROF_*`` directory, or the file alone)."""
+    if _databases(device_dir):
+        return True
     if not device_dir.name.startswith("device_") or not any(device_dir.glob("info.json.*")):
         return False
     return bool(_timeline_files(device_dir) or _cann8_files(device_dir))
 
 
 def rank_infos(device_dir: Path) -> list[RankInfo]:
-    """Read rank, device, host and clock of one device directory (small files only).
+    """Read rank, device, host and clock of one device directory (small files only); for a folder
+    with CANN's database, the rank of the database (its ``RANK_DEVICE_MAP``, else the rank of
+    the one ``device_N`` beside it, else 0).
 
     Raises:
         InputError: ``info.json.N`` or ``start_info.N`` is not readable JSON.
     """
+    databases = _databases(device_dir)
+    if databases:
+        devices = [d for d in sorted(device_dir.glob("device_*")) if any(d.glob("info.json.*"))]
+        rank = rank_infos(devices[0])[0].rank if len(devices) == 1 and sniff(devices[0]) else None
+        return [ascend_db.rank_info_for_file(databases[0], NAME, rank)]
     info_path = next(p for p in sorted(device_dir.glob("info.json.*")) if not p.name.endswith(".done"))
     info = jsonfile.load_object(info_path)
     device = int(info.get("DeviceInfo", [{}])[0].get("id", device_dir.name.split("_")[-1]))
@@ -78,6 +89,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     Raises:
         InputError: a timeline file that is not a JSON array of events.
     """
+    if rank.source_paths and rank.source_paths[0].suffix == ".db":
+        yield from ascend_db.read_db(rank, rank.source_paths[0], diag, detail)
+        return
     timeline = _timeline_files(rank.path)
     if timeline:
         yield from _read_timeline(rank, timeline, diag, detail)
@@ -86,6 +100,13 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
 
 
 # -- files and clocks ---------------------------------------------------------------------------
+
+
+def _databases(folder: Path) -> list[Path]:
+    """CANN 8's ``msprof_*.db``: exact ns and every table, so it is read instead of the JSON
+    timelines of the same ``PROF_*`` directory."""
+    return sorted(p for where in (folder, folder / "mindstudio_profiler_output")
+                  for p in where.glob("msprof_*.db") if p.is_file())
 
 
 def _timeline_files(device_dir: Path) -> list[Path]:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from converters import step_overlap
+from converters.cli import main
 from converters.errors import Diagnostics, InputError
 from converters.model import Layer, RankInfo
-from converters.overlap import is_compute
+from converters.overlap import NOT_COMPUTE, is_compute, total_ns
 from converters.readers.ascend_db import db_rank, read_db
 from fixtures.ascend_db_gen import GROUP, write_ascend_db
 
@@ -32,14 +34,17 @@ def _expected(file):
             "LEFT JOIN COMMUNICATION_TASK_INFO m USING (globalTaskId)"):
         if mname is not None:
             out.append((Layer.COMM_TASK, f"Plane {plane}", s[mname], start, end - start, s[mtype]))
+        elif ctype is not None:  # compute is exactly what COMPUTE_TASK_INFO describes
+            out.append((Layer.STREAM, f"Stream {stream}", s[name], start, end - start, s[ctype]))
         else:
-            kind = s[ctype] if ctype is not None else s[ttype]
-            out.append((Layer.STREAM, f"Stream {stream}", s[name] if name is not None else kind, start,
-                        end - start, kind))
-    ops = db.execute("SELECT opName, startNs, endNs, groupName FROM COMMUNICATION_OP")
-    for name, start, end, group in ops:
-        out.append((Layer.COMM_OP, s[group], s[name], start, end - start, ""))
+            out.append((Layer.STREAM, f"Stream {stream}", s[ttype], start, end - start, NOT_COMPUTE))
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    if "COMMUNICATION_OP" in tables:
+        ops = db.execute("SELECT opName, startNs, endNs, groupName FROM COMMUNICATION_OP")
+        for name, start, end, group in ops:
+            out.append((Layer.COMM_OP, s[group], s[name], start, end - start, ""))
+    for start, end, tid, name in db.execute("SELECT startNs, endNs, globalTid, name FROM CANN_API"):
+        out.append((Layer.HOST, f"CANN (thread {tid & 0xFFFFFFFF})", s[name], start, end - start, ""))
     steps = []
     if "STEP_TIME" in tables:
         steps = list(db.execute("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs"))
@@ -84,6 +89,39 @@ def test_every_record_once_in_its_step(tmp_path):
     assert kernel.args["Op Type"] in ("MatMulV2", "TransData") and kernel.args["Model Id"] == 4294967295
     # compute overlaps communication in each step
     assert all(step_overlap(b).overlapped_ns > 0 for b in batches)
+    # an arrow from each launch to its task in the same step, none backwards (the skewed first)
+    flows_out = sum(len(s.flows_out) for s in got)
+    assert flows_out == sum(len(s.flows_in) for s in got) == _expected_flows(made["file"])
+    assert "backwards_flows" in diag.notes
+
+
+def _expected_flows(file):
+    """Launch-to-task pairs whose task begins no earlier than its launch, both in one step."""
+    db = sqlite3.connect(file)
+    starts = [row[0] for row in db.execute("SELECT startNs FROM STEP_TIME ORDER BY startNs")]
+    pairs = db.execute("SELECT c.startNs, t.startNs FROM CANN_API c JOIN TASK t USING (connectionId)")
+
+    def step(t):
+        return max(sum(start <= t for start in starts) - 1, 0)
+
+    count = sum(1 for launch, task in pairs if task >= launch and step(task) == step(launch))
+    db.close()
+    return count
+
+
+def test_compute_is_what_compute_task_info_describes(tmp_path):
+    """The real databases hold AI_CORE tasks without COMPUTE_TASK_INFO (HCCL's): no computation."""
+    made = write_ascend_db(tmp_path, steps=2, tasks_per_step=15, planes=2, seed=4)
+    db = sqlite3.connect(made["file"])
+    compute = list(db.execute("SELECT t.startNs, t.endNs FROM TASK t "
+                              "JOIN COMPUTE_TASK_INFO USING (globalTaskId)"))
+    db.close()
+    for detail in (False, True):
+        batches = list(read_db(_rank(tmp_path), made["file"], Diagnostics(), detail=detail))
+        lonely = [s for b in batches for s in b.slices if s.args and s.args.get("Task Type") == "AI_CORE"
+                  and s.task_type == NOT_COMPUTE]
+        assert len(lonely) == (2 if detail else 0)
+        assert sum(step_overlap(b).computing_ns for b in batches) == total_ns(compute)
 
 
 def test_summary_drops_non_compute_tasks_and_keeps_ops(tmp_path):
@@ -121,9 +159,10 @@ def test_missing_optional_tables_and_bad_rows(tmp_path):
     db.close()
     diag = Diagnostics()
     batches = list(read_db(_rank(tmp_path), made["file"], diag, detail=True))
-    got = [s for b in batches for s in b.slices if s.layer is not Layer.STEP]
-    assert len(got) == n - 2 and all(s.layer is Layer.STREAM for s in got)
+    got = [s for b in batches for s in b.slices if s.layer is Layer.STREAM]
+    assert len(got) == n - 2 and all(s.task_type == NOT_COMPUTE for s in got)
     assert diag.counts["bad_row"] == 2
+    assert "COMPUTE_TASK_INFO" in diag.examples["no_compute_info"]
 
 
 def test_not_sqlite_or_no_task_is_an_input_error(tmp_path):
@@ -156,3 +195,78 @@ def test_generator_is_deterministic(tmp_path):
     b = write_ascend_db(tmp_path / "b", seed=7)
     assert {k: v for k, v in a.items() if k != "file"} == {k: v for k, v in b.items() if k != "file"}
     assert _expected(a["file"]) == _expected(b["file"])
+
+
+def _wal_copy(made, into):
+    """The database as a crashed writer leaves it: committed rows still in its ``-wal``."""
+    db = sqlite3.connect(made["file"])
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA wal_autocheckpoint=0")
+    db.execute("UPDATE STEP_TIME SET id = id + 1000")
+    db.commit()
+    into.mkdir()
+    for suffix in ("", "-wal"):
+        (into / (made["file"].name + suffix)).write_bytes(Path(str(made["file"]) + suffix).read_bytes())
+    db.close()
+    return into / made["file"].name
+
+
+def test_a_write_ahead_log_with_data_is_read_and_nothing_appears_beside_it(tmp_path):
+    made = write_ascend_db(tmp_path / "made", steps=2, tasks_per_step=5, planes=1)
+    file = _wal_copy(made, tmp_path / "crashed")
+    assert file.with_name(file.name + "-wal").stat().st_size > 0
+    listing = {p.name: p.read_bytes() for p in file.parent.iterdir()}
+    diag = Diagnostics()
+    batches = list(read_db(_rank(tmp_path), file, diag, detail=True))
+    assert [b.step_id for b in batches] == [1050, 1051]  # the rows only the log holds
+    assert "wal_copy" in diag.notes
+    assert {p.name: p.read_bytes() for p in file.parent.iterdir()} == listing
+
+
+def test_a_database_another_process_holds_locked_is_read(tmp_path):
+    made = write_ascend_db(tmp_path, steps=2, tasks_per_step=5, planes=1)
+    holder = sqlite3.connect(made["file"], isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        batches = list(read_db(_rank(tmp_path), made["file"], Diagnostics(), detail=False))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert [b.step_id for b in batches] == [50, 51]
+
+
+def test_hostile_databases_get_a_clear_answer_never_a_traceback(tmp_path, capsys):
+    made = write_ascend_db(tmp_path / "good", steps=2, tasks_per_step=10, planes=2)
+    data = made["file"].read_bytes()
+    cases = {
+        "truncated": data[: len(data) // 3],
+        "not-sqlite": b"SQLite format 2\0" + b"x" * 5000,
+        "empty": b"",
+    }
+    for name, content in cases.items():
+        folder = tmp_path / name / "rank0_ascend_pt"
+        (folder / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+        (folder / "profiler_info_0.json").write_text('{"rank_id": 0}')
+        file = folder / "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+        file.write_bytes(content)
+        code = main([str(folder), "-o", str(tmp_path / f"{name}.pftrace")])
+        err = capsys.readouterr().err
+        assert code in (0, 1) and "Traceback" not in err, name
+        if code == 1:  # an error names the file
+            assert str(file) in err, name
+        else:  # or the rest converts, with a warning
+            assert "warning" in err, name
+        assert file.read_bytes() == content and sorted(p.name for p in file.parent.iterdir()) == [file.name]
+
+
+def test_string_ids_that_point_nowhere_stay_numbers_with_a_warning(tmp_path):
+    made = write_ascend_db(tmp_path, steps=1, tasks_per_step=5, planes=1)
+    db = sqlite3.connect(made["file"])
+    db.execute("UPDATE COMPUTE_TASK_INFO SET name = 999999")
+    db.commit()
+    db.close()
+    diag = Diagnostics()
+    batches = list(read_db(_rank(tmp_path), made["file"], diag, detail=True))
+    kernels = [s for b in batches for s in b.slices if s.layer is Layer.STREAM and s.task_type != NOT_COMPUTE]
+    assert kernels and all(s.name == "999999" for s in kernels)
+    assert "COMPUTE_TASK_INFO" in diag.examples["unknown_string_id"]

@@ -96,8 +96,13 @@ def test_timeline_alone_gives_the_finished_stages(tmp_path):
 def test_memory_only_files_say_their_samples_cannot_be_drawn(tmp_path, capsys):
     truth = write_host_info(tmp_path, steps=2, mode="memory")
     assert truth.memory_only_rows > 0
-    _convert(tmp_path, tmp_path / "out.pftrace", "--strict")  # a note, not damage: --strict passes
-    assert f"{truth.memory_only_rows} memory samples have no time stamp" in capsys.readouterr().err
+    _convert(tmp_path, tmp_path / "out.pftrace")
+    err = capsys.readouterr().err
+    assert f"{truth.memory_only_rows} memory samples have no time stamp" in err
+    assert "nothing to draw in detail from rank 0" in err  # an empty trace is never silent ...
+    strict = tmp_path / "strict.pftrace"  # ... nor passes --strict
+    assert main([str(tmp_path), "--kind", "detail", "-o", str(strict), "--strict"]) == 1
+    assert not strict.exists()
 
 
 def test_host_info_joins_the_device_rank_of_the_same_id(tmp_path):

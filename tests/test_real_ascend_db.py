@@ -1,0 +1,131 @@
+"""The database reader against the profilers' own analysis of the real databases.
+
+``ascend-pt-db``: torch_npu's ``ascend_pytorch_profiler_{rank}.db`` with ``analysis.db`` beside it,
+whose ``StepTraceTime`` is torch_npu's own per-step breakdown (µs), and (rank 0) the database's
+``OVERLAP_ANALYSIS`` lanes. ``msprof-db``: CANN's ``msprof_0.db`` with its ``OVERLAP_ANALYSIS``.
+The truth is read here with plain SQL from copies (a WAL-mode file opened the usual way grows a
+``-shm`` beside it).
+
+Text form against database form (``ascend-pt-2rank`` and ``ascend-pt-db``: one job family at
+profiler level 1, not one run): rank 0 has the same streams (0, 2, 3, 4), the same HCCL planes
+(0-7) and the same four allReduces per step (``hcom_allReduce__N_{0..3}_1``), and communication
+dwarfs compute alike (8.9 ms of compute against 102-106 ms of communication). What differs: the
+runs (timings, the ops' instance numbers 586 and 210) and the op lane, which the text form names
+after trace_view's thread ("Group 0 Communication") and the database after its group name.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import real_data
+
+from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile, step_overlap
+
+LANES = {0: "Computing", 1: "Communication", 2: "Communication (not overlapped)", 3: "Free"}
+
+
+def _copy(path: Path, tmp_path: Path) -> sqlite3.Connection:
+    target = tmp_path / f"{path.parent.parent.name}-{path.name}"
+    shutil.copy(path, target)
+    return sqlite3.connect(target)
+
+
+@pytest.fixture
+def torch_db() -> Path:
+    return real_data("ascend-pt-db")
+
+
+@pytest.fixture
+def cann_db() -> Path:
+    return real_data("msprof-db")
+
+
+def _database(root: Path, rank: int) -> Path:
+    return root / f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db"
+
+
+def test_breakdown_equals_torch_npus_step_trace_time(torch_db, tmp_path):
+    rows = {(r.rank, r.step): r for r in overlap_report(torch_db)}
+    assert set(rows) == {(0, 50), (1, 50)}
+    for rank in (0, 1):
+        analysis = _copy(_database(torch_db, rank).with_name("analysis.db"), tmp_path)
+        (step, computing, not_overlapped, overlapped, communication, free, stage, bubble, excluding,
+         preparing) = analysis.execute("SELECT step, computing, communication_not_overlapped, overlapped, "
+                                       "communication, free, stage, bubble, "
+                                       "communication_not_overlapped_and_exclude_receive, preparing "
+                                       "FROM StepTraceTime").fetchone()
+        mine = rows[rank, int(step)]
+        for ours, theirs in ((mine.computing_ns, computing), (mine.not_overlapped_ns, not_overlapped),
+                             (mine.overlapped_ns, overlapped), (mine.communication_ns, communication),
+                             (mine.free_ns, free), (mine.stage_ns, stage), (mine.bubble_ns, bubble),
+                             (mine.not_overlapped_excluding_receive_ns, excluding),
+                             (mine.preparing_ns, preparing)):
+            assert ours / 1000 == pytest.approx(theirs, rel=1e-3, abs=1e-3), (rank, theirs)
+
+
+def _lanes(db: sqlite3.Connection) -> dict[str, list[tuple[int, int]]]:
+    lanes: dict[str, list[tuple[int, int]]] = {lane: [] for lane in LANES.values()}
+    for kind, start, end in db.execute("SELECT type, startNs, endNs FROM OVERLAP_ANALYSIS"):
+        lanes[LANES[kind]].append((start, end))
+    return {lane: sorted(intervals) for lane, intervals in lanes.items()}
+
+
+@pytest.mark.parametrize("which", ["torch_npu", "cann"])
+def test_overlap_lanes_equal_the_databases_own_interval_by_interval(which, torch_db, cann_db, tmp_path):
+    path = _database(torch_db, 0) if which == "torch_npu" else cann_db / "msprof_0.db"
+    expected = _lanes(_copy(path, tmp_path))
+    ranks = [r for r in discover(path.parent.parent if which == "torch_npu" else cann_db) if r.rank == 0]
+    batches = list(read_profile(ranks, Options(), Diagnostics()))
+    assert len(batches) == 1
+    mine = step_overlap(batches[0]).lanes()
+    for lane, intervals in expected.items():
+        assert len(mine[lane]) == len(intervals), lane
+        for (s1, e1), (s2, e2) in zip(mine[lane], intervals, strict=True):
+            assert abs(s1 - s2) <= 1000 and abs(e1 - e2) <= 1000, lane
+    assert sum(map(len, expected.values())) > 20
+
+
+@pytest.mark.parametrize("which", ["torch_npu", "cann"])
+def test_detail_holds_every_task_once_with_host_lanes_flows_and_counters(which, torch_db, cann_db, tmp_path):
+    root = torch_db if which == "torch_npu" else cann_db
+    paths = [_database(torch_db, r) for r in (0, 1)] if which == "torch_npu" else [cann_db / "msprof_0.db"]
+    expected = {}
+    for rank, path in enumerate(paths):
+        db = _copy(path, tmp_path)
+        expected[rank] = {
+            "tasks": db.execute("SELECT count(*) FROM TASK").fetchone()[0],
+            "host": sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                        for t in ("PYTORCH_API", "CANN_API", "MSTX_EVENTS")
+                        if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (t,)).fetchone()),
+        }
+    batches = list(read_profile(discover(root), Options(kind="detail"), Diagnostics()))
+    for rank, counts in expected.items():
+        mine = [s for b in batches if b.rank == rank for s in b.slices]
+        tasks = sum(s.layer in (Layer.STREAM, Layer.COMM_TASK) for s in mine)
+        assert tasks == counts["tasks"]
+        assert sum(s.layer is Layer.HOST for s in mine) == counts["host"]
+        assert sum(len(b.samples) for b in batches if b.rank == rank) > 0
+    flows = [f for b in batches for s in b.slices for f in s.flows_out]
+    assert flows and len(flows) == len(set(flows))
+
+
+def test_text_and_database_forms_of_one_job_family_agree(torch_db):
+    text = real_data("ascend-pt-2rank")
+    shapes = {}
+    for root in (text, torch_db):
+        batches = [b for b in read_profile(discover(root), Options(kind="detail"), Diagnostics())
+                   if b.rank == 0]
+        slices = [s for b in batches for s in b.slices]
+        ops = sorted(re.sub(r"__\d+_", "__N_", s.name) for s in slices if s.layer is Layer.COMM_OP)
+        rows = overlap_report(root, ranks=[0])
+        shapes[root] = ({s.lane for s in slices if s.layer is Layer.STREAM},
+                        {s.lane for s in slices if s.layer is Layer.COMM_TASK}, ops,
+                        rows[0].computing_ns / rows[0].communication_ns)
+    assert shapes[text][:3] == shapes[torch_db][:3]
+    assert shapes[text][3] == pytest.approx(shapes[torch_db][3], abs=0.01)  # 0.084 and 0.087
+    assert shapes[text][2] == [f"hcom_allReduce__N_{i}_1" for i in range(4)]

@@ -286,8 +286,8 @@ class _Flows:
 
     def report(self, path: Path, diag: Diagnostics) -> None:
         if self.backwards:
-            diag.note("backwards_flows", f"{path}: {self.backwards} host-to-device arrows whose device end "
-                      "begins before their host launch (host and device clocks disagree) left out")
+            diag.note(f"backwards_flows {self.rank}", f"rank {self.rank}: {self.backwards} arrows whose end "
+                      f"begins before their start (host and device clocks disagree) left out: {path}")
 
 
 # -- rows to records ------------------------------------------------------------------------------

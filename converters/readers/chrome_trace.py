@@ -15,7 +15,7 @@ import bisect
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -36,18 +36,21 @@ _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
     """One trace of a whole rank (or its slices), read twice so memory holds one step, never the file.
 
-    The first pass takes the metadata and the step trace; the second turns every other event
-    into a slice, files it under the step it starts in (the last step started at or before it)
-    in a spill file, and then each step is read back whole. The file need not be time-ordered.
+    The first pass takes every metadata event and the step trace, resolving the step events only
+    once all processes are named (torch_npu writes its metadata last); the second turns every
+    other event into a slice, files it under the step it starts in (the last step started at or
+    before it) in a spill file, and then each step is read back whole. The file need not be
+    time-ordered.
     """
     records = Records(rank, None, detail)
     for path in files:
-        records.read(path, diag, slices=False)
+        records.read_steps(path, diag)
+    device = records.has_device()
     steps = sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
     if not steps:  # no step trace: all of it is one pseudo step
         for path in files:
             records.read(path, diag, steps=False)
-        yield step_records(rank, None, None, None, records.take_slices())
+        yield from linked([step_records(rank, None, None, None, records.take_slices(), device)], diag)
         return
     starts = [step.start_ns for step, _ in steps]
     with StepSpill() as spill:
@@ -58,32 +61,63 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
                     buckets[max(bisect.bisect_right(starts, s.start_ns) - 1, 0)].append(s)
                 for index, bucket in buckets.items():
                     spill.add(index, bucket)
-        for index, (step, phases) in enumerate(steps):
-            yield step_records(rank, step.graph, step.step, step, phases + spill.load(index, rank.rank))
+        yield from linked((step_records(rank, step.graph, step.step, step,
+                                        phases + spill.load(index, rank.rank), device)
+                           for index, (step, phases) in enumerate(steps)), diag)
 
 
 def step_records(
     rank: RankInfo, graph: int | None, step_id: int | None, step: Step | None,
-    records: list[Slice | Sample | FlowEnd],
-) -> StepRecords:
-    """One step's records, counters and flows sorted out from the slices."""
+    records: list[Slice | Sample | FlowEnd], has_device: bool = True,
+) -> tuple[StepRecords, list[FlowEnd]]:
+    """One step's records with counters sorted out from the slices, and its flow ends apart."""
     slices = [r for r in records if type(r) is Slice]
     samples, ends = [], []
     if len(slices) < len(records):
         samples = [r for r in records if type(r) is Sample]
         ends = [r for r in records if type(r) is FlowEnd]
-    if ends:
-        slices = bind_flows(slices, ends)
-    return StepRecords(rank.rank, graph, step_id, step, slices, samples)
+    return StepRecords(rank.rank, graph, step_id, step, slices, samples, has_device=has_device), ends
 
 
-def bind_flows(slices: list[Slice], ends: list[FlowEnd]) -> list[Slice]:
-    """Attach each flow whose two ends land on slices of this step to those slices.
+def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics) -> Iterator[StepRecords]:
+    """The steps with their flow arrows bound: within a step, and from a step to the next (a host
+    launch at the end of one step whose kernel runs in the next), so each step is held back until
+    the next one is read. An end binds to the innermost slice of its lane that holds its time
+    (Chrome's ``bp: e``); a start with several ends (a copy launched once, run twice) makes one
+    arrow per end. An arrow whose end begins before its start is left out and counted: Perfetto
+    drops such arrows without a word (host and device clocks disagree by a few µs)."""
+    held: StepRecords | None = None
+    held_starts: dict[str, int] = {}
+    backwards = 0
+    for records, ends in steps:
+        starts, finishes = _bind_ends(records.slices, ends)
+        arrows: list[tuple[StepRecords, int, StepRecords, int, int]] = []
+        for key, lasts in finishes.items():
+            source, first = (records, starts[key]) if key in starts else (held, held_starts.get(key))
+            if source is None or first is None:
+                continue
+            for k, last in enumerate(lasts):
+                arrows.append((source, first, records, last, flow_id(records.rank, key, k)))
+        for source, first, target, last, flow in arrows:
+            if target.slices[last].start_ns < source.slices[first].start_ns:
+                backwards += 1
+                continue
+            a = source.slices[first]
+            source.slices[first] = a._replace(flows_out=a.flows_out + (flow,))
+            b = target.slices[last]
+            target.slices[last] = b._replace(flows_in=b.flows_in + (flow,))
+        if held is not None:
+            yield held
+        held, held_starts = records, {key: i for key, i in starts.items() if key not in finishes}
+    if held is not None:
+        yield held
+    if backwards:
+        diag.note(f"backwards_flows {held.rank}", f"rank {held.rank}: {backwards} arrows whose end begins "
+                  "before their start (host and device clocks disagree) left out: Perfetto cannot draw them")
 
-    An end binds to the innermost slice of its lane that holds its time (Chrome's ``bp: e``).
-    A start with several ends (a copy launched once, run twice) makes one arrow per end. Flows
-    with an end outside the step (a launch at the very end of the step before) are left out.
-    """
+
+def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """Each flow end's slice: starts by key, and the finishes of each key in file order."""
     by_lane: dict[tuple[Layer, str], list[int]] = defaultdict(list)
     for index, s in enumerate(slices):
         by_lane[s.layer, s.lane].append(index)
@@ -100,17 +134,7 @@ def bind_flows(slices: list[Slice], ends: list[FlowEnd]) -> list[Slice]:
                 starts[end.key] = index
             else:
                 finishes[end.key].append(index)
-    outs: dict[int, list[int]] = defaultdict(list)
-    ins: dict[int, list[int]] = defaultdict(list)
-    for key, first in starts.items():
-        for k, last in enumerate(finishes.get(key, ())):
-            flow = flow_id(slices[first].rank, key, k)
-            outs[first].append(flow)
-            ins[last].append(flow)
-    for index in outs.keys() | ins.keys():
-        slices[index] = slices[index]._replace(flows_out=tuple(outs.get(index, ())),
-                                               flows_in=tuple(ins.get(index, ())))
-    return slices
+    return starts, finishes
 
 
 def _enclosing(slices: list[Slice], lane: list[int], starts: list[int], ts_ns: int) -> int | None:
@@ -125,6 +149,10 @@ def _enclosing(slices: list[Slice], lane: list[int], starts: list[int], ts_ns: i
 def flow_id(rank: int, key: str, k: int) -> int:
     """A flow id unique across ranks: the profilers' ids are unique within one rank only."""
     return int.from_bytes(hashlib.blake2b(f"{rank}|{key}|{k}".encode(), digest_size=8).digest(), "little")
+
+
+_STEP_CATEGORIES = ("Iteration Time", "Reduce")  # the CANN step trace's events
+_DEVICE_PROCESSES = ("Ascend Hardware", "HCCL", "Communication")
 
 
 # -- events to records --------------------------------------------------------------------------
@@ -245,6 +273,27 @@ class Records:
                 index += 1
             yield self.slices if keep else self.take_slices()
 
+    def read_steps(self, path: Path, diag: Diagnostics) -> None:
+        """The first pass: every metadata event, then the step events among the rest, routed
+        once all processes and threads are named, wherever their metadata lies in the file."""
+        self._steps_wanted, self._slices_wanted = True, False
+        candidates: list[tuple[int, _Event]] = []
+        index = 0
+        for events in _batches(path, diag):
+            for event in events:
+                if event.ph == "M":
+                    self._metadata(event)
+                elif event.ph == "X" and (event.cat in _STEP_CATEGORIES
+                                          or _PROFILER_STEP.match(str(event.name))):
+                    candidates.append((index, event))
+                index += 1
+        for index, event in candidates:
+            self._complete(event, index, path, diag)
+
+    def has_device(self) -> bool:
+        """Whether any process of the files is a device's (streams, HCCL): not a host-only trace."""
+        return any(name in _DEVICE_PROCESSES for name in self._processes.values())
+
     def take_slices(self) -> list[Slice]:
         slices, self.slices = self.slices, []
         return slices
@@ -275,9 +324,11 @@ class Records:
             return Layer.COMM_OP, thread or "Communication"
         if process in ("CANN", "Python", "MindSpore"):
             return Layer.HOST, f"{process} {thread or tid}"
-        if process != "Overlap Analysis":  # CANN's own lanes: the project computes its own
-            diag.warn("unknown_process", f"{path}: events of process {process or pid!r} skipped")
-        return None, ""
+        if process == "Overlap Analysis":  # CANN's own lanes: the project computes its own
+            return None, ""
+        # any other process (MindSpore's "CPU OP", "Scope Layer", ...) is drawn as host activity,
+        # never dropped, and never counted as compute
+        return Layer.HOST, f"{process or f'Process {pid}'} / {thread or tid}"
 
     def _complete(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         key = (event.pid, event.tid)

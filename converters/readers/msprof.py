@@ -152,6 +152,11 @@ def _read_timeline(
     for path in files:
         kind, _device, model, iteration = _TIMELINE.match(path.name).groups()
         groups[int(model), int(iteration)][kind] = path
+    yield from chrome_trace.linked(_iterations(rank, groups, diag, detail), diag)
+
+
+def _iterations(rank: RankInfo, groups: dict[tuple[int, int], dict[str, Path]], diag: Diagnostics,
+                detail: bool) -> Iterator[tuple[StepRecords, list]]:
     for model, iteration in _time_order(groups, rank, diag):
         kinds = groups[model, iteration]
         chosen = [kinds["msprof"]] if "msprof" in kinds else [

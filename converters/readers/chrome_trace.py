@@ -29,6 +29,7 @@ from ..overlap import is_compute
 from . import jsonfile
 from .spill import StepSpill
 
+BATCH_BYTES = 2 << 20  # read and decoded at a time: memory holds about this much of a file
 _STEP_TRACE_THREAD = re.compile(r"Model ID:\s*(\d+)")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -191,7 +192,7 @@ def _batches(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
     Anything unusual (cut off, an object form, a bad event) takes the careful path of
     ``jsonfile``, which recovers what can be recovered and says where the problem is.
     """
-    for batch in jsonfile.iter_batches(path, diag, _decode):
+    for batch in jsonfile.iter_batches(path, diag, _decode, BATCH_BYTES):
         if batch and type(batch[0]) is _Event:
             yield batch
             continue

@@ -10,6 +10,7 @@ from trace_check import read_perfetto
 
 from converters import Diagnostics, Layer, Options, discover, read_profile, step_overlap
 from converters.cli import main
+from converters.readers import chrome_trace
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 
 COLUMNS = {"Computing": "computing_ns", "Communication(Not Overlapped)": "not_overlapped_ns",
@@ -21,9 +22,19 @@ def _vendor_totals(rank_dir: Path) -> dict[int, dict[str, float]]:
         return {int(row["Step"]): row for row in csv.DictReader(f)}
 
 
+@pytest.fixture(params=["as torch_npu writes it", "metadata last, small batches"])
+def metadata_last(request, monkeypatch) -> bool:
+    """Both file orders; in the adversarial one the file is read in 64 KiB batches, so the
+    process and thread names come batches after the events they name, as in real 1 GB files."""
+    if request.param.startswith("metadata last"):
+        monkeypatch.setattr(chrome_trace, "BATCH_BYTES", 64 << 10)
+        return True
+    return False
+
+
 @pytest.mark.parametrize("source", ["trace_view", "kernel_details"])
-def test_step_totals_equal_the_generated_step_trace_time(tmp_path, source):
-    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=3, seed=4,
+def test_step_totals_equal_the_generated_step_trace_time(tmp_path, source, metadata_last):
+    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=3, seed=4, metadata_last=metadata_last,
                                         with_trace_view=source == "trace_view")
     batches = list(read_profile(discover(tmp_path), Options(), Diagnostics()))
     assert sorted((b.rank, b.step_id) for b in batches) == [
@@ -37,8 +48,8 @@ def test_step_totals_equal_the_generated_step_trace_time(tmp_path, source):
             assert abs(getattr(o, attribute) - want) <= max(0.001 * want, 1000), (batch.rank, column)
 
 
-def test_detail_holds_every_task_once_and_loads_cleanly(tmp_path):
-    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=2, seed=6)
+def test_detail_holds_every_task_once_and_loads_cleanly(tmp_path, metadata_last):
+    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=2, seed=6, metadata_last=metadata_last)
     out = tmp_path / "out.pftrace"
     assert main([str(tmp_path), "--kind", "detail", "--max-size", "0", "-o", str(out)]) == 0
     decoded = read_perfetto(out.read_bytes())

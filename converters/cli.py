@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 
 from .budget import parse_size
-from .errors import Trace2PerfettoError
+from .errors import Diagnostics, Trace2PerfettoError
 from .info import profile_info
 from .pipeline import Format, Kind, convert, overlap_report
 from .select import parse_ids
@@ -134,9 +134,12 @@ def _overlap_main(argv: list[str]) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     try:
-        rows = overlap_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps)
+        diag = Diagnostics()
+        rows = overlap_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps, diag=diag)
     except Trace2PerfettoError as e:
         return _error(e)
+    for warning in diag.messages():
+        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
     records = [
         {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
          **dict(zip(_OVERLAP_COLUMNS, (None if v is None else round(v / 1000, 3) for v in (

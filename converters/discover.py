@@ -39,7 +39,7 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
         return [_lone_file(path, diag)]
     ranks: dict[int, RankInfo] = {}
     hosts: dict[int, RankInfo] = {}
-    for folder, reader in _rank_dirs(path):
+    for folder, reader in _rank_dirs(path, diag):
         for info in reader.rank_infos(folder):
             if getattr(reader, "ATTACHES", False):
                 _claim(hosts, info, diag)
@@ -73,16 +73,20 @@ def _claim(ranks: dict[int, RankInfo], info: RankInfo, diag: Diagnostics | None)
     ranks[info.rank] = info
 
 
-def _rank_dirs(root: Path):
-    """Walk ``root`` top-down; a directory a reader claims is not walked into."""
+def _rank_dirs(root: Path, diag: Diagnostics | None):
+    """Walk ``root`` top-down; a directory a reader claims is not walked into. A rank's folder
+    with nothing to read in it is said, never passed over in silence."""
     for folder, subdirs, _files in os.walk(root, followlinks=False):
         here = Path(folder)
         reader = next((r for r in READERS if r.sniff(here)), None)
         if reader is not None:
             subdirs.clear()
             yield here, reader
-        else:
-            subdirs.sort()
+            continue
+        subdirs.sort()
+        empty = ascend_pt.missing_data(here)
+        if empty and diag is not None:
+            diag.warn("empty_rank_dir", empty)
 
 
 _ASCEND_PT_FILES = re.compile(

@@ -186,8 +186,10 @@ def overlap_report(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    diag: Diagnostics | None = None,
 ) -> list[StepOverlap]:
-    """The compute/communication overlap of every kept step of every kept rank.
+    """The compute/communication overlap of every kept step of every kept rank; what needed
+    recovery in the input is added to ``diag``.
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
@@ -198,9 +200,10 @@ def overlap_report(
         graphs=None if graphs is None else frozenset(graphs),
         steps=None if steps is None else frozenset(steps),
     )
-    infos = select_ranks(discover(Path(path)), options.ranks)
+    diag = Diagnostics() if diag is None else diag
+    infos = select_ranks(discover(Path(path), diag), options.ranks)
     check_graphs(infos, options.graphs)
-    return [overlap_row(batch) for batch in read_profile(infos, options, Diagnostics())]
+    return [overlap_row(batch) for batch in read_profile(infos, options, diag)]
 
 
 def overlap_row(batch: StepRecords) -> StepOverlap:

@@ -39,6 +39,15 @@ def sniff(rank_dir: Path) -> bool:
     return named and bool(_sources(rank_dir))
 
 
+def missing_data(rank_dir: Path) -> str | None:
+    """Why a folder that is a rank's by its name holds nothing to read, or None."""
+    named = rank_dir.name.endswith(("_ascend_pt", "_ascend_ms")) or any(rank_dir.glob("profiler_info*.json"))
+    if not named or _sources(rank_dir):
+        return None
+    return (f"{rank_dir}: a profiler rank folder without {_OUTPUT}/trace_view.json, a database or "
+            "kernel_details.csv (not parsed by the profiler, or deleted); left out")
+
+
 def _sources(rank_dir: Path) -> tuple[Path, ...]:
     """The one file to read, richest first: trace_view.json, the database, kernel_details.csv."""
     output = rank_dir / _OUTPUT
@@ -133,7 +142,7 @@ def _read_kernel_details(
             slices = spill.load(step_id, rank.rank)
             step = None
             if step_id is not None:
-                step = Step(None, step_id, start, end)
+                step = Step(None, step_id, start, end, host_start=False)  # Preparing: unknown
                 slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step_id}", start, end - start,
                                     {"Step": step_id, "bounds": "first to last device activity"}))
             yield StepRecords(rank.rank, None, step_id, step, slices)

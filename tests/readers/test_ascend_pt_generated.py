@@ -107,3 +107,15 @@ def test_parallel_groups_are_kept_and_shown_in_the_rank_description(tmp_path):
     trace.ParseFromString(out.read_bytes())
     processes = [p.track_descriptor for p in trace.packet if p.track_descriptor.HasField("process")]
     assert len(processes) == 2 and all("groups: " in d.description for d in processes)
+
+
+def test_kernel_details_only_leaves_preparing_unknown_and_names_a_rank_without_data(tmp_path, capsys):
+    generated = write_ascend_pt_profile(tmp_path, ranks=3, steps=2, seed=8, with_trace_view=False)
+    empty = generated.ranks[2].path
+    (empty / "ASCEND_PROFILER_OUTPUT/kernel_details.csv").unlink()
+    assert main(["overlap", str(tmp_path), "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    rows = list(csv.DictReader(out.splitlines()))
+    assert {row["Rank"] for row in rows} == {"0", "1"}
+    assert all(row["Preparing"] == "" and row["Computing"] != "" for row in rows)  # empty, not 0
+    assert f"{empty}: a profiler rank folder without" in err and "left out" in err

@@ -148,3 +148,34 @@ def test_step_phases_equal_mindsporess_cluster_analysis(single_device, tmp_path)
     phases = {s.name: s.dur_ns for s in trace.slices if s.track == ("Step Trace", "Steps")}
     assert phases["FP/BP"] == row["fp_and_bp"] * 10 and phases["Tail"] == row["tail"] * 10
     assert row["iteration_interval"] == 0 and "Iteration Interval" not in phases  # FP starts the step
+
+
+def test_a_folder_with_only_the_step_trace_converts_and_says_compute_is_unknown(hccl_rank6, tmp_path, capsys):
+    """A pipeline-parallel job's folder often keeps only the step trace and hccl_raw."""
+    folder = tmp_path / "profiler"
+    folder.mkdir()
+    for name in ("step_trace_raw_6_detail_time.csv", "hccl_raw_6.csv"):
+        (folder / name).write_bytes((hccl_rank6 / name).read_bytes())
+    with open(hccl_rank6 / "step_trace_raw_6_detail_time.csv", newline="") as f:
+        truth = {int(r["step_num"]): r for r in csv.DictReader(f) if r["step_num"] != "-"}
+    with open(hccl_rank6 / "hccl_raw_6.csv", newline="") as f:
+        costs = {int(r["step_num"]): orjson.loads(r["communication_operator_cost"]) for r in csv.DictReader(f)
+                 if r["step_num"] != "-"}
+    rows = overlap_report(folder)
+    assert [(r.rank, r.step) for r in rows] == [(6, 1), (6, 2)]
+    for row in rows:
+        op = "stream_24_0_AllReduce-op3143"
+        assert row.communication_ns == (int(truth[row.step][f"{op}_end_point"])
+                                        - int(truth[row.step][f"{op}_start_point"])) * 10
+        assert (row.computing_ns, row.free_ns, row.not_overlapped_ns, row.stage_ns, row.preparing_ns) == (
+            None, None, None, None, None)
+    trace = _convert(folder, tmp_path / "out.json")
+    ops = [s for s in trace.slices if s.track[0] == "Communication"]
+    assert [(s.name, s.args["communication cost(ms)"]) for s in ops] == [
+        ("AllReduce-op3143", costs[step][op][1]) for step in (1, 2)]
+    assert {s.track for s in trace.slices if s.track[0] == "Overlap Analysis"} == {
+        ("Overlap Analysis", "Communication")}  # the lanes compute would need are not made up
+    assert "step trace only: no device tasks" in capsys.readouterr().err
+    assert main(["overlap", str(folder), "--format", "csv"]) == 0
+    line = capsys.readouterr().out.splitlines()[1].split(",")
+    assert line[:4] == ["6", "", "1", ""] and line[6] == "4540.8"  # Computing empty; Communication

@@ -54,8 +54,10 @@ _FILES = {  # what each file holds -> its name, with the rank (or device) id
     "step_trace": re.compile(r"^step_trace_raw_(\d+)_detail_time\.csv$"),
     "host_start": re.compile(r"^host_start\.log\.(\d+)$"),
     "min_cycle": re.compile(r"^min_cycle_counter_(\d+)\.txt$"),
+    "hccl_raw": re.compile(r"^hccl_raw_(\d+)\.csv$"),
 }
-_READ = ("timeline", "framework", "aicpu", "step_trace")  # the files read, besides hccl_info
+_READ = ("timeline", "framework", "aicpu", "step_trace", "hccl_raw")  # besides hccl_info
+_DEVICE = ("timeline", "aicpu")  # the files of device tasks: without them compute is unknown
 _HCCL = "hccl_info"
 _DEV_SUFFIX = re.compile(r"_dev(\d+)$")
 _COMM_COLUMN = re.compile(r"^stream_(\d+)_(?:\d+_)?(.+)$")  # stream_24_0_AllReduce-op3143
@@ -65,11 +67,13 @@ _BATCH = 10_000
 
 
 def sniff(folder: Path) -> bool:
-    """A folder with device op timelines or HCCL traces, and no msprof ``PROF_*`` beside them."""
+    """A folder with device op timelines, step traces or HCCL traces, and no msprof ``PROF_*``
+    beside them."""
     names = _names(folder)
     if any(name.startswith("PROF_") for name in names):
         return False
-    return any(_FILES["timeline"].match(n) for n in names) or bool(_hccl_dirs(folder))
+    return any(_FILES["timeline"].match(n) or _FILES["step_trace"].match(n) for n in names) \
+        or bool(_hccl_dirs(folder))
 
 
 def rank_infos(folder: Path) -> list[RankInfo]:
@@ -91,7 +95,7 @@ def rank_infos(folder: Path) -> list[RankInfo]:
             format=NAME,
             path=folder,
             start_ns=_read_ms(start) + offset if start else None,
-            clock=clock,
+            clock=clock if any(k in found for k in _DEVICE) else f"{clock}; step trace only: no device tasks",
             source_paths=tuple(found[k] for k in _READ if k in found) + tuple(hccl.get(rank, ())),
             clock_offset_ns=offset,
             wall_clock=aligned,
@@ -107,6 +111,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     """
     sources = {kind: p for p in rank.source_paths for kind, rx in _FILES.items() if rx.match(p.name)}
     steps = _steps(rank, sources["step_trace"], diag) if "step_trace" in sources else []
+    if "hccl_raw" in sources:
+        _add_op_costs(steps, sources["hccl_raw"], diag)
+    device = any(kind in sources for kind in _DEVICE)
     # without op columns in the step trace, the HCCL tasks stand for the communication ops
     tasks = detail or not any(s.layer is Layer.COMM_OP for _, records in steps for s in records)
     starts = [step.start_ns for step, _ in steps]
@@ -114,9 +121,10 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
         _file_by_step(spill, starts, _records(rank, sources, diag, detail, tasks))
         before = spill.load(-1, rank.rank)
         if before:  # activity no step bounds (or all of it, without a step trace)
-            yield StepRecords(rank.rank, None, None, None, before)
+            yield StepRecords(rank.rank, None, None, None, before, has_device=device)
         for index, (step, records) in enumerate(steps):
-            yield StepRecords(rank.rank, None, step.step, step, records + spill.load(index, rank.rank))
+            yield StepRecords(rank.rank, None, step.step, step, records + spill.load(index, rank.rank),
+                              has_device=device)
 
 
 def _records(rank: RankInfo, sources: dict[str, Path], diag: Diagnostics, detail: bool,
@@ -299,6 +307,36 @@ def _step_row(rank: RankInfo, row: list[str], column: dict[str, int], ops: list[
             records.append(Slice(r, Layer.COMM_OP, lane, op, begin + off, finish - begin,
                                  {"step trace column": name}))
     return Step(None, n, start, end), records
+
+
+def _add_op_costs(steps: list[tuple[Step, list[Slice]]], path: Path, diag: Diagnostics) -> None:
+    """``hccl_raw_{id}.csv``: MindSpore's cost of each communication op per step (ms), its wait
+    and its links (``"src-dst": {transport: [time ms, size, bandwidth]}``), as the op's args."""
+    costs: dict[tuple[int, str], list[Any]] = {}
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        for line, row in enumerate(csv.DictReader(whole_lines(f, path, diag)), start=2):
+            step = (row.get("step_num") or "").strip()
+            if step == "-":  # the averages
+                continue
+            try:
+                for column, cost in orjson.loads(row.get("communication_operator_cost") or "{}").items():
+                    costs[int(step), column] = cost
+            except (ValueError, AttributeError, orjson.JSONDecodeError):
+                diag.warn("bad_row", f"{path}: line {line}: expected a step number and "
+                          "communication_operator_cost as JSON; skipped")
+    matched = 0
+    for step, records in steps:
+        for i, s in enumerate(records):
+            if s.layer is not Layer.COMM_OP:
+                continue
+            cost = costs.get((step.step, s.args.get("step trace column")))
+            if isinstance(cost, list) and len(cost) >= 4:
+                records[i] = s._replace(args={**s.args, "communication cost(ms)": cost[1],
+                                              "wait cost(ms)": cost[2], "links": cost[3]})
+                matched += 1
+    if matched < len(costs):
+        diag.note("hccl_raw_unmatched", f"{path}: {len(costs) - matched} of {len(costs)} op costs name no "
+                  "op of the step trace; not shown")
 
 
 # -- device ops ---------------------------------------------------------------------------------

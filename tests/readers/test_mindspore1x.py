@@ -202,3 +202,25 @@ def test_step_trace_with_the_points_first_and_parallel_names(tmp_path):
                       "FP/BP": (11_000, 7_000), "Tail": (18_000, 2_000)}
     assert [(s.name, s.start_ns, s.dur_ns) for s in batch.slices if s.layer.value == "Ascend Hardware"] == [
         ("MatMul-op1", 11_000, 4_000)]
+
+
+def test_ranks_with_only_their_step_trace_give_steps_ops_and_no_made_up_compute(tmp_path):
+    write_mindspore1x_profile(tmp_path, ranks=4, steps=3, ops_per_step=20, seed=9)
+    folder = tmp_path / "profiler"
+    for path in list(folder.rglob("*")):
+        if path.is_file() and not path.name.startswith(("step_trace_raw_", "host_start")):
+            path.unlink()
+    expected = {}  # (rank, step) -> total ns of its ops' column pairs, read with csv alone
+    for rank in range(4):
+        with open(folder / f"step_trace_raw_{rank}_detail_time.csv", newline="") as f:
+            for row in csv.DictReader(f):
+                if row["step_num"] in ("-", "0") or row["start_point"] == "0":
+                    continue
+                pairs = [(int(row[c]), int(row[c[: -len("start_point")] + "end_point"]))
+                         for c in row if c.endswith("_start_point") and c != "start_point"]
+                ticks = vi.union([(a * 10, b * 10) for a, b in pairs])
+                expected[rank, int(row["step_num"])] = vi.total(ticks)
+    rows = overlap_report(folder)
+    assert {(r.rank, r.step): r.communication_ns for r in rows} == expected
+    assert all(r.computing_ns is None and r.free_ns is None for r in rows)
+    assert any(v > 0 for v in expected.values())

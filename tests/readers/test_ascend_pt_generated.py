@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from trace_check import read_perfetto
 
-from converters import Diagnostics, Layer, Options, discover, read_profile, step_overlap
+from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile, step_overlap
 from converters.cli import main
 from converters.readers import chrome_trace
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
@@ -119,3 +119,34 @@ def test_kernel_details_only_leaves_preparing_unknown_and_names_a_rank_without_d
     assert {row["Rank"] for row in rows} == {"0", "1"}
     assert all(row["Preparing"] == "" and row["Computing"] != "" for row in rows)  # empty, not 0
     assert f"{empty}: a profiler rank folder without" in err and "left out" in err
+
+
+def test_pipeline_parallel_columns_follow_torch_npus_definitions(tmp_path):
+    """A stage-1 rank of a PP job, kernel_details.csv only, its figures worked out by hand with
+    torch_npu's TraceStepTimeParser: Bubble is the time in hcom_receive ops (hcom_batchSendRecv
+    is not a receive), Stage the device span minus Bubble, Preparing unknown without a host."""
+    rank_dir = tmp_path / "node_1_2_ascend_pt"
+    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (rank_dir / "profiler_info_2.json").write_text('{"rank_id": 2}')
+    rows = [  # name, type, core, start µs after T, duration µs
+        ("hcom_receive__1_0_1", "hcom_receive_", "HCCL", 0, 100),
+        ("MatMul_1", "MatMul", "AI_CORE", 100, 50),
+        ("Add_2", "Add", "AI_VECTOR_CORE", 160, 20),
+        ("hcom_batchSendRecv__1_1_1", "hcom_batchSendRecv_", "HCCL", 170, 40),
+        ("hcom_send__1_2_1", "hcom_send_", "HCCL", 230, 30),
+        ("Cast_3", "Cast", "AI_VECTOR_CORE", 240, 10),
+    ]
+    t = 1736408883700000
+    with open(rank_dir / "ASCEND_PROFILER_OUTPUT/kernel_details.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Step Id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "OP State",
+                    "Accelerator Core", "Start Time(us)", "Duration(us)"])
+        for i, (name, kind, core, start, dur) in enumerate(rows):
+            stream = "N/A" if core == "HCCL" else "2"
+            w.writerow([7, 4294967295, i, stream, name, kind, "dynamic", core, f"{t + start}.000\t", dur])
+    (row,) = overlap_report(tmp_path)
+    us = {k: None if v is None else v / 1000 for k, v in vars(row).items() if k.endswith("_ns")}
+    assert (row.rank, row.step) == (2, 7)
+    assert us == {"computing_ns": 80, "communication_ns": 170, "not_overlapped_ns": 150, "overlapped_ns": 20,
+                  "free_ns": 30, "bubble_ns": 100, "stage_ns": 160, "not_overlapped_excluding_receive_ns": 50,
+                  "preparing_ns": None}

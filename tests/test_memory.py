@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from bench.run import measure
+from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.host_info_gen import write_host_info
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
 
-LAYOUTS = ["timeline", "cann8", "mindspore1x", "host_info"]
+LAYOUTS = ["timeline", "cann8", "mindspore1x", "host_info", "database"]
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,14 @@ def profiles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
         for rank in (0, 1):
             write_host_info(root, rank=rank, steps=steps * 20, step_ns=10_000_000, seed=5, truth=False)
     made["host_info"] = (small, large)
+    small, large = (tmp_path_factory.mktemp(f"database{n}") for n in (30, 300))
+    for root, steps in ((small, 30), (large, 300)):  # torch_npu's database form, 2 ranks
+        for rank in (0, 1):
+            folder = root / f"rank{rank}_ascend_pt"
+            write_ascend_db(folder / "ASCEND_PROFILER_OUTPUT", rank=rank, steps=steps, tasks_per_step=600,
+                            planes=4, seed=5)
+            (folder / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
+    made["database"] = (small, large)
     return made
 
 

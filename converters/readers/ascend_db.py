@@ -73,7 +73,7 @@ def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iter
         if "globalTaskId" not in schema.columns("COMPUTE_TASK_INFO"):
             diag.warn("no_compute_info", f"{path}: no table COMPUTE_TASK_INFO (or its globalTaskId): "
                       "compute cannot be told from other device tasks, so none counts as compute")
-        strings = _strings(db, schema)
+        strings = _Strings(db, schema)
         enums = {name: _enum(db, schema, f"ENUM_HCCL_{name}") for name in
                  ("TRANSPORT_TYPE", "LINK_TYPE", "DATA_TYPE", "RDMA_TYPE")}
         enums["API"] = _enum(db, schema, "ENUM_API_TYPE")
@@ -188,10 +188,26 @@ class _Schema:
         return ", ".join(f'{alias}."{n}"' if n in have else "NULL" for n in names)
 
 
-def _strings(db: sqlite3.Connection, schema: _Schema) -> dict[int, str]:
-    if not {"id", "value"} <= schema.columns("STRING_IDS"):
-        return {}
-    return {row[0]: row[1] for row in db.execute("SELECT id, value FROM STRING_IDS")}
+class _Strings:
+    """``STRING_IDS`` looked up as needed, the most recent kept: a large database's table of
+    strings (op names, shapes) grows with it, so it is never loaded whole."""
+
+    _KEEP = 4096
+
+    def __init__(self, db: sqlite3.Connection, schema: _Schema) -> None:
+        self.db = db if {"id", "value"} <= schema.columns("STRING_IDS") else None
+        self.cache: dict[int, str | None] = {}
+
+    def get(self, key: int) -> str | None:
+        found = self.cache.get(key, self)
+        if found is self:
+            row = self.db.execute("SELECT value FROM STRING_IDS WHERE id = ?", (key,)).fetchone() \
+                if self.db is not None and -(1 << 63) <= key < 1 << 63 else None
+            found = None if row is None else str(row[0])
+            if len(self.cache) >= self._KEEP:
+                self.cache.clear()
+            self.cache[key] = found
+        return found
 
 
 def _enum(db: sqlite3.Connection, schema: _Schema, table: str) -> dict[int, str]:
@@ -320,7 +336,7 @@ _COUNTERS = {
 
 class _Reader:
     def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, all_tasks: bool, schema: _Schema,
-                 strings: dict[int, str], enums: dict[str, dict[int, str]]) -> None:
+                 strings: _Strings, enums: dict[str, dict[int, str]]) -> None:
         self.rank, self.path, self.diag, self.all_tasks = rank, path, diag, all_tasks
         self.schema, self.strings, self.enums = schema, strings, enums
         self.unknown_strings: dict[str, int] = {}

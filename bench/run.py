@@ -1,7 +1,8 @@
 """``make bench``: trace2perfetto against its peer and the parse-only floor, in one run.
 
-Profiles come from the fixture generator (8 ranks, two graphs, HCCL planes) in both layouts:
-MindSpore 2.0-2.2 per-iteration timeline files and CANN 7/8 ``msprof_*.json``. Each measured
+Profiles come from the fixture generators (8 ranks, HCCL planes): MindSpore 2.0-2.2 per-iteration
+timeline files and CANN 7/8 ``msprof_*.json`` (two graphs), MindSpore 1.x folders with host_info,
+and torch_npu's database form. Each measured
 command runs in a child process; its peak RSS is the largest sum of the RSS of it and its
 children (trace2perfetto reads ranks in worker processes), sampled every 5 ms.
 
@@ -27,11 +28,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "bench"
-FLOOR = (  # JSON (and HCCL .trace) parsed, text tables split into fields
-    "import orjson, sys, pathlib\n"
+FLOOR = (  # JSON (and HCCL .trace) parsed, text tables split into fields, database rows fetched
+    "import orjson, sys, pathlib, sqlite3\n"
     "for p in sorted(pathlib.Path(sys.argv[1]).rglob('*')):\n"
     "    if p.suffix in ('.json', '.trace'):\n"
     "        orjson.loads(p.read_bytes())\n"
+    "    elif p.suffix == '.db':\n"
+    "        db = sqlite3.connect(f'file:{p}?mode=ro&immutable=1', uri=True)\n"
+    "        for (t,) in db.execute(\"SELECT name FROM sqlite_master WHERE type='table'\").fetchall():\n"
+    "            for _ in db.execute(f'SELECT * FROM \"{t}\"'):\n"
+    "                pass\n"
     "    elif p.suffix in ('.csv', '.txt'):\n"
     "        with open(p, encoding='utf-8', errors='replace') as f:\n"
     "            for line in f:\n"
@@ -106,6 +112,15 @@ def input_stats(root: Path) -> tuple[int, int]:
     text tables as lines past their header."""
     size = events = 0
     for path in root.rglob("*"):
+        if path.suffix == ".db":  # a database's records: its device tasks and host API rows
+            import sqlite3
+
+            size += path.stat().st_size
+            db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+            events += sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for (t,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE name IN ('TASK', 'CANN_API', 'COMMUNICATION_OP')"))
+            db.close()
+            continue
         if path.suffix not in (".json", ".trace", ".csv", ".txt"):
             continue
         size += path.stat().st_size
@@ -191,6 +206,9 @@ def main() -> None:
     for name, options in _legacy_plan(args.quick):
         root = generated(f"gen-mindspore1x-{options['steps']}", _write_legacy, **options)
         lines += bench_profile(name, root, False)
+    for name, steps in _database_plan(args.quick):
+        root = generated(f"gen-database-{steps}", _write_databases, steps=steps)
+        lines += bench_profile(name, root, False)
     real = ROOT.parent / "shared" / "data" / "real" / "msprof-2rank"
     if real.is_dir():
         lines += bench_profile("real sample msprof-2rank", real, not args.no_peer)
@@ -220,6 +238,24 @@ def _legacy_plan(quick: bool) -> list[tuple[str, dict]]:
         plan.append(("~1 GB, MindSpore 1.x profiler folder + host_info (8 ranks, 120 steps)",
                      dict(common, steps=120)))
     return plan
+
+
+def _database_plan(quick: bool) -> list[tuple[str, int]]:
+    """torch_npu's database form (no peer: MindInsight reads no database)."""
+    plan = [("~100 MB, torch_npu database form (8 ranks, 8 steps of 10,000 tasks)", 8)]
+    if not quick:
+        plan.append(("~500 MB, torch_npu database form (8 ranks, 40 steps of 10,000 tasks)", 40))
+    return plan
+
+
+def _write_databases(root: Path, steps: int) -> None:
+    from fixtures.ascend_db_gen import write_ascend_db
+
+    for rank in range(8):
+        folder = root / f"rank{rank}_ascend_pt"
+        write_ascend_db(folder / "ASCEND_PROFILER_OUTPUT", rank=rank, steps=steps, tasks_per_step=10_000,
+                        planes=8, seed=rank)
+        (folder / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
 
 
 def _write_legacy(root: Path, **options) -> None:

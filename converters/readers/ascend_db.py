@@ -73,12 +73,11 @@ def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iter
         if "globalTaskId" not in schema.columns("COMPUTE_TASK_INFO"):
             diag.warn("no_compute_info", f"{path}: no table COMPUTE_TASK_INFO (or its globalTaskId): "
                       "compute cannot be told from other device tasks, so none counts as compute")
-        strings = _Strings(db, schema)
         enums = {name: _enum(db, schema, f"ENUM_HCCL_{name}") for name in
                  ("TRANSPORT_TYPE", "LINK_TYPE", "DATA_TYPE", "RDMA_TYPE")}
         enums["API"] = _enum(db, schema, "ENUM_API_TYPE")
         enums["MODULE"] = _enum(db, schema, "ENUM_MODULE")
-        reader = _Reader(rank, path, diag, detail or cann, schema, strings, enums)
+        reader = _Reader(rank, path, diag, detail or cann, schema, enums)
         steps = _steps(db, schema, path, diag, rank)
         scans = [reader.tasks(db), reader.ops(db)]
         if detail:
@@ -182,32 +181,23 @@ class _Schema:
                                     if table in self.tables else set())
         return self._columns[table]
 
-    def select(self, alias: str, table: str, names: tuple[str, ...]) -> str:
-        """``alias."col"`` for each column the table has, NULL for each it lacks."""
-        have = self.columns(table)
-        return ", ".join(f'{alias}."{n}"' if n in have else "NULL" for n in names)
-
-
-class _Strings:
-    """``STRING_IDS`` looked up as needed, the most recent kept: a large database's table of
-    strings (op names, shapes) grows with it, so it is never loaded whole."""
-
-    _KEEP = 4096
-
-    def __init__(self, db: sqlite3.Connection, schema: _Schema) -> None:
-        self.db = db if {"id", "value"} <= schema.columns("STRING_IDS") else None
-        self.cache: dict[int, str | None] = {}
-
-    def get(self, key: int) -> str | None:
-        found = self.cache.get(key, self)
-        if found is self:
-            row = self.db.execute("SELECT value FROM STRING_IDS WHERE id = ?", (key,)).fetchone() \
-                if self.db is not None and -(1 << 63) <= key < 1 << 63 else None
-            found = None if row is None else str(row[0])
-            if len(self.cache) >= self._KEEP:
-                self.cache.clear()
-            self.cache[key] = found
-        return found
+    def select(self, alias: str, table: str, names: tuple[str, ...],
+               strings: tuple[str, ...] = ()) -> tuple[str, str]:
+        """(fields, joins): ``alias."col"`` for each column the table has, NULL for each it lacks;
+        the ``strings`` columns resolved through ``STRING_IDS`` by SQLite itself (a large
+        database's table of strings grows with it, so it is never loaded; an id it lacks stays a
+        number)."""
+        have, lookup = self.columns(table), {"id", "value"} <= self.columns("STRING_IDS")
+        fields, joins = [], ""
+        for n in names:
+            if n not in have:
+                fields.append("NULL")
+            elif n in strings and lookup:
+                fields.append(f'COALESCE({alias}_{n}.value, {alias}."{n}")')
+                joins += f' LEFT JOIN STRING_IDS {alias}_{n} ON {alias}_{n}.id = {alias}."{n}"'
+            else:
+                fields.append(f'{alias}."{n}"')
+        return ", ".join(fields), joins
 
 
 def _enum(db: sqlite3.Connection, schema: _Schema, table: str) -> dict[int, str]:
@@ -312,6 +302,8 @@ _TASK = ("startNs", "endNs", "streamId", "taskId", "modelId", "contextId", "conn
          "globalTaskId")
 _COMPUTE = ("globalTaskId", "name", "taskType", "opType", "blockDim", "mixBlockDim", "inputShapes",
             "inputDataTypes", "inputFormats", "outputShapes", "outputDataTypes", "outputFormats", "waitNs")
+_COMPUTE_STRINGS = ("name", "taskType", "opType", "inputShapes", "inputDataTypes", "inputFormats",
+                    "outputShapes", "outputDataTypes", "outputFormats")
 _COMM_TASK = ("globalTaskId", "name", "taskType", "planeId", "groupName", "notifyId", "rdmaType", "srcRank",
               "dstRank", "transportType", "size", "dataType", "linkType", "opId")
 _OP = ("startNs", "endNs", "opName", "groupName", "opType", "algType", "dataType", "count", "connectionId",
@@ -336,20 +328,16 @@ _COUNTERS = {
 
 class _Reader:
     def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, all_tasks: bool, schema: _Schema,
-                 strings: _Strings, enums: dict[str, dict[int, str]]) -> None:
+                 enums: dict[str, dict[int, str]]) -> None:
         self.rank, self.path, self.diag, self.all_tasks = rank, path, diag, all_tasks
-        self.schema, self.strings, self.enums = schema, strings, enums
+        self.schema, self.enums = schema, enums
         self.unknown_strings: dict[str, int] = {}
 
     def _string(self, value: Any, table: str = "") -> str | None:
-        if value is None:
-            return None
-        if type(value) is int:
-            found = self.strings.get(value)
-            if found is None:
-                self.unknown_strings[table] = self.unknown_strings.get(table, 0) + 1
-                return str(value)
-            return found
+        """A string column as SQLite resolved it; a number is an id ``STRING_IDS`` lacks."""
+        if value is None or type(value) is str:
+            return value
+        self.unknown_strings[table] = self.unknown_strings.get(table, 0) + 1
         return str(value)
 
     def report_unknown_strings(self) -> None:
@@ -379,19 +367,22 @@ class _Reader:
         joined = "globalTaskId" in schema.columns("TASK")
         compute = joined and "globalTaskId" in schema.columns("COMPUTE_TASK_INFO")
         comm = joined and "globalTaskId" in schema.columns("COMMUNICATION_TASK_INFO")
-        fields = [schema.select("t", "TASK", _TASK)]
-        joins = ""
+        selected, strings = schema.select("t", "TASK", _TASK, ("taskType",))
+        fields, joins = [selected], ""
         if compute:
-            fields.append(schema.select("c", "COMPUTE_TASK_INFO", _COMPUTE))
-            joins += " LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId"
+            selected, strings_c = schema.select("c", "COMPUTE_TASK_INFO", _COMPUTE, _COMPUTE_STRINGS)
+            fields.append(selected)
+            joins += " LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" + strings_c
         else:
             fields.append(", ".join("NULL" for _ in _COMPUTE))
         if comm:
-            fields.append(schema.select("m", "COMMUNICATION_TASK_INFO", _COMM_TASK))
-            joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId"
+            selected, strings_m = schema.select("m", "COMMUNICATION_TASK_INFO", _COMM_TASK,
+                                                ("name", "taskType", "groupName"))
+            fields.append(selected)
+            joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId" + strings_m
         else:
             fields.append(", ".join("NULL" for _ in _COMM_TASK))
-        query = f"SELECT {', '.join(fields)} FROM TASK t{joins} ORDER BY t.startNs"
+        query = f"SELECT {', '.join(fields)} FROM TASK t{joins}{strings} ORDER BY t.startNs"
         n_task, n_compute = len(_TASK), len(_COMPUTE)
         for row in db.execute(query):
             task = dict(zip(_TASK, row[:n_task], strict=False))
@@ -465,8 +456,9 @@ class _Reader:
         columns = self.schema.columns("COMMUNICATION_OP")
         if not {"startNs", "endNs"} <= columns:
             return
-        fields = self.schema.select("o", "COMMUNICATION_OP", _OP)
-        query = f"SELECT {fields} FROM COMMUNICATION_OP o ORDER BY o.startNs"
+        fields, joins = self.schema.select("o", "COMMUNICATION_OP", _OP,
+                                           ("opName", "groupName", "opType", "algType"))
+        query = f"SELECT {fields} FROM COMMUNICATION_OP o{joins} ORDER BY o.startNs"
         for row in db.execute(query):
             op = dict(zip(_OP, row, strict=False))
             times = self._times("COMMUNICATION_OP", op["startNs"], op["endNs"])
@@ -494,8 +486,8 @@ class _Reader:
         name_column = "message" if table == "MSTX_EVENTS" else "name"
         names = ("startNs", "endNs", name_column, "globalTid", "connectionId", *extra)
         # startNs is TEXT in some versions: order by its value, not its spelling
-        query = (f"SELECT {self.schema.select('h', table, names)} FROM {table} h "
-                 "ORDER BY CAST(h.startNs AS INTEGER)")
+        fields, joins = self.schema.select("h", table, names, (name_column, "inputDtypes", "inputShapes"))
+        query = f"SELECT {fields} FROM {table} h{joins} ORDER BY CAST(h.startNs AS INTEGER)"
         for row in db.execute(query):
             start, end, name, tid, link, *values = row
             times = self._times(table, start, end)
@@ -508,7 +500,7 @@ class _Reader:
                     continue
                 if key == "type" and table == "CANN_API":
                     value = self.enums["API"].get(value, value)
-                elif key in ("inputDtypes", "inputShapes", "category", "eventType"):
+                elif key in ("inputDtypes", "inputShapes"):
                     value = self._string(value, table)
                 args[key] = value
             yield Slice(self.rank.rank, Layer.HOST, f"{prefix} (thread {thread})",
@@ -525,11 +517,12 @@ class _Reader:
             return
         values = tuple((c, label) for c, label in values if c in columns)
         names = (time_column, *keys, *(c for c, _ in values))
-        query = f"SELECT {self.schema.select('k', table, names)} FROM {table} k ORDER BY k.{time_column}"
+        fields, joins = self.schema.select("k", table, names, ("type", "mode"))
+        query = f"SELECT {fields} FROM {table} k{joins} ORDER BY k.{time_column}"
         bad = 0
         for row in db.execute(query):
             ts, *rest = row
-            labels = {k: (self.enums["MODULE"].get(v, v) if k == "moduleId" else self._string(v, table))
+            labels = {k: self._string(v, table) if k in ("type", "mode") else self.enums["MODULE"].get(v, v)
                       for k, v in zip(keys, rest[:len(keys)], strict=True)}
             lane = lane_format.format(**labels)
             for (_, label), value in zip(values, rest[len(keys):], strict=True):

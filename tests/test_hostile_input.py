@@ -15,10 +15,18 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from trace_check import read_perfetto
 
+from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.host_info_gen import write_host_info
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
+
+
+def _databases(root: Path) -> None:
+    for rank in (0, 1):
+        folder = root / f"rank{rank}_ascend_pt"
+        write_ascend_db(folder / "ASCEND_PROFILER_OUTPUT", rank=rank, steps=2, tasks_per_step=20, seed=1)
+        (folder / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
 
 
 def _with_host_info(root: Path) -> None:
@@ -38,12 +46,13 @@ def bases(tmp_path_factory) -> dict[str, Path]:
                                                              seed=1, with_trace_view=False)),
         ("mindspore1x", lambda p: write_mindspore1x_profile(p, ranks=2, steps=2, ops_per_step=20, seed=1)),
         ("host_info", _with_host_info),
+        ("database", _databases),
     ):
         root = tmp_path_factory.mktemp(name)
         write(root)
         made[name] = root
     real = os.environ.get("TRACE2PERFETTO_REALDATA")
-    for name in ("msprof-2rank", "ascend-pt-2rank", "mindspore-1x"):  # the real samples too, if here
+    for name in ("msprof-2rank", "ascend-pt-2rank", "mindspore-1x", "ascend-pt-db", "msprof-db"):  # real too
         if real and (Path(real) / name).is_dir():
             made[name] = Path(real) / name
     return made
@@ -51,7 +60,7 @@ def bases(tmp_path_factory) -> dict[str, Path]:
 
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
-                  and p.suffix in (".json", ".csv", ".txt", ".trace")
+                  and p.suffix in (".json", ".csv", ".txt", ".trace", ".db")
                   or p.name.startswith(("info.json", "start_info", "host_start")))
 
 
@@ -104,11 +113,12 @@ def _check(done: subprocess.CompletedProcess, out: Path) -> None:
 
 
 # A fixed set in CI, so a red run is reproducible; turn derandomize off to explore more.
-@settings(max_examples=80, deadline=None, derandomize=True,
+@settings(max_examples=100, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     base=st.sampled_from(["timeline", "cann8", "ascend_pt", "kernel_details", "mindspore1x", "host_info",
-                          "msprof-2rank", "ascend-pt-2rank", "mindspore-1x"]),
+                          "database", "msprof-2rank", "ascend-pt-2rank", "mindspore-1x", "ascend-pt-db",
+                          "msprof-db"]),
     kind=st.sampled_from(["truncate", "garbage", "empty", "types", "numbers", "non-utf8", "columns",
                           "task types"]),
     which=st.integers(0, 10**6),

@@ -60,8 +60,16 @@ def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iter
     """Yield the rank's records one step at a time, steps in time order.
 
     Raises:
-        InputError: the file is not an SQLite database, or has no TASK table with startNs/endNs.
+        InputError: the file is not an SQLite database, is damaged (a page SQLite cannot read),
+            or has no TASK table with startNs/endNs.
     """
+    try:
+        yield from _read(rank, path, diag, detail)
+    except sqlite3.DatabaseError as e:  # a damaged page, met only when a query reaches it
+        raise InputError(path, "", f"damaged SQLite database ({e})", hint=_HINT) from None
+
+
+def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
     cann = path.name.startswith("msprof")  # CANN's Free spans every device task
     with _open(path, diag) as db:
         schema = _Schema(db, path)

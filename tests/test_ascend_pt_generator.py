@@ -505,3 +505,126 @@ def test_odd_shapes(tmp_path, kw):
         for row in rk.step_rows:
             for col in ("Computing", "Communication", "Overlapped", "Free"):
                 assert round(float(row[col]) * 1000) == ref[int(row["Step"])][col], col
+
+
+# --------------------------------------------------------------------------- pipeline parallelism
+
+
+def _p2p_truth(rk: Rank) -> dict[int, dict[str, float]]:
+    """step_trace_time.csv's columns recomputed from the written events with torch_npu's
+    definitions: Bubble = time in hcom_receive ops, Stage = first to last compute or
+    communication minus Bubble, Exclude Receive = Not Overlapped minus Bubble (µs)."""
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in rk.events
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    ops = [e for e in rk.x("HCCL") if threads[(e["pid"], e["tid"])].endswith("Communication")]
+    steps = rk.steps()
+    out = {}
+    for n, (start, end) in steps.items():
+        mine = [e for e in ops if start <= ns(e["ts"]) < end]
+        compute = [(ns(e["ts"]), ns(e["ts"]) + dur_ns(e)) for e in rk.x("Ascend Hardware")
+                   if start <= ns(e["ts"]) < end
+                   and not any(w in e["args"]["Task Type"].upper() for w in NOT_COMPUTE)]
+        comm = union([(ns(e["ts"]), ns(e["ts"]) + dur_ns(e)) for e in mine])
+        both = union(union(compute) + comm)
+        bubble = sum(dur_ns(e) for e in mine if e["name"].startswith("hcom_receive"))
+        not_overlapped = covered(comm) - covered(clip(union(compute), comm))
+        out[n] = {"Bubble": bubble / 1000, "Stage": (both[-1][1] - both[0][0] - bubble) / 1000,
+                  "Communication(Not Overlapped and Exclude Receive)": (not_overlapped - bubble) / 1000,
+                  "Communication": covered(comm) / 1000,
+                  "kinds": [e["name"].split("__")[0] for e in sorted(mine, key=lambda e: ns(e["ts"]))]}
+    return out
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pp")
+    prof = write_ascend_pt_profile(root, ranks=4, pp=2, steps=2, tasks_per_step=40, seed=7)
+    return prof, [Rank(r.path) for r in prof.ranks]
+
+
+def test_pipeline_step_trace_time_equals_recomputation_with_bubbles(pipeline):
+    prof, ranks = pipeline
+    assert [r.stage for r in prof.ranks] == [0, 0, 1, 1]
+    for gen, rk in zip(prof.ranks, ranks, strict=True):
+        truth = _p2p_truth(rk)
+        assert gen.p2p_ops == 3 * 2 and gen.hccl_ops == gen.p2p_ops + 2 * 2  # + 2 allreduces a step
+        for row in rk.step_rows:
+            want = truth[int(row["Step"])]
+            for column in ("Bubble", "Stage", "Communication(Not Overlapped and Exclude Receive)",
+                           "Communication"):
+                assert float(row[column]) == pytest.approx(want[column], abs=0.5), (gen.rank, column)
+            assert want["Bubble"] > 50  # a receive waits for the other stage: a bubble
+            # 1F1B with 2 microbatches: stage 0 sends, then sends and receives at once (the
+            # batch is no bubble), then receives; stage 1 mirrors it; then the allreduces
+            sequence = (["hcom_send", "hcom_batchSendRecv", "hcom_receive"] if gen.stage == 0 else
+                        ["hcom_receive", "hcom_batchSendRecv", "hcom_send"])
+            assert want["kinds"] == sequence + ["hcom_allReduce"] * 2
+
+
+def test_pipeline_pairs_end_together_and_groups_name_both_parallelisms(pipeline):
+    _, ranks = pipeline
+    threads = {}
+    for rk in ranks:
+        threads = {e["tid"]: e["args"]["name"] for e in rk.events if e["ph"] == "M"
+                   and e["name"] == "thread_name" and rk.proc[e["pid"]] == "HCCL"}
+        assert "Group 1 Communication" in threads.values()
+        groups = {g["group_name"]: g["global_ranks"] for g in rk.meta["parallel_group_info"].values()}
+        rank = int(rk.info["rank_id"])
+        assert groups == {"dp": [rank // 2 * 2, rank // 2 * 2 + 1], "pp": [rank % 2, rank % 2 + 2]}
+    p2p = next(t for t, name in threads.items() if name == "Group 1 Communication")
+    for a, b in ((0, 2), (1, 3)):  # the two pipelines: a stage-0 rank and its stage-1 peer
+        ends = [sorted(ns(e["ts"]) + dur_ns(e) for e in ranks[r].x("HCCL", p2p)) for r in (a, b)]
+        assert ends[0] == ends[1] and len(ends[0]) == 6
+
+
+def test_pipeline_kernel_details_hold_every_point_to_point_op(pipeline):
+    _, ranks = pipeline
+    for rk in ranks:
+        ops = Counter(row["Type"] for row in rk.kd if row["Accelerator Core"] == "HCCL")
+        assert ops == {"hcom_send_": 2, "hcom_receive_": 2, "hcom_batchSendRecv_": 2, "hcom_allReduce_": 4}
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_deeper_pipelines_pair_every_op_and_keep_their_truth(tmp_path, stages):
+    prof = write_ascend_pt_profile(tmp_path, ranks=stages, pp=stages, steps=1, tasks_per_step=24, seed=2)
+    ends: Counter[int] = Counter()
+    for gen in prof.ranks:
+        rk = Rank(gen.path)
+        p2p = [e for e in rk.x("HCCL") if e["name"].startswith(("hcom_send", "hcom_receive", "hcom_batch"))]
+        assert len(p2p) == gen.p2p_ops > 0
+        ends.update(ns(e["ts"]) + dur_ns(e) for e in p2p)
+        truth = _p2p_truth(rk)
+        for row in rk.step_rows:
+            for column in ("Bubble", "Stage", "Communication(Not Overlapped and Exclude Receive)"):
+                assert float(row[column]) == pytest.approx(truth[int(row["Step"])][column], abs=0.5)
+    assert set(ends.values()) == {2}  # the two sides of each op end together
+
+
+def test_pipeline_options_are_checked(tmp_path, capsys):
+    with pytest.raises(ValueError, match="pp must"):
+        write_ascend_pt_profile(tmp_path / "a", ranks=3, pp=2)
+    assert main([str(tmp_path / "b"), "--ranks", "4", "--pp", "3"]) == 2
+    assert main([str(tmp_path / "c"), "--ranks", "4", "--pp", "2", "--steps", "1", "--no-trace-view"]) == 0
+    assert "4 ranks" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- file order
+
+
+def _names_at_end(path: Path) -> bool:
+    events = orjson.loads((path / "ASCEND_PROFILER_OUTPUT/trace_view.json").read_bytes())
+    first_name = next(i for i, e in enumerate(events) if e["ph"] == "M")
+    return all(e["ph"] == "M" for e in events[first_name:])
+
+
+def test_real_sized_profiles_put_the_names_last_unless_told(tmp_path):
+    small = write_ascend_pt_profile(tmp_path / "small", ranks=1, steps=2, tasks_per_step=40)
+    assert not _names_at_end(small.ranks[0].path)
+    big = write_ascend_pt_profile(tmp_path / "big", ranks=1, steps=2, tasks_per_step=1000,
+                                  with_kernel_details=False)
+    assert _names_at_end(big.ranks[0].path)
+    assert main([str(tmp_path / "middle"), "--ranks", "1", "--steps", "2", "--tasks-per-step", "1000",
+                 "--no-kernel-details", "--metadata-middle"]) == 0
+    assert not _names_at_end(next((tmp_path / "middle").glob("*_ascend_pt")))
+    assert main([str(tmp_path / "last"), "--ranks", "1", "--steps", "1", "--metadata-last"]) == 0
+    assert _names_at_end(next((tmp_path / "last").glob("*_ascend_pt")))

@@ -126,6 +126,7 @@ def _read_kernel_details(
             raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",
                              hint="expected torch_npu's kernel_details.csv")
         batch: dict[int | None, list[Slice]] = {}
+        line = 1
         for line, row in enumerate(rows, start=2):
             record = _kernel(row, rank, path, line, diag, detail)
             if record is None:
@@ -137,6 +138,8 @@ def _read_kernel_details(
             if line % 50_000 == 0:
                 _flush(spill, batch)
         _flush(spill, batch)
+        if not bounds:
+            _say_nothing_read(path, line - 1, rank, diag, detail)
         for step_id in sorted(bounds, key=lambda k: bounds[k][0]):
             start, end = bounds[step_id]
             slices = spill.load(step_id, rank.rank)
@@ -146,6 +149,18 @@ def _read_kernel_details(
                 slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step_id}", start, end - start,
                                     {"Step": step_id, "bounds": "first to last device activity"}))
             yield StepRecords(rank.rank, None, step_id, step, slices)
+
+
+def _say_nothing_read(path: Path, rows: int, rank: RankInfo, diag: Diagnostics, detail: bool) -> None:
+    """kernel_details.csv gave no record: the rank is left out of the output, and the user told why."""
+    if not rows:
+        why = "no kernel rows, only its header (the profiler wrote nothing, or the job stopped first)"
+    elif detail:
+        why = f"none of its {rows} rows could be read (warned above)"
+    else:
+        why = (f"none of its {rows} rows is a compute kernel or a communication op (the others are "
+               "drawn with --kind detail), or could be read")
+    diag.warn("nothing_read", f"{path}: {why}; rank {rank.rank} has nothing to show")
 
 
 def _kernel(row: dict[str, str], rank: RankInfo, path: Path, line: int, diag: Diagnostics,

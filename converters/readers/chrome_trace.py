@@ -1,12 +1,15 @@
-"""Chrome-trace event files in the dialect of Ascend's tools (CANN msprof, torch_npu).
+"""Chrome-trace event files in the dialect of Ascend's tools (CANN msprof, torch_npu, MindSpore).
 
 Shared by the readers whose files are such traces: ``msprof`` (timeline and CANN 7/8
 ``msprof_*.json``) and ``ascend_pt`` (``trace_view.json``). Lanes are named by process and thread
-name, never by pid (formats.md §3.3, §5.3): "Ascend Hardware" streams, "HCCL"/"Communication"
-ops and planes, "CANN" and "Python" host threads; "Overlap Analysis" (the vendor's own lanes) is
-skipped. Steps come from the CANN step trace (``Iteration N``) or from torch_npu's
-``ProfilerStep#N``. Times are float µs (plus the rank's clock offset) or, in torch_npu, strings
-of epoch µs with 3 decimals, parsed exactly to ns.
+name, never by pid (formats.md §3.3, §5.3), and those names may come anywhere in a file (torch_npu
+writes them after the host events): "Ascend Hardware" streams, "HCCL"/"Communication" ops and
+planes, "CANN", "Python" and "MindSpore" host threads; "Overlap Analysis" (the vendor's own lanes)
+is skipped. Any other process (MindSpore's "CPU OP" and "Scope Layer", ...) is drawn as lanes
+"<process> / <thread>" of the host, or of the device when its name says it is one. Steps come
+from the CANN step trace (``Iteration N``) or from torch_npu's ``ProfilerStep#N``. Times are µs
+as numbers (plus the rank's clock offset) or strings (torch_npu, MindSpore: epoch µs with 3
+decimals), parsed exactly to ns. What is not read is said (``Records.report``).
 """
 
 from __future__ import annotations
@@ -14,57 +17,116 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from array import array
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import orjson
 
 from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
-from ..overlap import is_compute
+from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
 from .spill import StepSpill
 
 BATCH_BYTES = 2 << 20  # read and decoded at a time: memory holds about this much of a file
 _STEP_TRACE_THREAD = re.compile(r"Model ID:\s*(\d+)")
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+MAX_FLOW_STEPS = 4  # an arrow may end this many steps after the one it starts in; longer ones are left out
 
 
 def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
-    """One trace of a whole rank (or its slices), read twice so memory holds one step, never the file.
+    """One trace of a whole rank (or its slices), read twice so memory holds a step (and the few
+    an arrow still has to reach from), never the file.
 
     The first pass takes every metadata event and the step trace, resolving the step events only
-    once all processes are named (torch_npu writes its metadata last); the second turns every
-    other event into a slice, files it under the step it starts in (the last step started at or
-    before it) in a spill file, and then each step is read back whole. The file need not be
-    time-ordered.
+    once all processes are named (torch_npu writes its metadata after the host events, CANN
+    anywhere); the second turns every other event into a record, files it under the step it
+    starts in (the last step started at or before it) in a spill file, and then each step is
+    read back whole, its arrows bound (``_Linker``). The file need not be time-ordered.
     """
     records = Records(rank, None, detail)
     for path in files:
         records.read_steps(path, diag)
-    device = records.has_device()
     steps = sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
     if not steps:  # no step trace: all of it is one pseudo step
         for path in files:
             records.read(path, diag, steps=False)
-        yield from linked([step_records(rank, None, None, None, records.take_slices(), device)], diag)
+        pseudo = step_records(rank, None, None, None, records.take_slices(), records.saw_device)
+        yield from linked([pseudo], diag)
         return
-    starts = [step.start_ns for step, _ in steps]
     with StepSpill() as spill:
+        starts = [step.start_ns for step, _ in steps]
         for path in files:
             for batch in records.read_batches(path, diag):
-                buckets: dict[int, list[Slice]] = defaultdict(list)
-                for s in batch:
-                    buckets[max(bisect.bisect_right(starts, s.start_ns) - 1, 0)].append(s)
-                for index, bucket in buckets.items():
-                    spill.add(index, bucket)
-        yield from linked((step_records(rank, step.graph, step.step, step,
-                                        phases + spill.load(index, rank.rank), device)
-                           for index, (step, phases) in enumerate(steps)), diag)
+                _file_by_step(batch, starts, spill)
+        device = records.saw_device  # known only now: the spill pass saw every event
+
+        def load(index: int) -> tuple[StepRecords, list[FlowEnd]]:
+            step, phases = steps[index]
+            found = phases + spill.load(index, rank.rank)
+            return step_records(rank, step.graph, step.step, step, found, device)
+
+        yield from _link_spilled(len(steps), load, _SpilledFinishes(spill, len(steps)), diag)
+
+
+def _file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spill: StepSpill) -> None:
+    """File a batch of records under the steps they start in, and the keys of the arrows that end
+    in each step (as hashes: 8 bytes each) apart, so a step can look ahead for arrows it starts."""
+    buckets: dict[int, list] = defaultdict(list)
+    finishes: dict[int, list[int]] = defaultdict(list)
+    for r in batch:
+        index = max(bisect.bisect_right(starts, r.start_ns) - 1, 0)
+        buckets[index].append(r)
+        if type(r) is FlowEnd and not r.starts:
+            finishes[index].append(hash(r.key))
+    for index, bucket in buckets.items():
+        spill.add(index, bucket)
+    for index, hashes in finishes.items():
+        spill.add_values((_FINISHES, index), array("q", hashes))
+
+
+_FINISHES = "finishes"
+
+
+class _SpilledFinishes:
+    """Which later steps hold arrow ends of a key: the spilled hashes of the next MAX_FLOW_STEPS
+    steps, loaded as the steps are reached (a collision only holds a step back needlessly)."""
+
+    def __init__(self, spill: StepSpill, count: int) -> None:
+        self._spill, self._count = spill, count
+        self._loaded: dict[int, array] = {}
+
+    def lasts(self, index: int, keys: Iterable[str]) -> dict[str, int]:
+        """For the ``keys`` that end in a step after ``index`` (at most MAX_FLOW_STEPS after it),
+        the last such step."""
+        for stale in [i for i in self._loaded if i <= index]:
+            del self._loaded[stale]
+        wanted = {hash(key): key for key in keys}
+        found: dict[str, int] = {}
+        for later in range(index + 1, min(index + MAX_FLOW_STEPS, self._count - 1) + 1):
+            hashes = self._loaded.get(later)
+            if hashes is None:
+                hashes = self._loaded[later] = array("q")
+                for part in self._spill.load_values((_FINISHES, later)):
+                    hashes.extend(part)
+            for h in wanted.keys() & set(hashes):  # a set for a moment: 8 bytes a hash are kept
+                found[wanted[h]] = later
+        return found
+
+
+def _link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowEnd]]],
+                  finishes: _SpilledFinishes, diag: Diagnostics) -> Iterator[StepRecords]:
+    linker = _Linker()
+    for index in range(count):
+        records, ends = load(index)
+        yield from linker.add(index, records, ends, lambda keys, i=index: finishes.lasts(i, keys))
+    yield from linker.finish(diag)
 
 
 def step_records(
@@ -80,62 +142,161 @@ def step_records(
     return StepRecords(rank.rank, graph, step_id, step, slices, samples, has_device=has_device), ends
 
 
-def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics) -> Iterator[StepRecords]:
-    """The steps with their flow arrows bound: within a step, and from a step to the next (a host
-    launch at the end of one step whose kernel runs in the next), so each step is held back until
-    the next one is read. An end binds to the innermost slice of its lane that holds its time
-    (Chrome's ``bp: e``); a start with several ends (a copy launched once, run twice) makes one
-    arrow per end. An arrow whose end begins before its start is left out and counted: Perfetto
-    drops such arrows without a word (host and device clocks disagree by a few µs)."""
-    held: StepRecords | None = None
-    held_starts: dict[str, int] = {}
-    backwards = 0
-    for records, ends in steps:
-        starts, finishes = _bind_ends(records.slices, ends)
-        arrows: list[tuple[StepRecords, int, StepRecords, int, int]] = []
-        for key, lasts in finishes.items():
-            source, first = (records, starts[key]) if key in starts else (held, held_starts.get(key))
-            if source is None or first is None:
-                continue
-            for k, last in enumerate(lasts):
-                arrows.append((source, first, records, last, flow_id(records.rank, key, k)))
-        for source, first, target, last, flow in arrows:
-            if target.slices[last].start_ns < source.slices[first].start_ns:
-                backwards += 1
-                continue
-            a = source.slices[first]
-            source.slices[first] = a._replace(flows_out=a.flows_out + (flow,))
-            b = target.slices[last]
-            target.slices[last] = b._replace(flows_in=b.flows_in + (flow,))
-        if held is not None:
-            yield held
-        held, held_starts = records, {key: i for key, i in starts.items() if key not in finishes}
-    if held is not None:
-        yield held
-    if backwards:
-        diag.note(f"backwards_flows {held.rank}", f"rank {held.rank}: {backwards} arrows whose end begins "
-                  "before their start (host and device clocks disagree) left out: Perfetto cannot draw them")
+def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics,
+           window: int = 1) -> Iterator[StepRecords]:
+    """The steps (in time order) with their flow arrows bound, within a step and across up to
+    ``window`` steps (a host launch at the end of one step whose kernel runs in the next): the
+    next ``window`` steps are read ahead, and a step that starts such an arrow is held back until
+    the step where it ends is read. See ``_Linker`` for how ends bind."""
+    linker = _Linker()
+    upcoming = iter(steps)
+    ahead: deque[tuple[StepRecords, list[FlowEnd], set[str]]] = deque()
+    index = 0
+    while True:
+        while len(ahead) <= window and (item := next(upcoming, None)) is not None:
+            ahead.append((item[0], item[1], {end.key for end in item[1] if not end.starts}))
+        if not ahead:
+            break
+        records, ends, _ = ahead.popleft()
+
+        def lasts(keys: Iterable[str], i: int = index) -> dict[str, int]:
+            found = {}
+            for j, (_, _, finishing) in enumerate(ahead):
+                found.update(dict.fromkeys(finishing.intersection(keys), i + 1 + j))
+            return found
+
+        yield from linker.add(index, records, ends, lasts)
+        index += 1
+    yield from linker.finish(diag)
 
 
-def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> tuple[dict[str, int], dict[str, list[int]]]:
-    """Each flow end's slice: starts by key, and the finishes of each key in file order."""
-    by_lane: dict[tuple[Layer, str], list[int]] = defaultdict(list)
+class _Linker:
+    """Binds one rank's flow ends to slices, step by step in time order, with memory bounded by
+    what is pending (steps holding the start of an arrow whose end is still to come), not the file.
+
+    An end binds to the innermost slice of its lane that holds its time (Chrome's ``bp: e``); an
+    arrow is made only when both of its ends bind, so none dangles (a dangling end is an import
+    error in Perfetto). An end joins the last start of its id before it, so an id used again
+    later starts new arrows; a start with several ends (a copy launched once, run twice) makes
+    one arrow per end. An arrow whose end begins before its start is left out and counted:
+    Perfetto drops such arrows without a word (host and device clocks disagree by a few µs).
+    """
+
+    def __init__(self) -> None:
+        self._held: deque[list] = deque()  # [StepRecords, arrows still open from it], in time order
+        self._pending: dict[str, list] = {}  # key -> [held entry, slice index, arrows made, last step]
+        self._backwards = 0
+        self._rank: int | None = None
+
+    def add(self, index: int, records: StepRecords, ends: list[FlowEnd],
+            lasts: Callable[[Iterable[str]], dict[str, int]]) -> Iterator[StepRecords]:
+        """Bind step ``index``; ``lasts(keys)`` says for the keys that end in a later step the last
+        such step. Yields the steps no arrow can reach any more, in order."""
+        self._rank = records.rank
+        entry = [records, 0]
+        bound = _bind_ends(records.slices, ends)
+        made: dict[int, int] = {}  # start slice -> its arrows so far
+        for key, first, target in bound.arrows:
+            made[first] = self._arrow(key, records, first, records, target, made.get(first, 0))
+        for key, target, fallback in bound.unstarted:
+            pending = self._pending.get(key)
+            if pending is not None:
+                pending[2] = self._arrow(key, pending[0][0], pending[1], records, target, pending[2])
+            elif fallback is not None:  # its only start here comes later: a backwards arrow
+                made[fallback] = self._arrow(key, records, fallback, records, target, made.get(fallback, 0))
+        later = lasts(bound.last_starts) if bound.last_starts else {}
+        for key, first in bound.last_starts.items():
+            self._release(key)  # an id used again: the ends still to come belong to this start
+            if key in later:
+                self._pending[key] = [entry, first, made.get(first, 0), later[key]]
+                entry[1] += 1
+        for key in [key for key, pending in self._pending.items() if pending[3] <= index]:
+            self._release(key)
+        self._held.append(entry)
+        yield from self._ready()
+
+    def finish(self, diag: Diagnostics) -> Iterator[StepRecords]:
+        """The steps still held, then a note of the arrows left out."""
+        for key in list(self._pending):
+            self._release(key)
+        yield from self._ready()
+        if self._backwards:
+            diag.note(f"backwards_flows {self._rank}", f"rank {self._rank}: {self._backwards} arrows whose "
+                      "end begins before their start (host and device clocks disagree) left out: Perfetto "
+                      "cannot draw them")
+
+    def _arrow(self, key: str, source: StepRecords, first: int, target: StepRecords, last: int,
+               k: int) -> int:
+        """An arrow from ``source.slices[first]`` to ``target.slices[last]``, the ``k``-th of its
+        start; returns how many that start has made. Ids are unique across ranks and starts."""
+        begin, end = source.slices[first], target.slices[last]
+        if end.start_ns < begin.start_ns:
+            self._backwards += 1
+            return k
+        flow = flow_id(target.rank, f"{key}@{begin.start_ns}", k)
+        source.slices[first] = _with_flows(begin, begin.flows_out + (flow,), begin.flows_in)
+        end = target.slices[last]  # the same slice if an arrow starts and ends on it
+        target.slices[last] = _with_flows(end, end.flows_out, end.flows_in + (flow,))
+        return k + 1
+
+    def _release(self, key: str) -> None:
+        pending = self._pending.pop(key, None)
+        if pending is not None:
+            pending[0][1] -= 1
+
+    def _ready(self) -> Iterator[StepRecords]:
+        while self._held and self._held[0][1] == 0:
+            yield self._held.popleft()[0]
+
+
+def _with_flows(s: Slice, flows_out: tuple[int, ...], flows_in: tuple[int, ...]) -> Slice:
+    return Slice(s.rank, s.layer, s.lane, s.name, s.start_ns, s.dur_ns, s.args, s.task_type,
+                 flows_out, flows_in)
+
+
+class _Bound(NamedTuple):
+    """A step's flow ends bound to its slices (indices into them)."""
+
+    arrows: list[tuple[str, int, int]]  # (key, start, end): the end's last start of its key before it
+    unstarted: list[tuple[str, int, int | None]]  # (key, end, a later start here): no start before it
+    last_starts: dict[str, int]  # each key's last start, which later steps' ends may join
+
+
+def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> _Bound:
+    """Each flow end's slice, and which start each end joins within the step."""
+    if not ends:
+        return _Bound([], [], {})
+    by_lane: dict[tuple[Layer, str], list[int]] = {(end.layer, end.lane): [] for end in ends}
     for index, s in enumerate(slices):
-        by_lane[s.layer, s.lane].append(index)
+        indices = by_lane.get((s.layer, s.lane))
+        if indices is not None:
+            indices.append(index)
     lanes = {}
+    order = [(s.start_ns, -s.dur_ns) for s in slices]  # outer slices first at equal starts
     for lane, indices in by_lane.items():
-        indices.sort(key=lambda i: (slices[i].start_ns, -slices[i].dur_ns))
+        indices.sort(key=order.__getitem__)
         lanes[lane] = (indices, [slices[i].start_ns for i in indices])
-    starts: dict[str, int] = {}
-    finishes: dict[str, list[int]] = defaultdict(list)
+    starts: dict[str, list[tuple[int, int]]] = defaultdict(list)  # key -> [(time, slice)]
+    finishes: list[tuple[str, int, int]] = []
     for end in ends:
         index = _enclosing(slices, *lanes.get((end.layer, end.lane), ([], [])), end.start_ns)
         if index is not None:
             if end.starts:
-                starts[end.key] = index
+                starts[end.key].append((end.start_ns, index))
             else:
-                finishes[end.key].append(index)
-    return starts, finishes
+                finishes.append((end.key, end.start_ns, index))
+    for found in starts.values():
+        if len(found) > 1:
+            found.sort()
+    arrows, unstarted = [], []
+    for key, ts, index in finishes:
+        found = starts.get(key)
+        position = bisect.bisect_right(found, (ts, len(slices))) - 1 if found else -1
+        if position >= 0:
+            arrows.append((key, found[position][1], index))
+        else:
+            unstarted.append((key, index, found[0][1] if found else None))
+    return _Bound(arrows, unstarted, {key: found[-1][1] for key, found in starts.items()})
 
 
 def _enclosing(slices: list[Slice], lane: list[int], starts: list[int], ts_ns: int) -> int | None:
@@ -153,7 +314,10 @@ def flow_id(rank: int, key: str, k: int) -> int:
 
 
 _STEP_CATEGORIES = ("Iteration Time", "Reduce")  # the CANN step trace's events
-_DEVICE_PROCESSES = ("Ascend Hardware", "HCCL", "Communication")
+# A process the reader does not know is a device's when its name says so (its events are drawn
+# with the device streams, and count as computation); any other one is host activity.
+_DEVICE_WORDS = re.compile(r"NPU|Ascend|Device|GPU", re.IGNORECASE)
+_DEVICE_LAYERS = frozenset((Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK))
 
 
 # -- events to records --------------------------------------------------------------------------
@@ -224,6 +388,8 @@ def us_to_ns(us: Any) -> int:
         whole = int(us)  # epoch µs as a float (host timelines): whole and fraction apart
         return whole * 1000 + round((us - whole) * 1000)
     whole, _, fraction = us.partition(".")
+    if len(fraction) == 3 and whole.isdigit() and fraction.isdigit():  # the usual "…643.212"
+        return int(whole + fraction)
     if whole.isdigit() and len(fraction) <= 3 and (not fraction or fraction.isdigit()):
         return int(whole) * 1000 + int(fraction.ljust(3, "0"))
     return int((Decimal(us) * 1000).to_integral_value())
@@ -236,43 +402,76 @@ def _raw_args(event: Any) -> Any:
 
 
 class Records:
-    """Slices and steps of one rank's events, lanes named by process and thread name."""
+    """Slices and steps of one rank's events, lanes named by process and thread name.
+
+    Metadata may lie anywhere in a file: ``read`` and ``read_steps`` take all of it before they
+    route any event (``read_batches`` relies on one of them having been called on the file).
+    """
 
     def __init__(self, rank: RankInfo, model: int | None, detail: bool = True) -> None:
         self.rank, self.model, self.detail = rank, model, detail
-        self.slices: list[Slice | Sample] = []  # samples of counters too, in detail
+        self.slices: list[Slice | Sample | FlowEnd] = []  # samples and flow ends too, in detail
         # (graph, iteration) -> (its Step, its step trace phases)
         self.steps: dict[tuple[int | None, int], tuple[Step | None, list[Slice]]] = {}
+        self.saw_device = False  # any event of a device layer (streams, communication ops, planes)
         self._processes: dict[Any, str] = {}
         self._threads: dict[tuple[Any, Any], str] = {}
         self._routes: dict[tuple[Any, Any], Route] = {}
+        self._named: set[Path] = set()  # files whose metadata has all been read
         self._steps_wanted = self._slices_wanted = True
+        self._unread: Counter[tuple[str, Any]] = Counter()  # (why, pid) of events left out, per file
 
     def read(self, path: Path, diag: Diagnostics, *, steps: bool = True, slices: bool = True) -> None:
         """Read a file's metadata, then its step trace (if ``steps``) and other events (if
         ``slices``), into ``self.steps`` and ``self.slices``."""
+        if path not in self._named and path.stat().st_size > BATCH_BYTES:
+            self.read_metadata(path, diag)  # more than one batch: the names may come after the events
         for _ in self.read_batches(path, diag, steps=steps, slices=slices, keep=True):
             pass
 
-    def read_batches(self, path: Path, diag: Diagnostics, *, steps: bool = False, slices: bool = True,
-                     keep: bool = False) -> Iterator[list[Slice]]:
-        """Like ``read``, a batch of events at a time, yielding each batch's slices (which are
-        kept in ``self.slices`` too only if ``keep``)."""
-        self._steps_wanted, self._slices_wanted = steps, slices
-        index = 0
+    def read_metadata(self, path: Path, diag: Diagnostics) -> None:
+        """Every process and thread name of the file, wherever they lie."""
         for events in _batches(path, diag):
             for event in events:
                 if event.ph == "M":
                     self._metadata(event)
+        self._named.add(path)
+
+    def read_batches(self, path: Path, diag: Diagnostics, *, steps: bool = False, slices: bool = True,
+                     keep: bool = False) -> Iterator[list[Slice | Sample | FlowEnd]]:
+        """Like ``read``, a batch of events at a time, yielding each batch's records (which are
+        kept in ``self.slices`` too only if ``keep``). At the end, says what of the file was not
+        read, and why (``report``)."""
+        self._steps_wanted, self._slices_wanted = steps, slices
+        self._unread.clear()
+        index = made = events_seen = 0
+        for events in _batches(path, diag):
+            events_seen += len(events)
             for event in events:
-                if event.ph == "X":
+                if event.ph == "M":
+                    self._metadata(event)
+                    events_seen -= 1
+            kept_before = len(self.slices)
+            for event in events:
+                ph = event.ph
+                if ph == "X":
                     self._complete(event, index, path, diag)
-                elif event.ph == "C" and slices and self.detail:
-                    self._counter(event, index, path, diag)
-                elif event.ph in ("s", "f") and slices and self.detail:
-                    self._flow_end(event, path, diag)
+                elif ph == "C":
+                    if slices and self.detail:
+                        self._counter(event, index, path, diag)
+                    else:
+                        self._unread[_DETAIL_ONLY_COUNTERS, event.pid] += 1
+                elif ph == "s" or ph == "f" or ph == "t":  # a flow step ends an arrow too
+                    if slices and self.detail:
+                        self._flow_end(event)
+                    else:
+                        self._unread[_DETAIL_ONLY_FLOWS, event.pid] += 1
+                elif ph != "M":
+                    self._unread[f"events of phase {ph!r}, which are not converted", event.pid] += 1
                 index += 1
+            made += len(self.slices) - kept_before
             yield self.slices if keep else self.take_slices()
+        self.report(path, events_seen, made + len(self.steps), diag)
 
     def read_steps(self, path: Path, diag: Diagnostics) -> None:
         """The first pass: every metadata event, then the step events among the rest, routed
@@ -284,18 +483,41 @@ class Records:
             for event in events:
                 if event.ph == "M":
                     self._metadata(event)
-                elif event.ph == "X" and (event.cat in _STEP_CATEGORIES
-                                          or _PROFILER_STEP.match(str(event.name))):
+                elif event.ph == "X" and (event.cat in _STEP_CATEGORIES or _is_profiler_step(event.name)):
+                    # its args apart: a msgspec.Raw keeps the whole batch it was decoded from alive
+                    event.args = msgspec.Raw(bytes(event.args))
                     candidates.append((index, event))
                 index += 1
+        self._named.add(path)
         for index, event in candidates:
             self._complete(event, index, path, diag)
 
-    def has_device(self) -> bool:
-        """Whether any process of the files is a device's (streams, HCCL): not a host-only trace."""
-        return any(name in _DEVICE_PROCESSES for name in self._processes.values())
+    def report(self, path: Path, events: int, made: int, diag: Diagnostics) -> None:
+        """Say what of a file was left out: all of it (a warning: the conversion would be empty
+        for it), or events the reader cannot convert (a note); parts that summary output leaves
+        out by design are said only when nothing else was read."""
+        unread = self._unread
+        if events and not made:
+            diag.warn("nothing_read", f"{path}: {events} events of processes {self._names(unread)} were not "
+                      f"read: {self._reasons(unread)}")
+        elif any(why not in _BY_DESIGN for why, _ in unread):
+            left = Counter({key: n for key, n in unread.items() if key[0] not in _BY_DESIGN})
+            rank = self.rank.rank
+            diag.note(f"unread_events {rank}", f"{path}: {sum(left.values())} events not converted: "
+                      f"{self._reasons(left)} (other files of rank {rank} may hold more)")
 
-    def take_slices(self) -> list[Slice]:
+    def _names(self, unread: Counter[tuple[str, Any]]) -> str:
+        names = sorted({self._processes.get(pid) or f"pid {pid}" for _, pid in unread})
+        return ", ".join(names) or ", ".join(sorted(set(self._processes.values()))) or "without names"
+
+    def _reasons(self, unread: Counter[tuple[str, Any]]) -> str:
+        by_reason: dict[str, Counter[str]] = defaultdict(Counter)
+        for (why, pid), count in unread.items():
+            by_reason[why][self._processes.get(pid) or f"pid {pid}"] += count
+        said = [f"{sum(c.values())} {why} ({', '.join(sorted(c))})" for why, c in by_reason.items()]
+        return "; ".join(said) or "none of them is a slice, counter or step this reader draws"
+
+    def take_slices(self) -> list[Slice | Sample | FlowEnd]:
         slices, self.slices = self.slices, []
         return slices
 
@@ -311,7 +533,7 @@ class Records:
             self._threads[event.pid, event.tid] = name
             self._routes.clear()
 
-    def _route(self, pid: Any, tid: Any, path: Path, diag: Diagnostics) -> Route:
+    def _route(self, pid: Any, tid: Any) -> Route:
         """Where the events of a (pid, tid) go: (layer or _STEP_TRACE or None to skip, lane)."""
         process = self._processes.get(pid, "")
         thread = self._threads.get((pid, tid), "")
@@ -327,19 +549,20 @@ class Records:
             return Layer.HOST, f"{process} {thread or tid}"
         if process == "Overlap Analysis":  # CANN's own lanes: the project computes its own
             return None, ""
-        # any other process (MindSpore's "CPU OP", "Scope Layer", ...) is drawn as host activity,
-        # never dropped, and never counted as compute
-        return Layer.HOST, f"{process or f'Process {pid}'} / {thread or tid}"
+        # any other process (MindSpore's "CPU OP", "Scope Layer", a GPU, ...) is drawn, never dropped
+        lane = f"{process or f'Process {pid}'} / {thread or tid}"
+        return (Layer.STREAM if _DEVICE_WORDS.search(process) else Layer.HOST), lane
 
     def _complete(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         key = (event.pid, event.tid)
         route = self._routes.get(key)
         if route is None:
-            route = self._routes[key] = self._route(event.pid, event.tid, path, diag)
+            route = self._routes[key] = self._route(event.pid, event.tid)
         kind, lane = route
         if kind is None:
+            self._unread[_VENDOR_OVERLAP, event.pid] += 1
             return
-        profiler_step = kind is Layer.HOST and _PROFILER_STEP.match(str(event.name))
+        profiler_step = kind is Layer.HOST and _is_profiler_step(event.name)
         if not (self._steps_wanted if kind is _STEP_TRACE or profiler_step else self._slices_wanted):
             return
         try:
@@ -347,39 +570,53 @@ class Records:
             dur_ns = us_to_ns(event.dur)
         except (TypeError, ValueError, ArithmeticError):
             diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
+            self._unread[_BAD_TIMES, event.pid] += 1
             return
         if dur_ns < 0:
             diag.warn("bad_event", f"{path}: event {index}: negative dur {event.dur}; skipped")
+            self._unread[_BAD_TIMES, event.pid] += 1
             return
         if profiler_step:
-            self._profiler_step(int(profiler_step.group(1)), start_ns, dur_ns)
+            self._profiler_step(int(event.name[13:]), start_ns, dur_ns)
             return
         args = event.args or None
         if kind is _STEP_TRACE:
-            decoded = _ARGS.decode(args) if args else {}
-            self._step_trace(event, decoded if isinstance(decoded, dict) else {}, lane, start_ns, dur_ns)
+            self._step_trace(event, _decode_object(args), lane, start_ns, dur_ns)
             return
         task_type = ""
-        if kind is Layer.STREAM and args:
-            task_type = str(_TASK_ARGS.decode(args).task_type)
-        if not self.detail and (kind is Layer.HOST or (kind is Layer.STREAM and not is_compute(task_type))):
-            return
+        if kind is Layer.HOST:
+            if not self.detail:
+                self._unread[_DETAIL_ONLY_HOST, event.pid] += 1
+                return
+        else:
+            self.saw_device = True
+            if kind is Layer.STREAM and args:
+                task_type = _task_type(args)
+            if kind is Layer.STREAM and not task_type and " / " in lane:
+                task_type = NOT_COMPUTE  # a device process the reader does not know: no guess it computes
+            if not self.detail and kind is Layer.STREAM and not is_compute(task_type):
+                self._unread[_DETAIL_ONLY_TASKS, event.pid] += 1
+                return
         name = str(event.name)
         self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, args, task_type))
 
-    def _flow_end(self, event: _Event, path: Path, diag: Diagnostics) -> None:
+    def _flow_end(self, event: _Event) -> None:
         key = (event.pid, event.tid)
         route = self._routes.get(key)
         if route is None:
-            route = self._routes[key] = self._route(event.pid, event.tid, path, diag)
+            route = self._routes[key] = self._route(event.pid, event.tid)
         kind, lane = route
-        if isinstance(kind, Layer) and event.id is not None:
-            try:
-                ts_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
-            except (TypeError, ValueError, ArithmeticError):
-                return
-            self.slices.append(FlowEnd(self.rank.rank, kind, lane, ts_ns, f"{event.cat}:{event.id}",
-                                       event.ph == "s"))
+        if not isinstance(kind, Layer) or event.id is None:
+            why = _STEP_TRACE_FLOWS if kind is _STEP_TRACE else _VENDOR_OVERLAP if kind is None else _NO_ID
+            self._unread[why, event.pid] += 1
+            return
+        try:
+            ts_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+        except (TypeError, ValueError, ArithmeticError):
+            self._unread[_BAD_TIMES, event.pid] += 1
+            return
+        key = f"{event.cat}:{event.id}"
+        self.slices.append(FlowEnd(self.rank.rank, kind, lane, ts_ns, key, event.ph == "s"))
 
     def _counter(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""
@@ -388,6 +625,7 @@ class Records:
             values = _ARGS.decode(event.args) if event.args else {}
         except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError):
             diag.warn("bad_event", f"{path}: event {index}: expected a counter with ts and args; skipped")
+            self._unread[_BAD_TIMES, event.pid] += 1
             return
         process = self._processes.get(event.pid, "")
         name = str(event.name)
@@ -412,10 +650,14 @@ class Records:
         bounds and are not copied, since they would disagree with the epoch timeline.
         """
         found = _STEP_TRACE_THREAD.search(thread)
-        graph = int(args["Model Id"]) if "Model Id" in args else int(found.group(1)) if found else self.model
-        if args.get("Iteration ID") is None:
+        try:
+            graph = int(args["Model Id"]) if "Model Id" in args else int(found[1]) if found else self.model
+            iteration = None if args.get("Iteration ID") is None else int(args["Iteration ID"])
+        except (TypeError, ValueError):
+            iteration = None
+        if iteration is None:
+            self._unread["step trace events without an iteration", event.pid] += 1
             return
-        iteration = int(args["Iteration ID"])
         step, phases = self.steps.get((graph, iteration), (None, []))
         lane = "Steps" if graph is None else f"Graph {graph}"
         rank = self.rank.rank
@@ -435,5 +677,40 @@ class Records:
         self.steps[graph, iteration] = (step, phases)
 
     def _at(self, args: dict[str, Any], key: str) -> int | None:
-        value = args.get(key)
-        return None if value is None else round(float(value) * 1000) + self.rank.clock_offset_ns
+        try:
+            return round(float(args[key]) * 1000) + self.rank.clock_offset_ns
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return None
+
+
+# Why events were left out. The first ones are by design, said only when nothing else was read.
+_VENDOR_OVERLAP = "events of the profiler's own overlap lanes, which trace2perfetto computes anew"
+_DETAIL_ONLY_HOST = "host events, drawn with --kind detail only"
+_DETAIL_ONLY_TASKS = "device tasks that do not compute, drawn with --kind detail only"
+_DETAIL_ONLY_COUNTERS = "counter values, drawn with --kind detail only"
+_DETAIL_ONLY_FLOWS = "flow ends, drawn with --kind detail only"
+_BAD_TIMES = "events without valid times (warned above)"
+_STEP_TRACE_FLOWS = "flow ends of the step trace (CANN's data augmentation bound), which its phases show"
+_BY_DESIGN = frozenset((_VENDOR_OVERLAP, _DETAIL_ONLY_HOST, _DETAIL_ONLY_TASKS, _DETAIL_ONLY_COUNTERS,
+                        _DETAIL_ONLY_FLOWS, _BAD_TIMES, _STEP_TRACE_FLOWS))
+_NO_ID = "flow ends without an id, which no arrow can join"
+
+
+def _is_profiler_step(name: Any) -> bool:
+    """torch_npu's ``ProfilerStep#N`` (a prefix test first: this runs on every event of a file)."""
+    return type(name) is str and name.startswith("ProfilerStep#") and name[13:].isdecimal()
+
+
+def _task_type(args: bytes) -> str:
+    try:
+        return str(_TASK_ARGS.decode(args).task_type)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ""
+
+
+def _decode_object(args: bytes | None) -> dict[str, Any]:
+    try:
+        decoded = _ARGS.decode(args) if args else {}
+    except msgspec.DecodeError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}

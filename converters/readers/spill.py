@@ -26,11 +26,25 @@ class StepSpill:
 
     def add(self, index: Hashable, records: list[Slice | Sample | FlowEnd]) -> None:
         rows = [_row(r) for r in records]
-        data = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+        self._write(index, pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write(self, index: Hashable, data: bytes) -> None:
         self._file.seek(self._end)
         self._file.write(data)
         self._segments[index].append((self._end, len(data)))
         self._end += len(data)
+
+    def add_values(self, index: Hashable, value: object) -> None:
+        """File any picklable value (e.g. an array of hashes) under ``index``, beside the records."""
+        self._write(index, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def load_values(self, index: Hashable) -> list:
+        """The values filed by ``add_values`` under ``index``, in the order they were added."""
+        values = []
+        for offset, length in self._segments.pop(index, []):
+            self._file.seek(offset)
+            values.append(pickle.loads(self._file.read(length)))
+        return values
 
     def load(self, index: Hashable, rank: int) -> list[Slice | Sample | FlowEnd]:
         out: list[Slice | Sample | FlowEnd] = []

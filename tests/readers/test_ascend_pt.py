@@ -12,7 +12,7 @@ import pytest
 from conftest import real_data
 from trace_check import read_perfetto
 
-from converters import Diagnostics, Layer, Options, discover, read_profile, step_overlap
+from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile, step_overlap
 from converters.cli import main
 
 LANES = {"Computing": "Computing", "Communication": "Communication",
@@ -234,3 +234,32 @@ def test_overlap_command_csv_equals_step_trace_time_column_by_column(sample, ker
                     # kernel_details.csv has no host step start, so no Preparing time either
                     if column != "Step" and not (column == "Preparing" and source == "kernel_details"):
                         assert float(ours[column]) == pytest.approx(float(value), rel=1e-3, abs=1), column
+
+
+@pytest.fixture
+def host_only() -> Path:
+    """MindSpore 2.10 on a CPU: processes "CPU OP" and "Scope Layer", ``ts`` and ``dur`` strings."""
+    return real_data("mindspore-cpu") / "graph-legacy-Profiler"
+
+
+def test_a_host_only_trace_is_drawn_event_by_event_on_lanes_named_after_its_processes(host_only, tmp_path):
+    (trace,) = host_only.glob("*_ascend_ms/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    events = orjson.loads(trace.read_bytes())
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    expected = sorted((f"{processes[e['pid']]} / {threads.get((e['pid'], e['tid']), e['tid'])}", e["name"],
+                       _ns(e["ts"]), _ns(e["dur"])) for e in events if e["ph"] == "X")
+    (batch,) = read_profile(discover(host_only), Options(kind="detail"), diag := Diagnostics())
+    assert not diag and not batch.has_device and batch.step_id is None
+    assert sorted((s.lane, s.name, s.start_ns, s.dur_ns) for s in batch.slices) == expected
+    assert {s.layer for s in batch.slices} == {Layer.HOST} and len(expected) == 537
+    out = tmp_path / "cpu.pftrace"
+    assert main([str(host_only), "--kind", "detail", "-o", str(out)]) == 0
+    assert len(read_perfetto(out.read_bytes()).slices) == 537
+
+
+def test_a_host_only_trace_in_summary_says_what_it_left_out_and_knows_no_device_figure(host_only):
+    (row,) = overlap_report(host_only, diag=(diag := Diagnostics()))
+    assert (row.computing_ns, row.free_ns, row.stage_ns, row.preparing_ns) == (None, None, None, None)
+    (message,) = diag.messages()
+    assert "trace_view.json: 537 events of processes CPU OP, Scope Layer were not read: " in message

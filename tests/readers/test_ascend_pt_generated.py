@@ -150,3 +150,76 @@ def test_pipeline_parallel_columns_follow_torch_npus_definitions(tmp_path):
     assert us == {"computing_ns": 80, "communication_ns": 170, "not_overlapped_ns": 150, "overlapped_ns": 20,
                   "free_ns": 30, "bubble_ns": 100, "stage_ns": 160, "not_overlapped_excluding_receive_ns": 50,
                   "preparing_ns": None}
+
+
+ALL_COLUMNS = {**COLUMNS, "Stage": "stage_ns", "Bubble": "bubble_ns", "Preparing": "preparing_ns",
+               "Communication(Not Overlapped and Exclude Receive)": "not_overlapped_excluding_receive_ns"}
+
+
+@pytest.mark.parametrize("source", ["trace_view", "kernel_details"])
+def test_a_pipeline_parallel_job_equals_the_generators_step_trace_time(tmp_path, source, metadata_last):
+    """A PP2 x DP2 job: hcom_receive waits are its bubbles, hcom_batchSendRecv is no receive; from
+    kernel_details.csv alone Preparing is unknown (no host step start), every other column known."""
+    generated = write_ascend_pt_profile(tmp_path, ranks=4, pp=2, steps=2, seed=12,
+                                        metadata_last=metadata_last, with_trace_view=source == "trace_view")
+    rows = overlap_report(tmp_path)
+    assert [(r.rank, r.step) for r in rows] == [(r.rank, s) for r in generated.ranks for s in r.steps]
+    for row in rows:
+        expected = _vendor_totals(generated.ranks[row.rank].path)[row.step]
+        for column, attribute in ALL_COLUMNS.items():
+            got = getattr(row, attribute)
+            if column == "Preparing" and source == "kernel_details":
+                assert got is None
+                continue
+            want = float(expected[column]) * 1000
+            assert abs(got - want) <= max(0.001 * want, 1000), (row.rank, row.step, column)
+        assert row.bubble_ns > 0
+
+
+def test_a_pipeline_rank_without_kernel_data_is_named_and_the_others_are_read(tmp_path, capsys):
+    generated = write_ascend_pt_profile(tmp_path, ranks=4, pp=2, steps=2, seed=13, with_trace_view=False)
+    missing = generated.ranks[3].path
+    (missing / "ASCEND_PROFILER_OUTPUT/kernel_details.csv").unlink()
+    assert main(["overlap", str(tmp_path), "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert {row["Rank"] for row in csv.DictReader(out.splitlines())} == {"0", "1", "2"}
+    assert f"{missing}: a profiler rank folder without" in err and "kernel_details.csv" in err
+
+
+def test_a_kernel_details_file_without_rows_is_said(tmp_path):
+    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=1, seed=14, with_trace_view=False)
+    path = generated.ranks[1].path / "ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    path.write_text(path.read_text().splitlines()[0] + "\n")
+    diag = Diagnostics()
+    assert [r.rank for r in overlap_report(tmp_path, diag=diag)] == [0]
+    assert any(m.startswith(f"{path}: no kernel rows") for m in diag.messages())
+
+
+def test_info_and_overlap_count_every_step_of_a_file_with_its_names_last(tmp_path, monkeypatch, capsys):
+    from converters.info import profile_info
+
+    monkeypatch.setattr(chrome_trace, "BATCH_BYTES", 32 << 10)
+    generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=4, seed=15, metadata_last=True,
+                                        with_kernel_details=False)
+    ranks = profile_info(tmp_path).ranks
+    assert [[s.step for s in r.steps] for r in ranks] == [r.steps for r in generated.ranks]
+    assert main(["overlap", str(tmp_path), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert [(int(r["Rank"]), int(r["Step"])) for r in rows] == [
+        (r.rank, s) for r in generated.ranks for s in r.steps]
+
+
+def test_perfettos_importer_takes_a_pipeline_job_with_its_names_last_without_a_repair(tmp_path,
+                                                                                     monkeypatch):
+    from test_trace_processor import imported  # skips without the trace processor
+
+    from converters import convert
+
+    monkeypatch.setattr(chrome_trace, "BATCH_BYTES", 64 << 10)
+    write_ascend_pt_profile(tmp_path / "job", ranks=4, pp=2, steps=2, seed=16, metadata_last=True)
+    out = tmp_path / "pp.pftrace"
+    result = convert(tmp_path / "job", out, kind="detail", max_bytes=None)
+    decoded = read_perfetto(out.read_bytes())
+    problems, counts = imported(out, tmp_path)
+    assert problems == [] and counts == (len(decoded.slices), len(decoded.counters), decoded.flows)
+    assert result.steps == 2 and decoded.flows > 1000

@@ -1,0 +1,330 @@
+"""The Chrome-trace reader on small hand-written traces: names anywhere in the file, events in
+any order, processes it does not know, string or number times, what is not read, and flow
+arrows across steps. Every expected value is written here by hand, never taken from the reader."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from trace_check import read_perfetto
+
+from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile
+from converters.cli import main
+from converters.model import FlowEnd, RankInfo, Slice, StepRecords
+from converters.readers import chrome_trace
+
+T0 = 1_736_408_883_000_000  # µs since the epoch: step k runs from T0 + k ms to T0 + (k + 1) ms
+PYTHON, CANN, DEVICE, HCCL = 101, 102, 103, 104
+
+
+def _us(offset_us: float) -> str:
+    """A torch_npu timestamp: epoch µs as a string with 3 decimals."""
+    return f"{T0 + int(offset_us)}.{round(offset_us % 1 * 1000):03d}"
+
+
+def meta(pid: int, process: str, threads: dict[int, str]) -> list[dict]:
+    events = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}}]
+    events += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
+               for tid, name in threads.items()]
+    return events
+
+
+def x(pid: int, tid: int, name: str, at_us: float, dur_us: float, **args) -> dict:
+    return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": _us(at_us), "dur": dur_us, "args": args}
+
+
+def flow(ph: str, pid: int, tid: int, at_us: float, flow_id: str) -> dict:
+    event = {"ph": ph, "name": "HostToDevice", "cat": "HostToDevice", "id": flow_id, "pid": pid, "tid": tid,
+             "ts": _us(at_us)}
+    return event | ({"bp": "e"} if ph == "f" else {})
+
+
+def write_rank(root: Path, events: list[dict], rank: int = 0) -> Path:
+    rank_dir = root / f"node_{rank}_ascend_pt"
+    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (rank_dir / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
+    (rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_bytes(orjson.dumps(events))
+    return rank_dir
+
+
+NAMES = (meta(PYTHON, "Python", {1: "Thread 1"}) + meta(CANN, "CANN", {7: "Thread 7"})
+         + meta(DEVICE, "Ascend Hardware", {2: "Stream 2"})
+         + meta(HCCL, "HCCL", {0: "Group 0 Communication", 1: "Plane 0"}))
+
+
+def steps(count: int) -> list[dict]:
+    return [x(PYTHON, 1, f"ProfilerStep#{k}", k * 1000, 1000) for k in range(1, count + 1)]
+
+
+def device_step(k: int) -> list[dict]:
+    """Step k's device work: a kernel at +100 µs (100 µs), an allreduce at +300 µs (200 µs) with a
+    plane task, a Notify Wait mirror; and its host side, a launch on CANN at +50 µs."""
+    at = k * 1000
+    return [x(DEVICE, 2, f"MatMul_{k}", at + 100, 100, **{"Task Type": "AI_CORE"}),
+            x(DEVICE, 2, "Notify Wait", at + 320, 10, **{"Task Type": "Notify Wait"}),
+            x(HCCL, 0, f"hcom_allReduce__{k}", at + 300, 200), x(HCCL, 1, "Memcpy", at + 310, 50),
+            x(CANN, 7, f"AscendCL@launch_{k}", at + 50, 20)]
+
+
+def _read(root: Path, kind: str = "detail") -> tuple[list[StepRecords], Diagnostics]:
+    diag = Diagnostics()
+    return list(read_profile(discover(root), Options(kind=kind), diag)), diag
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Batches of 1 KiB: the names lie many batches after the events they name."""
+    monkeypatch.setattr(chrome_trace, "BATCH_BYTES", 1 << 10)
+
+
+# ---------------------------------------------------------------- names anywhere, any order
+
+
+@pytest.mark.parametrize("order", ["names first", "names last", "shuffled"])
+def test_names_anywhere_and_events_in_any_order_give_the_same_steps(tmp_path, small_batches, order):
+    body = steps(3) + [e for k in (1, 2, 3) for e in device_step(k)]
+    events = {"names first": NAMES + body, "names last": body + NAMES}.get(order)
+    if events is None:
+        events = NAMES + body
+        random.Random(5).shuffle(events)
+    write_rank(tmp_path, events)
+    batches, diag = _read(tmp_path)
+    assert [b.step_id for b in batches] == [1, 2, 3] and not diag
+    for k, batch in zip((1, 2, 3), batches, strict=True):
+        lanes = sorted((s.layer, s.lane, s.name) for s in batch.slices)
+        assert lanes == sorted([
+            (Layer.STEP, "Steps", f"Step {k}"), (Layer.STREAM, "Stream 2", f"MatMul_{k}"),
+            (Layer.STREAM, "Stream 2", "Notify Wait"),
+            (Layer.COMM_OP, "Group 0 Communication", f"hcom_allReduce__{k}"),
+            (Layer.COMM_TASK, "Plane 0", "Memcpy"), (Layer.HOST, "CANN Thread 7", f"AscendCL@launch_{k}")])
+        assert batch.has_device
+
+
+def test_overlap_of_a_file_with_its_names_last_equals_the_hand_count(tmp_path, small_batches):
+    write_rank(tmp_path, steps(2) + device_step(1) + device_step(2) + NAMES)
+    rows = overlap_report(tmp_path)
+    # per step: compute [100, 200) µs, communication [300, 500): nothing overlaps, Free 100 µs
+    assert [(r.step, r.computing_ns, r.communication_ns, r.free_ns, r.preparing_ns) for r in rows] == [
+        (1, 100_000, 200_000, 100_000, 100_000), (2, 100_000, 200_000, 100_000, 100_000)]
+
+
+# ---------------------------------------------------------------- processes it does not know
+
+
+def _mindspore_cpu() -> list[dict]:
+    """What MindSpore 2.10 on a CPU writes: "CPU OP" and "Scope Layer" (tid = scope depth, no
+    thread names), ``ts`` and ``dur`` both strings, ``cat`` empty."""
+    events = meta(2, "CPU OP", {0: "Thread 0"}) + meta(3, "Scope Layer", {})
+    for i in range(3):
+        events.append({"ph": "X", "name": f"Default/MatMul-op{i}", "pid": 2, "tid": 0, "ts": _us(10 + 20 * i),
+                       "dur": "5.312", "cat": "", "args": {"type": "HostCpuOps"}})
+    events.append({"ph": "X", "name": "Default", "pid": 3, "tid": 0, "ts": _us(5), "dur": "80.000", "cat": "",
+                   "args": {}})
+    events.append({"ph": "X", "name": "network-WithLossCell", "pid": 3, "tid": 1, "ts": _us(6),
+                   "dur": "70.5", "cat": "", "args": {}})
+    return events
+
+
+def test_unknown_processes_become_host_lanes_with_string_times_exact_to_the_ns(tmp_path):
+    write_rank(tmp_path, _mindspore_cpu())
+    (batch,), diag = _read(tmp_path)
+    assert not diag and batch.step_id is None and not batch.has_device
+    got = sorted((s.layer, s.lane, s.name, s.start_ns, s.dur_ns) for s in batch.slices)
+    t0 = T0 * 1000
+    assert got == sorted(
+        [(Layer.HOST, "CPU OP / Thread 0", f"Default/MatMul-op{i}", t0 + (10 + 20 * i) * 1000, 5312)
+         for i in range(3)]
+        + [(Layer.HOST, "Scope Layer / 0", "Default", t0 + 5000, 80_000),
+           (Layer.HOST, "Scope Layer / 1", "network-WithLossCell", t0 + 6000, 70_500)])
+
+
+def test_a_process_named_as_a_device_is_drawn_with_the_device_but_not_counted_as_compute(tmp_path):
+    events = meta(9, "GPU 0", {7: "stream 7"}) + meta(8, "NPU Queue", {}) + [
+        {"ph": "X", "name": "gemm", "pid": 9, "tid": 7, "ts": T0 + 100, "dur": 50},   # numbers this time
+        {"ph": "X", "name": "copy", "pid": 8, "tid": 3, "ts": T0 + 200.5, "dur": 25.25}]
+    write_rank(tmp_path, events)
+    (batch,), _ = _read(tmp_path)
+    assert sorted((s.layer, s.lane, s.name, s.start_ns, s.dur_ns) for s in batch.slices) == [
+        (Layer.STREAM, "GPU 0 / stream 7", "gemm", (T0 + 100) * 1000, 50_000),
+        (Layer.STREAM, "NPU Queue / 3", "copy", (T0 + 200) * 1000 + 500, 25_250)]
+    assert batch.has_device
+    (row,) = overlap_report(tmp_path)  # what such a process does is not known: no compute made up
+    assert row.computing_ns == 0 and row.communication_ns == 0
+
+
+def test_a_host_only_trace_has_unknown_device_figures_and_says_what_summary_leaves_out(tmp_path, capsys):
+    path = write_rank(tmp_path, _mindspore_cpu()) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    (row,) = overlap_report(tmp_path, diag=(diag := Diagnostics()))
+    assert (row.computing_ns, row.free_ns, row.not_overlapped_ns, row.stage_ns) == (None, None, None, None)
+    (message,) = diag.messages()
+    assert message.startswith(f"{path}: 5 events of processes CPU OP, Scope Layer were not read: ")
+    assert "host events, drawn with --kind detail only" in message
+    assert main([str(tmp_path), "--kind", "detail", "-o", str(tmp_path / "d.pftrace")]) == 0
+    assert "were not read" not in capsys.readouterr().err
+    lanes = {s.track for s in read_perfetto((tmp_path / "d.pftrace").read_bytes()).slices}
+    assert {lane[-1] for lane in lanes} == {"CPU OP / Thread 0", "Scope Layer / 0", "Scope Layer / 1"}
+
+
+def test_a_file_of_only_skipped_events_is_named_with_its_processes_in_detail_too(tmp_path):
+    events = meta(5, "Overlap Analysis", {0: "Computing"}) + [x(5, 0, "Computing", 10, 5) for _ in range(4)]
+    path = write_rank(tmp_path, events + [{"ph": "i", "name": "mark", "pid": 5, "tid": 0, "ts": _us(3)}])
+    _, diag = _read(tmp_path)
+    (message,) = diag.messages()
+    assert message.startswith(f"{path / 'ASCEND_PROFILER_OUTPUT/trace_view.json'}: 5 events of processes "
+                              "Overlap Analysis were not read: ")
+    assert "4 events of the profiler's own overlap lanes" in message and "1 events of phase 'i'" in message
+
+
+def test_events_it_cannot_convert_among_others_are_noted(tmp_path):
+    marks = [{"ph": "i", "name": "mark", "pid": PYTHON, "tid": 1, "ts": _us(1500)},
+             {"ph": "B", "name": "open", "pid": PYTHON, "tid": 1, "ts": _us(1600)}]
+    write_rank(tmp_path, NAMES + steps(1) + device_step(1) + marks)
+    batches, diag = _read(tmp_path)
+    assert len(batches) == 1 and not diag  # a note, not damage: --strict still converts
+    (note,) = diag.notes.values()
+    assert "2 events not converted" in note and "phase 'i'" in note and "phase 'B'" in note
+
+
+@pytest.mark.parametrize("ts,dur", [("x", 5), (_us(1), "-1"), (_us(1), "NaN"), (None, 5), (_us(1), [1])])
+def test_bad_times_are_skipped_with_a_warning_naming_the_event(tmp_path, ts, dur):
+    events = NAMES + steps(1) + device_step(1) + [
+        {"ph": "X", "name": "bad", "pid": DEVICE, "tid": 2, "ts": ts, "dur": dur, "args": {}}]
+    path = write_rank(tmp_path, events) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    batches, diag = _read(tmp_path)
+    assert "bad" not in {s.name for b in batches for s in b.slices}
+    assert any(m.startswith(f"{path}: event {len(events) - 1}: ") for m in diag.messages())
+
+
+# ---------------------------------------------------------------- flow arrows across steps
+
+LAUNCH, TASK = (CANN, 7), (DEVICE, 2)
+
+
+def _arrow_trace() -> tuple[list[dict], set[tuple[str, str]]]:
+    """Seven steps of launches (CANN) and tasks (Stream 2) joined by HostToDevice flows, and the
+    arrows a viewer must show: (launch name, task name)."""
+    events = NAMES + steps(7)
+    cases = [  # id, launch µs (None: no start), task µs (None: no end), a task slice to bind to?
+        ("same", 1800, 1900, True), ("next", 1950, 2050, True), ("two later", 2500, 4100, True),
+        ("no end", 3100, None, True), ("no start", None, 5100, True), ("end in no slice", 5200, 5400, False),
+        ("backwards", 3300, 3200, True), ("too far", 1100, 6900, True),
+        ("copy", 4900, 4950, True), ("copy", None, 5050, True), ("id reused", 6100, 6200, True),
+        ("id reused", None, 6250, True), ("id reused", 6300, 6400, True)]
+    for key, launch, task, binds in cases:
+        if launch is not None:
+            events += [x(*LAUNCH, f"launch {key} {launch}", launch, 20), flow("s", *LAUNCH, launch + 5, key)]
+        if task is not None:
+            if binds:
+                events.append(x(*TASK, f"task {key} {task}", task, 30, **{"Task Type": "AI_CORE"}))
+            events.append(flow("f", *TASK, task, key))
+    expected = {("launch same 1800", "task same 1900"), ("launch next 1950", "task next 2050"),
+                ("launch two later 2500", "task two later 4100"), ("launch copy 4900", "task copy 4950"),
+                ("launch copy 4900", "task copy 5050"), ("launch id reused 6100", "task id reused 6200"),
+                ("launch id reused 6100", "task id reused 6250"),
+                ("launch id reused 6300", "task id reused 6400")}
+    return events, expected
+
+
+def _arrows(batches: list[StepRecords]) -> tuple[set[tuple[str, str]], dict[int, str]]:
+    outs = {f: s.name for b in batches for s in b.slices for f in s.flows_out}
+    ins = {f: s.name for b in batches for s in b.slices for f in s.flows_in}
+    assert outs.keys() == ins.keys(), "an arrow with one end only"
+    assert sum(len(s.flows_out) for b in batches for s in b.slices) == len(outs), "an id used twice"
+    return {(outs[f], ins[f]) for f in outs}, outs
+
+
+@pytest.mark.parametrize("order", ["as written", "shuffled"])
+def test_arrows_join_steps_up_to_the_limit_and_never_dangle(tmp_path, small_batches, order):
+    events, expected = _arrow_trace()
+    if order == "shuffled":
+        random.Random(8).shuffle(events)
+    write_rank(tmp_path, events)
+    batches, diag = _read(tmp_path)
+    assert [b.step_id for b in batches] == list(range(1, 8))
+    got, _ = _arrows(batches)
+    assert got == expected
+    assert "rank 0: 1 arrows whose end begins before their start" in " ".join(diag.messages())
+    assert chrome_trace.MAX_FLOW_STEPS == 4  # "too far" ends 5 steps after its start
+
+
+def test_arrow_ids_are_deterministic_and_unique_across_ranks(tmp_path):
+    events, _ = _arrow_trace()
+    write_rank(tmp_path, events, rank=0)
+    write_rank(tmp_path, events, rank=1)
+    first, second = _read(tmp_path)[0], _read(tmp_path)[0]
+    ids = [_arrows([b for b in first if b.rank == r])[1] for r in (0, 1)]
+    assert not ids[0].keys() & ids[1].keys()
+    assert _arrows(first)[1] == _arrows(second)[1]
+    out = tmp_path / "f.pftrace"
+    assert main([str(tmp_path), "--kind", "detail", "-o", str(out)]) == 0
+    assert read_perfetto(out.read_bytes()).flows == 2 * 8  # every arrow bound at both ends
+
+
+def _step(index: int, ends: list[FlowEnd]) -> tuple[StepRecords, list[FlowEnd]]:
+    start = index * 1_000_000
+    slices = [Slice(0, Layer.HOST, "h", f"launch {index}", start, 10),
+              Slice(0, Layer.STREAM, "s", f"task {index}", start + 500, 10)]
+    return StepRecords(0, None, index, None, slices), ends
+
+
+def test_a_step_is_held_only_while_an_arrow_it_starts_may_still_end(tmp_path):
+    """Memory is bounded by what is pending: steps whose starts never end are not held back, and
+    one whose arrow ends two steps later is held until then."""
+    pulled: list[int] = []
+
+    def upcoming():
+        for index in range(50):
+            pulled.append(index)
+            ends = [FlowEnd(0, Layer.HOST, "h", index * 1_000_000, f"dangling {index}", True)]
+            if index == 10:
+                ends.append(FlowEnd(0, Layer.HOST, "h", index * 1_000_000 + 5, "long", True))
+            if index == 12:
+                ends.append(FlowEnd(0, Layer.STREAM, "s", index * 1_000_000 + 505, "long", False))
+            yield _step(index, ends)
+
+    seen, steps = [], {}
+    for records in chrome_trace.linked(upcoming(), Diagnostics(), window=2):
+        seen.append((records.step_id, pulled[-1]))
+        steps[records.step_id] = records
+    assert [step for step, _ in seen] == list(range(50))
+    ahead = {step: last - step for step, last in seen}
+    # step 10 is yielded once step 12 (where its arrow ends) is bound, 12 read ahead 2 more
+    assert ahead[10] == 4 and ahead[11] == 3
+    assert all(n <= 2 for step, n in ahead.items() if step not in (10, 11))
+    (arrow,) = steps[10].slices[0].flows_out
+    assert steps[12].slices[1].flows_in == (arrow,)
+    assert not any(s.flows_out or s.flows_in for k, r in steps.items() if k not in (10, 12) for s in r.slices)
+
+
+def test_a_trace_with_names_last_keeps_every_arrow_of_the_original_order(tmp_path, small_batches):
+    events, expected = _arrow_trace()
+    write_rank(tmp_path, [e for e in events if e["ph"] != "M"] + [e for e in events if e["ph"] == "M"])
+    got, _ = _arrows(_read(tmp_path)[0])
+    assert got == expected
+
+
+def test_records_of_a_rank_info_read_directly_with_its_names_last(tmp_path, small_batches):
+    """``Records.read`` (msprof's per-iteration files) takes a large file's names first too."""
+    path = write_rank(tmp_path, steps(2) + device_step(1) + device_step(2) + NAMES)
+    trace = path / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    records = chrome_trace.Records(RankInfo(0, "ascend_pt", path), None)
+    records.read(trace, Diagnostics())
+    lanes = {(s.layer, s.lane) for s in records.take_slices() if type(s) is Slice}
+    assert (Layer.STREAM, "Stream 2") in lanes and (Layer.COMM_TASK, "Plane 0") in lanes
+    assert sorted(records.steps) == [(None, 1), (None, 2)]
+
+
+def test_perfettos_importer_takes_every_arrow_across_steps_without_a_repair(tmp_path):
+    from test_trace_processor import imported  # skips without the trace processor
+
+    from converters import convert
+
+    events, expected = _arrow_trace()
+    write_rank(tmp_path / "job", events)
+    for name in ("arrows.pftrace", "arrows.json"):
+        convert(tmp_path / "job", tmp_path / name, kind="detail", max_bytes=None)
+        problems, (_, _, flows) = imported(tmp_path / name, tmp_path)
+        assert problems == [] and flows == len(expected), name

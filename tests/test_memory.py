@@ -9,11 +9,12 @@ import pytest
 
 from bench.run import measure
 from fixtures.ascend_db_gen import write_ascend_db
+from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.host_info_gen import write_host_info
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
 
-LAYOUTS = ["timeline", "cann8", "mindspore1x", "host_info", "database"]
+LAYOUTS = ["timeline", "cann8", "trace_view", "mindspore1x", "host_info", "database"]
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,11 @@ def profiles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
                             planes=4, seed=5)
             (folder / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
     made["database"] = (small, large)
+    small, large = (tmp_path_factory.mktemp(f"trace_view{n}") for n in (20, 200))
+    for root, steps in ((small, 20), (large, 200)):  # torch_npu's trace_view.json, names last
+        write_ascend_pt_profile(root, ranks=2, steps=steps, tasks_per_step=300, with_kernel_details=False,
+                                metadata_last=True, seed=5)
+    made["trace_view"] = (small, large)
     return made
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
 import os
@@ -331,12 +332,15 @@ def test_same_seed_writes_the_same_bytes(tmp_path):
 
 def test_memory_does_not_grow_with_steps(tmp_path):
     def peak(steps: int) -> int:
-        tracemalloc.start()
-        write_mindspore1x_profile(tmp_path / str(steps), ranks=1, steps=steps, ops_per_step=1500,
-                                  comm_ops=2, planes=1)
-        size = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        return size
+        sizes = []
+        for attempt in range(2):  # the least of two: a garbage collection can fall into either run
+            gc.collect()
+            tracemalloc.start()
+            write_mindspore1x_profile(tmp_path / f"{steps}-{attempt}", ranks=1, steps=steps,
+                                      ops_per_step=1500, comm_ops=2, planes=1)
+            sizes.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+        return min(sizes)
 
     small, large = peak(2), peak(8)
     assert large < small * 1.3

@@ -244,7 +244,7 @@ def _database_plan(quick: bool) -> list[tuple[str, int]]:
     """torch_npu's database form (no peer: MindInsight reads no database)."""
     plan = [("~100 MB, torch_npu database form (8 ranks, 8 steps of 10,000 tasks)", 8)]
     if not quick:
-        plan.append(("~500 MB, torch_npu database form (8 ranks, 40 steps of 10,000 tasks)", 40))
+        plan.append(("~500 MB, torch_npu database form (8 ranks, 46 steps of 10,000 tasks)", 46))
     return plan
 
 

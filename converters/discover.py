@@ -112,8 +112,9 @@ def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
                 diag.note("lone_file_rank", f"{path}: nothing says which rank this is; taken as rank 0")
         return dataclasses.replace(info, source_paths=(path,))
     if _MSPROF_DB.match(name):
-        return msprof.rank_infos(path.parent)[0] if path.parent.name.startswith("PROF_") else \
-            ascend_db.rank_info_for_file(path)
+        if path.parent.name.startswith("PROF_"):  # its rank may come from the device_N beside it
+            return dataclasses.replace(msprof.rank_infos(path.parent)[0], source_paths=(path,))
+        return ascend_db.rank_info_for_file(path)
     if _MSPROF_JSON.match(name):
         devices = sorted(d for d in path.parent.parent.glob("device_*") if msprof.sniff(d))
         if path.parent.name == "mindstudio_profiler_output" and len(devices) == 1:

@@ -48,7 +48,7 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE
-from .chrome_trace import flow_id
+from .chrome_trace import flow_id, note_backwards_flows
 
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
@@ -99,7 +99,7 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
                 records.device_span = _device_span(records.slices)
             if detail:
                 records.slices = flows.bind(records.slices)
-            else:  # tasks read only for the device span: summary needs no more than compute
+            elif cann:  # tasks read only for the device span: summary needs no more than compute
                 records.slices = [s for s in records.slices if s.layer is not Layer.STREAM
                                   or s.task_type != NOT_COMPUTE]
             yield records
@@ -270,7 +270,7 @@ class _Flows:
     """Host-to-device arrows: a CANN_API launch to the tasks and ops sharing its connectionId."""
 
     def __init__(self, rank: int) -> None:
-        self.rank, self.backwards, self.drawn = rank, 0, 0
+        self.rank, self.backwards = rank, 0
 
     def bind(self, slices: list[Slice]) -> list[Slice]:
         launches: dict[int, int] = {}
@@ -293,15 +293,12 @@ class _Flows:
                 flow = flow_id(self.rank, f"HostToDevice:{link}", k)
                 outs[first].append(flow)
                 ins[last].append(flow)
-                self.drawn += 1
         for i in outs.keys() | ins.keys():
             slices[i] = slices[i]._replace(flows_out=tuple(outs.get(i, ())), flows_in=tuple(ins.get(i, ())))
         return slices
 
     def report(self, path: Path, diag: Diagnostics) -> None:
-        if self.backwards:
-            diag.note(f"backwards_flows {self.rank}", f"rank {self.rank}: {self.backwards} arrows whose end "
-                      f"begins before their start (host and device clocks disagree) left out: {path}")
+        note_backwards_flows(diag, self.rank, self.backwards, f": {path}")
 
 
 # -- rows to records ------------------------------------------------------------------------------

@@ -35,14 +35,17 @@ _OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
 def sniff(rank_dir: Path) -> bool:
     """A rank directory holding trace_view.json, the database or kernel_details.csv."""
-    named = rank_dir.name.endswith(("_ascend_pt", "_ascend_ms")) or any(rank_dir.glob("profiler_info*.json"))
-    return named and bool(_sources(rank_dir))
+    return _named(rank_dir) and bool(_sources(rank_dir))
+
+
+def _named(rank_dir: Path) -> bool:
+    """A folder that is a rank's by its name or its ``profiler_info*.json``."""
+    return rank_dir.name.endswith(("_ascend_pt", "_ascend_ms")) or any(rank_dir.glob("profiler_info*.json"))
 
 
 def missing_data(rank_dir: Path) -> str | None:
     """Why a folder that is a rank's by its name holds nothing to read, or None."""
-    named = rank_dir.name.endswith(("_ascend_pt", "_ascend_ms")) or any(rank_dir.glob("profiler_info*.json"))
-    if not named or _sources(rank_dir):
+    if not _named(rank_dir) or _sources(rank_dir):
         return None
     return (f"{rank_dir}: a profiler rank folder without {_OUTPUT}/trace_view.json, a database or "
             "kernel_details.csv (not parsed by the profiler, or deleted); left out")

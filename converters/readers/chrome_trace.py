@@ -220,10 +220,7 @@ class _Linker:
         for key in list(self._pending):
             self._release(key)
         yield from self._ready()
-        if self._backwards:
-            diag.note(f"backwards_flows {self._rank}", f"rank {self._rank}: {self._backwards} arrows whose "
-                      "end begins before their start (host and device clocks disagree) left out: Perfetto "
-                      "cannot draw them")
+        note_backwards_flows(diag, self._rank, self._backwards)
 
     def _arrow(self, key: str, source: StepRecords, first: int, target: StepRecords, last: int,
                k: int) -> int:
@@ -234,9 +231,9 @@ class _Linker:
             self._backwards += 1
             return k
         flow = flow_id(target.rank, f"{key}@{begin.start_ns}", k)
-        source.slices[first] = _with_flows(begin, begin.flows_out + (flow,), begin.flows_in)
+        source.slices[first] = begin._replace(flows_out=begin.flows_out + (flow,))
         end = target.slices[last]  # the same slice if an arrow starts and ends on it
-        target.slices[last] = _with_flows(end, end.flows_out, end.flows_in + (flow,))
+        target.slices[last] = end._replace(flows_in=end.flows_in + (flow,))
         return k + 1
 
     def _release(self, key: str) -> None:
@@ -247,11 +244,6 @@ class _Linker:
     def _ready(self) -> Iterator[StepRecords]:
         while self._held and self._held[0][1] == 0:
             yield self._held.popleft()[0]
-
-
-def _with_flows(s: Slice, flows_out: tuple[int, ...], flows_in: tuple[int, ...]) -> Slice:
-    return Slice(s.rank, s.layer, s.lane, s.name, s.start_ns, s.dur_ns, s.args, s.task_type,
-                 flows_out, flows_in)
 
 
 class _Bound(NamedTuple):
@@ -308,6 +300,13 @@ def _enclosing(slices: list[Slice], lane: list[int], starts: list[int], ts_ns: i
     return None
 
 
+def note_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:
+    """Say how many of a rank's arrows were left out for ending before they start."""
+    if count:
+        diag.note(f"backwards_flows {rank}", f"rank {rank}: {count} arrows whose end begins before their "
+                  f"start (host and device clocks disagree) left out: Perfetto cannot draw them{where}")
+
+
 def flow_id(rank: int, key: str, k: int) -> int:
     """A flow id unique across ranks: the profilers' ids are unique within one rank only."""
     return int.from_bytes(hashlib.blake2b(f"{rank}|{key}|{k}".encode(), digest_size=8).digest(), "little")
@@ -315,9 +314,9 @@ def flow_id(rank: int, key: str, k: int) -> int:
 
 _STEP_CATEGORIES = ("Iteration Time", "Reduce")  # the CANN step trace's events
 # A process the reader does not know is a device's when its name says so (its events are drawn
-# with the device streams, and count as computation); any other one is host activity.
+# with the device streams, but count as computation only if they say their Task Type); any other
+# one is host activity.
 _DEVICE_WORDS = re.compile(r"NPU|Ascend|Device|GPU", re.IGNORECASE)
-_DEVICE_LAYERS = frozenset((Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK))
 
 
 # -- events to records --------------------------------------------------------------------------

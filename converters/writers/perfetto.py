@@ -13,8 +13,11 @@ chunks (one per step) are written in step order and the size cap only ever drops
 *later* chunks, so what an earlier chunk interned is always in the file before its use. Track
 descriptors are repeated once per sequence (identical), so no sequence depends on another.
 
-The per-event path is the hot loop of a conversion: everything constant for a track or a name
-is encoded once and reused, and varints come from tables.
+The per-event loop, the hot loop of a conversion, is C (``_perfetto_core.c``, ~10x faster than
+it was in Python): it encodes what is constant for a track once, and what repeats (names, string
+and small-int arguments, the raw args of an op run many times) once per sequence, and calls back
+into this module for whatever changes a sequence's state (a track to declare, a string to intern)
+or is rare (``_annotation``), so the rules below are the only ones.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import orjson
 
 from ..layout import End, Track, Value
 from ..model import RankInfo
+from ._perfetto_core import encode_args, encode_chunk
 
 _HEADER_SEQUENCE = 1
 # TracePacket
@@ -42,34 +46,27 @@ _EXPLICIT, _PROCESS_ORDERING_EXPLICIT = 3, 1
 # ProcessDescriptor
 _PID, _PROCESS_NAME = 1, 6
 # TrackEvent
-_ANNOTATIONS, _TYPE, _NAME_IID, _TRACK_UUID, _FLOW_IDS, _TERMINATING_FLOW_IDS = 4, 9, 10, 11, 47, 48
+_ANNOTATIONS, _TYPE, _NAME_IID, _TRACK_UUID = 4, 9, 10, 11
 _SLICE_BEGIN, _SLICE_END, _INSTANT, _COUNTER = 1, 2, 3, 4
-_DOUBLE_COUNTER_VALUE = 44
 # DebugAnnotation
 _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING_IID = 1, 2, 3, 4, 5, 17
 # InternedData
 _EVENT_NAMES, _ANNOTATION_NAMES, _STRING_VALUES = 2, 3, 29
 _EVENT_NAME, _A_NAME, _A_STRING = 23, 10, 6  # the same strings written inline
-_MAX_RAW_CACHED = 1 << 12  # raw args remembered per sequence (most never repeat: a small cache)
 _MAX_INTERNED = 1 << 13  # strings interned per sequence and table, and cached args: bounds memory
 
-_SMALL = 1 << 14
-_SMALL_VARINTS = [bytes([v]) if v < 0x80 else bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(_SMALL)]
-# 14 low bits as two varint bytes that both say "more follows"
-_LOW14 = [bytes([(v & 0x7F) | 0x80, (v >> 7) | 0x80]) for v in range(_SMALL)]
+_SMALL = 1 << 14  # ints below this repeat (stream ids, types): cached with their name per sequence
 
 
 def _varint(value: int) -> bytes:
-    if 0 <= value < _SMALL:
-        return _SMALL_VARINTS[value]
     if value < 0:
         value += 1 << 64
-    parts = []
-    while value >= _SMALL:
-        parts.append(_LOW14[value & 0x3FFF])
-        value >>= 14
-    parts.append(_SMALL_VARINTS[value])
-    return b"".join(parts)
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _key(field: int, wire: int) -> bytes:
@@ -89,17 +86,10 @@ def _str(field: int, text: str) -> bytes:
 
 
 _PACKET = _key(1, 2)  # Trace.packet
-_TS = _key(_TIMESTAMP, 0)
-_EVENT = _key(_TRACK_EVENT, 2)
 _ANNOTATION = _key(_ANNOTATIONS, 2)
 _DOUBLE = _key(_A_DOUBLE, 1)
-_DOUBLE_COUNTER = _key(_DOUBLE_COUNTER_VALUE, 1)
-_FLOW_OUT, _FLOW_IN = _key(_FLOW_IDS, 1), _key(_TERMINATING_FLOW_IDS, 1)  # repeated fixed64
-_INT = _key(_A_INT, 0)
-_STRING_IID = _key(_A_STRING_IID, 0)
 _NEEDS = _int(_SEQ_FLAGS, _NEEDS_STATE)
 _pack_double = struct.Struct("<d").pack
-_pack_u64 = struct.Struct("<Q").pack
 _ARGS = msgspec.json.Decoder()
 
 
@@ -160,7 +150,6 @@ class PerfettoEncoder:
         self._uuid_base = (rank_index + 2) << 32
         self._sequence_base = (rank_index + 1) << 12
         self._sequences: dict[int, _Sequence] = {}
-        self._high: dict[int, bytes] = {}  # timestamp >> 28 -> its varint bytes
 
     def header(self, ranks: list[RankInfo]) -> bytes:
         """The root descriptor and one process track per rank, in rank order."""
@@ -190,27 +179,7 @@ class PerfettoEncoder:
         if not seq.started:
             _packet(out, _int(_SEQ_FLAGS, _CLEARED) + _int(_FIRST_ON_SEQUENCE, 1) + seq.tail)
             seq.started = True
-        tracks, names, tail, ts = seq.tracks, seq.names, seq.tail, self._timestamp
-        for event in events:
-            prefixes = tracks.get(event.track) or self._declare(event.track, out, seq)
-            if type(event) is End:
-                payload = ts(event.ts_ns) + prefixes[1]
-            elif type(event) is Value:
-                body = prefixes[0] + _DOUBLE_COUNTER + _pack_double(event.value)
-                payload = ts(event.ts_ns) + _EVENT + _varint(len(body)) + body + tail
-            else:
-                s = event.slice
-                body = prefixes[0] + names(s.name)
-                if s.args:
-                    body += self._annotations(s.args, seq)
-                if s.flows_out or s.flows_in:
-                    body += b"".join(_FLOW_OUT + _pack_u64(f) for f in s.flows_out)
-                    body += b"".join(_FLOW_IN + _pack_u64(f) for f in s.flows_in)
-                payload = ts(s.start_ns) + _EVENT + _varint(len(body)) + body + seq.interned() + _NEEDS + tail
-            out += _PACKET
-            out += _varint(len(payload))
-            out += payload
-        return bytes(out)
+        return bytes(out) + encode_chunk(seq, events, self._declare, _annotation, _ARGS.decode, End, Value)
 
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
         """An instant on its own track saying what the size cap left out."""
@@ -218,67 +187,11 @@ class PerfettoEncoder:
         out = bytearray()
         self._declare(track, out, seq)
         body = (_int(_TYPE, _INSTANT) + _int(_TRACK_UUID, self._uuids[track]) + seq.names(name)
-                + self._annotations(args, seq))
-        _packet(out, self._timestamp(ts_ns) + _len(_TRACK_EVENT, body) + seq.interned() + _NEEDS + seq.tail)
+                + encode_args(seq, args, _annotation, _ARGS.decode))
+        _packet(out, _int(_TIMESTAMP, ts_ns) + _len(_TRACK_EVENT, body) + seq.interned() + _NEEDS + seq.tail)
         return bytes(out)
 
     # -- encoding -------------------------------------------------------------------------------
-
-    def _timestamp(self, ts_ns: int) -> bytes:
-        """``timestamp: ts_ns``; epoch ns share their high bits for ~0.27 s, so cache those."""
-        if ts_ns < 1 << 28:
-            return _TS + _varint(ts_ns)
-        high = self._high.get(ts_ns >> 28)
-        if high is None:
-            if len(self._high) > 1 << 16:
-                self._high.clear()
-            high = self._high[ts_ns >> 28] = _varint(ts_ns >> 28)
-        return _TS + _LOW14[ts_ns & 0x3FFF] + _LOW14[(ts_ns >> 14) & 0x3FFF] + high
-
-    def _annotations(self, args: dict[str, Any] | bytes, seq: _Sequence) -> bytes:
-        if type(args) is dict:
-            return self._encode_annotations(args, seq)
-        # Raw JSON from the reader, decoded only now it is written. The same text recurs where
-        # a reader shares one op's metadata among its runs (MindSpore 1.x): encode it once.
-        if type(args) is not bytes:  # msgspec.Raw: not hashable
-            args = bytes(args)
-        encoded = seq.raw_cache.get(args)
-        if encoded is None:
-            decoded = _ARGS.decode(args)
-            if not isinstance(decoded, dict):
-                decoded = {"args": decoded}
-            encoded = self._encode_annotations(decoded, seq)
-            if len(seq.raw_cache) < _MAX_RAW_CACHED:
-                seq.raw_cache[args] = encoded
-        return encoded
-
-    def _encode_annotations(self, args: dict[str, Any], seq: _Sequence) -> bytes:
-        out = bytearray()
-        cache, names = seq.arg_cache, seq.arg_names
-        for key, value in args.items():
-            kind = type(value)
-            if kind is float:  # the commonest arg that never repeats: encode it directly
-                item = names(key) + _DOUBLE + _pack_double(value)
-                out += _ANNOTATION
-                out += _varint(len(item))
-                out += item
-                continue
-            # Strings and small ints repeat (task types, stream ids, transports): encode once.
-            cacheable = kind is str or (kind is int and 0 <= value < _SMALL)
-            encoded = cache.get((key, value)) if cacheable else None
-            if encoded is None:
-                if kind is int and -(1 << 63) <= value < 1 << 63:
-                    value_bytes = _INT + _varint(value)
-                else:
-                    value_bytes = _value(value, seq)
-                    if value_bytes is None:
-                        continue
-                item = names(str(key)) + value_bytes
-                encoded = _ANNOTATION + _varint(len(item)) + item
-                if cacheable and len(cache) < _MAX_INTERNED:
-                    cache[key, value] = encoded
-            out += encoded
-        return bytes(out)
 
     def _process_uuid(self, rank: int) -> int:
         return rank + 1  # the same in every encoder: the header declares, the chunks refer
@@ -325,6 +238,21 @@ def _descriptor(
     _packet(out, _len(_TRACK_DESC, desc) + seq.tail)
 
 
+def _annotation(key: Any, value: Any, seq: _Sequence) -> bytes:
+    """One debug annotation, for what the C core leaves to Python: a value not seen before
+    (encoded once per sequence if it is a string or a small int), None (left out: b""), bools,
+    ints past 64 bits, nested values, keys that are no strings."""
+    value_bytes = _value(value, seq)
+    if value_bytes is None:
+        return b""
+    item = seq.arg_names(str(key)) + value_bytes
+    encoded = _ANNOTATION + _varint(len(item)) + item
+    kind = type(value)
+    if (kind is str or (kind is int and 0 <= value < _SMALL)) and len(seq.arg_cache) < _MAX_INTERNED:
+        seq.arg_cache[key, value] = encoded
+    return encoded
+
+
 def _value(value: Any, seq: _Sequence) -> bytes | None:
     """A debug annotation's value field, or None to leave the argument out."""
     if value is None:
@@ -339,6 +267,9 @@ def _value(value: Any, seq: _Sequence) -> bytes | None:
         return seq.strings(str(value))
     if isinstance(value, float):
         return _DOUBLE + _pack_double(value)
-    if not isinstance(value, str):
-        value = orjson.dumps(value).decode()
+    if not isinstance(value, str):  # nested: as JSON text (msgspec where ints pass 64 bits)
+        try:
+            value = orjson.dumps(value).decode()
+        except TypeError:
+            value = msgspec.json.encode(value).decode()
     return seq.strings(value)

@@ -1,0 +1,412 @@
+/* The per-event loop of the Perfetto writer (writers/perfetto.py), in C.
+ *
+ * A conversion's detail output is one TracePacket per slice begin, slice end and counter
+ * value, each a few dozen bytes; in Python their encoding cost ~10 us per event. This loop
+ * encodes the common case itself (known tracks, interned names, float/int/string arguments
+ * seen before) and calls back into Python for everything that changes the sequence's state
+ * (a new track, a string to intern) or is rare (None, bools, huge ints, nested values), so the
+ * interning rules and the bytes written stay those of perfetto.py. Field numbers there.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t more) {
+    if (b->len + more <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    char *data = PyMem_Realloc(b->data, cap);
+    if (!data) { PyErr_NoMemory(); return -1; }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const char *src, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static int buf_bytes(Buf *b, PyObject *bytes) {  /* append a bytes object */
+    return buf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+}
+
+static int buf_varint(Buf *b, unsigned long long v) {
+    if (buf_reserve(b, 10) < 0) return -1;
+    unsigned char *p = (unsigned char *)b->data + b->len;
+    while (v >= 0x80) { *p++ = (unsigned char)(v | 0x80); v >>= 7; }
+    *p++ = (unsigned char)v;
+    b->len = (char *)p - b->data;
+    return 0;
+}
+
+static int varint_size(unsigned long long v) {
+    int n = 1;
+    while (v >= 0x80) { v >>= 7; n++; }
+    return n;
+}
+
+static int buf_fixed64(Buf *b, unsigned long long v) {
+    if (buf_reserve(b, 8) < 0) return -1;
+    for (int i = 0; i < 8; i++) b->data[b->len++] = (char)((v >> (8 * i)) & 0xFF);
+    return 0;
+}
+
+static int buf_double(Buf *b, double d) {
+    unsigned long long v;
+    memcpy(&v, &d, 8);
+    return buf_fixed64(b, v);
+}
+
+/* keys: field << 3 | wire type */
+#define K_PACKET 0x0A        /* Trace.packet, length */
+#define K_TIMESTAMP 0x40     /* TracePacket.timestamp (8), varint */
+#define K_TRACK_EVENT 0x5A   /* TracePacket.track_event (11), length */
+#define K_ANNOTATION 0x22    /* TrackEvent.debug_annotations (4), length */
+#define K_A_DOUBLE 0x29      /* DebugAnnotation.double_value (5), fixed64 */
+#define K_A_INT 0x20         /* DebugAnnotation.int_value (4), varint */
+#define K_SEQ_FLAGS 0x68     /* TracePacket.sequence_flags (13), varint */
+#define NEEDS_STATE 2
+static const unsigned char K_DOUBLE_COUNTER[2] = {0xE1, 0x02};  /* double_counter_value (44), fixed64 */
+static const unsigned char K_FLOW_OUT[2] = {0xF9, 0x02};        /* flow_ids (47), fixed64 */
+static const unsigned char K_FLOW_IN[2] = {0x81, 0x03};         /* terminating_flow_ids (48), fixed64 */
+
+#define SMALL (1 << 14)            /* ints below this are cached with their name (perfetto._SMALL) */
+#define MAX_RAW_CACHED (1 << 12)   /* perfetto._MAX_RAW_CACHED */
+
+/* What one call works with: the sequence's state (perfetto._Sequence) and the Python helpers. */
+typedef struct {
+    PyObject *tracks, *names, *name_refs, *arg_names, *arg_refs, *arg_cache, *raw_cache, *tail;
+    PyObject *annotation;  /* perfetto._annotation(key, value, seq) -> bytes: the rare cases */
+    PyObject *decode;      /* raw JSON args -> their value */
+    PyObject *seq;
+    int touched;           /* Python was called: the sequence may have new strings to define */
+} State;
+
+static void state_clear(State *st) {
+    Py_CLEAR(st->tracks); Py_CLEAR(st->names); Py_CLEAR(st->name_refs); Py_CLEAR(st->arg_names);
+    Py_CLEAR(st->arg_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->raw_cache); Py_CLEAR(st->tail);
+}
+
+static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *decode) {
+    memset(st, 0, sizeof(*st));
+    st->seq = seq;
+    st->annotation = annotation;
+    st->decode = decode;
+    if (!(st->tracks = PyObject_GetAttrString(seq, "tracks"))) goto fail;
+    if (!(st->names = PyObject_GetAttrString(seq, "names"))) goto fail;
+    if (!(st->name_refs = PyObject_GetAttrString(st->names, "refs"))) goto fail;
+    if (!(st->arg_names = PyObject_GetAttrString(seq, "arg_names"))) goto fail;
+    if (!(st->arg_refs = PyObject_GetAttrString(st->arg_names, "refs"))) goto fail;
+    if (!(st->arg_cache = PyObject_GetAttrString(seq, "arg_cache"))) goto fail;
+    if (!(st->raw_cache = PyObject_GetAttrString(seq, "raw_cache"))) goto fail;
+    if (!(st->tail = PyObject_GetAttrString(seq, "tail"))) goto fail;
+    if (!PyDict_CheckExact(st->tracks) || !PyDict_CheckExact(st->name_refs) ||
+        !PyDict_CheckExact(st->arg_refs) || !PyDict_CheckExact(st->arg_cache) ||
+        !PyDict_CheckExact(st->raw_cache) || !PyBytes_CheckExact(st->tail)) {
+        PyErr_SetString(PyExc_TypeError, "unexpected sequence state");
+        goto fail;
+    }
+    return 0;
+fail:
+    state_clear(st);
+    return -1;
+}
+
+/* An interned string's reference (``field: iid`` bytes), interning it in Python if new. */
+static PyObject *ref(State *st, PyObject *refs, PyObject *interner, PyObject *text) {
+    PyObject *found = PyDict_GetItemWithError(refs, text);
+    if (found) { Py_INCREF(found); return found; }
+    if (PyErr_Occurred()) return NULL;
+    st->touched = 1;
+    PyObject *made = PyObject_CallOneArg(interner, text);
+    if (made && !PyBytes_CheckExact(made)) {
+        Py_DECREF(made);
+        PyErr_SetString(PyExc_TypeError, "an interner returned no bytes");
+        return NULL;
+    }
+    return made;
+}
+
+static int put_ref(State *st, Buf *b, PyObject *refs, PyObject *interner, PyObject *text) {
+    PyObject *r = ref(st, refs, interner, text);
+    if (!r) return -1;
+    int rc = buf_bytes(b, r);
+    Py_DECREF(r);
+    return rc;
+}
+
+/* One argument as a DebugAnnotation; floats and ids are never cached, they rarely repeat. */
+static int put_annotation(State *st, Buf *b, PyObject *key, PyObject *value) {
+    if (!PyUnicode_CheckExact(key)) goto python;
+    if (PyFloat_CheckExact(value)) {  /* never repeats: encoded each time */
+        PyObject *r = ref(st, st->arg_refs, st->arg_names, key);
+        if (!r) return -1;
+        Py_ssize_t n = PyBytes_GET_SIZE(r) + 9;
+        int rc = buf_reserve(b, 2 + n) < 0 || buf_put(b, "\x22", 1) < 0 || buf_varint(b, n) < 0 ||
+                 buf_bytes(b, r) < 0 || buf_put(b, "\x29", 1) < 0 ||
+                 buf_double(b, PyFloat_AS_DOUBLE(value)) < 0;
+        Py_DECREF(r);
+        return rc ? -1 : 0;
+    }
+    int cacheable = PyUnicode_CheckExact(value);
+    long long number = 0;
+    int is_int = PyLong_CheckExact(value), overflow = 0;
+    if (is_int) {
+        number = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (number == -1 && PyErr_Occurred()) return -1;
+        cacheable = !overflow && number >= 0 && number < SMALL;
+    }
+    PyObject *pair = NULL;
+    if (cacheable) {  /* strings and small ints repeat: encoded once per sequence */
+        if (!(pair = PyTuple_Pack(2, key, value))) return -1;
+        PyObject *found = PyDict_GetItemWithError(st->arg_cache, pair);
+        if (found) {
+            Py_DECREF(pair);
+            return buf_bytes(b, found);
+        }
+        Py_DECREF(pair);
+        if (PyErr_Occurred()) return -1;
+    }
+    if (is_int && !overflow && !cacheable) {  /* an id or size: never cached */
+        PyObject *r = ref(st, st->arg_refs, st->arg_names, key);
+        if (!r) return -1;
+        unsigned long long v = (unsigned long long)number;
+        Py_ssize_t n = PyBytes_GET_SIZE(r) + 1 + varint_size(v);
+        int rc = buf_put(b, "\x22", 1) < 0 || buf_varint(b, n) < 0 || buf_bytes(b, r) < 0 ||
+                 buf_put(b, "\x20", 1) < 0 || buf_varint(b, v) < 0;
+        Py_DECREF(r);
+        return rc ? -1 : 0;
+    }
+python:
+    st->touched = 1;  /* new strings, None, bools, huge ints, nested values: Python says */
+    PyObject *encoded = PyObject_CallFunctionObjArgs(st->annotation, key, value, st->seq, NULL);
+    if (!encoded) return -1;
+    int rc = PyBytes_CheckExact(encoded) ? buf_bytes(b, encoded) : -1;
+    if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_annotation returned no bytes");
+    Py_DECREF(encoded);
+    return rc;
+}
+
+static int put_dict(State *st, Buf *b, PyObject *args) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(args, &pos, &key, &value)) {
+        /* a callback may run Python code, but never on this dict: hold references anyway */
+        Py_INCREF(key); Py_INCREF(value);
+        int rc = put_annotation(st, b, key, value);
+        Py_DECREF(key); Py_DECREF(value);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* A slice's args: a dict, or raw JSON (bytes, msgspec.Raw) decoded now, encoded once per text. */
+static int put_args(State *st, Buf *b, PyObject *args) {
+    if (PyDict_CheckExact(args)) return put_dict(st, b, args);
+    PyObject *raw = PyBytes_CheckExact(args) ? (Py_INCREF(args), args) : PyObject_Bytes(args);
+    if (!raw) return -1;
+    PyObject *found = PyDict_GetItemWithError(st->raw_cache, raw);
+    if (found) {
+        int rc = buf_bytes(b, found);
+        Py_DECREF(raw);
+        return rc;
+    }
+    if (PyErr_Occurred()) { Py_DECREF(raw); return -1; }
+    PyObject *decoded = PyObject_CallOneArg(st->decode, raw);
+    if (!decoded) { Py_DECREF(raw); return -1; }
+    if (!PyDict_CheckExact(decoded)) {
+        PyObject *wrapped = Py_BuildValue("{sO}", "args", decoded);
+        Py_DECREF(decoded);
+        if (!(decoded = wrapped)) { Py_DECREF(raw); return -1; }
+    }
+    Buf item = {0};
+    int rc = put_dict(st, &item, decoded);
+    Py_DECREF(decoded);
+    if (rc == 0 && PyDict_GET_SIZE(st->raw_cache) < MAX_RAW_CACHED) {
+        PyObject *encoded = PyBytes_FromStringAndSize(item.data ? item.data : "", item.len);
+        rc = encoded ? PyDict_SetItem(st->raw_cache, raw, encoded) : -1;
+        Py_XDECREF(encoded);
+    }
+    if (rc == 0) rc = buf_put(b, item.data ? item.data : "", item.len);
+    PyMem_Free(item.data);
+    Py_DECREF(raw);
+    return rc;
+}
+
+static int put_flows(Buf *b, PyObject *flows, const unsigned char *key) {
+    if (!PyTuple_Check(flows)) { PyErr_SetString(PyExc_TypeError, "flow ids must be a tuple"); return -1; }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flows); i++) {
+        unsigned long long id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(flows, i));
+        if (id == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        if (buf_put(b, (const char *)key, 2) < 0 || buf_fixed64(b, id) < 0) return -1;
+    }
+    return 0;
+}
+
+static int put_timestamp(Buf *b, PyObject *ts) {
+    long long v = PyLong_AsLongLong(ts);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    return buf_put(b, "\x40", 1) < 0 || buf_varint(b, (unsigned long long)v) < 0 ? -1 : 0;
+}
+
+/* out += Trace.packet(payload) */
+static int put_packet(Buf *out, Buf *payload) {
+    return buf_put(out, "\x0a", 1) < 0 || buf_varint(out, payload->len) < 0 ||
+           buf_put(out, payload->data, payload->len) < 0 ? -1 : 0;
+}
+
+/* Track prefixes (begin-event prefix, end-packet suffix), declaring the track in Python (which
+ * writes its descriptor into a bytearray we append to ``out``) on its first use. */
+static PyObject *prefixes_of(State *st, Buf *out, PyObject *declare, PyObject *track) {
+    PyObject *found = PyDict_GetItemWithError(st->tracks, track);
+    if (found) { Py_INCREF(found); return found; }
+    if (PyErr_Occurred()) return NULL;
+    PyObject *written = PyByteArray_FromStringAndSize(NULL, 0);
+    if (!written) return NULL;
+    PyObject *made = PyObject_CallFunctionObjArgs(declare, track, written, st->seq, NULL);
+    if (made && buf_put(out, PyByteArray_AS_STRING(written), PyByteArray_GET_SIZE(written)) < 0)
+        Py_CLEAR(made);
+    Py_DECREF(written);
+    if (made && (!PyTuple_Check(made) || PyTuple_GET_SIZE(made) != 2 ||
+                 !PyBytes_CheckExact(PyTuple_GET_ITEM(made, 0)) ||
+                 !PyBytes_CheckExact(PyTuple_GET_ITEM(made, 1)))) {
+        Py_DECREF(made);
+        PyErr_SetString(PyExc_TypeError, "declare must return two bytes");
+        return NULL;
+    }
+    return made;
+}
+
+/* The interned data the packet must carry, if a callback added any. */
+static int put_interned(State *st, Buf *b) {
+    if (!st->touched) return 0;
+    st->touched = 0;
+    PyObject *defs = PyObject_CallMethod(st->seq, "interned", NULL);
+    if (!defs) return -1;
+    int rc = PyBytes_CheckExact(defs) ? buf_bytes(b, defs) : -1;
+    if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "interned() returned no bytes");
+    Py_DECREF(defs);
+    return rc;
+}
+
+static int encode_event(State *st, Buf *out, Buf *body, Buf *payload, PyObject *event,
+                        PyObject *declare, PyTypeObject *end_type, PyTypeObject *value_type) {
+    if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) < 2) {
+        PyErr_SetString(PyExc_TypeError, "expected a layout event");
+        return -1;
+    }
+    PyObject *prefixes = prefixes_of(st, out, declare, PyTuple_GET_ITEM(event, 0));
+    if (!prefixes) return -1;
+    PyObject *begin_prefix = PyTuple_GET_ITEM(prefixes, 0), *end_suffix = PyTuple_GET_ITEM(prefixes, 1);
+    body->len = payload->len = 0;
+    int rc = -1;
+    if (Py_IS_TYPE(event, end_type)) {  /* End(track, ts_ns) */
+        if (put_timestamp(payload, PyTuple_GET_ITEM(event, 1)) < 0 || buf_bytes(payload, end_suffix) < 0)
+            goto done;
+    } else if (Py_IS_TYPE(event, value_type)) {  /* Value(track, ts_ns, value) */
+        double value = PyFloat_AsDouble(PyTuple_GET_ITEM(event, 2));
+        if (value == -1.0 && PyErr_Occurred()) goto done;
+        if (buf_bytes(body, begin_prefix) < 0 || buf_put(body, (const char *)K_DOUBLE_COUNTER, 2) < 0 ||
+            buf_double(body, value) < 0)
+            goto done;
+        if (put_timestamp(payload, PyTuple_GET_ITEM(event, 1)) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
+            buf_varint(payload, body->len) < 0 || buf_put(payload, body->data, body->len) < 0 ||
+            buf_bytes(payload, st->tail) < 0)
+            goto done;
+    } else {  /* Begin(track, slice) */
+        PyObject *s = PyTuple_GET_ITEM(event, 1);
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < 10) {
+            PyErr_SetString(PyExc_TypeError, "expected a Slice");
+            goto done;
+        }
+        PyObject *args = PyTuple_GET_ITEM(s, 6), *flows_out = PyTuple_GET_ITEM(s, 8),
+                 *flows_in = PyTuple_GET_ITEM(s, 9);
+        if (buf_bytes(body, begin_prefix) < 0 ||
+            put_ref(st, body, st->name_refs, st->names, PyTuple_GET_ITEM(s, 3)) < 0)
+            goto done;
+        int has_args = PyObject_IsTrue(args);
+        if (has_args < 0 || (has_args && put_args(st, body, args) < 0)) goto done;
+        if (put_flows(body, flows_out, K_FLOW_OUT) < 0 || put_flows(body, flows_in, K_FLOW_IN) < 0)
+            goto done;
+        if (put_timestamp(payload, PyTuple_GET_ITEM(s, 4)) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
+            buf_varint(payload, body->len) < 0 || buf_put(payload, body->data, body->len) < 0 ||
+            put_interned(st, payload) < 0 || buf_put(payload, "\x68\x02", 2) < 0 ||
+            buf_bytes(payload, st->tail) < 0)
+            goto done;
+    }
+    rc = put_packet(out, payload);
+done:
+    Py_DECREF(prefixes);
+    return rc;
+}
+
+static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_chunk(seq, events, declare, annotation, decode, End, Value)");
+        return NULL;
+    }
+    PyObject *seq = argv[0], *events = argv[1], *declare = argv[2];
+    if (!PyType_Check(argv[5]) || !PyType_Check(argv[6])) {
+        PyErr_SetString(PyExc_TypeError, "End and Value must be types");
+        return NULL;
+    }
+    State st;
+    if (state_init(&st, seq, argv[3], argv[4]) < 0) return NULL;
+    PyObject *iterator = PyObject_GetIter(events), *event, *result = NULL;
+    Buf out = {0}, body = {0}, payload = {0};
+    if (!iterator) goto done;
+    while ((event = PyIter_Next(iterator))) {
+        int rc = encode_event(&st, &out, &body, &payload, event, declare,
+                              (PyTypeObject *)argv[5], (PyTypeObject *)argv[6]);
+        Py_DECREF(event);
+        if (rc < 0) goto done;
+    }
+    if (!PyErr_Occurred()) result = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
+done:
+    Py_XDECREF(iterator);
+    PyMem_Free(out.data); PyMem_Free(body.data); PyMem_Free(payload.data);
+    state_clear(&st);
+    return result;
+}
+
+static PyObject *encode_args(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode_args(seq, args, annotation, decode)");
+        return NULL;
+    }
+    State st;
+    if (state_init(&st, argv[0], argv[2], argv[3]) < 0) return NULL;
+    Buf out = {0};
+    PyObject *result = NULL;
+    if (put_args(&st, &out, argv[1]) == 0) result = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
+    PyMem_Free(out.data);
+    state_clear(&st);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"encode_chunk", (PyCFunction)(void (*)(void))encode_chunk, METH_FASTCALL,
+     "encode_chunk(seq, events, declare, annotation, decode, End, Value) -> bytes: the packets of "
+     "layout events on one sequence"},
+    {"encode_args", (PyCFunction)(void (*)(void))encode_args, METH_FASTCALL,
+     "encode_args(seq, args, annotation, decode) -> bytes: a slice's args as debug annotations"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_perfetto_core", .m_doc = "The Perfetto writer's per-event loop.",
+    .m_size = -1, .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__perfetto_core(void) { return PyModule_Create(&module); }

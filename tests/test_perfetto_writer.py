@@ -1,0 +1,132 @@
+"""The Perfetto writer's encoding (its per-event loop is C), read back with Perfetto's own schema."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import msgspec
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from trace_check import read_perfetto
+
+from converters.layout import Lanes, by_lane_and_start
+from converters.model import Layer, RankInfo, Sample, Slice
+from converters.writers import perfetto
+from converters.writers.perfetto import PerfettoEncoder
+
+RANK = RankInfo(rank=0, format="test", path=Path("x"))
+T0 = 1_736_408_883_000_000_000  # epoch ns, as readers make them
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=8), st.floats(allow_nan=True),
+    st.integers(min_value=-(1 << 70), max_value=1 << 70),
+    st.sampled_from([0, 1, 16383, 16384, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 1 << 64, -1]),
+)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.text(max_size=4), inner, max_size=3), max_leaves=6)
+arg_dicts = st.dictionaries(st.sampled_from(["Task Type", "size", "id", "x", "ratio", "名"]) | st.text(max_size=6),
+                            values, max_size=6)
+
+
+def expected(value):
+    """What a debug annotation holds for ``value``, as trace_check reads it back."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if -(1 << 63) <= value < (1 << 64) else str(value)
+    if isinstance(value, float | str):
+        return value
+    return _Nested(_nulled(value))
+
+
+class _Nested:
+    """A list or dict argument, written as its JSON text (NaN and infinities as null)."""
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def __eq__(self, text) -> bool:
+        return isinstance(text, str) and json.loads(text) == self.value
+
+    def __repr__(self) -> str:
+        return f"JSON of {self.value!r}"
+
+
+def _nulled(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_nulled(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _nulled(v) for k, v in value.items()}
+    return value
+
+
+def encode(slices: list[Slice], samples: list[Sample] = ()) -> bytes:
+    encoder = PerfettoEncoder(0)
+    header = PerfettoEncoder().header([RANK])
+    return header + encoder.chunk(0, Lanes().place(sorted(slices, key=by_lane_and_start), samples))
+
+
+def same(read, want) -> bool:
+    return (isinstance(want, float) and math.isnan(want) and math.isnan(read)) or want == read
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(arg_dicts, min_size=1, max_size=12), st.booleans())
+def test_args_read_back_as_written_whether_dict_or_raw_json(arg_list, raw):
+    slices = []
+    for i, args in enumerate(arg_list):
+        if raw:  # JSON has no NaN and no ints past 64 bits: what a reader's raw args can hold
+            args = {k: v for k, v in args.items() if _json_safe(v)}
+            written = msgspec.Raw(orjson.dumps(args))
+        else:
+            written = args
+        slices.append(Slice(0, Layer.STREAM, "Stream 1", f"op{i % 3}", T0 + i * 1000, 500, written or None))
+    trace = read_perfetto(encode(slices))
+    read = sorted(trace.slices, key=lambda s: s.start_ns)
+    assert len(read) == len(slices)
+    for got, s in zip(read, sorted(slices, key=lambda s: s.start_ns), strict=True):
+        args = orjson.loads(bytes(s.args)) if isinstance(s.args, msgspec.Raw) else (s.args or {})
+        want = {str(k): expected(v) for k, v in args.items() if v is not None}
+        assert got.name == s.name and got.start_ns == s.start_ns and got.dur_ns == s.dur_ns
+        assert got.args.keys() == want.keys()
+        assert all(same(got.args[k], want[k]) for k in want), (got.args, want)
+
+
+def _json_safe(value) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -(1 << 63) <= value < (1 << 64)
+    if isinstance(value, list):
+        return all(_json_safe(v) for v in value)
+    if isinstance(value, dict):
+        return all(_json_safe(v) for v in value.values())
+    return True
+
+
+def test_raw_args_that_are_no_object_are_kept_under_args():
+    s = Slice(0, Layer.HOST, "Python 1", "f", T0, 10, msgspec.Raw(b"[1,2]"))
+    assert read_perfetto(encode([s])).slices[0].args == {"args": "[1,2]"}
+
+
+def test_names_past_the_interning_cap_are_written_inline_and_read_back():
+    count = perfetto._MAX_INTERNED + 500  # the table stops growing; the rest are inline strings
+    slices = [Slice(0, Layer.HOST, "Python 1", f"op{i}", T0 + i * 10, 5, {f"k{i}": f"v{i}"}) for i in range(count)]
+    read = sorted(read_perfetto(encode(slices)).slices, key=lambda s: s.start_ns)
+    assert [s.name for s in read] == [f"op{i}" for i in range(count)]
+    assert [s.args for s in read] == [{f"k{i}": f"v{i}"} for i in range(count)]
+
+
+def test_counters_flows_and_small_timestamps():
+    begin = Slice(0, Layer.HOST, "CANN 1", "launch", 5, 10, flows_out=(0xFFFF_FFFF_FFFF_FFFF,))
+    end = Slice(0, Layer.STREAM, "Stream 2", "kernel", 20, 3, flows_in=(0xFFFF_FFFF_FFFF_FFFF,))
+    samples = [Sample(0, "HBM [Read]", 7, 1.5), Sample(0, "HBM [Read]", 9, -2.0)]
+    trace = read_perfetto(encode([begin, end], samples))
+    assert trace.flows == 1
+    assert {(s.name, s.start_ns, s.dur_ns) for s in trace.slices} == {("launch", 5, 10), ("kernel", 20, 3)}
+    assert [(ts, v) for _, _, ts, v in trace.counters] == [(7, 1.5), (9, -2.0)]

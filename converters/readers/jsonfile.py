@@ -198,6 +198,8 @@ def _utf8(path: Path, data: bytes, base: int, diag: Diagnostics) -> bytes:
     The decoders check strings but not the raw ``args`` kept undecoded, and a writer must never
     pass bytes on that make its own output invalid.
     """
+    if data.isascii():  # what profilers write: checked without decoding
+        return data
     try:
         data.decode("utf-8")
         return data

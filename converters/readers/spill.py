@@ -1,6 +1,6 @@
 """Records filed by step on disk, so a reader of one big file holds one step at a time.
 
-Records go to disk as plain rows (``_records.c``) written by marshal, 3x faster both ways than
+Records go to disk as plain rows (``_core.c``) written by marshal, 3x faster both ways than
 pickling the records; a batch whose args hold something marshal cannot write is pickled.
 """
 
@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 
 from ..model import FlowEnd, Layer, Sample, Slice
-from ._records import records, rows
+from ._core import records, rows
 
 
 class StepSpill:

@@ -5,10 +5,13 @@ arrows across steps. Every expected value is written here by hand, never taken f
 from __future__ import annotations
 
 import random
+from decimal import Decimal
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from trace_check import read_perfetto
 
 from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile
@@ -328,3 +331,45 @@ def test_perfettos_importer_takes_every_arrow_across_steps_without_a_repair(tmp_
         convert(tmp_path / "job", tmp_path / name, kind="detail", max_bytes=None)
         problems, (_, _, flows) = imported(tmp_path / name, tmp_path)
         assert problems == [] and flows == len(expected), name
+
+
+def _reference_us_to_ns(us):
+    """µs to ns by decimal arithmetic, the definition the converter's fast paths must meet."""
+    if isinstance(us, str):
+        return int((Decimal(us) * 1000).to_integral_value())
+    if isinstance(us, float):
+        return int((Decimal(us) * 1000).to_integral_value())  # the float's exact value
+    return us * 1000
+
+
+epoch_us = st.integers(0, 10**16).map(str)
+decimal_us = st.builds(lambda w, f: f"{w}.{f}", st.integers(0, 10**17), st.text("0123456789", max_size=5))
+
+
+@settings(max_examples=2000)
+@given(st.one_of(epoch_us, decimal_us, st.integers(-(10**20), 10**20),
+                 st.floats(-1e18, 1e18, allow_nan=False), st.text("0123456789.e+- ", max_size=24)))
+def test_us_to_ns_is_exact_for_every_form(us):
+    try:
+        want = _reference_us_to_ns(us)
+    except (ArithmeticError, ValueError):
+        with pytest.raises((ArithmeticError, ValueError)):
+            chrome_trace.us_to_ns(us)
+        return
+    got = chrome_trace.us_to_ns(us)
+    if isinstance(us, float) and abs(us) < 9e12:
+        # µs as a float has no exact ns: the nearest ns to the float product, as round() gives
+        assert got == round(us * 1000)
+    else:
+        assert got == want
+
+
+def test_us_to_ns_of_what_profilers_write():
+    assert chrome_trace.us_to_ns("1736408883688177.930") == 1736408883688177930
+    assert chrome_trace.us_to_ns("1736408883688177.9") == 1736408883688177900
+    assert chrome_trace.us_to_ns("12.") == 12000
+    assert chrome_trace.us_to_ns(0.60003125) == 600
+    assert chrome_trace.us_to_ns(7) == 7000
+    assert chrome_trace.us_to_ns("1.0005") == 1000  # half to even, as decimal arithmetic rounds
+    with pytest.raises(TypeError):
+        chrome_trace.us_to_ns(None)

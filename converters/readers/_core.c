@@ -1,4 +1,5 @@
-/* Records to plain rows and back, for the step spill (readers/spill.py), in C.
+/* The readers' per-event helpers in C: times in µs to ns (chrome_trace.us_to_ns), and records
+ * to plain rows and back for the step spill (readers/spill.py).
  *
  * A reader of a big file files every record it makes under its step on disk and reads it back
  * when the step is written: two conversions per record, about 2 us each in Python, a fifth of a
@@ -8,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 
 #define SAMPLE (-1)
 #define FLOW_END (-2)
@@ -131,7 +133,48 @@ static PyObject *records(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     return out;
 }
 
+/* µs as profilers write them, as ns: a number (``round(us * 1000)``, exact below 9e12 µs), or a
+ * string of ASCII digits with at most 3 decimals, parsed exactly. Anything else (more decimals,
+ * an exponent, huge values, bad input) is ``exact(us)``'s, the Python rules this follows. */
+static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "us_to_ns(us, exact)");
+        return NULL;
+    }
+    PyObject *us = argv[0];
+    if (PyUnicode_CheckExact(us) && PyUnicode_IS_ASCII(us)) {
+        const char *text = (const char *)PyUnicode_DATA(us);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(us), i = 0;
+        long long whole = 0, fraction = 0;
+        int decimals = 0;
+        while (i < n && text[i] >= '0' && text[i] <= '9' && i < 16) whole = whole * 10 + (text[i++] - '0');
+        if (i > 0 && whole < 9000000000000000LL && (i == n || text[i] == '.')) {  /* x1000 fits */
+            Py_ssize_t digits_end = i;
+            if (i < n) {
+                for (i++; i < n && decimals < 3 && text[i] >= '0' && text[i] <= '9'; i++, decimals++)
+                    fraction = fraction * 10 + (text[i] - '0');
+            }
+            if (i == n && (digits_end == n || decimals > 0 || digits_end + 1 == n)) {
+                while (decimals++ < 3) fraction *= 10;
+                return PyLong_FromLongLong(whole * 1000 + fraction);
+            }
+        }
+    } else if (PyFloat_CheckExact(us)) {
+        double value = PyFloat_AS_DOUBLE(us);
+        if (value > -9e12 && value < 9e12) return PyLong_FromDouble(nearbyint(value * 1000.0));
+    } else if (PyLong_CheckExact(us)) {
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(us, &overflow);
+        if (value == -1 && PyErr_Occurred()) return NULL;
+        if (!overflow && value > -9000000000000LL && value < 9000000000000LL) return PyLong_FromLongLong(value * 1000);
+    }
+    return PyObject_CallOneArg(argv[1], us);
+}
+
 static PyMethodDef methods[] = {
+    {"us_to_ns", (PyCFunction)(void (*)(void))us_to_ns, METH_FASTCALL,
+     "us_to_ns(us, exact) -> int: µs (a number, or a string with at most 3 decimals) as ns"},
     {"rows", (PyCFunction)(void (*)(void))rows, METH_FASTCALL,
      "rows(records, orders, Slice, Sample, FlowEnd) -> list of plain tuples"},
     {"records", (PyCFunction)(void (*)(void))records, METH_FASTCALL,
@@ -140,8 +183,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, .m_name = "_records", .m_doc = "Records to plain rows and back.",
+    PyModuleDef_HEAD_INIT, .m_name = "_core", .m_doc = "The readers' per-event helpers.",
     .m_size = -1, .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__records(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }

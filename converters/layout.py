@@ -64,6 +64,8 @@ class Value(NamedTuple):
 
 
 class _SubLane:
+    """One drawn track of a lane: the stack of its open slices."""
+
     __slots__ = ("track", "ends", "last_start", "floor")
 
     def __init__(self, track: Track) -> None:
@@ -72,26 +74,14 @@ class _SubLane:
         self.last_start = -(1 << 63)
         self.floor = -(1 << 63)  # slices ended by close() cannot take children any more
 
-    def fits(self, start: int, end: int) -> bool:
-        if start < self.last_start or start < self.floor:
-            return False
-        for open_end in reversed(self.ends):  # innermost first: the first still open must hold it
-            if open_end > start:
-                return end <= open_end
-        return True
-
-    def push(self, start: int, end: int, out: list) -> None:
-        ends, track = self.ends, self.track
-        while ends and ends[-1] <= start:
-            out.append(End(track, ends.pop()))
-        ends.append(end)
-        self.last_start = start
-
     def close(self, out: list) -> None:
         if self.ends:
             self.floor = max(self.floor, self.ends[0])
         while self.ends:
-            out.append(End(self.track, self.ends.pop()))
+            out.append(_new(End, (self.track, self.ends.pop())))
+
+
+_new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
 
 
 class Lanes:
@@ -108,29 +98,45 @@ class Lanes:
         ``slices`` must come sorted by ``by_lane_and_start``. Returns, per track, each begin
         preceded by the ends it follows, then the counter samples. Later calls still place
         slices where they nest properly after the ended ones.
+
+        A slice goes on the first sub-lane where it starts no earlier than the last one there,
+        and, inside the innermost slice still open at its start, ends within it. This loop runs
+        once per slice of a conversion: the sub-lane tests are inlined.
         """
         out: list[Begin | End | Value] = []
+        append = out.append
         key = subs = None
         for s in slices:
-            if (s.rank, s.layer, s.lane) != key:
-                key = (s.rank, s.layer, s.lane)
+            if (s[0], s[1], s[2]) != key:
+                key = (s[0], s[1], s[2])
                 subs = self._lanes.get(key)
                 if subs is None:
                     subs = self._lanes[key] = []
-            start, end = s.start_ns, s.start_ns + s.dur_ns
+            start = s[4]
+            end = start + s[5]
             for sub in subs:
-                if sub.fits(start, end):
+                if start < sub.last_start or start < sub.floor:
+                    continue
+                ends = sub.ends
+                inner = len(ends) - 1  # the innermost slice still open at start must hold it
+                while inner >= 0 and ends[inner] <= start:
+                    inner -= 1
+                if inner < 0 or end <= ends[inner]:
                     break
             else:
                 sub = _SubLane(self._track(s, len(subs)))
                 subs.append(sub)
-            sub.push(start, end, out)
-            out.append(Begin(sub.track, s))
+                ends = sub.ends
+            while ends and ends[-1] <= start:  # slices ended before this one starts
+                append(_new(End, (sub.track, ends.pop())))
+            ends.append(end)
+            sub.last_start = start
+            append(_new(Begin, (sub.track, s)))
         for subs in self._lanes.values():
             for sub in subs:
                 sub.close(out)
         for sample in sorted(samples, key=lambda x: (x.lane, x.start_ns)):
-            out.append(Value(self._counter_track(sample), sample.start_ns, sample.value))
+            append(_new(Value, (self._counter_track(sample), sample.start_ns, sample.value)))
         return out
 
     def _counter_track(self, sample: Sample) -> Track:
@@ -162,4 +168,7 @@ class Lanes:
 
 def by_lane_and_start(s: Slice) -> tuple:
     """Sort key that feeds ``Lanes.place`` correctly: parents before the children they hold."""
-    return (s.layer.order, s.lane, s.start_ns, -s.dur_ns)
+    return (_LAYER_ORDER[s[1]], s[2], s[4], -s[5])  # by index: this runs once per slice
+
+
+_LAYER_ORDER = {layer: layer.order for layer in Layer}

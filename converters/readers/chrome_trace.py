@@ -81,11 +81,16 @@ def _file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spil
     in each step (as hashes: 8 bytes each) apart, so a step can look ahead for arrows it starts."""
     buckets: dict[int, list] = defaultdict(list)
     finishes: dict[int, list[int]] = defaultdict(list)
+    bounds = [*starts[1:], 1 << 64]
+    index, low, high, bucket = 0, -(1 << 64), starts[1] if len(starts) > 1 else 1 << 64, buckets[0]
     for r in batch:
-        index = max(bisect.bisect_right(starts, r.start_ns) - 1, 0)
-        buckets[index].append(r)
-        if type(r) is FlowEnd and not r.starts:
-            finishes[index].append(hash(r.key))
+        start = r[3] if type(r) is FlowEnd else r[2] if type(r) is Sample else r[4]
+        if not low <= start < high:  # records come in runs of one step: bisect only between runs
+            index = max(bisect.bisect_right(starts, start) - 1, 0)
+            low, high, bucket = starts[index] if index else -(1 << 64), bounds[index], buckets[index]
+        bucket.append(r)
+        if type(r) is FlowEnd and not r[5]:
+            finishes[index].append(hash(r[4]))
     for index, bucket in buckets.items():
         spill.add(index, bucket)
     for index, hashes in finishes.items():
@@ -313,6 +318,7 @@ def flow_id(rank: int, key: str, k: int) -> int:
     return int.from_bytes(hashlib.blake2b(f"{rank}|{key}|{k}".encode(), digest_size=8).digest(), "little")
 
 
+_new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
 _STEP_CATEGORIES = ("Iteration Time", "Reduce")  # the CANN step trace's events
 # A process the reader does not know is a device's when its name says so (its events are drawn
 # with the device streams, but count as computation only if they say their Task Type); any other
@@ -448,28 +454,31 @@ class Records:
         self._steps_wanted, self._slices_wanted = steps, slices
         self._unread.clear()
         index = made = events_seen = 0
+        complete, flow_end = self._complete, self._flow_end
         for events in _batches(path, diag):
             events_seen += len(events)
-            for event in events:
-                if event.ph == "M":
-                    self._metadata(event)
-                    events_seen -= 1
+            if path not in self._named:  # names first, wherever they lie in the batch
+                for event in events:
+                    if event.ph == "M":
+                        self._metadata(event)
             kept_before = len(self.slices)
             for event in events:
                 ph = event.ph
                 if ph == "X":
-                    self._complete(event, index, path, diag)
+                    complete(event, index, path, diag)
+                elif ph == "s" or ph == "f" or ph == "t":  # a flow step ends an arrow too
+                    if slices and self.detail:
+                        flow_end(event)
+                    else:
+                        self._unread[_DETAIL_ONLY_FLOWS, event.pid] += 1
                 elif ph == "C":
                     if slices and self.detail:
                         self._counter(event, index, path, diag)
                     else:
                         self._unread[_DETAIL_ONLY_COUNTERS, event.pid] += 1
-                elif ph == "s" or ph == "f" or ph == "t":  # a flow step ends an arrow too
-                    if slices and self.detail:
-                        self._flow_end(event)
-                    else:
-                        self._unread[_DETAIL_ONLY_FLOWS, event.pid] += 1
-                elif ph != "M":
+                elif ph == "M":
+                    events_seen -= 1
+                else:
                     self._unread[f"events of phase {ph!r}, which are not converted", event.pid] += 1
                 index += 1
             made += len(self.slices) - kept_before
@@ -484,9 +493,10 @@ class Records:
         index = 0
         for events in _batches(path, diag):
             for event in events:
-                if event.ph == "M":
+                ph = event.ph
+                if ph == "M":
                     self._metadata(event)
-                elif event.ph == "X" and (event.cat in _STEP_CATEGORIES or _is_profiler_step(event.name)):
+                elif ph == "X" and (event.cat in _STEP_CATEGORIES or _is_profiler_step(event.name)):
                     # its args apart: a msgspec.Raw keeps the whole batch it was decoded from alive
                     event.args = msgspec.Raw(bytes(event.args))
                     candidates.append((index, event))
@@ -590,7 +600,8 @@ class Records:
                     self._unread[_DETAIL_ONLY_TASKS, event.pid] += 1
                     return
         if times := self._times(event, index, path, diag):
-            self.slices.append(Slice(self.rank.rank, kind, lane, str(event.name), *times, args, task_type))
+            record = (self.rank.rank, kind, lane, str(event.name), *times, args, task_type, (), ())
+            self.slices.append(_new(Slice, record))
 
     def _times(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
         """An event's start (epoch ns) and duration (ns), or None with a warning."""
@@ -623,7 +634,7 @@ class Records:
             self._unread[_BAD_TIMES, event.pid] += 1
             return
         key = f"{event.cat}:{event.id}"
-        self.slices.append(FlowEnd(self.rank.rank, kind, lane, ts_ns, key, event.ph == "s"))
+        self.slices.append(_new(FlowEnd, (self.rank.rank, kind, lane, ts_ns, key, event.ph == "s")))
 
     def _counter(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""

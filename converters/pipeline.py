@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from . import overlap
 from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Chunk, Kept, Sink, Spool, SpoolFile, assemble
@@ -203,7 +203,21 @@ def overlap_report(
     diag = Diagnostics() if diag is None else diag
     infos = select_ranks(discover(Path(path), diag), options.ranks)
     check_graphs(infos, options.graphs)
-    return [overlap_row(batch) for batch in read_profile(infos, options, diag)]
+    rows: list[list[StepOverlap]] = [[] for _ in infos]
+
+    def collect(index: int, result: tuple[list[StepOverlap], Diagnostics]) -> None:
+        rows[index] = result[0]
+        diag.merge(result[1])
+
+    _each_rank(_overlap_rows, [(info, options) for info in infos], collect)
+    return [row for found in rows for row in found]
+
+
+def _overlap_rows(job: tuple[RankInfo, Options]) -> tuple[list[StepOverlap], Diagnostics]:
+    """One rank's rows of the overlap report. Runs in a worker process."""
+    info, options = job
+    diag = Diagnostics()
+    return [overlap_row(batch) for batch in read_profile([info], options, diag)], diag
 
 
 def overlap_row(batch: StepRecords) -> StepOverlap:
@@ -258,17 +272,23 @@ def _encode_ranks(
         if progress is not None:
             progress(done_bytes, sum(sizes), infos[index].rank)
 
+    _each_rank(_encode_rank, jobs, collect)
+    return diag
+
+
+def _each_rank(work: Callable[[tuple], Any], jobs: list[tuple], collect: Callable[[int, Any], None]) -> None:
+    """Run ``work`` on each rank's job, one worker process per core (ranks are independent until
+    written), and hand each result to ``collect`` with its job's index as it arrives."""
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = {pool.submit(_encode_rank, job): job[0] for job in jobs}
+            futures = {pool.submit(work, job): index for index, job in enumerate(jobs)}
             for future in as_completed(futures):
                 collect(futures[future], future.result())
     else:
-        for job in jobs:
-            collect(job[0], _encode_rank(job))
-    return diag
+        for index, job in enumerate(jobs):
+            collect(index, work(job))
 
 
 Progress = Callable[[int, int, int], None]  # (input bytes read, of total, rank just finished)

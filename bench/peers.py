@@ -79,7 +79,8 @@ def run_mindinsight(profile: Path, kind: str, out: Path, ranks: list[int] | None
                                f"{report.decode()}{err.read().decode()[-2000:]}")
     report = json.loads(report)
     ru_maxrss_mib = usage.ru_maxrss / 1024
-    return {"seconds": seconds, "peak_rss_mib": report.pop("vm_hwm_mib") or ru_maxrss_mib,
+    return {"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mib": report.pop("vm_hwm_mib") or ru_maxrss_mib,
             "output_bytes": out.stat().st_size, "events": report.pop("events"),
             "ru_maxrss_mib": ru_maxrss_mib, **report}
 

@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ class Run:
     seconds: float
     peak_rss_mib: float
     output_bytes: int
+    cpu_seconds: float = 0.0  # user + system time of the process and the children it waited for
 
 
 def _tree_rss_kib(root: int) -> int:
@@ -80,16 +82,21 @@ def _tree_rss_kib(root: int) -> int:
 def measure(label: str, argv: list[str], output: Path | None = None) -> Run:
     """Wall time and peak RSS (process tree) of ``argv``."""
     started = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    while child.poll() is None:
-        peak = max(peak, _tree_rss_kib(child.pid))
-        time.sleep(0.005)
-    seconds = time.perf_counter() - started
-    if child.returncode != 0:
-        raise SystemExit(f"{label} failed: {child.stderr.read().decode()[-2000:]}")
+    with tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        peak = 0
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, _tree_rss_kib(child.pid))
+            time.sleep(0.005)
+        seconds = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise SystemExit(f"{label} failed: {err.read().decode()[-2000:]}")
     size = output.stat().st_size if output and output.exists() else 0
-    return Run(label, seconds, peak / 1024, size)
+    return Run(label, seconds, peak / 1024, size, usage.ru_utime + usage.ru_stime)
 
 
 def generated(name: str, write=None, **options) -> Path:
@@ -157,22 +164,56 @@ def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
             out = BUILD / f"mindinsight-{kind}.json"
             result = run_mindinsight(root, kind, out)
             peers[kind] = Run(f"MindInsight 2.3.1 {kind} (JSON)", result["seconds"],
-                              result["peak_rss_mib"], result["output_bytes"])
+                              result["peak_rss_mib"], result["output_bytes"], result["cpu_seconds"])
             runs.append(peers[kind])
     rows = [f"\n### {name}\n", f"{size / 1e6:,.0f} MB of input, {events:,} records (events, rows).\n",
-            "| run | wall s | events/s | MB/s | peak RSS MiB | output MiB | x floor |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+            "| run | wall s | CPU s | events/s | MB/s | MB/s per core | peak RSS MiB | output MiB "
+            "| x floor |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
-        rows.append(f"| {r.label} | {r.seconds:.2f} | {events / r.seconds:,.0f} | "
-                    f"{size / 1e6 / r.seconds:,.0f} | {r.peak_rss_mib:,.0f} | "
-                    f"{r.output_bytes / 2**20:,.1f} | {r.seconds / floor.seconds:.2f} |")
+        rows.append(f"| {r.label} | {r.seconds:.2f} | {r.cpu_seconds:.2f} | {events / r.seconds:,.0f} | "
+                    f"{size / 1e6 / r.seconds:,.0f} | {size / 1e6 / r.cpu_seconds:,.0f} | "
+                    f"{r.peak_rss_mib:,.0f} | {r.output_bytes / 2**20:,.1f} | "
+                    f"{r.seconds / floor.seconds:.2f} |")
     if peers:
         rows.append("")
         for kind in ("summary", "detail"):
-            mine = ours[f"{kind}.json0"]
+            mine, peer = ours[f"{kind}.json0"], peers[kind]
             rows.append(f"- {kind}: MindInsight / trace2perfetto (both JSON, uncapped) = "
-                        f"**{peers[kind].seconds / mine.seconds:.1f}x** faster; peak RSS "
-                        f"{peers[kind].peak_rss_mib:,.0f} vs {mine.peak_rss_mib:,.0f} MiB")
+                        f"**{peer.cpu_seconds / mine.cpu_seconds:.1f}x** per core (CPU s), "
+                        f"{peer.seconds / mine.seconds:.1f}x wall; peak RSS "
+                        f"{peer.peak_rss_mib:,.0f} vs {mine.peak_rss_mib:,.0f} MiB")
+    return rows
+
+
+TRACE_PROCESSOR = ROOT.parent / "shared" / "tools" / "trace_processor_shell"
+
+
+def to_loaded_trace(name: str, root: Path) -> list[str]:
+    """Raw profile to a trace loaded in Perfetto's trace processor (the UI's engine), against
+    loading the vendor's own trace_view.json files (one load per rank, as the UI would)."""
+    if not TRACE_PROCESSOR.exists():
+        return [f"\n(no {TRACE_PROCESSOR}: the load comparison is skipped)"]
+    query = BUILD / "count.sql"
+    query.write_text("select count(*) from slice;\n")
+
+    def load(label: str, trace: Path) -> Run:
+        return measure(label, [str(TRACE_PROCESSOR), "-q", str(query), str(trace)])
+
+    vendor = [load("vendor", p) for p in sorted(root.rglob("trace_view.json"))]
+    vendor_s = sum(r.seconds for r in vendor)
+    rows = [f"\n#### {name}: raw profile to a loaded trace\n",
+            "| way | convert s | load s | total s | x vendor |", "|---|---:|---:|---:|---:|",
+            f"| trace processor loads each rank's trace_view.json ({len(vendor)} loads) | - | "
+            f"{vendor_s:.2f} | {vendor_s:.2f} | 1.00 |"]
+    for kind, suffix in (("detail", ".pftrace"), ("detail", ".json"), ("summary", ".pftrace")):
+        out = BUILD / f"loaded-{kind}{suffix}"
+        made = measure("convert", [sys.executable, "-m", "converters", str(root), "--kind", kind,
+                                   "--max-size", "0", "-o", str(out)], out)
+        loaded = load("load", out)
+        total = made.seconds + loaded.seconds
+        rows.append(f"| trace2perfetto {kind} (uncapped {suffix[1:]}), then one load | "
+                    f"{made.seconds:.2f} | {loaded.seconds:.2f} | {total:.2f} | {total / vendor_s:.2f} |")
     return rows
 
 
@@ -209,6 +250,11 @@ def main() -> None:
     for name, steps in _database_plan(args.quick):
         root = generated(f"gen-database-{steps}", _write_databases, steps=steps)
         lines += bench_profile(name, root, False)
+    for name, options in _torch_npu_plan(args.quick):
+        slug = f"gen-torch-npu-{options['ranks']}x{options['steps']}"
+        root = generated(slug, _write_torch_npu, **options)
+        lines += bench_profile(name, root, False)
+        lines += to_loaded_trace(name, root)
     real = ROOT.parent / "shared" / "data" / "real" / "msprof-2rank"
     if real.is_dir():
         lines += bench_profile("real sample msprof-2rank", real, not args.no_peer)
@@ -246,6 +292,22 @@ def _database_plan(quick: bool) -> list[tuple[str, int]]:
     if not quick:
         plan.append(("~500 MB, torch_npu database form (8 ranks, 46 steps of 10,000 tasks)", 46))
     return plan
+
+
+def _torch_npu_plan(quick: bool) -> list[tuple[str, dict]]:
+    """torch_npu's text form (trace_view.json; no peer: MindInsight reads none), ~100 MB per rank
+    for 8 ranks, and one rank of ~1 GB."""
+    plan = [("~100 MB per rank, torch_npu trace_view.json (8 ranks, 27 steps)", dict(ranks=8, steps=27))]
+    if not quick:
+        plan.append(("~1 GB, torch_npu trace_view.json (1 rank, 270 steps)", dict(ranks=1, steps=270)))
+    return plan
+
+
+def _write_torch_npu(root: Path, ranks: int, steps: int) -> None:
+    from fixtures.ascend_pt_gen import write_ascend_pt_profile
+
+    write_ascend_pt_profile(root, ranks=ranks, steps=steps, tasks_per_step=1000, planes=8, seed=1,
+                            with_kernel_details=False)
 
 
 def _write_databases(root: Path, steps: int) -> None:

@@ -264,16 +264,15 @@ def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> _Bound:
     """Each flow end's slice, and which start each end joins within the step."""
     if not ends:
         return _Bound([], [], {})
-    by_lane: dict[tuple[Layer, str], list[int]] = {(end.layer, end.lane): [] for end in ends}
-    for index, s in enumerate(slices):
-        indices = by_lane.get((s.layer, s.lane))
-        if indices is not None:
-            indices.append(index)
+    by_lane: dict[tuple[Layer, str], list[tuple[int, int, int]]] = {(end.layer, end.lane): [] for end in ends}
+    for index, s in enumerate(slices):  # by index: this runs once per slice
+        found = by_lane.get((s[1], s[2]))
+        if found is not None:
+            found.append((s[4], -s[5], index))
     lanes = {}
-    order = [(s.start_ns, -s.dur_ns) for s in slices]  # outer slices first at equal starts
-    for lane, indices in by_lane.items():
-        indices.sort(key=order.__getitem__)
-        lanes[lane] = (indices, [slices[i].start_ns for i in indices])
+    for lane, found in by_lane.items():
+        found.sort()  # by start, outer slices first at equal starts
+        lanes[lane] = ([i for _, _, i in found], [start for start, _, _ in found])
     starts: dict[str, list[tuple[int, int]]] = defaultdict(list)  # key -> [(time, slice)]
     finishes: list[tuple[str, int, int]] = []
     for end in ends:

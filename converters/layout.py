@@ -11,8 +11,10 @@ before a begin at the same timestamp.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
+from . import _layout
 from .model import HOST_MEMORY, Layer, Sample, Slice
 from .overlap import LANES as OVERLAP_LANES
 
@@ -63,32 +65,21 @@ class Value(NamedTuple):
     value: float
 
 
-class _SubLane:
-    """One drawn track of a lane: the stack of its open slices."""
-
-    __slots__ = ("track", "ends", "last_start", "floor")
-
-    def __init__(self, track: Track) -> None:
-        self.track = track
-        self.ends: list[int] = []  # ends of the open slices, outermost first
-        self.last_start = -(1 << 63)
-        self.floor = -(1 << 63)  # slices ended by close() cannot take children any more
-
-    def close(self, out: list) -> None:
-        if self.ends:
-            self.floor = max(self.floor, self.ends[0])
-        while self.ends:
-            out.append(_new(End, (self.track, self.ends.pop())))
-
-
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
+_NEVER = -(1 << 63)
 
 
 class Lanes:
-    """Assigns slices to tracks, one chunk of slices at a time."""
+    """Assigns slices to tracks, one chunk of slices at a time.
+
+    Each lane has sub-lanes, each a list ``[track, ends, last_start, floor]``: the ends of its
+    open slices (outermost first), the start of its last slice, and where the slices ended by a
+    chunk's close lie (nothing may nest into them any more). The loop over the slices is C
+    (``_layout.c``): it runs once per slice written.
+    """
 
     def __init__(self) -> None:
-        self._lanes: dict[tuple[int, Layer, str], list[_SubLane]] = {}
+        self._lanes: dict[tuple[int, Layer, str], list[list]] = {}
         self._named: dict[str, int] = {}
         self._counters: dict[tuple[int, str], Track] = {}
 
@@ -97,47 +88,24 @@ class Lanes:
 
         ``slices`` must come sorted by ``by_lane_and_start``. Returns, per track, each begin
         preceded by the ends it follows, then the counter samples. Later calls still place
-        slices where they nest properly after the ended ones.
-
-        A slice goes on the first sub-lane where it starts no earlier than the last one there,
-        and, inside the innermost slice still open at its start, ends within it. This loop runs
-        once per slice of a conversion: the sub-lane tests are inlined.
+        slices where they nest properly after the ended ones: a slice goes on the first
+        sub-lane where it starts no earlier than the last one there and, inside the innermost
+        slice still open at its start, ends within it; else on a new one (``Plane 0 #2``).
         """
-        out: list[Begin | End | Value] = []
-        append = out.append
-        key = subs = None
-        for s in slices:
-            if (s[0], s[1], s[2]) != key:
-                key = (s[0], s[1], s[2])
-                subs = self._lanes.get(key)
-                if subs is None:
-                    subs = self._lanes[key] = []
-            start = s[4]
-            end = start + s[5]
-            for sub in subs:
-                if start < sub.last_start or start < sub.floor:
-                    continue
-                ends = sub.ends
-                inner = len(ends) - 1  # the innermost slice still open at start must hold it
-                while inner >= 0 and ends[inner] <= start:
-                    inner -= 1
-                if inner < 0 or end <= ends[inner]:
-                    break
-            else:
-                sub = _SubLane(self._track(s, len(subs)))
-                subs.append(sub)
-                ends = sub.ends
-            while ends and ends[-1] <= start:  # slices ended before this one starts
-                append(_new(End, (sub.track, ends.pop())))
-            ends.append(end)
-            sub.last_start = start
-            append(_new(Begin, (sub.track, s)))
+        out = _layout.place(slices, self._lanes, self._new_sublane, Begin, End)
         for subs in self._lanes.values():
             for sub in subs:
-                sub.close(out)
+                track, ends = sub[0], sub[1]
+                if ends:
+                    sub[3] = max(sub[3], ends[0])
+                    while ends:
+                        out.append(_new(End, (track, ends.pop())))
         for sample in sorted(samples, key=lambda x: (x.lane, x.start_ns)):
-            append(_new(Value, (self._counter_track(sample), sample.start_ns, sample.value)))
+            out.append(_new(Value, (self._counter_track(sample), sample.start_ns, sample.value)))
         return out
+
+    def _new_sublane(self, s: Slice, index: int) -> list:
+        return [self._track(s, index), [], _NEVER, _NEVER]
 
     def _counter_track(self, sample: Sample) -> Track:
         track = self._counters.get((sample.rank, sample.lane))
@@ -166,9 +134,8 @@ class Lanes:
         return Track(s.rank, group, GROUP_ORDER[group], lane, order)
 
 
-def by_lane_and_start(s: Slice) -> tuple:
-    """Sort key that feeds ``Lanes.place`` correctly: parents before the children they hold."""
-    return (_LAYER_ORDER[s[1]], s[2], s[4], -s[5])  # by index: this runs once per slice
-
-
-_LAYER_ORDER = {layer: layer.order for layer in Layer}
+# The sort key that feeds ``Lanes.place`` correctly, parents before the children they hold:
+# (layer order, lane, start, -dur). C, as it runs once per slice; it reads the orders from its
+# module.
+_layout.layer_orders = {layer: layer.order for layer in Layer}
+by_lane_and_start: Callable[[Slice], tuple] = _layout.by_lane_and_start

@@ -1,0 +1,187 @@
+/* The slice placement loop of layout.Lanes.place, in C: it runs once per slice written.
+ *
+ * A sub-lane is a Python list [track, ends, last_start, floor]: ``ends`` holds the ends of its
+ * open slices (outermost first), ``floor`` is where slices ended by a chunk's close lie (nothing
+ * may nest into them any more). A slice goes on the first sub-lane of its lane where it starts
+ * no earlier than the last slice there and, inside the innermost slice still open at its start,
+ * ends within it; else on a new sub-lane made by Python (``new_sublane(slice, index)``). Ends of
+ * slices that closed before it are emitted first (``End(track, ts)``), then ``Begin(track, s)``.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+enum { TRACK, ENDS, LAST_START, FLOOR, SUBLANE_SIZE };
+
+static int as_ll(PyObject *value, long long *out) {
+    *out = PyLong_AsLongLong(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* type(a, b) for a NamedTuple of two fields, without its Python __new__ */
+static PyObject *pair(PyObject *type, PyObject *a, PyObject *b) {
+    PyObject *made = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 2);
+    if (!made) return NULL;
+    Py_INCREF(a); PyTuple_SET_ITEM(made, 0, a);
+    Py_INCREF(b); PyTuple_SET_ITEM(made, 1, b);
+    return made;
+}
+
+static int emit(PyObject *out, PyObject *type, PyObject *a, PyObject *b) {
+    PyObject *event = pair(type, a, b);
+    if (!event) return -1;
+    int rc = PyList_Append(out, event);
+    Py_DECREF(event);
+    return rc;
+}
+
+static int is_sublane(PyObject *sub) {
+    if (PyList_CheckExact(sub) && PyList_GET_SIZE(sub) == SUBLANE_SIZE &&
+        PyList_CheckExact(PyList_GET_ITEM(sub, ENDS)))
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "a sub-lane is [track, ends, last_start, floor]");
+    return 0;
+}
+
+/* Whether slice [start, end] goes on ``sub``: -1 on error. */
+static int fits(PyObject *sub, long long start, long long end) {
+    long long last, floor, open_end;
+    if (as_ll(PyList_GET_ITEM(sub, LAST_START), &last) < 0 || as_ll(PyList_GET_ITEM(sub, FLOOR), &floor) < 0)
+        return -1;
+    if (start < last || start < floor) return 0;
+    PyObject *ends = PyList_GET_ITEM(sub, ENDS);
+    for (Py_ssize_t inner = PyList_GET_SIZE(ends) - 1; inner >= 0; inner--) {
+        if (as_ll(PyList_GET_ITEM(ends, inner), &open_end) < 0) return -1;
+        if (open_end > start) return end <= open_end;  /* the innermost slice open at start */
+    }
+    return 1;
+}
+
+/* Put ``s`` on ``sub``: end what closed before it, then begin it. */
+static int push(PyObject *out, PyObject *sub, PyObject *s, long long start, long long end,
+                PyObject *begin_type, PyObject *end_type) {
+    PyObject *track = PyList_GET_ITEM(sub, TRACK), *ends = PyList_GET_ITEM(sub, ENDS);
+    long long open_end;
+    for (Py_ssize_t n = PyList_GET_SIZE(ends); n > 0; n--) {
+        PyObject *last = PyList_GET_ITEM(ends, n - 1);
+        if (as_ll(last, &open_end) < 0) return -1;
+        if (open_end > start) break;
+        if (emit(out, end_type, track, last) < 0 || PyList_SetSlice(ends, n - 1, n, NULL) < 0) return -1;
+    }
+    PyObject *end_obj = PyLong_FromLongLong(end), *start_obj = PyLong_FromLongLong(start);
+    int rc = (!end_obj || !start_obj || PyList_Append(ends, end_obj) < 0) ? -1 : 0;
+    Py_XDECREF(end_obj);
+    if (rc == 0) {
+        PyList_SetItem(sub, LAST_START, start_obj);  /* steals start_obj */
+        start_obj = NULL;
+        rc = emit(out, begin_type, track, s);
+    }
+    Py_XDECREF(start_obj);
+    return rc;
+}
+
+static int same_lane(PyObject *key, PyObject *s) {
+    for (Py_ssize_t i = 0; i < 3; i++) {
+        PyObject *a = PyTuple_GET_ITEM(key, i), *b = PyTuple_GET_ITEM(s, i);
+        if (a == b) continue;
+        int equal = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (equal <= 0) return equal;
+    }
+    return 1;
+}
+
+static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, new_sublane, Begin, End)");
+        return NULL;
+    }
+    PyObject *slices = argv[0], *lanes = argv[1], *new_sublane = argv[2];
+    PyObject *out = PyList_New(0), *key = NULL, *subs = NULL;  /* subs: borrowed from lanes */
+    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(slices); i++) {
+        PyObject *s = PyList_GET_ITEM(slices, i);
+        long long start, dur, end;
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < 6) {
+            PyErr_SetString(PyExc_TypeError, "expected a Slice");
+            goto fail;
+        }
+        int same = key ? same_lane(key, s) : 0;
+        if (same < 0) goto fail;
+        if (!same) {  /* a lane's slices come together: its sub-lanes are looked up once */
+            Py_XSETREF(key, PyTuple_GetSlice(s, 0, 3));
+            if (!key) goto fail;
+            subs = PyDict_GetItemWithError(lanes, key);
+            if (!subs) {
+                if (PyErr_Occurred() || !(subs = PyList_New(0))) goto fail;
+                int rc = PyDict_SetItem(lanes, key, subs);
+                Py_DECREF(subs);
+                if (rc < 0) goto fail;
+            }
+        }
+        if (as_ll(PyTuple_GET_ITEM(s, 4), &start) < 0 || as_ll(PyTuple_GET_ITEM(s, 5), &dur) < 0) goto fail;
+        if (__builtin_add_overflow(start, dur, &end)) {
+            PyErr_SetString(PyExc_OverflowError, "a slice ends past 2**63 ns");
+            goto fail;
+        }
+        PyObject *chosen = NULL;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
+            PyObject *sub = PyList_GET_ITEM(subs, j);
+            if (!is_sublane(sub)) goto fail;
+            int ok = fits(sub, start, end);
+            if (ok < 0) goto fail;
+            if (ok) { chosen = sub; break; }
+        }
+        if (!chosen) {
+            PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(subs));
+            PyObject *made = index ? PyObject_CallFunctionObjArgs(new_sublane, s, index, NULL) : NULL;
+            Py_XDECREF(index);
+            if (!made) goto fail;
+            int rc = is_sublane(made) ? PyList_Append(subs, made) : -1;
+            Py_DECREF(made);
+            if (rc < 0) goto fail;
+            chosen = made;  /* subs holds it */
+        }
+        if (push(out, chosen, s, start, end, argv[3], argv[4]) < 0) goto fail;
+    }
+    Py_XDECREF(key);
+    return out;
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* The sort key that feeds ``place``: (layer order, lane, start, -dur), parents before children. */
+static PyObject *by_lane_and_start(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 1 || !PyTuple_Check(argv[0]) || PyTuple_GET_SIZE(argv[0]) < 6) {
+        PyErr_SetString(PyExc_TypeError, "by_lane_and_start(slice)");
+        return NULL;
+    }
+    PyObject *s = argv[0], *orders = PyObject_GetAttrString(module, "layer_orders");
+    if (!orders) return NULL;
+    PyObject *order = PyDict_GetItemWithError(orders, PyTuple_GET_ITEM(s, 1));
+    Py_DECREF(orders);
+    if (!order) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "unknown layer");
+        return NULL;
+    }
+    PyObject *minus_dur = PyNumber_Negative(PyTuple_GET_ITEM(s, 5));
+    if (!minus_dur) return NULL;
+    PyObject *key = PyTuple_Pack(4, order, PyTuple_GET_ITEM(s, 2), PyTuple_GET_ITEM(s, 4), minus_dur);
+    Py_DECREF(minus_dur);
+    return key;
+}
+
+static PyMethodDef methods[] = {
+    {"place", (PyCFunction)(void (*)(void))place, METH_FASTCALL,
+     "place(slices, lanes, new_sublane, Begin, End) -> the Begin and End events of the slices"},
+    {"by_lane_and_start", (PyCFunction)(void (*)(void))by_lane_and_start, METH_FASTCALL,
+     "by_lane_and_start(slice) -> (layer order, lane, start, -dur)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_layout", .m_doc = "The slice placement loop of layout.py.",
+    .m_size = -1, .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__layout(void) { return PyModule_Create(&module); }

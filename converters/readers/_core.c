@@ -172,7 +172,242 @@ static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t ar
     return PyObject_CallOneArg(argv[1], us);
 }
 
+/* -- chrome_trace.Records.read_batches: a batch of events to records ------------------------- */
+
+static PyObject *S_ph, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_cat, *S_id, *S_args;
+static PyObject *S_M, *S_X, *S_s, *S_f, *S_t, *S_HOST, *S_STREAM, *S_STEP_PREFIX, *EMPTY, *EMPTY_TUPLE;
+
+typedef struct {
+    PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
+    long long offset;
+    int saw_device;
+} Batch;
+
+/* ns from µs in the forms us_to_ns parses in C; 0 with *ok = 0 for any other (Python's) */
+static long long fast_ns(PyObject *us, int *ok) {
+    *ok = 0;
+    if (PyUnicode_CheckExact(us) && PyUnicode_IS_ASCII(us)) {
+        const char *text = (const char *)PyUnicode_DATA(us);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(us), i = 0, digits_end;
+        long long whole = 0, fraction = 0;
+        int decimals = 0;
+        while (i < n && text[i] >= '0' && text[i] <= '9' && i < 16) whole = whole * 10 + (text[i++] - '0');
+        if (i == 0 || whole >= 9000000000000000LL || (i < n && text[i] != '.')) return 0;
+        digits_end = i;
+        if (i < n)
+            for (i++; i < n && decimals < 3 && text[i] >= '0' && text[i] <= '9'; i++, decimals++)
+                fraction = fraction * 10 + (text[i] - '0');
+        if (i != n || !(digits_end == n || decimals > 0 || digits_end + 1 == n)) return 0;
+        while (decimals++ < 3) fraction *= 10;
+        *ok = 1;
+        return whole * 1000 + fraction;
+    }
+    if (PyFloat_CheckExact(us)) {
+        double value = PyFloat_AS_DOUBLE(us);
+        if (!(value > -9e12 && value < 9e12)) return 0;
+        *ok = 1;
+        return (long long)nearbyint(value * 1000.0);
+    }
+    if (PyLong_CheckExact(us)) {
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(us, &overflow);
+        if (value == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        if (overflow || value <= -9000000000000LL || value >= 9000000000000LL) return 0;
+        *ok = 1;
+        return value * 1000;
+    }
+    return 0;
+}
+
+/* The "Task Type" of raw JSON args where the text alone makes it sure (the rules of
+ * chrome_trace._task_type): a new str, or NULL (no error set) to leave the event to Python. */
+static PyObject *task_type_of(PyObject *args) {
+    static const char key[] = "\"Task Type\":\"", name[] = "\"Task Type\"";
+    Py_buffer view;
+    PyObject *found = NULL;
+    if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) { PyErr_Clear(); return NULL; }
+    const char *data = view.buf, *end = data + view.len, *at = NULL;
+    int braces = 0;
+    for (const char *p = data; p < end; p++) {
+        if (*p == '{') {
+            braces++;
+        } else if (*p == '"' && end - p >= (Py_ssize_t)sizeof(name) - 1 && !memcmp(p, name, sizeof(name) - 1)) {
+            if (at || braces != 1 || end - p < (Py_ssize_t)sizeof(key) - 1 || memcmp(p, key, sizeof(key) - 1))
+                goto done;  /* twice, nested, or not a plain string: decoding decides */
+            at = p + sizeof(key) - 1;
+        }
+    }
+    if (at) {
+        const char *close = memchr(at, '"', end - at);
+        if (close && !memchr(at, '\\', close - at) && close > at) {
+            found = PyUnicode_DecodeUTF8(at, close - at, "replace");
+            if (!found) PyErr_Clear();
+        }
+    }
+done:
+    PyBuffer_Release(&view);
+    return found;
+}
+
+/* A NamedTuple of ``n`` fields from ``items`` (new references, stolen even on failure) */
+static PyObject *record(PyObject *type, PyObject **items, Py_ssize_t n) {
+    PyObject *made = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!items[i]) goto done;
+    if (!(made = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n))) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTuple_SET_ITEM(made, i, items[i]);
+        items[i] = NULL;
+    }
+done:
+    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(items[i]);
+    return made;
+}
+
+static int append_record(Batch *b, PyObject *type, PyObject **items, Py_ssize_t n) {
+    PyObject *made = record(type, items, n);
+    if (!made) return -1;
+    int rc = PyList_Append(b->out, made);
+    Py_DECREF(made);
+    return rc;
+}
+
+/* The event's route (kind, lane) if known and to a layer: borrowed items, else 0 */
+static int route_of(Batch *b, PyObject *event, PyObject **kind, PyObject **lane) {
+    PyObject *pid = PyObject_GetAttr(event, S_pid), *tid = pid ? PyObject_GetAttr(event, S_tid) : NULL;
+    PyObject *key = tid ? PyTuple_Pack(2, pid, tid) : NULL;
+    Py_XDECREF(pid); Py_XDECREF(tid);
+    if (!key) return -1;
+    PyObject *route = PyDict_GetItemWithError(b->routes, key);  /* borrowed */
+    Py_DECREF(key);
+    if (!route) return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 2) return 0;
+    *kind = PyTuple_GET_ITEM(route, 0);
+    *lane = PyTuple_GET_ITEM(route, 1);
+    return Py_TYPE(*kind) == (PyTypeObject *)b->layer_type && PyUnicode_CheckExact(*lane);
+}
+
+/* An "X" event as Records._complete makes it in detail: 1 done, 0 Python's, -1 error */
+static int fast_complete(Batch *b, PyObject *event) {
+    PyObject *kind, *lane, *name = NULL, *args = NULL, *ts = NULL, *dur = NULL, *task = NULL;
+    int result = route_of(b, event, &kind, &lane), ok;
+    if (result <= 0) return result;
+    result = -1;
+    if (!(name = PyObject_GetAttr(event, S_name)) || !(args = PyObject_GetAttr(event, S_args)) ||
+        !(ts = PyObject_GetAttr(event, S_ts)) || !(dur = PyObject_GetAttr(event, S_dur)))
+        goto done;
+    result = 0;
+    if (!PyUnicode_CheckExact(name)) goto done;
+    if (kind == b->host && PyUnicode_Tailmatch(name, S_STEP_PREFIX, 0, PY_SSIZE_T_MAX, -1) == 1)
+        goto done;  /* ProfilerStep#N: a step */
+    int has_args = PyObject_IsTrue(args);
+    if (has_args < 0) { result = -1; goto done; }
+    if (kind != b->host) b->saw_device = 1;
+    if (kind == b->stream && !(has_args && (task = task_type_of(args)))) goto done;
+    long long start = fast_ns(ts, &ok), length;
+    if (!ok) goto done;
+    length = fast_ns(dur, &ok);
+    if (!ok || length < 0 || __builtin_add_overflow(start, b->offset, &start)) goto done;
+    PyObject *items[10] = {
+        Py_NewRef(b->rank), Py_NewRef(kind), Py_NewRef(lane), Py_NewRef(name),
+        PyLong_FromLongLong(start), PyLong_FromLongLong(length), Py_NewRef(has_args ? args : Py_None),
+        task ? Py_NewRef(task) : Py_NewRef(EMPTY), Py_NewRef(EMPTY_TUPLE), Py_NewRef(EMPTY_TUPLE)};
+    result = append_record(b, b->slice_type, items, 10) < 0 ? -1 : 1;
+done:
+    Py_XDECREF(name); Py_XDECREF(args); Py_XDECREF(ts); Py_XDECREF(dur); Py_XDECREF(task);
+    return result;
+}
+
+/* A flow event as Records._flow_end makes it: 1 done, 0 Python's, -1 error */
+static int fast_flow_end(Batch *b, PyObject *event, int starts) {
+    PyObject *kind, *lane, *ts = NULL, *cat = NULL, *id = NULL;
+    int result = route_of(b, event, &kind, &lane), ok;
+    if (result <= 0) return result;
+    result = -1;
+    if (!(ts = PyObject_GetAttr(event, S_ts)) || !(cat = PyObject_GetAttr(event, S_cat)) ||
+        !(id = PyObject_GetAttr(event, S_id)))
+        goto done;
+    result = 0;  /* the key is f"{cat}:{id}": str() gives the same for these types */
+    if (!(cat == Py_None || PyUnicode_CheckExact(cat)) || !(PyUnicode_CheckExact(id) || PyLong_CheckExact(id)))
+        goto done;
+    long long at = fast_ns(ts, &ok);
+    if (!ok || __builtin_add_overflow(at, b->offset, &at)) goto done;
+    PyObject *items[6] = {Py_NewRef(b->rank), Py_NewRef(kind), Py_NewRef(lane), PyLong_FromLongLong(at),
+                          PyUnicode_FromFormat("%S:%S", cat, id), PyBool_FromLong(starts)};
+    result = append_record(b, b->flow_end_type, items, 6) < 0 ? -1 : 1;
+done:
+    Py_XDECREF(ts); Py_XDECREF(cat); Py_XDECREF(id);
+    return result;
+}
+
+static int is(PyObject *text, PyObject *interned) {
+    return text == interned || (PyUnicode_CheckExact(text) && PyUnicode_Compare(text, interned) == 0);
+}
+
+/* read_events(events, first_index, routes, rank, offset_ns, Layer, Slice, FlowEnd, out, python)
+ *   -> (metadata events, saw a device event)
+ * The records of a batch's events, appended to ``out``: the common events of detail output in
+ * C, every other one by ``python(event, index)`` (Records._event); metadata is counted. */
+static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 10 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[2]) || !PyList_CheckExact(argv[8])) {
+        PyErr_SetString(PyExc_TypeError, "read_events(events: list, first_index, routes: dict, rank, "
+                        "offset_ns, Layer, Slice, FlowEnd, out: list, python)");
+        return NULL;
+    }
+    Batch b = {.routes = argv[2], .rank = argv[3], .layer_type = argv[5], .slice_type = argv[6],
+               .flow_end_type = argv[7], .out = argv[8]};
+    Py_ssize_t index = PyLong_AsSsize_t(argv[1]), metadata = 0;
+    b.offset = PyLong_AsLongLong(argv[4]);
+    if (PyErr_Occurred()) return NULL;
+    b.host = PyObject_GetAttr(b.layer_type, S_HOST);
+    b.stream = b.host ? PyObject_GetAttr(b.layer_type, S_STREAM) : NULL;
+    PyObject *result = NULL;
+    if (!b.stream) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv[0]); i++, index++) {
+        PyObject *event = PyList_GET_ITEM(argv[0], i), *ph = PyObject_GetAttr(event, S_ph);
+        if (!ph) goto done;
+        int done_here = 0;
+        if (is(ph, S_M)) {
+            metadata++;
+            done_here = 1;
+        } else if (is(ph, S_X)) {
+            done_here = fast_complete(&b, event);
+        } else if (is(ph, S_s) || is(ph, S_f) || is(ph, S_t)) {
+            done_here = fast_flow_end(&b, event, is(ph, S_s));
+        }
+        Py_DECREF(ph);
+        if (done_here < 0) goto done;
+        if (!done_here) {
+            PyObject *at = PyLong_FromSsize_t(index);
+            PyObject *ignored = at ? PyObject_CallFunctionObjArgs(argv[9], event, at, NULL) : NULL;
+            Py_XDECREF(at);
+            if (!ignored) goto done;
+            Py_DECREF(ignored);
+        }
+    }
+    result = Py_BuildValue("(nO)", metadata, b.saw_device ? Py_True : Py_False);
+done:
+    Py_XDECREF(b.host); Py_XDECREF(b.stream);
+    return result;
+}
+
+static int intern_all(void) {
+    struct { PyObject **slot; const char *text; } names[] = {
+        {&S_ph, "ph"}, {&S_name, "name"}, {&S_pid, "pid"}, {&S_tid, "tid"}, {&S_ts, "ts"}, {&S_dur, "dur"},
+        {&S_cat, "cat"}, {&S_id, "id"}, {&S_args, "args"}, {&S_M, "M"}, {&S_X, "X"}, {&S_s, "s"},
+        {&S_f, "f"}, {&S_t, "t"}, {&S_HOST, "HOST"}, {&S_STREAM, "STREAM"}, {&S_STEP_PREFIX, "ProfilerStep#"},
+        {&EMPTY, ""},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
+    return (EMPTY_TUPLE = PyTuple_New(0)) ? 0 : -1;
+}
+
 static PyMethodDef methods[] = {
+    {"read_events", (PyCFunction)(void (*)(void))read_events, METH_FASTCALL,
+     "read_events(events, first_index, routes, rank, offset_ns, Layer, Slice, FlowEnd, out, python) "
+     "-> (metadata events, saw a device event)"},
     {"us_to_ns", (PyCFunction)(void (*)(void))us_to_ns, METH_FASTCALL,
      "us_to_ns(us, exact) -> int: µs (a number, or a string with at most 3 decimals) as ns"},
     {"rows", (PyCFunction)(void (*)(void))rows, METH_FASTCALL,
@@ -187,4 +422,4 @@ static struct PyModuleDef module = {
     .m_size = -1, .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__core(void) { return intern_all() < 0 ? NULL : PyModule_Create(&module); }

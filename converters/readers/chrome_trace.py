@@ -31,6 +31,7 @@ from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
+from ._core import read_events
 from ._core import us_to_ns as _us_to_ns
 from .spill import StepSpill
 
@@ -453,7 +454,7 @@ class Records:
         self._steps_wanted, self._slices_wanted = steps, slices
         self._unread.clear()
         index = made = events_seen = 0
-        complete, flow_end = self._complete, self._flow_end
+        rank = self.rank
         for events in _batches(path, diag):
             events_seen += len(events)
             if path not in self._named:  # names first, wherever they lie in the batch
@@ -461,28 +462,44 @@ class Records:
                     if event.ph == "M":
                         self._metadata(event)
             kept_before = len(self.slices)
-            for event in events:
-                ph = event.ph
-                if ph == "X":
-                    complete(event, index, path, diag)
-                elif ph == "s" or ph == "f" or ph == "t":  # a flow step ends an arrow too
-                    if slices and self.detail:
-                        flow_end(event)
+
+            def event_of(event: _Event, at: int) -> None:
+                self._event(event, at, path, diag, slices)
+
+            if slices and self.detail:  # the common events of detail in C (_core.c), the rest here
+                metadata, device = read_events(events, index, self._routes, rank.rank, rank.clock_offset_ns,
+                                               Layer, Slice, FlowEnd, self.slices, event_of)
+                self.saw_device = self.saw_device or device
+            else:
+                metadata = 0
+                for at, event in enumerate(events, index):
+                    if event.ph == "M":
+                        metadata += 1
                     else:
-                        self._unread[_DETAIL_ONLY_FLOWS, event.pid] += 1
-                elif ph == "C":
-                    if slices and self.detail:
-                        self._counter(event, index, path, diag)
-                    else:
-                        self._unread[_DETAIL_ONLY_COUNTERS, event.pid] += 1
-                elif ph == "M":
-                    events_seen -= 1
-                else:
-                    self._unread[f"events of phase {ph!r}, which are not converted", event.pid] += 1
-                index += 1
+                        event_of(event, at)
+            events_seen -= metadata
+            index += len(events)
             made += len(self.slices) - kept_before
             yield self.slices if keep else self.take_slices()
         self.report(path, events_seen, made + len(self.steps), diag)
+
+    def _event(self, event: _Event, index: int, path: Path, diag: Diagnostics, slices: bool) -> None:
+        """Any event but metadata: a slice, a counter, a flow end, or what was left out and why."""
+        ph = event.ph
+        if ph == "X":
+            self._complete(event, index, path, diag)
+        elif ph == "s" or ph == "f" or ph == "t":  # a flow step ends an arrow too
+            if slices and self.detail:
+                self._flow_end(event)
+            else:
+                self._unread[_DETAIL_ONLY_FLOWS, event.pid] += 1
+        elif ph == "C":
+            if slices and self.detail:
+                self._counter(event, index, path, diag)
+            else:
+                self._unread[_DETAIL_ONLY_COUNTERS, event.pid] += 1
+        else:
+            self._unread[f"events of phase {ph!r}, which are not converted", event.pid] += 1
 
     def read_steps(self, path: Path, diag: Diagnostics) -> None:
         """The first pass: every metadata event, then the step events among the rest, routed

@@ -373,3 +373,78 @@ def test_us_to_ns_of_what_profilers_write():
     assert chrome_trace.us_to_ns("1.0005") == 1000  # half to even, as decimal arithmetic rounds
     with pytest.raises(TypeError):
         chrome_trace.us_to_ns(None)
+
+
+# ---------------------------------------------------------------- the C fast path
+
+
+def _every_event_in_python(events, index, routes, rank, offset, layer, slice_type, flow_end, out, python):
+    """``read_events`` without its fast path: every event by the Python rules."""
+    metadata = 0
+    for at, event in enumerate(events, index):
+        if event.ph == "M":
+            metadata += 1
+        else:
+            python(event, at)
+    return metadata, False
+
+
+def _records_and_messages(root: Path, kind: str) -> tuple[list, list[str]]:
+    steps, diag = _read(root, kind)
+    records = [(s.step_id, tuple(r if not isinstance(r, Slice) or r.args is None or isinstance(r.args, dict)
+                                 else r._replace(args=bytes(r.args)) for r in s.slices + s.samples))
+               for s in steps]
+    return records, diag.messages()
+
+
+def _odd_forms() -> list[dict]:
+    """Events in every form a fast path could get wrong: times with 0-4 decimals, as numbers and
+    past 9e12 µs, bad times; Task Types nested, escaped, twice, empty or not text; flow ids of
+    several types; steps that are no steps."""
+    def at(ts, dur=1.5, name="k", pid=DEVICE, tid=2, **args):
+        return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    base = T0 + 1500
+    events = NAMES + steps(3)
+    for lane in ({"pid": DEVICE, "tid": 2, "Task Type": "AI_CORE"}, {"pid": HCCL, "tid": 0}):
+        events += [at(f"{base}", **lane), at(f"{base}.", **lane), at(f"{base}.5", **lane),
+                   at(f"{base}.25", **lane), at(f"{base}.125", **lane), at(f"{base}.1255", **lane),
+                   at(f"{base}e0", **lane), at(f"+{base}", **lane), at(" 1", **lane), at("", **lane),
+                   at(None, **lane), at(float(base) + 0.3, **lane), at(base + 1, **lane), at(1e13, **lane),
+                   at(f"{base}", dur="2.5", **lane), at(f"{base}", dur=-1, **lane),
+                   at(f"{base}", dur=True, **lane), at(f"{base}", dur="1e3", **lane), at("１２", dur=1, **lane)]
+    task = f"{base}.300"
+    events += [at(task, **{"Task Type": "AI_CORE"}), at(task, x={"Task Type": "AI_CORE"}),
+               at(task, **{"Task Type": 'AI\"CORE'}), at(task, **{"Task Type": ""}),
+               at(task, **{"Task Type": 7}), at(task), at(task, y="{", **{"Task Type": "AI_CPU"}),
+               {"ph": "X", "name": "raw", "pid": DEVICE, "tid": 2, "ts": task, "dur": 1,
+                "args": {"Task Type": "A", "a": 1} | {"b": {"Task Type": "B"}}},
+               at(task, name="ProfilerStep#x", pid=PYTHON, tid=1), at(task, name=5, pid=CANN, tid=7),
+               at(task, pid=999, tid=1), at(task, pid=HCCL, tid=1)]
+    for flow_id in ("9", 9, 9.5, True, None):
+        events += [{"ph": "s", "cat": "c", "id": flow_id, "pid": CANN, "tid": 7, "ts": task},
+                   {"ph": "f", "cat": None, "id": flow_id, "pid": DEVICE, "tid": 2, "ts": task, "bp": "e"}]
+    return events
+
+
+@pytest.mark.parametrize("kind", ["detail", "summary"])
+@pytest.mark.parametrize("sample", ["odd forms", "generated", "ascend-pt-2rank", "mindspore-cpu/pynative-profile",
+                                    "mindspore-cpu/graph-legacy-Profiler", "msprof-2rank"])
+def test_the_c_fast_path_makes_exactly_the_records_of_the_python_rules(tmp_path, monkeypatch, kind, sample):
+    if sample == "odd forms":
+        root = tmp_path / "odd"
+        write_rank(root, _odd_forms())
+    elif sample == "generated":  # names last, pipeline parallel: sends, receives, bubbles
+        from fixtures.ascend_pt_gen import write_ascend_pt_profile
+
+        root = tmp_path / "gen"
+        write_ascend_pt_profile(root, ranks=2, pp=2, steps=3, tasks_per_step=120, metadata_last=True, seed=5)
+    else:
+        from conftest import real_data
+
+        root = real_data(sample)
+    fast = _records_and_messages(root, kind)
+    monkeypatch.setattr(chrome_trace, "read_events", _every_event_in_python)
+    slow = _records_and_messages(root, kind)
+    assert fast == slow
+    assert kind == "summary" or sum(len(records) for _, records in fast[0]) > 0

@@ -412,7 +412,8 @@ def _odd_forms() -> list[dict]:
                    at(f"{base}e0", **lane), at(f"+{base}", **lane), at(" 1", **lane), at("", **lane),
                    at(None, **lane), at(float(base) + 0.3, **lane), at(base + 1, **lane), at(1e13, **lane),
                    at(f"{base}", dur="2.5", **lane), at(f"{base}", dur=-1, **lane),
-                   at(f"{base}", dur=True, **lane), at(f"{base}", dur="1e3", **lane), at("１２", dur=1, **lane)]
+                   at(f"{base}", dur=True, **lane), at(f"{base}", dur="1e3", **lane),
+                   at("１２", dur=1, **lane)]
     task = f"{base}.300"
     events += [at(task, **{"Task Type": "AI_CORE"}), at(task, x={"Task Type": "AI_CORE"}),
                at(task, **{"Task Type": 'AI\"CORE'}), at(task, **{"Task Type": ""}),
@@ -428,8 +429,8 @@ def _odd_forms() -> list[dict]:
 
 
 @pytest.mark.parametrize("kind", ["detail", "summary"])
-@pytest.mark.parametrize("sample", ["odd forms", "generated", "ascend-pt-2rank", "mindspore-cpu/pynative-profile",
-                                    "mindspore-cpu/graph-legacy-Profiler", "msprof-2rank"])
+@pytest.mark.parametrize("sample", ["odd forms", "generated", "ascend-pt-2rank", "msprof-2rank",
+                                    "mindspore-cpu/pynative-profile", "mindspore-cpu/graph-legacy-Profiler"])
 def test_the_c_fast_path_makes_exactly_the_records_of_the_python_rules(tmp_path, monkeypatch, kind, sample):
     if sample == "odd forms":
         root = tmp_path / "odd"

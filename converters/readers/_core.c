@@ -176,6 +176,7 @@ static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t ar
 
 static PyObject *S_ph, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_cat, *S_id, *S_args;
 static PyObject *S_M, *S_X, *S_s, *S_f, *S_t, *S_HOST, *S_STREAM, *S_STEP_PREFIX, *EMPTY, *EMPTY_TUPLE;
+static PyObject *S_ITERATION, *S_REDUCE;
 
 typedef struct {
     PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
@@ -392,12 +393,52 @@ done:
     return result;
 }
 
+/* steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])
+ * The first pass over a batch (Records.read_steps): "M" events, and the "X" events that may be
+ * steps (category "Iteration Time" or "Reduce", or a name starting "ProfilerStep#"). */
+static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 2 || !PyList_CheckExact(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "steps_and_names(events: list, first_index)");
+        return NULL;
+    }
+    Py_ssize_t index = PyLong_AsSsize_t(argv[1]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    PyObject *names = PyList_New(0), *steps = PyList_New(0), *result = NULL;
+    if (!names || !steps) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv[0]); i++, index++) {
+        PyObject *event = PyList_GET_ITEM(argv[0], i), *ph = PyObject_GetAttr(event, S_ph);
+        if (!ph) goto done;
+        int step = 0, metadata = is(ph, S_M), rc = 0;
+        if (!metadata && is(ph, S_X)) {
+            PyObject *cat = PyObject_GetAttr(event, S_cat), *name = cat ? PyObject_GetAttr(event, S_name) : NULL;
+            if (!name) { Py_XDECREF(cat); Py_DECREF(ph); goto done; }
+            step = (PyUnicode_CheckExact(cat) && (is(cat, S_ITERATION) || is(cat, S_REDUCE))) ||
+                   (PyUnicode_CheckExact(name) && PyUnicode_Tailmatch(name, S_STEP_PREFIX, 0, PY_SSIZE_T_MAX, -1) == 1);
+            Py_DECREF(cat); Py_DECREF(name);
+        }
+        Py_DECREF(ph);
+        if (metadata) {
+            rc = PyList_Append(names, event);
+        } else if (step) {
+            PyObject *pair = Py_BuildValue("(nO)", index, event);
+            rc = pair ? PyList_Append(steps, pair) : -1;
+            Py_XDECREF(pair);
+        }
+        if (rc < 0) goto done;
+    }
+    result = PyTuple_Pack(2, names, steps);
+done:
+    Py_XDECREF(names); Py_XDECREF(steps);
+    return result;
+}
+
 static int intern_all(void) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&S_ph, "ph"}, {&S_name, "name"}, {&S_pid, "pid"}, {&S_tid, "tid"}, {&S_ts, "ts"}, {&S_dur, "dur"},
         {&S_cat, "cat"}, {&S_id, "id"}, {&S_args, "args"}, {&S_M, "M"}, {&S_X, "X"}, {&S_s, "s"},
         {&S_f, "f"}, {&S_t, "t"}, {&S_HOST, "HOST"}, {&S_STREAM, "STREAM"}, {&S_STEP_PREFIX, "ProfilerStep#"},
-        {&EMPTY, ""},
+        {&EMPTY, ""}, {&S_ITERATION, "Iteration Time"}, {&S_REDUCE, "Reduce"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;
@@ -405,6 +446,8 @@ static int intern_all(void) {
 }
 
 static PyMethodDef methods[] = {
+    {"steps_and_names", (PyCFunction)(void (*)(void))steps_and_names, METH_FASTCALL,
+     "steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])"},
     {"read_events", (PyCFunction)(void (*)(void))read_events, METH_FASTCALL,
      "read_events(events, first_index, routes, rank, offset_ns, Layer, Slice, FlowEnd, out, python) "
      "-> (metadata events, saw a device event)"},

@@ -31,7 +31,7 @@ from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
-from ._core import read_events
+from ._core import read_events, steps_and_names
 from ._core import us_to_ns as _us_to_ns
 from .spill import StepSpill
 
@@ -319,7 +319,6 @@ def flow_id(rank: int, key: str, k: int) -> int:
 
 
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
-_STEP_CATEGORIES = ("Iteration Time", "Reduce")  # the CANN step trace's events
 # A process the reader does not know is a device's when its name says so (its events are drawn
 # with the device streams, but count as computation only if they say their Task Type); any other
 # one is host activity.
@@ -507,16 +506,14 @@ class Records:
         self._steps_wanted, self._slices_wanted = True, False
         candidates: list[tuple[int, _Event]] = []
         index = 0
-        for events in _batches(path, diag):
-            for event in events:
-                ph = event.ph
-                if ph == "M":
-                    self._metadata(event)
-                elif ph == "X" and (event.cat in _STEP_CATEGORIES or _is_profiler_step(event.name)):
-                    # its args apart: a msgspec.Raw keeps the whole batch it was decoded from alive
-                    event.args = msgspec.Raw(bytes(event.args))
-                    candidates.append((index, event))
-                index += 1
+        for events in _batches(path, diag):  # C sorts out the few events this pass takes
+            names, steps = steps_and_names(events, index)
+            for event in names:
+                self._metadata(event)
+            for _, event in steps:  # its args apart: a msgspec.Raw keeps its whole batch alive
+                event.args = msgspec.Raw(bytes(event.args))
+            candidates += steps
+            index += len(events)
         self._named.add(path)
         for index, event in candidates:
             self._complete(event, index, path, diag)

@@ -12,9 +12,12 @@
 
 enum { TRACK, ENDS, LAST_START, FLOOR, SUBLANE_SIZE };
 
+/* PyLong_AsLongLong converts through _PyLong_AsByteArray (slow for epoch ns); this one does not */
 static int as_ll(PyObject *value, long long *out) {
-    *out = PyLong_AsLongLong(value);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) PyErr_SetString(PyExc_OverflowError, "a time past 2**63 ns");
+    return (overflow || (*out == -1 && PyErr_Occurred())) ? -1 : 0;
 }
 
 /* type(a, b) for a NamedTuple of two fields, without its Python __new__ */

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -283,12 +284,25 @@ def _each_rank(work: Callable[[tuple], Any], jobs: list[tuple], collect: Callabl
     if workers > 1:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = {pool.submit(work, job): index for index, job in enumerate(jobs)}
+            futures = {pool.submit(_with_fewer_collections, work, job): index
+                       for index, job in enumerate(jobs)}
             for future in as_completed(futures):
                 collect(futures[future], future.result())
     else:
         for index, job in enumerate(jobs):
-            collect(index, work(job))
+            collect(index, _with_fewer_collections(work, job))
+
+
+def _with_fewer_collections(work: Callable[[tuple], Any], job: tuple) -> Any:
+    """``work(job)`` with Python's cyclic garbage collector run every 50,000 allocations rather
+    than 700: a rank's records are millions of short-lived tuples and no reference cycles, and
+    walking the live ones that often cost 10% of a conversion. The caller's setting is restored."""
+    before = gc.get_threshold()
+    gc.set_threshold(50_000, 20, 10)
+    try:
+        return work(job)
+    finally:
+        gc.set_threshold(*before)
 
 
 Progress = Callable[[int, int, int], None]  # (input bytes read, of total, rank just finished)

@@ -269,19 +269,33 @@ static int put_args(State *st, Buf *b, PyObject *args) {
     return rc;
 }
 
+/* An int of 0 to 2**64 - 1. (PyLong_AsUnsignedLongLong and PyLong_AsLongLong convert through
+ * _PyLong_AsByteArray, slow for the epoch ns and 64-bit ids written per event.) */
+static int as_u64(PyObject *value, unsigned long long *out) {
+    if (!PyLong_Check(value) || _PyLong_Sign(value) < 0 || _PyLong_NumBits(value) > 64) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_OverflowError, "not a 64-bit unsigned int: %R", value);
+        return -1;
+    }
+    *out = PyLong_AsUnsignedLongLongMask(value);
+    return 0;
+}
+
 static int put_flows(Buf *b, PyObject *flows, const unsigned char *key) {
     if (!PyTuple_Check(flows)) { PyErr_SetString(PyExc_TypeError, "flow ids must be a tuple"); return -1; }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flows); i++) {
-        unsigned long long id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(flows, i));
-        if (id == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        unsigned long long id;
+        if (as_u64(PyTuple_GET_ITEM(flows, i), &id) < 0) return -1;
         if (buf_put(b, (const char *)key, 2) < 0 || buf_fixed64(b, id) < 0) return -1;
     }
     return 0;
 }
 
+/* timestamp: ts (negative ones as their two's complement, as perfetto._varint writes them) */
 static int put_timestamp(Buf *b, PyObject *ts) {
-    long long v = PyLong_AsLongLong(ts);
-    if (v == -1 && PyErr_Occurred()) return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(ts, &overflow);
+    if (overflow) PyErr_SetString(PyExc_OverflowError, "a time past 2**63 ns");
+    if (overflow || (v == -1 && PyErr_Occurred())) return -1;
     return buf_put(b, "\x40", 1) < 0 || buf_varint(b, (unsigned long long)v) < 0 ? -1 : 0;
 }
 

@@ -133,45 +133,6 @@ static PyObject *records(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     return out;
 }
 
-/* µs as profilers write them, as ns: a number (``round(us * 1000)``, exact below 9e12 µs), or a
- * string of ASCII digits with at most 3 decimals, parsed exactly. Anything else (more decimals,
- * an exponent, huge values, bad input) is ``exact(us)``'s, the Python rules this follows. */
-static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    (void)module;
-    if (argc != 2) {
-        PyErr_SetString(PyExc_TypeError, "us_to_ns(us, exact)");
-        return NULL;
-    }
-    PyObject *us = argv[0];
-    if (PyUnicode_CheckExact(us) && PyUnicode_IS_ASCII(us)) {
-        const char *text = (const char *)PyUnicode_DATA(us);
-        Py_ssize_t n = PyUnicode_GET_LENGTH(us), i = 0;
-        long long whole = 0, fraction = 0;
-        int decimals = 0;
-        while (i < n && text[i] >= '0' && text[i] <= '9' && i < 16) whole = whole * 10 + (text[i++] - '0');
-        if (i > 0 && whole < 9000000000000000LL && (i == n || text[i] == '.')) {  /* x1000 fits */
-            Py_ssize_t digits_end = i;
-            if (i < n) {
-                for (i++; i < n && decimals < 3 && text[i] >= '0' && text[i] <= '9'; i++, decimals++)
-                    fraction = fraction * 10 + (text[i] - '0');
-            }
-            if (i == n && (digits_end == n || decimals > 0 || digits_end + 1 == n)) {
-                while (decimals++ < 3) fraction *= 10;
-                return PyLong_FromLongLong(whole * 1000 + fraction);
-            }
-        }
-    } else if (PyFloat_CheckExact(us)) {
-        double value = PyFloat_AS_DOUBLE(us);
-        if (value > -9e12 && value < 9e12) return PyLong_FromDouble(nearbyint(value * 1000.0));
-    } else if (PyLong_CheckExact(us)) {
-        int overflow = 0;
-        long long value = PyLong_AsLongLongAndOverflow(us, &overflow);
-        if (value == -1 && PyErr_Occurred()) return NULL;
-        if (!overflow && value > -9000000000000LL && value < 9000000000000LL) return PyLong_FromLongLong(value * 1000);
-    }
-    return PyObject_CallOneArg(argv[1], us);
-}
-
 /* -- chrome_trace.Records.read_batches: a batch of events to records ------------------------- */
 
 static PyObject *S_ph, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_cat, *S_id, *S_args;
@@ -184,7 +145,9 @@ typedef struct {
     int saw_device;
 } Batch;
 
-/* ns from µs in the forms us_to_ns parses in C; 0 with *ok = 0 for any other (Python's) */
+/* ns from µs as profilers write them: a number (``round(us * 1000)``, exact below 9e12 µs), or
+ * a string of ASCII digits with at most 3 decimals, parsed exactly. Any other form (more
+ * decimals, an exponent, huge values, bad input): 0 with *ok = 0, for the Python rules. */
 static long long fast_ns(PyObject *us, int *ok) {
     *ok = 0;
     if (PyUnicode_CheckExact(us) && PyUnicode_IS_ASCII(us)) {
@@ -218,6 +181,18 @@ static long long fast_ns(PyObject *us, int *ok) {
         return value * 1000;
     }
     return 0;
+}
+
+/* us_to_ns(us, exact) -> int: ``fast_ns``, or ``exact(us)`` (chrome_trace._exact_us_to_ns) */
+static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "us_to_ns(us, exact)");
+        return NULL;
+    }
+    int ok;
+    long long ns = fast_ns(argv[0], &ok);
+    return ok ? PyLong_FromLongLong(ns) : PyObject_CallOneArg(argv[1], argv[0]);
 }
 
 /* The "Task Type" of raw JSON args where the text alone makes it sure (the rules of

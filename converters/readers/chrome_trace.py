@@ -396,11 +396,23 @@ def _exact_us_to_ns(us: Any) -> int:
         if -9e12 < us < 9e12:  # below 2**53 ns a float product is exact to the ns
             return round(us * 1000)
         whole = int(us)  # epoch µs as a float (host timelines): whole and fraction apart
-        return whole * 1000 + round((us - whole) * 1000)
+        return _a_time(whole * 1000 + round((us - whole) * 1000), us)
     whole, _, fraction = us.partition(".")
     if whole.isdigit() and len(fraction) <= 3 and (not fraction or fraction.isdigit()):
-        return int(whole) * 1000 + int(fraction.ljust(3, "0"))
-    return int((Decimal(us) * 1000).to_integral_value())
+        return _a_time(int(whole) * 1000 + int(fraction.ljust(3, "0")), us)
+    value = Decimal(us)
+    if value.is_finite() and value.adjusted() > 25:  # "1e100000": not made into a huge int
+        raise ValueError(f"{us!r} µs is no time")
+    return _a_time(int((value * 1000).to_integral_value()), us)
+
+
+def _a_time(ns: int, us: Any) -> int:
+    if -_NO_TIME < ns < _NO_TIME:
+        return ns
+    raise ValueError(f"{us!r} µs is no time")
+
+
+_NO_TIME = 10**24  # ns: 30 million years
 
 
 def _raw_args(event: Any) -> Any:

@@ -136,14 +136,33 @@ static PyObject *records(PyObject *module, PyObject *const *argv, Py_ssize_t arg
 /* -- chrome_trace.Records.read_batches: a batch of events to records ------------------------- */
 
 static PyObject *S_ph, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_cat, *S_id, *S_args;
-static PyObject *S_M, *S_X, *S_s, *S_f, *S_t, *S_HOST, *S_STREAM, *S_STEP_PREFIX, *EMPTY, *EMPTY_TUPLE;
+static PyObject *S_M, *S_X, *S_C, *S_s, *S_f, *S_t, *S_HOST, *S_STREAM, *S_STEP_PREFIX, *EMPTY, *EMPTY_TUPLE;
 static PyObject *S_ITERATION, *S_REDUCE;
 
 typedef struct {
     PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
+    PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason, pid) */
     long long offset;
-    int saw_device;
+    int detail, saw_device;
 } Batch;
+
+/* Records._unread reasons, in the order of the ``reasons`` tuple read_events gets */
+enum { LEFT_HOST, LEFT_TASKS, LEFT_COUNTERS, LEFT_FLOWS, LEFT_VENDOR, REASONS };
+
+/* unread[reason, event.pid] += 1: 1, or -1 on error */
+static int left_out(Batch *b, int reason, PyObject *event) {
+    PyObject *pid = PyObject_GetAttr(event, S_pid);
+    PyObject *key = pid ? PyTuple_Pack(2, PyTuple_GET_ITEM(b->reasons, reason), pid) : NULL;
+    Py_XDECREF(pid);
+    if (!key) return -1;
+    PyObject *count = PyDict_GetItemWithError(b->unread, key), *more = NULL;  /* a Counter: 0 if absent */
+    long long n = count ? PyLong_AsLongLong(count) : 0;
+    if (!PyErr_Occurred()) more = PyLong_FromLongLong(n + 1);
+    int rc = more ? PyDict_SetItem(b->unread, key, more) : -1;
+    Py_XDECREF(more);
+    Py_DECREF(key);
+    return rc < 0 ? -1 : 1;
+}
 
 /* ns from µs as profilers write them: a number (``round(us * 1000)``, exact below 9e12 µs), or
  * a string of ASCII digits with at most 3 decimals, parsed exactly. Any other form (more
@@ -248,7 +267,8 @@ static int append_record(Batch *b, PyObject *type, PyObject **items, Py_ssize_t 
     return rc;
 }
 
-/* The event's route (kind, lane) if known and to a layer: borrowed items, else 0 */
+/* The event's route (kind, lane) if known and to a layer or skipped (kind None): borrowed
+ * items, else 0 */
 static int route_of(Batch *b, PyObject *event, PyObject **kind, PyObject **lane) {
     PyObject *pid = PyObject_GetAttr(event, S_pid), *tid = pid ? PyObject_GetAttr(event, S_tid) : NULL;
     PyObject *key = tid ? PyTuple_Pack(2, pid, tid) : NULL;
@@ -260,14 +280,15 @@ static int route_of(Batch *b, PyObject *event, PyObject **kind, PyObject **lane)
     if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 2) return 0;
     *kind = PyTuple_GET_ITEM(route, 0);
     *lane = PyTuple_GET_ITEM(route, 1);
-    return Py_TYPE(*kind) == (PyTypeObject *)b->layer_type && PyUnicode_CheckExact(*lane);
+    return *kind == Py_None || (Py_TYPE(*kind) == (PyTypeObject *)b->layer_type && PyUnicode_CheckExact(*lane));
 }
 
-/* An "X" event as Records._complete makes it in detail: 1 done, 0 Python's, -1 error */
+/* An "X" event as Records._complete takes it: 1 done, 0 Python's, -1 error */
 static int fast_complete(Batch *b, PyObject *event) {
     PyObject *kind, *lane, *name = NULL, *args = NULL, *ts = NULL, *dur = NULL, *task = NULL;
     int result = route_of(b, event, &kind, &lane), ok;
     if (result <= 0) return result;
+    if (kind == Py_None) return left_out(b, LEFT_VENDOR, event);
     result = -1;
     if (!(name = PyObject_GetAttr(event, S_name)) || !(args = PyObject_GetAttr(event, S_args)) ||
         !(ts = PyObject_GetAttr(event, S_ts)) || !(dur = PyObject_GetAttr(event, S_dur)))
@@ -276,10 +297,24 @@ static int fast_complete(Batch *b, PyObject *event) {
     if (!PyUnicode_CheckExact(name)) goto done;
     if (kind == b->host && PyUnicode_Tailmatch(name, S_STEP_PREFIX, 0, PY_SSIZE_T_MAX, -1) == 1)
         goto done;  /* ProfilerStep#N: a step */
+    if (kind == b->host && !b->detail) {
+        result = left_out(b, LEFT_HOST, event);
+        goto done;
+    }
     int has_args = PyObject_IsTrue(args);
     if (has_args < 0) { result = -1; goto done; }
     if (kind != b->host) b->saw_device = 1;
     if (kind == b->stream && !(has_args && (task = task_type_of(args)))) goto done;
+    if (task && !b->detail) {  /* summary keeps compute tasks only */
+        PyObject *answer = PyObject_CallOneArg(b->is_compute, task);
+        int compute = answer ? PyObject_IsTrue(answer) : -1;
+        Py_XDECREF(answer);
+        if (compute < 0) { result = -1; goto done; }
+        if (!compute) {
+            result = left_out(b, LEFT_TASKS, event);
+            goto done;
+        }
+    }
     long long start = fast_ns(ts, &ok), length;
     if (!ok) goto done;
     length = fast_ns(dur, &ok);
@@ -298,7 +333,7 @@ done:
 static int fast_flow_end(Batch *b, PyObject *event, int starts) {
     PyObject *kind, *lane, *ts = NULL, *cat = NULL, *id = NULL;
     int result = route_of(b, event, &kind, &lane), ok;
-    if (result <= 0) return result;
+    if (result <= 0 || kind == Py_None) return result < 0 ? -1 : 0;
     result = -1;
     if (!(ts = PyObject_GetAttr(event, S_ts)) || !(cat = PyObject_GetAttr(event, S_cat)) ||
         !(id = PyObject_GetAttr(event, S_id)))
@@ -320,21 +355,27 @@ static int is(PyObject *text, PyObject *interned) {
     return text == interned || (PyUnicode_CheckExact(text) && PyUnicode_Compare(text, interned) == 0);
 }
 
-/* read_events(events, first_index, routes, rank, offset_ns, Layer, Slice, FlowEnd, out, python)
- *   -> (metadata events, saw a device event)
- * The records of a batch's events, appended to ``out``: the common events of detail output in
- * C, every other one by ``python(event, index)`` (Records._event); metadata is counted. */
+/* read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)
+ * The records of a batch's events (Records.read_batches), appended to ``out``: the common events
+ * in C, every other one by ``python(event, index)`` (Records._event); metadata is counted.
+ * ``context``: (routes, rank, offset_ns, detail, unread, reasons, is_compute, Layer, Slice,
+ * FlowEnd), the reader's state and rules. */
 static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 10 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[2]) || !PyList_CheckExact(argv[8])) {
-        PyErr_SetString(PyExc_TypeError, "read_events(events: list, first_index, routes: dict, rank, "
-                        "offset_ns, Layer, Slice, FlowEnd, out: list, python)");
+    PyObject *c = argc == 5 ? argv[4] : NULL;
+    if (!c || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[2]) || !PyTuple_Check(c) ||
+        PyTuple_GET_SIZE(c) != 10 || !PyDict_Check(PyTuple_GET_ITEM(c, 0)) || !PyDict_Check(PyTuple_GET_ITEM(c, 4)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(c, 5)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(c, 5)) != REASONS) {
+        PyErr_SetString(PyExc_TypeError, "read_events(events: list, first_index, out: list, python, context)");
         return NULL;
     }
-    Batch b = {.routes = argv[2], .rank = argv[3], .layer_type = argv[5], .slice_type = argv[6],
-               .flow_end_type = argv[7], .out = argv[8]};
+    Batch b = {.routes = PyTuple_GET_ITEM(c, 0), .rank = PyTuple_GET_ITEM(c, 1), .unread = PyTuple_GET_ITEM(c, 4),
+               .reasons = PyTuple_GET_ITEM(c, 5), .is_compute = PyTuple_GET_ITEM(c, 6),
+               .layer_type = PyTuple_GET_ITEM(c, 7), .slice_type = PyTuple_GET_ITEM(c, 8),
+               .flow_end_type = PyTuple_GET_ITEM(c, 9), .out = argv[2]};
     Py_ssize_t index = PyLong_AsSsize_t(argv[1]), metadata = 0;
-    b.offset = PyLong_AsLongLong(argv[4]);
+    b.offset = PyLong_AsLongLong(PyTuple_GET_ITEM(c, 2));
+    b.detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, 3));
     if (PyErr_Occurred()) return NULL;
     b.host = PyObject_GetAttr(b.layer_type, S_HOST);
     b.stream = b.host ? PyObject_GetAttr(b.layer_type, S_STREAM) : NULL;
@@ -350,13 +391,15 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
         } else if (is(ph, S_X)) {
             done_here = fast_complete(&b, event);
         } else if (is(ph, S_s) || is(ph, S_f) || is(ph, S_t)) {
-            done_here = fast_flow_end(&b, event, is(ph, S_s));
+            done_here = b.detail ? fast_flow_end(&b, event, is(ph, S_s)) : left_out(&b, LEFT_FLOWS, event);
+        } else if (is(ph, S_C) && !b.detail) {
+            done_here = left_out(&b, LEFT_COUNTERS, event);
         }
         Py_DECREF(ph);
         if (done_here < 0) goto done;
         if (!done_here) {
             PyObject *at = PyLong_FromSsize_t(index);
-            PyObject *ignored = at ? PyObject_CallFunctionObjArgs(argv[9], event, at, NULL) : NULL;
+            PyObject *ignored = at ? PyObject_CallFunctionObjArgs(argv[3], event, at, NULL) : NULL;
             Py_XDECREF(at);
             if (!ignored) goto done;
             Py_DECREF(ignored);
@@ -411,7 +454,7 @@ done:
 static int intern_all(void) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&S_ph, "ph"}, {&S_name, "name"}, {&S_pid, "pid"}, {&S_tid, "tid"}, {&S_ts, "ts"}, {&S_dur, "dur"},
-        {&S_cat, "cat"}, {&S_id, "id"}, {&S_args, "args"}, {&S_M, "M"}, {&S_X, "X"}, {&S_s, "s"},
+        {&S_cat, "cat"}, {&S_id, "id"}, {&S_args, "args"}, {&S_M, "M"}, {&S_X, "X"}, {&S_C, "C"}, {&S_s, "s"},
         {&S_f, "f"}, {&S_t, "t"}, {&S_HOST, "HOST"}, {&S_STREAM, "STREAM"}, {&S_STEP_PREFIX, "ProfilerStep#"},
         {&EMPTY, ""}, {&S_ITERATION, "Iteration Time"}, {&S_REDUCE, "Reduce"},
     };
@@ -424,8 +467,7 @@ static PyMethodDef methods[] = {
     {"steps_and_names", (PyCFunction)(void (*)(void))steps_and_names, METH_FASTCALL,
      "steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])"},
     {"read_events", (PyCFunction)(void (*)(void))read_events, METH_FASTCALL,
-     "read_events(events, first_index, routes, rank, offset_ns, Layer, Slice, FlowEnd, out, python) "
-     "-> (metadata events, saw a device event)"},
+     "read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)"},
     {"us_to_ns", (PyCFunction)(void (*)(void))us_to_ns, METH_FASTCALL,
      "us_to_ns(us, exact) -> int: µs (a number, or a string with at most 3 decimals) as ns"},
     {"rows", (PyCFunction)(void (*)(void))rows, METH_FASTCALL,

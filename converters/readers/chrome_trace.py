@@ -465,7 +465,8 @@ class Records:
         self._steps_wanted, self._slices_wanted = steps, slices
         self._unread.clear()
         index = made = events_seen = 0
-        rank = self.rank
+        context = (self._routes, self.rank.rank, self.rank.clock_offset_ns, self.detail, self._unread,
+                   _LEFT_OUT_IN_C, is_compute, Layer, Slice, FlowEnd)
         for events in _batches(path, diag):
             events_seen += len(events)
             if path not in self._named:  # names first, wherever they lie in the batch
@@ -477,9 +478,8 @@ class Records:
             def event_of(event: _Event, at: int) -> None:
                 self._event(event, at, path, diag, slices)
 
-            if slices and self.detail:  # the common events of detail in C (_core.c), the rest here
-                metadata, device = read_events(events, index, self._routes, rank.rank, rank.clock_offset_ns,
-                                               Layer, Slice, FlowEnd, self.slices, event_of)
+            if slices:  # the common events in C (_core.c), by the rules of _event; the rest there
+                metadata, device = read_events(events, index, self.slices, event_of, context)
                 self.saw_device = self.saw_device or device
             else:
                 metadata = 0
@@ -734,6 +734,9 @@ _DETAIL_ONLY_COUNTERS = "counter values, drawn with --kind detail only"
 _DETAIL_ONLY_FLOWS = "flow ends, drawn with --kind detail only"
 _BAD_TIMES = "events without valid times (warned above)"
 _STEP_TRACE_FLOWS = "flow ends of the step trace (CANN's data augmentation bound), which its phases show"
+# what _core.c read_events counts as left out, in its order
+_LEFT_OUT_IN_C = (_DETAIL_ONLY_HOST, _DETAIL_ONLY_TASKS, _DETAIL_ONLY_COUNTERS, _DETAIL_ONLY_FLOWS,
+                  _VENDOR_OVERLAP)
 _BY_DESIGN = frozenset((_VENDOR_OVERLAP, _DETAIL_ONLY_HOST, _DETAIL_ONLY_TASKS, _DETAIL_ONLY_COUNTERS,
                         _DETAIL_ONLY_FLOWS, _BAD_TIMES, _STEP_TRACE_FLOWS))
 _NO_ID = "flow ends without an id, which no arrow can join"

@@ -383,7 +383,7 @@ def test_us_to_ns_of_what_profilers_write():
 # ---------------------------------------------------------------- the C fast path
 
 
-def _every_event_in_python(events, index, routes, rank, offset, layer, slice_type, flow_end, out, python):
+def _every_event_in_python(events, index, out, python, context):
     """``read_events`` without its fast path: every event by the Python rules."""
     metadata = 0
     for at, event in enumerate(events, index):

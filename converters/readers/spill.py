@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 
 from ..model import FlowEnd, Layer, Sample, Slice
-from ._core import records, rows
+from . import _core
 
 
 class StepSpill:
@@ -29,7 +29,7 @@ class StepSpill:
         self._file.close()
 
     def add(self, index: Hashable, records: list[Slice | Sample | FlowEnd]) -> None:
-        found = rows(records, _ORDER, Slice, Sample, FlowEnd)
+        found = _core.rows(records, _ORDER, Slice, Sample, FlowEnd)
         try:
             data = _MARSHAL + marshal.dumps(found)
         except ValueError:  # a value marshal cannot write, in some args
@@ -60,7 +60,7 @@ class StepSpill:
             self._file.seek(offset)
             data = memoryview(self._file.read(length))
             found = marshal.loads(data[1:]) if data[:1] == _MARSHAL else pickle.loads(data[1:])
-            out += records(found, rank, _LAYERS, Slice, Sample, FlowEnd)
+            out += _core.records(found, rank, _LAYERS, Slice, Sample, FlowEnd)
         return out
 
 

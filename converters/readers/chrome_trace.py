@@ -77,6 +77,18 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
         yield from _link_spilled(len(steps), load, _SpilledFinishes(spill, len(steps)), diag)
 
 
+def in_python(events: list[_Event], index: int, out: list, python: Callable[[_Event, int], None],
+              context: tuple) -> tuple[int, bool]:
+    """``_core.read_events`` without C: every event but metadata by ``python(event, index)``."""
+    metadata = 0
+    for at, event in enumerate(events, index):
+        if event.ph == "M":
+            metadata += 1
+        else:
+            python(event, at)
+    return metadata, False
+
+
 def _file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spill: StepSpill) -> None:
     """File a batch of records under the steps they start in, and the keys of the arrows that end
     in each step (as hashes: 8 bytes each) apart, so a step can look ahead for arrows it starts."""
@@ -478,16 +490,10 @@ class Records:
             def event_of(event: _Event, at: int) -> None:
                 self._event(event, at, path, diag, slices)
 
-            if slices:  # the common events in C (_core.c), by the rules of _event; the rest there
-                metadata, device = read_events(events, index, self.slices, event_of, context)
-                self.saw_device = self.saw_device or device
-            else:
-                metadata = 0
-                for at, event in enumerate(events, index):
-                    if event.ph == "M":
-                        metadata += 1
-                    else:
-                        event_of(event, at)
+            # the common events in C (_core.c), by the rules of _event; the rest there
+            read = read_events if slices else in_python
+            metadata, device = read(events, index, self.slices, event_of, context)
+            self.saw_device = self.saw_device or device
             events_seen -= metadata
             index += len(events)
             made += len(self.slices) - kept_before

@@ -383,17 +383,6 @@ def test_us_to_ns_of_what_profilers_write():
 # ---------------------------------------------------------------- the C fast path
 
 
-def _every_event_in_python(events, index, out, python, context):
-    """``read_events`` without its fast path: every event by the Python rules."""
-    metadata = 0
-    for at, event in enumerate(events, index):
-        if event.ph == "M":
-            metadata += 1
-        else:
-            python(event, at)
-    return metadata, False
-
-
 def _records_and_messages(root: Path, kind: str) -> tuple[list, list[str]]:
     steps, diag = _read(root, kind)
     records = [(s.step_id, tuple(r if not isinstance(r, Slice) or r.args is None or isinstance(r.args, dict)
@@ -450,7 +439,7 @@ def test_the_c_fast_path_makes_exactly_the_records_of_the_python_rules(tmp_path,
 
         root = real_data(sample)
     fast = _records_and_messages(root, kind)
-    monkeypatch.setattr(chrome_trace, "read_events", _every_event_in_python)
+    monkeypatch.setattr(chrome_trace, "read_events", chrome_trace.in_python)  # the Python rules alone
     slow = _records_and_messages(root, kind)
     assert fast == slow
     assert kind == "summary" or sum(len(records) for _, records in fast[0]) > 0

@@ -451,6 +451,116 @@ done:
     return result;
 }
 
+/* -- chrome_trace._bind_ends: the slice each flow end binds to ----------------------------------- */
+
+typedef struct {
+    long long start, neg_dur;  /* sorted by start, outer slices (longer) first at equal starts */
+    Py_ssize_t index;
+} Member;
+
+static int member_order(const void *a, const void *b) {
+    const Member *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->neg_dur != y->neg_dur) return x->neg_dur < y->neg_dur ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int times_of(PyObject *s, long long *start, long long *dur) {
+    int overflow = 0;
+    *start = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(s, 4), &overflow);
+    if (!overflow && !(*start == -1 && PyErr_Occurred()))
+        *dur = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(s, 5), &overflow);
+    if (overflow) PyErr_SetString(PyExc_OverflowError, "a slice past 2**63 ns");
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* enclosing(slices, ends) -> [index or None]: for each flow end, the innermost slice of its lane
+ * (layer, lane) that holds its time, among the 65 that start last at or before it. */
+static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "enclosing(slices: list, ends: list)");
+        return NULL;
+    }
+    PyObject *slices = argv[0], *ends = argv[1], *lanes = PyDict_New(), *out = NULL;
+    Py_ssize_t n_lanes = 0, *sizes = NULL, *caps = NULL;
+    Member **members = NULL;
+    if (!lanes) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ends); i++) {  /* the lanes that have ends */
+        PyObject *end = PyList_GET_ITEM(ends, i);
+        if (!PyTuple_Check(end) || PyTuple_GET_SIZE(end) < 6) { PyErr_SetString(PyExc_TypeError, "not a FlowEnd"); goto done; }
+        PyObject *key = PyTuple_GetSlice(end, 1, 3);
+        if (!key) goto done;
+        int known = PyDict_Contains(lanes, key), rc = 0;
+        if (known == 0) {
+            PyObject *number = PyLong_FromSsize_t(n_lanes++);
+            rc = number ? PyDict_SetItem(lanes, key, number) : -1;
+            Py_XDECREF(number);
+        }
+        Py_DECREF(key);
+        if (known < 0 || rc < 0) goto done;
+    }
+    members = PyMem_Calloc(n_lanes + 1, sizeof(Member *));
+    sizes = PyMem_Calloc(n_lanes + 1, sizeof(Py_ssize_t));
+    caps = PyMem_Calloc(n_lanes + 1, sizeof(Py_ssize_t));
+    if (!members || !sizes || !caps) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(slices); i++) {  /* their slices */
+        PyObject *s = PyList_GET_ITEM(slices, i);
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < 6) { PyErr_SetString(PyExc_TypeError, "not a Slice"); goto done; }
+        PyObject *key = PyTuple_GetSlice(s, 1, 3);
+        PyObject *number = key ? PyDict_GetItemWithError(lanes, key) : NULL;
+        Py_XDECREF(key);
+        if (!number) {
+            if (PyErr_Occurred()) goto done;
+            continue;
+        }
+        Py_ssize_t lane = PyLong_AsSsize_t(number);
+        long long start = 0, dur = 0;
+        if (times_of(s, &start, &dur) < 0) goto done;
+        if (sizes[lane] == caps[lane]) {
+            caps[lane] = caps[lane] ? caps[lane] * 2 : 64;
+            Member *grown = PyMem_Realloc(members[lane], caps[lane] * sizeof(Member));
+            if (!grown) { PyErr_NoMemory(); goto done; }
+            members[lane] = grown;
+        }
+        members[lane][sizes[lane]++] = (Member){start, -dur, i};
+    }
+    for (Py_ssize_t lane = 0; lane < n_lanes; lane++)
+        if (sizes[lane] > 1) qsort(members[lane], sizes[lane], sizeof(Member), member_order);
+    if (!(out = PyList_New(PyList_GET_SIZE(ends)))) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ends); i++) {
+        PyObject *end = PyList_GET_ITEM(ends, i), *found = Py_None;
+        PyObject *key = PyTuple_GetSlice(end, 1, 3);
+        PyObject *number = key ? PyDict_GetItemWithError(lanes, key) : NULL;
+        Py_XDECREF(key);
+        int overflow = 0;
+        long long ts = number ? PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, 3), &overflow) : 0;
+        if (overflow) PyErr_SetString(PyExc_OverflowError, "a flow end past 2**63 ns");
+        if (PyErr_Occurred()) { Py_CLEAR(out); goto done; }
+        Py_ssize_t lane = PyLong_AsSsize_t(number), low = 0, high = sizes[lane];
+        Member *m = members[lane];
+        while (low < high) {  /* bisect_right over the starts */
+            Py_ssize_t mid = (low + high) / 2;
+            if (ts < m[mid].start) high = mid; else low = mid + 1;
+        }
+        for (Py_ssize_t j = low - 1; j >= 0 && j >= low - 1 - 64; j--) {
+            if (m[j].start <= ts && ts <= m[j].start - m[j].neg_dur) {
+                found = PyLong_FromSsize_t(m[j].index);
+                if (!found) { Py_CLEAR(out); goto done; }
+                break;
+            }
+        }
+        if (found == Py_None) Py_INCREF(found);
+        PyList_SET_ITEM(out, i, found);
+    }
+done:
+    if (members)
+        for (Py_ssize_t lane = 0; lane < n_lanes; lane++) PyMem_Free(members[lane]);
+    PyMem_Free(members); PyMem_Free(sizes); PyMem_Free(caps);
+    Py_DECREF(lanes);
+    return out;
+}
+
 static int intern_all(void) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&S_ph, "ph"}, {&S_name, "name"}, {&S_pid, "pid"}, {&S_tid, "tid"}, {&S_ts, "ts"}, {&S_dur, "dur"},
@@ -464,6 +574,8 @@ static int intern_all(void) {
 }
 
 static PyMethodDef methods[] = {
+    {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
+     "enclosing(slices, ends) -> for each flow end the index of its slice, or None"},
     {"steps_and_names", (PyCFunction)(void (*)(void))steps_and_names, METH_FASTCALL,
      "steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])"},
     {"read_events", (PyCFunction)(void (*)(void))read_events, METH_FASTCALL,

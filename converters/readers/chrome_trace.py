@@ -31,7 +31,7 @@ from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
-from ._core import read_events, steps_and_names
+from ._core import enclosing, read_events, steps_and_names
 from ._core import us_to_ns as _us_to_ns
 from .spill import StepSpill
 
@@ -274,22 +274,13 @@ class _Bound(NamedTuple):
 
 
 def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> _Bound:
-    """Each flow end's slice, and which start each end joins within the step."""
+    """Each flow end's slice (C: ``_core.enclosing``, the innermost slice of its lane holding its
+    time), and which start each end joins within the step."""
     if not ends:
         return _Bound([], [], {})
-    by_lane: dict[tuple[Layer, str], list[tuple[int, int, int]]] = {(end.layer, end.lane): [] for end in ends}
-    for index, s in enumerate(slices):  # by index: this runs once per slice
-        found = by_lane.get((s[1], s[2]))
-        if found is not None:
-            found.append((s[4], -s[5], index))
-    lanes = {}
-    for lane, found in by_lane.items():
-        found.sort()  # by start, outer slices first at equal starts
-        lanes[lane] = ([i for _, _, i in found], [start for start, _, _ in found])
     starts: dict[str, list[tuple[int, int]]] = defaultdict(list)  # key -> [(time, slice)]
     finishes: list[tuple[str, int, int]] = []
-    for end in ends:
-        index = _enclosing(slices, *lanes.get((end.layer, end.lane), ([], [])), end.start_ns)
+    for end, index in zip(ends, enclosing(slices, ends), strict=True):
         if index is not None:
             if end.starts:
                 starts[end.key].append((end.start_ns, index))
@@ -307,15 +298,6 @@ def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> _Bound:
         else:
             unstarted.append((key, index, found[0][1] if found else None))
     return _Bound(arrows, unstarted, {key: found[-1][1] for key, found in starts.items()})
-
-
-def _enclosing(slices: list[Slice], lane: list[int], starts: list[int], ts_ns: int) -> int | None:
-    """The innermost slice of ``lane`` (indices sorted by start, with their starts) holding ``ts_ns``."""
-    position = bisect.bisect_right(starts, ts_ns) - 1
-    for i in reversed(lane[max(position - 64, 0): position + 1]):
-        if slices[i].start_ns <= ts_ns <= slices[i].end_ns:
-            return i
-    return None
 
 
 def note_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:

@@ -443,3 +443,21 @@ def test_the_c_fast_path_makes_exactly_the_records_of_the_python_rules(tmp_path,
     slow = _records_and_messages(root, kind)
     assert fast == slow
     assert kind == "summary" or sum(len(records) for _, records in fast[0]) > 0
+
+
+lanes = st.sampled_from([(Layer.STREAM, "Stream 2"), (Layer.HOST, "CANN 7"), (Layer.HOST, "Python 1")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(lanes, st.integers(0, 100), st.integers(0, 30)), max_size=50),
+       st.lists(st.tuples(lanes, st.integers(-5, 140)), max_size=20))
+def test_a_flow_end_binds_to_the_innermost_slice_of_its_lane_that_holds_it(made, at):
+    slices = [Slice(0, layer, lane, f"s{i}", start, dur)
+              for i, ((layer, lane), start, dur) in enumerate(made)]
+    ends = [FlowEnd(0, layer, lane, ts, "k", False) for (layer, lane), ts in at]
+    for end, found in zip(ends, chrome_trace.enclosing(slices, ends), strict=True):
+        holders = [i for i, s in enumerate(slices) if (s.layer, s.lane) == (end.layer, end.lane)
+                   and s.start_ns <= end.start_ns <= s.end_ns]
+        # innermost: the one that starts last, the shorter at equal starts, the later of equals
+        want = max(holders, key=lambda i: (slices[i].start_ns, -slices[i].dur_ns, i), default=None)
+        assert found == want

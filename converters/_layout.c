@@ -12,6 +12,8 @@
 
 enum { TRACK, ENDS, LAST_START, FLOOR, SUBLANE_SIZE };
 
+static PyObject *LAYER_ORDERS;  /* the name of the {Layer: order} dict layout.py sets here */
+
 /* PyLong_AsLongLong converts through _PyLong_AsByteArray (slow for epoch ns); this one does not */
 static int as_ll(PyObject *value, long long *out) {
     int overflow = 0;
@@ -159,12 +161,11 @@ static PyObject *by_lane_and_start(PyObject *module, PyObject *const *argv, Py_s
         PyErr_SetString(PyExc_TypeError, "by_lane_and_start(slice)");
         return NULL;
     }
-    PyObject *s = argv[0], *orders = PyObject_GetAttrString(module, "layer_orders");
-    if (!orders) return NULL;
-    PyObject *order = PyDict_GetItemWithError(orders, PyTuple_GET_ITEM(s, 1));
-    Py_DECREF(orders);
+    /* layout.py sets the orders on this module; read from its dict, with a name made once */
+    PyObject *s = argv[0], *orders = PyDict_GetItemWithError(PyModule_GetDict(module), LAYER_ORDERS);
+    PyObject *order = orders ? PyDict_GetItemWithError(orders, PyTuple_GET_ITEM(s, 1)) : NULL;
     if (!order) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "unknown layer");
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no order for this layer (layer_orders)");
         return NULL;
     }
     PyObject *minus_dur = PyNumber_Negative(PyTuple_GET_ITEM(s, 5));
@@ -187,4 +188,7 @@ static struct PyModuleDef module = {
     .m_size = -1, .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__layout(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__layout(void) {
+    LAYER_ORDERS = PyUnicode_InternFromString("layer_orders");
+    return LAYER_ORDERS ? PyModule_Create(&module) : NULL;
+}

@@ -1,5 +1,8 @@
-/* The readers' per-event helpers in C: times in µs to ns (chrome_trace.us_to_ns), and records
- * to plain rows and back for the step spill (readers/spill.py).
+/* The readers' per-event work in C, each beside the Python rules it follows:
+ * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events),
+ *   the first pass's names and possible steps (steps_and_names), µs to ns (us_to_ns);
+ * - chrome_trace._bind_ends: the slice each flow end binds to (enclosing);
+ * - spill.StepSpill: records to plain rows and back (rows, records).
  *
  * A reader of a big file files every record it makes under its step on disk and reads it back
  * when the step is written: two conversions per record, about 2 us each in Python, a fifth of a
@@ -214,8 +217,9 @@ static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t ar
     return ok ? PyLong_FromLongLong(ns) : PyObject_CallOneArg(argv[1], argv[0]);
 }
 
-/* The "Task Type" of raw JSON args where the text alone makes it sure (the rules of
- * chrome_trace._task_type): a new str, or NULL (no error set) to leave the event to Python. */
+/* The top-level "Task Type" of raw JSON args where the text alone gives what decoding them gives
+ * (chrome_trace._task_type): once, after the only "{", a plain string without escapes. A new str,
+ * or NULL (no error set) to leave the event to Python. */
 static PyObject *task_type_of(PyObject *args) {
     static const char key[] = "\"Task Type\":\"", name[] = "\"Task Type\"";
     Py_buffer view;

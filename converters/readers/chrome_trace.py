@@ -95,15 +95,14 @@ def _file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spil
     buckets: dict[int, list] = defaultdict(list)
     finishes: dict[int, list[int]] = defaultdict(list)
     bounds = [*starts[1:], 1 << 64]
-    index, low, high, bucket = 0, -(1 << 64), starts[1] if len(starts) > 1 else 1 << 64, buckets[0]
+    low = high = 0  # the step [low, high) of the last record: none yet
     for r in batch:
-        start = r[3] if type(r) is FlowEnd else r[2] if type(r) is Sample else r[4]
-        if not low <= start < high:  # records come in runs of one step: bisect only between runs
-            index = max(bisect.bisect_right(starts, start) - 1, 0)
+        if not low <= r.start_ns < high:  # records come in runs of one step: bisect only between runs
+            index = max(bisect.bisect_right(starts, r.start_ns) - 1, 0)
             low, high, bucket = starts[index] if index else -(1 << 64), bounds[index], buckets[index]
         bucket.append(r)
-        if type(r) is FlowEnd and not r[5]:
-            finishes[index].append(hash(r[4]))
+        if type(r) is FlowEnd and not r.starts:
+            finishes[index].append(hash(r.key))
     for index, bucket in buckets.items():
         spill.add(index, bucket)
     for index, hashes in finishes.items():
@@ -312,7 +311,6 @@ def flow_id(rank: int, key: str, k: int) -> int:
     return int.from_bytes(hashlib.blake2b(f"{rank}|{key}|{k}".encode(), digest_size=8).digest(), "little")
 
 
-_new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
 # A process the reader does not know is a device's when its name says so (its events are drawn
 # with the device streams, but count as computation only if they say their Task Type); any other
 # one is host activity.
@@ -461,6 +459,12 @@ class Records:
         index = made = events_seen = 0
         context = (self._routes, self.rank.rank, self.rank.clock_offset_ns, self.detail, self._unread,
                    _LEFT_OUT_IN_C, is_compute, Layer, Slice, FlowEnd)
+        # the common events in C (_core.c), by the rules of _event; the rest there
+        read = read_events if slices else in_python
+
+        def event_of(event: _Event, at: int) -> None:
+            self._event(event, at, path, diag, slices)
+
         for events in _batches(path, diag):
             events_seen += len(events)
             if path not in self._named:  # names first, wherever they lie in the batch
@@ -468,12 +472,6 @@ class Records:
                     if event.ph == "M":
                         self._metadata(event)
             kept_before = len(self.slices)
-
-            def event_of(event: _Event, at: int) -> None:
-                self._event(event, at, path, diag, slices)
-
-            # the common events in C (_core.c), by the rules of _event; the rest there
-            read = read_events if slices else in_python
             metadata, device = read(events, index, self.slices, event_of, context)
             self.saw_device = self.saw_device or device
             events_seen -= metadata
@@ -613,14 +611,13 @@ class Records:
                     self._unread[_DETAIL_ONLY_TASKS, event.pid] += 1
                     return
         if times := self._times(event, index, path, diag):
-            record = (self.rank.rank, kind, lane, str(event.name), *times, args, task_type, (), ())
-            self.slices.append(_new(Slice, record))
+            self.slices.append(Slice(self.rank.rank, kind, lane, str(event.name), *times, args, task_type))
 
     def _times(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
         """An event's start (epoch ns) and duration (ns), or None with a warning."""
         try:
-            start_ns = _us_to_ns(event.ts, _exact_us_to_ns) + self.rank.clock_offset_ns
-            dur_ns = _us_to_ns(event.dur, _exact_us_to_ns)
+            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            dur_ns = us_to_ns(event.dur)
         except (TypeError, ValueError, ArithmeticError):
             diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
             self._unread[_BAD_TIMES, event.pid] += 1
@@ -642,12 +639,12 @@ class Records:
             self._unread[why, event.pid] += 1
             return
         try:
-            ts_ns = _us_to_ns(event.ts, _exact_us_to_ns) + self.rank.clock_offset_ns
+            ts_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
         except (TypeError, ValueError, ArithmeticError):
             self._unread[_BAD_TIMES, event.pid] += 1
             return
         key = f"{event.cat}:{event.id}"
-        self.slices.append(_new(FlowEnd, (self.rank.rank, kind, lane, ts_ns, key, event.ph == "s")))
+        self.slices.append(FlowEnd(self.rank.rank, kind, lane, ts_ns, key, event.ph == "s"))
 
     def _counter(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""
@@ -736,25 +733,11 @@ def _is_profiler_step(name: Any) -> bool:
 
 
 def _task_type(args: bytes) -> str:
-    """The args' top-level "Task Type". Found as text where that is sure to give what decoding
-    gives (once, after the only ``{``, no escapes in it): 3x faster, on every device task."""
-    args = bytes(args)
-    at = args.find(_TASK_TYPE_KEY)
-    if at < 0 and _TASK_TYPE_NAME not in args:
-        return ""
-    if at > 0 and args.count(b"{", 0, at) == 1 and args.find(_TASK_TYPE_KEY, at + 1) < 0:
-        start = at + len(_TASK_TYPE_KEY)
-        end = args.find(b'"', start)
-        if end > 0 and b"\\" not in args[start:end]:
-            return args[start:end].decode("utf-8", "replace")
+    """The args' top-level "Task Type" (``_core.c`` finds it as text where that gives the same)."""
     try:
         return str(_TASK_ARGS.decode(args).task_type)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return ""
-
-
-_TASK_TYPE_NAME = b'"Task Type"'
-_TASK_TYPE_KEY = _TASK_TYPE_NAME + b':"'
 
 
 def _decode_object(args: bytes | None) -> dict[str, Any]:

@@ -453,8 +453,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__perfetto_core(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m && (PyModule_AddIntConstant(m, "SMALL", SMALL) < 0 ||
-              PyModule_AddIntConstant(m, "MAX_INTERNED", MAX_INTERNED) < 0)) {
+    if (m && PyModule_AddIntConstant(m, "MAX_INTERNED", MAX_INTERNED) < 0) {
         Py_DECREF(m);
         return NULL;
     }

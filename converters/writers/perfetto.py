@@ -13,11 +13,11 @@ chunks (one per step) are written in step order and the size cap only ever drops
 *later* chunks, so what an earlier chunk interned is always in the file before its use. Track
 descriptors are repeated once per sequence (identical), so no sequence depends on another.
 
-The per-event loop, the hot loop of a conversion, is C (``_perfetto_core.c``, ~10x faster than
-it was in Python): it encodes what is constant for a track once, and what repeats (names, string
-and small-int arguments, the raw args of an op run many times) once per sequence, and calls back
-into this module for whatever changes a sequence's state (a track to declare, a string to intern)
-or is rare (``_annotation``), so the rules below are the only ones.
+The per-event loop, the hot loop of a conversion, is C (``_perfetto_core.c``): it encodes what
+is constant for a track once, and what repeats (names, string and small-int arguments, the raw
+args of an op run many times) once per sequence, and calls back into this module for whatever
+changes a sequence's state (a track to declare, a string to intern) or is rare (``_annotation``),
+so the rules below are the only ones.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import orjson
 from ..layout import End, Track, Value
 from ..model import RankInfo
 from ._perfetto_core import MAX_INTERNED as _MAX_INTERNED
-from ._perfetto_core import SMALL as _SMALL
 from ._perfetto_core import encode_args, encode_chunk
 
 _HEADER_SEQUENCE = 1
@@ -55,7 +54,6 @@ _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING_IID = 1, 2, 3, 4, 5,
 # InternedData
 _EVENT_NAMES, _ANNOTATION_NAMES, _STRING_VALUES = 2, 3, 29
 _EVENT_NAME, _A_NAME, _A_STRING = 23, 10, 6  # the same strings written inline
-
 
 
 def _varint(value: int) -> bytes:
@@ -240,16 +238,13 @@ def _descriptor(
 
 def _annotation(key: Any, value: Any, seq: _Sequence) -> bytes:
     """One debug annotation, for what the C core leaves to Python: None (left out: b""), bools,
-    ints past 64 bits, nested values, keys that are no strings, strings with surrogates."""
+    ints past 64 bits, nested values, keys that are no strings, strings with surrogates. None of
+    these repeat enough to cache."""
     value_bytes = _value(value, seq)
     if value_bytes is None:
         return b""
     item = seq.arg_names(str(key)) + value_bytes
-    encoded = _ANNOTATION + _varint(len(item)) + item
-    kind = type(value)
-    if (kind is str or (kind is int and 0 <= value < _SMALL)) and len(seq.arg_cache) < _MAX_INTERNED:
-        seq.arg_cache[key, value] = encoded
-    return encoded
+    return _ANNOTATION + _varint(len(item)) + item
 
 
 def _value(value: Any, seq: _Sequence) -> bytes | None:

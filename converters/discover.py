@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import Diagnostics, InputError, UsageError
 from .model import RankInfo
-from .readers import LOOKED_FOR, READERS, ascend_db, ascend_pt, msprof
+from .readers import LOOKED_FOR, READERS, ascend_db, ascend_pt, kineto, msprof
 from .select import format_ids
 
 
@@ -40,7 +40,8 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     ranks: dict[int, RankInfo] = {}
     hosts: dict[int, RankInfo] = {}
     for folder, reader in _rank_dirs(path, diag):
-        for info in reader.rank_infos(folder):
+        found = reader.rank_infos(folder, diag) if getattr(reader, "FILES", False) else reader.rank_infos(folder)
+        for info in found:
             if getattr(reader, "ATTACHES", False):
                 _claim(hosts, info, diag)
             else:
@@ -80,11 +81,12 @@ def _rank_dirs(root: Path, diag: Diagnostics | None):
         here = Path(folder)
         reader = next((r for r in READERS if r.sniff(here)), None)
         if reader is not None:
-            subdirs.clear()
             yield here, reader
-            continue
+            if not getattr(reader, "FILES", False):
+                subdirs.clear()
+                continue
         subdirs.sort()
-        empty = ascend_pt.missing_data(here)
+        empty = None if reader is not None else ascend_pt.missing_data(here)
         if empty and diag is not None:
             diag.warn("empty_rank_dir", empty)
 
@@ -93,8 +95,8 @@ _ASCEND_PT_FILES = re.compile(
     r"^(trace_view\.json|kernel_details\.csv|ascend_(pytorch|mindspore)_profiler\w*\.db)$")
 _MSPROF_JSON = re.compile(r"^msprof_(slice_\d+_)?\d+\.json$")
 _MSPROF_DB = re.compile(r"^msprof_\w*\.db$")
-_LONE_FILES = ("trace_view.json, kernel_details.csv, msprof_*.json, msprof_*.db or "
-               "ascend_pytorch_profiler_*.db")
+_LONE_FILES = ("trace_view.json, kernel_details.csv, msprof_*.json, msprof_*.db, "
+               "ascend_pytorch_profiler_*.db or a PyTorch profiler trace")
 
 
 def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
@@ -124,5 +126,7 @@ def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
                       "on the host's monotonic clock, not aligned to wall time")
         return RankInfo(0, msprof.NAME, path, clock="the file's own µs (no start_info.N beside it)",
                         source_paths=(path,), wall_clock=False)
+    if kineto.is_trace(path):
+        return kineto.rank_info(path)
     raise UsageError(f"{path}: not a file this tool reads alone ({_LONE_FILES}); "
                      "or pass the profiler output directory")

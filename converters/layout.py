@@ -131,7 +131,10 @@ class Lanes:
             base = OVERLAP_LANES.index(s.lane) * _SUBLANES if s.lane in OVERLAP_LANES else base
         order = base + min(index, _SUBLANES - 1)
         group = GROUPS[s.layer]
-        return Track(s.rank, group, GROUP_ORDER[group], lane, order)
+        order_of_group = GROUP_ORDER[group]
+        if s.layer is Layer.STREAM and s.lane.startswith("GPU "):  # a GPU's streams, where NPUs' would be
+            group = "GPU"
+        return Track(s.rank, group, order_of_group, lane, order)
 
 
 # The sort key that feeds ``Lanes.place`` correctly, parents before the children they hold:

@@ -43,6 +43,10 @@ SAMPLES = [
     "ascend-pt-2rank/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
     "ascend-pt-db/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_1.db",
     "msprof-db/msprof_0.db",
+    "kineto-2rank",
+    "kineto-gloo-2rank",
+    "kineto-2rank/sampled_rank-1.json.gz",
+    "kineto-gloo-2rank/vm_10378.1795348179170436309.pt.trace.json",
 ]
 
 

@@ -140,11 +140,12 @@ static PyObject *records(PyObject *module, PyObject *const *argv, Py_ssize_t arg
 
 static PyObject *S_ph, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_cat, *S_id, *S_args;
 static PyObject *S_M, *S_X, *S_C, *S_s, *S_f, *S_t, *S_HOST, *S_STREAM, *S_STEP_PREFIX, *EMPTY, *EMPTY_TUPLE;
-static PyObject *S_ITERATION, *S_REDUCE;
+static PyObject *S_ITERATION, *S_REDUCE, *S_PROFILE_STEP;
 
 typedef struct {
     PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
     PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason, pid) */
+    PyObject *python_cats;  /* a set of categories whose events Python reads, or NULL */
     long long offset;
     int detail, saw_device;
 } Batch;
@@ -287,12 +288,23 @@ static int route_of(Batch *b, PyObject *event, PyObject **kind, PyObject **lane)
     return *kind == Py_None || (Py_TYPE(*kind) == (PyTypeObject *)b->layer_type && PyUnicode_CheckExact(*lane));
 }
 
+/* 1 if the dialect reads events of this event's category in Python, 0 if not, -1 on error */
+static int python_cat(Batch *b, PyObject *event) {
+    if (!b->python_cats) return 0;
+    PyObject *cat = PyObject_GetAttr(event, S_cat);
+    if (!cat) return -1;
+    int found = PyUnicode_CheckExact(cat) ? PySet_Contains(b->python_cats, cat) : 0;
+    Py_DECREF(cat);
+    return found;
+}
+
 /* An "X" event as Records._complete takes it: 1 done, 0 Python's, -1 error */
 static int fast_complete(Batch *b, PyObject *event) {
     PyObject *kind, *lane, *name = NULL, *args = NULL, *ts = NULL, *dur = NULL, *task = NULL;
     int result = route_of(b, event, &kind, &lane), ok;
     if (result <= 0) return result;
     if (kind == Py_None) return left_out(b, LEFT_VENDOR, event);
+    if ((result = python_cat(b, event)) != 0) return result < 0 ? -1 : 0;
     result = -1;
     if (!(name = PyObject_GetAttr(event, S_name)) || !(args = PyObject_GetAttr(event, S_args)) ||
         !(ts = PyObject_GetAttr(event, S_ts)) || !(dur = PyObject_GetAttr(event, S_dur)))
@@ -338,6 +350,7 @@ static int fast_flow_end(Batch *b, PyObject *event, int starts) {
     PyObject *kind, *lane, *ts = NULL, *cat = NULL, *id = NULL;
     int result = route_of(b, event, &kind, &lane), ok;
     if (result <= 0 || kind == Py_None) return result < 0 ? -1 : 0;
+    if ((result = python_cat(b, event)) != 0) return result < 0 ? -1 : 0;
     result = -1;
     if (!(ts = PyObject_GetAttr(event, S_ts)) || !(cat = PyObject_GetAttr(event, S_cat)) ||
         !(id = PyObject_GetAttr(event, S_id)))
@@ -363,12 +376,13 @@ static int is(PyObject *text, PyObject *interned) {
  * The records of a batch's events (Records.read_batches), appended to ``out``: the common events
  * in C, every other one by ``python(event, index)`` (Records._event); metadata is counted.
  * ``context``: (routes, rank, offset_ns, detail, unread, reasons, is_compute, Layer, Slice,
- * FlowEnd), the reader's state and rules. */
+ * FlowEnd, python_cats), the reader's state and rules; events of a category in ``python_cats``
+ * (a set, or None) are all Python's. */
 static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     PyObject *c = argc == 5 ? argv[4] : NULL;
     if (!c || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[2]) || !PyTuple_Check(c) ||
-        PyTuple_GET_SIZE(c) != 10 || !PyDict_Check(PyTuple_GET_ITEM(c, 0)) || !PyDict_Check(PyTuple_GET_ITEM(c, 4)) ||
+        PyTuple_GET_SIZE(c) != 11 || !PyDict_Check(PyTuple_GET_ITEM(c, 0)) || !PyDict_Check(PyTuple_GET_ITEM(c, 4)) ||
         !PyTuple_Check(PyTuple_GET_ITEM(c, 5)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(c, 5)) != REASONS) {
         PyErr_SetString(PyExc_TypeError, "read_events(events: list, first_index, out: list, python, context)");
         return NULL;
@@ -377,6 +391,7 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
                .reasons = PyTuple_GET_ITEM(c, 5), .is_compute = PyTuple_GET_ITEM(c, 6),
                .layer_type = PyTuple_GET_ITEM(c, 7), .slice_type = PyTuple_GET_ITEM(c, 8),
                .flow_end_type = PyTuple_GET_ITEM(c, 9), .out = argv[2]};
+    if (PyAnySet_Check(PyTuple_GET_ITEM(c, 10))) b.python_cats = PyTuple_GET_ITEM(c, 10);
     Py_ssize_t index = PyLong_AsSsize_t(argv[1]), metadata = 0;
     b.offset = PyLong_AsLongLong(PyTuple_GET_ITEM(c, 2));
     b.detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, 3));
@@ -417,7 +432,8 @@ done:
 
 /* steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])
  * The first pass over a batch (Records.read_steps): "M" events, and the "X" events that may be
- * steps (category "Iteration Time" or "Reduce", or a name starting "ProfilerStep#"). */
+ * steps (category "Iteration Time", "Reduce" or Paddle's "ProfileStep", or a name starting
+ * "ProfilerStep#"). */
 static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 2 || !PyList_CheckExact(argv[0])) {
@@ -435,7 +451,7 @@ static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssi
         if (!metadata && is(ph, S_X)) {
             PyObject *cat = PyObject_GetAttr(event, S_cat), *name = cat ? PyObject_GetAttr(event, S_name) : NULL;
             if (!name) { Py_XDECREF(cat); Py_DECREF(ph); goto done; }
-            step = (PyUnicode_CheckExact(cat) && (is(cat, S_ITERATION) || is(cat, S_REDUCE))) ||
+            step = (PyUnicode_CheckExact(cat) && (is(cat, S_ITERATION) || is(cat, S_REDUCE) || is(cat, S_PROFILE_STEP))) ||
                    (PyUnicode_CheckExact(name) && PyUnicode_Tailmatch(name, S_STEP_PREFIX, 0, PY_SSIZE_T_MAX, -1) == 1);
             Py_DECREF(cat); Py_DECREF(name);
         }
@@ -570,7 +586,7 @@ static int intern_all(void) {
         {&S_ph, "ph"}, {&S_name, "name"}, {&S_pid, "pid"}, {&S_tid, "tid"}, {&S_ts, "ts"}, {&S_dur, "dur"},
         {&S_cat, "cat"}, {&S_id, "id"}, {&S_args, "args"}, {&S_M, "M"}, {&S_X, "X"}, {&S_C, "C"}, {&S_s, "s"},
         {&S_f, "f"}, {&S_t, "t"}, {&S_HOST, "HOST"}, {&S_STREAM, "STREAM"}, {&S_STEP_PREFIX, "ProfilerStep#"},
-        {&EMPTY, ""}, {&S_ITERATION, "Iteration Time"}, {&S_REDUCE, "Reduce"},
+        {&EMPTY, ""}, {&S_ITERATION, "Iteration Time"}, {&S_REDUCE, "Reduce"}, {&S_PROFILE_STEP, "ProfileStep"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return -1;

@@ -42,7 +42,8 @@ _STEP_TRACE_THREAD = re.compile(r"Model ID:\s*(\d+)")
 MAX_FLOW_STEPS = 4  # an arrow may end this many steps after the one it starts in; longer ones are left out
 
 
-def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
+def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bool,
+                dialect: Dialect | None = None) -> Iterator[StepRecords]:
     """One trace of a whole rank (or its slices), read twice so memory holds a step (and the few
     an arrow still has to reach from), never the file.
 
@@ -52,7 +53,7 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
     starts in (the last step started at or before it) in a spill file, and then each step is
     read back whole, its arrows bound (``_Linker``). The file need not be time-ordered.
     """
-    records = Records(rank, None, detail)
+    records = Records(rank, None, detail, dialect or ASCEND)
     for path in files:
         records.read_steps(path, diag)
     steps = sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
@@ -317,6 +318,56 @@ def flow_id(rank: int, key: str, k: int) -> int:
 _DEVICE_WORDS = re.compile(r"NPU|Ascend|Device|GPU", re.IGNORECASE)
 
 
+class Dialect:
+    """How one profiler's Chrome traces map to the model; this one is Ascend's tools'. Readers
+    of other profilers' traces (``kineto``, ``paddle``) subclass it.
+
+    ``route`` sends each (process, thread) to a layer, to the step trace, to None (skipped), or
+    to a kind of the dialect's own (a str), whose events ``convert`` reads one by one in Python;
+    so do the events of ``python_cats``, whatever their route.
+    """
+
+    events: msgspec.json.Decoder  # decodes a batch of events
+    python_cats: frozenset[str] | None = None
+
+    def route(self, process: str, thread: str, pid: Any, tid: Any) -> Route:
+        if process == "Step Trace" or thread.startswith("Step Trace"):
+            return _STEP_TRACE, thread
+        if process == "Ascend Hardware":
+            return Layer.STREAM, thread or f"Stream {tid}"
+        if process in ("HCCL", "Communication"):
+            if thread.startswith("Plane"):
+                return Layer.COMM_TASK, thread
+            return Layer.COMM_OP, thread or "Communication"
+        if process in ("CANN", "Python", "MindSpore"):
+            return Layer.HOST, f"{process} {thread or tid}"
+        if process == "Overlap Analysis":  # CANN's own lanes: the project computes its own
+            return None, ""
+        # any other process (MindSpore's "CPU OP", "Scope Layer", a GPU, ...) is drawn, never dropped
+        lane = f"{process or f'Process {pid}'} / {thread or tid}"
+        return (Layer.STREAM if _DEVICE_WORDS.search(process) else Layer.HOST), lane
+
+    def step_number(self, name: Any) -> int | None:
+        """The step a host event starts, if it is one: torch_npu's ``ProfilerStep#N``."""
+        return int(name[13:]) if _is_profiler_step(name) else None
+
+    def convert(self, event: _Event, kind: Layer | str, lane: str) -> Converted | str:
+        """An event of the dialect's own kinds or categories: where it is drawn, or why it is
+        left out (counted, and said by ``Records.report``)."""
+        raise NotImplementedError
+
+
+class Converted(NamedTuple):
+    """A dialect's reading of one event: where it is drawn, and the arrow end it makes, if any."""
+
+    layer: Layer
+    lane: str
+    name: str
+    task_type: str = ""
+    flow: tuple[str, bool] | None = None  # (key, starts): an arrow end at the event's start
+    on_device: bool = True  # False: not device activity (a collective run by the CPU, on gloo)
+
+
 # -- events to records --------------------------------------------------------------------------
 
 _STEP_TRACE = "step trace"  # a route's kind besides the layers; None skips the events
@@ -342,18 +393,26 @@ class _TaskArgs(msgspec.Struct):
 
 
 _EVENTS = msgspec.json.Decoder(list[_Event])
+Dialect.events = _EVENTS
+ASCEND = Dialect()
 _TASK_ARGS = msgspec.json.Decoder(_TaskArgs)
 _ARGS = msgspec.json.Decoder()
 
 
-def _batches(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+def _batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder = _EVENTS) -> Iterator[list[_Event]]:
     """The file's events in batches, decoded only as far as ``_Event`` needs (3x faster than
     decoding all of it), with memory bounded by the batch size.
 
     Anything unusual (cut off, an object form, a bad event) takes the careful path of
     ``jsonfile``, which recovers what can be recovered and says where the problem is.
     """
-    for batch in jsonfile.iter_batches(path, diag, _decode, BATCH_BYTES):
+    def decode(data: bytes) -> list[_Event]:
+        try:
+            return events.decode(data)
+        except msgspec.DecodeError as e:
+            raise ValueError(str(e)) from None
+
+    for batch in jsonfile.iter_batches(path, diag, decode, BATCH_BYTES):
         if batch and type(batch[0]) is _Event:
             yield batch
             continue
@@ -365,13 +424,6 @@ def _batches(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
                 diag.warn("bad_event", f"{path}: event {index}: expected a JSON object of a trace event; "
                           "skipped")
         yield decoded
-
-
-def _decode(data: bytes) -> list[_Event]:
-    try:
-        return _EVENTS.decode(data)
-    except msgspec.DecodeError as e:
-        raise ValueError(str(e)) from None
 
 
 def us_to_ns(us: Any) -> int:
@@ -420,8 +472,9 @@ class Records:
     route any event (``read_batches`` relies on one of them having been called on the file).
     """
 
-    def __init__(self, rank: RankInfo, model: int | None, detail: bool = True) -> None:
-        self.rank, self.model, self.detail = rank, model, detail
+    def __init__(self, rank: RankInfo, model: int | None, detail: bool = True,
+                 dialect: Dialect = ASCEND) -> None:
+        self.rank, self.model, self.detail, self.dialect = rank, model, detail, dialect
         self.slices: list[Slice | Sample | FlowEnd] = []  # samples and flow ends too, in detail
         # (graph, iteration) -> (its Step, its step trace phases)
         self.steps: dict[tuple[int | None, int], tuple[Step | None, list[Slice]]] = {}
@@ -443,7 +496,7 @@ class Records:
 
     def read_metadata(self, path: Path, diag: Diagnostics) -> None:
         """Every process and thread name of the file, wherever they lie."""
-        for events in _batches(path, diag):
+        for events in _batches(path, diag, self.dialect.events):
             for event in events:
                 if event.ph == "M":
                     self._metadata(event)
@@ -458,14 +511,14 @@ class Records:
         self._unread.clear()
         index = made = events_seen = 0
         context = (self._routes, self.rank.rank, self.rank.clock_offset_ns, self.detail, self._unread,
-                   _LEFT_OUT_IN_C, is_compute, Layer, Slice, FlowEnd)
+                   _LEFT_OUT_IN_C, is_compute, Layer, Slice, FlowEnd, self.dialect.python_cats)
         # the common events in C (_core.c), by the rules of _event; the rest there
         read = read_events if slices else in_python
 
         def event_of(event: _Event, at: int) -> None:
             self._event(event, at, path, diag, slices)
 
-        for events in _batches(path, diag):
+        for events in _batches(path, diag, self.dialect.events):
             events_seen += len(events)
             if path not in self._named:  # names first, wherever they lie in the batch
                 for event in events:
@@ -483,7 +536,7 @@ class Records:
     def _event(self, event: _Event, index: int, path: Path, diag: Diagnostics, slices: bool) -> None:
         """Any event but metadata: a slice, a counter, a flow end, or what was left out and why."""
         ph = event.ph
-        if ph == "X":
+        if ph == "X" or ph == "i" or ph == "I":  # an instant (PyTorch's, Paddle's): a slice of no length
             self._complete(event, index, path, diag)
         elif ph == "s" or ph == "f" or ph == "t":  # a flow step ends an arrow too
             if slices and self.detail:
@@ -495,8 +548,9 @@ class Records:
                 self._counter(event, index, path, diag)
             else:
                 self._unread[_DETAIL_ONLY_COUNTERS, event.pid] += 1
-        else:
+        elif ph or event.name:
             self._unread[f"events of phase {ph!r}, which are not converted", event.pid] += 1
+        # else: an empty object, no event (Paddle ends its array with one)
 
     def read_steps(self, path: Path, diag: Diagnostics) -> None:
         """The first pass: every metadata event, then the step events among the rest, routed
@@ -504,7 +558,7 @@ class Records:
         self._steps_wanted, self._slices_wanted = True, False
         candidates: list[tuple[int, _Event]] = []
         index = 0
-        for events in _batches(path, diag):  # C sorts out the few events this pass takes
+        for events in _batches(path, diag, self.dialect.events):  # C sorts out the few events this pass takes
             names, steps = steps_and_names(events, index)
             for event in names:
                 self._metadata(event)
@@ -558,24 +612,9 @@ class Records:
             self._routes.clear()
 
     def _route(self, pid: Any, tid: Any) -> Route:
-        """Where the events of a (pid, tid) go: (layer or _STEP_TRACE or None to skip, lane)."""
-        process = self._processes.get(pid, "")
-        thread = self._threads.get((pid, tid), "")
-        if process == "Step Trace" or thread.startswith("Step Trace"):
-            return _STEP_TRACE, thread
-        if process == "Ascend Hardware":
-            return Layer.STREAM, thread or f"Stream {tid}"
-        if process in ("HCCL", "Communication"):
-            if thread.startswith("Plane"):
-                return Layer.COMM_TASK, thread
-            return Layer.COMM_OP, thread or "Communication"
-        if process in ("CANN", "Python", "MindSpore"):
-            return Layer.HOST, f"{process} {thread or tid}"
-        if process == "Overlap Analysis":  # CANN's own lanes: the project computes its own
-            return None, ""
-        # any other process (MindSpore's "CPU OP", "Scope Layer", a GPU, ...) is drawn, never dropped
-        lane = f"{process or f'Process {pid}'} / {thread or tid}"
-        return (Layer.STREAM if _DEVICE_WORDS.search(process) else Layer.HOST), lane
+        """Where the events of a (pid, tid) go: (layer, _STEP_TRACE, a dialect's own kind, or
+        None to skip; lane)."""
+        return self.dialect.route(self._processes.get(pid, ""), self._threads.get((pid, tid), ""), pid, tid)
 
     def _complete(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         key = (event.pid, event.tid)
@@ -586,32 +625,45 @@ class Records:
         if kind is None:
             self._unread[_VENDOR_OVERLAP, event.pid] += 1
             return
-        if kind is _STEP_TRACE or (kind is Layer.HOST and _is_profiler_step(event.name)):
+        number = None
+        if kind is Layer.HOST or (type(kind) is str and kind is not _STEP_TRACE):
+            number = self.dialect.step_number(event.name)
+        if kind is _STEP_TRACE or number is not None:
             if self._steps_wanted and (times := self._times(event, index, path, diag)):
                 if kind is _STEP_TRACE:
                     self._step_trace(event, _decode_object(event.args or None), lane, *times)
                 else:
-                    self._profiler_step(int(event.name[13:]), *times)
+                    self._profiler_step(number, *times)
             return
         if not self._slices_wanted:
             return
+        args, name, task_type, flow, on_device = event.args or None, event.name, "", None, True
+        own = type(kind) is str or (self.dialect.python_cats is not None and event.cat in self.dialect.python_cats)
+        if own:
+            converted = self.dialect.convert(event, kind, lane)
+            if type(converted) is str:
+                self._unread[converted, event.pid] += 1
+                return
+            kind, lane, name, task_type, flow, on_device = converted
         # what summary leaves out is left before its times are parsed: most of a file
-        args, task_type = event.args or None, ""
         if kind is Layer.HOST:
             if not self.detail:
                 self._unread[_DETAIL_ONLY_HOST, event.pid] += 1
                 return
         else:
-            self.saw_device = True
+            self.saw_device = self.saw_device or on_device
             if kind is Layer.STREAM:
-                task_type = _task_type(args) if args else ""
-                if not task_type and " / " in lane:
-                    task_type = NOT_COMPUTE  # a device process the reader does not know: no guess it computes
+                if not own:
+                    task_type = _task_type(args) if args else ""
+                    if not task_type and " / " in lane:
+                        task_type = NOT_COMPUTE  # a device process the reader does not know: no guess it computes
                 if not self.detail and not is_compute(task_type):
                     self._unread[_DETAIL_ONLY_TASKS, event.pid] += 1
                     return
         if times := self._times(event, index, path, diag):
-            self.slices.append(Slice(self.rank.rank, kind, lane, str(event.name), *times, args, task_type))
+            self.slices.append(Slice(self.rank.rank, kind, lane, str(name), *times, args, task_type))
+            if flow is not None and self.detail:
+                self.slices.append(FlowEnd(self.rank.rank, kind, lane, times[0], *flow))
 
     def _times(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
         """An event's start (epoch ns) and duration (ns), or None with a warning."""
@@ -634,6 +686,12 @@ class Records:
         if route is None:
             route = self._routes[key] = self._route(event.pid, event.tid)
         kind, lane = route
+        if self.dialect.python_cats is not None and event.cat in self.dialect.python_cats:
+            converted = self.dialect.convert(event, kind, lane)
+            if type(converted) is str:
+                self._unread[converted, event.pid] += 1
+                return
+            kind, lane = converted.layer, converted.lane
         if not isinstance(kind, Layer) or event.id is None:
             why = _STEP_TRACE_FLOWS if kind is _STEP_TRACE else _VENDOR_OVERLAP if kind is None else _NO_ID
             self._unread[why, event.pid] += 1

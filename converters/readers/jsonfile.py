@@ -1,15 +1,19 @@
-"""Loading Chrome-trace JSON arrays as the profilers write them, including cut-off ones.
+"""Loading Chrome-trace JSON as the profilers write them, including cut-off and gzipped ones.
 
 A job killed mid-write leaves ``[{...}, {...}, {"na`` behind. Such a file converts up to its
-last whole event, with a warning naming the file and the byte offset where it was cut.
+last whole event, with a warning naming the file and the byte offset where it was cut. Both
+forms stream: a plain array of events, and an object whose ``traceEvents`` array lies between
+other keys (PyTorch's Kineto and Paddle write that; ``header`` reads the keys before it).
+Files ending ``.gz`` are inflated as they are read (byte offsets are then the inflated ones).
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -40,7 +44,8 @@ def load_events(path: Path, diag: Diagnostics) -> list[Any]:
         InputError: the file cannot be read, or is not JSON even when cut at a whole event.
     """
     try:
-        data = path.read_bytes()
+        with open_bytes(path, diag) as f:
+            data = f.read()
     except OSError as e:
         raise InputError(path, "", f"cannot read: {e.strerror or e}") from e
     try:
@@ -124,8 +129,8 @@ def iter_batches(
     confirmed by ``decode`` succeeding on it, so a ``}, {`` inside a string cannot fool it)
     and decoded in one call. A file cut off by a crash yields its whole events, the last
     batch recovered by :func:`load_events`'s rules on the tail alone, with the same warning.
-    Only a file that is not a plain array (an object with ``traceEvents``) is read whole.
-    Batches are lists of what ``decode`` returns, or of plain dicts where recovered.
+    An object is streamed the same way from its ``traceEvents`` array on; one whose array does
+    not start in its first chunks is read whole. Batches are lists of what ``decode`` returns, or of plain dicts where recovered.
 
     Raises:
         InputError: the file cannot be read, or is not valid JSON where it is not cut off.
@@ -145,17 +150,23 @@ class _NotPlain(Exception):
 def _split_array(
     path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], chunk_bytes: int
 ) -> Iterator[list[Any]]:
-    with open(path, "rb") as f:
+    with open_bytes(path, diag) as f:
         buf = f.read(chunk_bytes)
         start = len(buf) - len(buf.lstrip())
-        if buf[start : start + 1] != b"[":
+        in_object = buf[start : start + 1] == b"{"
+        if in_object:
+            found = _events_key(f, buf, chunk_bytes)
+            if found is None:
+                raise _NotPlain
+            buf, start = found
+        elif buf[start : start + 1] != b"[":
             raise _NotPlain
         base, buf = start + 1, buf[start + 1 :]  # base: where buf starts in the file
         check_at = 8 * chunk_bytes
         while True:
             more = f.read(chunk_bytes)
             if not more:
-                yield _tail(path, diag, decode, buf, base)
+                yield _tail(path, diag, decode, _array_of_object(buf) if in_object else buf, base)
                 return
             buf += more
             for match in list(_SPLIT.finditer(buf, max(0, len(buf) - _TAIL)))[::-1][:_TRIES]:
@@ -172,6 +183,117 @@ def _split_array(
                 if len(buf) > check_at:  # no event ends in a long stretch: broken, or one huge event
                     _raise_if_broken(path, buf, base)
                     check_at *= 2
+
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_HEADER_CHUNKS = 8  # an object's traceEvents must start within this many chunks to be streamed
+
+
+def _events_key(f: BinaryIO, buf: bytes, chunk_bytes: int) -> tuple[bytes, int] | None:
+    """The start of an object's ``traceEvents`` array: the bytes read so far and where its
+    ``[`` lies in them, reading on a few chunks; None if it does not come soon."""
+    for _ in range(_HEADER_CHUNKS):
+        found = _EVENTS_KEY.search(buf)
+        if found:
+            return buf, found.end() - 1
+        more = f.read(chunk_bytes)
+        if not more:
+            return None
+        buf += more
+    return None
+
+
+def _array_of_object(buf: bytes) -> bytes:
+    """The end of an object's event array without the keys after it (``], "traceName": ...}``):
+    cut at the last ``]`` after which a JSON object's rest follows. Unchanged if none does (the
+    file was cut off inside the array)."""
+    end = len(buf)
+    for _ in range(_TRIES):
+        end = buf.rfind(b"]", 0, end)
+        if end < 0:
+            break
+        rest = buf[end + 1 :].strip()
+        try:
+            if rest == b"}" or (rest[:1] == b"," and isinstance(orjson.loads(b"{" + rest[1:]), dict)):
+                return buf[: end + 1]
+        except orjson.JSONDecodeError:
+            continue
+    return buf
+
+
+def header(path: Path, limit: int = 1 << 20) -> dict[str, Any]:
+    """The keys of an object-form trace that come before its ``traceEvents`` (Kineto writes
+    ``distributedInfo`` and ``baseTimeNanoseconds`` there), read from its first ``limit`` bytes
+    only; {} for an array, or where nothing can be read.
+    """
+    return header_of(first_bytes(path, limit))
+
+
+def first_bytes(path: Path, limit: int) -> bytes:
+    """The first ``limit`` bytes of the file (inflated), or b"" if it cannot be read."""
+    try:
+        with open_bytes(path) as f:
+            return f.read(limit)
+    except (OSError, InputError):
+        return b""
+
+
+def header_of(data: bytes) -> dict[str, Any]:
+    """``header`` of the first bytes of a file."""
+    found = _EVENTS_KEY.search(data)
+    if data.lstrip()[:1] != b"{" or not found:
+        return {}
+    text = data[: found.start()].rstrip()
+    try:
+        value = orjson.loads(text[:-1] + b"}" if text.endswith(b",") else text + b"}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def open_bytes(path: Path, diag: Diagnostics | None = None) -> BinaryIO:
+    """The file's bytes, inflated if its name ends ``.gz``."""
+    f = open(path, "rb")
+    return _Gunzip(f, path, diag) if path.name.endswith(".gz") else f
+
+
+class _Gunzip:
+    """A gzip file's bytes as they inflate. Unlike ``gzip.open`` it gives every byte of a stream
+    cut off by a crash (then warns), and names the file and position of corrupt data."""
+
+    def __init__(self, raw: BinaryIO, path: Path, diag: Diagnostics | None) -> None:
+        self._raw, self._path, self._diag = raw, path, diag
+        self._inflate = zlib.decompressobj(31)
+        self._pending = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._pending) < size:
+            raw = self._raw.read(1 << 20)
+            if not raw:
+                if not self._inflate.eof and self._diag is not None and self._raw.tell():
+                    self._diag.warn("truncated_file", f"{self._path}: the gzip stream is cut off at byte "
+                                    f"{self._raw.tell()}; read what it holds")
+                    self._diag = None  # said once
+                break
+            try:
+                self._pending += self._inflate.decompress(raw)
+                while self._inflate.eof and self._inflate.unused_data:  # a member after the first
+                    rest = self._inflate.unused_data
+                    self._inflate = zlib.decompressobj(31)
+                    self._pending += self._inflate.decompress(rest)
+            except zlib.error as e:
+                raise InputError(self._path, f"byte {self._raw.tell()} of the gzip file",
+                                 f"not valid gzip data ({e})") from None
+        if size < 0:
+            size = len(self._pending)
+        data, self._pending = self._pending[:size], self._pending[size:]
+        return data
+
+    def __enter__(self) -> _Gunzip:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._raw.close()
 
 
 def _tail(path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], buf: bytes, base: int) -> list:

@@ -1,0 +1,190 @@
+"""PyTorch's profiler (Kineto): one Chrome trace per rank, ``*.pt.trace.json`` or ``*.json.gz``.
+
+``tensorboard_trace_handler`` names a rank's file ``<worker>.<id>.pt.trace.json``; any number of
+them may lie in a folder (and its subfolders), beside other profilers' output. The file is an
+object: ``distributedInfo`` (``rank``, ``backend``, process groups) and ``baseTimeNanoseconds``
+come before ``traceEvents``, so a rank is known from the file's first bytes (``jsonfile.header``).
+``ts`` is µs relative to ``baseTimeNanoseconds`` where that key is present (else epoch µs),
+floats with up to 3 decimals: decoded as text and parsed exactly to ns.
+
+Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
+- GPU kernels, memcpy and memset: one lane per device stream (``GPU 0 Stream 7``), their kind
+  as the task type (only kernels compute);
+- NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``): communication ops, on the lane of their
+  process group where the kernel's args name it;
+- on CPU backends (gloo), the collectives themselves (``c10d::*`` ops, ``gloo:*`` ranges) are
+  the communication ops, drawn as host work (no device activity);
+- CPU ops, Python functions, annotations and CUDA runtime calls: host lanes, one per thread;
+  each launch is linked to its kernel by an arrow, from the ``correlation`` id both carry (the
+  ``ac2g`` flow events repeat it and are not read twice);
+- steps: ``ProfilerStep#N``; instants become slices of no length.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import Diagnostics
+from ..model import Layer, RankInfo, StepRecords
+from ..overlap import NOT_COMPUTE
+from . import chrome_trace, jsonfile
+from .chrome_trace import Converted, Dialect
+
+NAME = "kineto"
+FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
+_FILE = re.compile(r"\.pt\.trace\.json(\.gz)?$|\.json\.gz$")
+_SNIFF_BYTES = 1 << 16
+_FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
+_DEVICE_CATS = {"kernel": "KERNEL", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET",
+                "gpu_user_annotation": NOT_COMPUTE}
+_LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+_NCCL = ("ncclKernel", "ncclDevKernel")
+_GPU = "GPU stream"  # a route of the dialect's own
+
+
+def sniff(folder: Path) -> bool:
+    """A folder holding at least one Kineto trace."""
+    return any(True for _ in _traces(folder))
+
+
+def _traces(folder: Path) -> Iterator[tuple[Path, bytes]]:
+    """The folder's Kineto traces (not its subfolders') with their first bytes, in name order."""
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and (head := _head(path)):
+            yield path, head
+
+
+def _head(path: Path) -> bytes:
+    """The first bytes of a Kineto trace, b"" if ``path`` is none by its name or header."""
+    if not _FILE.search(path.name):
+        return b""
+    data = jsonfile.first_bytes(path, _SNIFF_BYTES)
+    head = jsonfile.header_of(data)
+    return data if "schemaVersion" in head or "distributedInfo" in head else b""
+
+
+def is_trace(path: Path) -> bool:
+    """A file that is a Kineto trace by its name and first bytes."""
+    return bool(_head(path))
+
+
+def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
+    """One rank per trace of the folder: its ``distributedInfo.rank``; traces that say no rank
+    take, in name order, the ranks after those that do (said in a note)."""
+    found = list(_traces(folder))
+    infos = [rank_info(path, data) for path, data in found]
+    unranked = [info for info, (_, data) in zip(infos, found, strict=True)
+                if _rank(jsonfile.header_of(data)) is None]
+    if unranked:
+        taken = {info.rank for info in infos if info not in unranked}
+        free = (r for r in range(len(infos) + len(taken)) if r not in taken)
+        for info in unranked:
+            info.rank = next(free)
+        if diag is not None:
+            diag.note("kineto_rank", f"{folder}: {len(unranked)} Kineto traces without distributedInfo.rank; "
+                      "taken as ranks " + ", ".join(f"{i.rank} ({i.path.name})" for i in unranked))
+    return infos
+
+
+def rank_info(path: Path, data: bytes | None = None) -> RankInfo:
+    """The rank of one trace, from its first bytes (rank 0 where they say none)."""
+    data = _head(path) if data is None else data
+    head = jsonfile.header_of(data)
+    base = head.get("baseTimeNanoseconds")
+    base = base if type(base) is int else 0
+    first = _FIRST_TS.search(data)  # where the JSON writer's origin goes when nothing else says
+    start_ns = base + round(float(first[1]) * 1000) if first else base or None
+    distributed = head.get("distributedInfo") if isinstance(head.get("distributedInfo"), dict) else {}
+    groups = {}
+    for group in distributed.get("pg_config") or ():
+        if isinstance(group, dict) and isinstance(group.get("ranks"), list):
+            groups[str(group.get("pg_desc") or group.get("pg_name"))] = tuple(group["ranks"])
+    rank = _rank(head)
+    return RankInfo(
+        rank=0 if rank is None else rank,
+        format=NAME,
+        path=path,
+        host=head.get("host_name") if isinstance(head.get("host_name"), str) else None,
+        start_ns=start_ns,
+        clock="µs relative to baseTimeNanoseconds" if base else "epoch µs",
+        source_paths=(path,),
+        clock_offset_ns=base,
+        groups=groups,
+    )
+
+
+def _rank(head: dict[str, Any]) -> int | None:
+    distributed = head.get("distributedInfo")
+    rank = distributed.get("rank") if isinstance(distributed, dict) else None
+    return rank if type(rank) is int and rank >= 0 else None
+
+
+def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:
+    """Yield the rank's records one step at a time, steps in time order."""
+    head = jsonfile.header(rank.source_paths[0], _SNIFF_BYTES)
+    distributed = head.get("distributedInfo") if isinstance(head.get("distributedInfo"), dict) else {}
+    dialect = Kineto(str(distributed.get("backend") or ""))
+    yield from chrome_trace.read_merged(rank, list(rank.source_paths), diag, detail, dialect)
+
+
+class _Args(msgspec.Struct):
+    correlation: Any = None
+    group: Any = msgspec.field(default=None, name="Process Group Name")
+    group_description: Any = msgspec.field(default=None, name="Process Group Description")
+
+
+_ARGS = msgspec.json.Decoder(_Args)
+
+
+class Kineto(Dialect):
+    """Kineto's traces: lanes by thread (host) and stream (device), kinds by category."""
+
+    events = msgspec.json.Decoder(list[chrome_trace._Event], float_hook=str)  # times exact: as text
+
+    def __init__(self, backend: str) -> None:
+        self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
+        cats = {*_DEVICE_CATS, *_LAUNCH_CATS, "ac2g"}
+        self.python_cats = frozenset(cats | ({"cpu_op", "user_annotation"} if self.collectives_on_host else set()))
+
+    def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
+        if thread.startswith("stream "):  # a GPU stream: every event by its category
+            return _GPU, f"GPU {pid} Stream {tid}"
+        if type(pid) is not int:  # the profiler's own spans and markers ("Spans", "Traces", "")
+            return Layer.HOST, " ".join(str(part) for part in (pid, tid) if part != "") or "Profiler"
+        return Layer.HOST, thread.strip() or f"thread {tid}"
+
+    def convert(self, event: chrome_trace._Event, kind: Layer | str, lane: str) -> Converted | str:
+        cat, name = event.cat, event.name
+        if event.ph in ("s", "f", "t"):
+            return "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
+        if cat in _DEVICE_CATS:
+            args = _args(event)
+            flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
+            if cat == "kernel" and isinstance(name, str) and name.startswith(_NCCL):
+                group = args.group_description or args.group
+                return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else "NCCL",
+                                 name, "NCCL", flow)
+            return Converted(Layer.STREAM, f"GPU {event.pid} Stream {event.tid}", name, _DEVICE_CATS[cat], flow)
+        if cat in _LAUNCH_CATS:
+            args = _args(event)
+            flow = (f"launch:{args.correlation}", True) if args.correlation is not None else None
+            return Converted(Layer.HOST, lane, name, "", flow)
+        if isinstance(name, str) and ((cat == "cpu_op" and name.startswith("c10d::")) or
+                                      (cat == "user_annotation" and name.startswith("gloo:"))):
+            return Converted(Layer.COMM_OP, "Collectives (c10d)" if cat == "cpu_op" else "Collectives (gloo)",
+                             name, "", None, on_device=False)
+        if kind is _GPU:  # on a stream, of a category not known to compute
+            return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
+        return Converted(Layer.HOST, lane, name)
+
+
+def _args(event: chrome_trace._Event) -> _Args:
+    try:
+        return _ARGS.decode(event.args) if event.args else _Args()
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _Args()

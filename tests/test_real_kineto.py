@@ -1,0 +1,163 @@
+"""The Kineto reader against real PyTorch profiler traces, and against HTA's figures for them.
+
+``kineto-2rank``: two ranks of a 128-rank GPU/NCCL job (HTA's own test data); ``kineto-gloo-2rank``:
+PyTorch 2.13 on CPU with gloo. The traces are read here independently (json, exact decimals).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from conftest import real_data
+
+from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
+from converters import step_overlap
+from converters.cli import main
+from converters.overlap import intersect, total_ns
+
+
+def _events(path: Path) -> tuple[dict, list[dict]]:
+    """The trace's top-level keys and events, numbers as exact decimals."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        data = json.load(f, parse_float=Decimal)
+    return data, data["traceEvents"]
+
+
+def _ns(us: Decimal | int, base: int) -> int:
+    return int(Decimal(us) * 1000) + base
+
+
+def _traces(name: str) -> list[Path]:
+    return sorted(p for p in real_data(name).iterdir() if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.parametrize("sample", ["kineto-2rank", "kineto-gloo-2rank"])
+def test_every_event_of_a_real_trace_is_drawn_exactly_once_in_detail(sample):
+    expected: Counter = Counter()
+    for path in _traces(sample):
+        data, events = _events(path)
+        rank, base = data["distributedInfo"]["rank"], int(data.get("baseTimeNanoseconds", 0))
+        for e in events:
+            if e.get("ph") in ("X", "i"):
+                name = e["name"]
+                if name.startswith("ProfilerStep#"):
+                    name = f"Step {name[13:]}"
+                expected[rank, name, _ns(e["ts"], base)] += 1
+    ranks = discover(real_data(sample))
+    drawn = Counter((s.rank, s.name, s.start_ns) for batch in read_profile(ranks, Options(kind="detail"), Diagnostics())
+                    for s in batch.slices if s.layer is not Layer.OVERLAP)
+    assert drawn == expected
+    assert sum(expected.values()) > 1000
+
+
+def test_ranks_come_from_distributed_info_not_file_names(tmp_path):
+    for path in _traces("kineto-gloo-2rank"):  # copied under names that sort the other way round
+        data, _ = _events(path)
+        shutil.copy(path, tmp_path / f"{1 - data['distributedInfo']['rank']}.pt.trace.json")
+    ranks = discover(tmp_path)
+    assert [(r.rank, r.path.name) for r in ranks] == [(0, "1.pt.trace.json"), (1, "0.pt.trace.json")]
+    assert all(r.groups == {"default_pg": (0, 1)} for r in ranks)
+
+
+def test_each_launch_links_to_the_kernels_it_launched():
+    path = _traces("kineto-2rank")[0]
+    _, events = _events(path)
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    launched = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                and e["args"].get("correlation") in launches
+                and e["ts"] >= launches[e["args"]["correlation"]]["ts"]]
+    batches = list(read_profile(discover(path), Options(kind="detail"), Diagnostics()))
+    slices = [s for b in batches for s in b.slices]
+    arrows_out = sum(len(s.flows_out) for s in slices if s.layer is Layer.HOST)
+    arrows_in = {f: s for s in slices for f in s.flows_in}
+    assert arrows_out == len(arrows_in) == len(launched) > 1000
+    assert {s.layer for s in arrows_in.values()} == {Layer.STREAM, Layer.COMM_OP}  # NCCL kernels too
+
+
+def test_nccl_kernels_are_communication_and_gpu_streams_are_lanes_of_their_own():
+    batches = list(read_profile(discover(real_data("kineto-2rank")), Options(kind="detail"), Diagnostics()))
+    ops = {s.name for b in batches for s in b.slices if s.layer is Layer.COMM_OP}
+    assert ops and all(name.startswith("ncclKernel_") for name in ops)
+    lanes = {s.lane for b in batches for s in b.slices if s.layer is Layer.STREAM}
+    expected = set()
+    for path in _traces("kineto-2rank"):
+        _, events = _events(path)
+        expected |= {f"GPU {e['pid']} Stream {e['tid']}" for e in events
+                     if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "nccl" not in e["name"]}
+    assert lanes == expected and len(lanes) >= 6
+    tasks = Counter(s.task_type for b in batches for s in b.slices if s.layer is Layer.STREAM)
+    assert set(tasks) == {"KERNEL", "MEMCPY", "MEMSET"}
+
+
+def test_overlap_and_time_breakdown_agree_with_holistic_trace_analysis():
+    """HTA's ``get_comm_comp_overlap`` and ``get_temporal_breakdown`` (run here) against our overlap
+    rows. HTA counts the kernels launched before the last ProfilerStep starts, which here are
+    those of step 551. Its idle time counts memory copies as busy; our Free is design §5's (what
+    neither compute nor communication covers, as torch_npu counts it on NPUs), so the copies that
+    lie in our Free are taken off before comparing, and they are said in HTA's non-compute."""
+    analysis = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is a test extra")
+    hta = analysis.TraceAnalysis(trace_dir=str(real_data("kineto-2rank")))
+    overlap = hta.get_comm_comp_overlap(visualize=False).set_index("rank")["comp_comm_overlap_pctg"]
+    breakdown = hta.get_temporal_breakdown(visualize=False).set_index("rank")
+    batches = {b.rank: b for b in read_profile(discover(real_data("kineto-2rank")), Options(steps=frozenset([551]), kind="detail"),
+                                                Diagnostics())}
+    rows = {row.rank: row for row in overlap_report(real_data("kineto-2rank")) if row.step == 551}
+    assert sorted(rows) == sorted(batches) == sorted(overlap.index) == [0, 1]
+    for rank, row in rows.items():
+        theirs = breakdown.loc[rank]
+        copies = [(s.start_ns, s.end_ns) for s in batches[rank].slices if s.task_type in ("MEMCPY", "MEMSET")]
+        copying_ns = total_ns(intersect(step_overlap(batches[rank]).free, copies))
+        span_us = (row.computing_ns + row.not_overlapped_ns + row.free_ns) / 1000
+        assert span_us == pytest.approx(theirs["kernel_time(us)"], rel=0.005)
+        assert 100 * row.overlapped_ns / row.communication_ns == pytest.approx(overlap[rank], rel=0.005)
+        assert row.computing_ns / 1000 == pytest.approx(theirs["compute_time(us)"], rel=0.005)
+        assert (row.free_ns - copying_ns) / 1000 == pytest.approx(theirs["idle_time(us)"], rel=0.005)
+        assert (row.not_overlapped_ns + copying_ns) / 1000 == pytest.approx(theirs["non_compute_time(us)"],
+                                                                            rel=0.005)
+
+
+def test_a_cpu_only_trace_says_it_has_no_device_activity_and_measures_its_collectives(capsys):
+    rows = overlap_report(real_data("kineto-gloo-2rank"))
+    assert {(r.rank, r.step) for r in rows} == {(r, s) for r in (0, 1) for s in (2, 3, 4)}
+    assert all(r.computing_ns is None and r.free_ns is None for r in rows)
+    assert all(r.communication_ns > 0 for r in rows)
+    assert main(["overlap", str(real_data("kineto-gloo-2rank"))]) == 0
+    assert " - " in capsys.readouterr().out  # unknown, not zero
+
+
+def test_a_gzipped_trace_cut_off_by_a_crash_converts_its_whole_events_with_a_warning(tmp_path):
+    source = _traces("kineto-2rank")[0]
+    whole = gzip.decompress(source.read_bytes())
+    cut = tmp_path / "rank0.json.gz"
+    cut.write_bytes(gzip.compress(whole)[: len(gzip.compress(whole)) * 2 // 3])
+    result = convert(cut, tmp_path / "out.pftrace", kind="detail")
+    assert result.slices > 1000
+    assert any("cut off" in w for w in result.warnings)
+
+
+def test_a_mixed_folder_is_one_job_with_both_kinds_of_rank(tmp_path):
+    ascend = real_data("ascend-pt-2rank") / "rank1_ascend_pt"
+    shutil.copytree(ascend, tmp_path / ascend.name)
+    gpu = _traces("kineto-2rank")[0]  # rank 0
+    shutil.copy(gpu, tmp_path / gpu.name)
+    ranks = discover(tmp_path)
+    assert [(r.rank, r.format) for r in ranks] == [(0, "kineto"), (1, "ascend_pt")]
+    result = convert(tmp_path, tmp_path / "job.pftrace", kind="summary")
+    assert result.slices > 0
+
+
+def test_two_traces_of_one_rank_at_one_time_are_a_usage_error_naming_both(tmp_path, capsys):
+    gpu = _traces("kineto-2rank")[0]
+    shutil.copy(gpu, tmp_path / "a.json.gz")
+    shutil.copy(gpu, tmp_path / "b.json.gz")
+    assert main([str(tmp_path), "-o", str(tmp_path / "out.pftrace")]) != 0
+    err = capsys.readouterr().err
+    assert "a.json.gz" in err and "b.json.gz" in err and "rank 0" in err

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import Diagnostics, InputError, UsageError
 from .model import RankInfo
-from .readers import LOOKED_FOR, READERS, ascend_db, ascend_pt, kineto, msprof
+from .readers import LOOKED_FOR, READERS, ascend_db, ascend_pt, kineto, msprof, paddle
 from .select import format_ids
 
 
@@ -96,7 +96,7 @@ _ASCEND_PT_FILES = re.compile(
 _MSPROF_JSON = re.compile(r"^msprof_(slice_\d+_)?\d+\.json$")
 _MSPROF_DB = re.compile(r"^msprof_\w*\.db$")
 _LONE_FILES = ("trace_view.json, kernel_details.csv, msprof_*.json, msprof_*.db, "
-               "ascend_pytorch_profiler_*.db or a PyTorch profiler trace")
+               "ascend_pytorch_profiler_*.db, a PyTorch profiler trace or a Paddle profiler file")
 
 
 def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
@@ -128,5 +128,7 @@ def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
                         source_paths=(path,), wall_clock=False)
     if kineto.is_trace(path):
         return kineto.rank_info(path)
+    if paddle.is_trace(path):
+        return paddle.rank_info(path)
     raise UsageError(f"{path}: not a file this tool reads alone ({_LONE_FILES}); "
                      "or pass the profiler output directory")

@@ -347,6 +347,10 @@ class Dialect:
         lane = f"{process or f'Process {pid}'} / {thread or tid}"
         return (Layer.STREAM if _DEVICE_WORDS.search(process) else Layer.HOST), lane
 
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+        """The file's events, a batch at a time (a dialect of another file format makes them)."""
+        return _batches(path, diag, self.events)
+
     def step_number(self, name: Any) -> int | None:
         """The step a host event starts, if it is one: torch_npu's ``ProfilerStep#N``."""
         return int(name[13:]) if _is_profiler_step(name) else None
@@ -496,7 +500,7 @@ class Records:
 
     def read_metadata(self, path: Path, diag: Diagnostics) -> None:
         """Every process and thread name of the file, wherever they lie."""
-        for events in _batches(path, diag, self.dialect.events):
+        for events in self.dialect.batches(path, diag):
             for event in events:
                 if event.ph == "M":
                     self._metadata(event)
@@ -518,7 +522,7 @@ class Records:
         def event_of(event: _Event, at: int) -> None:
             self._event(event, at, path, diag, slices)
 
-        for events in _batches(path, diag, self.dialect.events):
+        for events in self.dialect.batches(path, diag):
             events_seen += len(events)
             if path not in self._named:  # names first, wherever they lie in the batch
                 for event in events:
@@ -558,7 +562,7 @@ class Records:
         self._steps_wanted, self._slices_wanted = True, False
         candidates: list[tuple[int, _Event]] = []
         index = 0
-        for events in _batches(path, diag, self.dialect.events):  # C sorts out the few events this pass takes
+        for events in self.dialect.batches(path, diag):  # C sorts out the few events this pass takes
             names, steps = steps_and_names(events, index)
             for event in names:
                 self._metadata(event)

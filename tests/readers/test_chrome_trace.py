@@ -173,22 +173,30 @@ def test_a_host_only_trace_has_unknown_device_figures_and_says_what_summary_leav
 
 def test_a_file_of_only_skipped_events_is_named_with_its_processes_in_detail_too(tmp_path):
     events = meta(5, "Overlap Analysis", {0: "Computing"}) + [x(5, 0, "Computing", 10, 5) for _ in range(4)]
-    path = write_rank(tmp_path, events + [{"ph": "i", "name": "mark", "pid": 5, "tid": 0, "ts": _us(3)}])
+    path = write_rank(tmp_path, events + [{"ph": "b", "name": "mark", "pid": 5, "tid": 0, "ts": _us(3)}])
     _, diag = _read(tmp_path)
     (message,) = diag.messages()
     assert message.startswith(f"{path / 'ASCEND_PROFILER_OUTPUT/trace_view.json'}: 5 events of processes "
                               "Overlap Analysis were not read: ")
-    assert "4 events of the profiler's own overlap lanes" in message and "1 events of phase 'i'" in message
+    assert "4 events of the profiler's own overlap lanes" in message and "1 events of phase 'b'" in message
 
 
 def test_events_it_cannot_convert_among_others_are_noted(tmp_path):
-    marks = [{"ph": "i", "name": "mark", "pid": PYTHON, "tid": 1, "ts": _us(1500)},
+    marks = [{"ph": "b", "name": "mark", "pid": PYTHON, "tid": 1, "ts": _us(1500), "id": 1},
              {"ph": "B", "name": "open", "pid": PYTHON, "tid": 1, "ts": _us(1600)}]
     write_rank(tmp_path, NAMES + steps(1) + device_step(1) + marks)
     batches, diag = _read(tmp_path)
     assert len(batches) == 1 and not diag  # a note, not damage: --strict still converts
     (note,) = diag.notes.values()
-    assert "2 events not converted" in note and "phase 'i'" in note and "phase 'B'" in note
+    assert "2 events not converted" in note and "phase 'b'" in note and "phase 'B'" in note
+
+
+def test_an_instant_is_a_slice_of_no_length_on_its_thread(tmp_path):
+    mark = {"ph": "i", "name": "mark", "pid": PYTHON, "tid": 1, "ts": _us(1500), "s": "t"}
+    write_rank(tmp_path, NAMES + steps(1) + device_step(1) + [mark])
+    batches, diag = _read(tmp_path)
+    (found,) = [s for b in batches for s in b.slices if s.name == "mark"]
+    assert (found.layer, found.start_ns, found.dur_ns) == (Layer.HOST, (T0 + 1500) * 1000, 0) and not diag.notes
 
 
 @pytest.mark.parametrize("ts,dur", [("x", 5), (_us(1), "-1"), (_us(1), "NaN"), (None, 5), (_us(1), [1])])

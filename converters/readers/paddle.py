@@ -1,0 +1,383 @@
+"""Paddle's profiler: ``*.paddle_trace.json`` (``export_chrome_tracing``) and ``*.paddle_trace.pb``
+(``export_protobuf``), one file per process, any number in a folder (formats.md).
+
+Both forms are read by ``chrome_trace`` with the ``Paddle`` dialect: the protobuf's nodes are made
+into the events the JSON export would hold (``_pb_events``), so both draw the same.
+- The JSON form ends every name with its duration (``matmul dygraph[12.3 us]``): stripped. Its
+  ``ts`` is epoch µs cut to whole µs, but ``args.start_time`` holds each event's start to the ns
+  from the profiler's start: times are taken from it, plus an offset found from the first events
+  (``_base_ns``), so nesting is exact. The protobuf form holds epoch ns.
+- ``tid`` is a string: ``"123(Python)"`` for Python-side ranges, ``"123(C++)"`` for operators: two
+  lanes of one OS thread, named by ``thread_name`` as in the file.
+- Steps are ``ProfileStep#N``; the phases Paddle marks (Dataloader, Forward, Backward,
+  Optimization) are drawn on lanes of those names beside the steps, in summary too.
+- Device events (Kernel, Memcpy, Memset) go on one lane per GPU stream; NCCL kernels and
+  Paddle's Communication events are communication ops; CUDA runtime calls link to their kernels
+  by correlation id.
+- Ranks: from the worker name in the file name (``rank3``, ``worker_3``, ``trainer_3``); where
+  nothing says, one rank per file in name order, with a note.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+
+from ..errors import Diagnostics, InputError
+from ..model import Layer, RankInfo, StepRecords
+from ..overlap import NOT_COMPUTE
+from . import chrome_trace, jsonfile
+from .chrome_trace import Converted, Dialect, _Event
+
+NAME = "paddle"
+FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
+_FILE = re.compile(r"\.paddle_trace\.(json|pb)$")
+_RANK = re.compile(r"(?:rank|worker|trainer)[_-]?(\d+)", re.IGNORECASE)
+_HOST = re.compile(r"^host_(.*?)pid_\d+")
+_SUFFIX = re.compile(r"\[[^\[\]]*\]$")
+_PHASES = ("Dataloader", "Forward", "Backward", "Optimization")
+_DEVICE_CATS = {"Kernel": "KERNEL", "Memcpy": "MEMCPY", "Memset": "MEMSET"}
+_NCCL = ("ncclKernel", "ncclDevKernel")
+_PROBE_BYTES = 1 << 16
+
+
+def sniff(folder: Path) -> bool:
+    """A folder holding at least one Paddle profiler file."""
+    return any(_FILE.search(p.name) and p.is_file() for p in folder.iterdir())
+
+
+def is_trace(path: Path) -> bool:
+    return bool(_FILE.search(path.name))
+
+
+def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
+    """One rank per file: its rank from the worker name, else the next free one in name order."""
+    paths = sorted(p for p in folder.iterdir() if _FILE.search(p.name) and p.is_file())
+    infos = [rank_info(p) for p in paths]
+    unranked = [info for info in infos if _RANK.search(info.path.name) is None]
+    taken = {info.rank for info in infos if info not in unranked}
+    free = (r for r in range(len(infos) + len(taken) + 1) if r not in taken)
+    for info in unranked:
+        info.rank = next(free)
+    if unranked and diag is not None and len(infos) > 1:
+        diag.note("paddle_rank", f"{folder}: {len(unranked)} Paddle files whose names say no rank; taken as "
+                  "ranks " + ", ".join(f"{i.rank} ({i.path.name})" for i in unranked) + " in name order")
+    return infos
+
+
+def rank_info(path: Path) -> RankInfo:
+    """A file's rank (0 where its name says none), host and clock."""
+    found = _RANK.search(path.name)
+    host = _HOST.match(path.name)
+    protobuf = path.suffix == ".pb"
+    start, offset = (_pb_start_ns(path), 0) if protobuf else _base_ns(path)
+    return RankInfo(
+        rank=int(found[1]) if found else 0,
+        format=NAME,
+        path=path,
+        host=host[1] if host and host[1] else None,
+        start_ns=start,
+        clock="epoch ns" if protobuf else "epoch µs (start_time args to the ns)",
+        source_paths=(path,),
+        clock_offset_ns=offset,
+    )
+
+
+def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:
+    """Yield the rank's records one step at a time, steps in time order."""
+    path = rank.source_paths[0]
+    dialect = PaddleProtobuf(0) if path.suffix == ".pb" else Paddle(rank.clock_offset_ns)
+    yield from chrome_trace.read_merged(rank, [path], diag, detail, dialect)
+
+
+# -- the JSON form ------------------------------------------------------------------------------
+
+class _Span(msgspec.Struct):
+    start_time: Any = None
+
+
+_SPAN = msgspec.json.Decoder(_Span)
+
+
+def _base_ns(path: Path) -> tuple[int | None, int]:
+    """(the file's first time, the epoch ns of its ``start_time`` zero). Each ``ts`` is that zero
+    plus ``start_time``, cut to the µs: the largest ``ts`` less ``start_time`` among the first
+    events is the zero to within a few ns."""
+    data = jsonfile.first_bytes(path, _PROBE_BYTES)
+    best = None
+    for match in _TS_AND_START.finditer(data):
+        ts, start = int(match["ts"]) * 1000, _us_text_to_ns(match["start"].decode())
+        if start is not None and (best is None or ts - start > best):
+            best = ts - start
+    return best, best or 0
+
+
+_TS_AND_START = re.compile(rb'"ts":\s*(?P<ts>\d+),[^{}]*\{\s*"start_time":\s*"(?P<start>[\d.]+) us"')
+
+
+def _us_text_to_ns(text: str) -> int | None:
+    try:
+        return chrome_trace.us_to_ns(text)
+    except (ValueError, ArithmeticError):
+        return None
+
+
+class Paddle(Dialect):
+    """Paddle's Chrome traces: names without their durations, exact times from ``start_time``."""
+
+    events = msgspec.json.Decoder(list[_Event], float_hook=str)
+    python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication"})
+
+    def __init__(self, base_ns: int) -> None:
+        self.base_ns = base_ns  # the epoch ns of start_time zero: the rank's clock offset
+
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+        for batch in super().batches(path, diag):
+            for event in batch:
+                self._normalise(event)
+            yield batch
+
+    def _normalise(self, event: _Event) -> None:
+        """The name without its duration; the start as µs from start_time zero, to the ns."""
+        name = event.name
+        if type(name) is str and name.endswith("]"):
+            event.name = _SUFFIX.sub("", name)
+        if event.ph == "M" or event.ts is None:
+            return
+        start = None
+        if event.args:
+            try:
+                start = _SPAN.decode(event.args).start_time
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+        if type(start) is str and start.endswith(" us"):
+            event.ts = start[:-3]
+        else:  # no start_time: its ts, less the offset the rank adds
+            try:
+                event.ts = _ns_text(chrome_trace.us_to_ns(event.ts) - self.base_ns)
+            except (TypeError, ValueError, ArithmeticError):
+                pass  # said as a bad time where it is read
+
+    def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
+        if thread.lower().startswith("stream") or process.startswith("GPU"):
+            return _GPU, f"GPU {pid} Stream {tid}"
+        return Layer.HOST, thread or f"thread {tid}"
+
+    def step_number(self, name: Any) -> int | None:
+        if type(name) is str and name.startswith("ProfileStep#") and name[12:].isdecimal():
+            return int(name[12:])
+        return None
+
+    def convert(self, event: _Event, kind: Layer | str, lane: str) -> Converted | str:
+        cat, name = event.cat, event.name
+        if cat in _PHASES:
+            return Converted(Layer.STEP, cat, name, "", None, on_device=False)
+        if cat in _DEVICE_CATS or kind is _GPU:
+            flow = _launch_flow(event, starts=False)
+            if isinstance(name, str) and name.startswith(_NCCL):
+                return Converted(Layer.COMM_OP, "NCCL", name, "NCCL", flow)
+            return Converted(Layer.STREAM, lane if kind is _GPU else f"GPU {event.pid} Stream {event.tid}",
+                             name, _DEVICE_CATS.get(cat, NOT_COMPUTE), flow)
+        if cat == "CudaRuntime":
+            return Converted(Layer.HOST, lane, name, "", _launch_flow(event, starts=True))
+        if cat == "Communication":  # a collective as the host records it
+            return Converted(Layer.COMM_OP, "Communication", name, "", None, on_device=False)
+        return Converted(Layer.HOST, lane, name)
+
+
+_GPU = "GPU stream"
+
+
+class _Correlation(msgspec.Struct):
+    correlation: Any = msgspec.field(default=None, name="correlation id")
+
+
+_CORRELATION = msgspec.json.Decoder(_Correlation)
+
+
+def _launch_flow(event: _Event, starts: bool) -> tuple[str, bool] | None:
+    try:
+        found = _CORRELATION.decode(event.args).correlation if event.args else None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return None if found is None else (f"launch:{found}", starts)
+
+
+# -- the protobuf form ----------------------------------------------------------------------------
+
+class PaddleProtobuf(Paddle):
+    """The protobuf export, read node by node as the events the JSON export would hold (epoch ns:
+    the base is 0)."""
+
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+        yield from _pb_events(path, diag)
+
+
+_PYTHON_SIDE = frozenset({"ProfileStep", "Dataloader", "Forward", "Backward", "Optimization", "PythonOp",
+                          "PythonUserDefined"})
+_BATCH_NODES = 20_000
+
+
+def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+    """The file's nodes as Chrome-trace events, a batch at a time. The file is mapped, not read:
+    only its framing is walked here (two levels: thread trees, then host nodes), and each node
+    is decoded by protobuf on its own, so memory holds a batch of nodes, never the file."""
+    from . import paddle_nodetree_pb2 as pb
+
+    with open(path, "rb") as f:
+        if not f.seek(0, 2):
+            raise InputError(path, "byte 0", "empty file, expected Paddle's NodeTreesProto")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            names = _thread_names(path, data, pb, diag)
+            pid = None
+            batch: list[_Event] = []
+            for at, tree in _fields(path, data, 0, len(data), diag, want=3):
+                for _, node_at in _fields(path, data, tree[0], tree[1], diag, want=2):
+                    try:
+                        node = pb.HostTraceEventNodeProto.FromString(data[node_at[0]:node_at[1]])
+                    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
+                        raise InputError(path, f"byte {node_at[0]}", f"not a Paddle host node ({e})") from None
+                    if _is_root(node):  # each thread's tree hangs from a root, which is no event
+                        continue
+                    if pid is None:
+                        pid = node.host_trace_event.process_id
+                        batch += _names(pid, names)
+                    batch += _node_events(node)
+                    if len(batch) >= _BATCH_NODES:
+                        yield batch
+                        batch = []
+            yield batch
+
+
+def _thread_names(path: Path, data: mmap.mmap, pb: Any, diag: Diagnostics) -> dict[str, str]:
+    """``extra_info`` (thread id -> thread name), which the export writes after the node trees."""
+    names = {}
+    for _, (start, end) in _fields(path, data, 0, len(data), Diagnostics(), want=4):
+        entry = pb.ExtraInfoMap.FromString(data[start:end])
+        names[entry.key] = entry.value
+    return names
+
+
+def _is_root(node: Any) -> bool:
+    host = node.host_trace_event
+    return host.name == "root node" and host.start_ns == 0 and host.end_ns == (1 << 64) - 1
+
+
+def _names(pid: int, threads: dict[str, str]) -> list[_Event]:
+    """The metadata the JSON export writes: the process, and each thread's two lanes."""
+    made = [_Event(ph="M", name="process_name", pid=pid, args=msgspec.Raw(
+        orjson.dumps({"name": f"Process {pid} (CPU)"})))]
+    for tid, name in threads.items():
+        if tid.isdecimal():
+            for side in ("Python", "C++"):
+                made.append(_Event(ph="M", name="thread_name", pid=pid, tid=f"{tid}({side})",
+                                   args=msgspec.Raw(orjson.dumps({"name": f"thread {tid}:{name}({side})"}))))
+    return made
+
+
+def _node_events(node: Any) -> list[_Event]:
+    """A host node, its runtime calls and their device work, as JSON-export events."""
+    host = node.host_trace_event
+    cat = _EVENT_TYPES[host.type]
+    tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
+    made = [_Event(ph="X", name=host.name, pid=host.process_id, tid=tid, ts=_ns_text(host.start_ns),
+                   dur=_ns_text(host.end_ns - host.start_ns), cat=cat)]
+    for runtime_node in node.runtime_nodes:
+        call = runtime_node.runtime_trace_event
+        made.append(_Event(ph="X", name=call.name, pid=call.process_id, tid=f"{call.thread_id}(C++)",
+                           ts=_ns_text(call.start_ns), dur=_ns_text(call.end_ns - call.start_ns),
+                           cat="CudaRuntime", args=_raw({"correlation id": call.correlation_id})))
+        for device_node in runtime_node.device_nodes:
+            work = device_node.device_event
+            made.append(_Event(ph="X", name=work.name, pid=work.device_id, tid=work.stream_id,
+                               ts=_ns_text(work.start_ns), dur=_ns_text(work.end_ns - work.start_ns),
+                               cat=_EVENT_TYPES[work.type],
+                               args=_raw({"correlation id": work.correlation_id, "device": work.device_id,
+                                          "stream": work.stream_id})))
+    return made
+
+
+def _raw(args: dict) -> msgspec.Raw:
+    return msgspec.Raw(orjson.dumps(args))
+
+
+def _ns_text(ns: int) -> str:
+    """ns as the µs text the readers parse exactly."""
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _event_types() -> dict[int, str]:
+    from . import paddle_nodetree_pb2 as pb
+    return {value.number: value.name for value in pb.TracerEventTypeProto.DESCRIPTOR.values}
+
+
+_EVENT_TYPES = _event_types()
+
+
+def _fields(path: Path, data: Any, start: int, end: int, diag: Diagnostics,
+            want: int) -> Iterator[tuple[int, tuple[int, int]]]:
+    """The length-delimited fields numbered ``want`` in ``data[start:end]``, as (field, (start,
+    end)); protobuf's wire format (varint keys and lengths). A file cut off by a crash: the field
+    it cuts is given as far as it goes (a thread tree's whole nodes are read), then a warning."""
+    at = start
+    while at < end:
+        key, at2 = _varint(data, at, end)
+        if key is None:
+            break
+        field, wire = key >> 3, key & 7
+        if wire == 2:
+            length, body = _varint(data, at2, end)
+            if length is None:
+                break
+            if body + length > end:
+                if field == want and want == 3:  # a thread tree cut off: its whole nodes are kept
+                    yield field, (body, end)
+                break
+            if field == want:
+                yield field, (body, body + length)
+            at = body + length
+        elif wire == 0:
+            _, at = _varint(data, at2, end)
+            if at is None:
+                break
+        elif wire in (1, 5):
+            at = at2 + (8 if wire == 1 else 4)
+        else:
+            raise InputError(path, f"byte {at}", f"not Paddle's protobuf export (wire type {wire})")
+    if at is None or at < end:
+        diag.warn("truncated_file", f"{path}: cut off at byte {len(data)}; converted the whole nodes before it")
+
+
+def _varint(data: Any, at: int, end: int) -> tuple[int | None, int]:
+    value = shift = 0
+    while at < end:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    return None, at
+
+
+def _pb_start_ns(path: Path) -> int | None:
+    """The start of the file's first host node: the profile's start, for telling runs apart."""
+    from . import paddle_nodetree_pb2 as pb
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            diag = Diagnostics()
+            for _, tree in _fields(path, data, 0, len(data), diag, want=3):
+                for _, at in _fields(path, data, tree[0], tree[1], diag, want=2):
+                    node = pb.HostTraceEventNodeProto.FromString(data[at[0]:at[1]])
+                    if not _is_root(node):
+                        return node.host_trace_event.start_ns
+    except Exception:  # noqa: BLE001 - a probe: the read says what is wrong
+        return None
+    return None

@@ -3,6 +3,7 @@ with one clear line, never a traceback, a hang, a partial output or a change to 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -54,7 +55,8 @@ def bases(tmp_path_factory) -> dict[str, Path]:
     real = os.environ.get("TRACE2PERFETTO_REALDATA")
     # the real samples too, if here; MindSpore on a CPU writes host activity only, times as strings
     for name in ("msprof-2rank", "ascend-pt-2rank", "mindspore-1x", "ascend-pt-db", "msprof-db",
-                 "mindspore-cpu/graph-legacy-Profiler"):
+                 "mindspore-cpu/graph-legacy-Profiler", "kineto-2rank", "kineto-gloo-2rank", "paddle-cpu-chrome",
+                 "paddle-cpu-protobuf"):
         if real and (Path(real) / name).is_dir():
             made[name.split("/")[0]] = Path(real) / name
     return made
@@ -62,7 +64,7 @@ def bases(tmp_path_factory) -> dict[str, Path]:
 
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
-                  and p.suffix in (".json", ".csv", ".txt", ".trace", ".db")
+                  and p.suffix in (".json", ".csv", ".txt", ".trace", ".db", ".gz", ".pb")
                   or p.name.startswith(("info.json", "start_info", "host_start")))
 
 
@@ -120,7 +122,8 @@ def _check(done: subprocess.CompletedProcess, out: Path) -> None:
 @given(
     base=st.sampled_from(["timeline", "cann8", "ascend_pt", "kernel_details", "mindspore1x", "host_info",
                           "database", "msprof-2rank", "ascend-pt-2rank", "mindspore-1x", "ascend-pt-db",
-                          "msprof-db", "mindspore-cpu"]),
+                          "msprof-db", "mindspore-cpu", "kineto-2rank", "kineto-gloo-2rank",
+                          "paddle-cpu-chrome", "paddle-cpu-protobuf"]),
     kind=st.sampled_from(["truncate", "garbage", "empty", "types", "numbers", "non-utf8", "columns",
                           "task types"]),
     which=st.integers(0, 10**6),
@@ -183,4 +186,29 @@ def test_the_host_only_real_sample_mutated_converts_with_a_warning_or_fails_clea
     done = _run(root, out)
     _check(done, out)
     if done.returncode == 0 and kind not in ("types", "numbers"):  # a cut keeps the events before it
+        assert read_perfetto(out.read_bytes()).slices
+
+
+@pytest.mark.parametrize("kind", ["truncate", "garbage", "empty", "types", "numbers", "non-utf8"])
+@pytest.mark.parametrize("sample", ["kineto-2rank", "kineto-gloo-2rank", "paddle-cpu-chrome", "paddle-cpu-protobuf"])
+def test_the_gpu_profilers_real_samples_mutated_convert_with_a_warning_or_fail_cleanly(bases, tmp_path, sample,
+                                                                                      kind):
+    """Every mutation of every PyTorch and Paddle sample; a gzipped trace is mutated inside (its
+    text) and as a stream (cut, garbage)."""
+    if sample not in bases:
+        pytest.skip(f"TRACE2PERFETTO_REALDATA has no {sample} sample")
+    root = tmp_path / "profile"
+    shutil.copytree(bases[sample], root)
+    for path in root.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    victim = next(p for p in sorted(root.iterdir()) if p.suffix in (".json", ".gz", ".pb"))
+    data = victim.read_bytes()
+    if victim.suffix == ".gz" and kind not in ("truncate", "garbage"):
+        victim.write_bytes(gzip.compress(_mutate(gzip.decompress(data), kind, 0.37, b'{"ph": "X", "ts": ]')))
+    else:
+        victim.write_bytes(_mutate(data, kind, 0.37, b'{"ph": "X", "ts": ]'))
+    out = tmp_path / "out.pftrace"
+    done = _run(root, out)
+    _check(done, out)
+    if done.returncode == 0 and kind == "truncate":  # a cut keeps the events before it
         assert read_perfetto(out.read_bytes()).slices

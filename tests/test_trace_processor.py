@@ -47,6 +47,9 @@ SAMPLES = [
     "kineto-gloo-2rank",
     "kineto-2rank/sampled_rank-1.json.gz",
     "kineto-gloo-2rank/vm_10378.1795348179170436309.pt.trace.json",
+    "paddle-cpu-chrome",
+    "paddle-cpu-protobuf",
+    "paddle-cpu-protobuf/host_vmpid_10240_time_2026_11_22_11_49_09_501116.paddle_trace.pb",
 ]
 
 

@@ -58,6 +58,7 @@ def test_phase_totals_equal_paddles_own_model_summary(sample, kind):
 
 
 def test_every_event_of_the_json_export_is_drawn_once_at_its_exact_start():
+    """This run lasted 19 ms: every start_time (float32 µs) is exact to the ns and agrees with ts."""
     path = _file("paddle-cpu-chrome")
     events = json.loads(path.read_text(), parse_float=Decimal)["traceEvents"]
     expected = Counter()

@@ -329,6 +329,7 @@ class Dialect:
 
     events: msgspec.json.Decoder  # decodes a batch of events
     python_cats: frozenset[str] | None = None
+    by_design: frozenset[str] = frozenset()  # reasons of ``convert`` said only when nothing is read
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> Route:
         if process == "Step Trace" or thread.startswith("Step Trace"):
@@ -582,8 +583,9 @@ class Records:
         if events and not made:
             diag.warn("nothing_read", f"{path}: {events} events of processes {self._names(unread)} were not "
                       f"read: {self._reasons(unread)}")
-        elif any(why not in _BY_DESIGN for why, _ in unread):
-            left = Counter({key: n for key, n in unread.items() if key[0] not in _BY_DESIGN})
+        elif any(why not in _BY_DESIGN | self.dialect.by_design for why, _ in unread):
+            told = _BY_DESIGN | self.dialect.by_design
+            left = Counter({key: n for key, n in unread.items() if key[0] not in told})
             rank = self.rank.rank
             diag.note(f"unread_events {rank}", f"{path}: {sum(left.values())} events not converted: "
                       f"{self._reasons(left)} (other files of rank {rank} may hold more)")

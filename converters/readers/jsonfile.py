@@ -166,7 +166,7 @@ def _split_array(
         while True:
             more = f.read(chunk_bytes)
             if not more:
-                yield _tail(path, diag, decode, _array_of_object(buf) if in_object else buf, base)
+                yield _tail(path, diag, decode, _array_of_object(buf, decode) if in_object else buf, base)
                 return
             buf += more
             for match in list(_SPLIT.finditer(buf, max(0, len(buf) - _TAIL)))[::-1][:_TRIES]:
@@ -181,7 +181,7 @@ def _split_array(
                 break
             else:
                 if len(buf) > check_at:  # no event ends in a long stretch: broken, or one huge event
-                    _raise_if_broken(path, buf, base)
+                    _raise_if_broken(path, buf, base, in_object)
                     check_at *= 2
 
 
@@ -203,20 +203,26 @@ def _events_key(f: BinaryIO, buf: bytes, chunk_bytes: int) -> tuple[bytes, int] 
     return None
 
 
-def _array_of_object(buf: bytes) -> bytes:
+def _array_of_object(buf: bytes, decode: Callable[[bytes], list[Any]]) -> bytes:
     """The end of an object's event array without the keys after it (``], "traceName": ...}``):
-    cut at the last ``]`` after which a JSON object's rest follows. Unchanged if none does (the
-    file was cut off inside the array)."""
-    end = len(buf)
-    for _ in range(_TRIES):
+    cut at the last ``]`` that closes the array (what comes before decodes as events) and that
+    the rest of a JSON object follows. Unchanged if none does (the file was cut off in the array)."""
+    end, tries = len(buf), 0
+    while tries < _MAX_RECOVERY_TRIES:
         end = buf.rfind(b"]", 0, end)
         if end < 0:
             break
+        before = buf[:end].rstrip()
+        if before and not before.endswith(b"}"):  # the array ends after an event, or is empty
+            continue
+        tries += 1
         rest = buf[end + 1 :].strip()
         try:
-            if rest == b"}" or (rest[:1] == b"," and isinstance(orjson.loads(b"{" + rest[1:]), dict)):
-                return buf[: end + 1]
-        except orjson.JSONDecodeError:
+            if rest != b"}" and not (rest[:1] == b"," and isinstance(orjson.loads(b"{" + rest[1:]), dict)):
+                continue
+            decode(b"[" + buf[: end + 1])
+            return buf[: end + 1]
+        except (orjson.JSONDecodeError, ValueError):
             continue
     return buf
 
@@ -330,10 +336,12 @@ def _utf8(path: Path, data: bytes, base: int, diag: Diagnostics) -> bytes:
         return data.decode("utf-8", "replace").encode("utf-8")
 
 
-def _raise_if_broken(path: Path, buf: bytes, base: int) -> None:
+def _raise_if_broken(path: Path, buf: bytes, base: int, in_object: bool = False) -> None:
     buf = _without_partial_character(buf)  # a chunk may end inside a character
     text = buf.decode("utf-8", "replace")
     error = _error(b"[" + buf)
+    if in_object and "after document" in error.msg:  # the array has ended: the object's other keys follow
+        return
     if error.pos - 1 < len(text.rstrip()):  # it fails before the data runs out: garbage
         at = len(text[: max(error.pos - 1, 0)].encode("utf-8", "replace"))  # chars to bytes
         raise InputError(path, f"byte {base + at}", f"not valid JSON ({error.msg})")

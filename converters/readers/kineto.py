@@ -45,6 +45,7 @@ _DEVICE_CATS = {"kernel": "KERNEL", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSE
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 _NCCL = ("ncclKernel", "ncclDevKernel")
 _GPU = "GPU stream"  # a route of the dialect's own
+_FLOWS = "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
 
 
 def sniff(folder: Path) -> bool:
@@ -145,6 +146,7 @@ class Kineto(Dialect):
     """Kineto's traces: lanes by thread (host) and stream (device), kinds by category."""
 
     events = msgspec.json.Decoder(list[chrome_trace._Event], float_hook=str)  # times exact: as text
+    by_design = frozenset({_FLOWS})
 
     def __init__(self, backend: str) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
@@ -161,7 +163,7 @@ class Kineto(Dialect):
     def convert(self, event: chrome_trace._Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = event.cat, event.name
         if event.ph in ("s", "f", "t"):
-            return "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
+            return _FLOWS
         if cat in _DEVICE_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None

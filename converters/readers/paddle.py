@@ -40,11 +40,14 @@ FILES = True  # reads the files of a folder, not the folder: its subfolders are 
 _FILE = re.compile(r"\.paddle_trace\.(json|pb)$")
 _RANK = re.compile(r"(?:rank|worker|trainer)[_-]?(\d+)", re.IGNORECASE)
 _HOST = re.compile(r"^host_(.*?)pid_\d+")
-_SUFFIX = re.compile(r"\[[^\[\]]*\]$")
+_SUFFIX = re.compile(r"\[\d+(?:\.\d+)? (?:ns|us|ms|s)\]$")  # the duration Paddle adds to every name
 _PHASES = ("Dataloader", "Forward", "Backward", "Optimization")
 _DEVICE_CATS = {"Kernel": "KERNEL", "Memcpy": "MEMCPY", "Memset": "MEMSET"}
 _NCCL = ("ncclKernel", "ncclDevKernel")
 _PROBE_BYTES = 1 << 16
+_GPU = "GPU stream"  # a route of the dialect's own
+_SLACK_NS = 10  # float32 rounding, and the error of the zero found from the first events
+_FLOWS = "launch flow ends, drawn from the correlation ids of runtime calls and device work they repeat"
 
 
 def sniff(folder: Path) -> bool:
@@ -132,7 +135,8 @@ class Paddle(Dialect):
     """Paddle's Chrome traces: names without their durations, exact times from ``start_time``."""
 
     events = msgspec.json.Decoder(list[_Event], float_hook=str)
-    python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication"})
+    python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication", "async"})
+    by_design = frozenset({_FLOWS})
 
     def __init__(self, base_ns: int) -> None:
         self.base_ns = base_ns  # the epoch ns of start_time zero: the rank's clock offset
@@ -144,7 +148,10 @@ class Paddle(Dialect):
             yield batch
 
     def _normalise(self, event: _Event) -> None:
-        """The name without its duration; the start as µs from start_time zero, to the ns."""
+        """The name without its duration; the start as µs from start_time zero (the rank adds the
+        zero's epoch ns): from ``start_time`` to the ns where it falls in the µs ``ts`` gives
+        (Paddle computes it in float32: past ~8 ms from the zero it may not; a few ns either side of
+        it are float32's rounding), else ``ts``."""
         name = event.name
         if type(name) is str and name.endswith("]"):
             event.name = _SUFFIX.sub("", name)
@@ -156,13 +163,16 @@ class Paddle(Dialect):
                 start = _SPAN.decode(event.args).start_time
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass
+        try:
+            ts_ns = chrome_trace.us_to_ns(event.ts)
+        except (TypeError, ValueError, ArithmeticError):
+            return  # said as a bad time where it is read
         if type(start) is str and start.endswith(" us"):
-            event.ts = start[:-3]
-        else:  # no start_time: its ts, less the offset the rank adds
-            try:
-                event.ts = _ns_text(chrome_trace.us_to_ns(event.ts) - self.base_ns)
-            except (TypeError, ValueError, ArithmeticError):
-                pass  # said as a bad time where it is read
+            relative = _us_text_to_ns(start[:-3])
+            if relative is not None and -_SLACK_NS <= self.base_ns + relative - ts_ns < 1000 + _SLACK_NS:
+                event.ts = start[:-3]
+                return
+        event.ts = _ns_text(ts_ns - self.base_ns)
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
         if thread.lower().startswith("stream") or process.startswith("GPU"):
@@ -176,6 +186,8 @@ class Paddle(Dialect):
 
     def convert(self, event: _Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = event.cat, event.name
+        if event.ph in ("s", "f", "t"):
+            return _FLOWS
         if cat in _PHASES:
             return Converted(Layer.STEP, cat, name, "", None, on_device=False)
         if cat in _DEVICE_CATS or kind is _GPU:
@@ -190,8 +202,6 @@ class Paddle(Dialect):
             return Converted(Layer.COMM_OP, "Communication", name, "", None, on_device=False)
         return Converted(Layer.HOST, lane, name)
 
-
-_GPU = "GPU stream"
 
 
 class _Correlation(msgspec.Struct):
@@ -243,12 +253,11 @@ def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
                         node = pb.HostTraceEventNodeProto.FromString(data[node_at[0]:node_at[1]])
                     except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
                         raise InputError(path, f"byte {node_at[0]}", f"not a Paddle host node ({e})") from None
-                    if _is_root(node):  # each thread's tree hangs from a root, which is no event
-                        continue
-                    if pid is None:
+                    root = _is_root(node)  # each thread's tree hangs from a root, which is no event
+                    if pid is None and not root:
                         pid = node.host_trace_event.process_id
                         batch += _names(pid, names)
-                    batch += _node_events(node)
+                    batch += _node_events(node, root)
                     if len(batch) >= _BATCH_NODES:
                         yield batch
                         batch = []
@@ -281,13 +290,20 @@ def _names(pid: int, threads: dict[str, str]) -> list[_Event]:
     return made
 
 
-def _node_events(node: Any) -> list[_Event]:
-    """A host node, its runtime calls and their device work, as JSON-export events."""
+def _node_events(node: Any, root: bool = False) -> list[_Event]:
+    """A host node (not the root), its memory events, its runtime calls and their device work, as
+    JSON-export events. The root holds the runtime calls no host event encloses."""
     host = node.host_trace_event
-    cat = _EVENT_TYPES[host.type]
+    cat = _EVENT_TYPES.get(host.type, "Operator")
     tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
-    made = [_Event(ph="X", name=host.name, pid=host.process_id, tid=tid, ts=_ns_text(host.start_ns),
-                   dur=_ns_text(host.end_ns - host.start_ns), cat=cat)]
+    made = [] if root else [_Event(ph="X", name=host.name, pid=host.process_id, tid=tid,
+                                   ts=_ns_text(host.start_ns), dur=_ns_text(host.end_ns - host.start_ns), cat=cat)]
+    for memory_node in node.mem_nodes:
+        memory = memory_node.mem_event
+        made.append(_Event(ph="i", name="[memory]", pid=memory.process_id, tid=f"{memory.thread_id}(C++)",
+                           ts=_ns_text(memory.timestamp_ns), cat=_MEMORY_TYPES.get(memory.type, "Memory"),
+                           args=_raw({"place": memory.place, "increase_bytes": memory.increase_bytes,
+                                      "current_allocated": memory.current_allocated})))
     for runtime_node in node.runtime_nodes:
         call = runtime_node.runtime_trace_event
         made.append(_Event(ph="X", name=call.name, pid=call.process_id, tid=f"{call.thread_id}(C++)",
@@ -319,6 +335,7 @@ def _event_types() -> dict[int, str]:
 
 
 _EVENT_TYPES = _event_types()
+_MEMORY_TYPES = {0: "Allocate", 1: "Free", 2: "ReservedAllocate", 3: "ReservedFree"}
 
 
 def _fields(path: Path, data: Any, start: int, end: int, diag: Diagnostics,

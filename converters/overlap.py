@@ -19,7 +19,7 @@ LANES = ("Computing", "Communication", "Communication (not overlapped)", "Free")
 # collective launches on the device. Everything else (AI_CORE, AI_CPU, AIV, MIX_*, DSA_SQE, ...)
 # computes. Matched as words of the upper-cased type, so "Notify Wait" and NOTIFY_WAIT agree.
 _NON_COMPUTE_WORDS = (
-    "NOTIFY", "EVENT", "WRITE_VALUE", "PLACE_HOLDER", "DMA", "SDMA", "MEMCPY", "REDUCE",
+    "NOTIFY", "EVENT", "WRITE_VALUE", "PLACE_HOLDER", "DMA", "SDMA", "MEMCPY", "MEMSET", "REDUCE",
     "HCCL", "COMMUNICATION", "NOT_COMPUTE",
 )
 # The task type a reader gives a device task that its profiler says is no computation whatever

@@ -1,4 +1,4 @@
-"""trace2perfetto: Ascend NPU profiler output to Perfetto traces and Chrome JSON.
+"""trace2perfetto: NPU and GPU profiler output to Perfetto traces and Chrome JSON.
 
 Library use::
 

@@ -36,9 +36,10 @@ exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trace2perfetto",
-        description="Convert Ascend profiler output (CANN msprof PROF_* directories, torch_npu and "
+        description="Convert NPU and GPU profiler output (CANN msprof PROF_* directories, torch_npu and "
         "MindSpore *_ascend_pt / *_ascend_ms directories, MindSpore 1.x profiler folders, MindSpore "
-        "host_info) into one Perfetto trace with every rank "
+        "host_info, PyTorch profiler *.pt.trace.json / *.json.gz, Paddle *.paddle_trace.json / .pb) "
+        "into one Perfetto trace with every rank "
         "on one timeline: step trace, compute/communication overlap lanes and, with --kind detail, "
         "device streams, communication ops, HCCL planes and host activity.",
         epilog=_EXAMPLES,

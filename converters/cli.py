@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("profile", metavar="PROFILER_DIR",
                         help="a PROF_* or *_ascend_pt directory, a profiler output holding several, "
-                        "or a parent of several nodes' outputs")
+                        "a parent of several nodes' outputs, a folder of PyTorch or Paddle profiler "
+                        "files, or one such file")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="output file (.pftrace or .json, optionally .gz); '-' for stdout; "
                         "default: PROFILER_DIR.pftrace beside the input")

@@ -40,8 +40,8 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     ranks: dict[int, RankInfo] = {}
     hosts: dict[int, RankInfo] = {}
     for folder, reader in _rank_dirs(path, diag):
-        found = reader.rank_infos(folder, diag) if getattr(reader, "FILES", False) else reader.rank_infos(folder)
-        for info in found:
+        files = getattr(reader, "FILES", False)  # a reader of files says how it numbered them
+        for info in reader.rank_infos(folder, diag) if files else reader.rank_infos(folder):
             if getattr(reader, "ATTACHES", False):
                 _claim(hosts, info, diag)
             else:

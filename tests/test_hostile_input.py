@@ -22,6 +22,8 @@ from fixtures.host_info_gen import write_host_info
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
 
+GPU_SAMPLES = ("kineto-2rank", "kineto-gloo-2rank", "paddle-cpu-chrome", "paddle-cpu-protobuf")
+
 
 def _databases(root: Path) -> None:
     for rank in (0, 1):
@@ -55,8 +57,7 @@ def bases(tmp_path_factory) -> dict[str, Path]:
     real = os.environ.get("TRACE2PERFETTO_REALDATA")
     # the real samples too, if here; MindSpore on a CPU writes host activity only, times as strings
     for name in ("msprof-2rank", "ascend-pt-2rank", "mindspore-1x", "ascend-pt-db", "msprof-db",
-                 "mindspore-cpu/graph-legacy-Profiler", "kineto-2rank", "kineto-gloo-2rank", "paddle-cpu-chrome",
-                 "paddle-cpu-protobuf"):
+                 "mindspore-cpu/graph-legacy-Profiler", *GPU_SAMPLES):
         if real and (Path(real) / name).is_dir():
             made[name.split("/")[0]] = Path(real) / name
     return made
@@ -190,9 +191,9 @@ def test_the_host_only_real_sample_mutated_converts_with_a_warning_or_fails_clea
 
 
 @pytest.mark.parametrize("kind", ["truncate", "garbage", "empty", "types", "numbers", "non-utf8"])
-@pytest.mark.parametrize("sample", ["kineto-2rank", "kineto-gloo-2rank", "paddle-cpu-chrome", "paddle-cpu-protobuf"])
-def test_the_gpu_profilers_real_samples_mutated_convert_with_a_warning_or_fail_cleanly(bases, tmp_path, sample,
-                                                                                      kind):
+@pytest.mark.parametrize("sample", GPU_SAMPLES)
+def test_the_gpu_profilers_real_samples_mutated_convert_with_a_warning_or_fail_cleanly(bases, tmp_path,
+                                                                                      sample, kind):
     """Every mutation of every PyTorch and Paddle sample; a gzipped trace is mutated inside (its
     text) and as a stream (cut, garbage)."""
     if sample not in bases:

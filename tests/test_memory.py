@@ -11,10 +11,13 @@ from bench.run import measure
 from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.host_info_gen import write_host_info
+from fixtures.kineto_gen import write_kineto_traces
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
+from fixtures.paddle_gen import generate_profile as write_paddle_profile
 
-LAYOUTS = ["timeline", "cann8", "trace_view", "mindspore1x", "host_info", "database"]
+LAYOUTS = ["timeline", "cann8", "trace_view", "mindspore1x", "host_info", "database", "kineto", "paddle_json",
+           "paddle_pb"]
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +54,16 @@ def profiles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
         write_ascend_pt_profile(root, ranks=2, steps=steps, tasks_per_step=300, with_kernel_details=False,
                                 metadata_last=True, seed=5)
     made["trace_view"] = (small, large)
+    small, large = (tmp_path_factory.mktemp(f"kineto{n}") for n in (1, 10))
+    for root, mb in ((small, 6), (large, 60)):  # PyTorch GPU traces, gzipped, names last, out of order
+        write_kineto_traces(root, ranks=2, steps=1, target_mb=mb, gzip=True, metadata_last=True, shuffle=True,
+                            seed=5)
+    made["kineto"] = (small, large)
+    for form, name in (("chrome", "paddle_json"), ("protobuf", "paddle_pb")):
+        small, large = (tmp_path_factory.mktemp(f"{name}{n}") for n in (1, 10))
+        for root, mb in ((small, 4), (large, 40)):
+            write_paddle_profile(root, form=form, steps=2, target_mb=mb, gpu=True, ranks=2, seed=5)
+        made[name] = (small, large)
     return made
 
 

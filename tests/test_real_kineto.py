@@ -16,8 +16,16 @@ from pathlib import Path
 import pytest
 from conftest import real_data
 
-from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
-from converters import step_overlap
+from converters import (
+    Diagnostics,
+    Layer,
+    Options,
+    convert,
+    discover,
+    overlap_report,
+    read_profile,
+    step_overlap,
+)
 from converters.cli import main
 from converters.overlap import intersect, total_ns
 
@@ -51,8 +59,9 @@ def test_every_event_of_a_real_trace_is_drawn_exactly_once_in_detail(sample):
                     name = f"Step {name[13:]}"
                 expected[rank, name, _ns(e["ts"], base)] += 1
     ranks = discover(real_data(sample))
-    drawn = Counter((s.rank, s.name, s.start_ns) for batch in read_profile(ranks, Options(kind="detail"), Diagnostics())
-                    for s in batch.slices if s.layer is not Layer.OVERLAP)
+    batches = read_profile(ranks, Options(kind="detail"), Diagnostics())
+    drawn = Counter((s.rank, s.name, s.start_ns) for batch in batches for s in batch.slices
+                    if s.layer is not Layer.OVERLAP)
     assert drawn == expected
     assert sum(expected.values()) > 1000
 
@@ -107,8 +116,8 @@ def test_overlap_and_time_breakdown_agree_with_holistic_trace_analysis():
     hta = analysis.TraceAnalysis(trace_dir=str(real_data("kineto-2rank")))
     overlap = hta.get_comm_comp_overlap(visualize=False).set_index("rank")["comp_comm_overlap_pctg"]
     breakdown = hta.get_temporal_breakdown(visualize=False).set_index("rank")
-    batches = {b.rank: b for b in read_profile(discover(real_data("kineto-2rank")), Options(steps=frozenset([551]), kind="detail"),
-                                                Diagnostics())}
+    step_551 = Options(steps=frozenset([551]), kind="detail")
+    batches = {b.rank: b for b in read_profile(discover(real_data("kineto-2rank")), step_551, Diagnostics())}
     rows = {row.rank: row for row in overlap_report(real_data("kineto-2rank")) if row.step == 551}
     assert sorted(rows) == sorted(batches) == sorted(overlap.index) == [0, 1]
     for rank, row in rows.items():

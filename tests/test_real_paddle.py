@@ -97,7 +97,8 @@ def test_every_node_of_the_protobuf_export_is_drawn_once_at_its_exact_start():
 def test_both_export_forms_draw_the_same_lanes():
     lanes = []
     for sample in ("paddle-cpu-chrome", "paddle-cpu-protobuf"):
-        found = {(s.layer, re.sub(r"\d+", "N", s.lane)) for b in _records(real_data(sample)) for s in b.slices}
+        slices = [s for b in _records(real_data(sample)) for s in b.slices]
+        found = {(s.layer, re.sub(r"\d+", "N", s.lane)) for s in slices}
         lanes.append(found)
     assert lanes[0] == lanes[1]
     assert (Layer.HOST, "thread N:MainThread(C++)") in lanes[0]

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
-import orjson
 
 from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
@@ -352,9 +351,9 @@ class Dialect:
         """The file's events, a batch at a time (a dialect of another file format makes them)."""
         return _batches(path, diag, self.events)
 
-    def step_number(self, name: Any) -> int | None:
-        """The step a host event starts, if it is one: torch_npu's ``ProfilerStep#N``."""
-        return int(name[13:]) if _is_profiler_step(name) else None
+    def step_number(self, event: _Event, kind: Layer | str) -> int | None:
+        """The step an event starts, if it is one: torch_npu's ``ProfilerStep#N`` on the host."""
+        return int(event.name[13:]) if kind is Layer.HOST and _is_profiler_step(event.name) else None
 
     def convert(self, event: _Event, kind: Layer | str, lane: str) -> Converted | str:
         """An event of the dialect's own kinds or categories: where it is drawn, or why it is
@@ -466,7 +465,7 @@ _NO_TIME = 10**24  # ns: 30 million years
 
 def _raw_args(event: Any) -> Any:
     if isinstance(event, dict) and "args" in event:
-        return {**event, "args": msgspec.Raw(orjson.dumps(event["args"]))}
+        return {**event, "args": msgspec.Raw(msgspec.json.encode(event["args"]))}
     return event
 
 
@@ -631,9 +630,7 @@ class Records:
         if kind is None:
             self._unread[_VENDOR_OVERLAP, event.pid] += 1
             return
-        number = None
-        if kind is Layer.HOST or (type(kind) is str and kind is not _STEP_TRACE):
-            number = self.dialect.step_number(event.name)
+        number = None if kind is _STEP_TRACE else self.dialect.step_number(event, kind)
         if kind is _STEP_TRACE or number is not None:
             if self._steps_wanted and (times := self._times(event, index, path, diag)):
                 if kind is _STEP_TRACE:
@@ -644,7 +641,8 @@ class Records:
         if not self._slices_wanted:
             return
         args, name, task_type, flow, on_device = event.args or None, event.name, "", None, True
-        own = type(kind) is str or (self.dialect.python_cats is not None and event.cat in self.dialect.python_cats)
+        cats = self.dialect.python_cats
+        own = type(kind) is str or (cats is not None and event.cat in cats)
         if own:
             converted = self.dialect.convert(event, kind, lane)
             if type(converted) is str:
@@ -662,7 +660,7 @@ class Records:
                 if not own:
                     task_type = _task_type(args) if args else ""
                     if not task_type and " / " in lane:
-                        task_type = NOT_COMPUTE  # a device process the reader does not know: no guess it computes
+                        task_type = NOT_COMPUTE  # a device process the reader does not know: not compute
                 if not self.detail and not is_compute(task_type):
                     self._unread[_DETAIL_ONLY_TASKS, event.pid] += 1
                     return

@@ -59,10 +59,12 @@ def load_events(path: Path, diag: Diagnostics) -> list[Any]:
     return value
 
 
-def _recover_truncated(path: Path, data: bytes, error: orjson.JSONDecodeError, diag: Diagnostics) -> Any:
+def _recover_truncated(path: Path, data: bytes, error: orjson.JSONDecodeError, diag: Diagnostics,
+                       at: int = 0, before: int = 0) -> Any:
     """Cut ``data`` after its last whole event and close the array, or raise InputError.
 
-    Only a file that ends too early is cut off; a parse error before its end is garbage.
+    Only a file that ends too early is cut off; a parse error before its end is garbage. ``data``
+    may be the file's tail: it starts at byte ``at``, after ``before`` events (for the warning).
     """
     stripped = data.lstrip()
     if not stripped:
@@ -70,7 +72,7 @@ def _recover_truncated(path: Path, data: bytes, error: orjson.JSONDecodeError, d
     whole = _without_partial_character(data)
     if len(whole) < len(data):  # cut inside a UTF-8 character: orjson rejects all of it
         try:
-            return _recover_truncated(path, whole, _error(whole), diag)
+            return _recover_truncated(path, whole, _error(whole), diag, at, before)
         except InputError:
             raise InputError(path, f"byte {len(whole)}", "not valid UTF-8") from None
     text = data.decode("utf-8", "replace")  # orjson counts characters, not bytes
@@ -89,7 +91,8 @@ def _recover_truncated(path: Path, data: bytes, error: orjson.JSONDecodeError, d
             continue
     diag.warn(
         "truncated_file",
-        f"{path}: cut off at byte {len(data)}; converted the {len(value)} whole events before it",
+        f"{path}: cut off at byte {at + len(data)}; converted the {before + len(value)} whole events "
+        "before it",
     )
     return value
 
@@ -130,7 +133,8 @@ def iter_batches(
     and decoded in one call. A file cut off by a crash yields its whole events, the last
     batch recovered by :func:`load_events`'s rules on the tail alone, with the same warning.
     An object is streamed the same way from its ``traceEvents`` array on; one whose array does
-    not start in its first chunks is read whole. Batches are lists of what ``decode`` returns, or of plain dicts where recovered.
+    not start in its first chunks is read whole. Batches are lists of what ``decode`` returns, or
+    of plain dicts where recovered.
 
     Raises:
         InputError: the file cannot be read, or is not valid JSON where it is not cut off.
@@ -162,11 +166,11 @@ def _split_array(
         elif buf[start : start + 1] != b"[":
             raise _NotPlain
         base, buf = start + 1, buf[start + 1 :]  # base: where buf starts in the file
-        check_at = 8 * chunk_bytes
+        check_at, count = 8 * chunk_bytes, 0  # count: the events yielded
         while True:
             more = f.read(chunk_bytes)
             if not more:
-                yield _tail(path, diag, decode, _array_of_object(buf, decode) if in_object else buf, base)
+                yield _tail(path, diag, decode, _array_of_object(buf, decode) if in_object else buf, base, count)
                 return
             buf += more
             for match in list(_SPLIT.finditer(buf, max(0, len(buf) - _TAIL)))[::-1][:_TRIES]:
@@ -175,6 +179,7 @@ def _split_array(
                     events = decode(b"[" + piece + b"]")
                 except ValueError:
                     continue
+                count += len(events)
                 yield events
                 base += match.end() - 1
                 buf = buf[match.end() - 1 :]
@@ -264,36 +269,52 @@ def open_bytes(path: Path, diag: Diagnostics | None = None) -> BinaryIO:
 
 
 class _Gunzip:
-    """A gzip file's bytes as they inflate. Unlike ``gzip.open`` it gives every byte of a stream
-    cut off by a crash (then warns), and names the file and position of corrupt data."""
+    """A gzip file's bytes as they inflate, never more than asked for at a time. Unlike
+    ``gzip.open`` it gives every byte of a stream cut off by a crash (then warns), and names the
+    file and position of corrupt data."""
 
     def __init__(self, raw: BinaryIO, path: Path, diag: Diagnostics | None) -> None:
         self._raw, self._path, self._diag = raw, path, diag
         self._inflate = zlib.decompressobj(31)
-        self._pending = b""
 
     def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._pending) < size:
-            raw = self._raw.read(1 << 20)
-            if not raw:
-                if not self._inflate.eof and self._diag is not None and self._raw.tell():
-                    self._diag.warn("truncated_file", f"{self._path}: the gzip stream is cut off at byte "
-                                    f"{self._raw.tell()}; read what it holds")
-                    self._diag = None  # said once
+        parts, have = [], 0
+        while size < 0 or have < size:
+            part = self._inflated(0 if size < 0 else size - have)
+            if not part:
                 break
-            try:
-                self._pending += self._inflate.decompress(raw)
-                while self._inflate.eof and self._inflate.unused_data:  # a member after the first
-                    rest = self._inflate.unused_data
+            parts.append(part)
+            have += len(part)
+        return b"".join(parts)
+
+    def _inflated(self, limit: int) -> bytes:
+        """Up to ``limit`` (0: any number of) inflated bytes; b"" at the end of the file."""
+        while True:
+            data = self._inflate.unconsumed_tail
+            if not data:
+                if self._inflate.eof:  # a member has ended: another may follow
+                    data = self._inflate.unused_data or self._raw.read(_RAW_CHUNK)
+                    if not data:
+                        return b""
                     self._inflate = zlib.decompressobj(31)
-                    self._pending += self._inflate.decompress(rest)
+                else:
+                    data = self._raw.read(_RAW_CHUNK)
+                    if not data:
+                        self._say_cut()
+                        return b""
+            try:
+                out = self._inflate.decompress(data, limit)
             except zlib.error as e:
                 raise InputError(self._path, f"byte {self._raw.tell()} of the gzip file",
                                  f"not valid gzip data ({e})") from None
-        if size < 0:
-            size = len(self._pending)
-        data, self._pending = self._pending[:size], self._pending[size:]
-        return data
+            if out:
+                return out
+
+    def _say_cut(self) -> None:
+        if self._diag is not None and self._raw.tell():
+            self._diag.warn("truncated_file", f"{self._path}: the gzip stream is cut off at byte "
+                            f"{self._raw.tell()}; read what it holds")
+            self._diag = None  # said once
 
     def __enter__(self) -> _Gunzip:
         return self
@@ -302,7 +323,11 @@ class _Gunzip:
         self._raw.close()
 
 
-def _tail(path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], buf: bytes, base: int) -> list:
+_RAW_CHUNK = 1 << 18
+
+
+def _tail(path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], buf: bytes, base: int,
+          before: int) -> list:
     """The last events of the file: ``buf`` holds them and the closing bracket, or was cut off."""
     whole = _without_partial_character(buf)
     buf = _utf8(path, whole, base, diag) + buf[len(whole):]
@@ -313,7 +338,7 @@ def _tail(path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], b
     data = b"[" + buf
     error = _error(data)
     try:
-        return _recover_truncated(path, data, error, diag)
+        return _recover_truncated(path, data, error, diag, base - 1, before)
     except InputError as e:
         if not e.where.startswith("byte "):
             raise

@@ -151,7 +151,15 @@ class Kineto(Dialect):
     def __init__(self, backend: str) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
         cats = {*_DEVICE_CATS, *_LAUNCH_CATS, "ac2g"}
-        self.python_cats = frozenset(cats | ({"cpu_op", "user_annotation"} if self.collectives_on_host else set()))
+        if self.collectives_on_host:
+            cats |= {"cpu_op", "user_annotation"}
+        self.python_cats = frozenset(cats)
+
+    def step_number(self, event: chrome_trace._Event, kind: Layer | str) -> int | None:
+        """``ProfilerStep#N`` annotations on the host (their copies on the GPU are no steps)."""
+        if event.cat == "user_annotation" and chrome_trace._is_profiler_step(event.name):
+            return int(event.name[13:])
+        return None
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
         if thread.startswith("stream "):  # a GPU stream: every event by its category
@@ -171,7 +179,8 @@ class Kineto(Dialect):
                 group = args.group_description or args.group
                 return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else "NCCL",
                                  name, "NCCL", flow)
-            return Converted(Layer.STREAM, f"GPU {event.pid} Stream {event.tid}", name, _DEVICE_CATS[cat], flow)
+            lane = f"GPU {event.pid} Stream {event.tid}"
+            return Converted(Layer.STREAM, lane, name, _DEVICE_CATS[cat], flow)
         if cat in _LAUNCH_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", True) if args.correlation is not None else None

@@ -20,14 +20,12 @@ into the events the JSON export would hold (``_pb_events``), so both draw the sa
 
 from __future__ import annotations
 
-import mmap
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
-import orjson
 
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, StepRecords
@@ -179,8 +177,10 @@ class Paddle(Dialect):
             return _GPU, f"GPU {pid} Stream {tid}"
         return Layer.HOST, thread or f"thread {tid}"
 
-    def step_number(self, name: Any) -> int | None:
-        if type(name) is str and name.startswith("ProfileStep#") and name[12:].isdecimal():
+    def step_number(self, event: _Event, kind: Layer | str) -> int | None:
+        name = event.name
+        if event.cat == "ProfileStep" and type(name) is str and name.startswith("ProfileStep#") and \
+                name[12:].isdecimal():
             return int(name[12:])
         return None
 
@@ -235,42 +235,136 @@ _BATCH_NODES = 20_000
 
 
 def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
-    """The file's nodes as Chrome-trace events, a batch at a time. The file is mapped, not read:
-    only its framing is walked here (two levels: thread trees, then host nodes), and each node
-    is decoded by protobuf on its own, so memory holds a batch of nodes, never the file."""
+    """The file's nodes as Chrome-trace events, a batch at a time. Only the framing is walked
+    here (two levels: thread trees, then host nodes) as the file is read forward; each node is
+    decoded by protobuf on its own, so memory holds a batch of nodes, never the file."""
     from . import paddle_nodetree_pb2 as pb
 
     with open(path, "rb") as f:
-        if not f.seek(0, 2):
+        size = f.seek(0, 2)
+        if not size:
             raise InputError(path, "byte 0", "empty file, expected Paddle's NodeTreesProto")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            names = _thread_names(path, data, pb, diag)
-            pid = None
-            batch: list[_Event] = []
-            for at, tree in _fields(path, data, 0, len(data), diag, want=3):
-                for _, node_at in _fields(path, data, tree[0], tree[1], diag, want=2):
-                    try:
-                        node = pb.HostTraceEventNodeProto.FromString(data[node_at[0]:node_at[1]])
-                    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
-                        raise InputError(path, f"byte {node_at[0]}", f"not a Paddle host node ({e})") from None
-                    root = _is_root(node)  # each thread's tree hangs from a root, which is no event
-                    if pid is None and not root:
-                        pid = node.host_trace_event.process_id
-                        batch += _names(pid, names)
-                    batch += _node_events(node, root)
-                    if len(batch) >= _BATCH_NODES:
-                        yield batch
-                        batch = []
-            yield batch
+        names = {}
+        for field, body in _fields(_Wire(f, path, 0), size, diag=None):
+            if field == 4:  # extra_info, written after the trees: thread id -> thread name
+                entry = pb.ExtraInfoMap.FromString(body.take())
+                names[entry.key] = entry.value
+        pid, batch = None, []
+        for field, tree in _fields(_Wire(f, path, 0), size, diag):
+            if field != 3:
+                continue
+            for inner, node_at in _fields(tree.wire, tree.end, diag):
+                if inner != 2:
+                    continue
+                data = node_at.take()
+                try:
+                    node = pb.HostTraceEventNodeProto.FromString(data)
+                except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
+                    raise InputError(path, f"byte {node_at.start}", f"not a Paddle host node ({e})") from None
+                root = _is_root(node)  # each thread's tree hangs from a root, which is no event
+                if pid is None and not root:
+                    pid = node.host_trace_event.process_id
+                    batch += _names(pid, names)
+                batch += _node_events(node, root)
+                if len(batch) >= _BATCH_NODES:
+                    yield batch
+                    batch = []
+        yield batch
 
 
-def _thread_names(path: Path, data: mmap.mmap, pb: Any, diag: Diagnostics) -> dict[str, str]:
-    """``extra_info`` (thread id -> thread name), which the export writes after the node trees."""
-    names = {}
-    for _, (start, end) in _fields(path, data, 0, len(data), Diagnostics(), want=4):
-        entry = pb.ExtraInfoMap.FromString(data[start:end])
-        names[entry.key] = entry.value
-    return names
+class _Wire:
+    """A protobuf file read forward in chunks, for walking its framing without holding it."""
+
+    def __init__(self, f: Any, path: Path, at: int) -> None:
+        self.f, self.path = f, path
+        f.seek(at)
+        self.buf, self.pos, self.base = b"", 0, at  # base: the file offset of buf[0]
+
+    @property
+    def at(self) -> int:
+        return self.base + self.pos
+
+    def _fill(self, n: int) -> bool:
+        if len(self.buf) - self.pos >= n:
+            return True
+        self.buf, self.base, self.pos = self.buf[self.pos:], self.base + self.pos, 0
+        while len(self.buf) < n:
+            more = self.f.read(max(_CHUNK, n - len(self.buf)))
+            if not more:
+                return False
+            self.buf += more
+        return True
+
+    def varint(self) -> int | None:
+        value = shift = 0
+        while self._fill(1):
+            byte = self.buf[self.pos]
+            self.pos += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+        return None
+
+    def take(self, n: int) -> bytes | None:
+        if not self._fill(n):
+            return None
+        self.pos += n
+        return self.buf[self.pos - n : self.pos]
+
+    def skip_to(self, at: int) -> None:
+        if self.base <= at <= self.base + len(self.buf):
+            self.pos = at - self.base
+        else:
+            self.f.seek(at)
+            self.buf, self.pos, self.base = b"", 0, at
+
+
+_CHUNK = 1 << 20
+
+
+class _Field(NamedTuple):
+    """A length-delimited field: its body's place, and the reader positioned at it."""
+
+    wire: _Wire
+    start: int
+    end: int  # past the file's end if it was cut off
+
+    def take(self) -> bytes:
+        return self.wire.take(self.end - self.start) or b""
+
+
+def _fields(wire: _Wire, end: int, diag: Diagnostics | None) -> Iterator[tuple[int, _Field]]:
+    """The length-delimited fields up to ``end`` as (number, field), in protobuf's wire format
+    (varint keys and lengths); fields of other types are stepped over. The caller may read a
+    field (``take``, or walk into it) or not: the next one is found either way. A file cut off by
+    a crash: a thread tree it cuts is given as far as it goes (its whole nodes are read); then
+    the walk stops, with a warning."""
+    size = end
+    while wire.at < end:
+        key = wire.varint()
+        kind = None if key is None else key & 7
+        if kind == 2:
+            length = wire.varint()
+            if length is None:
+                break
+            body = wire.at
+            if body + length > size:
+                if key >> 3 == 3 and wire.at < size:  # a thread tree cut off: its whole nodes are kept
+                    yield 3, _Field(wire, body, size)
+                break
+            yield key >> 3, _Field(wire, body, body + length)
+            wire.skip_to(body + length)
+        elif kind == 0:
+            if wire.varint() is None:
+                break
+        elif kind in (1, 5):
+            wire.skip_to(wire.at + (8 if kind == 1 else 4))
+        else:
+            raise InputError(wire.path, f"byte {wire.at}", f"not Paddle's protobuf export (wire type {kind})")
+    if wire.at != end and diag is not None:
+        diag.warn("truncated_file", f"{wire.path}: cut off at byte {size}; converted the whole nodes "
+                  "before it")
 
 
 def _is_root(node: Any) -> bool:
@@ -281,12 +375,12 @@ def _is_root(node: Any) -> bool:
 def _names(pid: int, threads: dict[str, str]) -> list[_Event]:
     """The metadata the JSON export writes: the process, and each thread's two lanes."""
     made = [_Event(ph="M", name="process_name", pid=pid, args=msgspec.Raw(
-        orjson.dumps({"name": f"Process {pid} (CPU)"})))]
+        msgspec.json.encode({"name": f"Process {pid} (CPU)"})))]
     for tid, name in threads.items():
         if tid.isdecimal():
             for side in ("Python", "C++"):
                 made.append(_Event(ph="M", name="thread_name", pid=pid, tid=f"{tid}({side})",
-                                   args=msgspec.Raw(orjson.dumps({"name": f"thread {tid}:{name}({side})"}))))
+                                   args=_raw({"name": f"thread {tid}:{name}({side})"})))
     return made
 
 
@@ -297,7 +391,8 @@ def _node_events(node: Any, root: bool = False) -> list[_Event]:
     cat = _EVENT_TYPES.get(host.type, "Operator")
     tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
     made = [] if root else [_Event(ph="X", name=host.name, pid=host.process_id, tid=tid,
-                                   ts=_ns_text(host.start_ns), dur=_ns_text(host.end_ns - host.start_ns), cat=cat)]
+                                   ts=_ns_text(host.start_ns), dur=_ns_text(host.end_ns - host.start_ns),
+                                   cat=cat)]
     for memory_node in node.mem_nodes:
         memory = memory_node.mem_event
         made.append(_Event(ph="i", name="[memory]", pid=memory.process_id, tid=f"{memory.thread_id}(C++)",
@@ -320,7 +415,7 @@ def _node_events(node: Any, root: bool = False) -> list[_Event]:
 
 
 def _raw(args: dict) -> msgspec.Raw:
-    return msgspec.Raw(orjson.dumps(args))
+    return msgspec.Raw(msgspec.json.encode(args))
 
 
 def _ns_text(ns: int) -> str:
@@ -338,62 +433,16 @@ _EVENT_TYPES = _event_types()
 _MEMORY_TYPES = {0: "Allocate", 1: "Free", 2: "ReservedAllocate", 3: "ReservedFree"}
 
 
-def _fields(path: Path, data: Any, start: int, end: int, diag: Diagnostics,
-            want: int) -> Iterator[tuple[int, tuple[int, int]]]:
-    """The length-delimited fields numbered ``want`` in ``data[start:end]``, as (field, (start,
-    end)); protobuf's wire format (varint keys and lengths). A file cut off by a crash: the field
-    it cuts is given as far as it goes (a thread tree's whole nodes are read), then a warning."""
-    at = start
-    while at < end:
-        key, at2 = _varint(data, at, end)
-        if key is None:
-            break
-        field, wire = key >> 3, key & 7
-        if wire == 2:
-            length, body = _varint(data, at2, end)
-            if length is None:
-                break
-            if body + length > end:
-                if field == want and want == 3:  # a thread tree cut off: its whole nodes are kept
-                    yield field, (body, end)
-                break
-            if field == want:
-                yield field, (body, body + length)
-            at = body + length
-        elif wire == 0:
-            _, at = _varint(data, at2, end)
-            if at is None:
-                break
-        elif wire in (1, 5):
-            at = at2 + (8 if wire == 1 else 4)
-        else:
-            raise InputError(path, f"byte {at}", f"not Paddle's protobuf export (wire type {wire})")
-    if at is None or at < end:
-        diag.warn("truncated_file", f"{path}: cut off at byte {len(data)}; converted the whole nodes before it")
-
-
-def _varint(data: Any, at: int, end: int) -> tuple[int | None, int]:
-    value = shift = 0
-    while at < end:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-    return None, at
-
-
 def _pb_start_ns(path: Path) -> int | None:
     """The start of the file's first host node: the profile's start, for telling runs apart."""
     from . import paddle_nodetree_pb2 as pb
     try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            diag = Diagnostics()
-            for _, tree in _fields(path, data, 0, len(data), diag, want=3):
-                for _, at in _fields(path, data, tree[0], tree[1], diag, want=2):
-                    node = pb.HostTraceEventNodeProto.FromString(data[at[0]:at[1]])
-                    if not _is_root(node):
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            for field, tree in _fields(_Wire(f, path, 0), size, None):
+                for inner, at in _fields(tree.wire, tree.end, None) if field == 3 else ():
+                    node = pb.HostTraceEventNodeProto.FromString(at.take()) if inner == 2 else None
+                    if node is not None and not _is_root(node):
                         return node.host_trace_event.start_ns
     except Exception:  # noqa: BLE001 - a probe: the read says what is wrong
         return None

@@ -104,7 +104,8 @@ def test_an_object_form_trace_streams_in_batches_and_its_header_is_read_alone(tm
     path.write_bytes(_object_form(events))
     batches = list(iter_batches(path, Diagnostics(), orjson.loads, chunk_bytes=4096))
     assert len(batches) > 10 and [e for b in batches for e in b] == events
-    assert header(path, 200) == {"schemaVersion": 1, "distributedInfo": {"rank": 3, "pg_config": [{"ranks": [0, 1]}, {}]}}
+    distributed = {"rank": 3, "pg_config": [{"ranks": [0, 1]}, {}]}
+    assert header(path, 200) == {"schemaVersion": 1, "distributedInfo": distributed}
 
 
 def test_a_gzipped_trace_streams_and_one_cut_off_keeps_its_whole_events(tmp_path):

@@ -66,7 +66,8 @@ def test_steps_phases_and_device_time_equal_the_truth(jobs, form):
         slack = 0 if form == "protobuf" else 1000  # the JSON form's ts is whole µs
         assert abs(batch.step.start_ns - step.start_ns) <= slack
         for phase, ns in step.phases.items():
-            mine = sum(e - s for s, e in union((x.start_ns, x.end_ns) for x in batch.slices if x.lane == phase))
+            mine = sum(e - s for s, e in union((x.start_ns, x.end_ns) for x in batch.slices
+                                                if x.lane == phase))
             assert abs(mine - ns) <= slack * 4, (phase, batch.rank, batch.step_id)
     rows = {(r.rank, r.step): r for r in overlap_report(root)}
     for file in truth.files:  # a kernel goes with the step it starts in, not the one that launched it

@@ -1,0 +1,83 @@
+"""The Kineto reader on generated PyTorch GPU jobs (``fixtures.kineto_gen``, checked against the
+real traces in tests/test_kineto_generator.py), against the generator's manifest, in every order
+real files come in: names last, events out of order, gzipped, cut off by a crash."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from trace_check import comparable, read_perfetto
+
+from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
+from fixtures.kineto_gen import write_kineto_traces
+
+ORDERS = {"ordered": {}, "names last, shuffled, gzipped": {"metadata_last": True, "shuffle": True, "gzip": True}}
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    return {name: (root := tmp_path_factory.mktemp("kineto"),
+                   write_kineto_traces(root, ranks=2, steps=3, seed=4, **options).manifest)
+            for name, options in ORDERS.items()}
+
+
+def _slices(root, kind="detail"):
+    return [s for b in read_profile(discover(root), Options(kind=kind), Diagnostics()) for s in b.slices]
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_every_event_is_drawn_once_and_every_launch_linked_to_its_work(jobs, order):
+    root, manifest = jobs[order]
+    slices = _slices(root)
+    for file in manifest["rank_files"]:
+        events = file["events"]
+        mine = Counter(s.layer for s in slices if s.rank == file["rank"] and s.layer is not Layer.OVERLAP)
+        drawn = sum(n for kind, n in events.items() if kind.startswith("X/") and kind.count("/") == 1)
+        assert sum(mine.values()) == drawn + events.get("i", 0)
+        arrows = events["f/ac2g"] - events.get("f/ac2g/orphan", 0) + events["f/fwdbwd"]  # launches, autograd
+        assert sum(len(s.flows_in) for s in slices if s.rank == file["rank"]) == arrows > 100
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_overlap_per_step_equals_the_generators_truth(jobs, order):
+    root, manifest = jobs[order]
+    rows = {(r.rank, r.step): r for r in overlap_report(root)}
+    checked = 0
+    for file in manifest["rank_files"]:
+        for step in file["steps"]:
+            row = rows[file["rank"], step["step"]]
+            assert row.computing_ns == step["compute_ns"]
+            assert row.communication_ns == step["comm_ns"]
+            assert row.overlapped_ns == step["overlap_ns"]
+            checked += 1
+    assert checked == 6
+
+
+def test_names_last_shuffled_and_gzipped_draws_exactly_what_the_ordered_file_draws(jobs, tmp_path):
+    traces = []
+    for order in ORDERS:
+        out = tmp_path / f"{len(traces)}.pftrace"
+        convert(jobs[order][0], out, kind="detail", max_bytes=None)
+        traces.append(comparable(read_perfetto(out.read_bytes())))
+    assert traces[0] == traces[1] and len(traces[0]) > 1000
+
+
+def test_a_trace_cut_off_by_a_crash_keeps_its_whole_events_with_a_warning(tmp_path):
+    whole = write_kineto_traces(tmp_path / "whole", ranks=1, steps=3, seed=4).manifest
+    write_kineto_traces(tmp_path / "cut", ranks=1, steps=3, seed=4, truncate=True, gzip=True)
+    diag = Diagnostics()
+    kept = [s for b in read_profile(discover(tmp_path / "cut"), Options(kind="detail"), diag) for s in b.slices
+            if s.layer is not Layer.OVERLAP]
+    assert 0 < len(kept) < sum(n for k, n in whole["rank_files"][0]["events"].items() if k.startswith("X/"))
+    assert any("cut off" in m for m in diag.messages())
+
+
+def test_gloo_collectives_are_communication_on_a_job_without_device_activity(tmp_path):
+    manifest = write_kineto_traces(tmp_path, ranks=2, steps=3, seed=4, cpu_gloo=True).manifest
+    rows = {(r.rank, r.step): r for r in overlap_report(tmp_path)}
+    for file in manifest["rank_files"]:
+        for step in file["steps"]:
+            row = rows[file["rank"], step["step"]]
+            assert row.computing_ns is None and row.free_ns is None
+            assert row.communication_ns >= step["comm_ns"] > 0  # the gloo ranges, and the c10d ops

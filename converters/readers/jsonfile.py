@@ -170,7 +170,8 @@ def _split_array(
         while True:
             more = f.read(chunk_bytes)
             if not more:
-                yield _tail(path, diag, decode, _array_of_object(buf, decode) if in_object else buf, base, count)
+                buf = _array_of_object(buf, decode) if in_object else buf
+                yield _tail(path, diag, decode, buf, base, count)
                 return
             buf += more
             for match in list(_SPLIT.finditer(buf, max(0, len(buf) - _TAIL)))[::-1][:_TRIES]:

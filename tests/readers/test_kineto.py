@@ -12,7 +12,8 @@ from trace_check import comparable, read_perfetto
 from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
 from fixtures.kineto_gen import write_kineto_traces
 
-ORDERS = {"ordered": {}, "names last, shuffled, gzipped": {"metadata_last": True, "shuffle": True, "gzip": True}}
+ORDERS = {"ordered": {},
+          "names last, shuffled, gzipped": {"metadata_last": True, "shuffle": True, "gzip": True}}
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,8 @@ def test_a_trace_cut_off_by_a_crash_keeps_its_whole_events_with_a_warning(tmp_pa
     whole = write_kineto_traces(tmp_path / "whole", ranks=1, steps=3, seed=4).manifest
     write_kineto_traces(tmp_path / "cut", ranks=1, steps=3, seed=4, truncate=True, gzip=True)
     diag = Diagnostics()
-    kept = [s for b in read_profile(discover(tmp_path / "cut"), Options(kind="detail"), diag) for s in b.slices
-            if s.layer is not Layer.OVERLAP]
+    batches = read_profile(discover(tmp_path / "cut"), Options(kind="detail"), diag)
+    kept = [s for b in batches for s in b.slices if s.layer is not Layer.OVERLAP]
     assert 0 < len(kept) < sum(n for k, n in whole["rank_files"][0]["events"].items() if k.startswith("X/"))
     assert any("cut off" in m for m in diag.messages())
 

@@ -2,8 +2,8 @@
 
 Profiles come from the fixture generators (8 ranks, HCCL planes): MindSpore 2.0-2.2 per-iteration
 timeline files and CANN 7/8 ``msprof_*.json`` (two graphs), MindSpore 1.x folders with host_info,
-and torch_npu's database form. Each measured
-command runs in a child process; its peak RSS is the largest sum of the RSS of it and its
+torch_npu's database and text forms, PyTorch Kineto GPU traces (Holistic Trace Analysis beside
+them) and Paddle's two exports. Each measured command runs in a child process; its peak RSS is the largest sum of the RSS of it and its
 children (trace2perfetto reads ranks in worker processes), sampled every 5 ms.
 
 - floor: ``orjson.loads`` of every JSON file of the profile, the least any converter must do;
@@ -39,6 +39,9 @@ FLOOR = (  # JSON (and HCCL .trace) parsed, text tables split into fields, datab
     "        for (t,) in db.execute(\"SELECT name FROM sqlite_master WHERE type='table'\").fetchall():\n"
     "            for _ in db.execute(f'SELECT * FROM \"{t}\"'):\n"
     "                pass\n"
+    "    elif p.suffix == '.pb':\n"
+    "        from converters.readers.paddle_nodetree_pb2 import NodeTreesProto\n"
+    "        NodeTreesProto.FromString(p.read_bytes())\n"
     "    elif p.suffix in ('.csv', '.txt'):\n"
     "        with open(p, encoding='utf-8', errors='replace') as f:\n"
     "            for line in f:\n"
@@ -127,6 +130,14 @@ def input_stats(root: Path) -> tuple[int, int]:
             events += sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for (t,) in db.execute(
                 "SELECT name FROM sqlite_master WHERE name IN ('TASK', 'CANN_API', 'COMMUNICATION_OP')"))
             db.close()
+            continue
+        if path.suffix == ".pb":  # Paddle's protobuf: its host, runtime and device nodes
+            from converters.readers.paddle_nodetree_pb2 import NodeTreesProto
+
+            size += path.stat().st_size
+            trees = NodeTreesProto.FromString(path.read_bytes())
+            events += sum(1 + sum(1 + len(r.device_nodes) for r in node.runtime_nodes)
+                          for tree in trees.thread_trees for node in tree.host_nodes)
             continue
         if path.suffix not in (".json", ".trace", ".csv", ".txt"):
             continue
@@ -217,6 +228,37 @@ def to_loaded_trace(name: str, root: Path) -> list[str]:
     return rows
 
 
+HTA = ("import sys, time\n"
+       "from hta.trace_analysis import TraceAnalysis\n"
+       "started = time.perf_counter()\n"
+       "analysis = TraceAnalysis(trace_dir=sys.argv[1])\n"
+       "loaded = time.perf_counter()\n"
+       "analysis.get_comm_comp_overlap(visualize=False)\n"
+       "analysis.get_temporal_breakdown(visualize=False)\n"
+       "print(loaded - started, time.perf_counter() - loaded)\n")
+
+
+def against_hta(name: str, root: Path) -> list[str]:
+    """Holistic Trace Analysis (the reference tool for Kineto traces, a test extra of ours) on the
+    same traces: loading them and its overlap and time breakdown, against our ``overlap``."""
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        return ["\n(HolisticTraceAnalysis is not installed: the comparison with it is skipped)"]
+    theirs = measure("HTA: TraceAnalysis load + get_comm_comp_overlap + get_temporal_breakdown",
+                     [sys.executable, "-c", HTA, str(root)])
+    ours = measure("trace2perfetto overlap (the same figures per step)",
+                   [sys.executable, "-m", "converters", "overlap", str(root), "--format", "csv"])
+    rows = [f"\n#### {name}: against Holistic Trace Analysis\n",
+            "| run | wall s | CPU s | peak RSS MiB |", "|---|---:|---:|---:|"]
+    rows += [f"| {r.label} | {r.seconds:.2f} | {r.cpu_seconds:.2f} | {r.peak_rss_mib:,.0f} |"
+             for r in (theirs, ours)]
+    rows.append(f"\n- HTA / trace2perfetto overlap: **{theirs.cpu_seconds / ours.cpu_seconds:.1f}x** per "
+                f"core (CPU s), {theirs.seconds / ours.seconds:.1f}x wall, peak RSS "
+                f"{theirs.peak_rss_mib:,.0f} vs {ours.peak_rss_mib:,.0f} MiB")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only the ~100 MB profiles")
@@ -255,6 +297,13 @@ def main() -> None:
         root = generated(slug, _write_torch_npu, **options)
         lines += bench_profile(name, root, False)
         lines += to_loaded_trace(name, root)
+    for name, options in _kineto_plan(args.quick):
+        root = generated(f"gen-kineto-{options['ranks']}x{options['target_mb']}", _write_kineto, **options)
+        lines += bench_profile(name, root, False)
+        lines += against_hta(name, root)
+    for name, options in _paddle_plan(args.quick):
+        root = generated(f"gen-paddle-{options['form']}-{options['target_mb']}", _write_paddle, **options)
+        lines += bench_profile(name, root, False)
     real = ROOT.parent / "shared" / "data" / "real" / "msprof-2rank"
     if real.is_dir():
         lines += bench_profile("real sample msprof-2rank", real, not args.no_peer)
@@ -301,6 +350,35 @@ def _torch_npu_plan(quick: bool) -> list[tuple[str, dict]]:
     if not quick:
         plan.append(("~1 GB, torch_npu trace_view.json (1 rank, 270 steps)", dict(ranks=1, steps=270)))
     return plan
+
+
+def _kineto_plan(quick: bool) -> list[tuple[str, dict]]:
+    """PyTorch's profiler on GPUs (NCCL, 8 ranks), HTA beside it."""
+    plan = [("~100 MB, PyTorch Kineto GPU traces (8 ranks x 12 MB)", dict(ranks=8, target_mb=12))]
+    if not quick:
+        plan.append(("~1 GB, PyTorch Kineto GPU traces (8 ranks x 125 MB)", dict(ranks=8, target_mb=125)))
+    return plan
+
+
+def _write_kineto(root: Path, ranks: int, target_mb: int) -> None:
+    from fixtures.kineto_gen import write_kineto_traces
+
+    write_kineto_traces(root, ranks=ranks, steps=1, target_mb=target_mb, seed=1)
+
+
+def _paddle_plan(quick: bool) -> list[tuple[str, dict]]:
+    """Paddle's profiler on GPUs (2 ranks), both exports (no peer: Paddle's own tools only print
+    its summary)."""
+    if quick:
+        return []
+    return [("~200 MB, Paddle GPU chrome export (2 ranks x 100 MB)", dict(form="chrome", target_mb=100)),
+            ("~100 MB, Paddle GPU protobuf export (2 ranks x 50 MB)", dict(form="protobuf", target_mb=50))]
+
+
+def _write_paddle(root: Path, form: str, target_mb: int) -> None:
+    from fixtures.paddle_gen import generate_profile
+
+    generate_profile(root, form=form, steps=2, target_mb=target_mb, gpu=True, ranks=2, seed=1)
 
 
 def _write_torch_npu(root: Path, ranks: int, steps: int) -> None:

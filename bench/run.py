@@ -3,8 +3,9 @@
 Profiles come from the fixture generators (8 ranks, HCCL planes): MindSpore 2.0-2.2 per-iteration
 timeline files and CANN 7/8 ``msprof_*.json`` (two graphs), MindSpore 1.x folders with host_info,
 torch_npu's database and text forms, PyTorch Kineto GPU traces (Holistic Trace Analysis beside
-them) and Paddle's two exports. Each measured command runs in a child process; its peak RSS is the largest sum of the RSS of it and its
-children (trace2perfetto reads ranks in worker processes), sampled every 5 ms.
+them) and Paddle's two exports. Each measured command runs in a child process; its peak RSS is
+the largest sum of the RSS of it and its children (trace2perfetto reads ranks in worker
+processes), sampled every 5 ms.
 
 - floor: ``orjson.loads`` of every JSON file of the profile, the least any converter must do;
 - trace2perfetto: summary, detail under the default 20 MiB cap, detail uncapped, as Perfetto

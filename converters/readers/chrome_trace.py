@@ -1,9 +1,10 @@
-"""Chrome-trace event files in the dialect of Ascend's tools (CANN msprof, torch_npu, MindSpore).
+"""Chrome-trace event files, in the dialect of Ascend's tools (CANN msprof, torch_npu, MindSpore)
+unless a reader gives its own (``Dialect``: PyTorch's Kineto, Paddle).
 
 Shared by the readers whose files are such traces: ``msprof`` (timeline and CANN 7/8
-``msprof_*.json``) and ``ascend_pt`` (``trace_view.json``). Lanes are named by process and thread
-name, never by pid (formats.md §3.3, §5.3), and those names may come anywhere in a file (torch_npu
-writes them after the host events): "Ascend Hardware" streams, "HCCL"/"Communication" ops and
+``msprof_*.json``), ``ascend_pt`` (``trace_view.json``), ``kineto`` and ``paddle``. Lanes are
+named by process and thread name, never by pid (formats.md §3.3, §5.3), and those names may come
+anywhere in a file (torch_npu writes them after the host events): "Ascend Hardware" streams, "HCCL"/"Communication" ops and
 planes, "CANN", "Python" and "MindSpore" host threads; "Overlap Analysis" (the vendor's own lanes)
 is skipped. Any other process (MindSpore's "CPU OP" and "Scope Layer", ...) is drawn as lanes
 "<process> / <thread>" of the host, or of the device when its name says it is one. Steps come
@@ -407,8 +408,8 @@ def _batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder = _EVEN
     """The file's events in batches, decoded only as far as ``_Event`` needs (3x faster than
     decoding all of it), with memory bounded by the batch size.
 
-    Anything unusual (cut off, an object form, a bad event) takes the careful path of
-    ``jsonfile``, which recovers what can be recovered and says where the problem is.
+    Anything unusual (cut off, a bad event) takes the careful path of ``jsonfile``, which
+    recovers what can be recovered and says where the problem is.
     """
     def decode(data: bytes) -> list[_Event]:
         try:

@@ -63,6 +63,9 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
 def _claim(ranks: dict[int, RankInfo], info: RankInfo, diag: Diagnostics | None) -> None:
     """File ``info`` under its rank; of two runs claiming one rank the newer wins."""
     other = ranks.get(info.rank)
+    if other is not None and other.format != info.format:  # not two runs: two jobs, or two numberings
+        raise UsageError(f"rank {info.rank} is claimed by a {other.format} profile ({other.path}) and by a "
+                         f"{info.format} one ({info.path}); pass the folder of one job")
     if other is not None:
         if info.start_ns is None or other.start_ns is None or info.start_ns == other.start_ns:
             raise InputError(info.path, "", f"rank {info.rank} is also claimed by {other.path}",

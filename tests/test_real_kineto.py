@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import real_data
+from trace_check import comparable, read_chrome_json, read_perfetto
 
 from converters import (
     Diagnostics,
@@ -170,3 +171,24 @@ def test_two_traces_of_one_rank_at_one_time_are_a_usage_error_naming_both(tmp_pa
     assert main([str(tmp_path), "-o", str(tmp_path / "out.pftrace")]) != 0
     err = capsys.readouterr().err
     assert "a.json.gz" in err and "b.json.gz" in err and "rank 0" in err
+
+
+def test_an_ascend_rank_and_a_pytorch_rank_of_one_number_are_a_usage_error(tmp_path, capsys):
+    shutil.copytree(real_data("ascend-pt-2rank") / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
+    gpu = _traces("kineto-2rank")[0]  # rank 0 too
+    shutil.copy(gpu, tmp_path / gpu.name)
+    assert main([str(tmp_path), "-o", str(tmp_path / "out.pftrace")]) == 2
+    err = capsys.readouterr().err
+    assert "rank 0 is claimed by" in err and "kineto" in err and "ascend_pt" in err
+
+
+def test_both_writers_draw_the_same_slices_of_a_gpu_job(tmp_path):
+    decoded = []
+    for name in ("job.pftrace", "job.json"):
+        convert(real_data("kineto-2rank"), tmp_path / name, kind="detail", max_bytes=None)
+        data = (tmp_path / name).read_bytes()
+        decoded.append(read_perfetto(data) if name.endswith(".pftrace") else read_chrome_json(data))
+    assert comparable(decoded[0]) == comparable(decoded[1])
+    assert len(decoded[0].slices) > 9000 and decoded[0].flows == decoded[1].flows > 2000
+    groups = {s.track[0] for s in decoded[0].slices}
+    assert "GPU" in groups and "Ascend Hardware" not in groups

@@ -4,9 +4,10 @@
 Both forms are read by ``chrome_trace`` with the ``Paddle`` dialect: the protobuf's nodes are made
 into the events the JSON export would hold (``_pb_events``), so both draw the same.
 - The JSON form ends every name with its duration (``matmul dygraph[12.3 us]``): stripped. Its
-  ``ts`` is epoch µs cut to whole µs, but ``args.start_time`` holds each event's start to the ns
-  from the profiler's start: times are taken from it, plus an offset found from the first events
-  (``_base_ns``), so nesting is exact. The protobuf form holds epoch ns.
+  ``ts`` is epoch µs cut to whole µs, but ``args.start_time`` holds each event's start from the
+  profiler's start, to the ns where float32 keeps it (the first ~8 ms): times are taken from it
+  where it agrees with ``ts``, plus an offset found from the first events (``_base_ns``), so
+  nesting is exact; else from ``ts``. The protobuf form holds epoch ns.
 - ``tid`` is a string: ``"123(Python)"`` for Python-side ranges, ``"123(C++)"`` for operators: two
   lanes of one OS thread, named by ``thread_name`` as in the file.
 - Steps are ``ProfileStep#N``; the phases Paddle marks (Dataloader, Forward, Backward,
@@ -109,14 +110,18 @@ _SPAN = msgspec.json.Decoder(_Span)
 def _base_ns(path: Path) -> tuple[int | None, int]:
     """(the file's first time, the epoch ns of its ``start_time`` zero). Each ``ts`` is that zero
     plus ``start_time``, cut to the µs: the largest ``ts`` less ``start_time`` among the first
-    events is the zero to within a few ns."""
+    events is the zero to within a few ns (of events within float32's exact ~8 ms of it: Paddle
+    writes the runtime calls made after the last step first)."""
     data = jsonfile.first_bytes(path, _PROBE_BYTES)
     best = None
     for match in _TS_AND_START.finditer(data):
         ts, start = int(match["ts"]) * 1000, _us_text_to_ns(match["start"].decode())
-        if start is not None and (best is None or ts - start > best):
+        if start is not None and start < _EXACT_NS and (best is None or ts - start > best):
             best = ts - start
     return best, best or 0
+
+
+_EXACT_NS = 8_000_000  # float32 µs keep 3 decimals up to 8192 µs
 
 
 _TS_AND_START = re.compile(rb'"ts":\s*(?P<ts>\d+),[^{}]*\{\s*"start_time":\s*"(?P<start>[\d.]+) us"')

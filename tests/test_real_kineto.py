@@ -105,6 +105,8 @@ def test_nccl_kernels_are_communication_and_gpu_streams_are_lanes_of_their_own()
     assert lanes == expected and len(lanes) >= 6
     tasks = Counter(s.task_type for b in batches for s in b.slices if s.layer is Layer.STREAM)
     assert set(tasks) == {"KERNEL", "MEMCPY", "MEMSET"}
+    device = [s for b in batches for s in b.slices if s.layer in (Layer.STREAM, Layer.COMM_OP)]
+    assert all(json.loads(bytes(s.args))["Task Type"] == s.task_type for s in device)  # shown in the UI
 
 
 def test_overlap_and_time_breakdown_agree_with_holistic_trace_analysis():

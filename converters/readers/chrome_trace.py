@@ -651,6 +651,8 @@ class Records:
                 self._unread[converted, event.pid] += 1
                 return
             kind, lane, name, task_type, flow, on_device = converted
+            if task_type and kind is not Layer.HOST:  # shown as Ascend's device tasks show theirs
+                args = _with_task_type(args, task_type)
         # what summary leaves out is left before its times are parsed: most of a file
         if kind is Layer.HOST:
             if not self.detail:
@@ -802,6 +804,15 @@ def _task_type(args: bytes) -> str:
         return str(_TASK_ARGS.decode(args).task_type)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return ""
+
+
+def _with_task_type(args: Any, task_type: str) -> bytes:
+    """Raw JSON args with a "Task Type" first (a dialect's device events carry none of their own)."""
+    raw = bytes(args) if args else b"{}"
+    body = raw[1:].lstrip()
+    if raw[:1] != b"{" or b'"Task Type"' in raw:
+        return raw
+    return b'{"Task Type":' + msgspec.json.encode(task_type) + (b"," if body[:1] != b"}" else b"") + body
 
 
 def _decode_object(args: bytes | None) -> dict[str, Any]:

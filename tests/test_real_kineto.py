@@ -109,6 +109,7 @@ def test_nccl_kernels_are_communication_and_gpu_streams_are_lanes_of_their_own()
     assert all(json.loads(bytes(s.args))["Task Type"] == s.task_type for s in device)  # shown in the UI
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")  # HTA's use of pandas
 def test_overlap_and_time_breakdown_agree_with_holistic_trace_analysis():
     """HTA's ``get_comm_comp_overlap`` and ``get_temporal_breakdown`` (run here) against our overlap
     rows. HTA counts the kernels launched before the last ProfilerStep starts, which here are

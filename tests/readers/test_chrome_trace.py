@@ -433,7 +433,9 @@ def _odd_forms() -> list[dict]:
 
 @pytest.mark.parametrize("kind", ["detail", "summary"])
 @pytest.mark.parametrize("sample", ["odd forms", "generated", "ascend-pt-2rank", "msprof-2rank",
-                                    "mindspore-cpu/pynative-profile", "mindspore-cpu/graph-legacy-Profiler"])
+                                    "mindspore-cpu/pynative-profile", "mindspore-cpu/graph-legacy-Profiler",
+                                    "kineto-2rank", "kineto-gloo-2rank", "generated kineto",
+                                    "paddle-cpu-chrome"])
 def test_the_c_fast_path_makes_exactly_the_records_of_the_python_rules(tmp_path, monkeypatch, kind, sample):
     if sample == "odd forms":
         root = tmp_path / "odd"
@@ -443,6 +445,11 @@ def test_the_c_fast_path_makes_exactly_the_records_of_the_python_rules(tmp_path,
 
         root = tmp_path / "gen"
         write_ascend_pt_profile(root, ranks=2, pp=2, steps=3, tasks_per_step=120, metadata_last=True, seed=5)
+    elif sample == "generated kineto":  # PyTorch's: the dialect's categories read in Python
+        from fixtures.kineto_gen import write_kineto_traces
+
+        root = tmp_path / "kineto"
+        write_kineto_traces(root, ranks=2, steps=2, seed=5, metadata_last=True)
     else:
         from conftest import real_data
 

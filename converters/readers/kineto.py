@@ -56,22 +56,25 @@ def sniff(folder: Path) -> bool:
 def _traces(folder: Path) -> Iterator[tuple[Path, bytes]]:
     """The folder's Kineto traces (not its subfolders') with their first bytes, in name order."""
     for path in sorted(folder.iterdir()):
-        if path.is_file() and (head := _head(path)):
+        if path.is_file() and (head := _head(path)) is not None:
             yield path, head
 
 
-def _head(path: Path) -> bytes:
-    """The first bytes of a Kineto trace, b"" if ``path`` is none by its name or header."""
+def _head(path: Path) -> bytes | None:
+    """The first bytes of a Kineto trace; None if ``path`` is none. A ``*.pt.trace.json`` is one
+    by its name (one cut off or broken is read and said to be so, never passed over); any other
+    ``*.json.gz`` by a header with Kineto's keys."""
     if not _FILE.search(path.name):
-        return b""
+        return None
     data = jsonfile.first_bytes(path, _SNIFF_BYTES)
     head = jsonfile.header_of(data)
-    return data if "schemaVersion" in head or "distributedInfo" in head else b""
+    named = ".pt.trace.json" in path.name
+    return data if named or "schemaVersion" in head or "distributedInfo" in head else None
 
 
 def is_trace(path: Path) -> bool:
     """A file that is a Kineto trace by its name and first bytes."""
-    return bool(_head(path))
+    return _head(path) is not None
 
 
 def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
@@ -94,7 +97,7 @@ def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
 
 def rank_info(path: Path, data: bytes | None = None) -> RankInfo:
     """The rank of one trace, from its first bytes (rank 0 where they say none)."""
-    data = _head(path) if data is None else data
+    data = (_head(path) or b"") if data is None else data
     head = jsonfile.header_of(data)
     base = head.get("baseTimeNanoseconds")
     base = base if type(base) is int else 0

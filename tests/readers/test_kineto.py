@@ -82,3 +82,12 @@ def test_gloo_collectives_are_communication_on_a_job_without_device_activity(tmp
             row = rows[file["rank"], step["step"]]
             assert row.computing_ns is None and row.free_ns is None
             assert row.communication_ns >= step["comm_ns"] > 0  # the gloo ranges, and the c10d ops
+
+
+def test_a_trace_cut_off_inside_its_header_is_an_error_naming_it_not_passed_over(tmp_path, capsys):
+    from converters.cli import main
+
+    (tmp_path / "worker0.123.pt.trace.json").write_bytes(b'{"schemaVersion": 1, "distributedInfo": {"ra')
+    assert main([str(tmp_path), "-o", str(tmp_path / "out.pftrace")]) == 1
+    err = capsys.readouterr().err
+    assert "worker0.123.pt.trace.json: byte" in err and "no profiler output" not in err

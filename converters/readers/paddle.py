@@ -241,8 +241,9 @@ _BATCH_NODES = 20_000
 
 def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
     """The file's nodes as Chrome-trace events, a batch at a time. Only the framing is walked
-    here (two levels: thread trees, then host nodes) as the file is read forward; each node is
-    decoded by protobuf on its own, so memory holds a batch of nodes, never the file."""
+    here (two levels: thread trees, then host nodes) as the file is read forward; protobuf
+    decodes a run of whole nodes at a time (``_node_runs``), so memory holds a batch, never the
+    file."""
     from . import paddle_nodetree_pb2 as pb
 
     with open(path, "rb") as f:
@@ -258,19 +259,17 @@ def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
         for field, tree in _fields(_Wire(f, path, 0), size, diag):
             if field != 3:
                 continue
-            for inner, node_at in _fields(tree.wire, tree.end, diag):
-                if inner != 2:
-                    continue
-                data = node_at.take()
-                try:
-                    node = pb.HostTraceEventNodeProto.FromString(data)
+            for start, data in _node_runs(tree, diag):
+                try:  # a run of whole fields of a tree is itself a tree
+                    nodes = pb.ThreadNodeTreeProto.FromString(data).host_nodes
                 except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
-                    raise InputError(path, f"byte {node_at.start}", f"not a Paddle host node ({e})") from None
-                root = _is_root(node)  # each thread's tree hangs from a root, which is no event
-                if pid is None and not root:
-                    pid = node.host_trace_event.process_id
-                    batch += _names(pid, names)
-                batch += _node_events(node, root)
+                    raise InputError(path, f"byte {start}", f"not Paddle's host nodes ({e})") from None
+                for node in nodes:
+                    root = _is_root(node)  # each thread's tree hangs from a root, which is no event
+                    if pid is None and not root:
+                        pid = node.host_trace_event.process_id
+                        batch += _names(pid, names)
+                    batch += _node_events(node, root)
                 if len(batch) >= _BATCH_NODES:
                     yield batch
                     batch = []
@@ -317,6 +316,16 @@ class _Wire:
         self.pos += n
         return self.buf[self.pos - n : self.pos]
 
+    def between(self, start: int, stop: int) -> bytes:
+        """The file's bytes [start, stop), from the buffer where it still holds them."""
+        if start >= self.base:
+            return self.buf[start - self.base : stop - self.base]
+        here = self.base + len(self.buf)
+        self.f.seek(start)
+        data = self.f.read(stop - start)
+        self.f.seek(here)
+        return data
+
     def skip_to(self, at: int) -> None:
         if self.base <= at <= self.base + len(self.buf):
             self.pos = at - self.base
@@ -326,6 +335,34 @@ class _Wire:
 
 
 _CHUNK = 1 << 20
+
+
+def _node_runs(tree: _Field, diag: Diagnostics) -> Iterator[tuple[int, bytes]]:
+    """A thread tree's body as runs of whole fields of about ``_CHUNK`` bytes, (file offset, bytes);
+    a node cut off by a crash ends the last run, with a warning."""
+    wire, end = tree.wire, tree.end
+    start = wire.at
+    while wire.at < end:
+        here = wire.at
+        key = wire.varint()
+        length = wire.varint() if key is not None and key & 7 == 2 else None
+        if key is None or (key & 7 == 2 and (length is None or wire.at + length > end)):
+            wire.skip_to(here)  # a field cut off: the run ends before it
+            break
+        if key & 7 == 2:
+            wire.skip_to(wire.at + length)
+        elif key & 7 == 0:
+            wire.varint()
+        else:
+            raise InputError(wire.path, f"byte {here}", f"not Paddle's protobuf export (wire type {key & 7})")
+        if wire.at - start >= _CHUNK:
+            yield start, wire.between(start, wire.at)
+            start = wire.at
+    if wire.at > start:
+        yield start, wire.between(start, wire.at)
+    if wire.at != end:
+        diag.warn("truncated_file", f"{wire.path}: cut off at byte {end}; converted the whole nodes "
+                  "before it")
 
 
 class _Field(NamedTuple):
@@ -395,9 +432,8 @@ def _node_events(node: Any, root: bool = False) -> list[_Event]:
     host = node.host_trace_event
     cat = _EVENT_TYPES.get(host.type, "Operator")
     tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
-    made = [] if root else [_Event(ph="X", name=host.name, pid=host.process_id, tid=tid,
-                                   ts=_ns_text(host.start_ns), dur=_ns_text(host.end_ns - host.start_ns),
-                                   cat=cat)]
+    made = [] if root else [_Event("X", host.name, host.process_id, tid, _ns_text(host.start_ns),
+                                   _ns_text(host.end_ns - host.start_ns), cat)]
     for memory_node in node.mem_nodes:
         memory = memory_node.mem_event
         made.append(_Event(ph="i", name="[memory]", pid=memory.process_id, tid=f"{memory.thread_id}(C++)",
@@ -406,16 +442,15 @@ def _node_events(node: Any, root: bool = False) -> list[_Event]:
                                       "current_allocated": memory.current_allocated})))
     for runtime_node in node.runtime_nodes:
         call = runtime_node.runtime_trace_event
-        made.append(_Event(ph="X", name=call.name, pid=call.process_id, tid=f"{call.thread_id}(C++)",
-                           ts=_ns_text(call.start_ns), dur=_ns_text(call.end_ns - call.start_ns),
-                           cat="CudaRuntime", args=_raw({"correlation id": call.correlation_id})))
+        made.append(_Event("X", call.name, call.process_id, f"{call.thread_id}(C++)", _ns_text(call.start_ns),
+                           _ns_text(call.end_ns - call.start_ns), "CudaRuntime", None,
+                           _raw({"correlation id": call.correlation_id})))
         for device_node in runtime_node.device_nodes:
             work = device_node.device_event
-            made.append(_Event(ph="X", name=work.name, pid=work.device_id, tid=work.stream_id,
-                               ts=_ns_text(work.start_ns), dur=_ns_text(work.end_ns - work.start_ns),
-                               cat=_EVENT_TYPES[work.type],
-                               args=_raw({"correlation id": work.correlation_id, "device": work.device_id,
-                                          "stream": work.stream_id})))
+            made.append(_Event("X", work.name, work.device_id, work.stream_id, _ns_text(work.start_ns),
+                               _ns_text(work.end_ns - work.start_ns), _EVENT_TYPES[work.type], None,
+                               _raw({"correlation id": work.correlation_id, "device": work.device_id,
+                                     "stream": work.stream_id})))
     return made
 
 
@@ -425,8 +460,10 @@ def _raw(args: dict) -> msgspec.Raw:
 
 def _ns_text(ns: int) -> str:
     """ns as the µs text the readers parse exactly."""
-    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
-    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+    if ns < 0:
+        return "-" + _ns_text(-ns)
+    us, rest = divmod(ns, 1000)
+    return f"{us}.{rest:03d}"
 
 
 def _event_types() -> dict[int, str]:

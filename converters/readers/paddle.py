@@ -334,11 +334,11 @@ class _Wire:
             self.buf, self.pos, self.base = b"", 0, at
 
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16  # read, and decoded by protobuf, at a time (a 1 MiB run left 25% more memory behind)
 
 
 def _node_runs(tree: _Field, diag: Diagnostics) -> Iterator[tuple[int, bytes]]:
-    """A thread tree's body as runs of whole fields of about ``_CHUNK`` bytes, (file offset, bytes);
+    """A thread tree's body as runs of whole fields of about ``_CHUNK`` bytes (file offset, bytes);
     a node cut off by a crash ends the last run, with a warning."""
     wire, end = tree.wire, tree.end
     start = wire.at

@@ -584,8 +584,7 @@ class Records:
         if events and not made:
             diag.warn("nothing_read", f"{path}: {events} events of processes {self._names(unread)} were not "
                       f"read: {self._reasons(unread)}")
-        elif any(why not in _BY_DESIGN | self.dialect.by_design for why, _ in unread):
-            told = _BY_DESIGN | self.dialect.by_design
+        elif any(why not in (told := _BY_DESIGN | self.dialect.by_design) for why, _ in unread):
             left = Counter({key: n for key, n in unread.items() if key[0] not in told})
             rank = self.rank.rank
             diag.note(f"unread_events {rank}", f"{path}: {sum(left.values())} events not converted: "

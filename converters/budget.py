@@ -67,14 +67,14 @@ class Chunk:
 
 
 class SpoolFile:
-    """Appends encoded chunks to one spool file and indexes them (one per rank and process)."""
+    """Appends encoded chunks to one spool file and indexes them (one per worker process)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.chunks: list[Chunk] = []
         self._file: BinaryIO | None = None
         self._end = 0
-        self._ordinals: dict[int, int] = {}
+        self._ordinals: dict[tuple[int, int], int] = {}
 
     def __enter__(self) -> SpoolFile:
         self._file = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115
@@ -87,10 +87,16 @@ class SpoolFile:
             sequence: int = 0) -> None:
         if data:
             self._file.write(data)
-            ordinal = self._ordinals[sequence] = self._ordinals.get(sequence, -1) + 1
+            ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
             self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices,
                                      (rank, sequence), ordinal))
             self._end += len(data)
+
+    def stash(self, data: bytes) -> tuple[int, int]:
+        """Keep ``data`` (no chunk) for ``Spool.unstash``: where it lies, as (offset, length)."""
+        self._file.write(data)
+        self._end += len(data)
+        return self._end - len(data), len(data)
 
 
 class Spool:
@@ -117,6 +123,10 @@ class Spool:
             block = file.read(min(left, _COPY_BLOCK))
             left -= len(block)
             yield block
+
+    def unstash(self, path: str, offset: int, length: int) -> bytes:
+        """What ``SpoolFile.stash`` kept in the spool file ``path``."""
+        return b"".join(self.read(Chunk(None, 0, 0, "", path, offset, length, 0)))
 
     def close(self) -> None:
         for file in self._open.values():

@@ -12,10 +12,12 @@ from pathlib import Path
 import orjson
 
 from .budget import parse_size
+from .cluster import comm_report
+from .comm import TRANSPORTS
 from .errors import Diagnostics, Trace2PerfettoError
 from .info import profile_info
 from .pipeline import Format, Kind, convert, overlap_report
-from .select import parse_ids
+from .select import format_ids, parse_ids
 
 _EXAMPLES = """\
 examples:
@@ -26,6 +28,8 @@ examples:
   trace2perfetto PROFILER_DIR --kind detail --steps 5-8 --max-size 100M -o steps5-8.pftrace
   trace2perfetto overlap PROFILER_DIR --format csv     per rank and step: Computing, Communication, ...
   trace2perfetto info PROFILER_DIR                     what the profile holds, and how big the output gets
+  trace2perfetto comm PROFILER_DIR --slow-ranks        which rank the others wait for, per step
+  trace2perfetto PROFILER_DIR --align collectives      hosts' clocks aligned by their collectives
   trace2perfetto PROFILER_DIR -o job.pftrace --open    convert, then open it in ui.perfetto.dev
 
 Open the result at https://ui.perfetto.dev (Open trace file, or drag it in).
@@ -71,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--open", action="store_true",
                         help="then serve the trace once on 127.0.0.1:9001 and open it in ui.perfetto.dev "
                         "(on a remote machine: ssh -L 9001:127.0.0.1:9001 HOST, then open the printed URL)")
+    _add_align(parser)
     parser.add_argument("--strict", action="store_true",
                         help="treat warnings about the input (a file cut off by a crash, skipped "
                         "events) as errors: exit 1 and write nothing, for CI pipelines")
@@ -94,6 +99,14 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
                         help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
     parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
                         help="steps (iterations) to keep, e.g. 3-5 (default: all)")
+
+
+def _add_align(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--align", choices=("none", "collectives"), default="none",
+                        help="collectives: move each host's clock by its offset to the host of the lowest "
+                        "rank, estimated from the ends of the collectives they share (median over "
+                        "instances; `trace2perfetto comm` prints it). Default: %(default)s, times as "
+                        "recorded")
 
 
 def _ids(what: str):
@@ -223,7 +236,8 @@ def _info_main(argv: list[str]) -> int:
         print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
     if args.format == "json":
         document = {"path": contents.path, "estimated_bytes": contents.estimated_bytes,
-                    "ranks": [dataclasses.asdict(r) for r in contents.ranks]}
+                    "ranks": [dataclasses.asdict(r) for r in contents.ranks],
+                    "clocks": _clock_records(contents.clocks)}
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     header = ["Rank", "Format", "Device", "Host", "Graphs", "Steps", "Streams", "Planes", "Records",
@@ -248,6 +262,7 @@ def _info_main(argv: list[str]) -> int:
             first, last = r.steps[0], r.steps[-1]
             print(f"rank {r.rank}: steps {first.step}-{last.step}, "
                   f"{(last.end_ns - first.start_ns) / 1e9:.3f} s from the first step to the end of the last")
+    _print_clocks(contents.clocks, aligned=False)
     return 0
 
 
@@ -258,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         return _overlap_main(argv[1:])
     if argv[:1] == ["info"]:
         return _info_main(argv[1:])
+    if argv[:1] == ["comm"]:
+        return _comm_main(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -270,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         result = convert(
             args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
             kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, host_level=args.host_level,
-            max_bytes=args.max_size,
+            max_bytes=args.max_size, align=args.align,
             strict=args.strict, progress=None if args.quiet or not sys.stderr.isatty() else _progress,
         )
     except Trace2PerfettoError as e:
@@ -315,3 +332,164 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trace2perfetto: open it at https://ui.perfetto.dev (Open trace file: {where}), "
               "or run again with --open", file=sys.stderr)
     return 0
+
+
+def build_comm_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trace2perfetto comm",
+        description="Communication per op and rank, with the figures of torch_npu's communication.json "
+        "(Elapse, Transit, Wait, Synchronization and Idle time from the HCCL plane tasks, and transit "
+        "size, time and bandwidth per transport), each collective matched across its ranks (arrival "
+        "skew, the rank that came last, each rank's wait for it), and each host's clock offset as "
+        "the collectives' ends show it. Times in ms.",
+        epilog="examples:\n"
+        "  trace2perfetto comm PROFILER_DIR                      every op of every rank\n"
+        "  trace2perfetto comm PROFILER_DIR --slow-ranks          ranks by the wait they cause\n"
+        "  trace2perfetto comm PROFILER_DIR --format csv > comm.csv\n\n"
+        "The JSON output is described by schemas/comm.schema.json.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("profile", metavar="PROFILER_DIR")
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                        help="output on stdout (default: %(default)s)")
+    parser.add_argument("--slow-ranks", action="store_true",
+                        help="the slow-rank table instead of the ops: ranks ordered by the wait they cause "
+                        "the others, with their step, compute and communication time, and the spread of "
+                        "step time across ranks per step")
+    _add_align(parser)
+    _add_selection(parser)
+    return parser
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 6)
+
+
+def _op_record(op) -> dict:
+    record = {
+        "Rank": op.rank, "Graph": op.graph, "Step": op.step, "Group": op.group, "Op": op.name,
+        "Start Timestamp(us)": op.start_ns / 1000, "Elapse Time(ms)": _ms(op.elapse_ns),
+        "Transit Time(ms)": _ms(op.transit_ns), "Wait Time(ms)": _ms(op.wait_ns),
+        "Synchronization Time(ms)": _ms(op.sync_ns), "Idle Time(ms)": _ms(op.idle_ns),
+        "Wait Time Ratio": op.wait_ratio, "Synchronization Time Ratio": op.sync_ratio,
+        "Ranks": op.ranks, "Arrival Skew(ms)": _ms(op.skew_ns), "Last Rank": op.last_rank,
+        "Wait For Last Rank(ms)": _ms(op.wait_for_last_ns),
+    }
+    record["Bandwidth"] = {
+        name: {"Transit Size(MB)": t.size_bytes / 1e6, "Transit Time(ms)": _ms(t.time_ns),
+               "Bandwidth(GB/s)": t.gb_per_s, "Large Packet Ratio": t.large_packet_ratio(name),
+               "Size Distribution": {str(size / 1e6): [count, _ms(ns)]
+                                     for size, (count, ns) in t.sizes.items()}}
+        for name, t in op.transports.items()
+    }
+    return record
+
+
+def _clock_records(clocks) -> list[dict]:
+    return [{"Host": c.host, "Ranks": list(c.ranks), "Offset(us)": c.offset_ns / 1000,
+             "Spread(us)": c.spread_ns / 1000, "Collectives": c.instances} for c in clocks]
+
+
+def _comm_main(argv: list[str]) -> int:
+    try:
+        args = build_comm_parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        diag = Diagnostics()
+        report = comm_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
+                             align=args.align, diag=diag)
+    except Trace2PerfettoError as e:
+        return _error(e)
+    for warning in diag.messages():
+        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
+    if not report.ops:
+        print(f"trace2perfetto: warning: {args.profile}: no communication ops in the kept ranks and steps",
+              file=sys.stderr)
+    if args.slow_ranks:
+        _print_slow_ranks(report, args.format)
+    else:
+        _print_ops(report, args.format)
+    return 0
+
+
+def _print_ops(report, fmt: str) -> None:
+    records = [_op_record(op) for op in report.ops]
+    if fmt == "json":
+        document = {"ops": records, "collectives": report.instances, "aligned": report.aligned,
+                    "clocks": _clock_records(report.clocks)}
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    known = (*TRANSPORTS, "NCCL")
+    transports = sorted({name for op in report.ops for name in op.transports},
+                        key=lambda n: known.index(n) if n in known else len(known))
+    if fmt == "csv":
+        flat = [{**{k: v for k, v in r.items() if k != "Bandwidth"},
+                 **{f"{name} {field}": r["Bandwidth"].get(name, {}).get(field)
+                    for name in transports
+                    for field in ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")}}
+                for r in records]
+        columns = list(flat[0]) if flat else ["Rank", "Graph", "Step", "Group", "Op"]
+        writer = csv.DictWriter(sys.stdout, columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(flat)
+        return
+    header = ["Rank", "Step", "Op", "Elapse", "Transit", "Wait", "Sync", "Idle", "Skew", "Last", "Waited",
+              "Bandwidth (GB/s)"]
+    rows = [header]
+    for op, r in zip(report.ops, records, strict=True):
+        bandwidth = ", ".join(f"{name} {t.gb_per_s:g}" for name, t in op.transports.items()
+                              if t.time_ns and name != "SDMA") or "-"
+        rows.append([str(op.rank), "-" if op.step is None else str(op.step), op.name] + [
+            "-" if r[k] is None else f"{r[k]:.3f}" for k in (
+                "Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)",
+                "Idle Time(ms)", "Arrival Skew(ms)")
+        ] + ["-" if op.last_rank is None else str(op.last_rank),
+             "-" if op.wait_for_last_ns is None else f"{op.wait_for_last_ns / 1e6:.3f}", bandwidth])
+    _print_table(rows)
+    print(f"(ms; {report.instances} collectives matched across ranks; Skew: last arrival - first; "
+          "Waited: this rank's wait for the last; - : not known from this input)")
+    _print_clocks(report.clocks, report.aligned)
+
+
+def _print_clocks(clocks, aligned: bool) -> None:
+    if len(clocks) < 2:
+        return
+    state = "applied" if aligned else "not applied; --align collectives applies it"
+    print(f"clock offsets from the collectives' ends ({state}):")
+    for c in clocks:
+        who = c.host if c.host.startswith("rank ") else f"{c.host} (rank {format_ids(c.ranks)})"
+        print(f"  {who}: {c.offset_ns / 1000:+.3f} µs" + (
+            f", spread {c.spread_ns / 1000:.3f} µs over {c.instances} collectives" if c.instances else
+            " (the reference)"))
+
+
+def _print_slow_ranks(report, fmt: str) -> None:
+    ranks = [{"Rank": r.rank, "Host": r.host, "Steps": r.steps, "Wait Caused(ms)": _ms(r.wait_caused_ns),
+              "Wait Suffered(ms)": _ms(r.wait_suffered_ns), "Last Arrivals": r.last_arrivals,
+              "Mean Step(ms)": _ms(r.mean_step_ns), "Mean Computing(ms)": _ms(r.mean_computing_ns),
+              "Mean Communication(ms)": _ms(r.mean_communication_ns)} for r in report.slow_ranks]
+    steps = [{"Rank": t.rank, "Graph": t.graph, "Step": t.step, "Step Time(ms)": _ms(t.step_ns),
+              "Computing(ms)": _ms(t.computing_ns), "Communication(ms)": _ms(t.communication_ns),
+              "Wait Suffered(ms)": _ms(t.wait_suffered_ns), "Wait Caused(ms)": _ms(t.wait_caused_ns)}
+             for t in report.steps]
+    spread = [{"Graph": s.graph, "Step": s.step, "Ranks": s.ranks, "Fastest(ms)": _ms(s.min_ns),
+               "Slowest(ms)": _ms(s.max_ns), "Slowest Rank": s.slowest_rank} for s in report.spread]
+    if fmt == "json":
+        document = {"slow_ranks": ranks, "steps": steps, "spread": spread, "aligned": report.aligned,
+                    "clocks": _clock_records(report.clocks)}
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    if fmt == "csv":
+        writer = csv.DictWriter(sys.stdout, list(ranks[0]) if ranks else ["Rank"], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(ranks)
+        return
+    header = list(ranks[0]) if ranks else ["Rank"]
+    _print_table([header] + [["-" if v is None else str(v) for v in r.values()] for r in ranks])
+    print("(ms, means per step; ranks ordered by the wait they caused the others in collectives)")
+    for s in spread:
+        label = "-" if s["Step"] is None else s["Step"]
+        print(f"step {label}: step time {s['Fastest(ms)']:.3f}-{s['Slowest(ms)']:.3f} ms across "
+              f"{s['Ranks']} ranks, slowest rank {s['Slowest Rank']}")
+    _print_clocks(report.clocks, report.aligned)

@@ -2,7 +2,8 @@
 
 One read of every rank (as a detail conversion would, one step at a time) gathers per rank its
 format, device and host, graphs and their steps with time ranges, lanes per layer, record
-counts, input bytes, and an estimate of the output size of summary and detail, so a user can
+counts, input bytes, each host's clock offset as the collectives show it, and an estimate of the
+output size of summary and detail, so a user can
 choose ``--steps`` and ``--ranks`` under the size cap.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import orjson
 
+from .comm import HostClock, OpComm, clock_offsets, host_names, light_ops, match
 from .discover import discover
 from .errors import Diagnostics
 from .model import Layer, RankInfo
@@ -58,6 +60,7 @@ class ProfileContents:
     path: str
     ranks: list[RankContents]
     warnings: list[str]
+    clocks: list[HostClock] = field(default_factory=list)  # per host, from the collectives' ends
 
     @property
     def estimated_bytes(self) -> dict[str, int]:
@@ -73,10 +76,14 @@ def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None =
     """
     diag = Diagnostics()
     infos = select_ranks(discover(Path(path), diag), ranks)
-    return ProfileContents(str(path), [_rank(info, diag) for info in infos], diag.messages())
+    ops: dict[int, list[OpComm]] = {}
+    contents = [_rank(info, diag, ops.setdefault(info.rank, [])) for info in infos]
+    clocks = clock_offsets(match(ops), host_names(infos)) if len(infos) > 1 else []
+    return ProfileContents(str(path), contents, diag.messages(), clocks)
 
 
-def _rank(info: RankInfo, diag: Diagnostics) -> RankContents:
+def _rank(info: RankInfo, diag: Diagnostics, ops: list[OpComm]) -> RankContents:
+    """One rank's contents; its communication ops go to ``ops`` (for the clock offsets)."""
     contents = RankContents(
         info.rank, info.format, str(info.path), info.device, info.host, input_bytes(info),
         {name: list(ranks) for name, ranks in info.groups.items()},
@@ -97,6 +104,8 @@ def _rank(info: RankInfo, diag: Diagnostics) -> RankContents:
             else:
                 detail += _DETAIL_BYTES + _DETAIL_BYTES_PER_ARGS_BYTE * _args_bytes(s.args)
         summary += len(overlap_slices(batch))
+        ops += light_ops(batch.rank, batch.graph, batch.step_id,
+                         (s for s in batch.slices if s.layer is Layer.COMM_OP))
         samples += len(batch.samples)
     if samples:
         counts["Counters"] = samples

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import multiprocessing
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -14,14 +16,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
-from . import overlap
+from . import comm, overlap
 from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Chunk, Kept, Sink, Spool, SpoolFile, assemble
 from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
-from .model import SUMMARY_LAYERS, Layer, RankInfo, Slice, StepRecords, step_label
+from .model import SUMMARY_LAYERS, Layer, RankInfo, Sample, Slice, Step, StepRecords, step_label
 from .readers import READERS, host_info
 from .select import check_graphs, format_ids, keep_step, select_ranks
 from .writers.chrome_json import ChromeJsonEncoder, wall_origin
@@ -97,6 +99,7 @@ def convert(
     host_level: int = 0,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     strict: bool = False,
+    align: str | None = None,
     progress: Progress | None = None,
 ) -> Result:
     """Convert the profile under ``path`` into one Perfetto or Chrome JSON trace.
@@ -108,6 +111,8 @@ def convert(
     ``Result.cut`` and by a marker inside the trace (see ``budget``). ``strict`` turns the
     warnings about the input (a cut-off file, skipped events) into an error, and nothing is
     written. ``host_level`` 1 keeps only the host stages that MindSpore marks for users.
+    ``align="collectives"`` moves each host's times by its clock offset as estimated from the ends
+    of the collectives it shares with other hosts (``comm.clock_offsets``; read once more first).
     ``progress`` is called as each rank is read: (bytes read, of total, rank).
 
     Example::
@@ -132,10 +137,11 @@ def convert(
     found = Diagnostics()
     infos = select_ranks(discover(Path(path), found), options.ranks)
     check_graphs(infos, options.graphs)
+    shifts = _aligned(infos, options, found) if _align(align) else {}
     origin = wall_origin(infos)
     spool = Spool()
     try:
-        diag = _encode_ranks(infos, options, out_format, origin, spool, progress)
+        diag = _encode_ranks(infos, options, out_format, origin, spool, progress, shifts)
         diag.merge(found)
         if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
@@ -246,35 +252,89 @@ def is_receive(op_name: str) -> bool:
     return name.startswith(("hcom_receive", "receive"))
 
 
-def _encoder(out_format: Format, origin_ns: int | None,
-             rank_index: int = -1) -> PerfettoEncoder | ChromeJsonEncoder:
+def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1,
+             first_tid: int = 1) -> PerfettoEncoder | ChromeJsonEncoder:
     """The writer's encoder; a JSON rank on its own clock (``origin_ns`` None) takes its own origin."""
     if out_format is Format.PERFETTO:
         return PerfettoEncoder(rank_index)
-    return ChromeJsonEncoder(origin_ns)
+    return ChromeJsonEncoder(origin_ns, first_tid)
 
 
 def _encode_ranks(
     infos: list[RankInfo], options: Options, out_format: Format, origin_ns: int, spool: Spool,
-    progress: Progress | None = None,
+    progress: Progress | None = None, shifts: dict[int, int] | None = None,
 ) -> Diagnostics:
-    """Encode every rank into the spool, ranks in parallel: they are independent until written."""
-    jobs = [(index, info, options, out_format, origin_ns, spool.new_file())
+    """Encode every rank into the spool, ranks in parallel: they are independent until written,
+    except for their communication ops, which are drawn last, once matched across ranks."""
+    jobs = [(index, info, options, out_format, origin_ns, spool.new_file(), (shifts or {}).get(info.rank, 0))
             for index, info in enumerate(infos)]
     sizes = [input_bytes(info) for info in infos]
     done_bytes = 0
     diag = Diagnostics()
+    held: list[RankOps | None] = [None] * len(infos)
 
-    def collect(index: int, result: tuple[list[Chunk], Diagnostics]) -> None:
+    def collect(index: int, result: tuple[list[Chunk], Diagnostics, RankOps]) -> None:
         nonlocal done_bytes
         spool.chunks.extend(result[0])
         diag.merge(result[1])
+        held[index] = result[2]
         done_bytes += sizes[index]
         if progress is not None:
             progress(done_bytes, sum(sizes), infos[index].rank)
 
     _each_rank(_encode_rank, jobs, collect)
+    _encode_collectives(infos, held, options, out_format, origin_ns, spool)
     return diag
+
+
+class RankOps(NamedTuple):
+    """Where one rank's communication op slices lie, step by step, held back from its chunks in its
+    spool file (their args and arrows need the other ranks). ``origin_ns``: the origin of its JSON
+    chunks."""
+
+    origin_ns: int | None
+    path: str
+    steps: list[tuple[int | None, int | None, int, int, int]]  # graph, step, chunk start, offset, length
+
+
+_COLLECTIVE_SEQUENCES = 1000  # sequence numbers of the ops' chunks, apart from the rank's own
+_COLLECTIVE_TIDS = 500_000  # and their JSON thread numbers
+
+
+def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Options, out_format: Format,
+                        origin_ns: int, spool: Spool) -> None:
+    """Step by step (one step's ops of every rank in memory), match the ops across ranks, then
+    spool per rank the op slices (detail) with their instance's skew, last rank and arrows, and
+    the Wait lane (summary)."""
+    where: dict[tuple[int | None, int | None], dict[int, tuple]] = {}
+    for index, mine in enumerate(held):
+        for graph, step, start_ns, offset, length in mine.steps:
+            where.setdefault((graph, step), {})[index] = (start_ns, mine.path, offset, length)
+    order = sorted(where, key=lambda key: min(found[0] for found in where[key].values()))
+    encoders = [_encoder(out_format, origin_ns if info.wall_clock else mine.origin_ns, len(infos) + index,
+                         _COLLECTIVE_TIDS)
+                for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
+    lanes = [Lanes() for _ in infos]
+    sequences: list[dict[tuple, int]] = [{} for _ in infos]
+    with SpoolFile(spool.new_file()) as file:
+        for graph, step in order:
+            found = where[graph, step]
+            slices = {index: pickle.loads(spool.unstash(*at[1:])) for index, at in found.items()}
+            ops = {index: comm.light_ops(infos[index].rank, graph, step, mine)
+                   for index, mine in slices.items()}
+            waiters = comm.waiting_ranks(comm.match({infos[i].rank: mine for i, mine in ops.items()}))
+            for index, mine in slices.items():
+                rank = infos[index].rank
+                drawn = comm.annotated(mine, ops[index], waiters) if options.kind is Kind.DETAIL else []
+                for part, part_slices in ((SUMMARY, comm.wait_slices(ops[index])), (DETAIL, drawn)):
+                    if part_slices:
+                        mine_seq = sequences[index]
+                        sequence = _COLLECTIVE_SEQUENCES + mine_seq.setdefault((part, graph, step is None),
+                                                                               len(mine_seq))
+                        events = lanes[index].place(sorted(part_slices, key=by_lane_and_start))
+                        file.add(step, found[index][0], rank, part, encoders[index].chunk(sequence, events),
+                                 len(part_slices), sequence)
+    spool.chunks.extend(file.chunks)
 
 
 def _each_rank(work: Callable[[tuple], Any], jobs: list[tuple], collect: Callable[[int, Any], None]) -> None:
@@ -319,18 +379,26 @@ def input_bytes(info: RankInfo) -> int:
     return total
 
 
-def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:
+def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps]:
     """Read one rank's kept steps and spool their summary and detail chunks, one packet
-    sequence per part and graph. Runs in a worker process."""
-    index, info, options, out_format, origin_ns, path = job
+    sequence per part and graph; hand back its communication ops. Runs in a worker process."""
+    index, info, options, out_format, origin_ns, path, shift_ns = job
     diag, lanes = Diagnostics(), Lanes()
     encoder = _encoder(out_format, origin_ns if info.wall_clock else None, index)
     sequences: dict[tuple[str, int | None, bool], int] = {}
+    held: list[tuple[int | None, int | None, int, int, int]] = []
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
+            if shift_ns:
+                batch = shifted(batch, shift_ns)
             slices = records_to_write(batch, options)
             summary = [s for s in slices if s.layer in SUMMARY_LAYERS]
-            detail = [s for s in slices if s.layer not in SUMMARY_LAYERS]
+            detail = [s for s in slices if s.layer not in SUMMARY_LAYERS and s.layer is not Layer.COMM_OP]
+            ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
+            if ops:  # without args in summary, where they are not drawn
+                kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:6]) for s in ops]
+                held.append((batch.graph, batch.step_id, batch.start_ns,
+                             *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []
             for part, mine, values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
                 if mine or values:
@@ -340,7 +408,73 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics]:
                     events = lanes.place(sorted(mine, key=by_lane_and_start), values)
                     spool.add(batch.step_id, batch.start_ns, batch.rank, part,
                               encoder.chunk(sequence, events), len(mine), sequence)
-    return spool.chunks, diag
+    return spool.chunks, diag, RankOps(getattr(encoder, "origin_ns", None), path, held)
+
+
+def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
+    """The step with every time moved by ``shift_ns`` (a host's clock offset taken off)."""
+    step = batch.step
+    if step is not None:
+        step = Step(step.graph, step.step, step.start_ns + shift_ns, step.end_ns + shift_ns, step.host_start)
+    span = batch.device_span
+    return StepRecords(
+        batch.rank, batch.graph, batch.step_id, step,
+        [Slice(*s[:4], s.start_ns + shift_ns, *s[5:]) for s in batch.slices],
+        [Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
+        batch.has_device, None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
+        batch.ops_recorded,
+    )
+
+
+ALIGNMENTS = ("collectives",)
+
+
+def _align(align: str | None) -> bool:
+    if align not in (None, "none", *ALIGNMENTS):
+        raise UsageError(f"--align: {align!r} is not one of none, {', '.join(ALIGNMENTS)}")
+    return align in ALIGNMENTS
+
+
+def _aligned(infos: list[RankInfo], options: Options, diag: Diagnostics) -> dict[int, int]:
+    """Estimate each host's clock offset from the collectives (one summary read of every rank),
+    say it in each rank's clock description, and return the shift per rank (ns to add)."""
+    clocks = collective_clocks(infos, options, diag)
+    shifts = {}
+    for clock in clocks:
+        for rank in clock.ranks:
+            shifts[rank] = -clock.offset_ns
+    for i, info in enumerate(infos):
+        if info.rank in shifts:
+            infos[i] = dataclasses.replace(
+                info, start_ns=None if info.start_ns is None else info.start_ns + shifts[info.rank],
+                clock=f"{info.clock}; aligned by collectives: {shifts[info.rank] / 1000:+.3f} µs")
+        else:
+            diag.warn("not_aligned", f"rank {info.rank}: shares no collective with the host of rank "
+                      f"{infos[0].rank}, "
+                      "so its clock was not aligned")
+    return shifts
+
+
+def collective_clocks(infos: list[RankInfo], options: Options, diag: Diagnostics) -> list[comm.HostClock]:
+    """Each host's clock offset, estimated from the ends of the collectives of the kept steps."""
+    found: dict[int, list[comm.OpComm]] = {}
+
+    def collect(index: int, result: tuple[list[comm.OpComm], Diagnostics]) -> None:
+        found[infos[index].rank] = result[0]
+        diag.merge(result[1])
+
+    summary = dataclasses.replace(options, kind=Kind.SUMMARY)
+    _each_rank(_light_ops, [(info, summary) for info in infos], collect)
+    return comm.clock_offsets(comm.match(found), comm.host_names(infos))
+
+
+def _light_ops(job: tuple[RankInfo, Options]) -> tuple[list[comm.OpComm], Diagnostics]:
+    info, options = job
+    diag = Diagnostics()
+    ops = [op for batch in read_profile([info], options, diag)
+           for op in comm.light_ops(batch.rank, batch.graph, batch.step_id,
+                                    (s for s in batch.slices if s.layer is Layer.COMM_OP))]
+    return ops, diag
 
 
 def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from trace_check import read_chrome_json, read_perfetto
 
-from converters import Diagnostics, Layer, Options, UsageError, convert, discover, read_profile
+from converters import Diagnostics, Layer, Options, UsageError, comm, convert, discover, read_profile
 from converters.budget import parse_size
 from converters.cli import main
 from converters.pipeline import records_to_write
@@ -30,10 +30,17 @@ def steps_in_order(profile):
     """Per step, in time order: (summary slices, detail slices) as (rank, name, start, dur)."""
     per_step: dict = {}
     options = Options(kind="detail")
+    ops: dict[int, list] = {}
     for batch in read_profile(discover(profile), options, Diagnostics()):
         summary, detail = per_step.setdefault(batch.step_id, (set(), set()))
         for s in records_to_write(batch, options):
             (summary if s.layer.is_summary else detail).add((s.rank, s.name, s.start_ns, s.dur_ns))
+        ops.setdefault(batch.rank, []).extend(comm.light_ops(
+            batch.rank, batch.graph, batch.step_id, (s for s in batch.slices if s.layer is Layer.COMM_OP)))
+    comm.match(ops)  # the Wait lane, in the summary of each op's step
+    for op in (op for mine in ops.values() for op in mine):
+        for s in comm.wait_slices([op]):
+            per_step[op.step][0].add((s.rank, s.name, s.start_ns, s.dur_ns))
     return [per_step[k] for k in sorted(per_step)]
 
 

@@ -33,8 +33,12 @@ class ChromeJsonEncoder:
 
     footer = b"\n]\n"
 
-    def __init__(self, origin_ns: int | None) -> None:
-        self._origin_ns = origin_ns
+    def __init__(self, origin_ns: int | None, first_tid: int = 1) -> None:
+        """``origin_ns`` None: a rank on its own clock, whose first chunk sets it. Encoders that write
+        on the same ranks side by side (a rank's own lanes, its communication ops) take apart
+        ``first_tid``s, so their threads never share a number."""
+        self.origin_ns = origin_ns
+        self._first_tid = first_tid
         self._tids: dict[Track, int] = {}
         self._next_tid: dict[int, int] = {}
         self._named: dict[int, set[int]] = {}  # sequence -> tids named on it
@@ -55,9 +59,9 @@ class ChromeJsonEncoder:
     def chunk(self, sequence: int, events: Sequence[Begin | End | Value]) -> bytes:
         """Complete (``X``) events for the begins; ends need nothing, X carries its duration."""
         out = bytearray()
-        if self._origin_ns is None:
-            self._origin_ns = own_origin(events)
-        origin = self._origin_ns
+        if self.origin_ns is None:
+            self.origin_ns = own_origin(events)
+        origin = self.origin_ns
         named = self._named.setdefault(sequence, set())
         for event in events:
             if type(event) is Value:
@@ -88,7 +92,7 @@ class ChromeJsonEncoder:
         out = bytearray()
         pid = track.rank + 1
         self._tids[track] = _MARKER_TID  # rank encoders number their threads from 1
-        ts = max(ts_ns - (self._origin_ns or 0), 0) / 1000  # a rank on its own clock: at the start
+        ts = max(ts_ns - (self.origin_ns or 0), 0) / 1000  # a rank on its own clock: at the start
         instant = {"ph": "i", "s": "t", "pid": pid, "tid": self._tid(track, out, set()), "name": name,
                    "ts": ts, "args": args}
         meta = {"ph": "M", "name": "trace2perfetto_cut", "pid": pid, "args": {"name": name, **args}}
@@ -99,7 +103,7 @@ class ChromeJsonEncoder:
     def _tid(self, track: Track, out: bytearray, named: set[int]) -> int:
         tid = self._tids.get(track)
         if tid is None:
-            tid = self._tids[track] = self._next_tid.get(track.rank, 0) + 1
+            tid = self._tids[track] = self._next_tid.get(track.rank, self._first_tid - 1) + 1
             self._next_tid[track.rank] = tid
         if tid not in named:
             named.add(tid)

@@ -23,6 +23,7 @@ so the rules below are the only ones.
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -201,9 +202,7 @@ class PerfettoEncoder:
     def _declare(self, track: Track, out: bytearray, seq: _Sequence) -> tuple[bytes, bytes]:
         """Describe the track (and its group) into ``out`` on first use on ``seq``."""
         group_key = ("group", track.rank, track.group)
-        parent = self._uuids.get(group_key)
-        if parent is None:
-            parent = self._new_uuid(group_key)
+        parent = _group_uuid(track.rank, track.group)
         if group_key not in seq.tracks:
             _descriptor(out, seq, parent, self._process_uuid(track.rank), track.group, track.group_order)
             seq.tracks[group_key] = (b"", b"")
@@ -216,6 +215,12 @@ class PerfettoEncoder:
         end = _len(_TRACK_EVENT, _int(_TYPE, _SLICE_END) + uuid_field) + _NEEDS + seq.tail
         prefixes = seq.tracks[track] = (_int(_TYPE, _SLICE_BEGIN) + uuid_field, end)
         return prefixes
+
+
+def _group_uuid(rank: int, group: str) -> int:
+    """The same in every encoder, so that two encoders' lanes of one rank (its own, and its
+    communication ops drawn once matched across ranks) share their group tracks."""
+    return 1 << 62 | rank << 20 | zlib.crc32(group.encode()) & 0xFFFFF
 
 
 def _packet(out: bytearray, payload: bytes) -> None:

@@ -1,0 +1,437 @@
+"""Communication analysis: each op's time and bandwidth, collectives matched across ranks, clocks.
+
+Three parts, each a small pure function of what the readers give:
+
+* ``op_comm``: one op on one rank, from its HCCL plane tasks, with the figures and definitions of
+  the ``communication.json`` that torch_npu and msprof write (CANN's ``communication_parser``):
+  Elapse = the op's span; on the master planes (Plane 0 and 1) in time order, Transit = the
+  Memcpy/Reduce_Inline tasks over SDMA off chip (and RDMA payload runs), Wait = the Notify_Waits,
+  Synchronization = the Notify_Waits before the first transit, Idle = Elapse - Transit - Wait; and
+  over every plane, transit size and time per transport (link type HCCS, PCIE, SIO, else SDMA;
+  SDMA adds up all three; RDMA apart).
+* ``match``: one collective across the ranks of its communicator is the same key on each: group
+  (the group tag in an HCCL op's name ``hcom_allReduce__586_3_1``, else its lane), graph, step,
+  name and how many ops of that name came before it in the step. Per instance: arrival skew, the
+  last-arriving rank, and each rank's wait for it.
+* ``clock_offsets``: a collective's ends are nearly simultaneous on all its ranks, so the median
+  difference of ends between two hosts over many instances is their clock offset.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import msgspec
+
+from .model import Layer, Slice, StepRecords
+
+MASTER_PLANES = frozenset({"Plane 0", "Plane 1"})  # the planes CANN marks is_master (not exported)
+TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
+_SDMA_TRANSIT = frozenset({"Memcpy", "Reduce_Inline"})
+_LARGE_PACKET_MB = {"RDMA": 0.5}  # CANN's message size thresholds; 32 MB for the others
+_HCCL_NAME = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_(\d+)_\d+$")  # hcom_<op>__<group tag>_<index>_1
+_P2P = ("hcom_send", "hcom_receive", "hcom_batchsendrecv")
+_decode = msgspec.json.Decoder().decode
+
+
+# -- one op on one rank ---------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Transport:
+    """Transit over one transport during one op (or a sum of ops)."""
+
+    size_bytes: int = 0
+    time_ns: int = 0
+    sizes: dict[int, list[int]] = field(default_factory=dict)  # bytes per task -> [tasks, ns]
+
+    def add(self, size: int, ns: int) -> None:
+        self.size_bytes += size
+        self.time_ns += ns
+        entry = self.sizes.setdefault(size, [0, 0])
+        entry[0] += 1
+        entry[1] += ns
+
+    @property
+    def gb_per_s(self) -> float:
+        """Bytes per ns is GB/s (CANN: MB / ms, rounded to 4 places)."""
+        return round(self.size_bytes / self.time_ns, 4) if self.time_ns else 0.0
+
+    def large_packet_ratio(self, transport: str) -> float:
+        threshold = _LARGE_PACKET_MB.get(transport, 32) * 1e6
+        tasks = sum(count for count, _ in self.sizes.values())
+        large = sum(count for size, (count, _) in self.sizes.items() if size > threshold)
+        return round(large / tasks, 4) if tasks else 0.0
+
+
+@dataclass(slots=True)
+class OpComm:
+    """One communication op on one rank. Times in ns; None where the input has no plane tasks
+    (NCCL kernels, step-trace-only profiles): Elapse is then all that is known."""
+
+    rank: int
+    graph: int | None
+    step: int | None
+    group: str
+    name: str
+    start_ns: int
+    elapse_ns: int
+    transit_ns: int | None = None
+    wait_ns: int | None = None
+    sync_ns: int | None = None
+    transports: dict[str, Transport] = field(default_factory=dict)
+    # filled in by ``match`` where the op was found on other ranks too
+    ranks: int = 1  # ranks that recorded this instance
+    skew_ns: int | None = None
+    last_rank: int | None = None
+    wait_for_last_ns: int | None = None
+    key: Key | None = None
+
+    @property
+    def idle_ns(self) -> int | None:
+        return None if self.transit_ns is None else self.elapse_ns - self.transit_ns - self.wait_ns
+
+    @property
+    def p2p(self) -> bool:
+        return self.name.lower().startswith(_P2P)
+
+    @property
+    def wait_ratio(self) -> float | None:
+        return _ratio(self.wait_ns, self.transit_ns)
+
+    @property
+    def sync_ratio(self) -> float | None:
+        return _ratio(self.sync_ns, self.transit_ns)
+
+
+def _ratio(part: int | None, transit: int | None) -> float | None:
+    if part is None or transit is None:
+        return None
+    return round(part / (part + transit), 4) if part + transit else 0.0
+
+
+def _args(s: Slice) -> dict[str, Any]:
+    if s.args is None:
+        return {}
+    return s.args if type(s.args) is dict else _decode(s.args)
+
+
+def _task_kind(s: Slice, args: dict[str, Any]) -> str:
+    return args.get("task type") or s.task_type or s.name
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None) -> OpComm:
+    """The figures of ``communication.json`` for ``op`` from its plane tasks (any order)."""
+    result = OpComm(op.rank, graph, step, group_of(op), op.name, op.start_ns, op.dur_ns)
+    if not tasks:
+        return _from_args(result, _args(op))
+    planes: dict[str, list[tuple[Slice, dict[str, Any]]]] = defaultdict(list)
+    for t in sorted(tasks, key=lambda t: t.start_ns):
+        planes[t.lane.split(" #")[0]].append((t, _args(t)))
+    runs = 3 if result.p2p else 5  # an RDMA transfer: payload, then 2 (or 4 with a barrier) closing tasks
+    transit = wait = sync = 0
+    master = sorted((item for lane, items in planes.items() if lane in MASTER_PLANES for item in items),
+                    key=lambda item: item[0].start_ns)
+    first_transit: int | None = None
+    for transfer in _transfers(master, runs):
+        if transfer[0] == "wait":
+            wait += transfer[2]
+            if first_transit is None:
+                sync += transfer[2]
+        else:
+            transit += transfer[2]
+            first_transit = first_transit if first_transit is not None else transfer[1]
+    result.transit_ns, result.wait_ns, result.sync_ns = transit, wait, sync
+    transports = {name: Transport() for name in TRANSPORTS}
+    for items in planes.values():
+        for kind, _, ns, size, link in _transfers(items, runs):
+            if kind != "wait":
+                transports[kind if kind == "RDMA" else _link(link)].add(size, ns)
+    sdma = transports["SDMA"]
+    for name in ("HCCS", "PCIE", "SIO"):
+        sdma.size_bytes += transports[name].size_bytes
+        sdma.time_ns += transports[name].time_ns
+    result.transports = transports
+    return result
+
+
+def _transfers(items: list[tuple[Slice, dict[str, Any]]], runs: int):
+    """(kind, start, ns, bytes, link type) of each transit ("SDMA"/"RDMA") and wait ("wait")."""
+    i = 0
+    while i < len(items):
+        t, args = items[i]
+        kind = _task_kind(t, args)
+        if _is_rdma_payload(kind, args, items, i):
+            count = 1
+            while i + count < len(items) and _is_rdma_payload(*_kind_args(items[i + count]), items,
+                                                              i + count):
+                count += 1
+            last = i + count + runs - 2
+            if last < len(items):
+                size = sum(_int(a.get("size(Byte)")) for _, a in items[i:i + count])
+                yield "RDMA", t.start_ns, items[last][0].end_ns - t.start_ns, size, ""
+                i = last + 1
+            else:
+                i += count
+            continue
+        link = args.get("link type", "")
+        if kind in _SDMA_TRANSIT and args.get("transport type") == "SDMA" and link != "ON_CHIP":
+            yield "SDMA", t.start_ns, t.dur_ns, _int(args.get("size(Byte)")), link
+        elif kind == "Notify_Wait":
+            yield "wait", t.start_ns, t.dur_ns, 0, ""
+        i += 1
+
+
+def _kind_args(item: tuple[Slice, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    return _task_kind(item[0], item[1]), item[1]
+
+
+def _is_rdma_payload(kind: str, args: dict[str, Any], items: list, i: int) -> bool:
+    """An RDMA payload task: so marked (database form), else an RDMASend followed by an RDMASend
+    and a Notify_Wait (CANN's rule for the text form). Unverified: no sample has RDMA."""
+    if "rdma type" in args:
+        return args["rdma type"] == "RDMA_SEND_PAYLOAD"
+    if kind != "RDMASend" or i + 2 >= len(items):
+        return False
+    return _task_kind(*items[i + 1]) == "RDMASend" and _task_kind(*items[i + 2]) == "Notify_Wait"
+
+
+def _link(link: str) -> str:
+    if link == "HCCS_SW":
+        return "HCCS"
+    return link if link in ("HCCS", "PCIE", "SIO") else "SDMA"
+
+
+_DTYPE_BYTES = {"float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "c10::bfloat16": 2,
+                "c10::half": 2, "double": 8, "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8,
+                "int8": 1, "uint8": 1, "char": 1, "unsigned char": 1, "bool": 1}
+
+
+def _from_args(result: OpComm, args: dict[str, Any]) -> OpComm:
+    """A GPU collective's size where Kineto's args give it (``In msg nelems`` and ``dtype``)."""
+    nelems, dtype = args.get("In msg nelems"), str(args.get("dtype", "")).lower()
+    if isinstance(nelems, int) and dtype in _DTYPE_BYTES and result.elapse_ns > 0:
+        transport = Transport()
+        transport.add(nelems * _DTYPE_BYTES[dtype], result.elapse_ns)
+        result.transports = {"NCCL": transport}
+    return result
+
+
+def step_ops(batch: StepRecords, with_tasks: bool = True) -> list[OpComm]:
+    """Every communication op of one rank's step, in time order, each with its plane tasks: a
+    task belongs to the op that holds its start on its group (the latest such op)."""
+    ops = sorted((s for s in batch.slices if s.layer is Layer.COMM_OP), key=lambda s: s.start_ns)
+    tasks: list[list[Slice]] = [[] for _ in ops]
+    if with_tasks and ops:
+        starts = [s.start_ns for s in ops]
+        for t in batch.slices:
+            if t.layer is not Layer.COMM_TASK:
+                continue
+            i = bisect.bisect_right(starts, t.start_ns) - 1
+            while i >= 0 and ops[i].end_ns <= t.start_ns:
+                i -= 1
+            if i >= 0:
+                tasks[i].append(t)
+    return [op_comm(op, mine, batch.graph, batch.step_id) for op, mine in zip(ops, tasks, strict=True)]
+
+
+def group_of(op: Slice) -> str:
+    """The communicator an op ran on, as all its ranks name it: HCCL's group tag from the op name
+    (each rank numbers its group lanes itself), else the lane (a process group's name)."""
+    found = _HCCL_NAME.match(op.name)
+    return f"hccl group {found.group(1)}" if found else op.lane
+
+
+# -- one collective across ranks ------------------------------------------------------------------
+
+class Key(NamedTuple):
+    group: str
+    graph: int | None
+    step: int | None
+    name: str
+    occurrence: int  # ops of this name on this group earlier in the step
+
+
+@dataclass(slots=True)
+class Instance:
+    """One collective across the ranks that recorded it; times on each rank's clock (or aligned)."""
+
+    key: Key
+    starts: dict[int, int]
+    ends: dict[int, int]
+
+    @property
+    def last_rank(self) -> int:
+        latest = max(self.starts.values())
+        return min(rank for rank, start in self.starts.items() if start == latest)
+
+    @property
+    def skew_ns(self) -> int:
+        return max(self.starts.values()) - min(self.starts.values())
+
+    def wait_ns(self, rank: int) -> int:
+        """How long ``rank`` waited in this collective for the last one to arrive."""
+        return max(self.starts.values()) - self.starts[rank]
+
+
+def keys(ops: Iterable[OpComm]) -> list[Key]:
+    """Each op's instance key, for one rank's ops in time order."""
+    seen: dict[tuple, int] = defaultdict(int)
+    out = []
+    for op in ops:
+        base = (op.group, op.graph, op.step, op.name)
+        out.append(Key(*base, seen[base]))
+        seen[base] += 1
+    return out
+
+
+def match(ops_by_rank: dict[int, list[OpComm]], offsets: dict[int, int] | None = None) -> list[Instance]:
+    """Collectives found on two ranks or more, in key order; each op gets its instance's figures.
+    ``offsets``: ns to take off each rank's times (its host's clock offset), if aligning."""
+    found: dict[Key, Instance] = {}
+    members: dict[Key, list[OpComm]] = defaultdict(list)
+    for rank, ops in ops_by_rank.items():
+        shift = (offsets or {}).get(rank, 0)
+        for key, op in zip(keys(ops), ops, strict=True):
+            inst = found.get(key)
+            if inst is None:
+                inst = found[key] = Instance(key, {}, {})
+            inst.starts[rank] = op.start_ns - shift
+            inst.ends[rank] = op.start_ns + op.elapse_ns - shift
+            members[key].append(op)
+    matched = []
+    for key, inst in found.items():
+        if len(inst.starts) < 2:
+            continue
+        matched.append(inst)
+        last, skew = inst.last_rank, inst.skew_ns
+        for op in members[key]:
+            op.ranks, op.skew_ns, op.last_rank, op.key = len(inst.starts), skew, last, key
+            op.wait_for_last_ns = inst.wait_ns(op.rank)
+    return matched
+
+
+# -- clocks ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class HostClock:
+    """A host's clock against the reference host (that of the lowest rank): subtract
+    ``offset_ns`` from its times to align them. ``spread_ns``: the median absolute deviation of
+    the per-collective estimates (0 for the reference); ``instances``: how many were used."""
+
+    host: str
+    ranks: tuple[int, ...]
+    offset_ns: int
+    spread_ns: int
+    instances: int
+
+
+def clock_offsets(instances: Iterable[Instance], host_of: dict[int, str]) -> list[HostClock]:
+    """Each host's clock offset, from the ends of the collectives it shares with other hosts.
+
+    Per instance and pair of hosts, the difference of their ranks' median ends; per pair, the
+    median over instances; then out from the reference host along the pairs with most instances.
+    Hosts that share no collective with the reference's are left out.
+    """
+    pairs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for inst in instances:
+        by_host: dict[str, list[int]] = defaultdict(list)
+        for rank, end in inst.ends.items():
+            by_host[host_of[rank]].append(end)
+        ends = {host: int(statistics.median(values)) for host, values in by_host.items()}
+        hosts = sorted(ends)
+        for i, a in enumerate(hosts):
+            for b in hosts[i + 1:]:
+                pairs[a, b].append(ends[b] - ends[a])
+    ranks_of: dict[str, list[int]] = defaultdict(list)
+    for rank, host in sorted(host_of.items()):
+        ranks_of[host].append(rank)
+    reference = host_of[min(host_of)]
+    clocks = {reference: HostClock(reference, tuple(ranks_of[reference]), 0, 0, 0)}
+    edges = sorted(pairs.items(), key=lambda item: -len(item[1]))
+    grown = True
+    while grown:
+        grown = False
+        for (a, b), diffs in edges:
+            if (a in clocks) == (b in clocks):
+                continue
+            known, new, sign = (a, b, 1) if a in clocks else (b, a, -1)
+            middle = statistics.median(diffs)
+            spread = statistics.median(abs(d - middle) for d in diffs)
+            clocks[new] = HostClock(new, tuple(ranks_of[new]), clocks[known].offset_ns + round(sign * middle),
+                                    round(spread), len(diffs))
+            grown = True
+    return [clocks[h] for h in sorted(clocks, key=lambda h: ranks_of[h][0])]
+
+
+def host_names(infos: Iterable[Any]) -> dict[int, str]:
+    """Each rank's clock domain: its host, or the rank alone where the host is not known."""
+    return {info.rank: info.host or f"rank {info.rank}" for info in infos}
+
+
+def rank_offsets(clocks: Iterable[HostClock]) -> dict[int, int]:
+    return {rank: clock.offset_ns for clock in clocks for rank in clock.ranks}
+
+
+# -- in the timeline ------------------------------------------------------------------------------
+
+WAIT_LANE = "Wait"  # in the summary's Overlap Analysis group: time spent waiting for slower ranks
+
+
+def light_ops(rank: int, graph: int | None, step: int | None, slices: Iterable[Slice]) -> list[OpComm]:
+    """The ops of one rank's step as matching needs them: no plane tasks, no args decoded."""
+    return [OpComm(rank, graph, step, group_of(s), s.name, s.start_ns, s.dur_ns)
+            for s in sorted(slices, key=lambda s: s.start_ns)]
+
+
+def flow_id(key: Key, rank: int) -> int:
+    """The arrow from ``rank``'s op of one collective to the last-arriving rank's."""
+    text = f"collective|{key.group}|{key.graph}|{key.step}|{key.name}|{key.occurrence}|{rank}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def annotated(slices: list[Slice], ops: list[OpComm], waiters: dict[Key, list[int]]) -> list[Slice]:
+    """Op slices (in time order, as ``ops``) with their instance's figures in args, and arrows from
+    every rank that waited to the op of the rank it waited for. Arrows point forward in time (the
+    trace processor drops those whose end precedes their start), so from the waiters."""
+    out = []
+    for s, op in zip(sorted(slices, key=lambda s: s.start_ns), ops, strict=True):
+        if op.key is None:
+            out.append(s)
+            continue
+        args = {**_args(s), "ranks in collective": op.ranks, "arrival skew (us)": op.skew_ns / 1000,
+                "last rank": op.last_rank, "wait for last rank (us)": op.wait_for_last_ns / 1000}
+        flows_out = s.flows_out + ((flow_id(op.key, op.rank),) if op.wait_for_last_ns else ())
+        flows_in = s.flows_in
+        if op.rank == op.last_rank:
+            flows_in += tuple(flow_id(op.key, rank) for rank in waiters.get(op.key, ()))
+        out.append(Slice(*s[:6], args, s.task_type, flows_out, flows_in))
+    return out
+
+
+def wait_slices(ops: Iterable[OpComm]) -> list[Slice]:
+    """The Wait lane: in each collective, from the rank's arrival until the last rank's."""
+    return [
+        Slice(op.rank, Layer.OVERLAP, WAIT_LANE, f"Wait for rank {op.last_rank}", op.start_ns,
+              min(op.wait_for_last_ns, op.elapse_ns),
+              {"collective": op.name, "arrival skew (us)": op.skew_ns / 1000})
+        for op in ops if op.wait_for_last_ns
+    ]
+
+
+def waiting_ranks(instances: Iterable[Instance]) -> dict[Key, list[int]]:
+    """Per instance, the ranks that arrived before its last rank (and so have an arrow to it)."""
+    return {inst.key: [rank for rank in sorted(inst.starts) if inst.wait_ns(rank)] for inst in instances}

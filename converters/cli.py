@@ -473,7 +473,7 @@ def _print_slow_ranks(report, fmt: str) -> None:
               "Computing(ms)": _ms(t.computing_ns), "Communication(ms)": _ms(t.communication_ns),
               "Wait Suffered(ms)": _ms(t.wait_suffered_ns), "Wait Caused(ms)": _ms(t.wait_caused_ns)}
              for t in report.steps]
-    spread = [{"Graph": s.graph, "Step": s.step, "Ranks": s.ranks, "Fastest(ms)": _ms(s.min_ns),
+    spread = [{"Step": s.step, "Ranks": s.ranks, "Fastest(ms)": _ms(s.min_ns),
                "Slowest(ms)": _ms(s.max_ns), "Slowest Rank": s.slowest_rank} for s in report.spread]
     if fmt == "json":
         document = {"slow_ranks": ranks, "steps": steps, "spread": spread, "aligned": report.aligned,

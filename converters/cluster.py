@@ -50,9 +50,8 @@ class SlowRank:
 
 @dataclass(frozen=True, slots=True)
 class StepSpread:
-    """One step across ranks: the fastest and slowest rank's step time."""
+    """One step across ranks (whatever each numbers its graphs): the fastest and slowest step time."""
 
-    graph: int | None
     step: int | None
     ranks: int
     min_ns: int
@@ -115,7 +114,7 @@ def comm_report(
     if aligning:
         instances = comm.match(ops, comm.rank_offsets(clocks))
     report = CommReport([op for info in infos for op in ops[info.rank]], len(instances), clocks, aligning)
-    report.steps = _with_waits([t for info in infos for t in times[info.rank]], instances)
+    report.steps = _with_waits([t for info in infos for t in times[info.rank]], report.ops)
     report.slow_ranks = _slow_ranks(report.steps, instances, hosts)
     report.spread = _spread(report.steps)
     return report
@@ -137,16 +136,17 @@ def _rank_comm(job: tuple[RankInfo, Options]) -> tuple[list[comm.OpComm], list[S
     return ops, times, diag
 
 
-def _with_waits(times: list[StepTime], instances: list[comm.Instance]) -> list[StepTime]:
+def _with_waits(times: list[StepTime], ops: list[comm.OpComm]) -> list[StepTime]:
+    """Each step with the wait it suffered (its ranks' waits for the last rank) and caused (the
+    others' waits in the collectives where it came last)."""
+    last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
     suffered: dict[tuple, int] = defaultdict(int)
     caused: dict[tuple, int] = defaultdict(int)
-    for inst in instances:
-        step = (inst.key.graph, inst.key.step)
-        last = inst.last_rank
-        for rank in inst.starts:
-            wait = inst.wait_ns(rank)
-            suffered[(rank, *step)] += wait
-            caused[(last, *step)] += wait
+    for op in ops:
+        if op.wait_for_last_ns:
+            suffered[op.rank, op.graph, op.step] += op.wait_for_last_ns
+            last = last_op[op.key]
+            caused[last.rank, last.graph, last.step] += op.wait_for_last_ns
     return [StepTime(t.rank, t.graph, t.step, t.step_ns, t.computing_ns, t.communication_ns,
                      suffered[t.rank, t.graph, t.step], caused[t.rank, t.graph, t.step]) for t in times]
 
@@ -174,12 +174,12 @@ def _slow_ranks(times: list[StepTime], instances: list[comm.Instance],
 
 
 def _spread(times: list[StepTime]) -> list[StepSpread]:
-    by_step: dict[tuple, list[StepTime]] = defaultdict(list)
+    by_step: dict[int | None, list[StepTime]] = defaultdict(list)
     for t in times:
-        by_step[t.graph, t.step].append(t)
+        by_step[t.step].append(t)
     out = []
-    for (graph, step), mine in by_step.items():
+    for step, mine in by_step.items():
         slowest = max(mine, key=lambda t: (t.step_ns, -t.rank))
-        out.append(StepSpread(graph, step, len(mine), min(t.step_ns for t in mine), slowest.step_ns,
-                              slowest.rank))
+        fastest = min(t.step_ns for t in mine)
+        out.append(StepSpread(step, len({t.rank for t in mine}), fastest, slowest.step_ns, slowest.rank))
     return out

@@ -4,9 +4,10 @@ Three parts, each a small pure function of what the readers give:
 
 * ``op_comm``: one op on one rank, from its HCCL plane tasks, with the figures and definitions of
   the ``communication.json`` that torch_npu and msprof write (CANN's ``communication_parser``):
-  Elapse = the op's span; on the master planes (Plane 0 and 1) in time order, Transit = the
-  Memcpy/Reduce_Inline tasks over SDMA off chip (and RDMA payload runs), Wait = the Notify_Waits,
-  Synchronization = the Notify_Waits before the first transit, Idle = Elapse - Transit - Wait; and
+  Elapse = the op's span; on the master planes (Plane 0 and 1), Transit = the time covered by
+  Memcpy/Reduce_Inline tasks over SDMA off chip (and RDMA payload runs), Wait = the time covered
+  by Notify_Waits and no transit, Synchronization = the Wait before the first transit, Idle =
+  Elapse - Transit - Wait (never negative where planes overlap, unlike CANN's older sums); and
   over every plane, transit size and time per transport (link type HCCS, PCIE, SIO, else SDMA;
   SDMA adds up all three; RDMA apart).
 * ``match``: one collective across the ranks of its communicator is the same key on each: group
@@ -30,6 +31,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from . import overlap
 from .model import Layer, Slice, StepRecords
 
 MASTER_PLANES = frozenset({"Plane 0", "Plane 1"})  # the planes CANN marks is_master (not exported)
@@ -37,7 +39,9 @@ TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 _SDMA_TRANSIT = frozenset({"Memcpy", "Reduce_Inline"})
 _LARGE_PACKET_MB = {"RDMA": 0.5}  # CANN's message size thresholds; 32 MB for the others
 _HCCL_NAME = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_(\d+)_\d+$")  # hcom_<op>__<group tag>_<index>_1
-_P2P = ("hcom_send", "hcom_receive", "hcom_batchsendrecv")
+# point-to-point ops (HCCL, NCCL kernels, c10d, gloo): a pair of ranks, no collective
+_P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|nccl(Dev)?Kernel_(Send|Recv|SendRecv)\b|"
+                  r"nccl(Dev)?Kernel_(Send|Recv|SendRecv)_|c10d::(send|recv)|gloo:(send|recv)", re.IGNORECASE)
 _decode = msgspec.json.Decoder().decode
 
 
@@ -99,7 +103,7 @@ class OpComm:
 
     @property
     def p2p(self) -> bool:
-        return self.name.lower().startswith(_P2P)
+        return _P2P.match(self.name) is not None
 
     @property
     def wait_ratio(self) -> float | None:
@@ -142,19 +146,20 @@ def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None) 
     for t in sorted(tasks, key=lambda t: t.start_ns):
         planes[t.lane.split(" #")[0]].append((t, _args(t)))
     runs = 3 if result.p2p else 5  # an RDMA transfer: payload, then 2 (or 4 with a barrier) closing tasks
-    transit = wait = sync = 0
-    master = sorted((item for lane, items in planes.items() if lane in MASTER_PLANES for item in items),
-                    key=lambda item: item[0].start_ns)
-    first_transit: int | None = None
-    for transfer in _transfers(master, runs):
-        if transfer[0] == "wait":
-            wait += transfer[2]
-            if first_transit is None:
-                sync += transfer[2]
-        else:
-            transit += transfer[2]
-            first_transit = first_transit if first_transit is not None else transfer[1]
-    result.transit_ns, result.wait_ns, result.sync_ns = transit, wait, sync
+    window = [(op.start_ns, op.end_ns)]
+    transit: list[tuple[int, int]] = []
+    waits: list[tuple[int, int]] = []
+    for lane, items in planes.items():
+        if lane in MASTER_PLANES:
+            for kind, start, ns, _, _ in _transfers(items, runs):
+                (waits if kind == "wait" else transit).append((start, start + ns))
+    # Each instant of the op is transit, else wait, else idle (CANN's partition since 2025; the same
+    # figures as its earlier sums where the master planes do not overlap, as on the real samples)
+    transit = overlap.intersect(transit, window)
+    waits = overlap.subtract(overlap.intersect(waits, window), transit)
+    result.transit_ns, result.wait_ns = overlap.total_ns(transit), overlap.total_ns(waits)
+    before = [(transit[0][0] if transit else op.end_ns, op.end_ns)]
+    result.sync_ns = overlap.total_ns(overlap.subtract(waits, before))
     transports = {name: Transport() for name in TRANSPORTS}
     for items in planes.values():
         for kind, _, ns, size, link in _transfers(items, runs):
@@ -258,8 +263,10 @@ def group_of(op: Slice) -> str:
 # -- one collective across ranks ------------------------------------------------------------------
 
 class Key(NamedTuple):
+    """One collective instance as every rank of it names it. Not the graph: ranks of one job may
+    number their graphs differently (msprof-2rank: model 2 on one rank, 0 on the other)."""
+
     group: str
-    graph: int | None
     step: int | None
     name: str
     occurrence: int  # ops of this name on this group earlier in the step
@@ -287,12 +294,16 @@ class Instance:
         return max(self.starts.values()) - self.starts[rank]
 
 
-def keys(ops: Iterable[OpComm]) -> list[Key]:
-    """Each op's instance key, for one rank's ops in time order."""
+def keys(ops: Iterable[OpComm]) -> list[Key | None]:
+    """Each op's instance key, for one rank's ops in time order; None for point-to-point ops
+    (send, receive), which pair with one peer, not with every rank of their group."""
     seen: dict[tuple, int] = defaultdict(int)
-    out = []
+    out: list[Key | None] = []
     for op in ops:
-        base = (op.group, op.graph, op.step, op.name)
+        if op.p2p:
+            out.append(None)
+            continue
+        base = (op.group, op.step, op.name)
         out.append(Key(*base, seen[base]))
         seen[base] += 1
     return out
@@ -306,6 +317,8 @@ def match(ops_by_rank: dict[int, list[OpComm]], offsets: dict[int, int] | None =
     for rank, ops in ops_by_rank.items():
         shift = (offsets or {}).get(rank, 0)
         for key, op in zip(keys(ops), ops, strict=True):
+            if key is None:
+                continue
             inst = found.get(key)
             if inst is None:
                 inst = found[key] = Instance(key, {}, {})
@@ -399,7 +412,7 @@ def light_ops(rank: int, graph: int | None, step: int | None, slices: Iterable[S
 
 def flow_id(key: Key, rank: int) -> int:
     """The arrow from ``rank``'s op of one collective to the last-arriving rank's."""
-    text = f"collective|{key.group}|{key.graph}|{key.step}|{key.name}|{key.occurrence}|{rank}"
+    text = f"collective|{key.group}|{key.step}|{key.name}|{key.occurrence}|{rank}"
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 

@@ -306,34 +306,40 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Opt
     """Step by step (one step's ops of every rank in memory), match the ops across ranks, then
     spool per rank the op slices (detail) with their instance's skew, last rank and arrows, and
     the Wait lane (summary)."""
-    where: dict[tuple[int | None, int | None], dict[int, tuple]] = {}
+    # step -> rank index -> that rank's parts of the step (one per graph): ranks of one job may
+    # number their graphs differently (msprof-2rank: model 2 on one rank, 0 on the other)
+    where: dict[int | None, dict[int, list[tuple]]] = {}
     for index, mine in enumerate(held):
         for graph, step, start_ns, offset, length in mine.steps:
-            where.setdefault((graph, step), {})[index] = (start_ns, mine.path, offset, length)
-    order = sorted(where, key=lambda key: min(found[0] for found in where[key].values()))
+            part = (graph, start_ns, mine.path, offset, length)
+            where.setdefault(step, {}).setdefault(index, []).append(part)
+    order = sorted(where, key=lambda step: min(part[1] for parts in where[step].values() for part in parts))
     encoders = [_encoder(out_format, origin_ns if info.wall_clock else mine.origin_ns, len(infos) + index,
                          _COLLECTIVE_TIDS)
                 for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
     lanes = [Lanes() for _ in infos]
     sequences: list[dict[tuple, int]] = [{} for _ in infos]
     with SpoolFile(spool.new_file()) as file:
-        for graph, step in order:
-            found = where[graph, step]
-            slices = {index: pickle.loads(spool.unstash(*at[1:])) for index, at in found.items()}
-            ops = {index: comm.light_ops(infos[index].rank, graph, step, mine)
-                   for index, mine in slices.items()}
-            waiters = comm.waiting_ranks(comm.match({infos[i].rank: mine for i, mine in ops.items()}))
-            for index, mine in slices.items():
-                rank = infos[index].rank
-                drawn = comm.annotated(mine, ops[index], waiters) if options.kind is Kind.DETAIL else []
-                for part, part_slices in ((SUMMARY, comm.wait_slices(ops[index])), (DETAIL, drawn)):
-                    if part_slices:
-                        mine_seq = sequences[index]
-                        sequence = _COLLECTIVE_SEQUENCES + mine_seq.setdefault((part, graph, step is None),
-                                                                               len(mine_seq))
-                        events = lanes[index].place(sorted(part_slices, key=by_lane_and_start))
-                        file.add(step, found[index][0], rank, part, encoders[index].chunk(sequence, events),
-                                 len(part_slices), sequence)
+        for step in order:
+            parts = {index: [(graph, start_ns, pickle.loads(spool.unstash(path, offset, length)))
+                             for graph, start_ns, path, offset, length in found]
+                     for index, found in where[step].items()}
+            ops = {index: [comm.light_ops(infos[index].rank, graph, step, slices)
+                           for graph, _, slices in found]
+                   for index, found in parts.items()}
+            waiters = comm.waiting_ranks(comm.match({infos[i].rank: [op for part in mine for op in part]
+                                                     for i, mine in ops.items()}))
+            for index, found in parts.items():
+                for (graph, start_ns, slices), part_ops in zip(found, ops[index], strict=True):
+                    drawn = comm.annotated(slices, part_ops, waiters) if options.kind is Kind.DETAIL else []
+                    for part, part_slices in ((SUMMARY, comm.wait_slices(part_ops)), (DETAIL, drawn)):
+                        if part_slices:
+                            mine_seq = sequences[index]
+                            sequence = _COLLECTIVE_SEQUENCES + mine_seq.setdefault(
+                                (part, graph, step is None), len(mine_seq))
+                            events = lanes[index].place(sorted(part_slices, key=by_lane_and_start))
+                            file.add(step, start_ns, infos[index].rank, part,
+                                     encoders[index].chunk(sequence, events), len(part_slices), sequence)
     spool.chunks.extend(file.chunks)
 
 

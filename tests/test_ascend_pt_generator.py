@@ -7,8 +7,11 @@ generator's manifest and its ``step_trace_time.csv`` are checked against what it
 from __future__ import annotations
 
 import csv
+import json
 import re
 from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import orjson
@@ -82,17 +85,19 @@ class Rank:
         self.info_name = info[0].name
         self.info = orjson.loads(info[0].read_bytes())
         self.meta = orjson.loads((path / "profiler_metadata.json").read_bytes())
+        self._steps: dict[int, tuple[int, int]] | None = None
 
     def x(self, process: str, tid: int | None = None) -> list[dict]:
         return [e for e in self.events if e["ph"] == "X" and self.proc.get(e["pid"]) == process
                 and (tid is None or e["tid"] == tid)]
 
     def steps(self) -> dict[int, tuple[int, int]]:
-        out = {}
-        for e in self.events:
-            if e["ph"] == "X" and e["name"].startswith("ProfilerStep#"):
-                out[int(e["name"].split("#")[1])] = (ns(e["ts"]), ns(e["ts"]) + dur_ns(e))
-        return out
+        if self._steps is None:
+            self._steps = {}
+            for e in self.events:
+                if e["ph"] == "X" and e["name"].startswith("ProfilerStep#"):
+                    self._steps[int(e["name"].split("#")[1])] = (ns(e["ts"]), ns(e["ts"]) + dur_ns(e))
+        return self._steps
 
     def step_of(self, t: int) -> int | None:
         return next((n for n, (s, e) in self.steps().items() if s <= t < e), None)
@@ -628,3 +633,264 @@ def test_real_sized_profiles_put_the_names_last_unless_told(tmp_path):
     assert not _names_at_end(next((tmp_path / "middle").glob("*_ascend_pt")))
     assert main([str(tmp_path / "last"), "--ranks", "1", "--steps", "1", "--metadata-last"]) == 0
     assert _names_at_end(next((tmp_path / "last").glob("*_ascend_pt")))
+
+
+# --------------------------------------------------------------------------- cross-rank truth
+# Read with json / csv / Decimal only, so the truth the generator returns is checked against the
+# bytes it wrote, not against its own arithmetic.
+
+SLOW_NS = 2_000_000
+OFFSETS = [0, 1_500_123, -2_000_777]   # node0 (true time), node1 ahead, node2 behind
+DIR_NAME = re.compile(r"(node\d+)_(\d+)_(\d{17})_ascend_pt")
+
+
+def _ns_of(ts: str) -> int:
+    return int(Decimal(ts) * 1000)
+
+
+def _dur_of(dur: float) -> int:
+    return int(Decimal(repr(dur)) * 1000)
+
+
+class Plain:
+    """One written rank directory, read independently: its events, lanes and ops per lane."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        out = path / "ASCEND_PROFILER_OUTPUT"
+        self.events = json.loads((out / "trace_view.json").read_text(encoding="utf-8"))
+        self.info = json.loads(next(path.glob("profiler_info_*.json")).read_text(encoding="utf-8"))
+        self.meta = json.loads((path / "profiler_metadata.json").read_text(encoding="utf-8"))
+        self.rank = self.info["rank_id"]
+        with (out / "kernel_details.csv").open(newline="", encoding="utf-8") as f:
+            self.kd = list(csv.DictReader(f))
+        with (out / "step_trace_time.csv").open(newline="", encoding="utf-8") as f:
+            self.steps = list(csv.DictReader(f))
+        meta = [e for e in self.events if e["ph"] == "M"]
+        self.proc = {e["pid"]: e["args"]["name"] for e in meta if e["name"] == "process_name"}
+        self.lane = {(e["pid"], e["tid"]): e["args"]["name"] for e in meta if e["name"] == "thread_name"}
+
+    def ops(self, lane: str) -> dict[str, tuple[int, int]]:
+        """HCCL op name -> (start ns, end ns) on one "Group N Communication" lane."""
+        out = {}
+        for e in self.events:
+            if e["ph"] == "X" and self.proc[e["pid"]] == "HCCL" and self.lane[e["pid"], e["tid"]] == lane:
+                assert e["name"] not in out, e["name"]
+                start = _ns_of(e["ts"])
+                out[e["name"]] = (start, start + _dur_of(e["dur"]))
+        return out
+
+    def plane_tasks(self) -> list[tuple[int, int, str, str]]:
+        return sorted((_ns_of(e["ts"]), _dur_of(e["dur"]), self.lane[e["pid"], e["tid"]], e["name"])
+                      for e in self.events if e["ph"] == "X" and self.proc[e["pid"]] == "HCCL"
+                      and self.lane[e["pid"], e["tid"]].startswith("Plane"))
+
+    def collection_start(self) -> int:
+        end, start = self.info["end_info"], self.info["start_info"]
+        return end["collectionTimeEnd"] - (end["MonotonicTimeEnd"] - start["start_monotonic"])
+
+
+def _plain(prof) -> dict[int, Plain]:
+    ranks = {rk.rank: rk for rk in map(Plain, sorted(prof.root.glob("*_ascend_pt")))}
+    assert sorted(ranks) == [r.rank for r in prof.ranks]
+    return ranks
+
+
+def _check_truth_in_files(prof, ranks: dict[int, Plain]) -> None:
+    """Each rank's op on the group lane lies at the truth + its host's offset, to the ns; every
+    op on that lane is one of the truth's instances."""
+    seen = defaultdict(set)
+    for c in prof.collectives:
+        assert sorted(c.starts_ns) == sorted(c.ends_ns) == sorted(c.wait_ns)
+        for rank, start in c.starts_ns.items():
+            off = prof.host_offsets_ns[prof.host_of_rank[rank]]
+            assert ranks[rank].ops(c.group)[c.name] == (start + off, c.ends_ns[rank] + off), (c, rank)
+            seen[rank].add(c.name)
+        last = max(c.starts_ns.values())
+        assert c.last_rank == min(r for r, t in c.starts_ns.items() if t == last)
+        assert c.skew_ns == last - min(c.starts_ns.values())
+        assert c.wait_ns == {r: last - t for r, t in c.starts_ns.items()}
+    for rank, rk in ranks.items():
+        assert set(rk.ops(prof.collectives[0].group)) == seen[rank]
+
+
+@pytest.fixture(scope="module")
+def skewed(tmp_path_factory):
+    """6 ranks on 3 hosts with clock offsets, rank 4 slow; and the same job on aligned clocks."""
+    root = tmp_path_factory.mktemp("skewed")
+    kw = dict(ranks=6, steps=2, tasks_per_step=40, seed=5, ranks_per_host=2, slow_rank=4,
+              slow_ns=SLOW_NS)
+    prof = write_ascend_pt_profile(root / "offset", host_offsets_ns=OFFSETS, **kw)
+    aligned = write_ascend_pt_profile(root / "aligned", host_offsets_ns=[0, 0, 0], **kw)
+    return prof, _plain(prof), aligned, _plain(aligned)
+
+
+def test_truth_matches_the_files_to_the_ns(skewed):
+    prof, ranks, aligned, aligned_ranks = skewed
+    assert len(prof.collectives) == 2 * 2   # steps x allreduces per step
+    _check_truth_in_files(prof, ranks)
+    _check_truth_in_files(aligned, aligned_ranks)
+    assert aligned.collectives == prof.collectives   # the offsets change the clocks, not the job
+
+
+def test_the_slow_rank_arrives_last_and_everyone_ends_together(skewed):
+    prof, ranks, _, _ = skewed
+    assert prof.slow_rank == 4
+    for c in prof.collectives:
+        assert sorted(c.starts_ns) == list(range(6))
+        assert len(set(c.ends_ns.values())) == 1, c   # the transfer finishes together
+        assert c.last_rank == 4 and c.wait_ns[4] == 0
+        assert SLOW_NS // 2 <= c.skew_ns <= SLOW_NS * 3 // 2 + 500_000, c
+        assert min(w for r, w in c.wait_ns.items() if r != 4) >= SLOW_NS // 2
+        for rank, rk in ranks.items():   # the first Notify_Wait of each plane absorbs the wait
+            off = prof.host_offsets_ns[prof.host_of_rank[rank]]
+            s, e = c.starts_ns[rank] + off, c.ends_ns[rank] + off
+            first = {}
+            for t, d, lane, name in rk.plane_tasks():
+                if s <= t < e and name == "Notify_Wait":
+                    first.setdefault(lane, d)
+            assert len(first) == 7 and min(first.values()) >= c.wait_ns[rank], (rank, first)
+    slow = ranks[4]   # the slow rank's compute before each op lasts until just before it
+    off = prof.host_offsets_ns["node2"]
+    compute = [(_ns_of(e["ts"]), _dur_of(e["dur"])) for e in slow.events if e["ph"] == "X"
+               and slow.proc[e["pid"]] == "Ascend Hardware" and e["tid"] == 2
+               and e["args"]["Task Type"] in ("AI_CORE", "MIX_AIV")]
+    for c in prof.collectives:
+        start = c.starts_ns[4] + off
+        end, dur = max((t + d, d) for t, d in compute if t + d <= start)
+        assert start - end < 10_000 and dur > SLOW_NS // 4
+
+
+def test_host_offsets_shift_every_absolute_time_and_nothing_else(skewed):
+    prof, ranks, _, aligned_ranks = skewed
+    assert prof.host_of_rank == {0: "node0", 1: "node0", 2: "node1", 3: "node1", 4: "node2", 5: "node2"}
+    assert prof.host_offsets_ns == dict(zip(("node0", "node1", "node2"), OFFSETS, strict=True))
+    for rank, rk in ranks.items():
+        ref = aligned_ranks[rank]
+        off = OFFSETS[rank // 2]
+        host, pid, stamp = DIR_NAME.fullmatch(rk.path.name).groups()
+        assert host == prof.host_of_rank[rank] and DIR_NAME.fullmatch(ref.path.name)[2] == pid
+        p0 = rk.collection_start()   # torch_npu's utcnow() at the start, to the ms, host clock
+        assert p0 == ref.collection_start() + off
+        assert stamp == datetime.fromtimestamp(p0 // 10**9, tz=timezone.utc).strftime(
+            "%Y%m%d%H%M%S") + f"{p0 // 10**6 % 1000:03d}"
+        assert rk.info["end_info"]["collectionTimeEnd"] == ref.info["end_info"]["collectionTimeEnd"] + off
+        assert rk.info["end_info"]["MonotonicTimeEnd"] == ref.info["end_info"]["MonotonicTimeEnd"]
+        assert rk.info["start_info"] == ref.info["start_info"] and rk.meta == ref.meta
+        if off == 0:
+            assert rk.events == ref.events and rk.kd == ref.kd
+        assert len(rk.events) == len(ref.events)
+        shifted = 0
+        for e, r in zip(rk.events, ref.events, strict=True):
+            assert e.keys() == r.keys()
+            for key, value in e.items():
+                if key == "ts" and "." in value:
+                    assert _ns_of(value) - _ns_of(r[key]) == off, (e, r)
+                    shifted += 1
+                elif key == "ts":   # the closing counter sample: whole µs
+                    assert abs(int(value) * 1000 - int(r[key]) * 1000 - off) <= 500
+                elif key == "id" and e["cat"] == "async_npu":   # the device task's start, ns
+                    assert value - r[key] == off
+                else:
+                    assert value == r[key], (key, e, r)
+        assert shifted > 1000
+        assert len(rk.kd) == len(ref.kd) > 0
+        for row, want in zip(rk.kd, ref.kd, strict=True):
+            t, t0 = row.pop("Start Time(us)"), want.pop("Start Time(us)")
+            assert t.endswith("\t") and _ns_of(t.strip()) - _ns_of(t0.strip()) == off
+            assert row == want
+        for row, want in zip(rk.steps, ref.steps, strict=True):
+            for col in ("Stage", "Preparing"):   # differences of float epoch µs: 0.25 µs steps
+                assert float(row.pop(col)) == pytest.approx(float(want.pop(col)), abs=0.5)
+            assert row == want
+        steps = [e for e in rk.events if e["name"].startswith("ProfilerStep#")]
+        assert all(p0 <= _ns_of(e["ts"]) for e in steps)
+
+
+def test_skewed_profiles_keep_their_own_overlap_truth(skewed):
+    _, ranks, _, _ = skewed
+    parsed = [Rank(rk.path) for rk in ranks.values()]
+    test_step_trace_time_equals_recomputation((None, parsed))
+    test_overlap_lanes_equal_recomputation((None, parsed))
+
+
+def test_defaults_keep_one_host_and_natural_skews(profile):
+    prof, _ = profile
+    ranks = _plain(prof)
+    assert prof.slow_rank is None
+    assert prof.host_of_rank == {0: "ascend-node00", 1: "ascend-node00"}
+    assert prof.host_offsets_ns == {"ascend-node00": 0}
+    assert all(rk.path.name.startswith("ascend-node00_") for rk in ranks.values())
+    _check_truth_in_files(prof, ranks)
+    assert len(prof.collectives) == 3 * 3
+    skews = [c.skew_ns for c in prof.collectives]
+    assert max(skews) > 0 and max(skews) < 400_000   # as before: the ranks' own jitter
+    for c in prof.collectives:   # ends within 0.25 µs (exact with hosts or a slow rank)
+        assert max(c.ends_ns.values()) - min(c.ends_ns.values()) <= 250
+
+
+def test_op_names_follow_the_group_and_count_within_it(skewed, profile):
+    for prof in (skewed[0], profile[0]):
+        group = next(iter(Plain(prof.ranks[0].path).meta["parallel_group_info"]))
+        for i, c in enumerate(prof.collectives):
+            assert c.group == "Group 0 Communication"
+            assert c.name == f"hcom_allReduce__{group[-3:]}_{i}_1"
+            assert c.step == 50 + i // (len(prof.collectives) // len(prof.ranks[0].steps))
+
+
+def test_real_sample_op_names_are_group_tag_and_index(tmp_path):
+    real = real_data("ascend-pt-2rank")
+    names = []
+    for r in (0, 1):
+        comm = json.loads((real / f"rank{r}_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json")
+                          .read_text(encoding="utf-8"))
+        keys = [k for step in comm.values() for k in step["collective"] if k != "Total Op Info"]
+        for i, key in enumerate(keys):
+            name, _, group = key.partition("@")
+            assert name == f"hcom_allReduce__{group[-3:]}_{i}_1", key
+        lane = Plain.__new__(Plain)
+        lane.events = json.loads((real / f"rank{r}_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json")
+                                 .read_text(encoding="utf-8"))
+        meta = [e for e in lane.events if e["ph"] == "M"]
+        lane.proc = {e["pid"]: e["args"]["name"] for e in meta if e["name"] == "process_name"}
+        lane.lane = {(e["pid"], e["tid"]): e["args"]["name"] for e in meta if e["name"] == "thread_name"}
+        assert sorted(lane.ops("Group 0 Communication")) == sorted(k.partition("@")[0] for k in keys)
+        names.append(keys)
+    assert names[0] == names[1]   # the same instance has the same name on every rank
+
+
+def test_pipeline_slow_rank(tmp_path):
+    prof = write_ascend_pt_profile(tmp_path, ranks=4, pp=2, steps=1, tasks_per_step=40, seed=2,
+                                   slow_rank=1, slow_ns=SLOW_NS)
+    ranks = _plain(prof)
+    _check_truth_in_files(prof, ranks)
+    by_group = defaultdict(list)
+    for c in prof.collectives:
+        by_group[tuple(sorted(c.starts_ns))].append(c)
+        assert len(set(c.ends_ns.values())) == 1
+    assert sorted(by_group) == [(0, 1), (2, 3)] and len(by_group[0, 1]) == 2
+    assert all(c.last_rank == 1 and c.skew_ns >= SLOW_NS // 2 for c in by_group[0, 1])
+    assert all(c.skew_ns < SLOW_NS // 2 for c in by_group[2, 3])   # the other stage: its own pace
+
+
+def test_cli_hosts_and_slow_rank(tmp_path, capsys):
+    assert main([str(tmp_path / "out"), "--ranks", "4", "--steps", "1", "--ranks-per-host", "2",
+                 "--host-offsets-ns", "0", "-1500000", "--slow-rank", "3", "--slow-ns", "2000000"]) == 0
+    out = capsys.readouterr().out
+    assert "slow rank: 3" in out and "'node1': -1500000" in out
+    names = sorted(p.name for p in (tmp_path / "out").glob("*_ascend_pt"))
+    assert [DIR_NAME.fullmatch(n)[1] for n in names] == ["node0", "node0", "node1", "node1"]
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    (dict(ranks_per_host=1, host_offsets_ns=[0]), "one offset per host"),
+    (dict(host_offsets_ns=[0]), "needs ranks_per_host"),
+    (dict(ranks_per_host=-1), "ranks_per_host must"),
+    (dict(slow_rank=2), "slow_rank must"),
+    (dict(slow_rank=0, single_card=True), "slow_rank must"),
+    (dict(slow_rank=0, ranks=2, pp=2), "slow_rank must"),
+    (dict(slow_rank=0, slow_ns=-1), "slow_ns must"),
+])
+def test_truth_options_are_checked(tmp_path, kw, match):
+    with pytest.raises(ValueError, match=match):
+        write_ascend_pt_profile(tmp_path, **{"ranks": 2, **kw})

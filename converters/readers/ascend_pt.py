@@ -17,6 +17,7 @@ is read by ``ascend_db``.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,19 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
         clock=CLOCK,
         groups=groups,
         source_paths=sources,
+        host=host_of(rank_dir),
     )]
+
+
+# torch_npu's tensorboard_trace_handler names a rank's folder {worker}_{timestamp}_ascend_pt, the
+# worker by default {hostname}_{pid} and the timestamp 17 digits (ms); MindSpore >= 2.3 the same
+_FOLDER = re.compile(r"^(?P<host>.+)_\d+_\d{17}_ascend_(?:pt|ms)$")
+
+
+def host_of(rank_dir: Path) -> str | None:
+    """The host a rank ran on, from its folder's default name (None if renamed or custom)."""
+    found = _FOLDER.match(rank_dir.name)
+    return found.group("host") if found else None
 
 
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:

@@ -168,6 +168,13 @@ def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
         run = measure(f"trace2perfetto {kind}, {capped}, {suffix[1:]}", argv, out)
         ours[f"{kind}{suffix}{cap}"] = run
         runs.append(run)
+    # the communication analysis: its own command (reads detail), and the clock alignment's extra read
+    out = BUILD / "out-aligned.pftrace"
+    runs.append(measure("trace2perfetto detail --align collectives, uncapped, pftrace",
+                        [sys.executable, "-m", "converters", str(root), "--kind", "detail", "--max-size", "0",
+                         "--align", "collectives", "-o", str(out)], out))
+    runs.append(measure("trace2perfetto comm --format json (every op of every rank)",
+                        [sys.executable, "-m", "converters", "comm", str(root), "--format", "json"]))
     peers: dict[str, Run] = {}
     if peer:
         from bench.peers import run_mindinsight

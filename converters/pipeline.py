@@ -449,15 +449,19 @@ def _aligned(infos: list[RankInfo], options: Options, diag: Diagnostics) -> dict
     for clock in clocks:
         for rank in clock.ranks:
             shifts[rank] = -clock.offset_ns
+    own_clocks = [info.rank for info in infos if info.rank in shifts and not info.wall_clock]
     for i, info in enumerate(infos):
-        if info.rank in shifts:
+        if info.rank in shifts:  # on the reference rank's clock now, one timebase with the others
             infos[i] = dataclasses.replace(
                 info, start_ns=None if info.start_ns is None else info.start_ns + shifts[info.rank],
-                clock=f"{info.clock}; aligned by collectives: {shifts[info.rank] / 1000:+.3f} µs")
+                clock=f"{info.clock}; aligned by collectives: {shifts[info.rank] / 1000:+.3f} µs",
+                wall_clock=True)
         else:
             diag.warn("not_aligned", f"rank {info.rank}: shares no collective with the host of rank "
-                      f"{infos[0].rank}, "
-                      "so its clock was not aligned")
+                      f"{infos[0].rank}, so its clock was not aligned")
+    if own_clocks:
+        diag.warn("aligned", f"rank {format_ids(own_clocks)}: own clocks aligned to rank {infos[0].rank}'s "
+                  "by their collectives (each rank's description says by how much)")
     return shifts
 
 

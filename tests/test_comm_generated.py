@@ -17,6 +17,7 @@ from converters import convert
 from converters.cli import main
 from converters.cluster import comm_report
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
 
 OFFSETS = [0, 1_500_123, -2_000_777]  # ns, per host; the reference host is the lowest rank's
 
@@ -147,3 +148,24 @@ def test_the_summary_has_a_wait_lane_on_every_rank_that_waited(job, tmp_path):
     assert {s.name for s in waits} == {"Wait for rank 3"}
     expected = sum(w for c in truth.collectives for w in c.wait_ns.values())
     assert sum(s.dur_ns for s in waits) == pytest.approx(expected, abs=1000 * len(waits))
+
+
+def test_align_gives_mindspore_1x_ranks_without_host_start_one_timebase(tmp_path):
+    """Each legacy rank counts from its own device's boot (hours apart): aligned by their
+    collectives, the JSON output draws them on one timeline, collective ends within 2 µs."""
+    root = tmp_path / "legacy"
+    write_mindspore1x_profile(root, ranks=2, steps=3, comm_ops=2, host_start=False, seed=3)
+    _, other = comm_report(root).clocks
+    assert abs(other.offset_ns) > 10**9 and other.instances == 6
+    for aligned in (False, True):
+        out = tmp_path / f"{aligned}.json"
+        result = convert(root, out, kind="summary", align="collectives" if aligned else None)
+        lane = ("Overlap Analysis", "Communication")
+        ops = [s for s in read_chrome_json(out.read_bytes()).slices if s.track == lane]
+        ends = defaultdict(list)
+        for s in ops:
+            ends[s.process].append(s.start_ns + s.dur_ns)
+        firsts, seconds = (sorted(v) for v in ends.values())
+        spread = max(abs(a - b) for a, b in zip(firsts, seconds, strict=True))
+        assert (spread <= 2000) == aligned, spread
+        assert any("aligned to rank 0" in w for w in result.warnings) == aligned

@@ -438,8 +438,9 @@ def _print_ops(report, fmt: str) -> None:
               "Bandwidth (GB/s)"]
     rows = [header]
     for op, r in zip(report.ops, records, strict=True):
-        bandwidth = ", ".join(f"{name} {t.gb_per_s:g}" for name, t in op.transports.items()
-                              if t.time_ns and name != "SDMA") or "-"
+        links = [name for name, t in op.transports.items() if t.time_ns and name != "SDMA"]  # SDMA: their sum
+        links = links or [name for name, t in op.transports.items() if t.time_ns]
+        bandwidth = ", ".join(f"{name} {op.transports[name].gb_per_s:g}" for name in links) or "-"
         rows.append([str(op.rank), "-" if op.step is None else str(op.step), op.name] + [
             "-" if r[k] is None else f"{r[k]:.3f}" for k in (
                 "Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)",

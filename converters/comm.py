@@ -127,7 +127,13 @@ def _args(s: Slice) -> dict[str, Any]:
 
 
 def _task_kind(s: Slice, args: dict[str, Any]) -> str:
-    return args.get("task type") or s.task_type or s.name
+    """``Notify_Wait``, ``Memcpy``, ...: MindSpore 1.x's HCCL traces spell them with spaces."""
+    return str(args.get("task type") or s.task_type or s.name).replace(" ", "_")
+
+
+def _size(args: dict[str, Any]) -> int:
+    """A task's bytes: ``size(Byte)``, or MindSpore 1.x's ``size``."""
+    return _int(args.get("size(Byte)", args.get("size")))
 
 
 def _int(value: Any) -> int:
@@ -149,8 +155,10 @@ def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None) 
     window = [(op.start_ns, op.end_ns)]
     transit: list[tuple[int, int]] = []
     waits: list[tuple[int, int]] = []
+    # without Plane 0 or 1 (MindSpore 1.x numbers its planes by thread), every plane is master
+    master = MASTER_PLANES if MASTER_PLANES & planes.keys() else planes.keys()
     for lane, items in planes.items():
-        if lane in MASTER_PLANES:
+        if lane in master:
             for kind, start, ns, _, _ in _transfers(items, runs):
                 (waits if kind == "wait" else transit).append((start, start + ns))
     # Each instant of the op is transit, else wait, else idle (CANN's partition since 2025; the same
@@ -186,7 +194,7 @@ def _transfers(items: list[tuple[Slice, dict[str, Any]]], runs: int):
                 count += 1
             last = i + count + runs - 2
             if last < len(items):
-                size = sum(_int(a.get("size(Byte)")) for _, a in items[i:i + count])
+                size = sum(_size(a) for _, a in items[i:i + count])
                 yield "RDMA", t.start_ns, items[last][0].end_ns - t.start_ns, size, ""
                 i = last + 1
             else:
@@ -194,7 +202,7 @@ def _transfers(items: list[tuple[Slice, dict[str, Any]]], runs: int):
             continue
         link = args.get("link type", "")
         if kind in _SDMA_TRANSIT and args.get("transport type") == "SDMA" and link != "ON_CHIP":
-            yield "SDMA", t.start_ns, t.dur_ns, _int(args.get("size(Byte)")), link
+            yield "SDMA", t.start_ns, t.dur_ns, _size(args), link
         elif kind == "Notify_Wait":
             yield "wait", t.start_ns, t.dur_ns, 0, ""
         i += 1

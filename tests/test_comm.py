@@ -89,6 +89,23 @@ def test_database_form_equals_the_analysis_db_of_the_same_run():
                     assert _close(t.gb_per_s, gbps, ms=False)
 
 
+def test_mindspore_1x_transit_and_wait_equal_its_own_hccl_raw_csv():
+    """MindSpore 1.x's hccl_raw_N.csv: per step, communication_cost (ms) and wait_cost (ms)."""
+    root = real_data("mindspore-1x/hccl-rank6")
+    ops = {op.step: op for op in comm_report(root).ops}
+    with open(root / "hccl_raw_6.csv", newline="") as f:
+        rows = [row for row in csv.DictReader(f) if row["step_num"].isdigit()]  # not its total row
+    assert sorted(ops) == [int(row["step_num"]) for row in rows]
+    for row in rows:
+        op = ops[int(row["step_num"])]
+        assert _close(op.transit_ns / 1e6, float(row["communication_cost"]))
+        assert _close(op.wait_ns / 1e6, float(row["wait_cost"]))
+        links = [figures for link in json.loads(row["link_info"]).values() for figures in link.values()]
+        sdma = op.transports["SDMA"]  # link_info: [ms, KB, B/s] per link
+        assert _close(sdma.time_ns / 1e6, sum(ms for ms, _, _ in links))
+        assert _close(sdma.size_bytes / 1e3, sum(kb for _, kb, _ in links), ms=False)
+
+
 def test_aligned_wait_for_the_last_rank_is_the_profilers_synchronization_time():
     """Independent check of the matching: on clocks aligned by the collectives, the first
     collective's wait for the last rank is what HCCL itself measured waiting (Synchronization)."""

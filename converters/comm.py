@@ -9,11 +9,12 @@ Three parts, each a small pure function of what the readers give:
   by Notify_Waits and no transit, Synchronization = the Wait before the first transit, Idle =
   Elapse - Transit - Wait (never negative where planes overlap, unlike CANN's older sums); and
   over every plane, transit size and time per transport (link type HCCS, PCIE, SIO, else SDMA;
-  SDMA adds up all three; RDMA apart).
+  SDMA adds up all three; RDMA apart). MindSpore 1.x numbers its planes by thread: without
+  Plane 0 or 1, every plane counts (its own hccl_raw csv agrees).
 * ``match``: one collective across the ranks of its communicator is the same key on each: group
-  (the group tag in an HCCL op's name ``hcom_allReduce__586_3_1``, else its lane), graph, step,
-  name and how many ops of that name came before it in the step. Per instance: arrival skew, the
-  last-arriving rank, and each rank's wait for it.
+  (the group tag in an HCCL op's name ``hcom_allReduce__586_3_1``, else its lane), step, name and
+  how many ops of that name came before it in the step. Per instance: arrival skew, the
+  last-arriving rank, and each rank's wait for it. Send and receive pair two ranks: no instance.
 * ``clock_offsets``: a collective's ends are nearly simultaneous on all its ranks, so the median
   difference of ends between two hosts over many instances is their clock offset.
 """
@@ -40,8 +41,8 @@ _SDMA_TRANSIT = frozenset({"Memcpy", "Reduce_Inline"})
 _LARGE_PACKET_MB = {"RDMA": 0.5}  # CANN's message size thresholds; 32 MB for the others
 _HCCL_NAME = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_(\d+)_\d+$")  # hcom_<op>__<group tag>_<index>_1
 # point-to-point ops (HCCL, NCCL kernels, c10d, gloo): a pair of ranks, no collective
-_P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|nccl(Dev)?Kernel_(Send|Recv|SendRecv)\b|"
-                  r"nccl(Dev)?Kernel_(Send|Recv|SendRecv)_|c10d::(send|recv)|gloo:(send|recv)", re.IGNORECASE)
+_P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|nccl(Dev)?Kernel_(Send|Recv|SendRecv)(?![a-z])|"
+                  r"c10d::(send|recv)|gloo:(send|recv)", re.IGNORECASE)
 _decode = msgspec.json.Decoder().decode
 
 
@@ -243,12 +244,12 @@ def _from_args(result: OpComm, args: dict[str, Any]) -> OpComm:
     return result
 
 
-def step_ops(batch: StepRecords, with_tasks: bool = True) -> list[OpComm]:
-    """Every communication op of one rank's step, in time order, each with its plane tasks: a
-    task belongs to the op that holds its start on its group (the latest such op)."""
+def step_ops(batch: StepRecords) -> list[OpComm]:
+    """Every communication op of one rank's step, in time order, with the figures of its plane
+    tasks: a task belongs to the latest op that holds its start (as CANN's exports attribute them)."""
     ops = sorted((s for s in batch.slices if s.layer is Layer.COMM_OP), key=lambda s: s.start_ns)
     tasks: list[list[Slice]] = [[] for _ in ops]
-    if with_tasks and ops:
+    if ops:
         starts = [s.start_ns for s in ops]
         for t in batch.slices:
             if t.layer is not Layer.COMM_TASK:

@@ -15,6 +15,7 @@ from .budget import parse_size
 from .cluster import comm_report
 from .comm import TRANSPORTS
 from .errors import Diagnostics, Trace2PerfettoError
+from .executor import Where
 from .info import profile_info
 from .pipeline import Format, Kind, convert, overlap_report
 from .select import format_ids, parse_ids
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="then serve the trace once on 127.0.0.1:9001 and open it in ui.perfetto.dev "
                         "(on a remote machine: ssh -L 9001:127.0.0.1:9001 HOST, then open the printed URL)")
     _add_align(parser)
+    _add_cluster(parser)
     parser.add_argument("--strict", action="store_true",
                         help="treat warnings about the input (a file cut off by a crash, skipped "
                         "events) as errors: exit 1 and write nothing, for CI pipelines")
@@ -99,6 +101,20 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
                         help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
     parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
                         help="steps (iterations) to keep, e.g. 3-5 (default: all)")
+
+
+def _add_cluster(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", metavar="tcp://HOST:8786",
+                        help="run each rank's work on this Dask scheduler's workers (they read the profile "
+                        "from the same path: a shared file system); default: $TRACE2PERFETTO_CLUSTER, "
+                        "else this machine's cores")
+    parser.add_argument("--skip-unreadable", action="store_true",
+                        help="leave out a rank that cannot be read, with a warning naming it (default: "
+                        "fail, naming the rank)")
+
+
+def _where(args: argparse.Namespace) -> Where:
+    return Where.of(args.cluster, args.skip_unreadable)
 
 
 def _add_align(parser: argparse.ArgumentParser) -> None:
@@ -140,6 +156,7 @@ def build_overlap_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
                         help="output on stdout (default: %(default)s)")
     _add_selection(parser)
+    _add_cluster(parser)
     return parser
 
 
@@ -150,7 +167,8 @@ def _overlap_main(argv: list[str]) -> int:
         return int(e.code or 0)
     try:
         diag = Diagnostics()
-        rows = overlap_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps, diag=diag)
+        rows = overlap_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps, diag=diag,
+                              where=_where(args))
     except Trace2PerfettoError as e:
         return _error(e)
     for warning in diag.messages():
@@ -220,6 +238,7 @@ def build_info_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="output on stdout (default: %(default)s); JSON follows schemas/info.schema.json")
     parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"), help="ranks to show (default: all)")
+    _add_cluster(parser)
     return parser
 
 
@@ -229,7 +248,7 @@ def _info_main(argv: list[str]) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     try:
-        contents = profile_info(args.profile, ranks=args.ranks)
+        contents = profile_info(args.profile, ranks=args.ranks, where=_where(args))
     except Trace2PerfettoError as e:
         return _error(e)
     for warning in contents.warnings:
@@ -287,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         result = convert(
             args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
             kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, host_level=args.host_level,
-            max_bytes=args.max_size, align=args.align,
+            max_bytes=args.max_size, align=args.align, where=_where(args),
             strict=args.strict, progress=None if args.quiet or not sys.stderr.isatty() else _progress,
         )
     except Trace2PerfettoError as e:
@@ -358,6 +377,7 @@ def build_comm_parser() -> argparse.ArgumentParser:
                         "step time across ranks per step")
     _add_align(parser)
     _add_selection(parser)
+    _add_cluster(parser)
     return parser
 
 
@@ -398,7 +418,7 @@ def _comm_main(argv: list[str]) -> int:
     try:
         diag = Diagnostics()
         report = comm_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-                             align=args.align, diag=diag)
+                             align=args.align, diag=diag, where=_where(args))
     except Trace2PerfettoError as e:
         return _error(e)
     for warning in diag.messages():

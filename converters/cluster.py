@@ -13,8 +13,9 @@ from pathlib import Path
 from . import comm
 from .discover import discover
 from .errors import Diagnostics
+from .executor import LOCAL, Where, each_rank
 from .model import RankInfo
-from .pipeline import Kind, Options, _align, _each_rank, read_profile, step_overlap
+from .pipeline import Kind, Options, _align, read_profile, step_overlap
 from .select import check_graphs, select_ranks
 
 
@@ -78,13 +79,15 @@ def comm_report(
     steps: Iterable[int] | None = None,
     align: str | None = None,
     diag: Diagnostics | None = None,
+    where: Where = LOCAL,
 ) -> CommReport:
     """Communication of every op of every kept rank and step, matched across ranks.
 
     Per op: the figures of torch_npu's ``communication.json`` (``comm.op_comm``) and, where other
     ranks recorded the same collective, its arrival skew, last rank and this rank's wait for it.
     Per host: its clock offset as the collectives' ends show it (``comm.clock_offsets``); with
-    ``align="collectives"`` the skews and waits are measured on the aligned clocks.
+    ``align="collectives"`` the skews and waits are measured on the aligned clocks. ``where``: this
+    machine or a Dask cluster (``executor.Where``).
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``.
@@ -107,7 +110,9 @@ def comm_report(
         ops[infos[index].rank], times[infos[index].rank] = result[0], result[1]
         diag.merge(result[2])
 
-    _each_rank(_rank_comm, [(info, options) for info in infos], collect)
+    skipped = each_rank(_rank_comm, [(info, options) for info in infos], [info.rank for info in infos],
+                        collect, where, diag)
+    infos = [info for index, info in enumerate(infos) if index not in skipped]
     hosts = comm.host_names(infos)
     instances = comm.match(ops)
     clocks = comm.clock_offsets(instances, hosts)

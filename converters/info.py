@@ -18,6 +18,7 @@ import orjson
 from .comm import HostClock, OpComm, clock_offsets, host_names, light_ops, match
 from .discover import discover
 from .errors import Diagnostics
+from .executor import LOCAL, Where, each_rank
 from .model import Layer, RankInfo
 from .pipeline import Kind, Options, input_bytes, overlap_slices, read_profile
 from .select import select_ranks
@@ -67,8 +68,10 @@ class ProfileContents:
         return {kind: sum(r.estimated_bytes[kind] for r in self.ranks) for kind in ("summary", "detail")}
 
 
-def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None = None) -> ProfileContents:
-    """Everything ``info`` shows about the profile under ``path``.
+def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None = None,
+                 where: Where = LOCAL) -> ProfileContents:
+    """Everything ``info`` shows about the profile under ``path``; each rank is read by a worker
+    of this machine or of a Dask cluster (``where``).
 
     Raises:
         UsageError: unknown ranks, nothing recognisable under ``path``.
@@ -76,14 +79,23 @@ def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None =
     """
     diag = Diagnostics()
     infos = select_ranks(discover(Path(path), diag), ranks)
+    found: list[RankContents | None] = [None] * len(infos)
     ops: dict[int, list[OpComm]] = {}
-    contents = [_rank(info, diag, ops.setdefault(info.rank, [])) for info in infos]
-    clocks = clock_offsets(match(ops), host_names(infos)) if len(infos) > 1 else []
-    return ProfileContents(str(path), contents, diag.messages(), clocks)
+
+    def collect(index: int, result: tuple[RankContents, list[OpComm], Diagnostics]) -> None:
+        found[index], ops[infos[index].rank] = result[0], result[1]
+        diag.merge(result[2])
+
+    each_rank(_rank, infos, [info.rank for info in infos], collect, where, diag)
+    kept = [info for info, contents in zip(infos, found, strict=True) if contents is not None]
+    clocks = clock_offsets(match(ops), host_names(kept)) if len(kept) > 1 else []
+    return ProfileContents(str(path), [c for c in found if c is not None], diag.messages(), clocks)
 
 
-def _rank(info: RankInfo, diag: Diagnostics, ops: list[OpComm]) -> RankContents:
-    """One rank's contents; its communication ops go to ``ops`` (for the clock offsets)."""
+def _rank(info: RankInfo) -> tuple[RankContents, list[OpComm], Diagnostics]:
+    """One rank's contents, and its communication ops (for the clock offsets). Runs in a worker."""
+    diag = Diagnostics()
+    ops: list[OpComm] = []
     contents = RankContents(
         info.rank, info.format, str(info.path), info.device, info.host, input_bytes(info),
         {name: list(ranks) for name, ranks in info.groups.items()},
@@ -116,7 +128,7 @@ def _rank(info: RankInfo, diag: Diagnostics, ops: list[OpComm]) -> RankContents:
         "summary": summary * _SUMMARY_BYTES,
         "detail": summary * _SUMMARY_BYTES + round(detail) + samples * _SAMPLE_BYTES,
     }
-    return contents
+    return contents, ops, diag
 
 
 def _args_bytes(args: object) -> int:

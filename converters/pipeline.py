@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
-import multiprocessing
 import os
 import pickle
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from . import comm, overlap
 from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Chunk, Kept, Sink, Spool, SpoolFile, assemble
 from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
+from .executor import LOCAL, Where, each_rank
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
 from .model import SUMMARY_LAYERS, Layer, RankInfo, Sample, Slice, Step, StepRecords, step_label
 from .readers import READERS, host_info
@@ -100,6 +98,7 @@ def convert(
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     strict: bool = False,
     align: str | None = None,
+    where: Where = LOCAL,
     progress: Progress | None = None,
 ) -> Result:
     """Convert the profile under ``path`` into one Perfetto or Chrome JSON trace.
@@ -113,6 +112,8 @@ def convert(
     written. ``host_level`` 1 keeps only the host stages that MindSpore marks for users.
     ``align="collectives"`` moves each host's times by its clock offset as estimated from the ends
     of the collectives it shares with other hosts (``comm.clock_offsets``; read once more first).
+    ``where``: the ranks' work runs on this machine's cores (default) or on a Dask cluster, and a
+    rank that cannot be read fails the conversion or is left out (``executor.Where``).
     ``progress`` is called as each rank is read: (bytes read, of total, rank).
 
     Example::
@@ -137,11 +138,11 @@ def convert(
     found = Diagnostics()
     infos = select_ranks(discover(Path(path), found), options.ranks)
     check_graphs(infos, options.graphs)
-    shifts = _aligned(infos, options, found) if _align(align) else {}
+    shifts = _aligned(infos, options, found, where) if _align(align) else {}
     origin = wall_origin(infos)
     spool = Spool()
     try:
-        diag = _encode_ranks(infos, options, out_format, origin, spool, progress, shifts)
+        diag = _encode_ranks(infos, options, out_format, origin, spool, where, progress, shifts)
         diag.merge(found)
         if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
@@ -194,9 +195,11 @@ def overlap_report(
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
     diag: Diagnostics | None = None,
+    where: Where = LOCAL,
 ) -> list[StepOverlap]:
     """The compute/communication overlap of every kept step of every kept rank; what needed
-    recovery in the input is added to ``diag``.
+    recovery in the input is added to ``diag``. ``where``: the ranks' work runs on this machine,
+    or on a Dask cluster (``executor.Where``).
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
@@ -216,7 +219,8 @@ def overlap_report(
         rows[index] = result[0]
         diag.merge(result[1])
 
-    _each_rank(_overlap_rows, [(info, options) for info in infos], collect)
+    each_rank(_overlap_rows, [(info, options) for info in infos], [info.rank for info in infos], collect,
+              where, diag)
     return [row for found in rows for row in found]
 
 
@@ -262,28 +266,39 @@ def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1,
 
 def _encode_ranks(
     infos: list[RankInfo], options: Options, out_format: Format, origin_ns: int, spool: Spool,
-    progress: Progress | None = None, shifts: dict[int, int] | None = None,
+    where: Where = LOCAL, progress: Progress | None = None, shifts: dict[int, int] | None = None,
 ) -> Diagnostics:
     """Encode every rank into the spool, ranks in parallel: they are independent until written,
-    except for their communication ops, which are drawn last, once matched across ranks."""
-    jobs = [(index, info, options, out_format, origin_ns, spool.new_file(), (shifts or {}).get(info.rank, 0))
-            for index, info in enumerate(infos)]
+    except for their communication ops, which are drawn last, once matched across ranks. Workers
+    on other machines (``where.remote``) send their spool file back with their result, and it is
+    spooled here as it arrives. Ranks left out as unreadable are taken out of ``infos``."""
+    jobs = [(index, info, options, out_format, origin_ns, None if where.remote else spool.new_file(),
+             (shifts or {}).get(info.rank, 0)) for index, info in enumerate(infos)]
     sizes = [input_bytes(info) for info in infos]
     done_bytes = 0
     diag = Diagnostics()
     held: list[RankOps | None] = [None] * len(infos)
 
-    def collect(index: int, result: tuple[list[Chunk], Diagnostics, RankOps]) -> None:
+    def collect(index: int, result: tuple[list[Chunk], Diagnostics, RankOps, bytes | None]) -> None:
         nonlocal done_bytes
-        spool.chunks.extend(result[0])
-        diag.merge(result[1])
-        held[index] = result[2]
+        chunks, found, ops, data = result
+        if data is not None:  # from another machine: into this one's spool
+            path = spool.new_file()
+            with open(path, "wb") as file:
+                file.write(data)
+            chunks = [dataclasses.replace(c, path=path) for c in chunks]
+            ops = ops._replace(path=path)
+        spool.chunks.extend(chunks)
+        diag.merge(found)
+        held[index] = ops
         done_bytes += sizes[index]
         if progress is not None:
             progress(done_bytes, sum(sizes), infos[index].rank)
 
-    _each_rank(_encode_rank, jobs, collect)
-    _encode_collectives(infos, held, options, out_format, origin_ns, spool)
+    skipped = each_rank(_encode_rank, jobs, [info.rank for info in infos], collect, where, diag)
+    for index in reversed(skipped):
+        del infos[index], held[index]
+    _encode_collectives(infos, held, options, out_format, origin_ns, spool, len(jobs))
     return diag
 
 
@@ -302,20 +317,21 @@ _COLLECTIVE_TIDS = 500_000  # and their JSON thread numbers
 
 
 def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Options, out_format: Format,
-                        origin_ns: int, spool: Spool) -> None:
+                        origin_ns: int, spool: Spool, encoders_before: int) -> None:
     """Step by step (one step's ops of every rank in memory), match the ops across ranks, then
     spool per rank the op slices (detail) with their instance's skew, last rank and arrows, and
-    the Wait lane (summary)."""
+    the Wait lane (summary). ``encoders_before``: the rank encoders made so far (their ids are
+    taken)."""
     # step -> rank index -> that rank's parts of the step (one per graph): ranks of one job may
     # number their graphs differently (msprof-2rank: model 2 on one rank, 0 on the other)
-    where: dict[int | None, dict[int, list[tuple]]] = {}
+    parts_of: dict[int | None, dict[int, list[tuple]]] = {}
     for index, mine in enumerate(held):
         for graph, step, start_ns, offset, length in mine.steps:
             part = (graph, start_ns, mine.path, offset, length)
-            where.setdefault(step, {}).setdefault(index, []).append(part)
-    order = sorted(where, key=lambda step: min(part[1] for parts in where[step].values() for part in parts))
-    encoders = [_encoder(out_format, origin_ns if info.wall_clock else mine.origin_ns, len(infos) + index,
-                         _COLLECTIVE_TIDS)
+            parts_of.setdefault(step, {}).setdefault(index, []).append(part)
+    order = sorted(parts_of, key=lambda step: min(p[1] for parts in parts_of[step].values() for p in parts))
+    encoders = [_encoder(out_format, origin_ns if info.wall_clock else mine.origin_ns,
+                         encoders_before + index, _COLLECTIVE_TIDS)
                 for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
     lanes = [Lanes() for _ in infos]
     sequences: list[dict[tuple, int]] = [{} for _ in infos]
@@ -323,7 +339,7 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Opt
         for step in order:
             parts = {index: [(graph, start_ns, pickle.loads(spool.unstash(path, offset, length)))
                              for graph, start_ns, path, offset, length in found]
-                     for index, found in where[step].items()}
+                     for index, found in parts_of[step].items()}
             ops = {index: [comm.light_ops(infos[index].rank, graph, step, slices)
                            for graph, _, slices in found]
                    for index, found in parts.items()}
@@ -343,34 +359,6 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Opt
     spool.chunks.extend(file.chunks)
 
 
-def _each_rank(work: Callable[[tuple], Any], jobs: list[tuple], collect: Callable[[int, Any], None]) -> None:
-    """Run ``work`` on each rank's job, one worker process per core (ranks are independent until
-    written), and hand each result to ``collect`` with its job's index as it arrives."""
-    workers = min(len(jobs), os.cpu_count() or 1)
-    if workers > 1:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = {pool.submit(_with_fewer_collections, work, job): index
-                       for index, job in enumerate(jobs)}
-            for future in as_completed(futures):
-                collect(futures[future], future.result())
-    else:
-        for index, job in enumerate(jobs):
-            collect(index, _with_fewer_collections(work, job))
-
-
-def _with_fewer_collections(work: Callable[[tuple], Any], job: tuple) -> Any:
-    """``work(job)`` with Python's cyclic garbage collector run every 50,000 allocations rather
-    than 700: a rank's records are millions of short-lived tuples and no reference cycles, and
-    walking the live ones that often cost 10% of a conversion. The caller's setting is restored."""
-    before = gc.get_threshold()
-    gc.set_threshold(50_000, 20, 10)
-    try:
-        return work(job)
-    finally:
-        gc.set_threshold(*before)
-
-
 Progress = Callable[[int, int, int], None]  # (input bytes read, of total, rank just finished)
 
 
@@ -385,10 +373,19 @@ def input_bytes(info: RankInfo) -> int:
     return total
 
 
-def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps]:
+def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps, bytes | None]:
     """Read one rank's kept steps and spool their summary and detail chunks, one packet
-    sequence per part and graph; hand back its communication ops. Runs in a worker process."""
+    sequence per part and graph; hand back its communication ops. Runs in a worker process; with
+    no spool file given (a worker on another machine), its own spool's bytes go back too."""
     index, info, options, out_format, origin_ns, path, shift_ns = job
+    if path is None:
+        with tempfile.NamedTemporaryFile(prefix="trace2perfetto-", suffix=".spool", delete=False) as own:
+            pass
+        try:
+            result = _encode_rank((index, info, options, out_format, origin_ns, own.name, shift_ns))
+            return (*result[:3], Path(own.name).read_bytes())
+        finally:
+            os.unlink(own.name)
     diag, lanes = Diagnostics(), Lanes()
     encoder = _encoder(out_format, origin_ns if info.wall_clock else None, index)
     sequences: dict[tuple[str, int | None, bool], int] = {}
@@ -414,7 +411,7 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps]:
                     events = lanes.place(sorted(mine, key=by_lane_and_start), values)
                     spool.add(batch.step_id, batch.start_ns, batch.rank, part,
                               encoder.chunk(sequence, events), len(mine), sequence)
-    return spool.chunks, diag, RankOps(getattr(encoder, "origin_ns", None), path, held)
+    return spool.chunks, diag, RankOps(getattr(encoder, "origin_ns", None), path, held), None
 
 
 def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
@@ -441,10 +438,11 @@ def _align(align: str | None) -> bool:
     return align in ALIGNMENTS
 
 
-def _aligned(infos: list[RankInfo], options: Options, diag: Diagnostics) -> dict[int, int]:
+def _aligned(infos: list[RankInfo], options: Options, diag: Diagnostics,
+             where: Where = LOCAL) -> dict[int, int]:
     """Estimate each host's clock offset from the collectives (one summary read of every rank),
     say it in each rank's clock description, and return the shift per rank (ns to add)."""
-    clocks = collective_clocks(infos, options, diag)
+    clocks = collective_clocks(infos, options, diag, where)
     shifts = {}
     for clock in clocks:
         for rank in clock.ranks:
@@ -465,7 +463,8 @@ def _aligned(infos: list[RankInfo], options: Options, diag: Diagnostics) -> dict
     return shifts
 
 
-def collective_clocks(infos: list[RankInfo], options: Options, diag: Diagnostics) -> list[comm.HostClock]:
+def collective_clocks(infos: list[RankInfo], options: Options, diag: Diagnostics,
+                      where: Where = LOCAL) -> list[comm.HostClock]:
     """Each host's clock offset, estimated from the ends of the collectives of the kept steps."""
     found: dict[int, list[comm.OpComm]] = {}
 
@@ -474,7 +473,8 @@ def collective_clocks(infos: list[RankInfo], options: Options, diag: Diagnostics
         diag.merge(result[1])
 
     summary = dataclasses.replace(options, kind=Kind.SUMMARY)
-    _each_rank(_light_ops, [(info, summary) for info in infos], collect)
+    each_rank(_light_ops, [(info, summary) for info in infos], [info.rank for info in infos], collect, where,
+              diag)
     return comm.clock_offsets(comm.match(found), comm.host_names(infos))
 
 

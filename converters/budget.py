@@ -3,9 +3,11 @@
 Encoded chunks (one per rank, step and part) are spooled to a temporary file while the input is
 read, so memory holds only their index. Then the output is assembled in priority order:
 
-1. the summary (step trace, overlap lanes) of every rank, step by step in time order;
-   if even that does not fit, whole leading steps of it;
-2. detail in whole steps, in time order, all ranks of a step together, until the next step
+1. the summary (step trace, overlap lanes) of every rank, step by step in time order; if it
+   does not fit and the ranks were not chosen by hand, whole ranks in order of interest
+   (``interest_order``: the slowest, the fastest and a median rank first); if even one rank's
+   does not fit, whole leading steps of it;
+2. detail in whole steps, in time order, all kept ranks of a step together, until the next step
    would not fit.
 
 The byte count is exact, compressed or not: a ``.gz`` output is deflated here, and each step is
@@ -214,20 +216,28 @@ class Kept:
     ranks: int = 0
     slices: int = 0
     first_left_out_ns: int | None = None
+    ranks_left_out: list[int] = field(default_factory=list)  # by the policy of interest
+    policy: str = ""  # why the kept ranks, where some were left out
 
     @property
     def complete(self) -> bool:
-        return len(self.summary_steps) == len(self.steps) and (
+        return not self.ranks_left_out and len(self.summary_steps) == len(self.steps) and (
             not self.has_detail or len(self.detail_steps) == len(self.steps)
         )
 
     def describe(self) -> str:
         """``detail for steps 1-4 of 10, all 8 ranks; summary for all steps``."""
         total = len(self.steps)
-        ranks = f"all {self.ranks} ranks" if self.ranks != 1 else "its one rank"
-        if len(self.summary_steps) < total:
+        if self.ranks_left_out:
+            ranks = (f"{self.ranks} of {self.ranks + len(self.ranks_left_out)} ranks ({self.policy}; "
+                     f"left out: rank {format_ids(self.ranks_left_out)})")
+        else:
+            ranks = f"all {self.ranks} ranks" if self.ranks != 1 else "its one rank"
+        if len(self.summary_steps) < total or self.ranks_left_out:
             no_detail = "; no detail" if self.has_detail else ""
-            return f"summary for {_steps(self.summary_steps)} of {total}, {ranks}{no_detail}"
+            steps = (f"all {total} steps" if len(self.summary_steps) == total
+                     else f"{_steps(self.summary_steps)} of {total}")
+            return f"summary for {steps}, {ranks}{no_detail}"
         return f"detail for {_steps(self.detail_steps)} of {total}, {ranks}; summary for all steps"
 
     def hint(self) -> str:
@@ -235,7 +245,7 @@ class Kept:
         left = [s for s in self.steps if s not in self.summary_steps
                 or (self.has_detail and s not in self.detail_steps)]
         numbered = [s for s in left if s is not None]
-        ways = [f"--steps {format_ids(numbered)}" if numbered else "--steps", "--ranks"]
+        ways = ([f"--steps {format_ids(numbered)}" if numbered else "--steps"] if left else []) + ["--ranks"]
         if self.has_detail:
             ways.append("--kind summary")
         return f"to see the rest use {', '.join(ways)}, or --max-size 0 (unlimited)"
@@ -251,23 +261,31 @@ def _steps(steps: list[int | None]) -> str:
 
 
 def assemble(
-    sink: Sink, spool: Spool, header: bytes, footer: bytes, marker: Callable[[Kept], bytes]
+    sink: Sink, spool: Spool, header: Callable[[set[int] | None], bytes], footer: bytes,
+    marker: Callable[[Kept], bytes], interest: tuple[list[int], str] | None = None,
 ) -> Kept:
     """Write header, the chunks that fit by policy, the cut marker if anything was left out, footer.
+
+    ``header(ranks)`` is the header for those ranks (None: all). ``interest``: the ranks in the
+    order to keep them, and that policy in words, where whole ranks may be left out (the ranks
+    were not chosen by hand); see ``interest_order``.
 
     Raises:
         UsageError: the limit is too small for even the header.
     """
-    order = _steps_in_time_order(spool.chunks)
-    kept = Kept(steps=order, ranks=len({c.rank for c in spool.chunks}),
-                has_detail=any(c.part == DETAIL for c in spool.chunks))
     reserve = sink.closing_bytes(footer) + MARKER_RESERVE if sink.limit is not None else 0
-    if not sink.write([header], reserve):
+    chunks_kept, left_out = _by_interest(spool.chunks, interest, sink, len(header(None)) + reserve)
+    order = _steps_in_time_order(chunks_kept)
+    kept = Kept(steps=order, ranks=len({c.rank for c in chunks_kept}),
+                has_detail=any(c.part == DETAIL for c in spool.chunks), ranks_left_out=left_out,
+                policy=interest[1] if left_out else "")
+    if not sink.write([header({c.rank for c in chunks_kept} if left_out else None)], reserve):
         raise UsageError(f"--max-size {sink.limit} is too small: the trace header alone needs more")
-    groups = _groups(spool.chunks, order)
+    groups = _groups(chunks_kept, order)
     last_group = list(groups)[-1] if groups else None
     written: dict[tuple[int, int], int] = {}  # sequence -> ordinal of its last chunk written
-    for part, done in ((SUMMARY, kept.summary_steps), (DETAIL, kept.detail_steps)):
+    parts = ((SUMMARY, kept.summary_steps),) + (() if left_out else ((DETAIL, kept.detail_steps),))
+    for part, done in parts:
         for step in order:
             # A chunk goes only right after the one before it in its sequence (interning, tracks);
             # with steps in the order they ran that always holds, except for a rank whose step
@@ -292,11 +310,34 @@ def assemble(
             break
     if not kept.complete:
         if kept.first_left_out_ns is None:
-            kept.first_left_out_ns = max(c.start_ns for c in spool.chunks)
+            kept.first_left_out_ns = max(c.start_ns for c in chunks_kept)
         sink.write([marker(kept)])
     sink.write([footer])
     sink.finish()
     return kept
+
+
+def _by_interest(chunks: list[Chunk], interest: tuple[list[int], str] | None, sink: Sink,
+                 overhead: int) -> tuple[list[Chunk], list[int]]:
+    """The summary chunks of the ranks whose whole summary fits, taken in order of interest, and
+    the ranks left out; all chunks where the whole summary fits or no order is given. With ranks
+    left out no detail is written: its arrows between ranks would lose an end."""
+    if interest is None or sink.limit is None:
+        return chunks, []
+    sizes: dict[int, int] = {}
+    for c in chunks:
+        sizes[c.rank] = sizes.get(c.rank, 0) + (c.length if c.part == SUMMARY else 0)
+    room = sink.limit - overhead
+    if sum(sizes.values()) <= room:
+        return chunks, []
+    chosen: set[int] = set()
+    for rank in interest[0]:
+        if rank in sizes:
+            if chosen and sizes[rank] > room:
+                break
+            chosen.add(rank)  # the first always: if it alone does not fit, its leading steps do
+            room -= sizes[rank]
+    return [c for c in chunks if c.rank in chosen and c.part == SUMMARY], sorted(sizes.keys() - chosen)
 
 
 def _steps_in_time_order(chunks: list[Chunk]) -> list[int | None]:
@@ -344,3 +385,27 @@ def _groups(chunks: list[Chunk], order: list[int | None]) -> dict[tuple[str, int
     for c in sorted(chunks, key=key):
         groups.setdefault((c.part, c.step), []).append(c)
     return groups
+
+
+def interest_order(ranks: list[int], step_ns: dict[int, float],
+                   wait_caused_ns: dict[int, int]) -> tuple[list[int], str]:
+    """Ranks in the order a capped summary keeps them, and the policy said in words: the rank that
+    made the others wait longest, the slowest, the fastest and the median rank by mean step time,
+    then the others by the wait they caused, then by how far their step time lies from the median.
+    A rank without steps counts as 0 ns.
+    """
+    ranks = sorted(ranks)
+    if not ranks:
+        return [], ""
+    by_time = sorted(ranks, key=lambda r: (step_ns.get(r, 0.0), r))
+    median = by_time[(len(by_time) - 1) // 2]
+    middle = step_ns.get(median, 0.0)
+    caused = max(ranks, key=lambda r: (wait_caused_ns.get(r, 0), -r))
+    named = {"most wait caused": caused} if wait_caused_ns.get(caused, 0) > 0 else {}
+    named.update({"slowest": by_time[-1], "fastest": by_time[0], "median": median})
+    first = list(dict.fromkeys(named.values()))
+    rest = sorted(set(ranks) - set(first),
+                  key=lambda r: (-wait_caused_ns.get(r, 0), -abs(step_ns.get(r, 0.0) - middle), r))
+    policy = ("ranks kept by interest: " + ", ".join(f"{what} {rank}" for what, rank in named.items())
+              + ", then by wait caused and distance from the median step time")
+    return first + rest, policy

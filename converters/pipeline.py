@@ -8,6 +8,7 @@ import pickle
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,7 +17,18 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from . import comm, overlap
-from .budget import DEFAULT_MAX_BYTES, DETAIL, SUMMARY, Chunk, Kept, Sink, Spool, SpoolFile, assemble
+from .budget import (
+    DEFAULT_MAX_BYTES,
+    DETAIL,
+    SUMMARY,
+    Chunk,
+    Kept,
+    Sink,
+    Spool,
+    SpoolFile,
+    assemble,
+    interest_order,
+)
 from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where, each_rank
@@ -142,7 +154,7 @@ def convert(
     origin = wall_origin(infos)
     spool = Spool()
     try:
-        diag = _encode_ranks(infos, options, out_format, origin, spool, where, progress, shifts)
+        diag, interest = _encode_ranks(infos, options, out_format, origin, spool, where, progress, shifts)
         diag.merge(found)
         if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
@@ -153,12 +165,14 @@ def convert(
         encoder = _encoder(out_format, origin)
         with _open_output(target) as out:
             sink = Sink(out, max_bytes, compress=target.endswith(".gz"))
-            kept = assemble(sink, spool, encoder.header(infos), encoder.footer,
-                            lambda kept: _cut_marker(encoder, infos[0], kept))
+            kept = assemble(sink, spool, lambda ranks: encoder.header([i for i in infos if ranks is None
+                                                                       or i.rank in ranks]),
+                            encoder.footer, lambda kept: _cut_marker(encoder, _first_kept(infos, kept), kept),
+                            None if options.ranks is not None or len(infos) < 2 else interest)
     finally:
         spool.close()
     return Result(
-        output=target, format=out_format, ranks=[r.rank for r in infos],
+        output=target, format=out_format, ranks=[r.rank for r in infos if r.rank not in kept.ranks_left_out],
         steps=sum(step is not None for step in kept.summary_steps), slices=kept.slices,
         bytes_written=sink.written, seconds=time.perf_counter() - started,
         warnings=diag.messages() + ([f"{kept.out_of_order} chunks of ranks whose step ids run in "
@@ -267,11 +281,12 @@ def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1,
 def _encode_ranks(
     infos: list[RankInfo], options: Options, out_format: Format, origin_ns: int, spool: Spool,
     where: Where = LOCAL, progress: Progress | None = None, shifts: dict[int, int] | None = None,
-) -> Diagnostics:
+) -> tuple[Diagnostics, tuple[list[int], str]]:
     """Encode every rank into the spool, ranks in parallel: they are independent until written,
     except for their communication ops, which are drawn last, once matched across ranks. Workers
     on other machines (``where.remote``) send their spool file back with their result, and it is
-    spooled here as it arrives. Ranks left out as unreadable are taken out of ``infos``."""
+    spooled here as it arrives. Ranks left out as unreadable are taken out of ``infos``. Returns
+    what needed recovery, and the ranks in order of interest for the size cap (with its policy)."""
     jobs = [(index, info, options, out_format, origin_ns, None if where.remote else spool.new_file(),
              (shifts or {}).get(info.rank, 0)) for index, info in enumerate(infos)]
     sizes = [input_bytes(info) for info in infos]
@@ -298,8 +313,10 @@ def _encode_ranks(
     skipped = each_rank(_encode_rank, jobs, [info.rank for info in infos], collect, where, diag)
     for index in reversed(skipped):
         del infos[index], held[index]
-    _encode_collectives(infos, held, options, out_format, origin_ns, spool, len(jobs))
-    return diag
+    caused = _encode_collectives(infos, held, options, out_format, origin_ns, spool, len(jobs))
+    step_ns = {info.rank: mine.step_ns / mine.step_count for info, mine in zip(infos, held, strict=True)
+               if mine.step_count}
+    return diag, interest_order([info.rank for info in infos], step_ns, caused)
 
 
 class RankOps(NamedTuple):
@@ -310,6 +327,8 @@ class RankOps(NamedTuple):
     origin_ns: int | None
     path: str
     steps: list[tuple[int | None, int | None, int, int, int]]  # graph, step, chunk start, offset, length
+    step_ns: int = 0  # the steps' time added up (for the size cap's order of interest)
+    step_count: int = 0
 
 
 _COLLECTIVE_SEQUENCES = 1000  # sequence numbers of the ops' chunks, apart from the rank's own
@@ -317,11 +336,12 @@ _COLLECTIVE_TIDS = 500_000  # and their JSON thread numbers
 
 
 def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Options, out_format: Format,
-                        origin_ns: int, spool: Spool, encoders_before: int) -> None:
+                        origin_ns: int, spool: Spool, encoders_before: int) -> dict[int, int]:
     """Step by step (one step's ops of every rank in memory), match the ops across ranks, then
     spool per rank the op slices (detail) with their instance's skew, last rank and arrows, and
     the Wait lane (summary). ``encoders_before``: the rank encoders made so far (their ids are
-    taken)."""
+    taken). Returns the wait each rank caused the others, in ns."""
+    caused: dict[int, int] = defaultdict(int)
     # step -> rank index -> that rank's parts of the step (one per graph): ranks of one job may
     # number their graphs differently (msprof-2rank: model 2 on one rank, 0 on the other)
     parts_of: dict[int | None, dict[int, list[tuple]]] = {}
@@ -343,8 +363,11 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Opt
             ops = {index: [comm.light_ops(infos[index].rank, graph, step, slices)
                            for graph, _, slices in found]
                    for index, found in parts.items()}
-            waiters = comm.waiting_ranks(comm.match({infos[i].rank: [op for part in mine for op in part]
-                                                     for i, mine in ops.items()}))
+            instances = comm.match({infos[i].rank: [op for part in mine for op in part]
+                                    for i, mine in ops.items()})
+            for inst in instances:
+                caused[inst.last_rank] += sum(inst.wait_ns(rank) for rank in inst.starts)
+            waiters = comm.waiting_ranks(instances)
             for index, found in parts.items():
                 for (graph, start_ns, slices), part_ops in zip(found, ops[index], strict=True):
                     drawn = comm.annotated(slices, part_ops, waiters) if options.kind is Kind.DETAIL else []
@@ -357,6 +380,7 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Opt
                             file.add(step, start_ns, infos[index].rank, part,
                                      encoders[index].chunk(sequence, events), len(part_slices), sequence)
     spool.chunks.extend(file.chunks)
+    return caused
 
 
 Progress = Callable[[int, int, int], None]  # (input bytes read, of total, rank just finished)
@@ -390,10 +414,13 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps, bytes |
     encoder = _encoder(out_format, origin_ns if info.wall_clock else None, index)
     sequences: dict[tuple[str, int | None, bool], int] = {}
     held: list[tuple[int | None, int | None, int, int, int]] = []
+    step_ns = step_count = 0
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
             if shift_ns:
                 batch = shifted(batch, shift_ns)
+            if batch.step is not None:
+                step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
             slices = records_to_write(batch, options)
             summary = [s for s in slices if s.layer in SUMMARY_LAYERS]
             detail = [s for s in slices if s.layer not in SUMMARY_LAYERS and s.layer is not Layer.COMM_OP]
@@ -411,7 +438,8 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps, bytes |
                     events = lanes.place(sorted(mine, key=by_lane_and_start), values)
                     spool.add(batch.step_id, batch.start_ns, batch.rank, part,
                               encoder.chunk(sequence, events), len(mine), sequence)
-    return spool.chunks, diag, RankOps(getattr(encoder, "origin_ns", None), path, held), None
+    origin = getattr(encoder, "origin_ns", None)
+    return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count), None
 
 
 def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
@@ -485,6 +513,10 @@ def _light_ops(job: tuple[RankInfo, Options]) -> tuple[list[comm.OpComm], Diagno
            for op in comm.light_ops(batch.rank, batch.graph, batch.step_id,
                                     (s for s in batch.slices if s.layer is Layer.COMM_OP))]
     return ops, diag
+
+
+def _first_kept(infos: list[RankInfo], kept: Kept) -> RankInfo:
+    return next(info for info in infos if info.rank not in kept.ranks_left_out)
 
 
 def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:

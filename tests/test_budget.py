@@ -75,30 +75,58 @@ def test_cap_is_never_exceeded_and_keeps_whole_steps_summary_first(
     assert out.stat().st_size == result.bytes_written <= cap
     origin = wall_origin(discover(profile))
     summary, detail, decoded = _read(out, origin)
-    all_summary = set().union(*(s for s, _ in steps_in_order))
-    prefixes = [set().union(*(part[i] for part in steps_in_order[:k])) for i in (0, 1)
-                for k in range(len(steps_in_order) + 1)]
-    n = len(steps_in_order) + 1
+    # whole ranks are left out first (in order of interest), then whole steps of what is left
+    kept = set(result.ranks)
+    assert len(decoded.processes) == len(kept) >= 1
+    if len(kept) < 3:
+        assert not detail and "ranks kept by interest" in result.cut and "left out: rank" in result.cut
+    steps_kept = [tuple({row for row in part if row[0] in kept} for part in step) for step in steps_in_order]
+    all_summary = set().union(*(s for s, _ in steps_kept))
+    prefixes = [set().union(*(part[i] for part in steps_kept[:k])) for i in (0, 1)
+                for k in range(len(steps_kept) + 1)]
+    n = len(steps_kept) + 1
     summary_prefixes, detail_prefixes = prefixes[:n], prefixes[n:]
     if detail:
         assert summary == all_summary, "detail was written before the whole summary"
     assert summary in summary_prefixes, "summary is not whole leading steps"
     assert detail in detail_prefixes, "detail is not whole leading steps"
-    complete = summary == all_summary and detail == detail_prefixes[-1]
+    complete = len(kept) == 3 and summary == all_summary and detail == detail_prefixes[-1]
     markers = [i for i in decoded.instants if "Trace cut" in i.track]
     assert (result.cut is None) == complete
     assert len(markers) == (0 if complete else 1)
     if not complete:
-        assert "--max-size" in markers[0].name and "of 5" in result.cut and "--steps" in result.cut
+        assert "--max-size" in markers[0].name and "--ranks" in result.cut
+        assert ("of 5" in result.cut and "--steps" in result.cut) or len(kept) < 3
 
 
-def test_summary_only_cap_keeps_leading_summary_steps(profile, tmp_path):
+def test_summary_only_cap_keeps_leading_summary_steps_of_the_ranks_asked_for(profile, tmp_path):
     out = tmp_path / "s.pftrace"
     full = convert(profile, out, kind="summary", max_bytes=None)
-    result = convert(profile, out, kind="summary", max_bytes=full.bytes_written // 2)
+    result = convert(profile, out, kind="summary", max_bytes=full.bytes_written // 2, ranks=[0, 1, 2])
     pattern = r"summary for steps? 1(-\d)? of 5, all 3 ranks; to see the rest use --steps \d"
     assert re.match(pattern, result.cut)
     assert "--kind summary" not in result.cut
+
+
+def test_a_summary_too_big_keeps_whole_ranks_by_interest(profile, tmp_path):
+    """Without --ranks the cap leaves out whole ranks, never a rank's later steps: the rank that
+    made the others wait longest first (computed here from the ops, independently)."""
+    out = tmp_path / "s.pftrace"
+    full = convert(profile, out, kind="summary", max_bytes=None)
+    result = convert(profile, out, kind="summary", max_bytes=full.bytes_written // 2)
+    ops: dict[int, list] = {}
+    for batch in read_profile(discover(profile), Options(), Diagnostics()):
+        ops.setdefault(batch.rank, []).extend(comm.light_ops(
+            batch.rank, batch.graph, batch.step_id, (s for s in batch.slices if s.layer is Layer.COMM_OP)))
+    caused: dict[int, int] = {}
+    for inst in comm.match(ops):
+        caused[inst.last_rank] = caused.get(inst.last_rank, 0) + sum(map(inst.wait_ns, inst.starts))
+    assert max(caused, key=caused.get) in result.ranks and len(result.ranks) < 3
+    assert result.steps == 5  # every step of the ranks kept
+    assert re.match(r"summary for all 5 steps, [12] of 3 ranks \(ranks kept by interest: most wait caused "
+                    r"\d, slowest \d, fastest \d, median \d.*; left out: rank [\d,-]+\)", result.cut)
+    processes = read_perfetto(out.read_bytes()).processes
+    assert [int(p.split()[1]) for p in processes] == sorted(result.ranks)
 
 
 def test_warning_on_stderr_says_what_was_kept_and_how_to_see_the_rest(profile, tmp_path, capsys):
@@ -110,7 +138,7 @@ def test_warning_on_stderr_says_what_was_kept_and_how_to_see_the_rest(profile, t
                  "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert "warning: the trace was cut to fit --max-size: kept detail for steps 1-" in err
-    assert "of 5, all 3 ranks; summary for all steps" in err
+    assert "of 5, all 3 ranks; summary for all steps" in err  # detail's cut: whole steps, never ranks
     assert "--steps" in err and "--kind summary" in err and "--max-size 0" in err
 
 

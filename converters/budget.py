@@ -225,12 +225,16 @@ class Kept:
             not self.has_detail or len(self.detail_steps) == len(self.steps)
         )
 
-    def describe(self) -> str:
-        """``detail for steps 1-4 of 10, all 8 ranks; summary for all steps``."""
+    def describe(self, every_rank: bool = True) -> str:
+        """``detail for steps 1-4 of 10, all 8 ranks; summary for all steps``. ``every_rank``
+        False: at most a dozen runs of the ranks left out (for a warning's one line)."""
         total = len(self.steps)
         if self.ranks_left_out:
+            left = format_ids(self.ranks_left_out)
+            if not every_rank and left.count(",") > 12:
+                left = ",".join(left.split(",")[:12]) + ",... (the trace's cut marker lists all)"
             ranks = (f"{self.ranks} of {self.ranks + len(self.ranks_left_out)} ranks ({self.policy}; "
-                     f"left out: rank {format_ids(self.ranks_left_out)})")
+                     f"left out: {len(self.ranks_left_out)} ranks: {left})")
         else:
             ranks = f"all {self.ranks} ranks" if self.ranks != 1 else "its one rank"
         if len(self.summary_steps) < total or self.ranks_left_out:

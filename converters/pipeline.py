@@ -178,7 +178,7 @@ def convert(
         warnings=diag.messages() + ([f"{kept.out_of_order} chunks of ranks whose step ids run in "
                                      "another order than the others' were left out"]
                                     if kept.out_of_order else []),
-        cut=None if kept.complete else f"{kept.describe()}; {kept.hint()}",
+        cut=None if kept.complete else f"{kept.describe(every_rank=False)}; {kept.hint()}",
     )
 
 

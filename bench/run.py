@@ -312,6 +312,7 @@ def main() -> None:
     for name, options in _paddle_plan(args.quick):
         root = generated(f"gen-paddle-{options['form']}-{options['target_mb']}", _write_paddle, **options)
         lines += bench_profile(name, root, False)
+    lines += scaling(args.quick)
     real = ROOT.parent / "shared" / "data" / "real" / "msprof-2rank"
     if real.is_dir():
         lines += bench_profile("real sample msprof-2rank", real, not args.no_peer)
@@ -420,3 +421,65 @@ def _write_legacy(root: Path, **options) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+_DRIVER = (  # the command, then its own peak RSS (the driver alone: pool workers are its children)
+    "import resource, sys\n"
+    "from converters.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print(f'driver {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def _driven(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, the driver's own peak RSS in MiB) of ``trace2perfetto argv``."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _DRIVER, *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, check=True)
+    seconds = time.perf_counter() - started
+    return seconds, int(re.search(r"driver (\d+)", done.stderr).group(1)) / 1024
+
+
+def scaling(quick: bool) -> list[str]:
+    """512 generated ranks: the local process pool against 1, 2 and 4 Dask workers (``dask
+    scheduler`` and ``dask worker`` processes on 127.0.0.1, one thread each), summary and overlap."""
+    from fixtures.many_ranks import write_many_ranks
+
+    ranks = 128 if quick else 512
+    root = generated(f"gen-many-{ranks}", lambda r, **o: write_many_ranks(r / "job", **o), ranks=ranks,
+                     steps=4, tasks_per_step=300) / "job"
+    size, events = input_stats(root)
+    out = str(BUILD / "many.pftrace")
+    commands = {"summary": [str(root), "--kind", "summary", "--max-size", "0", "-o", out],
+                "overlap": ["overlap", str(root), "--format", "csv"]}
+    rows = [f"\n### Scaling: {ranks} generated ranks (torch_npu, {size / 1e6:,.0f} MB as read, "
+            f"{events:,} events)\n",
+            "| where the ranks' work runs | summary wall s | overlap wall s | driver peak RSS MiB |",
+            "|---|---:|---:|---:|"]
+    local = {name: _driven(argv) for name, argv in commands.items()}
+    rows.append(f"| this machine's process pool ({os.cpu_count()} workers) | {local['summary'][0]:.1f} | "
+                f"{local['overlap'][0]:.1f} | {max(v[1] for v in local.values()):.0f} |")
+    dask = Path(sys.executable).parent / "dask"
+    for workers in (1, 2, 4):
+        port = 18786 + workers
+        scheduler = subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                      "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen([str(dask), "worker", f"tcp://127.0.0.1:{port}", "--nworkers", str(workers),
+                                   "--nthreads", "1", "--no-dashboard"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            from distributed import Client
+
+            with Client(f"tcp://127.0.0.1:{port}", timeout="30s") as client:
+                client.wait_for_workers(workers, timeout=60)
+            runs = {name: _driven([*argv, "--cluster", f"tcp://127.0.0.1:{port}"])
+                    for name, argv in commands.items()}
+        finally:
+            for process in (worker, scheduler):
+                process.terminate()
+                process.wait(30)
+        label = f"Dask, {workers} worker process{'es' if workers > 1 else ''}"
+        rows.append(f"| {label} | {runs['summary'][0]:.1f} | {runs['overlap'][0]:.1f} | "
+                    f"{max(v[1] for v in runs.values()):.0f} |")
+    return rows

@@ -165,34 +165,50 @@ def _overlap_main(argv: list[str]) -> int:
         args = build_overlap_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    header = ["Rank", "Graph", "Step", *_OVERLAP_COLUMNS]
+    writer = csv.DictWriter(sys.stdout, header, lineterminator="\n")
+    table: list[list[str]] = [header]
+    first = True
+
+    def write(rows: list) -> None:  # CSV and JSON stream out rank by rank; the table is aligned at the end
+        nonlocal first
+        for record in map(_overlap_record, rows):
+            if args.format == "json":
+                sys.stdout.write(("[\n  " if first else ",\n  ") + orjson.dumps(record).decode())
+            elif args.format == "csv":
+                if first:
+                    writer.writeheader()
+                writer.writerow(record)
+            else:
+                table.append(["-" if record[h] is None else str(record[h]) for h in header])
+            first = False
+
     try:
         diag = Diagnostics()
-        rows = overlap_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps, diag=diag,
-                              where=_where(args))
+        overlap_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps, diag=diag,
+                       where=_where(args), each=write)
     except Trace2PerfettoError as e:
         return _error(e)
     for warning in diag.messages():
         print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
-    records = [
-        {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
-         **dict(zip(_OVERLAP_COLUMNS, (None if v is None else round(v / 1000, 3) for v in (
-             r.computing_ns, r.not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
-             r.stage_ns, r.bubble_ns, r.not_overlapped_excluding_receive_ns, r.preparing_ns)),
-             strict=True))}
-        for r in rows
-    ]
     if args.format == "json":
-        sys.stdout.write(orjson.dumps(records, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write("[]\n" if first else "\n]\n")
     elif args.format == "csv":
-        writer = csv.DictWriter(sys.stdout, ["Rank", "Graph", "Step", *_OVERLAP_COLUMNS], lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(records)
+        if first:
+            writer.writeheader()
     else:
-        header = ["Rank", "Graph", "Step", *_OVERLAP_COLUMNS]
-        cells = [header] + [["-" if rec[h] is None else str(rec[h]) for h in header] for rec in records]
-        _print_table(cells)
+        _print_table(table)
         print("(µs; Stage = the step's device span - Bubble; - : not known from this input)")
     return 0
+
+
+def _overlap_record(r) -> dict:
+    """One row of the overlap table, in µs, under torch_npu's column names."""
+    return {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
+            **dict(zip(_OVERLAP_COLUMNS, (None if v is None else round(v / 1000, 3) for v in (
+                r.computing_ns, r.not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
+                r.stage_ns, r.bubble_ns, r.not_overlapped_excluding_receive_ns, r.preparing_ns)),
+                strict=True))}
 
 
 def _progress(done_bytes: int, total_bytes: int, rank: int) -> None:

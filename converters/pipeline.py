@@ -210,10 +210,13 @@ def overlap_report(
     steps: Iterable[int] | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
+    each: Callable[[list[StepOverlap]], None] | None = None,
 ) -> list[StepOverlap]:
     """The compute/communication overlap of every kept step of every kept rank; what needed
     recovery in the input is added to ``diag``. ``where``: the ranks' work runs on this machine,
-    or on a Dask cluster (``executor.Where``).
+    or on a Dask cluster (``executor.Where``). ``each``: the rows are handed to it rank by rank, in
+    rank order, as soon as they are known, and not kept (tables of thousands of ranks in flat
+    memory); the list returned is then empty.
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
@@ -227,15 +230,24 @@ def overlap_report(
     diag = Diagnostics() if diag is None else diag
     infos = select_ranks(discover(Path(path), diag), options.ranks)
     check_graphs(infos, options.graphs)
-    rows: list[list[StepOverlap]] = [[] for _ in infos]
+    kept: list[StepOverlap] = []
+    hand = each or kept.extend
+    waiting: dict[int, list[StepOverlap]] = {}  # ranks done before a lower one
+    handed = 0
 
     def collect(index: int, result: tuple[list[StepOverlap], Diagnostics]) -> None:
-        rows[index] = result[0]
+        nonlocal handed
+        waiting[index] = result[0]
         diag.merge(result[1])
+        while handed in waiting:
+            hand(waiting.pop(handed))
+            handed += 1
 
     each_rank(_overlap_rows, [(info, options) for info in infos], [info.rank for info in infos], collect,
               where, diag)
-    return [row for found in rows for row in found]
+    for index in sorted(waiting):  # after a rank left out as unreadable
+        hand(waiting.pop(index))
+    return kept
 
 
 def _overlap_rows(job: tuple[RankInfo, Options]) -> tuple[list[StepOverlap], Diagnostics]:

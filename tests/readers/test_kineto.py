@@ -90,4 +90,4 @@ def test_a_trace_cut_off_inside_its_header_is_an_error_naming_it_not_passed_over
     (tmp_path / "worker0.123.pt.trace.json").write_bytes(b'{"schemaVersion": 1, "distributedInfo": {"ra')
     assert main([str(tmp_path), "-o", str(tmp_path / "out.pftrace")]) == 1
     err = capsys.readouterr().err
-    assert "worker0.123.pt.trace.json: byte" in err and "no profiler output" not in err
+    assert "worker0.123.pt.trace.json: rank 0: byte" in err and "no profiler output" not in err

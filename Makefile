@@ -10,7 +10,7 @@ PROFILE ?= $(if $(wildcard $(REAL)/msprof-2rank),$(REAL)/msprof-2rank,$(EXAMPLE)
 KIND ?= detail
 OUT ?= build/$(notdir $(abspath $(PROFILE))).pftrace
 
-.PHONY: setup run test bench lint clean
+.PHONY: setup run test bench lint clean browser
 
 setup: $(VENV)/.installed
 
@@ -27,7 +27,12 @@ run: setup $(if $(filter $(EXAMPLE),$(PROFILE)),$(EXAMPLE))
 	@mkdir -p $(dir $(OUT))
 	$(VENV)/bin/trace2perfetto $(PROFILE) --kind $(KIND) -o $(OUT)
 
-test: setup
+# The report's browser test drives Debian's chromium; where it cannot be installed the test skips.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium >/dev/null) || echo "make: no chromium: the browser test will skip"
+
+test: setup browser
 	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
 		$(PY) -m pytest
 

@@ -30,6 +30,7 @@ examples:
   trace2perfetto overlap PROFILER_DIR --format csv     per rank and step: Computing, Communication, ...
   trace2perfetto info PROFILER_DIR                     what the profile holds, and how big the output gets
   trace2perfetto comm PROFILER_DIR --slow-ranks        which rank the others wait for, per step
+  trace2perfetto report PROFILER_DIR -o report.html    where the time goes, and the bottleneck
   trace2perfetto PROFILER_DIR --align collectives      hosts' clocks aligned by their collectives
   trace2perfetto PROFILER_DIR -o job.pftrace --open    convert, then open it in ui.perfetto.dev
 
@@ -310,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         return _info_main(argv[1:])
     if argv[:1] == ["comm"]:
         return _comm_main(argv[1:])
+    if argv[:1] == ["report"]:
+        from .report import report_main  # only here: matplotlib is not needed otherwise
+
+        return report_main(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -175,6 +175,9 @@ def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
                          "--align", "collectives", "-o", str(out)], out))
     runs.append(measure("trace2perfetto comm --format json (every op of every rank)",
                         [sys.executable, "-m", "converters", "comm", str(root), "--format", "json"]))
+    out = BUILD / "report.html"
+    runs.append(measure("trace2perfetto report (HTML)",
+                        [sys.executable, "-m", "converters", "report", str(root), "-o", str(out)], out))
     peers: dict[str, Run] = {}
     if peer:
         from bench.peers import run_mindinsight

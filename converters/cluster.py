@@ -119,9 +119,9 @@ def comm_report(
     if aligning:
         instances = comm.match(ops, comm.rank_offsets(clocks))
     report = CommReport([op for info in infos for op in ops[info.rank]], len(instances), clocks, aligning)
-    report.steps = _with_waits([t for info in infos for t in times[info.rank]], report.ops)
-    report.slow_ranks = _slow_ranks(report.steps, instances, hosts)
-    report.spread = _spread(report.steps)
+    report.steps = with_waits([t for info in infos for t in times[info.rank]], report.ops)
+    report.slow_ranks = slow_ranks_of(report.steps, instances, hosts)
+    report.spread = spread_of(report.steps)
     return report
 
 
@@ -141,7 +141,7 @@ def _rank_comm(job: tuple[RankInfo, Options]) -> tuple[list[comm.OpComm], list[S
     return ops, times, diag
 
 
-def _with_waits(times: list[StepTime], ops: list[comm.OpComm]) -> list[StepTime]:
+def with_waits(times: list[StepTime], ops: list[comm.OpComm]) -> list[StepTime]:
     """Each step with the wait it suffered (its ranks' waits for the last rank) and caused (the
     others' waits in the collectives where it came last)."""
     last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
@@ -156,7 +156,7 @@ def _with_waits(times: list[StepTime], ops: list[comm.OpComm]) -> list[StepTime]
                      suffered[t.rank, t.graph, t.step], caused[t.rank, t.graph, t.step]) for t in times]
 
 
-def _slow_ranks(times: list[StepTime], instances: list[comm.Instance],
+def slow_ranks_of(times: list[StepTime], instances: list[comm.Instance],
                 hosts: dict[int, str]) -> list[SlowRank]:
     last: dict[int, int] = defaultdict(int)
     for inst in instances:
@@ -178,7 +178,7 @@ def _slow_ranks(times: list[StepTime], instances: list[comm.Instance],
     return sorted(rows, key=lambda r: (-r.wait_caused_ns, -r.mean_step_ns, r.rank))
 
 
-def _spread(times: list[StepTime]) -> list[StepSpread]:
+def spread_of(times: list[StepTime]) -> list[StepSpread]:
     by_step: dict[int | None, list[StepTime]] = defaultdict(list)
     for t in times:
         by_step[t.step].append(t)

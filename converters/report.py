@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 import orjson
 
 from . import comm
-from .cluster import SlowRank, StepSpread, StepTime, _slow_ranks, _spread, _with_waits
+from .cluster import SlowRank, StepSpread, StepTime, slow_ranks_of, spread_of, with_waits
 from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where, each_rank
@@ -344,7 +344,7 @@ def report_data(
         instances = comm.match(ops, comm.rank_offsets(clocks))
     all_ops = [op for info in infos for op in ops[info.rank]]
     _add_waits(facts, all_ops, instances)
-    times = _with_waits([_step_time(f) for f in facts], all_ops)
+    times = with_waits([_step_time(f) for f in facts], all_ops)
     report = Report(
         path=str(path),
         formats=_formats(infos),
@@ -355,8 +355,8 @@ def report_data(
         thresholds=thresholds,
         steps=facts,
         diagnoses=[],
-        slow_ranks=_slow_ranks(times, instances, hosts) if instances else [],
-        spread=_spread(times) if len(infos) > 1 else [],
+        slow_ranks=slow_ranks_of(times, instances, hosts) if instances else [],
+        spread=spread_of(times) if len(infos) > 1 else [],
         wait_matrix=_wait_matrix(instances),
         collectives=len(instances),
         slowest_collectives=_slowest(instances, 10),

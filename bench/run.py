@@ -426,11 +426,13 @@ if __name__ == "__main__":
     main()
 
 
-_DRIVER = (  # the command, then its own peak RSS (the driver alone: pool workers are its children)
-    "import resource, sys\n"
+_DRIVER = (  # the command, then its own peak RSS (the driver alone: pool workers are its children);
+    # VmHWM, as ru_maxrss keeps the peak of the process it was forked from
+    "import re, sys\n"
     "from converters.cli import main\n"
     "code = main(sys.argv[1:])\n"
-    "print(f'driver {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', file=sys.stderr)\n"
+    "peak = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)\n"
+    "print(f'driver {peak}', file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 

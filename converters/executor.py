@@ -110,9 +110,10 @@ def _unreadable(rank: int, error: BaseException) -> InputError | None:
     if isinstance(error, InputError):
         return InputError(error.path, f"rank {rank}" + (f": {error.where}" if error.where else ""),
                           error.reason, error.hint)
-    if isinstance(error, OSError):
+    if isinstance(error, OSError) and not _is_cluster_failure(error):
         return InputError(error.filename or "?", f"rank {rank}", f"cannot read: {error.strerror or error}")
     return None
+
 
 def _is_cluster_failure(error: BaseException) -> bool:
     return type(error).__module__.startswith(("distributed", "dask")) or isinstance(error, (

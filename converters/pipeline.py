@@ -347,6 +347,26 @@ _COLLECTIVE_SEQUENCES = 1000  # sequence numbers of the ops' chunks, apart from 
 _COLLECTIVE_TIDS = 500_000  # and their JSON thread numbers
 
 
+class _OpsWriter:
+    """Encodes one rank's communication ops and Wait lane, step by step, on sequences of their own
+    (its encoder id ``encoder_id`` is unused by the rank's own encoder)."""
+
+    def __init__(self, rank: int, out_format: Format, origin_ns: int | None, encoder_id: int) -> None:
+        self.rank = rank
+        self.encoder = _encoder(out_format, origin_ns, encoder_id, _COLLECTIVE_TIDS)
+        self.lanes = Lanes()
+        self.sequences: dict[tuple, int] = {}
+
+    def add(self, file: SpoolFile, step: int | None, graph: int | None, start_ns: int, part: str,
+            slices: list[Slice]) -> None:
+        if slices:
+            key = (part, graph, step is None)
+            sequence = _COLLECTIVE_SEQUENCES + self.sequences.setdefault(key, len(self.sequences))
+            events = self.lanes.place(sorted(slices, key=by_lane_and_start))
+            data = self.encoder.chunk(sequence, events)
+            file.add(step, start_ns, self.rank, part, data, len(slices), sequence)
+
+
 def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Options, out_format: Format,
                         origin_ns: int, spool: Spool, encoders_before: int) -> dict[int, int]:
     """Step by step (one step's ops of every rank in memory), match the ops across ranks, then
@@ -362,35 +382,27 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Opt
             part = (graph, start_ns, mine.path, offset, length)
             parts_of.setdefault(step, {}).setdefault(index, []).append(part)
     order = sorted(parts_of, key=lambda step: min(p[1] for parts in parts_of[step].values() for p in parts))
-    encoders = [_encoder(out_format, origin_ns if info.wall_clock else mine.origin_ns,
-                         encoders_before + index, _COLLECTIVE_TIDS)
-                for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
-    lanes = [Lanes() for _ in infos]
-    sequences: list[dict[tuple, int]] = [{} for _ in infos]
+    writers = [_OpsWriter(info.rank, out_format, origin_ns if info.wall_clock else mine.origin_ns,
+                          encoders_before + index)
+               for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
     with SpoolFile(spool.new_file()) as file:
         for step in order:
             parts = {index: [(graph, start_ns, pickle.loads(spool.unstash(path, offset, length)))
                              for graph, start_ns, path, offset, length in found]
                      for index, found in parts_of[step].items()}
             ops = {index: [comm.light_ops(infos[index].rank, graph, step, slices)
-                           for graph, _, slices in found]
-                   for index, found in parts.items()}
+                           for graph, _, slices in found] for index, found in parts.items()}
             instances = comm.match({infos[i].rank: [op for part in mine for op in part]
                                     for i, mine in ops.items()})
             for inst in instances:
                 caused[inst.last_rank] += sum(inst.wait_ns(rank) for rank in inst.starts)
             waiters = comm.waiting_ranks(instances)
             for index, found in parts.items():
-                for (graph, start_ns, slices), part_ops in zip(found, ops[index], strict=True):
-                    drawn = comm.annotated(slices, part_ops, waiters) if options.kind is Kind.DETAIL else []
-                    for part, part_slices in ((SUMMARY, comm.wait_slices(part_ops)), (DETAIL, drawn)):
-                        if part_slices:
-                            mine_seq = sequences[index]
-                            sequence = _COLLECTIVE_SEQUENCES + mine_seq.setdefault(
-                                (part, graph, step is None), len(mine_seq))
-                            events = lanes[index].place(sorted(part_slices, key=by_lane_and_start))
-                            file.add(step, start_ns, infos[index].rank, part,
-                                     encoders[index].chunk(sequence, events), len(part_slices), sequence)
+                for (graph, start_ns, slices), step_ops in zip(found, ops[index], strict=True):
+                    writers[index].add(file, step, graph, start_ns, SUMMARY, comm.wait_slices(step_ops))
+                    if options.kind is Kind.DETAIL:
+                        writers[index].add(file, step, graph, start_ns, DETAIL,
+                                           comm.annotated(slices, step_ops, waiters))
     spool.chunks.extend(file.chunks)
     return caused
 

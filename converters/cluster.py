@@ -94,12 +94,7 @@ def comm_report(
         InputError: an input file broken beyond recovery.
     """
     aligning = _align(align)
-    options = Options(
-        ranks=None if ranks is None else frozenset(ranks),
-        graphs=None if graphs is None else frozenset(graphs),
-        steps=None if steps is None else frozenset(steps),
-        kind=Kind.DETAIL,  # the plane tasks
-    )
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)  # detail: the plane tasks
     diag = Diagnostics() if diag is None else diag
     infos = select_ranks(discover(Path(path), diag), options.ranks)
     check_graphs(infos, options.graphs)

@@ -68,7 +68,8 @@ _SUFFIXES = {".pftrace": Format.PERFETTO, ".perfetto-trace": Format.PERFETTO,
 
 @dataclass(frozen=True)
 class Options:
-    """What to convert; every field has the CLI's default."""
+    """What to convert; every field has the CLI's default. Ranks, graphs and steps: any iterable
+    (kept as a frozenset), None for all."""
 
     ranks: frozenset[int] | None = None
     graphs: frozenset[int] | None = None
@@ -79,6 +80,9 @@ class Options:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
+        for name in ("ranks", "graphs", "steps"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, frozenset(getattr(self, name)))
 
 
 @dataclass
@@ -137,14 +141,8 @@ def convert(
         InputError: an input file broken beyond recovery, or, with ``strict``, any warning.
     """
     started = time.perf_counter()
-    options = Options(
-        ranks=None if ranks is None else frozenset(ranks),
-        graphs=None if graphs is None else frozenset(graphs),
-        steps=None if steps is None else frozenset(steps),
-        kind=Kind(kind),
-        merge_graphs=merge_graphs,
-        host_level=host_level,
-    )
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=kind, merge_graphs=merge_graphs,
+                      host_level=host_level)
     target = _default_output(Path(path)) if output is None else str(output)
     out_format = _output_format(target, fmt)
     found = Diagnostics()
@@ -222,11 +220,7 @@ def overlap_report(
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
         InputError: an input file broken beyond recovery.
     """
-    options = Options(
-        ranks=None if ranks is None else frozenset(ranks),
-        graphs=None if graphs is None else frozenset(graphs),
-        steps=None if steps is None else frozenset(steps),
-    )
+    options = Options(ranks=ranks, graphs=graphs, steps=steps)
     diag = Diagnostics() if diag is None else diag
     infos = select_ranks(discover(Path(path), diag), options.ranks)
     check_graphs(infos, options.graphs)

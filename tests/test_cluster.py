@@ -22,6 +22,7 @@ from converters.cluster import comm_report
 from converters.errors import InputError, Trace2PerfettoError
 from converters.executor import CLUSTER_ENV, Where
 from converters.info import profile_info
+from converters.report import report_data, report_json
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.many_ranks import write_many_ranks
 from fixtures.msprof_gen import write_msprof_profile
@@ -60,6 +61,7 @@ def test_the_dask_run_gives_the_same_tables(cluster, job):
     assert overlap_report(job, where=where) == overlap_report(job)
     assert comm_report(job, where=where).ops == comm_report(job).ops
     assert profile_info(job, where=where) == profile_info(job)
+    assert report_json(report_data(job, where=where)) == report_json(report_data(job))
 
 
 def test_the_cluster_comes_from_the_environment_too(cluster, job, tmp_path, monkeypatch, capsys):

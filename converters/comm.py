@@ -361,29 +361,38 @@ class HostClock:
     instances: int
 
 
+_CLOCK_SAMPLES = 1001  # per pair of hosts: a median of this many collectives is plenty
+
+
 def clock_offsets(instances: Iterable[Instance], host_of: dict[int, str]) -> list[HostClock]:
     """Each host's clock offset, from the ends of the collectives it shares with other hosts.
 
-    Per instance and pair of hosts, the difference of their ranks' median ends; per pair, the
-    median over instances; then out from the reference host along the pairs with most instances.
-    Hosts that share no collective with the reference's are left out.
+    Per instance, each host's median end against that of the host of the instance's lowest rank
+    (its anchor: linear in the hosts, where every pair would be quadratic); per pair of hosts, the
+    median of the first ``_CLOCK_SAMPLES`` such differences (memory flat in the collectives); then
+    out from the reference host (that of the lowest rank) along the pairs seen most often. Hosts
+    that share no collective with the reference's, even through others, are left out.
     """
-    pairs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    samples: dict[tuple[str, str], list[int]] = defaultdict(list)
+    seen: dict[tuple[str, str], int] = defaultdict(int)
     for inst in instances:
         by_host: dict[str, list[int]] = defaultdict(list)
         for rank, end in inst.ends.items():
             by_host[host_of[rank]].append(end)
-        ends = {host: int(statistics.median(values)) for host, values in by_host.items()}
-        hosts = sorted(ends)
-        for i, a in enumerate(hosts):
-            for b in hosts[i + 1:]:
-                pairs[a, b].append(ends[b] - ends[a])
+        anchor = host_of[min(inst.ends)]
+        anchor_end = int(statistics.median(by_host[anchor]))
+        for host, ends in by_host.items():
+            if host != anchor:
+                pair = (anchor, host)
+                seen[pair] += 1
+                if len(samples[pair]) < _CLOCK_SAMPLES:
+                    samples[pair].append(int(statistics.median(ends)) - anchor_end)
     ranks_of: dict[str, list[int]] = defaultdict(list)
     for rank, host in sorted(host_of.items()):
         ranks_of[host].append(rank)
     reference = host_of[min(host_of)]
     clocks = {reference: HostClock(reference, tuple(ranks_of[reference]), 0, 0, 0)}
-    edges = sorted(pairs.items(), key=lambda item: -len(item[1]))
+    edges = sorted(samples.items(), key=lambda item: -seen[item[0]])
     grown = True
     while grown:
         grown = False
@@ -394,7 +403,7 @@ def clock_offsets(instances: Iterable[Instance], host_of: dict[int, str]) -> lis
             middle = statistics.median(diffs)
             spread = statistics.median(abs(d - middle) for d in diffs)
             clocks[new] = HostClock(new, tuple(ranks_of[new]), clocks[known].offset_ns + round(sign * middle),
-                                    round(spread), len(diffs))
+                                    round(spread), seen[a, b])
             grown = True
     return [clocks[h] for h in sorted(clocks, key=lambda h: ranks_of[h][0])]
 

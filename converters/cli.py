@@ -13,7 +13,7 @@ import orjson
 
 from .budget import parse_size
 from .cluster import comm_report
-from .comm import TRANSPORTS
+from .comm import TRANSPORTS, OpComm
 from .errors import Diagnostics, Trace2PerfettoError
 from .executor import Where
 from .info import profile_info
@@ -436,45 +436,73 @@ def _comm_main(argv: list[str]) -> int:
         args = build_comm_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    stream = None if args.slow_ranks or args.format == "table" else _OpsStream(args.format)
     try:
         diag = Diagnostics()
         report = comm_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-                             align=args.align, diag=diag, where=_where(args))
+                             align=args.align, diag=diag, where=_where(args), each=stream)
     except Trace2PerfettoError as e:
         return _error(e)
     for warning in diag.messages():
         print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
-    if not report.ops:
+    if not (stream.count if stream else report.ops or report.steps):
         print(f"trace2perfetto: warning: {args.profile}: no communication ops in the kept ranks and steps",
               file=sys.stderr)
     if args.slow_ranks:
         _print_slow_ranks(report, args.format)
+    elif stream:
+        stream.close(report)
     else:
-        _print_ops(report, args.format)
+        _print_ops_table(report)
     return 0
 
 
-def _print_ops(report, fmt: str) -> None:
+_BANDWIDTH_FIELDS = ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")
+
+
+class _OpsStream:
+    """Writes the ops as ``comm_report`` hands them over, step by step: CSV rows (a column set for
+    every transport, so the header is known first), or the JSON document's ``ops`` array."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt, self.count = fmt, 0
+        columns = [k for k in _op_record(comm_op_example()) if k != "Bandwidth"]
+        columns += [f"{name} {field}" for name in (*TRANSPORTS, "NCCL") for field in _BANDWIDTH_FIELDS]
+        self.writer = csv.DictWriter(sys.stdout, columns, lineterminator="\n") if fmt == "csv" else None
+
+    def __call__(self, ops: list) -> None:
+        for op in ops:
+            record = _op_record(op)
+            if self.writer is not None:
+                if not self.count:
+                    self.writer.writeheader()
+                bandwidth = record.pop("Bandwidth")
+                self.writer.writerow({**record, **{f"{name} {field}": figures.get(field)
+                                                   for name, figures in bandwidth.items()
+                                                   for field in _BANDWIDTH_FIELDS}})
+            else:
+                start = '{"ops": [\n  ' if not self.count else ",\n  "
+                sys.stdout.write(start + orjson.dumps(record).decode())
+            self.count += 1
+
+    def close(self, report) -> None:
+        if self.writer is not None:
+            if not self.count:
+                self.writer.writeheader()
+            return
+        tail = {"collectives": report.instances, "aligned": report.aligned,
+                "clocks": _clock_records(report.clocks)}
+        rest = orjson.dumps(tail).decode()[1:]  # the document's other keys, after its ops
+        sys.stdout.write(('{"ops": [],' if not self.count else "\n],") + rest + "\n")
+
+
+def comm_op_example() -> OpComm:
+    """An op, for the names of the CSV's columns."""
+    return OpComm(0, None, None, "", "", 0, 0)
+
+
+def _print_ops_table(report) -> None:
     records = [_op_record(op) for op in report.ops]
-    if fmt == "json":
-        document = {"ops": records, "collectives": report.instances, "aligned": report.aligned,
-                    "clocks": _clock_records(report.clocks)}
-        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    known = (*TRANSPORTS, "NCCL")
-    transports = sorted({name for op in report.ops for name in op.transports},
-                        key=lambda n: known.index(n) if n in known else len(known))
-    if fmt == "csv":
-        flat = [{**{k: v for k, v in r.items() if k != "Bandwidth"},
-                 **{f"{name} {field}": r["Bandwidth"].get(name, {}).get(field)
-                    for name in transports
-                    for field in ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")}}
-                for r in records]
-        columns = list(flat[0]) if flat else ["Rank", "Graph", "Step", "Group", "Op"]
-        writer = csv.DictWriter(sys.stdout, columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(flat)
-        return
     header = ["Rank", "Step", "Op", "Elapse", "Transit", "Wait", "Sync", "Idle", "Skew", "Last", "Waited",
               "Bandwidth (GB/s)"]
     rows = [header]

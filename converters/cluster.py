@@ -5,12 +5,15 @@ few figures per step come back, and the matching across ranks happens here (``co
 from __future__ import annotations
 
 import os
+import pickle
+import tempfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import comm
+from .budget import Spool, SpoolFile
 from .discover import discover
 from .errors import Diagnostics
 from .executor import LOCAL, Where, each_rank
@@ -80,6 +83,7 @@ def comm_report(
     align: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
+    each: Callable[[list[comm.OpComm]], None] | None = None,
 ) -> CommReport:
     """Communication of every op of every kept rank and step, matched across ranks.
 
@@ -87,7 +91,9 @@ def comm_report(
     ranks recorded the same collective, its arrival skew, last rank and this rank's wait for it.
     Per host: its clock offset as the collectives' ends show it (``comm.clock_offsets``); with
     ``align="collectives"`` the skews and waits are measured on the aligned clocks. ``where``: this
-    machine or a Dask cluster (``executor.Where``).
+    machine or a Dask cluster (``executor.Where``). ``each``: the ops are handed to it step by step
+    (every rank's ops of one step) and not kept, so a table of any size streams in flat memory:
+    workers keep their ops in a spool file and only one step's are read back at a time.
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``.
@@ -98,42 +104,97 @@ def comm_report(
     diag = Diagnostics() if diag is None else diag
     infos = select_ranks(discover(Path(path), diag), options.ranks)
     check_graphs(infos, options.graphs)
-    ops: dict[int, list[comm.OpComm]] = {}
-    times: dict[int, list[StepTime]] = {}
-
-    def collect(index: int, result: tuple[list[comm.OpComm], list[StepTime], Diagnostics]) -> None:
-        ops[infos[index].rank], times[infos[index].rank] = result[0], result[1]
-        diag.merge(result[2])
-
-    skipped = each_rank(_rank_comm, [(info, options) for info in infos], [info.rank for info in infos],
-                        collect, where, diag)
-    infos = [info for index, info in enumerate(infos) if index not in skipped]
-    hosts = comm.host_names(infos)
-    instances = comm.match(ops)
-    clocks = comm.clock_offsets(instances, hosts)
-    if aligning:
-        instances = comm.match(ops, comm.rank_offsets(clocks))
-    report = CommReport([op for info in infos for op in ops[info.rank]], len(instances), clocks, aligning)
-    report.steps = with_waits([t for info in infos for t in times[info.rank]], report.ops)
-    report.slow_ranks = slow_ranks_of(report.steps, instances, hosts)
+    spool = Spool()
+    try:
+        stashed, times = _read_ranks(infos, options, where, spool, diag)
+        infos = [info for info in infos if info.rank in times]
+        hosts = comm.host_names(infos)
+        clocks = comm.clock_offsets((inst for _, instances in _steps(stashed, spool) for inst in instances),
+                                    hosts)
+        offsets = comm.rank_offsets(clocks) if aligning else None
+        report = CommReport([], 0, clocks, aligning)
+        hand = each or report.ops.extend
+        waits: list[comm.OpComm] = []  # the ops that waited or made others wait: few
+        last: dict[int, int] = defaultdict(int)
+        for ops, instances in _steps(stashed, spool, offsets):
+            report.instances += len(instances)
+            for rank, count in last_arrivals(instances).items():
+                last[rank] += count
+            waits += [op for op in ops if op.wait_for_last_ns or op.rank == op.last_rank]
+            hand(ops)
+    finally:
+        spool.close()
+    report.steps = with_waits([t for info in infos for t in times[info.rank]], waits)
+    report.slow_ranks = slow_ranks_of(report.steps, last, hosts)
     report.spread = spread_of(report.steps)
     return report
 
 
-def _rank_comm(job: tuple[RankInfo, Options]) -> tuple[list[comm.OpComm], list[StepTime], Diagnostics]:
-    """One rank's ops with their plane-task figures, and its step times. Runs in a worker process."""
-    info, options = job
+def _read_ranks(infos: list[RankInfo], options: Options, where: Where, spool: Spool, diag: Diagnostics
+                ) -> tuple[dict[int | None, list[tuple[str, int, int]]], dict[int, list[StepTime]]]:
+    """Every rank read by a worker: where each step's ops lie (step -> [(spool file, offset,
+    length)] in rank order), and each rank's step times."""
+    where_ops: dict[int, tuple[str, list[tuple[int | None, int, int]]]] = {}
+    times: dict[int, list[StepTime]] = {}
+
+    def collect(index: int, result: tuple) -> None:
+        stashed, step_times, found, data = result
+        path = jobs[index][2]
+        if data is not None:  # from another machine: into this one's spool
+            path = spool.new_file()
+            with open(path, "wb") as file:
+                file.write(data)
+        where_ops[index] = (path, stashed)
+        times[infos[index].rank] = step_times
+        diag.merge(found)
+
+    jobs = [(info, options, None if where.remote else spool.new_file()) for info in infos]
+    each_rank(_rank_comm, jobs, [info.rank for info in infos], collect, where, diag)
+    by_step: dict[int | None, list[tuple[str, int, int]]] = {}
+    for index in sorted(where_ops):
+        path, stashed = where_ops[index]
+        for step, offset, length in stashed:
+            by_step.setdefault(step, []).append((path, offset, length))
+    return by_step, times
+
+
+def _steps(stashed: dict[int | None, list[tuple[str, int, int]]], spool: Spool,
+           offsets: dict[int, int] | None = None):
+    """Step by step (in step order), every rank's ops of the step and its collectives, matched."""
+    for step in sorted(stashed, key=lambda s: (s is not None, s or 0)):
+        by_rank: dict[int, list[comm.OpComm]] = {}
+        for path, offset, length in stashed[step]:
+            for op in pickle.loads(spool.unstash(path, offset, length)):
+                by_rank.setdefault(op.rank, []).append(op)
+        yield [op for ops in by_rank.values() for op in ops], comm.match(by_rank, offsets)
+
+
+def _rank_comm(job: tuple[RankInfo, Options, str | None]) -> tuple:
+    """One rank's ops with their plane-task figures, stashed step by step in its spool file, and
+    its step times. Runs in a worker process; with no spool file given (a worker on another
+    machine), its own spool's bytes go back too."""
+    info, options, path = job
+    if path is None:
+        with tempfile.NamedTemporaryFile(prefix="trace2perfetto-", suffix=".spool", delete=False) as own:
+            pass
+        try:
+            return (*_rank_comm((info, options, own.name))[:3], Path(own.name).read_bytes())
+        finally:
+            os.unlink(own.name)
     diag = Diagnostics()
-    ops, times = [], []
-    for batch in read_profile([info], options, diag):
-        ops.extend(comm.step_ops(batch))
-        o = step_overlap(batch)
-        busy = o.computing + o.communication
-        span = (max(e for _, e in busy) - min(s for s, _ in busy)) if busy else 0
-        step_ns = batch.step.end_ns - batch.step.start_ns if batch.step is not None else span
-        times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_ns,
-                              o.computing_ns if batch.has_device else None, o.communication_ns))
-    return ops, times, diag
+    stashed, times = [], []
+    with SpoolFile(path) as spool:
+        for batch in read_profile([info], options, diag):
+            ops = comm.step_ops(batch)
+            if ops:
+                stashed.append((batch.step_id, *spool.stash(pickle.dumps(ops, pickle.HIGHEST_PROTOCOL))))
+            o = step_overlap(batch)
+            busy = o.computing + o.communication
+            span = (max(e for _, e in busy) - min(s for s, _ in busy)) if busy else 0
+            step_ns = batch.step.end_ns - batch.step.start_ns if batch.step is not None else span
+            times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_ns,
+                                  o.computing_ns if batch.has_device else None, o.communication_ns))
+    return stashed, times, diag, None
 
 
 def with_waits(times: list[StepTime], ops: list[comm.OpComm]) -> list[StepTime]:
@@ -151,12 +212,18 @@ def with_waits(times: list[StepTime], ops: list[comm.OpComm]) -> list[StepTime]:
                      suffered[t.rank, t.graph, t.step], caused[t.rank, t.graph, t.step]) for t in times]
 
 
-def slow_ranks_of(times: list[StepTime], instances: list[comm.Instance],
-                hosts: dict[int, str]) -> list[SlowRank]:
+def last_arrivals(instances: Iterable[comm.Instance]) -> dict[int, int]:
+    """Per rank, the collectives in which it arrived last (and someone waited)."""
     last: dict[int, int] = defaultdict(int)
     for inst in instances:
         if inst.skew_ns:
             last[inst.last_rank] += 1
+    return last
+
+
+def slow_ranks_of(times: list[StepTime], last: dict[int, int], hosts: dict[int, str]) -> list[SlowRank]:
+    """The slow-rank table: ranks by the wait they caused (then mean step time), ``last``: the
+    collectives each arrived last in (``last_arrivals``)."""
     by_rank: dict[int, list[StepTime]] = defaultdict(list)
     for t in times:
         by_rank[t.rank].append(t)

@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 import orjson
 
 from . import comm
-from .cluster import SlowRank, StepSpread, StepTime, slow_ranks_of, spread_of, with_waits
+from .cluster import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where, each_rank
@@ -350,7 +350,7 @@ def report_data(
         thresholds=thresholds,
         steps=facts,
         diagnoses=[],
-        slow_ranks=slow_ranks_of(times, instances, hosts) if instances else [],
+        slow_ranks=slow_ranks_of(times, last_arrivals(instances), hosts) if instances else [],
         spread=spread_of(times) if len(infos) > 1 else [],
         wait_matrix=_wait_matrix(instances),
         collectives=len(instances),

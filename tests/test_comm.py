@@ -197,6 +197,14 @@ def test_slow_ranks_json_is_valid_and_orders_by_wait_caused(capsys):
     assert sum(s["Wait Suffered(ms)"] for s in document["steps"]) == pytest.approx(sum(caused))
 
 
+def test_comm_json_of_a_profile_without_communication_is_valid_and_says_so(capsys):
+    assert main(["comm", str(real_data("msprof-db")), "--format", "json"]) == 0
+    out = capsys.readouterr()
+    document = json.loads(out.out)
+    jsonschema.validate(document, SCHEMA)
+    assert document["ops"] == [] and "no communication ops" in out.err
+
+
 def test_comm_usage_errors_exit_2(tmp_path, capsys):
     assert main(["comm", str(tmp_path)]) == 2
     assert main(["comm", str(tmp_path), "--align", "ntp"]) == 2

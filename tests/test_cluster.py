@@ -181,11 +181,16 @@ def many(tmp_path_factory):
     return write_many_ranks(tmp_path_factory.mktemp("many") / "job", ranks=4096, steps=2)
 
 
-def test_4096_ranks_overlap_covers_every_rank_in_bounded_memory(many):
+def test_4096_ranks_overlap_and_comm_cover_every_rank_in_bounded_memory(many):
     out, _, rss = _driver("overlap", str(many.root), "--format", "csv")
     rows = out.splitlines()[1:]
     assert len(rows) == 4096 * 2 and {row.split(",")[0] for row in rows} == {str(r) for r in range(4096)}
     assert rss < 300
+    out, _, rss = _driver("comm", str(many.root), "--format", "csv")
+    rows = out.splitlines()[1:]
+    assert {row.split(",")[0] for row in rows} == {str(r) for r in range(4096)} and rss < 300
+    last = {row.split(",")[15] for row in rows}  # Last Rank: the slow one, in every collective
+    assert last == {str(many.slow_rank)}
 
 
 def test_4096_ranks_capped_summary_keeps_the_ranks_its_policy_names(many, tmp_path):

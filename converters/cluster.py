@@ -114,17 +114,17 @@ def comm_report(
         offsets = comm.rank_offsets(clocks) if aligning else None
         report = CommReport([], 0, clocks, aligning)
         hand = each or report.ops.extend
-        waits: list[comm.OpComm] = []  # the ops that waited or made others wait: few
+        waits = Waits()
         last: dict[int, int] = defaultdict(int)
         for ops, instances in _steps(stashed, spool, offsets):
             report.instances += len(instances)
             for rank, count in last_arrivals(instances).items():
                 last[rank] += count
-            waits += [op for op in ops if op.wait_for_last_ns or op.rank == op.last_rank]
+            waits.add(ops)
             hand(ops)
     finally:
         spool.close()
-    report.steps = with_waits([t for info in infos for t in times[info.rank]], waits)
+    report.steps = waits.of([t for info in infos for t in times[info.rank]])
     report.slow_ranks = slow_ranks_of(report.steps, last, hosts)
     report.spread = spread_of(report.steps)
     return report
@@ -197,19 +197,35 @@ def _rank_comm(job: tuple[RankInfo, Options, str | None]) -> tuple:
     return stashed, times, diag, None
 
 
+class Waits:
+    """Per (rank, graph, step): the wait suffered (its waits for the last rank) and caused (the
+    others' waits in the collectives where it came last); added to step by step."""
+
+    def __init__(self) -> None:
+        self.suffered: dict[tuple, int] = defaultdict(int)
+        self.caused: dict[tuple, int] = defaultdict(int)
+
+    def add(self, ops: list[comm.OpComm]) -> None:
+        """Matched ops holding whole collectives (one step's, or all)."""
+        last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
+        for op in ops:
+            if op.wait_for_last_ns:
+                self.suffered[op.rank, op.graph, op.step] += op.wait_for_last_ns
+                last = last_op[op.key]
+                self.caused[last.rank, last.graph, last.step] += op.wait_for_last_ns
+
+    def of(self, times: list[StepTime]) -> list[StepTime]:
+        """``times`` with their waits."""
+        return [StepTime(t.rank, t.graph, t.step, t.step_ns, t.computing_ns, t.communication_ns,
+                         self.suffered[t.rank, t.graph, t.step], self.caused[t.rank, t.graph, t.step])
+                for t in times]
+
+
 def with_waits(times: list[StepTime], ops: list[comm.OpComm]) -> list[StepTime]:
-    """Each step with the wait it suffered (its ranks' waits for the last rank) and caused (the
-    others' waits in the collectives where it came last)."""
-    last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
-    suffered: dict[tuple, int] = defaultdict(int)
-    caused: dict[tuple, int] = defaultdict(int)
-    for op in ops:
-        if op.wait_for_last_ns:
-            suffered[op.rank, op.graph, op.step] += op.wait_for_last_ns
-            last = last_op[op.key]
-            caused[last.rank, last.graph, last.step] += op.wait_for_last_ns
-    return [StepTime(t.rank, t.graph, t.step, t.step_ns, t.computing_ns, t.communication_ns,
-                     suffered[t.rank, t.graph, t.step], caused[t.rank, t.graph, t.step]) for t in times]
+    """Each step with the wait it suffered and caused (``Waits``), from all the matched ops."""
+    waits = Waits()
+    waits.add(ops)
+    return waits.of(times)
 
 
 def last_arrivals(instances: Iterable[comm.Instance]) -> dict[int, int]:

@@ -25,6 +25,7 @@ import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 from .errors import UsageError
@@ -101,6 +102,20 @@ class SpoolFile:
         return self._end - len(data), len(data)
 
 
+def spooled(run: Callable[[str], tuple], path: str | None) -> tuple:
+    """``run(path)``'s result and None, where the command gave a spool file it can read; with no
+    path (a worker on another machine), ``run`` on a temporary file of the worker's own, and that
+    file's bytes for ``Spool.adopt``."""
+    if path is not None:
+        return (*run(path), None)
+    with tempfile.NamedTemporaryFile(prefix="trace2perfetto-", suffix=".spool", delete=False) as own:
+        pass
+    try:
+        return (*run(own.name), Path(own.name).read_bytes())
+    finally:
+        os.unlink(own.name)
+
+
 class Spool:
     """A temporary directory of spool files, and the index of every chunk in them."""
 
@@ -125,6 +140,13 @@ class Spool:
             block = file.read(min(left, _COPY_BLOCK))
             left -= len(block)
             yield block
+
+    def adopt(self, data: bytes) -> str:
+        """A new spool file holding ``data`` (a remote worker's spool, see ``spooled``): its path."""
+        path = self.new_file()
+        with open(path, "wb") as file:
+            file.write(data)
+        return path
 
     def unstash(self, path: str, offset: int, length: int) -> bytes:
         """What ``SpoolFile.stash`` kept in the spool file ``path``."""

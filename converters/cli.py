@@ -7,7 +7,9 @@ import csv
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -102,6 +104,22 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
                         help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
     parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
                         help="steps (iterations) to keep, e.g. 3-5 (default: all)")
+
+
+def _writing(work: Callable[[], Any]) -> tuple[Any, int | None]:
+    """``work()`` of a command that writes a file, and None; or None and the exit code of its
+    failure, said in one line on stderr (nothing is written either way)."""
+    try:
+        return work(), None
+    except Trace2PerfettoError as e:
+        return None, _error(e)
+    except KeyboardInterrupt:
+        print("trace2perfetto: interrupted; nothing written", file=sys.stderr)
+        return None, 130
+    except Exception as e:  # a bug, not the input: one line, and how to report it
+        print(f"trace2perfetto: error: internal error {type(e).__name__}: {e}; nothing written "
+              "(please report this with the command line)", file=sys.stderr)
+        return None, 1
 
 
 def _add_cluster(parser: argparse.ArgumentParser) -> None:
@@ -323,22 +341,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.open and args.output == "-":
         print("trace2perfetto: error: --open serves a file; give -o FILE, not -o -", file=sys.stderr)
         return 2
-    try:
-        result = convert(
-            args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-            kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, host_level=args.host_level,
-            max_bytes=args.max_size, align=args.align, where=_where(args),
-            strict=args.strict, progress=None if args.quiet or not sys.stderr.isatty() else _progress,
-        )
-    except Trace2PerfettoError as e:
-        return _error(e)
-    except KeyboardInterrupt:
-        print("trace2perfetto: interrupted; nothing written", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug, not the input: one line, and how to report it
-        print(f"trace2perfetto: error: internal error {type(e).__name__}: {e}; nothing written "
-              "(please report this with the command line)", file=sys.stderr)
-        return 1
+    result, failed = _writing(lambda: convert(
+        args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
+        kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, host_level=args.host_level,
+        max_bytes=args.max_size, align=args.align, where=_where(args),
+        strict=args.strict, progress=None if args.quiet or not sys.stderr.isatty() else _progress,
+    ))
+    if failed is not None:
+        return failed
     if sys.stderr.isatty() and not args.quiet:
         print("\r\033[K", end="", file=sys.stderr)  # clear the progress line
     if args.quiet:
@@ -466,7 +476,7 @@ class _OpsStream:
 
     def __init__(self, fmt: str) -> None:
         self.fmt, self.count = fmt, 0
-        columns = [k for k in _op_record(comm_op_example()) if k != "Bandwidth"]
+        columns = [k for k in _op_record(OpComm(0, None, None, "", "", 0, 0)) if k != "Bandwidth"]
         columns += [f"{name} {field}" for name in (*TRANSPORTS, "NCCL") for field in _BANDWIDTH_FIELDS]
         self.writer = csv.DictWriter(sys.stdout, columns, lineterminator="\n") if fmt == "csv" else None
 
@@ -494,11 +504,6 @@ class _OpsStream:
                 "clocks": _clock_records(report.clocks)}
         rest = orjson.dumps(tail).decode()[1:]  # the document's other keys, after its ops
         sys.stdout.write(('{"ops": [],' if not self.count else "\n],") + rest + "\n")
-
-
-def comm_op_example() -> OpComm:
-    """An op, for the names of the CSV's columns."""
-    return OpComm(0, None, None, "", "", 0, 0)
 
 
 def _print_ops_table(report) -> None:

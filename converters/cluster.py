@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import comm
-from .budget import Spool, SpoolFile
+from .budget import Spool, SpoolFile, spooled
 from .discover import discover
 from .errors import Diagnostics
 from .executor import LOCAL, Where, each_rank
@@ -139,11 +138,7 @@ def _read_ranks(infos: list[RankInfo], options: Options, where: Where, spool: Sp
 
     def collect(index: int, result: tuple) -> None:
         stashed, step_times, found, data = result
-        path = jobs[index][2]
-        if data is not None:  # from another machine: into this one's spool
-            path = spool.new_file()
-            with open(path, "wb") as file:
-                file.write(data)
+        path = jobs[index][2] if data is None else spool.adopt(data)  # from another machine: spooled here
         where_ops[index] = (path, stashed)
         times[infos[index].rank] = step_times
         diag.merge(found)
@@ -174,13 +169,10 @@ def _rank_comm(job: tuple[RankInfo, Options, str | None]) -> tuple:
     its step times. Runs in a worker process; with no spool file given (a worker on another
     machine), its own spool's bytes go back too."""
     info, options, path = job
-    if path is None:
-        with tempfile.NamedTemporaryFile(prefix="trace2perfetto-", suffix=".spool", delete=False) as own:
-            pass
-        try:
-            return (*_rank_comm((info, options, own.name))[:3], Path(own.name).read_bytes())
-        finally:
-            os.unlink(own.name)
+    return spooled(lambda own: _comm_into(info, options, own), path)
+
+
+def _comm_into(info: RankInfo, options: Options, path: str) -> tuple:
     diag = Diagnostics()
     stashed, times = [], []
     with SpoolFile(path) as spool:
@@ -194,7 +186,7 @@ def _rank_comm(job: tuple[RankInfo, Options, str | None]) -> tuple:
             step_ns = batch.step.end_ns - batch.step.start_ns if batch.step is not None else span
             times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_ns,
                                   o.computing_ns if batch.has_device else None, o.communication_ns))
-    return stashed, times, diag, None
+    return stashed, times, diag
 
 
 class Waits:

@@ -28,6 +28,7 @@ from .budget import (
     SpoolFile,
     assemble,
     interest_order,
+    spooled,
 )
 from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
@@ -304,9 +305,7 @@ def _encode_ranks(
         nonlocal done_bytes
         chunks, found, ops, data = result
         if data is not None:  # from another machine: into this one's spool
-            path = spool.new_file()
-            with open(path, "wb") as file:
-                file.write(data)
+            path = spool.adopt(data)
             chunks = [dataclasses.replace(c, path=path) for c in chunks]
             ops = ops._replace(path=path)
         spool.chunks.extend(chunks)
@@ -419,15 +418,12 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps, bytes |
     """Read one rank's kept steps and spool their summary and detail chunks, one packet
     sequence per part and graph; hand back its communication ops. Runs in a worker process; with
     no spool file given (a worker on another machine), its own spool's bytes go back too."""
-    index, info, options, out_format, origin_ns, path, shift_ns = job
-    if path is None:
-        with tempfile.NamedTemporaryFile(prefix="trace2perfetto-", suffix=".spool", delete=False) as own:
-            pass
-        try:
-            result = _encode_rank((index, info, options, out_format, origin_ns, own.name, shift_ns))
-            return (*result[:3], Path(own.name).read_bytes())
-        finally:
-            os.unlink(own.name)
+    *head, path, shift_ns = job
+    return spooled(lambda own: _encode_into(*head, own, shift_ns), path)
+
+
+def _encode_into(index: int, info: RankInfo, options: Options, out_format: Format, origin_ns: int, path: str,
+                 shift_ns: int) -> tuple[list[Chunk], Diagnostics, RankOps]:
     diag, lanes = Diagnostics(), Lanes()
     encoder = _encoder(out_format, origin_ns if info.wall_clock else None, index)
     sequences: dict[tuple[str, int | None, bool], int] = {}
@@ -457,7 +453,7 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps, bytes |
                     spool.add(batch.step_id, batch.start_ns, batch.rank, part,
                               encoder.chunk(sequence, events), len(mine), sequence)
     origin = getattr(encoder, "origin_ns", None)
-    return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count), None
+    return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count)
 
 
 def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:

@@ -57,7 +57,7 @@ import orjson
 from . import comm
 from .cluster import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from .discover import discover
-from .errors import Diagnostics, Trace2PerfettoError, UsageError
+from .errors import Diagnostics, UsageError
 from .executor import LOCAL, Where, each_rank
 from .model import Layer, RankInfo
 from .overlap import is_compute, total_ns
@@ -1352,7 +1352,7 @@ def _output(args: argparse.Namespace) -> tuple[str, str]:
 
 def report_main(argv: list[str]) -> int:
     """``trace2perfetto report ...``: returns the exit code (0 written, 1 broken input, 2 usage)."""
-    from .cli import _count, _error, _where
+    from .cli import _count, _where, _writing
 
     try:
         args = build_report_parser().parse_args(argv)
@@ -1364,25 +1364,21 @@ def report_main(argv: list[str]) -> int:
     started = time.perf_counter()
     target, fmt = _output(args)
     command = shlex.join(["trace2perfetto", "report", *argv])
-    try:
-        diag = Diagnostics()
+    def work() -> tuple[Report, bytes]:
         report = report_data(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
                              align=args.align, thresholds=Thresholds(**dict(args.threshold)), top=args.top,
-                             diag=diag, where=_where(args))
+                             where=_where(args))
         if fmt == "json":
             data = orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2) + b"\n"
         else:
             data = render_html(report, command).encode()
         _write(target, data)
-    except Trace2PerfettoError as e:
-        return _error(e)
-    except KeyboardInterrupt:
-        print("trace2perfetto: interrupted; nothing written", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug, not the input: one line, and how to report it
-        print(f"trace2perfetto: error: internal error {type(e).__name__}: {e}; nothing written "
-              "(please report this with the command line)", file=sys.stderr)
-        return 1
+        return report, data
+
+    done, failed = _writing(work)
+    if failed is not None:
+        return failed
+    report, data = done
     if args.quiet:
         return 0
     for warning in report.warnings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 import pickle
@@ -34,7 +35,7 @@ from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where, each_rank
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
-from .model import SUMMARY_LAYERS, Layer, RankInfo, Sample, Slice, Step, StepRecords, step_label
+from .model import Layer, RankInfo, Sample, Slice, Step, StepRecords, step_label
 from .readers import READERS, host_info
 from .select import check_graphs, format_ids, keep_step, select_ranks
 from .writers.chrome_json import ChromeJsonEncoder, wall_origin
@@ -435,9 +436,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
                 batch = shifted(batch, shift_ns)
             if batch.step is not None:
                 step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
-            slices = records_to_write(batch, options)
-            summary = [s for s in slices if s.layer in SUMMARY_LAYERS]
-            detail = [s for s in slices if s.layer not in SUMMARY_LAYERS and s.layer is not Layer.COMM_OP]
+            summary, detail = _parts(sorted(records_to_write(batch, options), key=by_lane_and_start))
             ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
             if ops:  # without args in summary, where they are not drawn
                 kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:6]) for s in ops]
@@ -449,11 +448,31 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
                     # the pseudo step (no step trace) is a sequence apart: it has no place in time
                     key = (part, batch.graph, batch.step_id is None)
                     sequence = sequences.setdefault(key, len(sequences))
-                    events = lanes.place(sorted(mine, key=by_lane_and_start), values)
+                    events = lanes.place(mine, values)
                     spool.add(batch.step_id, batch.start_ns, batch.rank, part,
                               encoder.chunk(sequence, events), len(mine), sequence)
     origin = getattr(encoder, "origin_ns", None)
     return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count)
+
+
+def _parts(ordered: list[Slice]) -> tuple[list[Slice], list[Slice]]:
+    """Slices sorted by ``by_lane_and_start`` (layer first) as (summary, detail) in that order,
+    without the communication ops (the driver encodes them, matched across ranks)."""
+    def first(layer: Layer) -> int:
+        return bisect.bisect_left(ordered, layer.order, key=_layer_order)
+
+    ops, after_ops = first(Layer.COMM_OP), first(_AFTER_OPS)
+    summary_end = first(_FIRST_DETAIL)
+    return ordered[:summary_end], ordered[summary_end:ops] + ordered[after_ops:]
+
+
+def _layer_order(s: Slice) -> int:
+    return s.layer.order
+
+
+_FIRST_DETAIL = min((layer for layer in Layer if not layer.is_summary), key=lambda layer: layer.order)
+_AFTER_OPS = next(layer for layer in Layer if layer.order == Layer.COMM_OP.order + 1)
+assert all(layer.is_summary == (layer.order < _FIRST_DETAIL.order) for layer in Layer)  # summary first
 
 
 def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
@@ -554,12 +573,13 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
 
 def records_to_write(batch: StepRecords, options: Options) -> list[Slice]:
     """One step's slices to draw: its step trace, its overlap lanes, and detail if asked."""
-    out: list[Slice] = []
-    for s in batch.slices:
-        if s.layer is Layer.STEP:
-            out.append(_merged_step(s, batch) if options.merge_graphs else s)
-        elif options.kind is Kind.DETAIL:
-            out.append(s)
+    if options.kind is Kind.DETAIL and not options.merge_graphs:
+        out = batch.slices.copy()
+    else:
+        steps = [s for s in batch.slices if s.layer is Layer.STEP]
+        out = [_merged_step(s, batch) for s in steps] if options.merge_graphs else steps
+        if options.kind is Kind.DETAIL:
+            out.extend(s for s in batch.slices if s.layer is not Layer.STEP)
     out.extend(overlap_slices(batch))
     return out
 

@@ -1,7 +1,8 @@
 /* The readers' per-event work in C, each beside the Python rules it follows:
  * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events),
  *   the first pass's names and possible steps (steps_and_names), µs to ns (us_to_ns);
- * - chrome_trace._bind_ends: the slice each flow end binds to (enclosing);
+ * - chrome_trace._bind_ends: which slice and start each flow end binds to (enclosing, bind_ends);
+ *   _Linker._arrow (arrow);
  * - spill.StepSpill: records to plain rows and back (rows, records).
  *
  * A reader of a big file files every record it makes under its step on disk and reads it back
@@ -13,6 +14,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define SAMPLE (-1)
 #define FLOW_END (-2)
@@ -581,6 +584,229 @@ done:
     return out;
 }
 
+/* bind_ends(slices, ends) -> (arrows, unstarted, last_starts), as chrome_trace._bind_ends says */
+typedef struct { long long ts; Py_ssize_t slice; } Start;
+
+static int start_order(const void *a, const void *b) {
+    const Start *x = a, *y = b;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return (x->slice > y->slice) - (x->slice < y->slice);
+}
+
+static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    PyObject *found = enclosing(module, argv, argc);  /* checks the arguments too */
+    if (!found) return NULL;
+    PyObject *ends = argv[1], *groups = PyDict_New(), *keys = PyList_New(0);
+    PyObject *arrows = PyList_New(0), *unstarted = PyList_New(0), *last_starts = PyDict_New(), *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ends), n_groups = 0, *sizes = NULL, *caps = NULL;
+    Start **starts = PyMem_Calloc(n + 1, sizeof(Start *));
+    sizes = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    caps = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    if (!groups || !keys || !arrows || !unstarted || !last_starts) goto done;
+    if (!starts || !sizes || !caps) { PyErr_NoMemory(); goto done; }
+    for (int pass = 0; pass < 2; pass++) {  /* the starts of each key, then each finish */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *end = PyList_GET_ITEM(ends, i), *at = PyList_GET_ITEM(found, i);
+            if (at == Py_None) continue;
+            int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(end, 5));
+            if (starts_here < 0) goto done;
+            if (starts_here != (pass == 0)) continue;
+            PyObject *key = PyTuple_GET_ITEM(end, 4), *group = PyDict_GetItemWithError(groups, key);
+            if (!group && PyErr_Occurred()) goto done;
+            Py_ssize_t g = group ? PyLong_AsSsize_t(group) : -1, slice = PyLong_AsSsize_t(at);
+            int overflow = 0;
+            long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, 3), &overflow);
+            if (overflow) PyErr_SetString(PyExc_OverflowError, "a flow end past 2**63 ns");
+            if (PyErr_Occurred()) goto done;
+            if (pass == 0) {
+                if (g < 0) {
+                    PyObject *number = PyLong_FromSsize_t(g = n_groups++);
+                    int rc = number ? PyDict_SetItem(groups, key, number) : -1;
+                    Py_XDECREF(number);
+                    if (rc < 0 || PyList_Append(keys, key) < 0) goto done;
+                }
+                if (sizes[g] == caps[g]) {
+                    caps[g] = caps[g] ? caps[g] * 2 : 2;
+                    Start *grown = PyMem_Realloc(starts[g], caps[g] * sizeof(Start));
+                    if (!grown) { PyErr_NoMemory(); goto done; }
+                    starts[g] = grown;
+                }
+                starts[g][sizes[g]++] = (Start){ts, slice};
+                continue;
+            }
+            Py_ssize_t low = 0, high = g < 0 ? 0 : sizes[g];
+            while (low < high) {  /* the starts at or before the finish */
+                Py_ssize_t mid = (low + high) / 2;
+                if (ts < starts[g][mid].ts) high = mid; else low = mid + 1;
+            }
+            PyObject *item;
+            if (low > 0)
+                item = Py_BuildValue("(OnO)", key, starts[g][low - 1].slice, at);
+            else if (g >= 0)
+                item = Py_BuildValue("(OOn)", key, at, starts[g][0].slice);
+            else
+                item = Py_BuildValue("(OOO)", key, at, Py_None);
+            if (!item || PyList_Append(low > 0 ? arrows : unstarted, item) < 0) { Py_XDECREF(item); goto done; }
+            Py_DECREF(item);
+        }
+        if (pass == 0)
+            for (Py_ssize_t g = 0; g < n_groups; g++)
+                if (sizes[g] > 1) qsort(starts[g], sizes[g], sizeof(Start), start_order);
+    }
+    for (Py_ssize_t g = 0; g < n_groups; g++) {
+        PyObject *last = PyLong_FromSsize_t(starts[g][sizes[g] - 1].slice);
+        int rc = last ? PyDict_SetItem(last_starts, PyList_GET_ITEM(keys, g), last) : -1;
+        Py_XDECREF(last);
+        if (rc < 0) goto done;
+    }
+    result = PyTuple_Pack(3, arrows, unstarted, last_starts);
+done:
+    for (Py_ssize_t g = 0; starts && g < n_groups; g++) PyMem_Free(starts[g]);
+    PyMem_Free(starts); PyMem_Free(sizes); PyMem_Free(caps);
+    Py_DECREF(found); Py_XDECREF(groups); Py_XDECREF(keys);
+    Py_XDECREF(arrows); Py_XDECREF(unstarted); Py_XDECREF(last_starts);
+    return result;
+}
+
+/* -- chrome_trace._Linker._arrow: one arrow between two slices ------------------------------ */
+
+/* BLAKE2b (RFC 7693) with an 8-byte digest and no key: hashlib.blake2b(data, digest_size=8), read
+ * as a little-endian int, is what chrome_trace.flow_id gives an arrow. */
+static const uint64_t B2_IV[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
+};
+static const uint8_t B2_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+#define B2_ROTR(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+#define B2_G(r, i, a, b, c, d) do { \
+        a += b + m[B2_SIGMA[r][2 * (i)]]; d = B2_ROTR(d ^ a, 32); c += d; b = B2_ROTR(b ^ c, 24); \
+        a += b + m[B2_SIGMA[r][2 * (i) + 1]]; d = B2_ROTR(d ^ a, 16); c += d; b = B2_ROTR(b ^ c, 63); \
+    } while (0)
+
+static void b2_compress(uint64_t h[8], const uint8_t block[128], uint64_t bytes, int last) {
+    uint64_t m[16], v[16];
+    for (int i = 0; i < 16; i++) {
+        m[i] = 0;
+        for (int j = 7; j >= 0; j--) m[i] = (m[i] << 8) | block[8 * i + j];
+    }
+    for (int i = 0; i < 8; i++) { v[i] = h[i]; v[i + 8] = B2_IV[i]; }
+    v[12] ^= bytes;
+    if (last) v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        B2_G(r, 0, v[0], v[4], v[8], v[12]); B2_G(r, 1, v[1], v[5], v[9], v[13]);
+        B2_G(r, 2, v[2], v[6], v[10], v[14]); B2_G(r, 3, v[3], v[7], v[11], v[15]);
+        B2_G(r, 4, v[0], v[5], v[10], v[15]); B2_G(r, 5, v[1], v[6], v[11], v[12]);
+        B2_G(r, 6, v[2], v[7], v[8], v[13]); B2_G(r, 7, v[3], v[4], v[9], v[14]);
+    }
+    for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+}
+
+static uint64_t blake2b_64(const uint8_t *data, size_t len) {
+    uint64_t h[8];
+    uint8_t block[128];
+    for (int i = 0; i < 8; i++) h[i] = B2_IV[i];
+    h[0] ^= 0x01010000ULL ^ 8;  /* depth 1, fanout 1, no key, 8-byte digest */
+    size_t done = 0;
+    while (len - done > 128) {  /* every block but the last, which may be full */
+        b2_compress(h, data + done, done + 128, 0);
+        done += 128;
+    }
+    memset(block, 0, sizeof block);
+    memcpy(block, data + done, len - done);
+    b2_compress(h, block, len, 1);
+    return h[0];  /* the digest's 8 bytes are h[0] little-endian */
+}
+
+/* flow_id(rank, key, k) -> chrome_trace.flow_id's int, for a key already made into text */
+static PyObject *flow_id(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 1 || !PyUnicode_Check(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "flow_id(text: str)");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const char *text = PyUnicode_AsUTF8AndSize(argv[0], &n);
+    return text ? PyLong_FromUnsignedLongLong(blake2b_64((const uint8_t *)text, (size_t)n)) : NULL;
+}
+
+/* slice.with_flows(slice.flows_out + (flow,) or slice.flows_in + (flow,)): a new Slice */
+static PyObject *with_flow(PyObject *slice, Py_ssize_t at, PyObject *flow) {
+    if (!PyTuple_Check(slice) || PyTuple_GET_SIZE(slice) != 10 || !PyTuple_Check(PyTuple_GET_ITEM(slice, at))) {
+        PyErr_Format(PyExc_TypeError, "not a Slice: %R", slice);
+        return NULL;
+    }
+    PyObject *old = PyTuple_GET_ITEM(slice, at), *flows = PyTuple_New(PyTuple_GET_SIZE(old) + 1);
+    PyObject *made = flows ? Py_TYPE(slice)->tp_alloc(Py_TYPE(slice), 10) : NULL;
+    if (!made) { Py_XDECREF(flows); return NULL; }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(old); i++) {
+        Py_INCREF(PyTuple_GET_ITEM(old, i));
+        PyTuple_SET_ITEM(flows, i, PyTuple_GET_ITEM(old, i));
+    }
+    Py_INCREF(flow);
+    PyTuple_SET_ITEM(flows, PyTuple_GET_SIZE(old), flow);
+    for (Py_ssize_t i = 0; i < 10; i++) {
+        PyObject *item = i == at ? flows : PyTuple_GET_ITEM(slice, i);
+        if (i != at) Py_INCREF(item);
+        PyTuple_SET_ITEM(made, i, item);
+    }
+    return made;
+}
+
+/* arrow(source, first, target, last, key, k, rank) -> k + 1, or k if the arrow would end before
+ * it starts (not made): source[first] gets the arrow out and target[last] the arrow in, with
+ * the id flow_id(rank, f"{key}@{source[first].start_ns}", k), as _Linker._arrow makes them. */
+static PyObject *arrow(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[2]) || !PyUnicode_Check(argv[4])) {
+        PyErr_SetString(PyExc_TypeError, "arrow(source: list, first, target: list, last, key: str, k, rank)");
+        return NULL;
+    }
+    PyObject *source = argv[0], *target = argv[2];
+    Py_ssize_t first = PyLong_AsSsize_t(argv[1]), last = PyLong_AsSsize_t(argv[3]);
+    long long k = PyLong_AsLongLong(argv[5]), rank = PyLong_AsLongLong(argv[6]);
+    if (PyErr_Occurred()) return NULL;
+    if (first < 0 || first >= PyList_GET_SIZE(source) || last < 0 || last >= PyList_GET_SIZE(target)) {
+        PyErr_SetString(PyExc_IndexError, "arrow: no such slice");
+        return NULL;
+    }
+    PyObject *begin = PyList_GET_ITEM(source, first), *end = PyList_GET_ITEM(target, last);
+    if (!PyTuple_Check(begin) || PyTuple_GET_SIZE(begin) != 10 || !PyTuple_Check(end) || PyTuple_GET_SIZE(end) != 10) {
+        PyErr_SetString(PyExc_TypeError, "arrow: not a Slice");
+        return NULL;
+    }
+    long long begin_ns = 0, end_ns = 0, dur = 0;
+    if (times_of(PyList_GET_ITEM(source, first), &begin_ns, &dur) < 0) return NULL;
+    if (times_of(PyList_GET_ITEM(target, last), &end_ns, &dur) < 0) return NULL;
+    if (end_ns < begin_ns) return PyLong_FromLongLong(k);
+    Py_ssize_t key_n;
+    const char *key = PyUnicode_AsUTF8AndSize(argv[4], &key_n);
+    if (!key) return NULL;
+    char small[256], *text = small;
+    size_t room = (size_t)key_n + 80;  /* the key, three 64-bit ints, their separators and a NUL */
+    if (room > sizeof small && !(text = PyMem_Malloc(room))) return PyErr_NoMemory();
+    int head = snprintf(text, room, "%lld|", rank);
+    memcpy(text + head, key, (size_t)key_n);
+    int tail = snprintf(text + head + key_n, room - head - key_n, "@%lld|%lld", begin_ns, k);
+    uint64_t id = blake2b_64((const uint8_t *)text, (size_t)head + (size_t)key_n + (size_t)tail);
+    if (text != small) PyMem_Free(text);
+    PyObject *flow = PyLong_FromUnsignedLongLong(id);
+    PyObject *out = flow ? with_flow(PyList_GET_ITEM(source, first), 8, flow) : NULL;
+    if (!out) { Py_XDECREF(flow); return NULL; }
+    PyList_SetItem(source, first, out);
+    PyObject *in = with_flow(PyList_GET_ITEM(target, last), 9, flow);  /* the same slice, if one */
+    Py_DECREF(flow);
+    if (!in) return NULL;
+    PyList_SetItem(target, last, in);
+    return PyLong_FromLongLong(k + 1);
+}
+
 static int intern_all(void) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&S_ph, "ph"}, {&S_name, "name"}, {&S_pid, "pid"}, {&S_tid, "tid"}, {&S_ts, "ts"}, {&S_dur, "dur"},
@@ -602,6 +828,12 @@ static PyMethodDef methods[] = {
      "read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)"},
     {"us_to_ns", (PyCFunction)(void (*)(void))us_to_ns, METH_FASTCALL,
      "us_to_ns(us, exact) -> int: µs (a number, or a string with at most 3 decimals) as ns"},
+    {"bind_ends", (PyCFunction)(void (*)(void))bind_ends, METH_FASTCALL,
+     "bind_ends(slices, ends) -> (arrows, unstarted, last_starts) of chrome_trace._bind_ends"},
+    {"flow_id", (PyCFunction)(void (*)(void))flow_id, METH_FASTCALL,
+     "flow_id(text) -> the int of the 8-byte BLAKE2b digest of text (little-endian)"},
+    {"arrow", (PyCFunction)(void (*)(void))arrow, METH_FASTCALL,
+     "arrow(source, first, target, last, key, k, rank) -> k + 1, or k if the arrow would run backwards"},
     {"rows", (PyCFunction)(void (*)(void))rows, METH_FASTCALL,
      "rows(records, orders, Slice, Sample, FlowEnd) -> list of plain tuples"},
     {"records", (PyCFunction)(void (*)(void))records, METH_FASTCALL,

@@ -17,7 +17,6 @@ MindSpore: epoch µs with 3 decimals), parsed exactly to ns. What is not read is
 from __future__ import annotations
 
 import bisect
-import hashlib
 import re
 from array import array
 from collections import Counter, defaultdict, deque
@@ -32,7 +31,8 @@ from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
-from ._core import enclosing, read_events, steps_and_names
+from ._core import arrow, bind_ends, read_events, steps_and_names
+from ._core import flow_id as _flow_id
 from ._core import us_to_ns as _us_to_ns
 from .spill import StepSpill
 
@@ -246,15 +246,10 @@ class _Linker:
                k: int) -> int:
         """An arrow from ``source.slices[first]`` to ``target.slices[last]``, the ``k``-th of its
         start; returns how many that start has made. Ids are unique across ranks and starts."""
-        begin, end = source.slices[first], target.slices[last]
-        if end.start_ns < begin.start_ns:
+        made = arrow(source.slices, first, target.slices, last, key, k, target.rank)  # C: _core.c
+        if made == k:  # it would end before it starts
             self._backwards += 1
-            return k
-        flow = flow_id(target.rank, f"{key}@{begin.start_ns}", k)
-        source.slices[first] = begin.with_flows(begin.flows_out + (flow,), begin.flows_in)
-        end = target.slices[last]  # the same slice if an arrow starts and ends on it
-        target.slices[last] = end.with_flows(end.flows_out, end.flows_in + (flow,))
-        return k + 1
+        return made
 
     def _release(self, key: str) -> None:
         pending = self._pending.pop(key, None)
@@ -275,30 +270,9 @@ class _Bound(NamedTuple):
 
 
 def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> _Bound:
-    """Each flow end's slice (C: ``_core.enclosing``, the innermost slice of its lane holding its
-    time), and which start each end joins within the step."""
-    if not ends:
-        return _Bound([], [], {})
-    starts: dict[str, list[tuple[int, int]]] = defaultdict(list)  # key -> [(time, slice)]
-    finishes: list[tuple[str, int, int]] = []
-    for end, index in zip(ends, enclosing(slices, ends), strict=True):
-        if index is not None:
-            if end.starts:
-                starts[end.key].append((end.start_ns, index))
-            else:
-                finishes.append((end.key, end.start_ns, index))
-    for found in starts.values():
-        if len(found) > 1:
-            found.sort()
-    arrows, unstarted = [], []
-    for key, ts, index in finishes:
-        found = starts.get(key)
-        position = bisect.bisect_right(found, (ts, len(slices))) - 1 if found else -1
-        if position >= 0:
-            arrows.append((key, found[position][1], index))
-        else:
-            unstarted.append((key, index, found[0][1] if found else None))
-    return _Bound(arrows, unstarted, {key: found[-1][1] for key, found in starts.items()})
+    """Each flow end's slice (the innermost slice of its lane holding its time), and which start
+    each end joins within the step: the last start of its key at or before it (C: ``_core.c``)."""
+    return _Bound(*bind_ends(slices, ends)) if ends else _Bound([], [], {})
 
 
 def note_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:
@@ -309,8 +283,9 @@ def note_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where:
 
 
 def flow_id(rank: int, key: str, k: int) -> int:
-    """A flow id unique across ranks: the profilers' ids are unique within one rank only."""
-    return int.from_bytes(hashlib.blake2b(f"{rank}|{key}|{k}".encode(), digest_size=8).digest(), "little")
+    """A flow id unique across ranks: the profilers' ids are unique within one rank only (the
+    8-byte BLAKE2b of ``rank|key|k`` as a little-endian int, computed in C: ``_core.flow_id``)."""
+    return _flow_id(f"{rank}|{key}|{k}")
 
 
 # A process the reader does not know is a device's when its name says so (its events are drawn

@@ -4,7 +4,10 @@ arrows across steps. Every expected value is written here by hand, never taken f
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import random
+from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from trace_check import read_perfetto
 from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile
 from converters.cli import main
 from converters.model import FlowEnd, RankInfo, Slice, StepRecords
-from converters.readers import chrome_trace
+from converters.readers import _core, chrome_trace
 
 T0 = 1_736_408_883_000_000  # µs since the epoch: step k runs from T0 + k ms to T0 + (k + 1) ms
 PYTHON, CANN, DEVICE, HCCL = 101, 102, 103, 104
@@ -471,9 +474,73 @@ def test_a_flow_end_binds_to_the_innermost_slice_of_its_lane_that_holds_it(made,
     slices = [Slice(0, layer, lane, f"s{i}", start, dur)
               for i, ((layer, lane), start, dur) in enumerate(made)]
     ends = [FlowEnd(0, layer, lane, ts, "k", False) for (layer, lane), ts in at]
-    for end, found in zip(ends, chrome_trace.enclosing(slices, ends), strict=True):
+    for end, found in zip(ends, _core.enclosing(slices, ends), strict=True):
         holders = [i for i, s in enumerate(slices) if (s.layer, s.lane) == (end.layer, end.lane)
                    and s.start_ns <= end.start_ns <= s.end_ns]
         # innermost: the one that starts last, the shorter at equal starts, the later of equals
         want = max(holders, key=lambda i: (slices[i].start_ns, -slices[i].dur_ns, i), default=None)
         assert found == want
+
+
+# -- the C of flow arrows against the Python it replaced ----------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_flow_ids_are_blake2b_of_their_text(text):
+    assert _core.flow_id(text) == int.from_bytes(
+        hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def _bind_ends_in_python(slices, ends):
+    """chrome_trace._bind_ends as it was in Python: each end's slice, and which start it joins."""
+    starts = defaultdict(list)  # key -> [(time, slice)]
+    finishes = []
+    for end, index in zip(ends, _core.enclosing(slices, ends), strict=True):
+        if index is not None:
+            if end.starts:
+                starts[end.key].append((end.start_ns, index))
+            else:
+                finishes.append((end.key, end.start_ns, index))
+    for found in starts.values():
+        found.sort()
+    arrows, unstarted = [], []
+    for key, ts, index in finishes:
+        found = starts.get(key)
+        position = bisect.bisect_right(found, (ts, len(slices))) - 1 if found else -1
+        if position >= 0:
+            arrows.append((key, found[position][1], index))
+        else:
+            unstarted.append((key, index, found[0][1] if found else None))
+    return arrows, unstarted, {key: found[-1][1] for key, found in starts.items()}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(lanes, st.integers(0, 100), st.integers(0, 30)), min_size=1, max_size=40),
+       st.lists(st.tuples(lanes, st.integers(-5, 140), st.sampled_from("abc"), st.booleans()), max_size=30))
+def test_flow_ends_join_the_same_starts_as_the_python_rules(made, at):
+    slices = [Slice(0, layer, lane, f"s{i}", start, dur) for i, ((layer, lane), start, dur) in enumerate(made)]
+    ends = [FlowEnd(0, layer, lane, ts, key, starts) for (layer, lane), ts, key, starts in at]
+    arrows, unstarted, last_starts = _core.bind_ends(slices, ends)
+    want = _bind_ends_in_python(slices, ends)
+    assert (arrows, unstarted, last_starts) == want
+    assert list(last_starts) == list(want[2])  # keys in the order of their first start
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 4096), st.text(max_size=200), st.integers(-10, 10), st.integers(0, 3),
+       st.integers(0, 2**62), st.integers(0, 2))
+def test_an_arrow_joins_its_slices_as_the_python_rules_did(rank, key, later_ns, k, start, same):
+    source = [Slice(rank, Layer.HOST, "CANN 1", "launch", start, 5, flows_out=(7,))]
+    target = source if same == 2 else [Slice(rank, Layer.STREAM, "Stream 2", "kernel", start + later_ns, 9)]
+    last = 0
+    before = list(source), list(target)
+    made = _core.arrow(source, 0, target, last, key, k, rank)
+    if later_ns < 0 and same != 2:
+        assert made == k and (source, target) == before  # backwards: not made, nothing changed
+        return
+    flow = int.from_bytes(hashlib.blake2b(f"{rank}|{key}@{start}|{k}".encode(), digest_size=8).digest(), "little")
+    assert made == k + 1
+    assert source[0].flows_out == (7, flow) and type(source[0]) is Slice
+    assert target[last].flows_in == (flow,)
+    assert source[0][:8] == before[0][0][:8] and target[last][:8] == before[1][0][:8]

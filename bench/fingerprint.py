@@ -1,0 +1,65 @@
+"""A hash of every output the converters write for a set of inputs, to show a change to the hot
+path is byte for byte the same: run it before and after, then diff.
+
+    python -m bench.fingerprint > before.txt     # on the commit before
+    python -m bench.fingerprint > after.txt      # on the change
+    diff before.txt after.txt                    # nothing: the same bytes
+
+Inputs: every real sample under ``$TRACE2PERFETTO_REALDATA`` (default ``../shared/data/real``) and
+the generated profiles already under build/bench (``make bench`` makes them; pass ``--quick`` to
+take only the real samples and one generated rank), each in summary and detail, Perfetto and
+JSON, capped at 1 MiB and uncapped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from converters import pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = Path(os.environ.get("TRACE2PERFETTO_REALDATA", ROOT.parent / "shared" / "data" / "real"))
+GENERATED = ROOT / "build" / "bench"
+CAPS = (1 << 20, None)
+
+
+def inputs(quick: bool) -> list[Path]:
+    found = sorted(p for p in REAL.iterdir() if p.is_dir()) if REAL.is_dir() else []
+    torch_npu = sorted(GENERATED.glob("gen-torch-npu-8x*/*_ascend_pt"))[:1]
+    if quick:
+        return found + torch_npu
+    small = [p for p in sorted(GENERATED.glob("gen-*")) if p.is_dir() and _size(p) < 3e8]
+    return found + torch_npu + small
+
+
+def _size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="real samples and one generated rank only")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for source in inputs(args.quick):
+            for kind in ("summary", "detail"):
+                for suffix in (".pftrace", ".json"):
+                    for cap in CAPS:
+                        out = Path(tmp) / f"out{suffix}"
+                        try:
+                            pipeline.convert(source, out, kind=kind, max_bytes=cap)
+                            digest = hashlib.sha256(out.read_bytes()).hexdigest()[:16]
+                        except Exception as e:  # noqa: BLE001 - an input that fails is a line too
+                            digest = f"error {type(e).__name__}: {e}"[:120]
+                        label = source.relative_to(REAL if source.is_relative_to(REAL) else ROOT)
+                        print(f"{label} {kind} {suffix} cap={cap} {digest}", flush=True)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

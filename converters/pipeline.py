@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from . import comm, overlap
+from ._overlap import step_intervals
 from .budget import (
     DEFAULT_MAX_BYTES,
     DETAIL,
@@ -599,13 +600,10 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
 
 def step_overlap(batch: StepRecords) -> overlap.Overlap:
     """Overlap analysis of one step: compute tasks against communication ops (design §5)."""
-    compute = [
-        (s.start_ns, s.end_ns) for s in batch.slices
-        if s.layer is Layer.STREAM and overlap.is_compute(s.task_type)
-    ]
-    ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_OP]
-    if not ops and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
-        ops = [(s.start_ns, s.end_ns) for s in batch.slices if s.layer is Layer.COMM_TASK]
+    compute, ops, tasks, ops_seen = step_intervals(  # C: the unions of each kind, in one pass
+        batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, overlap.is_compute)
+    if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
+        ops = tasks
     return overlap.analyse(compute, ops, batch.device_span)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from converters._overlap import step_intervals
+from converters.model import Layer, Slice
 from converters.overlap import analyse, intersect, is_compute, subtract, total_ns, union
 
 intervals = st.lists(
@@ -72,3 +74,21 @@ def test_compute_task_types():
                  "PLACE_HOLDER_SQE", "MEMCPY_ASYNC", "SDMA", "SDMA_SQE", "PCIE_DMA_SQE",
                  "REDUCE_ASYNC_V2", "HCCL"):
         assert not is_compute(kind), kind
+
+
+task_types = st.sampled_from(["AI_CORE", "MIX_AIC", "NOTIFY_WAIT", "MEMCPY_ASYNC", "", "hccl reduce"])
+slices = st.lists(
+    st.tuples(st.sampled_from(list(Layer)), st.integers(0, 60), st.integers(-3, 12), task_types), max_size=40)
+
+
+@given(slices)
+def test_one_pass_over_a_steps_slices_gives_the_unions_of_each_kind(made):
+    """C's step_intervals against the three list comprehensions and unions it replaced."""
+    batch = [Slice(0, layer, "lane", "n", start, dur, None, kind) for layer, start, dur, kind in made]
+    compute, ops, tasks, ops_seen = step_intervals(batch, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK,
+                                                   is_compute)
+    assert compute == union((s.start_ns, s.end_ns) for s in batch
+                            if s.layer is Layer.STREAM and is_compute(s.task_type))
+    assert ops == union((s.start_ns, s.end_ns) for s in batch if s.layer is Layer.COMM_OP)
+    assert tasks == union((s.start_ns, s.end_ns) for s in batch if s.layer is Layer.COMM_TASK)
+    assert ops_seen == any(s.layer is Layer.COMM_OP for s in batch)

@@ -3,6 +3,7 @@
  *   the first pass's names and possible steps (steps_and_names), µs to ns (us_to_ns);
  * - chrome_trace._bind_ends: which slice and start each flow end binds to (enclosing, bind_ends);
  *   _Linker._arrow (arrow);
+ * - chrome_trace._file_by_step: records under their steps (by_step);
  * - spill.StepSpill: records to plain rows and back (rows, records).
  *
  * A reader of a big file files every record it makes under its step on disk and reads it back
@@ -14,6 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -474,6 +476,86 @@ done:
     return result;
 }
 
+/* -- chrome_trace._file_by_step: a batch's records filed under their steps --------------------- */
+
+/* by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: [records]}, {step: [hash(key)]}):
+ * each record under the last step that starts at or before it (the first step if none), and
+ * the hashes of the keys of the arrows that end there. */
+static PyObject *by_step(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "by_step(records: list, starts: list, Slice, Sample, FlowEnd)");
+        return NULL;
+    }
+    PyObject *records = argv[0], *buckets = PyDict_New(), *finishes = PyDict_New(), *result = NULL;
+    PyObject *bucket = NULL, *number = NULL;  /* the step of the last record, and its list */
+    Py_ssize_t n_steps = PyList_GET_SIZE(argv[1]), index = -1;
+    long long *starts = PyMem_Calloc(n_steps + 1, sizeof(long long)), low = 0, high = 0;
+    if (!buckets || !finishes) goto done;
+    if (!starts) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n_steps; i++) {
+        starts[i] = PyLong_AsLongLong(PyList_GET_ITEM(argv[1], i));
+        if (starts[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        PyTypeObject *type = Py_TYPE(r);
+        Py_ssize_t at = type == (PyTypeObject *)argv[2] ? 4 : type == (PyTypeObject *)argv[3] ? 2 :
+                        type == (PyTypeObject *)argv[4] ? 3 : -1;
+        if (at < 0 || PyTuple_GET_SIZE(r) <= at || (at == 3 && PyTuple_GET_SIZE(r) < 6)) {
+            PyErr_Format(PyExc_TypeError, "not a record: %R", r);
+            goto done;
+        }
+        int overflow = 0;
+        long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, at), &overflow);
+        if (overflow) PyErr_SetString(PyExc_OverflowError, "a record past 2**63 ns");
+        if (PyErr_Occurred()) goto done;
+        if (index < 0 || !(ts >= low && ts < high)) {  /* records come in runs of one step */
+            Py_ssize_t lo = 0, hi = n_steps;
+            while (lo < hi) {  /* bisect_right */
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (ts < starts[mid]) hi = mid; else lo = mid + 1;
+            }
+            index = lo > 0 ? lo - 1 : 0;
+            low = index ? starts[index] : LLONG_MIN;
+            high = index + 1 < n_steps ? starts[index + 1] : LLONG_MAX;
+            Py_XSETREF(number, PyLong_FromSsize_t(index));
+            if (!number) goto done;
+            bucket = PyDict_GetItemWithError(buckets, number);  /* borrowed */
+            if (!bucket) {
+                if (PyErr_Occurred() || !(bucket = PyList_New(0))) goto done;
+                int rc = PyDict_SetItem(buckets, number, bucket);
+                Py_DECREF(bucket);
+                if (rc < 0) goto done;
+            }
+        }
+        if (PyList_Append(bucket, r) < 0) goto done;
+        if (at == 3) {  /* a FlowEnd: an arrow that ends here is looked for from earlier steps */
+            int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(r, 5));
+            if (starts_here < 0) goto done;
+            if (starts_here) continue;
+            Py_hash_t h = PyObject_Hash(PyTuple_GET_ITEM(r, 4));
+            PyObject *hashes = h == -1 ? NULL : PyDict_GetItemWithError(finishes, number);
+            if (h == -1 || (!hashes && PyErr_Occurred())) goto done;
+            if (!hashes) {
+                if (!(hashes = PyList_New(0))) goto done;
+                int rc = PyDict_SetItem(finishes, number, hashes);
+                Py_DECREF(hashes);
+                if (rc < 0) goto done;
+            }
+            PyObject *value = PyLong_FromSsize_t(h);
+            int rc = value ? PyList_Append(hashes, value) : -1;
+            Py_XDECREF(value);
+            if (rc < 0) goto done;
+        }
+    }
+    result = PyTuple_Pack(2, buckets, finishes);
+done:
+    PyMem_Free(starts);
+    Py_XDECREF(number); Py_XDECREF(buckets); Py_XDECREF(finishes);
+    return result;
+}
+
 /* -- chrome_trace._bind_ends: the slice each flow end binds to ----------------------------------- */
 
 typedef struct {
@@ -828,6 +910,8 @@ static PyMethodDef methods[] = {
      "read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)"},
     {"us_to_ns", (PyCFunction)(void (*)(void))us_to_ns, METH_FASTCALL,
      "us_to_ns(us, exact) -> int: µs (a number, or a string with at most 3 decimals) as ns"},
+    {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
+     "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"bind_ends", (PyCFunction)(void (*)(void))bind_ends, METH_FASTCALL,
      "bind_ends(slices, ends) -> (arrows, unstarted, last_starts) of chrome_trace._bind_ends"},
     {"flow_id", (PyCFunction)(void (*)(void))flow_id, METH_FASTCALL,

@@ -16,7 +16,6 @@ MindSpore: epoch µs with 3 decimals), parsed exactly to ns. What is not read is
 
 from __future__ import annotations
 
-import bisect
 import re
 from array import array
 from collections import Counter, defaultdict, deque
@@ -31,7 +30,7 @@ from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
-from ._core import arrow, bind_ends, read_events, steps_and_names
+from ._core import arrow, bind_ends, by_step, read_events, steps_and_names
 from ._core import flow_id as _flow_id
 from ._core import us_to_ns as _us_to_ns
 from .spill import StepSpill
@@ -92,19 +91,10 @@ def in_python(events: list[_Event], index: int, out: list, python: Callable[[_Ev
 
 
 def _file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spill: StepSpill) -> None:
-    """File a batch of records under the steps they start in, and the keys of the arrows that end
-    in each step (as hashes: 8 bytes each) apart, so a step can look ahead for arrows it starts."""
-    buckets: dict[int, list] = defaultdict(list)
-    finishes: dict[int, list[int]] = defaultdict(list)
-    bounds = [*starts[1:], 1 << 64]
-    low = high = 0  # the step [low, high) of the last record: none yet
-    for r in batch:
-        if not low <= r.start_ns < high:  # records come in runs of one step: bisect only between runs
-            index = max(bisect.bisect_right(starts, r.start_ns) - 1, 0)
-            low, high, bucket = starts[index] if index else -(1 << 64), bounds[index], buckets[index]
-        bucket.append(r)
-        if type(r) is FlowEnd and not r.starts:
-            finishes[index].append(hash(r.key))
+    """File a batch of records under the steps they start in (the last step started at or before
+    each; C: ``_core.by_step``), and the keys of the arrows that end in each step (as hashes: 8
+    bytes each) apart, so a step can look ahead for arrows it starts."""
+    buckets, finishes = by_step(batch, starts, Slice, Sample, FlowEnd)
     for index, bucket in buckets.items():
         spill.add(index, bucket)
     for index, hashes in finishes.items():

@@ -19,7 +19,7 @@ from trace_check import read_perfetto
 
 from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile
 from converters.cli import main
-from converters.model import FlowEnd, RankInfo, Slice, StepRecords
+from converters.model import FlowEnd, RankInfo, Sample, Slice, StepRecords
 from converters.readers import _core, chrome_trace
 
 T0 = 1_736_408_883_000_000  # µs since the epoch: step k runs from T0 + k ms to T0 + (k + 1) ms
@@ -519,7 +519,8 @@ def _bind_ends_in_python(slices, ends):
 @given(st.lists(st.tuples(lanes, st.integers(0, 100), st.integers(0, 30)), min_size=1, max_size=40),
        st.lists(st.tuples(lanes, st.integers(-5, 140), st.sampled_from("abc"), st.booleans()), max_size=30))
 def test_flow_ends_join_the_same_starts_as_the_python_rules(made, at):
-    slices = [Slice(0, layer, lane, f"s{i}", start, dur) for i, ((layer, lane), start, dur) in enumerate(made)]
+    slices = [Slice(0, layer, lane, f"s{i}", start, dur)
+              for i, ((layer, lane), start, dur) in enumerate(made)]
     ends = [FlowEnd(0, layer, lane, ts, key, starts) for (layer, lane), ts, key, starts in at]
     arrows, unstarted, last_starts = _core.bind_ends(slices, ends)
     want = _bind_ends_in_python(slices, ends)
@@ -539,8 +540,26 @@ def test_an_arrow_joins_its_slices_as_the_python_rules_did(rank, key, later_ns, 
     if later_ns < 0 and same != 2:
         assert made == k and (source, target) == before  # backwards: not made, nothing changed
         return
-    flow = int.from_bytes(hashlib.blake2b(f"{rank}|{key}@{start}|{k}".encode(), digest_size=8).digest(), "little")
+    digest = hashlib.blake2b(f"{rank}|{key}@{start}|{k}".encode(), digest_size=8).digest()
+    flow = int.from_bytes(digest, "little")
     assert made == k + 1
     assert source[0].flows_out == (7, flow) and type(source[0]) is Slice
     assert target[last].flows_in == (flow,)
     assert source[0][:8] == before[0][0][:8] and target[last][:8] == before[1][0][:8]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 1000), min_size=1, max_size=8, unique=True),
+       st.lists(st.tuples(st.integers(-50, 1100), st.integers(0, 2), st.sampled_from("xyz")), max_size=60))
+def test_records_are_filed_under_the_last_step_started_at_or_before_them(starts, made):
+    starts.sort()
+    records = [Slice(0, Layer.STREAM, "Stream 2", "k", ts, 1) if kind == 0 else
+               FlowEnd(0, Layer.STREAM, "Stream 2", ts, key, kind == 1) for ts, kind, key in made]
+    buckets, finishes = _core.by_step(records, starts, Slice, Sample, FlowEnd)
+    want, ending = defaultdict(list), defaultdict(list)
+    for r in records:
+        step = max(bisect.bisect_right(starts, r.start_ns) - 1, 0)
+        want[step].append(r)
+        if type(r) is FlowEnd and not r.starts:
+            ending[step].append(hash(r.key))
+    assert buckets == want and finishes == ending

@@ -66,10 +66,14 @@ def intersect(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
 
 def subtract(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
     """The points of ``a`` that are not in ``b``."""
+    return _subtract(union(a), union(b))
+
+
+def _subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
+    """``subtract`` of two unions."""
     out: list[Interval] = []
-    b = union(b)
     j = 0
-    for start, end in union(a):
+    for start, end in a:
         while j < len(b) and b[j][1] <= start:
             j += 1
         k, cursor = j, start
@@ -130,13 +134,18 @@ def analyse(compute: Iterable[Interval], comm: Iterable[Interval], span: Interva
     step, or within ``span`` where the profiler measures it over all device tasks (CANN's msprof
     database), extended to the compute and communication that lie outside it.
     """
-    computing, communication = union(compute), union(comm)
+    return analyse_unions(union(compute), union(comm), span)
+
+
+def analyse_unions(computing: list[Interval], communication: list[Interval],
+                   span: Interval | None = None) -> Overlap:
+    """``analyse`` of the unions of the compute and communication intervals."""
     busy = union(computing + communication)
     ends = [*busy[:1], *busy[-1:]] + ([span] if span is not None and span[0] < span[1] else [])
     bounds = [(min(e[0] for e in ends), max(e[1] for e in ends))] if ends else []
     return Overlap(
         computing=computing,
         communication=communication,
-        not_overlapped=subtract(communication, computing),
-        free=subtract(bounds, busy),
+        not_overlapped=_subtract(communication, computing),
+        free=_subtract(bounds, busy),
     )

@@ -591,8 +591,9 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
     lanes = step_overlap(batch).lanes()
     if not batch.has_device:
         lanes = {"Communication": lanes["Communication"]}
+    make, rank = tuple.__new__, batch.rank  # not Slice's __new__: a summary makes millions
     return [
-        Slice(batch.rank, Layer.OVERLAP, lane, lane, start, end - start)
+        make(Slice, (rank, Layer.OVERLAP, lane, lane, start, end - start, None, "", (), ()))
         for lane, intervals in lanes.items()
         for start, end in intervals
     ]
@@ -604,7 +605,7 @@ def step_overlap(batch: StepRecords) -> overlap.Overlap:
         batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, overlap.is_compute)
     if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
         ops = tasks
-    return overlap.analyse(compute, ops, batch.device_span)
+    return overlap.analyse_unions(compute, ops, batch.device_span)
 
 
 def _merged_step(s: Slice, batch: StepRecords) -> Slice:

@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include <limits.h>
 #include <stdint.h>
@@ -147,6 +148,33 @@ static PyObject *S_ph, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_cat, *S_id, *S
 static PyObject *S_M, *S_X, *S_C, *S_s, *S_f, *S_t, *S_HOST, *S_STREAM, *S_STEP_PREFIX, *EMPTY, *EMPTY_TUPLE;
 static PyObject *S_ITERATION, *S_REDUCE, *S_PROFILE_STEP;
 
+/* An event's field, as event.<name> gives it (a new reference). Events are msgspec Structs, whose
+ * fields are slots at fixed offsets: read there, not through getattr's type lookup (a twentieth
+ * of a summary conversion), for the last event type seen; anything else takes getattr. */
+enum { F_PH, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_CAT, F_ID, F_ARGS, N_FIELDS };
+static PyObject **const FIELD_NAMES[N_FIELDS] = {&S_ph, &S_name, &S_pid, &S_tid, &S_ts, &S_dur, &S_cat, &S_id, &S_args};
+static PyTypeObject *FIELDS_TYPE;  /* a strong reference: its offsets are below */
+static Py_ssize_t FIELD_OFFSETS[N_FIELDS];
+
+static void learn_fields(PyTypeObject *type) {
+    for (int f = 0; f < N_FIELDS; f++) {
+        PyObject *d = _PyType_Lookup(type, *FIELD_NAMES[f]);  /* borrowed, sets no error */
+        PyMemberDef *m = d && Py_IS_TYPE(d, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)d)->d_member : NULL;
+        FIELD_OFFSETS[f] = m && m->type == T_OBJECT_EX && !(m->flags & PY_AUDIT_READ) ? m->offset : -1;
+    }
+    Py_INCREF(type);
+    Py_XSETREF(FIELDS_TYPE, type);
+}
+
+static PyObject *field(PyObject *event, int f) {
+    if (Py_TYPE(event) != FIELDS_TYPE) learn_fields(Py_TYPE(event));
+    if (FIELD_OFFSETS[f] >= 0) {
+        PyObject *value = *(PyObject **)((char *)event + FIELD_OFFSETS[f]);
+        if (value) return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(event, *FIELD_NAMES[f]);
+}
+
 typedef struct {
     PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
     PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason, pid) */
@@ -160,7 +188,7 @@ enum { LEFT_HOST, LEFT_TASKS, LEFT_COUNTERS, LEFT_FLOWS, LEFT_VENDOR, REASONS };
 
 /* unread[reason, event.pid] += 1: 1, or -1 on error */
 static int left_out(Batch *b, int reason, PyObject *event) {
-    PyObject *pid = PyObject_GetAttr(event, S_pid);
+    PyObject *pid = field(event, F_PID);
     PyObject *key = pid ? PyTuple_Pack(2, PyTuple_GET_ITEM(b->reasons, reason), pid) : NULL;
     Py_XDECREF(pid);
     if (!key) return -1;
@@ -280,7 +308,7 @@ static int append_record(Batch *b, PyObject *type, PyObject **items, Py_ssize_t 
 /* The event's route (kind, lane) if known and to a layer or skipped (kind None): borrowed
  * items, else 0 */
 static int route_of(Batch *b, PyObject *event, PyObject **kind, PyObject **lane) {
-    PyObject *pid = PyObject_GetAttr(event, S_pid), *tid = pid ? PyObject_GetAttr(event, S_tid) : NULL;
+    PyObject *pid = field(event, F_PID), *tid = pid ? field(event, F_TID) : NULL;
     PyObject *key = tid ? PyTuple_Pack(2, pid, tid) : NULL;
     Py_XDECREF(pid); Py_XDECREF(tid);
     if (!key) return -1;
@@ -296,7 +324,7 @@ static int route_of(Batch *b, PyObject *event, PyObject **kind, PyObject **lane)
 /* 1 if the dialect reads events of this event's category in Python, 0 if not, -1 on error */
 static int python_cat(Batch *b, PyObject *event) {
     if (!b->python_cats) return 0;
-    PyObject *cat = PyObject_GetAttr(event, S_cat);
+    PyObject *cat = field(event, F_CAT);
     if (!cat) return -1;
     int found = PyUnicode_CheckExact(cat) ? PySet_Contains(b->python_cats, cat) : 0;
     Py_DECREF(cat);
@@ -311,8 +339,8 @@ static int fast_complete(Batch *b, PyObject *event) {
     if (kind == Py_None) return left_out(b, LEFT_VENDOR, event);
     if ((result = python_cat(b, event)) != 0) return result < 0 ? -1 : 0;
     result = -1;
-    if (!(name = PyObject_GetAttr(event, S_name)) || !(args = PyObject_GetAttr(event, S_args)) ||
-        !(ts = PyObject_GetAttr(event, S_ts)) || !(dur = PyObject_GetAttr(event, S_dur)))
+    if (!(name = field(event, F_NAME)) || !(args = field(event, F_ARGS)) ||
+        !(ts = field(event, F_TS)) || !(dur = field(event, F_DUR)))
         goto done;
     result = 0;
     if (!PyUnicode_CheckExact(name)) goto done;
@@ -357,8 +385,8 @@ static int fast_flow_end(Batch *b, PyObject *event, int starts) {
     if (result <= 0 || kind == Py_None) return result < 0 ? -1 : 0;
     if ((result = python_cat(b, event)) != 0) return result < 0 ? -1 : 0;
     result = -1;
-    if (!(ts = PyObject_GetAttr(event, S_ts)) || !(cat = PyObject_GetAttr(event, S_cat)) ||
-        !(id = PyObject_GetAttr(event, S_id)))
+    if (!(ts = field(event, F_TS)) || !(cat = field(event, F_CAT)) ||
+        !(id = field(event, F_ID)))
         goto done;
     result = 0;  /* the key is f"{cat}:{id}": str() gives the same for these types */
     if (!(cat == Py_None || PyUnicode_CheckExact(cat)) || !(PyUnicode_CheckExact(id) || PyLong_CheckExact(id)))
@@ -406,7 +434,7 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
     PyObject *result = NULL;
     if (!b.stream) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv[0]); i++, index++) {
-        PyObject *event = PyList_GET_ITEM(argv[0], i), *ph = PyObject_GetAttr(event, S_ph);
+        PyObject *event = PyList_GET_ITEM(argv[0], i), *ph = field(event, F_PH);
         if (!ph) goto done;
         int done_here = 0;
         if (is(ph, S_M)) {
@@ -450,11 +478,11 @@ static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssi
     PyObject *names = PyList_New(0), *steps = PyList_New(0), *result = NULL;
     if (!names || !steps) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv[0]); i++, index++) {
-        PyObject *event = PyList_GET_ITEM(argv[0], i), *ph = PyObject_GetAttr(event, S_ph);
+        PyObject *event = PyList_GET_ITEM(argv[0], i), *ph = field(event, F_PH);
         if (!ph) goto done;
         int step = 0, metadata = is(ph, S_M), rc = 0;
         if (!metadata && is(ph, S_X)) {
-            PyObject *cat = PyObject_GetAttr(event, S_cat), *name = cat ? PyObject_GetAttr(event, S_name) : NULL;
+            PyObject *cat = field(event, F_CAT), *name = cat ? field(event, F_NAME) : NULL;
             if (!name) { Py_XDECREF(cat); Py_DECREF(ph); goto done; }
             step = (PyUnicode_CheckExact(cat) && (is(cat, S_ITERATION) || is(cat, S_REDUCE) || is(cat, S_PROFILE_STEP))) ||
                    (PyUnicode_CheckExact(name) && PyUnicode_Tailmatch(name, S_STEP_PREFIX, 0, PY_SSIZE_T_MAX, -1) == 1);

@@ -404,10 +404,12 @@ def _steps_in_time_order(chunks: list[Chunk]) -> list[int | None]:
 
 
 def _groups(chunks: list[Chunk], order: list[int | None]) -> dict[tuple[str, int | None], list[Chunk]]:
-    """Chunks by (part, step), in the order they are written; within one, by rank."""
+    """Chunks by (part, step), in the order they are written; within one, by rank, then each
+    packet sequence's in its order (never by where they lie in their spool files: which file's
+    came first would then hang on the sizes of what was spooled before)."""
     position = {step: i for i, step in enumerate(order)}
     groups: dict[tuple[str, int | None], list[Chunk]] = {}
-    key = lambda c: (c.part != SUMMARY, position[c.step], c.rank, c.offset)  # noqa: E731
+    key = lambda c: (c.part != SUMMARY, position[c.step], c.rank, c.sequence, c.ordinal)  # noqa: E731
     for c in sorted(chunks, key=key):
         groups.setdefault((c.part, c.step), []).append(c)
     return groups

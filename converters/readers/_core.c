@@ -504,6 +504,273 @@ done:
     return result;
 }
 
+/* -- spill.StepSpill: records packed into bytes of our own and back ------------------------------
+ *
+ * marshal writes each int, str and tuple of a row as an object of its own (and looks every shared
+ * one up in a table); these records have a fixed shape, so they are written as such: a tag per
+ * record, little-endian 64-bit ints, strings as their UTF-8 with their length, or as the number
+ * of the same (shared) str object written before: a lane, a task type. pack gives None for what it does
+ * not know (args that are not raw JSON, an int past 64 bits, a str that is not UTF-8): those
+ * batches go by marshal. */
+
+enum { P_SLICE = 1, P_SAMPLE = 2, P_FLOW_END = 3 };
+#define PACK_REFS 64  /* str objects remembered per batch, by identity */
+
+typedef struct { char *data; Py_ssize_t len, cap; PyObject *refs[PACK_REFS]; int n_refs; } Packer;
+
+static int pk_reserve(Packer *p, Py_ssize_t more) {
+    if (p->len + more <= p->cap) return 0;
+    Py_ssize_t cap = p->cap ? p->cap : 1 << 16;
+    while (cap < p->len + more) cap *= 2;
+    char *data = PyMem_Realloc(p->data, cap);
+    if (!data) { PyErr_NoMemory(); return -1; }
+    p->data = data;
+    p->cap = cap;
+    return 0;
+}
+
+static int pk_u64(Packer *p, unsigned long long v) {
+    if (pk_reserve(p, 8) < 0) return -1;
+    for (int i = 0; i < 8; i++) p->data[p->len++] = (char)(v >> (8 * i));
+    return 0;
+}
+
+/* 0 packed, 1 not packable, -1 error */
+static int pk_str(Packer *p, PyObject *text) {
+    if (!PyUnicode_CheckExact(text)) return 1;
+    for (int i = 0; i < p->n_refs; i++)
+        if (p->refs[i] == text) return pk_u64(p, (unsigned long long)i << 1 | 1);
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    if (!utf8) { PyErr_Clear(); return 1; }
+    int remember = Py_REFCNT(text) > 1 && p->n_refs < PACK_REFS;  /* shared: it may recur */
+    if (remember) p->refs[p->n_refs++] = text;
+    if (pk_u64(p, (unsigned long long)n << 2 | (unsigned long long)remember << 1) < 0 || pk_reserve(p, n) < 0) return -1;
+    memcpy(p->data + p->len, utf8, n);
+    p->len += n;
+    return 0;
+}
+
+static int pk_int(Packer *p, PyObject *value, int is_unsigned) {
+    if (!PyLong_CheckExact(value)) return 1;
+    int overflow = 0;
+    if (is_unsigned) {
+        if (_PyLong_Sign(value) < 0 || _PyLong_NumBits(value) > 64) return PyErr_Occurred() ? -1 : 1;
+        return pk_u64(p, PyLong_AsUnsignedLongLongMask(value));
+    }
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    return overflow ? 1 : pk_u64(p, (unsigned long long)v);
+}
+
+static int pk_flows(Packer *p, PyObject *flows) {
+    if (!PyTuple_CheckExact(flows)) return 1;
+    if (pk_u64(p, (unsigned long long)PyTuple_GET_SIZE(flows)) < 0) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flows); i++) {
+        int rc = pk_int(p, PyTuple_GET_ITEM(flows, i), 1);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int pk_layer(Packer *p, PyObject *orders, PyObject *layer) {
+    PyObject *order = layer_order(orders, layer);
+    long v = order ? PyLong_AsLong(order) : -1;
+    if (v < 0 || v > 255) return PyErr_Occurred() ? -1 : 1;
+    if (pk_reserve(p, 1) < 0) return -1;
+    p->data[p->len++] = (char)v;
+    return 0;
+}
+
+static int pk_tag(Packer *p, char tag) {
+    if (pk_reserve(p, 1) < 0) return -1;
+    p->data[p->len++] = tag;
+    return 0;
+}
+
+static int pk_record(Packer *p, PyObject *r, PyObject *const *argv) {
+    PyTypeObject *type = Py_TYPE(r);
+    int rc;
+    if (type == (PyTypeObject *)argv[2] && PyTuple_GET_SIZE(r) == 10) {  /* Slice */
+        PyObject *args = PyTuple_GET_ITEM(r, 6);
+        if ((rc = pk_tag(p, P_SLICE)) || (rc = pk_layer(p, argv[1], PyTuple_GET_ITEM(r, 1))) ||
+            (rc = pk_str(p, PyTuple_GET_ITEM(r, 2))) || (rc = pk_str(p, PyTuple_GET_ITEM(r, 3))) ||
+            (rc = pk_int(p, PyTuple_GET_ITEM(r, 4), 0)) || (rc = pk_int(p, PyTuple_GET_ITEM(r, 5), 0)))
+            return rc;
+        if (args == Py_None) {
+            rc = pk_u64(p, 0);
+        } else {
+            Py_buffer view;  /* bytes, or msgspec.Raw: raw JSON */
+            if (PyDict_Check(args) || PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) { PyErr_Clear(); return 1; }
+            rc = pk_u64(p, (unsigned long long)view.len + 1) < 0 || pk_reserve(p, view.len) < 0 ? -1 : 0;  /* 0: None */
+            if (!rc) {
+                memcpy(p->data + p->len, view.buf, view.len);
+                p->len += view.len;
+            }
+            PyBuffer_Release(&view);
+        }
+        if (rc || (rc = pk_str(p, PyTuple_GET_ITEM(r, 7))) || (rc = pk_flows(p, PyTuple_GET_ITEM(r, 8))) ||
+            (rc = pk_flows(p, PyTuple_GET_ITEM(r, 9))))
+            return rc;
+        return 0;
+    }
+    if (type == (PyTypeObject *)argv[3] && PyTuple_GET_SIZE(r) == 4) {  /* Sample */
+        PyObject *value = PyTuple_GET_ITEM(r, 3);
+        if (!PyFloat_CheckExact(value)) return 1;
+        double d = PyFloat_AS_DOUBLE(value);
+        unsigned long long bits;
+        memcpy(&bits, &d, 8);
+        if ((rc = pk_tag(p, P_SAMPLE)) || (rc = pk_str(p, PyTuple_GET_ITEM(r, 1))) ||
+            (rc = pk_int(p, PyTuple_GET_ITEM(r, 2), 0)))
+            return rc;
+        return pk_u64(p, bits);
+    }
+    if (type == (PyTypeObject *)argv[4] && PyTuple_GET_SIZE(r) == 6) {  /* FlowEnd */
+        PyObject *starts = PyTuple_GET_ITEM(r, 5);
+        if (!PyBool_Check(starts)) return 1;
+        if ((rc = pk_tag(p, P_FLOW_END)) || (rc = pk_layer(p, argv[1], PyTuple_GET_ITEM(r, 1))) ||
+            (rc = pk_str(p, PyTuple_GET_ITEM(r, 2))) || (rc = pk_int(p, PyTuple_GET_ITEM(r, 3), 0)) ||
+            (rc = pk_str(p, PyTuple_GET_ITEM(r, 4))))
+            return rc;
+        return pk_tag(p, starts == Py_True);
+    }
+    PyErr_Format(PyExc_TypeError, "not a record: %R", r);
+    return -1;
+}
+
+/* pack(records, orders, Slice, Sample, FlowEnd) -> bytes, or None: see above */
+static PyObject *pack(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyDict_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "pack(records: list, orders: dict, Slice, Sample, FlowEnd)");
+        return NULL;
+    }
+    Packer p = {0};
+    PyObject *out = NULL;
+    int rc = 0;
+    for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(argv[0]); i++) rc = pk_record(&p, PyList_GET_ITEM(argv[0], i), argv);
+    if (rc == 0) out = PyBytes_FromStringAndSize(p.data ? p.data : "", p.len);
+    else if (rc == 1) out = Py_NewRef(Py_None);
+    PyMem_Free(p.data);
+    return out;
+}
+
+typedef struct { const unsigned char *at, *end; PyObject *refs[PACK_REFS]; int n_refs; } Unpacker;
+
+static int up_u64(Unpacker *u, unsigned long long *v) {
+    if (u->end - u->at < 8) { PyErr_SetString(PyExc_ValueError, "a packed batch ends early"); return -1; }
+    *v = 0;
+    for (int i = 7; i >= 0; i--) *v = (*v << 8) | u->at[i];
+    u->at += 8;
+    return 0;
+}
+
+static int up_byte(Unpacker *u, unsigned char *v) {
+    if (u->at >= u->end) { PyErr_SetString(PyExc_ValueError, "a packed batch ends early"); return -1; }
+    *v = *u->at++;
+    return 0;
+}
+
+static PyObject *up_str(Unpacker *u) {
+    unsigned long long head;
+    if (up_u64(u, &head) < 0) return NULL;
+    if (head & 1) {
+        if ((head >> 1) >= (unsigned long long)u->n_refs) { PyErr_SetString(PyExc_ValueError, "bad packed string"); return NULL; }
+        return Py_NewRef(u->refs[head >> 1]);
+    }
+    unsigned long long n = head >> 2;
+    if ((unsigned long long)(u->end - u->at) < n) { PyErr_SetString(PyExc_ValueError, "a packed batch ends early"); return NULL; }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)u->at, (Py_ssize_t)n, NULL);
+    u->at += n;
+    if (text && (head & 2)) {  /* numbered as pack numbered it */
+        if (u->n_refs == PACK_REFS) { Py_DECREF(text); PyErr_SetString(PyExc_ValueError, "bad packed string"); return NULL; }
+        u->refs[u->n_refs++] = text;  /* borrowed: the records hold it */
+    }
+    return text;
+}
+
+static PyObject *up_int(Unpacker *u, int is_unsigned) {
+    unsigned long long v;
+    if (up_u64(u, &v) < 0) return NULL;
+    return is_unsigned ? PyLong_FromUnsignedLongLong(v) : PyLong_FromLongLong((long long)v);
+}
+
+static PyObject *up_flows(Unpacker *u) {
+    unsigned long long n;
+    if (up_u64(u, &n) < 0) return NULL;
+    if (n == 0) return Py_NewRef(EMPTY_TUPLE);
+    if (n > (unsigned long long)(u->end - u->at) / 8) { PyErr_SetString(PyExc_ValueError, "bad packed flows"); return NULL; }
+    PyObject *flows = PyTuple_New((Py_ssize_t)n);
+    for (Py_ssize_t i = 0; flows && i < (Py_ssize_t)n; i++) {
+        PyObject *id = up_int(u, 1);
+        if (!id) { Py_CLEAR(flows); break; }
+        PyTuple_SET_ITEM(flows, i, id);
+    }
+    return flows;
+}
+
+static PyObject *up_layer(Unpacker *u, PyObject *layers) {
+    unsigned char order;
+    if (up_byte(u, &order) < 0) return NULL;
+    if (order >= PyList_GET_SIZE(layers)) { PyErr_SetString(PyExc_ValueError, "bad layer in a packed batch"); return NULL; }
+    return Py_NewRef(PyList_GET_ITEM(layers, order));
+}
+
+/* unpack(data, rank, layers, Slice, Sample, FlowEnd) -> the records pack was given */
+static PyObject *unpack(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    Py_buffer view;
+    if (argc != 6 || !PyList_CheckExact(argv[2]) || PyObject_GetBuffer(argv[0], &view, PyBUF_SIMPLE) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "unpack(data, rank, layers: list, Slice, Sample, FlowEnd)");
+        return NULL;
+    }
+    Unpacker u = {.at = view.buf, .end = (const unsigned char *)view.buf + view.len};
+    PyObject *out = PyList_New(0), *layers = argv[2];
+    while (out && u.at < u.end) {
+        unsigned char tag = *u.at++;
+        PyObject *made = NULL;
+        if (tag == P_SLICE) {
+            PyObject *items[10] = {Py_NewRef(argv[1]), up_layer(&u, layers)};
+            unsigned long long args_len = 0;
+            if (items[1] && (items[2] = up_str(&u)) && (items[3] = up_str(&u)) && (items[4] = up_int(&u, 0)) &&
+                (items[5] = up_int(&u, 0)) && up_u64(&u, &args_len) == 0) {
+                if (args_len == 0) {
+                    items[6] = Py_NewRef(Py_None);
+                } else if (args_len - 1 <= (unsigned long long)(u.end - u.at)) {
+                    items[6] = PyBytes_FromStringAndSize((const char *)u.at, (Py_ssize_t)(args_len - 1));
+                    u.at += args_len - 1;
+                } else {
+                    PyErr_SetString(PyExc_ValueError, "a packed batch ends early");
+                }
+                if (items[6] && (items[7] = up_str(&u)) && (items[8] = up_flows(&u))) items[9] = up_flows(&u);
+            }
+            made = record(argv[3], items, 10);
+        } else if (tag == P_SAMPLE) {
+            PyObject *items[4] = {Py_NewRef(argv[1])};
+            unsigned long long bits;
+            if ((items[1] = up_str(&u)) && (items[2] = up_int(&u, 0)) && up_u64(&u, &bits) == 0) {
+                double d;
+                memcpy(&d, &bits, 8);
+                items[3] = PyFloat_FromDouble(d);
+            }
+            made = record(argv[4], items, 4);
+        } else if (tag == P_FLOW_END) {
+            PyObject *items[6] = {Py_NewRef(argv[1]), up_layer(&u, layers)};
+            unsigned char starts;
+            if (items[1] && (items[2] = up_str(&u)) && (items[3] = up_int(&u, 0)) && (items[4] = up_str(&u)) &&
+                up_byte(&u, &starts) == 0)
+                items[5] = PyBool_FromLong(starts);
+            made = record(argv[5], items, 6);
+        } else {
+            PyErr_SetString(PyExc_ValueError, "bad tag in a packed batch");
+        }
+        if (!made || PyList_Append(out, made) < 0) Py_CLEAR(out);
+        Py_XDECREF(made);
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 /* -- chrome_trace._file_by_step: a batch's records filed under their steps --------------------- */
 
 /* by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: [records]}, {step: [hash(key)]}):
@@ -946,6 +1213,10 @@ static PyMethodDef methods[] = {
      "flow_id(text) -> the int of the 8-byte BLAKE2b digest of text (little-endian)"},
     {"arrow", (PyCFunction)(void (*)(void))arrow, METH_FASTCALL,
      "arrow(source, first, target, last, key, k, rank) -> k + 1, or k if the arrow would run backwards"},
+    {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL,
+     "pack(records, orders, Slice, Sample, FlowEnd) -> bytes, or None if a record has what it cannot pack"},
+    {"unpack", (PyCFunction)(void (*)(void))unpack, METH_FASTCALL,
+     "unpack(data, rank, layers, Slice, Sample, FlowEnd) -> the records again"},
     {"rows", (PyCFunction)(void (*)(void))rows, METH_FASTCALL,
      "rows(records, orders, Slice, Sample, FlowEnd) -> list of plain tuples"},
     {"records", (PyCFunction)(void (*)(void))records, METH_FASTCALL,

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters.model import FlowEnd, Layer, Sample, Slice
-from converters.readers.spill import StepSpill
+from converters.readers import _core
+from converters.readers.spill import _LAYERS, _ORDER, StepSpill
 
 texts = st.text(max_size=6)
 times = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
@@ -59,3 +60,39 @@ def test_args_marshal_cannot_write_are_pickled():
 def test_a_record_of_another_type_is_refused():
     with StepSpill() as spill, pytest.raises(TypeError, match="not a record"):
         spill.add(0, [("not", "a", "record")])
+
+
+packable_slices = st.builds(
+    Slice, st.just(3), st.sampled_from(list(Layer)), texts, texts, times, st.integers(0, 1 << 40),
+    st.none() | st.binary(max_size=20).map(msgspec.Raw) | st.binary(max_size=20), texts,
+    st.lists(st.integers(0, (1 << 64) - 1), max_size=2).map(tuple),
+    st.lists(st.integers(0, (1 << 64) - 1), max_size=2).map(tuple),
+)
+packable = st.lists(st.one_of(packable_slices, samples, flow_ends), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(packable, st.lists(st.sampled_from([f"Stream {i}" for i in range(100)]), min_size=1, max_size=200))
+def test_records_without_dict_args_are_packed_and_come_back_whole(batch, lanes):
+    # lanes shared by many records (one str object each, as a reader's routes make them), more of
+    # them than the packer remembers
+    shared = {text: text for text in lanes}
+    batch = batch + [Slice(3, Layer.STREAM, shared[lane], "k", i, 1) for i, lane in enumerate(lanes)]
+    packed = _core.pack(batch, _ORDER, Slice, Sample, FlowEnd)
+    assert packed is not None
+    back = _core.unpack(packed, 3, _LAYERS, Slice, Sample, FlowEnd)
+    assert back == [_as_filed(r) for r in batch]
+    assert [type(r) for r in back] == [type(r) for r in batch]
+
+
+def test_what_cannot_be_packed_is_said_not_lost():
+    huge = Slice(0, Layer.HOST, "Python 1", "f", 1 << 70, 2)
+    with_dict = Slice(0, Layer.HOST, "Python 1", "f", 1, 2, {"x": 1})
+    for record in (huge, with_dict):
+        assert _core.pack([record], _ORDER, Slice, Sample, FlowEnd) is None
+        with StepSpill() as spill:
+            spill.add(0, [record])
+            assert spill.load(0, rank=0) == [record]
+    with pytest.raises(ValueError, match="ends early"):
+        _core.unpack(_core.pack([huge._replace(start_ns=1)], _ORDER, Slice, Sample, FlowEnd)[:-3], 0, _LAYERS,
+                     Slice, Sample, FlowEnd)

@@ -1,5 +1,5 @@
-/* The per-slice part of pipeline.step_overlap, in C: it runs once per slice of every step, in
- * summary too, where it was a third of the Python left (CANN 7/8 layouts).
+/* The overlap analysis' per-slice and per-interval work, in C: it runs once per slice of every
+ * step, in summary too, where it was a third of the Python left (CANN 7/8 layouts).
  *
  * step_intervals(slices, stream, op, task, is_compute) -> (compute, ops, tasks, ops_seen): the
  * union (overlap.union: sorted, disjoint, touching intervals merged, empty ones dropped) of the
@@ -36,8 +36,8 @@ static int span_order(const void *a, const void *b) {
     return (x->end > y->end) - (x->end < y->end);
 }
 
-/* overlap.union of the spans, as a list of (start, end) tuples */
-static PyObject *union_of(Spans *s) {
+/* overlap.union of the spans, in place: sorted, disjoint, touching ones merged, empty ones gone */
+static void merge(Spans *s) {
     if (s->len > 1) qsort(s->items, s->len, sizeof(Span), span_order);
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < s->len; i++) {
@@ -49,8 +49,12 @@ static PyObject *union_of(Spans *s) {
             s->items[n++] = x;
         }
     }
-    PyObject *out = PyList_New(n);
-    for (Py_ssize_t i = 0; out && i < n; i++) {
+    s->len = n;
+}
+
+static PyObject *list_of(const Spans *s) {  /* as a list of (start, end) tuples */
+    PyObject *out = PyList_New(s->len);
+    for (Py_ssize_t i = 0; out && i < s->len; i++) {
         PyObject *item = Py_BuildValue("(LL)", s->items[i].start, s->items[i].end);
         if (!item) { Py_CLEAR(out); break; }
         PyList_SET_ITEM(out, i, item);
@@ -100,22 +104,142 @@ static PyObject *step_intervals(PyObject *module, PyObject *const *argv, Py_ssiz
         if (overflow) PyErr_SetString(PyExc_OverflowError, "a slice past 2**63 ns");
         if (PyErr_Occurred() || spans_add(&spans[which], start, start + dur) < 0) goto done;
     }
-    for (int k = 0; k < 3; k++)
-        if (!(lists[k] = union_of(&spans[k]))) goto done;
+    for (int k = 0; k < 3; k++) {
+        merge(&spans[k]);
+        if (!(lists[k] = list_of(&spans[k]))) goto done;
+    }
     result = Py_BuildValue("(OOOO)", lists[0], lists[1], lists[2], ops_seen ? Py_True : Py_False);
 done:
     for (int k = 0; k < 3; k++) { PyMem_Free(spans[k].items); Py_XDECREF(lists[k]); }
     return result;
 }
 
+/* Spans from a list of (start, end) pairs */
+static int spans_of(PyObject *list, Spans *s) {
+    if (!PyList_Check(list)) { PyErr_SetString(PyExc_TypeError, "intervals must be a list"); return -1; }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *pair = PyList_GET_ITEM(list, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) { PyErr_SetString(PyExc_TypeError, "not an interval"); return -1; }
+        int overflow = 0;
+        long long start = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow), end = 0;
+        if (!overflow && !PyErr_Occurred()) end = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(pair, 1), &overflow);
+        if (overflow) PyErr_SetString(PyExc_OverflowError, "an interval past 2**63 ns");
+        if (PyErr_Occurred() || spans_add(s, start, end) < 0) return -1;
+    }
+    return 0;
+}
+
+/* overlap._subtract: the points of ``a`` (sorted, disjoint) not in the union ``b`` */
+static int subtract_into(const Spans *a, const Spans *b, Spans *out) {
+    Py_ssize_t j = 0;
+    for (Py_ssize_t i = 0; i < a->len; i++) {
+        long long start = a->items[i].start, end = a->items[i].end, cursor = start;
+        while (j < b->len && b->items[j].end <= start) j++;
+        for (Py_ssize_t k = j; k < b->len && b->items[k].start < end; k++) {
+            if (b->items[k].start > cursor && spans_add(out, cursor, b->items[k].start) < 0) return -1;
+            if (b->items[k].end > cursor) cursor = b->items[k].end;
+        }
+        if (cursor < end && spans_add(out, cursor, end) < 0) return -1;
+    }
+    return 0;
+}
+
+/* lanes(computing, communication, span) -> (not_overlapped, free): overlap.analyse_unions's two
+ * derived lanes, from the unions of the compute and of the communication intervals and the
+ * profiler's span of the step (or None) */
+static PyObject *lanes(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "lanes(computing, communication, span)");
+        return NULL;
+    }
+    Spans computing = {0}, communication = {0}, busy = {0}, bounds = {0}, alone = {0}, free = {0};
+    PyObject *result = NULL, *alone_list = NULL, *free_list = NULL;
+    if (spans_of(argv[0], &computing) < 0 || spans_of(argv[1], &communication) < 0) goto done;
+    if (argv[2] != Py_None) {  /* the span counts where it is not empty */
+        Spans span = {0};
+        PyObject *as_list = PyList_New(1);
+        if (!as_list) goto done;
+        PyList_SET_ITEM(as_list, 0, Py_NewRef(argv[2]));
+        int rc = spans_of(as_list, &span);
+        Py_DECREF(as_list);
+        if (rc < 0) { PyMem_Free(span.items); goto done; }
+        if (span.items[0].start < span.items[0].end) rc = spans_add(&bounds, span.items[0].start, span.items[0].end);
+        PyMem_Free(span.items);
+        if (rc < 0) goto done;
+    }
+    for (int k = 0; k < 2; k++) {
+        const Spans *from = k ? &communication : &computing;
+        for (Py_ssize_t i = 0; i < from->len; i++)
+            if (spans_add(&busy, from->items[i].start, from->items[i].end) < 0) goto done;
+    }
+    merge(&busy);
+    if (busy.len) {  /* from the first to the last busy instant, and over the span */
+        long long low = busy.items[0].start, high = busy.items[busy.len - 1].end;
+        if (bounds.len) {
+            if (bounds.items[0].start < low) low = bounds.items[0].start;
+            if (bounds.items[0].end > high) high = bounds.items[0].end;
+        }
+        bounds.len = 0;
+        if (spans_add(&bounds, low, high) < 0) goto done;
+    }
+    if (subtract_into(&communication, &computing, &alone) < 0 || subtract_into(&bounds, &busy, &free) < 0) goto done;
+    if ((alone_list = list_of(&alone)) && (free_list = list_of(&free)))
+        result = PyTuple_Pack(2, alone_list, free_list);
+done:
+    PyMem_Free(computing.items); PyMem_Free(communication.items); PyMem_Free(busy.items);
+    PyMem_Free(bounds.items); PyMem_Free(alone.items); PyMem_Free(free.items);
+    Py_XDECREF(alone_list); Py_XDECREF(free_list);
+    return result;
+}
+
+/* slices(lanes, rank, layer, Slice) -> [Slice(rank, layer, lane, lane, start, end - start), ...]
+ * for each lane name and its intervals, in order (pipeline.overlap_slices) */
+static PyObject *slices(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 4 || !PyDict_Check(argv[0]) || !PyType_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "slices(lanes: dict, rank, layer, Slice)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)argv[3];
+    PyObject *out = PyList_New(0), *lane, *intervals, *empty = PyTuple_New(0), *blank = PyUnicode_FromString("");
+    Py_ssize_t pos = 0;
+    if (!out || !empty || !blank) goto fail;
+    while (PyDict_Next(argv[0], &pos, &lane, &intervals)) {
+        Spans s = {0};
+        if (spans_of(intervals, &s) < 0) { PyMem_Free(s.items); goto fail; }
+        for (Py_ssize_t i = 0; i < s.len; i++) {
+            PyObject *made = type->tp_alloc(type, 10);
+            PyObject *start = made ? PyLong_FromLongLong(s.items[i].start) : NULL;
+            PyObject *dur = start ? PyLong_FromLongLong(s.items[i].end - s.items[i].start) : NULL;
+            if (!dur) { Py_XDECREF(made); Py_XDECREF(start); PyMem_Free(s.items); goto fail; }
+            PyObject *items[10] = {argv[1], argv[2], lane, lane, start, dur, Py_None, blank, empty, empty};
+            for (int k = 0; k < 10; k++) PyTuple_SET_ITEM(made, k, k == 4 || k == 5 ? items[k] : Py_NewRef(items[k]));
+            int rc = PyList_Append(out, made);
+            Py_DECREF(made);
+            if (rc < 0) { PyMem_Free(s.items); goto fail; }
+        }
+        PyMem_Free(s.items);
+    }
+    Py_DECREF(empty); Py_DECREF(blank);
+    return out;
+fail:
+    Py_XDECREF(out); Py_XDECREF(empty); Py_XDECREF(blank);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"step_intervals", (PyCFunction)(void (*)(void))step_intervals, METH_FASTCALL,
      "step_intervals(slices, stream, op, task, is_compute) -> (compute, ops, tasks, ops_seen), each a union"},
+    {"lanes", (PyCFunction)(void (*)(void))lanes, METH_FASTCALL,
+     "lanes(computing, communication, span) -> (not_overlapped, free)"},
+    {"slices", (PyCFunction)(void (*)(void))slices, METH_FASTCALL,
+     "slices(lanes, rank, layer, Slice) -> the Slices of each lane's intervals"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, .m_name = "_overlap", .m_doc = "The per-slice part of the overlap analysis.",
+    PyModuleDef_HEAD_INIT, .m_name = "_overlap", .m_doc = "The overlap analysis' per-slice work.",
     .m_size = -1, .m_methods = methods,
 };
 

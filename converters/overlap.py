@@ -11,6 +11,8 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ._overlap import lanes
+
 Interval = tuple[int, int]
 
 LANES = ("Computing", "Communication", "Communication (not overlapped)", "Free")
@@ -140,12 +142,8 @@ def analyse(compute: Iterable[Interval], comm: Iterable[Interval], span: Interva
 def analyse_unions(computing: list[Interval], communication: list[Interval],
                    span: Interval | None = None) -> Overlap:
     """``analyse`` of the unions of the compute and communication intervals."""
-    busy = union(computing + communication)
-    ends = [*busy[:1], *busy[-1:]] + ([span] if span is not None and span[0] < span[1] else [])
-    bounds = [(min(e[0] for e in ends), max(e[1] for e in ends))] if ends else []
-    return Overlap(
-        computing=computing,
-        communication=communication,
-        not_overlapped=_subtract(communication, computing),
-        free=_subtract(bounds, busy),
-    )
+    # C (_overlap.c): busy = union(computing + communication), from its first to its last instant
+    # and over the span: bounds; not_overlapped = _subtract(communication, computing) and
+    # free = _subtract(bounds, busy)
+    not_overlapped, free = lanes(computing, communication, span)
+    return Overlap(computing=computing, communication=communication, not_overlapped=not_overlapped, free=free)

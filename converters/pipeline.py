@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from . import comm, overlap
+from ._overlap import slices as overlap_as_slices
 from ._overlap import step_intervals
 from .budget import (
     DEFAULT_MAX_BYTES,
@@ -591,12 +592,7 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
     lanes = step_overlap(batch).lanes()
     if not batch.has_device:
         lanes = {"Communication": lanes["Communication"]}
-    make, rank = tuple.__new__, batch.rank  # not Slice's __new__: a summary makes millions
-    return [
-        make(Slice, (rank, Layer.OVERLAP, lane, lane, start, end - start, None, "", (), ()))
-        for lane, intervals in lanes.items()
-        for start, end in intervals
-    ]
+    return overlap_as_slices(lanes, batch.rank, Layer.OVERLAP, Slice)  # C: a summary makes millions
 
 
 def step_overlap(batch: StepRecords) -> overlap.Overlap:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from converters._overlap import step_intervals
+from converters._overlap import lanes, step_intervals
+from converters._overlap import slices as overlap_slices
 from converters.model import Layer, Slice
 from converters.overlap import analyse, intersect, is_compute, subtract, total_ns, union
 
@@ -92,3 +93,23 @@ def test_one_pass_over_a_steps_slices_gives_the_unions_of_each_kind(made):
     assert ops == union((s.start_ns, s.end_ns) for s in batch if s.layer is Layer.COMM_OP)
     assert tasks == union((s.start_ns, s.end_ns) for s in batch if s.layer is Layer.COMM_TASK)
     assert ops_seen == any(s.layer is Layer.COMM_OP for s in batch)
+
+
+@given(intervals, intervals, st.none() | st.tuples(st.integers(-5, 80), st.integers(-5, 80)))
+def test_the_derived_lanes_follow_the_python_rules(compute, comm, span):
+    """C's lanes against the few lines of Python they replaced."""
+    computing, communication = union(compute), union(comm)
+    busy = union(computing + communication)
+    ends = [*busy[:1], *busy[-1:]] + ([span] if span is not None and span[0] < span[1] else [])
+    bounds = [(min(e[0] for e in ends), max(e[1] for e in ends))] if ends else []
+    want = (subtract(communication, computing), subtract(bounds, busy))
+    assert lanes(computing, communication, span) == want
+
+
+@given(intervals, intervals)
+def test_overlap_lanes_become_slices_of_their_own_name(compute, comm):
+    found = analyse(compute, comm).lanes()
+    made = overlap_slices(found, 7, Layer.OVERLAP, Slice)
+    assert made == [Slice(7, Layer.OVERLAP, lane, lane, start, end - start)
+                    for lane, spans in found.items() for start, end in spans]
+    assert all(type(s) is Slice for s in made)

@@ -516,7 +516,15 @@ done:
 enum { P_SLICE = 1, P_SAMPLE = 2, P_FLOW_END = 3 };
 #define PACK_REFS 64  /* str objects remembered per batch, by identity */
 
-typedef struct { char *data; Py_ssize_t len, cap; PyObject *refs[PACK_REFS]; int n_refs; } Packer;
+#define PACK_SLOTS 256  /* a table of the remembered str objects, by address: at most a quarter full */
+typedef struct { PyObject *text; int number; } PackRef;
+typedef struct { char *data; Py_ssize_t len, cap; PackRef slots[PACK_SLOTS]; int n_refs; } Packer;
+
+static PackRef *pk_slot(Packer *p, PyObject *text) {  /* its slot, or the empty one it would take */
+    size_t at = ((uintptr_t)text >> 4) % PACK_SLOTS;
+    while (p->slots[at].text && p->slots[at].text != text) at = (at + 1) % PACK_SLOTS;
+    return &p->slots[at];
+}
 
 static int pk_reserve(Packer *p, Py_ssize_t more) {
     if (p->len + more <= p->cap) return 0;
@@ -538,13 +546,13 @@ static int pk_u64(Packer *p, unsigned long long v) {
 /* 0 packed, 1 not packable, -1 error */
 static int pk_str(Packer *p, PyObject *text) {
     if (!PyUnicode_CheckExact(text)) return 1;
-    for (int i = 0; i < p->n_refs; i++)
-        if (p->refs[i] == text) return pk_u64(p, (unsigned long long)i << 1 | 1);
+    PackRef *slot = pk_slot(p, text);
+    if (slot->text) return pk_u64(p, (unsigned long long)slot->number << 1 | 1);
     Py_ssize_t n;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
     if (!utf8) { PyErr_Clear(); return 1; }
     int remember = Py_REFCNT(text) > 1 && p->n_refs < PACK_REFS;  /* shared: it may recur */
-    if (remember) p->refs[p->n_refs++] = text;
+    if (remember) *slot = (PackRef){text, p->n_refs++};
     if (pk_u64(p, (unsigned long long)n << 2 | (unsigned long long)remember << 1) < 0 || pk_reserve(p, n) < 0) return -1;
     memcpy(p->data + p->len, utf8, n);
     p->len += n;
@@ -874,6 +882,33 @@ static int times_of(PyObject *s, long long *start, long long *dur) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* The number of the lane (layer, lane) in ``lanes`` ({lane: [layer, number, ...]}): -1 if it
+ * has none, -2 on error; with ``add``, a new lane gets number ``*count`` (then counted). Keyed by
+ * the lane's str, not a (layer, lane) tuple: no tuple made per slice. */
+static Py_ssize_t lane_number(PyObject *lanes, PyObject *layer, PyObject *lane, Py_ssize_t *count) {
+    PyObject *known = PyDict_GetItemWithError(lanes, lane);
+    if (!known && PyErr_Occurred()) return -2;
+    for (Py_ssize_t i = 0; known && i < PyList_GET_SIZE(known); i += 2) {
+        int same = PyObject_RichCompareBool(PyList_GET_ITEM(known, i), layer, Py_EQ);
+        if (same < 0) return -2;
+        if (same) return PyLong_AsSsize_t(PyList_GET_ITEM(known, i + 1));
+    }
+    if (!count) return -1;
+    PyObject *number = PyLong_FromSsize_t(*count);
+    if (!number) return -2;
+    int rc;
+    if (known) {
+        rc = PyList_Append(known, layer) < 0 || PyList_Append(known, number) < 0 ? -1 : 0;
+    } else {
+        PyObject *made = PyList_New(0);
+        rc = !made || PyList_Append(made, layer) < 0 || PyList_Append(made, number) < 0 ||
+             PyDict_SetItem(lanes, lane, made) < 0 ? -1 : 0;
+        Py_XDECREF(made);
+    }
+    Py_DECREF(number);
+    return rc < 0 ? -2 : (*count)++;
+}
+
 /* enclosing(slices, ends) -> [index or None]: for each flow end, the innermost slice of its lane
  * (layer, lane) that holds its time, among the 65 that start last at or before it. */
 static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
@@ -889,16 +924,7 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ends); i++) {  /* the lanes that have ends */
         PyObject *end = PyList_GET_ITEM(ends, i);
         if (!PyTuple_Check(end) || PyTuple_GET_SIZE(end) < 6) { PyErr_SetString(PyExc_TypeError, "not a FlowEnd"); goto done; }
-        PyObject *key = PyTuple_GetSlice(end, 1, 3);
-        if (!key) goto done;
-        int known = PyDict_Contains(lanes, key), rc = 0;
-        if (known == 0) {
-            PyObject *number = PyLong_FromSsize_t(n_lanes++);
-            rc = number ? PyDict_SetItem(lanes, key, number) : -1;
-            Py_XDECREF(number);
-        }
-        Py_DECREF(key);
-        if (known < 0 || rc < 0) goto done;
+        if (lane_number(lanes, PyTuple_GET_ITEM(end, 1), PyTuple_GET_ITEM(end, 2), &n_lanes) == -2) goto done;
     }
     members = PyMem_Calloc(n_lanes + 1, sizeof(Member *));
     sizes = PyMem_Calloc(n_lanes + 1, sizeof(Py_ssize_t));
@@ -907,14 +933,9 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(slices); i++) {  /* their slices */
         PyObject *s = PyList_GET_ITEM(slices, i);
         if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < 6) { PyErr_SetString(PyExc_TypeError, "not a Slice"); goto done; }
-        PyObject *key = PyTuple_GetSlice(s, 1, 3);
-        PyObject *number = key ? PyDict_GetItemWithError(lanes, key) : NULL;
-        Py_XDECREF(key);
-        if (!number) {
-            if (PyErr_Occurred()) goto done;
-            continue;
-        }
-        Py_ssize_t lane = PyLong_AsSsize_t(number);
+        Py_ssize_t lane = lane_number(lanes, PyTuple_GET_ITEM(s, 1), PyTuple_GET_ITEM(s, 2), NULL);
+        if (lane == -2) goto done;
+        if (lane == -1) continue;
         long long start = 0, dur = 0;
         if (times_of(s, &start, &dur) < 0) goto done;
         if (sizes[lane] == caps[lane]) {
@@ -930,14 +951,16 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     if (!(out = PyList_New(PyList_GET_SIZE(ends)))) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ends); i++) {
         PyObject *end = PyList_GET_ITEM(ends, i), *found = Py_None;
-        PyObject *key = PyTuple_GetSlice(end, 1, 3);
-        PyObject *number = key ? PyDict_GetItemWithError(lanes, key) : NULL;
-        Py_XDECREF(key);
+        Py_ssize_t lane = lane_number(lanes, PyTuple_GET_ITEM(end, 1), PyTuple_GET_ITEM(end, 2), NULL);
         int overflow = 0;
-        long long ts = number ? PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, 3), &overflow) : 0;
+        long long ts = lane >= 0 ? PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, 3), &overflow) : 0;
         if (overflow) PyErr_SetString(PyExc_OverflowError, "a flow end past 2**63 ns");
-        if (PyErr_Occurred()) { Py_CLEAR(out); goto done; }
-        Py_ssize_t lane = PyLong_AsSsize_t(number), low = 0, high = sizes[lane];
+        if (lane < 0 || PyErr_Occurred()) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "a flow end's lane was not numbered");
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_ssize_t low = 0, high = sizes[lane];
         Member *m = members[lane];
         while (low < high) {  /* bisect_right over the starts */
             Py_ssize_t mid = (low + high) / 2;

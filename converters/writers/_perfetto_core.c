@@ -183,31 +183,38 @@ static int put_annotation(State *st, Buf *b, PyObject *key, PyObject *value) {
         if (PyErr_Occurred()) goto fail;
     }
     if (!(name = ref(st, st->arg_refs, st->arg_names, key))) goto fail;
-    Buf item = {0};
-    int rc = buf_bytes(&item, name);
+    unsigned char scalar[11];  /* an int_value (tag and a varint of up to 10 bytes) or a double_value */
+    const char *value_bytes = (const char *)scalar;
+    Py_ssize_t value_len = 0;
     if (is_str) {
         if (!(field = string_value(st, value))) {
-            PyMem_Free(item.data);
             if (PyErr_Occurred()) goto fail;
             Py_DECREF(name); Py_XDECREF(pair);
             goto python;
         }
-        rc = rc || buf_bytes(&item, field);
+        value_bytes = PyBytes_AS_STRING(field);
+        value_len = PyBytes_GET_SIZE(field);
     } else if (is_int) {
-        rc = rc || buf_put(&item, "\x20", 1) || buf_varint(&item, (unsigned long long)number);
+        unsigned long long v = (unsigned long long)number;
+        scalar[value_len++] = K_A_INT;
+        while (v >= 0x80) { scalar[value_len++] = (unsigned char)(v | 0x80); v >>= 7; }
+        scalar[value_len++] = (unsigned char)v;
     } else {
-        rc = rc || buf_put(&item, "\x29", 1) || buf_double(&item, PyFloat_AS_DOUBLE(value));
+        double d = PyFloat_AS_DOUBLE(value);
+        unsigned long long v;
+        memcpy(&v, &d, 8);
+        scalar[value_len++] = K_A_DOUBLE;
+        for (int i = 0; i < 8; i++) scalar[value_len++] = (unsigned char)(v >> (8 * i));
     }
-    Buf encoded = {0};
-    rc = rc || buf_put(&encoded, "\x22", 1) || buf_varint(&encoded, item.len) || buf_put(&encoded, item.data, item.len);
-    PyMem_Free(item.data);
+    /* DebugAnnotation: its name, then its value, written straight after what ``b`` holds */
+    Py_ssize_t start = b->len;
+    int rc = buf_put(b, "\x22", 1) || buf_varint(b, PyBytes_GET_SIZE(name) + value_len) ||
+             buf_bytes(b, name) || buf_put(b, value_bytes, value_len);
     if (!rc && cacheable && PyDict_GET_SIZE(st->arg_cache) < MAX_INTERNED) {
-        PyObject *bytes = PyBytes_FromStringAndSize(encoded.data, encoded.len);
+        PyObject *bytes = PyBytes_FromStringAndSize(b->data + start, b->len - start);
         rc = !bytes || PyDict_SetItem(st->arg_cache, pair, bytes) < 0;
         Py_XDECREF(bytes);
     }
-    rc = rc || buf_put(b, encoded.data, encoded.len);
-    PyMem_Free(encoded.data);
     Py_DECREF(name); Py_XDECREF(field); Py_XDECREF(pair);
     return rc ? -1 : 0;
 fail:
@@ -255,16 +262,14 @@ static int put_args(State *st, Buf *b, PyObject *args) {
         Py_DECREF(decoded);
         if (!(decoded = wrapped)) { Py_DECREF(raw); return -1; }
     }
-    Buf item = {0};
-    int rc = put_dict(st, &item, decoded);
+    Py_ssize_t start = b->len;  /* encoded straight into ``b``, and remembered from there */
+    int rc = put_dict(st, b, decoded);
     Py_DECREF(decoded);
     if (rc == 0 && PyDict_GET_SIZE(st->raw_cache) < MAX_RAW_CACHED) {
-        PyObject *encoded = PyBytes_FromStringAndSize(item.data ? item.data : "", item.len);
+        PyObject *encoded = PyBytes_FromStringAndSize(b->data ? b->data + start : "", b->len - start);
         rc = encoded ? PyDict_SetItem(st->raw_cache, raw, encoded) : -1;
         Py_XDECREF(encoded);
     }
-    if (rc == 0) rc = buf_put(b, item.data ? item.data : "", item.len);
-    PyMem_Free(item.data);
     Py_DECREF(raw);
     return rc;
 }

@@ -69,6 +69,9 @@ class Chunk:
     ordinal: int = 0  # its place in its sequence: a chunk needs all earlier ones before it
 
 
+UNWRITTEN = -1  # the length of a chunk not encoded: it never fits (SpoolFile.add_unwritten)
+
+
 class SpoolFile:
     """Appends encoded chunks to one spool file and indexes them (one per worker process)."""
 
@@ -94,6 +97,14 @@ class SpoolFile:
             self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices,
                                      (rank, sequence), ordinal))
             self._end += len(data)
+
+    def add_unwritten(self, step: int | None, start_ns: int, rank: int, part: str, slices: int,
+                      sequence: int = 0) -> None:
+        """A chunk that was not encoded because the cap could never take it: it holds its place
+        in its sequence and makes its step's group not fit (length -1)."""
+        ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
+        self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, UNWRITTEN, slices,
+                                 (rank, sequence), ordinal))
 
     def stash(self, data: bytes) -> tuple[int, int]:
         """Keep ``data`` (no chunk) for ``Spool.unstash``: where it lies, as (offset, length)."""
@@ -326,7 +337,8 @@ def assemble(
                     kept.out_of_order += 1
             # The last group needs no room for a marker: if it fits, nothing is left out.
             room = sink.closing_bytes(footer) if (part, step) == last_group else reserve
-            if not sink.write((b for c in chunks for b in spool.read(c)), room):
+            if any(c.length == UNWRITTEN for c in chunks) or not sink.write(
+                    (b for c in chunks for b in spool.read(c)), room):
                 kept.first_left_out_ns = min((c.start_ns for c in chunks), default=None)
                 break
             written = after

@@ -156,7 +156,10 @@ def convert(
     origin = wall_origin(infos)
     spool = Spool()
     try:
-        diag, interest = _encode_ranks(infos, options, out_format, origin, spool, where, progress, shifts)
+        # detail past the cap is never encoded (a rank's alone could not fit); compressed, it might
+        limit = max_bytes if options.kind is Kind.DETAIL and not target.endswith(".gz") else None
+        diag, interest = _encode_ranks(infos, options, out_format, origin, spool, where, progress, shifts,
+                                       limit)
         diag.merge(found)
         if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
@@ -291,14 +294,17 @@ def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1,
 def _encode_ranks(
     infos: list[RankInfo], options: Options, out_format: Format, origin_ns: int, spool: Spool,
     where: Where = LOCAL, progress: Progress | None = None, shifts: dict[int, int] | None = None,
+    detail_limit: int | None = None,
 ) -> tuple[Diagnostics, tuple[list[int], str]]:
     """Encode every rank into the spool, ranks in parallel: they are independent until written,
     except for their communication ops, which are drawn last, once matched across ranks. Workers
     on other machines (``where.remote``) send their spool file back with their result, and it is
     spooled here as it arrives. Ranks left out as unreadable are taken out of ``infos``. Returns
-    what needed recovery, and the ranks in order of interest for the size cap (with its policy)."""
+    what needed recovery, and the ranks in order of interest for the size cap (with its policy).
+    A rank's detail chunks after the first ``detail_limit`` bytes of them are not encoded (see
+    ``_encode_into``)."""
     jobs = [(index, info, options, out_format, origin_ns, None if where.remote else spool.new_file(),
-             (shifts or {}).get(info.rank, 0)) for index, info in enumerate(infos)]
+             (shifts or {}).get(info.rank, 0), detail_limit) for index, info in enumerate(infos)]
     sizes = [input_bytes(info) for info in infos]
     done_bytes = 0
     diag = Diagnostics()
@@ -421,13 +427,19 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps, bytes |
     """Read one rank's kept steps and spool their summary and detail chunks, one packet
     sequence per part and graph; hand back its communication ops. Runs in a worker process; with
     no spool file given (a worker on another machine), its own spool's bytes go back too."""
-    *head, path, shift_ns = job
-    return spooled(lambda own: _encode_into(*head, own, shift_ns), path)
+    *head, path, shift_ns, detail_limit = job
+    return spooled(lambda own: _encode_into(*head, own, shift_ns, detail_limit), path)
 
 
 def _encode_into(index: int, info: RankInfo, options: Options, out_format: Format, origin_ns: int, path: str,
-                 shift_ns: int) -> tuple[list[Chunk], Diagnostics, RankOps]:
+                 shift_ns: int, detail_limit: int | None = None) -> tuple[list[Chunk], Diagnostics, RankOps]:
+    """One rank's chunks into the spool file at ``path``. Once its detail chunks pass
+    ``detail_limit`` bytes, later ones are placed but not encoded: the cap writes detail step by
+    step in time order, all ranks of a step or none, so none of them could be written. They are
+    filed as chunks that never fit (``SpoolFile.add_unwritten``), and what encoding them would
+    have numbered is numbered (``reserve``), so every other chunk is the same byte for byte."""
     diag, lanes = Diagnostics(), Lanes()
+    detail_bytes = 0
     encoder = _encoder(out_format, origin_ns if info.wall_clock else None, index)
     sequences: dict[tuple[str, int | None, bool], int] = {}
     held: list[tuple[int | None, int | None, int, int, int]] = []
@@ -451,8 +463,14 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
                     key = (part, batch.graph, batch.step_id is None)
                     sequence = sequences.setdefault(key, len(sequences))
                     events = lanes.place(mine, values)
-                    spool.add(batch.step_id, batch.start_ns, batch.rank, part,
-                              encoder.chunk(sequence, events), len(mine), sequence)
+                    if part is DETAIL and detail_limit is not None and detail_bytes > detail_limit:
+                        encoder.reserve(sequence, events)
+                        spool.add_unwritten(batch.step_id, batch.start_ns, batch.rank, part, len(mine),
+                                            sequence)
+                        continue
+                    data = encoder.chunk(sequence, events)
+                    detail_bytes += len(data) if part is DETAIL else 0
+                    spool.add(batch.step_id, batch.start_ns, batch.rank, part, data, len(mine), sequence)
     origin = getattr(encoder, "origin_ns", None)
     return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count)
 

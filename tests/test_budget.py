@@ -10,8 +10,18 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from trace_check import read_chrome_json, read_perfetto
 
-from converters import Diagnostics, Layer, Options, UsageError, comm, convert, discover, read_profile
-from converters.budget import parse_size
+from converters import (
+    Diagnostics,
+    Layer,
+    Options,
+    UsageError,
+    comm,
+    convert,
+    discover,
+    pipeline,
+    read_profile,
+)
+from converters.budget import UNWRITTEN, parse_size
 from converters.cli import main
 from converters.pipeline import records_to_write
 from converters.writers.chrome_json import wall_origin
@@ -212,3 +222,29 @@ def test_any_step_order_across_ranks_still_gives_a_valid_trace(tmp_path, case, c
 
         data = out.read_bytes()
         reader(gzip.decompress(data) if name.endswith(".gz") else data)
+
+
+@pytest.mark.parametrize("name", ["t.pftrace", "t.json"])
+@pytest.mark.parametrize("fraction", [0.05, 0.3, 0.7])
+def test_detail_past_the_cap_is_not_encoded_yet_the_trace_is_the_same(profile, tmp_path, monkeypatch, name,
+                                                                       fraction):
+    whole = tmp_path / f"whole{Path(name).suffix}"
+    convert(profile, whole, kind="detail", max_bytes=None)
+    cap = int(whole.stat().st_size * fraction)
+    unwritten = []
+    real_assemble = pipeline.assemble
+
+    def assemble(sink, spool, *args):  # the chunks the cap was offered
+        unwritten.append(sum(c.length == UNWRITTEN for c in spool.chunks))
+        return real_assemble(sink, spool, *args)
+
+    monkeypatch.setattr(pipeline, "assemble", assemble)
+    skipping = tmp_path / f"skipping-{name}"
+    convert(profile, skipping, kind="detail", max_bytes=cap)
+    real_encode = pipeline._encode_ranks
+    monkeypatch.setattr(pipeline, "_encode_ranks", lambda *args: real_encode(*args[:8], None))
+    encoding_all = tmp_path / f"all-{name}"
+    convert(profile, encoding_all, kind="detail", max_bytes=cap)
+    assert unwritten[1] == 0
+    assert unwritten[0] > 0 or fraction > 0.1  # at 5% one rank's detail alone passes the cap
+    assert skipping.read_bytes() == encoding_all.read_bytes()

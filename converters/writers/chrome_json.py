@@ -87,6 +87,15 @@ class ChromeJsonEncoder:
                         out += orjson.dumps({"ph": phase, "id": f"{flow:x}", "bp": "e", **base})
         return bytes(out)
 
+    def reserve(self, sequence: int, events: Sequence[Begin | End | Value]) -> None:
+        """Number the threads ``chunk`` would number for ``events``, writing nothing: for a chunk
+        the size cap can never take, so later ones come out the same."""
+        if self.origin_ns is None:
+            self.origin_ns = own_origin(events)
+        for event in events:
+            if type(event) is Begin:
+                self._number(event.track)
+
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
         """An instant on its own thread and a metadata event saying what the size cap left out."""
         out = bytearray()
@@ -100,11 +109,15 @@ class ChromeJsonEncoder:
             out += _SEPARATOR + orjson.dumps(record)
         return bytes(out)
 
-    def _tid(self, track: Track, out: bytearray, named: set[int]) -> int:
+    def _number(self, track: Track) -> int:
         tid = self._tids.get(track)
         if tid is None:
             tid = self._tids[track] = self._next_tid.get(track.rank, self._first_tid - 1) + 1
             self._next_tid[track.rank] = tid
+        return tid
+
+    def _tid(self, track: Track, out: bytearray, named: set[int]) -> int:
+        tid = self._number(track)
         if tid not in named:
             named.add(tid)
             pid, name = track.rank + 1, f"{track.group} / {track.lane}"

@@ -180,6 +180,13 @@ class PerfettoEncoder:
             seq.started = True
         return bytes(out) + encode_chunk(seq, events, self._declare, _annotation, _ARGS.decode, End, Value)
 
+    def reserve(self, sequence: int, events: Iterable) -> None:
+        """Number the tracks ``chunk`` would number for ``events`` (in the same order), writing
+        nothing: for a chunk the size cap can never take, so later ones come out the same."""
+        for event in events:
+            if type(event) is not End and event.track not in self._uuids:
+                self._new_uuid(event.track)
+
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
         """An instant on its own track saying what the size cap left out."""
         seq = _Sequence(_HEADER_SEQUENCE)

@@ -425,9 +425,6 @@ def _write_legacy(root: Path, **options) -> None:
                         step_ns=max((end - start) // (options["steps"] * 20), 1_000_000))
 
 
-if __name__ == "__main__":
-    main()
-
 
 _DRIVER = (  # the command, then its own peak RSS (the driver alone: pool workers are its children);
     # VmHWM, as ru_maxrss keeps the peak of the process it was forked from
@@ -491,3 +488,7 @@ def scaling(quick: bool) -> list[str]:
         rows.append(f"| {label} | {runs['summary'][0]:.1f} | {runs['overlap'][0]:.1f} | "
                     f"{max(v[1] for v in runs.values()):.0f} |")
     return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -30,6 +30,21 @@ static int spans_add(Spans *s, long long start, long long end) {
     return 0;
 }
 
+/* Two Python ints as 64-bit ones (a time and a length, or two times): -1 with an error if not */
+static int two_ints(PyObject *a, PyObject *b, long long *x, long long *y) {
+    int overflow = 0;
+    *x = PyLong_AsLongLongAndOverflow(a, &overflow);
+    if (!overflow && !PyErr_Occurred()) *y = PyLong_AsLongLongAndOverflow(b, &overflow);
+    if (overflow) PyErr_SetString(PyExc_OverflowError, "a time past 2**63 ns");
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* An interval: a (start, end) tuple */
+static int span_of(PyObject *pair, long long *start, long long *end) {
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) { PyErr_SetString(PyExc_TypeError, "not an interval"); return -1; }
+    return two_ints(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), start, end);
+}
+
 static int span_order(const void *a, const void *b) {
     const Span *x = a, *y = b;
     if (x->start != y->start) return x->start < y->start ? -1 : 1;
@@ -96,13 +111,13 @@ static PyObject *step_intervals(PyObject *module, PyObject *const *argv, Py_ssiz
             if (!yes) continue;
         }
         ops_seen |= which == 1;
-        int overflow = 0;
-        long long start = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(s, 4), &overflow), dur = 0;
-        if (!overflow && !PyErr_Occurred()) dur = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(s, 5), &overflow);
-        if (!overflow && !PyErr_Occurred() && ((dur > 0 && start > LLONG_MAX - dur) || (dur < 0 && start < LLONG_MIN - dur)))
-            overflow = 1;
-        if (overflow) PyErr_SetString(PyExc_OverflowError, "a slice past 2**63 ns");
-        if (PyErr_Occurred() || spans_add(&spans[which], start, start + dur) < 0) goto done;
+        long long start = 0, dur = 0;
+        if (two_ints(PyTuple_GET_ITEM(s, 4), PyTuple_GET_ITEM(s, 5), &start, &dur) < 0) goto done;
+        if ((dur > 0 && start > LLONG_MAX - dur) || (dur < 0 && start < LLONG_MIN - dur)) {
+            PyErr_SetString(PyExc_OverflowError, "a slice past 2**63 ns");
+            goto done;
+        }
+        if (spans_add(&spans[which], start, start + dur) < 0) goto done;
     }
     for (int k = 0; k < 3; k++) {
         merge(&spans[k]);
@@ -118,13 +133,8 @@ done:
 static int spans_of(PyObject *list, Spans *s) {
     if (!PyList_Check(list)) { PyErr_SetString(PyExc_TypeError, "intervals must be a list"); return -1; }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        PyObject *pair = PyList_GET_ITEM(list, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) { PyErr_SetString(PyExc_TypeError, "not an interval"); return -1; }
-        int overflow = 0;
-        long long start = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow), end = 0;
-        if (!overflow && !PyErr_Occurred()) end = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(pair, 1), &overflow);
-        if (overflow) PyErr_SetString(PyExc_OverflowError, "an interval past 2**63 ns");
-        if (PyErr_Occurred() || spans_add(s, start, end) < 0) return -1;
+        long long start = 0, end = 0;
+        if (span_of(PyList_GET_ITEM(list, i), &start, &end) < 0 || spans_add(s, start, end) < 0) return -1;
     }
     return 0;
 }
@@ -157,16 +167,8 @@ static PyObject *lanes(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     PyObject *result = NULL, *alone_list = NULL, *free_list = NULL;
     if (spans_of(argv[0], &computing) < 0 || spans_of(argv[1], &communication) < 0) goto done;
     if (argv[2] != Py_None) {  /* the span counts where it is not empty */
-        Spans span = {0};
-        PyObject *as_list = PyList_New(1);
-        if (!as_list) goto done;
-        PyList_SET_ITEM(as_list, 0, Py_NewRef(argv[2]));
-        int rc = spans_of(as_list, &span);
-        Py_DECREF(as_list);
-        if (rc < 0) { PyMem_Free(span.items); goto done; }
-        if (span.items[0].start < span.items[0].end) rc = spans_add(&bounds, span.items[0].start, span.items[0].end);
-        PyMem_Free(span.items);
-        if (rc < 0) goto done;
+        long long start = 0, end = 0;
+        if (span_of(argv[2], &start, &end) < 0 || (start < end && spans_add(&bounds, start, end) < 0)) goto done;
     }
     for (int k = 0; k < 2; k++) {
         const Spans *from = k ? &communication : &computing;

@@ -166,7 +166,7 @@ static void learn_fields(PyTypeObject *type) {
     Py_XSETREF(FIELDS_TYPE, type);
 }
 
-static PyObject *field(PyObject *event, int f) {
+static PyObject *slot_field(PyObject *event, int f) {
     if (Py_TYPE(event) != FIELDS_TYPE) learn_fields(Py_TYPE(event));
     if (FIELD_OFFSETS[f] >= 0) {
         PyObject *value = *(PyObject **)((char *)event + FIELD_OFFSETS[f]);
@@ -175,66 +175,484 @@ static PyObject *field(PyObject *event, int f) {
     return PyObject_GetAttr(event, *FIELD_NAMES[f]);
 }
 
+/* -- events scanned, not decoded (chrome_trace._batches) -----------------------------------------
+ *
+ * msgspec makes an _Event of nine objects for every event, and most events are then left out at
+ * once (the vendor's overlap lanes; host events and tasks that do not compute, in a summary).
+ * ``scan`` checks a batch as JSON and notes where each event's fields lie in its text; read_events
+ * and steps_and_names make objects only for what they keep, by the same rules. Only what is plain
+ * is scanned: keys without escapes, each field once, numbers of ordinary size, no surrogate
+ * escapes, nesting under 64 deep; anything else gives None, and msgspec decodes the batch (with
+ * its rules and its errors). An event that Python reads is decoded by msgspec from its own text,
+ * so it is the _Event the batch would have given. */
+
+enum { K_ABSENT, K_STR, K_STR_ESC, K_INT, K_NUM, K_NULL, K_OTHER };  /* OTHER: true, false, {}, [] */
+typedef struct { uint32_t at, len; uint8_t kind; } Span;  /* a value's whole text in the batch */
+typedef struct { uint32_t at, len; Span f[N_FIELDS]; } RawEvent;
 typedef struct {
-    PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
-    PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason, pid) */
-    PyObject *python_cats;  /* a set of categories whose events Python reads, or NULL */
-    long long offset;
-    int detail, saw_device;
-} Batch;
+    PyObject_HEAD
+    PyObject *data;  /* the batch's bytes */
+    PyObject *decode_event, *decode_value;  /* msgspec's: an _Event, any value */
+    Py_ssize_t n, size;
+    RawEvent *events;
+} RawEvents;
 
-/* Records._unread reasons, in the order of the ``reasons`` tuple read_events gets */
-enum { LEFT_HOST, LEFT_TASKS, LEFT_COUNTERS, LEFT_FLOWS, LEFT_VENDOR, REASONS };
+typedef struct { const unsigned char *p, *end; } Scan;
+#define MAX_DEPTH 64
 
-/* unread[reason, event.pid] += 1: 1, or -1 on error */
-static int left_out(Batch *b, int reason, PyObject *event) {
-    PyObject *pid = field(event, F_PID);
-    PyObject *key = pid ? PyTuple_Pack(2, PyTuple_GET_ITEM(b->reasons, reason), pid) : NULL;
-    Py_XDECREF(pid);
-    if (!key) return -1;
-    PyObject *count = PyDict_GetItemWithError(b->unread, key), *more = NULL;  /* a Counter: 0 if absent */
-    long long n = count ? PyLong_AsLongLong(count) : 0;
-    if (!PyErr_Occurred()) more = PyLong_FromLongLong(n + 1);
-    int rc = more ? PyDict_SetItem(b->unread, key, more) : -1;
-    Py_XDECREF(more);
-    Py_DECREF(key);
-    return rc < 0 ? -1 : 1;
+static void sc_ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+}
+
+static int hex_digit(unsigned char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The code of a \\uXXXX escape at p, or -1 */
+static int escaped_code(const unsigned char *p, const unsigned char *end) {
+    int code = 0;
+    for (int k = 2; k < 6; k++) {
+        int digit = p + k < end ? hex_digit(p[k]) : -1;
+        if (digit < 0) return -1;
+        code = code * 16 + digit;
+    }
+    return code;
+}
+
+/* A string from its quote: K_STR, K_STR_ESC (it has escapes), or 0 */
+static int sc_string(Scan *s) {
+    const unsigned char *p = s->p + 1, *end = s->end;
+    int kind = K_STR;
+    for (;;) {
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) p++;
+        if (p >= end || *p < 0x20) return 0;
+        if (*p == '"') {
+            s->p = p + 1;
+            return kind;
+        }
+        kind = K_STR_ESC;
+        if (end - p < 2) return 0;
+        if (p[1] == 'u') {
+            int code = escaped_code(p, end);
+            if (code >= 0xD800 && code <= 0xDBFF) {  /* a surrogate pair, or no text */
+                p += 6;
+                code = end - p >= 2 && p[0] == '\\' && p[1] == 'u' ? escaped_code(p, end) : -1;
+                if (code < 0xDC00 || code > 0xDFFF) return 0;
+            } else if (code < 0 || (code >= 0xDC00 && code <= 0xDFFF)) {
+                return 0;
+            }
+            p += 6;
+        } else if (p[1] && strchr("\"\\/bfnrt", p[1])) {
+            p += 2;
+        } else {
+            return 0;
+        }
+    }
+}
+
+static int is_digit(const Scan *s) { return s->p < s->end && *s->p >= '0' && *s->p <= '9'; }
+
+/* A number: K_INT, K_NUM (a fraction or an exponent), or 0 (not JSON's, or out of the ordinary) */
+static int sc_number(Scan *s) {
+    const unsigned char *start = s->p;
+    int kind = K_INT;
+    if (*s->p == '-') s->p++;
+    if (!is_digit(s)) return 0;
+    if (*s->p++ != '0')
+        while (is_digit(s)) s->p++;
+    if (s->p < s->end && *s->p == '.') {
+        s->p++;
+        if (!is_digit(s)) return 0;
+        while (is_digit(s)) s->p++;
+        kind = K_NUM;
+    }
+    if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+        s->p++;
+        if (s->p < s->end && (*s->p == '+' || *s->p == '-')) s->p++;
+        int exponent = 0, digits = 0;
+        for (; is_digit(s); s->p++, digits++) exponent = exponent * 10 + (*s->p - '0');
+        if (!digits || digits > 3 || exponent > 250) return 0;  /* 40 characters at most: never past 1e290 */
+        kind = K_NUM;
+    }
+    return s->p - start <= 40 ? kind : 0;
+}
+
+static int sc_literal(Scan *s, const char *word, int kind) {
+    size_t n = strlen(word);
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n)) return 0;
+    s->p += n;
+    return kind;
+}
+
+/* Any value: its kind, or 0 */
+static int sc_value(Scan *s, int depth) {
+    if (s->p >= s->end) return 0;
+    switch (*s->p) {
+    case '"': return sc_string(s);
+    case 't': return sc_literal(s, "true", K_OTHER);
+    case 'f': return sc_literal(s, "false", K_OTHER);
+    case 'n': return sc_literal(s, "null", K_NULL);
+    case '{': case '[': {
+        unsigned char close = *s->p == '{' ? '}' : ']';
+        if (depth >= MAX_DEPTH) return 0;
+        s->p++;
+        sc_ws(s);
+        if (s->p < s->end && *s->p == close) {
+            s->p++;
+            return K_OTHER;
+        }
+        for (;;) {
+            if (close == '}') {
+                if (s->p >= s->end || *s->p != '"' || !sc_string(s)) return 0;
+                sc_ws(s);
+                if (s->p >= s->end || *s->p != ':') return 0;
+                s->p++;
+                sc_ws(s);
+            }
+            if (!sc_value(s, depth + 1)) return 0;
+            sc_ws(s);
+            if (s->p >= s->end) return 0;
+            if (*s->p++ == close) return K_OTHER;
+            if (s->p[-1] != ',') return 0;
+            sc_ws(s);
+        }
+    }
+    default: return *s->p == '-' || (*s->p >= '0' && *s->p <= '9') ? sc_number(s) : 0;
+    }
+}
+
+static int field_number(const unsigned char *key, Py_ssize_t n) {
+    static const char *const names[N_FIELDS] = {"ph", "name", "pid", "tid", "ts", "dur", "cat", "id", "args"};
+    for (int f = 0; f < N_FIELDS; f++)
+        if ((Py_ssize_t)strlen(names[f]) == n && !memcmp(key, names[f], n)) return f;
+    return -1;
+}
+
+/* An event object, its fields noted: 1, or 0 */
+static int sc_event(Scan *s, const unsigned char *base, RawEvent *e) {
+    const unsigned char *start = s->p;
+    memset(e, 0, sizeof *e);
+    s->p++;
+    sc_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+    } else {
+        for (;;) {
+            const unsigned char *key = s->p;
+            if (s->p >= s->end || *s->p != '"' || sc_string(s) != K_STR) return 0;
+            int f = field_number(key + 1, s->p - key - 2);
+            sc_ws(s);
+            if (s->p >= s->end || *s->p != ':') return 0;
+            s->p++;
+            sc_ws(s);
+            const unsigned char *value = s->p;
+            int kind = sc_value(s, 1);
+            if (!kind) return 0;
+            if (f >= 0) {
+                if (e->f[f].kind) return 0;  /* twice: msgspec takes the last */
+                e->f[f] = (Span){(uint32_t)(value - base), (uint32_t)(s->p - value), (uint8_t)kind};
+            }
+            sc_ws(s);
+            if (s->p >= s->end) return 0;
+            if (*s->p++ == '}') break;
+            if (s->p[-1] != ',') return 0;
+            sc_ws(s);
+        }
+    }
+    e->at = (uint32_t)(start - base);
+    e->len = (uint32_t)(s->p - start);
+    return 1;
+}
+
+static PyTypeObject RawEventsType;
+
+/* scan(data, decode_event, decode_value) -> RawEvents, or None: see above. ``data`` is a JSON
+ * array of event objects. */
+static PyObject *scan(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "scan(data, decode_event, decode_value)");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(argv[0]) || PyBytes_GET_SIZE(argv[0]) >= (Py_ssize_t)UINT32_MAX) Py_RETURN_NONE;
+    Py_ssize_t length = PyBytes_GET_SIZE(argv[0]);
+    RawEvents *r = PyObject_New(RawEvents, &RawEventsType);
+    if (!r) return NULL;
+    r->data = Py_NewRef(argv[0]);
+    r->decode_event = Py_NewRef(argv[1]);
+    r->decode_value = Py_NewRef(argv[2]);
+    r->n = r->size = 0;
+    r->events = NULL;
+    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(argv[0]);
+    Scan s = {base, base + length};
+    sc_ws(&s);
+    if (s.p >= s.end || *s.p++ != '[') goto plain_no_more;
+    sc_ws(&s);
+    if (s.p < s.end && *s.p == ']') {
+        s.p++;
+    } else {
+        for (;;) {
+            if (s.p >= s.end || *s.p != '{') goto plain_no_more;
+            if (r->n == r->size) {
+                Py_ssize_t size = r->size ? 2 * r->size : 1024;
+                RawEvent *grown = PyMem_Realloc(r->events, size * sizeof(RawEvent));
+                if (!grown) {
+                    Py_DECREF(r);
+                    return PyErr_NoMemory();
+                }
+                r->events = grown;
+                r->size = size;
+            }
+            if (!sc_event(&s, base, &r->events[r->n])) goto plain_no_more;
+            r->n++;
+            sc_ws(&s);
+            if (s.p >= s.end) goto plain_no_more;
+            if (*s.p++ == ']') break;
+            if (s.p[-1] != ',') goto plain_no_more;
+            sc_ws(&s);
+        }
+    }
+    sc_ws(&s);
+    if (s.p == s.end) return (PyObject *)r;
+plain_no_more:
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
+
+static void raw_events_dealloc(RawEvents *r) {
+    Py_XDECREF(r->data);
+    Py_XDECREF(r->decode_event);
+    Py_XDECREF(r->decode_value);
+    PyMem_Free(r->events);
+    PyObject_Free(r);
+}
+
+static Py_ssize_t raw_events_length(RawEvents *r) { return r->n; }
+
+static const char *span_text(const RawEvents *r, const Span *sp) { return PyBytes_AS_STRING(r->data) + sp->at; }
+
+/* The event as msgspec decodes it alone: the _Event of the batch's decoding */
+static PyObject *raw_event(const RawEvents *r, Py_ssize_t i) {
+    const RawEvent *e = &r->events[i];
+    PyObject *text = PyBytes_FromStringAndSize(PyBytes_AS_STRING(r->data) + e->at, e->len);
+    PyObject *event = text ? PyObject_CallOneArg(r->decode_event, text) : NULL;
+    Py_XDECREF(text);
+    return event;
+}
+
+static PyObject *raw_events_item(RawEvents *r, Py_ssize_t i) {
+    if (i < 0 || i >= r->n) {
+        PyErr_SetString(PyExc_IndexError, "event index out of range");
+        return NULL;
+    }
+    return raw_event(r, i);
+}
+
+static PySequenceMethods raw_events_sequence = {
+    .sq_length = (lenfunc)raw_events_length, .sq_item = (ssizeargfunc)raw_events_item,
+};
+
+static PyTypeObject RawEventsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "converters.readers._core.RawEvents",
+    .tp_doc = "A batch of events as scan found them: len(), and each as an _Event (decoded alone).",
+    .tp_basicsize = sizeof(RawEvents),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)raw_events_dealloc,
+    .tp_as_sequence = &raw_events_sequence,
+};
+
+/* An int of at most 18 digits: 1 and its value, or 0 */
+static int small_int(const char *text, Py_ssize_t n, long long *value) {
+    Py_ssize_t i = text[0] == '-';
+    if (n - i < 1 || n - i > 18) return 0;
+    long long v = 0;
+    for (Py_ssize_t k = i; k < n; k++) v = v * 10 + (text[k] - '0');
+    *value = i ? -v : v;
+    return 1;
+}
+
+/* A field's value as msgspec gives it: _Event's default where absent, args as bytes (raw JSON) */
+static PyObject *span_value(const RawEvents *r, const Span *sp, int f) {
+    const char *text = span_text(r, sp);
+    long long v;
+    switch (sp->kind) {
+    case K_ABSENT:
+        if (f == F_PH || f == F_NAME) return Py_NewRef(EMPTY);
+        if (f == F_DUR) return PyLong_FromLong(0);
+        if (f == F_ARGS) return PyBytes_FromStringAndSize("", 0);
+        Py_RETURN_NONE;
+    case K_NULL:
+        if (f != F_ARGS) Py_RETURN_NONE;
+        break;
+    case K_STR:
+        if (f != F_ARGS) {
+            PyObject *str = PyUnicode_DecodeUTF8(text + 1, sp->len - 2, NULL);
+            if (str) return str;
+            PyErr_Clear();
+        }
+        break;
+    case K_INT:
+        if (f != F_ARGS && small_int(text, sp->len, &v)) return PyLong_FromLongLong(v);
+        break;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize(text, sp->len);
+    if (!raw || f == F_ARGS) return raw;
+    PyObject *value = PyObject_CallOneArg(r->decode_value, raw);
+    Py_DECREF(raw);
+    return value;
+}
+
+/* -- one event, scanned or decoded ------------------------------------------------------------ */
+
+typedef struct { PyObject *obj; const RawEvents *raw; const RawEvent *e; } Ev;  /* obj, or raw's e */
+
+static PyObject *field(const Ev *ev, int f) {
+    return ev->obj ? slot_field(ev->obj, f) : span_value(ev->raw, &ev->e->f[f], f);
+}
+
+/* The event as an object: the _Event, for Python's rules */
+static PyObject *event_object(const Ev *ev) {
+    return ev->obj ? Py_NewRef(ev->obj) : raw_event(ev->raw, ev->e - ev->raw->events);
+}
+
+/* The text of a scanned field that is a plain string, or NULL */
+static const char *plain_str(const Ev *ev, int f, Py_ssize_t *n) {
+    if (ev->obj || ev->e->f[f].kind != K_STR) return NULL;
+    *n = ev->e->f[f].len - 2;
+    return span_text(ev->raw, &ev->e->f[f]) + 1;
+}
+
+static int is(PyObject *text, PyObject *interned) {
+    return text == interned || (PyUnicode_CheckExact(text) && PyUnicode_Compare(text, interned) == 0);
+}
+
+/* 1 if the field is a str equal to ``interned``, 0 if not, -1 on error */
+static int field_is(const Ev *ev, int f, PyObject *interned) {
+    Py_ssize_t n;
+    const char *text = plain_str(ev, f, &n);
+    if (text) return n == PyUnicode_GET_LENGTH(interned) && !memcmp(text, PyUnicode_DATA(interned), n);
+    PyObject *value = field(ev, f);
+    if (!value) return -1;
+    int found = is(value, interned);
+    Py_DECREF(value);
+    return found;
+}
+
+/* 1 if the name is a str starting "ProfilerStep#", 0 if a str that does not, 2 if no str, -1 error */
+static int step_name(const Ev *ev) {
+    Py_ssize_t n;
+    const char *text = plain_str(ev, F_NAME, &n);
+    if (text) return n >= 13 && !memcmp(text, "ProfilerStep#", 13);
+    PyObject *name = field(ev, F_NAME);
+    if (!name) return -1;
+    int found = PyUnicode_CheckExact(name) ? PyUnicode_Tailmatch(name, S_STEP_PREFIX, 0, PY_SSIZE_T_MAX, -1) : 2;
+    Py_DECREF(name);
+    return found;
+}
+
+/* The event's phase: 'M', 'X', 's', 'f', 't' or 'C'; 0 for any other; -1 on error */
+static int phase(const Ev *ev) {
+    Py_ssize_t n;
+    const char *text = plain_str(ev, F_PH, &n);
+    if (text) return n == 1 && strchr("MXsftC", text[0]) ? text[0] : 0;
+    PyObject *ph = field(ev, F_PH);
+    if (!ph) return -1;
+    int found = is(ph, S_M) ? 'M' : is(ph, S_X) ? 'X' : is(ph, S_s) ? 's' : is(ph, S_f) ? 'f' : is(ph, S_t) ? 't'
+              : is(ph, S_C) ? 'C' : 0;
+    Py_DECREF(ph);
+    return found;
 }
 
 /* ns from µs as profilers write them: a number (``round(us * 1000)``, exact below 9e12 µs), or
  * a string of ASCII digits with at most 3 decimals, parsed exactly. Any other form (more
  * decimals, an exponent, huge values, bad input): 0 with *ok = 0, for the Python rules. */
+static long long text_ns(const char *text, Py_ssize_t n, int *ok) {
+    Py_ssize_t i = 0, digits_end;
+    long long whole = 0, fraction = 0;
+    int decimals = 0;
+    *ok = 0;
+    while (i < n && text[i] >= '0' && text[i] <= '9' && i < 16) whole = whole * 10 + (text[i++] - '0');
+    if (i == 0 || whole >= 4611686018427387LL || (i < n && text[i] != '.')) return 0;  /* 2**62 ns: chrome_trace._NO_TIME */
+    digits_end = i;
+    if (i < n)
+        for (i++; i < n && decimals < 3 && text[i] >= '0' && text[i] <= '9'; i++, decimals++)
+            fraction = fraction * 10 + (text[i] - '0');
+    if (i != n || !(digits_end == n || decimals > 0 || digits_end + 1 == n)) return 0;
+    while (decimals++ < 3) fraction *= 10;
+    *ok = 1;
+    return whole * 1000 + fraction;
+}
+
+static long long double_ns(double value, int *ok) {
+    *ok = value > -9e12 && value < 9e12;
+    return *ok ? (long long)nearbyint(value * 1000.0) : 0;
+}
+
+static long long int_ns(long long value, int *ok) {
+    *ok = value > -9000000000000LL && value < 9000000000000LL;
+    return *ok ? value * 1000 : 0;
+}
+
 static long long fast_ns(PyObject *us, int *ok) {
     *ok = 0;
-    if (PyUnicode_CheckExact(us) && PyUnicode_IS_ASCII(us)) {
-        const char *text = (const char *)PyUnicode_DATA(us);
-        Py_ssize_t n = PyUnicode_GET_LENGTH(us), i = 0, digits_end;
-        long long whole = 0, fraction = 0;
-        int decimals = 0;
-        while (i < n && text[i] >= '0' && text[i] <= '9' && i < 16) whole = whole * 10 + (text[i++] - '0');
-        if (i == 0 || whole >= 9000000000000000LL || (i < n && text[i] != '.')) return 0;
-        digits_end = i;
-        if (i < n)
-            for (i++; i < n && decimals < 3 && text[i] >= '0' && text[i] <= '9'; i++, decimals++)
-                fraction = fraction * 10 + (text[i] - '0');
-        if (i != n || !(digits_end == n || decimals > 0 || digits_end + 1 == n)) return 0;
-        while (decimals++ < 3) fraction *= 10;
-        *ok = 1;
-        return whole * 1000 + fraction;
-    }
-    if (PyFloat_CheckExact(us)) {
-        double value = PyFloat_AS_DOUBLE(us);
-        if (!(value > -9e12 && value < 9e12)) return 0;
-        *ok = 1;
-        return (long long)nearbyint(value * 1000.0);
-    }
+    if (PyUnicode_CheckExact(us) && PyUnicode_IS_ASCII(us))
+        return text_ns((const char *)PyUnicode_DATA(us), PyUnicode_GET_LENGTH(us), ok);
+    if (PyFloat_CheckExact(us)) return double_ns(PyFloat_AS_DOUBLE(us), ok);
     if (PyLong_CheckExact(us)) {
         int overflow = 0;
         long long value = PyLong_AsLongLongAndOverflow(us, &overflow);
         if (value == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
-        if (overflow || value <= -9000000000000LL || value >= 9000000000000LL) return 0;
-        *ok = 1;
-        return value * 1000;
+        return overflow ? 0 : int_ns(value, ok);
+    }
+    return 0;
+}
+
+/* The double a JSON number's text stands for, correctly rounded as msgspec reads it: exact
+ * arithmetic where mantissa and power of ten are exact doubles, else Python's own parser */
+static int number_value(const char *text, Py_ssize_t n, double *value) {
+    static const double powers[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    Py_ssize_t i = text[0] == '-';
+    unsigned long long mantissa = 0;
+    int digits = 0, scale = 0;
+    for (; i < n && text[i] >= '0' && text[i] <= '9'; i++, digits++) mantissa = mantissa * 10 + (text[i] - '0');
+    if (i < n && text[i] == '.')
+        for (i++; i < n && text[i] >= '0' && text[i] <= '9'; i++, digits++, scale++)
+            mantissa = mantissa * 10 + (text[i] - '0');
+    if (i == n && digits <= 15 && scale <= 22) {  /* below 2**53: exact, and one rounding */
+        double d = (double)mantissa / powers[scale];
+        *value = text[0] == '-' ? -d : d;
+        return 1;
+    }
+    char copy[48];
+    if (n >= (Py_ssize_t)sizeof copy) return 0;
+    memcpy(copy, text, n);
+    copy[n] = 0;
+    *value = PyOS_string_to_double(copy, NULL, NULL);
+    if (*value == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
+/* A time field in ns: 1 (and *ns), 0 if Python's rules must read it, -1 on error */
+static int event_ns(const Ev *ev, int f, long long *ns) {
+    int ok = 0;
+    if (ev->obj) {
+        PyObject *us = field(ev, f);
+        if (!us) return -1;
+        *ns = fast_ns(us, &ok);
+        Py_DECREF(us);
+        return ok;
+    }
+    const Span *sp = &ev->e->f[f];
+    const char *text = span_text(ev->raw, sp);
+    long long whole;
+    double d;
+    switch (sp->kind) {
+    case K_ABSENT: *ns = 0; return f == F_DUR;  /* dur defaults to 0, ts to None */
+    case K_STR: *ns = text_ns(text + 1, sp->len - 2, &ok); return ok;
+    case K_INT: if (small_int(text, sp->len, &whole)) *ns = int_ns(whole, &ok); return ok;
+    case K_NUM: if (number_value(text, sp->len, &d)) *ns = double_ns(d, &ok); return ok;
     }
     return 0;
 }
@@ -251,35 +669,26 @@ static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t ar
     return ok ? PyLong_FromLongLong(ns) : PyObject_CallOneArg(argv[1], argv[0]);
 }
 
-/* The top-level "Task Type" of raw JSON args where the text alone gives what decoding them gives
- * (chrome_trace._task_type): once, after the only "{", a plain string without escapes. A new str,
- * or NULL (no error set) to leave the event to Python. */
-static PyObject *task_type_of(PyObject *args) {
+/* Where the top-level "Task Type" of raw JSON args lies where the text alone gives what decoding
+ * them gives (chrome_trace._task_type): once, after the only "{", a plain string without escapes,
+ * not empty. NULL to leave the event to Python. */
+static const char *task_type_in(const char *data, Py_ssize_t length, Py_ssize_t *n) {
     static const char key[] = "\"Task Type\":\"", name[] = "\"Task Type\"";
-    Py_buffer view;
-    PyObject *found = NULL;
-    if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) { PyErr_Clear(); return NULL; }
-    const char *data = view.buf, *end = data + view.len, *at = NULL;
+    const char *end = data + length, *at = NULL;
     int braces = 0;
     for (const char *p = data; p < end; p++) {
         if (*p == '{') {
             braces++;
         } else if (*p == '"' && end - p >= (Py_ssize_t)sizeof(name) - 1 && !memcmp(p, name, sizeof(name) - 1)) {
             if (at || braces != 1 || end - p < (Py_ssize_t)sizeof(key) - 1 || memcmp(p, key, sizeof(key) - 1))
-                goto done;  /* twice, nested, or not a plain string: decoding decides */
+                return NULL;  /* twice, nested, or not a plain string: decoding decides */
             at = p + sizeof(key) - 1;
         }
     }
-    if (at) {
-        const char *close = memchr(at, '"', end - at);
-        if (close && !memchr(at, '\\', close - at) && close > at) {
-            found = PyUnicode_DecodeUTF8(at, close - at, "replace");
-            if (!found) PyErr_Clear();
-        }
-    }
-done:
-    PyBuffer_Release(&view);
-    return found;
+    const char *close = at ? memchr(at, '"', end - at) : NULL;
+    if (!close || memchr(at, '\\', close - at) || close == at) return NULL;
+    *n = close - at;
+    return at;
 }
 
 /* A NamedTuple of ``n`` fields from ``items`` (new references, stolen even on failure) */
@@ -297,6 +706,82 @@ done:
     return made;
 }
 
+/* What read_events remembers within a batch: the routes of scanned (pid, tid) texts (borrowed
+ * from Records._routes, forgotten whenever Python runs), the events left out by (reason, pid
+ * text) before they are counted in Records._unread, and the task types met (with whether they
+ * compute), so a summary makes no object for what it leaves out. */
+#define ROUTE_SLOTS 128
+typedef struct { const char *pid, *tid; uint32_t pid_len, tid_len, generation; uint8_t pid_kind, tid_kind; PyObject *kind, *lane; } RouteSlot;
+#define LEFT_SLOTS 32
+typedef struct { int reason; Span pid; long long count; } LeftSlot;
+#define TASK_SLOTS 32
+typedef struct { char text[32]; Py_ssize_t n; PyObject *task; int compute; } TaskSlot;  /* compute -1: not asked */
+
+typedef struct {
+    PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
+    PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason, pid) */
+    PyObject *python_cats;  /* a set of categories whose events Python reads, or NULL */
+    long long offset;
+    int detail, saw_device;
+    const RawEvents *raw;
+    uint32_t generation;
+    RouteSlot routes_seen[ROUTE_SLOTS];
+    LeftSlot left[LEFT_SLOTS];
+    int n_left, n_tasks;
+    TaskSlot tasks[TASK_SLOTS];
+} Batch;
+
+/* Records._unread reasons, in the order of the ``reasons`` tuple read_events gets */
+enum { LEFT_HOST, LEFT_TASKS, LEFT_COUNTERS, LEFT_FLOWS, LEFT_VENDOR, REASONS };
+
+/* unread[reason, pid] += count: 0, or -1 on error */
+static int count_unread(Batch *b, int reason, PyObject *pid, long long count) {
+    PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(b->reasons, reason), pid);
+    if (!key) return -1;
+    PyObject *known = PyDict_GetItemWithError(b->unread, key), *more = NULL;  /* a Counter: 0 if absent */
+    long long n = known ? PyLong_AsLongLong(known) : 0;
+    if (!PyErr_Occurred()) more = PyLong_FromLongLong(n + count);
+    int rc = more ? PyDict_SetItem(b->unread, key, more) : -1;
+    Py_XDECREF(more);
+    Py_DECREF(key);
+    return rc;
+}
+
+/* The counts of scanned events left out, into Records._unread, in the order first met */
+static int flush_left(Batch *b) {
+    int rc = 0;
+    for (int i = 0; i < b->n_left && !rc; i++) {
+        PyObject *pid = span_value(b->raw, &b->left[i].pid, F_PID);
+        rc = pid ? count_unread(b, b->left[i].reason, pid, b->left[i].count) : -1;
+        Py_XDECREF(pid);
+    }
+    b->n_left = 0;
+    return rc;
+}
+
+static int same_text(const RawEvents *r, const Span *a, const Span *b) {
+    return a->kind == b->kind && a->len == b->len && !memcmp(span_text(r, a), span_text(r, b), a->len);
+}
+
+/* unread[reason, event.pid] += 1: 1, or -1 on error */
+static int left_out(Batch *b, int reason, const Ev *ev) {
+    if (ev->obj) {
+        PyObject *pid = field(ev, F_PID);
+        int rc = pid ? count_unread(b, reason, pid, 1) : -1;
+        Py_XDECREF(pid);
+        return rc < 0 ? -1 : 1;
+    }
+    const Span *pid = &ev->e->f[F_PID];
+    for (int i = 0; i < b->n_left; i++)
+        if (b->left[i].reason == reason && same_text(b->raw, &b->left[i].pid, pid)) {
+            b->left[i].count++;
+            return 1;
+        }
+    if (b->n_left == LEFT_SLOTS && flush_left(b) < 0) return -1;
+    b->left[b->n_left++] = (LeftSlot){reason, *pid, 1};
+    return 1;
+}
+
 static int append_record(Batch *b, PyObject *type, PyObject **items, Py_ssize_t n) {
     PyObject *made = record(type, items, n);
     if (!made) return -1;
@@ -305,10 +790,36 @@ static int append_record(Batch *b, PyObject *type, PyObject **items, Py_ssize_t 
     return rc;
 }
 
+static uint32_t text_hash(const char *text, uint32_t n, uint32_t h) {
+    for (uint32_t i = 0; i < n; i++) h = (h ^ (unsigned char)text[i]) * 16777619u;
+    return h;
+}
+
+/* The remembered route of a scanned event's (pid, tid), or the free slot it would take, or NULL */
+static RouteSlot *route_slot(Batch *b, const Ev *ev) {
+    const Span *pid = &ev->e->f[F_PID], *tid = &ev->e->f[F_TID];
+    const char *pid_text = span_text(b->raw, pid), *tid_text = span_text(b->raw, tid);
+    uint32_t h = text_hash(tid_text, tid->len, text_hash(pid_text, pid->len, 2166136261u + pid->kind * 7 + tid->kind));
+    for (int k = 0; k < 8; k++) {
+        RouteSlot *slot = &b->routes_seen[(h + k) % ROUTE_SLOTS];
+        if (slot->generation != b->generation) return slot;
+        if (slot->pid_kind == pid->kind && slot->tid_kind == tid->kind && slot->pid_len == pid->len &&
+            slot->tid_len == tid->len && !memcmp(slot->pid, pid_text, pid->len) && !memcmp(slot->tid, tid_text, tid->len))
+            return slot;
+    }
+    return NULL;
+}
+
 /* The event's route (kind, lane) if known and to a layer or skipped (kind None): borrowed
  * items, else 0 */
-static int route_of(Batch *b, PyObject *event, PyObject **kind, PyObject **lane) {
-    PyObject *pid = field(event, F_PID), *tid = pid ? field(event, F_TID) : NULL;
+static int route_of(Batch *b, const Ev *ev, PyObject **kind, PyObject **lane) {
+    RouteSlot *slot = ev->obj ? NULL : route_slot(b, ev);
+    if (slot && slot->generation == b->generation) {
+        *kind = slot->kind;
+        *lane = slot->lane;
+        return 1;
+    }
+    PyObject *pid = field(ev, F_PID), *tid = pid ? field(ev, F_TID) : NULL;
     PyObject *key = tid ? PyTuple_Pack(2, pid, tid) : NULL;
     Py_XDECREF(pid); Py_XDECREF(tid);
     if (!key) return -1;
@@ -318,183 +829,248 @@ static int route_of(Batch *b, PyObject *event, PyObject **kind, PyObject **lane)
     if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 2) return 0;
     *kind = PyTuple_GET_ITEM(route, 0);
     *lane = PyTuple_GET_ITEM(route, 1);
-    return *kind == Py_None || (Py_TYPE(*kind) == (PyTypeObject *)b->layer_type && PyUnicode_CheckExact(*lane));
+    int known = *kind == Py_None || (Py_TYPE(*kind) == (PyTypeObject *)b->layer_type && PyUnicode_CheckExact(*lane));
+    if (known && slot) {
+        const Span *p = &ev->e->f[F_PID], *t = &ev->e->f[F_TID];
+        *slot = (RouteSlot){span_text(b->raw, p), span_text(b->raw, t), p->len, t->len, b->generation,
+                            p->kind, t->kind, *kind, *lane};
+    }
+    return known;
 }
 
 /* 1 if the dialect reads events of this event's category in Python, 0 if not, -1 on error */
-static int python_cat(Batch *b, PyObject *event) {
+static int python_cat(Batch *b, const Ev *ev) {
     if (!b->python_cats) return 0;
-    PyObject *cat = field(event, F_CAT);
+    PyObject *cat = field(ev, F_CAT);
     if (!cat) return -1;
     int found = PyUnicode_CheckExact(cat) ? PySet_Contains(b->python_cats, cat) : 0;
     Py_DECREF(cat);
     return found;
 }
 
-/* An "X" event as Records._complete takes it: 1 done, 0 Python's, -1 error */
-static int fast_complete(Batch *b, PyObject *event) {
-    PyObject *kind, *lane, *name = NULL, *args = NULL, *ts = NULL, *dur = NULL, *task = NULL;
-    int result = route_of(b, event, &kind, &lane), ok;
-    if (result <= 0) return result;
-    if (kind == Py_None) return left_out(b, LEFT_VENDOR, event);
-    if ((result = python_cat(b, event)) != 0) return result < 0 ? -1 : 0;
-    result = -1;
-    if (!(name = field(event, F_NAME)) || !(args = field(event, F_ARGS)) ||
-        !(ts = field(event, F_TS)) || !(dur = field(event, F_DUR)))
-        goto done;
-    result = 0;
-    if (!PyUnicode_CheckExact(name)) goto done;
-    if (kind == b->host && PyUnicode_Tailmatch(name, S_STEP_PREFIX, 0, PY_SSIZE_T_MAX, -1) == 1)
-        goto done;  /* ProfilerStep#N: a step */
-    if (kind == b->host && !b->detail) {
-        result = left_out(b, LEFT_HOST, event);
-        goto done;
+/* The task type of a device task's args (raw JSON): its slot (remembered), or NULL to leave the
+ * event to Python (none found as plain text); -1 in *error on error */
+static TaskSlot *task_of(Batch *b, const char *args, Py_ssize_t length, TaskSlot *spare, int *error) {
+    Py_ssize_t n;
+    const char *text = task_type_in(args, length, &n);
+    if (!text) return NULL;
+    for (int i = 0; i < b->n_tasks; i++)
+        if (b->tasks[i].n == n && !memcmp(b->tasks[i].text, text, n)) return &b->tasks[i];
+    TaskSlot *slot = n <= (Py_ssize_t)sizeof(spare->text) && b->n_tasks < TASK_SLOTS ? &b->tasks[b->n_tasks] : spare;
+    if (!(slot->task = PyUnicode_DecodeUTF8(text, n, "replace"))) {
+        *error = -1;
+        return NULL;
     }
-    int has_args = PyObject_IsTrue(args);
-    if (has_args < 0) { result = -1; goto done; }
-    if (kind != b->host) b->saw_device = 1;
-    if (kind == b->stream && !(has_args && (task = task_type_of(args)))) goto done;
-    if (task && !b->detail) {  /* summary keeps compute tasks only */
-        PyObject *answer = PyObject_CallOneArg(b->is_compute, task);
-        int compute = answer ? PyObject_IsTrue(answer) : -1;
+    slot->compute = -1;
+    if (slot != spare) {
+        memcpy(slot->text, text, n);
+        slot->n = n;
+        b->n_tasks++;
+    }
+    return slot;
+}
+
+/* 1 if the slot's task type computes, 0 if not, -1 on error */
+static int computes(Batch *b, TaskSlot *slot) {
+    if (slot->compute < 0) {
+        PyObject *answer = PyObject_CallOneArg(b->is_compute, slot->task);
+        slot->compute = answer ? PyObject_IsTrue(answer) : -1;
         Py_XDECREF(answer);
-        if (compute < 0) { result = -1; goto done; }
-        if (!compute) {
-            result = left_out(b, LEFT_TASKS, event);
-            goto done;
+    }
+    return slot->compute;
+}
+
+/* An "X" event as Records._complete takes it: 1 done, 0 Python's, -1 error */
+static int fast_complete(Batch *b, const Ev *ev) {
+    PyObject *kind, *lane, *args = NULL, *name = NULL;
+    TaskSlot spare = {.task = NULL}, *task = NULL;
+    int result = route_of(b, ev, &kind, &lane);
+    if (result <= 0) return result;
+    if (kind == Py_None) return left_out(b, LEFT_VENDOR, ev);
+    if ((result = python_cat(b, ev)) != 0) return result < 0 ? -1 : 0;
+    int host = kind == b->host, step = step_name(ev);
+    if (step < 0) return -1;
+    if (step == 2 || (host && step)) return 0;  /* no str, or ProfilerStep#N: a step */
+    if (host && !b->detail) return left_out(b, LEFT_HOST, ev);
+    const char *args_text = NULL;
+    Py_ssize_t args_length = 0;
+    Py_buffer view = {.obj = NULL};
+    if (ev->obj) {
+        if (!(args = field(ev, F_ARGS))) return -1;
+        if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) == 0) {
+            args_text = view.buf;
+            args_length = view.len;
+        } else {
+            PyErr_Clear();
+            int truth = PyObject_IsTrue(args);  /* not raw: Python's rules if it is not empty */
+            if (truth) { Py_DECREF(args); return truth < 0 ? -1 : 0; }
+        }
+    } else if (ev->e->f[F_ARGS].kind != K_ABSENT) {
+        args_text = span_text(ev->raw, &ev->e->f[F_ARGS]);
+        args_length = ev->e->f[F_ARGS].len;
+    }
+    if (!host) b->saw_device = 1;
+    result = -1;
+    if (kind == b->stream) {
+        int error = 0;
+        if (args_length) task = task_of(b, args_text, args_length, &spare, &error);
+        if (error) goto done;
+        if (!task) { result = 0; goto done; }
+        if (!b->detail) {  /* summary keeps compute tasks only */
+            int compute = computes(b, task);
+            if (compute <= 0) {
+                result = compute < 0 ? -1 : left_out(b, LEFT_TASKS, ev);
+                goto done;
+            }
         }
     }
-    long long start = fast_ns(ts, &ok), length;
-    if (!ok) goto done;
-    length = fast_ns(dur, &ok);
-    if (!ok || length < 0 || __builtin_add_overflow(start, b->offset, &start)) goto done;
+    long long start, length;
+    if ((result = event_ns(ev, F_TS, &start)) <= 0 || (result = event_ns(ev, F_DUR, &length)) <= 0) goto done;
+    result = 0;
+    if (length < 0 || __builtin_add_overflow(start, b->offset, &start)) goto done;
+    if (!ev->obj) args = args_length ? PyBytes_FromStringAndSize(args_text, args_length) : Py_NewRef(Py_None);
+    else if (!args_length) Py_SETREF(args, Py_NewRef(Py_None));
+    if (!(name = field(ev, F_NAME))) { result = -1; goto done; }
     PyObject *items[10] = {
-        Py_NewRef(b->rank), Py_NewRef(kind), Py_NewRef(lane), Py_NewRef(name),
-        PyLong_FromLongLong(start), PyLong_FromLongLong(length), Py_NewRef(has_args ? args : Py_None),
-        task ? Py_NewRef(task) : Py_NewRef(EMPTY), Py_NewRef(EMPTY_TUPLE), Py_NewRef(EMPTY_TUPLE)};
+        Py_NewRef(b->rank), Py_NewRef(kind), Py_NewRef(lane), name, PyLong_FromLongLong(start),
+        PyLong_FromLongLong(length), args, task ? Py_NewRef(task->task) : Py_NewRef(EMPTY),
+        Py_NewRef(EMPTY_TUPLE), Py_NewRef(EMPTY_TUPLE)};
+    name = args = NULL;  /* stolen */
     result = append_record(b, b->slice_type, items, 10) < 0 ? -1 : 1;
 done:
-    Py_XDECREF(name); Py_XDECREF(args); Py_XDECREF(ts); Py_XDECREF(dur); Py_XDECREF(task);
+    if (view.obj) PyBuffer_Release(&view);
+    Py_XDECREF(args);
+    Py_XDECREF(spare.task);
     return result;
 }
 
 /* A flow event as Records._flow_end makes it: 1 done, 0 Python's, -1 error */
-static int fast_flow_end(Batch *b, PyObject *event, int starts) {
-    PyObject *kind, *lane, *ts = NULL, *cat = NULL, *id = NULL;
-    int result = route_of(b, event, &kind, &lane), ok;
+static int fast_flow_end(Batch *b, const Ev *ev, int starts) {
+    PyObject *kind, *lane, *cat = NULL, *id = NULL;
+    int result = route_of(b, ev, &kind, &lane);
     if (result <= 0 || kind == Py_None) return result < 0 ? -1 : 0;
-    if ((result = python_cat(b, event)) != 0) return result < 0 ? -1 : 0;
+    if ((result = python_cat(b, ev)) != 0) return result < 0 ? -1 : 0;
+    long long at;
+    if ((result = event_ns(ev, F_TS, &at)) <= 0) return result;
+    if (__builtin_add_overflow(at, b->offset, &at)) return 0;
     result = -1;
-    if (!(ts = field(event, F_TS)) || !(cat = field(event, F_CAT)) ||
-        !(id = field(event, F_ID)))
-        goto done;
+    if (!(cat = field(ev, F_CAT)) || !(id = field(ev, F_ID))) goto done;
     result = 0;  /* the key is f"{cat}:{id}": str() gives the same for these types */
     if (!(cat == Py_None || PyUnicode_CheckExact(cat)) || !(PyUnicode_CheckExact(id) || PyLong_CheckExact(id)))
         goto done;
-    long long at = fast_ns(ts, &ok);
-    if (!ok || __builtin_add_overflow(at, b->offset, &at)) goto done;
     PyObject *items[6] = {Py_NewRef(b->rank), Py_NewRef(kind), Py_NewRef(lane), PyLong_FromLongLong(at),
                           PyUnicode_FromFormat("%S:%S", cat, id), PyBool_FromLong(starts)};
     result = append_record(b, b->flow_end_type, items, 6) < 0 ? -1 : 1;
 done:
-    Py_XDECREF(ts); Py_XDECREF(cat); Py_XDECREF(id);
+    Py_XDECREF(cat); Py_XDECREF(id);
     return result;
 }
 
-static int is(PyObject *text, PyObject *interned) {
-    return text == interned || (PyUnicode_CheckExact(text) && PyUnicode_Compare(text, interned) == 0);
+static RawEvents *raw_batch(PyObject *events) {
+    return Py_IS_TYPE(events, &RawEventsType) ? (RawEvents *)events : NULL;
+}
+
+static Ev event_at(PyObject *events, const RawEvents *raw, Py_ssize_t i) {
+    return raw ? (Ev){NULL, raw, &raw->events[i]} : (Ev){PyList_GET_ITEM(events, i), NULL, NULL};
 }
 
 /* read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)
- * The records of a batch's events (Records.read_batches), appended to ``out``: the common events
- * in C, every other one by ``python(event, index)`` (Records._event); metadata is counted.
+ * The records of a batch's events (a list of _Event, or RawEvents: Records.read_batches), appended
+ * to ``out``: the common events in C, every other one by ``python(event, index)``
+ * (Records._event); metadata is counted.
  * ``context``: (routes, rank, offset_ns, detail, unread, reasons, is_compute, Layer, Slice,
  * FlowEnd, python_cats), the reader's state and rules; events of a category in ``python_cats``
  * (a set, or None) are all Python's. */
 static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     PyObject *c = argc == 5 ? argv[4] : NULL;
-    if (!c || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[2]) || !PyTuple_Check(c) ||
+    RawEvents *raw = c ? raw_batch(argv[0]) : NULL;
+    if (!c || !(raw || PyList_CheckExact(argv[0])) || !PyList_CheckExact(argv[2]) || !PyTuple_Check(c) ||
         PyTuple_GET_SIZE(c) != 11 || !PyDict_Check(PyTuple_GET_ITEM(c, 0)) || !PyDict_Check(PyTuple_GET_ITEM(c, 4)) ||
         !PyTuple_Check(PyTuple_GET_ITEM(c, 5)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(c, 5)) != REASONS) {
-        PyErr_SetString(PyExc_TypeError, "read_events(events: list, first_index, out: list, python, context)");
+        PyErr_SetString(PyExc_TypeError, "read_events(events: list | RawEvents, first_index, out: list, python, context)");
         return NULL;
     }
-    Batch b = {.routes = PyTuple_GET_ITEM(c, 0), .rank = PyTuple_GET_ITEM(c, 1), .unread = PyTuple_GET_ITEM(c, 4),
-               .reasons = PyTuple_GET_ITEM(c, 5), .is_compute = PyTuple_GET_ITEM(c, 6),
-               .layer_type = PyTuple_GET_ITEM(c, 7), .slice_type = PyTuple_GET_ITEM(c, 8),
-               .flow_end_type = PyTuple_GET_ITEM(c, 9), .out = argv[2]};
-    if (PyAnySet_Check(PyTuple_GET_ITEM(c, 10))) b.python_cats = PyTuple_GET_ITEM(c, 10);
+    Batch *b = PyMem_Calloc(1, sizeof(Batch));  /* zeroed: no route is remembered (generation 0) */
+    if (!b) return PyErr_NoMemory();
+    *b = (Batch){.routes = PyTuple_GET_ITEM(c, 0), .rank = PyTuple_GET_ITEM(c, 1), .unread = PyTuple_GET_ITEM(c, 4),
+                 .reasons = PyTuple_GET_ITEM(c, 5), .is_compute = PyTuple_GET_ITEM(c, 6),
+                 .layer_type = PyTuple_GET_ITEM(c, 7), .slice_type = PyTuple_GET_ITEM(c, 8),
+                 .flow_end_type = PyTuple_GET_ITEM(c, 9), .out = argv[2], .raw = raw, .generation = 1};
+    if (PyAnySet_Check(PyTuple_GET_ITEM(c, 10))) b->python_cats = PyTuple_GET_ITEM(c, 10);
     Py_ssize_t index = PyLong_AsSsize_t(argv[1]), metadata = 0;
-    b.offset = PyLong_AsLongLong(PyTuple_GET_ITEM(c, 2));
-    b.detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, 3));
-    if (PyErr_Occurred()) return NULL;
-    b.host = PyObject_GetAttr(b.layer_type, S_HOST);
-    b.stream = b.host ? PyObject_GetAttr(b.layer_type, S_STREAM) : NULL;
+    b->offset = PyLong_AsLongLong(PyTuple_GET_ITEM(c, 2));
+    b->detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, 3));
     PyObject *result = NULL;
-    if (!b.stream) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv[0]); i++, index++) {
-        PyObject *event = PyList_GET_ITEM(argv[0], i), *ph = field(event, F_PH);
-        if (!ph) goto done;
-        int done_here = 0;
-        if (is(ph, S_M)) {
+    if (PyErr_Occurred()) goto done;
+    b->host = PyObject_GetAttr(b->layer_type, S_HOST);
+    b->stream = b->host ? PyObject_GetAttr(b->layer_type, S_STREAM) : NULL;
+    if (!b->stream) goto done;
+    for (Py_ssize_t i = 0; i < (raw ? raw->n : PyList_GET_SIZE(argv[0])); i++, index++) {
+        Ev ev = event_at(argv[0], raw, i);
+        int ph = phase(&ev), done_here = 0;
+        if (ph < 0) goto done;
+        if (ph == 'M') {
             metadata++;
             done_here = 1;
-        } else if (is(ph, S_X)) {
-            done_here = fast_complete(&b, event);
-        } else if (is(ph, S_s) || is(ph, S_f) || is(ph, S_t)) {
-            done_here = b.detail ? fast_flow_end(&b, event, is(ph, S_s)) : left_out(&b, LEFT_FLOWS, event);
-        } else if (is(ph, S_C) && !b.detail) {
-            done_here = left_out(&b, LEFT_COUNTERS, event);
+        } else if (ph == 'X') {
+            done_here = fast_complete(b, &ev);
+        } else if (ph == 's' || ph == 'f' || ph == 't') {
+            done_here = b->detail ? fast_flow_end(b, &ev, ph == 's') : left_out(b, LEFT_FLOWS, &ev);
+        } else if (ph == 'C' && !b->detail) {
+            done_here = left_out(b, LEFT_COUNTERS, &ev);
         }
-        Py_DECREF(ph);
         if (done_here < 0) goto done;
-        if (!done_here) {
-            PyObject *at = PyLong_FromSsize_t(index);
+        if (!done_here) {  /* Python's: what C counted first, then Python, whose routes may change */
+            if (flush_left(b) < 0) goto done;
+            b->generation++;
+            PyObject *event = event_object(&ev), *at = event ? PyLong_FromSsize_t(index) : NULL;
             PyObject *ignored = at ? PyObject_CallFunctionObjArgs(argv[3], event, at, NULL) : NULL;
-            Py_XDECREF(at);
+            Py_XDECREF(event); Py_XDECREF(at);
             if (!ignored) goto done;
             Py_DECREF(ignored);
         }
     }
-    result = Py_BuildValue("(nO)", metadata, b.saw_device ? Py_True : Py_False);
+    if (flush_left(b) == 0) result = Py_BuildValue("(nO)", metadata, b->saw_device ? Py_True : Py_False);
 done:
-    Py_XDECREF(b.host); Py_XDECREF(b.stream);
+    Py_XDECREF(b->host); Py_XDECREF(b->stream);
+    for (int i = 0; i < b->n_tasks; i++) Py_DECREF(b->tasks[i].task);
+    PyMem_Free(b);
     return result;
 }
 
 /* steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])
- * The first pass over a batch (Records.read_steps): "M" events, and the "X" events that may be
- * steps (category "Iteration Time", "Reduce" or Paddle's "ProfileStep", or a name starting
- * "ProfilerStep#"). */
+ * The first pass over a batch (a list of _Event, or RawEvents: Records.read_steps): "M" events,
+ * and the "X" events that may be steps (category "Iteration Time", "Reduce" or Paddle's
+ * "ProfileStep", or a name starting "ProfilerStep#"), as _Events. */
 static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 2 || !PyList_CheckExact(argv[0])) {
-        PyErr_SetString(PyExc_TypeError, "steps_and_names(events: list, first_index)");
+    RawEvents *raw = argc == 2 ? raw_batch(argv[0]) : NULL;
+    if (argc != 2 || !(raw || PyList_CheckExact(argv[0]))) {
+        PyErr_SetString(PyExc_TypeError, "steps_and_names(events: list | RawEvents, first_index)");
         return NULL;
     }
     Py_ssize_t index = PyLong_AsSsize_t(argv[1]);
     if (index == -1 && PyErr_Occurred()) return NULL;
     PyObject *names = PyList_New(0), *steps = PyList_New(0), *result = NULL;
     if (!names || !steps) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv[0]); i++, index++) {
-        PyObject *event = PyList_GET_ITEM(argv[0], i), *ph = field(event, F_PH);
-        if (!ph) goto done;
-        int step = 0, metadata = is(ph, S_M), rc = 0;
-        if (!metadata && is(ph, S_X)) {
-            PyObject *cat = field(event, F_CAT), *name = cat ? field(event, F_NAME) : NULL;
-            if (!name) { Py_XDECREF(cat); Py_DECREF(ph); goto done; }
-            step = (PyUnicode_CheckExact(cat) && (is(cat, S_ITERATION) || is(cat, S_REDUCE) || is(cat, S_PROFILE_STEP))) ||
-                   (PyUnicode_CheckExact(name) && PyUnicode_Tailmatch(name, S_STEP_PREFIX, 0, PY_SSIZE_T_MAX, -1) == 1);
-            Py_DECREF(cat); Py_DECREF(name);
+    for (Py_ssize_t i = 0; i < (raw ? raw->n : PyList_GET_SIZE(argv[0])); i++, index++) {
+        Ev ev = event_at(argv[0], raw, i);
+        int ph = phase(&ev), step = 0, rc = 0;
+        if (ph < 0) goto done;
+        if (ph == 'X') {
+            if ((step = field_is(&ev, F_CAT, S_ITERATION)) == 0 && (step = field_is(&ev, F_CAT, S_REDUCE)) == 0 &&
+                (step = field_is(&ev, F_CAT, S_PROFILE_STEP)) == 0)
+                step = step_name(&ev);
+            if (step < 0) goto done;
+            step = step == 1;
         }
-        Py_DECREF(ph);
-        if (metadata) {
-            rc = PyList_Append(names, event);
-        } else if (step) {
-            PyObject *pair = Py_BuildValue("(nO)", index, event);
-            rc = pair ? PyList_Append(steps, pair) : -1;
-            Py_XDECREF(pair);
+        if (ph == 'M' || step) {
+            PyObject *event = event_object(&ev), *item = NULL;
+            if (event && ph == 'M') item = Py_NewRef(event);
+            else if (event) item = Py_BuildValue("(nO)", index, event);
+            rc = item ? PyList_Append(ph == 'M' ? names : steps, item) : -1;
+            Py_XDECREF(event); Py_XDECREF(item);
         }
         if (rc < 0) goto done;
     }
@@ -1224,6 +1800,8 @@ static PyMethodDef methods[] = {
      "enclosing(slices, ends) -> for each flow end the index of its slice, or None"},
     {"steps_and_names", (PyCFunction)(void (*)(void))steps_and_names, METH_FASTCALL,
      "steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])"},
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
+     "scan(data, decode_event, decode_value) -> RawEvents, or None if the batch is not plain JSON events"},
     {"read_events", (PyCFunction)(void (*)(void))read_events, METH_FASTCALL,
      "read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)"},
     {"us_to_ns", (PyCFunction)(void (*)(void))us_to_ns, METH_FASTCALL,
@@ -1252,4 +1830,9 @@ static struct PyModuleDef module = {
     .m_size = -1, .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__core(void) { return intern_all() < 0 ? NULL : PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__core(void) {
+    if (intern_all() < 0 || PyType_Ready(&RawEventsType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddObjectRef(m, "RawEvents", (PyObject *)&RawEventsType) < 0) Py_CLEAR(m);
+    return m;
+}

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import random
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -19,6 +21,7 @@ from trace_check import read_perfetto
 
 from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile
 from converters.cli import main
+from converters.errors import InputError
 from converters.model import FlowEnd, RankInfo, Sample, Slice, StepRecords
 from converters.readers import _core, chrome_trace
 
@@ -347,16 +350,12 @@ def test_perfettos_importer_takes_every_arrow_across_steps_without_a_repair(tmp_
 
 def _reference_us_to_ns(us):
     """µs to ns by decimal arithmetic, the definition the converter's fast paths must meet."""
-    if isinstance(us, str):  # past 10**24 ns (30 million years) it is no time: an error
-        if Decimal(us).is_finite() and Decimal(us).adjusted() > 25:
-            raise ValueError("no time")
-        ns = int((Decimal(us) * 1000).to_integral_value())
-        if abs(ns) >= 10**24:
-            raise ValueError("no time")
-        return ns
-    if isinstance(us, float):
-        return int((Decimal(us) * 1000).to_integral_value())  # the float's exact value
-    return us * 1000
+    if isinstance(us, str) and Decimal(us).is_finite() and Decimal(us).adjusted() > 25:
+        raise ValueError("no time")
+    ns = int((Decimal(us) * 1000).to_integral_value())  # a float's exact value
+    if abs(ns) >= 2**62:  # past the year 2116 it is no time: an error (start + duration fit 64 bits)
+        raise ValueError("no time")
+    return ns
 
 
 epoch_us = st.integers(0, 10**16).map(str)
@@ -563,3 +562,113 @@ def test_records_are_filed_under_the_last_step_started_at_or_before_them(starts,
         if type(r) is FlowEnd and not r.starts:
             ending[step].append(hash(r.key))
     assert buckets == want and finishes == ending
+
+
+# ---------------------------------------------------------------- events scanned, not decoded
+
+_KEYS = ["ph", "name", "pid", "tid", "ts", "dur", "cat", "id", "args", "bp", "s", "Ph", r"\u0070h", r"n\"ame"]
+_WHITE = st.sampled_from(["", "", "", " ", "\n", "\t ", "\r\n  "])
+
+
+def _text(value: str) -> st.SearchStrategy[str]:
+    """A JSON string as a profiler may write it: plain, or with escapes (ensure_ascii's, a slash)."""
+    plain = orjson.dumps(value).decode()
+    return st.sampled_from([plain, json.dumps(value, ensure_ascii=True), plain.replace("/", "\\/")])
+
+
+_NUMBERS = st.one_of(
+    st.integers(-10**25, 10**25).map(str),
+    st.floats(-1e200, 1e200).filter(lambda f: f == 0 or abs(f) > 1e-200).map(repr),
+    st.builds(lambda whole, frac, exp: f"{whole}.{frac}{exp}", st.integers(0, 10**16),
+              st.integers(0, 10**6), st.sampled_from(["", "", "e3", "E-2", "e-240", "e+250", "e+270"])),
+    st.sampled_from(["-0", "0.0", "-0.0", "1e2", "952220414449.25", "1e-240"]),
+)
+_NOT_JSON = st.sampled_from(["01", "1.", ".5", "-", "1e", "1e999", "179769314.0e+300", '"\\ude00"',
+                             '"\\ud83d"', '"\\ud83d\\u0041"', '"\\ud800"', '"a\\x"', '"\x01"', "tru", "{",
+                             "]"])
+_LEAVES = st.one_of(st.text(max_size=12).flatmap(_text), _NUMBERS,
+                    st.sampled_from(["true", "false", "null", '"X"', '"M"', '"ProfilerStep#3"',
+                                     '"Iteration Time"', '"\\ud83d\\ude00"']))
+
+
+def _json(leaves: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda items: "[" + ",".join(items) + "]"),
+        st.lists(st.tuples(st.text(max_size=4).flatmap(_text), _WHITE, inner), max_size=3).map(
+            lambda pairs: "{" + ",".join(f"{k}:{w}{v}" for k, w, v in pairs) + "}")), max_leaves=8)
+
+
+_PAIRS = st.tuples(st.sampled_from(_KEYS), _WHITE, _json(_LEAVES))
+_UNIQUE = st.lists(_PAIRS, max_size=8, unique_by=lambda pair: pair[0])
+_TWICE = st.lists(_PAIRS, max_size=8)  # a key twice: the last one counts
+_EVENT_TEXT = st.one_of(_UNIQUE, _UNIQUE, _UNIQUE, _TWICE).map(
+    lambda pairs: "{" + ",".join(f'"{k}"{w}:{w}{v}' for k, w, v in pairs) + "}")
+
+
+def _fields(event) -> tuple:
+    return tuple(bytes(v) if isinstance(v, msgspec.Raw) else v for v in msgspec.structs.astuple(event))
+
+
+def _scanned(data: bytes) -> list | None:
+    found = _core.scan(data, chrome_trace._EVENT.decode, chrome_trace._ARGS.decode)
+    return None if found is None else [_fields(event) for event in found]
+
+
+def _decoded(data: bytes) -> list | None:
+    try:
+        return [_fields(event) for event in chrome_trace._EVENTS.decode(data)]
+    except msgspec.DecodeError:
+        return None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_EVENT_TEXT, max_size=6), _WHITE, st.data())
+def test_a_scanned_batch_holds_what_msgspec_decodes_and_never_takes_what_it_rejects(events, white, data):
+    if data.draw(st.integers(0, 3)) == 0:  # no event: a value, or no JSON
+        events.insert(data.draw(st.integers(0, len(events))), data.draw(st.one_of(_LEAVES, _NOT_JSON)))
+    text = (white + "[" + white + f"{white},{white}".join(events) + "]" + white).encode()
+    if data.draw(st.integers(0, 3)) == 0:  # a byte cut out or put in: most such batches are no JSON
+        at = data.draw(st.integers(0, len(text)))
+        text = text[:at] + data.draw(st.sampled_from([b"", b",", b"}", b'"', b"\\", b"1"])) + text[at + 1:]
+        text = text.decode(errors="replace").encode()  # as jsonfile gives batches: UTF-8
+    scanned, decoded = _scanned(text), _decoded(text)
+    if scanned is not None:  # else msgspec decodes it, or says what is wrong
+        assert scanned == decoded
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([DEVICE, CANN, PYTHON, HCCL, 999]), st.sampled_from([0, 1, 2, 7]),
+                          st.sampled_from(["X", "X", "X", "s", "f", "C", "i", "M", 5]), _NUMBERS,
+                          st.one_of(_NUMBERS, st.just("\"2.5\"")), st.sampled_from(
+                              ['{"Task Type":"AI_CORE"}', '{"Task Type":"EVENT_RECORD","x":[1]}',
+                               '{"Task Type":"MIX_AIC"}', '{"a":{"Task Type":"B"}}', '{}', 'null', '"s"'])),
+                max_size=40),
+       st.sampled_from(["detail", "summary"]))
+def test_scanned_events_make_the_records_and_messages_of_decoded_ones(tmp_path_factory, made, kind):
+    events = [f'{{"ph":{orjson.dumps(ph).decode()},"name":"k{i}","pid":{pid},"tid":{tid},"ts":{ts},'
+              f'"dur":{dur},"cat":"c","id":{i % 3},"args":{args}}}'
+              for i, (pid, tid, ph, ts, dur, args) in enumerate(made)]
+    head = ",".join(orjson.dumps(e).decode() for e in NAMES + steps(2))
+    root = tmp_path_factory.mktemp("scan")
+    write_rank(root, [])
+    (root / "node_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_text(
+        "[" + ",".join([head, *events]) + "]")
+    scanned = _outcome(root, kind)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chrome_trace, "scan", lambda *_: None)  # every batch decoded by msgspec
+        assert _outcome(root, kind) == scanned
+
+
+def _outcome(root: Path, kind: str) -> tuple:
+    try:
+        return _records_and_messages(root, kind)
+    except InputError as e:  # a number that is no JSON makes the file none
+        return str(e), ()
+
+
+def test_a_real_trace_is_scanned_whole():
+    from conftest import real_data
+
+    for path in sorted(real_data("msprof-2rank").rglob("msprof_*.json"))[:4]:
+        data = path.read_bytes()
+        assert _scanned(data) == _decoded(data) and len(_scanned(data)) > 0

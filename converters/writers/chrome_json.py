@@ -16,14 +16,17 @@ Reference: the Trace Event Format document (X, i and M events).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import orjson
 
 from ..layout import Begin, End, Track, Value
 from ..model import RankInfo
+from ._chrome_json_core import encode_chunk
 
 _SEPARATOR = b",\n"
+_dumps = partial(orjson.dumps, option=orjson.OPT_NON_STR_KEYS)  # dict args, and what C leaves to orjson
 ORIGIN_MARGIN_NS = 3600 * 10**9
 _MARKER_TID = 999_999
 
@@ -57,35 +60,22 @@ class ChromeJsonEncoder:
         return b"[\n" + _SEPARATOR.join(map(orjson.dumps, events))
 
     def chunk(self, sequence: int, events: Sequence[Begin | End | Value]) -> bytes:
-        """Complete (``X``) events for the begins; ends need nothing, X carries its duration."""
-        out = bytearray()
+        """Complete (``X``) events for the begins, with the arrows bound to each at its start; ends
+        need nothing, X carries its duration. Encoded in C (``_chrome_json_core``), as orjson
+        writes these records."""
         if self.origin_ns is None:
             self.origin_ns = own_origin(events)
-        origin = self.origin_ns
         named = self._named.setdefault(sequence, set())
-        for event in events:
-            if type(event) is Value:
-                out += _SEPARATOR
-                out += orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
-                                     "ts": (event.ts_ns - origin) / 1000, "args": {"value": event.value}})
-                continue
-            if type(event) is not Begin:
-                continue
-            s, track = event.slice, event.track
-            record = {"ph": "X", "pid": track.rank + 1, "tid": self._tid(track, out, named), "name": s.name,
-                      "ts": (s.start_ns - origin) / 1000, "dur": s.dur_ns / 1000}
-            if s.args:  # raw JSON from the reader goes out as it came in, never decoded
-                record["args"] = s.args if type(s.args) is dict else orjson.Fragment(bytes(s.args))
-            out += _SEPARATOR
-            out += orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)
-            if s.flows_out or s.flows_in:  # arrows bound to this slice, at its start
-                base = {"pid": record["pid"], "tid": record["tid"], "ts": record["ts"], "cat": "flow",
-                        "name": "flow"}
-                for phase, flows in (("s", s.flows_out), ("f", s.flows_in)):
-                    for flow in flows:
-                        out += _SEPARATOR
-                        out += orjson.dumps({"ph": phase, "id": f"{flow:x}", "bp": "e", **base})
-        return bytes(out)
+
+        def thread(track: Track) -> tuple[int, bytes]:
+            naming = bytearray()
+            return self._tid(track, naming, named), bytes(naming)
+
+        return encode_chunk(events, self.origin_ns, thread, self._value, _dumps, Begin, Value)
+
+    def _value(self, event: Value) -> bytes:
+        return orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
+                             "ts": (event.ts_ns - self.origin_ns) / 1000, "args": {"value": event.value}})
 
     def reserve(self, sequence: int, events: Sequence[Begin | End | Value]) -> None:
         """Number the threads ``chunk`` would number for ``events``, writing nothing: for a chunk

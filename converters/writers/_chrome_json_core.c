@@ -1,0 +1,241 @@
+/* The Chrome JSON writer's per-event loop (chrome_json.ChromeJsonEncoder.chunk) in C: the bytes
+ * orjson wrote for each record, without a dict and an orjson call per slice (a fifth of a
+ * summary conversion to JSON). What is rare or stateful stays in Python: a thread's number and
+ * the metadata naming it (``tid_of``, once per track and chunk), counter values (``value_of``),
+ * dict args and times past 10**15 ns (``dumps``, orjson itself). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct { char *data; Py_ssize_t len, cap; } Buf;
+
+static int reserve(Buf *b, Py_ssize_t more) {
+    if (b->len + more <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < b->len + more) cap *= 2;
+    char *grown = PyMem_Realloc(b->data, cap);
+    if (!grown) { PyErr_NoMemory(); return -1; }
+    b->data = grown;
+    b->cap = cap;
+    return 0;
+}
+
+static int put(Buf *b, const char *text, Py_ssize_t n) {
+    if (reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, text, n);
+    b->len += n;
+    return 0;
+}
+
+#define PUT(b, literal) put(b, literal, sizeof(literal) - 1)
+
+static int put_bytes(Buf *b, PyObject *bytes) {  /* steals the reference; NULL: an error */
+    if (!bytes) return -1;
+    int rc = PyBytes_Check(bytes) ? put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes)) : -1;
+    if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "expected bytes");
+    Py_DECREF(bytes);
+    return rc;
+}
+
+static int put_int(Buf *b, long long value) {
+    char text[24];
+    return put(b, text, snprintf(text, sizeof text, "%lld", value));
+}
+
+/* A str as orjson writes it: UTF-8, with ", \ and control characters escaped */
+static int put_str(Buf *b, PyObject *text, PyObject *dumps) {
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &n) : NULL;
+    if (!utf8) {  /* not a str, or not UTF-8: orjson says what is wrong */
+        PyErr_Clear();
+        return put_bytes(b, PyObject_CallOneArg(dumps, text));
+    }
+    static const char hex[] = "0123456789abcdef";
+    if (reserve(b, 6 * n + 2) < 0) return -1;
+    char *out = b->data + b->len;
+    *out++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)utf8[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *out++ = (char)c;
+            continue;
+        }
+        *out++ = '\\';
+        switch (c) {
+        case '"': *out++ = '"'; break;
+        case '\\': *out++ = '\\'; break;
+        case '\b': *out++ = 'b'; break;
+        case '\t': *out++ = 't'; break;
+        case '\n': *out++ = 'n'; break;
+        case '\f': *out++ = 'f'; break;
+        case '\r': *out++ = 'r'; break;
+        default: *out++ = 'u'; *out++ = '0'; *out++ = '0'; *out++ = hex[c >> 4]; *out++ = hex[c & 15];
+        }
+    }
+    *out++ = '"';
+    b->len = out - b->data;
+    return 0;
+}
+
+/* ns as µs, the float ``ns / 1000`` as orjson writes it. Below 10**15 ns the exact decimal has
+ * at most 15 digits, so it is the shortest text of that float: written from the int. */
+static int put_us(Buf *b, long long ns, PyObject *dumps) {
+    if (ns > -1000000000000000LL && ns < 1000000000000000LL) {
+        char text[32];
+        unsigned long long magnitude = ns < 0 ? -(unsigned long long)ns : (unsigned long long)ns;
+        unsigned fraction = (unsigned)(magnitude % 1000);
+        int n = snprintf(text, sizeof text, "%s%llu.%03u", ns < 0 ? "-" : "", magnitude / 1000, fraction);
+        while (text[n - 1] == '0' && text[n - 2] != '.') n--;
+        return put(b, text, n);
+    }
+    PyObject *big = PyLong_FromLongLong(ns), *thousand = big ? PyLong_FromLong(1000) : NULL;
+    PyObject *us = thousand ? PyNumber_TrueDivide(big, thousand) : NULL;
+    Py_XDECREF(big); Py_XDECREF(thousand);
+    if (!us) return -1;
+    int rc = put_bytes(b, PyObject_CallOneArg(dumps, us));
+    Py_DECREF(us);
+    return rc;
+}
+
+static int long_of(PyObject *value, long long *out) {
+    *out = PyLong_AsLongLong(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Remembered within a chunk: each track's thread (tracks are shared by the events of a lane) */
+#define TRACK_SLOTS 256
+typedef struct { PyObject *track; long long tid; } TrackSlot;
+
+static int tid_for(PyObject *track, TrackSlot *slots, PyObject *tid_of, Buf *b, long long *tid) {
+    size_t h = ((size_t)track >> 4) % TRACK_SLOTS;
+    for (int k = 0; k < TRACK_SLOTS; k++) {
+        TrackSlot *slot = &slots[(h + k) % TRACK_SLOTS];
+        if (slot->track == track) {
+            *tid = slot->tid;
+            return 0;
+        }
+        if (slot->track) continue;
+        PyObject *found = PyObject_CallOneArg(tid_of, track);  /* (tid, the metadata naming it) */
+        if (!found) return -1;
+        int rc = -1;
+        if (PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2 && long_of(PyTuple_GET_ITEM(found, 0), tid) == 0)
+            rc = put_bytes(b, Py_NewRef(PyTuple_GET_ITEM(found, 1)));
+        else if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "tid_of must give (tid, bytes)");
+        Py_DECREF(found);
+        if (rc == 0) {
+            slot->track = track;  /* borrowed: the events hold it for the call */
+            slot->tid = *tid;
+        }
+        return rc;
+    }
+    PyObject *found = PyObject_CallOneArg(tid_of, track);  /* every slot taken: ask each time */
+    int rc = found && PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2 &&
+             long_of(PyTuple_GET_ITEM(found, 0), tid) == 0 ? put_bytes(b, Py_NewRef(PyTuple_GET_ITEM(found, 1))) : -1;
+    Py_XDECREF(found);
+    return rc;
+}
+
+/* The arrows of a slice, at its start: {"ph":"s","id":"<hex>","bp":"e","pid":..,"tid":..,"ts":..,
+ * "cat":"flow","name":"flow"} */
+static int put_flows(Buf *b, PyObject *flows, const char *phase, long long pid, long long tid, long long ns,
+                     PyObject *dumps) {
+    if (!PyTuple_Check(flows)) { PyErr_SetString(PyExc_TypeError, "flows must be a tuple"); return -1; }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flows); i++) {
+        unsigned long long id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(flows, i));
+        if (id == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        char text[96];
+        int n = snprintf(text, sizeof text, ",\n{\"ph\":\"%s\",\"id\":\"%llx\",\"bp\":\"e\",\"pid\":%lld,\"tid\":%lld,\"ts\":",
+                         phase, id, pid, tid);
+        if (put(b, text, n) < 0 || put_us(b, ns, dumps) < 0 || PUT(b, ",\"cat\":\"flow\",\"name\":\"flow\"}") < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One slice: {"ph":"X","pid":..,"tid":..,"name":..,"ts":..,"dur":..[,"args":..]} and its arrows */
+static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, TrackSlot *slots,
+                     PyObject *tid_of, PyObject *dumps) {
+    long long rank, start, dur, pid, tid;
+    if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) < 1 || !PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 10) {
+        PyErr_SetString(PyExc_TypeError, "a Begin of a Track and a Slice");
+        return -1;
+    }
+    if (long_of(PyTuple_GET_ITEM(track, 0), &rank) < 0 || long_of(PyTuple_GET_ITEM(s, 4), &start) < 0 ||
+        long_of(PyTuple_GET_ITEM(s, 5), &dur) < 0 || tid_for(track, slots, tid_of, b, &tid) < 0)
+        return -1;
+    pid = rank + 1;
+    if (__builtin_sub_overflow(start, origin, &start)) {
+        PyErr_SetString(PyExc_OverflowError, "a time past 64 bits");
+        return -1;
+    }
+    char text[80];
+    int n = snprintf(text, sizeof text, ",\n{\"ph\":\"X\",\"pid\":%lld,\"tid\":%lld,\"name\":", pid, tid);
+    if (put(b, text, n) < 0 || put_str(b, PyTuple_GET_ITEM(s, 3), dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
+        put_us(b, start, dumps) < 0 || PUT(b, ",\"dur\":") < 0 || put_us(b, dur, dumps) < 0)
+        return -1;
+    PyObject *args = PyTuple_GET_ITEM(s, 6);
+    int has_args = PyObject_IsTrue(args);
+    if (has_args < 0) return -1;
+    if (has_args) {  /* raw JSON from the reader goes out as it came in, never decoded */
+        if (PUT(b, ",\"args\":") < 0) return -1;
+        if (PyDict_Check(args)) {
+            if (put_bytes(b, PyObject_CallOneArg(dumps, args)) < 0) return -1;
+        } else {
+            Py_buffer view;
+            if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) return -1;
+            int rc = put(b, view.buf, view.len);
+            PyBuffer_Release(&view);
+            if (rc < 0) return -1;
+        }
+    }
+    if (PUT(b, "}") < 0) return -1;
+    return put_flows(b, PyTuple_GET_ITEM(s, 8), "s", pid, tid, start, dumps) < 0 ||
+           put_flows(b, PyTuple_GET_ITEM(s, 9), "f", pid, tid, start, dumps) < 0 ? -1 : 0;
+}
+
+/* encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> bytes: each Begin as
+ * an X event (and its arrows), each Value by ``value_of(event)``, every record after ",\n". */
+static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 7) {
+        PyErr_SetString(PyExc_TypeError, "encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value)");
+        return NULL;
+    }
+    long long origin;
+    if (long_of(argv[1], &origin) < 0) return NULL;
+    PyObject *events = PySequence_Fast(argv[0], "events must be a sequence"), *out = NULL;
+    if (!events) return NULL;
+    TrackSlot *slots = PyMem_Calloc(TRACK_SLOTS, sizeof(TrackSlot));
+    Buf b = {0};
+    if (!slots) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(events); i++) {
+        PyObject *event = PySequence_Fast_GET_ITEM(events, i);
+        int rc = 0;
+        if (Py_IS_TYPE(event, (PyTypeObject *)argv[5]) && PyTuple_GET_SIZE(event) == 2) {
+            rc = put_slice(&b, PyTuple_GET_ITEM(event, 0), PyTuple_GET_ITEM(event, 1), origin, slots, argv[2], argv[4]);
+        } else if (Py_IS_TYPE(event, (PyTypeObject *)argv[6])) {
+            rc = PUT(&b, ",\n") < 0 ? -1 : put_bytes(&b, PyObject_CallOneArg(argv[3], event));
+        }  /* an End: an X event carries its duration */
+        if (rc < 0) goto done;
+    }
+    out = PyBytes_FromStringAndSize(b.data ? b.data : "", b.len);
+done:
+    Py_DECREF(events);
+    PyMem_Free(slots);
+    PyMem_Free(b.data);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"encode_chunk", (PyCFunction)(void (*)(void))encode_chunk, METH_FASTCALL,
+     "encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> the chunk's JSON records"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_chrome_json_core", .m_doc = "The Chrome JSON writer's per-event loop.",
+    .m_size = -1, .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__chrome_json_core(void) { return PyModule_Create(&module); }

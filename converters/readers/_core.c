@@ -200,7 +200,7 @@ typedef struct {
 typedef struct { const unsigned char *p, *end; } Scan;
 #define MAX_DEPTH 64
 
-static void sc_ws(Scan *s) {
+static inline void sc_ws(Scan *s) {
     while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
 }
 
@@ -220,11 +220,14 @@ static int escaped_code(const unsigned char *p, const unsigned char *end) {
 }
 
 /* A string from its quote: K_STR, K_STR_ESC (it has escapes), or 0 */
+static unsigned char ORDINARY[256];  /* 1 for a byte a string holds as it is: not ", \\ or a control */
+
 static int sc_string(Scan *s) {
     const unsigned char *p = s->p + 1, *end = s->end;
     int kind = K_STR;
     for (;;) {
-        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) p++;
+        while (end - p >= 4 && ORDINARY[p[0]] && ORDINARY[p[1]] && ORDINARY[p[2]] && ORDINARY[p[3]]) p += 4;
+        while (p < end && ORDINARY[*p]) p++;
         if (p >= end || *p < 0x20) return 0;
         if (*p == '"') {
             s->p = p + 1;
@@ -322,10 +325,13 @@ static int sc_value(Scan *s, int depth) {
 }
 
 static int field_number(const unsigned char *key, Py_ssize_t n) {
-    static const char *const names[N_FIELDS] = {"ph", "name", "pid", "tid", "ts", "dur", "cat", "id", "args"};
-    for (int f = 0; f < N_FIELDS; f++)
-        if ((Py_ssize_t)strlen(names[f]) == n && !memcmp(key, names[f], n)) return f;
-    return -1;
+    switch (n) {
+    case 2: return !memcmp(key, "ph", 2) ? F_PH : !memcmp(key, "ts", 2) ? F_TS : !memcmp(key, "id", 2) ? F_ID : -1;
+    case 3: return !memcmp(key, "pid", 3) ? F_PID : !memcmp(key, "tid", 3) ? F_TID : !memcmp(key, "dur", 3) ? F_DUR
+                 : !memcmp(key, "cat", 3) ? F_CAT : -1;
+    case 4: return !memcmp(key, "name", 4) ? F_NAME : !memcmp(key, "args", 4) ? F_ARGS : -1;
+    default: return -1;
+    }
 }
 
 /* An event object, its fields noted: 1, or 0 */
@@ -1831,6 +1837,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__core(void) {
+    for (int c = 0x20; c < 256; c++) ORDINARY[c] = c != '"' && c != '\\';
     if (intern_all() < 0 || PyType_Ready(&RawEventsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddObjectRef(m, "RawEvents", (PyObject *)&RawEventsType) < 0) Py_CLEAR(m);

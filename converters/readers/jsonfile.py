@@ -175,9 +175,9 @@ def _split_array(
                 return
             buf += more
             for match in list(_SPLIT.finditer(buf, max(0, len(buf) - _TAIL)))[::-1][:_TRIES]:
-                piece = _utf8(path, buf[: match.start() + 1], base, diag)
+                batch = b"".join((b"[", memoryview(buf)[: match.start() + 1], b"]"))  # one copy, not two
                 try:
-                    events = decode(b"[" + piece + b"]")
+                    events = decode(_utf8(path, batch, base - 1, diag))
                 except ValueError:
                     continue
                 count += len(events)

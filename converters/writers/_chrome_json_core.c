@@ -37,9 +37,16 @@ static int put_bytes(Buf *b, PyObject *bytes) {  /* steals the reference; NULL: 
     return rc;
 }
 
+/* The digits of an unsigned number, at the end of ``text`` (24 bytes): where they start */
+static char *digits(char *end, unsigned long long value) {
+    do *--end = (char)('0' + value % 10); while (value /= 10);
+    return end;
+}
+
 static int put_int(Buf *b, long long value) {
-    char text[24];
-    return put(b, text, snprintf(text, sizeof text, "%lld", value));
+    char text[24], *end = text + sizeof text, *at = digits(end, value < 0 ? -(unsigned long long)value : (unsigned long long)value);
+    if (value < 0) *--at = '-';
+    return put(b, at, end - at);
 }
 
 /* A str as orjson writes it: UTF-8, with ", \ and control characters escaped */
@@ -81,12 +88,16 @@ static int put_str(Buf *b, PyObject *text, PyObject *dumps) {
  * at most 15 digits, so it is the shortest text of that float: written from the int. */
 static int put_us(Buf *b, long long ns, PyObject *dumps) {
     if (ns > -1000000000000000LL && ns < 1000000000000000LL) {
-        char text[32];
+        char text[32], *end = text + 24, *at;
         unsigned long long magnitude = ns < 0 ? -(unsigned long long)ns : (unsigned long long)ns;
         unsigned fraction = (unsigned)(magnitude % 1000);
-        int n = snprintf(text, sizeof text, "%s%llu.%03u", ns < 0 ? "-" : "", magnitude / 1000, fraction);
-        while (text[n - 1] == '0' && text[n - 2] != '.') n--;
-        return put(b, text, n);
+        at = digits(end, magnitude / 1000);
+        if (ns < 0) *--at = '-';
+        *end++ = '.';
+        *end++ = (char)('0' + fraction / 100);
+        if (fraction % 100) *end++ = (char)('0' + fraction / 10 % 10);
+        if (fraction % 10) *end++ = (char)('0' + fraction % 10);
+        return put(b, at, end - at);
     }
     PyObject *big = PyLong_FromLongLong(ns), *thousand = big ? PyLong_FromLong(1000) : NULL;
     PyObject *us = thousand ? PyNumber_TrueDivide(big, thousand) : NULL;
@@ -144,10 +155,12 @@ static int put_flows(Buf *b, PyObject *flows, const char *phase, long long pid, 
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flows); i++) {
         unsigned long long id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(flows, i));
         if (id == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-        char text[96];
-        int n = snprintf(text, sizeof text, ",\n{\"ph\":\"%s\",\"id\":\"%llx\",\"bp\":\"e\",\"pid\":%lld,\"tid\":%lld,\"ts\":",
-                         phase, id, pid, tid);
-        if (put(b, text, n) < 0 || put_us(b, ns, dumps) < 0 || PUT(b, ",\"cat\":\"flow\",\"name\":\"flow\"}") < 0)
+        char hex[16], *at = hex + sizeof hex;
+        do *--at = "0123456789abcdef"[id & 15]; while (id >>= 4);
+        if (PUT(b, ",\n{\"ph\":\"") < 0 || put(b, phase, 1) < 0 || PUT(b, "\",\"id\":\"") < 0 ||
+            put(b, at, hex + sizeof hex - at) < 0 || PUT(b, "\",\"bp\":\"e\",\"pid\":") < 0 || put_int(b, pid) < 0 ||
+            PUT(b, ",\"tid\":") < 0 || put_int(b, tid) < 0 || PUT(b, ",\"ts\":") < 0 || put_us(b, ns, dumps) < 0 ||
+            PUT(b, ",\"cat\":\"flow\",\"name\":\"flow\"}") < 0)
             return -1;
     }
     return 0;
@@ -169,9 +182,8 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Tra
         PyErr_SetString(PyExc_OverflowError, "a time past 64 bits");
         return -1;
     }
-    char text[80];
-    int n = snprintf(text, sizeof text, ",\n{\"ph\":\"X\",\"pid\":%lld,\"tid\":%lld,\"name\":", pid, tid);
-    if (put(b, text, n) < 0 || put_str(b, PyTuple_GET_ITEM(s, 3), dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
+    if (PUT(b, ",\n{\"ph\":\"X\",\"pid\":") < 0 || put_int(b, pid) < 0 || PUT(b, ",\"tid\":") < 0 ||
+        put_int(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, 3), dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
         put_us(b, start, dumps) < 0 || PUT(b, ",\"dur\":") < 0 || put_us(b, dur, dumps) < 0)
         return -1;
     PyObject *args = PyTuple_GET_ITEM(s, 6);

@@ -1363,6 +1363,27 @@ static PyObject *unpack(PyObject *module, PyObject *const *argv, Py_ssize_t argc
 
 /* -- chrome_trace._file_by_step: a batch's records filed under their steps --------------------- */
 
+/* by_kind(records, Slice, Sample, FlowEnd) -> (slices, samples, flow ends), each in the order
+ * given (chrome_trace.step_records): one pass, not a comprehension per kind */
+static PyObject *by_kind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 4 || !PyList_CheckExact(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "by_kind(records: list, Slice, Sample, FlowEnd)");
+        return NULL;
+    }
+    PyObject *lists[3] = {PyList_New(0), PyList_New(0), PyList_New(0)}, *result = NULL;
+    if (!lists[0] || !lists[1] || !lists[2]) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv[0]); i++) {
+        PyObject *r = PyList_GET_ITEM(argv[0], i);
+        for (int k = 0; k < 3; k++)
+            if (Py_IS_TYPE(r, (PyTypeObject *)argv[1 + k]) && PyList_Append(lists[k], r) < 0) goto done;
+    }
+    result = PyTuple_Pack(3, lists[0], lists[1], lists[2]);
+done:
+    for (int k = 0; k < 3; k++) Py_XDECREF(lists[k]);
+    return result;
+}
+
 /* by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: [records]}, {step: [hash(key)]}):
  * each record under the last step that starts at or before it (the first step if none), and
  * the hashes of the keys of the arrows that end there. */
@@ -1812,6 +1833,8 @@ static PyMethodDef methods[] = {
      "read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)"},
     {"us_to_ns", (PyCFunction)(void (*)(void))us_to_ns, METH_FASTCALL,
      "us_to_ns(us, exact) -> int: µs (a number, or a string with at most 3 decimals) as ns"},
+    {"by_kind", (PyCFunction)(void (*)(void))by_kind, METH_FASTCALL,
+     "by_kind(records, Slice, Sample, FlowEnd) -> (slices, samples, flow ends)"},
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
      "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"bind_ends", (PyCFunction)(void (*)(void))bind_ends, METH_FASTCALL,

@@ -30,7 +30,7 @@ from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
-from ._core import RawEvents, arrow, bind_ends, by_step, read_events, scan, steps_and_names
+from ._core import RawEvents, arrow, bind_ends, by_kind, by_step, read_events, scan, steps_and_names
 from ._core import flow_id as _flow_id
 from ._core import us_to_ns as _us_to_ns
 from .spill import StepSpill
@@ -144,11 +144,7 @@ def step_records(
     records: list[Slice | Sample | FlowEnd], has_device: bool = True,
 ) -> tuple[StepRecords, list[FlowEnd]]:
     """One step's records with counters sorted out from the slices, and its flow ends apart."""
-    slices = [r for r in records if type(r) is Slice]
-    samples, ends = [], []
-    if len(slices) < len(records):
-        samples = [r for r in records if type(r) is Sample]
-        ends = [r for r in records if type(r) is FlowEnd]
+    slices, samples, ends = by_kind(records, Slice, Sample, FlowEnd)
     return StepRecords(rank.rank, graph, step_id, step, slices, samples, has_device=has_device), ends
 
 

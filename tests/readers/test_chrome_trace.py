@@ -672,3 +672,13 @@ def test_a_real_trace_is_scanned_whole():
     for path in sorted(real_data("msprof-2rank").rglob("msprof_*.json"))[:4]:
         data = path.read_bytes()
         assert _scanned(data) == _decoded(data) and len(_scanned(data)) > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=30))
+def test_records_are_sorted_by_kind_in_their_order(kinds):
+    made = (lambda i: Slice(0, Layer.STREAM, "Stream 2", "k", i, 2), lambda i: Sample(0, "HBM", i, 1.5),
+            lambda i: FlowEnd(0, Layer.HOST, "CANN 7", i, "c:1", True))
+    records = [made[kind](i) for i, kind in enumerate(kinds)]
+    assert _core.by_kind(records, Slice, Sample, FlowEnd) == tuple(
+        [r for r in records if type(r) is kind] for kind in (Slice, Sample, FlowEnd))

@@ -1,4 +1,4 @@
-"""Chrome trace JSON (``.json``), array form, encoded in chunks with orjson.
+"""Chrome trace JSON (``.json``), array form, encoded in chunks (C, as orjson writes each record).
 
 The array form loads even when cut short. Times are µs relative to ``origin_ns`` with at most 3
 decimals, so they are exact to the ns (for 100 days from the origin); absolute epoch µs would not

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -430,7 +431,7 @@ def _node_events(node: Any, root: bool = False) -> list[_Event]:
     """A host node (not the root), its memory events, its runtime calls and their device work, as
     JSON-export events. The root holds the runtime calls no host event encloses."""
     host = node.host_trace_event
-    cat = _EVENT_TYPES.get(host.type, "Operator")
+    cat = _event_types().get(host.type, "Operator")
     tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
     made = [] if root else [_Event("X", host.name, host.process_id, tid, _ns_text(host.start_ns),
                                    _ns_text(host.end_ns - host.start_ns), cat)]
@@ -448,7 +449,7 @@ def _node_events(node: Any, root: bool = False) -> list[_Event]:
         for device_node in runtime_node.device_nodes:
             work = device_node.device_event
             made.append(_Event("X", work.name, work.device_id, work.stream_id, _ns_text(work.start_ns),
-                               _ns_text(work.end_ns - work.start_ns), _EVENT_TYPES[work.type], None,
+                               _ns_text(work.end_ns - work.start_ns), _event_types()[work.type], None,
                                _raw({"correlation id": work.correlation_id, "device": work.device_id,
                                      "stream": work.stream_id})))
     return made
@@ -466,12 +467,13 @@ def _ns_text(ns: int) -> str:
     return f"{us}.{rest:03d}"
 
 
+@cache
 def _event_types() -> dict[int, str]:
+    """The names of Paddle's event types (protobuf is imported only for a protobuf export)."""
     from . import paddle_nodetree_pb2 as pb
     return {value.number: value.name for value in pb.TracerEventTypeProto.DESCRIPTOR.values}
 
 
-_EVENT_TYPES = _event_types()
 _MEMORY_TYPES = {0: "Allocate", 1: "Free", 2: "ReservedAllocate", 3: "ReservedFree"}
 
 

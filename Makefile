@@ -14,7 +14,7 @@ OUT ?= build/$(notdir $(abspath $(PROFILE))).pftrace
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml $(wildcard converters/*.c converters/*/*.c)
+$(VENV)/.installed: pyproject.toml $(wildcard converters/*.c converters/*/*.c converters/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'

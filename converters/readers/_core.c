@@ -1,6 +1,8 @@
 /* The readers' per-event work in C, each beside the Python rules it follows:
+ * - chrome_trace._batches: a batch of events scanned, not decoded (scan, RawEvents);
  * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events),
  *   the first pass's names and possible steps (steps_and_names), µs to ns (us_to_ns);
+ *   chrome_trace.step_records: records by kind (by_kind);
  * - chrome_trace._bind_ends: which slice and start each flow end binds to (enclosing, bind_ends);
  *   _Linker._arrow (arrow);
  * - chrome_trace._file_by_step: records under their steps (by_step);
@@ -19,6 +21,8 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "../_buffer.h"
 
 #define SAMPLE (-1)
 #define FLOW_END (-2)
@@ -181,7 +185,7 @@ static PyObject *slot_field(PyObject *event, int f) {
  * once (the vendor's overlap lanes; host events and tasks that do not compute, in a summary).
  * ``scan`` checks a batch as JSON and notes where each event's fields lie in its text; read_events
  * and steps_and_names make objects only for what they keep, by the same rules. Only what is plain
- * is scanned: keys without escapes, each field once, numbers of ordinary size, no surrogate
+ * is scanned: keys without escapes, each field once, numbers of ordinary size, no lone surrogate
  * escapes, nesting under 64 deep; anything else gives None, and msgspec decodes the batch (with
  * its rules and its errors). An event that Python reads is decoded by msgspec from its own text,
  * so it is the _Event the batch would have given. */
@@ -1100,7 +1104,7 @@ enum { P_SLICE = 1, P_SAMPLE = 2, P_FLOW_END = 3 };
 
 #define PACK_SLOTS 256  /* a table of the remembered str objects, by address: at most a quarter full */
 typedef struct { PyObject *text; int number; } PackRef;
-typedef struct { char *data; Py_ssize_t len, cap; PackRef slots[PACK_SLOTS]; int n_refs; } Packer;
+typedef struct { Buf out; PackRef slots[PACK_SLOTS]; int n_refs; } Packer;
 
 static PackRef *pk_slot(Packer *p, PyObject *text) {  /* its slot, or the empty one it would take */
     size_t at = ((uintptr_t)text >> 4) % PACK_SLOTS;
@@ -1108,20 +1112,9 @@ static PackRef *pk_slot(Packer *p, PyObject *text) {  /* its slot, or the empty 
     return &p->slots[at];
 }
 
-static int pk_reserve(Packer *p, Py_ssize_t more) {
-    if (p->len + more <= p->cap) return 0;
-    Py_ssize_t cap = p->cap ? p->cap : 1 << 16;
-    while (cap < p->len + more) cap *= 2;
-    char *data = PyMem_Realloc(p->data, cap);
-    if (!data) { PyErr_NoMemory(); return -1; }
-    p->data = data;
-    p->cap = cap;
-    return 0;
-}
-
 static int pk_u64(Packer *p, unsigned long long v) {
-    if (pk_reserve(p, 8) < 0) return -1;
-    for (int i = 0; i < 8; i++) p->data[p->len++] = (char)(v >> (8 * i));
+    if (buf_reserve(&p->out, 8) < 0) return -1;
+    for (int i = 0; i < 8; i++) p->out.data[p->out.len++] = (char)(v >> (8 * i));
     return 0;
 }
 
@@ -1135,9 +1128,9 @@ static int pk_str(Packer *p, PyObject *text) {
     if (!utf8) { PyErr_Clear(); return 1; }
     int remember = Py_REFCNT(text) > 1 && p->n_refs < PACK_REFS;  /* shared: it may recur */
     if (remember) *slot = (PackRef){text, p->n_refs++};
-    if (pk_u64(p, (unsigned long long)n << 2 | (unsigned long long)remember << 1) < 0 || pk_reserve(p, n) < 0) return -1;
-    memcpy(p->data + p->len, utf8, n);
-    p->len += n;
+    if (pk_u64(p, (unsigned long long)n << 2 | (unsigned long long)remember << 1) < 0 || buf_reserve(&p->out, n) < 0) return -1;
+    memcpy(p->out.data + p->out.len, utf8, n);
+    p->out.len += n;
     return 0;
 }
 
@@ -1167,14 +1160,14 @@ static int pk_layer(Packer *p, PyObject *orders, PyObject *layer) {
     PyObject *order = layer_order(orders, layer);
     long v = order ? PyLong_AsLong(order) : -1;
     if (v < 0 || v > 255) return PyErr_Occurred() ? -1 : 1;
-    if (pk_reserve(p, 1) < 0) return -1;
-    p->data[p->len++] = (char)v;
+    if (buf_reserve(&p->out, 1) < 0) return -1;
+    p->out.data[p->out.len++] = (char)v;
     return 0;
 }
 
 static int pk_tag(Packer *p, char tag) {
-    if (pk_reserve(p, 1) < 0) return -1;
-    p->data[p->len++] = tag;
+    if (buf_reserve(&p->out, 1) < 0) return -1;
+    p->out.data[p->out.len++] = tag;
     return 0;
 }
 
@@ -1192,10 +1185,10 @@ static int pk_record(Packer *p, PyObject *r, PyObject *const *argv) {
         } else {
             Py_buffer view;  /* bytes, or msgspec.Raw: raw JSON */
             if (PyDict_Check(args) || PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) { PyErr_Clear(); return 1; }
-            rc = pk_u64(p, (unsigned long long)view.len + 1) < 0 || pk_reserve(p, view.len) < 0 ? -1 : 0;  /* 0: None */
+            rc = pk_u64(p, (unsigned long long)view.len + 1) < 0 || buf_reserve(&p->out, view.len) < 0 ? -1 : 0;  /* 0: None */
             if (!rc) {
-                memcpy(p->data + p->len, view.buf, view.len);
-                p->len += view.len;
+                memcpy(p->out.data + p->out.len, view.buf, view.len);
+                p->out.len += view.len;
             }
             PyBuffer_Release(&view);
         }
@@ -1239,9 +1232,9 @@ static PyObject *pack(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     PyObject *out = NULL;
     int rc = 0;
     for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(argv[0]); i++) rc = pk_record(&p, PyList_GET_ITEM(argv[0], i), argv);
-    if (rc == 0) out = PyBytes_FromStringAndSize(p.data ? p.data : "", p.len);
+    if (rc == 0) out = PyBytes_FromStringAndSize(p.out.data ? p.out.data : "", p.out.len);
     else if (rc == 1) out = Py_NewRef(Py_None);
-    PyMem_Free(p.data);
+    PyMem_Free(p.out.data);
     return out;
 }
 

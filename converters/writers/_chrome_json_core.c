@@ -7,31 +7,13 @@
 #include <Python.h>
 #include <string.h>
 
-typedef struct { char *data; Py_ssize_t len, cap; } Buf;
+#include "../_buffer.h"
 
-static int reserve(Buf *b, Py_ssize_t more) {
-    if (b->len + more <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
-    while (cap < b->len + more) cap *= 2;
-    char *grown = PyMem_Realloc(b->data, cap);
-    if (!grown) { PyErr_NoMemory(); return -1; }
-    b->data = grown;
-    b->cap = cap;
-    return 0;
-}
-
-static int put(Buf *b, const char *text, Py_ssize_t n) {
-    if (reserve(b, n) < 0) return -1;
-    memcpy(b->data + b->len, text, n);
-    b->len += n;
-    return 0;
-}
-
-#define PUT(b, literal) put(b, literal, sizeof(literal) - 1)
+#define PUT(b, literal) buf_put(b, literal, sizeof(literal) - 1)
 
 static int put_bytes(Buf *b, PyObject *bytes) {  /* steals the reference; NULL: an error */
     if (!bytes) return -1;
-    int rc = PyBytes_Check(bytes) ? put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes)) : -1;
+    int rc = PyBytes_Check(bytes) ? buf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes)) : -1;
     if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "expected bytes");
     Py_DECREF(bytes);
     return rc;
@@ -46,7 +28,7 @@ static char *digits(char *end, unsigned long long value) {
 static int put_int(Buf *b, long long value) {
     char text[24], *end = text + sizeof text, *at = digits(end, value < 0 ? -(unsigned long long)value : (unsigned long long)value);
     if (value < 0) *--at = '-';
-    return put(b, at, end - at);
+    return buf_put(b, at, end - at);
 }
 
 /* A str as orjson writes it: UTF-8, with ", \ and control characters escaped */
@@ -58,7 +40,7 @@ static int put_str(Buf *b, PyObject *text, PyObject *dumps) {
         return put_bytes(b, PyObject_CallOneArg(dumps, text));
     }
     static const char hex[] = "0123456789abcdef";
-    if (reserve(b, 6 * n + 2) < 0) return -1;
+    if (buf_reserve(b, 6 * n + 2) < 0) return -1;
     char *out = b->data + b->len;
     *out++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -97,7 +79,7 @@ static int put_us(Buf *b, long long ns, PyObject *dumps) {
         *end++ = (char)('0' + fraction / 100);
         if (fraction % 100) *end++ = (char)('0' + fraction / 10 % 10);
         if (fraction % 10) *end++ = (char)('0' + fraction % 10);
-        return put(b, at, end - at);
+        return buf_put(b, at, end - at);
     }
     PyObject *big = PyLong_FromLongLong(ns), *thousand = big ? PyLong_FromLong(1000) : NULL;
     PyObject *us = thousand ? PyNumber_TrueDivide(big, thousand) : NULL;
@@ -157,8 +139,8 @@ static int put_flows(Buf *b, PyObject *flows, const char *phase, long long pid, 
         if (id == (unsigned long long)-1 && PyErr_Occurred()) return -1;
         char hex[16], *at = hex + sizeof hex;
         do *--at = "0123456789abcdef"[id & 15]; while (id >>= 4);
-        if (PUT(b, ",\n{\"ph\":\"") < 0 || put(b, phase, 1) < 0 || PUT(b, "\",\"id\":\"") < 0 ||
-            put(b, at, hex + sizeof hex - at) < 0 || PUT(b, "\",\"bp\":\"e\",\"pid\":") < 0 || put_int(b, pid) < 0 ||
+        if (PUT(b, ",\n{\"ph\":\"") < 0 || buf_put(b, phase, 1) < 0 || PUT(b, "\",\"id\":\"") < 0 ||
+            buf_put(b, at, hex + sizeof hex - at) < 0 || PUT(b, "\",\"bp\":\"e\",\"pid\":") < 0 || put_int(b, pid) < 0 ||
             PUT(b, ",\"tid\":") < 0 || put_int(b, tid) < 0 || PUT(b, ",\"ts\":") < 0 || put_us(b, ns, dumps) < 0 ||
             PUT(b, ",\"cat\":\"flow\",\"name\":\"flow\"}") < 0)
             return -1;
@@ -196,7 +178,7 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Tra
         } else {
             Py_buffer view;
             if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) return -1;
-            int rc = put(b, view.buf, view.len);
+            int rc = buf_put(b, view.buf, view.len);
             PyBuffer_Release(&view);
             if (rc < 0) return -1;
         }

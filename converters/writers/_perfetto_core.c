@@ -11,28 +11,7 @@
 #include <Python.h>
 #include <string.h>
 
-typedef struct {
-    char *data;
-    Py_ssize_t len, cap;
-} Buf;
-
-static int buf_reserve(Buf *b, Py_ssize_t more) {
-    if (b->len + more <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more) cap *= 2;
-    char *data = PyMem_Realloc(b->data, cap);
-    if (!data) { PyErr_NoMemory(); return -1; }
-    b->data = data;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_put(Buf *b, const char *src, Py_ssize_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-    return 0;
-}
+#include "../_buffer.h"
 
 static int buf_bytes(Buf *b, PyObject *bytes) {  /* append a bytes object */
     return buf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));

@@ -25,7 +25,9 @@ def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> 
         if type(event) is not Begin:
             continue
         s, track = event.slice, event.track
-        record = {"ph": "X", "pid": track.rank + 1, "tid": encoder._tid(track, out, named), "name": s.name,
+        tid, naming = encoder._tid(track, named)
+        out += naming
+        record = {"ph": "X", "pid": track.rank + 1, "tid": tid, "name": s.name,
                   "ts": (s.start_ns - origin) / 1000, "dur": s.dur_ns / 1000}
         if s.args:
             record["args"] = s.args if type(s.args) is dict else orjson.Fragment(bytes(s.args))

@@ -396,13 +396,13 @@ static PyObject *scan(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(argv[0]);
     Scan s = {base, base + length};
     sc_ws(&s);
-    if (s.p >= s.end || *s.p++ != '[') goto plain_no_more;
+    if (s.p >= s.end || *s.p++ != '[') goto not_plain;
     sc_ws(&s);
     if (s.p < s.end && *s.p == ']') {
         s.p++;
     } else {
         for (;;) {
-            if (s.p >= s.end || *s.p != '{') goto plain_no_more;
+            if (s.p >= s.end || *s.p != '{') goto not_plain;
             if (r->n == r->size) {
                 Py_ssize_t size = r->size ? 2 * r->size : 1024;
                 RawEvent *grown = PyMem_Realloc(r->events, size * sizeof(RawEvent));
@@ -413,18 +413,18 @@ static PyObject *scan(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
                 r->events = grown;
                 r->size = size;
             }
-            if (!sc_event(&s, base, &r->events[r->n])) goto plain_no_more;
+            if (!sc_event(&s, base, &r->events[r->n])) goto not_plain;
             r->n++;
             sc_ws(&s);
-            if (s.p >= s.end) goto plain_no_more;
+            if (s.p >= s.end) goto not_plain;
             if (*s.p++ == ']') break;
-            if (s.p[-1] != ',') goto plain_no_more;
+            if (s.p[-1] != ',') goto not_plain;
             sc_ws(&s);
         }
     }
     sc_ws(&s);
     if (s.p == s.end) return (PyObject *)r;
-plain_no_more:
+not_plain:
     Py_DECREF(r);
     Py_RETURN_NONE;
 }

@@ -101,31 +101,27 @@ typedef struct { PyObject *track; long long tid; } TrackSlot;
 
 static int tid_for(PyObject *track, TrackSlot *slots, PyObject *tid_of, Buf *b, long long *tid) {
     size_t h = ((size_t)track >> 4) % TRACK_SLOTS;
-    for (int k = 0; k < TRACK_SLOTS; k++) {
+    TrackSlot *free = NULL;  /* where the track goes once known (NULL: every slot taken) */
+    for (int k = 0; k < TRACK_SLOTS && !free; k++) {
         TrackSlot *slot = &slots[(h + k) % TRACK_SLOTS];
         if (slot->track == track) {
             *tid = slot->tid;
             return 0;
         }
-        if (slot->track) continue;
-        PyObject *found = PyObject_CallOneArg(tid_of, track);  /* (tid, the metadata naming it) */
-        if (!found) return -1;
-        int rc = -1;
-        if (PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2 && long_of(PyTuple_GET_ITEM(found, 0), tid) == 0)
-            rc = put_bytes(b, Py_NewRef(PyTuple_GET_ITEM(found, 1)));
-        else if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "tid_of must give (tid, bytes)");
-        Py_DECREF(found);
-        if (rc == 0) {
-            slot->track = track;  /* borrowed: the events hold it for the call */
-            slot->tid = *tid;
-        }
-        return rc;
+        if (!slot->track) free = slot;
     }
-    PyObject *found = PyObject_CallOneArg(tid_of, track);  /* every slot taken: ask each time */
-    int rc = found && PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2 &&
-             long_of(PyTuple_GET_ITEM(found, 0), tid) == 0 ? put_bytes(b, Py_NewRef(PyTuple_GET_ITEM(found, 1))) : -1;
-    Py_XDECREF(found);
+    PyObject *found = PyObject_CallOneArg(tid_of, track);  /* (tid, the metadata naming it) */
+    if (!found) return -1;
+    int rc = -1;
+    if (PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2 && long_of(PyTuple_GET_ITEM(found, 0), tid) == 0)
+        rc = put_bytes(b, Py_NewRef(PyTuple_GET_ITEM(found, 1)));
+    else if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "tid_of must give (tid, bytes)");
+    Py_DECREF(found);
+    if (rc == 0 && free) {
+        free->track = track;  /* borrowed: the events hold it for the call */
+        free->tid = *tid;
+    }
     return rc;
 }
 

@@ -66,12 +66,8 @@ class ChromeJsonEncoder:
         if self.origin_ns is None:
             self.origin_ns = own_origin(events)
         named = self._named.setdefault(sequence, set())
-
-        def thread(track: Track) -> tuple[int, bytes]:
-            naming = bytearray()
-            return self._tid(track, naming, named), bytes(naming)
-
-        return encode_chunk(events, self.origin_ns, thread, self._value, _dumps, Begin, Value)
+        return encode_chunk(events, self.origin_ns, lambda track: self._tid(track, named), self._value,
+                            _dumps, Begin, Value)
 
     def _value(self, event: Value) -> bytes:
         return orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
@@ -88,12 +84,12 @@ class ChromeJsonEncoder:
 
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
         """An instant on its own thread and a metadata event saying what the size cap left out."""
-        out = bytearray()
         pid = track.rank + 1
         self._tids[track] = _MARKER_TID  # rank encoders number their threads from 1
+        tid, naming = self._tid(track, set())
+        out = bytearray(naming)
         ts = max(ts_ns - (self.origin_ns or 0), 0) / 1000  # a rank on its own clock: at the start
-        instant = {"ph": "i", "s": "t", "pid": pid, "tid": self._tid(track, out, set()), "name": name,
-                   "ts": ts, "args": args}
+        instant = {"ph": "i", "s": "t", "pid": pid, "tid": tid, "name": name, "ts": ts, "args": args}
         meta = {"ph": "M", "name": "trace2perfetto_cut", "pid": pid, "args": {"name": name, **args}}
         for record in (instant, meta):
             out += _SEPARATOR + orjson.dumps(record)
@@ -106,19 +102,18 @@ class ChromeJsonEncoder:
             self._next_tid[track.rank] = tid
         return tid
 
-    def _tid(self, track: Track, out: bytearray, named: set[int]) -> int:
+    def _tid(self, track: Track, named: set[int]) -> tuple[int, bytes]:
+        """The track's thread, and the metadata records naming it if ``named`` lacks it."""
         tid = self._number(track)
-        if tid not in named:
-            named.add(tid)
-            pid, name = track.rank + 1, f"{track.group} / {track.lane}"
-            order = track.group_order << 24 | track.lane_order
-            for record in (
-                {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
-                {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                 "args": {"sort_index": order}},
-            ):
-                out += _SEPARATOR + orjson.dumps(record)
-        return tid
+        if tid in named:
+            return tid, b""
+        named.add(tid)
+        pid, name = track.rank + 1, f"{track.group} / {track.lane}"
+        order = track.group_order << 24 | track.lane_order
+        return tid, b"".join(_SEPARATOR + orjson.dumps(record) for record in (
+            {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
+            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": order}},
+        ))
 
 
 def wall_origin(ranks: list[RankInfo]) -> int:

@@ -40,9 +40,11 @@ TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 _SDMA_TRANSIT = frozenset({"Memcpy", "Reduce_Inline"})
 _LARGE_PACKET_MB = {"RDMA": 0.5}  # CANN's message size thresholds; 32 MB for the others
 _HCCL_NAME = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_(\d+)_\d+$")  # hcom_<op>__<group tag>_<index>_1
-# point-to-point ops (HCCL, NCCL kernels, c10d, gloo): a pair of ranks, no collective
-_P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|nccl(Dev)?Kernel_(Send|Recv|SendRecv)(?![a-z])|"
-                  r"c10d::(send|recv)|gloo:(send|recv)", re.IGNORECASE)
+# point-to-point ops (HCCL, MindSpore's Send-op12 / Receive-op12 of the step trace, NCCL kernels,
+# c10d, gloo): a pair of ranks, no collective
+_P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|(Mux)?(Send|Receive)(-op\d+)?$|"
+                  r"nccl(Dev)?Kernel_(Send|Recv|SendRecv)(?![a-z])|c10d::(send|recv)|gloo:(send|recv)",
+                  re.IGNORECASE)
 _decode = msgspec.json.Decoder().decode
 
 

@@ -236,8 +236,18 @@ _DTYPE_BYTES = {"float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2
                 "int8": 1, "uint8": 1, "char": 1, "unsigned char": 1, "bool": 1}
 
 
+# an op's figures as the profiler's analysis gives them (communication.json, ms): OpComm's field
+_ANALYSED = (("transit_ns", "Transit Time(ms)"), ("wait_ns", "Wait Time(ms)"),
+             ("sync_ns", "Synchronization Time(ms)"))
+
+
 def _from_args(result: OpComm, args: dict[str, Any]) -> OpComm:
-    """A GPU collective's size where Kineto's args give it (``In msg nelems`` and ``dtype``)."""
+    """What an op's args say without its tasks: the profiler's own figures where its analysis gave
+    the op (``ascend_analysis``), a GPU collective's size where Kineto's args give it (``In msg
+    nelems`` and ``dtype``)."""
+    if all(isinstance(args.get(key), int | float) for _, key in _ANALYSED):
+        for name, key in _ANALYSED:
+            setattr(result, name, round(args[key] * 1_000_000))
     nelems, dtype = args.get("In msg nelems"), str(args.get("dtype", "")).lower()
     if isinstance(nelems, int) and dtype in _DTYPE_BYTES and result.elapse_ns > 0:
         transport = Transport()

@@ -79,7 +79,7 @@ def _claim(ranks: dict[int, RankInfo], info: RankInfo, diag: Diagnostics | None)
         info, other = (info, other) if info.start_ns > other.start_ns else (other, info)
         if diag is not None:
             diag.warn("duplicate_rank", f"rank {info.rank} is in {other.path} and in the newer "
-                      f"{info.path}; kept the newer")
+                      f"{info.path}; kept the newer", f"rank {info.rank} ({other.path})")
     ranks[info.rank] = info
 
 
@@ -132,7 +132,7 @@ def _rank_dirs(root: Path, diag: Diagnostics | None):
         subdirs.sort()
         empty = None if reader is not None else ascend_pt.missing_data(here)
         if empty and diag is not None:
-            diag.warn("empty_rank_dir", empty)
+            diag.warn("empty_rank_dir", *empty)
 
 
 _ASCEND_PT_FILES = re.compile(

@@ -187,7 +187,7 @@ def _comm_table(rank: RankInfo, db: sqlite3.Connection, schema: _Schema, path: P
     for n, (name, group, kind, step, start, *values) in enumerate(rows):
         where = f"{path}: CommAnalyzerTime row {n + 1}"
         try:
-            step_id = _step_id(_STEP_KEY.sub(r"\1", str(step)))
+            step_id = _step_id(None if step is None else _STEP_KEY.sub(r"\1", str(step)))
         except ValueError as e:
             diag.warn("bad_row", f"{where}: {e}; skipped")
             continue

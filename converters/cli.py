@@ -315,8 +315,10 @@ def _info_main(argv: list[str]) -> int:
     for r in contents.ranks:
         if r.steps:
             first, last = r.steps[0], r.steps[-1]
-            print(f"rank {r.rank}: steps {first.step}-{last.step}, "
-                  f"{(last.end_ns - first.start_ns) / 1e9:.3f} s from the first step to the end of the last")
+            span = (f"{(last.end_ns - first.start_ns) / 1e9:.3f} s from the first step to the end of the last"
+                    if first.start_ns is not None and last.end_ns is not None else
+                    "their bounds not recorded (the profiler's analysis only)")
+            print(f"rank {r.rank}: steps {first.step}-{last.step}, {span}")
     _print_clocks(contents.clocks, aligned=False)
     return 0
 

@@ -17,7 +17,7 @@ from .discover import discover
 from .errors import Diagnostics
 from .executor import LOCAL, Where, each_rank
 from .model import RankInfo
-from .pipeline import Kind, Options, _align, read_profile, step_overlap
+from .pipeline import Kind, Options, _align, overlap_row, read_profile, step_span
 from .select import check_graphs, select_ranks
 
 
@@ -180,12 +180,9 @@ def _comm_into(info: RankInfo, options: Options, path: str) -> tuple:
             ops = comm.step_ops(batch)
             if ops:
                 stashed.append((batch.step_id, *spool.stash(pickle.dumps(ops, pickle.HIGHEST_PROTOCOL))))
-            o = step_overlap(batch)
-            busy = o.computing + o.communication
-            span = (max(e for _, e in busy) - min(s for s, _ in busy)) if busy else 0
-            step_ns = batch.step.end_ns - batch.step.start_ns if batch.step is not None else span
-            times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_ns,
-                                  o.computing_ns if batch.has_device else None, o.communication_ns))
+            row = overlap_row(batch)
+            times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_span(batch)[1],
+                                  row.computing_ns, row.communication_ns))
     return stashed, times, diag
 
 

@@ -40,9 +40,11 @@ TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 _SDMA_TRANSIT = frozenset({"Memcpy", "Reduce_Inline"})
 _LARGE_PACKET_MB = {"RDMA": 0.5}  # CANN's message size thresholds; 32 MB for the others
 _HCCL_NAME = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_(\d+)_\d+$")  # hcom_<op>__<group tag>_<index>_1
-# point-to-point ops (HCCL, NCCL kernels, c10d, gloo): a pair of ranks, no collective
-_P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|nccl(Dev)?Kernel_(Send|Recv|SendRecv)(?![a-z])|"
-                  r"c10d::(send|recv)|gloo:(send|recv)", re.IGNORECASE)
+# point-to-point ops (HCCL, MindSpore's Send-op12 / Receive-op12 of the step trace, NCCL kernels,
+# c10d, gloo): a pair of ranks, no collective
+_P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|(Mux)?(Send|Receive)(-op\d+)?$|"
+                  r"nccl(Dev)?Kernel_(Send|Recv|SendRecv)(?![a-z])|c10d::(send|recv)|gloo:(send|recv)",
+                  re.IGNORECASE)
 _decode = msgspec.json.Decoder().decode
 
 
@@ -234,8 +236,18 @@ _DTYPE_BYTES = {"float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2
                 "int8": 1, "uint8": 1, "char": 1, "unsigned char": 1, "bool": 1}
 
 
+# an op's figures as the profiler's analysis gives them (communication.json, ms): OpComm's field
+_ANALYSED = (("transit_ns", "Transit Time(ms)"), ("wait_ns", "Wait Time(ms)"),
+             ("sync_ns", "Synchronization Time(ms)"))
+
+
 def _from_args(result: OpComm, args: dict[str, Any]) -> OpComm:
-    """A GPU collective's size where Kineto's args give it (``In msg nelems`` and ``dtype``)."""
+    """What an op's args say without its tasks: the profiler's own figures where its analysis gave
+    the op (``ascend_analysis``), a GPU collective's size where Kineto's args give it (``In msg
+    nelems`` and ``dtype``)."""
+    if all(isinstance(args.get(key), int | float) for _, key in _ANALYSED):
+        for name, key in _ANALYSED:
+            setattr(result, name, round(args[key] * 1_000_000))
     nelems, dtype = args.get("In msg nelems"), str(args.get("dtype", "")).lower()
     if isinstance(nelems, int) and dtype in _DTYPE_BYTES and result.elapse_ns > 0:
         transport = Transport()

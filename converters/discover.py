@@ -10,8 +10,11 @@ followed, so loops cannot hang it.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import itertools
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import Diagnostics, InputError, UsageError
@@ -25,12 +28,14 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
 
     Two directories claiming one rank are two runs in one folder: when their collection start
     times differ the newer wins, with a warning in ``diag`` (as msprof-analyze does); when they
-    cannot be told apart it is an error naming both.
+    cannot be told apart it is an error naming both. Ranks whose profiles start too far apart to
+    be one job are an error too (``_one_run``).
 
     Raises:
         UsageError: ``path`` does not exist, or holds nothing any reader recognises.
         InputError: two directories claim the same rank at the same time (or at an unknown
             one), or a rank's metadata is unreadable.
+        UsageError: ranks that started ONE_JOB_NS apart or more (two runs in one folder).
     """
     path = Path(path)
     if not path.exists():
@@ -53,6 +58,7 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
             ranks[rank] = host
     if not ranks:
         raise UsageError(f"{path}: no profiler output found; looked for {LOOKED_FOR}")
+    _one_run(path, ranks.values())
     unaligned = [info for info in ranks.values() if not info.wall_clock]
     if unaligned and diag is not None:
         diag.note("unaligned_clock", f"rank {format_ids(i.rank for i in unaligned)}: times are "
@@ -73,8 +79,43 @@ def _claim(ranks: dict[int, RankInfo], info: RankInfo, diag: Diagnostics | None)
         info, other = (info, other) if info.start_ns > other.start_ns else (other, info)
         if diag is not None:
             diag.warn("duplicate_rank", f"rank {info.rank} is in {other.path} and in the newer "
-                      f"{info.path}; kept the newer")
+                      f"{info.path}; kept the newer", f"rank {info.rank} ({other.path})")
     ranks[info.rank] = info
+
+
+# The ranks of one job start their profilers together: the profiler's schedule counts steps, which
+# the ranks run in step (2 ms to 0.25 s apart on the real samples), so starts differ by the ranks'
+# start-up skew at most, minutes in a large job. An hour apart, they are two runs.
+ONE_JOB_NS = 3600 * 10**9
+
+
+def _one_run(root: Path, ranks: Iterable[RankInfo]) -> None:
+    """Refuse ranks on wall clocks whose profiles start ONE_JOB_NS apart or more: two runs in one
+    folder, whose cross-rank figures (clock offsets, waits) would be nonsense. Ranks on their own
+    clocks have no comparable start and are not judged (discovery notes they are not aligned)."""
+    timed = sorted((i for i in ranks if i.wall_clock and i.start_ns is not None), key=lambda i: i.start_ns)
+    for i, (before, after) in enumerate(itertools.pairwise(timed)):
+        gap = after.start_ns - before.start_ns
+        if gap >= ONE_JOB_NS:
+            earlier, later = timed[: i + 1], timed[i + 1:]
+            raise UsageError(
+                f"{root}: two runs, not one job: {_side(earlier, before, 'by')} and "
+                f"{_side(later, after, 'from')}, {_duration(gap)} later; the ranks of one job start their "
+                "profilers within minutes of each other; pass the folder of one run")
+
+
+def _side(infos: list[RankInfo], edge: RankInfo, word: str) -> str:
+    """``rank 3 started at ... (path)``, or ``ranks 0-3 started by ... (rank 3: path)``."""
+    when = datetime.datetime.fromtimestamp(edge.start_ns // 10**9, datetime.timezone.utc)
+    text = when.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if len(infos) == 1:
+        return f"rank {edge.rank} started at {text} ({edge.path})"
+    return f"ranks {format_ids(i.rank for i in infos)} started {word} {text} (rank {edge.rank}: {edge.path})"
+
+
+def _duration(ns: int) -> str:
+    hours = ns / 3600e9
+    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours"
 
 
 def _rank_dirs(root: Path, diag: Diagnostics | None):
@@ -91,7 +132,7 @@ def _rank_dirs(root: Path, diag: Diagnostics | None):
         subdirs.sort()
         empty = None if reader is not None else ascend_pt.missing_data(here)
         if empty and diag is not None:
-            diag.warn("empty_rank_dir", empty)
+            diag.warn("empty_rank_dir", *empty)
 
 
 _ASCEND_PT_FILES = re.compile(

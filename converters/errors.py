@@ -39,18 +39,23 @@ class Diagnostics:
     """Recoverable problems met while reading, counted by kind with the first example kept.
 
     Each kind (e.g. ``truncated_file``) is one counter, in the spirit of Perfetto's stats table,
-    so a million bad records make one line, not a million.
+    so a million bad records make one line, not a million. A warning about a whole rank or folder
+    (one left out, one not aligned) names it as its ``subject``: the line names every one.
     """
 
     counts: dict[str, int] = field(default_factory=dict)
     examples: dict[str, str] = field(default_factory=dict)
+    subjects: dict[str, list[str]] = field(default_factory=dict)  # kind -> what each warning was about
     notes: dict[str, str] = field(default_factory=dict)  # facts, not damage: --strict ignores them
 
-    def warn(self, kind: str, message: str) -> None:
+    def warn(self, kind: str, message: str, subject: str | None = None) -> None:
+        """Count a problem of ``kind``; ``subject``: the rank or folder it is about, if a whole one."""
         if self.examples.get(kind) == message:  # the same file read twice says it once
             return
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.examples.setdefault(kind, message)
+        if subject is not None:
+            self.subjects.setdefault(kind, []).append(subject)
 
     def note(self, kind: str, message: str) -> None:
         """Something the user must know that is no damage (a rank not aligned to wall time)."""
@@ -61,14 +66,19 @@ class Diagnostics:
         for kind, count in other.counts.items():
             self.counts[kind] = self.counts.get(kind, 0) + count
             self.examples.setdefault(kind, other.examples[kind])
+            if kind in other.subjects:
+                self.subjects.setdefault(kind, []).extend(other.subjects[kind])
         for kind, message in other.notes.items():
             self.notes.setdefault(kind, message)
 
     def messages(self) -> list[str]:
-        """One line per kind: the first example, and how many more there were; then the notes."""
+        """One line per kind: the first example, and how many more there were (which, where each was
+        about a rank or folder); then the notes."""
         lines = []
         for kind, count in self.counts.items():
-            more = f" (and {count - 1} more like it)" if count > 1 else ""
+            others = self.subjects.get(kind, [])[1:]
+            named = f": {', '.join(others)}" if others and len(others) == count - 1 else ""
+            more = f" (and {count - 1} more like it{named})" if count > 1 else ""
             lines.append(self.examples[kind] + more)
         return lines + list(self.notes.values())
 

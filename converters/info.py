@@ -34,8 +34,8 @@ _DETAIL_BYTES, _DETAIL_BYTES_PER_ARGS_BYTE = 20, 0.6
 class StepRange:
     graph: int | None
     step: int | None
-    start_ns: int
-    end_ns: int
+    start_ns: int | None  # None: not recorded (a rank with only the profiler's analysis files)
+    end_ns: int | None
 
 
 @dataclass
@@ -108,6 +108,8 @@ def _rank(info: RankInfo) -> tuple[RankContents, list[OpComm], Diagnostics]:
         if batch.step is not None:
             contents.steps.append(StepRange(batch.graph, batch.step_id, batch.step.start_ns,
                                             batch.step.end_ns))
+        elif batch.figures is not None:  # a step the profiler's analysis names, bounds not recorded
+            contents.steps.append(StepRange(batch.graph, batch.step_id, None, None))
         for s in batch.slices:
             lanes.setdefault(s.layer.value, set()).add(s.lane)
             counts[s.layer.value] = counts.get(s.layer.value, 0) + 1

@@ -105,6 +105,30 @@ class Step:
     # trace), so Preparing (to the first device task) is known; False: bounds taken from the tasks
 
 
+class StepFigures(NamedTuple):
+    """One step's overlap figures as the profiler's own analysis gives them (torch_npu's
+    ``step_trace_time.csv``), in ns; None where it gives none. Where a rank has only that analysis
+    left, they stand for the step's records, which hold neither its bounds nor its device tasks."""
+
+    computing_ns: int | None
+    not_overlapped_ns: int | None
+    overlapped_ns: int | None
+    communication_ns: int | None
+    free_ns: int | None
+    stage_ns: int | None  # the step's device span minus Bubble
+    bubble_ns: int | None  # time in receive ops
+    not_overlapped_excluding_receive_ns: int | None
+    preparing_ns: int | None  # from the host's step start to the first device work
+
+    @property
+    def step_ns(self) -> int | None:
+        """From the host's step start (without Preparing: the first device work) to the device's
+        last work: Preparing + Stage + Bubble."""
+        if self.stage_ns is None:
+            return None
+        return (self.preparing_ns or 0) + self.stage_ns + (self.bubble_ns or 0)
+
+
 @dataclass(slots=True)
 class StepRecords:
     """Everything one rank recorded during one step: the unit readers yield and the cap keeps.
@@ -128,6 +152,9 @@ class StepRecords:
     # True: the input records its communication ops (a database's COMMUNICATION_OP, even empty),
     # so HCCL plane tasks never stand in for them in the overlap analysis.
     ops_recorded: bool = False
+    # The profiler's own figures of the step, where they stand for its records (a rank with only the
+    # profiler's analysis files): the overlap report takes them as they are.
+    figures: StepFigures | None = None
 
     @property
     def start_ns(self) -> int:

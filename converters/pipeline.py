@@ -259,9 +259,17 @@ def _overlap_rows(job: tuple[RankInfo, Options]) -> tuple[list[StepOverlap], Dia
 
 
 def overlap_row(batch: StepRecords) -> StepOverlap:
-    """One step's row of the overlap report, as torch_npu's TraceStepTimeParser defines it."""
+    """One step's row of the overlap report, as torch_npu's TraceStepTimeParser defines it; the
+    profiler's own figures where they stand for the step's records."""
     o = step_overlap(batch)
     bubble = sum(s.dur_ns for s in batch.slices if s.layer is Layer.COMM_OP and is_receive(s.name))
+    if batch.figures is not None:
+        f = batch.figures
+        communication = o.communication_ns if f.communication_ns is None else f.communication_ns
+        return StepOverlap(batch.rank, batch.graph, batch.step_id, f.computing_ns, f.not_overlapped_ns,
+                           f.overlapped_ns, communication, f.free_ns, f.stage_ns,
+                           bubble if f.bubble_ns is None else f.bubble_ns,
+                           f.not_overlapped_excluding_receive_ns, f.preparing_ns)
     if not batch.has_device:
         return StepOverlap(batch.rank, batch.graph, batch.step_id, None, None, None, o.communication_ns,
                            None, None, bubble, None, None)
@@ -274,6 +282,21 @@ def overlap_row(batch: StepRecords) -> StepOverlap:
         batch.rank, batch.graph, batch.step_id, o.computing_ns, o.not_overlapped_ns, o.overlapped_ns,
         o.communication_ns, o.free_ns, span - bubble, bubble, o.not_overlapped_ns - bubble, preparing,
     )
+
+
+def step_span(batch: StepRecords) -> tuple[int, int, bool]:
+    """(start, duration, whether it starts where the host began the step) of one step: its bounds;
+    else, where the profiler's figures stand for it, its time from them (``StepFigures.step_ns``)
+    from its first op (its start is not recorded); else its first to its last device work."""
+    if batch.step is not None:
+        return batch.step.start_ns, batch.step.end_ns - batch.step.start_ns, batch.step.host_start
+    o = step_overlap(batch)
+    busy = o.computing + o.communication
+    start = min((a for a, _ in busy), default=batch.start_ns)
+    figures = batch.figures
+    if figures is not None and figures.step_ns is not None:
+        return start, figures.step_ns, figures.preparing_ns is not None
+    return start, (max(b for _, b in busy) - start) if busy else 0, False
 
 
 def is_receive(op_name: str) -> bool:
@@ -506,7 +529,7 @@ def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
         [Slice(*s[:4], s.start_ns + shift_ns, *s[5:]) for s in batch.slices],
         [Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
         batch.has_device, None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
-        batch.ops_recorded,
+        batch.ops_recorded, batch.figures,
     )
 
 
@@ -537,7 +560,7 @@ def _aligned(infos: list[RankInfo], options: Options, diag: Diagnostics,
                 wall_clock=True)
         else:
             diag.warn("not_aligned", f"rank {info.rank}: shares no collective with the host of rank "
-                      f"{infos[0].rank}, so its clock was not aligned")
+                      f"{infos[0].rank}, so its clock was not aligned", f"rank {info.rank}")
     if own_clocks:
         diag.warn("aligned", f"rank {format_ids(own_clocks)}: own clocks aligned to rank {infos[0].rank}'s "
                   "by their collectives (each rank's description says by how much)")

@@ -70,7 +70,7 @@ from .pipeline import (
     input_bytes,
     overlap_row,
     read_profile,
-    step_overlap,
+    step_span,
 )
 from .select import check_graphs, format_ids, select_ranks
 
@@ -416,14 +416,7 @@ def _rank_facts(job: tuple[RankInfo, Options]) -> _RankResult:
                 if not key.startswith("Step "):
                     phases[key].append((s[4], s[4] + s[5]))
         row = overlap_row(batch)
-        if batch.step is not None:
-            start, step_ns, host_start = batch.step.start_ns, batch.step.end_ns - batch.step.start_ns, \
-                batch.step.host_start
-        else:  # no step trace: the first to the last device work
-            o = step_overlap(batch)
-            busy = o.computing + o.communication
-            start = min((a for a, _ in busy), default=batch.start_ns)
-            step_ns, host_start = (max(b for _, b in busy) - start) if busy else 0, False
+        start, step_ns, host_start = step_span(batch)
         out.append(StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start, row,
                              {name: total_ns(spans) for name, spans in phases.items()}))
         comm_ops += comm.light_ops(batch.rank, batch.graph, batch.step_id, mine)

@@ -432,7 +432,7 @@ def test_mindspore_single_card_and_options(tmp_path):
     bare = write_ascend_pt_profile(tmp_path / "bare", ranks=1, steps=1, with_trace_view=False,
                                    with_kernel_details=False)
     out = bare.ranks[0].path / "ASCEND_PROFILER_OUTPUT"
-    assert sorted(p.name for p in out.iterdir()) == ["step_trace_time.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["communication.json", "step_trace_time.csv"]
     with pytest.raises(ValueError, match="framework"):
         write_ascend_pt_profile(tmp_path / "bad", framework="tf")
 

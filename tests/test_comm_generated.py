@@ -169,3 +169,54 @@ def test_align_gives_mindspore_1x_ranks_without_host_start_one_timebase(tmp_path
         spread = max(abs(a - b) for a, b in zip(firsts, seconds, strict=True))
         assert (spread <= 2000) == aligned, spread
         assert any("aligned to rank 0" in w for w in result.warnings) == aligned
+
+
+@pytest.fixture(scope="module")
+def legacy_pipeline(tmp_path_factory):
+    """MindSpore 1.x, 4 ranks in 2 pipeline stages: each stage's Send and Receive on stream 11 (the
+    same stream number on every rank) with the same names within a stage, receives posted early."""
+    root = tmp_path_factory.mktemp("legacy-pp")
+    return root, write_mindspore1x_profile(root, ranks=4, steps=3, comm_ops=1, pp=2, seed=11)
+
+
+def _legacy_collectives(truth) -> dict[tuple[int, str], dict[int, int]]:
+    """Each true collective (step, column) -> its starts per rank in epoch ns; Send and Receive
+    are pairs of ranks, no collective, and left out."""
+    starts: dict[tuple[int, str], dict[int, int]] = defaultdict(dict)
+    for rank in truth.ranks:
+        for step, column, start, _ in rank.comm_op_bounds_ns:
+            if not re.search(r"_(Send|Receive)-op\d+$", column):
+                starts[step, column][rank.rank] = start + rank.epoch_offset_ns
+    return starts
+
+
+def test_send_and_receive_are_never_matched_as_collectives(legacy_pipeline):
+    root, truth = legacy_pipeline
+    report = comm_report(root)
+    p2p = [op for op in report.ops if re.match(r"(Send|Receive)-op", op.name)]
+    assert len(p2p) == 4 * 3 * 2 and {op.group for op in p2p} == {"Stream 11"}
+    assert all(op.ranks == 1 and op.key is None and op.last_rank is None and op.wait_for_last_ns is None
+               for op in p2p)
+    collectives = _legacy_collectives(truth)
+    assert report.instances == len(collectives) == 2 * 3  # one per stage and step
+    for op in report.ops:
+        if op not in p2p:
+            starts = collectives[op.step, f"stream_24_0_{op.name}"]
+            assert op.ranks == 2 and op.wait_for_last_ns == max(starts.values()) - starts[op.rank]
+
+
+def test_slow_ranks_counts_only_the_collectives_waits(legacy_pipeline, capsys):
+    root, truth = legacy_pipeline
+    assert main(["comm", str(root), "--slow-ranks", "--format", "csv"]) == 0
+    rows = {int(r["Rank"]): r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    suffered, caused = defaultdict(int), defaultdict(int)
+    for starts in _legacy_collectives(truth).values():
+        latest = max(starts.values())
+        last = min(rank for rank, start in starts.items() if start == latest)
+        for rank, start in starts.items():
+            suffered[rank] += latest - start
+            caused[last] += latest - start
+    assert sorted(rows) == [0, 1, 2, 3]
+    for rank, row in rows.items():
+        assert float(row["Wait Suffered(ms)"]) == pytest.approx(suffered[rank] / 1e6, abs=1e-6), rank
+        assert float(row["Wait Caused(ms)"]) == pytest.approx(caused[rank] / 1e6, abs=1e-6), rank

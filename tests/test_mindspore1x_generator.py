@@ -390,3 +390,28 @@ def test_headers_match_the_real_samples(shared):
     assert list(ours_events[0]) == list(theirs_events[0])
     assert list(ours_events[0]["args"]) == list(theirs_events[0]["args"])
     assert {e["name"] for e in ours_events} == {e["name"] for e in theirs_events}
+
+
+def test_pipeline_stages_send_and_receive_on_one_stream_number(tmp_path):
+    """pp=2: per stage its own op names; stage 0 sends while stage 1 receives and back, all on
+    stream 11; a receive starts before its send (posted early) and both end together."""
+    prof = write_mindspore1x_profile(tmp_path, ranks=4, steps=2, comm_ops=1, pp=2, seed=2)
+    assert [r.stage for r in prof.ranks] == [0, 0, 1, 1]
+    columns = {r.rank: _step_trace(r)[0][len(STEP_HEADER)::3] for r in prof.ranks}
+    assert columns[0] == columns[1] and columns[2] == columns[3]
+    assert [re.sub(r"-op\d+$", "", c) for c in columns[0]] == ["stream_11_0_Send", "stream_11_1_Receive",
+                                                              "stream_24_0_AllReduce"]
+    assert [re.sub(r"-op\d+$", "", c) for c in columns[2]] == ["stream_11_0_Receive", "stream_11_1_Send",
+                                                              "stream_24_0_AllReduce"]
+    assert not set(columns[0]) & set(columns[2])
+    epoch = {r.rank: {(step, column[:12]): (s + r.epoch_offset_ns, e + r.epoch_offset_ns)
+                      for step, column, s, e in r.comm_op_bounds_ns} for r in prof.ranks}
+    for rank in (0, 1):
+        for step in (1, 2):
+            for peer in (2, 3):
+                for link in ("stream_11_0_", "stream_11_1_"):
+                    send, receive = (epoch[rank], epoch[peer]) if link.endswith("0_") else (epoch[peer],
+                                                                                           epoch[rank])
+                    assert abs(send[step, link][1] - receive[step, link][1]) <= 2000
+                    assert receive[step, link][0] <= send[step, link][0] + 2000
+    assert all("send" not in d and "receive" not in d for r in prof.ranks for d in r.hccl_dirs)

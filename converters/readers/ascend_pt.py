@@ -11,7 +11,9 @@ group ops and planes. Without trace_view.json (often deleted for size), device t
 communication ops come from ``kernel_details.csv`` (columns by header name, as they drift
 between versions; times end with a TAB; ``Step Id`` gives the step, whose bounds are then its
 device activity). The database form (``ascend_pytorch_profiler_{rank}.db``, ``export_type=db``)
-is read by ``ascend_db``.
+is read by ``ascend_db``. A rank with none of these left, only the profiler's analysis
+(``step_trace_time.csv``, ``communication.json``, ``analysis.db``), is read by ``ascend_analysis``:
+its steps as the profiler's figures and its communication ops, without bounds or device tasks.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, Step, StepRecords
 from ..overlap import is_compute
-from . import ascend_db, chrome_trace, jsonfile
+from . import ascend_analysis, ascend_db, chrome_trace, jsonfile
 from .spill import StepSpill
 from .textfile import whole_lines
 
@@ -35,7 +37,8 @@ _OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
 
 def sniff(rank_dir: Path) -> bool:
-    """A rank directory holding trace_view.json, the database or kernel_details.csv."""
+    """A rank directory holding trace_view.json, the database, kernel_details.csv or at least the
+    profiler's analysis files."""
     return _named(rank_dir) and bool(_sources(rank_dir))
 
 
@@ -44,23 +47,32 @@ def _named(rank_dir: Path) -> bool:
     return rank_dir.name.endswith(("_ascend_pt", "_ascend_ms")) or any(rank_dir.glob("profiler_info*.json"))
 
 
-def missing_data(rank_dir: Path) -> str | None:
-    """Why a folder that is a rank's by its name holds nothing to read, or None."""
+def missing_data(rank_dir: Path) -> tuple[str, str] | None:
+    """Why a folder that is a rank's by its name holds nothing to read, and which rank it is (by its
+    ``profiler_info*.json``, where that says) or folder; None if it holds something."""
     if not _named(rank_dir) or _sources(rank_dir):
         return None
-    return (f"{rank_dir}: a profiler rank folder without {_OUTPUT}/trace_view.json, a database or "
-            "kernel_details.csv (not parsed by the profiler, or deleted); left out")
+    try:
+        info_path = next(iter(sorted(rank_dir.glob("profiler_info*.json"))), None)
+        rank = jsonfile.load_object(info_path).get("rank_id") if info_path else None
+    except InputError:
+        rank = None
+    subject = f"rank {rank} ({rank_dir})" if type(rank) is int and rank >= 0 else str(rank_dir)
+    return (f"{subject}: a profiler rank folder without {_OUTPUT}/trace_view.json, a database, "
+            "kernel_details.csv or the profiler's analysis files (not parsed by the profiler, or "
+            "deleted); left out"), subject
 
 
 def _sources(rank_dir: Path) -> tuple[Path, ...]:
-    """The one file to read, richest first: trace_view.json, the database, kernel_details.csv."""
+    """The file to read, richest first: trace_view.json, the database, kernel_details.csv; else the
+    profiler's analysis files (``ascend_analysis.sources``)."""
     output = rank_dir / _OUTPUT
     for pattern in ("trace_view.json", "ascend_pytorch_profiler*.db", "ascend_mindspore_profiler*.db",
                     "kernel_details.csv"):
         found = sorted(p for p in output.glob(pattern) if p.is_file())
         if found:
             return (found[0],)
-    return ()
+    return ascend_analysis.sources(output)
 
 
 def rank_infos(rank_dir: Path) -> list[RankInfo]:
@@ -72,7 +84,8 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
     info_path = next(iter(sorted(rank_dir.glob("profiler_info*.json"))), None)
     info = jsonfile.load_object(info_path) if info_path else {}
     sources = _sources(rank_dir)
-    if "rank_id" not in info and sources and sources[0].suffix == ".db":
+    analysis = bool(sources) and ascend_analysis.is_analysis(sources[0])
+    if "rank_id" not in info and sources and sources[0].suffix == ".db" and not analysis:
         info = {**info, "rank_id": ascend_db.db_rank(sources[0]) or 0}
     try:
         rank = max(int(info.get("rank_id", 0)), 0)  # single-card runs: none, or -1; rank 0
@@ -90,7 +103,7 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
         format=NAME,
         path=rank_dir,
         start_ns=_collection_start_ns(info),
-        clock=CLOCK,
+        clock=ascend_analysis.CLOCK if analysis else CLOCK,
         groups=groups,
         source_paths=sources,
         host=host_of(rank_dir),
@@ -116,7 +129,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
             a column it needs.
     """
     source = rank.source_paths[0]
-    if source.suffix == ".json":
+    if ascend_analysis.is_analysis(source):
+        yield from ascend_analysis.read(rank, rank.source_paths, diag)
+    elif source.suffix == ".json":
         yield from chrome_trace.read_merged(rank, [source], diag, detail)
     elif source.suffix == ".db":
         yield from ascend_db.read_db(rank, source, diag, detail)

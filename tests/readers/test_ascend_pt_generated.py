@@ -112,13 +112,14 @@ def test_parallel_groups_are_kept_and_shown_in_the_rank_description(tmp_path):
 def test_kernel_details_only_leaves_preparing_unknown_and_names_a_rank_without_data(tmp_path, capsys):
     generated = write_ascend_pt_profile(tmp_path, ranks=3, steps=2, seed=8, with_trace_view=False)
     empty = generated.ranks[2].path
-    (empty / "ASCEND_PROFILER_OUTPUT/kernel_details.csv").unlink()
+    for path in (empty / "ASCEND_PROFILER_OUTPUT").iterdir():  # not even the profiler's analysis left
+        path.unlink()
     assert main(["overlap", str(tmp_path), "--format", "csv"]) == 0
     out, err = capsys.readouterr()
     rows = list(csv.DictReader(out.splitlines()))
     assert {row["Rank"] for row in rows} == {"0", "1"}
     assert all(row["Preparing"] == "" and row["Computing"] != "" for row in rows)  # empty, not 0
-    assert f"{empty}: a profiler rank folder without" in err and "left out" in err
+    assert f"rank 2 ({empty}): a profiler rank folder without" in err and "left out" in err
 
 
 def test_pipeline_parallel_columns_follow_torch_npus_definitions(tmp_path):
@@ -176,14 +177,19 @@ def test_a_pipeline_parallel_job_equals_the_generators_step_trace_time(tmp_path,
         assert row.bubble_ns > 0
 
 
-def test_a_pipeline_rank_without_kernel_data_is_named_and_the_others_are_read(tmp_path, capsys):
+def test_a_pipeline_rank_without_kernel_data_is_read_from_the_profilers_analysis(tmp_path, capsys):
+    """Its kernel_details.csv deleted, a rank still has the profiler's step_trace_time.csv: its row
+    is that file's (tests/test_analysis_only.py has the rest)."""
     generated = write_ascend_pt_profile(tmp_path, ranks=4, pp=2, steps=2, seed=13, with_trace_view=False)
     missing = generated.ranks[3].path
     (missing / "ASCEND_PROFILER_OUTPUT/kernel_details.csv").unlink()
     assert main(["overlap", str(tmp_path), "--format", "csv"]) == 0
     out, err = capsys.readouterr()
-    assert {row["Rank"] for row in csv.DictReader(out.splitlines())} == {"0", "1", "2"}
-    assert f"{missing}: a profiler rank folder without" in err and "kernel_details.csv" in err
+    rows = [row for row in csv.DictReader(out.splitlines())]
+    assert {row["Rank"] for row in rows} == {"0", "1", "2", "3"} and "left out" not in err
+    with open(missing / "ASCEND_PROFILER_OUTPUT/step_trace_time.csv", newline="") as f:
+        theirs = {row["Step"]: round(float(row["Computing"]), 3) for row in csv.DictReader(f)}
+    assert {row["Step"]: round(float(row["Computing"]), 3) for row in rows if row["Rank"] == "3"} == theirs
 
 
 def test_a_kernel_details_file_without_rows_is_said(tmp_path):

@@ -1,0 +1,229 @@
+"""The profiler's own analysis of an ``*_ascend_pt`` / ``*_ascend_ms`` rank, where nothing else is left.
+
+Besides the records (``trace_view.json``, ``kernel_details.csv``, the database) torch_npu and
+MindSpore >= 2.3 write their analysis of them into ``ASCEND_PROFILER_OUTPUT``: per step the overlap
+figures (``step_trace_time.csv``; the ``StepTraceTime`` table of ``analysis.db`` with
+``export_type=db``) and per communication op its start and its Elapse, Transit, Wait,
+Synchronization and Idle times (``communication.json``: ``{"step50": {"p2p": {...}, "collective":
+{"<op>@<group>": {"Communication Time Info": ...}, "Total Op Info": ...}}}``, key ``"step"`` without
+steps; the ``CommAnalyzerTime`` table). Ranks whose records were deleted for size keep only these.
+
+They hold no step bounds and no device task, so each step is read as records with no bounds that
+carry the profiler's figures (``StepFigures``: the overlap table, ``comm`` and ``report`` take them as
+they are), and each op as a communication op from its start for its Elapse, on a lane named by its
+group, with the file's figures and where they come from in its args. Nothing else is made up: the
+trace draws no step and no Computing or Free lane, whose times are not there. ``Start
+Timestamp(us)`` is a float of epoch µs (a 0.25 µs grain at epoch scale), taken exactly as written.
+``analysis.db`` is read where it is (both exports write the same figures; it is one typed file),
+else the text files.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sqlite3
+from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from ..errors import Diagnostics, InputError
+from ..model import Layer, RankInfo, Slice, StepFigures, StepRecords
+from . import jsonfile
+from .ascend_db import _open, _Schema
+from .textfile import whole_lines
+
+DB, STEP_TRACE, COMMUNICATION = "analysis.db", "step_trace_time.csv", "communication.json"
+CLOCK = "epoch µs of the profiler's analysis only (no step bounds, no device tasks: per step its figures)"
+# StepFigures' fields as step_trace_time.csv and the StepTraceTime table name them
+_FIGURES = (("Computing", "computing"), ("Communication(Not Overlapped)", "communication_not_overlapped"),
+            ("Overlapped", "overlapped"), ("Communication", "communication"), ("Free", "free"),
+            ("Stage", "stage"), ("Bubble", "bubble"),
+            ("Communication(Not Overlapped and Exclude Receive)",
+             "communication_not_overlapped_and_exclude_receive"), ("Preparing", "preparing"))
+# an op's figures as communication.json names them, and the CommAnalyzerTime columns
+_TIMES = (("Elapse Time(ms)", "elapse_time"), ("Transit Time(ms)", "transit_time"),
+          ("Wait Time(ms)", "wait_time"), ("Synchronization Time(ms)", "synchronization_time"),
+          ("Idle Time(ms)", "idle_time"))
+_STEP_KEY = re.compile(r"^step(\d*)$")
+_NO_TIME = 1 << 62  # ns, the year 2116: as the other readers' bound
+
+Ops = dict[int | None, list[Slice]]
+Figures = dict[int | None, StepFigures]
+
+
+def sources(output: Path) -> tuple[Path, ...]:
+    """The analysis files of an ``ASCEND_PROFILER_OUTPUT`` folder: analysis.db, else the text files."""
+    if (output / DB).is_file():
+        return (output / DB,)
+    return tuple(output / name for name in (STEP_TRACE, COMMUNICATION) if (output / name).is_file())
+
+
+def is_analysis(path: Path) -> bool:
+    return path.name in (DB, STEP_TRACE, COMMUNICATION)
+
+
+def read(rank: RankInfo, paths: tuple[Path, ...], diag: Diagnostics) -> Iterator[StepRecords]:
+    """Each step the analysis names, in step order: its ops and the profiler's figures.
+
+    Raises:
+        InputError: a file that is not what its name says (no CSV header, no JSON object, no SQLite).
+    """
+    figures: Figures = {}
+    ops: Ops = {}
+    for path in paths:
+        if path.name == DB:
+            _from_db(rank, path, diag, figures, ops)
+        elif path.name == STEP_TRACE:
+            _step_trace(path, diag, figures)
+        else:
+            _communication(rank, path, diag, ops)
+    if not figures and not ops:
+        diag.warn("nothing_read", f"{', '.join(map(str, paths))}: no step and no communication op "
+                  f"(the profiler's analysis of rank {rank.rank}, its only files); rank {rank.rank} has "
+                  "nothing to show")
+    for step in sorted(figures.keys() | ops.keys(), key=lambda s: (s is not None, s or 0)):
+        mine = sorted(ops.get(step, []), key=lambda s: s.start_ns)
+        yield StepRecords(rank.rank, None, step, None, mine, has_device=False, ops_recorded=True,
+                          figures=figures.get(step))
+
+
+# -- per step: the overlap figures -----------------------------------------------------------------
+
+def _step_trace(path: Path, diag: Diagnostics, figures: Figures) -> None:
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        rows = csv.DictReader(whole_lines(f, path, diag))
+        if "Step" not in (rows.fieldnames or []):
+            raise InputError(path, "line 1", "no column Step in the header",
+                             hint="expected torch_npu's step_trace_time.csv")
+        for line, row in enumerate(rows, start=2):
+            _add_figures(figures, row.get("Step"), [row.get(column) for column, _ in _FIGURES], diag,
+                         f"{path}: line {line}")
+
+
+def _add_figures(figures: Figures, step: Any, values: list[Any], diag: Diagnostics, where: str) -> None:
+    """One row of figures (µs) under its step; a row with a value that is no number is skipped."""
+    try:
+        found = StepFigures(*(_ns(value, 1) for value in values))
+        step_id = _step_id(step)
+    except ValueError as e:
+        diag.warn("bad_row", f"{where}: {e}; skipped")
+        return
+    figures[step_id] = found
+
+
+# -- per op -----------------------------------------------------------------------------------------
+
+def _communication(rank: RankInfo, path: Path, diag: Diagnostics, ops: Ops) -> None:
+    for key, kinds in jsonfile.load_object(path).items():
+        try:
+            step = _step_id(_STEP_KEY.sub(r"\1", key) if _STEP_KEY.match(key) else key)
+        except ValueError:
+            diag.warn("bad_event", f"{path}: {key!r} is no step (step50, or step); skipped")
+            continue
+        for kind, found in (kinds.items() if isinstance(kinds, dict) else ()):
+            for name, info in (found.items() if isinstance(found, dict) else ()):
+                if name == "Total Op Info":  # the step's sums, not an op
+                    continue
+                times = info.get("Communication Time Info") if isinstance(info, dict) else None
+                times = times if isinstance(times, dict) else {}
+                op = _op(rank, name, kind, times.get("Start Timestamp(us)"),
+                         {k: times.get(k) for k, _ in _TIMES}, f"{path}: {key}: {name}", COMMUNICATION, diag)
+                if op is not None:
+                    ops.setdefault(step, []).append(op)
+
+
+def _op(rank: RankInfo, key: str, kind: str, start: Any, times: dict[str, Any], where: str, source: str,
+        diag: Diagnostics) -> Slice | None:
+    """One op: ``name@group`` (or the name and group apart), from its start for its Elapse."""
+    name, _, group = key.partition("@")
+    try:
+        start_ns = _ns(start, 1)
+        elapse_ns = _ns(times["Elapse Time(ms)"], 1000)
+        if start_ns is None or elapse_ns is None or elapse_ns < 0:
+            raise ValueError("expected a Start Timestamp(us) and an Elapse Time(ms) >= 0")
+        for value in times.values():
+            _ns(value, 1000)
+    except ValueError as e:
+        diag.warn("bad_event", f"{where}: {e}; skipped")
+        return None
+    args = {"from": f"the profiler's analysis ({source})", "type": kind,
+            **{k: v for k, v in times.items() if v is not None}}
+    return Slice(rank.rank, Layer.COMM_OP, group or "Communication", name, start_ns + rank.clock_offset_ns,
+                 elapse_ns, args)
+
+
+# -- analysis.db ------------------------------------------------------------------------------------
+
+def _from_db(rank: RankInfo, path: Path, diag: Diagnostics, figures: Figures, ops: Ops) -> None:
+    with _open(path, diag) as db:
+        schema = _Schema(db, path)
+        try:
+            _step_trace_table(db, schema, path, diag, figures)
+            _comm_table(rank, db, schema, path, diag, ops)
+        except sqlite3.DatabaseError as e:
+            raise InputError(path, "", f"cannot read the profiler's analysis tables: {e}") from None
+
+
+def _step_trace_table(db: sqlite3.Connection, schema: _Schema, path: Path, diag: Diagnostics,
+                      figures: Figures) -> None:
+    if "step" not in schema.columns("StepTraceTime"):
+        return
+    fields, _ = schema.select("t", "StepTraceTime", ("step", *(c for _, c in _FIGURES)))
+    for n, (step, *values) in enumerate(db.execute(f"SELECT {fields} FROM StepTraceTime t")):
+        _add_figures(figures, step, values, diag, f"{path}: StepTraceTime row {n + 1}")
+
+
+_COMM_COLUMNS = ("hccl_op_name", "group_name", "type", "step", "start_timestamp", *(c for _, c in _TIMES))
+
+
+def _comm_table(rank: RankInfo, db: sqlite3.Connection, schema: _Schema, path: Path, diag: Diagnostics,
+                ops: Ops) -> None:
+    if not {"hccl_op_name", "start_timestamp", "elapse_time", "step"} <= schema.columns("CommAnalyzerTime"):
+        return
+    fields, _ = schema.select("c", "CommAnalyzerTime", _COMM_COLUMNS)
+    rows = db.execute(f"SELECT {fields} FROM CommAnalyzerTime c ORDER BY c.start_timestamp")
+    for n, (name, group, kind, step, start, *values) in enumerate(rows):
+        where = f"{path}: CommAnalyzerTime row {n + 1}"
+        try:
+            step_id = _step_id(None if step is None else _STEP_KEY.sub(r"\1", str(step)))
+        except ValueError as e:
+            diag.warn("bad_row", f"{where}: {e}; skipped")
+            continue
+        key = str(name) if group is None else f"{name}@{group}"
+        times = dict(zip((k for k, _ in _TIMES), values, strict=True))
+        op = _op(rank, key, str(kind or ""), start, times, where, f"{DB} CommAnalyzerTime", diag)
+        if op is not None:
+            ops.setdefault(step_id, []).append(op)
+
+
+# -- values ---------------------------------------------------------------------------------------
+
+def _step_id(value: Any) -> int | None:
+    """A step number as the analysis writes it ("50"), None for none (""); else ValueError."""
+    text = "" if value is None else str(value).strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise ValueError(f"expected a step number, got {text[:40]!r}")
+    return int(text)
+
+
+def _ns(value: Any, per_us: int) -> int | None:
+    """µs (``per_us`` 1) or ms (1000) as written, a number or its text, as ns exactly (a float as its
+    shortest text, which is what Python's JSON and CSV writers wrote); None for none."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "N/A")):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a number, got {value!r}"[:80])
+    try:
+        exact = Decimal(value.strip() if isinstance(value, str) else repr(value))
+    except InvalidOperation:
+        raise ValueError(f"expected a number, got {value!r}"[:80]) from None
+    if not exact.is_finite() or exact.adjusted() > 18:
+        raise ValueError(f"{value!r} is no time"[:80])
+    ns = int((exact * per_us * 1000).to_integral_value())
+    if abs(ns) >= _NO_TIME:
+        raise ValueError(f"{value!r} is no time"[:80])
+    return ns

@@ -38,7 +38,7 @@ from .chrome_trace import Converted, Dialect
 NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
 _FILE = re.compile(r"\.json(\.gz)?$")
-_OWN_KEYS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds")  # Kineto's, not Paddle's
+_OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
 _SNIFF_BYTES = 1 << 16
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
 _DEVICE_CATS = {"kernel": "KERNEL", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import shutil
 from collections import Counter
 from decimal import Decimal
@@ -120,6 +121,28 @@ def test_a_pytorch_1_8_trace_launches_the_gpu_work_holistic_trace_analysis_count
     copies_us = sum(s.dur_ns for s in work if s.task_type in ("MEMCPY", "MEMSET")) / 1000
     assert compute_us == pytest.approx(theirs["compute_time(us)"], rel=0.005) and compute_us > 400_000
     assert copies_us == pytest.approx(theirs["non_compute_time(us)"], rel=0.005) and copies_us > 1000
+
+
+def test_a_pytorch_1_8_trace_reads_the_same_in_any_event_order(tmp_path):
+    """Its streams are known by their tid ("stream 7"), not by metadata, and its steps by name:
+    shuffled, with the metadata last, the same slices on the same lanes."""
+    [source] = _traces("kineto-1.8-resnet50")
+    data = json.loads(gzip.decompress(source.read_bytes()))
+    events = data["traceEvents"]
+    random.Random(18).shuffle(events)
+    events.sort(key=lambda e: e.get("ph") == "M")
+    shuffled = tmp_path / "shuffled.pt.trace.json"
+    shuffled.write_text(json.dumps(data))
+
+    def drawn(path: Path) -> Counter:
+        return Counter((b.step_id, s.layer, s.lane, s.name, s.start_ns, s.dur_ns, s.task_type)
+                       for b in read_profile(discover(path), Options(kind="detail"), Diagnostics())
+                       for s in b.slices)
+
+    found = drawn(shuffled)
+    assert found == drawn(source)
+    assert sum(n for key, n in found.items() if key[6] == "KERNEL") == 8772
+    assert {key[0] for key in found} == set(range(5, 11))
 
 
 def test_a_trace_exported_under_any_json_name_converts_alone_and_in_its_folder(tmp_path, capsys):

@@ -143,8 +143,9 @@ class StepRecords:
     step: Step | None
     slices: list[Slice]
     samples: list[Sample] = field(default_factory=list)
-    # False: the input records no device tasks (a step-trace-only legacy folder, a host-only
-    # trace), so Computing, Free and the not-overlapped split are unknown, not zero.
+    # False: the input records no device tasks for this step (a step-trace-only legacy folder, a
+    # host-only trace, a device timeline that ends before the step trace does), so Computing,
+    # Free and the not-overlapped split are unknown, not zero.
     has_device: bool = True
     # Where Free is measured, if the profiler measures it over more than the compute and
     # communication (CANN's msprof database: from the first to the last device task of any type).

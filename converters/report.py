@@ -259,15 +259,18 @@ class Report:
 
     def dominant(self) -> dict[tuple[int, int | None, int | None], str]:
         """Per (rank, graph, step), the one finding it is coloured by: a straggler first (the cause
-        lies on that rank), else the bound with the largest share of the step; "balanced" if none."""
+        lies on that rank), else the bound with the largest share of the step; if none, "balanced"
+        where the device's side is known, else "unknown"."""
         found = self.findings()
-        return {(f.rank, f.graph, f.step): _dominant(found.get((f.rank, f.graph, f.step), []))
+        return {(f.rank, f.graph, f.step): _dominant(found.get((f.rank, f.graph, f.step), []), f.has_device)
                 for f in self.steps}
 
 
-def _dominant(found: list[Diagnosis]) -> str:
+def _dominant(found: list[Diagnosis], known: bool) -> str:
+    """``known``: the step's device side is known, so no finding means no bottleneck (the host,
+    device and communication bounds rest on it: without it, none passing says nothing)."""
     if not found:
-        return "balanced"
+        return "balanced" if known else "unknown"
     stragglers = [d for d in found if d.kind == "straggler"]
     return "straggler" if stragglers else max(found, key=lambda d: d.share).kind
 
@@ -683,7 +686,8 @@ def _step_record(f: StepFacts, found: list[Diagnosis]) -> dict[str, Any]:
         "overlapped_ms": _ms(o.overlapped_ns), "free_ms": _ms(o.free_ns), "bubble_ms": _ms(o.bubble_ns),
         "other_ms": _ms(f.other_ns), "phases_ms": {name: _ms(ns) for name, ns in sorted(f.phases.items())},
         "wait_suffered_ms": _ms(f.wait_suffered_ns), "wait_caused_ms": _ms(f.wait_caused_ns),
-        "last_arrivals": f.last_arrivals, "diagnoses": [d.kind for d in found], "dominant": _dominant(found),
+        "last_arrivals": f.last_arrivals, "diagnoses": [d.kind for d in found],
+        "dominant": _dominant(found, f.has_device),
     }
 
 
@@ -695,17 +699,21 @@ def _op_record(o: OpTotal, base: int) -> dict[str, Any]:
 def _verdict(report: Report) -> dict[str, Any]:
     """The job's bottleneck: the dominant finding with the most step time, with counts per kind;
     a straggler instead where the others' communication bound steps mostly wait for it (the cause
-    lies on the straggler, not on the links). ``look_at``: its worst rank and step."""
+    lies on the straggler, not on the links). ``look_at``: its worst rank and step. It rests on
+    the rank-steps it can judge: those without a finding whose device side is unknown are
+    counted apart ("unknown") and said, never taken for balanced."""
     counts: Counter[str] = Counter()
     weight: Counter[str] = Counter()
     dominant = report.dominant()
     for f in report.steps:
         kind = dominant[f.rank, f.graph, f.step]
         counts[kind] += 1
-        weight[kind] += f.step_ns
+        if kind != "unknown":
+            weight[kind] += f.step_ns
     found = [k for k in KINDS if counts[k]]
-    main = max(found, key=lambda k: weight[k]) if found else "balanced"
-    total, steps = sum(weight.values()), len(report.steps)
+    unjudged, steps = counts["unknown"], len(report.steps) - counts["unknown"]  # steps: those judged
+    main = max(found, key=lambda k: weight[k]) if found else "balanced" if steps else "unknown"
+    total = sum(weight.values())
     by_kind: dict[str, list[Diagnosis]] = defaultdict(list)
     for d in report.diagnoses:
         by_kind[d.kind].append(d)
@@ -726,11 +734,16 @@ def _verdict(report: Report) -> dict[str, Any]:
                        f"{steps} rank-steps are communication bound, and {waiting / exposed:.0%} of their "
                        f"communication not overlapped with compute is waiting for rank {format_ids(slow)}.")
             main = "straggler"
+    if unjudged:  # the judged ones' verdict, then how many it could not judge
+        unknown = (f"{unjudged} of {len(report.steps)} rank-steps could not be judged: the input records "
+                   "no device work in them, so whether they were host, device or communication bound is "
+                   "unknown (not none).")
+        summary = f"{summary} {unknown}" if steps else f"No rank-step could be judged. {unknown}"
     worst = max(by_kind[main], key=lambda d: d.share, default=None)
     look_at = None if worst is None else {"rank": worst.rank, "graph": worst.graph, "step": worst.step,
                                           "summary": worst.summary, "command": worst.command}
-    return {"dominant": main, "rank_steps": steps, "summary": summary, "look_at": look_at,
-            "counts": {k: counts[k] for k in (*KINDS, "balanced") if counts[k]},
+    return {"dominant": main, "rank_steps": len(report.steps), "summary": summary, "look_at": look_at,
+            "counts": {k: counts[k] for k in (*KINDS, "balanced", "unknown") if counts[k]},
             "time_share": {k: round(weight[k] / total, 4) for k in (*KINDS, "balanced") if weight[k]} if total
             else {}}
 

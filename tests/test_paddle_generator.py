@@ -243,6 +243,75 @@ def test_chrome_and_pb_agree_with_truth(tmp_path):
         assert sums == st.phases and all(sums.values())
 
 
+# the Python lane of a step of a real Paddle 3.3.1 CPU run of ``make_sample.py record`` (both
+# exports; made outside the repository), nesting shown by indent
+RECORD_STEP = """\
+Dataloader _DataLoaderIterSingleProcess
+PythonUserDefined my_block
+  PythonUserDefined my_forward
+    Forward Sequential
+      Forward Linear
+      Forward ReLU
+      Forward Linear
+    Forward CrossEntropyLoss
+  PythonUserDefined my_backward
+    Backward Gradient Backward
+  Optimization Optimization Step"""
+
+
+def _python_lane(path: Path, index: int) -> str:
+    """The Python-lane events inside step ``index`` of a JSON export, nested by time."""
+    events = [e for e in _load(path)["traceEvents"] if e.get("ph") == "X" and "(Python)" in str(e.get("tid"))]
+    step = [e for e in events if e["cat"] == "ProfileStep"][index]
+    inside = sorted((e for e in events if e is not step and 0 <= e["ts"] - step["ts"] <= step["dur"]),
+                    key=lambda e: (e["ts"], -e["dur"]))
+    lines, open_ends = [], []
+    for e in inside:
+        while open_ends and e["ts"] >= open_ends[-1]:
+            open_ends.pop()
+        lines.append("  " * len(open_ends) + f"{e['cat']} {SUFFIX.match(e['name'])[1]}")
+        open_ends.append(e["ts"] + e["dur"])
+    return "\n".join(lines)
+
+
+def _paddles_phases(path: Path) -> list[dict[str, int]]:
+    """Per step, Paddle's Model Summary phases from the protobuf's tree (``EventSummary.parse``:
+    from each step down through any other node, the first phase node on each path, whole)."""
+    nodes = _load_pb(path).thread_trees[0].host_nodes
+    children = collections.defaultdict(list)
+    for h in nodes:
+        children[h.parentid].append(h)
+    out = []
+    for step in (h for h in nodes if h.parentid == 0):
+        sums = dict.fromkeys(paddle_gen.PHASES, 0)
+        todo = list(children[step.id])
+        while todo:
+            h = todo.pop()
+            e = h.host_trace_event
+            name = paddle_gen.TYPE_NAMES[_pb_type(e)]
+            if name in sums:
+                sums[name] += e.end_ns - e.start_ns
+            else:
+                todo += children[h.id]
+        out.append(sums)
+    return out
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_user_ranges_nest_the_phases_as_a_real_record_run_and_the_truth_is_paddles(tmp_path, recompute):
+    made = generate_profile(tmp_path / "j", seed=5, user_ranges=True, recompute=recompute, **REAL_SHAPE)
+    lane = _python_lane(made.files[0].path, 1)
+    head, tail = lane.split("    Backward Gradient Backward\n")
+    again, rest = tail.split("  Optimization")
+    assert again.splitlines() == (["      Forward Linear"] * 2 if recompute else [])  # one per Linear
+    assert f"{head}    Backward Gradient Backward\n  Optimization{rest}" == RECORD_STEP
+    proto = generate_profile(tmp_path / "p", form="protobuf", seed=5, user_ranges=True, recompute=recompute,
+                             **REAL_SHAPE).files[0]
+    truth = [s.phases for s in proto.steps]
+    assert _paddles_phases(proto.path) == truth == [s.phases for s in made.files[0].steps]
+    assert all(all(s.phases.values()) for s in proto.steps)
+
+
 # -- GPU: Paddle's exporter rules ------------------------------------------------------------
 
 KERNEL_ARGS = ("start_time", "end_time", "device", "context", "stream", "correlation id",

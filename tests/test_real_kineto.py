@@ -1,13 +1,16 @@
 """The Kineto reader against real PyTorch profiler traces, and against HTA's figures for them.
 
 ``kineto-2rank``: two ranks of a 128-rank GPU/NCCL job (HTA's own test data); ``kineto-gloo-2rank``:
-PyTorch 2.13 on CPU with gloo. The traces are read here independently (json, exact decimals).
+PyTorch 2.13 on CPU with gloo; ``kineto-1.8-resnet50``: one GPU of PyTorch 1.8/1.9, whose categories
+have older names (``Kernel``, ``Runtime``, ``Operator``, ...). The traces are read here
+independently (json, exact decimals).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import random
 import shutil
 from collections import Counter
 from decimal import Decimal
@@ -47,12 +50,12 @@ def _traces(name: str) -> list[Path]:
     return sorted(p for p in real_data(name).iterdir() if p.name.endswith((".json", ".json.gz")))
 
 
-@pytest.mark.parametrize("sample", ["kineto-2rank", "kineto-gloo-2rank"])
+@pytest.mark.parametrize("sample", ["kineto-2rank", "kineto-gloo-2rank", "kineto-1.8-resnet50"])
 def test_every_event_of_a_real_trace_is_drawn_exactly_once_in_detail(sample):
     expected: Counter = Counter()
     for path in _traces(sample):
         data, events = _events(path)
-        rank, base = data["distributedInfo"]["rank"], int(data.get("baseTimeNanoseconds", 0))
+        rank, base = data.get("distributedInfo", {}).get("rank", 0), int(data.get("baseTimeNanoseconds", 0))
         for e in events:
             if e.get("ph") in ("X", "i"):
                 name = e["name"]
@@ -65,6 +68,95 @@ def test_every_event_of_a_real_trace_is_drawn_exactly_once_in_detail(sample):
                     if s.layer is not Layer.OVERLAP)
     assert drawn == expected
     assert sum(expected.values()) > 1000
+
+
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
+def test_a_pytorch_1_8_trace_has_its_steps_and_every_kernel_as_compute():
+    """PyTorch 1.8-1.9 named the categories ``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``,
+    ``Operator`` and a stream's tid ``"stream 7"``: read as today's. Every kernel is compute on its
+    stream's lane, the steps are the ``ProfilerStep#N`` operators, and Computing over the steps is
+    what the kernels cover."""
+    [path] = _traces("kineto-1.8-resnet50")
+    _, events = _events(path)
+    kernels = [(_ns(e["ts"], 0), _ns(e["ts"] + e["dur"], 0)) for e in events if e.get("cat") == "Kernel"]
+    copies = Counter(e["cat"] for e in events if e.get("cat") in ("Memcpy", "Memset"))
+    steps = sorted(int(e["name"][13:]) for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    assert len(kernels) == 8772 and steps == [5, 6, 7, 8, 9, 10]
+    summary = list(read_profile(discover(path), Options(), Diagnostics()))
+    assert [b.step_id for b in summary] == steps and all(b.has_device for b in summary)
+    drawn = [s for b in summary for s in b.slices if s.layer is Layer.STREAM]
+    assert sorted((s.start_ns, s.end_ns) for s in drawn) == sorted(kernels)
+    assert {(s.lane, s.task_type) for s in drawn} == {("GPU 0 Stream 7", "KERNEL")}
+    detail = [s for b in read_profile(discover(path), Options(kind="detail"), Diagnostics())
+              for s in b.slices]
+    assert Counter(s.task_type for s in detail if s.layer is Layer.STREAM) == {
+        "KERNEL": 8772, "MEMCPY": copies["Memcpy"], "MEMSET": copies["Memset"]}
+    assert sum(step_overlap(b).computing_ns for b in summary) == _union_ns(kernels)
+    rows = overlap_report(path)
+    assert [r.step for r in rows] == steps and all(r.computing_ns > 0 and r.free_ns is not None for r in rows)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")  # HTA's use of pandas
+def test_a_pytorch_1_8_trace_launches_the_gpu_work_holistic_trace_analysis_counts():
+    """HTA's ``get_temporal_breakdown`` of the 1.8 trace (run here) counts the kernels launched in
+    steps 5-9 (it leaves the last step out) as compute and the copies as non-compute: the same
+    sums over the GPU work our arrows link to the launches on the host in those steps."""
+    analysis = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is a test extra")
+    sample = real_data("kineto-1.8-resnet50")
+    theirs = analysis.TraceAnalysis(trace_dir=str(sample)).get_temporal_breakdown(visualize=False).iloc[0]
+    batches = list(read_profile(discover(sample), Options(kind="detail"), Diagnostics()))
+    launched = {f for b in batches if b.step_id in range(5, 10) for s in b.slices
+                if s.layer is Layer.HOST for f in s.flows_out}
+    work = [s for b in batches for s in b.slices if s.layer is Layer.STREAM and set(s.flows_in) & launched]
+    compute_us = sum(s.dur_ns for s in work if s.task_type == "KERNEL") / 1000
+    copies_us = sum(s.dur_ns for s in work if s.task_type in ("MEMCPY", "MEMSET")) / 1000
+    assert compute_us == pytest.approx(theirs["compute_time(us)"], rel=0.005) and compute_us > 400_000
+    assert copies_us == pytest.approx(theirs["non_compute_time(us)"], rel=0.005) and copies_us > 1000
+
+
+def test_a_pytorch_1_8_trace_reads_the_same_in_any_event_order(tmp_path):
+    """Its streams are known by their tid ("stream 7"), not by metadata, and its steps by name:
+    shuffled, with the metadata last, the same slices on the same lanes."""
+    [source] = _traces("kineto-1.8-resnet50")
+    data = json.loads(gzip.decompress(source.read_bytes()))
+    events = data["traceEvents"]
+    random.Random(18).shuffle(events)
+    events.sort(key=lambda e: e.get("ph") == "M")
+    shuffled = tmp_path / "shuffled.pt.trace.json"
+    shuffled.write_text(json.dumps(data))
+
+    def drawn(path: Path) -> Counter:
+        return Counter((b.step_id, s.layer, s.lane, s.name, s.start_ns, s.dur_ns, s.task_type)
+                       for b in read_profile(discover(path), Options(kind="detail"), Diagnostics())
+                       for s in b.slices)
+
+    found = drawn(shuffled)
+    assert found == drawn(source)
+    assert sum(n for key, n in found.items() if key[6] == "KERNEL") == 8772
+    assert {key[0] for key in found} == set(range(5, 11))
+
+
+def test_a_trace_exported_under_any_json_name_converts_alone_and_in_its_folder(tmp_path, capsys):
+    """``prof.export_chrome_trace("resnet50.json")`` takes any name: a ``*.json`` is a Kineto trace
+    by its header (the 1.8 sample's ``deviceProperties``), alone and in a folder."""
+    [source] = _traces("kineto-1.8-resnet50")
+    trace = tmp_path / "run" / "resnet50.json"
+    trace.parent.mkdir()
+    trace.write_bytes(gzip.decompress(source.read_bytes()))
+    for given in (trace, trace.parent):
+        assert [(r.rank, r.format, r.path) for r in discover(given)] == [(0, "kineto", trace)]
+        assert main([str(given), "-o", str(tmp_path / "out.pftrace"), "--strict", "-q"]) == 0
+    batches = list(read_profile(discover(trace), Options(), Diagnostics()))
+    assert len(batches) == 6 and sum(s.task_type == "KERNEL" for b in batches for s in b.slices) == 8772
 
 
 def test_ranks_come_from_distributed_info_not_file_names(tmp_path):

@@ -244,8 +244,8 @@ def test_html_holds_every_section_and_the_commands(slow_job, tmp_path):
 
 
 REAL_SAMPLES = ["msprof-2rank", "ascend-pt-2rank", "ascend-pt-db", "msprof-db", "kineto-2rank",
-                "kineto-gloo-2rank", "paddle-cpu-chrome", "paddle-cpu-protobuf", "mindspore-1x/single-device",
-                "mindspore-1x/hccl-rank6"]
+                "kineto-gloo-2rank", "kineto-1.8-resnet50", "paddle-cpu-chrome", "paddle-cpu-protobuf",
+                "mindspore-1x/single-device", "mindspore-1x/hccl-rank6"]
 
 
 @pytest.mark.parametrize("sample", REAL_SAMPLES)

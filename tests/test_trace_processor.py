@@ -45,6 +45,8 @@ SAMPLES = [
     "msprof-db/msprof_0.db",
     "kineto-2rank",
     "kineto-gloo-2rank",
+    "kineto-1.8-resnet50",
+    "kineto-1.8-resnet50/worker0.1623143089861.pt.trace.json.gz",
     "kineto-2rank/sampled_rank-1.json.gz",
     "kineto-gloo-2rank/vm_10378.1795348179170436309.pt.trace.json",
     "paddle-cpu-chrome",

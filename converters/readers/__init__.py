@@ -17,6 +17,6 @@ LOOKED_FOR = (
     "../mindstudio_profiler_output/msprof_*.json, or msprof_*.db; "
     "mindspore1x: a profiler/ folder with output_timeline_data_N.txt or hccl_info/*/iterN.trace; "
     "host_info: host_info/ with host_info_N.csv or timeline_N.json; "
-    "kineto: PyTorch profiler traces *.pt.trace.json or *.json.gz; "
+    "kineto: PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's header; "
     "paddle: Paddle profiler files *.paddle_trace.json or *.paddle_trace.pb"
 )

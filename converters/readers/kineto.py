@@ -37,13 +37,19 @@ from .chrome_trace import Converted, Dialect
 
 NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
-_FILE = re.compile(r"\.pt\.trace\.json(\.gz)?$|\.json\.gz$")
+_FILE = re.compile(r"\.json(\.gz)?$")
+_OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
 _SNIFF_BYTES = 1 << 16
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
 _DEVICE_CATS = {"kernel": "KERNEL", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET",
                 "gpu_user_annotation": NOT_COMPUTE}
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+# PyTorch 1.8-1.9 wrote the categories by other names (and a stream's tid as "stream 7", without
+# a thread name): read as today's
+_CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
+                "Operator": "cpu_op", "async": "ac2g"}
 _NCCL = ("ncclKernel", "ncclDevKernel")
+_STEP_CATS = ("user_annotation", "cpu_op")
 _GPU = "GPU stream"  # a route of the dialect's own
 _FLOWS = "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
 
@@ -63,13 +69,15 @@ def _traces(folder: Path) -> Iterator[tuple[Path, bytes]]:
 def _head(path: Path) -> bytes | None:
     """The first bytes of a Kineto trace; None if ``path`` is none. A ``*.pt.trace.json`` is one
     by its name (one cut off or broken is read and said to be so, never passed over); any other
-    ``*.json.gz`` by a header with Kineto's keys."""
+    ``*.json`` or ``*.json.gz`` (``export_chrome_trace`` takes any name) by a header with Kineto's
+    keys: its own ones, or its schemaVersion, a number (Paddle's is a string)."""
     if not _FILE.search(path.name):
         return None
     data = jsonfile.first_bytes(path, _SNIFF_BYTES)
     head = jsonfile.header_of(data)
     named = ".pt.trace.json" in path.name
-    return data if named or "schemaVersion" in head or "distributedInfo" in head else None
+    kineto = type(head.get("schemaVersion")) is int or any(key in head for key in _OWN_KEYS)
+    return data if named or kineto else None
 
 
 def is_trace(path: Path) -> bool:
@@ -156,23 +164,24 @@ class Kineto(Dialect):
         cats = {*_DEVICE_CATS, *_LAUNCH_CATS, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
-        self.python_cats = frozenset(cats)
+        self.python_cats = frozenset(cats | {old for old, new in _CATS_OF_1_8.items() if new in cats})
 
     def step_number(self, event: chrome_trace._Event, kind: Layer | str) -> int | None:
-        """``ProfilerStep#N`` annotations on the host (their copies on the GPU are no steps)."""
-        if event.cat == "user_annotation" and chrome_trace._is_profiler_step(event.name):
+        """``ProfilerStep#N`` ranges on the host (their copies on the GPU are no steps): user
+        annotations, or operators in PyTorch 1.8-1.9."""
+        if _category(event) in _STEP_CATS and chrome_trace._is_profiler_step(event.name):
             return int(event.name[13:])
         return None
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
-        if thread.startswith("stream "):  # a GPU stream: every event by its category
-            return _GPU, f"GPU {pid} Stream {tid}"
+        if thread.startswith("stream ") or str(tid).startswith("stream "):  # a GPU stream: events by category
+            return _GPU, _stream_lane(pid, tid)
         if type(pid) is not int:  # the profiler's own spans and markers ("Spans", "Traces", "")
             return Layer.HOST, " ".join(str(part) for part in (pid, tid) if part != "") or "Profiler"
         return Layer.HOST, thread.strip() or f"thread {tid}"
 
     def convert(self, event: chrome_trace._Event, kind: Layer | str, lane: str) -> Converted | str:
-        cat, name = event.cat, event.name
+        cat, name = _category(event), event.name
         if event.ph in ("s", "f", "t"):
             return _FLOWS
         if cat in _DEVICE_CATS:
@@ -182,8 +191,7 @@ class Kineto(Dialect):
                 group = args.group_description or args.group
                 return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else "NCCL",
                                  name, "NCCL", flow)
-            lane = f"GPU {event.pid} Stream {event.tid}"
-            return Converted(Layer.STREAM, lane, name, _DEVICE_CATS[cat], flow)
+            return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow)
         if cat in _LAUNCH_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", True) if args.correlation is not None else None
@@ -195,6 +203,16 @@ class Kineto(Dialect):
         if kind is _GPU:  # on a stream, of a category not known to compute
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
         return Converted(Layer.HOST, lane, name)
+
+
+def _category(event: chrome_trace._Event) -> Any:
+    """The event's category by today's name."""
+    return _CATS_OF_1_8.get(event.cat, event.cat) if type(event.cat) is str else event.cat
+
+
+def _stream_lane(pid: Any, tid: Any) -> str:
+    """``GPU 0 Stream 7`` for stream 7 of device 0, whose tid is 7 (or "stream 7" before PyTorch 1.10)."""
+    return f"GPU {pid} Stream {str(tid).removeprefix('stream ')}"
 
 
 def _args(event: chrome_trace._Event) -> _Args:

@@ -39,6 +39,7 @@ import orjson
 
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..select import format_ids
 from . import jsonfile
 from .chrome_trace import us_to_ns
 from .spill import StepSpill
@@ -117,24 +118,71 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     # without op columns in the step trace, the HCCL tasks stand for the communication ops
     tasks = detail or not any(s.layer is Layer.COMM_OP for _, records in steps for s in records)
     starts = [step.start_ns for step, _ in steps]
+    span = _Span()
     with StepSpill() as spill:
-        _file_by_step(spill, starts, _records(rank, sources, diag, detail, tasks))
+        _file_by_step(spill, starts, _records(rank, sources, diag, detail, tasks, span))
+        covered = _covered([step for step, _ in steps], span) if device else [False] * len(steps)
+        _say_uncovered(rank, sources, steps, covered, diag)
         before = spill.load(-1, rank.rank)
         if before:  # activity no step bounds (or all of it, without a step trace)
             yield StepRecords(rank.rank, None, None, None, before, has_device=device)
         for index, (step, records) in enumerate(steps):
             yield StepRecords(rank.rank, None, step.step, step, records + spill.load(index, rank.rank),
-                              has_device=device)
+                              has_device=covered[index])
+
+
+class _Span:
+    """The first start and the last end of the records of the device file that says which steps
+    the device records cover: the op timeline (every AI Core task), else the AI CPU ops."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self.last: int | None = None
+
+    def add(self, start_ns: int, end_ns: int) -> None:
+        self.first = start_ns if self.first is None else min(self.first, start_ns)
+        self.last = end_ns if self.last is None else max(self.last, end_ns)
+
+
+def _covered(steps: list[Step], span: _Span) -> list[bool]:
+    """Per step, whether the device records cover it, so that its Computing and Free are known.
+
+    A profiler that stops writing the op timeline early (the file cut inside step 15 of 322)
+    leaves the later steps without device records: they are unknown, not idle. The records cover
+    the steps from the one they begin in (or, ahead of it, whose end they reach) to the one they
+    end in. That one only partly, if later steps follow and it ends after the records do: the
+    records were cut inside it, and a step measured in part is unknown too. Where the records
+    end in the last step, nothing says they were cut: it is covered.
+    """
+    if span.first is None or span.last is None:
+        return [False] * len(steps)
+    ending = bisect.bisect_left([step.start_ns for step in steps], span.last) - 1  # starts before the end
+    return [step.end_ns > span.first and (index < ending or (index == ending and (
+            index == len(steps) - 1 or step.end_ns <= span.last)))
+            for index, step in enumerate(steps)]
+
+
+def _say_uncovered(rank: RankInfo, sources: dict[str, Path], steps: list[tuple[Step, list[Slice]]],
+                   covered: list[bool], diag: Diagnostics) -> None:
+    """A warning naming the steps the device records do not cover (where there are some)."""
+    device = sources.get("timeline") or sources.get("aicpu")
+    if device is None or all(covered):
+        return
+    known = [step.step for (step, _), yes in zip(steps, covered, strict=True) if yes]
+    missing = [step.step for (step, _), yes in zip(steps, covered, strict=True) if not yes]
+    diag.warn(f"device_uncovered {rank.rank}", f"rank {rank.rank}: {device.name} covers steps "
+              f"{format_ids(known) or 'none'} of the step trace's {len(steps)}: Computing, Free and the "
+              f"not-overlapped split of steps {format_ids(missing)} are unknown")
 
 
 def _records(rank: RankInfo, sources: dict[str, Path], diag: Diagnostics, detail: bool,
-             tasks: bool) -> Iterator[list[Slice]]:
-    """Every record besides the step trace's, in batches."""
+             tasks: bool, span: _Span) -> Iterator[list[Slice]]:
+    """Every record besides the step trace's, in batches; ``span`` takes the device records'."""
     if "timeline" in sources:
         framework = _framework(sources["framework"], diag) if detail and "framework" in sources else {}
-        yield from _device_ops(rank, sources["timeline"], framework, diag, detail)
+        yield from _device_ops(rank, sources["timeline"], framework, diag, detail, span)
     if "aicpu" in sources:
-        yield _aicpu_ops(rank, sources["aicpu"], diag, detail)
+        yield _aicpu_ops(rank, sources["aicpu"], diag, detail, None if "timeline" in sources else span)
     if tasks:
         yield from _hccl_tasks(rank, [p for p in rank.source_paths if p.parent.name == _HCCL], diag)
 
@@ -366,8 +414,9 @@ def _framework(path: Path, diag: Diagnostics) -> dict[str, bytes]:
 
 
 def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: Diagnostics,
-                detail: bool) -> Iterator[list[Slice]]:
-    """``output_timeline_data``: one slice per op on its stream, in batches."""
+                detail: bool, span: _Span) -> Iterator[list[Slice]]:
+    """``output_timeline_data``: one slice per op on its stream, in batches; ``span`` takes every
+    op's, also of those summary leaves out."""
     with open(path, encoding="utf-8", errors="replace") as f:
         if not f.readline().startswith("op_name"):
             raise InputError(path, "line 1", "expected the header op_name, stream_id, start_time(ms), "
@@ -381,10 +430,6 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
                               "skipped")
                 continue
             full, stream, start, dur = parts
-            short = full.rsplit("/", 1)[-1]
-            communication = bool(_COMMUNICATION.match(short))
-            if communication and not detail:
-                continue
             try:
                 start_ns, dur_ns = ms_to_ns(start) + rank.clock_offset_ns, ms_to_ns(dur)
             except (ValueError, ArithmeticError):
@@ -392,6 +437,11 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
                 continue
             if dur_ns < 0:
                 diag.warn("bad_row", f"{path}: line {line}: negative duration; skipped")
+                continue
+            span.add(start_ns, start_ns + dur_ns)
+            short = full.rsplit("/", 1)[-1]
+            communication = bool(_COMMUNICATION.match(short))
+            if communication and not detail:
                 continue
             args = None
             if detail:
@@ -406,8 +456,10 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
         yield batch
 
 
-def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> list[Slice]:
-    """AI CPU ops, from the CSV or the older space-separated text (which ends in a total line)."""
+def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool,
+               span: _Span | None) -> list[Slice]:
+    """AI CPU ops, from the CSV or the older space-separated text (which ends in a total line);
+    ``span``, if given, takes theirs."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         lines = whole_lines(f, path, diag)
         if path.suffix == ".csv":
@@ -435,6 +487,8 @@ def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> l
             if dur < 0:
                 diag.warn("bad_row", f"{path}: line {line}: run_end before run_start; skipped")
                 continue
+            if span is not None:
+                span.add(start, start + dur)
             args = {f"{key} (ms)": row[i] for key, i in column.items()
                     if key in ("total_time", "dispatch_time", "execution_time")} if detail else None
             out.append(Slice(rank.rank, Layer.STREAM, "AI CPU", row[name_column], start, dur, args, "AI_CPU"))

@@ -11,7 +11,9 @@ into the events the JSON export would hold (``_pb_events``), so both draw the sa
 - ``tid`` is a string: ``"123(Python)"`` for Python-side ranges, ``"123(C++)"`` for operators: two
   lanes of one OS thread, named by ``thread_name`` as in the file.
 - Steps are ``ProfileStep#N``; the phases Paddle marks (Dataloader, Forward, Backward,
-  Optimization) are drawn on lanes of those names beside the steps, in summary too.
+  Optimization), at any depth below the step (inside user ranges too), are drawn on lanes of those
+  names beside the steps, in summary too; a phase inside another one on that one's lane, as
+  Paddle's summary counts it.
 - Device events (Kernel, Memcpy, Memset) go on one lane per GPU stream; NCCL kernels and
   Paddle's Communication events are communication ops; CUDA runtime calls link to their kernels
   by correlation id.
@@ -30,7 +32,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, StepRecords
+from ..model import Layer, RankInfo, Slice, StepRecords
 from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
 from .chrome_trace import Converted, Dialect, _Event
@@ -96,7 +98,26 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     """Yield the rank's records one step at a time, steps in time order."""
     path = rank.source_paths[0]
     dialect = PaddleProtobuf(0) if path.suffix == ".pb" else Paddle(rank.clock_offset_ns)
-    yield from chrome_trace.read_merged(rank, [path], diag, detail, dialect)
+    for step in chrome_trace.read_merged(rank, [path], diag, detail, dialect):
+        _phases_in_phases(step.slices)
+        yield step
+
+
+def _phases_in_phases(slices: list[Slice]) -> None:
+    """A phase inside another phase goes on that one's lane (in place): Paddle's summary counts the
+    first phase on each path down from the step, at any depth, so a forward run again inside the
+    backward (``fleet.utils.recompute``) is backward time, and a lane's union is Paddle's total.
+    Nesting is by time, as Paddle nests a thread's events (its phases are the training thread's)."""
+    phases = sorted((i for i, s in enumerate(slices) if s.layer is Layer.STEP and s.lane in _PHASES),
+                    key=lambda i: (slices[i].start_ns, -slices[i].dur_ns))
+    outer_end, outer_lane = None, ""
+    for i in phases:
+        s = slices[i]
+        if outer_end is not None and s.end_ns <= outer_end:
+            if s.lane != outer_lane:
+                slices[i] = s._replace(lane=outer_lane)
+        else:
+            outer_end, outer_lane = s.end_ns, s.lane
 
 
 # -- the JSON form ------------------------------------------------------------------------------

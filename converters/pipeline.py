@@ -295,12 +295,13 @@ def is_receive(op_name: str) -> bool:
     return name.startswith(("hcom_receive", "receive"))
 
 
-def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1,
-             first_tid: int = 1) -> PerfettoEncoder | ChromeJsonEncoder:
-    """The writer's encoder; for JSON, ``origin_ns`` None: its first chunk sets its origin."""
+def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1, first_tid: int = 1,
+             wall_clock: bool = False) -> PerfettoEncoder | ChromeJsonEncoder:
+    """The writer's encoder; for JSON, ``origin_ns`` None: its first chunk sets its origin, a whole
+    hour for a rank on ``wall_clock``."""
     if out_format is Format.PERFETTO:
         return PerfettoEncoder(rank_index)
-    return ChromeJsonEncoder(origin_ns, first_tid)
+    return ChromeJsonEncoder(origin_ns, first_tid, whole_hours=wall_clock)
 
 
 def _placed(encoder: PerfettoEncoder | ChromeJsonEncoder) -> tuple[int | None, tuple[int, int] | None]:
@@ -345,7 +346,7 @@ def _encode_ranks(
     skipped = each_rank(_encode_rank, jobs, [info.rank for info in infos], collect, where, diag)
     for index in reversed(skipped):
         del infos[index], held[index]
-    writers = [_OpsWriter(info.rank, out_format, mine.origin_ns, len(jobs) + index)
+    writers = [_OpsWriter(info, out_format, mine.origin_ns, len(jobs) + index)
                for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
     caused = _encode_collectives(infos, held, writers, options, spool)
     step_ns = {info.rank: mine.step_ns / mine.step_count for info, mine in zip(infos, held, strict=True)
@@ -377,9 +378,9 @@ class _OpsWriter:
     """Encodes one rank's communication ops and Wait lane, step by step, on sequences of their own
     (its encoder id ``encoder_id`` is unused by the rank's own encoder)."""
 
-    def __init__(self, rank: int, out_format: Format, origin_ns: int | None, encoder_id: int) -> None:
-        self.rank = rank
-        self.encoder = _encoder(out_format, origin_ns, encoder_id, _COLLECTIVE_TIDS)
+    def __init__(self, info: RankInfo, out_format: Format, origin_ns: int | None, encoder_id: int) -> None:
+        self.rank = info.rank
+        self.encoder = _encoder(out_format, origin_ns, encoder_id, _COLLECTIVE_TIDS, info.wall_clock)
         self.lanes = Lanes()
         self.sequences: dict[tuple, int] = {}
 
@@ -461,7 +462,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
     have numbered is numbered (``reserve``), so every other chunk is the same byte for byte."""
     diag, lanes = Diagnostics(), Lanes()
     detail_bytes = 0
-    encoder = _encoder(out_format, origin_ns, index)
+    encoder = _encoder(out_format, origin_ns, index, wall_clock=info.wall_clock)
     sequences: dict[tuple[str, int | None, bool], int] = {}
     held: list[tuple[int | None, int | None, int, int, int]] = []
     step_ns = step_count = 0

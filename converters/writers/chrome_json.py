@@ -7,7 +7,8 @@ absolute epoch µs would come out to 0.25 µs only (touching slices would overla
 events before 0, so each event must lie at or after its origin (``Origins``): one for all ranks
 on wall time, an hour before their earliest collection start, and one per rank on its own clock,
 an hour before its first event. Where that is not known before encoding (no start known, events
-before the start), an encoder takes an hour before the first event of its first chunk; each notes
+before the start), an encoder takes an hour before the first event of its first chunk (on wall
+time, the whole hour before that, which ranks of one job share but by chance); each notes
 the span of the events it placed, and ``Origins.settle`` says whether they must be encoded again
 from other origins. Flow ids are
 written as hex strings: Perfetto rejects numeric ids of 2**63 and more. Each rank is a process
@@ -43,11 +44,13 @@ class ChromeJsonEncoder:
 
     footer = b"\n]\n"
 
-    def __init__(self, origin_ns: int | None, first_tid: int = 1) -> None:
-        """``origin_ns`` None: not known yet, the first chunk sets it. Encoders that write
-        on the same ranks side by side (a rank's own lanes, its communication ops) take apart
-        ``first_tid``s, so their threads never share a number."""
+    def __init__(self, origin_ns: int | None, first_tid: int = 1, whole_hours: bool = False) -> None:
+        """``origin_ns`` None: not known yet, the first chunk sets it (``own_origin``; a whole hour
+        with ``whole_hours``, so that ranks on wall time without a known start mostly choose the
+        same). Encoders that write on the same ranks side by side (a rank's own lanes, its
+        communication ops) take apart ``first_tid``s, so their threads never share a number."""
         self.origin_ns = origin_ns
+        self._whole_hours = whole_hours
         self.span: tuple[int, int] | None = None  # earliest start and latest end placed (encoded or reserved)
         self._first_tid = first_tid
         self._tids: dict[Track, int] = {}
@@ -72,7 +75,7 @@ class ChromeJsonEncoder:
         need nothing, X carries its duration. Encoded in C (``_chrome_json_core``), as orjson
         writes these records."""
         if self.origin_ns is None:
-            self.origin_ns = own_origin(events)
+            self.origin_ns = own_origin(events, self._whole_hours)
         named = self._named.setdefault(sequence, set())
         data, first, last = encode_chunk(events, self.origin_ns, lambda track: self._tid(track, named),
                                          self._value, _dumps, Begin, Value)
@@ -87,7 +90,7 @@ class ChromeJsonEncoder:
         """Number the threads ``chunk`` would number for ``events``, writing nothing: for a chunk
         the size cap can never take, so later ones come out the same."""
         if self.origin_ns is None:
-            self.origin_ns = own_origin(events)
+            self.origin_ns = own_origin(events, self._whole_hours)
         for event in events:
             if type(event) is Begin:
                 self._number(event.track)
@@ -145,10 +148,12 @@ def before(ns: int) -> int:
     return max(ns - ORIGIN_MARGIN_NS, min(ns, 0))
 
 
-def own_origin(events: Sequence[Begin | End | Value]) -> int:
-    """The origin of an encoder given none: an hour before the first event of its first chunk."""
+def own_origin(events: Sequence[Begin | End | Value], whole_hours: bool = False) -> int:
+    """The origin of an encoder given none: an hour before the first event of its first chunk, or
+    the whole hour before that."""
     first = span_of(events)[0]
-    return before(0 if first is None else first)
+    origin = before(0 if first is None else first)
+    return origin - origin % ORIGIN_MARGIN_NS if whole_hours else origin
 
 
 Placed = Mapping[int, list[tuple[int, tuple[int, int]]]]  # rank -> (origin, span) of each encoder that placed

@@ -170,8 +170,8 @@ def convert(
             diag, interest, placed = encode(origins, spool)
         if far := inexact(placed):
             diag.note("json_inexact", f"rank {format_ids(far)}: times more than {EXACT_NS // _DAY_NS} days "
-                      "apart, which Chrome JSON holds a few ns off (Perfetto reads them as doubles); a "
-                      ".pftrace holds them exactly")
+                      "after the first, which Chrome JSON holds to the µs only (Perfetto reads them as "
+                      "doubles); a .pftrace holds them to the ns")
         diag.merge(found)
         if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "

@@ -1,12 +1,13 @@
 """The Chrome JSON writer's C loop writes the bytes orjson writes for the same records: the
 reference below is the writer as it was in Python, one dict and one ``orjson.dumps`` per record.
 And whatever the times and the origin it is given, what Perfetto reads back from the text is
-every time to the ns, none before 0."""
+every time to the ns (to the µs, rounded down, past 10**15 ns from the origin), none before 0."""
 
 from __future__ import annotations
 
 import math
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import orjson
@@ -24,6 +25,11 @@ from converters.writers.chrome_json import (
 )
 
 
+def held(ns: int) -> int:
+    """Past 10**15 ns from the origin, times go out to the µs, rounded down."""
+    return ns if ns < 10**15 else ns // 1000 * 1000
+
+
 def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> bytes:
     out = bytearray()
     origin = encoder.origin_ns
@@ -32,15 +38,16 @@ def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> 
         if type(event) is Value:
             out += _SEPARATOR
             out += orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
-                                 "ts": (event.ts_ns - origin) / 1000, "args": {"value": event.value}})
+                                 "ts": held(event.ts_ns - origin) / 1000, "args": {"value": event.value}})
             continue
         if type(event) is not Begin:
             continue
         s, track = event.slice, event.track
         tid, naming = encoder._tid(track, named)
         out += naming
-        record = {"ph": "X", "pid": track.rank + 1, "tid": tid, "name": s.name,
-                  "ts": (s.start_ns - origin) / 1000, "dur": s.dur_ns / 1000}
+        start, end = held(s.start_ns - origin), held(s.start_ns - origin + s.dur_ns)
+        record = {"ph": "X", "pid": track.rank + 1, "tid": tid, "name": s.name, "ts": start / 1000,
+                  "dur": (end - start) / 1000}
         if s.args:
             record["args"] = s.args if type(s.args) is dict else orjson.Fragment(bytes(s.args))
         out += _SEPARATOR
@@ -111,13 +118,14 @@ def perfetto_ns(text: bytes) -> int:
 
 _TIMES = re.compile(rb'\{"ph":"X",[^\n]*?"ts":([^,]+),"dur":([^,}]+)|\{"ph":"C",[^\n]*?"ts":([^,]+),')
 _EPOCH = st.integers(10**18, 2 * 10**18)  # ns since 1970: 2001 to 2033
-_WINDOW = st.sampled_from([10**6, 10**12, 10**15 - 2 * ORIGIN_MARGIN_NS])  # what JSON holds to the ns
+# spans JSON holds to the ns from an origin an hour before them, and wider ones (to the µs past 10**15)
+_WINDOW = st.sampled_from([10**6, 10**12, 10**15 - 2 * ORIGIN_MARGIN_NS, 10**17])
 
 
 @st.composite
 def epoch_events(draw) -> tuple[int, list[Begin | Value]]:
-    """Slices and counter values at epoch times, within a window JSON can hold exactly from an
-    origin an hour before them: slices anywhere, touching the one before, or nested in it."""
+    """Slices and counter values at epoch times within a window: slices anywhere, touching the
+    one before, or nested in it."""
     first, window = draw(_EPOCH), draw(_WINDOW)
     last = first + window
     track, counter = Track(0, "Ascend Hardware", 2, "Stream 2", 5), Track(0, "Counters", 9, "HBM", 0, "bytes")
@@ -161,6 +169,12 @@ def test_every_time_reads_back_from_the_json_text_to_the_ns_from_any_given_origi
     for times, event in zip(read, events, strict=True):
         assert times[0] >= 0  # Perfetto drops what lies before 0
         if type(event) is Begin:
-            assert times == (event.slice.start_ns - encoder.origin_ns, event.slice.dur_ns)
+            start, end = event.slice.start_ns - encoder.origin_ns, event.slice.end_ns - encoder.origin_ns
+            assert times == (held(start), held(end) - held(start))
         else:
-            assert times == (event.ts_ns - encoder.origin_ns,)
+            assert times == (held(event.ts_ns - encoder.origin_ns),)
+    begins = [(event.slice, times) for event, times in zip(events, read, strict=True) if type(event) is Begin]
+    for (a, (a_start, a_dur)), (b, (b_start, b_dur)) in pairwise(begins):  # touching or nested: still so
+        assert (b.start_ns >= a.start_ns) <= (b_start >= a_start)
+        assert (b.start_ns >= a.end_ns) <= (b_start >= a_start + a_dur)
+        assert (b.end_ns <= a.end_ns) <= (b_start + b_dur <= a_start + a_dur)

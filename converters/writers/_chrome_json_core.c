@@ -66,10 +66,17 @@ static int put_str(Buf *b, PyObject *text, PyObject *dumps) {
     return 0;
 }
 
+#define EXACT_NS 1000000000000000LL  /* 10**15: chrome_json.EXACT_NS */
+
+/* ns from the origin as JSON holds them for Perfetto, which reads them as doubles: to the ns below
+ * EXACT_NS, to the µs (rounded down) from there on, where a double holds no ns. Starts and ends
+ * rounded alike keep their order, so slices still nest and touch. */
+static long long held(long long ns) { return ns < EXACT_NS ? ns : ns - ns % 1000; }
+
 /* ns as µs, the float ``ns / 1000`` as orjson writes it. Below 10**15 ns the exact decimal has
  * at most 15 digits, so it is the shortest text of that float: written from the int. */
 static int put_us(Buf *b, long long ns, PyObject *dumps) {
-    if (ns > -1000000000000000LL && ns < 1000000000000000LL) {
+    if (ns > -EXACT_NS && ns < EXACT_NS) {
         char text[32], *end = text + 24, *at;
         unsigned long long magnitude = ns < 0 ? -(unsigned long long)ns : (unsigned long long)ns;
         unsigned fraction = (unsigned)(magnitude % 1000);
@@ -155,7 +162,7 @@ static void span_add(Span *span, long long start, long long end) {
 /* One slice: {"ph":"X","pid":..,"tid":..,"name":..,"ts":..,"dur":..[,"args":..]} and its arrows */
 static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Span *span, TrackSlot *slots,
                      PyObject *tid_of, PyObject *dumps) {
-    long long rank, start, dur, pid, tid, end;
+    long long rank, start, dur, pid, tid, end, end_from_origin;
     if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) < 1 || !PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 10) {
         PyErr_SetString(PyExc_TypeError, "a Begin of a Track and a Slice");
         return -1;
@@ -169,6 +176,8 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
         PyErr_SetString(PyExc_OverflowError, "a time past 64 bits");
         return -1;
     }
+    if (!__builtin_add_overflow(start, dur, &end_from_origin)) dur = held(end_from_origin) - held(start);
+    start = held(start);
     if (PUT(b, ",\n{\"ph\":\"X\",\"pid\":") < 0 || put_int(b, pid) < 0 || PUT(b, ",\"tid\":") < 0 ||
         put_int(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, 3), dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
         put_us(b, start, dumps) < 0 || PUT(b, ",\"dur\":") < 0 || put_us(b, dur, dumps) < 0)

@@ -2,8 +2,9 @@
 
 The array form loads even when cut short. Times are µs relative to an origin, with at most 3
 decimals: Perfetto reads ``ts`` and ``dur`` as doubles (strings too; ``displayTimeUnit`` changes
-nothing), so this is exact to the ns for 10**15 ns (11 days) from the origin and no further, and
-absolute epoch µs would come out to 0.25 µs only (touching slices would overlap). Perfetto drops
+nothing), so this is exact to the ns for 10**15 ns (11 days) from the origin, and past that they
+are written to the µs, rounded down alike so slices still nest (``held``); absolute epoch µs
+would come out to 0.25 µs, some up, some down, so touching slices would overlap. Perfetto drops
 events before 0, so each event must lie at or after its origin (``Origins``): one for all ranks
 on wall time, an hour before their earliest collection start, and one per rank on its own clock,
 an hour before its first event. Where that is not known before encoding (no start known, events
@@ -35,7 +36,7 @@ from ._chrome_json_core import encode_chunk
 _SEPARATOR = b",\n"
 _dumps = partial(orjson.dumps, option=orjson.OPT_NON_STR_KEYS)  # dict args, and what C leaves to orjson
 ORIGIN_MARGIN_NS = 3600 * 10**9
-EXACT_NS = 10**15  # times past this from the origin are written as doubles: Perfetto reads them a few ns off
+EXACT_NS = 10**15  # ns from the origin that JSON holds exactly for Perfetto; past it, µs (``held``)
 _MARKER_TID = 999_999
 
 
@@ -84,7 +85,7 @@ class ChromeJsonEncoder:
 
     def _value(self, event: Value) -> bytes:
         return orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
-                             "ts": (event.ts_ns - self.origin_ns) / 1000, "args": {"value": event.value}})
+                             "ts": held(event.ts_ns - self.origin_ns) / 1000, "args": {"value": event.value}})
 
     def reserve(self, sequence: int, events: Sequence[Begin | End | Value]) -> None:
         """Number the threads ``chunk`` would number for ``events``, writing nothing: for a chunk
@@ -133,6 +134,13 @@ class ChromeJsonEncoder:
             {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
             {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": order}},
         ))
+
+
+def held(ns: int) -> int:
+    """ns from the origin as JSON holds them for Perfetto, which reads them as doubles: to the ns
+    below ``EXACT_NS``, to the µs (rounded down) from there on; starts and ends rounded alike keep
+    their order, so slices still nest (as the C writer's ``held``)."""
+    return ns if ns < EXACT_NS else ns - ns % 1000
 
 
 def span_of(events: Sequence[Begin | End | Value]) -> tuple[int | None, int | None]:
@@ -197,5 +205,5 @@ class Origins:
 
 
 def inexact(placed: Placed) -> list[int]:
-    """The ranks with times ``EXACT_NS`` or more past their origin, which Perfetto reads a few ns off."""
+    """The ranks with times ``EXACT_NS`` or more past their origin, written to the µs (``held``)."""
     return sorted(rank for rank, used in placed.items() if any(last - o >= EXACT_NS for o, (_, last) in used))

@@ -47,7 +47,7 @@ def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> 
         out += naming
         start, end = held(s.start_ns - origin), held(s.start_ns - origin + s.dur_ns)
         record = {"ph": "X", "pid": track.rank + 1, "tid": tid, "name": s.name, "ts": start / 1000,
-                  "dur": (end - start) / 1000}
+                  "dur": held(end - start) / 1000}
         if s.args:
             record["args"] = s.args if type(s.args) is dict else orjson.Fragment(bytes(s.args))
         out += _SEPARATOR
@@ -170,7 +170,7 @@ def test_every_time_reads_back_from_the_json_text_to_the_ns_from_any_given_origi
         assert times[0] >= 0  # Perfetto drops what lies before 0
         if type(event) is Begin:
             start, end = event.slice.start_ns - encoder.origin_ns, event.slice.end_ns - encoder.origin_ns
-            assert times == (held(start), held(end) - held(start))
+            assert times == (held(start), held(held(end) - held(start)))
         else:
             assert times == (held(event.ts_ns - encoder.origin_ns),)
     begins = [(event.slice, times) for event, times in zip(events, read, strict=True) if type(event) is Begin]

@@ -68,9 +68,10 @@ static int put_str(Buf *b, PyObject *text, PyObject *dumps) {
 
 #define EXACT_NS 1000000000000000LL  /* 10**15: chrome_json.EXACT_NS */
 
-/* ns from the origin as JSON holds them for Perfetto, which reads them as doubles: to the ns below
- * EXACT_NS, to the µs (rounded down) from there on, where a double holds no ns. Starts and ends
- * rounded alike keep their order, so slices still nest and touch. */
+/* ns from the origin (or a duration) as JSON holds them for Perfetto, which reads them as doubles:
+ * to the ns below EXACT_NS, to the µs (rounded down) from there on, where a double holds no ns.
+ * Starts and ends rounded alike keep their order, so slices still nest and touch (but in the last
+ * µs of a slice of 11 days and more, whose duration is rounded down too). */
 static long long held(long long ns) { return ns < EXACT_NS ? ns : ns - ns % 1000; }
 
 /* ns as µs, the float ``ns / 1000`` as orjson writes it. Below 10**15 ns the exact decimal has
@@ -176,7 +177,7 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
         PyErr_SetString(PyExc_OverflowError, "a time past 64 bits");
         return -1;
     }
-    if (!__builtin_add_overflow(start, dur, &end_from_origin)) dur = held(end_from_origin) - held(start);
+    if (!__builtin_add_overflow(start, dur, &end_from_origin)) dur = held(held(end_from_origin) - held(start));
     start = held(start);
     if (PUT(b, ",\n{\"ph\":\"X\",\"pid\":") < 0 || put_int(b, pid) < 0 || PUT(b, ",\"tid\":") < 0 ||
         put_int(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, 3), dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||

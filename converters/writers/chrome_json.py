@@ -137,9 +137,9 @@ class ChromeJsonEncoder:
 
 
 def held(ns: int) -> int:
-    """ns from the origin as JSON holds them for Perfetto, which reads them as doubles: to the ns
-    below ``EXACT_NS``, to the µs (rounded down) from there on; starts and ends rounded alike keep
-    their order, so slices still nest (as the C writer's ``held``)."""
+    """ns from the origin (or a duration) as JSON holds them for Perfetto, which reads them as
+    doubles: to the ns below ``EXACT_NS``, to the µs (rounded down) from there on; starts and ends
+    rounded alike keep their order, so slices still nest (the C writer's ``held``)."""
     return ns if ns < EXACT_NS else ns - ns % 1000
 
 

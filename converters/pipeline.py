@@ -40,10 +40,11 @@ from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
 from .model import Layer, RankInfo, Sample, Slice, Step, StepRecords, step_label
 from .readers import READERS, host_info
 from .select import check_graphs, format_ids, keep_step, select_ranks
-from .writers.chrome_json import ChromeJsonEncoder, wall_origin
+from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
 from .writers.perfetto import PerfettoEncoder
 
 CUT_GROUP = "Trace cut"
+_DAY_NS = 86_400 * 10**9
 
 
 class StrictError(Trace2PerfettoError):
@@ -153,13 +154,24 @@ def convert(
     infos = select_ranks(discover(Path(path), found), options.ranks)
     check_graphs(infos, options.graphs)
     shifts = _aligned(infos, options, found, where) if _align(align) else {}
-    origin = wall_origin(infos)
+    origins = Origins.from_starts(infos)
     spool = Spool()
     try:
         # detail past the cap is never encoded (a rank's alone could not fit); compressed, it might
         limit = max_bytes if options.kind is Kind.DETAIL and not target.endswith(".gz") else None
-        diag, interest = _encode_ranks(infos, options, out_format, origin, spool, where, progress, shifts,
-                                       limit)
+        def encode(origins: Origins, spool: Spool) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
+            return _encode_ranks(infos, options, out_format, origins, spool, where, progress, shifts, limit)
+
+        diag, interest, placed = encode(origins, spool)
+        origins, again = origins.settle(infos, placed)
+        if again:  # JSON times before their origin, or ranks on wall time apart: once more
+            spool.close()
+            spool = Spool()
+            diag, interest, placed = encode(origins, spool)
+        if far := inexact(placed):
+            diag.note("json_inexact", f"rank {format_ids(far)}: times more than {EXACT_NS // _DAY_NS} days "
+                      "after the first, which Chrome JSON holds to the µs only (Perfetto reads them as "
+                      "doubles); a .pftrace holds them to the ns")
         diag.merge(found)
         if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
@@ -167,7 +179,7 @@ def convert(
                                                                 "; --kind detail may show host activity"))
         if strict and diag:
             raise StrictError(diag.messages())
-        encoder = _encoder(out_format, origin)
+        encoder = _encoder(out_format, origins.of(infos[0]) if infos else None)
         with _open_output(target) as out:
             sink = Sink(out, max_bytes, compress=target.endswith(".gz"))
             kept = assemble(sink, spool, lambda ranks: encoder.header([i for i in infos if ranks is None
@@ -306,27 +318,34 @@ def is_receive(op_name: str) -> bool:
     return name.startswith(("hcom_receive", "receive"))
 
 
-def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1,
-             first_tid: int = 1) -> PerfettoEncoder | ChromeJsonEncoder:
-    """The writer's encoder; a JSON rank on its own clock (``origin_ns`` None) takes its own origin."""
+def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1, first_tid: int = 1,
+             wall_clock: bool = False) -> PerfettoEncoder | ChromeJsonEncoder:
+    """The writer's encoder; for JSON, ``origin_ns`` None: its first chunk sets its origin, a whole
+    hour for a rank on ``wall_clock``."""
     if out_format is Format.PERFETTO:
         return PerfettoEncoder(rank_index)
-    return ChromeJsonEncoder(origin_ns, first_tid)
+    return ChromeJsonEncoder(origin_ns, first_tid, whole_hours=wall_clock)
+
+
+def _placed(encoder: PerfettoEncoder | ChromeJsonEncoder) -> tuple[int | None, tuple[int, int] | None]:
+    """A JSON encoder's origin and the span of the events it placed; (None, None) for Perfetto."""
+    return getattr(encoder, "origin_ns", None), getattr(encoder, "span", None)
 
 
 def _encode_ranks(
-    infos: list[RankInfo], options: Options, out_format: Format, origin_ns: int, spool: Spool,
+    infos: list[RankInfo], options: Options, out_format: Format, origins: Origins, spool: Spool,
     where: Where = LOCAL, progress: Progress | None = None, shifts: dict[int, int] | None = None,
     detail_limit: int | None = None,
-) -> tuple[Diagnostics, tuple[list[int], str]]:
+) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
     """Encode every rank into the spool, ranks in parallel: they are independent until written,
     except for their communication ops, which are drawn last, once matched across ranks. Workers
     on other machines (``where.remote``) send their spool file back with their result, and it is
     spooled here as it arrives. Ranks left out as unreadable are taken out of ``infos``. Returns
-    what needed recovery, and the ranks in order of interest for the size cap (with its policy).
-    A rank's detail chunks after the first ``detail_limit`` bytes of them are not encoded (see
-    ``_encode_into``)."""
-    jobs = [(index, info, options, out_format, origin_ns, None if where.remote else spool.new_file(),
+    what needed recovery, the ranks in order of interest for the size cap (with its policy), and
+    per rank the origin and the span of the events of each JSON encoder that placed any (for
+    ``Origins.settle``). A rank's detail chunks after the first ``detail_limit`` bytes of them
+    are not encoded (see ``_encode_into``)."""
+    jobs = [(index, info, options, out_format, origins.of(info), None if where.remote else spool.new_file(),
              (shifts or {}).get(info.rank, 0), detail_limit) for index, info in enumerate(infos)]
     sizes = [input_bytes(info) for info in infos]
     done_bytes = 0
@@ -350,22 +369,28 @@ def _encode_ranks(
     skipped = each_rank(_encode_rank, jobs, [info.rank for info in infos], collect, where, diag)
     for index in reversed(skipped):
         del infos[index], held[index]
-    caused = _encode_collectives(infos, held, options, out_format, origin_ns, spool, len(jobs))
+    writers = [_OpsWriter(info, out_format, mine.origin_ns, len(jobs) + index)
+               for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
+    caused = _encode_collectives(infos, held, writers, options, spool)
     step_ns = {info.rank: mine.step_ns / mine.step_count for info, mine in zip(infos, held, strict=True)
                if mine.step_count}
-    return diag, interest_order([info.rank for info in infos], step_ns, caused)
+    placed = {info.rank: [(origin, span) for origin, span in ((mine.origin_ns, mine.span),
+                                                              _placed(writer.encoder)) if span is not None]
+              for info, mine, writer in zip(infos, held, writers, strict=True)}
+    return diag, interest_order([info.rank for info in infos], step_ns, caused), placed
 
 
 class RankOps(NamedTuple):
     """Where one rank's communication op slices lie, step by step, held back from its chunks in its
     spool file (their args and arrows need the other ranks). ``origin_ns``: the origin of its JSON
-    chunks."""
+    chunks, ``span`` the earliest start and latest end placed in them."""
 
     origin_ns: int | None
     path: str
     steps: list[tuple[int | None, int | None, int, int, int]]  # graph, step, chunk start, offset, length
     step_ns: int = 0  # the steps' time added up (for the size cap's order of interest)
     step_count: int = 0
+    span: tuple[int, int] | None = None
 
 
 _COLLECTIVE_SEQUENCES = 1000  # sequence numbers of the ops' chunks, apart from the rank's own
@@ -376,9 +401,9 @@ class _OpsWriter:
     """Encodes one rank's communication ops and Wait lane, step by step, on sequences of their own
     (its encoder id ``encoder_id`` is unused by the rank's own encoder)."""
 
-    def __init__(self, rank: int, out_format: Format, origin_ns: int | None, encoder_id: int) -> None:
-        self.rank = rank
-        self.encoder = _encoder(out_format, origin_ns, encoder_id, _COLLECTIVE_TIDS)
+    def __init__(self, info: RankInfo, out_format: Format, origin_ns: int | None, encoder_id: int) -> None:
+        self.rank = info.rank
+        self.encoder = _encoder(out_format, origin_ns, encoder_id, _COLLECTIVE_TIDS, info.wall_clock)
         self.lanes = Lanes()
         self.sequences: dict[tuple, int] = {}
 
@@ -392,12 +417,11 @@ class _OpsWriter:
             file.add(step, start_ns, self.rank, part, data, len(slices), sequence)
 
 
-def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Options, out_format: Format,
-                        origin_ns: int, spool: Spool, encoders_before: int) -> dict[int, int]:
+def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: list[_OpsWriter],
+                        options: Options, spool: Spool) -> dict[int, int]:
     """Step by step (one step's ops of every rank in memory), match the ops across ranks, then
-    spool per rank the op slices (detail) with their instance's skew, last rank and arrows, and
-    the Wait lane (summary). ``encoders_before``: the rank encoders made so far (their ids are
-    taken). Returns the wait each rank caused the others, in ns."""
+    spool per rank (by its writer) the op slices (detail) with their instance's skew, last rank
+    and arrows, and the Wait lane (summary). Returns the wait each rank caused the others, in ns."""
     caused: dict[int, int] = defaultdict(int)
     # step -> rank index -> that rank's parts of the step (one per graph): ranks of one job may
     # number their graphs differently (msprof-2rank: model 2 on one rank, 0 on the other)
@@ -407,9 +431,6 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Opt
             part = (graph, start_ns, mine.path, offset, length)
             parts_of.setdefault(step, {}).setdefault(index, []).append(part)
     order = sorted(parts_of, key=lambda step: min(p[1] for parts in parts_of[step].values() for p in parts))
-    writers = [_OpsWriter(info.rank, out_format, origin_ns if info.wall_clock else mine.origin_ns,
-                          encoders_before + index)
-               for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
     with SpoolFile(spool.new_file()) as file:
         for step in order:
             parts = {index: [(graph, start_ns, pickle.loads(spool.unstash(path, offset, length)))
@@ -454,8 +475,9 @@ def _encode_rank(job: tuple) -> tuple[list[Chunk], Diagnostics, RankOps, bytes |
     return spooled(lambda own: _encode_into(*head, own, shift_ns, detail_limit), path)
 
 
-def _encode_into(index: int, info: RankInfo, options: Options, out_format: Format, origin_ns: int, path: str,
-                 shift_ns: int, detail_limit: int | None = None) -> tuple[list[Chunk], Diagnostics, RankOps]:
+def _encode_into(index: int, info: RankInfo, options: Options, out_format: Format, origin_ns: int | None,
+                 path: str, shift_ns: int,
+                 detail_limit: int | None = None) -> tuple[list[Chunk], Diagnostics, RankOps]:
     """One rank's chunks into the spool file at ``path``. Once its detail chunks pass
     ``detail_limit`` bytes, later ones are placed but not encoded: the cap writes detail step by
     step in time order, all ranks of a step or none, so none of them could be written. They are
@@ -463,7 +485,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
     have numbered is numbered (``reserve``), so every other chunk is the same byte for byte."""
     diag, lanes = Diagnostics(), Lanes()
     detail_bytes = 0
-    encoder = _encoder(out_format, origin_ns if info.wall_clock else None, index)
+    encoder = _encoder(out_format, origin_ns, index, wall_clock=info.wall_clock)
     sequences: dict[tuple[str, int | None, bool], int] = {}
     held: list[tuple[int | None, int | None, int, int, int]] = []
     step_ns = step_count = 0
@@ -494,8 +516,8 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
                     data = encoder.chunk(sequence, events)
                     detail_bytes += len(data) if part is DETAIL else 0
                     spool.add(batch.step_id, batch.start_ns, batch.rank, part, data, len(mine), sequence)
-    origin = getattr(encoder, "origin_ns", None)
-    return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count)
+    origin, span = _placed(encoder)
+    return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count, span)
 
 
 def _parts(ordered: list[Slice]) -> tuple[list[Slice], list[Slice]]:

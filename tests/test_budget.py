@@ -24,7 +24,7 @@ from converters import (
 from converters.budget import UNWRITTEN, parse_size
 from converters.cli import main
 from converters.pipeline import records_to_write
-from converters.writers.chrome_json import wall_origin
+from converters.writers.chrome_json import Origins
 from fixtures.msprof_gen import write_msprof_profile
 
 
@@ -83,7 +83,7 @@ def test_cap_is_never_exceeded_and_keeps_whole_steps_summary_first(
     cap = max(int(full.bytes_written * fraction), 6000)
     result = convert(profile, out, kind="detail", max_bytes=cap)
     assert out.stat().st_size == result.bytes_written <= cap
-    origin = wall_origin(discover(profile))
+    origin = Origins.from_starts(discover(profile)).wall
     summary, detail, decoded = _read(out, origin)
     # whole ranks are left out first (in order of interest), then whole steps of what is left
     kept = set(result.ranks)

@@ -1,15 +1,33 @@
 """The Chrome JSON writer's C loop writes the bytes orjson writes for the same records: the
-reference below is the writer as it was in Python, one dict and one ``orjson.dumps`` per record."""
+reference below is the writer as it was in Python, one dict and one ``orjson.dumps`` per record.
+And whatever the times and the origin it is given, what Perfetto reads back from the text is
+every time to the ns (to the µs, rounded down, past 10**15 ns from the origin), none before 0."""
 
 from __future__ import annotations
+
+import math
+import re
+from itertools import pairwise
+from pathlib import Path
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters.layout import Begin, End, Track, Value
-from converters.model import Layer, Slice
-from converters.writers.chrome_json import _SEPARATOR, ChromeJsonEncoder, own_origin
+from converters.model import Layer, RankInfo, Slice
+from converters.writers.chrome_json import (
+    _SEPARATOR,
+    ORIGIN_MARGIN_NS,
+    ChromeJsonEncoder,
+    Origins,
+    own_origin,
+)
+
+
+def held(ns: int) -> int:
+    """Past 10**15 ns from the origin, times go out to the µs, rounded down."""
+    return ns if ns < 10**15 else ns // 1000 * 1000
 
 
 def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> bytes:
@@ -20,15 +38,16 @@ def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> 
         if type(event) is Value:
             out += _SEPARATOR
             out += orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
-                                 "ts": (event.ts_ns - origin) / 1000, "args": {"value": event.value}})
+                                 "ts": held(event.ts_ns - origin) / 1000, "args": {"value": event.value}})
             continue
         if type(event) is not Begin:
             continue
         s, track = event.slice, event.track
         tid, naming = encoder._tid(track, named)
         out += naming
-        record = {"ph": "X", "pid": track.rank + 1, "tid": tid, "name": s.name,
-                  "ts": (s.start_ns - origin) / 1000, "dur": s.dur_ns / 1000}
+        start, end = held(s.start_ns - origin), held(s.start_ns - origin + s.dur_ns)
+        record = {"ph": "X", "pid": track.rank + 1, "tid": tid, "name": s.name, "ts": start / 1000,
+                  "dur": held(end - start) / 1000}
         if s.args:
             record["args"] = s.args if type(s.args) is dict else orjson.Fragment(bytes(s.args))
         out += _SEPARATOR
@@ -62,9 +81,100 @@ events = st.lists(st.one_of(st.builds(Begin, tracks, slices), st.builds(End, tra
 @given(st.lists(events, min_size=1, max_size=3), st.one_of(st.none(), st.integers(0, 2**40)))
 def test_chunks_are_the_bytes_orjson_writes_for_each_record(chunks, origin):
     ours, reference = ChromeJsonEncoder(origin, first_tid=3), ChromeJsonEncoder(origin, first_tid=3)
+    starts, ends = [], []
     for sequence, chunk in enumerate(chunks):
         written = ours.chunk(sequence % 2, chunk)
         if reference.origin_ns is None:  # a rank on its own clock: its first chunk sets the origin
             reference.origin_ns = own_origin(chunk)
         assert written == reference_chunk(reference, sequence % 2, chunk)
         orjson.loads(b"[0" + written + b"]")  # and it is JSON
+        for event in chunk:  # and the span of the events placed is noted
+            if type(event) is Begin:
+                starts.append(event.slice.start_ns)
+                ends.append(event.slice.start_ns + event.slice.dur_ns)
+            elif type(event) is Value:
+                starts.append(event.ts_ns)
+                ends.append(event.ts_ns)
+    assert ours.span == ((min(starts), max(ends)) if starts else None)
+
+
+def perfetto_ns(text: bytes) -> int:
+    """A JSON ``ts`` or ``dur`` (µs) as Perfetto v58.2's importer reads it, in ns: an integer times
+    1000; else the double int_part + fract_digits / 10**len(fract_digits)
+    (src/trace_processor/util/json_parser.h StringToDouble), times 1000, rounded half away from 0
+    (CoerceToTs in src/trace_processor/importers/json/json_trace_tokenizer.cc)."""
+    number = text.decode()
+    if not re.fullmatch(r"-?\d+(\.\d+)?", number):
+        raise AssertionError(f"{number}: not a plain decimal")
+    sign = -1 if number.startswith("-") else 1
+    whole, _, fraction = number.lstrip("-").partition(".")
+    if not fraction:
+        return int(number) * 1000
+    value = float(int(whole)) + float(int(fraction)) / float(10 ** len(fraction))
+    if value == math.trunc(value):
+        return sign * int(value) * 1000
+    return sign * math.floor(value * 1000.0 + 0.5)
+
+
+_TIMES = re.compile(rb'\{"ph":"X",[^\n]*?"ts":([^,]+),"dur":([^,}]+)|\{"ph":"C",[^\n]*?"ts":([^,]+),')
+_EPOCH = st.integers(10**18, 2 * 10**18)  # ns since 1970: 2001 to 2033
+# spans JSON holds to the ns from an origin an hour before them, and wider ones (to the µs past 10**15)
+_WINDOW = st.sampled_from([10**6, 10**12, 10**15 - 2 * ORIGIN_MARGIN_NS, 10**17])
+
+
+@st.composite
+def epoch_events(draw) -> tuple[int, list[Begin | Value]]:
+    """Slices and counter values at epoch times within a window: slices anywhere, touching the
+    one before, or nested in it."""
+    first, window = draw(_EPOCH), draw(_WINDOW)
+    last = first + window
+    track, counter = Track(0, "Ascend Hardware", 2, "Stream 2", 5), Track(0, "Counters", 9, "HBM", 0, "bytes")
+    events: list[Begin | Value] = []
+    slices: list[tuple[int, int]] = []
+    for _ in range(draw(st.integers(1, 25))):
+        how = draw(st.sampled_from(["anywhere", "touching", "nested", "value"]))
+        if how == "value":
+            events.append(Value(counter, draw(st.integers(first, last)), 1.0))
+            continue
+        limit = last
+        if how == "touching" and slices:
+            start = slices[-1][0] + slices[-1][1]
+        elif how == "nested" and slices:
+            start = draw(st.integers(slices[-1][0], slices[-1][0] + slices[-1][1]))
+            limit = slices[-1][0] + slices[-1][1]
+        else:
+            start = draw(st.integers(first, last))
+        dur = draw(st.one_of(st.integers(0, limit - start), st.integers(0, min(limit - start, 10**4))))
+        slices.append((start, dur))
+        events.append(Begin(track, Slice(0, Layer.STREAM, "Stream 2", "k", start, dur)))
+    return first, events
+
+
+@settings(max_examples=400, deadline=None)
+@given(epoch_events(), st.data())
+def test_every_time_reads_back_from_the_json_text_to_the_ns_from_any_given_origin(case, data):
+    first, events = case
+    given_origin = data.draw(st.one_of(st.none(), st.integers(first - 10**17, first + 10**15)), "origin")
+    rank = RankInfo(0, "test", Path("."), start_ns=given_origin)
+    encoder = ChromeJsonEncoder(given_origin)
+    text = encoder.chunk(0, events)
+    origins, again = Origins(given_origin).settle([rank], {0: [(encoder.origin_ns, encoder.span)]})
+    if again:  # an event before the origin given: encoded once more, as the pipeline does
+        encoder = ChromeJsonEncoder(origins.wall)
+        text = encoder.chunk(0, events)
+        assert origins.settle([rank], {0: [(encoder.origin_ns, encoder.span)]}) == (origins, False)
+    read = [tuple(perfetto_ns(number) for number in found.groups() if number is not None)
+            for found in _TIMES.finditer(text)]
+    assert len(read) == len(events)
+    for times, event in zip(read, events, strict=True):
+        assert times[0] >= 0  # Perfetto drops what lies before 0
+        if type(event) is Begin:
+            start, end = event.slice.start_ns - encoder.origin_ns, event.slice.end_ns - encoder.origin_ns
+            assert times == (held(start), held(held(end) - held(start)))
+        else:
+            assert times == (held(event.ts_ns - encoder.origin_ns),)
+    begins = [(event.slice, times) for event, times in zip(events, read, strict=True) if type(event) is Begin]
+    for (a, (a_start, a_dur)), (b, (b_start, b_dur)) in pairwise(begins):  # touching or nested: still so
+        assert (b.start_ns >= a.start_ns) <= (b_start >= a_start)
+        assert (b.start_ns >= a.end_ns) <= (b_start >= a_start + a_dur)
+        assert (b.end_ns <= a.end_ns) <= (b_start + b_dur <= a_start + a_dur)

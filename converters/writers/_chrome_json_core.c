@@ -66,10 +66,18 @@ static int put_str(Buf *b, PyObject *text, PyObject *dumps) {
     return 0;
 }
 
+#define EXACT_NS 1000000000000000LL  /* 10**15: chrome_json.EXACT_NS */
+
+/* ns from the origin (or a duration) as JSON holds them for Perfetto, which reads them as doubles:
+ * to the ns below EXACT_NS, to the µs (rounded down) from there on, where a double holds no ns.
+ * Starts and ends rounded alike keep their order, so slices still nest and touch (but in the last
+ * µs of a slice of 11 days and more, whose duration is rounded down too). */
+static long long held(long long ns) { return ns < EXACT_NS ? ns : ns - ns % 1000; }
+
 /* ns as µs, the float ``ns / 1000`` as orjson writes it. Below 10**15 ns the exact decimal has
  * at most 15 digits, so it is the shortest text of that float: written from the int. */
 static int put_us(Buf *b, long long ns, PyObject *dumps) {
-    if (ns > -1000000000000000LL && ns < 1000000000000000LL) {
+    if (ns > -EXACT_NS && ns < EXACT_NS) {
         char text[32], *end = text + 24, *at;
         unsigned long long magnitude = ns < 0 ? -(unsigned long long)ns : (unsigned long long)ns;
         unsigned fraction = (unsigned)(magnitude % 1000);
@@ -144,10 +152,18 @@ static int put_flows(Buf *b, PyObject *flows, const char *phase, long long pid, 
     return 0;
 }
 
+/* The earliest and the latest time of the events written so far */
+typedef struct { long long earliest, latest; } Span;
+
+static void span_add(Span *span, long long start, long long end) {
+    if (start < span->earliest) span->earliest = start;
+    if (end > span->latest) span->latest = end;
+}
+
 /* One slice: {"ph":"X","pid":..,"tid":..,"name":..,"ts":..,"dur":..[,"args":..]} and its arrows */
-static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, TrackSlot *slots,
+static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Span *span, TrackSlot *slots,
                      PyObject *tid_of, PyObject *dumps) {
-    long long rank, start, dur, pid, tid;
+    long long rank, start, dur, pid, tid, end, end_from_origin;
     if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) < 1 || !PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 10) {
         PyErr_SetString(PyExc_TypeError, "a Begin of a Track and a Slice");
         return -1;
@@ -156,10 +172,13 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Tra
         long_of(PyTuple_GET_ITEM(s, 5), &dur) < 0 || tid_for(track, slots, tid_of, b, &tid) < 0)
         return -1;
     pid = rank + 1;
+    span_add(span, start, __builtin_add_overflow(start, dur, &end) ? LLONG_MAX : end);
     if (__builtin_sub_overflow(start, origin, &start)) {
         PyErr_SetString(PyExc_OverflowError, "a time past 64 bits");
         return -1;
     }
+    if (!__builtin_add_overflow(start, dur, &end_from_origin)) dur = held(held(end_from_origin) - held(start));
+    start = held(start);
     if (PUT(b, ",\n{\"ph\":\"X\",\"pid\":") < 0 || put_int(b, pid) < 0 || PUT(b, ",\"tid\":") < 0 ||
         put_int(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, 3), dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
         put_us(b, start, dumps) < 0 || PUT(b, ",\"dur\":") < 0 || put_us(b, dur, dumps) < 0)
@@ -184,17 +203,21 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Tra
            put_flows(b, PyTuple_GET_ITEM(s, 9), "f", pid, tid, start, dumps) < 0 ? -1 : 0;
 }
 
-/* encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> bytes: each Begin as
- * an X event (and its arrows), each Value by ``value_of(event)``, every record after ",\n". */
+/* encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> (bytes, earliest, latest):
+ * each Begin as an X event (and its arrows), each Value by ``value_of(event)``, every record after
+ * ",\n"; and the earliest start and latest end written (None, None: no event), which the writer
+ * checks against its origin. */
 static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 7) {
         PyErr_SetString(PyExc_TypeError, "encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value)");
         return NULL;
     }
-    long long origin;
+    long long origin, ts;
+    Span span = {LLONG_MAX, LLONG_MIN};
+    Py_ssize_t timed = 0;  /* Begins and Values: the events that have a time in the output */
     if (long_of(argv[1], &origin) < 0) return NULL;
-    PyObject *events = PySequence_Fast(argv[0], "events must be a sequence"), *out = NULL;
+    PyObject *events = PySequence_Fast(argv[0], "events must be a sequence"), *out = NULL, *data;
     if (!events) return NULL;
     TrackSlot *slots = PyMem_Calloc(TRACK_SLOTS, sizeof(TrackSlot));
     Buf b = {0};
@@ -203,13 +226,21 @@ static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_
         PyObject *event = PySequence_Fast_GET_ITEM(events, i);
         int rc = 0;
         if (Py_IS_TYPE(event, (PyTypeObject *)argv[5]) && PyTuple_GET_SIZE(event) == 2) {
-            rc = put_slice(&b, PyTuple_GET_ITEM(event, 0), PyTuple_GET_ITEM(event, 1), origin, slots, argv[2], argv[4]);
-        } else if (Py_IS_TYPE(event, (PyTypeObject *)argv[6])) {
+            rc = put_slice(&b, PyTuple_GET_ITEM(event, 0), PyTuple_GET_ITEM(event, 1), origin, &span, slots,
+                           argv[2], argv[4]);
+            timed++;
+        } else if (Py_IS_TYPE(event, (PyTypeObject *)argv[6]) && PyTuple_GET_SIZE(event) == 3) {
+            if (long_of(PyTuple_GET_ITEM(event, 1), &ts) < 0) goto done;
+            span_add(&span, ts, ts);
+            timed++;
             rc = PUT(&b, ",\n") < 0 ? -1 : put_bytes(&b, PyObject_CallOneArg(argv[3], event));
         }  /* an End: an X event carries its duration */
         if (rc < 0) goto done;
     }
-    out = PyBytes_FromStringAndSize(b.data ? b.data : "", b.len);
+    data = PyBytes_FromStringAndSize(b.data ? b.data : "", b.len);
+    if (data)
+        out = timed ? Py_BuildValue("(NLL)", data, span.earliest, span.latest)
+                    : Py_BuildValue("(NOO)", data, Py_None, Py_None);
 done:
     Py_DECREF(events);
     PyMem_Free(slots);
@@ -219,7 +250,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"encode_chunk", (PyCFunction)(void (*)(void))encode_chunk, METH_FASTCALL,
-     "encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> the chunk's JSON records"},
+     "encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> (the chunk's JSON records, "
+     "their earliest start and latest end, or None, None)"},
     {NULL, NULL, 0, NULL},
 };
 

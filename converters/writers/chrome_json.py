@@ -1,10 +1,17 @@
 """Chrome trace JSON (``.json``), array form, encoded in chunks (C, as orjson writes each record).
 
-The array form loads even when cut short. Times are µs relative to ``origin_ns`` with at most 3
-decimals, so they are exact to the ns (for 100 days from the origin); absolute epoch µs would not
-be, as a float (Perfetto parses ``ts`` as a double, strings too). Perfetto drops events before 0,
-so the origin lies an hour before the earliest collection start of the ranks on wall time, and a
-rank on its own clock (``origin_ns`` None) takes an hour before its first event. Flow ids are
+The array form loads even when cut short. Times are µs relative to an origin, with at most 3
+decimals: Perfetto reads ``ts`` and ``dur`` as doubles (strings too; ``displayTimeUnit`` changes
+nothing), so this is exact to the ns for 10**15 ns (11 days) from the origin, and past that they
+are written to the µs, rounded down alike so slices still nest (``held``); absolute epoch µs
+would come out to 0.25 µs, some up, some down, so touching slices would overlap. Perfetto drops
+events before 0, so each event must lie at or after its origin (``Origins``): one for all ranks
+on wall time, an hour before their earliest collection start, and one per rank on its own clock,
+an hour before its first event. Where that is not known before encoding (no start known, events
+before the start), an encoder takes an hour before the first event of its first chunk (on wall
+time, the whole hour before that, which ranks of one job share but by chance); each notes
+the span of the events it placed, and ``Origins.settle`` says whether they must be encoded again
+from other origins. Flow ids are
 written as hex strings: Perfetto rejects numeric ids of 2**63 and more. Each rank is a process
 (pid = rank + 1) and each lane a thread named ``<group> / <lane>``, with sort indices in the
 Perfetto writer's order.
@@ -15,7 +22,8 @@ Reference: the Trace Event Format document (X, i and M events).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -28,6 +36,7 @@ from ._chrome_json_core import encode_chunk
 _SEPARATOR = b",\n"
 _dumps = partial(orjson.dumps, option=orjson.OPT_NON_STR_KEYS)  # dict args, and what C leaves to orjson
 ORIGIN_MARGIN_NS = 3600 * 10**9
+EXACT_NS = 10**15  # ns from the origin that JSON holds exactly for Perfetto; past it, µs (``held``)
 _MARKER_TID = 999_999
 
 
@@ -36,11 +45,14 @@ class ChromeJsonEncoder:
 
     footer = b"\n]\n"
 
-    def __init__(self, origin_ns: int | None, first_tid: int = 1) -> None:
-        """``origin_ns`` None: a rank on its own clock, whose first chunk sets it. Encoders that write
-        on the same ranks side by side (a rank's own lanes, its communication ops) take apart
-        ``first_tid``s, so their threads never share a number."""
+    def __init__(self, origin_ns: int | None, first_tid: int = 1, whole_hours: bool = False) -> None:
+        """``origin_ns`` None: not known yet, the first chunk sets it (``own_origin``; a whole hour
+        with ``whole_hours``, so that ranks on wall time without a known start mostly choose the
+        same). Encoders that write on the same ranks side by side (a rank's own lanes, its
+        communication ops) take apart ``first_tid``s, so their threads never share a number."""
         self.origin_ns = origin_ns
+        self._whole_hours = whole_hours
+        self.span: tuple[int, int] | None = None  # earliest start and latest end placed (encoded or reserved)
         self._first_tid = first_tid
         self._tids: dict[Track, int] = {}
         self._next_tid: dict[int, int] = {}
@@ -64,23 +76,31 @@ class ChromeJsonEncoder:
         need nothing, X carries its duration. Encoded in C (``_chrome_json_core``), as orjson
         writes these records."""
         if self.origin_ns is None:
-            self.origin_ns = own_origin(events)
+            self.origin_ns = own_origin(events, self._whole_hours)
         named = self._named.setdefault(sequence, set())
-        return encode_chunk(events, self.origin_ns, lambda track: self._tid(track, named), self._value,
-                            _dumps, Begin, Value)
+        data, first, last = encode_chunk(events, self.origin_ns, lambda track: self._tid(track, named),
+                                         self._value, _dumps, Begin, Value)
+        self._placed(first, last)
+        return data
 
     def _value(self, event: Value) -> bytes:
         return orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
-                             "ts": (event.ts_ns - self.origin_ns) / 1000, "args": {"value": event.value}})
+                             "ts": held(event.ts_ns - self.origin_ns) / 1000, "args": {"value": event.value}})
 
     def reserve(self, sequence: int, events: Sequence[Begin | End | Value]) -> None:
         """Number the threads ``chunk`` would number for ``events``, writing nothing: for a chunk
         the size cap can never take, so later ones come out the same."""
         if self.origin_ns is None:
-            self.origin_ns = own_origin(events)
+            self.origin_ns = own_origin(events, self._whole_hours)
         for event in events:
             if type(event) is Begin:
                 self._number(event.track)
+        self._placed(*span_of(events))
+
+    def _placed(self, first: int | None, last: int | None) -> None:
+        if first is not None:
+            old = self.span or (first, last)
+            self.span = min(old[0], first), max(old[1], last)
 
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
         """An instant on its own thread and a metadata event saying what the size cap left out."""
@@ -116,13 +136,74 @@ class ChromeJsonEncoder:
         ))
 
 
-def wall_origin(ranks: list[RankInfo]) -> int:
-    """The origin of the ranks on wall time: an hour before their earliest collection start."""
-    starts = [r.start_ns for r in ranks if r.wall_clock and r.start_ns is not None]
-    return max(min(starts, default=0) - ORIGIN_MARGIN_NS, 0)
+def held(ns: int) -> int:
+    """ns from the origin (or a duration) as JSON holds them for Perfetto, which reads them as
+    doubles: to the ns below ``EXACT_NS``, to the µs (rounded down) from there on; starts and ends
+    rounded alike keep their order, so slices still nest (the C writer's ``held``)."""
+    return ns if ns < EXACT_NS else ns - ns % 1000
 
 
-def own_origin(events: Sequence[Begin | End | Value]) -> int:
-    """The origin of a rank on its own clock: an hour before the first event it writes."""
-    times = [e.slice.start_ns if type(e) is Begin else e.ts_ns for e in events if type(e) is not End]
-    return max(min(times, default=0) - ORIGIN_MARGIN_NS, 0)
+def span_of(events: Sequence[Begin | End | Value]) -> tuple[int | None, int | None]:
+    """The earliest start and the latest end of the slices and counter values in ``events``;
+    (None, None): none."""
+    times = [(e.slice.start_ns, e.slice.end_ns) if type(e) is Begin else (e.ts_ns, e.ts_ns)
+             for e in events if type(e) is not End]
+    return (min(t[0] for t in times), max(t[1] for t in times)) if times else (None, None)
+
+
+def before(ns: int) -> int:
+    """An origin for times from ``ns`` on: an hour before it, not before 0 unless ``ns`` is."""
+    return max(ns - ORIGIN_MARGIN_NS, min(ns, 0))
+
+
+def own_origin(events: Sequence[Begin | End | Value], whole_hours: bool = False) -> int:
+    """The origin of an encoder given none: an hour before the first event of its first chunk, or
+    the whole hour before that."""
+    first = span_of(events)[0]
+    origin = before(0 if first is None else first)
+    return origin - origin % ORIGIN_MARGIN_NS if whole_hours else origin
+
+
+Placed = Mapping[int, list[tuple[int, tuple[int, int]]]]  # rank -> (origin, span) of each encoder that placed
+
+
+@dataclass(frozen=True)
+class Origins:
+    """Where each rank's JSON times count from, in ns: one origin for all ranks on wall time and
+    one per rank on its own clock. None: not known before encoding (no collection start known, a
+    rank on its own clock), so the rank's encoders take their own (``own_origin``)."""
+
+    wall: int | None
+    own: Mapping[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_starts(cls, ranks: list[RankInfo]) -> Origins:
+        """An hour before the earliest collection start of the ranks on wall time."""
+        starts = [r.start_ns for r in ranks if r.wall_clock and r.start_ns is not None]
+        return cls(before(min(starts)) if starts else None)
+
+    def of(self, rank: RankInfo) -> int | None:
+        return self.wall if rank.wall_clock else self.own.get(rank.rank)
+
+    def settle(self, ranks: list[RankInfo], placed: Placed) -> tuple[Origins, bool]:
+        """The origins the events placed should count from, and whether any encoder counted from
+        another: one per group (all ranks on wall time, each rank on its own clock), the earliest
+        its encoders used, or an hour before its earliest event if that is earlier or the
+        origin too far from its latest (``EXACT_NS``)."""
+        groups: dict[int | None, list[tuple[int, tuple[int, int]]]] = {}  # None: the ranks on wall time
+        for rank in ranks:
+            groups.setdefault(None if rank.wall_clock else rank.rank, []).extend(placed.get(rank.rank, ()))
+        chosen: dict[int | None, int | None] = {None: self.wall, **self.own}
+        for group, used in groups.items():
+            if used:
+                origin = min(o for o, _ in used)
+                first, last = min(first for _, (first, _) in used), max(last for _, (_, last) in used)
+                chosen[group] = origin if first >= origin and last - origin < EXACT_NS else before(first)
+        again = any(o != chosen[group] for group, used in groups.items() for o, _ in used)
+        wall = chosen.pop(None)
+        return Origins(wall, {rank: origin for rank, origin in chosen.items() if origin is not None}), again
+
+
+def inexact(placed: Placed) -> list[int]:
+    """The ranks with times ``EXACT_NS`` or more past their origin, written to the µs (``held``)."""
+    return sorted(rank for rank, used in placed.items() if any(last - o >= EXACT_NS for o, (_, last) in used))

@@ -7,14 +7,20 @@ import gzip
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from conftest import real_data
 from trace_check import read_perfetto
+
+from converters import convert
+from converters.readers import jsonfile
 
 from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
@@ -213,3 +219,96 @@ def test_the_gpu_profilers_real_samples_mutated_convert_with_a_warning_or_fail_c
     _check(done, out)
     if done.returncode == 0 and kind == "truncate":  # a cut keeps the events before it
         assert read_perfetto(out.read_bytes()).slices
+
+
+# -- root causes the mutation corpus (bench/fuzz.py, `make fuzz`) found, one test each -----------------
+
+
+class _Hung(Exception):
+    pass
+
+
+@contextmanager
+def _within(seconds: int):
+    """Fail, rather than hang the suite, when the body loops forever (a Python-level loop)."""
+    def give_up(*_):
+        raise _Hung(f"still running after {seconds} s: a loop that never ends")
+
+    old = signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _real_copy(tmp_path: Path, name: str) -> Path:
+    """A writable copy of a real sample."""
+    root = tmp_path / name.replace("/", "-")
+    shutil.copytree(real_data(name), root)
+    for path in root.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return root
+
+
+@pytest.mark.parametrize("tail", [gzip.compress(b""), gzip.compress(b"") * 3])
+def test_a_gzip_member_past_2_mib_then_more_members_inflates_whole_and_ends(tmp_path, tail):
+    """After a member that inflates past the 2 MiB asked for at a time, zlib leaves the next
+    member's bytes in both unused_data and unconsumed_tail: fed the tail again, the reader looped
+    forever at 100% CPU (`gzip -t` accepts such a file)."""
+    text = b"[" + b'{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1, "dur": 1},' * 60_000 + b"{}]"
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(gzip.compress(text, 1) + tail)
+    with _within(60), jsonfile.open_bytes(path) as f:
+        read = b"".join(iter(lambda: f.read(2 << 20), b""))
+    assert read == text
+
+
+def test_the_real_resnet50_trace_with_an_empty_gzip_member_appended_converts(tmp_path):
+    root = _real_copy(tmp_path, "kineto-1.8-resnet50")
+    (trace,) = root.glob("*.json.gz")
+    before = convert(root, tmp_path / "before.pftrace", kind="detail", max_bytes=None)
+    trace.write_bytes(trace.read_bytes() + gzip.compress(b""))
+    with _within(300):
+        after = convert(root, tmp_path / "after.pftrace", kind="detail", max_bytes=None)
+    assert after.slices == before.slices > 50_000
+
+
+def _with_huge_field(path: Path, line: int, column: str) -> str:
+    """One field of one row of a CSV made 200 KiB long (the csv module's limit is 128 KiB); returns
+    what it held."""
+    lines = path.read_text().splitlines(keepends=True)
+    header = [name.strip() for name in lines[0].split(",")]
+    fields = lines[line - 1].split(",")
+    held, fields[header.index(column)] = fields[header.index(column)], "x" * (200 << 10)
+    lines[line - 1] = ",".join(fields)
+    path.write_text("".join(lines))
+    return held
+
+
+def _named(trace: Path, name: str) -> int:
+    return sum(s.name == name for s in read_perfetto(trace.read_bytes()).slices)
+
+
+@pytest.mark.parametrize(("sample", "name", "column", "lost"), [
+    ("ascend-pt-2rank", "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "Name", 1),
+    ("mindspore-1x/single-device", "aicpu_intermediate_1.csv", "kernel_type", 1),
+    ("mindspore-1x/single-device", "framework_raw_1.csv", "op_type", 0),  # args of the op: it stays
+    ("mindspore-1x/single-device", "step_trace_raw_1_detail_time.csv", "fp_point", None),
+    ("mindspore-1x/hccl-rank6", "hccl_raw_6.csv", "communication_operator_cost", None),
+])
+def test_a_csv_field_past_128_kib_skips_its_row_with_a_warning(tmp_path, sample, name, column, lost):
+    """csv's field limit raised _csv.Error out of every CSV reader (an internal error); now the
+    row is left out, and the warning names the file and line."""
+    root = _real_copy(tmp_path, sample)
+    for trace in root.rglob("trace_view.json"):  # so that kernel_details.csv is what is read
+        trace.unlink()
+    before = tmp_path / "before.pftrace"
+    convert(root, before, kind="detail", max_bytes=None)
+    held = _with_huge_field(root / name, 3, column)
+    after = tmp_path / "after.pftrace"
+    result = convert(root, after, kind="detail", max_bytes=None)
+    assert any(f"{name.split('/')[-1]}: line 3: not a CSV row" in w for w in result.warnings), result.warnings
+    if lost is not None:
+        assert _named(before, held) - _named(after, held) == lost

@@ -27,7 +27,7 @@ from ..model import Layer, RankInfo, Slice, Step, StepRecords
 from ..overlap import is_compute
 from . import ascend_db, chrome_trace, jsonfile
 from .spill import StepSpill
-from .textfile import whole_lines
+from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"
@@ -137,13 +137,13 @@ def _read_kernel_details(
     bounds: dict[int | None, list[int]] = {}
     with StepSpill() as spill, open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.DictReader(whole_lines(f, path, diag))
-        missing = [c for c in _NEEDED if c not in (rows.fieldnames or [])]
+        missing = [c for c in _NEEDED if c not in csv_header(rows, path)]
         if missing:
             raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",
                              hint="expected torch_npu's kernel_details.csv")
         batch: dict[int | None, list[Slice]] = {}
         line = 1
-        for line, row in enumerate(rows, start=2):
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             record = _kernel(row, rank, path, line, diag, detail)
             if record is None:
                 continue

@@ -32,7 +32,7 @@ from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords
 from . import jsonfile
 from .chrome_trace import us_to_ns
 from .spill import StepSpill
-from .textfile import whole_lines
+from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "host_info"
 ATTACHES = True  # its ranks join the device ranks of the same id
@@ -183,11 +183,11 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
     """Pair the rows of one host CSV into slices and samples, handed to ``emit`` in batches."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.reader(whole_lines(f, path, diag))
-        at = _Columns(path, next(rows, []))
+        at = _Columns(path, csv_header(rows, path))
         open_stages: dict[tuple[str, ...], list[tuple[int, list[str]]]] = defaultdict(list)
         batch: list[Slice | Sample] = []
         last_ns = untimed = 0
-        for line, row in enumerate(rows, start=2):
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             try:
                 ts_ns, memory, level, mark = at.numbers(row)
             except (ValueError, ArithmeticError, IndexError):

@@ -42,7 +42,7 @@ from ..model import Layer, RankInfo, Slice, Step, StepRecords
 from . import jsonfile
 from .chrome_trace import us_to_ns
 from .spill import StepSpill
-from .textfile import whole_lines
+from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "mindspore1x"
 CLOCK = "device SysCnt (10 ns ticks)"
@@ -254,7 +254,7 @@ def _steps(rank: RankInfo, path: Path, diag: Diagnostics) -> list[tuple[Step, li
     """Steps by start, each with its phases and communication ops."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.reader(whole_lines(f, path, diag))
-        header = [name.strip() for name in next(rows, [])]
+        header = [name.strip() for name in csv_header(rows, path)]
         column = {name: i for i, name in enumerate(header)}
         missing = [c for c in ("step_num", "start_point", "end_point") if c not in column]
         if missing:
@@ -264,7 +264,7 @@ def _steps(rank: RankInfo, path: Path, diag: Diagnostics) -> list[tuple[Step, li
                for name in header
                if name.endswith("_start_point") and name[: -len("start_point")] + "end_point" in column]
         steps: dict[int, tuple[Step, list[Slice]]] = {}
-        for line, row in enumerate(rows, start=2):
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             found = _step_row(rank, row, column, ops, path, line, diag)
             if found and found[0].step not in steps:
                 steps[found[0].step] = found
@@ -314,7 +314,8 @@ def _add_op_costs(steps: list[tuple[Step, list[Slice]]], path: Path, diag: Diagn
     and its links (``"src-dst": {transport: [time ms, size, bandwidth]}``), as the op's args."""
     costs: dict[tuple[int, str], list[Any]] = {}
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        for line, row in enumerate(csv.DictReader(whole_lines(f, path, diag)), start=2):
+        rows = csv.DictReader(whole_lines(f, path, diag))
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             step = (row.get("step_num") or "").strip()
             if step == "-":  # the averages
                 continue
@@ -346,7 +347,7 @@ def _framework(path: Path, diag: Diagnostics) -> dict[str, bytes]:
     """Full op name -> its args as JSON (type, graph, shapes), from any of the three layouts."""
     ops: dict[str, bytes] = {}
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        for row in csv.DictReader(whole_lines(f, path, diag)):
+        for row in csv_rows(csv.DictReader(whole_lines(f, path, diag)), path, diag):
             name = row.get("full_op_name") or row.get("full_kernel_name")
             if not name or name in ops:
                 continue
@@ -411,10 +412,12 @@ def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> l
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         lines = whole_lines(f, path, diag)
         if path.suffix == ".csv":
-            rows: Iterable[list[str]] = csv.reader(lines)
+            reader = csv.reader(lines)
+            first, rows = csv_header(reader, path), csv_rows(reader, path, diag)
         else:
             rows = (line.split() for line in lines)
-        header = [re.sub(r"\(ms\)$", "", name.strip()) for name in next(rows, [])]
+            first = next(rows, [])
+        header = [re.sub(r"\(ms\)$", "", name.strip()) for name in first]
         column = {name: i for i, name in enumerate(header)}
         name_column = column.get("kernel_type", column.get("node_type_name"))
         if name_column is None or "run_start" not in column or "run_end" not in column:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -13,15 +14,16 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
 import pytest
+from conftest import real_data
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from conftest import real_data
 from trace_check import read_perfetto
 
 from converters import convert
+from converters.errors import InputError
 from converters.readers import jsonfile
-
 from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.host_info_gen import write_host_info
@@ -312,3 +314,58 @@ def test_a_csv_field_past_128_kib_skips_its_row_with_a_warning(tmp_path, sample,
     assert any(f"{name.split('/')[-1]}: line 3: not a CSV row" in w for w in result.warnings), result.warnings
     if lost is not None:
         assert _named(before, held) - _named(after, held) == lost
+
+
+def _with_event_value(path: Path, drawn: set[str], key: str, value: bytes) -> str:
+    """The JSON text of ``key`` in the first complete event whose name is among ``drawn`` set to
+    ``value``; returns that event's name."""
+    events = orjson.loads(path.read_bytes())
+    listed = events["traceEvents"] if isinstance(events, dict) else events
+    def drawn_as(event: dict) -> str | None:  # Paddle's names lose the duration it adds to them
+        name = re.sub(r"\[[\d.]+ \w+\]$", "", str(event.get("name")))
+        return name if event.get("ph") == "X" and name in drawn else None
+
+    event = next(e for e in listed if drawn_as(e))
+    name, event[key] = drawn_as(event), "\u2603"  # a placeholder, replaced by the text
+    path.write_bytes(orjson.dumps(events).replace('"\u2603"'.encode(), value))
+    return name
+
+
+_DEEP = b"[" * 1000 + b"]" * 1000
+
+
+@pytest.mark.parametrize(("sample", "trace"), [
+    ("ascend-pt-2rank", "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"),
+    ("kineto-gloo-2rank", "vm_10377.1795348179169781988.pt.trace.json"),
+    ("paddle-cpu-chrome", "host_vmpid_10123_time_2026_11_22_11_49_01_386776.paddle_trace.json"),
+])
+@pytest.mark.parametrize(("key", "value"), [
+    ("pid", b"[1, 2]"), ("tid", b'{"a": 1}'), ("cat", b"[]"), ("args", b"[1, 2]"), ("name", b"true"),
+    ("args", b'{"a": ' + _DEEP + b"}"), ("name", _DEEP),
+])
+def test_an_event_with_a_field_of_the_wrong_type_is_left_out_with_a_warning(tmp_path, sample, trace, key,
+                                                                             value):
+    """pid, tid or cat as an array or object, args as an array, a name 1,000 arrays deep: a
+    TypeError (unhashable) or RecursionError (msgspec) out of the reader, an internal error. Now
+    that event is left out, counted in a warning, and the rest converts."""
+    root = _real_copy(tmp_path, sample)
+    before = tmp_path / "before.pftrace"
+    convert(root, before, kind="detail", max_bytes=None)
+    drawn = {s.name for s in read_perfetto(before.read_bytes()).slices}
+    name = _with_event_value(root / trace, drawn, key, value)
+    after = tmp_path / "after.pftrace"
+    result = convert(root, after, kind="detail", max_bytes=None)
+    assert any("expected a trace event" in w for w in result.warnings), result.warnings
+    assert _named(before, name) - _named(after, name) == 1
+
+
+def test_json_nested_deeper_than_any_decoder_takes_is_refused_naming_the_byte(tmp_path):
+    root = _real_copy(tmp_path, "ascend-pt-2rank")
+    trace = root / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    convert(root, tmp_path / "before.pftrace", kind="detail")
+    drawn = {s.name for s in read_perfetto((tmp_path / "before.pftrace").read_bytes()).slices}
+    _with_event_value(trace, drawn, "args", b"[" * 5000 + b"]" * 5000)
+    out = tmp_path / "out.pftrace"
+    with pytest.raises(InputError, match=r"trace_view.json: rank 0: byte \d+: not valid JSON \(depth limit"):
+        convert(root, out, kind="detail")
+    assert not out.exists()

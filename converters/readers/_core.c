@@ -185,8 +185,8 @@ static PyObject *slot_field(PyObject *event, int f) {
  * once (the vendor's overlap lanes; host events and tasks that do not compute, in a summary).
  * ``scan`` checks a batch as JSON and notes where each event's fields lie in its text; read_events
  * and steps_and_names make objects only for what they keep, by the same rules. Only what is plain
- * is scanned: keys without escapes, each field once, numbers of ordinary size, no lone surrogate
- * escapes, nesting under 64 deep; anything else gives None, and msgspec decodes the batch (with
+ * is scanned: keys without escapes, each field once and of the type _Event takes (typed_as_event),
+ * numbers of ordinary size, no lone surrogate escapes, nesting under 64 deep; anything else gives None, and msgspec decodes the batch (with
  * its rules and its errors). An event that Python reads is decoded by msgspec from its own text,
  * so it is the _Event the batch would have given. */
 
@@ -338,6 +338,15 @@ static int field_number(const unsigned char *key, Py_ssize_t n) {
     }
 }
 
+/* Whether a field's value is of a type chrome_trace._Event takes: ts and dur any (us_to_ns says
+ * what it cannot read), args an object, the others a number, text or null. An event with
+ * another makes its batch msgspec's, whose types and errors decide (chrome_trace._batches). */
+static int typed_as_event(int f, int kind, const unsigned char *value) {
+    if (f == F_TS || f == F_DUR) return 1;
+    if (f == F_ARGS) return *value == '{';
+    return kind != K_OTHER;
+}
+
 /* An event object, its fields noted: 1, or 0 */
 static int sc_event(Scan *s, const unsigned char *base, RawEvent *e) {
     const unsigned char *start = s->p;
@@ -360,6 +369,7 @@ static int sc_event(Scan *s, const unsigned char *base, RawEvent *e) {
             if (!kind) return 0;
             if (f >= 0) {
                 if (e->f[f].kind) return 0;  /* twice: msgspec takes the last */
+                if (!typed_as_event(f, kind, value)) return 0;
                 e->f[f] = (Span){(uint32_t)(value - base), (uint32_t)(s->p - value), (uint8_t)kind};
             }
             sc_ws(s);

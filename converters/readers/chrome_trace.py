@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
+import orjson
 
 from ..errors import Diagnostics
 from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
@@ -341,17 +342,23 @@ _STEP_TRACE = "step trace"  # a route's kind besides the layers; None skips the 
 Route = tuple[Layer | str | None, str]
 
 
-class _Event(msgspec.Struct):
-    """The fields of a Chrome-trace event this reader uses; ``args`` stays undecoded JSON."""
+_Scalar = int | float | str | None
 
-    ph: Any = ""
-    name: Any = ""
-    pid: Any = None
-    tid: Any = None
+
+class _Event(msgspec.Struct):
+    """The fields of a Chrome-trace event this reader uses; ``args`` stays undecoded JSON (an
+    object: ``_batches`` sees to it). Those that name and route an event are numbers or text: an
+    event with an array or object there is no event (``_batches`` leaves it out); ``ts`` and
+    ``dur`` are read by ``us_to_ns``, which says what it cannot read."""
+
+    ph: _Scalar = ""
+    name: _Scalar = ""
+    pid: _Scalar = None
+    tid: _Scalar = None
     ts: Any = None
     dur: Any = 0
-    cat: Any = None
-    id: Any = None
+    cat: _Scalar = None
+    id: _Scalar = None
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
@@ -360,6 +367,7 @@ class _TaskArgs(msgspec.Struct):
 
 
 _EVENTS = msgspec.json.Decoder(list[_Event])
+_ODD_ARGS = re.compile(rb'"args"\s*:\s*[^\s{]')  # args that are no object (null too: Slice.args holds one)
 _EVENT = msgspec.json.Decoder(_Event)
 Dialect.events = _EVENTS
 ASCEND = Dialect()
@@ -375,27 +383,42 @@ def _batches(path: Path, diag: Diagnostics,
     batch ``scan`` finds out of the ordinary (escaped keys, a key twice, huge numbers) is decoded.
 
     Anything unusual (cut off, a bad event) takes the careful path of ``jsonfile``, which
-    recovers what can be recovered and says where the problem is.
+    recovers what can be recovered and says where the problem is. A batch that is JSON but holds
+    an event that is not one as ``_Event`` types it (a pid that is an array, args that are no
+    object, nesting deeper than msgspec decodes) is read event by event, those events left out
+    with a warning.
     """
-    def decode(data: bytes) -> list[_Event] | RawEvents:
+    def decode(data: bytes) -> list[_Event] | RawEvents | list[Any]:
         if events is _EVENTS and (scanned := scan(data, _EVENT.decode, _ARGS.decode)) is not None:
             return scanned
         try:
-            return events.decode(data)
+            decoded = events.decode(data)
+            if not _ODD_ARGS.search(data):  # one search a batch: args that are no object are rare
+                return decoded
+        except (msgspec.ValidationError, RecursionError):
+            pass
         except msgspec.DecodeError as e:
             raise ValueError(str(e)) from None
+        try:
+            return orjson.loads(data)  # then event by event, below
+        except orjson.JSONDecodeError as e:
+            raise ValueError(str(e)) from None
 
+    seen = 0
     for batch in jsonfile.iter_batches(path, diag, decode, BATCH_BYTES):
         if type(batch) is RawEvents or (batch and type(batch[0]) is _Event):
+            seen += len(batch)
             yield batch
             continue
         decoded = []
-        for index, event in enumerate(batch):
+        for index, event in enumerate(batch, seen):
             try:
                 decoded.append(msgspec.convert(_raw_args(event), _Event))
-            except (msgspec.ValidationError, TypeError, ValueError):
-                diag.warn("bad_event", f"{path}: event {index}: expected a JSON object of a trace event; "
-                          "skipped")
+            except (msgspec.ValidationError, TypeError, ValueError, RecursionError) as e:
+                diag.warn("bad_event", f"{path}: event {index}: expected a trace event: an object whose ph, "
+                          f"name, pid, tid, cat and id are numbers or text and whose args are an object "
+                          f"({str(e)[:80]}); skipped")
+        seen += len(batch)
         yield decoded
 
 
@@ -433,8 +456,16 @@ _NO_TIME = 1 << 62  # ns, the year 2116: a start and its duration add up within 
 
 
 def _raw_args(event: Any) -> Any:
+    """A decoded event with its args as undecoded JSON, as ``_Event`` holds them (null: none).
+
+    Raises:
+        TypeError: its args are no object.
+    """
     if isinstance(event, dict) and "args" in event:
-        return {**event, "args": msgspec.Raw(msgspec.json.encode(event["args"]))}
+        args = event["args"]
+        if args is not None and type(args) is not dict:
+            raise TypeError(f"args is a {type(args).__name__}")
+        return {**event, "args": msgspec.Raw(b"" if args is None else msgspec.json.encode(args))}
     return event
 
 

@@ -64,6 +64,7 @@ _COMM_COLUMN = re.compile(r"^stream_(\d+)_(?:\d+_)?(.+)$")  # stream_24_0_AllRed
 _COMMUNICATION = re.compile(r"(?i)^(hcom|all_?reduce|all_?gather|reduce_?scatter|broadcast|send|receive|recv"
                             r"|all_?to_?all|neighbor_?exchange)")
 _BATCH = 10_000
+_SCALARS = (str, int, float, type(None))  # what an event's name and tid may be (chrome_trace._Event's)
 
 
 def sniff(folder: Path) -> bool:
@@ -455,19 +456,22 @@ def _hccl_tasks(rank: RankInfo, op_dirs: list[Path], diag: Diagnostics) -> Itera
             for index, event in enumerate(jsonfile.load_events(path, diag)):
                 if not isinstance(event, dict) or event.get("ph") != "X":
                     continue
+                name, plane = event.get("name"), event.get("tid", 0)
                 try:
                     start_ns = us_to_ns(event["ts"]) + rank.clock_offset_ns
                     dur_ns = us_to_ns(event["dur"])
+                    if not isinstance(name, _SCALARS) or not isinstance(plane, _SCALARS):
+                        raise TypeError("a name or tid that is no number or text")
                 except (KeyError, TypeError, ValueError, ArithmeticError):
-                    diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; "
-                              "skipped")
+                    diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs, and a "
+                              "name and tid that are numbers or text; skipped")
                     continue
                 if dur_ns < 0:
                     diag.warn("bad_event", f"{path}: event {index}: negative dur; skipped")
                     continue
                 args = event.get("args") if isinstance(event.get("args"), dict) else {}
-                name = str(event.get("name") or args.get("task type") or "?")
-                slices.append(Slice(rank.rank, Layer.COMM_TASK, f"Plane {event.get('tid', 0)}", name,
+                name = str(name or args.get("task type") or "?")
+                slices.append(Slice(rank.rank, Layer.COMM_TASK, f"Plane {plane}", name,
                                     start_ns, dur_ns, _task_args(args, op_dir.name), name))
             yield slices
 

@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from conftest import real_data
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from test_trace_processor import imported
 from trace_check import read_perfetto
 
 from converters import convert
@@ -369,3 +373,204 @@ def test_json_nested_deeper_than_any_decoder_takes_is_refused_naming_the_byte(tm
     with pytest.raises(InputError, match=r"trace_view.json: rank 0: byte \d+: not valid JSON \(depth limit"):
         convert(root, out, kind="detail")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("command", "check"), [
+    (["JOB", "--kind", "detail", "-o", "OUT/trace.json"], "names the job"),
+    (["info", "JOB", "--format", "json"], "names the job"),
+    (["info", "JOB"], ""),
+    (["report", "JOB", "--format", "json", "-o", "OUT/report.json"], "names the job"),
+    (["report", "JOB", "-o", "OUT/report.html"], "names the job"),
+])
+def test_folder_and_file_names_that_are_not_utf8_convert(tmp_path, command, check):
+    """Names with bytes that are not UTF-8 (from a Latin-1 system) broke every JSON-emitting path
+    (orjson refuses the lone surrogates os.fsdecode keeps them as) and the HTML report; they are
+    paths users have, so they convert, the bytes shown as \\xNN."""
+    job = os.path.join(os.fsencode(tmp_path), b"job-\xff\xfe")
+    shutil.copytree(real_data("mindspore-1x/hccl-rank6"), os.fsdecode(job))
+    hccl = os.path.join(job, b"hccl_info")
+    os.rename(os.path.join(hccl, b"allReduce_1_1"), os.path.join(hccl, b"allReduce_\xe9_1"))
+    for folder, _, files in os.walk(job):
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [job if word == "JOB" else word.replace("OUT", str(out)).encode() for word in command]
+    done = subprocess.run([sys.executable.encode(), b"-m", b"converters", *argv], capture_output=True,
+                          timeout=300, env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"}, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    written = next(out.iterdir()).read_bytes() if any(out.iterdir()) else done.stdout
+    if check == "names the job" and command[-1].endswith(".html"):
+        assert b"job-\\xff\\xfe" in written  # the bytes as escapes, in text that is UTF-8
+    elif check == "names the job":
+        assert b"job-\\\\xff\\\\xfe" in written  # the same, its backslash escaped in JSON
+        orjson.loads(written)
+
+
+def test_a_host_named_by_a_folder_that_is_not_utf8_prints(tmp_path):
+    """torch_npu names a rank's folder after its host; one that is not UTF-8 broke the tables on
+    a UTF-8 terminal (and every JSON document that names hosts)."""
+    root = _real_copy(tmp_path, "ascend-pt-2rank")
+    for rank in (0, 1):
+        os.rename(os.fsencode(root / f"rank{rank}_ascend_pt"),
+                  os.fsencode(root) + f"/n\xff{rank}_4242_2025011402153273{rank}_ascend_pt".encode("latin-1"))
+    for command in (["comm", "--slow-ranks"], ["comm", "--format", "json"], ["info", "--format", "json"]):
+        done = subprocess.run([sys.executable, "-m", "converters", command[0], str(root), *command[1:]],
+                              capture_output=True, timeout=300, check=False,
+                              env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        assert b"n\\xff0" in done.stdout.replace(b"\\\\", b"\\"), done.stdout[:1000]  # JSON or not
+
+
+def _replace_once(path: Path, old: bytes, new: bytes, after: int = 0) -> None:
+    data = path.read_bytes()
+    at = data.index(old, after)
+    path.write_bytes(data[:at] + new + data[at + len(old):])
+
+
+def _timeline_start(root: Path) -> None:  # the 3rd op of MindSpore 1.x's device timeline starts in 10**26 ms
+    path = root / "output_timeline_data_1.txt"
+    lines = path.read_bytes().split(b"\n")
+    fields = lines[2].rsplit(b",", 2)
+    lines[2] = b",".join([fields[0], b"9" * 27, fields[2]])
+    path.write_bytes(b"\n".join(lines))
+
+
+def _database_start(root: Path) -> None:  # a TASK row of the real database starts at 1e300 ns (REAL)
+    db = sqlite3.connect(root / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db")
+    db.execute("UPDATE TASK SET startNs = 1e300 WHERE rowid = (SELECT MIN(rowid) FROM TASK)")
+    db.commit()
+    db.close()
+
+
+def _first_complete_event(path: Path, key: str, value: bytes) -> None:
+    """``key`` of the file's first complete event set to the JSON text ``value``."""
+    document = orjson.loads(path.read_bytes())
+    events = document["traceEvents"] if isinstance(document, dict) else document
+    next(e for e in events if e.get("ph") == "X")[key] = "\u2603"
+    path.write_bytes(orjson.dumps(document).replace('"\u2603"'.encode(), value))
+
+
+def _kineto_ts(root: Path) -> None:  # a Kineto event at 10**400 µs
+    _first_complete_event(root / "vm_10377.1795348179169781988.pt.trace.json", "ts", b"1" + b"0" * 400)
+
+
+def _paddle_ts(root: Path) -> None:
+    _first_complete_event(next(root.glob("*.paddle_trace.json")), "ts", b"1" + b"0" * 400)
+
+
+def _counter_value(root: Path) -> None:  # a counter sample of 10**400 (a double holds up to ~2**1024)
+    _replace_once(root / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", b'{"MHz": 1800}',
+                  b'{"MHz": 1' + b"0" * 400 + b"}")
+
+
+@pytest.mark.parametrize(("sample", "mutate", "said"), [
+    ("mindspore-1x/single-device", _timeline_start, "output_timeline_data_1.txt: line 3: expected start"),
+    ("ascend-pt-db", _database_start, "TASK: a row without integer startNs/endNs within ±2**62 ns"),
+    ("kineto-gloo-2rank", _kineto_ts, "expected numbers ts and dur in µs, within ±2**62 ns"),
+    ("paddle-cpu-chrome", _paddle_ts, "expected numbers ts and dur in µs, within ±2**62 ns"),
+    ("ascend-pt-2rank", _counter_value, ""),
+])
+def test_a_number_past_64_bits_is_left_out_at_the_reader(tmp_path, sample, mutate, said):
+    """Numbers past 64 bits or past a double reached the C loops and the encoders (OverflowError:
+    int too big to convert, a time past 2**63 ns; float(10**400)) from every reader but the JSON
+    traces'. Every reader now checks each time it makes against the model's ±2**62 ns, after
+    the clock offset (model.checked_ns): the record is left out and the warning says why."""
+    root = _real_copy(tmp_path, sample)
+    mutate(root)
+    result = convert(root, tmp_path / "out.pftrace", kind="detail", max_bytes=None)
+    assert result.slices > 100
+    assert any(said in w for w in result.warnings), result.warnings
+    problems, _ = imported(tmp_path / "out.pftrace", tmp_path)
+    assert problems == []
+
+
+def _json_value(path: Path, keys: tuple, value: Any) -> None:
+    document = orjson.loads(path.read_bytes())
+    node = document
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    path.write_text(json.dumps(document))  # orjson refuses ints past 64 bits
+
+
+_INFO = "*/device_0/info.json.0"
+_START = "*/device_0/start_info.0"
+
+
+@pytest.mark.parametrize(("sample", "file", "keys", "value", "error"), [
+    ("msprof-2rank", _START, ("collectionTimeBegin",), [1], "collectionTimeBegin: expected an integer"),
+    ("msprof-2rank", _START, ("clockMonotonicRaw",), 10**30, "no clock a profiler writes"),
+    ("msprof-2rank", _INFO, ("rank_id",), {"a": 1}, "rank_id: expected an integer, got {'a': 1}"),
+    ("msprof-2rank", _INFO, ("DeviceInfo",), "0", None),
+    ("ascend-pt-2rank", "rank0_ascend_pt/profiler_info_0.json", ("rank_id",), 10**30, "no rank, device"),
+    ("ascend-pt-2rank", "rank0_ascend_pt/profiler_metadata.json", ("parallel_group_info",),
+     {"g": {"global_ranks": ["x"]}}, None),
+])
+def test_metadata_of_the_wrong_type_is_a_clear_error_or_unknown(tmp_path, sample, file, keys, value, error):
+    """Values of the small metadata files of the wrong type or size raised TypeError,
+    AttributeError or ValueError (msprof.py, ascend_pt.py), or a rank past 64 bits overflowed the
+    trace's track ids. What a rank cannot do without is an error naming the file and key; what
+    it can (its device, host, groups) is unknown."""
+    root = _real_copy(tmp_path, sample)
+    (path,) = root.glob(file)
+    _json_value(path, keys, value)
+    out = tmp_path / "out.pftrace"
+    if error is None:
+        assert convert(root, out, kind="summary").slices
+        return
+    with pytest.raises(InputError, match=re.escape(error)) as caught:
+        convert(root, out, kind="summary")
+    assert path.name in str(caught.value) or path.parent.name in str(caught.value)
+    assert not out.exists()
+
+
+def test_an_info_json_left_only_as_its_done_marker_is_no_rank(tmp_path):
+    """`info.json.0.done` without `info.json.0`: the folder was taken for a rank and next() raised
+    StopIteration out of discovery."""
+    root = _real_copy(tmp_path, "msprof-2rank")
+    (info,) = root.glob("*/device_0/info.json.0")
+    info.unlink()
+    result = convert(root, tmp_path / "out.pftrace")
+    assert result.ranks == [1]
+
+
+def test_a_flipped_byte_in_a_database_table_name_is_a_clear_error(tmp_path):
+    """A table name that is no UTF-8 raised UnicodeDecodeError (only sqlite3.DatabaseError was
+    caught) from the first query."""
+    root = _real_copy(tmp_path, "msprof-db")
+    path = root / "msprof_0.db"
+    data = bytearray(path.read_bytes())
+    at = data.index(b"tableTASKTASK") + len(b"table")  # sqlite_master's row: type, name, tbl_name, ...
+    data[at + 1] = 0xFF  # in its name (SQLite reads its schema from the sql column, which stays)
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="msprof_0.db: not an SQLite database, or a damaged one .*utf-8"):
+        convert(root, tmp_path / "out.pftrace")
+
+
+def test_a_damaged_thread_name_entry_of_a_paddle_protobuf_is_left_out(tmp_path):
+    """A Paddle protobuf's extra_info entry that does not parse raised protobuf's DecodeError."""
+    root = _real_copy(tmp_path, "paddle-cpu-protobuf")
+    path = next(root.glob("*.paddle_trace.pb"))
+    path.write_bytes(path.read_bytes() + b"\x22\x03\xff\xff\xff")  # field 4 (extra_info), 3 bad bytes
+    result = convert(root, tmp_path / "out.pftrace", kind="detail")
+    assert result.slices > 100
+    assert any("not Paddle's extra info" in w for w in result.warnings), result.warnings
+
+
+def test_host_info_numbers_past_64_bits_are_left_out(tmp_path):
+    """host_info time stamps and memory past 64 bits overflowed the encoders (no real sample has
+    host_info: the generator writes MindSpore's layout)."""
+    write_host_info(tmp_path / "job", rank=0, steps=2, seed=1)
+    (path,) = (tmp_path / "job").rglob("host_info_0.csv")
+    lines = path.read_text().splitlines(keepends=True)
+    header = lines[0].split(",")
+    for line, column in ((3, "time_stamp(us)"), (4, "memory_usage(kB)")):
+        fields = lines[line - 1].split(",")
+        where = next(i for i, name in enumerate(header) if name.strip() == column)
+        fields[where] = "9" * 30 + ("\n" if where == len(fields) - 1 else "")
+        lines[line - 1] = ",".join(fields)
+    path.write_text("".join(lines))
+    result = convert(tmp_path / "job", tmp_path / "out.pftrace", kind="detail")
+    assert result.slices
+    assert any("host_info_0.csv: line 3: expected" in w for w in result.warnings), result.warnings

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from ..overlap import is_compute
 from . import ascend_db, chrome_trace, jsonfile
 from .spill import StepSpill
@@ -74,17 +74,16 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
     sources = _sources(rank_dir)
     if "rank_id" not in info and sources and sources[0].suffix == ".db":
         info = {**info, "rank_id": ascend_db.db_rank(sources[0]) or 0}
-    try:
-        rank = max(int(info.get("rank_id", 0)), 0)  # single-card runs: none, or -1; rank 0
-    except (TypeError, ValueError):
-        raise InputError(info_path, "rank_id", f"expected an integer, got {info.get('rank_id')!r}") from None
+    rank = max(jsonfile.integer(info.get("rank_id", 0), info_path, "rank_id"), 0)  # single-card runs:
+    # none, or -1; rank 0
     groups: dict[str, tuple[int, ...]] = {}
     metadata_path = rank_dir / "profiler_metadata.json"
     if metadata_path.is_file():
         parallel = jsonfile.load_object(metadata_path).get("parallel_group_info") or {}
         for name, group in parallel.items() if isinstance(parallel, dict) else ():
-            if isinstance(group, dict) and isinstance(group.get("global_ranks"), list):
-                groups[str(group.get("group_name") or name)] = tuple(map(int, group["global_ranks"]))
+            ranks = group.get("global_ranks") if isinstance(group, dict) else None
+            if isinstance(ranks, list) and all(type(r) is int for r in ranks):
+                groups[str(group.get("group_name") or name)] = tuple(ranks)
     return [RankInfo(
         rank=rank,
         format=NAME,
@@ -211,7 +210,7 @@ def _flush(spill: StepSpill, batch: dict[int | None, list[Slice]]) -> None:
 
 def _int_or_none(text: str | None) -> int | None:
     try:
-        return int((text or "").strip())
+        return checked_id(int((text or "").strip()))
     except ValueError:
         return None
 
@@ -221,6 +220,6 @@ def _collection_start_ns(info: dict[str, Any]) -> int | None:
     try:
         end = info["end_info"]
         duration = int(end["MonotonicTimeEnd"]) - int(info["start_info"]["start_monotonic"])
-        return int(end["collectionTimeEnd"]) - duration
-    except (KeyError, TypeError, ValueError):
-        return None
+        return checked_ns(int(end["collectionTimeEnd"]) - duration)
+    except (KeyError, TypeError, ValueError, ArithmeticError):
+        return None  # not known

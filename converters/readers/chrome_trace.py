@@ -28,7 +28,19 @@ import msgspec
 import orjson
 
 from ..errors import Diagnostics
-from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
+from ..model import (
+    ID_LIMIT,
+    TIME_LIMIT_NS,
+    FlowEnd,
+    Layer,
+    RankInfo,
+    Sample,
+    Slice,
+    Step,
+    StepRecords,
+    checked_id,
+    checked_ns,
+)
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
 from ._core import RawEvents, arrow, bind_ends, by_kind, by_step, read_events, scan, steps_and_names
@@ -347,9 +359,10 @@ _Scalar = int | float | str | None
 
 class _Event(msgspec.Struct):
     """The fields of a Chrome-trace event this reader uses; ``args`` stays undecoded JSON (an
-    object: ``_batches`` sees to it). Those that name and route an event are numbers or text: an
-    event with an array or object there is no event (``_batches`` leaves it out); ``ts`` and
-    ``dur`` are read by ``us_to_ns``, which says what it cannot read."""
+    event whose args are no object is left out as it becomes a record: ``_core.read_events`` and
+    ``Records._complete``). Those that name and route an event are numbers or text: an event with
+    an array or object there is no event (``_batches`` leaves it out); ``ts`` and ``dur`` are read
+    by ``us_to_ns``, which says what it cannot read."""
 
     ph: _Scalar = ""
     name: _Scalar = ""
@@ -367,7 +380,6 @@ class _TaskArgs(msgspec.Struct):
 
 
 _EVENTS = msgspec.json.Decoder(list[_Event])
-_ODD_ARGS = re.compile(rb'"args"\s*:\s*[^\s{]')  # args that are no object (null too: Slice.args holds one)
 _EVENT = msgspec.json.Decoder(_Event)
 Dialect.events = _EVENTS
 ASCEND = Dialect()
@@ -392,9 +404,7 @@ def _batches(path: Path, diag: Diagnostics,
         if events is _EVENTS and (scanned := scan(data, _EVENT.decode, _ARGS.decode)) is not None:
             return scanned
         try:
-            decoded = events.decode(data)
-            if not _ODD_ARGS.search(data):  # one search a batch: args that are no object are rare
-                return decoded
+            return events.decode(data)
         except (msgspec.ValidationError, RecursionError):
             pass
         except msgspec.DecodeError as e:
@@ -447,12 +457,9 @@ def _exact_us_to_ns(us: Any) -> int:
 
 
 def _a_time(ns: int, us: Any) -> int:
-    if -_NO_TIME < ns < _NO_TIME:
+    if -TIME_LIMIT_NS < ns < TIME_LIMIT_NS:  # model.checked_ns, saying what the file holds
         return ns
     raise ValueError(f"{us!r} µs is no time")
-
-
-_NO_TIME = 1 << 62  # ns, the year 2116: a start and its duration add up within the int64 the spill takes
 
 
 def _raw_args(event: Any) -> Any:
@@ -628,6 +635,10 @@ class Records:
             self._unread[_VENDOR_OVERLAP, event.pid] += 1
             return
         number = None if kind is _STEP_TRACE else self.dialect.step_number(event, kind)
+        if number is not None and not -ID_LIMIT < number < ID_LIMIT:
+            diag.warn("bad_event", f"{path}: event {index}: a step numbered past ±2**31; skipped")
+            self._unread[_BAD_TIMES, event.pid] += 1
+            return
         if kind is _STEP_TRACE or number is not None:
             if self._steps_wanted and (times := self._times(event, index, path, diag)):
                 if kind is _STEP_TRACE:
@@ -638,6 +649,11 @@ class Records:
         if not self._slices_wanted:
             return
         args, name, task_type, flow, on_device = event.args or None, event.name, "", None, True
+        if args is not None and memoryview(args)[:1] != b"{":  # null, an array, a number: no record's args
+            diag.warn("bad_event", f"{path}: event {index}: expected a trace event whose args are an "
+                      "object; skipped")
+            self._unread[_BAD_TIMES, event.pid] += 1
+            return
         cats = self.dialect.python_cats
         own = type(kind) is str or (cats is not None and event.cat in cats)
         if own:
@@ -671,10 +687,11 @@ class Records:
     def _times(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
         """An event's start (epoch ns) and duration (ns), or None with a warning."""
         try:
-            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
             dur_ns = us_to_ns(event.dur)
         except (TypeError, ValueError, ArithmeticError):
-            diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
+            diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs, within "
+                      "±2**62 ns; skipped")
             self._unread[_BAD_TIMES, event.pid] += 1
             return None
         if dur_ns < 0:
@@ -700,7 +717,7 @@ class Records:
             self._unread[why, event.pid] += 1
             return
         try:
-            ts_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            ts_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
         except (TypeError, ValueError, ArithmeticError):
             self._unread[_BAD_TIMES, event.pid] += 1
             return
@@ -710,7 +727,7 @@ class Records:
     def _counter(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""
         try:
-            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
             values = _ARGS.decode(event.args) if event.args else {}
         except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError):
             diag.warn("bad_event", f"{path}: event {index}: expected a counter with ts and args; skipped")
@@ -721,7 +738,7 @@ class Records:
         if process and not name.startswith(process):
             name = f"{process} {name}"
         for key, value in values.items() if isinstance(values, dict) else ():
-            if type(value) in (int, float):
+            if type(value) is float or (type(value) is int and abs(value) < 1 << 1023):  # within a double
                 self.slices.append(Sample(self.rank.rank, f"{name} [{key}]", start_ns, float(value)))
 
     def _profiler_step(self, number: int, start_ns: int, dur_ns: int) -> None:
@@ -741,8 +758,9 @@ class Records:
         found = _STEP_TRACE_THREAD.search(thread)
         try:
             graph = int(args["Model Id"]) if "Model Id" in args else int(found[1]) if found else self.model
-            iteration = None if args.get("Iteration ID") is None else int(args["Iteration ID"])
-        except (TypeError, ValueError):
+            iteration = None if args.get("Iteration ID") is None else checked_id(int(args["Iteration ID"]))
+            graph = graph if graph is None else checked_id(graph)
+        except (TypeError, ValueError, OverflowError):
             iteration = None
         if iteration is None:
             self._unread["step trace events without an iteration", event.pid] += 1
@@ -767,7 +785,7 @@ class Records:
 
     def _at(self, args: dict[str, Any], key: str) -> int | None:
         try:
-            return round(float(args[key]) * 1000) + self.rank.clock_offset_ns
+            return checked_ns(round(float(args[key]) * 1000) + self.rank.clock_offset_ns)
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
 

@@ -37,6 +37,21 @@ def load_object(path: Path) -> dict[str, Any]:
     return value
 
 
+def integer(value: Any, path: Path, key: str) -> int:
+    """A value of a small JSON file that must be an integer: a number, or the text of one (the
+    profilers write both).
+
+    Raises:
+        InputError: it is none, naming the file and the key.
+    """
+    try:
+        if type(value) is int or type(value) is str or (type(value) is float and value.is_integer()):
+            return int(value)
+    except ValueError:
+        pass
+    raise InputError(path, key, f"expected an integer, got {value!r:.40}")
+
+
 def load_events(path: Path, diag: Diagnostics) -> list[Any]:
     """The events of a Chrome-trace file: a JSON array, or an object with ``traceEvents``.
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..errors import Diagnostics, InputError, as_text
+from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from . import jsonfile
 from .chrome_trace import us_to_ns
 from .spill import StepSpill
@@ -234,18 +234,25 @@ def _read_ms(path: Path) -> int:
 
 
 def ms_to_ns(text: str) -> int:
-    """ms as MindSpore writes them (``154907895.95956``, ticks / 1e5), as ns, exactly."""
+    """ms as MindSpore writes them (``154907895.95956``, ticks / 1e5), as ns, exactly.
+
+    Raises:
+        ValueError, ArithmeticError: no number, or one past ±2**62 ns.
+    """
     value = float(text)
     if 0 <= value < 1e9:  # below 1e15 ns a double errs by < 0.25 ns: rounding is exact
         return round(value * 1e6)
     whole, _, fraction = text.partition(".")
     if whole.isdigit() and len(fraction) <= 6 and (not fraction or fraction.isdigit()):
-        return int(whole) * 1_000_000 + int(fraction.ljust(6, "0"))
-    return int((Decimal(text) * 1_000_000).to_integral_value())
+        return checked_ns(int(whole) * 1_000_000 + int(fraction.ljust(6, "0")))
+    exact = Decimal(text)
+    if exact.is_finite() and exact.adjusted() > 25:  # "1e100000": not made into a huge int
+        raise ValueError(f"{text!r:.40} ms is no time")
+    return checked_ns(int((exact * 1_000_000).to_integral_value()))
 
 
 def _ticks_ns(text: str) -> int:
-    return int(text) * 10
+    return checked_ns(int(text) * 10)
 
 
 # -- step trace ---------------------------------------------------------------------------------
@@ -277,21 +284,22 @@ def _step_row(rank: RankInfo, row: list[str], column: dict[str, int], ops: list[
     number = row[column["step_num"]].strip() if len(row) > column["step_num"] else ""
     if number == "-" or not row:  # the averages
         return None
+    off, r = rank.clock_offset_ns, rank.rank
     try:
-        n = int(number)
+        n = checked_id(int(number))
         points = [_ticks_ns(row[column[c]]) if c in column and len(row) > column[c] else 0
                   for c in ("start_point", "end_point", "fp_point", "bp_point")]
+        start, end, fp, bp = points
+        if start == end == 0:  # MindSpore 1.0 writes a row of zeros: no step
+            return None
+        start, end = checked_ns(start + off), checked_ns(end + off)
     except (ValueError, IndexError):
-        diag.warn("bad_row", f"{path}: line {line}: expected a step number and tick counts; skipped")
-        return None
-    start, end, fp, bp = points
-    if start == end == 0:  # MindSpore 1.0 writes a row of zeros: no step
+        diag.warn("bad_row", f"{path}: line {line}: expected a step number and tick counts (within ±2**62 "
+                  "ns); skipped")
         return None
     if end < start:
         diag.warn("bad_row", f"{path}: line {line}: step ends before it starts; skipped")
         return None
-    off, r = rank.clock_offset_ns, rank.rank
-    start, end = start + off, end + off
     records = [Slice(r, Layer.STEP, "Steps", f"Step {n}", start, end - start, {"Step": n})]
     fp, bp = (fp + off if fp else None), (bp + off if bp else None)
     for name, begin, finish in (("Iteration Interval", start, fp), ("FP/BP", fp, bp), ("Tail", bp, end)):
@@ -300,12 +308,13 @@ def _step_row(rank: RankInfo, row: list[str], column: dict[str, int], ops: list[
     for name, first, last in ops:
         try:
             begin, finish = _ticks_ns(row[first]), _ticks_ns(row[last])
+            at = checked_ns(begin + off)
         except (ValueError, IndexError):
             continue
         if 0 < begin <= finish:
             found = _COMM_COLUMN.match(name)
             lane, op = (f"Stream {found.group(1)}", found.group(2)) if found else ("Communication", name)
-            records.append(Slice(r, Layer.COMM_OP, lane, op, begin + off, finish - begin,
+            records.append(Slice(r, Layer.COMM_OP, lane, op, at, finish - begin,
                                  {"step trace column": name}))
     return Step(None, n, start, end), records
 
@@ -388,7 +397,7 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
             if communication and not detail:
                 continue
             try:
-                start_ns, dur_ns = ms_to_ns(start) + rank.clock_offset_ns, ms_to_ns(dur)
+                start_ns, dur_ns = checked_ns(ms_to_ns(start) + rank.clock_offset_ns), ms_to_ns(dur)
             except (ValueError, ArithmeticError):
                 diag.warn("bad_row", f"{path}: line {line}: expected start and duration in ms; skipped")
                 continue
@@ -431,8 +440,8 @@ def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> l
                     diag.warn("bad_row", f"{path}: line {line}: expected {len(header)} fields; skipped")
                 continue
             try:
-                start = us_to_ns(row[column["run_start"]]) + rank.clock_offset_ns
-                dur = us_to_ns(row[column["run_end"]]) + rank.clock_offset_ns - start
+                start = checked_ns(us_to_ns(row[column["run_start"]]) + rank.clock_offset_ns)
+                dur = checked_ns(us_to_ns(row[column["run_end"]]) + rank.clock_offset_ns - start)
             except (ValueError, ArithmeticError):
                 diag.warn("bad_row", f"{path}: line {line}: expected run_start and run_end in µs; skipped")
                 continue
@@ -458,7 +467,7 @@ def _hccl_tasks(rank: RankInfo, op_dirs: list[Path], diag: Diagnostics) -> Itera
                     continue
                 name, plane = event.get("name"), event.get("tid", 0)
                 try:
-                    start_ns = us_to_ns(event["ts"]) + rank.clock_offset_ns
+                    start_ns = checked_ns(us_to_ns(event["ts"]) + rank.clock_offset_ns)
                     dur_ns = us_to_ns(event["dur"])
                     if not isinstance(name, _SCALARS) or not isinstance(plane, _SCALARS):
                         raise TypeError("a name or tid that is no number or text")
@@ -472,7 +481,7 @@ def _hccl_tasks(rank: RankInfo, op_dirs: list[Path], diag: Diagnostics) -> Itera
                 args = event.get("args") if isinstance(event.get("args"), dict) else {}
                 name = str(name or args.get("task type") or "?")
                 slices.append(Slice(rank.rank, Layer.COMM_TASK, f"Plane {plane}", name,
-                                    start_ns, dur_ns, _task_args(args, op_dir.name), name))
+                                    start_ns, dur_ns, _task_args(args, as_text(op_dir.name)), name))
             yield slices
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import io
 import json
 import os
 import random
@@ -45,7 +44,7 @@ import tempfile
 import time
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -156,8 +155,8 @@ FORMATS = (
     ("protobuf", re.compile(r"\.pb$")),
     ("metadata", re.compile(r"^(profiler_info\w*\.json|profiler_metadata\.json|info\.json\.\d+|"
                             r"(start|end)_info\.\d+)$")),
-    ("csv", re.compile(r"^(kernel_details|framework_raw_\d+|aicpu_intermediate_\d+|step_trace_raw_\d+_detail_time|"
-                       r"hccl_raw_\d+|host_(info|memory)_\d+)\.csv$")),
+    ("csv", re.compile(r"^(kernel_details|framework_raw_\d+|aicpu_intermediate_\d+|"
+                       r"step_trace_raw_\d+_detail_time|hccl_raw_\d+|host_(info|memory)_\d+)\.csv$")),
     ("text", re.compile(r"^(output_timeline_data_\d+\.txt|output_data_preprocess_aicpu_\d+\.txt|"
                         r"host_start\.log\.\d+|min_cycle_counter_\d+\.txt)$")),
     ("chrome json", re.compile(r"(^trace_view|^msprof_.*|^task_time_.*|^hccl_.*|^step_trace_.*|"
@@ -244,7 +243,8 @@ def _key_spans(data: bytes, key: str) -> list[tuple[int, int]]:
     return found
 
 
-def _replace_values(data: bytes, rng: random.Random, keys: tuple[str, ...], values: tuple[bytes, ...]) -> bytes:
+def _replace_values(data: bytes, rng: random.Random, keys: tuple[str, ...],
+                    values: tuple[bytes, ...]) -> bytes:
     """One key's value replaced, in one event or in every event."""
     present = [k for k in keys if f'"{k}"'.encode() in data]
     if not present:
@@ -367,8 +367,9 @@ def _gzip_inside(data: bytes, rng: random.Random) -> bytes:
     return gzip.compress(CHROME[kind](text, rng), compresslevel=1)
 
 
-GZIP = {"truncate": _truncate, "flip bytes": lambda d, r: d[:10] + _flip(d[10:], r), "appended members": _gzip_members,
-        "corrupt crc": _gzip_crc, "mutated inside": _gzip_inside, "whole file": _whole}
+GZIP = {"truncate": _truncate, "flip bytes": lambda d, r: d[:10] + _flip(d[10:], r),
+        "appended members": _gzip_members, "corrupt crc": _gzip_crc, "mutated inside": _gzip_inside,
+        "whole file": _whole}
 
 
 def _csv_rows(data: bytes) -> list[bytes]:
@@ -409,8 +410,8 @@ def _csv_types(data: bytes, rng: random.Random) -> bytes:
     if len(lines) < 2:
         return _flip(data, rng)
     values = (b"abc", b"", b"-1", b"1e400", b"inf", b"nan", b"-inf", b"18446744073709551616", b"1" * 400,
-              b"9" * 30 + b".5", b"N/A", b"-", b"0x1f", b"1,5", b'"{}"', b'"[1, 2]"', b'"{""a"": [1]}"', b"\t",
-              b"-99999999999999999999", b"1.5e308")
+              b"9" * 30 + b".5", b"N/A", b"-", b"0x1f", b"1,5", b'"{}"', b'"[1, 2]"', b'"{""a"": [1]}"',
+              b"\t", b"-99999999999999999999", b"1.5e308")
     for _ in range(rng.choice((1, 1, 3, 20))):
         at = rng.randrange(1, len(lines))
         fields = lines[at].split(b",")
@@ -574,8 +575,9 @@ IN_PLACE = {_sqlite_values, _sqlite_wal}  # mutations that change the file throu
 
 def _protobuf_overlong(data: bytes, rng: random.Random) -> bytes:
     at = rng.randrange(len(data) + 1)
-    return data[:at] + rng.choice((b"\xff" * 10 + b"\x01", b"\x0a\xff\xff\xff\xff\x0f", b"\x12\x80\x80\x80\x80\x10",
-                                   b"\x08" + b"\x80" * 20)) + data[at:]
+    overlong = (b"\xff" * 10 + b"\x01", b"\x0a\xff\xff\xff\xff\x0f", b"\x12\x80\x80\x80\x80\x10",
+                b"\x08" + b"\x80" * 20)
+    return data[:at] + rng.choice(overlong) + data[at:]
 
 
 def _protobuf_values(data: bytes, rng: random.Random) -> bytes:
@@ -601,8 +603,8 @@ def _protobuf_values(data: bytes, rng: random.Random) -> bytes:
     for message, descriptor in rng.sample(fields, min(len(fields), rng.choice((1, 5, 50)))):
         name = descriptor.name
         if descriptor.type == descriptor.TYPE_STRING:
-            setattr(message, name, rng.choice(("", "\ud7ff" * 3, "x" * 200_000, "ProfileStep#99999999999999999999",
-                                               "ProfileStep#-1", "\u4e2d")))
+            setattr(message, name, rng.choice(("", "\ud7ff" * 3, "x" * 200_000, "ProfileStep#-1", "\u4e2d",
+                                               "ProfileStep#99999999999999999999")))
         elif descriptor.type in (descriptor.TYPE_FLOAT, descriptor.TYPE_DOUBLE):
             setattr(message, name, rng.choice((float("inf"), float("nan"), -1e38)))
         elif descriptor.type == descriptor.TYPE_ENUM:
@@ -631,8 +633,8 @@ def _layout(root: Path, rng: random.Random, how: str) -> str:
     files = [p for p in entries if p.is_file() and file_format(p.name)]
     if how == "non-utf-8 folder":
         victim = rng.choice(dirs) if dirs and rng.random() < 0.7 else root
-        _rename_bytes(victim, NOT_UTF8 + os.fsencode(victim.name) if victim == root else
-                      os.fsencode(victim.name) + NOT_UTF8 if rng.random() < 0.5 else NOT_UTF8 + os.fsencode(victim.name))
+        name = os.fsencode(victim.name)
+        _rename_bytes(victim, name + NOT_UTF8 if victim != root and rng.random() < 0.5 else NOT_UTF8 + name)
         return f"renamed {victim.relative_to(root.parent)} with bytes not UTF-8"
     if how == "non-utf-8 file" and files:
         victim = rng.choice(files)
@@ -764,7 +766,8 @@ class Outcome:
     stderr: str = ""
 
 
-def run_case(case: Case, bases: dict[str, Path], work: Path, seed: int, timeout: float, keep: bool = False) -> Outcome:
+def run_case(case: Case, bases: dict[str, Path], work: Path, seed: int, timeout: float,
+             keep: bool = False) -> Outcome:
     """Copy the base, mutate, hash, run the command, check."""
     outcome = Outcome(case)
     base = next(b for b in BASES if b.name == case.base)
@@ -1057,8 +1060,10 @@ def summary(outcomes: list[Outcome], seconds: float) -> str:
         rows.append(["all", str(len(outcomes)), str(codes[0]), str(codes[1]), str(codes[2]),
                      *(str(total_failed[k]) for k in kinds)])
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-        lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                  for r in rows] + [""]
+        for row in rows:
+            cells = zip(row, widths, strict=True)
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(cells)))
+        lines.append("")
     causes: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
     for o in outcomes:
         for kind, signature in dict.fromkeys(o.failures):
@@ -1079,7 +1084,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, help="run this many cases spread over --cases")
     parser.add_argument("--case", type=int, action="append", help="run only this case (repeatable)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds a case may run (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds a case may run (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "fuzz", help="bases, cases and results")
     parser.add_argument("--keep", action="store_true", help="keep each case's folder")
@@ -1099,24 +1105,25 @@ def main(argv: list[str] | None = None) -> int:
         cases = sample(cases, args.sample)
     if args.only:
         cases = [c for c in cases if args.only in " ".join((c.base, c.fmt, c.mutation, c.command))]
-    print(f"{len(cases)} cases over {len(bases)} bases; {args.workers} at a time, {args.timeout:.0f} s each at most",
-          file=sys.stderr)
+    print(f"{len(cases)} cases over {len(bases)} bases; {args.workers} at a time, {args.timeout:.0f} s each "
+          "at most", file=sys.stderr)
     cases_dir = args.work / "cases"
     cases_dir.mkdir(exist_ok=True)
 
     def progress(outcome: Outcome, total: int, done: list = [0]) -> None:  # noqa: B006
         done[0] += 1
         if outcome.failures:
-            print(f"case {outcome.case.index} ({outcome.case.command} on {outcome.case.base}, {outcome.what}): "
-                  f"{outcome.failures[0][0]}: {outcome.failures[0][1]}", file=sys.stderr)
+            case, (kind, signature) = outcome.case, outcome.failures[0]
+            print(f"case {case.index} ({case.command} on {case.base}, {outcome.what}): {kind}: {signature}",
+                  file=sys.stderr)
         if done[0] % 100 == 0:
             print(f"... {done[0]} of {total} in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
     outcomes = run(cases, bases, cases_dir, args.seed, args.timeout, args.workers, args.keep, progress)
     seconds = time.monotonic() - started
     (args.work / "results.json").write_text(json.dumps(
-        [{**asdict(o.case), "code": o.code, "seconds": round(o.seconds, 2), "failures": o.failures, "what": o.what,
-          "stderr": o.stderr if o.failures else ""} for o in outcomes], indent=1))
+        [{**asdict(o.case), "code": o.code, "seconds": round(o.seconds, 2), "failures": o.failures,
+          "what": o.what, "stderr": o.stderr if o.failures else ""} for o in outcomes], indent=1))
     print(summary(outcomes, seconds))
     print(f"(results: {args.work / 'results.json'}; one case again: python -m bench.fuzz --case N --keep)")
     return 1 if any(o.failures for o in outcomes) else 0

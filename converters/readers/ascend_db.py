@@ -183,7 +183,8 @@ class _Schema:
         try:
             self.tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except _DAMAGED as e:
-            raise InputError(path, "", f"not an SQLite database, or a damaged one ({e})", hint=_HINT) from None
+            raise InputError(path, "", f"not an SQLite database, or a damaged one ({e})",
+                             hint=_HINT) from None
         self._columns: dict[str, set[str]] = {}
 
     def columns(self, table: str) -> set[str]:

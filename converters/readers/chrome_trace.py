@@ -649,11 +649,13 @@ class Records:
         if not self._slices_wanted:
             return
         args, name, task_type, flow, on_device = event.args or None, event.name, "", None, True
-        if args is not None and memoryview(args)[:1] != b"{":  # null, an array, a number: no record's args
-            diag.warn("bad_event", f"{path}: event {index}: expected a trace event whose args are an "
-                      "object; skipped")
-            self._unread[_BAD_TIMES, event.pid] += 1
-            return
+        if args is not None and memoryview(args)[:1] != b"{":  # an array, a number: no record's args
+            if bytes(args) != b"null":
+                diag.warn("bad_event", f"{path}: event {index}: expected a trace event whose args are an "
+                          "object; skipped")
+                self._unread[_BAD_TIMES, event.pid] += 1
+                return
+            args = None
         cats = self.dialect.python_cats
         own = type(kind) is str or (cats is not None and event.cat in cats)
         if own:

@@ -345,13 +345,15 @@ _DEEP = b"[" * 1000 + b"]" * 1000
 ])
 @pytest.mark.parametrize(("key", "value"), [
     ("pid", b"[1, 2]"), ("tid", b'{"a": 1}'), ("cat", b"[]"), ("args", b"[1, 2]"), ("name", b"true"),
+    ("pid", b"1e400"),
     ("args", b'{"a": ' + _DEEP + b"}"), ("name", _DEEP),
 ])
 def test_an_event_with_a_field_of_the_wrong_type_is_left_out_with_a_warning(tmp_path, sample, trace, key,
                                                                              value):
     """pid, tid or cat as an array or object, args as an array, a name 1,000 arrays deep: a
-    TypeError (unhashable) or RecursionError (msgspec) out of the reader, an internal error. Now
-    that event is left out, counted in a warning, and the rest converts."""
+    TypeError (unhashable) or RecursionError (msgspec) out of the reader, an internal error; a
+    pid past a double made its whole batch unreadable. Now that event is left out, counted in a
+    warning, and the rest converts."""
     root = _real_copy(tmp_path, sample)
     before = tmp_path / "before.pftrace"
     convert(root, before, kind="detail", max_bytes=None)

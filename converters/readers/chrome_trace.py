@@ -381,6 +381,7 @@ class _TaskArgs(msgspec.Struct):
 
 _EVENTS = msgspec.json.Decoder(list[_Event])
 _EVENT = msgspec.json.Decoder(_Event)
+_EACH = msgspec.json.Decoder(list[msgspec.Raw])  # a batch's events, each one's own text
 Dialect.events = _EVENTS
 ASCEND = Dialect()
 _TASK_ARGS = msgspec.json.Decoder(_TaskArgs)
@@ -396,9 +397,9 @@ def _batches(path: Path, diag: Diagnostics,
 
     Anything unusual (cut off, a bad event) takes the careful path of ``jsonfile``, which
     recovers what can be recovered and says where the problem is. A batch that is JSON but holds
-    an event that is not one as ``_Event`` types it (a pid that is an array, args that are no
-    object, nesting deeper than msgspec decodes) is read event by event, those events left out
-    with a warning.
+    an event that is not one as ``_Event`` types it (a pid that is an array or past a double,
+    nesting deeper than msgspec decodes) is read event by event, those events left out with a
+    warning.
     """
     def decode(data: bytes) -> list[_Event] | RawEvents | list[Any]:
         if events is _EVENTS and (scanned := scan(data, _EVENT.decode, _ARGS.decode)) is not None:
@@ -409,10 +410,21 @@ def _batches(path: Path, diag: Diagnostics,
             pass
         except msgspec.DecodeError as e:
             raise ValueError(str(e)) from None
+        try:  # then event by event, below: each one's text (any numbers), or as orjson decodes it
+            return _EACH.decode(data)
+        except RecursionError:
+            pass
+        except msgspec.DecodeError as e:
+            raise ValueError(str(e)) from None
         try:
-            return orjson.loads(data)  # then event by event, below
+            return orjson.loads(data)
         except orjson.JSONDecodeError as e:
             raise ValueError(str(e)) from None
+
+    def one(item: Any) -> _Event:
+        if type(item) is msgspec.Raw:
+            return events.decode(b"".join((b"[", item, b"]")))[0]  # the dialect's types and hooks
+        return msgspec.convert(_raw_args(item), _Event)
 
     seen = 0
     for batch in jsonfile.iter_batches(path, diag, decode, BATCH_BYTES):
@@ -421,9 +433,9 @@ def _batches(path: Path, diag: Diagnostics,
             yield batch
             continue
         decoded = []
-        for index, event in enumerate(batch, seen):
+        for index, item in enumerate(batch, seen):
             try:
-                decoded.append(msgspec.convert(_raw_args(event), _Event))
+                decoded.append(one(item))
             except (msgspec.ValidationError, TypeError, ValueError, RecursionError) as e:
                 diag.warn("bad_event", f"{path}: event {index}: expected a trace event: an object whose ph, "
                           f"name, pid, tid, cat and id are numbers or text and whose args are an object "

@@ -10,7 +10,7 @@ PROFILE ?= $(if $(wildcard $(REAL)/msprof-2rank),$(REAL)/msprof-2rank,$(EXAMPLE)
 KIND ?= detail
 OUT ?= build/$(notdir $(abspath $(PROFILE))).pftrace
 
-.PHONY: setup run test bench lint clean browser
+.PHONY: setup run test bench fuzz lint clean browser
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,13 @@ browser:
 test: setup browser
 	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
 		$(PY) -m pytest
+
+# The mutation corpus (bench/fuzz.py): ~6,000 hostile inputs, each one mutation of one file of a real
+# sample or a generated profile, through every command; fails on a traceback, an internal error, a
+# hang, a partial output, a changed input or a trace the trace processor repairs. FUZZ_ARGS="--cases N".
+fuzz: setup
+	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
+		$(PY) -m bench.fuzz $(FUZZ_ARGS)
 
 # Generates ~100 MB to ~2 GB profiles under build/bench, installs MindInsight 2.3.1 into its own
 # venv there (the peer; it pins an old protobuf), and rewrites the results in BENCHMARKS.md.

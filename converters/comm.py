@@ -30,10 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import msgspec
-
 from . import overlap
-from .model import Layer, Slice, StepRecords
+from .model import Layer, Slice, StepRecords, decoded_args
 
 MASTER_PLANES = frozenset({"Plane 0", "Plane 1"})  # the planes CANN marks is_master (not exported)
 TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
@@ -45,7 +43,7 @@ _HCCL_NAME = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_(\d+)_\d+$")  # hcom_<op>__<gro
 _P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|(Mux)?(Send|Receive)(-op\d+)?$|"
                   r"nccl(Dev)?Kernel_(Send|Recv|SendRecv)(?![a-z])|c10d::(send|recv)|gloo:(send|recv)",
                   re.IGNORECASE)
-_decode = msgspec.json.Decoder().decode
+_decode = decoded_args
 
 
 # -- one op on one rank ---------------------------------------------------------------------------

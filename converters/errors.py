@@ -6,6 +6,7 @@ once, prints one line and returns ``exit_code``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,7 @@ class Diagnostics:
 
     def warn(self, kind: str, message: str, subject: str | None = None) -> None:
         """Count a problem of ``kind``; ``subject``: the rank or folder it is about, if a whole one."""
+        message = as_text(message)  # it names files: shown on stderr, and in reports
         if self.examples.get(kind) == message:  # the same file read twice says it once
             return
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -59,7 +61,7 @@ class Diagnostics:
 
     def note(self, kind: str, message: str) -> None:
         """Something the user must know that is no damage (a rank not aligned to wall time)."""
-        self.notes.setdefault(kind, message)
+        self.notes.setdefault(kind, as_text(message))
 
     def merge(self, other: Diagnostics) -> None:
         """Add another reader's counts (the first example of each kind stays)."""
@@ -85,3 +87,14 @@ class Diagnostics:
     def __bool__(self) -> bool:
         """Whether the input needed recovery (notes do not count)."""
         return bool(self.counts)
+
+
+def as_text(name: str | os.PathLike) -> str:
+    """A file or folder name as text that any UTF-8 output can carry: the bytes of a name that are
+    not UTF-8 (which ``os.fsdecode`` keeps as lone surrogates, so the file can still be opened)
+    written as ``\\xNN`` escapes. Names become text this way wherever they reach an output (a
+    trace, a JSON document, a report, a warning)."""
+    text = os.fsdecode(name)
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -17,7 +17,7 @@ import orjson
 
 from .comm import HostClock, OpComm, clock_offsets, host_names, light_ops, match
 from .discover import discover
-from .errors import Diagnostics
+from .errors import Diagnostics, as_text
 from .executor import LOCAL, Where, each_rank
 from .model import Layer, RankInfo
 from .pipeline import Kind, Options, input_bytes, overlap_slices, read_profile
@@ -89,7 +89,7 @@ def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None =
     each_rank(_rank, infos, [info.rank for info in infos], collect, where, diag)
     kept = [info for info, contents in zip(infos, found, strict=True) if contents is not None]
     clocks = clock_offsets(match(ops), host_names(kept)) if len(kept) > 1 else []
-    return ProfileContents(str(path), [c for c in found if c is not None], diag.messages(), clocks)
+    return ProfileContents(as_text(path), [c for c in found if c is not None], diag.messages(), clocks)
 
 
 def _rank(info: RankInfo) -> tuple[RankContents, list[OpComm], Diagnostics]:
@@ -97,9 +97,9 @@ def _rank(info: RankInfo) -> tuple[RankContents, list[OpComm], Diagnostics]:
     diag = Diagnostics()
     ops: list[OpComm] = []
     contents = RankContents(
-        info.rank, info.format, str(info.path), info.device, info.host, input_bytes(info),
+        info.rank, info.format, as_text(info.path), info.device, info.host, input_bytes(info),
         {name: list(ranks) for name, ranks in info.groups.items()},
-        str(info.host_paths[0]) if info.host_paths else None,
+        as_text(info.host_paths[0]) if info.host_paths else None,
     )
     lanes: dict[str, set[str]] = {}
     counts: dict[str, int] = {}

@@ -2,7 +2,10 @@
 
 Every time is an integer count of nanoseconds since the Unix epoch (``*_ns``), converted once
 at the reader boundary. Float microseconds at epoch scale have a grain of ~0.25 µs and misorder
-back-to-back tasks, so they never cross this boundary.
+back-to-back tasks, so they never cross this boundary. Nor does a time past ±2**62 ns (the year
+2116) or a duration past 2**62 ns: every reader checks each time it makes (``checked_ns``, after
+the rank's clock offset), so a start and its duration add up within the int64 of the C loops and
+the encoders; a rank's own numbers are checked as its ``RankInfo`` is made.
 """
 
 from __future__ import annotations
@@ -11,6 +14,49 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import msgspec
+
+from .errors import InputError, as_text
+
+TIME_LIMIT_NS = 1 << 62  # the year 2116
+ID_LIMIT = 1 << 31  # ranks, devices, graphs and steps: a count, never a time
+
+
+def decoded_args(raw: bytes) -> Any:
+    """A slice's raw args decoded. The file's own text: a number a double cannot hold (``1e400``,
+    which msgspec refuses where orjson and Perfetto's JSON importer take it as infinite) is
+    ±inf, as they read it."""
+    try:
+        return _ARGS.decode(raw)
+    except msgspec.ValidationError:
+        return _ARGS_PAST_DOUBLES.decode(raw)
+
+
+_ARGS = msgspec.json.Decoder()
+_ARGS_PAST_DOUBLES = msgspec.json.Decoder(float_hook=float)
+
+
+def checked_ns(ns: int) -> int:
+    """``ns`` if the model can hold it as a time or duration: within ±2**62 ns.
+
+    Raises:
+        ValueError: it is past that (a reader then leaves its record out, with a warning).
+    """
+    if -TIME_LIMIT_NS < ns < TIME_LIMIT_NS:
+        return ns
+    raise ValueError(f"{ns} ns is past ±2**62 ns (the year 2116)")
+
+
+def checked_id(value: int) -> int:
+    """``value`` if it can be a rank, device, graph or step number: within ±2**31.
+
+    Raises:
+        ValueError: it is past that.
+    """
+    if -ID_LIMIT < value < ID_LIMIT:
+        return value
+    raise ValueError(f"{value} is past ±2**31")
 
 
 class Layer(str, Enum):
@@ -182,12 +228,34 @@ class RankInfo:
     wall_clock: bool = True  # False: the rank's own timebase, not aligned with other ranks
     host_paths: tuple[Path, ...] = ()  # host_info files of this rank, read with its steps in detail
 
+    def __post_init__(self) -> None:
+        """Its numbers within the model's bounds (ids below 2**31, times within ±2**62 ns), and its
+        host name text any output can carry (it may come from a folder's name).
+
+        Raises:
+            InputError: a number past those bounds, or a host name that is no text.
+        """
+        try:
+            for value in (self.rank, self.device, *self.graphs):
+                if value is not None:
+                    checked_id(value)
+            for value in (self.start_ns, self.clock_offset_ns):
+                if value is not None:
+                    checked_ns(value)
+        except ValueError as e:
+            raise InputError(self.path, "", f"{str(e)[:80]}: no rank, device, graph or clock a profiler "
+                             "writes") from None
+        if self.host is not None:
+            if not isinstance(self.host, str):
+                raise InputError(self.path, "", f"expected a host name, got {self.host!r:.40}")
+            self.host = as_text(self.host)
+
     @property
     def description(self) -> str:
         """Where the rank came from and how its times were read, for the rank's process."""
-        text = f"{self.format} profile {self.path}; times: {self.clock}"
+        text = f"{self.format} profile {as_text(self.path)}; times: {self.clock}"
         if self.host_paths:
-            text += f"; host activity: {self.host_paths[0].parent}"
+            text += f"; host activity: {as_text(self.host_paths[0].parent)}"
         if self.groups:
             text += "; groups: " + ", ".join(f"{name} {list(ranks)}" for name, ranks in self.groups.items())
         return text

@@ -57,7 +57,7 @@ import orjson
 from . import comm
 from .cluster import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from .discover import discover
-from .errors import Diagnostics, UsageError
+from .errors import Diagnostics, UsageError, as_text
 from .executor import LOCAL, Where, each_rank
 from .model import Layer, RankInfo
 from .overlap import is_compute, total_ns
@@ -344,7 +344,7 @@ def report_data(
     _add_waits(facts, all_ops, instances)
     times = with_waits([_step_time(f) for f in facts], all_ops)
     report = Report(
-        path=str(path),
+        path=as_text(path),
         formats=_formats(infos),
         ranks=[info.rank for info in infos],
         hosts={info.rank: info.host for info in infos},
@@ -1369,7 +1369,7 @@ def report_main(argv: list[str]) -> int:
         return 2
     started = time.perf_counter()
     target, fmt = _output(args)
-    command = shlex.join(["trace2perfetto", "report", *argv])
+    command = as_text(shlex.join(["trace2perfetto", "report", *argv]))  # the path may not be UTF-8
     def work() -> tuple[Report, bytes]:
         report = report_data(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
                              align=args.align, thresholds=Thresholds(**dict(args.threshold)), top=args.top,

@@ -185,8 +185,8 @@ static PyObject *slot_field(PyObject *event, int f) {
  * once (the vendor's overlap lanes; host events and tasks that do not compute, in a summary).
  * ``scan`` checks a batch as JSON and notes where each event's fields lie in its text; read_events
  * and steps_and_names make objects only for what they keep, by the same rules. Only what is plain
- * is scanned: keys without escapes, each field once, numbers of ordinary size, no lone surrogate
- * escapes, nesting under 64 deep; anything else gives None, and msgspec decodes the batch (with
+ * is scanned: keys without escapes, each field once and of the type _Event takes (typed_as_event),
+ * numbers of ordinary size, no lone surrogate escapes, nesting under 64 deep; anything else gives None, and msgspec decodes the batch (with
  * its rules and its errors). An event that Python reads is decoded by msgspec from its own text,
  * so it is the _Event the batch would have given. */
 
@@ -338,6 +338,15 @@ static int field_number(const unsigned char *key, Py_ssize_t n) {
     }
 }
 
+/* Whether a field's value is of a type chrome_trace._Event takes: ts and dur any (us_to_ns says
+ * what it cannot read), args an object, the others a number, text or null. An event with
+ * another makes its batch msgspec's, whose types and errors decide (chrome_trace._batches). */
+static int typed_as_event(int f, int kind, const unsigned char *value) {
+    if (f == F_TS || f == F_DUR) return 1;
+    if (f == F_ARGS) return *value == '{';
+    return kind != K_OTHER;
+}
+
 /* An event object, its fields noted: 1, or 0 */
 static int sc_event(Scan *s, const unsigned char *base, RawEvent *e) {
     const unsigned char *start = s->p;
@@ -360,6 +369,7 @@ static int sc_event(Scan *s, const unsigned char *base, RawEvent *e) {
             if (!kind) return 0;
             if (f >= 0) {
                 if (e->f[f].kind) return 0;  /* twice: msgspec takes the last */
+                if (!typed_as_event(f, kind, value)) return 0;
                 e->f[f] = (Span){(uint32_t)(value - base), (uint32_t)(s->p - value), (uint8_t)kind};
             }
             sc_ws(s);
@@ -583,7 +593,7 @@ static long long text_ns(const char *text, Py_ssize_t n, int *ok) {
     int decimals = 0;
     *ok = 0;
     while (i < n && text[i] >= '0' && text[i] <= '9' && i < 16) whole = whole * 10 + (text[i++] - '0');
-    if (i == 0 || whole >= 4611686018427387LL || (i < n && text[i] != '.')) return 0;  /* 2**62 ns: chrome_trace._NO_TIME */
+    if (i == 0 || whole >= 4611686018427387LL || (i < n && text[i] != '.')) return 0;  /* 2**62 ns: model.TIME_LIMIT_NS */
     digits_end = i;
     if (i < n)
         for (i++; i < n && decimals < 3 && text[i] >= '0' && text[i] <= '9'; i++, decimals++)
@@ -645,6 +655,10 @@ static int number_value(const char *text, Py_ssize_t n, double *value) {
 }
 
 /* A time field in ns: 1 (and *ns), 0 if Python's rules must read it, -1 on error */
+/* Whether a time (after the rank's clock offset) is one the model holds: within ±2**62 ns
+ * (model.TIME_LIMIT_NS); Python says why another is left out */
+static inline int model_time(long long ns) { return ns > -(1LL << 62) && ns < (1LL << 62); }
+
 static int event_ns(const Ev *ev, int f, long long *ns) {
     int ok = 0;
     if (ev->obj) {
@@ -910,6 +924,7 @@ static int fast_complete(Batch *b, const Ev *ev) {
         if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) == 0) {
             args_text = view.buf;
             args_length = view.len;
+            if (args_length && args_text[0] != '{') { result = 0; goto done; }  /* no object: Python's */
         } else {
             PyErr_Clear();
             int truth = PyObject_IsTrue(args);  /* not raw: Python's rules if it is not empty */
@@ -937,7 +952,7 @@ static int fast_complete(Batch *b, const Ev *ev) {
     long long start, length;
     if ((result = event_ns(ev, F_TS, &start)) <= 0 || (result = event_ns(ev, F_DUR, &length)) <= 0) goto done;
     result = 0;
-    if (length < 0 || __builtin_add_overflow(start, b->offset, &start)) goto done;
+    if (length < 0 || __builtin_add_overflow(start, b->offset, &start) || !model_time(start)) goto done;
     if (!ev->obj) args = args_length ? PyBytes_FromStringAndSize(args_text, args_length) : Py_NewRef(Py_None);
     else if (!args_length) Py_SETREF(args, Py_NewRef(Py_None));
     if (!(name = field(ev, F_NAME))) { result = -1; goto done; }
@@ -962,7 +977,7 @@ static int fast_flow_end(Batch *b, const Ev *ev, int starts) {
     if ((result = python_cat(b, ev)) != 0) return result < 0 ? -1 : 0;
     long long at;
     if ((result = event_ns(ev, F_TS, &at)) <= 0) return result;
-    if (__builtin_add_overflow(at, b->offset, &at)) return 0;
+    if (__builtin_add_overflow(at, b->offset, &at) || !model_time(at)) return 0;
     result = -1;
     if (!(cat = field(ev, F_CAT)) || !(id = field(ev, F_ID))) goto done;
     result = 0;  /* the key is f"{cat}:{id}": str() gives the same for these types */

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords
+from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords, checked_id, checked_ns
 from ..overlap import NOT_COMPUTE
 from .chrome_trace import flow_id, note_backwards_flows
 
@@ -54,6 +54,9 @@ NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
 _NA_ENUMS = (65534, 65535)
 _HINT = "expected a profiler database (ascend_pytorch_profiler_{rank}.db or msprof_*.db)"
+# A damaged file: a page SQLite cannot read, or text that is not UTF-8 (a table's name with a byte
+# flipped), met only when a query reaches it
+_DAMAGED = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 
 def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
@@ -65,7 +68,7 @@ def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iter
     """
     try:
         yield from _read(rank, path, diag, detail)
-    except sqlite3.DatabaseError as e:  # a damaged page, met only when a query reaches it
+    except _DAMAGED as e:  # a damaged page, met only when a query reaches it
         raise InputError(path, "", f"damaged SQLite database ({e})", hint=_HINT) from None
 
 
@@ -117,18 +120,18 @@ def db_rank(path: Path) -> int | None:
         schema = _Schema(db, path)
         if "RANK_DEVICE_MAP" not in schema.tables:
             return None
-        columns = schema.columns("RANK_DEVICE_MAP")
-        column = next((c for c in ("rankId", "rank_id", "rank") if c in columns), None)
-        if column is None:
-            return None
         try:
+            columns = schema.columns("RANK_DEVICE_MAP")
+            column = next((c for c in ("rankId", "rank_id", "rank") if c in columns), None)
+            if column is None:
+                return None
             row = db.execute(f'SELECT "{column}" FROM RANK_DEVICE_MAP WHERE "{column}" IS NOT NULL '
                              "LIMIT 1").fetchone()
-        except sqlite3.DatabaseError as e:
-            raise InputError(path, "RANK_DEVICE_MAP", str(e)) from None
+        except _DAMAGED as e:
+            raise InputError(path, "RANK_DEVICE_MAP", f"damaged SQLite database ({e})", hint=_HINT) from None
         try:
             value = int(row[0]) if row else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
         return value if value is not None and value >= 0 else None
 
@@ -179,8 +182,9 @@ class _Schema:
         self.db = db
         try:
             self.tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.DatabaseError as e:
-            raise InputError(path, "", f"not an SQLite database ({e})", hint=_HINT) from None
+        except _DAMAGED as e:
+            raise InputError(path, "", f"not an SQLite database, or a damaged one ({e})",
+                             hint=_HINT) from None
         self._columns: dict[str, set[str]] = {}
 
     def columns(self, table: str) -> set[str]:
@@ -223,10 +227,13 @@ def _steps(db: sqlite3.Connection, schema: _Schema, path: Path, diag: Diagnostic
     for step_id, start, end in db.execute("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs"):
         try:
             offset = rank.clock_offset_ns
-            step = Step(None, int(step_id), int(start) + offset, int(end) + offset)
-        except (TypeError, ValueError):
-            diag.warn("bad_row", f"{path}: STEP_TIME: step {step_id!r} lacks an integer id, startNs or "
-                      "endNs; skipped")
+            step = Step(None, checked_id(int(step_id)), checked_ns(int(start) + offset),
+                        checked_ns(int(end) + offset))
+            if step.end_ns < step.start_ns:
+                raise ValueError("it ends before it starts")
+        except (TypeError, ValueError, ArithmeticError):
+            diag.warn("bad_row", f"{path}: STEP_TIME: step {step_id!r:.40} lacks an integer id, or startNs "
+                      "and endNs within ±2**62 ns in order; skipped")
             continue
         steps.append(step)
     return steps
@@ -358,13 +365,15 @@ class _Reader:
     def _times(self, table: str, start: Any, end: Any) -> tuple[int, int] | None:
         try:
             start_ns, end_ns = int(start), int(end)
-        except (TypeError, ValueError):
-            self.diag.warn("bad_row", f"{self.path}: {table}: a row without integer startNs/endNs; skipped")
+            times = checked_ns(start_ns + self.rank.clock_offset_ns), checked_ns(end_ns - start_ns)
+        except (TypeError, ValueError, ArithmeticError):
+            self.diag.warn("bad_row", f"{self.path}: {table}: a row without integer startNs/endNs within "
+                           "±2**62 ns; skipped")
             return None
         if end_ns < start_ns:
             self.diag.warn("bad_row", f"{self.path}: {table}: a row ending before it starts; skipped")
             return None
-        return start_ns + self.rank.clock_offset_ns, end_ns - start_ns
+        return times
 
     def tasks(self, db: sqlite3.Connection) -> Iterator[Slice]:
         """TASK rows, time-ordered, as stream or plane slices."""
@@ -532,9 +541,9 @@ class _Reader:
             lane = lane_format.format(**labels)
             for (_, label), value in zip(values, rest[len(keys):], strict=True):
                 try:
-                    yield Sample(self.rank.rank, f"{lane} [{label}]", int(ts) + self.rank.clock_offset_ns,
-                                 float(value))
-                except (TypeError, ValueError):
+                    yield Sample(self.rank.rank, f"{lane} [{label}]",
+                                 checked_ns(int(ts) + self.rank.clock_offset_ns), float(value))
+                except (TypeError, ValueError, ArithmeticError):
                     bad += 1
         if bad:
             self.diag.warn("bad_row", f"{self.path}: {table}: {bad} values without a number or time; skipped")

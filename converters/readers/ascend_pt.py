@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from ..overlap import is_compute
 from . import ascend_analysis, ascend_db, chrome_trace, jsonfile
 from .spill import StepSpill
-from .textfile import whole_lines
+from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"
@@ -87,17 +87,16 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
     analysis = bool(sources) and ascend_analysis.is_analysis(sources[0])
     if "rank_id" not in info and sources and sources[0].suffix == ".db" and not analysis:
         info = {**info, "rank_id": ascend_db.db_rank(sources[0]) or 0}
-    try:
-        rank = max(int(info.get("rank_id", 0)), 0)  # single-card runs: none, or -1; rank 0
-    except (TypeError, ValueError):
-        raise InputError(info_path, "rank_id", f"expected an integer, got {info.get('rank_id')!r}") from None
+    rank = max(jsonfile.integer(info.get("rank_id", 0), info_path, "rank_id"), 0)  # single-card runs:
+    # none, or -1; rank 0
     groups: dict[str, tuple[int, ...]] = {}
     metadata_path = rank_dir / "profiler_metadata.json"
     if metadata_path.is_file():
         parallel = jsonfile.load_object(metadata_path).get("parallel_group_info") or {}
         for name, group in parallel.items() if isinstance(parallel, dict) else ():
-            if isinstance(group, dict) and isinstance(group.get("global_ranks"), list):
-                groups[str(group.get("group_name") or name)] = tuple(map(int, group["global_ranks"]))
+            ranks = group.get("global_ranks") if isinstance(group, dict) else None
+            if isinstance(ranks, list) and all(type(r) is int for r in ranks):
+                groups[str(group.get("group_name") or name)] = tuple(ranks)
     return [RankInfo(
         rank=rank,
         format=NAME,
@@ -152,13 +151,13 @@ def _read_kernel_details(
     bounds: dict[int | None, list[int]] = {}
     with StepSpill() as spill, open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.DictReader(whole_lines(f, path, diag))
-        missing = [c for c in _NEEDED if c not in (rows.fieldnames or [])]
+        missing = [c for c in _NEEDED if c not in csv_header(rows, path)]
         if missing:
             raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",
                              hint="expected torch_npu's kernel_details.csv")
         batch: dict[int | None, list[Slice]] = {}
         line = 1
-        for line, row in enumerate(rows, start=2):
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             record = _kernel(row, rank, path, line, diag, detail)
             if record is None:
                 continue
@@ -226,7 +225,7 @@ def _flush(spill: StepSpill, batch: dict[int | None, list[Slice]]) -> None:
 
 def _int_or_none(text: str | None) -> int | None:
     try:
-        return int((text or "").strip())
+        return checked_id(int((text or "").strip()))
     except ValueError:
         return None
 
@@ -236,6 +235,6 @@ def _collection_start_ns(info: dict[str, Any]) -> int | None:
     try:
         end = info["end_info"]
         duration = int(end["MonotonicTimeEnd"]) - int(info["start_info"]["start_monotonic"])
-        return int(end["collectionTimeEnd"]) - duration
-    except (KeyError, TypeError, ValueError):
-        return None
+        return checked_ns(int(end["collectionTimeEnd"]) - duration)
+    except (KeyError, TypeError, ValueError, ArithmeticError):
+        return None  # not known

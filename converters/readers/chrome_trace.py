@@ -25,9 +25,22 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
+import orjson
 
 from ..errors import Diagnostics
-from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
+from ..model import (
+    ID_LIMIT,
+    TIME_LIMIT_NS,
+    FlowEnd,
+    Layer,
+    RankInfo,
+    Sample,
+    Slice,
+    Step,
+    StepRecords,
+    checked_id,
+    checked_ns,
+)
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
 from ._core import RawEvents, arrow, bind_ends, by_kind, by_step, read_events, scan, steps_and_names
@@ -341,17 +354,24 @@ _STEP_TRACE = "step trace"  # a route's kind besides the layers; None skips the 
 Route = tuple[Layer | str | None, str]
 
 
-class _Event(msgspec.Struct):
-    """The fields of a Chrome-trace event this reader uses; ``args`` stays undecoded JSON."""
+_Scalar = int | float | str | None
 
-    ph: Any = ""
-    name: Any = ""
-    pid: Any = None
-    tid: Any = None
+
+class _Event(msgspec.Struct):
+    """The fields of a Chrome-trace event this reader uses; ``args`` stays undecoded JSON (an
+    event whose args are no object is left out as it becomes a record: ``_core.read_events`` and
+    ``Records._complete``). Those that name and route an event are numbers or text: an event with
+    an array or object there is no event (``_batches`` leaves it out); ``ts`` and ``dur`` are read
+    by ``us_to_ns``, which says what it cannot read."""
+
+    ph: _Scalar = ""
+    name: _Scalar = ""
+    pid: _Scalar = None
+    tid: _Scalar = None
     ts: Any = None
     dur: Any = 0
-    cat: Any = None
-    id: Any = None
+    cat: _Scalar = None
+    id: _Scalar = None
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
@@ -361,6 +381,7 @@ class _TaskArgs(msgspec.Struct):
 
 _EVENTS = msgspec.json.Decoder(list[_Event])
 _EVENT = msgspec.json.Decoder(_Event)
+_EACH = msgspec.json.Decoder(list[msgspec.Raw])  # a batch's events, each one's own text
 Dialect.events = _EVENTS
 ASCEND = Dialect()
 _TASK_ARGS = msgspec.json.Decoder(_TaskArgs)
@@ -375,27 +396,51 @@ def _batches(path: Path, diag: Diagnostics,
     batch ``scan`` finds out of the ordinary (escaped keys, a key twice, huge numbers) is decoded.
 
     Anything unusual (cut off, a bad event) takes the careful path of ``jsonfile``, which
-    recovers what can be recovered and says where the problem is.
+    recovers what can be recovered and says where the problem is. A batch that is JSON but holds
+    an event that is not one as ``_Event`` types it (a pid that is an array or past a double,
+    nesting deeper than msgspec decodes) is read event by event, those events left out with a
+    warning.
     """
-    def decode(data: bytes) -> list[_Event] | RawEvents:
+    def decode(data: bytes) -> list[_Event] | RawEvents | list[Any]:
         if events is _EVENTS and (scanned := scan(data, _EVENT.decode, _ARGS.decode)) is not None:
             return scanned
         try:
             return events.decode(data)
+        except (msgspec.ValidationError, RecursionError):
+            pass
         except msgspec.DecodeError as e:
             raise ValueError(str(e)) from None
+        try:  # then event by event, below: each one's text (any numbers), or as orjson decodes it
+            return _EACH.decode(data)
+        except RecursionError:
+            pass
+        except msgspec.DecodeError as e:
+            raise ValueError(str(e)) from None
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as e:
+            raise ValueError(str(e)) from None
 
+    def one(item: Any) -> _Event:
+        if type(item) is msgspec.Raw:
+            return events.decode(b"".join((b"[", item, b"]")))[0]  # the dialect's types and hooks
+        return msgspec.convert(_raw_args(item), _Event)
+
+    seen = 0
     for batch in jsonfile.iter_batches(path, diag, decode, BATCH_BYTES):
         if type(batch) is RawEvents or (batch and type(batch[0]) is _Event):
+            seen += len(batch)
             yield batch
             continue
         decoded = []
-        for index, event in enumerate(batch):
+        for index, item in enumerate(batch, seen):
             try:
-                decoded.append(msgspec.convert(_raw_args(event), _Event))
-            except (msgspec.ValidationError, TypeError, ValueError):
-                diag.warn("bad_event", f"{path}: event {index}: expected a JSON object of a trace event; "
-                          "skipped")
+                decoded.append(one(item))
+            except (msgspec.ValidationError, TypeError, ValueError, RecursionError) as e:
+                diag.warn("bad_event", f"{path}: event {index}: expected a trace event: an object whose ph, "
+                          f"name, pid, tid, cat and id are numbers or text and whose args are an object "
+                          f"({str(e)[:80]}); skipped")
+        seen += len(batch)
         yield decoded
 
 
@@ -424,17 +469,22 @@ def _exact_us_to_ns(us: Any) -> int:
 
 
 def _a_time(ns: int, us: Any) -> int:
-    if -_NO_TIME < ns < _NO_TIME:
+    if -TIME_LIMIT_NS < ns < TIME_LIMIT_NS:  # model.checked_ns, saying what the file holds
         return ns
     raise ValueError(f"{us!r} µs is no time")
 
 
-_NO_TIME = 1 << 62  # ns, the year 2116: a start and its duration add up within the int64 the spill takes
-
-
 def _raw_args(event: Any) -> Any:
+    """A decoded event with its args as undecoded JSON, as ``_Event`` holds them (null: none).
+
+    Raises:
+        TypeError: its args are no object.
+    """
     if isinstance(event, dict) and "args" in event:
-        return {**event, "args": msgspec.Raw(msgspec.json.encode(event["args"]))}
+        args = event["args"]
+        if args is not None and type(args) is not dict:
+            raise TypeError(f"args is a {type(args).__name__}")
+        return {**event, "args": msgspec.Raw(b"" if args is None else msgspec.json.encode(args))}
     return event
 
 
@@ -597,6 +647,10 @@ class Records:
             self._unread[_VENDOR_OVERLAP, event.pid] += 1
             return
         number = None if kind is _STEP_TRACE else self.dialect.step_number(event, kind)
+        if number is not None and not -ID_LIMIT < number < ID_LIMIT:
+            diag.warn("bad_event", f"{path}: event {index}: a step numbered past ±2**31; skipped")
+            self._unread[_BAD_TIMES, event.pid] += 1
+            return
         if kind is _STEP_TRACE or number is not None:
             if self._steps_wanted and (times := self._times(event, index, path, diag)):
                 if kind is _STEP_TRACE:
@@ -607,6 +661,13 @@ class Records:
         if not self._slices_wanted:
             return
         args, name, task_type, flow, on_device = event.args or None, event.name, "", None, True
+        if args is not None and memoryview(args)[:1] != b"{":  # an array, a number: no record's args
+            if bytes(args) != b"null":
+                diag.warn("bad_event", f"{path}: event {index}: expected a trace event whose args are an "
+                          "object; skipped")
+                self._unread[_BAD_TIMES, event.pid] += 1
+                return
+            args = None
         cats = self.dialect.python_cats
         own = type(kind) is str or (cats is not None and event.cat in cats)
         if own:
@@ -640,10 +701,11 @@ class Records:
     def _times(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
         """An event's start (epoch ns) and duration (ns), or None with a warning."""
         try:
-            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
             dur_ns = us_to_ns(event.dur)
         except (TypeError, ValueError, ArithmeticError):
-            diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; skipped")
+            diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs, within "
+                      "±2**62 ns; skipped")
             self._unread[_BAD_TIMES, event.pid] += 1
             return None
         if dur_ns < 0:
@@ -669,7 +731,7 @@ class Records:
             self._unread[why, event.pid] += 1
             return
         try:
-            ts_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            ts_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
         except (TypeError, ValueError, ArithmeticError):
             self._unread[_BAD_TIMES, event.pid] += 1
             return
@@ -679,7 +741,7 @@ class Records:
     def _counter(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
         """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""
         try:
-            start_ns = us_to_ns(event.ts) + self.rank.clock_offset_ns
+            start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
             values = _ARGS.decode(event.args) if event.args else {}
         except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError):
             diag.warn("bad_event", f"{path}: event {index}: expected a counter with ts and args; skipped")
@@ -690,7 +752,7 @@ class Records:
         if process and not name.startswith(process):
             name = f"{process} {name}"
         for key, value in values.items() if isinstance(values, dict) else ():
-            if type(value) in (int, float):
+            if type(value) is float or (type(value) is int and abs(value) < 1 << 1023):  # within a double
                 self.slices.append(Sample(self.rank.rank, f"{name} [{key}]", start_ns, float(value)))
 
     def _profiler_step(self, number: int, start_ns: int, dur_ns: int) -> None:
@@ -710,8 +772,9 @@ class Records:
         found = _STEP_TRACE_THREAD.search(thread)
         try:
             graph = int(args["Model Id"]) if "Model Id" in args else int(found[1]) if found else self.model
-            iteration = None if args.get("Iteration ID") is None else int(args["Iteration ID"])
-        except (TypeError, ValueError):
+            iteration = None if args.get("Iteration ID") is None else checked_id(int(args["Iteration ID"]))
+            graph = graph if graph is None else checked_id(graph)
+        except (TypeError, ValueError, OverflowError):
             iteration = None
         if iteration is None:
             self._unread["step trace events without an iteration", event.pid] += 1
@@ -736,7 +799,7 @@ class Records:
 
     def _at(self, args: dict[str, Any], key: str) -> int | None:
         try:
-            return round(float(args[key]) * 1000) + self.rank.clock_offset_ns
+            return checked_ns(round(float(args[key]) * 1000) + self.rank.clock_offset_ns)
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
 

@@ -28,11 +28,11 @@ from typing import Any
 import orjson
 
 from ..errors import Diagnostics, InputError
-from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords
+from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords, checked_ns
 from . import jsonfile
 from .chrome_trace import us_to_ns
 from .spill import StepSpill
-from .textfile import whole_lines
+from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "host_info"
 ATTACHES = True  # its ranks join the device ranks of the same id
@@ -44,6 +44,7 @@ _CUSTOM = re.compile(r"\{([^{}:]*):([^{}]*)\}")
 _WINDOW_NS = 100_000_000  # host records are filed on disk by 100 ms of start time
 _LEAD_NS = 1_000_000_000  # how long before a step its host work may start and still go with it
 _BATCH = 10_000
+_MEMORY_LIMIT_KB = 1 << 52  # 4 EiB: no host has more
 
 
 def sniff(folder: Path) -> bool:
@@ -75,16 +76,19 @@ def _first_ns(path: Path) -> int | None:
         head = f.read(1 << 16)
     if path.suffix == ".json":
         found = re.search(r'"ts"\s*:\s*"?(\d+(?:\.\d+)?)', head)
-        return us_to_ns(found.group(1)) - 10**9 if found else None
+        try:
+            return checked_ns(us_to_ns(found.group(1)) - 10**9) if found else None
+        except ValueError:
+            return None
     lines = head.splitlines()
     column = _column_index(lines[0].split(",") if lines else [])
     for row in csv.reader(lines[1:-1]):
         try:
             ts = int(row[column["time_stamp"]])
+            if ts:
+                return checked_ns(ts * 1000 - 10**9)
         except (KeyError, IndexError, ValueError):
             continue
-        if ts:
-            return ts * 1000 - 10**9
     return None
 
 
@@ -183,11 +187,11 @@ def _read_csv(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int, emi
     """Pair the rows of one host CSV into slices and samples, handed to ``emit`` in batches."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.reader(whole_lines(f, path, diag))
-        at = _Columns(path, next(rows, []))
+        at = _Columns(path, csv_header(rows, path))
         open_stages: dict[tuple[str, ...], list[tuple[int, list[str]]]] = defaultdict(list)
         batch: list[Slice | Sample] = []
         last_ns = untimed = 0
-        for line, row in enumerate(rows, start=2):
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             try:
                 ts_ns, memory, level, mark = at.numbers(row)
             except (ValueError, ArithmeticError, IndexError):
@@ -253,11 +257,13 @@ class _Columns:
             raise IndexError(len(row))
         time = row[self.time]
         try:
-            ts_ns = int(time) * 1000  # integer µs, as MindSpore writes them
+            ts_ns = checked_ns(int(time) * 1000)  # integer µs, as MindSpore writes them
         except ValueError:
             ts_ns = us_to_ns(time.strip() or "0")
-        return (ts_ns, int(row[self.memory] or 0) if self.memory is not None else 0,
-                int(row[self.level] or 0) if self.level is not None else 0, int(row[self.mark]))
+        memory = int(row[self.memory] or 0) if self.memory is not None else 0
+        if not 0 <= memory < _MEMORY_LIMIT_KB:
+            raise ValueError(f"{memory} kB of memory")
+        return ts_ns, memory, int(row[self.level] or 0) if self.level is not None else 0, int(row[self.mark])
 
     def stage_slice(self, rank: RankInfo, key: tuple[str, ...], start: int, dur: int, row: list[str],
                     unfinished: bool = False) -> Slice:
@@ -292,10 +298,12 @@ def _read_timeline(rank: RankInfo, path: Path, diag: Diagnostics, min_level: int
                     continue
                 ts = us_to_ns(event["ts"])
                 dur = us_to_ns(event.get("dur", 0)) if event["ph"] == "X" else 0
+                thread = (event.get("pid"), event.get("tid"))
+                hash(thread)  # numbers or text, not arrays or objects
             except (KeyError, TypeError, ValueError, ArithmeticError):
-                diag.warn("bad_event", f"{path}: expected numbers ts and dur in µs; an event skipped")
+                diag.warn("bad_event", f"{path}: expected numbers ts and dur in µs, and a pid and tid; an "
+                          "event skipped")
                 continue
-            thread = (event.get("pid"), event.get("tid"))
             last_ns = max(last_ns, ts + dur)
             if event["ph"] == "B":
                 open_stages[thread].append({**event, "ts": ts})

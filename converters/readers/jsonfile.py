@@ -37,6 +37,21 @@ def load_object(path: Path) -> dict[str, Any]:
     return value
 
 
+def integer(value: Any, path: Path, key: str) -> int:
+    """A value of a small JSON file that must be an integer: a number, or the text of one (the
+    profilers write both).
+
+    Raises:
+        InputError: it is none, naming the file and the key.
+    """
+    try:
+        if type(value) is int or type(value) is str or (type(value) is float and value.is_integer()):
+            return int(value)
+    except ValueError:
+        pass
+    raise InputError(path, key, f"expected an integer, got {value!r:.40}")
+
+
 def load_events(path: Path, diag: Diagnostics) -> list[Any]:
     """The events of a Chrome-trace file: a JSON array, or an object with ``traceEvents``.
 
@@ -291,18 +306,17 @@ class _Gunzip:
     def _inflated(self, limit: int) -> bytes:
         """Up to ``limit`` (0: any number of) inflated bytes; b"" at the end of the file."""
         while True:
-            data = self._inflate.unconsumed_tail
-            if not data:
-                if self._inflate.eof:  # a member has ended: another may follow
-                    data = self._inflate.unused_data or self._raw.read(_RAW_CHUNK)
-                    if not data:
-                        return b""
-                    self._inflate = zlib.decompressobj(31)
-                else:
-                    data = self._raw.read(_RAW_CHUNK)
-                    if not data:
-                        self._say_cut()
-                        return b""
+            if self._inflate.eof:  # a member has ended: another may follow, from its unused data on
+                # (its unconsumed_tail may still hold those bytes too: fed again, it would never end)
+                data = self._inflate.unused_data or self._raw.read(_RAW_CHUNK)
+                if not data:
+                    return b""
+                self._inflate = zlib.decompressobj(31)
+            else:
+                data = self._inflate.unconsumed_tail or self._raw.read(_RAW_CHUNK)
+                if not data:
+                    self._say_cut()
+                    return b""
             try:
                 out = self._inflate.decompress(data, limit)
             except zlib.error as e:

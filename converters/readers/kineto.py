@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from ..errors import Diagnostics
-from ..model import Layer, RankInfo, StepRecords
+from ..model import Layer, RankInfo, StepRecords, checked_ns
 from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
 from .chrome_trace import Converted, Dialect
@@ -110,12 +110,16 @@ def rank_info(path: Path, data: bytes | None = None) -> RankInfo:
     base = head.get("baseTimeNanoseconds")
     base = base if type(base) is int else 0
     first = _FIRST_TS.search(data)  # where the JSON writer's origin goes when nothing else says
-    start_ns = base + round(float(first[1]) * 1000) if first else base or None
+    try:
+        start_ns = checked_ns(base + round(float(first[1]) * 1000)) if first else base or None
+    except (ValueError, OverflowError):
+        start_ns = None  # not known
     distributed = head.get("distributedInfo") if isinstance(head.get("distributedInfo"), dict) else {}
     groups = {}
     for group in distributed.get("pg_config") or ():
-        if isinstance(group, dict) and isinstance(group.get("ranks"), list):
-            groups[str(group.get("pg_desc") or group.get("pg_name"))] = tuple(group["ranks"])
+        ranks = group.get("ranks") if isinstance(group, dict) else None
+        if isinstance(ranks, list) and all(type(r) is int for r in ranks):
+            groups[str(group.get("pg_desc") or group.get("pg_name"))] = tuple(ranks)
     rank = _rank(head)
     return RankInfo(
         rank=0 if rank is None else rank,

@@ -37,13 +37,13 @@ from typing import Any
 
 import orjson
 
-from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, Step, StepRecords
+from ..errors import Diagnostics, InputError, as_text
+from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from ..select import format_ids
 from . import jsonfile
 from .chrome_trace import us_to_ns
 from .spill import StepSpill
-from .textfile import whole_lines
+from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "mindspore1x"
 CLOCK = "device SysCnt (10 ns ticks)"
@@ -65,6 +65,7 @@ _COMM_COLUMN = re.compile(r"^stream_(\d+)_(?:\d+_)?(.+)$")  # stream_24_0_AllRed
 _COMMUNICATION = re.compile(r"(?i)^(hcom|all_?reduce|all_?gather|reduce_?scatter|broadcast|send|receive|recv"
                             r"|all_?to_?all|neighbor_?exchange)")
 _BATCH = 10_000
+_SCALARS = (str, int, float, type(None))  # what an event's name and tid may be (chrome_trace._Event's)
 
 
 def sniff(folder: Path) -> bool:
@@ -281,18 +282,25 @@ def _read_ms(path: Path) -> int:
 
 
 def ms_to_ns(text: str) -> int:
-    """ms as MindSpore writes them (``154907895.95956``, ticks / 1e5), as ns, exactly."""
+    """ms as MindSpore writes them (``154907895.95956``, ticks / 1e5), as ns, exactly.
+
+    Raises:
+        ValueError, ArithmeticError: no number, or one past ±2**62 ns.
+    """
     value = float(text)
     if 0 <= value < 1e9:  # below 1e15 ns a double errs by < 0.25 ns: rounding is exact
         return round(value * 1e6)
     whole, _, fraction = text.partition(".")
     if whole.isdigit() and len(fraction) <= 6 and (not fraction or fraction.isdigit()):
-        return int(whole) * 1_000_000 + int(fraction.ljust(6, "0"))
-    return int((Decimal(text) * 1_000_000).to_integral_value())
+        return checked_ns(int(whole) * 1_000_000 + int(fraction.ljust(6, "0")))
+    exact = Decimal(text)
+    if exact.is_finite() and exact.adjusted() > 25:  # "1e100000": not made into a huge int
+        raise ValueError(f"{text!r:.40} ms is no time")
+    return checked_ns(int((exact * 1_000_000).to_integral_value()))
 
 
 def _ticks_ns(text: str) -> int:
-    return int(text) * 10
+    return checked_ns(int(text) * 10)
 
 
 # -- step trace ---------------------------------------------------------------------------------
@@ -302,7 +310,7 @@ def _steps(rank: RankInfo, path: Path, diag: Diagnostics) -> list[tuple[Step, li
     """Steps by start, each with its phases and communication ops."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.reader(whole_lines(f, path, diag))
-        header = [name.strip() for name in next(rows, [])]
+        header = [name.strip() for name in csv_header(rows, path)]
         column = {name: i for i, name in enumerate(header)}
         missing = [c for c in ("step_num", "start_point", "end_point") if c not in column]
         if missing:
@@ -312,7 +320,7 @@ def _steps(rank: RankInfo, path: Path, diag: Diagnostics) -> list[tuple[Step, li
                for name in header
                if name.endswith("_start_point") and name[: -len("start_point")] + "end_point" in column]
         steps: dict[int, tuple[Step, list[Slice]]] = {}
-        for line, row in enumerate(rows, start=2):
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             found = _step_row(rank, row, column, ops, path, line, diag)
             if found and found[0].step not in steps:
                 steps[found[0].step] = found
@@ -324,21 +332,22 @@ def _step_row(rank: RankInfo, row: list[str], column: dict[str, int], ops: list[
     number = row[column["step_num"]].strip() if len(row) > column["step_num"] else ""
     if number == "-" or not row:  # the averages
         return None
+    off, r = rank.clock_offset_ns, rank.rank
     try:
-        n = int(number)
+        n = checked_id(int(number))
         points = [_ticks_ns(row[column[c]]) if c in column and len(row) > column[c] else 0
                   for c in ("start_point", "end_point", "fp_point", "bp_point")]
+        start, end, fp, bp = points
+        if start == end == 0:  # MindSpore 1.0 writes a row of zeros: no step
+            return None
+        start, end = checked_ns(start + off), checked_ns(end + off)
     except (ValueError, IndexError):
-        diag.warn("bad_row", f"{path}: line {line}: expected a step number and tick counts; skipped")
-        return None
-    start, end, fp, bp = points
-    if start == end == 0:  # MindSpore 1.0 writes a row of zeros: no step
+        diag.warn("bad_row", f"{path}: line {line}: expected a step number and tick counts (within ±2**62 "
+                  "ns); skipped")
         return None
     if end < start:
         diag.warn("bad_row", f"{path}: line {line}: step ends before it starts; skipped")
         return None
-    off, r = rank.clock_offset_ns, rank.rank
-    start, end = start + off, end + off
     records = [Slice(r, Layer.STEP, "Steps", f"Step {n}", start, end - start, {"Step": n})]
     fp, bp = (fp + off if fp else None), (bp + off if bp else None)
     for name, begin, finish in (("Iteration Interval", start, fp), ("FP/BP", fp, bp), ("Tail", bp, end)):
@@ -347,12 +356,13 @@ def _step_row(rank: RankInfo, row: list[str], column: dict[str, int], ops: list[
     for name, first, last in ops:
         try:
             begin, finish = _ticks_ns(row[first]), _ticks_ns(row[last])
+            at = checked_ns(begin + off)
         except (ValueError, IndexError):
             continue
         if 0 < begin <= finish:
             found = _COMM_COLUMN.match(name)
             lane, op = (f"Stream {found.group(1)}", found.group(2)) if found else ("Communication", name)
-            records.append(Slice(r, Layer.COMM_OP, lane, op, begin + off, finish - begin,
+            records.append(Slice(r, Layer.COMM_OP, lane, op, at, finish - begin,
                                  {"step trace column": name}))
     return Step(None, n, start, end), records
 
@@ -362,7 +372,8 @@ def _add_op_costs(steps: list[tuple[Step, list[Slice]]], path: Path, diag: Diagn
     and its links (``"src-dst": {transport: [time ms, size, bandwidth]}``), as the op's args."""
     costs: dict[tuple[int, str], list[Any]] = {}
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        for line, row in enumerate(csv.DictReader(whole_lines(f, path, diag)), start=2):
+        rows = csv.DictReader(whole_lines(f, path, diag))
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             step = (row.get("step_num") or "").strip()
             if step == "-":  # the averages
                 continue
@@ -394,7 +405,7 @@ def _framework(path: Path, diag: Diagnostics) -> dict[str, bytes]:
     """Full op name -> its args as JSON (type, graph, shapes), from any of the three layouts."""
     ops: dict[str, bytes] = {}
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        for row in csv.DictReader(whole_lines(f, path, diag)):
+        for row in csv_rows(csv.DictReader(whole_lines(f, path, diag)), path, diag):
             name = row.get("full_op_name") or row.get("full_kernel_name")
             if not name or name in ops:
                 continue
@@ -431,7 +442,7 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
                 continue
             full, stream, start, dur = parts
             try:
-                start_ns, dur_ns = ms_to_ns(start) + rank.clock_offset_ns, ms_to_ns(dur)
+                start_ns, dur_ns = checked_ns(ms_to_ns(start) + rank.clock_offset_ns), ms_to_ns(dur)
             except (ValueError, ArithmeticError):
                 diag.warn("bad_row", f"{path}: line {line}: expected start and duration in ms; skipped")
                 continue
@@ -463,10 +474,12 @@ def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool,
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         lines = whole_lines(f, path, diag)
         if path.suffix == ".csv":
-            rows: Iterable[list[str]] = csv.reader(lines)
+            reader = csv.reader(lines)
+            first, rows = csv_header(reader, path), csv_rows(reader, path, diag)
         else:
             rows = (line.split() for line in lines)
-        header = [re.sub(r"\(ms\)$", "", name.strip()) for name in next(rows, [])]
+            first = next(rows, [])
+        header = [re.sub(r"\(ms\)$", "", name.strip()) for name in first]
         column = {name: i for i, name in enumerate(header)}
         name_column = column.get("kernel_type", column.get("node_type_name"))
         if name_column is None or "run_start" not in column or "run_end" not in column:
@@ -479,8 +492,8 @@ def _aicpu_ops(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool,
                     diag.warn("bad_row", f"{path}: line {line}: expected {len(header)} fields; skipped")
                 continue
             try:
-                start = us_to_ns(row[column["run_start"]]) + rank.clock_offset_ns
-                dur = us_to_ns(row[column["run_end"]]) + rank.clock_offset_ns - start
+                start = checked_ns(us_to_ns(row[column["run_start"]]) + rank.clock_offset_ns)
+                dur = checked_ns(us_to_ns(row[column["run_end"]]) + rank.clock_offset_ns - start)
             except (ValueError, ArithmeticError):
                 diag.warn("bad_row", f"{path}: line {line}: expected run_start and run_end in µs; skipped")
                 continue
@@ -506,20 +519,23 @@ def _hccl_tasks(rank: RankInfo, op_dirs: list[Path], diag: Diagnostics) -> Itera
             for index, event in enumerate(jsonfile.load_events(path, diag)):
                 if not isinstance(event, dict) or event.get("ph") != "X":
                     continue
+                name, plane = event.get("name"), event.get("tid", 0)
                 try:
-                    start_ns = us_to_ns(event["ts"]) + rank.clock_offset_ns
+                    start_ns = checked_ns(us_to_ns(event["ts"]) + rank.clock_offset_ns)
                     dur_ns = us_to_ns(event["dur"])
+                    if not isinstance(name, _SCALARS) or not isinstance(plane, _SCALARS):
+                        raise TypeError("a name or tid that is no number or text")
                 except (KeyError, TypeError, ValueError, ArithmeticError):
-                    diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs; "
-                              "skipped")
+                    diag.warn("bad_event", f"{path}: event {index}: expected numbers ts and dur in µs, and a "
+                              "name and tid that are numbers or text; skipped")
                     continue
                 if dur_ns < 0:
                     diag.warn("bad_event", f"{path}: event {index}: negative dur; skipped")
                     continue
                 args = event.get("args") if isinstance(event.get("args"), dict) else {}
-                name = str(event.get("name") or args.get("task type") or "?")
-                slices.append(Slice(rank.rank, Layer.COMM_TASK, f"Plane {event.get('tid', 0)}", name,
-                                    start_ns, dur_ns, _task_args(args, op_dir.name), name))
+                name = str(name or args.get("task type") or "?")
+                slices.append(Slice(rank.rank, Layer.COMM_TASK, f"Plane {plane}", name,
+                                    start_ns, dur_ns, _task_args(args, as_text(op_dir.name)), name))
             yield slices
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import RankInfo, StepRecords
+from ..model import RankInfo, StepRecords, checked_ns
 from . import ascend_db, chrome_trace, jsonfile
 
 NAME = "msprof"
@@ -38,7 +38,7 @@ def sniff(device_dir: Path) -> bool:
     folder holding CANN's database ``msprof_*.db`` (a ``PROF_*`` directory, or the file alone)."""
     if _databases(device_dir):
         return True
-    if not device_dir.name.startswith("device_") or not any(device_dir.glob("info.json.*")):
+    if not device_dir.name.startswith("device_") or _info_path(device_dir) is None:
         return False
     return bool(_timeline_files(device_dir) or _cann8_files(device_dir))
 
@@ -56,21 +56,20 @@ def rank_infos(device_dir: Path) -> list[RankInfo]:
         devices = [d for d in sorted(device_dir.glob("device_*")) if any(d.glob("info.json.*"))]
         rank = rank_infos(devices[0])[0].rank if len(devices) == 1 and sniff(devices[0]) else None
         return [ascend_db.rank_info_for_file(databases[0], NAME, rank)]
-    info_path = next(p for p in sorted(device_dir.glob("info.json.*")) if not p.name.endswith(".done"))
+    info_path = _info_path(device_dir)
     info = jsonfile.load_object(info_path)
-    device = int(info.get("DeviceInfo", [{}])[0].get("id", device_dir.name.split("_")[-1]))
     rank = info.get("rank_id")
-    if rank is None or int(rank) < 0:  # single-device runs carry no rank: one rank, rank 0
-        rank = 0
+    rank = 0 if rank is None else max(jsonfile.integer(rank, info_path, "rank_id"), 0)  # single-device
+    # runs carry none, or -1: one rank, rank 0
     timeline = _timeline_files(device_dir)
     graphs = sorted({int(m.group(3)) for m in map(_TIMELINE.match, (p.name for p in timeline))})
     start_ns, offset_ns = _clock(device_dir)
     return [RankInfo(
-        rank=int(rank),
+        rank=rank,
         format=NAME,
         path=device_dir,
-        device=device,
-        host=info.get("hostname") or None,
+        device=_device(info, device_dir),
+        host=info.get("hostname") if isinstance(info.get("hostname"), str) and info["hostname"] else None,
         graphs=tuple(graphs),
         start_ns=start_ns,
         clock=f"{CLOCK} (offset {offset_ns} ns)",
@@ -100,6 +99,21 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
 
 
 # -- files and clocks ---------------------------------------------------------------------------
+
+
+def _info_path(device_dir: Path) -> Path | None:
+    """``info.json.N``, not its ``.done`` marker (which may be left alone)."""
+    return next((p for p in sorted(device_dir.glob("info.json.*")) if not p.name.endswith(".done")), None)
+
+
+def _device(info: dict[str, Any], device_dir: Path) -> int | None:
+    """The device id of ``info.json.N``, else of the folder's name (``device_N``), else unknown."""
+    devices = info.get("DeviceInfo")
+    first = devices[0] if isinstance(devices, list) and devices and isinstance(devices[0], dict) else {}
+    for value in (first.get("id"), device_dir.name.removeprefix("device_")):
+        if type(value) is int or (type(value) is str and value.isdecimal() and len(value) < 10):
+            return int(value)
+    return None
 
 
 def _databases(folder: Path) -> list[Path]:
@@ -134,11 +148,14 @@ def _clock(device_dir: Path) -> tuple[int | None, int]:
     if not paths:
         raise InputError(device_dir, "", "no start_info.N: cannot map device times to wall time")
     start = jsonfile.load_object(paths[0])
+    if "collectionTimeBegin" not in start or "clockMonotonicRaw" not in start:
+        raise InputError(paths[0], "", "expected collectionTimeBegin and clockMonotonicRaw")
+    begin_us = jsonfile.integer(start["collectionTimeBegin"], paths[0], "collectionTimeBegin")
+    raw_ns = jsonfile.integer(start["clockMonotonicRaw"], paths[0], "clockMonotonicRaw")
     try:
-        begin_us, raw_ns = int(start["collectionTimeBegin"]), int(start["clockMonotonicRaw"])
-    except (KeyError, ValueError) as e:
-        raise InputError(paths[0], "", "expected collectionTimeBegin and clockMonotonicRaw") from e
-    return begin_us * 1000, begin_us * 1000 - raw_ns
+        return checked_ns(begin_us * 1000), checked_ns(begin_us * 1000 - raw_ns)
+    except ValueError as e:
+        raise InputError(paths[0], "collectionTimeBegin", f"no clock a profiler writes: {e}") from None
 
 
 # -- the two layouts ----------------------------------------------------------------------------

@@ -137,8 +137,8 @@ def _base_ns(path: Path) -> tuple[int | None, int]:
     data = jsonfile.first_bytes(path, _PROBE_BYTES)
     best = None
     for match in _TS_AND_START.finditer(data):
-        ts, start = int(match["ts"]) * 1000, _us_text_to_ns(match["start"].decode())
-        if start is not None and start < _EXACT_NS and (best is None or ts - start > best):
+        ts, start = _us_text_to_ns(match["ts"].decode()), _us_text_to_ns(match["start"].decode())
+        if ts is not None and start is not None and start < _EXACT_NS and (best is None or ts - start > best):
             best = ts - start
     return best, best or 0
 
@@ -275,7 +275,12 @@ def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
         names = {}
         for field, body in _fields(_Wire(f, path, 0), size, diag=None):
             if field == 4:  # extra_info, written after the trees: thread id -> thread name
-                entry = pb.ExtraInfoMap.FromString(body.take())
+                try:
+                    entry = pb.ExtraInfoMap.FromString(body.take())
+                except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
+                    diag.warn("bad_event", f"{path}: byte {body.start}: not Paddle's extra info ({e}); a "
+                              "thread name left out")
+                    continue
                 names[entry.key] = entry.value
         pid, batch = None, []
         for field, tree in _fields(_Wire(f, path, 0), size, diag):

@@ -31,7 +31,7 @@ import msgspec
 import orjson
 
 from ..layout import End, Track, Value
-from ..model import RankInfo
+from ..model import RankInfo, decoded_args
 from ._perfetto_core import MAX_INTERNED as _MAX_INTERNED
 from ._perfetto_core import encode_args, encode_chunk
 
@@ -89,7 +89,6 @@ _ANNOTATION = _key(_ANNOTATIONS, 2)
 _DOUBLE = _key(_A_DOUBLE, 1)
 _NEEDS = _int(_SEQ_FLAGS, _NEEDS_STATE)
 _pack_double = struct.Struct("<d").pack
-_ARGS = msgspec.json.Decoder()
 
 
 class _Interner:
@@ -178,7 +177,7 @@ class PerfettoEncoder:
         if not seq.started:
             _packet(out, _int(_SEQ_FLAGS, _CLEARED) + _int(_FIRST_ON_SEQUENCE, 1) + seq.tail)
             seq.started = True
-        return bytes(out) + encode_chunk(seq, events, self._declare, _annotation, _ARGS.decode, End, Value)
+        return bytes(out) + encode_chunk(seq, events, self._declare, _annotation, decoded_args, End, Value)
 
     def reserve(self, sequence: int, events: Iterable) -> None:
         """Number the tracks ``chunk`` would number for ``events`` (in the same order), writing
@@ -193,7 +192,7 @@ class PerfettoEncoder:
         out = bytearray()
         self._declare(track, out, seq)
         body = (_int(_TYPE, _INSTANT) + _int(_TRACK_UUID, self._uuids[track]) + seq.names(name)
-                + encode_args(seq, args, _annotation, _ARGS.decode))
+                + encode_args(seq, args, _annotation, decoded_args))
         _packet(out, _int(_TIMESTAMP, ts_ns) + _len(_TRACK_EVENT, body) + seq.interned() + _NEEDS + seq.tail)
         return bytes(out)
 

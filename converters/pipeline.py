@@ -37,7 +37,7 @@ from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where, each_rank
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
-from .model import Layer, RankInfo, Sample, Slice, Step, StepRecords, step_label
+from .model import Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords, step_label
 from .readers import READERS, host_info
 from .select import check_graphs, format_ids, keep_step, select_ranks
 from .writers.chrome_json import ChromeJsonEncoder, wall_origin
@@ -180,9 +180,7 @@ def convert(
         output=target, format=out_format, ranks=[r.rank for r in infos if r.rank not in kept.ranks_left_out],
         steps=sum(step is not None for step in kept.summary_steps), slices=kept.slices,
         bytes_written=sink.written, seconds=time.perf_counter() - started,
-        warnings=diag.messages() + ([f"{kept.out_of_order} chunks of ranks whose step ids run in "
-                                     "another order than the others' were left out"]
-                                    if kept.out_of_order else []),
+        warnings=diag.messages(),
         cut=None if kept.complete else f"{kept.describe(every_rank=False)}; {kept.hint()}",
     )
 
@@ -340,7 +338,8 @@ class RankOps(NamedTuple):
 
     origin_ns: int | None
     path: str
-    steps: list[tuple[int | None, int | None, int, int, int]]  # graph, step, chunk start, offset, length
+    # graph, step (as the rank numbers them), the step's key, chunk start, offset, length
+    steps: list[tuple[int | None, int | None, StepKey | None, int, int, int]]
     step_ns: int = 0  # the steps' time added up (for the size cap's order of interest)
     step_count: int = 0
 
@@ -359,14 +358,14 @@ class _OpsWriter:
         self.lanes = Lanes()
         self.sequences: dict[tuple, int] = {}
 
-    def add(self, file: SpoolFile, step: int | None, graph: int | None, start_ns: int, part: str,
+    def add(self, file: SpoolFile, step: StepKey | None, graph: int | None, start_ns: int, part: str,
             slices: list[Slice]) -> None:
         if slices:
             key = (part, graph, step is None)
             sequence = _COLLECTIVE_SEQUENCES + self.sequences.setdefault(key, len(self.sequences))
             events = self.lanes.place(sorted(slices, key=by_lane_and_start))
             data = self.encoder.chunk(sequence, events)
-            file.add(step, start_ns, self.rank, part, data, len(slices), sequence)
+            file.add(step, start_ns, self.rank, part, data, len(slices), sequence, graph)
 
 
 def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Options, out_format: Format,
@@ -376,34 +375,34 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], options: Opt
     the Wait lane (summary). ``encoders_before``: the rank encoders made so far (their ids are
     taken). Returns the wait each rank caused the others, in ns."""
     caused: dict[int, int] = defaultdict(int)
-    # step -> rank index -> that rank's parts of the step (one per graph): ranks of one job may
-    # number their graphs differently (msprof-2rank: model 2 on one rank, 0 on the other)
-    parts_of: dict[int | None, dict[int, list[tuple]]] = {}
+    # the step's key -> rank index -> that rank's parts of the step (graph, step as it numbers them)
+    parts_of: dict[StepKey | None, dict[int, list[tuple]]] = {}
     for index, mine in enumerate(held):
-        for graph, step, start_ns, offset, length in mine.steps:
-            part = (graph, start_ns, mine.path, offset, length)
-            parts_of.setdefault(step, {}).setdefault(index, []).append(part)
-    order = sorted(parts_of, key=lambda step: min(p[1] for parts in parts_of[step].values() for p in parts))
+        for graph, step, key, start_ns, offset, length in mine.steps:
+            part = (graph, step, start_ns, mine.path, offset, length)
+            parts_of.setdefault(key, {}).setdefault(index, []).append(part)
+    # in key order, as each rank's own chunks: a graph's keys rise in the order its steps were read
+    order = sorted(parts_of, key=lambda key: () if key is None else key)
     writers = [_OpsWriter(info.rank, out_format, origin_ns if info.wall_clock else mine.origin_ns,
                           encoders_before + index)
                for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
     with SpoolFile(spool.new_file()) as file:
-        for step in order:
-            parts = {index: [(graph, start_ns, pickle.loads(spool.unstash(path, offset, length)))
-                             for graph, start_ns, path, offset, length in found]
-                     for index, found in parts_of[step].items()}
-            ops = {index: [comm.light_ops(infos[index].rank, graph, step, slices)
-                           for graph, _, slices in found] for index, found in parts.items()}
+        for key in order:
+            parts = {index: [(graph, step, start_ns, pickle.loads(spool.unstash(path, offset, length)))
+                             for graph, step, start_ns, path, offset, length in found]
+                     for index, found in parts_of[key].items()}
+            ops = {index: [comm.light_ops(infos[index].rank, graph, step, key, slices)
+                           for graph, step, _, slices in found] for index, found in parts.items()}
             instances = comm.match({infos[i].rank: [op for part in mine for op in part]
                                     for i, mine in ops.items()})
             for inst in instances:
                 caused[inst.last_rank] += sum(inst.wait_ns(rank) for rank in inst.starts)
             waiters = comm.waiting_ranks(instances)
             for index, found in parts.items():
-                for (graph, start_ns, slices), step_ops in zip(found, ops[index], strict=True):
-                    writers[index].add(file, step, graph, start_ns, SUMMARY, comm.wait_slices(step_ops))
+                for (graph, _, start_ns, slices), step_ops in zip(found, ops[index], strict=True):
+                    writers[index].add(file, key, graph, start_ns, SUMMARY, comm.wait_slices(step_ops))
                     if options.kind is Kind.DETAIL:
-                        writers[index].add(file, step, graph, start_ns, DETAIL,
+                        writers[index].add(file, key, graph, start_ns, DETAIL,
                                            comm.annotated(slices, step_ops, waiters))
     spool.chunks.extend(file.chunks)
     return caused
@@ -442,7 +441,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
     detail_bytes = 0
     encoder = _encoder(out_format, origin_ns if info.wall_clock else None, index)
     sequences: dict[tuple[str, int | None, bool], int] = {}
-    held: list[tuple[int | None, int | None, int, int, int]] = []
+    held: list[tuple[int | None, int | None, StepKey | None, int, int, int]] = []
     step_ns = step_count = 0
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
@@ -454,7 +453,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
             ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
             if ops:  # without args in summary, where they are not drawn
                 kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:6]) for s in ops]
-                held.append((batch.graph, batch.step_id, batch.start_ns,
+                held.append((batch.graph, batch.step_id, batch.key, batch.start_ns,
                              *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []
             for part, mine, values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
@@ -465,12 +464,13 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
                     events = lanes.place(mine, values)
                     if part is DETAIL and detail_limit is not None and detail_bytes > detail_limit:
                         encoder.reserve(sequence, events)
-                        spool.add_unwritten(batch.step_id, batch.start_ns, batch.rank, part, len(mine),
-                                            sequence)
+                        spool.add_unwritten(batch.key, batch.start_ns, batch.rank, part, len(mine), sequence,
+                                            batch.graph)
                         continue
                     data = encoder.chunk(sequence, events)
                     detail_bytes += len(data) if part is DETAIL else 0
-                    spool.add(batch.step_id, batch.start_ns, batch.rank, part, data, len(mine), sequence)
+                    spool.add(batch.key, batch.start_ns, batch.rank, part, data, len(mine), sequence,
+                              batch.graph)
     origin = getattr(encoder, "origin_ns", None)
     return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count)
 
@@ -506,7 +506,7 @@ def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
         [Slice(*s[:4], s.start_ns + shift_ns, *s[5:]) for s in batch.slices],
         [Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
         batch.has_device, None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
-        batch.ops_recorded,
+        batch.ops_recorded, batch.key,
     )
 
 
@@ -563,7 +563,7 @@ def _light_ops(job: tuple[RankInfo, Options]) -> tuple[list[comm.OpComm], Diagno
     info, options = job
     diag = Diagnostics()
     ops = [op for batch in read_profile([info], options, diag)
-           for op in comm.light_ops(batch.rank, batch.graph, batch.step_id,
+           for op in comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
                                     (s for s in batch.slices if s.layer is Layer.COMM_OP))]
     return ops, diag
 
@@ -579,16 +579,37 @@ def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:
 
 
 def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
-    """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order."""
+    """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
+    with the key that names it across the job (``keyed``)."""
     readers = {r.NAME: r for r in READERS}
     detail = options.kind is Kind.DETAIL
     for info in infos:
         steps = readers[info.format].read(info, diag, detail=detail)
         if detail and info.host_paths:
             steps = host_info.attach(steps, info, diag, min_level=options.host_level)
-        for batch in steps:
+        for batch in keyed(steps):
             if keep_step(batch, options.graphs, options.steps):
                 yield batch
+
+
+def keyed(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+    """One rank's steps, in the order read, each with its ``StepKey``: the run of its graph, by
+    the order in which the rank's runs began, and its step id. A run begins with a graph not seen
+    before, or with a step id not above the last of its graph (CANN numbers each graph's iterations
+    from 1, and a second training or evaluation loop counts from 1 again), so the keys of one
+    graph's steps rise in the order read: chunks encoded in that order are never written out of it
+    (``budget.assemble``). Every step is keyed, also those ``--graphs`` or ``--steps`` leave out."""
+    latest: dict[int | None, StepKey] = {}  # graph id -> the key of its latest step
+    runs = 0
+    for batch in steps:
+        if batch.step_id is not None:
+            before = latest.get(batch.graph)
+            if before is None or batch.step_id <= before.step:  # a run begins
+                run, runs = runs, runs + 1
+            else:
+                run = before.graph
+            batch.key = latest[batch.graph] = StepKey(run, batch.step_id)
+        yield batch
 
 
 def records_to_write(batch: StepRecords, options: Options) -> list[Slice]:

@@ -671,7 +671,7 @@ def report_json(report: Report) -> dict[str, Any]:
                         "last_arrivals": r.last_arrivals, "mean_step_ms": _ms(r.mean_step_ns),
                         "mean_computing_ms": _ms(r.mean_computing_ns),
                         "mean_communication_ms": _ms(r.mean_communication_ns)} for r in report.slow_ranks],
-        "spread": [{"step": s.step, "ranks": s.ranks, "fastest_ms": _ms(s.min_ns),
+        "spread": [{"graph": s.graph, "step": s.step, "ranks": s.ranks, "fastest_ms": _ms(s.min_ns),
                     "slowest_ms": _ms(s.max_ns), "slowest_rank": s.slowest_rank} for s in report.spread],
         "wait_matrix": [{"rank": rank, "waited_for": [{"rank": other, "wait_ms": _ms(ns)}
                                                       for other, ns in row.items()]}
@@ -1153,8 +1153,9 @@ def _spread_table(report: Report) -> str:
     spread = sorted((s for s in report.spread if s.ranks > 1), key=lambda s: -(s.max_ns - s.min_ns))[:8]
     if not spread:
         return ""
-    rows = [[_e("-" if s.step is None else s.step), s.ranks, _num(s.min_ns), _num(s.max_ns),
-             _num(s.max_ns - s.min_ns), s.slowest_rank] for s in spread]
+    several = len({s.graph for s in report.spread}) > 1  # named as _step_names names them
+    rows = [[_e("-" if s.step is None else f"g{s.graph} {s.step}" if several else s.step), s.ranks,
+             _num(s.min_ns), _num(s.max_ns), _num(s.max_ns - s.min_ns), s.slowest_rank] for s in spread]
     return ("<h3>Steps with the widest spread across ranks</h3>"
             + _table(["Step", "Ranks", "Fastest (ms)", "Slowest (ms)", "Spread (ms)", "Slowest rank"], rows,
                      {1, 2, 3, 4, 5}))

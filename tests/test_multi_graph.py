@@ -10,9 +10,11 @@ writes beside the tasks, computed apart from the converter) are the truth.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import jsonschema
 import orjson
 import pytest
 from hypothesis import assume, given, settings
@@ -24,7 +26,7 @@ from converters.cli import main
 from converters.cluster import comm_report
 from converters.model import StepRecords
 from converters.pipeline import keyed
-from converters.report import Thresholds, report_data
+from converters.report import Thresholds, report_data, report_json
 from fixtures.msprof_gen import OVERLAP_LANES, write_msprof_profile
 
 GRAPHS, ODD_GRAPHS, STEPS, RANKS = (2, 5), (0, 3), 3, 8
@@ -150,6 +152,21 @@ def test_report_judges_a_rank_against_every_rank_of_its_step(job):
     report = report_data(root, thresholds=Thresholds(straggler_step_excess=-1.0))
     judged = [d.evidence["ranks_in_step"] for d in report.diagnoses if d.kind == "straggler"]
     assert len(judged) == RANKS * len(GRAPHS) * STEPS and set(judged) == {RANKS}
+    document = report_json(report_data(root))
+    jsonschema.validate(document, json.loads((Path(__file__).parents[1] / "schemas" / "report.schema.json")
+                                             .read_text()))
+    assert sorted((s["graph"], s["step"], s["ranks"]) for s in document["spread"]) == [
+        (g, n, RANKS) for g in GRAPHS for n in range(1, STEPS + 1)]
+
+
+def test_comm_json_names_each_step_of_the_spread_by_its_graph(job, capsys):
+    root, _ = job
+    assert main(["comm", str(root), "--slow-ranks", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    jsonschema.validate(document, json.loads((Path(__file__).parents[1] / "schemas" / "comm.schema.json")
+                                             .read_text()))
+    assert sorted((s["Graph"], s["Step"]) for s in document["spread"]) == [
+        (g, n) for g in GRAPHS for n in range(1, STEPS + 1)]
 
 
 # -- the key itself, as a property -------------------------------------------------------------------

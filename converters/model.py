@@ -12,6 +12,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .overlap import StepIntervals
+
 
 class Layer(str, Enum):
     """What a slice describes, in drawing order (``layout.GROUPS`` names each one's track group)."""
@@ -153,6 +155,9 @@ class StepRecords:
     ops_recorded: bool = False
     # The step as the whole job names it (None: the pseudo step); given by pipeline.read_profile.
     key: StepKey | None = None
+    # Its compute and communication within the time it owns, with what earlier steps' ran on into
+    # it: given by pipeline.read_profile (pipeline.carried_on), which reads the steps in order.
+    intervals: StepIntervals | None = None
 
     @property
     def start_ns(self) -> int:

@@ -38,6 +38,7 @@ from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where, each_rank
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
 from .model import Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords, step_label
+from .overlap import Interval, StepIntervals
 from .readers import READERS, host_info
 from .select import check_graphs, format_ids, keep_step, select_ranks
 from .writers.chrome_json import ChromeJsonEncoder, wall_origin
@@ -259,7 +260,9 @@ def _overlap_rows(job: tuple[RankInfo, Options]) -> tuple[list[StepOverlap], Dia
 def overlap_row(batch: StepRecords) -> StepOverlap:
     """One step's row of the overlap report, as torch_npu's TraceStepTimeParser defines it."""
     o = step_overlap(batch)
-    bubble = sum(s.dur_ns for s in batch.slices if s.layer is Layer.COMM_OP and is_receive(s.name))
+    low, high = owned(batch.step, o.computing) or (None, None)
+    bubble = sum(overlap.total_ns(overlap.clip([(s.start_ns, s.end_ns)], low, high)) for s in batch.slices
+                 if s.layer is Layer.COMM_OP and is_receive(s.name))
     if not batch.has_device:
         return StepOverlap(batch.rank, batch.graph, batch.step_id, None, None, None, o.communication_ns,
                            None, None, bubble, None, None)
@@ -507,6 +510,9 @@ def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
         [Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
         batch.has_device, None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
         batch.ops_recorded, batch.key,
+        None if batch.intervals is None else StepIntervals(
+            *([(a + shift_ns, b + shift_ns) for a, b in lane] for lane in batch.intervals[:3]),
+            batch.intervals.ops_seen),
     )
 
 
@@ -587,7 +593,7 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
         steps = readers[info.format].read(info, diag, detail=detail)
         if detail and info.host_paths:
             steps = host_info.attach(steps, info, diag, min_level=options.host_level)
-        for batch in keyed(steps):
+        for batch in carried_on(keyed(steps)):
             if keep_step(batch, options.graphs, options.steps):
                 yield batch
 
@@ -610,6 +616,47 @@ def keyed(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
                 run = before.graph
             batch.key = latest[batch.graph] = StepKey(run, batch.step_id)
         yield batch
+
+
+def carried_on(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+    """One rank's steps, in time order, each with its ``StepIntervals``: what it computed and
+    communicated within the time it owns (``owned``), and the communication of earlier steps that
+    ran on into it. A step's figures never exceed its time: a collective that outlasts its step (a
+    gloo range waiting a second for a slow peer) counts up to the step's end there, and the rest in
+    the steps it runs into (in none where it runs between steps). torch_npu files an op whole under
+    the step it starts in, so its figures can exceed the step; where nothing outlasts its step
+    (every real sample), the two agree. The pseudo step (no step bounds it) takes no part."""
+    carried: tuple[list[Interval], list[Interval]] = ([], [])
+    for batch in steps:
+        if batch.step is not None:
+            batch.intervals, carried = step_intervals_of(batch, carried)
+        yield batch
+
+
+def owned(step: Step | None, compute: list[Interval]) -> Interval | None:
+    """The time a step owns in the overlap analysis: from its start to its end, or on to the end of
+    its last compute task where the device runs behind the host (torch_npu's step range ends at
+    the last task the step launched, or the step's end if later). None: the pseudo step."""
+    if step is None:
+        return None
+    return step.start_ns, max(step.end_ns, compute[-1][1]) if compute else step.end_ns
+
+
+def step_intervals_of(batch: StepRecords, carried: tuple[list[Interval], list[Interval]] = ([], [])
+                      ) -> tuple[StepIntervals, tuple[list[Interval], list[Interval]]]:
+    """The step's ``StepIntervals``, with the ops and plane tasks ``carried`` into it from earlier
+    steps; and the ops and tasks that run on past the time it owns, for the next step."""
+    compute, ops, tasks, ops_seen = step_intervals(  # C: the unions of each kind, in one pass
+        batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, overlap.is_compute)
+    if carried[0] or carried[1]:
+        ops, tasks = overlap.union(ops + carried[0]), overlap.union(tasks + carried[1])
+        ops_seen = ops_seen or bool(carried[0])
+    window = owned(batch.step, compute)
+    if window is None:
+        return StepIntervals(compute, ops, tasks, ops_seen), ([], [])
+    low, high = window
+    on = (overlap.clip(ops, high, None), overlap.clip(tasks, high, None))
+    return StepIntervals(*(overlap.clip(x, low, high) for x in (compute, ops, tasks)), ops_seen), on
 
 
 def records_to_write(batch: StepRecords, options: Options) -> list[Slice]:
@@ -635,12 +682,15 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
 
 
 def step_overlap(batch: StepRecords) -> overlap.Overlap:
-    """Overlap analysis of one step: compute tasks against communication ops (design §5)."""
-    compute, ops, tasks, ops_seen = step_intervals(  # C: the unions of each kind, in one pass
-        batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, overlap.is_compute)
+    """Overlap analysis of one step: compute tasks against communication ops (design §5), within
+    the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
+    compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
     if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
         ops = tasks
-    return overlap.analyse_unions(compute, ops, batch.device_span)
+    span, window = batch.device_span, owned(batch.step, compute)
+    if span is not None and window is not None:
+        span = (max(span[0], window[0]), min(span[1], window[1]))
+    return overlap.analyse_unions(compute, ops, span)
 
 
 def _merged_step(s: Slice, batch: StepRecords) -> Slice:

@@ -10,6 +10,9 @@ read, so memory holds only their index. Then the output is assembled in priority
 2. detail in whole steps, in time order, all kept ranks of a step together, until the next step
    would not fit.
 
+A step is what the whole job calls one (``model.StepKey``: graph by the order the rank's graphs ran,
+and step id), never the step id alone: each graph numbers its steps from 1.
+
 The byte count is exact, compressed or not: a ``.gz`` output is deflated here, and each step is
 tried on a copy of the compressor and kept only if its real compressed bytes fit. Whatever is
 left out is said twice: a warning for the caller and a marker inside the trace.
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import UsageError
+from .model import StepKey
 from .select import format_ids
 
 SUMMARY, DETAIL = "summary", "detail"
@@ -57,7 +61,7 @@ def parse_size(text: str) -> int | None:
 class Chunk:
     """Where one encoded chunk (one rank, step and part) lies in the spool."""
 
-    step: int | None
+    step: StepKey | None  # the step as the job names it
     start_ns: int
     rank: int
     part: str
@@ -67,6 +71,7 @@ class Chunk:
     slices: int
     sequence: tuple[int, int] = (0, 0)  # (rank, packet sequence): chunks that share interning
     ordinal: int = 0  # its place in its sequence: a chunk needs all earlier ones before it
+    graph: int | None = None  # the graph id as its rank numbers it (to name the step in messages)
 
 
 UNWRITTEN = -1  # the length of a chunk not encoded: it never fits (SpoolFile.add_unwritten)
@@ -89,22 +94,22 @@ class SpoolFile:
     def __exit__(self, *_: object) -> None:
         self._file.close()
 
-    def add(self, step: int | None, start_ns: int, rank: int, part: str, data: bytes, slices: int,
-            sequence: int = 0) -> None:
+    def add(self, step: StepKey | None, start_ns: int, rank: int, part: str, data: bytes, slices: int,
+            sequence: int = 0, graph: int | None = None) -> None:
         if data:
             self._file.write(data)
             ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
             self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices,
-                                     (rank, sequence), ordinal))
+                                     (rank, sequence), ordinal, graph))
             self._end += len(data)
 
-    def add_unwritten(self, step: int | None, start_ns: int, rank: int, part: str, slices: int,
-                      sequence: int = 0) -> None:
+    def add_unwritten(self, step: StepKey | None, start_ns: int, rank: int, part: str, slices: int,
+                      sequence: int = 0, graph: int | None = None) -> None:
         """A chunk that was not encoded because the cap could never take it: it holds its place
         in its sequence and makes its step's group not fit (length -1)."""
         ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
         self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, UNWRITTEN, slices,
-                                 (rank, sequence), ordinal))
+                                 (rank, sequence), ordinal, graph))
 
     def stash(self, data: bytes) -> tuple[int, int]:
         """Keep ``data`` (no chunk) for ``Spool.unstash``: where it lies, as (offset, length)."""
@@ -241,16 +246,16 @@ class Sink:
 class Kept:
     """What made it into the output."""
 
-    steps: list[int | None] = field(default_factory=list)  # every step, in time order
-    summary_steps: list[int | None] = field(default_factory=list)
-    detail_steps: list[int | None] = field(default_factory=list)
+    steps: list[StepKey | None] = field(default_factory=list)  # every step, in time order
+    summary_steps: list[StepKey | None] = field(default_factory=list)
+    detail_steps: list[StepKey | None] = field(default_factory=list)
     has_detail: bool = False
-    out_of_order: int = 0  # chunks left out because their rank's steps ran in another order
     ranks: int = 0
     slices: int = 0
     first_left_out_ns: int | None = None
     ranks_left_out: list[int] = field(default_factory=list)  # by the policy of interest
     policy: str = ""  # why the kept ranks, where some were left out
+    graph_names: dict[int, int | None] = field(default_factory=dict)  # StepKey.graph -> id on its lowest rank
 
     @property
     def complete(self) -> bool:
@@ -273,28 +278,42 @@ class Kept:
         if len(self.summary_steps) < total or self.ranks_left_out:
             no_detail = "; no detail" if self.has_detail else ""
             steps = (f"all {total} steps" if len(self.summary_steps) == total
-                     else f"{_steps(self.summary_steps)} of {total}")
+                     else f"{_steps(self.summary_steps, self.graph_names)} of {total}")
             return f"summary for {steps}, {ranks}{no_detail}"
-        return f"detail for {_steps(self.detail_steps)} of {total}, {ranks}; summary for all steps"
+        return (f"detail for {_steps(self.detail_steps, self.graph_names)} of {total}, {ranks}; "
+                "summary for all steps")
 
     def hint(self) -> str:
-        """How to see what was left out."""
+        """How to see what was left out (``--steps`` keeps those step ids of every graph)."""
         left = [s for s in self.steps if s not in self.summary_steps
                 or (self.has_detail and s not in self.detail_steps)]
-        numbered = [s for s in left if s is not None]
+        numbered = [s.step for s in left if s is not None]
         ways = ([f"--steps {format_ids(numbered)}" if numbered else "--steps"] if left else []) + ["--ranks"]
         if self.has_detail:
             ways.append("--kind summary")
         return f"to see the rest use {', '.join(ways)}, or --max-size 0 (unlimited)"
 
 
-def _steps(steps: list[int | None]) -> str:
+def _steps(steps: list[StepKey | None], graph_names: dict[int, int | None]) -> str:
+    """``steps 1-4``; where the job has several graphs, per graph: ``graph 2 steps 1-3, graph 5
+    step 1`` (named as the lowest rank numbers it)."""
     numbered = [s for s in steps if s is not None]
     if not steps:
         return "no steps"
     if not numbered:
         return f"{len(steps)} steps"
-    return f"step{'s' if len(numbered) > 1 else ''} {format_ids(numbered)}"
+    by_graph: dict[int, list[int]] = {}
+    for s in numbered:
+        by_graph.setdefault(s.graph, []).append(s.step)
+    texts = [f"step{'s' if len(ids) > 1 else ''} {format_ids(ids)}" for ids in by_graph.values()]
+    if len(graph_names) < 2:
+        return texts[0]
+    return ", ".join(f"graph {_graph_name(graph_names.get(g), g)} {text}"
+                     for g, text in zip(by_graph, texts, strict=True))
+
+
+def _graph_name(graph: int | None, place: int) -> str:
+    return f"#{place + 1}" if graph is None else str(graph)
 
 
 def assemble(
@@ -315,33 +334,23 @@ def assemble(
     order = _steps_in_time_order(chunks_kept)
     kept = Kept(steps=order, ranks=len({c.rank for c in chunks_kept}),
                 has_detail=any(c.part == DETAIL for c in spool.chunks), ranks_left_out=left_out,
-                policy=interest[1] if left_out else "")
+                policy=interest[1] if left_out else "", graph_names=_graph_names(spool.chunks))
     if not sink.write([header({c.rank for c in chunks_kept} if left_out else None)], reserve):
         raise UsageError(f"--max-size {sink.limit} is too small: the trace header alone needs more")
     groups = _groups(chunks_kept, order)
     last_group = list(groups)[-1] if groups else None
-    written: dict[tuple[int, int], int] = {}  # sequence -> ordinal of its last chunk written
     parts = ((SUMMARY, kept.summary_steps),) + (() if left_out else ((DETAIL, kept.detail_steps),))
     for part, done in parts:
         for step in order:
-            # A chunk goes only right after the one before it in its sequence (interning, tracks);
-            # with steps in the order they ran that always holds, except for a rank whose step
-            # ids run in another order than the other ranks' (a broken step trace): its later
-            # chunks are then left out, and said so.
-            chunks, after = [], dict(written)
-            for c in groups.get((part, step), []):  # in encoding order within the group
-                if after.get(c.sequence, -1) == c.ordinal - 1:
-                    chunks.append(c)
-                    after[c.sequence] = c.ordinal
-                else:
-                    kept.out_of_order += 1
+            # A chunk goes right after the one before it in its sequence (interning, tracks): the
+            # order of the steps keeps every sequence's (_steps_in_time_order).
+            chunks = groups.get((part, step), [])  # in encoding order within the group
             # The last group needs no room for a marker: if it fits, nothing is left out.
             room = sink.closing_bytes(footer) if (part, step) == last_group else reserve
             if any(c.length == UNWRITTEN for c in chunks) or not sink.write(
                     (b for c in chunks for b in spool.read(c)), room):
                 kept.first_left_out_ns = min((c.start_ns for c in chunks), default=None)
                 break
-            written = after
             done.append(step)
             kept.slices += sum(c.slices for c in chunks)
         if len(done) < len(order):
@@ -378,31 +387,44 @@ def _by_interest(chunks: list[Chunk], interest: tuple[list[int], str] | None, si
     return [c for c in chunks if c.rank in chosen and c.part == SUMMARY], sorted(sizes.keys() - chosen)
 
 
-def _steps_in_time_order(chunks: list[Chunk]) -> list[int | None]:
+def _graph_names(chunks: list[Chunk]) -> dict[int, int | None]:
+    """Each graph of the job (``StepKey.graph``) by its id on the lowest rank that has it."""
+    names: dict[int, tuple[int, int | None]] = {}
+    for c in chunks:
+        if c.step is not None and (c.step.graph not in names or c.rank < names[c.step.graph][0]):
+            names[c.step.graph] = (c.rank, c.graph)
+    return {graph: name for graph, (_, name) in sorted(names.items())}
+
+
+def _steps_in_time_order(chunks: list[Chunk]) -> list[StepKey | None]:
     """Steps by when they first started on any rank, but never before a step that comes earlier
-    in some rank's own sequence of chunks (which is the order it was encoded in)."""
-    first: dict[int | None, int] = {}
+    in some rank's own sequence of chunks (which is the order it was encoded in). The keys of a
+    sequence rise in that order (``pipeline.keyed``; the pseudo step is a sequence apart), so the
+    ranks never disagree on the order of two steps.
+
+    Raises:
+        RuntimeError: the ranks' sequences disagree after all (steps keyed otherwise).
+    """
+    first: dict[StepKey | None, int] = {}
     for c in chunks:
         first[c.step] = min(first.get(c.step, c.start_ns), c.start_ns)
-    after: dict[int | None, set[int | None]] = {step: set() for step in first}
+    after: dict[StepKey | None, set[StepKey | None]] = {step: set() for step in first}
     waiting = dict.fromkeys(first, 0)
-    previous: dict[tuple[tuple[int, int], str], int | None] = {}
+    previous: dict[tuple[tuple[int, int], str], StepKey | None] = {}
     for c in sorted(chunks, key=lambda c: (c.sequence, c.part, c.ordinal)):
         key = (c.sequence, c.part)
         if key in previous and previous[key] != c.step and c.step not in after[previous[key]]:
             after[previous[key]].add(c.step)
             waiting[c.step] += 1
         previous[key] = c.step
-    rank = {step: (first[step], -1 if step is None else step) for step in first}
+    rank = {step: (first[step], () if step is None else step) for step in first}
     ready = [(rank[s], i, s) for i, s in enumerate(first) if waiting[s] == 0]
     heapq.heapify(ready)
-    order: list[int | None] = []
+    order: list[StepKey | None] = []
     left = set(first)
     while left:
-        if not ready:  # ranks disagree on the order of some steps: take the earliest anyway
-            step = min(left, key=rank.__getitem__)
-            waiting[step] = 0
-            ready.append((rank[step], 0, step))
+        if not ready:
+            raise RuntimeError(f"chunk sequences disagree on the order of steps {sorted(left, key=rank.get)}")
         _, _, step = heapq.heappop(ready)
         if step not in left:
             continue
@@ -415,12 +437,13 @@ def _steps_in_time_order(chunks: list[Chunk]) -> list[int | None]:
     return order
 
 
-def _groups(chunks: list[Chunk], order: list[int | None]) -> dict[tuple[str, int | None], list[Chunk]]:
+def _groups(chunks: list[Chunk], order: list[StepKey | None]
+            ) -> dict[tuple[str, StepKey | None], list[Chunk]]:
     """Chunks by (part, step), in the order they are written; within one, by rank, then each
     packet sequence's in its order (never by where they lie in their spool files: which file's
     came first would then hang on the sizes of what was spooled before)."""
     position = {step: i for i, step in enumerate(order)}
-    groups: dict[tuple[str, int | None], list[Chunk]] = {}
+    groups: dict[tuple[str, StepKey | None], list[Chunk]] = {}
     key = lambda c: (c.part != SUMMARY, position[c.step], c.rank, c.sequence, c.ordinal)  # noqa: E731
     for c in sorted(chunks, key=key):
         groups.setdefault((c.part, c.step), []).append(c)

@@ -20,6 +20,7 @@ from .comm import TRANSPORTS, OpComm
 from .errors import Diagnostics, Trace2PerfettoError
 from .executor import Where
 from .info import profile_info
+from .model import step_label
 from .pipeline import Format, Kind, convert, overlap_report
 from .select import format_ids, parse_ids
 
@@ -566,7 +567,7 @@ def _print_slow_ranks(report, fmt: str) -> None:
               "Computing(ms)": _ms(t.computing_ns), "Communication(ms)": _ms(t.communication_ns),
               "Wait Suffered(ms)": _ms(t.wait_suffered_ns), "Wait Caused(ms)": _ms(t.wait_caused_ns)}
              for t in report.steps]
-    spread = [{"Step": s.step, "Ranks": s.ranks, "Fastest(ms)": _ms(s.min_ns),
+    spread = [{"Graph": s.graph, "Step": s.step, "Ranks": s.ranks, "Fastest(ms)": _ms(s.min_ns),
                "Slowest(ms)": _ms(s.max_ns), "Slowest Rank": s.slowest_rank} for s in report.spread]
     if fmt == "json":
         document = {"slow_ranks": ranks, "steps": steps, "spread": spread, "aligned": report.aligned,
@@ -582,7 +583,7 @@ def _print_slow_ranks(report, fmt: str) -> None:
     _print_table([header] + [["-" if v is None else str(v) for v in r.values()] for r in ranks])
     print("(ms, means per step; ranks ordered by the wait they caused the others in collectives)")
     for s in spread:
-        label = "-" if s["Step"] is None else s["Step"]
-        print(f"step {label}: step time {s['Fastest(ms)']:.3f}-{s['Slowest(ms)']:.3f} ms across "
+        label = "step -" if s["Step"] is None else step_label(s["Graph"], s["Step"]).lower()
+        print(f"{label}: step time {s['Fastest(ms)']:.3f}-{s['Slowest(ms)']:.3f} ms across "
               f"{s['Ranks']} ranks, slowest rank {s['Slowest Rank']}")
     _print_clocks(report.clocks, report.aligned)

@@ -16,7 +16,7 @@ from .budget import Spool, SpoolFile, spooled
 from .discover import discover
 from .errors import Diagnostics
 from .executor import LOCAL, Where, each_rank
-from .model import RankInfo
+from .model import RankInfo, StepKey
 from .pipeline import Kind, Options, _align, overlap_row, read_profile, step_span
 from .select import check_graphs, select_ranks
 
@@ -27,13 +27,14 @@ class StepTime:
     waited in collectives for slower ranks (suffered) and made faster ranks wait (caused)."""
 
     rank: int
-    graph: int | None
+    graph: int | None  # the graph and step as this rank numbers them
     step: int | None
     step_ns: int
     computing_ns: int | None  # None: no device tasks recorded
     communication_ns: int
     wait_suffered_ns: int = 0
     wait_caused_ns: int = 0
+    key: StepKey | None = None  # the step as the job names it (None: the pseudo step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +54,11 @@ class SlowRank:
 
 @dataclass(frozen=True, slots=True)
 class StepSpread:
-    """One step across ranks (whatever each numbers its graphs): the fastest and slowest step time."""
+    """One step of the job across its ranks (``StepKey``: whatever each numbers its graphs): the
+    fastest and slowest step time. Named by its step id and its graph's id on its lowest rank."""
 
     step: int | None
+    graph: int | None
     ranks: int
     min_ns: int
     max_ns: int
@@ -130,10 +133,10 @@ def comm_report(
 
 
 def _read_ranks(infos: list[RankInfo], options: Options, where: Where, spool: Spool, diag: Diagnostics
-                ) -> tuple[dict[int | None, list[tuple[str, int, int]]], dict[int, list[StepTime]]]:
-    """Every rank read by a worker: where each step's ops lie (step -> [(spool file, offset,
-    length)] in rank order), and each rank's step times."""
-    where_ops: dict[int, tuple[str, list[tuple[int | None, int, int]]]] = {}
+                ) -> tuple[dict[StepKey | None, list[tuple[str, int, int]]], dict[int, list[StepTime]]]:
+    """Every rank read by a worker: where each step's ops lie (the step's key -> [(spool file,
+    offset, length)] in rank order), and each rank's step times."""
+    where_ops: dict[int, tuple[str, list[tuple[StepKey | None, int, int]]]] = {}
     times: dict[int, list[StepTime]] = {}
 
     def collect(index: int, result: tuple) -> None:
@@ -145,7 +148,7 @@ def _read_ranks(infos: list[RankInfo], options: Options, where: Where, spool: Sp
 
     jobs = [(info, options, None if where.remote else spool.new_file()) for info in infos]
     each_rank(_rank_comm, jobs, [info.rank for info in infos], collect, where, diag)
-    by_step: dict[int | None, list[tuple[str, int, int]]] = {}
+    by_step: dict[StepKey | None, list[tuple[str, int, int]]] = {}
     for index in sorted(where_ops):
         path, stashed = where_ops[index]
         for step, offset, length in stashed:
@@ -153,10 +156,11 @@ def _read_ranks(infos: list[RankInfo], options: Options, where: Where, spool: Sp
     return by_step, times
 
 
-def _steps(stashed: dict[int | None, list[tuple[str, int, int]]], spool: Spool,
+def _steps(stashed: dict[StepKey | None, list[tuple[str, int, int]]], spool: Spool,
            offsets: dict[int, int] | None = None):
-    """Step by step (in step order), every rank's ops of the step and its collectives, matched."""
-    for step in sorted(stashed, key=lambda s: (s is not None, s or 0)):
+    """Step by step (the pseudo step first, then by graph and step), every rank's ops of the step
+    and its collectives, matched."""
+    for step in sorted(stashed, key=lambda s: () if s is None else s):
         by_rank: dict[int, list[comm.OpComm]] = {}
         for path, offset, length in stashed[step]:
             for op in pickle.loads(spool.unstash(path, offset, length)):
@@ -179,10 +183,10 @@ def _comm_into(info: RankInfo, options: Options, path: str) -> tuple:
         for batch in read_profile([info], options, diag):
             ops = comm.step_ops(batch)
             if ops:
-                stashed.append((batch.step_id, *spool.stash(pickle.dumps(ops, pickle.HIGHEST_PROTOCOL))))
+                stashed.append((batch.key, *spool.stash(pickle.dumps(ops, pickle.HIGHEST_PROTOCOL))))
             row = overlap_row(batch)
             times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_span(batch)[1],
-                                  row.computing_ns, row.communication_ns))
+                                  row.computing_ns, row.communication_ns, key=batch.key))
     return stashed, times, diag
 
 
@@ -206,7 +210,7 @@ class Waits:
     def of(self, times: list[StepTime]) -> list[StepTime]:
         """``times`` with their waits."""
         return [StepTime(t.rank, t.graph, t.step, t.step_ns, t.computing_ns, t.communication_ns,
-                         self.suffered[t.rank, t.graph, t.step], self.caused[t.rank, t.graph, t.step])
+                         self.suffered[t.rank, t.graph, t.step], self.caused[t.rank, t.graph, t.step], t.key)
                 for t in times]
 
 
@@ -246,12 +250,15 @@ def slow_ranks_of(times: list[StepTime], last: dict[int, int], hosts: dict[int, 
 
 
 def spread_of(times: list[StepTime]) -> list[StepSpread]:
-    by_step: dict[int | None, list[StepTime]] = defaultdict(list)
+    """Per step of the job (``StepKey``), the fastest and slowest rank's step time."""
+    by_step: dict[StepKey | None, list[StepTime]] = defaultdict(list)
     for t in times:
-        by_step[t.step].append(t)
+        by_step[t.key].append(t)
     out = []
-    for step, mine in by_step.items():
+    for mine in by_step.values():
         slowest = max(mine, key=lambda t: (t.step_ns, -t.rank))
         fastest = min(t.step_ns for t in mine)
-        out.append(StepSpread(step, len({t.rank for t in mine}), fastest, slowest.step_ns, slowest.rank))
+        named = min(mine, key=lambda t: t.rank)
+        out.append(StepSpread(named.step, named.graph, len({t.rank for t in mine}), fastest, slowest.step_ns,
+                              slowest.rank))
     return out

@@ -12,9 +12,10 @@ Three parts, each a small pure function of what the readers give:
   SDMA adds up all three; RDMA apart). MindSpore 1.x numbers its planes by thread: without
   Plane 0 or 1, every plane counts (its own hccl_raw csv agrees).
 * ``match``: one collective across the ranks of its communicator is the same key on each: group
-  (the group tag in an HCCL op's name ``hcom_allReduce__586_3_1``, else its lane), step, name and
-  how many ops of that name came before it in the step. Per instance: arrival skew, the
-  last-arriving rank, and each rank's wait for it. Send and receive pair two ranks: no instance.
+  (the group tag in an HCCL op's name ``hcom_allReduce__586_3_1``, else its lane), step (as the
+  job names it: ``model.StepKey``), name and how many ops of that name came before it in the step.
+  Per instance: arrival skew, the last-arriving rank, and each rank's wait for it. Send and receive
+  pair two ranks: no instance.
 * ``clock_offsets``: a collective's ends are nearly simultaneous on all its ranks, so the median
   difference of ends between two hosts over many instances is their clock offset.
 """
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import overlap
-from .model import Layer, Slice, StepRecords, decoded_args
+from .model import Layer, Slice, StepKey, StepRecords, decoded_args
 
 MASTER_PLANES = frozenset({"Plane 0", "Plane 1"})  # the planes CANN marks is_master (not exported)
 TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
@@ -81,12 +82,13 @@ class OpComm:
     (NCCL kernels, step-trace-only profiles): Elapse is then all that is known."""
 
     rank: int
-    graph: int | None
+    graph: int | None  # the graph and step as this rank numbers them
     step: int | None
     group: str
     name: str
     start_ns: int
     elapse_ns: int
+    step_key: StepKey | None = None  # the step as the job names it (None: the pseudo step)
     transit_ns: int | None = None
     wait_ns: int | None = None
     sync_ns: int | None = None
@@ -144,9 +146,10 @@ def _int(value: Any) -> int:
         return 0
 
 
-def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None) -> OpComm:
+def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None,
+            step_key: StepKey | None) -> OpComm:
     """The figures of ``communication.json`` for ``op`` from its plane tasks (any order)."""
-    result = OpComm(op.rank, graph, step, group_of(op), op.name, op.start_ns, op.dur_ns)
+    result = OpComm(op.rank, graph, step, group_of(op), op.name, op.start_ns, op.dur_ns, step_key)
     if not tasks:
         return _from_args(result, _args(op))
     planes: dict[str, list[tuple[Slice, dict[str, Any]]]] = defaultdict(list)
@@ -269,7 +272,8 @@ def step_ops(batch: StepRecords) -> list[OpComm]:
                 i -= 1
             if i >= 0:
                 tasks[i].append(t)
-    return [op_comm(op, mine, batch.graph, batch.step_id) for op, mine in zip(ops, tasks, strict=True)]
+    return [op_comm(op, mine, batch.graph, batch.step_id, batch.key)
+            for op, mine in zip(ops, tasks, strict=True)]
 
 
 def group_of(op: Slice) -> str:
@@ -282,11 +286,12 @@ def group_of(op: Slice) -> str:
 # -- one collective across ranks ------------------------------------------------------------------
 
 class Key(NamedTuple):
-    """One collective instance as every rank of it names it. Not the graph: ranks of one job may
-    number their graphs differently (msprof-2rank: model 2 on one rank, 0 on the other)."""
+    """One collective instance as every rank of it names it: the step as the job names it, not as
+    the rank does (``StepKey``: ranks of one job may number their graphs differently, and each
+    graph numbers its steps from 1)."""
 
     group: str
-    step: int | None
+    step: StepKey | None
     name: str
     occurrence: int  # ops of this name on this group earlier in the step
 
@@ -322,7 +327,7 @@ def keys(ops: Iterable[OpComm]) -> list[Key | None]:
         if op.p2p:
             out.append(None)
             continue
-        base = (op.group, op.step, op.name)
+        base = (op.group, op.step_key, op.name)
         out.append(Key(*base, seen[base]))
         seen[base] += 1
     return out
@@ -432,15 +437,17 @@ def rank_offsets(clocks: Iterable[HostClock]) -> dict[int, int]:
 WAIT_LANE = "Wait"  # in the summary's Overlap Analysis group: time spent waiting for slower ranks
 
 
-def light_ops(rank: int, graph: int | None, step: int | None, slices: Iterable[Slice]) -> list[OpComm]:
+def light_ops(rank: int, graph: int | None, step: int | None, step_key: StepKey | None,
+              slices: Iterable[Slice]) -> list[OpComm]:
     """The ops of one rank's step as matching needs them: no plane tasks, no args decoded."""
-    return [OpComm(rank, graph, step, group_of(s), s.name, s.start_ns, s.dur_ns)
+    return [OpComm(rank, graph, step, group_of(s), s.name, s.start_ns, s.dur_ns, step_key)
             for s in sorted(slices, key=lambda s: s.start_ns)]
 
 
 def flow_id(key: Key, rank: int) -> int:
     """The arrow from ``rank``'s op of one collective to the last-arriving rank's."""
-    text = f"collective|{key.group}|{key.step}|{key.name}|{key.occurrence}|{rank}"
+    step = None if key.step is None else key.step.text  # a rank's first graph: the step id, as ever
+    text = f"collective|{key.group}|{step}|{key.name}|{key.occurrence}|{rank}"
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 

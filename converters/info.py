@@ -118,7 +118,7 @@ def _rank(info: RankInfo) -> tuple[RankContents, list[OpComm], Diagnostics]:
             else:
                 detail += _DETAIL_BYTES + _DETAIL_BYTES_PER_ARGS_BYTE * _args_bytes(s.args)
         summary += len(overlap_slices(batch))
-        ops += light_ops(batch.rank, batch.graph, batch.step_id,
+        ops += light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
                          (s for s in batch.slices if s.layer is Layer.COMM_OP))
         samples += len(batch.samples)
     if samples:

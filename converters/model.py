@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from .errors import InputError, as_text
+from .overlap import StepIntervals
 
 TIME_LIMIT_NS = 1 << 62  # the year 2116
 ID_LIMIT = 1 << 31  # ranks, devices, graphs and steps: a count, never a time
@@ -175,6 +176,29 @@ class StepFigures(NamedTuple):
         return (self.preparing_ns or 0) + self.stage_ns + (self.bubble_ns or 0)
 
 
+class StepKey(NamedTuple):
+    """One step of the job, the same on every rank of it: which graph (by the order in which the
+    rank's graphs began to run; a graph that numbers its steps anew, a second loop, counts again)
+    and which step of it (the profiler's step or iteration id). ``pipeline.keyed`` gives them.
+
+    Not the graph id: ranks of one job number their graphs differently (msprof-2rank: model 2 on
+    rank 0 is model 0 on rank 1), while every rank runs the job's graphs in the same order. Not the
+    step id alone: CANN numbers iterations per graph, so two graphs both have a step 1. And not the
+    k-th step in time, nor steps overlapping in time: a rank whose profile starts at another
+    iteration would pair the wrong steps, and ranks on their own clocks (or on hosts whose clocks
+    differ by more than a short step) have no common time; the step ids a framework counts are the
+    same on every rank.
+    """
+
+    graph: int  # 0: the rank's first graph to run (or its only one, or none), 1: the next, ...
+    step: int
+
+    @property
+    def text(self) -> str:
+        """The step id, with the graph's place where it is not the first (``1``, ``1:3``)."""
+        return str(self.step) if self.graph == 0 else f"{self.graph}:{self.step}"
+
+
 @dataclass(slots=True)
 class StepRecords:
     """Everything one rank recorded during one step: the unit readers yield and the cap keeps.
@@ -202,6 +226,11 @@ class StepRecords:
     # The profiler's own figures of the step, where they stand for its records (a rank with only the
     # profiler's analysis files): the overlap report takes them as they are.
     figures: StepFigures | None = None
+    # The step as the whole job names it (None: the pseudo step); given by pipeline.read_profile.
+    key: StepKey | None = None
+    # Its compute and communication within the time it owns, with what earlier steps' ran on into
+    # it: given by pipeline.read_profile (pipeline.carried_on), which reads the steps in order.
+    intervals: StepIntervals | None = None
 
     @property
     def start_ns(self) -> int:

@@ -7,9 +7,11 @@ place. Touching intervals merge, as CANN's own Overlap Analysis lanes do.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._overlap import lanes
 
@@ -89,9 +91,43 @@ def _subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
     return out
 
 
+def clip(intervals: list[Interval], low: int | None, high: int | None) -> list[Interval]:
+    """The part of a union (sorted, disjoint) within ``[low, high)``; None: unbounded on that side.
+    A union that lies within is returned as it is (no copy)."""
+    out = intervals
+    if low is not None and out and out[0][0] < low:
+        out = out[bisect.bisect_right(out, low, key=_end):]  # those ending after low
+        if out and out[0][0] < low:
+            out = [(low, out[0][1]), *out[1:]]
+    if high is not None and out and out[-1][1] > high:
+        out = out[:bisect.bisect_left(out, high, key=_start)]  # those starting before high
+        if out and out[-1][1] > high:
+            out = [*out[:-1], (out[-1][0], high)]
+    return out
+
+
+def _start(interval: Interval) -> int:
+    return interval[0]
+
+
+def _end(interval: Interval) -> int:
+    return interval[1]
+
+
 def total_ns(intervals: Iterable[Interval]) -> int:
     """The length covered by ``intervals``, counting overlaps once."""
     return sum(end - start for start, end in union(intervals))
+
+
+class StepIntervals(NamedTuple):
+    """One step's compute tasks, communication ops and communication (plane) tasks, each a union,
+    within the time the step owns (``pipeline.carried_on``); ``ops_seen``: whether it has any op at
+    all (plane tasks stand in for ops only where the input records none)."""
+
+    compute: list[Interval]
+    ops: list[Interval]
+    tasks: list[Interval]
+    ops_seen: bool
 
 
 @dataclass(frozen=True, slots=True)

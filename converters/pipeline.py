@@ -37,7 +37,8 @@ from .discover import discover
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where, each_rank
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
-from .model import Layer, RankInfo, Sample, Slice, Step, StepRecords, step_label
+from .model import Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords, step_label
+from .overlap import Interval, StepIntervals
 from .readers import READERS, host_info
 from .select import check_graphs, format_ids, keep_step, select_ranks
 from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
@@ -192,9 +193,7 @@ def convert(
         output=target, format=out_format, ranks=[r.rank for r in infos if r.rank not in kept.ranks_left_out],
         steps=sum(step is not None for step in kept.summary_steps), slices=kept.slices,
         bytes_written=sink.written, seconds=time.perf_counter() - started,
-        warnings=diag.messages() + ([f"{kept.out_of_order} chunks of ranks whose step ids run in "
-                                     "another order than the others' were left out"]
-                                    if kept.out_of_order else []),
+        warnings=diag.messages(),
         cut=None if kept.complete else f"{kept.describe(every_rank=False)}; {kept.hint()}",
     )
 
@@ -274,7 +273,9 @@ def overlap_row(batch: StepRecords) -> StepOverlap:
     """One step's row of the overlap report, as torch_npu's TraceStepTimeParser defines it; the
     profiler's own figures where they stand for the step's records."""
     o = step_overlap(batch)
-    bubble = sum(s.dur_ns for s in batch.slices if s.layer is Layer.COMM_OP and is_receive(s.name))
+    low, high = owned(batch.step, o.computing) or (None, None)
+    bubble = sum(overlap.total_ns(overlap.clip([(s.start_ns, s.end_ns)], low, high)) for s in batch.slices
+                 if s.layer is Layer.COMM_OP and is_receive(s.name))
     if batch.figures is not None:
         f = batch.figures
         communication = o.communication_ns if f.communication_ns is None else f.communication_ns
@@ -387,7 +388,8 @@ class RankOps(NamedTuple):
 
     origin_ns: int | None
     path: str
-    steps: list[tuple[int | None, int | None, int, int, int]]  # graph, step, chunk start, offset, length
+    # graph, step (as the rank numbers them), the step's key, chunk start, offset, length
+    steps: list[tuple[int | None, int | None, StepKey | None, int, int, int]]
     step_ns: int = 0  # the steps' time added up (for the size cap's order of interest)
     step_count: int = 0
     span: tuple[int, int] | None = None
@@ -407,14 +409,14 @@ class _OpsWriter:
         self.lanes = Lanes()
         self.sequences: dict[tuple, int] = {}
 
-    def add(self, file: SpoolFile, step: int | None, graph: int | None, start_ns: int, part: str,
+    def add(self, file: SpoolFile, step: StepKey | None, graph: int | None, start_ns: int, part: str,
             slices: list[Slice]) -> None:
         if slices:
             key = (part, graph, step is None)
             sequence = _COLLECTIVE_SEQUENCES + self.sequences.setdefault(key, len(self.sequences))
             events = self.lanes.place(sorted(slices, key=by_lane_and_start))
             data = self.encoder.chunk(sequence, events)
-            file.add(step, start_ns, self.rank, part, data, len(slices), sequence)
+            file.add(step, start_ns, self.rank, part, data, len(slices), sequence, graph)
 
 
 def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: list[_OpsWriter],
@@ -423,31 +425,31 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: lis
     spool per rank (by its writer) the op slices (detail) with their instance's skew, last rank
     and arrows, and the Wait lane (summary). Returns the wait each rank caused the others, in ns."""
     caused: dict[int, int] = defaultdict(int)
-    # step -> rank index -> that rank's parts of the step (one per graph): ranks of one job may
-    # number their graphs differently (msprof-2rank: model 2 on one rank, 0 on the other)
-    parts_of: dict[int | None, dict[int, list[tuple]]] = {}
+    # the step's key -> rank index -> that rank's parts of the step (graph, step as it numbers them)
+    parts_of: dict[StepKey | None, dict[int, list[tuple]]] = {}
     for index, mine in enumerate(held):
-        for graph, step, start_ns, offset, length in mine.steps:
-            part = (graph, start_ns, mine.path, offset, length)
-            parts_of.setdefault(step, {}).setdefault(index, []).append(part)
-    order = sorted(parts_of, key=lambda step: min(p[1] for parts in parts_of[step].values() for p in parts))
+        for graph, step, key, start_ns, offset, length in mine.steps:
+            part = (graph, step, start_ns, mine.path, offset, length)
+            parts_of.setdefault(key, {}).setdefault(index, []).append(part)
+    # in key order, as each rank's own chunks: a graph's keys rise in the order its steps were read
+    order = sorted(parts_of, key=lambda key: () if key is None else key)
     with SpoolFile(spool.new_file()) as file:
-        for step in order:
-            parts = {index: [(graph, start_ns, pickle.loads(spool.unstash(path, offset, length)))
-                             for graph, start_ns, path, offset, length in found]
-                     for index, found in parts_of[step].items()}
-            ops = {index: [comm.light_ops(infos[index].rank, graph, step, slices)
-                           for graph, _, slices in found] for index, found in parts.items()}
+        for key in order:
+            parts = {index: [(graph, step, start_ns, pickle.loads(spool.unstash(path, offset, length)))
+                             for graph, step, start_ns, path, offset, length in found]
+                     for index, found in parts_of[key].items()}
+            ops = {index: [comm.light_ops(infos[index].rank, graph, step, key, slices)
+                           for graph, step, _, slices in found] for index, found in parts.items()}
             instances = comm.match({infos[i].rank: [op for part in mine for op in part]
                                     for i, mine in ops.items()})
             for inst in instances:
                 caused[inst.last_rank] += sum(inst.wait_ns(rank) for rank in inst.starts)
             waiters = comm.waiting_ranks(instances)
             for index, found in parts.items():
-                for (graph, start_ns, slices), step_ops in zip(found, ops[index], strict=True):
-                    writers[index].add(file, step, graph, start_ns, SUMMARY, comm.wait_slices(step_ops))
+                for (graph, _, start_ns, slices), step_ops in zip(found, ops[index], strict=True):
+                    writers[index].add(file, key, graph, start_ns, SUMMARY, comm.wait_slices(step_ops))
                     if options.kind is Kind.DETAIL:
-                        writers[index].add(file, step, graph, start_ns, DETAIL,
+                        writers[index].add(file, key, graph, start_ns, DETAIL,
                                            comm.annotated(slices, step_ops, waiters))
     spool.chunks.extend(file.chunks)
     return caused
@@ -487,7 +489,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
     detail_bytes = 0
     encoder = _encoder(out_format, origin_ns, index, wall_clock=info.wall_clock)
     sequences: dict[tuple[str, int | None, bool], int] = {}
-    held: list[tuple[int | None, int | None, int, int, int]] = []
+    held: list[tuple[int | None, int | None, StepKey | None, int, int, int]] = []
     step_ns = step_count = 0
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
@@ -499,7 +501,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
             ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
             if ops:  # without args in summary, where they are not drawn
                 kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:6]) for s in ops]
-                held.append((batch.graph, batch.step_id, batch.start_ns,
+                held.append((batch.graph, batch.step_id, batch.key, batch.start_ns,
                              *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []
             for part, mine, values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
@@ -510,12 +512,13 @@ def _encode_into(index: int, info: RankInfo, options: Options, out_format: Forma
                     events = lanes.place(mine, values)
                     if part is DETAIL and detail_limit is not None and detail_bytes > detail_limit:
                         encoder.reserve(sequence, events)
-                        spool.add_unwritten(batch.step_id, batch.start_ns, batch.rank, part, len(mine),
-                                            sequence)
+                        spool.add_unwritten(batch.key, batch.start_ns, batch.rank, part, len(mine), sequence,
+                                            batch.graph)
                         continue
                     data = encoder.chunk(sequence, events)
                     detail_bytes += len(data) if part is DETAIL else 0
-                    spool.add(batch.step_id, batch.start_ns, batch.rank, part, data, len(mine), sequence)
+                    spool.add(batch.key, batch.start_ns, batch.rank, part, data, len(mine), sequence,
+                              batch.graph)
     origin, span = _placed(encoder)
     return spool.chunks, diag, RankOps(origin, path, held, step_ns, step_count, span)
 
@@ -551,7 +554,10 @@ def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
         [Slice(*s[:4], s.start_ns + shift_ns, *s[5:]) for s in batch.slices],
         [Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
         batch.has_device, None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
-        batch.ops_recorded, batch.figures,
+        batch.ops_recorded, batch.figures, batch.key,
+        None if batch.intervals is None else StepIntervals(
+            *([(a + shift_ns, b + shift_ns) for a, b in lane] for lane in batch.intervals[:3]),
+            batch.intervals.ops_seen),
     )
 
 
@@ -608,7 +614,7 @@ def _light_ops(job: tuple[RankInfo, Options]) -> tuple[list[comm.OpComm], Diagno
     info, options = job
     diag = Diagnostics()
     ops = [op for batch in read_profile([info], options, diag)
-           for op in comm.light_ops(batch.rank, batch.graph, batch.step_id,
+           for op in comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
                                     (s for s in batch.slices if s.layer is Layer.COMM_OP))]
     return ops, diag
 
@@ -624,16 +630,78 @@ def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:
 
 
 def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
-    """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order."""
+    """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
+    with the key that names it across the job (``keyed``)."""
     readers = {r.NAME: r for r in READERS}
     detail = options.kind is Kind.DETAIL
     for info in infos:
         steps = readers[info.format].read(info, diag, detail=detail)
         if detail and info.host_paths:
             steps = host_info.attach(steps, info, diag, min_level=options.host_level)
-        for batch in steps:
+        for batch in carried_on(keyed(steps)):
             if keep_step(batch, options.graphs, options.steps):
                 yield batch
+
+
+def keyed(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+    """One rank's steps, in the order read, each with its ``StepKey``: the run of its graph, by
+    the order in which the rank's runs began, and its step id. A run begins with a graph not seen
+    before, or with a step id not above the last of its graph (CANN numbers each graph's iterations
+    from 1, and a second training or evaluation loop counts from 1 again), so the keys of one
+    graph's steps rise in the order read: chunks encoded in that order are never written out of it
+    (``budget.assemble``). Every step is keyed, also those ``--graphs`` or ``--steps`` leave out."""
+    latest: dict[int | None, StepKey] = {}  # graph id -> the key of its latest step
+    runs = 0
+    for batch in steps:
+        if batch.step_id is not None:
+            before = latest.get(batch.graph)
+            if before is None or batch.step_id <= before.step:  # a run begins
+                run, runs = runs, runs + 1
+            else:
+                run = before.graph
+            batch.key = latest[batch.graph] = StepKey(run, batch.step_id)
+        yield batch
+
+
+def carried_on(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+    """One rank's steps, in time order, each with its ``StepIntervals``: what it computed and
+    communicated within the time it owns (``owned``), and the communication of earlier steps that
+    ran on into it. A step's figures never exceed its time: a collective that outlasts its step (a
+    gloo range waiting a second for a slow peer) counts up to the step's end there, and the rest in
+    the steps it runs into (in none where it runs between steps). torch_npu files an op whole under
+    the step it starts in, so its figures can exceed the step; where nothing outlasts its step
+    (every real sample), the two agree. The pseudo step (no step bounds it) takes no part."""
+    carried: tuple[list[Interval], list[Interval]] = ([], [])
+    for batch in steps:
+        if batch.step is not None:
+            batch.intervals, carried = step_intervals_of(batch, carried)
+        yield batch
+
+
+def owned(step: Step | None, compute: list[Interval]) -> Interval | None:
+    """The time a step owns in the overlap analysis: from its start to its end, or on to the end of
+    its last compute task where the device runs behind the host (torch_npu's step range ends at
+    the last task the step launched, or the step's end if later). None: the pseudo step."""
+    if step is None:
+        return None
+    return step.start_ns, max(step.end_ns, compute[-1][1]) if compute else step.end_ns
+
+
+def step_intervals_of(batch: StepRecords, carried: tuple[list[Interval], list[Interval]] = ([], [])
+                      ) -> tuple[StepIntervals, tuple[list[Interval], list[Interval]]]:
+    """The step's ``StepIntervals``, with the ops and plane tasks ``carried`` into it from earlier
+    steps; and the ops and tasks that run on past the time it owns, for the next step."""
+    compute, ops, tasks, ops_seen = step_intervals(  # C: the unions of each kind, in one pass
+        batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, overlap.is_compute)
+    if carried[0] or carried[1]:
+        ops, tasks = overlap.union(ops + carried[0]), overlap.union(tasks + carried[1])
+        ops_seen = ops_seen or bool(carried[0])
+    window = owned(batch.step, compute)
+    if window is None:
+        return StepIntervals(compute, ops, tasks, ops_seen), ([], [])
+    low, high = window
+    on = (overlap.clip(ops, high, None), overlap.clip(tasks, high, None))
+    return StepIntervals(*(overlap.clip(x, low, high) for x in (compute, ops, tasks)), ops_seen), on
 
 
 def records_to_write(batch: StepRecords, options: Options) -> list[Slice]:
@@ -659,12 +727,15 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
 
 
 def step_overlap(batch: StepRecords) -> overlap.Overlap:
-    """Overlap analysis of one step: compute tasks against communication ops (design §5)."""
-    compute, ops, tasks, ops_seen = step_intervals(  # C: the unions of each kind, in one pass
-        batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, overlap.is_compute)
+    """Overlap analysis of one step: compute tasks against communication ops (design §5), within
+    the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
+    compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
     if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
         ops = tasks
-    return overlap.analyse_unions(compute, ops, batch.device_span)
+    span, window = batch.device_span, owned(batch.step, compute)
+    if span is not None and window is not None:
+        span = (max(span[0], window[0]), min(span[1], window[1]))
+    return overlap.analyse_unions(compute, ops, span)
 
 
 def _merged_step(s: Slice, batch: StepRecords) -> Slice:

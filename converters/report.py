@@ -59,7 +59,7 @@ from .cluster import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_o
 from .discover import discover
 from .errors import Diagnostics, UsageError, as_text
 from .executor import LOCAL, Where, each_rank
-from .model import Layer, RankInfo
+from .model import Layer, RankInfo, StepKey
 from .overlap import is_compute, total_ns
 from .pipeline import (
     Kind,
@@ -152,6 +152,7 @@ class StepFacts:
     wait_caused_ns: int = 0
     waited_for: dict[int, int] = field(default_factory=dict)  # last rank -> wait for it, in this step
     last_arrivals: int = 0  # collectives of this step in which this rank came last (with a skew)
+    key: StepKey | None = None  # the step as the job names it (graph and step above: as the rank does)
 
     @property
     def has_device(self) -> bool:
@@ -421,8 +422,8 @@ def _rank_facts(job: tuple[RankInfo, Options]) -> _RankResult:
         row = overlap_row(batch)
         start, step_ns, host_start = step_span(batch)
         out.append(StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start, row,
-                             {name: total_ns(spans) for name, spans in phases.items()}))
-        comm_ops += comm.light_ops(batch.rank, batch.graph, batch.step_id, mine)
+                             {name: total_ns(spans) for name, spans in phases.items()}, key=batch.key))
+        comm_ops += comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key, mine)
     if len(ops) > OPS_PER_RANK:
         ranked = sorted(ops.items(), key=lambda item: -item[1][1])
         ops = dict(ranked[:OPS_PER_RANK])
@@ -432,7 +433,8 @@ def _rank_facts(job: tuple[RankInfo, Options]) -> _RankResult:
 
 
 def _step_time(f: StepFacts) -> StepTime:
-    return StepTime(f.rank, f.graph, f.step, f.step_ns, f.overlap.computing_ns, f.overlap.communication_ns)
+    return StepTime(f.rank, f.graph, f.step, f.step_ns, f.overlap.computing_ns, f.overlap.communication_ns,
+                    key=f.key)
 
 
 def _add_waits(facts: list[StepFacts], ops: list[comm.OpComm], instances: list[comm.Instance]) -> None:
@@ -468,8 +470,9 @@ def _wait_matrix(instances: list[comm.Instance]) -> dict[int, dict[int, int]]:
 
 def _slowest(instances: list[comm.Instance], n: int) -> list[SlowCollective]:
     ranked = sorted((i for i in instances if i.skew_ns), key=lambda i: -i.skew_ns)[:n]
-    return [SlowCollective(i.key.group, i.key.step, i.key.name, i.key.occurrence, len(i.starts), i.skew_ns,
-                           i.last_rank, sum(i.wait_ns(r) for r in i.starts)) for i in ranked]
+    return [SlowCollective(i.key.group, None if i.key.step is None else i.key.step.step, i.key.name,
+                           i.key.occurrence, len(i.starts), i.skew_ns, i.last_rank,
+                           sum(i.wait_ns(r) for r in i.starts)) for i in ranked]
 
 
 def _top_ops(report: Report, per_rank: list[tuple[int, dict[str, list[int]]]], top: int) -> None:
@@ -570,14 +573,25 @@ def _several_graphs(facts: Iterable[StepFacts]) -> bool:
 
 
 def _peers(facts: list[StepFacts]) -> Callable[[StepFacts], list[StepFacts]]:
-    """The same step on every rank: by step number where each rank has one graph (ranks of one job
-    may number their graphs differently: msprof-2rank), else by graph and step. None: no peers."""
-    by_graph = _several_graphs(facts)
-    groups: dict[Any, list[StepFacts]] = defaultdict(list)
+    """The same step on every rank (``StepKey``: ranks of one job may number their graphs
+    differently, and each graph numbers its steps from 1). The pseudo step has no peers."""
+    groups: dict[StepKey, list[StepFacts]] = defaultdict(list)
     for f in facts:
-        if f.step is not None:
-            groups[(f.graph, f.step) if by_graph else f.step].append(f)
-    return lambda f: [] if f.step is None else groups[(f.graph, f.step) if by_graph else f.step]
+        if f.key is not None:
+            groups[f.key].append(f)
+    return lambda f: [] if f.key is None else groups[f.key]
+
+
+def _step_names(facts: list[StepFacts]) -> dict[StepKey | None, str]:
+    """Each step of the job as plots and tables name it: its id, and where the job has several
+    graphs, the graph's id on the lowest rank that ran it (``g5 1``); ``-``: the pseudo step."""
+    lowest: dict[StepKey | None, StepFacts] = {}
+    for f in facts:
+        if f.key not in lowest or f.rank < lowest[f.key].rank:
+            lowest[f.key] = f
+    several = len({k.graph for k in lowest if k is not None}) > 1
+    return {k: "-" if k is None else f"g{f.graph} {k.step}" if several else str(k.step)
+            for k, f in lowest.items()}
 
 
 def trace_command(report: Report, f: StepFacts) -> str:
@@ -653,7 +667,7 @@ def report_json(report: Report) -> dict[str, Any]:
                         "last_arrivals": r.last_arrivals, "mean_step_ms": _ms(r.mean_step_ns),
                         "mean_computing_ms": _ms(r.mean_computing_ns),
                         "mean_communication_ms": _ms(r.mean_communication_ns)} for r in report.slow_ranks],
-        "spread": [{"step": s.step, "ranks": s.ranks, "fastest_ms": _ms(s.min_ns),
+        "spread": [{"graph": s.graph, "step": s.step, "ranks": s.ranks, "fastest_ms": _ms(s.min_ns),
                     "slowest_ms": _ms(s.max_ns), "slowest_rank": s.slowest_rank} for s in report.spread],
         "wait_matrix": [{"rank": rank, "waited_for": [{"rank": other, "wait_ms": _ms(ns)}
                                                       for other, ns in row.items()]}
@@ -895,8 +909,8 @@ def _breakdown(report: Report, by: str) -> tuple[list[str], dict[str, list[float
     slowest step time of each bar."""
     keyed: dict[Any, list[StepFacts]] = defaultdict(list)
     for f in report.steps:
-        keyed[f.step if by == "step" else f.rank].append(f)
-    keys = sorted(keyed, key=lambda k: -1 if k is None else k)
+        keyed[f.key if by == "step" else f.rank].append(f)
+    keys = sorted(keyed, key=lambda k: () if k is None else k)  # steps (the pseudo step first), or ranks
     lanes: dict[str, list[float]] = {name: [] for name in LANE_COLOURS}
     for k in keys:
         mine = [f for f in keyed[k] if f.has_device]
@@ -906,7 +920,8 @@ def _breakdown(report: Report, by: str) -> tuple[list[str], dict[str, list[float
         lanes["Free"].append(_mean(f.overlap.free_ns for f in mine) / 1e6)
         lanes["Other"].append(_mean(f.other_ns for f in mine) / 1e6)
     slowest = [max(f.step_ns for f in keyed[k]) / 1e6 for k in keys]
-    return ["-" if k is None else str(k) for k in keys], lanes, slowest
+    names = _step_names(report.steps) if by == "step" else {k: str(k) for k in keys}
+    return [names[k] for k in keys], lanes, slowest
 
 
 def _phases(report: Report) -> tuple[list[str], dict[str, list[float]], list[str]] | None:
@@ -914,10 +929,10 @@ def _phases(report: Report) -> tuple[list[str], dict[str, list[float]], list[str
     if not names:
         return None
     stacked = [n for n in STACKED_PHASES if n in names]
-    keyed: dict[Any, list[StepFacts]] = defaultdict(list)
+    keyed: dict[StepKey | None, list[StepFacts]] = defaultdict(list)
     for f in report.steps:
-        keyed[f.step].append(f)
-    keys = sorted(keyed, key=lambda k: -1 if k is None else k)
+        keyed[f.key].append(f)
+    keys = sorted(keyed, key=lambda k: () if k is None else k)
     series: dict[str, list[float]] = {n: [] for n in (*stacked, "Not marked")}
     for k in keys:
         mine = keyed[k]
@@ -925,7 +940,8 @@ def _phases(report: Report) -> tuple[list[str], dict[str, list[float]], list[str
             series[n].append(_mean(f.phases.get(n, 0) for f in mine) / 1e6)
         series["Not marked"].append(_mean(max(0, f.step_ns - sum(f.phases.get(n, 0) for n in stacked))
                                           for f in mine) / 1e6)
-    return ["-" if k is None else str(k) for k in keys], series, sorted(names - set(stacked))
+    labels = _step_names(report.steps)
+    return [labels[k] for k in keys], series, sorted(names - set(stacked))
 
 
 _PHASE_COLOURS = {"Iteration Interval": "#2c7bb6", "Dataloader": "#2c7bb6", "FP/BP": "#1a9641",
@@ -1095,6 +1111,7 @@ def _page(plots: _Plots, report: Report, command: str) -> str:
 def _job_section(report: Report, command: str) -> str:
     span = report.span_ns
     steps = sorted({f.step for f in report.steps if f.step is not None})
+    job_steps = len({f.key for f in report.steps if f.key is not None})  # each graph's steps from 1
     graphs = sorted({f.graph for f in report.steps if f.graph is not None})
     formats = ", ".join(f"{name} (rank {format_ids(ranks)})" for name, ranks in report.formats.items())
     known = sorted({h for h in report.hosts.values() if h})
@@ -1110,7 +1127,7 @@ def _job_section(report: Report, command: str) -> str:
         ("Profile", f"<code>{_e(report.path)}</code>"),
         ("Format", _e(formats)),
         ("Ranks", f"{len(report.ranks)}: {_e(format_ids(report.ranks))}" + on_hosts),
-        ("Steps", (f"{len(steps)}: {_e(format_ids(steps))}" if steps else "none marked (one pseudo step)")
+        ("Steps", (f"{job_steps}: {_e(format_ids(steps))}" if steps else "none marked (one pseudo step)")
          + (f"; graphs {_e(format_ids(graphs))}" if graphs else "") + f"; {len(report.steps)} rank-steps"),
         ("Time span", when),
         ("Input", _e(_bytes(report.input_bytes))),
@@ -1142,8 +1159,9 @@ def _spread_table(report: Report) -> str:
     spread = sorted((s for s in report.spread if s.ranks > 1), key=lambda s: -(s.max_ns - s.min_ns))[:8]
     if not spread:
         return ""
-    rows = [[_e("-" if s.step is None else s.step), s.ranks, _num(s.min_ns), _num(s.max_ns),
-             _num(s.max_ns - s.min_ns), s.slowest_rank] for s in spread]
+    several = len({s.graph for s in report.spread}) > 1  # named as _step_names names them
+    rows = [[_e("-" if s.step is None else f"g{s.graph} {s.step}" if several else s.step), s.ranks,
+             _num(s.min_ns), _num(s.max_ns), _num(s.max_ns - s.min_ns), s.slowest_rank] for s in spread]
     return ("<h3>Steps with the widest spread across ranks</h3>"
             + _table(["Step", "Ranks", "Fastest (ms)", "Slowest (ms)", "Spread (ms)", "Slowest rank"], rows,
                      {1, 2, 3, 4, 5}))

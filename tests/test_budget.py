@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,8 @@ def steps_in_order(profile):
         for s in records_to_write(batch, options):
             (summary if s.layer.is_summary else detail).add((s.rank, s.name, s.start_ns, s.dur_ns))
         ops.setdefault(batch.rank, []).extend(comm.light_ops(
-            batch.rank, batch.graph, batch.step_id, (s for s in batch.slices if s.layer is Layer.COMM_OP)))
+            batch.rank, batch.graph, batch.step_id, batch.key,
+            (s for s in batch.slices if s.layer is Layer.COMM_OP)))
     comm.match(ops)  # the Wait lane, in the summary of each op's step
     for op in (op for mine in ops.values() for op in mine):
         for s in comm.wait_slices([op]):
@@ -127,7 +129,8 @@ def test_a_summary_too_big_keeps_whole_ranks_by_interest(profile, tmp_path):
     ops: dict[int, list] = {}
     for batch in read_profile(discover(profile), Options(), Diagnostics()):
         ops.setdefault(batch.rank, []).extend(comm.light_ops(
-            batch.rank, batch.graph, batch.step_id, (s for s in batch.slices if s.layer is Layer.COMM_OP)))
+            batch.rank, batch.graph, batch.step_id, batch.key,
+            (s for s in batch.slices if s.layer is Layer.COMM_OP)))
     caused: dict[int, int] = {}
     for inst in comm.match(ops):
         caused[inst.last_rank] = caused.get(inst.last_rank, 0) + sum(map(inst.wait_ns, inst.starts))
@@ -206,22 +209,33 @@ def _relabel(csv_path: Path, change) -> None:
 
 @pytest.mark.parametrize("case", ["pseudo step in the middle", "ranks disagree on step order"])
 def test_any_step_order_across_ranks_still_gives_a_valid_trace(tmp_path, case, capsys):
+    import gzip
+
     from fixtures.ascend_pt_gen import write_ascend_pt_profile
 
     generated = write_ascend_pt_profile(tmp_path / "p", ranks=2, steps=2, seed=3, with_trace_view=False)
+    assert main([str(tmp_path / "p"), "--kind", "detail", "-o", str(tmp_path / "before.pftrace")]) == 0
+    tasks = _tasks(read_perfetto((tmp_path / "before.pftrace").read_bytes()))
     victim = generated.ranks[1].path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
     if case == "pseudo step in the middle":
         _relabel(victim, lambda n, step, total: "" if n == total // 2 else step)
     else:
         _relabel(victim, lambda n, step, total: {"50": "51", "51": "50"}.get(step, step))
+    capsys.readouterr()
     for name in ("t.pftrace", "t.json", "t.pftrace.gz"):
         out = tmp_path / name
         assert main([str(tmp_path / "p"), "--kind", "detail", "-o", str(out)]) == 0
         reader = read_chrome_json if ".json" in name else read_perfetto
-        import gzip
-
         data = out.read_bytes()
-        reader(gzip.decompress(data) if name.endswith(".gz") else data)
+        written = reader(gzip.decompress(data) if name.endswith(".gz") else data)
+        assert _tasks(written) == tasks  # none left out
+    assert "warning" not in capsys.readouterr().err
+
+
+def _tasks(trace) -> Counter:
+    """Device tasks and communication ops per rank: what a step's number cannot change."""
+    return Counter((s.process.split()[1], s.track[0], s.name, s.dur_ns) for s in trace.slices
+                   if s.track[0] in ("Ascend Hardware", "Communication"))
 
 
 @pytest.mark.parametrize("name", ["t.pftrace", "t.json"])

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from converters import comm
 from converters.cli import main
 from converters.cluster import comm_report
+from converters.model import StepKey
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "comm.schema.json").read_text())
 
@@ -119,7 +120,7 @@ def test_aligned_wait_for_the_last_rank_is_the_profilers_synchronization_time():
 # -- matching and clocks, as properties ---------------------------------------------------------------
 
 def _ops(starts: dict[int, list[int]], dur: int = 1000) -> dict[int, list[comm.OpComm]]:
-    return {rank: [comm.OpComm(rank, None, 1, "g", "allreduce", start, dur) for start in mine]
+    return {rank: [comm.OpComm(rank, None, 1, "g", "allreduce", start, dur, StepKey(0, 1)) for start in mine]
             for rank, mine in starts.items()}
 
 
@@ -153,10 +154,13 @@ def test_clock_offsets_recover_each_hosts_offset(offsets, ends, noise):
 
 
 def test_ops_of_other_steps_groups_or_names_are_other_collectives():
-    a = [comm.OpComm(0, None, 1, "g", "allreduce", 0, 10), comm.OpComm(0, None, 2, "g", "allreduce", 100, 10)]
-    b = [comm.OpComm(1, None, 2, "g", "allreduce", 105, 10), comm.OpComm(1, None, 2, "h", "allreduce", 0, 10)]
+    one, two = StepKey(0, 1), StepKey(0, 2)
+    a = [comm.OpComm(0, None, 1, "g", "allreduce", 0, 10, one),
+         comm.OpComm(0, None, 2, "g", "allreduce", 100, 10, two)]
+    b = [comm.OpComm(1, None, 2, "g", "allreduce", 105, 10, two),
+         comm.OpComm(1, None, 2, "h", "allreduce", 0, 10, two)]
     (inst,) = comm.match({0: a, 1: b})
-    assert inst.key.step == 2 and inst.skew_ns == 5 and inst.last_rank == 1
+    assert inst.key.step == two and inst.skew_ns == 5 and inst.last_rank == 1
     assert a[0].skew_ns is None and b[1].last_rank is None  # found on one rank only
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters._overlap import lanes, step_intervals
 from converters._overlap import slices as overlap_slices
-from converters.model import Layer, Slice
-from converters.overlap import analyse, intersect, is_compute, subtract, total_ns, union
+from converters.model import Layer, Slice, Step, StepRecords
+from converters.overlap import analyse, clip, intersect, is_compute, subtract, total_ns, union
 
 intervals = st.lists(
     st.tuples(st.integers(0, 60), st.integers(0, 12)).map(lambda t: (t[0], t[0] + t[1])),
@@ -113,3 +113,50 @@ def test_overlap_lanes_become_slices_of_their_own_name(compute, comm):
     assert made == [Slice(7, Layer.OVERLAP, lane, lane, start, end - start)
                     for lane, spans in found.items() for start, end in spans]
     assert all(type(s) is Slice for s in made)
+
+
+bound = st.none() | st.integers(-5, 80)
+
+
+@given(intervals, bound, bound)
+def test_clip_keeps_the_points_within_the_bounds(a, low, high):
+    whole = union(a)
+    result = clip(whole, low, high)
+    within = range(-10 if low is None else low, 100 if high is None else high)
+    assert points(result) == points(a) & set(within)
+    assert well_formed(result)
+    if points(result) == points(whole):
+        assert result is whole  # nothing to cut: no copy (it runs for every step)
+
+
+# A rank's steps in time order (each from its start to the next one's, or shorter), and its
+# communication ops and compute tasks filed under the last step started at or before them, as the
+# readers file them: an op may run on past its step, into later steps or between them.
+@st.composite
+def rank_steps(draw):
+    starts = sorted(set(draw(st.lists(st.integers(0, 200), min_size=1, max_size=6))))
+    ends = [draw(st.integers(a + 1, b)) for a, b in zip(starts, [*starts[1:], 260], strict=True)]
+    ops = draw(st.lists(st.tuples(st.integers(0, 250), st.integers(0, 120)), max_size=12))
+    bounds = list(zip(starts, ends, strict=True))
+    steps = [StepRecords(0, None, i, Step(None, i, a, b), []) for i, (a, b) in enumerate(bounds)]
+    for start, dur in ops:
+        at = max([i for i, a in enumerate(starts) if a <= start], default=0)
+        steps[at].slices.append(Slice(0, Layer.COMM_OP, "g", "allreduce", start, dur))
+    for i, (a, b) in enumerate(bounds):  # compute inside its step
+        for start, dur in draw(st.lists(st.tuples(st.integers(a, b - 1), st.integers(1, 10)), max_size=3)):
+            steps[i].slices.append(Slice(0, Layer.STREAM, "Stream 1", "k", start, min(dur, b - start), None,
+                                         "AI_CORE"))
+    return steps, [(s, s + d) for s, d in ops]
+
+
+@settings(max_examples=300, deadline=None)
+@given(rank_steps())
+def test_each_step_counts_the_communication_within_its_time_whatever_step_it_began_in(made):
+    from converters.pipeline import carried_on, step_overlap
+
+    steps, ops = made
+    for batch in carried_on(steps):
+        low, high = batch.step.start_ns, batch.step.end_ns
+        o = step_overlap(batch)
+        assert points(o.communication) == {p for p in points(ops) if low <= p < high}
+        assert o.computing_ns + o.not_overlapped_ns + o.free_ns <= high - low  # never more than the step

@@ -91,3 +91,55 @@ def test_a_trace_cut_off_inside_its_header_is_an_error_naming_it_not_passed_over
     assert main([str(tmp_path), "-o", str(tmp_path / "out.pftrace")]) == 1
     err = capsys.readouterr().err
     assert "worker0.123.pt.trace.json: rank 0: byte" in err and "no profiler output" not in err
+
+
+def _own_truth(path) -> tuple[int, list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """A CPU gloo trace read with json and Decimal alone: its rank, its steps (number, start, end)
+    and the union of its communication (``c10d::`` ops, ``gloo:`` ranges), in ns."""
+    import json
+    from decimal import Decimal
+
+    data = json.loads(path.read_bytes(), parse_float=Decimal)
+    base = int(data.get("baseTimeNanoseconds", 0))
+    steps, comm = [], []
+    for e in data["traceEvents"]:
+        if e.get("ph") != "X":
+            continue
+        start = int(Decimal(e["ts"]) * 1000) + base
+        end = start + int(Decimal(e["dur"]) * 1000)
+        if e["name"].startswith("ProfilerStep#"):
+            steps.append((int(e["name"].split("#")[1]), start, end))
+        elif e["name"].startswith(("c10d::", "gloo:")):
+            comm.append((start, end))
+    return data["distributedInfo"]["rank"], steps, sorted(comm)
+
+
+def _covered(intervals: list[tuple[int, int]], start: int, end: int) -> int:
+    """How long at least one of the (sorted) intervals runs between start and end."""
+    total, reached = 0, start
+    for a, b in intervals:
+        a, b = max(a, reached), min(b, end)
+        if a < b:
+            total, reached = total + b - a, b
+    return total
+
+
+@pytest.mark.parametrize("steps", [3, 1])  # into the next step; past the last one
+def test_a_gloo_range_that_outlasts_its_step_counts_in_the_steps_it_runs_into(tmp_path, steps):
+    traces = write_kineto_traces(tmp_path, ranks=2, steps=steps, seed=4, cpu_gloo=True,
+                                 gloo_overrun_ns=50_000_000)
+    rows = {(r.rank, r.step): r for r in overlap_report(tmp_path)}
+    outlasting = 0
+    for path in traces.paths:
+        rank, own_steps, comm = _own_truth(path)
+        for number, start, end in own_steps:
+            outlasting += any(a < end < b for a, b in comm)
+            assert rows.pop((rank, number)).communication_ns == _covered(comm, start, end) <= end - start
+    assert not rows and outlasting  # every step, and the first one outlasted by its all-reduce
+    convert(tmp_path, tmp_path / "summary.pftrace")  # the lanes drawn: each within its step
+    trace = read_perfetto((tmp_path / "summary.pftrace").read_bytes())
+    bounds = {(s.process.split()[1], s.start_ns, s.start_ns + s.dur_ns) for s in trace.slices
+              if s.track[0] == "Step Trace" and s.name.startswith("Step ")}
+    lanes = [s for s in trace.slices if s.track == ("Overlap Analysis", "Communication")]
+    assert lanes and all(any(rank == s.process.split()[1] and a <= s.start_ns and s.start_ns + s.dur_ns <= b
+                             for rank, a, b in bounds) for s in lanes)

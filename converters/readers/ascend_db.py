@@ -48,7 +48,7 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords
 from ..overlap import NOT_COMPUTE
-from .chrome_trace import flow_id, note_backwards_flows
+from .chrome_trace import flow_id, warn_backwards_flows
 
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
@@ -298,7 +298,7 @@ class _Flows:
         return slices
 
     def report(self, path: Path, diag: Diagnostics) -> None:
-        note_backwards_flows(diag, self.rank, self.backwards, f": {path}")
+        warn_backwards_flows(diag, self.rank, self.backwards, f": {path}")
 
 
 # -- rows to records ------------------------------------------------------------------------------

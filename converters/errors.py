@@ -45,6 +45,9 @@ class Diagnostics:
     counts: dict[str, int] = field(default_factory=dict)
     examples: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # facts, not damage: --strict ignores them
+    # the step ids read in the kept ranks and graphs, kept or not: what ``--steps`` is checked
+    # against once read (``select.check_steps``), as steps are known only then
+    steps: set[int] = field(default_factory=set)
 
     def warn(self, kind: str, message: str) -> None:
         if self.examples.get(kind) == message:  # the same file read twice says it once
@@ -63,6 +66,7 @@ class Diagnostics:
             self.examples.setdefault(kind, other.examples[kind])
         for kind, message in other.notes.items():
             self.notes.setdefault(kind, message)
+        self.steps |= other.steps
 
     def messages(self) -> list[str]:
         """One line per kind: the first example, and how many more there were; then the notes."""

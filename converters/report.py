@@ -35,7 +35,6 @@ detail trace of exactly that rank and step.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import html
 import io
@@ -43,8 +42,6 @@ import os
 import re
 import shlex
 import statistics
-import sys
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -60,23 +57,23 @@ from .discover import discover
 from .errors import Diagnostics, UsageError
 from .executor import LOCAL, Where, each_rank
 from .model import Layer, RankInfo
+from .output import inputs_of, open_output
 from .overlap import is_compute, total_ns
 from .pipeline import (
     Kind,
     Options,
     StepOverlap,
     _align,
-    _open_output,
     input_bytes,
     overlap_row,
     read_profile,
     step_overlap,
 )
-from .select import check_graphs, format_ids, select_ranks
+from .select import check_graphs, check_steps, format_ids, select_ranks
 
 __all__ = [
-    "Diagnosis", "OpTotal", "Report", "StepFacts", "Thresholds", "build_report_parser", "diagnose",
-    "report_data", "report_json", "report_main", "render_html", "write_html",
+    "Diagnosis", "OpTotal", "Report", "StepFacts", "Thresholds", "diagnose", "report_data", "report_json",
+    "render_html", "write_html", "write_report",
 ]
 
 SCHEMA = "trace2perfetto-report/1"
@@ -243,6 +240,7 @@ class Report:
     aligned: bool
     selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
     warnings: list[str] = field(default_factory=list)
+    inputs: list[Path] = field(default_factory=list)  # what was read: the report is never written over it
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -256,6 +254,10 @@ class Report:
         for d in self.diagnoses:
             found[d.rank, d.graph, d.step].append(d)
         return found
+
+    def verdict(self) -> dict[str, Any]:
+        """The job's bottleneck, with counts per kind (``_verdict``)."""
+        return _verdict(self)
 
     def dominant(self) -> dict[tuple[int, int | None, int | None], str]:
         """Per (rank, graph, step), the one finding it is coloured by: a straggler first (the cause
@@ -327,6 +329,8 @@ def report_data(
 
     skipped = each_rank(_rank_facts, [(info, options) for info in infos], [info.rank for info in infos],
                         collect, where, diag)
+    check_steps(options.steps, diag)
+    inputs = inputs_of(path, infos)
     kept = [index for index in range(len(infos)) if index not in skipped]  # unreadable ranks left out
     infos, results = [infos[i] for i in kept], [results[i] for i in kept]
     thresholds = thresholds or Thresholds()
@@ -362,6 +366,7 @@ def report_data(
         clocks=clocks,
         aligned=aligning,
         selection={"ranks": _listed(ranks), "graphs": _listed(graphs), "steps": _listed(steps)},
+        inputs=inputs,
     )
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
@@ -1277,116 +1282,18 @@ def _method_section(report: Report) -> str:
 def write_html(report: Report, out_path: str | os.PathLike[str], command: str) -> int:
     """Write the HTML report to ``out_path`` ("-": stdout); it appears only when complete.
     Returns the bytes written."""
-    data = render_html(report, command).encode()
-    _write(str(out_path), data)
-    return len(data)
+    return write_report(report, out_path, command, "html")
 
 
-def _write(target: str, data: bytes) -> None:
-    with _open_output(target) as out:
+def write_report(report: Report, out_path: str | os.PathLike[str], command: str = "",
+                 fmt: str = "html") -> int:
+    """Write the report as ``fmt`` ("html", or "json": ``report_json``) to ``out_path`` ("-":
+    stdout); it appears only when complete, and never over an input (``output.open_output``).
+    ``command``: the command line that made it, printed on the page. Returns the bytes written."""
+    if fmt == "json":
+        data = orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2) + b"\n"
+    else:
+        data = render_html(report, command).encode()
+    with open_output(str(out_path), report.inputs) as out:
         out.write(data)
-
-
-# -- the command ----------------------------------------------------------------------------------
-
-def build_report_parser() -> argparse.ArgumentParser:
-    from .cli import _add_align, _add_cluster, _add_selection
-
-    parser = argparse.ArgumentParser(
-        prog="trace2perfetto report",
-        description="One self-contained HTML page (no network needed to view it) on where the time goes: "
-        "step time per rank and step, the breakdown of each step (Computing, Communication not overlapped, "
-        "Free, the profiler's phases), the diagnosis of each step and rank (data loading, host, device, "
-        "communication bound, straggler) with its evidence and the command for its timeline, the slowest "
-        "ranks and collectives, and the top device ops. Or the same numbers as JSON.",
-        epilog="examples:\n"
-        "  trace2perfetto report PROFILER_DIR -o report.html\n"
-        "  trace2perfetto report PROFILER_DIR --ranks 0-7 --steps 10-20 -o report.html\n"
-        "  trace2perfetto report PROFILER_DIR --format json -o - | jq .verdict\n\n"
-        "The JSON output is described by schemas/report.schema.json.\n"
-        "exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("profile", metavar="PROFILER_DIR")
-    parser.add_argument("-o", "--output", metavar="FILE",
-                        help="output file; '-' for stdout; default: PROFILER_DIR.report.html (.json) beside "
-                        "the input")
-    parser.add_argument("--format", choices=("html", "json"),
-                        help="default: from the output name (.json: json), else html")
-    _add_selection(parser)
-    _add_align(parser)
-    _add_cluster(parser)
-    parser.add_argument("--threshold", metavar="NAME=VALUE", action="append", default=[], type=_threshold,
-                        help="change a diagnosis threshold, e.g. host_idle_share=0.4 (names: "
-                        + ", ".join(f.name for f in dataclasses.fields(Thresholds)) + ")")
-    parser.add_argument("--top", metavar="N", type=int, default=20,
-                        help="device ops to list, over all ranks and per rank (default: %(default)s)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    return parser
-
-
-def _threshold(text: str) -> tuple[str, float]:
-    name, _, value = text.partition("=")
-    names = [f.name for f in dataclasses.fields(Thresholds)]
-    if name not in names:
-        raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(names)}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=NUMBER") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a threshold is >= 0")
-    return name, number
-
-
-def _output(args: argparse.Namespace) -> tuple[str, str]:
-    target = args.output
-    fmt = args.format
-    if fmt is None:
-        fmt = "json" if target and target != "-" and target.lower().endswith(".json") else "html"
-    if target is None:
-        path = Path(args.profile).resolve()
-        target = str(path.parent / f"{path.name}.report.{fmt}")
-    return target, fmt
-
-
-def report_main(argv: list[str]) -> int:
-    """``trace2perfetto report ...``: returns the exit code (0 written, 1 broken input, 2 usage)."""
-    from .cli import _count, _where, _writing
-
-    try:
-        args = build_report_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    if args.top < 0:
-        print("trace2perfetto: error: --top must be >= 0", file=sys.stderr)
-        return 2
-    started = time.perf_counter()
-    target, fmt = _output(args)
-    command = shlex.join(["trace2perfetto", "report", *argv])
-    def work() -> tuple[Report, bytes]:
-        report = report_data(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-                             align=args.align, thresholds=Thresholds(**dict(args.threshold)), top=args.top,
-                             where=_where(args))
-        if fmt == "json":
-            data = orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2) + b"\n"
-        else:
-            data = render_html(report, command).encode()
-        _write(target, data)
-        return report, data
-
-    done, failed = _writing(work)
-    if failed is not None:
-        return failed
-    report, data = done
-    if args.quiet:
-        return 0
-    for warning in report.warnings:
-        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
-    where = "stdout" if target == "-" else os.path.abspath(target)
-    verdict = _verdict(report)["dominant"]
-    print(f"trace2perfetto: wrote {where}: {_count(len(report.ranks), 'rank')}, "
-          f"{_count(len(report.steps), 'rank-step')}, {_count(len(report.diagnoses), 'finding')} (mostly "
-          f"{KIND_TITLES[verdict].lower()}), {_bytes(len(data))} in {time.perf_counter() - started:.2f} s",
-          file=sys.stderr)
-    return 0
+    return len(data)

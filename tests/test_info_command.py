@@ -62,9 +62,10 @@ def test_table_and_errors(profile, capsys):
 
 
 def test_legacy_ranks_with_host_info(tmp_path, capsys):
-    gen = write_mindspore1x_profile(tmp_path, ranks=2, steps=2, seed=5)
-    truth = write_host_info(tmp_path, rank=1, steps=2)
-    assert main(["info", str(tmp_path), "--format", "json"]) == 0
+    root = tmp_path / "profile"
+    gen = write_mindspore1x_profile(root, ranks=2, steps=2, seed=5)
+    truth = write_host_info(root, rank=1, steps=2)
+    assert main(["info", str(root), "--format", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
     jsonschema.validate(document, SCHEMA)
     for rank, made in zip(document["ranks"], gen.ranks, strict=True):
@@ -75,8 +76,8 @@ def test_legacy_ranks_with_host_info(tmp_path, capsys):
     assert document["ranks"][0]["host_info"] is None and "Host" not in document["ranks"][0]["records"]
     assert document["ranks"][1]["host_info"] == str(truth.csv_path)
     assert document["ranks"][1]["records"]["Host"]
-    assert main(["info", str(tmp_path)]) == 0
+    assert main(["info", str(root)]) == 0
     assert "mindspore1x + host_info" in capsys.readouterr().out
     for kind in ("summary", "detail"):
-        real = convert(tmp_path, tmp_path / f"{kind}.pftrace", kind=kind, max_bytes=None).bytes_written
+        real = convert(root, tmp_path / f"{kind}.pftrace", kind=kind, max_bytes=None).bytes_written
         assert 0.67 * real <= document["estimated_bytes"][kind] <= 1.5 * real, kind

@@ -20,7 +20,7 @@ from trace_check import read_perfetto
 from converters.cli import main
 from converters.cluster import comm_report
 from converters.pipeline import overlap_report as overlap_rows
-from converters.report import Thresholds, report_data, report_json, report_main, write_html
+from converters.report import Thresholds, report_data, report_json, write_html
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.paddle_gen import generate_profile
 
@@ -33,7 +33,7 @@ def test_the_schema_is_a_valid_json_schema():
 
 def _json_report(tmp_path: Path, profile: Path, *extra: str) -> dict:
     out = tmp_path / "report.json"
-    assert report_main([str(profile), "-o", str(out), "-q", *extra]) == 0
+    assert main(["report", str(profile), "-o", str(out), "-q", *extra]) == 0
     document = json.loads(out.read_text())
     jsonschema.validate(document, SCHEMA)
     return document
@@ -167,7 +167,7 @@ def test_paddles_phases_on_gpu_are_in_the_breakdown(tmp_path):
                 assert mine["phases_ms"][phase] * 1e6 == pytest.approx(ns, abs=2), (file.rank, step, phase)
             assert mine["computing_ms"] is not None and mine["preparing_ms"] is not None
     html_path = tmp_path / "paddle.html"
-    assert report_main([str(root), "-o", str(html_path), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(html_path), "-q"]) == 0
     page = html_path.read_text()
     chart = page[page.index('aria-label="Profiler phases per step"'):]
     chart = chart[:chart.index("</svg>")]
@@ -256,7 +256,7 @@ def test_every_real_sample_makes_a_report(sample, tmp_path):
     document = _json_report(tmp_path, root)
     rows = {(r.rank, r.graph, r.step) for r in overlap_rows(root)}
     assert {(s["rank"], s["graph"], s["step"]) for s in document["steps"]} == rows
-    assert report_main([str(root), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(tmp_path / "r.html"), "-q"]) == 0
     assert (tmp_path / "r.html").read_text().endswith("</html>\n")
 
 
@@ -267,7 +267,7 @@ def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
     write_ascend_pt_profile(root, ranks=64, steps=100, tasks_per_step=10, planes=2, with_kernel_details=False,
                             slow_rank=9, slow_ns=300_000, seed=3)
     out = tmp_path / "big.html"
-    assert report_main([str(root), "-o", str(out), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     assert out.stat().st_size < 2 * 1024 * 1024
     page = out.read_text()
     assert page.count('<svg role="img"') == 6
@@ -277,7 +277,7 @@ def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
 
 def test_json_on_stdout(slow_job, capsysbinary):
     root, _ = slow_job
-    assert report_main([str(root), "--format", "json", "-o", "-", "--ranks", "2-3", "--steps", "51"]) == 0
+    assert main(["report", str(root), "--format", "json", "-o", "-", "--ranks", "2-3", "--steps", "51"]) == 0
     document = json.loads(capsysbinary.readouterr().out)
     jsonschema.validate(document, SCHEMA)
     assert document["job"]["ranks"] == [2, 3] and document["job"]["steps"] == [51]
@@ -288,9 +288,9 @@ def test_json_on_stdout(slow_job, capsysbinary):
 def test_default_output_beside_the_input(tmp_path, capsys):
     root = tmp_path / "job"
     _write_paddle_like(root, [(3, 10_000, 8_000)])
-    assert report_main([str(root)]) == 0
+    assert main(["report", str(root)]) == 0
     assert (tmp_path / "job.report.html").is_file()
-    assert report_main([str(root), "--format", "json", "-q"]) == 0
+    assert main(["report", str(root), "--format", "json", "-q"]) == 0
     jsonschema.validate(json.loads((tmp_path / "job.report.json").read_text()), SCHEMA)
     assert "wrote" in capsys.readouterr().err
 
@@ -304,7 +304,7 @@ def test_default_output_beside_the_input(tmp_path, capsys):
 def test_usage_errors_exit_2_and_write_nothing(slow_job, tmp_path, capsys, argv, message):
     root, _ = slow_job
     out = tmp_path / "r.html"
-    assert report_main([str(root), "-o", str(out), *argv]) == 2
+    assert main(["report", str(root), "-o", str(out), *argv]) == 2
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # not even a partial file
 
@@ -315,7 +315,7 @@ def test_a_broken_input_exits_1_and_writes_nothing(tmp_path, capsys):
     path = next(root.iterdir())
     path.write_text("[{]")  # no longer JSON
     out = tmp_path / "r.html"
-    code = report_main([str(root), "-o", str(out)])
+    code = main(["report", str(root), "-o", str(out)])
     err = capsys.readouterr().err
     assert code in (1, 2) and "trace2perfetto: error:" in err
     assert not out.exists() and not list(tmp_path.glob(".r.html.*"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from converters.report import report_main
+from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.msprof_gen import write_msprof_profile
 
@@ -94,7 +94,7 @@ def test_the_report_renders_in_chromium(browser, tmp_path, case):
     root = tmp_path / case
     write(root)
     out = tmp_path / f"{case}.html"
-    assert report_main([str(root), "-o", str(out), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     context, page, messages, requests = _open(browser, out)
     try:
         assert messages == [] and requests == []
@@ -131,7 +131,7 @@ def test_the_report_needs_no_javascript(browser, tmp_path):
     root = tmp_path / "job"
     _slow_job(root)
     out = tmp_path / "job.html"
-    assert report_main([str(root), "-o", str(out), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     context, page, messages, requests = _open(browser, out, javascript=False)
     try:
         assert messages == [] and requests == []

@@ -223,9 +223,10 @@ class Report:
     ranks: list[int]
     hosts: dict[int, str | None]  # None: not known from the profile
     input_bytes: int
-    wall_clock: bool  # False: some ranks on their own clocks (times not comparable across them)
+    wall_clock: bool  # False: some ranks on clocks of their own, no wall time (comparable only if aligned)
     thresholds: Thresholds
-    steps: list[StepFacts]
+    steps: list[StepFacts]  # every step judged: the kept steps, or the whole run where none is marked
+    outside: list[StepFacts]  # activity outside any step (where steps are marked): shown, not judged
     diagnoses: list[Diagnosis]
     slow_ranks: list[SlowRank]
     spread: list[StepSpread]
@@ -244,9 +245,11 @@ class Report:
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
-        if not self.steps:
+        """From the first step's start to the last one's end; None if no step has a known time."""
+        timed = [f for f in self.steps + self.outside if f.step_ns > 0]
+        if not timed:
             return None
-        return (min(f.start_ns for f in self.steps), max(f.start_ns + f.step_ns for f in self.steps))
+        return (min(f.start_ns for f in timed), max(f.start_ns + f.step_ns for f in timed))
 
     def findings(self) -> dict[tuple[int, int | None, int | None], list[Diagnosis]]:
         """The diagnoses by (rank, graph, step)."""
@@ -336,13 +339,18 @@ def report_data(
     thresholds = thresholds or Thresholds()
     hosts = comm.host_names(infos)  # a clock domain per rank: its host, else the rank alone
     facts = [f for r in results for f in r.steps]
+    # Activity no step bounds (before the first step, after the last) is no step: where the job
+    # marks steps it is shown apart and judged on no axis; where none does, it is the whole run.
+    marked = any(f.step is not None for f in facts)
+    outside = [f for f in facts if marked and f.step is None]
+    facts = [f for f in facts if not (marked and f.step is None)]
     ops = {info.rank: r.comm_ops for info, r in zip(infos, results, strict=True)}
     instances = comm.match(ops)
     clocks = comm.clock_offsets(instances, hosts) if len(infos) > 1 else []
     if aligning:
         instances = comm.match(ops, comm.rank_offsets(clocks))
     all_ops = [op for info in infos for op in ops[info.rank]]
-    _add_waits(facts, all_ops, instances)
+    _add_waits(facts + outside, all_ops, instances)
     times = with_waits([_step_time(f) for f in facts], all_ops)
     report = Report(
         path=str(path),
@@ -350,9 +358,10 @@ def report_data(
         ranks=[info.rank for info in infos],
         hosts={info.rank: info.host for info in infos},
         input_bytes=sum(input_bytes(info) for info in infos),
-        wall_clock=all(info.wall_clock for info in infos) or aligning,
+        wall_clock=all(info.wall_clock for info in infos),
         thresholds=thresholds,
         steps=facts,
+        outside=outside,
         diagnoses=[],
         slow_ranks=slow_ranks_of(times, last_arrivals(instances), hosts) if instances else [],
         spread=spread_of(times) if len(infos) > 1 else [],
@@ -368,6 +377,8 @@ def report_data(
         selection={"ranks": _listed(ranks), "graphs": _listed(graphs), "steps": _listed(steps)},
         inputs=inputs,
     )
+    span = report.span_ns
+    report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     report.warnings = diag.messages()
@@ -424,9 +435,9 @@ def _rank_facts(job: tuple[RankInfo, Options]) -> _RankResult:
         if batch.step is not None:
             start, step_ns, host_start = batch.step.start_ns, batch.step.end_ns - batch.step.start_ns, \
                 batch.step.host_start
-        else:  # no step trace: the first to the last device work
+        else:  # no step trace: the first to the last device work (and where Free is measured)
             o = step_overlap(batch)
-            busy = o.computing + o.communication
+            busy = o.computing + o.communication + ([batch.device_span] if batch.device_span else [])
             start = min((a for a, _ in busy), default=batch.start_ns)
             step_ns, host_start = (max(b for _, b in busy) - start) if busy else 0, False
         out.append(StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start, row,
@@ -538,8 +549,8 @@ def _findings(f: StepFacts, peers: list[StepFacts], t: Thresholds) -> Iterable[t
         source, ns = loading
         yield "data_loading", ns / step, {"source": source, "data_loading_ms": _ms(ns),
                                           "share": round(ns / step, 4)}, \
-            f"Data loading: {source} took {_ms_text(ns)}, {ns / step:.0%} of the step, before the device " \
-            "got work."
+            f"Data loading: {source} took {_ms_text(ns)}, {ns / step:.0%} of the step" + \
+            (", before the device got work." if f.has_device else ".")  # no device: none to speak of
     if o.computing_ns is None:  # no device tasks recorded: the device's side is unknown
         return
     idle = o.free_ns + (f.other_ns or 0)
@@ -620,6 +631,9 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
+WALL_TIME_SINCE_NS = 946_684_800 * 10**9  # 2000-01-01: earlier "epoch" times are a clock of its own
+
+
 def _bytes(n: int) -> str:
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
@@ -654,6 +668,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "thresholds": {name: value for name, value, _ in report.thresholds.items()},
         "verdict": _verdict(report),
         "steps": [_step_record(f, by_step.get((f.rank, f.graph, f.step), [])) for f in report.steps],
+        "outside_steps": [_step_record(f, []) for f in report.outside],
         "diagnoses": [{"kind": d.kind, "rank": d.rank, "graph": d.graph, "step": d.step, "share": d.share,
                        "evidence": d.evidence, "summary": d.summary, "command": d.command}
                       for d in report.diagnoses],
@@ -989,8 +1004,11 @@ def _short(name: str, n: int = 60) -> str:
     return name if len(name) <= n else name[: n // 2 - 1] + "…" + name[-(n // 2 - 1):]
 
 
+CHART_OPS = 15  # ops in the chart; the table under it lists all of --top
+
+
 def _ops_chart(plots: _Plots, report: Report) -> str:
-    ops = report.top_ops[:15][::-1]
+    ops = report.top_ops[:CHART_OPS][::-1]
     fig = plots.figure(9.5, 0.24 * len(ops) + 1.0)
     ax = fig.subplots()
     ax.barh(range(len(ops)), [o.total_ns / 1e6 for o in ops], color="#1a9641", height=0.7)
@@ -1009,12 +1027,14 @@ main { max-width: 1180px; margin: 0 auto; padding: 12px 24px 48px; background: #
 h1 { font-size: 1.5em; margin: 0.4em 0 0.2em; } h2 { font-size: 1.2em; margin-top: 1.8em;
   border-bottom: 1px solid #ddd; padding-bottom: 3px; } h3 { font-size: 1.02em; margin-bottom: 0.3em; }
 nav { font-size: 0.9em; margin: 0.4em 0 1em; } nav a { margin-right: 1em; }
-table { border-collapse: collapse; font-size: 0.86em; margin: 0.4em 0 0.8em; }
+table { border-collapse: collapse; font-size: 0.86em; margin: 0.4em 0 0.8em; display: block; max-width: 100%;
+  overflow-x: auto; }
 th, td { border: 1px solid #ddd; padding: 2px 7px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 tr:nth-child(even) td { background: #fbfbfb; }
 code, .cmd { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 0.92em; }
-.cmd { background: #f3f3f3; padding: 1px 4px; border-radius: 3px; user-select: all; word-break: break-all; }
+.cmd { background: #f3f3f3; padding: 1px 4px; border-radius: 3px; user-select: all; }
+.cmd span { white-space: nowrap; }
 figure { margin: 0.6em 0 1.2em; } figcaption { font-size: 0.85em; color: #555; }
 svg.plot { max-width: 100%; height: auto; display: block; }
 .kind { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 0.85em; color: #fff; }
@@ -1032,6 +1052,13 @@ ROWS_PER_KIND = 12  # findings listed per kind in the HTML (all of them are in -
 
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _cmd(command: str) -> str:
+    """A command to copy: it wraps between its words only, never inside a path or an option (a
+    browser breaks lines after hyphens and slashes too, so each word is kept whole)."""
+    words = " ".join(f"<span>{_e(word)}</span>" for word in command.split(" "))
+    return f'<span class="cmd">{words}</span>'
 
 
 def _kind_badge(kind: str) -> str:
@@ -1101,9 +1128,11 @@ def _job_section(report: Report, command: str) -> str:
         when = "-"
     elif report.wall_clock:
         when = f"{_iso(span[0])} to {_iso(span[1])} ({_ms_text(span[1] - span[0])})"
-    else:
-        when = (f"{_ms_text(span[1] - span[0])} <span class=warn>(some ranks on their own device clocks: no "
-                "wall time, and times not comparable across ranks)</span>")
+    else:  # a relative clock is no date: its span only
+        why = "times on the ranks' own clocks, not wall time" + (
+            "; aligned by their collectives" if report.aligned else "" if len(report.ranks) < 2 else
+            ", and not comparable across ranks")
+        when = f"{_ms_text(span[1] - span[0])} <span class=warn>({why})</span>"
     on_hosts = f" on {len(known)} host{'s' if len(known) > 1 else ''}" if known else ""
     items = [
         ("Profile", f"<code>{_e(report.path)}</code>"),
@@ -1112,12 +1141,21 @@ def _job_section(report: Report, command: str) -> str:
         ("Steps", (f"{len(steps)}: {_e(format_ids(steps))}" if steps else "none marked (one pseudo step)")
          + (f"; graphs {_e(format_ids(graphs))}" if graphs else "") + f"; {len(report.steps)} rank-steps"),
         ("Time span", when),
+        *([("Outside steps", _outside(report))] if report.outside else []),
         ("Input", _e(_bytes(report.input_bytes))),
-        ("Made by", f'<span class="cmd">{_e(command)}</span>'),
+        ("Made by", _cmd(command)),
     ]
     rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items)
     warnings = "".join(f'<p class="warn">Warning: {_e(w)}</p>' for w in report.warnings)
     return f'<section id="job"><h2>Job</h2><dl class="job">{rows}</dl>{warnings}</section>'
+
+
+def _outside(report: Report) -> str:
+    """The activity outside any step, rank by rank: shown, never judged as a step."""
+    spans = ", ".join(f"rank {f.rank}" + (f" graph {f.graph}" if f.graph is not None else "")
+                      + f": {_ms_text(f.step_ns)}" for f in report.outside)
+    return (f"{_e(spans)} <span class=muted>(from the first to the last device work no step bounds: "
+            "before the first step or after the last; not judged, and not in the step charts)</span>")
 
 
 def _verdict_section(report: Report) -> str:
@@ -1130,7 +1168,7 @@ def _verdict_section(report: Report) -> str:
     if worst is not None:
         where = f"rank {worst['rank']}" + (f", step {worst['step']}" if worst["step"] is not None else "")
         text += (f"<br>Worst: {where}. {_e(worst['summary'])}<br>Open it on the timeline: "
-                 f'<span class="cmd">{_e(worst["command"])}</span>')
+                 + _cmd(worst["command"]))
     counts = ", ".join(f"{_kind_badge(k)} {n}" for k, n in verdict["counts"].items())
     return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict" style="border-color:'
             f'{KIND_COLOURS[main]}">{text}</p><p>Rank-steps by their dominant finding: {counts}.</p>'
@@ -1192,7 +1230,7 @@ def _diagnosis_section(plots: _Plots, report: Report) -> str:
         if not found:
             continue
         rows = [[d.rank, *([d.graph] if graphs else []), "-" if d.step is None else d.step, f"{d.share:.0%}",
-                 _e(d.summary), f'<span class="cmd">{_e(d.command)}</span>'] for d in found[:ROWS_PER_KIND]]
+                 _e(d.summary), _cmd(d.command)] for d in found[:ROWS_PER_KIND]]
         more = (f'<p class="muted">and {len(found) - ROWS_PER_KIND} more (all in --format json)</p>'
                 if len(found) > ROWS_PER_KIND else "")
         out.append(f"<h3>{_kind_badge(kind)} {len(found)} rank-step{'s' if len(found) > 1 else ''}</h3>"
@@ -1214,7 +1252,8 @@ def _ranks_section(plots: _Plots, report: Report) -> str:
             for r in report.slow_ranks[:16]]
     out.append(f"<p>{report.collectives} collectives matched across ranks"
                + (" (clocks aligned by the collectives' ends)" if report.aligned else "")
-               + ". Ranks by the wait they caused the others (ms; means per step):</p>")
+               + ". Ranks by the wait they caused the others (ms; wait caused and suffered, and last "
+               "arrivals: totals over the kept steps; mean: per step):</p>")
     out.append(_table(["Rank", "Host", "Steps", "Wait caused", "Wait suffered", "Last arrivals", "Mean step",
                        "Mean computing", "Mean communication"], rows, {0, 2, 3, 4, 5, 6, 7, 8}))
     if len(report.slow_ranks) > 16:
@@ -1248,19 +1287,30 @@ def _ops_section(plots: _Plots, report: Report) -> str:
     if not report.top_ops:
         out.append("<p>No device compute ops in this input.</p></section>")
         return "".join(out)
-    out.append(_figure(_ops_chart(plots, report), "Device compute ops by total time over every kept rank "
-                       "and step (the top 15)."))
+    listed, charted = len(report.top_ops), min(CHART_OPS, len(report.top_ops))
+    where = "every kept rank and step" + (", and outside steps" if report.outside else "")
+    out.append(_figure(_ops_chart(plots, report), f"Device compute ops by total time over {where}: the "
+                       + (f"top {charted} of the {listed} listed below." if charted < listed else
+                          f"{_count(listed, 'op')} listed below.")))
     header = ["Op", "Count", "Total (ms)", "Mean (ms)", "Share of compute"]
-    out.append("<h3>Over all ranks</h3>" + _table(header, _ops_rows(report.top_ops, report.compute_ns),
-                                                  {1, 2, 3, 4}))
+    out.append(f"<h3>Over all ranks: the top {_count(listed, 'op')} by total time</h3>"
+               + _table(header, _ops_rows(report.top_ops, report.compute_ns), {1, 2, 3, 4}))
     out.append("<h3>Per rank</h3>")
     for rank, ops in sorted(report.top_ops_by_rank.items()):
         if ops:
-            base = report.compute_ns_by_rank.get(rank, 0)
-            out.append(f"<details><summary>Rank {rank}: {_num(base)} ms of compute</summary>"
-                       + _table(header, _ops_rows(ops[:10], base), {1, 2, 3, 4}) + "</details>")
+            base, shown = report.compute_ns_by_rank.get(rank, 0), ops[:RANK_OPS]
+            out.append(f"<details><summary>Rank {rank}: {_num(base)} ms of compute; its top "
+                       f"{_count(len(shown), 'op')}</summary>"
+                       + _table(header, _ops_rows(shown, base), {1, 2, 3, 4}) + "</details>")
     out.append("</section>")
     return "".join(out)
+
+
+RANK_OPS = 10  # ops listed per rank in the HTML (all of --top in the JSON)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _method_section(report: Report) -> str:

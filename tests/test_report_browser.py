@@ -139,3 +139,36 @@ def test_the_report_needs_no_javascript(browser, tmp_path):
         assert all(page.locator("svg.plot").nth(i).is_visible() for i in range(6))
     finally:
         context.close()
+
+
+def test_commands_break_at_spaces_only(browser, tmp_path):
+    """A command in a table cell wraps between its words, never inside a path or an option, so it
+    reads (and copies) as typed; a table too wide for the page scrolls on its own."""
+    root = tmp_path / "a-profile-folder-with-a-long-name" / "job"
+    _slow_job(root)
+    out = tmp_path / "job.html"
+    assert main(["report", str(root), "-o", str(out), "-q"]) == 0
+    context, page, messages, _ = _open(browser, out)
+    try:
+        broken = page.evaluate("""() => [...document.querySelectorAll('.cmd')].flatMap(el => {
+            const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT), chars = [], found = [];
+            for (let node; (node = walk.nextNode());)
+                for (let i = 0; i < node.length; i++) chars.push([node, i]);
+            const s = chars.map(([node, i]) => node.data[i]).join(''), range = document.createRange();
+            let top = null;
+            chars.forEach(([node, i], k) => {
+                range.setStart(node, i);
+                range.setEnd(node, i + 1);
+                const box = range.getClientRects()[0];
+                if (!box) return;
+                if (top !== null && box.top > top + 1 && s[k - 1] !== ' ' && s[k] !== ' ')
+                    found.push(s.slice(Math.max(0, k - 12), k) + '|' + s.slice(k, k + 12));
+                top = box.top;
+            });
+            return found;
+        })""")
+        assert page.locator(".cmd").count() > 5
+        assert broken == []
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    finally:
+        context.close()

@@ -59,8 +59,8 @@ class Command:
 
 def _parser(command: Command, prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=prog, description=textwrap.fill(command.description, 100), formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"{command.examples}\n\n{EXIT_CODES}.",
+        prog=prog, description=textwrap.fill(command.description, 100),
+        epilog=f"{command.examples}\n\n{EXIT_CODES}.", formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("profile", metavar="PROFILER_DIR",
                         help="a PROF_* or *_ascend_pt directory, a profiler output holding several, "
@@ -700,6 +700,5 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser(command, prog).parse_args(rest)
     except SystemExit as e:
         return int(e.code or 0)
-    args.align = getattr(args, "align", "none")
     args.command_line = shlex.join(["trace2perfetto", *argv])
     return _boundary(command, args)

@@ -156,14 +156,14 @@ def test_a_gzipped_trace_cut_off_by_a_crash_converts_its_whole_events_with_a_war
     assert any("cut off" in w for w in result.warnings)
 
 
-def test_a_mixed_folder_is_one_job_with_both_kinds_of_rank(tmp_path):
+def test_a_mixed_folder_is_one_job_with_both_kinds_of_rank(out_dir, tmp_path):
     ascend = real_data("ascend-pt-2rank") / "rank1_ascend_pt"
     shutil.copytree(ascend, tmp_path / ascend.name)
     gpu = _traces("kineto-2rank")[0]  # rank 0
     shutil.copy(gpu, tmp_path / gpu.name)
     ranks = discover(tmp_path)
     assert [(r.rank, r.format) for r in ranks] == [(0, "kineto"), (1, "ascend_pt")]
-    result = convert(tmp_path, tmp_path / "job.pftrace", kind="summary")
+    result = convert(tmp_path, out_dir / "job.pftrace", kind="summary")
     assert result.slices > 0
 
 

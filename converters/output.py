@@ -60,6 +60,15 @@ def refuse_inputs(target: str, inputs: Iterable[str | os.PathLike[str]]) -> None
                              "nothing written (write it beside the profile, not into it)")
 
 
+def _is_stream(target: str) -> bool:
+    """Whether ``target`` exists and is no regular file (nor folder): a device or a pipe."""
+    try:
+        mode = os.stat(target).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def _identity(path: str | os.PathLike[str]) -> tuple[bool, tuple[int, int]] | None:
     """(is a folder, (device, inode)) of what ``path`` names, following links; None if nothing."""
     try:
@@ -71,7 +80,8 @@ def _identity(path: str | os.PathLike[str]) -> tuple[bool, tuple[int, int]] | No
 
 @contextmanager
 def open_output(target: str, inputs: Iterable[str | os.PathLike[str]] = ()) -> Iterator[BinaryIO]:
-    """Stdout (``-``), or a temporary file beside ``target`` renamed over it when all went well.
+    """Stdout (``-``); a device or a named pipe as it is; else a temporary file beside ``target``
+    renamed over it when all went well.
 
     Raises:
         UsageError: ``target`` names an input or lies inside an input folder (``refuse_inputs``),
@@ -82,6 +92,10 @@ def open_output(target: str, inputs: Iterable[str | os.PathLike[str]] = ()) -> I
         sys.stdout.buffer.flush()
         return
     refuse_inputs(target, inputs)
+    if _is_stream(target):  # /dev/null, a named pipe: written into, never replaced by a file
+        with open(target, "wb", buffering=1 << 20) as stream:
+            yield stream
+        return
     final = Path(target)
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)

@@ -439,3 +439,31 @@ def test_slow_rank_totals_and_means_are_labelled_as_what_they_are(tmp_path, caps
     out = capsys.readouterr().out
     assert "means per step" not in out
     assert "Wait Caused, Wait Suffered and Last Arrivals: totals over the kept steps; Mean: per step" in out
+
+
+def test_an_output_that_is_a_pipe_is_written_into_not_replaced(profile, tmp_path):
+    """`-o /dev/null` or a named pipe: the bytes go into it; it is never replaced by a file (as
+    root, renaming over /dev/null would replace the device)."""
+    import stat
+    import time
+
+    fifo = tmp_path / "pipe.pftrace"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    child = subprocess.Popen([sys.executable, "-m", "converters", str(profile), "-q", "-o", str(fifo)])
+    data = b""
+    while True:
+        try:
+            block = os.read(reader, 1 << 16)
+        except BlockingIOError:  # a writer, nothing to read yet
+            block = None
+        if block:
+            data += block
+        elif child.poll() is not None:
+            break
+        else:
+            time.sleep(0.01)
+    os.close(reader)
+    assert child.returncode == 0
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert _ranks(read_perfetto(data)) == [0, 1, 2]

@@ -10,13 +10,22 @@ PROFILE ?= $(if $(wildcard $(REAL)/msprof-2rank),$(REAL)/msprof-2rank,$(EXAMPLE)
 KIND ?= detail
 OUT ?= build/$(notdir $(abspath $(PROFILE))).pftrace
 
-.PHONY: setup run test bench fuzz lint clean browser
+.PHONY: setup test-setup run test bench fuzz lint clean browser
 
+# What running needs, and no more (`make run`); the C extensions recompile when a .c file changes.
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml $(wildcard converters/*.c converters/*/*.c converters/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# What the tests, lint and benchmarks need besides (pytest, HTA, dask, playwright, ...): a stamp
+# of its own, so a changed .c file recompiles once (setup) and the extras stay installed.
+test-setup: $(VENV)/.installed-test
+
+$(VENV)/.installed-test: pyproject.toml | $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
@@ -32,23 +41,23 @@ browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq chromium >/dev/null) || echo "make: no chromium: the browser test will skip"
 
-test: setup browser
+test: setup test-setup browser
 	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
 		$(PY) -m pytest
 
 # The mutation corpus (bench/fuzz.py): ~6,000 hostile inputs, each one mutation of one file of a real
 # sample or a generated profile, through every command; fails on a traceback, an internal error, a
 # hang, a partial output, a changed input or a trace the trace processor repairs. FUZZ_ARGS="--cases N".
-fuzz: setup
+fuzz: setup test-setup
 	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
 		$(PY) -m bench.fuzz $(FUZZ_ARGS)
 
 # Generates ~100 MB to ~2 GB profiles under build/bench, installs MindInsight 2.3.1 into its own
 # venv there (the peer; it pins an old protobuf), and rewrites the results in BENCHMARKS.md.
-bench: setup
+bench: setup test-setup
 	$(PY) -m bench.run $(BENCH_ARGS)
 
-lint: setup
+lint: test-setup
 	$(VENV)/bin/ruff check converters tests fixtures bench
 
 clean:

@@ -1,4 +1,9 @@
-"""The ``trace2perfetto`` command: a thin layer over :func:`converters.convert`."""
+"""The ``trace2perfetto`` command: one table of subcommands (``COMMANDS``), one error boundary
+(``_boundary``) and the options every subcommand shares, defined once (``_parser``).
+
+``trace2perfetto PROFILER_DIR`` is ``trace2perfetto convert PROFILER_DIR``. Adding a subcommand is
+one ``Command`` in the table: its one-line help, its own options and the function that runs it.
+"""
 
 from __future__ import annotations
 
@@ -7,143 +12,87 @@ import csv
 import ctypes
 import dataclasses
 import os
+import shlex
 import sys
+import textwrap
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from .budget import parse_size
 from .cluster import comm_report
 from .comm import TRANSPORTS, OpComm
-from .errors import Diagnostics, Trace2PerfettoError
+from .errors import Diagnostics, Trace2PerfettoError, UsageError, as_text
 from .executor import Where
 from .info import profile_info
 from .model import step_label
+from .output import refuse_inputs
 from .pipeline import Format, Kind, convert, overlap_report
+from .report import KIND_TITLES, Thresholds, report_data, write_report
 from .select import format_ids, parse_ids
 
-_EXAMPLES = """\
-examples:
-  trace2perfetto PROFILER_DIR                         summary of every rank -> PROFILER_DIR.pftrace
-  trace2perfetto PROFILER_DIR --ranks 0,1 --kind summary -o job.pftrace
-  trace2perfetto PROFILER_DIR --kind detail --graphs 2 -o graph2.json.gz
-  trace2perfetto PROFILER_DIR -o - | gzip > job.pftrace.gz
-  trace2perfetto PROFILER_DIR --kind detail --steps 5-8 --max-size 100M -o steps5-8.pftrace
-  trace2perfetto overlap PROFILER_DIR --format csv     per rank and step: Computing, Communication, ...
-  trace2perfetto info PROFILER_DIR                     what the profile holds, and how big the output gets
-  trace2perfetto comm PROFILER_DIR --slow-ranks        which rank the others wait for, per step
-  trace2perfetto report PROFILER_DIR -o report.html    where the time goes, and the bottleneck
-  trace2perfetto PROFILER_DIR --align collectives      hosts' clocks aligned by their collectives
-  trace2perfetto PROFILER_DIR -o job.pftrace --open    convert, then open it in ui.perfetto.dev
-
-Open the result at https://ui.perfetto.dev (Open trace file, or drag it in).
-exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.
-"""
+EXIT_CODES = ("exit codes: 0 done, 1 input broken beyond recovery (or an internal error: please report it), "
+              "2 usage error, 130 interrupted")
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, one line for ``trace2perfetto --help``, its own options and the
+    function that runs it (returns the exit code; errors it raises are handled by ``_boundary``).
+    The common options come from the fields below, defined once in ``_parser``."""
+
+    name: str
+    summary: str
+    description: str
+    examples: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    formats: tuple[str, ...]  # --format choices (the first is the default where "table" is one)
+    format_help: str
+    align: bool = False  # takes --align
+    writes_file: bool = False  # writes a file with -o: on failure, nothing is written
+
+
+# -- the common options ---------------------------------------------------------------------------
+
+def _parser(command: Command, prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="trace2perfetto",
-        description="Convert NPU and GPU profiler output (CANN msprof PROF_* directories, torch_npu and "
-        "MindSpore *_ascend_pt / *_ascend_ms directories, MindSpore 1.x profiler folders, MindSpore "
-        "host_info, PyTorch profiler *.pt.trace.json / *.json.gz, Paddle *.paddle_trace.json / .pb) "
-        "into one Perfetto trace with every rank "
-        "on one timeline: step trace, compute/communication overlap lanes and, with --kind detail, "
-        "device streams, communication ops, HCCL planes and host activity.",
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=prog, description=textwrap.fill(command.description, 100),
+        epilog=f"{command.examples}\n\n{EXIT_CODES}.", formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("profile", metavar="PROFILER_DIR",
                         help="a PROF_* or *_ascend_pt directory, a profiler output holding several, "
                         "a parent of several nodes' outputs, a folder of PyTorch or Paddle profiler "
                         "files, or one such file")
-    parser.add_argument("-o", "--output", metavar="FILE",
-                        help="output file (.pftrace or .json, optionally .gz); '-' for stdout; "
-                        "default: PROFILER_DIR.pftrace beside the input")
-    parser.add_argument("--format", choices=[f.value for f in Format],
-                        help="output format; default: from the output name (perfetto for '-')")
-    parser.add_argument("--kind", choices=[k.value for k in Kind], default=Kind.SUMMARY.value,
-                        help="summary: step trace and overlap lanes (small, the cluster view); "
-                        "detail: also device streams, communication ops and HCCL planes, "
-                        "host activity (default: %(default)s)")
-    _add_selection(parser)
-    parser.add_argument("--merge-graphs", action="store_true",
-                        help="draw the steps of all kept graphs on one lane per rank")
-    parser.add_argument("--host-level", type=int, choices=(0, 1), default=0,
-                        help="host stages to draw from host_info (detail only): 0 = all, those for "
-                        "framework developers too; 1 = those for users only (default: %(default)s)")
-    parser.add_argument("--max-size", metavar="SIZE", type=_max_size, default="20M",
-                        help="never write more than SIZE bytes (K, M, G are binary; 0 = unlimited; "
-                        "default: %(default)s). The summary of every step comes first, then detail "
-                        "in whole steps; what is left out is said on stderr and in the trace")
-    parser.add_argument("--open", action="store_true",
-                        help="then serve the trace once on 127.0.0.1:9001 and open it in ui.perfetto.dev "
-                        "(on a remote machine: ssh -L 9001:127.0.0.1:9001 HOST, then open the printed URL)")
-    _add_align(parser)
-    _add_cluster(parser)
-    parser.add_argument("--strict", action="store_true",
-                        help="treat warnings about the input (a file cut off by a crash, skipped "
-                        "events) as errors: exit 1 and write nothing, for CI pipelines")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="print nothing but errors (no warnings, progress or summary line)")
-    return parser
-
-
-def _max_size(text: str) -> int | None:
-    try:
-        return parse_size(text)
-    except Trace2PerfettoError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _add_selection(parser: argparse.ArgumentParser) -> None:
-    """--ranks, --graphs, --steps: the same on every command."""
+    command.arguments(parser)
+    table = "table" in command.formats
+    parser.add_argument("--format", choices=command.formats, default=command.formats[0] if table else None,
+                        help=command.format_help + (" (default: %(default)s)" if table else ""))
     parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"),
                         help="ranks to keep, e.g. 0,1,4-7 (default: all)")
     parser.add_argument("--graphs", metavar="LIST", type=_ids("graphs"),
                         help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
     parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
                         help="steps (iterations) to keep, e.g. 3-5 (default: all)")
-
-
-def _writing(work: Callable[[], Any]) -> tuple[Any, int | None]:
-    """``work()`` of a command that writes a file, and None; or None and the exit code of its
-    failure, said in one line on stderr (nothing is written either way)."""
-    try:
-        return work(), None
-    except Trace2PerfettoError as e:
-        return None, _error(e)
-    except KeyboardInterrupt:
-        print("trace2perfetto: interrupted; nothing written", file=sys.stderr)
-        return None, 130
-    except Exception as e:  # a bug, not the input: one line, and how to report it
-        print(f"trace2perfetto: error: internal error {type(e).__name__}: {e}; nothing written "
-              "(please report this with the command line)", file=sys.stderr)
-        return None, 1
-
-
-def _add_cluster(parser: argparse.ArgumentParser) -> None:
+    if command.align:
+        parser.add_argument("--align", choices=("none", "collectives"), default="none",
+                            help="collectives: move each host's clock by its offset to the host of the "
+                            "lowest rank, estimated from the ends of the collectives they share (median over "
+                            "instances; `trace2perfetto comm` prints it). Default: %(default)s, times as "
+                            "recorded")
     parser.add_argument("--cluster", metavar="tcp://HOST:8786",
                         help="run each rank's work on this Dask scheduler's workers (they read the profile "
                         "from the same path: a shared file system); default: $TRACE2PERFETTO_CLUSTER, "
                         "else this machine's cores")
     parser.add_argument("--skip-unreadable", action="store_true",
                         help="leave out a rank that cannot be read, with a warning naming it (default: "
-                        "fail, naming the rank)")
-
-
-def _where(args: argparse.Namespace) -> Where:
-    return Where.of(args.cluster, args.skip_unreadable)
-
-
-def _add_align(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--align", choices=("none", "collectives"), default="none",
-                        help="collectives: move each host's clock by its offset to the host of the lowest "
-                        "rank, estimated from the ends of the collectives they share (median over "
-                        "instances; `trace2perfetto comm` prints it). Default: %(default)s, times as "
-                        "recorded")
+                        "fail, naming the rank); if no rank can be read, it fails all the same")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print nothing but errors on stderr (no warnings, progress or summary line)")
+    return parser
 
 
 def _ids(what: str):
@@ -156,36 +105,177 @@ def _ids(what: str):
     return parse
 
 
+def _where(args: argparse.Namespace) -> Where:
+    return Where.of(args.cluster, args.skip_unreadable)
+
+
+def _selection(args: argparse.Namespace) -> dict:
+    return {"ranks": args.ranks, "graphs": args.graphs, "steps": args.steps, "where": _where(args)}
+
+
+# -- the one error boundary -----------------------------------------------------------------------
+
+def _boundary(command: Command, args: argparse.Namespace) -> int:
+    """Run ``command``: every failure is one line on stderr and an exit code, never a traceback."""
+    nothing = "; nothing written" if command.writes_file else ""
+    try:
+        return command.run(args)
+    except Trace2PerfettoError as e:
+        _end_progress()
+        print(f"trace2perfetto: error: {_one_line(e)}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        _end_progress()
+        print(f"trace2perfetto: interrupted{nothing}", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # stdout closed early (`| head`): ours to stop, no error to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 1
+    except OSError as e:  # the machine's, not the input's nor a bug: a full disk, a file not allowed
+        _end_progress()
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"trace2perfetto: error: {where}{e.strerror or _one_line(e)}{nothing}", file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 - a bug, not the input: one line, and how to report it
+        _end_progress()
+        print(f"trace2perfetto: error: internal error {type(e).__name__}: {_one_line(e)}{nothing} (a bug: "
+              "please report it with the command line)", file=sys.stderr)
+        return 1
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+# -- what every command prints --------------------------------------------------------------------
+
+_progress_shown = False
+
+
+def _progress(done_bytes: int, total_bytes: int, rank: int) -> None:
+    """Progress on a terminal: one line, rewritten as each rank is read."""
+    global _progress_shown
+    share = done_bytes / total_bytes if total_bytes else 1.0
+    print(f"\rtrace2perfetto: read {_size(done_bytes)} of {_size(total_bytes)} ({share:.0%}), "
+          f"rank {rank} done", end="", file=sys.stderr, flush=True)
+    _progress_shown = True
+
+
+def _end_progress() -> None:
+    """Clear the progress line, if one is shown."""
+    global _progress_shown
+    if _progress_shown:
+        print("\r\033[K", end="", file=sys.stderr)
+        _progress_shown = False
+
+
+def _warn(args: argparse.Namespace, warnings: list[str]) -> None:
+    if not args.quiet:
+        for warning in warnings:
+            print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
+
+
+def _say(args: argparse.Namespace, line: str) -> None:
+    if not args.quiet:
+        print(f"trace2perfetto: {line}", file=sys.stderr)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    """Rows of cells, right-aligned in columns; the first row is the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 6)
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+# -- convert --------------------------------------------------------------------------------------
+
+def _convert_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="output file (.pftrace or .json, optionally .gz); '-' for stdout; "
+                        "default: PROFILER_DIR.pftrace beside the input. Never an input, nor inside one")
+    parser.add_argument("--kind", choices=[k.value for k in Kind], default=Kind.SUMMARY.value,
+                        help="summary: step trace and overlap lanes (small, the cluster view); "
+                        "detail: also device streams, communication ops and HCCL planes, "
+                        "host activity (default: %(default)s)")
+    parser.add_argument("--merge-graphs", action="store_true",
+                        help="draw the steps of all kept graphs on one lane per rank")
+    parser.add_argument("--host-level", type=int, choices=(0, 1), default=0,
+                        help="host stages to draw from host_info (detail only): 0 = all, those for "
+                        "framework developers too; 1 = those for users only (default: %(default)s)")
+    parser.add_argument("--max-size", metavar="SIZE", type=_max_size, default="20M",
+                        help="never write more than SIZE bytes (K, M, G are binary; 0 = unlimited; "
+                        "default: %(default)s). The summary of every step comes first, then detail "
+                        "in whole steps; what is left out is said on stderr and in the trace")
+    parser.add_argument("--open", action="store_true",
+                        help="then serve the trace once on 127.0.0.1:9001 and open it in ui.perfetto.dev "
+                        "(on a remote machine: ssh -L 9001:127.0.0.1:9001 HOST, then open the printed URL)")
+    parser.add_argument("--strict", action="store_true",
+                        help="treat warnings about the input (a file cut off by a crash, skipped "
+                        "events, arrows left out) as errors: exit 1 and write nothing, for CI pipelines")
+
+
+def _max_size(text: str) -> int | None:
+    try:
+        return parse_size(text)
+    except Trace2PerfettoError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _run_convert(args: argparse.Namespace) -> int:
+    if args.open and args.output == "-":
+        raise UsageError("--open serves a file; give -o FILE, not -o -")
+    result = convert(
+        args.profile, args.output, kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs,
+        host_level=args.host_level, max_bytes=args.max_size, align=args.align, strict=args.strict,
+        progress=None if args.quiet or not sys.stderr.isatty() else _progress, **_selection(args),
+    )
+    _end_progress()
+    _warn(args, result.warnings)
+    if result.cut:
+        _warn(args, [f"the trace was cut to fit --max-size: kept {result.cut}"])
+    where = "stdout" if result.output == "-" else os.path.abspath(result.output)
+    _say(args, f"wrote {where}: {_count(len(result.ranks), 'rank')}, {_count(result.steps, 'step')}, "
+         f"{_count(result.slices, 'slice')}, {_size(result.bytes_written)} in {result.seconds:.2f} s")
+    if args.open:
+        from .serve import serve_once  # only here: the HTTP server is not needed otherwise
+
+        try:
+            fetched = serve_once(Path(result.output),
+                                 announce=lambda line: print(f"trace2perfetto: {line}", file=sys.stderr))
+        except KeyboardInterrupt:
+            fetched = False
+        if not fetched:
+            print(f"trace2perfetto: stopped before the UI fetched the trace; it stays at {where}",
+                  file=sys.stderr)
+    elif result.output != "-":
+        _say(args, f"open it at https://ui.perfetto.dev (Open trace file: {where}), or run again with --open")
+    return 0
+
+
+# -- overlap --------------------------------------------------------------------------------------
+
 _OVERLAP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
                     "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
                     "Preparing")  # step_trace_time.csv's, in its order
 
 
-def build_overlap_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="trace2perfetto overlap",
-        description="Print the compute/communication overlap of every step of every rank, in µs, "
-        "computed from the device tasks and communication ops: the columns of torch_npu's "
-        "step_trace_time.csv (Computing, Communication(Not Overlapped), Overlapped, Communication, "
-        "Free, Stage = the step's device time, Bubble = time in receive ops, Communication(Not "
-        "Overlapped and Exclude Receive), Preparing = step start to first device activity).",
-        epilog="example:\n  trace2perfetto overlap PROFILER_DIR --ranks 0-7 --format csv > overlap.csv\n\n"
-        "The CSV has the columns of torch_npu's step_trace_time.csv, plus Rank and Graph.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("profile", metavar="PROFILER_DIR")
-    parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                        help="output on stdout (default: %(default)s)")
-    _add_selection(parser)
-    _add_cluster(parser)
-    return parser
-
-
-def _overlap_main(argv: list[str]) -> int:
-    try:
-        args = build_overlap_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+def _run_overlap(args: argparse.Namespace) -> int:
     header = ["Rank", "Graph", "Step", *_OVERLAP_COLUMNS]
     writer = csv.DictWriter(sys.stdout, header, lineterminator="\n")
     table: list[list[str]] = [header]
@@ -201,17 +291,12 @@ def _overlap_main(argv: list[str]) -> int:
                     writer.writeheader()
                 writer.writerow(record)
             else:
-                table.append(["-" if record[h] is None else str(record[h]) for h in header])
+                table.append([_cell(record[h]) for h in header])
             first = False
 
-    try:
-        diag = Diagnostics()
-        overlap_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps, diag=diag,
-                       where=_where(args), each=write)
-    except Trace2PerfettoError as e:
-        return _error(e)
-    for warning in diag.messages():
-        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
+    diag = Diagnostics()
+    overlap_report(args.profile, diag=diag, each=write, **_selection(args))
+    _warn(args, diag.messages())
     if args.format == "json":
         sys.stdout.write("[]\n" if first else "\n]\n")
     elif args.format == "csv":
@@ -232,64 +317,11 @@ def _overlap_record(r) -> dict:
                 strict=True))}
 
 
-def _progress(done_bytes: int, total_bytes: int, rank: int) -> None:
-    """Progress on a terminal: one line, rewritten as each rank is read."""
-    share = done_bytes / total_bytes if total_bytes else 1.0
-    print(f"\rtrace2perfetto: read {_size(done_bytes)} of {_size(total_bytes)} ({share:.0%}), "
-          f"rank {rank} done", end="", file=sys.stderr, flush=True)
+# -- info -----------------------------------------------------------------------------------------
 
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
-def _print_table(rows: list[list[str]]) -> None:
-    """Rows of cells, right-aligned in columns; the first row is the header."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-
-
-def _error(e: Trace2PerfettoError) -> int:
-    """The one line a failure prints, and its exit code."""
-    print(f"trace2perfetto: error: {e}", file=sys.stderr)
-    return e.exit_code
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
-
-
-def build_info_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="trace2perfetto info",
-        description="Show what a profile holds before converting it: per rank its format, device, "
-        "host, graphs and steps, streams and HCCL planes, record counts, input size, and an "
-        "estimate of the summary and detail output sizes (to choose --steps and --ranks under "
-        "the --max-size cap).",
-        epilog="example:\n  trace2perfetto info PROFILER_DIR\n  trace2perfetto info PROFILER_DIR "
-        "--format json | jq '.ranks[0].steps'",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("profile", metavar="PROFILER_DIR")
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="output on stdout (default: %(default)s); JSON follows schemas/info.schema.json")
-    parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"), help="ranks to show (default: all)")
-    _add_cluster(parser)
-    return parser
-
-
-def _info_main(argv: list[str]) -> int:
-    try:
-        args = build_info_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    try:
-        contents = profile_info(args.profile, ranks=args.ranks, where=_where(args))
-    except Trace2PerfettoError as e:
-        return _error(e)
-    for warning in contents.warnings:
-        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
+def _run_info(args: argparse.Namespace) -> int:
+    contents = profile_info(args.profile, **_selection(args))
+    _warn(args, contents.warnings)
     if args.format == "json":
         document = {"path": contents.path, "estimated_bytes": contents.estimated_bytes,
                     "ranks": [dataclasses.asdict(r) for r in contents.ranks],
@@ -303,8 +335,7 @@ def _info_main(argv: list[str]) -> int:
         graphs = sorted({s.graph for s in r.steps if s.graph is not None})
         rows.append([
             str(r.rank), r.format + (" + host_info" if r.host_info and r.format != "host_info" else ""),
-            "" if r.device is None else str(r.device), r.host or "",
-            ",".join(map(str, graphs)) or "-", str(len(r.steps)),
+            _cell(r.device), _cell(r.host), ",".join(map(str, graphs)) or "-", str(len(r.steps)),
             str(len(r.lanes.get("Ascend Hardware", []))), str(len(r.lanes.get("HCCL", []))),
             f"{sum(r.records.values()):,}", _size(r.input_bytes), _size(r.estimated_bytes["summary"]),
             _size(r.estimated_bytes["detail"]),
@@ -324,115 +355,29 @@ def _info_main(argv: list[str]) -> int:
     return 0
 
 
-def _reuse_freed_memory() -> None:
-    """Ask glibc's malloc to keep memory freed for reuse (up to 64 MiB) and to serve blocks below
-    32 MiB from it: by default each batch of a few MiB is mapped afresh and returned when freed,
-    and its pages faulted in again for the next (a tenth of a conversion's CPU time). The
-    process, and the workers it forks, take it; elsewhere (not glibc) nothing changes."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    trim_threshold, mmap_threshold = -1, -3  # malloc.h's M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
-    mallopt(mmap_threshold, 32 << 20)
-    mallopt(trim_threshold, 64 << 20)
+# -- comm -----------------------------------------------------------------------------------------
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the command; returns the exit code (0 written, 1 broken input, 2 usage)."""
-    argv = sys.argv[1:] if argv is None else argv
-    _reuse_freed_memory()
-    if argv[:1] == ["overlap"]:
-        return _overlap_main(argv[1:])
-    if argv[:1] == ["info"]:
-        return _info_main(argv[1:])
-    if argv[:1] == ["comm"]:
-        return _comm_main(argv[1:])
-    if argv[:1] == ["report"]:
-        from .report import report_main  # only here: matplotlib is not needed otherwise
-
-        return report_main(argv[1:])
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    if args.open and args.output == "-":
-        print("trace2perfetto: error: --open serves a file; give -o FILE, not -o -", file=sys.stderr)
-        return 2
-    result, failed = _writing(lambda: convert(
-        args.profile, args.output, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-        kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs, host_level=args.host_level,
-        max_bytes=args.max_size, align=args.align, where=_where(args),
-        strict=args.strict, progress=None if args.quiet or not sys.stderr.isatty() else _progress,
-    ))
-    if failed is not None:
-        return failed
-    if sys.stderr.isatty() and not args.quiet:
-        print("\r\033[K", end="", file=sys.stderr)  # clear the progress line
-    if args.quiet:
-        return 0
-    for warning in result.warnings:
-        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
-    if result.cut:
-        print(f"trace2perfetto: warning: the trace was cut to fit --max-size: kept {result.cut}",
-              file=sys.stderr)
-    where = "stdout" if result.output == "-" else os.path.abspath(result.output)
-    print(
-        f"trace2perfetto: wrote {where}: {_count(len(result.ranks), 'rank')}, "
-        f"{_count(result.steps, 'step')}, {_count(result.slices, 'slice')}, "
-        f"{_size(result.bytes_written)} in {result.seconds:.2f} s",
-        file=sys.stderr,
-    )
-    if args.open:
-        from .serve import serve_once  # only here: the HTTP server is not needed otherwise
-
-        try:
-            fetched = serve_once(Path(result.output),
-                                 announce=lambda line: print(f"trace2perfetto: {line}", file=sys.stderr))
-        except KeyboardInterrupt:
-            fetched = False
-        except Trace2PerfettoError as e:
-            return _error(e)
-        if not fetched:
-            print(f"trace2perfetto: stopped before the UI fetched the trace; it stays at {where}",
-                  file=sys.stderr)
-    elif result.output != "-":
-        print(f"trace2perfetto: open it at https://ui.perfetto.dev (Open trace file: {where}), "
-              "or run again with --open", file=sys.stderr)
-    return 0
-
-
-def build_comm_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="trace2perfetto comm",
-        description="Communication per op and rank, with the figures of torch_npu's communication.json "
-        "(Elapse, Transit, Wait, Synchronization and Idle time from the HCCL plane tasks, and transit "
-        "size, time and bandwidth per transport), each collective matched across its ranks (arrival "
-        "skew, the rank that came last, each rank's wait for it), and each host's clock offset as "
-        "the collectives' ends show it. Times in ms.",
-        epilog="examples:\n"
-        "  trace2perfetto comm PROFILER_DIR                      every op of every rank\n"
-        "  trace2perfetto comm PROFILER_DIR --slow-ranks          ranks by the wait they cause\n"
-        "  trace2perfetto comm PROFILER_DIR --format csv > comm.csv\n\n"
-        "The JSON output is described by schemas/comm.schema.json.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("profile", metavar="PROFILER_DIR")
-    parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                        help="output on stdout (default: %(default)s)")
+def _comm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slow-ranks", action="store_true",
                         help="the slow-rank table instead of the ops: ranks ordered by the wait they cause "
                         "the others, with their step, compute and communication time, and the spread of "
                         "step time across ranks per step")
-    _add_align(parser)
-    _add_selection(parser)
-    _add_cluster(parser)
-    return parser
 
 
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 6)
+def _run_comm(args: argparse.Namespace) -> int:
+    stream = None if args.slow_ranks or args.format == "table" else _OpsStream(args.format)
+    diag = Diagnostics()
+    report = comm_report(args.profile, align=args.align, diag=diag, each=stream, **_selection(args))
+    _warn(args, diag.messages())
+    if not (stream.count if stream else report.ops or report.steps):
+        _warn(args, [f"{args.profile}: no communication ops in the kept ranks and steps"])
+    if args.slow_ranks:
+        _print_slow_ranks(report, args.format)
+    elif stream:
+        stream.close(report)
+    else:
+        _print_ops_table(report)
+    return 0
 
 
 def _op_record(op) -> dict:
@@ -458,32 +403,6 @@ def _op_record(op) -> dict:
 def _clock_records(clocks) -> list[dict]:
     return [{"Host": c.host, "Ranks": list(c.ranks), "Offset(us)": c.offset_ns / 1000,
              "Spread(us)": c.spread_ns / 1000, "Collectives": c.instances} for c in clocks]
-
-
-def _comm_main(argv: list[str]) -> int:
-    try:
-        args = build_comm_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    stream = None if args.slow_ranks or args.format == "table" else _OpsStream(args.format)
-    try:
-        diag = Diagnostics()
-        report = comm_report(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-                             align=args.align, diag=diag, where=_where(args), each=stream)
-    except Trace2PerfettoError as e:
-        return _error(e)
-    for warning in diag.messages():
-        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
-    if not (stream.count if stream else report.ops or report.steps):
-        print(f"trace2perfetto: warning: {args.profile}: no communication ops in the kept ranks and steps",
-              file=sys.stderr)
-    if args.slow_ranks:
-        _print_slow_ranks(report, args.format)
-    elif stream:
-        stream.close(report)
-    else:
-        _print_ops_table(report)
-    return 0
 
 
 _BANDWIDTH_FIELDS = ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")
@@ -534,12 +453,12 @@ def _print_ops_table(report) -> None:
         links = [name for name, t in op.transports.items() if t.time_ns and name != "SDMA"]  # SDMA: their sum
         links = links or [name for name, t in op.transports.items() if t.time_ns]
         bandwidth = ", ".join(f"{name} {op.transports[name].gb_per_s:g}" for name in links) or "-"
-        rows.append([str(op.rank), "-" if op.step is None else str(op.step), op.name] + [
+        rows.append([str(op.rank), _cell(op.step), op.name] + [
             "-" if r[k] is None else f"{r[k]:.3f}" for k in (
                 "Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)",
                 "Idle Time(ms)", "Arrival Skew(ms)")
-        ] + ["-" if op.last_rank is None else str(op.last_rank),
-             "-" if op.wait_for_last_ns is None else f"{op.wait_for_last_ns / 1e6:.3f}", bandwidth])
+        ] + [_cell(op.last_rank), "-" if op.wait_for_last_ns is None else f"{op.wait_for_last_ns / 1e6:.3f}",
+             bandwidth])
     _print_table(rows)
     print(f"(ms; {report.instances} collectives matched across ranks; Skew: last arrival - first; "
           "Waited: this rank's wait for the last; - : not known from this input)")
@@ -580,10 +499,210 @@ def _print_slow_ranks(report, fmt: str) -> None:
         writer.writerows(ranks)
         return
     header = list(ranks[0]) if ranks else ["Rank"]
-    _print_table([header] + [["-" if v is None else str(v) for v in r.values()] for r in ranks])
-    print("(ms, means per step; ranks ordered by the wait they caused the others in collectives)")
+    _print_table([header] + [[_cell(v) for v in r.values()] for r in ranks])
+    print("(ms; Wait Caused, Wait Suffered and Last Arrivals: totals over the kept steps; Mean: per step; "
+          "ranks ordered by the wait they caused the others in collectives)")
     for s in spread:
         label = "step -" if s["Step"] is None else step_label(s["Graph"], s["Step"]).lower()
         print(f"{label}: step time {s['Fastest(ms)']:.3f}-{s['Slowest(ms)']:.3f} ms across "
               f"{s['Ranks']} ranks, slowest rank {s['Slowest Rank']}")
     _print_clocks(report.clocks, report.aligned)
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="output file; '-' for stdout; default: PROFILER_DIR.report.html (.json) beside "
+                        "the input. Never an input, nor inside one")
+    parser.add_argument("--threshold", metavar="NAME=VALUE", action="append", default=[], type=_threshold,
+                        help="change a diagnosis threshold, e.g. host_idle_share=0.4 (names: "
+                        + ", ".join(f.name for f in dataclasses.fields(Thresholds)) + ")")
+    parser.add_argument("--top", metavar="N", type=_count_of("--top"), default=20,
+                        help="device ops to list, over all ranks and per rank (default: %(default)s)")
+
+
+def _threshold(text: str) -> tuple[str, float]:
+    name, _, value = text.partition("=")
+    names = [f.name for f in dataclasses.fields(Thresholds)]
+    if name not in names:
+        raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(names)}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=NUMBER") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a threshold is >= 0")
+    return name, number
+
+
+def _count_of(option: str):
+    def parse(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            number = -1
+        if number < 0:
+            raise argparse.ArgumentTypeError(f"{option} takes a whole number >= 0, not {text!r}")
+        return number
+
+    return parse
+
+
+_REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".json": "json"}
+
+
+def _report_output(args: argparse.Namespace) -> tuple[str, str]:
+    """The report's file and format: the format from --format, else the name (.json: json), else
+    html. A format the name contradicts is a usage error."""
+    target, fmt = args.output, args.format
+    named = None if target in (None, "-") else _REPORT_SUFFIXES.get(Path(target).suffix.lower())
+    if fmt is not None and named is not None and fmt != named:
+        raise UsageError(f"--format {fmt} contradicts the output's name {target!r} (a {named} file); "
+                         "change one of them")
+    fmt = fmt or named or "html"
+    if target is None:
+        path = Path(args.profile).resolve()
+        target = str(path.parent / f"{path.name}.report.{fmt}")
+    return target, fmt
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    target, fmt = _report_output(args)
+    refuse_inputs(target, [args.profile])  # now, not after reading; the writing checks every input again
+    report = report_data(args.profile, align=args.align, thresholds=Thresholds(**dict(args.threshold)),
+                         top=args.top, **_selection(args))
+    written = write_report(report, target, args.command_line, fmt)
+    _warn(args, report.warnings)
+    where = "stdout" if target == "-" else os.path.abspath(target)
+    mostly = KIND_TITLES[report.verdict()["dominant"]].lower()
+    _say(args, f"wrote {where}: {_count(len(report.ranks), 'rank')}, "
+         f"{_count(len(report.steps), 'rank-step')}, {_count(len(report.diagnoses), 'finding')} (mostly "
+         f"{mostly}), {_size(written)} in {time.perf_counter() - started:.2f} s")
+    return 0
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+COMMANDS = {c.name: c for c in (
+    Command(
+        "convert", "the profile into one Perfetto trace or Chrome JSON (the default: trace2perfetto DIR)",
+        "Convert NPU and GPU profiler output (CANN msprof PROF_* directories, torch_npu and MindSpore "
+        "*_ascend_pt / *_ascend_ms directories, MindSpore 1.x profiler folders, MindSpore host_info, "
+        "PyTorch profiler *.pt.trace.json / *.json.gz, Paddle *.paddle_trace.json / .pb) into one Perfetto "
+        "trace with every rank on one timeline: step trace, compute/communication overlap lanes and, with "
+        "--kind detail, device streams, communication ops, HCCL planes and host activity.",
+        "examples:\n"
+        "  trace2perfetto PROFILER_DIR                    summary of every rank -> PROFILER_DIR.pftrace\n"
+        "  trace2perfetto convert PROFILER_DIR            the same\n"
+        "  trace2perfetto PROFILER_DIR --ranks 0,1 --kind summary -o job.pftrace\n"
+        "  trace2perfetto PROFILER_DIR --kind detail --graphs 2 -o graph2.json.gz\n"
+        "  trace2perfetto PROFILER_DIR -o - | gzip > job.pftrace.gz\n"
+        "  trace2perfetto PROFILER_DIR --kind detail --steps 5-8 --max-size 100M -o steps5-8.pftrace\n"
+        "  trace2perfetto PROFILER_DIR --align collectives      hosts' clocks aligned by their collectives\n"
+        "  trace2perfetto PROFILER_DIR -o job.pftrace --open    convert, then open it in ui.perfetto.dev\n\n"
+        "Open the result at https://ui.perfetto.dev (Open trace file, or drag it in).",
+        _convert_arguments, _run_convert, tuple(f.value for f in Format),
+        "output format; default: from the output name (perfetto for '-'); one the name contradicts is an "
+        "error", align=True, writes_file=True,
+    ),
+    Command(
+        "info", "what a profile holds, and how big its trace gets",
+        "Show what a profile holds before converting it: per rank its format, device, host, graphs and "
+        "steps, streams and HCCL planes, record counts, input size, and an estimate of the summary and "
+        "detail output sizes (to choose --steps and --ranks under the --max-size cap).",
+        "examples:\n  trace2perfetto info PROFILER_DIR\n"
+        "  trace2perfetto info PROFILER_DIR --format json | jq '.ranks[0].steps'",
+        lambda parser: None, _run_info, ("table", "json"),
+        "output on stdout; JSON follows schemas/info.schema.json",
+    ),
+    Command(
+        "overlap", "compute/communication overlap per rank and step (µs), as torch_npu's step_trace_time.csv",
+        "Print the compute/communication overlap of every step of every rank, in µs, computed from the "
+        "device tasks and communication ops: the columns of torch_npu's step_trace_time.csv (Computing, "
+        "Communication(Not Overlapped), Overlapped, Communication, Free, Stage = the step's device time, "
+        "Bubble = time in receive ops, Communication(Not Overlapped and Exclude Receive), Preparing = step "
+        "start to first device activity).",
+        "example:\n  trace2perfetto overlap PROFILER_DIR --ranks 0-7 --format csv > overlap.csv\n\n"
+        "The CSV has the columns of torch_npu's step_trace_time.csv, plus Rank and Graph.",
+        lambda parser: None, _run_overlap, ("table", "csv", "json"), "output on stdout",
+    ),
+    Command(
+        "comm", "communication per op and rank, collectives across ranks, slow ranks, host clocks",
+        "Communication per op and rank, with the figures of torch_npu's communication.json (Elapse, "
+        "Transit, Wait, Synchronization and Idle time from the HCCL plane tasks, and transit size, time "
+        "and bandwidth per transport), each collective matched across its ranks (arrival skew, the rank "
+        "that came last, each rank's wait for it), and each host's clock offset as the collectives' ends "
+        "show it. Times in ms.",
+        "examples:\n"
+        "  trace2perfetto comm PROFILER_DIR                      every op of every rank\n"
+        "  trace2perfetto comm PROFILER_DIR --slow-ranks          ranks by the wait they cause\n"
+        "  trace2perfetto comm PROFILER_DIR --format csv > comm.csv\n\n"
+        "The JSON output is described by schemas/comm.schema.json.",
+        _comm_arguments, _run_comm, ("table", "csv", "json"), "output on stdout", align=True,
+    ),
+    Command(
+        "report", "one HTML page (or JSON): where the time goes, and the bottleneck",
+        "One self-contained HTML page (no network needed to view it) on where the time goes: step time "
+        "per rank and step, the breakdown of each step (Computing, Communication not overlapped, Free, the "
+        "profiler's phases), the diagnosis of each step and rank (data loading, host, device, communication "
+        "bound, straggler) with its evidence and the command for its timeline, the slowest ranks and "
+        "collectives, and the top device ops. Or the same numbers as JSON.",
+        "examples:\n"
+        "  trace2perfetto report PROFILER_DIR -o report.html\n"
+        "  trace2perfetto report PROFILER_DIR --ranks 0-7 --steps 10-20 -o report.html\n"
+        "  trace2perfetto report PROFILER_DIR --format json -o - | jq .verdict\n\n"
+        "The JSON output is described by schemas/report.schema.json.",
+        _report_arguments, _run_report, ("html", "json"),
+        "default: from the output name (.json: json), else html; one the name contradicts is an error",
+        align=True, writes_file=True,
+    ),
+)}
+CONVERT = COMMANDS["convert"]
+
+
+def _top_help() -> str:
+    """``trace2perfetto --help``: the subcommands, one line each, then convert's options."""
+    width = max(map(len, COMMANDS))
+    lines = "\n".join(f"  {c.name:<{width}}  {c.summary}" for c in COMMANDS.values())
+    usage = ("usage: trace2perfetto [convert] PROFILER_DIR [options]\n"
+             f"       trace2perfetto {{{','.join(n for n in COMMANDS if n != 'convert')}}} PROFILER_DIR "
+             "[options]\n\n"
+             f"commands (trace2perfetto COMMAND --help for each one's options):\n{lines}\n\n")
+    convert_help = _parser(CONVERT, "trace2perfetto").format_help()
+    return usage + convert_help[convert_help.index("\n\n") + 2:]  # its own usage line said above
+
+
+def _reuse_freed_memory() -> None:
+    """Ask glibc's malloc to keep memory freed for reuse (up to 64 MiB) and to serve blocks below
+    32 MiB from it: by default each batch of a few MiB is mapped afresh and returned when freed,
+    and its pages faulted in again for the next (a tenth of a conversion's CPU time). The
+    process, and the workers it forks, take it; elsewhere (not glibc) nothing changes."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    trim_threshold, mmap_threshold = -1, -3  # malloc.h's M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+    mallopt(mmap_threshold, 32 << 20)
+    mallopt(trim_threshold, 64 << 20)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit code (0 done, 1 broken input or internal error, 2 usage,
+    130 interrupted)."""
+    argv = sys.argv[1:] if argv is None else argv
+    _reuse_freed_memory()
+    if argv[:1] in (["-h"], ["--help"]):
+        print(_top_help(), end="")
+        return 0
+    command = COMMANDS.get(argv[0]) if argv else None
+    rest = argv[1:] if command else argv
+    command = command or CONVERT
+    prog = "trace2perfetto" + ("" if command is CONVERT and rest is argv else f" {command.name}")
+    try:
+        args = _parser(command, prog).parse_args(rest)
+    except SystemExit as e:
+        return int(e.code or 0)
+    args.command_line = as_text(shlex.join(["trace2perfetto", *argv]))  # the path may not be UTF-8
+    return _boundary(command, args)

@@ -18,7 +18,7 @@ from .errors import Diagnostics
 from .executor import LOCAL, Where, each_rank
 from .model import RankInfo, StepKey
 from .pipeline import Kind, Options, _align, overlap_row, read_profile, step_span
-from .select import check_graphs, select_ranks
+from .select import check_graphs, check_steps, select_ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +109,7 @@ def comm_report(
     spool = Spool()
     try:
         stashed, times = _read_ranks(infos, options, where, spool, diag)
+        check_steps(options.steps, diag)
         infos = [info for info in infos if info.rank in times]
         hosts = comm.host_names(infos)
         clocks = comm.clock_offsets((inst for _, instances in _steps(stashed, spool) for inst in instances),

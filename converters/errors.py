@@ -48,6 +48,9 @@ class Diagnostics:
     examples: dict[str, str] = field(default_factory=dict)
     subjects: dict[str, list[str]] = field(default_factory=dict)  # kind -> what each warning was about
     notes: dict[str, str] = field(default_factory=dict)  # facts, not damage: --strict ignores them
+    # the step ids read in the kept ranks and graphs, kept or not: what ``--steps`` is checked
+    # against once read (``select.check_steps``), as steps are known only then
+    steps: set[int] = field(default_factory=set)
 
     def warn(self, kind: str, message: str, subject: str | None = None) -> None:
         """Count a problem of ``kind``; ``subject``: the rank or folder it is about, if a whole one."""
@@ -72,6 +75,7 @@ class Diagnostics:
                 self.subjects.setdefault(kind, []).extend(other.subjects[kind])
         for kind, message in other.notes.items():
             self.notes.setdefault(kind, message)
+        self.steps |= other.steps
 
     def messages(self) -> list[str]:
         """One line per kind: the first example, and how many more there were (which, where each was

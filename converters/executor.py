@@ -59,10 +59,10 @@ def each_rank(work: Callable[[tuple], Any], jobs: list[tuple], ranks: list[int],
     """Run ``work`` on each rank's job and hand each result to ``collect`` with its job's index,
     as it arrives. A rank that cannot be read (an unreadable or broken file) fails the command
     with an error naming the rank; with ``where.skip_unreadable`` it is left out, named in a
-    warning in ``diag``, and returned among the indices left out.
+    warning in ``diag``, and returned among the indices left out, unless no rank is left.
 
     Raises:
-        InputError: a rank could not be read (``skip_unreadable`` off).
+        InputError: a rank could not be read (``skip_unreadable`` off), or none could.
         ClusterError: the cluster could not run a rank's task.
         UsageError: no Dask installed, or no scheduler at ``where.cluster``.
     """
@@ -87,6 +87,9 @@ def each_rank(work: Callable[[tuple], Any], jobs: list[tuple], ranks: list[int],
                 raise unreadable from error
             skipped.append(index)
             problems[index] = unreadable
+    if skipped and len(skipped) == len(jobs):  # nothing left to convert or analyse: no "0 ranks"
+        raise Trace2PerfettoError(f"no rank could be read (--skip-unreadable leaves out only some): "
+                                  f"{problems[skipped[0]]}")
     if skipped and diag is not None:
         diag.warn("unreadable_rank", f"rank {format_ids(ranks[i] for i in skipped)} left out "
                   f"(--skip-unreadable): {problems[skipped[0]]}")

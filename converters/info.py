@@ -10,6 +10,7 @@ choose ``--steps`` and ``--ranks`` under the size cap.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from .errors import Diagnostics, as_text
 from .executor import LOCAL, Where, each_rank
 from .model import Layer, RankInfo
 from .pipeline import Kind, Options, input_bytes, overlap_slices, read_profile
-from .select import select_ranks
+from .select import check_graphs, check_steps, select_ranks
 
 # Perfetto bytes per slice, fitted on the real samples and generated profiles of every format
 # (within 15% of each): summary slices carry no args (~57 B); a detail slice ~20 B plus 0.6 B per
@@ -68,17 +69,21 @@ class ProfileContents:
         return {kind: sum(r.estimated_bytes[kind] for r in self.ranks) for kind in ("summary", "detail")}
 
 
-def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None = None,
+def profile_info(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = None,
+                 graphs: Iterable[int] | None = None, steps: Iterable[int] | None = None,
                  where: Where = LOCAL) -> ProfileContents:
-    """Everything ``info`` shows about the profile under ``path``; each rank is read by a worker
-    of this machine or of a Dask cluster (``where``).
+    """Everything ``info`` shows about the kept ranks, graphs and steps of the profile under
+    ``path`` (the estimates are those of converting just them); each rank is read by a worker of
+    this machine or of a Dask cluster (``where``).
 
     Raises:
-        UsageError: unknown ranks, nothing recognisable under ``path``.
+        UsageError: unknown ranks, graphs or steps, nothing recognisable under ``path``.
         InputError: an input file broken beyond recovery.
     """
     diag = Diagnostics()
-    infos = select_ranks(discover(Path(path), diag), ranks)
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
+    infos = select_ranks(discover(Path(path), diag), options.ranks)
+    check_graphs(infos, options.graphs)
     found: list[RankContents | None] = [None] * len(infos)
     ops: dict[int, list[OpComm]] = {}
 
@@ -86,14 +91,16 @@ def profile_info(path: str | os.PathLike[str], *, ranks: frozenset[int] | None =
         found[index], ops[infos[index].rank] = result[0], result[1]
         diag.merge(result[2])
 
-    each_rank(_rank, infos, [info.rank for info in infos], collect, where, diag)
+    each_rank(_rank, [(info, options) for info in infos], [info.rank for info in infos], collect, where, diag)
+    check_steps(options.steps, diag)
     kept = [info for info, contents in zip(infos, found, strict=True) if contents is not None]
     clocks = clock_offsets(match(ops), host_names(kept)) if len(kept) > 1 else []
     return ProfileContents(as_text(path), [c for c in found if c is not None], diag.messages(), clocks)
 
 
-def _rank(info: RankInfo) -> tuple[RankContents, list[OpComm], Diagnostics]:
+def _rank(job: tuple[RankInfo, Options]) -> tuple[RankContents, list[OpComm], Diagnostics]:
     """One rank's contents, and its communication ops (for the clock offsets). Runs in a worker."""
+    info, options = job
     diag = Diagnostics()
     ops: list[OpComm] = []
     contents = RankContents(
@@ -104,7 +111,7 @@ def _rank(info: RankInfo) -> tuple[RankContents, list[OpComm], Diagnostics]:
     lanes: dict[str, set[str]] = {}
     counts: dict[str, int] = {}
     summary = detail = samples = 0
-    for batch in read_profile([info], Options(kind=Kind.DETAIL), diag):
+    for batch in read_profile([info], options, diag):
         if batch.step is not None:
             contents.steps.append(StepRange(batch.graph, batch.step_id, batch.step.start_ns,
                                             batch.step.end_ns))

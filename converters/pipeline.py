@@ -6,16 +6,13 @@ import bisect
 import dataclasses
 import os
 import pickle
-import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import NamedTuple
 
 from . import comm, overlap
 from ._overlap import slices as overlap_as_slices
@@ -38,9 +35,10 @@ from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where, each_rank
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
 from .model import Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords, step_label
+from .output import inputs_of, open_output, refuse_inputs
 from .overlap import Interval, StepIntervals
 from .readers import READERS, host_info
-from .select import check_graphs, format_ids, keep_step, select_ranks
+from .select import check_graphs, check_steps, format_ids, select_ranks
 from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
 from .writers.perfetto import PerfettoEncoder
 
@@ -154,6 +152,8 @@ def convert(
     found = Diagnostics()
     infos = select_ranks(discover(Path(path), found), options.ranks)
     check_graphs(infos, options.graphs)
+    inputs = inputs_of(path, infos)
+    refuse_inputs(target, inputs)  # now, not after reading: the same check guards the opening
     shifts = _aligned(infos, options, found, where) if _align(align) else {}
     origins = Origins.from_starts(infos)
     spool = Spool()
@@ -174,6 +174,7 @@ def convert(
                       "after the first, which Chrome JSON holds to the µs only (Perfetto reads them as "
                       "doubles); a .pftrace holds them to the ns")
         diag.merge(found)
+        check_steps(options.steps, diag)
         if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
                       f"{format_ids(r.rank for r in infos)}" + ("" if options.kind is Kind.DETAIL else
@@ -181,7 +182,7 @@ def convert(
         if strict and diag:
             raise StrictError(diag.messages())
         encoder = _encoder(out_format, origins.of(infos[0]) if infos else None)
-        with _open_output(target) as out:
+        with open_output(target, inputs) as out:
             sink = Sink(out, max_bytes, compress=target.endswith(".gz"))
             kept = assemble(sink, spool, lambda ranks: encoder.header([i for i in infos if ranks is None
                                                                        or i.rank in ranks]),
@@ -259,6 +260,7 @@ def overlap_report(
               where, diag)
     for index in sorted(waiting):  # after a rank left out as unreadable
         hand(waiting.pop(index))
+    check_steps(options.steps, diag)
     return kept
 
 
@@ -300,11 +302,12 @@ def overlap_row(batch: StepRecords) -> StepOverlap:
 def step_span(batch: StepRecords) -> tuple[int, int, bool]:
     """(start, duration, whether it starts where the host began the step) of one step: its bounds;
     else, where the profiler's figures stand for it, its time from them (``StepFigures.step_ns``)
-    from its first op (its start is not recorded); else its first to its last device work."""
+    from its first op (its start is not recorded); else its first to its last device work (and
+    where Free is measured)."""
     if batch.step is not None:
         return batch.step.start_ns, batch.step.end_ns - batch.step.start_ns, batch.step.host_start
     o = step_overlap(batch)
-    busy = o.computing + o.communication
+    busy = o.computing + o.communication + ([batch.device_span] if batch.device_span else [])
     start = min((a for a, _ in busy), default=batch.start_ns)
     figures = batch.figures
     if figures is not None and figures.step_ns is not None:
@@ -631,7 +634,8 @@ def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:
 
 def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
     """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
-    with the key that names it across the job (``keyed``)."""
+    with the key that names it across the job (``keyed``). The ids of the steps of the kept graphs
+    go to ``diag.steps``, kept or not (``select.check_steps``)."""
     readers = {r.NAME: r for r in READERS}
     detail = options.kind is Kind.DETAIL
     for info in infos:
@@ -639,7 +643,11 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
         if detail and info.host_paths:
             steps = host_info.attach(steps, info, diag, min_level=options.host_level)
         for batch in carried_on(keyed(steps)):
-            if keep_step(batch, options.graphs, options.steps):
+            if options.graphs is not None and batch.graph not in options.graphs:
+                continue
+            if batch.step_id is not None:
+                diag.steps.add(batch.step_id)
+            if options.steps is None or batch.step_id in options.steps:
                 yield batch
 
 
@@ -748,39 +756,26 @@ def _default_output(path: Path) -> str:
 
 
 def _output_format(target: str, fmt: Format | str | None) -> Format:
+    """The format asked for, else the one the output's name says (Perfetto for stdout).
+
+    Raises:
+        UsageError: the name says none and none is asked for, or they contradict each other
+            (JSON written into a ``.pftrace``).
+    """
+    suffixes = [] if target == "-" else Path(target).suffixes
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    named = _SUFFIXES.get(suffixes[-1].lower()) if suffixes else None
     if fmt is not None:
+        if named is not None and named is not Format(fmt):
+            raise UsageError(f"--format {Format(fmt).value} contradicts the output's name {target!r} (a "
+                             f"{named.value} file); change one of them")
         return Format(fmt)
     if target == "-":
         return Format.PERFETTO
-    suffixes = Path(target).suffixes
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    found = _SUFFIXES.get(suffixes[-1].lower()) if suffixes else None
-    if found is None:
+    if named is None:
         raise UsageError(
             f"cannot tell the output format from {target!r}; name it .pftrace or .json "
             "(optionally .gz), or pass --format perfetto|json"
         )
-    return found
-
-
-@contextmanager
-def _open_output(target: str) -> Iterator[BinaryIO]:
-    """Stdout, or a temporary file beside ``target`` renamed over it when all went well."""
-    if target == "-":
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    final = Path(target)
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
-    except OSError as e:
-        raise UsageError(f"cannot write {final}: {e.strerror or e}") from e
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as raw:
-            yield raw
-        os.chmod(temp, 0o644)
-        os.replace(temp, final)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    return named

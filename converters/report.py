@@ -35,7 +35,6 @@ detail trace of exactly that rank and step.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import html
 import io
@@ -43,8 +42,6 @@ import os
 import re
 import shlex
 import statistics
-import sys
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -60,23 +57,23 @@ from .discover import discover
 from .errors import Diagnostics, UsageError, as_text
 from .executor import LOCAL, Where, each_rank
 from .model import Layer, RankInfo, StepKey
+from .output import inputs_of, open_output
 from .overlap import is_compute, total_ns
 from .pipeline import (
     Kind,
     Options,
     StepOverlap,
     _align,
-    _open_output,
     input_bytes,
     overlap_row,
     read_profile,
     step_span,
 )
-from .select import check_graphs, format_ids, select_ranks
+from .select import check_graphs, check_steps, format_ids, select_ranks
 
 __all__ = [
-    "Diagnosis", "OpTotal", "Report", "StepFacts", "Thresholds", "build_report_parser", "diagnose",
-    "report_data", "report_json", "report_main", "render_html", "write_html",
+    "Diagnosis", "OpTotal", "Report", "StepFacts", "Thresholds", "diagnose", "report_data", "report_json",
+    "render_html", "write_html", "write_report",
 ]
 
 SCHEMA = "trace2perfetto-report/1"
@@ -227,9 +224,10 @@ class Report:
     ranks: list[int]
     hosts: dict[int, str | None]  # None: not known from the profile
     input_bytes: int
-    wall_clock: bool  # False: some ranks on their own clocks (times not comparable across them)
+    wall_clock: bool  # False: some ranks on clocks of their own, no wall time (comparable only if aligned)
     thresholds: Thresholds
-    steps: list[StepFacts]
+    steps: list[StepFacts]  # every step judged: the kept steps, or the whole run where none is marked
+    outside: list[StepFacts]  # activity outside any step (where steps are marked): shown, not judged
     diagnoses: list[Diagnosis]
     slow_ranks: list[SlowRank]
     spread: list[StepSpread]
@@ -244,12 +242,15 @@ class Report:
     aligned: bool
     selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
     warnings: list[str] = field(default_factory=list)
+    inputs: list[Path] = field(default_factory=list)  # what was read: the report is never written over it
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
-        if not self.steps:
+        """From the first step's start to the last one's end; None if no step has a known time."""
+        timed = [f for f in self.steps + self.outside if f.step_ns > 0]
+        if not timed:
             return None
-        return (min(f.start_ns for f in self.steps), max(f.start_ns + f.step_ns for f in self.steps))
+        return (min(f.start_ns for f in timed), max(f.start_ns + f.step_ns for f in timed))
 
     def findings(self) -> dict[tuple[int, int | None, int | None], list[Diagnosis]]:
         """The diagnoses by (rank, graph, step)."""
@@ -257,6 +258,10 @@ class Report:
         for d in self.diagnoses:
             found[d.rank, d.graph, d.step].append(d)
         return found
+
+    def verdict(self) -> dict[str, Any]:
+        """The job's bottleneck, with counts per kind (``_verdict``)."""
+        return _verdict(self)
 
     def dominant(self) -> dict[tuple[int, int | None, int | None], str]:
         """Per (rank, graph, step), the one finding it is coloured by: a straggler first (the cause
@@ -331,18 +336,25 @@ def report_data(
 
     skipped = each_rank(_rank_facts, [(info, options) for info in infos], [info.rank for info in infos],
                         collect, where, diag)
+    check_steps(options.steps, diag)
+    inputs = inputs_of(path, infos)
     kept = [index for index in range(len(infos)) if index not in skipped]  # unreadable ranks left out
     infos, results = [infos[i] for i in kept], [results[i] for i in kept]
     thresholds = thresholds or Thresholds()
     hosts = comm.host_names(infos)  # a clock domain per rank: its host, else the rank alone
     facts = [f for r in results for f in r.steps]
+    # Activity no step bounds (before the first step, after the last) is no step: where the job
+    # marks steps it is shown apart and judged on no axis; where none does, it is the whole run.
+    marked = any(f.step is not None for f in facts)
+    outside = [f for f in facts if marked and f.step is None]
+    facts = [f for f in facts if not (marked and f.step is None)]
     ops = {info.rank: r.comm_ops for info, r in zip(infos, results, strict=True)}
     instances = comm.match(ops)
     clocks = comm.clock_offsets(instances, hosts) if len(infos) > 1 else []
     if aligning:
         instances = comm.match(ops, comm.rank_offsets(clocks))
     all_ops = [op for info in infos for op in ops[info.rank]]
-    _add_waits(facts, all_ops, instances)
+    _add_waits(facts + outside, all_ops, instances)
     times = with_waits([_step_time(f) for f in facts], all_ops)
     report = Report(
         path=as_text(path),
@@ -350,9 +362,10 @@ def report_data(
         ranks=[info.rank for info in infos],
         hosts={info.rank: info.host for info in infos},
         input_bytes=sum(input_bytes(info) for info in infos),
-        wall_clock=all(info.wall_clock for info in infos) or aligning,
+        wall_clock=all(info.wall_clock for info in infos),
         thresholds=thresholds,
         steps=facts,
+        outside=outside,
         diagnoses=[],
         slow_ranks=slow_ranks_of(times, last_arrivals(instances), hosts) if instances else [],
         spread=spread_of(times) if len(infos) > 1 else [],
@@ -366,7 +379,10 @@ def report_data(
         clocks=clocks,
         aligned=aligning,
         selection={"ranks": _listed(ranks), "graphs": _listed(graphs), "steps": _listed(steps)},
+        inputs=inputs,
     )
+    span = report.span_ns
+    report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     report.warnings = diag.messages()
@@ -532,8 +548,8 @@ def _findings(f: StepFacts, peers: list[StepFacts], t: Thresholds) -> Iterable[t
         source, ns = loading
         yield "data_loading", ns / step, {"source": source, "data_loading_ms": _ms(ns),
                                           "share": round(ns / step, 4)}, \
-            f"Data loading: {source} took {_ms_text(ns)}, {ns / step:.0%} of the step, before the device " \
-            "got work."
+            f"Data loading: {source} took {_ms_text(ns)}, {ns / step:.0%} of the step" + \
+            (", before the device got work." if f.has_device else ".")  # no device: none to speak of
     if o.computing_ns is None:  # no device tasks recorded: the device's side is unknown
         return
     idle = o.free_ns + (f.other_ns or 0)
@@ -625,6 +641,9 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
+WALL_TIME_SINCE_NS = 946_684_800 * 10**9  # 2000-01-01: earlier "epoch" times are a clock of its own
+
+
 def _bytes(n: int) -> str:
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
@@ -659,6 +678,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "thresholds": {name: value for name, value, _ in report.thresholds.items()},
         "verdict": _verdict(report),
         "steps": [_step_record(f, by_step.get((f.rank, f.graph, f.step), [])) for f in report.steps],
+        "outside_steps": [_step_record(f, []) for f in report.outside],
         "diagnoses": [{"kind": d.kind, "rank": d.rank, "graph": d.graph, "step": d.step, "share": d.share,
                        "evidence": d.evidence, "summary": d.summary, "command": d.command}
                       for d in report.diagnoses],
@@ -1006,8 +1026,11 @@ def _short(name: str, n: int = 60) -> str:
     return name if len(name) <= n else name[: n // 2 - 1] + "…" + name[-(n // 2 - 1):]
 
 
+CHART_OPS = 15  # ops in the chart; the table under it lists all of --top
+
+
 def _ops_chart(plots: _Plots, report: Report) -> str:
-    ops = report.top_ops[:15][::-1]
+    ops = report.top_ops[:CHART_OPS][::-1]
     fig = plots.figure(9.5, 0.24 * len(ops) + 1.0)
     ax = fig.subplots()
     ax.barh(range(len(ops)), [o.total_ns / 1e6 for o in ops], color="#1a9641", height=0.7)
@@ -1026,12 +1049,14 @@ main { max-width: 1180px; margin: 0 auto; padding: 12px 24px 48px; background: #
 h1 { font-size: 1.5em; margin: 0.4em 0 0.2em; } h2 { font-size: 1.2em; margin-top: 1.8em;
   border-bottom: 1px solid #ddd; padding-bottom: 3px; } h3 { font-size: 1.02em; margin-bottom: 0.3em; }
 nav { font-size: 0.9em; margin: 0.4em 0 1em; } nav a { margin-right: 1em; }
-table { border-collapse: collapse; font-size: 0.86em; margin: 0.4em 0 0.8em; }
+table { border-collapse: collapse; font-size: 0.86em; margin: 0.4em 0 0.8em; display: block; max-width: 100%;
+  overflow-x: auto; }
 th, td { border: 1px solid #ddd; padding: 2px 7px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 tr:nth-child(even) td { background: #fbfbfb; }
 code, .cmd { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 0.92em; }
-.cmd { background: #f3f3f3; padding: 1px 4px; border-radius: 3px; user-select: all; word-break: break-all; }
+.cmd { background: #f3f3f3; padding: 1px 4px; border-radius: 3px; user-select: all; }
+.cmd span { white-space: nowrap; }
 figure { margin: 0.6em 0 1.2em; } figcaption { font-size: 0.85em; color: #555; }
 svg.plot { max-width: 100%; height: auto; display: block; }
 .kind { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 0.85em; color: #fff; }
@@ -1049,6 +1074,13 @@ ROWS_PER_KIND = 12  # findings listed per kind in the HTML (all of them are in -
 
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _cmd(command: str) -> str:
+    """A command to copy: it wraps between its words only, never inside a path or an option (a
+    browser breaks lines after hyphens and slashes too, so each word is kept whole)."""
+    words = " ".join(f"<span>{_e(word)}</span>" for word in command.split(" "))
+    return f'<span class="cmd">{words}</span>'
 
 
 def _kind_badge(kind: str) -> str:
@@ -1119,9 +1151,11 @@ def _job_section(report: Report, command: str) -> str:
         when = "-"
     elif report.wall_clock:
         when = f"{_iso(span[0])} to {_iso(span[1])} ({_ms_text(span[1] - span[0])})"
-    else:
-        when = (f"{_ms_text(span[1] - span[0])} <span class=warn>(some ranks on their own device clocks: no "
-                "wall time, and times not comparable across ranks)</span>")
+    else:  # a relative clock is no date: its span only
+        why = "times on the ranks' own clocks, not wall time" + (
+            "; aligned by their collectives" if report.aligned else "" if len(report.ranks) < 2 else
+            ", and not comparable across ranks")
+        when = f"{_ms_text(span[1] - span[0])} <span class=warn>({why})</span>"
     on_hosts = f" on {len(known)} host{'s' if len(known) > 1 else ''}" if known else ""
     items = [
         ("Profile", f"<code>{_e(report.path)}</code>"),
@@ -1130,12 +1164,21 @@ def _job_section(report: Report, command: str) -> str:
         ("Steps", (f"{job_steps}: {_e(format_ids(steps))}" if steps else "none marked (one pseudo step)")
          + (f"; graphs {_e(format_ids(graphs))}" if graphs else "") + f"; {len(report.steps)} rank-steps"),
         ("Time span", when),
+        *([("Outside steps", _outside(report))] if report.outside else []),
         ("Input", _e(_bytes(report.input_bytes))),
-        ("Made by", f'<span class="cmd">{_e(command)}</span>'),
+        ("Made by", _cmd(command)),
     ]
     rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items)
     warnings = "".join(f'<p class="warn">Warning: {_e(w)}</p>' for w in report.warnings)
     return f'<section id="job"><h2>Job</h2><dl class="job">{rows}</dl>{warnings}</section>'
+
+
+def _outside(report: Report) -> str:
+    """The activity outside any step, rank by rank: shown, never judged as a step."""
+    spans = ", ".join(f"rank {f.rank}" + (f" graph {f.graph}" if f.graph is not None else "")
+                      + f": {_ms_text(f.step_ns)}" for f in report.outside)
+    return (f"{_e(spans)} <span class=muted>(from the first to the last device work no step bounds: "
+            "before the first step or after the last; not judged, and not in the step charts)</span>")
 
 
 def _verdict_section(report: Report) -> str:
@@ -1148,7 +1191,7 @@ def _verdict_section(report: Report) -> str:
     if worst is not None:
         where = f"rank {worst['rank']}" + (f", step {worst['step']}" if worst["step"] is not None else "")
         text += (f"<br>Worst: {where}. {_e(worst['summary'])}<br>Open it on the timeline: "
-                 f'<span class="cmd">{_e(worst["command"])}</span>')
+                 + _cmd(worst["command"]))
     counts = ", ".join(f"{_kind_badge(k)} {n}" for k, n in verdict["counts"].items())
     return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict" style="border-color:'
             f'{KIND_COLOURS[main]}">{text}</p><p>Rank-steps by their dominant finding: {counts}.</p>'
@@ -1211,7 +1254,7 @@ def _diagnosis_section(plots: _Plots, report: Report) -> str:
         if not found:
             continue
         rows = [[d.rank, *([d.graph] if graphs else []), "-" if d.step is None else d.step, f"{d.share:.0%}",
-                 _e(d.summary), f'<span class="cmd">{_e(d.command)}</span>'] for d in found[:ROWS_PER_KIND]]
+                 _e(d.summary), _cmd(d.command)] for d in found[:ROWS_PER_KIND]]
         more = (f'<p class="muted">and {len(found) - ROWS_PER_KIND} more (all in --format json)</p>'
                 if len(found) > ROWS_PER_KIND else "")
         out.append(f"<h3>{_kind_badge(kind)} {len(found)} rank-step{'s' if len(found) > 1 else ''}</h3>"
@@ -1233,7 +1276,8 @@ def _ranks_section(plots: _Plots, report: Report) -> str:
             for r in report.slow_ranks[:16]]
     out.append(f"<p>{report.collectives} collectives matched across ranks"
                + (" (clocks aligned by the collectives' ends)" if report.aligned else "")
-               + ". Ranks by the wait they caused the others (ms; means per step):</p>")
+               + ". Ranks by the wait they caused the others (ms; wait caused and suffered, and last "
+               "arrivals: totals over the kept steps; mean: per step):</p>")
     out.append(_table(["Rank", "Host", "Steps", "Wait caused", "Wait suffered", "Last arrivals", "Mean step",
                        "Mean computing", "Mean communication"], rows, {0, 2, 3, 4, 5, 6, 7, 8}))
     if len(report.slow_ranks) > 16:
@@ -1267,19 +1311,30 @@ def _ops_section(plots: _Plots, report: Report) -> str:
     if not report.top_ops:
         out.append("<p>No device compute ops in this input.</p></section>")
         return "".join(out)
-    out.append(_figure(_ops_chart(plots, report), "Device compute ops by total time over every kept rank "
-                       "and step (the top 15)."))
+    listed, charted = len(report.top_ops), min(CHART_OPS, len(report.top_ops))
+    where = "every kept rank and step" + (", and outside steps" if report.outside else "")
+    out.append(_figure(_ops_chart(plots, report), f"Device compute ops by total time over {where}: the "
+                       + (f"top {charted} of the {listed} listed below." if charted < listed else
+                          f"{_count(listed, 'op')} listed below.")))
     header = ["Op", "Count", "Total (ms)", "Mean (ms)", "Share of compute"]
-    out.append("<h3>Over all ranks</h3>" + _table(header, _ops_rows(report.top_ops, report.compute_ns),
-                                                  {1, 2, 3, 4}))
+    out.append(f"<h3>Over all ranks: the top {_count(listed, 'op')} by total time</h3>"
+               + _table(header, _ops_rows(report.top_ops, report.compute_ns), {1, 2, 3, 4}))
     out.append("<h3>Per rank</h3>")
     for rank, ops in sorted(report.top_ops_by_rank.items()):
         if ops:
-            base = report.compute_ns_by_rank.get(rank, 0)
-            out.append(f"<details><summary>Rank {rank}: {_num(base)} ms of compute</summary>"
-                       + _table(header, _ops_rows(ops[:10], base), {1, 2, 3, 4}) + "</details>")
+            base, shown = report.compute_ns_by_rank.get(rank, 0), ops[:RANK_OPS]
+            out.append(f"<details><summary>Rank {rank}: {_num(base)} ms of compute; its top "
+                       f"{_count(len(shown), 'op')}</summary>"
+                       + _table(header, _ops_rows(shown, base), {1, 2, 3, 4}) + "</details>")
     out.append("</section>")
     return "".join(out)
+
+
+RANK_OPS = 10  # ops listed per rank in the HTML (all of --top in the JSON)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _method_section(report: Report) -> str:
@@ -1301,116 +1356,18 @@ def _method_section(report: Report) -> str:
 def write_html(report: Report, out_path: str | os.PathLike[str], command: str) -> int:
     """Write the HTML report to ``out_path`` ("-": stdout); it appears only when complete.
     Returns the bytes written."""
-    data = render_html(report, command).encode()
-    _write(str(out_path), data)
-    return len(data)
+    return write_report(report, out_path, command, "html")
 
 
-def _write(target: str, data: bytes) -> None:
-    with _open_output(target) as out:
+def write_report(report: Report, out_path: str | os.PathLike[str], command: str = "",
+                 fmt: str = "html") -> int:
+    """Write the report as ``fmt`` ("html", or "json": ``report_json``) to ``out_path`` ("-":
+    stdout); it appears only when complete, and never over an input (``output.open_output``).
+    ``command``: the command line that made it, printed on the page. Returns the bytes written."""
+    if fmt == "json":
+        data = orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2) + b"\n"
+    else:
+        data = render_html(report, command).encode()
+    with open_output(str(out_path), report.inputs) as out:
         out.write(data)
-
-
-# -- the command ----------------------------------------------------------------------------------
-
-def build_report_parser() -> argparse.ArgumentParser:
-    from .cli import _add_align, _add_cluster, _add_selection
-
-    parser = argparse.ArgumentParser(
-        prog="trace2perfetto report",
-        description="One self-contained HTML page (no network needed to view it) on where the time goes: "
-        "step time per rank and step, the breakdown of each step (Computing, Communication not overlapped, "
-        "Free, the profiler's phases), the diagnosis of each step and rank (data loading, host, device, "
-        "communication bound, straggler) with its evidence and the command for its timeline, the slowest "
-        "ranks and collectives, and the top device ops. Or the same numbers as JSON.",
-        epilog="examples:\n"
-        "  trace2perfetto report PROFILER_DIR -o report.html\n"
-        "  trace2perfetto report PROFILER_DIR --ranks 0-7 --steps 10-20 -o report.html\n"
-        "  trace2perfetto report PROFILER_DIR --format json -o - | jq .verdict\n\n"
-        "The JSON output is described by schemas/report.schema.json.\n"
-        "exit codes: 0 written, 1 input broken beyond recovery, 2 usage error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("profile", metavar="PROFILER_DIR")
-    parser.add_argument("-o", "--output", metavar="FILE",
-                        help="output file; '-' for stdout; default: PROFILER_DIR.report.html (.json) beside "
-                        "the input")
-    parser.add_argument("--format", choices=("html", "json"),
-                        help="default: from the output name (.json: json), else html")
-    _add_selection(parser)
-    _add_align(parser)
-    _add_cluster(parser)
-    parser.add_argument("--threshold", metavar="NAME=VALUE", action="append", default=[], type=_threshold,
-                        help="change a diagnosis threshold, e.g. host_idle_share=0.4 (names: "
-                        + ", ".join(f.name for f in dataclasses.fields(Thresholds)) + ")")
-    parser.add_argument("--top", metavar="N", type=int, default=20,
-                        help="device ops to list, over all ranks and per rank (default: %(default)s)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    return parser
-
-
-def _threshold(text: str) -> tuple[str, float]:
-    name, _, value = text.partition("=")
-    names = [f.name for f in dataclasses.fields(Thresholds)]
-    if name not in names:
-        raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(names)}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=NUMBER") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a threshold is >= 0")
-    return name, number
-
-
-def _output(args: argparse.Namespace) -> tuple[str, str]:
-    target = args.output
-    fmt = args.format
-    if fmt is None:
-        fmt = "json" if target and target != "-" and target.lower().endswith(".json") else "html"
-    if target is None:
-        path = Path(args.profile).resolve()
-        target = str(path.parent / f"{path.name}.report.{fmt}")
-    return target, fmt
-
-
-def report_main(argv: list[str]) -> int:
-    """``trace2perfetto report ...``: returns the exit code (0 written, 1 broken input, 2 usage)."""
-    from .cli import _count, _where, _writing
-
-    try:
-        args = build_report_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    if args.top < 0:
-        print("trace2perfetto: error: --top must be >= 0", file=sys.stderr)
-        return 2
-    started = time.perf_counter()
-    target, fmt = _output(args)
-    command = as_text(shlex.join(["trace2perfetto", "report", *argv]))  # the path may not be UTF-8
-    def work() -> tuple[Report, bytes]:
-        report = report_data(args.profile, ranks=args.ranks, graphs=args.graphs, steps=args.steps,
-                             align=args.align, thresholds=Thresholds(**dict(args.threshold)), top=args.top,
-                             where=_where(args))
-        if fmt == "json":
-            data = orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2) + b"\n"
-        else:
-            data = render_html(report, command).encode()
-        _write(target, data)
-        return report, data
-
-    done, failed = _writing(work)
-    if failed is not None:
-        return failed
-    report, data = done
-    if args.quiet:
-        return 0
-    for warning in report.warnings:
-        print(f"trace2perfetto: warning: {warning}", file=sys.stderr)
-    where = "stdout" if target == "-" else os.path.abspath(target)
-    verdict = _verdict(report)["dominant"]
-    print(f"trace2perfetto: wrote {where}: {_count(len(report.ranks), 'rank')}, "
-          f"{_count(len(report.steps), 'rank-step')}, {_count(len(report.diagnoses), 'finding')} (mostly "
-          f"{KIND_TITLES[verdict].lower()}), {_bytes(len(data))} in {time.perf_counter() - started:.2f} s",
-          file=sys.stderr)
-    return 0
+    return len(data)

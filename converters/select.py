@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import UsageError
-from .model import RankInfo, StepRecords
+from .errors import Diagnostics, UsageError
+from .model import RankInfo
 
 
 def parse_ids(text: str, what: str) -> frozenset[int]:
@@ -68,8 +68,21 @@ def check_graphs(ranks: list[RankInfo], wanted: frozenset[int] | None) -> None:
         raise UsageError(f"unknown graph {format_ids(missing)}; graphs (model ids) present: {listed}")
 
 
-def keep_step(batch: StepRecords, graphs: frozenset[int] | None, steps: frozenset[int] | None) -> bool:
-    """Whether a step's records pass the graph and step filters."""
-    if graphs is not None and batch.graph not in graphs:
-        return False
-    return steps is None or batch.step_id in steps
+def check_steps(wanted: frozenset[int] | None, diag: Diagnostics) -> None:
+    """After reading: the steps asked for against those the kept ranks and graphs hold
+    (``diag.steps``, gathered by ``read_profile``). Steps are known only once read, so this comes
+    after reading, never as a second read; the output is not written yet.
+
+    Raises:
+        UsageError: none of the wanted steps is there (the output would be empty); the message
+            lists the steps present. Some absent: a warning naming them (an error with --strict).
+    """
+    if wanted is None:
+        return
+    present = format_ids(diag.steps) or "none (no step is marked in the kept ranks and graphs)"
+    if not wanted & diag.steps:
+        raise UsageError(f"unknown step {format_ids(wanted)}; steps present: {present}")
+    missing = wanted - diag.steps
+    if missing:
+        diag.warn("unknown_steps", f"--steps: step {format_ids(missing)} in no kept rank; steps present: "
+                  f"{present}")

@@ -22,3 +22,10 @@ def real_data(name: str) -> Path:
 @pytest.fixture
 def msprof_2rank() -> Path:
     return real_data("msprof-2rank")
+
+
+@pytest.fixture
+def out_dir(tmp_path_factory) -> Path:
+    """A folder for a test's outputs apart from its profile: an output inside an input folder is
+    refused (it would be read as part of the profile next time)."""
+    return tmp_path_factory.mktemp("out")

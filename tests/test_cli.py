@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -253,3 +254,216 @@ def test_open_serves_the_trace_once_to_the_perfetto_ui(profile, tmp_path):
 def test_open_needs_a_file(profile, capsys):
     assert main([str(profile), "-o", "-", "--open"]) == 2
     assert "--open serves a file" in capsys.readouterr().err
+
+
+# -- never over an input (issue 23, item 1) --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lone_trace(tmp_path_factory) -> Path:
+    """A torch_npu trace_view.json, as such files travel alone (attached to an issue)."""
+    from fixtures.ascend_pt_gen import write_ascend_pt_profile
+
+    root = tmp_path_factory.mktemp("ascend_pt")
+    write_ascend_pt_profile(root, ranks=1, steps=2, seed=3)
+    return next(root.glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json"))
+
+
+def _copy(source: Path, folder: Path) -> Path:
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(source, folder / source.name))
+
+
+@pytest.mark.parametrize("command", [[], ["report"]])
+def test_an_output_named_as_the_input_is_refused_and_the_input_kept(lone_trace, tmp_path, capsys, command):
+    trace = _copy(lone_trace, tmp_path / "issue")
+    before = trace.read_bytes()
+    (tmp_path / "link.json").symlink_to(trace)
+    os.link(trace, tmp_path / "hard.json")
+    for target in (trace, tmp_path / "issue" / ".." / "issue" / "trace_view.json", tmp_path / "link.json",
+                   tmp_path / "hard.json"):
+        assert main([*command, str(trace), "-o", str(target), "--format", "json"]) == 2, target
+        err = capsys.readouterr().err
+        assert f"{target}: the output would replace the input {trace}" in err and "nothing written" in err
+    assert trace.read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "issue").iterdir()) == ["trace_view.json"]  # no temporary
+
+
+@pytest.mark.parametrize("command", [[], ["report"]])
+def test_an_output_inside_the_profile_is_refused(profile, tmp_path, capsys, command):
+    before = sorted(profile.rglob("*"))
+    prof = next(profile.glob("PROF_*"))
+    (tmp_path / "into").symlink_to(prof, target_is_directory=True)
+    for target in (profile / "job.json", prof / "device_0" / "job.json", tmp_path / "into" / "job.json"):
+        assert main([*command, str(profile), "-o", str(target)]) == 2, target
+        assert "the output would go inside the input folder" in capsys.readouterr().err
+    assert sorted(profile.rglob("*")) == before
+    assert main([*command, str(prof), "-o", str(tmp_path / "beside.json")]) == 0  # beside it: fine
+
+
+# -- options (issue 23, item 11) --------------------------------------------------------------------
+
+def test_a_format_the_output_name_contradicts_is_a_usage_error(profile, tmp_path, capsys):
+    for argv in (["--format", "json", "-o", str(tmp_path / "x.pftrace")],
+                 ["--format", "perfetto", "-o", str(tmp_path / "x.json.gz")],
+                 ["report", "--format", "json", "-o", str(tmp_path / "x.html")],
+                 ["report", "--format", "html", "-o", str(tmp_path / "x.json")]):
+        command, rest = (argv[:1], argv[1:]) if argv[0] == "report" else ([], argv)
+        assert main([*command, str(profile), *rest]) == 2, argv
+        assert "contradicts the output's name" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    assert main([str(profile), "--format", "json", "-o", str(tmp_path / "x.trace")]) == 0  # a name saying
+    # no format takes the one asked for
+
+
+@pytest.mark.parametrize("command", [[], ["info"], ["overlap"], ["comm"], ["report"]])
+def test_steps_absent_from_the_profile_are_a_usage_error_listing_those_present(profile, tmp_path, capsys,
+                                                                               command):
+    out = ["-o", str(tmp_path / "out.json")] if command in ([], ["report"]) else []
+    assert main([*command, str(profile), "--steps", "99", *out]) == 2
+    assert "unknown step 99; steps present: 1-3" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    assert main([*command, str(profile), "--steps", "2,99", *out]) == 0  # some present: said, not fatal
+    assert "step 99 in no kept rank; steps present: 1-3" in capsys.readouterr().err
+
+
+def test_strict_fails_on_arrows_left_out(tmp_path, capsys):
+    from fixtures.ascend_db_gen import write_ascend_db
+
+    folder = tmp_path / "rank0_ascend_pt"  # the generator's first launch is skewed after its task
+    write_ascend_db(folder / "ASCEND_PROFILER_OUTPUT", steps=2, tasks_per_step=20, planes=2, seed=3)
+    (folder / "profiler_info_0.json").write_text('{"rank_id": 0}')
+    out = tmp_path / "x.pftrace"
+    assert main([str(folder), "--kind", "detail", "-o", str(out)]) == 0
+    assert "arrows whose end begins before their start" in capsys.readouterr().err
+    assert main([str(folder), "--kind", "detail", "--strict", "-o", str(out.with_suffix(".json"))]) == 1
+    assert "--strict" in capsys.readouterr().err and not out.with_suffix(".json").exists()
+
+
+def test_skip_unreadable_with_no_readable_rank_is_an_error(profile, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "broken"
+    shutil.copytree(profile, copy)
+    for victim in copy.glob("PROF_*/device_*/timeline/msprof_*.json"):
+        victim.write_bytes(b"\x00garbage" + victim.read_bytes())
+    out = tmp_path / "out.pftrace"
+    for command in ([], ["report"]):
+        assert main([*command, str(copy), "--skip-unreadable", "-o", str(out)]) == 1
+        assert "no rank could be read" in capsys.readouterr().err and not out.exists()
+    for command in (["info"], ["overlap"], ["comm"]):
+        assert main([*command, str(copy), "--skip-unreadable"]) == 1
+        assert "no rank could be read" in capsys.readouterr().err
+
+
+def test_every_command_takes_the_common_options(profile, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "crashed"  # a cut-off file: a warning on stderr, which -q silences
+    shutil.copytree(profile, copy)
+    victim = sorted(copy.glob("PROF_*/device_*/timeline/msprof_*.json"))[-1]
+    victim.write_bytes(victim.read_bytes()[:-200])
+    common = ["--ranks", "0,1", "--graphs", "2", "--steps", "1-3", "--skip-unreadable"]
+    for command, fmt in (("info", "json"), ("overlap", "csv"), ("comm", "json"), ("convert", "json"),
+                         ("report", "json")):
+        out = ["-o", str(tmp_path / f"{command}.json")] if command in ("convert", "report") else []
+        assert main([command, str(copy), *common, "--format", fmt, *out]) == 0, command
+        assert "cut off at byte" in capsys.readouterr().err, command
+        assert main([command, str(copy), *common, "--format", fmt, "-q", *out]) == 0, command
+        assert capsys.readouterr().err == "", command
+
+
+def test_convert_is_a_subcommand_and_the_default(profile, tmp_path):
+    a, b = tmp_path / "a.pftrace", tmp_path / "b.pftrace"
+    assert main(["convert", str(profile), "-o", str(a)]) == 0
+    assert main([str(profile), "-o", str(b)]) == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_help_lists_every_subcommand_on_one_line_and_the_exit_codes(capsys):
+    from converters.cli import COMMANDS
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("convert", "info", "overlap", "comm", "report"):
+        assert re.search(rf"^  {name} +\S.*$", out, re.MULTILINE), name
+    assert set(COMMANDS) == {"convert", "info", "overlap", "comm", "report"}
+    assert "exit codes: 0 done, 1 input broken beyond recovery" in out and "2 usage error" in out
+    for name in COMMANDS:
+        assert main([name, "--help"]) == 0
+        assert "exit codes:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command, target", [
+    ("convert", "convert"), ("info", "profile_info"), ("overlap", "overlap_report"), ("comm", "comm_report"),
+    ("report", "report_data"),
+])
+def test_an_internal_error_is_one_line_and_exit_1_in_every_command(profile, tmp_path, capsys, monkeypatch,
+                                                                    command, target):
+    import converters.cli
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug\nin two lines")
+
+    monkeypatch.setattr(converters.cli, target, broken)
+    if command == "report":
+        import converters.report
+
+        monkeypatch.setattr(converters.report, target, broken)
+    out = tmp_path / "out.json"
+    assert main([command, str(profile), *(["-o", str(out)] if command in ("convert", "report") else [])]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("trace2perfetto: error: internal error ValueError: a bug in two lines")
+    assert "please report it" in err and not out.exists()
+
+
+def test_slow_rank_totals_and_means_are_labelled_as_what_they_are(tmp_path, capsys):
+    import json
+
+    from fixtures.ascend_pt_gen import write_ascend_pt_profile
+
+    root = tmp_path / "slow"
+    write_ascend_pt_profile(root, ranks=4, steps=3, tasks_per_step=20, planes=2, slow_rank=2,
+                            slow_ns=400_000, seed=3)
+    assert main(["comm", str(root), "--slow-ranks", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    for row in document["slow_ranks"]:
+        mine = [s for s in document["steps"] if s["Rank"] == row["Rank"]]
+        assert row["Wait Caused(ms)"] == pytest.approx(sum(s["Wait Caused(ms)"] for s in mine), abs=1e-5)
+        mean = sum(s["Step Time(ms)"] for s in mine) / len(mine)
+        assert row["Mean Step(ms)"] == pytest.approx(mean, abs=1e-5)
+    assert document["slow_ranks"][0]["Rank"] == 2 and document["slow_ranks"][0]["Wait Caused(ms)"] > 0
+    assert main(["comm", str(root), "--slow-ranks"]) == 0
+    out = capsys.readouterr().out
+    assert "means per step" not in out
+    assert "Wait Caused, Wait Suffered and Last Arrivals: totals over the kept steps; Mean: per step" in out
+
+
+def test_an_output_that_is_a_pipe_is_written_into_not_replaced(profile, tmp_path):
+    """`-o /dev/null` or a named pipe: the bytes go into it; it is never replaced by a file (as
+    root, renaming over /dev/null would replace the device)."""
+    import stat
+    import time
+
+    fifo = tmp_path / "pipe.pftrace"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    child = subprocess.Popen([sys.executable, "-m", "converters", str(profile), "-q", "-o", str(fifo)])
+    data = b""
+    while True:
+        try:
+            block = os.read(reader, 1 << 16)
+        except BlockingIOError:  # a writer, nothing to read yet
+            block = None
+        if block:
+            data += block
+        elif child.poll() is not None:
+            break
+        else:
+            time.sleep(0.01)
+    os.close(reader)
+    assert child.returncode == 0
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert _ranks(read_perfetto(data)) == [0, 1, 2]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import real_data
 
 from converters import convert
 from converters.cli import main
@@ -62,9 +64,10 @@ def test_table_and_errors(profile, capsys):
 
 
 def test_legacy_ranks_with_host_info(tmp_path, capsys):
-    gen = write_mindspore1x_profile(tmp_path, ranks=2, steps=2, seed=5)
-    truth = write_host_info(tmp_path, rank=1, steps=2)
-    assert main(["info", str(tmp_path), "--format", "json"]) == 0
+    root = tmp_path / "profile"
+    gen = write_mindspore1x_profile(root, ranks=2, steps=2, seed=5)
+    truth = write_host_info(root, rank=1, steps=2)
+    assert main(["info", str(root), "--format", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
     jsonschema.validate(document, SCHEMA)
     for rank, made in zip(document["ranks"], gen.ranks, strict=True):
@@ -75,8 +78,44 @@ def test_legacy_ranks_with_host_info(tmp_path, capsys):
     assert document["ranks"][0]["host_info"] is None and "Host" not in document["ranks"][0]["records"]
     assert document["ranks"][1]["host_info"] == str(truth.csv_path)
     assert document["ranks"][1]["records"]["Host"]
-    assert main(["info", str(tmp_path)]) == 0
+    assert main(["info", str(root)]) == 0
     assert "mindspore1x + host_info" in capsys.readouterr().out
     for kind in ("summary", "detail"):
-        real = convert(tmp_path, tmp_path / f"{kind}.pftrace", kind=kind, max_bytes=None).bytes_written
+        real = convert(root, tmp_path / f"{kind}.pftrace", kind=kind, max_bytes=None).bytes_written
         assert 0.67 * real <= document["estimated_bytes"][kind] <= 1.5 * real, kind
+
+
+def _first_npu(path: Path) -> int:
+    """The device a torch_npu memory table names first ("NPU:1"), read as plain text."""
+    return int(re.search(r"NPU:(\d+)", path.read_text())[1])
+
+
+def test_device_and_host_come_from_what_the_real_profiles_say(capsys):
+    """torch_npu's text export names its device in its memory tables; the database export in
+    RANK_DEVICE_MAP and HOST_INFO; CANN's database in its tasks. Unknown is '-', never empty."""
+    import sqlite3
+
+    expected = {}
+    text = real_data("ascend-pt-2rank")
+    for folder in sorted(text.glob("*_ascend_pt")):
+        rank = json.loads(next(folder.glob("profiler_info_*.json")).read_text())["rank_id"]
+        expected[text, rank] = (_first_npu(folder / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv"), None)
+    for sample in ("ascend-pt-db", "msprof-db"):
+        for db_path in sorted(real_data(sample).rglob("*.db")):
+            if db_path.name == "analysis.db":
+                continue
+            db = sqlite3.connect(f"file:{db_path}?mode=ro&immutable=1", uri=True)
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+            rank, device = db.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchone() \
+                if "RANK_DEVICE_MAP" in tables else (0, db.execute("SELECT deviceId FROM TASK").fetchone()[0])
+            host = db.execute("SELECT hostName FROM HOST_INFO").fetchone()[0] if "HOST_INFO" in tables \
+                else None
+            expected[real_data(sample), rank] = (device, host)
+    for root in {root for root, _ in expected}:
+        assert main(["info", str(root), "--format", "json"]) == 0
+        for r in json.loads(capsys.readouterr().out)["ranks"]:
+            assert (r["device"], r["host"]) == expected[root, r["rank"]], (root, r["rank"])
+    assert {device for device, _ in expected.values()} >= {0, 1, 2}  # not one default for all
+    assert main(["info", str(real_data("kineto-2rank"))]) == 0  # the device is in no header: unknown
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:3]]
+    assert [row[2:4] for row in rows] == [["-", "-"], ["-", "-"]]

@@ -248,17 +248,17 @@ def test_a_gzipped_trace_cut_off_by_a_crash_converts_its_whole_events_with_a_war
     assert any("cut off" in w for w in result.warnings)
 
 
-def test_a_mixed_folder_of_two_real_runs_is_refused_naming_both(tmp_path, capsys):
+def test_a_mixed_folder_of_two_real_runs_is_refused_naming_both(out_dir, tmp_path, capsys):
     """A GPU rank of 2023 beside an Ascend rank of 2025 are two runs, never one job (the mixed
     fleet of one run: tests/test_two_runs.py)."""
     ascend = real_data("ascend-pt-2rank") / "rank1_ascend_pt"
     shutil.copytree(ascend, tmp_path / ascend.name)
     gpu = _traces("kineto-2rank")[0]  # rank 0
     shutil.copy(gpu, tmp_path / gpu.name)
-    assert main([str(tmp_path), "-o", str(tmp_path / "job.pftrace")]) == 2
+    assert main([str(tmp_path), "-o", str(out_dir / "job.pftrace")]) == 2
     err = capsys.readouterr().err
     assert "two runs" in err and gpu.name in err and ascend.name in err
-    assert not (tmp_path / "job.pftrace").exists()
+    assert not (out_dir / "job.pftrace").exists()
 
 
 def test_two_traces_of_one_rank_at_one_time_are_a_usage_error_naming_both(tmp_path, capsys):

@@ -20,8 +20,10 @@ from trace_check import read_perfetto
 from converters.cli import main
 from converters.cluster import comm_report
 from converters.pipeline import overlap_report as overlap_rows
-from converters.report import Thresholds, report_data, report_json, report_main, write_html
+from converters.report import Thresholds, report_data, report_json, write_html
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
+from fixtures.msprof_gen import write_msprof_profile
 from fixtures.paddle_gen import generate_profile
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "report.schema.json").read_text())
@@ -33,7 +35,7 @@ def test_the_schema_is_a_valid_json_schema():
 
 def _json_report(tmp_path: Path, profile: Path, *extra: str) -> dict:
     out = tmp_path / "report.json"
-    assert report_main([str(profile), "-o", str(out), "-q", *extra]) == 0
+    assert main(["report", str(profile), "-o", str(out), "-q", *extra]) == 0
     document = json.loads(out.read_text())
     jsonschema.validate(document, SCHEMA)
     return document
@@ -167,7 +169,7 @@ def test_paddles_phases_on_gpu_are_in_the_breakdown(tmp_path):
                 assert mine["phases_ms"][phase] * 1e6 == pytest.approx(ns, abs=2), (file.rank, step, phase)
             assert mine["computing_ms"] is not None and mine["preparing_ms"] is not None
     html_path = tmp_path / "paddle.html"
-    assert report_main([str(root), "-o", str(html_path), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(html_path), "-q"]) == 0
     page = html_path.read_text()
     chart = page[page.index('aria-label="Profiler phases per step"'):]
     chart = chart[:chart.index("</svg>")]
@@ -234,7 +236,7 @@ def test_html_holds_every_section_and_the_commands(slow_job, tmp_path):
         assert f'<section id="{section}">' in page
     assert page.count('<svg role="img"') == 6  # heatmap, 2 breakdowns, diagnosis grid, waits, top ops
     straggler = next(d for d in report.diagnoses if d.kind == "straggler")
-    assert straggler.command.replace("'", "&#x27;") in page
+    assert straggler.command.replace("'", "&#x27;") in re.sub(r"</?span>", "", page)  # its words as written
     for name, value, _ in Thresholds().items():
         assert f"<code>{name}</code></td><td class=\"n\">{value:g}</td>" in page  # printed in the report
     # self-contained: no link, script or reference that needs the network
@@ -255,8 +257,8 @@ def test_every_real_sample_makes_a_report(sample, tmp_path):
     root = real_data(sample)
     document = _json_report(tmp_path, root)
     rows = {(r.rank, r.graph, r.step) for r in overlap_rows(root)}
-    assert {(s["rank"], s["graph"], s["step"]) for s in document["steps"]} == rows
-    assert report_main([str(root), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+    assert {(s["rank"], s["graph"], s["step"]) for s in document["steps"] + document["outside_steps"]} == rows
+    assert main(["report", str(root), "-o", str(tmp_path / "r.html"), "-q"]) == 0
     assert (tmp_path / "r.html").read_text().endswith("</html>\n")
 
 
@@ -267,7 +269,7 @@ def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
     write_ascend_pt_profile(root, ranks=64, steps=100, tasks_per_step=10, planes=2, with_kernel_details=False,
                             slow_rank=9, slow_ns=300_000, seed=3)
     out = tmp_path / "big.html"
-    assert report_main([str(root), "-o", str(out), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     assert out.stat().st_size < 2 * 1024 * 1024
     page = out.read_text()
     assert page.count('<svg role="img"') == 6
@@ -277,7 +279,7 @@ def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
 
 def test_json_on_stdout(slow_job, capsysbinary):
     root, _ = slow_job
-    assert report_main([str(root), "--format", "json", "-o", "-", "--ranks", "2-3", "--steps", "51"]) == 0
+    assert main(["report", str(root), "--format", "json", "-o", "-", "--ranks", "2-3", "--steps", "51"]) == 0
     document = json.loads(capsysbinary.readouterr().out)
     jsonschema.validate(document, SCHEMA)
     assert document["job"]["ranks"] == [2, 3] and document["job"]["steps"] == [51]
@@ -288,9 +290,9 @@ def test_json_on_stdout(slow_job, capsysbinary):
 def test_default_output_beside_the_input(tmp_path, capsys):
     root = tmp_path / "job"
     _write_paddle_like(root, [(3, 10_000, 8_000)])
-    assert report_main([str(root)]) == 0
+    assert main(["report", str(root)]) == 0
     assert (tmp_path / "job.report.html").is_file()
-    assert report_main([str(root), "--format", "json", "-q"]) == 0
+    assert main(["report", str(root), "--format", "json", "-q"]) == 0
     jsonschema.validate(json.loads((tmp_path / "job.report.json").read_text()), SCHEMA)
     assert "wrote" in capsys.readouterr().err
 
@@ -304,7 +306,7 @@ def test_default_output_beside_the_input(tmp_path, capsys):
 def test_usage_errors_exit_2_and_write_nothing(slow_job, tmp_path, capsys, argv, message):
     root, _ = slow_job
     out = tmp_path / "r.html"
-    assert report_main([str(root), "-o", str(out), *argv]) == 2
+    assert main(["report", str(root), "-o", str(out), *argv]) == 2
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # not even a partial file
 
@@ -315,7 +317,7 @@ def test_a_broken_input_exits_1_and_writes_nothing(tmp_path, capsys):
     path = next(root.iterdir())
     path.write_text("[{]")  # no longer JSON
     out = tmp_path / "r.html"
-    code = report_main([str(root), "-o", str(out)])
+    code = main(["report", str(root), "-o", str(out)])
     err = capsys.readouterr().err
     assert code in (1, 2) and "trace2perfetto: error:" in err
     assert not out.exists() and not list(tmp_path.glob(".r.html.*"))
@@ -327,3 +329,73 @@ def test_thresholds_given_on_the_command_line_are_used_and_printed(tmp_path):
     document = _json_report(tmp_path, root, "--threshold", "data_loading_share=0.6")
     assert document["thresholds"]["data_loading_share"] == 0.6
     assert [d["step"] for d in document["diagnoses"]] == [3]
+
+
+# -- what the page says (issue 23, item 12) ---------------------------------------------------------
+
+def test_activity_outside_any_step_is_shown_apart_and_never_judged(tmp_path):
+    """MindSpore 1.x's single device: device work before and after its one step. It is no step: no
+    finding, no verdict, no column of the step charts; the page says how long it was."""
+    root = real_data("mindspore-1x/single-device")
+    document = _json_report(tmp_path, root)
+    assert [(s["rank"], s["step"]) for s in document["steps"]] == [(1, 1)]
+    assert [(s["rank"], s["step"]) for s in document["outside_steps"]] == [(1, None)]
+    assert all(d["step"] is not None for d in document["diagnoses"])
+    assert document["verdict"]["rank_steps"] == 1
+    assert sum(document["verdict"]["counts"].values()) == 1
+    assert main(["report", str(root), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "<dt>Outside steps</dt>" in page and "not judged" in page
+
+
+def test_a_job_marking_no_step_is_judged_as_one_step_within_its_bounds(tmp_path):
+    """The CANN database alone marks no step: its whole run is the one step judged, bounded where
+    CANN measures Free (first to last device task), so no share passes 100%."""
+    document = _json_report(tmp_path, real_data("msprof-db"))
+    assert [s["step"] for s in document["steps"]] == [None] and document["outside_steps"] == []
+    assert document["diagnoses"] and all(0 < d["share"] <= 1 for d in document["diagnoses"])
+
+
+def test_a_cpu_only_job_says_nothing_of_a_device(tmp_path):
+    root = tmp_path / "paddle"
+    _write_paddle_like(root, [(3, 10_000, 8_000)])
+    report = report_data(root)
+    assert [d.kind for d in report.diagnoses] == ["data_loading"]
+    assert "device" not in report.diagnoses[0].summary
+    write_html(report, tmp_path / "r.html", "trace2perfetto report paddle")
+    assert "device got work" not in (tmp_path / "r.html").read_text()
+
+
+def _time_span(page: str) -> str:
+    return re.search(r"<dt>Time span</dt><dd>(.*?)</dd>", page)[1]
+
+
+def test_ranks_on_their_own_clocks_show_relative_times_not_1970(tmp_path):
+    """MindSpore 1.x ranks without host_start.log keep the device's clock (ticks since it started):
+    aligned by their collectives they share one timebase, still no wall time, so no date."""
+    root = tmp_path / "ms1x"
+    write_mindspore1x_profile(root, ranks=2, steps=3, comm_ops=2, host_start=False, seed=4)
+    for extra in ([], ["--align", "collectives"]):
+        out = tmp_path / "r.html"
+        assert main(["report", str(root), "-o", str(out), "-q", *extra]) == 0
+        span = _time_span(out.read_text())
+        assert not re.search(r"\d{4}-\d\d-\d\dT", span) and "not wall time" in span, extra
+        assert _json_report(tmp_path, root, *extra)["job"]["wall_clock"] is False
+
+
+def test_a_profile_whose_times_start_near_zero_shows_no_1970_date(tmp_path):
+    root = real_data("mindspore-cpu") / "pynative-profile"  # CPU only: no device work to time a step
+    assert main(["report", str(root), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+    assert "1970" not in (tmp_path / "r.html").read_text()
+
+
+def test_the_top_ops_say_how_many_they_show(tmp_path):
+    root = tmp_path / "job"
+    write_msprof_profile(root, ranks=2, graphs=(2,), steps=3, tasks_per_step=60, seed=5)  # 60 op names
+    out = tmp_path / "r.html"
+    assert main(["report", str(root), "-o", str(out), "-q", "--top", "20"]) == 0
+    section = out.read_text().split('<section id="ops">')[1].split("</section>")[0]
+    listed = section.split("<h3>Over all ranks")[1].split("</table>")[0].count("<tr>") - 1  # less the header
+    assert listed == 20
+    assert "the top 15 of the 20 listed below" in section and "the top 20 ops by total time" in section
+    assert "(the top 15)" not in section

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from converters.report import report_main
+from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.msprof_gen import write_msprof_profile
 
@@ -94,7 +94,7 @@ def test_the_report_renders_in_chromium(browser, tmp_path, case):
     root = tmp_path / case
     write(root)
     out = tmp_path / f"{case}.html"
-    assert report_main([str(root), "-o", str(out), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     context, page, messages, requests = _open(browser, out)
     try:
         assert messages == [] and requests == []
@@ -131,11 +131,44 @@ def test_the_report_needs_no_javascript(browser, tmp_path):
     root = tmp_path / "job"
     _slow_job(root)
     out = tmp_path / "job.html"
-    assert report_main([str(root), "-o", str(out), "-q"]) == 0
+    assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     context, page, messages, requests = _open(browser, out, javascript=False)
     try:
         assert messages == [] and requests == []
         assert page.locator("svg.plot").count() == 6
         assert all(page.locator("svg.plot").nth(i).is_visible() for i in range(6))
+    finally:
+        context.close()
+
+
+def test_commands_break_at_spaces_only(browser, tmp_path):
+    """A command in a table cell wraps between its words, never inside a path or an option, so it
+    reads (and copies) as typed; a table too wide for the page scrolls on its own."""
+    root = tmp_path / "a-profile-folder-with-a-long-name" / "job"
+    _slow_job(root)
+    out = tmp_path / "job.html"
+    assert main(["report", str(root), "-o", str(out), "-q"]) == 0
+    context, page, messages, _ = _open(browser, out)
+    try:
+        broken = page.evaluate("""() => [...document.querySelectorAll('.cmd')].flatMap(el => {
+            const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT), chars = [], found = [];
+            for (let node; (node = walk.nextNode());)
+                for (let i = 0; i < node.length; i++) chars.push([node, i]);
+            const s = chars.map(([node, i]) => node.data[i]).join(''), range = document.createRange();
+            let top = null;
+            chars.forEach(([node, i], k) => {
+                range.setStart(node, i);
+                range.setEnd(node, i + 1);
+                const box = range.getClientRects()[0];
+                if (!box) return;
+                if (top !== null && box.top > top + 1 && s[k - 1] !== ' ' && s[k] !== ' ')
+                    found.push(s.slice(Math.max(0, k - 12), k) + '|' + s.slice(k, k + 12));
+                top = box.top;
+            });
+            return found;
+        })""")
+        assert page.locator(".cmd").count() > 5
+        assert broken == []
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
     finally:
         context.close()

@@ -48,7 +48,7 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords, checked_id, checked_ns
 from ..overlap import NOT_COMPUTE
-from .chrome_trace import flow_id, note_backwards_flows
+from .chrome_trace import flow_id, warn_backwards_flows
 
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
@@ -136,11 +136,42 @@ def db_rank(path: Path) -> int | None:
         return value if value is not None and value >= 0 else None
 
 
+def db_device_host(path: Path) -> tuple[int | None, str | None]:
+    """The device and host a database says its rank ran on: ``RANK_DEVICE_MAP``'s deviceId, else
+    the device of its ``TASK`` rows (the first and the last agreeing: no scan of a large table),
+    and ``HOST_INFO``'s hostName; None for what it does not say (or says unreadably: this is
+    metadata for ``info``, and reading the records says what is broken)."""
+    try:
+        with _open(path, Diagnostics()) as db:
+            schema = _Schema(db, path)
+            if "deviceId" in schema.columns("RANK_DEVICE_MAP"):
+                devices = {_one(db, "SELECT deviceId FROM RANK_DEVICE_MAP LIMIT 1")}
+            elif "deviceId" in schema.columns("TASK"):
+                devices = {_one(db, f"SELECT deviceId FROM TASK ORDER BY rowid {order} LIMIT 1")
+                           for order in ("ASC", "DESC")}
+            else:
+                devices = {None}
+            host = _one(db, "SELECT hostName FROM HOST_INFO LIMIT 1") \
+                if "hostName" in schema.columns("HOST_INFO") else None
+    except (InputError, sqlite3.DatabaseError, UnicodeDecodeError):
+        return None, None
+    device = devices.pop() if len(devices) == 1 else None
+    return (device if type(device) is int and device >= 0 else None,
+            host if isinstance(host, str) and host else None)
+
+
+def _one(db: sqlite3.Connection, query: str) -> object:
+    row = db.execute(query).fetchone()
+    return row[0] if row else None
+
+
 def rank_info_for_file(path: Path, reader: str = "msprof", rank: int | None = None) -> RankInfo:
-    """The rank of one database file read alone: its ``RANK_DEVICE_MAP``, else ``rank``, else 0."""
+    """The rank of one database file read alone: its ``RANK_DEVICE_MAP``, else ``rank``, else 0;
+    its device and host where it says them."""
     found = db_rank(path)
+    device, host = db_device_host(path)
     return RankInfo(rank=found if found is not None else (rank or 0), format=reader, path=path.parent,
-                    clock=CLOCK, source_paths=(path,))
+                    device=device, host=host, clock=CLOCK, source_paths=(path,))
 
 
 # -- the database ---------------------------------------------------------------------------------
@@ -305,7 +336,7 @@ class _Flows:
         return slices
 
     def report(self, path: Path, diag: Diagnostics) -> None:
-        note_backwards_flows(diag, self.rank, self.backwards, f": {path}")
+        warn_backwards_flows(diag, self.rank, self.backwards, f": {path}")
 
 
 # -- rows to records ------------------------------------------------------------------------------

@@ -97,21 +97,42 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
             ranks = group.get("global_ranks") if isinstance(group, dict) else None
             if isinstance(ranks, list) and all(type(r) is int for r in ranks):
                 groups[str(group.get("group_name") or name)] = tuple(ranks)
+    device, host = ascend_db.db_device_host(sources[0]) if sources and sources[0].suffix == ".db" else \
+        (device_of(rank_dir), None)
     return [RankInfo(
         rank=rank,
         format=NAME,
         path=rank_dir,
+        device=device,
         start_ns=_collection_start_ns(info),
         clock=ascend_analysis.CLOCK if analysis else CLOCK,
         groups=groups,
         source_paths=sources,
-        host=host_of(rank_dir),
+        host=host or host_of(rank_dir),
     )]
 
 
 # torch_npu's tensorboard_trace_handler names a rank's folder {worker}_{timestamp}_ascend_pt, the
 # worker by default {hostname}_{pid} and the timestamp 17 digits (ms); MindSpore >= 2.3 the same
 _FOLDER = re.compile(r"^(?P<host>.+)_\d+_\d{17}_ascend_(?:pt|ms)$")
+
+
+_NPU = re.compile(r"NPU:(\d+)")
+
+
+def device_of(rank_dir: Path) -> int | None:
+    """The device a rank ran on, from the first rows of the profiler's memory tables (their
+    ``Device`` / ``Device Type`` column says ``NPU:1``); None where neither is there or says one."""
+    for name in ("npu_module_mem.csv", "memory_record.csv"):
+        try:
+            with open(rank_dir / _OUTPUT / name, encoding="utf-8", errors="replace") as f:
+                for _, line in zip(range(20), f, strict=False):
+                    found = _NPU.search(line)
+                    if found:
+                        return int(found[1])
+        except OSError:
+            continue
+    return None
 
 
 def host_of(rank_dir: Path) -> str | None:

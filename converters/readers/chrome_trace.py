@@ -235,11 +235,11 @@ class _Linker:
         yield from self._ready()
 
     def finish(self, diag: Diagnostics) -> Iterator[StepRecords]:
-        """The steps still held, then a note of the arrows left out."""
+        """The steps still held, then a warning counting the arrows left out."""
         for key in list(self._pending):
             self._release(key)
         yield from self._ready()
-        note_backwards_flows(diag, self._rank, self._backwards)
+        warn_backwards_flows(diag, self._rank, self._backwards)
 
     def _arrow(self, key: str, source: StepRecords, first: int, target: StepRecords, last: int,
                k: int) -> int:
@@ -274,10 +274,11 @@ def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> _Bound:
     return _Bound(*bind_ends(slices, ends)) if ends else _Bound([], [], {})
 
 
-def note_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:
-    """Say how many of a rank's arrows were left out for ending before they start."""
+def warn_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:
+    """Count the rank's arrows left out for ending before they start: records not drawn, so a
+    warning (``--strict`` fails on it), not a note."""
     if count:
-        diag.note(f"backwards_flows {rank}", f"rank {rank}: {count} arrows whose end begins before their "
+        diag.warn(f"backwards_flows {rank}", f"rank {rank}: {count} arrows whose end begins before their "
                   f"start (host and device clocks disagree) left out: Perfetto cannot draw them{where}")
 
 

@@ -48,9 +48,9 @@ def test_step_totals_equal_the_generated_step_trace_time(tmp_path, source, metad
             assert abs(getattr(o, attribute) - want) <= max(0.001 * want, 1000), (batch.rank, column)
 
 
-def test_detail_holds_every_task_once_and_loads_cleanly(tmp_path, metadata_last):
+def test_detail_holds_every_task_once_and_loads_cleanly(out_dir, tmp_path, metadata_last):
     generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=2, seed=6, metadata_last=metadata_last)
-    out = tmp_path / "out.pftrace"
+    out = out_dir / "out.pftrace"
     assert main([str(tmp_path), "--kind", "detail", "--max-size", "0", "-o", str(out)]) == 0
     decoded = read_perfetto(out.read_bytes())
     device = sum(1 for s in decoded.slices if s.track[0] == "Ascend Hardware")
@@ -75,14 +75,14 @@ def test_single_card_run_is_rank_0_and_mindspore_layout_is_read(tmp_path):
     assert [r.rank for r in discover(tmp_path / "ms")] == [0, 1]
 
 
-def test_database_form_converts_end_to_end(tmp_path):
+def test_database_form_converts_end_to_end(out_dir, tmp_path):
     from fixtures.ascend_db_gen import write_ascend_db
 
     rank_dir = tmp_path / "worker_1_20250109_ascend_pt"
     counts = write_ascend_db(rank_dir / "ASCEND_PROFILER_OUTPUT", rank=3, steps=3, seed=2)
     (ranks,) = [discover(tmp_path)]
     assert [(r.rank, r.source_paths[0].suffix) for r in ranks] == [(3, ".db")]
-    out = tmp_path / "db.pftrace"
+    out = out_dir / "db.pftrace"
     assert main([str(tmp_path), "--kind", "detail", "--max-size", "0", "-o", str(out)]) == 0
     decoded = read_perfetto(out.read_bytes())
     assert sum(1 for s in decoded.slices if s.track[0] == "Ascend Hardware") == counts["device_tasks"]
@@ -91,7 +91,7 @@ def test_database_form_converts_end_to_end(tmp_path):
     assert len({s.name for s in decoded.slices if s.track[0] == "Step Trace"}) == counts["steps"]
 
 
-def test_parallel_groups_are_kept_and_shown_in_the_rank_description(tmp_path):
+def test_parallel_groups_are_kept_and_shown_in_the_rank_description(out_dir, tmp_path):
     import orjson
 
     generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=1, seed=3)
@@ -99,7 +99,7 @@ def test_parallel_groups_are_kept_and_shown_in_the_rank_description(tmp_path):
     groups = metadata["parallel_group_info"]
     info = discover(tmp_path)[0]
     assert {tuple(g["global_ranks"]) for g in groups.values()} == set(info.groups.values())
-    out = tmp_path / "g.pftrace"
+    out = out_dir / "g.pftrace"
     assert main([str(tmp_path), "-o", str(out)]) == 0
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 

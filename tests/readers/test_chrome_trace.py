@@ -164,16 +164,17 @@ def test_a_process_named_as_a_device_is_drawn_with_the_device_but_not_counted_as
     assert row.computing_ns == 0 and row.communication_ns == 0
 
 
-def test_a_host_only_trace_has_unknown_device_figures_and_says_what_summary_leaves_out(tmp_path, capsys):
+def test_a_host_only_trace_has_unknown_device_figures_and_says_what_summary_leaves_out(out_dir, tmp_path,
+                                                                                      capsys):
     path = write_rank(tmp_path, _mindspore_cpu()) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
     (row,) = overlap_report(tmp_path, diag=(diag := Diagnostics()))
     assert (row.computing_ns, row.free_ns, row.not_overlapped_ns, row.stage_ns) == (None, None, None, None)
     (message,) = diag.messages()
     assert message.startswith(f"{path}: 5 events of processes CPU OP, Scope Layer were not read: ")
     assert "host events, drawn with --kind detail only" in message
-    assert main([str(tmp_path), "--kind", "detail", "-o", str(tmp_path / "d.pftrace")]) == 0
+    assert main([str(tmp_path), "--kind", "detail", "-o", str(out_dir / "d.pftrace")]) == 0
     assert "were not read" not in capsys.readouterr().err
-    lanes = {s.track for s in read_perfetto((tmp_path / "d.pftrace").read_bytes()).slices}
+    lanes = {s.track for s in read_perfetto((out_dir / "d.pftrace").read_bytes()).slices}
     assert {lane[-1] for lane in lanes} == {"CPU OP / Thread 0", "Scope Layer / 0", "Scope Layer / 1"}
 
 
@@ -268,7 +269,7 @@ def test_arrows_join_steps_up_to_the_limit_and_never_dangle(tmp_path, small_batc
     assert chrome_trace.MAX_FLOW_STEPS == 4  # "too far" ends 5 steps after its start
 
 
-def test_arrow_ids_are_deterministic_and_unique_across_ranks(tmp_path):
+def test_arrow_ids_are_deterministic_and_unique_across_ranks(out_dir, tmp_path):
     events, _ = _arrow_trace()
     write_rank(tmp_path, events, rank=0)
     write_rank(tmp_path, events, rank=1)
@@ -276,7 +277,7 @@ def test_arrow_ids_are_deterministic_and_unique_across_ranks(tmp_path):
     ids = [_arrows([b for b in first if b.rank == r])[1] for r in (0, 1)]
     assert not ids[0].keys() & ids[1].keys()
     assert _arrows(first)[1] == _arrows(second)[1]
-    out = tmp_path / "f.pftrace"
+    out = out_dir / "f.pftrace"
     assert main([str(tmp_path), "--kind", "detail", "-o", str(out)]) == 0
     assert read_perfetto(out.read_bytes()).flows == 2 * 8  # every arrow bound at both ends
 

@@ -37,9 +37,9 @@ def _host_slices(trace) -> Counter:
 
 
 @pytest.mark.parametrize("suffix", [".pftrace", ".json"])
-def test_stages_pair_into_nested_slices_per_thread(tmp_path, suffix, capsys):
+def test_stages_pair_into_nested_slices_per_thread(out_dir, tmp_path, suffix, capsys):
     truth = write_host_info(tmp_path, rank=0, steps=4, threads=4, unfinished=2)
-    trace = _convert(tmp_path, tmp_path / f"out{suffix}")
+    trace = _convert(tmp_path, out_dir / f"out{suffix}")
     mine = _host_slices(trace)
     if suffix == ".json":  # relative to the origin: shift by the first stage
         shift = min(s.start_ns for s in truth.slices) - min(start for _, _, start, _ in mine)
@@ -51,9 +51,9 @@ def test_stages_pair_into_nested_slices_per_thread(tmp_path, suffix, capsys):
     assert re.search(r"host_info_0\.csv: 2 host stages start and never end", err)
 
 
-def test_unfinished_marked_and_custom_info_and_level_in_args(tmp_path):
+def test_unfinished_marked_and_custom_info_and_level_in_args(out_dir, tmp_path):
     truth = write_host_info(tmp_path, steps=2, threads=3, unfinished=1)
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     open_stage = truth.unfinished[0]
     found = [s for s in trace.slices if s.start_ns == open_stage.start_ns
              and s.track[-1] == f"Thread {open_stage.tid}" and s.args.get("unfinished")]
@@ -66,46 +66,46 @@ def test_unfinished_marked_and_custom_info_and_level_in_args(tmp_path):
     assert mine.args["level"] == with_info.level
 
 
-def test_memory_becomes_a_bytes_counter_in_the_host_group(tmp_path):
+def test_memory_becomes_a_bytes_counter_in_the_host_group(out_dir, tmp_path):
     truth = write_host_info(tmp_path, steps=3, mode="all")
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     counters = [(ts, value) for _, track, ts, value in trace.counters if track == ("Host", "Host memory")]
     assert sorted(counters) == sorted(truth.memory) and counters
 
 
-def test_host_level_1_keeps_the_users_stages_only(tmp_path):
+def test_host_level_1_keeps_the_users_stages_only(out_dir, tmp_path):
     truth = write_host_info(tmp_path, steps=3)
-    trace = _convert(tmp_path, tmp_path / "out.pftrace", "--host-level", "1")
+    trace = _convert(tmp_path, out_dir / "out.pftrace", "--host-level", "1")
     assert _host_slices(trace) == _expected(truth, level=1)
     assert 0 < len(_expected(truth, level=1)) < len(_expected(truth))
 
 
-def test_host_memory_naming_reads_the_same(tmp_path):
+def test_host_memory_naming_reads_the_same(out_dir, tmp_path):
     truth = write_host_info(tmp_path, steps=2, naming="host_memory", timeline=False)
-    assert _host_slices(_convert(tmp_path, tmp_path / "out.pftrace")) == _expected(truth)
+    assert _host_slices(_convert(tmp_path, out_dir / "out.pftrace")) == _expected(truth)
 
 
-def test_timeline_alone_gives_the_finished_stages(tmp_path):
+def test_timeline_alone_gives_the_finished_stages(out_dir, tmp_path):
     truth = write_host_info(tmp_path, steps=2, unfinished=0)
     truth.csv_path.unlink()
     mine = Counter((lane, start, dur) for lane, _, start, dur in _host_slices(
-        _convert(tmp_path, tmp_path / "out.pftrace")))
+        _convert(tmp_path, out_dir / "out.pftrace")))
     assert mine == Counter((lane, start, dur) for lane, _, start, dur in _expected(truth))
 
 
-def test_memory_only_files_say_their_samples_cannot_be_drawn(tmp_path, capsys):
+def test_memory_only_files_say_their_samples_cannot_be_drawn(out_dir, tmp_path, capsys):
     truth = write_host_info(tmp_path, steps=2, mode="memory")
     assert truth.memory_only_rows > 0
-    _convert(tmp_path, tmp_path / "out.pftrace")
+    _convert(tmp_path, out_dir / "out.pftrace")
     err = capsys.readouterr().err
     assert f"{truth.memory_only_rows} memory samples have no time stamp" in err
     assert "nothing to draw in detail from rank 0" in err  # an empty trace is never silent ...
-    strict = tmp_path / "strict.pftrace"  # ... nor passes --strict
+    strict = out_dir / "strict.pftrace"  # ... nor passes --strict
     assert main([str(tmp_path), "--kind", "detail", "-o", str(strict), "--strict"]) == 1
     assert not strict.exists()
 
 
-def test_host_info_joins_the_device_rank_of_the_same_id(tmp_path):
+def test_host_info_joins_the_device_rank_of_the_same_id(out_dir, tmp_path):
     profile = write_msprof_profile(tmp_path, ranks=2, steps=3, tasks_per_step=10)
     ranks = discover(tmp_path)
     steps = [b.step for b in read_profile(ranks, Options(), Diagnostics()) if b.rank == 1]
@@ -124,13 +124,13 @@ def test_host_info_joins_the_device_rank_of_the_same_id(tmp_path):
     assert any(b.step is None for b in batches if b.rank == 1)  # what follows the last step
     summary = list(read_profile(ranks, Options(kind=Kind.SUMMARY), Diagnostics()))
     assert not any(s.layer.value == "Host" and s.lane.startswith("Thread") for b in summary for s in b.slices)
-    trace = _convert(tmp_path, tmp_path / "out.pftrace", "--max-size", "0")
+    trace = _convert(tmp_path, out_dir / "out.pftrace", "--max-size", "0")
     process = next(p for p in trace.processes if p.startswith("Rank 1"))
     assert any(s.process == process and s.track[0] == "Host" for s in trace.slices)
     assert profile.ranks
 
 
-def test_a_timeline_begin_without_end_is_drawn_unfinished(tmp_path, capsys):
+def test_a_timeline_begin_without_end_is_drawn_unfinished(out_dir, tmp_path, capsys):
     folder = tmp_path / "host_info"
     folder.mkdir()
     events = [{"ph": "B", "pid": 1, "tid": 7, "ts": 1_692_340_000_000_000.5, "name": "RunGraph"},
@@ -138,7 +138,7 @@ def test_a_timeline_begin_without_end_is_drawn_unfinished(tmp_path, capsys):
               {"ph": "B", "pid": 1, "tid": 7, "ts": 1_692_340_000_000_020, "name": "Wait"},
               {"ph": "E", "pid": 1, "tid": 7, "ts": 1_692_340_000_000_030}]
     (folder / "timeline_3.json").write_bytes(orjson.dumps(events))
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     base = 1_692_340_000_000_000_000
     mine = sorted((s.name, s.start_ns - base, s.dur_ns, bool(s.args.get("unfinished")))
                   for s in trace.slices if s.track[0] == "Host")
@@ -148,18 +148,18 @@ def test_a_timeline_begin_without_end_is_drawn_unfinished(tmp_path, capsys):
     assert "1 host stages begin and never end" in capsys.readouterr().err
 
 
-def test_memory_track_says_bytes_to_perfetto_and_summary_leaves_host_out(tmp_path):
+def test_memory_track_says_bytes_to_perfetto_and_summary_leaves_host_out(out_dir, tmp_path):
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
     write_host_info(tmp_path, steps=2)
-    out = tmp_path / "out.pftrace"
+    out = out_dir / "out.pftrace"
     _convert(tmp_path, out)
     trace = pb.Trace()
     trace.ParseFromString(out.read_bytes())
     memory = [p.track_descriptor for p in trace.packet
               if p.HasField("track_descriptor") and p.track_descriptor.name == "Host memory"]
     assert memory and all(d.counter.unit == pb.CounterDescriptor.UNIT_SIZE_BYTES for d in memory)
-    summary = tmp_path / "summary.pftrace"
+    summary = out_dir / "summary.pftrace"
     assert main([str(tmp_path), "-o", str(summary)]) == 0
     decoded = read_perfetto(summary.read_bytes())
     assert not decoded.slices and not decoded.counters and decoded.processes == ["Rank 0"]

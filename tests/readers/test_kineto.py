@@ -84,11 +84,11 @@ def test_gloo_collectives_are_communication_on_a_job_without_device_activity(tmp
             assert row.communication_ns >= step["comm_ns"] > 0  # the gloo ranges, and the c10d ops
 
 
-def test_a_trace_cut_off_inside_its_header_is_an_error_naming_it_not_passed_over(tmp_path, capsys):
+def test_a_trace_cut_off_inside_its_header_is_an_error_naming_it_not_passed_over(out_dir, tmp_path, capsys):
     from converters.cli import main
 
     (tmp_path / "worker0.123.pt.trace.json").write_bytes(b'{"schemaVersion": 1, "distributedInfo": {"ra')
-    assert main([str(tmp_path), "-o", str(tmp_path / "out.pftrace")]) == 1
+    assert main([str(tmp_path), "-o", str(out_dir / "out.pftrace")]) == 1
     err = capsys.readouterr().err
     assert "worker0.123.pt.trace.json: rank 0: byte" in err and "no profiler output" not in err
 

@@ -36,10 +36,10 @@ def _timeline_rows(folder: Path, file_id: int) -> list[tuple[str, int, int, int]
 
 
 @pytest.mark.parametrize("layout", ["shared", "per-rank"])
-def test_every_record_once_and_ranks_aligned_through_host_start_log(tmp_path, layout):
+def test_every_record_once_and_ranks_aligned_through_host_start_log(out_dir, tmp_path, layout):
     gen = write_mindspore1x_profile(tmp_path, ranks=3, steps=3, ops_per_step=30, streams=3, comm_ops=2,
                                     planes=3, layout=layout, seed=2)
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     assert trace.processes == ["Rank 0", "Rank 1", "Rank 2"]
     for rank in gen.ranks:
         mine = [s for s in trace.slices if s.process == f"Rank {rank.rank}"]
@@ -64,30 +64,30 @@ def test_every_record_once_and_ranks_aligned_through_host_start_log(tmp_path, la
     assert max(first_steps) - min(first_steps) < 5_000  # SysCnt bases 10^4 s apart, aligned in epoch
 
 
-def test_both_writers_yield_the_same_slices(tmp_path):
+def test_both_writers_yield_the_same_slices(out_dir, tmp_path):
     write_mindspore1x_profile(tmp_path, ranks=2, steps=2, seed=3)
-    assert comparable(_convert(tmp_path, tmp_path / "a.pftrace")) == comparable(
-        _convert(tmp_path, tmp_path / "a.json"))
+    assert comparable(_convert(tmp_path, out_dir / "a.pftrace")) == comparable(
+        _convert(tmp_path, out_dir / "a.json"))
 
 
 @pytest.mark.parametrize("framework_layout", ["1.0", "2.0", "2024"])
-def test_framework_raw_gives_every_op_its_type_and_full_name(tmp_path, framework_layout):
+def test_framework_raw_gives_every_op_its_type_and_full_name(out_dir, tmp_path, framework_layout):
     write_mindspore1x_profile(tmp_path, ranks=1, steps=1, framework_layout=framework_layout, seed=4)
     folder = tmp_path / "profiler"
     with open(next(folder.glob("framework_raw_*.csv")), newline="") as f:
         rows = list(csv.DictReader(f))
     types = {r.get("full_op_name") or r["full_kernel_name"]: r.get("op_type") or r["kernel_type"]
              for r in rows}
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     device = [s for s in trace.slices if s.track[0] == "Ascend Hardware" and s.track[-1] != "AI CPU"]
     assert device and all(types[s.args["fullname"]] == s.args["type"] for s in device)
     assert all(s.args["fullname"].endswith("/" + s.name) for s in device)
 
 
 @pytest.mark.parametrize("aicpu", ["csv", "txt"])
-def test_ai_cpu_ops_from_either_file(tmp_path, aicpu):
+def test_ai_cpu_ops_from_either_file(out_dir, tmp_path, aicpu):
     gen = write_mindspore1x_profile(tmp_path, ranks=1, steps=2, aicpu=aicpu, seed=5)
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     cpu = [s for s in trace.slices if s.track == ("Ascend Hardware", "AI CPU")]
     assert len(cpu) == gen.ranks[0].aicpu_ops > 0
     assert any(s.name == "InitData" for s in cpu)
@@ -122,9 +122,9 @@ def _aicpu(rank, step: int, start: int, until: int | None) -> list[tuple[int, in
     return [s for s in spans if start <= s[0] and (until is None or s[0] < until)]
 
 
-def test_without_host_start_log_each_rank_keeps_its_own_clock_and_says_so(tmp_path, capsys):
+def test_without_host_start_log_each_rank_keeps_its_own_clock_and_says_so(out_dir, tmp_path, capsys):
     gen = write_mindspore1x_profile(tmp_path, ranks=2, steps=2, host_start=False, seed=7)
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     for rank in gen.ranks:
         steps = sorted(s.start_ns for s in trace.slices if s.process == f"Rank {rank.rank}"
                        and s.name.startswith("Step "))
@@ -133,9 +133,9 @@ def test_without_host_start_log_each_rank_keeps_its_own_clock_and_says_so(tmp_pa
     assert "rank 0-1: times are device SysCnt" in err and "NOT aligned" in err
 
 
-def test_one_line_traces_with_hex_sizes(tmp_path):
+def test_one_line_traces_with_hex_sizes(out_dir, tmp_path):
     gen = write_mindspore1x_profile(tmp_path, ranks=2, steps=2, hccl_one_line=True, seed=8)
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     tasks = [s for s in trace.slices if s.track[-1].startswith("Plane")]
     assert len(tasks) == sum(r.hccl_tasks for r in gen.ranks)
     data = [s for s in tasks if s.name in ("Memcpy", "Reduce Inline")]
@@ -151,12 +151,12 @@ def test_summary_reads_no_hccl_task_and_steps_filter(tmp_path):
     assert all(s.args is None for b in summary for s in b.slices if s.layer.value == "Ascend Hardware")
 
 
-def test_a_cut_off_timeline_converts_up_to_its_last_whole_row(tmp_path, capsys):
+def test_a_cut_off_timeline_converts_up_to_its_last_whole_row(out_dir, tmp_path, capsys):
     gen = write_mindspore1x_profile(tmp_path, ranks=1, steps=2, seed=10)
     path = gen.ranks[0].folder / f"output_timeline_data_{gen.ranks[0].file_id}.txt"
     data = path.read_bytes()
     path.write_bytes(data[:-3])  # inside the last row's duration: it would parse, wrongly
-    trace = _convert(tmp_path, tmp_path / "out.pftrace")
+    trace = _convert(tmp_path, out_dir / "out.pftrace")
     device = [s for s in trace.slices if s.track[0] == "Ascend Hardware" and s.track[-1] != "AI CPU"]
     assert len(device) == gen.ranks[0].device_ops - 1
     assert f"{path}: line {gen.ranks[0].device_ops + 1} is cut off" in capsys.readouterr().err

@@ -1,0 +1,274 @@
+"""Conservation, as a property of the whole pipeline (issue 23): for every generator and the shapes
+real jobs have (several ranks, several graphs, pipeline stages, a mixed fleet, metadata last,
+events out of order, gzip, cut-off files), every record the input holds lands in the detail
+output exactly once, or in a warning that counts it; and the summary and the overlap report hold
+every step of every rank.
+
+The truth never comes from the converter:
+- Chrome-trace inputs (torch_npu's ``trace_view.json``, Kineto, Paddle): this test reads the files
+  itself with orjson and counts their slices (``X``) and instants (``i``) per rank. All of them
+  are records; only torch_npu's *Overlap Analysis* lanes are left aside, as the converter draws
+  its own from the tasks (compared with the profiler's own lanes in ``test_multi_graph.py`` and
+  ``test_comm.py``). A file cut off by a crash holds the events before the cut: the test finds the
+  last whole one by closing the JSON itself.
+- Other inputs: the generators' counts of what they wrote (device tasks, plane tasks, ops; rows
+  of the database's tables read with sqlite3).
+The output is decoded by ``trace_check.read_perfetto`` (the official protobuf schema), its slices
+counted per rank, the converter's own Overlap Analysis lanes left aside.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sqlite3
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+from trace_check import read_perfetto
+
+from converters import convert, discover
+from converters.cli import main
+from fixtures.ascend_db_gen import write_ascend_db
+from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.kineto_gen import write_kineto_traces
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
+from fixtures.msprof_gen import write_msprof_profile
+from fixtures.paddle_gen import generate_profile
+
+DRAWN = "Overlap Analysis"  # the converter's own lanes, computed from the records
+ALL = "every group"  # a truth of all the output's groups but DRAWN
+_BASE = re.compile(rb'"baseTimeNanoseconds": (\d+)')
+
+
+@dataclass
+class Truth:
+    """What one profile holds: per rank, the records each output group must show (``ALL``: all of
+    them together), and the steps (graph, step) as the rank numbers them; ``cut``: a file of it is
+    cut off, so the records are those before the cut, and a warning must say so."""
+
+    records: dict[int, dict[str, int]]
+    steps: dict[int, set[tuple[int | None, int]]]
+    cut: bool = False
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    make: Callable[[Path], Truth]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# -- the truth of Chrome-trace inputs, read here ---------------------------------------------------
+
+def _events(path: Path) -> list[dict]:
+    """The whole events of a Chrome trace (an array, or an object's ``traceEvents``), also of a file
+    cut off inside an event: closed after the last event that ends before the cut."""
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data) if _whole_gzip(data) else _inflate_what_is_there(data)
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        doc = _closed(data)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def _whole_gzip(data: bytes) -> bool:
+    try:
+        gzip.decompress(data)
+    except (EOFError, OSError):
+        return False
+    return True
+
+
+def _inflate_what_is_there(data: bytes) -> bytes:
+    return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data)
+
+
+def _closed(data: bytes) -> list | dict:
+    """The cut-off document closed after its last whole event: try each '}' from the end."""
+    end = len(data)
+    while (end := data.rfind(b"}", 0, end)) > 0:
+        for tail in (b"]}", b"]"):
+            try:
+                doc = orjson.loads(data[:end + 1] + tail)
+            except orjson.JSONDecodeError:
+                continue
+            events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+            if isinstance(events, list) and events and isinstance(events[-1], dict) and "ph" in events[-1]:
+                return doc
+    raise AssertionError("no whole event before the cut")
+
+
+def _records(events: list[dict], left_aside: str | None = None) -> int:
+    """Slices and instants, but those of the process named ``left_aside``."""
+    names = {e.get("pid"): e.get("args", {}).get("name") for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    return sum(1 for e in events if e.get("ph") in ("X", "i", "I")
+               and (left_aside is None or names.get(e.get("pid")) != left_aside))
+
+
+# -- the profiles -----------------------------------------------------------------------------------
+
+def _msprof(root: Path, **kw) -> Truth:
+    made = write_msprof_profile(root, **kw)
+    return Truth({r.rank: {"Ascend Hardware": r.device_tasks, "Communication": r.hccl_tasks + r.hccl_ops}
+                  for r in made.ranks},
+                 {r.rank: {(g, s) for g in r.graphs for s in range(1, r.steps + 1)} for r in made.ranks})
+
+
+def _ascend_pt(root: Path, **kw) -> Truth:
+    made = write_ascend_pt_profile(root, **kw)
+    return Truth({r.rank: {ALL: _records(_events(next(r.path.rglob("trace_view.json"))), DRAWN)}
+                  for r in made.ranks},
+                 {r.rank: {(None, s) for s in r.steps} for r in made.ranks})
+
+
+def _ascend_db(root: Path) -> Truth:
+    records, steps = {}, {}
+    for rank in (0, 1):
+        folder = root / f"rank{rank}_ascend_pt"  # as torch_npu lays it out
+        made = write_ascend_db(folder / "ASCEND_PROFILER_OUTPUT", rank=rank, seed=rank)
+        (folder / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
+        with sqlite3.connect(made["file"]) as db:
+            host = db.execute("SELECT count(*) FROM CANN_API").fetchone()[0]
+            steps[rank] = {(None, s) for (s,) in db.execute("SELECT id FROM STEP_TIME")}
+        records[rank] = {"Ascend Hardware": made["device_tasks"],
+                         "Communication": made["comm_tasks"] + made["comm_ops"], "Host": host,
+                         "Step Trace": made["steps"]}
+    return Truth(records, steps)
+
+
+def _mindspore1x(root: Path, **kw) -> Truth:
+    made = write_mindspore1x_profile(root, **kw)
+    return Truth({r.rank: {"Ascend Hardware": r.device_ops + r.aicpu_ops,
+                           "Communication": r.hccl_tasks + r.comm_ops} for r in made.ranks},
+                 {r.rank: {(None, s) for s, _, _ in r.step_bounds_ns} for r in made.ranks})
+
+
+def _kineto(root: Path, **kw) -> Truth:
+    made = write_kineto_traces(root, **kw)
+    records, steps, cut = {}, {}, False
+    for entry, path in zip(made.manifest["rank_files"], made.paths, strict=True):
+        events = _events(path)
+        records[entry["rank"]] = {ALL: _records(events)}
+        steps[entry["rank"]] = {(None, int(e["name"][13:])) for e in events
+                                if e.get("ph") == "X" and str(e.get("name")).startswith("ProfilerStep#")
+                                and e.get("cat") == "user_annotation"}
+        cut |= entry["truncated_at"] is not None
+    return Truth(records, steps, cut)
+
+
+def _paddle(root: Path, **kw) -> Truth:
+    made = generate_profile(root, **kw)
+    records, steps = {}, {}
+    for f in made.files:
+        records[f.rank] = {ALL: _records(_events(f.path))}
+        steps[f.rank] = {(None, s.number) for s in f.steps}
+    return Truth(records, steps, any(f.truncated_at is not None for f in made.files))
+
+
+def _mixed_fleet(root: Path) -> Truth:
+    """Ascend ranks 0-1 and the GPU rank 2 of one run: the Kineto trace moved to when they ran (its
+    times count from its ``baseTimeNanoseconds``)."""
+    npu = _ascend_pt(root / "npu", ranks=2, steps=2, seed=5)
+    made = write_kineto_traces(root / "gpu", ranks=3, steps=2, seed=5)
+    gpu = root / made.paths[2].name
+    data = made.paths[2].read_bytes()
+    base = int(_BASE.search(data)[1])
+    start = max(r.start_ns for r in discover(root / "npu"))
+    shift = start + 10**9 - discover(made.paths[2])[0].start_ns
+    gpu.write_bytes(_BASE.sub(b'"baseTimeNanoseconds": %d' % (base + shift), data, count=1))
+    for path in made.paths:
+        path.unlink()
+    (root / "gpu").rmdir()
+    events = _events(gpu)
+    npu.records[2] = {ALL: _records(events)}
+    npu.steps[2] = {(None, int(e["name"][13:])) for e in events if e.get("cat") == "user_annotation"
+                    and str(e.get("name")).startswith("ProfilerStep#")}
+    return npu
+
+
+CASES = [
+    Case("msprof, 2 ranks", lambda root: _msprof(root, ranks=2, steps=3)),
+    Case("msprof, 4 ranks, graphs one after the other numbered apart, CANN 8 text",
+         lambda root: _msprof(root, ranks=4, graphs=(2, 5), odd_rank_graphs=(0, 3), graphs_in_turn=False,
+                              ranks_per_host=2, layout="cann8", tasks_per_step=30, seed=3)),
+    Case("msprof, graphs in turn, files in slices",
+         lambda root: _msprof(root, ranks=2, graphs=(2, 5), slices=2, seed=4)),
+    Case("torch_npu, 2 ranks", lambda root: _ascend_pt(root, ranks=2, steps=3)),
+    Case("torch_npu, 4 ranks in 2 pipeline stages",
+         lambda root: _ascend_pt(root, ranks=4, pp=2, steps=2, seed=1)),
+    Case("MindSpore 2.x, metadata last",
+         lambda root: _ascend_pt(root, ranks=2, framework="ms", metadata_last=True, seed=2)),
+    Case("torch_npu database, 2 ranks", _ascend_db),
+    Case("MindSpore 1.x, 2 ranks", lambda root: _mindspore1x(root, ranks=2, steps=3)),
+    Case("MindSpore 1.x, 4 ranks in 2 pipeline stages",
+         lambda root: _mindspore1x(root, ranks=4, pp=2, seed=1)),
+    Case("MindSpore 1.x, the device timeline ends in step 2",
+         lambda root: _mindspore1x(root, ranks=2, steps=4, timeline_ends_in_step=2, seed=2)),
+    Case("MindSpore 1.x, no AI CPU file, HCCL on one line",
+         lambda root: _mindspore1x(root, ranks=2, aicpu="none", hccl_one_line=True, seed=3)),
+    Case("Kineto, 2 ranks", lambda root: _kineto(root, ranks=2, steps=3)),
+    Case("Kineto, shuffled, metadata last, gzip",
+         lambda root: _kineto(root, ranks=2, steps=2, shuffle=True, metadata_last=True, gzip=True, seed=1)),
+    Case("Kineto, cut off", lambda root: _kineto(root, ranks=2, steps=3, truncate=True, seed=2)),
+    Case("Kineto, gzip cut off",
+         lambda root: _kineto(root, ranks=2, steps=3, truncate=True, gzip=True, seed=3)),
+    Case("Kineto, CPU gloo running past its step",
+         lambda root: _kineto(root, ranks=2, steps=3, cpu_gloo=True, gloo_overrun_ns=300_000_000, seed=4)),
+    Case("Paddle, GPU", lambda root: _paddle(root, steps=4)),
+    Case("Paddle, 2 ranks, user ranges, recompute, shuffled",
+         lambda root: _paddle(root, ranks=2, steps=3, user_ranges=True, recompute=True, shuffle=True,
+                              seed=1)),
+    Case("Paddle, cut off", lambda root: _paddle(root, steps=4, truncate=True, seed=2)),
+    Case("mixed fleet: Ascend ranks and a GPU rank of one run", _mixed_fleet),
+]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=repr)
+def profile(request, tmp_path_factory) -> tuple[Path, Truth]:
+    root = tmp_path_factory.mktemp("profile")
+    return root, request.param.make(root)
+
+
+def _by_rank(trace) -> dict[int, Counter]:
+    groups: dict[int, Counter] = {}
+    for s in trace.slices:
+        if s.track[0] != DRAWN:
+            groups.setdefault(int(s.process.split()[1]), Counter())[s.track[0]] += 1
+    return groups
+
+
+def test_every_record_lands_once_in_detail(profile, out_dir):
+    root, truth = profile
+    result = convert(root, out_dir / "detail.pftrace", kind="detail", max_bytes=None)
+    written = _by_rank(read_perfetto((out_dir / "detail.pftrace").read_bytes()))
+    shown = {rank: {group: sum(mine.values()) if group == ALL else mine[group] for group in groups}
+             for rank, groups in truth.records.items() for mine in [written.get(rank, Counter())]}
+    assert shown == truth.records, result.warnings
+    assert any("cut off" in w for w in result.warnings) == truth.cut
+
+
+def test_summary_and_overlap_hold_every_step_of_every_rank(profile, out_dir, capsys):
+    root, truth = profile
+    convert(root, out_dir / "summary.pftrace", kind="summary")
+    steps: dict[int, Counter] = {}
+    for s in read_perfetto((out_dir / "summary.pftrace").read_bytes()).slices:
+        if s.track[0] == "Step Trace" and s.name.startswith("Step "):
+            steps.setdefault(int(s.process.split()[1]), Counter())[int(s.name.split()[1])] += 1
+    assert steps == {rank: Counter(step for _, step in mine) for rank, mine in truth.steps.items()}
+    capsys.readouterr()
+    assert main(["overlap", str(root), "--format", "json", "-q"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    covered = {(row["Rank"], row["Graph"], row["Step"]) for row in rows if row["Step"] is not None}
+    assert covered == {(rank, graph, step) for rank, mine in truth.steps.items() for graph, step in mine}

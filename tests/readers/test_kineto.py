@@ -125,7 +125,7 @@ def _covered(intervals: list[tuple[int, int]], start: int, end: int) -> int:
 
 
 @pytest.mark.parametrize("steps", [3, 1])  # into the next step; past the last one
-def test_a_gloo_range_that_outlasts_its_step_counts_in_the_steps_it_runs_into(tmp_path, steps):
+def test_a_gloo_range_that_outlasts_its_step_counts_in_the_steps_it_runs_into(tmp_path, out_dir, steps):
     traces = write_kineto_traces(tmp_path, ranks=2, steps=steps, seed=4, cpu_gloo=True,
                                  gloo_overrun_ns=50_000_000)
     rows = {(r.rank, r.step): r for r in overlap_report(tmp_path)}
@@ -136,8 +136,8 @@ def test_a_gloo_range_that_outlasts_its_step_counts_in_the_steps_it_runs_into(tm
             outlasting += any(a < end < b for a, b in comm)
             assert rows.pop((rank, number)).communication_ns == _covered(comm, start, end) <= end - start
     assert not rows and outlasting  # every step, and the first one outlasted by its all-reduce
-    convert(tmp_path, tmp_path / "summary.pftrace")  # the lanes drawn: each within its step
-    trace = read_perfetto((tmp_path / "summary.pftrace").read_bytes())
+    convert(tmp_path, out_dir / "summary.pftrace")  # the lanes drawn: each within its step
+    trace = read_perfetto((out_dir / "summary.pftrace").read_bytes())
     bounds = {(s.process.split()[1], s.start_ns, s.start_ns + s.dur_ns) for s in trace.slices
               if s.track[0] == "Step Trace" and s.name.startswith("Step ")}
     lanes = [s for s in trace.slices if s.track == ("Overlap Analysis", "Communication")]

@@ -678,7 +678,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "thresholds": {name: value for name, value, _ in report.thresholds.items()},
         "verdict": _verdict(report),
         "steps": [_step_record(f, by_step.get((f.rank, f.graph, f.step), [])) for f in report.steps],
-        "outside_steps": [_step_record(f, []) for f in report.outside],
+        "outside_steps": [_step_record(f, [], judged=False) for f in report.outside],
         "diagnoses": [{"kind": d.kind, "rank": d.rank, "graph": d.graph, "step": d.step, "share": d.share,
                        "evidence": d.evidence, "summary": d.summary, "command": d.command}
                       for d in report.diagnoses],
@@ -711,7 +711,9 @@ def report_json(report: Report) -> dict[str, Any]:
     }
 
 
-def _step_record(f: StepFacts, found: list[Diagnosis]) -> dict[str, Any]:
+def _step_record(f: StepFacts, found: list[Diagnosis], judged: bool = True) -> dict[str, Any]:
+    """``judged``: False for activity outside the steps, which is shown, never judged: its
+    dominant finding is unknown, not balanced."""
     o = f.overlap
     return {
         "rank": f.rank, "graph": f.graph, "step": f.step, "start_ns": f.start_ns, "step_ms": _ms(f.step_ns),
@@ -721,7 +723,7 @@ def _step_record(f: StepFacts, found: list[Diagnosis]) -> dict[str, Any]:
         "other_ms": _ms(f.other_ns), "phases_ms": {name: _ms(ns) for name, ns in sorted(f.phases.items())},
         "wait_suffered_ms": _ms(f.wait_suffered_ns), "wait_caused_ms": _ms(f.wait_caused_ns),
         "last_arrivals": f.last_arrivals, "diagnoses": [d.kind for d in found],
-        "dominant": _dominant(found, f.has_device),
+        "dominant": _dominant(found, f.has_device) if judged else "unknown",
     }
 
 

@@ -340,6 +340,7 @@ def test_activity_outside_any_step_is_shown_apart_and_never_judged(tmp_path):
     document = _json_report(tmp_path, root)
     assert [(s["rank"], s["step"]) for s in document["steps"]] == [(1, 1)]
     assert [(s["rank"], s["step"]) for s in document["outside_steps"]] == [(1, None)]
+    assert [s["dominant"] for s in document["outside_steps"]] == ["unknown"]  # not judged: not "balanced"
     assert all(d["step"] is not None for d in document["diagnoses"])
     assert document["verdict"]["rank_steps"] == 1
     assert sum(document["verdict"]["counts"].values()) == 1

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, StepFigures, StepRecords
+from ..model import Layer, RankInfo, Slice, StepFigures, StepRecords, checked_ns
 from . import jsonfile
-from .ascend_db import _open, _Schema
-from .textfile import whole_lines
+from .ascend_db import _DAMAGED, _open, _Schema
+from .textfile import csv_header, csv_rows, whole_lines
 
 DB, STEP_TRACE, COMMUNICATION = "analysis.db", "step_trace_time.csv", "communication.json"
 CLOCK = "epoch µs of the profiler's analysis only (no step bounds, no device tasks: per step its figures)"
@@ -47,7 +47,6 @@ _TIMES = (("Elapse Time(ms)", "elapse_time"), ("Transit Time(ms)", "transit_time
           ("Wait Time(ms)", "wait_time"), ("Synchronization Time(ms)", "synchronization_time"),
           ("Idle Time(ms)", "idle_time"))
 _STEP_KEY = re.compile(r"^step(\d*)$")
-_NO_TIME = 1 << 62  # ns, the year 2116: as the other readers' bound
 
 Ops = dict[int | None, list[Slice]]
 Figures = dict[int | None, StepFigures]
@@ -94,10 +93,10 @@ def read(rank: RankInfo, paths: tuple[Path, ...], diag: Diagnostics) -> Iterator
 def _step_trace(path: Path, diag: Diagnostics, figures: Figures) -> None:
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.DictReader(whole_lines(f, path, diag))
-        if "Step" not in (rows.fieldnames or []):
+        if "Step" not in csv_header(rows, path):
             raise InputError(path, "line 1", "no column Step in the header",
                              hint="expected torch_npu's step_trace_time.csv")
-        for line, row in enumerate(rows, start=2):
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
             _add_figures(figures, row.get("Step"), [row.get(column) for column, _ in _FIGURES], diag,
                          f"{path}: line {line}")
 
@@ -118,7 +117,7 @@ def _add_figures(figures: Figures, step: Any, values: list[Any], diag: Diagnosti
 def _communication(rank: RankInfo, path: Path, diag: Diagnostics, ops: Ops) -> None:
     for key, kinds in jsonfile.load_object(path).items():
         try:
-            step = _step_id(_STEP_KEY.sub(r"\1", key) if _STEP_KEY.match(key) else key)
+            step = _step_id(_STEP_KEY.sub(r"\1", key))
         except ValueError:
             diag.warn("bad_event", f"{path}: {key!r} is no step (step50, or step); skipped")
             continue
@@ -143,6 +142,7 @@ def _op(rank: RankInfo, key: str, kind: str, start: Any, times: dict[str, Any], 
         elapse_ns = _ns(times["Elapse Time(ms)"], 1000)
         if start_ns is None or elapse_ns is None or elapse_ns < 0:
             raise ValueError("expected a Start Timestamp(us) and an Elapse Time(ms) >= 0")
+        start_ns = checked_ns(start_ns + rank.clock_offset_ns)
         for value in times.values():
             _ns(value, 1000)
     except ValueError as e:
@@ -150,8 +150,7 @@ def _op(rank: RankInfo, key: str, kind: str, start: Any, times: dict[str, Any], 
         return None
     args = {"from": f"the profiler's analysis ({source})", "type": kind,
             **{k: v for k, v in times.items() if v is not None}}
-    return Slice(rank.rank, Layer.COMM_OP, group or "Communication", name, start_ns + rank.clock_offset_ns,
-                 elapse_ns, args)
+    return Slice(rank.rank, Layer.COMM_OP, group or "Communication", name, start_ns, elapse_ns, args)
 
 
 # -- analysis.db ------------------------------------------------------------------------------------
@@ -162,7 +161,7 @@ def _from_db(rank: RankInfo, path: Path, diag: Diagnostics, figures: Figures, op
         try:
             _step_trace_table(db, schema, path, diag, figures)
             _comm_table(rank, db, schema, path, diag, ops)
-        except sqlite3.DatabaseError as e:
+        except _DAMAGED as e:
             raise InputError(path, "", f"cannot read the profiler's analysis tables: {e}") from None
 
 
@@ -183,7 +182,7 @@ def _comm_table(rank: RankInfo, db: sqlite3.Connection, schema: _Schema, path: P
     if not {"hccl_op_name", "start_timestamp", "elapse_time", "step"} <= schema.columns("CommAnalyzerTime"):
         return
     fields, _ = schema.select("c", "CommAnalyzerTime", _COMM_COLUMNS)
-    rows = db.execute(f"SELECT {fields} FROM CommAnalyzerTime c ORDER BY c.start_timestamp")
+    rows = db.execute(f"SELECT {fields} FROM CommAnalyzerTime c")  # read() puts each step's in time order
     for n, (name, group, kind, step, start, *values) in enumerate(rows):
         where = f"{path}: CommAnalyzerTime row {n + 1}"
         try:
@@ -223,7 +222,4 @@ def _ns(value: Any, per_us: int) -> int | None:
         raise ValueError(f"expected a number, got {value!r}"[:80]) from None
     if not exact.is_finite() or exact.adjusted() > 18:
         raise ValueError(f"{value!r} is no time"[:80])
-    ns = int((exact * per_us * 1000).to_integral_value())
-    if abs(ns) >= _NO_TIME:
-        raise ValueError(f"{value!r} is no time"[:80])
-    return ns
+    return checked_ns(int((exact * per_us * 1000).to_integral_value()))

@@ -53,14 +53,24 @@ def missing_data(rank_dir: Path) -> tuple[str, str] | None:
     if not _named(rank_dir) or _sources(rank_dir):
         return None
     try:
-        info_path = next(iter(sorted(rank_dir.glob("profiler_info*.json"))), None)
-        rank = jsonfile.load_object(info_path).get("rank_id") if info_path else None
+        info_path, info = _profiler_info(rank_dir)
+        rank = jsonfile.integer(info["rank_id"], info_path, "rank_id") if "rank_id" in info else None
     except InputError:
         rank = None
-    subject = f"rank {rank} ({rank_dir})" if type(rank) is int and rank >= 0 else str(rank_dir)
+    subject = f"rank {rank} ({rank_dir})" if rank is not None and rank >= 0 else str(rank_dir)
     return (f"{subject}: a profiler rank folder without {_OUTPUT}/trace_view.json, a database, "
             "kernel_details.csv or the profiler's analysis files (not parsed by the profiler, or "
             "deleted); left out"), subject
+
+
+def _profiler_info(rank_dir: Path) -> tuple[Path | None, dict[str, Any]]:
+    """``profiler_info*.json`` and what it holds ({} where there is none).
+
+    Raises:
+        InputError: it is not a JSON object.
+    """
+    path = next(iter(sorted(rank_dir.glob("profiler_info*.json"))), None)
+    return path, jsonfile.load_object(path) if path else {}
 
 
 def _sources(rank_dir: Path) -> tuple[Path, ...]:
@@ -81,11 +91,11 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
     Raises:
         InputError: ``profiler_info_*.json`` is not a JSON object.
     """
-    info_path = next(iter(sorted(rank_dir.glob("profiler_info*.json"))), None)
-    info = jsonfile.load_object(info_path) if info_path else {}
+    info_path, info = _profiler_info(rank_dir)
     sources = _sources(rank_dir)
     analysis = bool(sources) and ascend_analysis.is_analysis(sources[0])
-    if "rank_id" not in info and sources and sources[0].suffix == ".db" and not analysis:
+    database = bool(sources) and sources[0].suffix == ".db" and not analysis
+    if "rank_id" not in info and database:
         info = {**info, "rank_id": ascend_db.db_rank(sources[0]) or 0}
     rank = max(jsonfile.integer(info.get("rank_id", 0), info_path, "rank_id"), 0)  # single-card runs:
     # none, or -1; rank 0
@@ -97,8 +107,7 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
             ranks = group.get("global_ranks") if isinstance(group, dict) else None
             if isinstance(ranks, list) and all(type(r) is int for r in ranks):
                 groups[str(group.get("group_name") or name)] = tuple(ranks)
-    device, host = ascend_db.db_device_host(sources[0]) if sources and sources[0].suffix == ".db" else \
-        (device_of(rank_dir), None)
+    device, host = ascend_db.db_device_host(sources[0]) if database else (device_of(rank_dir), None)
     return [RankInfo(
         rank=rank,
         format=NAME,

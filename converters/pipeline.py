@@ -161,7 +161,8 @@ def convert(
         # detail past the cap is never encoded (a rank's alone could not fit); compressed, it might
         limit = max_bytes if options.kind is Kind.DETAIL and not target.endswith(".gz") else None
         def encode(origins: Origins, spool: Spool) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
-            return _encode_ranks(infos, options, out_format, origins, spool, where, progress, shifts, limit)
+            return _encode_ranks(infos, options, out_format, origins, spool, found, where, progress, shifts,
+                                 limit)
 
         diag, interest, placed = encode(origins, spool)
         origins, again = origins.settle(infos, placed)
@@ -338,13 +339,14 @@ def _placed(encoder: PerfettoEncoder | ChromeJsonEncoder) -> tuple[int | None, t
 
 def _encode_ranks(
     infos: list[RankInfo], options: Options, out_format: Format, origins: Origins, spool: Spool,
-    where: Where = LOCAL, progress: Progress | None = None, shifts: dict[int, int] | None = None,
-    detail_limit: int | None = None,
+    left_out: Diagnostics, where: Where = LOCAL, progress: Progress | None = None,
+    shifts: dict[int, int] | None = None, detail_limit: int | None = None,
 ) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
     """Encode every rank into the spool, ranks in parallel: they are independent until written,
     except for their communication ops, which are drawn last, once matched across ranks. Workers
     on other machines (``where.remote``) send their spool file back with their result, and it is
-    spooled here as it arrives. Ranks left out as unreadable are taken out of ``infos``. Returns
+    spooled here as it arrives. Ranks left out as unreadable are taken out of ``infos`` and named in
+    ``left_out`` (a second encoding, which no longer reads them, must not forget them). Returns
     what needed recovery, the ranks in order of interest for the size cap (with its policy), and
     per rank the origin and the span of the events of each JSON encoder that placed any (for
     ``Origins.settle``). A rank's detail chunks after the first ``detail_limit`` bytes of them
@@ -370,7 +372,7 @@ def _encode_ranks(
         if progress is not None:
             progress(done_bytes, sum(sizes), infos[index].rank)
 
-    skipped = each_rank(_encode_rank, jobs, [info.rank for info in infos], collect, where, diag)
+    skipped = each_rank(_encode_rank, jobs, [info.rank for info in infos], collect, where, left_out)
     for index in reversed(skipped):
         del infos[index], held[index]
     writers = [_OpsWriter(info, out_format, mine.origin_ns, len(jobs) + index)

@@ -467,3 +467,26 @@ def test_an_output_that_is_a_pipe_is_written_into_not_replaced(profile, tmp_path
     assert child.returncode == 0
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert _ranks(read_perfetto(data)) == [0, 1, 2]
+
+
+def test_a_rank_left_out_is_named_also_when_the_json_is_encoded_twice(tmp_path, out_dir, capsys):
+    """Every event hours before the collection start the ranks say, so the JSON's origin is
+    settled after a first encoding and the ranks are encoded once more: the rank the first pass
+    left out as unreadable is still named (and so --strict still fails on it)."""
+    import json
+
+    from fixtures.ascend_pt_gen import write_ascend_pt_profile
+
+    root = tmp_path / "job"
+    write_ascend_pt_profile(root, ranks=3, steps=2, tasks_per_step=20, seed=5)
+    for path in root.glob("*/profiler_info_*.json"):
+        info = json.loads(path.read_bytes())
+        info["end_info"]["collectionTimeEnd"] += 3 * 3600 * 10**9  # the collection start, 3 hours on
+        path.write_text(json.dumps(info))
+        if info["rank_id"] == 2:
+            (path.parent / "ASCEND_PROFILER_OUTPUT/trace_view.json").write_bytes(b'"not a trace"')
+            (path.parent / "ASCEND_PROFILER_OUTPUT/kernel_details.csv").unlink()
+    out = out_dir / "job.json"
+    assert main([str(root), "-o", str(out), "--skip-unreadable"]) == 0
+    assert re.search(r"warning: rank 2 left out \(--skip-unreadable\)", capsys.readouterr().err)
+    assert main([str(root), "-o", str(out_dir / "strict.json"), "--skip-unreadable", "--strict"]) == 1

@@ -192,8 +192,9 @@ def _comm_into(info: RankInfo, options: Options, path: str) -> tuple:
 
 
 class Waits:
-    """Per (rank, graph, step): the wait suffered (its waits for the last rank) and caused (the
-    others' waits in the collectives where it came last); added to step by step."""
+    """Per rank and step of the job (``StepKey``: a graph's second loop is another step): the wait
+    suffered (its waits for the last rank) and caused (the others' waits in the collectives where
+    it came last); added to step by step."""
 
     def __init__(self) -> None:
         self.suffered: dict[tuple, int] = defaultdict(int)
@@ -204,14 +205,14 @@ class Waits:
         last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
         for op in ops:
             if op.wait_for_last_ns:
-                self.suffered[op.rank, op.graph, op.step] += op.wait_for_last_ns
+                self.suffered[op.rank, op.step_key] += op.wait_for_last_ns
                 last = last_op[op.key]
-                self.caused[last.rank, last.graph, last.step] += op.wait_for_last_ns
+                self.caused[last.rank, last.step_key] += op.wait_for_last_ns
 
     def of(self, times: list[StepTime]) -> list[StepTime]:
         """``times`` with their waits."""
         return [StepTime(t.rank, t.graph, t.step, t.step_ns, t.computing_ns, t.communication_ns,
-                         self.suffered[t.rank, t.graph, t.step], self.caused[t.rank, t.graph, t.step], t.key)
+                         self.suffered[t.rank, t.key], self.caused[t.rank, t.key], t.key)
                 for t in times]
 
 

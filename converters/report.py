@@ -455,20 +455,20 @@ def _step_time(f: StepFacts) -> StepTime:
 
 def _add_waits(facts: list[StepFacts], ops: list[comm.OpComm], instances: list[comm.Instance]) -> None:
     """Each step's wait suffered (and for whom), caused, and how often it came last."""
-    by_key = {(f.rank, f.graph, f.step): f for f in facts}
+    by_key = {(f.rank, f.key): f for f in facts}  # the step of the job: a graph's second loop is another
     last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
     for op in ops:
         if op.wait_for_last_ns:
-            mine = by_key.get((op.rank, op.graph, op.step))
+            mine = by_key.get((op.rank, op.step_key))
             if mine is not None:
                 mine.wait_suffered_ns += op.wait_for_last_ns
                 mine.waited_for[op.last_rank] = mine.waited_for.get(op.last_rank, 0) + op.wait_for_last_ns
             last = last_op[op.key]
-            theirs = by_key.get((last.rank, last.graph, last.step))
+            theirs = by_key.get((last.rank, last.step_key))
             if theirs is not None:
                 theirs.wait_caused_ns += op.wait_for_last_ns
     for op in last_op.values():
-        if op.skew_ns and (mine := by_key.get((op.rank, op.graph, op.step))) is not None:
+        if op.skew_ns and (mine := by_key.get((op.rank, op.step_key))) is not None:
             mine.last_arrivals += 1
 
 

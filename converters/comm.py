@@ -44,7 +44,6 @@ _HCCL_NAME = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_(\d+)_\d+$")  # hcom_<op>__<gro
 _P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|(Mux)?(Send|Receive)(-op\d+)?$|"
                   r"nccl(Dev)?Kernel_(Send|Recv|SendRecv)(?![a-z])|c10d::(send|recv)|gloo:(send|recv)",
                   re.IGNORECASE)
-_decode = decoded_args
 
 
 # -- one op on one rank ---------------------------------------------------------------------------
@@ -126,7 +125,7 @@ def _ratio(part: int | None, transit: int | None) -> float | None:
 def _args(s: Slice) -> dict[str, Any]:
     if s.args is None:
         return {}
-    return s.args if type(s.args) is dict else _decode(s.args)
+    return s.args if type(s.args) is dict else decoded_args(s.args)
 
 
 def _task_kind(s: Slice, args: dict[str, Any]) -> str:

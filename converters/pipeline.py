@@ -554,13 +554,12 @@ def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
     if step is not None:
         step = Step(step.graph, step.step, step.start_ns + shift_ns, step.end_ns + shift_ns, step.host_start)
     span = batch.device_span
-    return StepRecords(
-        batch.rank, batch.graph, batch.step_id, step,
-        [Slice(*s[:4], s.start_ns + shift_ns, *s[5:]) for s in batch.slices],
-        [Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
-        batch.has_device, None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
-        batch.ops_recorded, batch.figures, batch.key,
-        None if batch.intervals is None else StepIntervals(
+    return dataclasses.replace(
+        batch, step=step,
+        slices=[Slice(*s[:4], s.start_ns + shift_ns, *s[5:]) for s in batch.slices],
+        samples=[Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
+        device_span=None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
+        intervals=None if batch.intervals is None else StepIntervals(
             *([(a + shift_ns, b + shift_ns) for a, b in lane] for lane in batch.intervals[:3]),
             batch.intervals.ops_seen),
     )
@@ -685,6 +684,8 @@ def carried_on(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
     for batch in steps:
         if batch.step is not None:
             batch.intervals, carried = step_intervals_of(batch, carried)
+        else:  # once, here: its overlap row and its span both ask for them
+            batch.intervals = step_intervals_of(batch)[0]
         yield batch
 
 

@@ -141,7 +141,7 @@ def _size(args: dict[str, Any]) -> int:
 def _int(value: Any) -> int:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # no number, or an infinite one (1e400)
         return 0
 
 

@@ -26,6 +26,7 @@ from test_trace_processor import imported
 from trace_check import read_perfetto
 
 from converters import convert
+from converters.cli import main
 from converters.errors import InputError
 from converters.readers import jsonfile
 from fixtures.ascend_db_gen import write_ascend_db
@@ -576,3 +577,32 @@ def test_host_info_numbers_past_64_bits_are_left_out(tmp_path):
     result = convert(tmp_path / "job", tmp_path / "out.pftrace", kind="detail")
     assert result.slices
     assert any("host_info_0.csv: line 3: expected" in w for w in result.warnings), result.warnings
+
+
+def test_a_transfer_size_past_a_double_is_no_size(tmp_path, capsys):
+    """An HCCL task's ``size(Byte)`` of 1e400 is infinite as orjson and Perfetto read it: comm's
+    size of the task raised OverflowError, an internal error (found by the corpus, seed 7). It is
+    no size, as any other value that is not one."""
+    root = _real_copy(tmp_path, "msprof-2rank")
+    for path in root.rglob("*.json"):
+        data = path.read_bytes()
+        if b'"size(Byte)": 7023104' in data:
+            path.write_bytes(data.replace(b'"size(Byte)": 7023104', b'"size(Byte)": 1e400'))
+    assert main(["comm", str(root), "--slow-ranks", "-q"]) == 0
+    assert "internal error" not in capsys.readouterr().err
+
+
+def test_an_event_of_a_million_nested_arrays_is_refused_at_once(tmp_path):
+    """A Paddle trace with an event whose args nest a million arrays: finding where its event array
+    ends copied the file once per "]" tried (hours; the corpus's seed 7 found it as a hang). Now
+    it is the clear error about its nesting, in seconds."""
+    root = _real_copy(tmp_path, "paddle-cpu-chrome")
+    trace = next(root.glob("*.paddle_trace.json"))
+    data = trace.read_bytes()
+    at = data.index(b'"args": ', data.index(b'"ph": "X"')) + len(b'"args": ')
+    end = data.index(b"}", at)  # the args object's end (it holds no nested object)
+    trace.write_bytes(data[:at] + b"[" * 1_000_000 + b"]" * 1_000_000 + data[end + 1:])
+    out = tmp_path / "out.pftrace"
+    with _within(15), pytest.raises(InputError, match=r"byte \d+: not valid JSON \(depth limit"):  # was 70 s
+        convert(root, out, kind="detail")
+    assert not out.exists()

@@ -233,8 +233,8 @@ def _array_of_object(buf: bytes, decode: Callable[[bytes], list[Any]]) -> bytes:
         end = buf.rfind(b"]", 0, end)
         if end < 0:
             break
-        before = buf[:end].rstrip()
-        if before and not before.endswith(b"}"):  # the array ends after an event, or is empty
+        last = _last_non_space(buf, end)  # not buf[:end].rstrip(): a copy per "]", a million of them nested
+        if last >= 0 and buf[last] != 0x7D:  # the array ends after an event ("}"), or is empty
             continue
         tries += 1
         rest = buf[end + 1 :].strip()
@@ -246,6 +246,14 @@ def _array_of_object(buf: bytes, decode: Callable[[bytes], list[Any]]) -> bytes:
         except (orjson.JSONDecodeError, ValueError):
             continue
     return buf
+
+
+def _last_non_space(buf: bytes, end: int) -> int:
+    """Where the last byte before ``end`` that is no JSON whitespace lies; -1 if none."""
+    at = end - 1
+    while at >= 0 and buf[at] in b" \t\r\n":
+        at -= 1
+    return at
 
 
 def header(path: Path, limit: int = 1 << 20) -> dict[str, Any]:

@@ -5,10 +5,12 @@ path is byte for byte the same: run it before and after, then diff.
     python -m bench.fingerprint > after.txt      # on the change
     diff before.txt after.txt                    # nothing: the same bytes
 
-Inputs: every real sample under ``$TRACE2PERFETTO_REALDATA`` (default ``../shared/data/real``) and
-the generated profiles already under build/bench (``make bench`` makes them; pass ``--quick`` to
+Inputs: every real sample, and every folder in one, under ``$TRACE2PERFETTO_REALDATA`` (default
+``../shared/data/real``) and the generated profiles already under build/bench (``make bench`` makes them; pass ``--quick`` to
 take only the real samples and one generated rank), each in summary and detail, Perfetto and
-JSON, capped at 1 MiB and uncapped.
+JSON, capped at 1 MiB and uncapped; and what every analysis command prints or writes for them
+(``info``, ``overlap``, ``comm`` and ``comm --slow-ranks`` in each of their formats, ``report`` as
+JSON and HTML), through the CLI as a user runs it, stdout and exit code alike.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from converters import pipeline
+from converters import convert
+from converters.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = Path(os.environ.get("TRACE2PERFETTO_REALDATA", ROOT.parent / "shared" / "data" / "real"))
@@ -29,7 +32,9 @@ CAPS = (1 << 20, None)
 
 
 def inputs(quick: bool) -> list[Path]:
-    found = sorted(p for p in REAL.iterdir() if p.is_dir()) if REAL.is_dir() else []
+    samples = sorted(p for p in REAL.iterdir() if p.is_dir()) if REAL.is_dir() else []
+    # each sample, and each folder in it (one run of mindspore-cpu, one rank of msprof-2rank, ...)
+    found = [q for p in samples for q in (p, *sorted(c for c in p.iterdir() if c.is_dir()))]
     torch_npu = sorted(GENERATED.glob("gen-torch-npu-8x*/*_ascend_pt"))[:1]
     if quick:
         return found + torch_npu
@@ -41,23 +46,53 @@ def _size(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
+ANALYSES = (
+    *(["info", "--format", f] for f in ("table", "json")),
+    *(["overlap", "--format", f] for f in ("table", "csv", "json")),
+    *(["comm", "--format", f] for f in ("table", "csv", "json")),
+    *(["comm", "--slow-ranks", "--format", f] for f in ("table", "csv", "json")),
+    *(["report", "--format", f] for f in ("json", "html")),
+)
+
+
+def analysis_digest(argv: list[str]) -> str:
+    """The hash of what one command prints on stdout, and its exit code."""
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as captured:
+        sys.stdout.flush()
+        os.dup2(captured.fileno(), 1)
+        try:
+            code = cli([*argv, "-q"])
+            sys.stdout.flush()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        captured.seek(0)
+        return f"exit {code} {hashlib.sha256(captured.read()).hexdigest()[:16]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="real samples and one generated rank only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for source in inputs(args.quick):
+            label = source.relative_to(REAL if source.is_relative_to(REAL) else ROOT)
             for kind in ("summary", "detail"):
                 for suffix in (".pftrace", ".json"):
                     for cap in CAPS:
                         out = Path(tmp) / f"out{suffix}"
                         try:
-                            pipeline.convert(source, out, kind=kind, max_bytes=cap)
+                            convert(source, out, kind=kind, max_bytes=cap)
                             digest = hashlib.sha256(out.read_bytes()).hexdigest()[:16]
                         except Exception as e:  # noqa: BLE001 - an input that fails is a line too
                             digest = f"error {type(e).__name__}: {e}"[:120]
-                        label = source.relative_to(REAL if source.is_relative_to(REAL) else ROOT)
                         print(f"{label} {kind} {suffix} cap={cap} {digest}", flush=True)
+            for command in ANALYSES:
+                argv = [command[0], str(source), *command[1:]]
+                if command[0] == "report":
+                    argv += ["-o", "-"]
+                print(f"{label} {' '.join(command)} {analysis_digest(argv)}", flush=True)
     sys.exit(0)
 
 

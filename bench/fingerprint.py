@@ -6,11 +6,12 @@ path is byte for byte the same: run it before and after, then diff.
     diff before.txt after.txt                    # nothing: the same bytes
 
 Inputs: every real sample, and every folder in one, under ``$TRACE2PERFETTO_REALDATA`` (default
-``../shared/data/real``) and the generated profiles already under build/bench (``make bench`` makes them; pass ``--quick`` to
-take only the real samples and one generated rank), each in summary and detail, Perfetto and
-JSON, capped at 1 MiB and uncapped; and what every analysis command prints or writes for them
-(``info``, ``overlap``, ``comm`` and ``comm --slow-ranks`` in each of their formats, ``report`` as
-JSON and HTML), through the CLI as a user runs it, stdout and exit code alike.
+``../shared/data/real``) and the generated profiles already under build/bench (``make bench``
+makes them; pass ``--quick`` to take only the real samples and one generated rank), each in
+summary and detail, Perfetto and JSON, capped at 1 MiB and uncapped; and what every analysis
+command prints or writes for them (``info``, ``overlap``, ``comm`` and ``comm --slow-ranks`` in
+each of their formats, ``report`` as JSON and HTML), through the CLI as a user runs it, stdout
+and exit code alike.
 """
 
 from __future__ import annotations

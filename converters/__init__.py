@@ -11,24 +11,16 @@ Library use::
         ...                                            # StepRecords: one rank, one step
 """
 
-from .cluster import CommReport, comm_report
+from .analyses.comm import CommReport, comm_report
+from .analyses.overlap import StepOverlap, overlap_report, step_overlap
 from .discover import discover
 from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
 from .model import Layer, RankInfo, Slice, Step, StepRecords
-from .pipeline import (
-    Format,
-    Kind,
-    Options,
-    Result,
-    StepOverlap,
-    convert,
-    overlap_report,
-    read_profile,
-    step_overlap,
-)
+from .pipeline import Format, Result, convert
+from .profile import Kind, Options, Profile, read_profile
 
 __all__ = [
     "Diagnostics", "Format", "InputError", "Kind", "Layer", "Options", "RankInfo", "Result",
     "Slice", "Step", "StepRecords", "Trace2PerfettoError", "UsageError", "convert", "discover",
-    "read_profile", "step_overlap", "overlap_report", "StepOverlap", "comm_report", "CommReport",
+    "read_profile", "step_overlap", "overlap_report", "StepOverlap", "comm_report", "CommReport", "Profile",
 ]

@@ -22,17 +22,20 @@ from pathlib import Path
 
 import orjson
 
+from .analyses import overlap
+from .analyses.comm import comm_report
+from .analyses.info import profile_info
+from .analyses.render import Rows, cell, clock_records, count, ms, print_clocks, print_table, size
 from .budget import parse_size
-from .cluster import comm_report
 from .comm import TRANSPORTS, OpComm
 from .errors import Diagnostics, Trace2PerfettoError, UsageError, as_text
 from .executor import Where
-from .info import profile_info
 from .model import step_label
 from .output import refuse_inputs
-from .pipeline import Format, Kind, convert, overlap_report
+from .pipeline import Format, convert
+from .profile import Kind
 from .report import KIND_TITLES, Thresholds, report_data, write_report
-from .select import format_ids, parse_ids
+from .select import parse_ids
 
 EXIT_CODES = ("exit codes: 0 done, 1 input broken beyond recovery (or an internal error: please report it), "
               "2 usage error, 130 interrupted")
@@ -156,7 +159,7 @@ def _progress(done_bytes: int, total_bytes: int, rank: int) -> None:
     """Progress on a terminal: one line, rewritten as each rank is read."""
     global _progress_shown
     share = done_bytes / total_bytes if total_bytes else 1.0
-    print(f"\rtrace2perfetto: read {_size(done_bytes)} of {_size(total_bytes)} ({share:.0%}), "
+    print(f"\rtrace2perfetto: read {size(done_bytes)} of {size(total_bytes)} ({share:.0%}), "
           f"rank {rank} done", end="", file=sys.stderr, flush=True)
     _progress_shown = True
 
@@ -178,29 +181,6 @@ def _warn(args: argparse.Namespace, warnings: list[str]) -> None:
 def _say(args: argparse.Namespace, line: str) -> None:
     if not args.quiet:
         print(f"trace2perfetto: {line}", file=sys.stderr)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
-def _print_table(rows: list[list[str]]) -> None:
-    """Rows of cells, right-aligned in columns; the first row is the header."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 6)
-
-
-def _cell(value: object) -> str:
-    return "-" if value is None else str(value)
 
 
 # -- convert --------------------------------------------------------------------------------------
@@ -250,8 +230,8 @@ def _run_convert(args: argparse.Namespace) -> int:
     if result.cut:
         _warn(args, [f"the trace was cut to fit --max-size: kept {result.cut}"])
     where = "stdout" if result.output == "-" else os.path.abspath(result.output)
-    _say(args, f"wrote {where}: {_count(len(result.ranks), 'rank')}, {_count(result.steps, 'step')}, "
-         f"{_count(result.slices, 'slice')}, {_size(result.bytes_written)} in {result.seconds:.2f} s")
+    _say(args, f"wrote {where}: {count(len(result.ranks), 'rank')}, {count(result.steps, 'step')}, "
+         f"{count(result.slices, 'slice')}, {size(result.bytes_written)} in {result.seconds:.2f} s")
     if args.open:
         from .serve import serve_once  # only here: the HTTP server is not needed otherwise
 
@@ -270,51 +250,15 @@ def _run_convert(args: argparse.Namespace) -> int:
 
 # -- overlap --------------------------------------------------------------------------------------
 
-_OVERLAP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
-                    "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
-                    "Preparing")  # step_trace_time.csv's, in its order
-
-
 def _run_overlap(args: argparse.Namespace) -> int:
-    header = ["Rank", "Graph", "Step", *_OVERLAP_COLUMNS]
-    writer = csv.DictWriter(sys.stdout, header, lineterminator="\n")
-    table: list[list[str]] = [header]
-    first = True
-
-    def write(rows: list) -> None:  # CSV and JSON stream out rank by rank; the table is aligned at the end
-        nonlocal first
-        for record in map(_overlap_record, rows):
-            if args.format == "json":
-                sys.stdout.write(("[\n  " if first else ",\n  ") + orjson.dumps(record).decode())
-            elif args.format == "csv":
-                if first:
-                    writer.writeheader()
-                writer.writerow(record)
-            else:
-                table.append([_cell(record[h]) for h in header])
-            first = False
-
+    rows = Rows(args.format, ["Rank", "Graph", "Step", *overlap.COLUMNS],
+                "(µs; Stage = the step's device span - Bubble; - : not known from this input)")
     diag = Diagnostics()
-    overlap_report(args.profile, diag=diag, each=write, **_selection(args))
+    overlap.overlap_report(args.profile, diag=diag, each=lambda found: rows.add(map(overlap.record, found)),
+                           **_selection(args))
     _warn(args, diag.messages())
-    if args.format == "json":
-        sys.stdout.write("[]\n" if first else "\n]\n")
-    elif args.format == "csv":
-        if first:
-            writer.writeheader()
-    else:
-        _print_table(table)
-        print("(µs; Stage = the step's device span - Bubble; - : not known from this input)")
+    rows.close()
     return 0
-
-
-def _overlap_record(r) -> dict:
-    """One row of the overlap table, in µs, under torch_npu's column names."""
-    return {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
-            **dict(zip(_OVERLAP_COLUMNS, (None if v is None else round(v / 1000, 3) for v in (
-                r.computing_ns, r.not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
-                r.stage_ns, r.bubble_ns, r.not_overlapped_excluding_receive_ns, r.preparing_ns)),
-                strict=True))}
 
 
 # -- info -----------------------------------------------------------------------------------------
@@ -325,7 +269,7 @@ def _run_info(args: argparse.Namespace) -> int:
     if args.format == "json":
         document = {"path": contents.path, "estimated_bytes": contents.estimated_bytes,
                     "ranks": [dataclasses.asdict(r) for r in contents.ranks],
-                    "clocks": _clock_records(contents.clocks)}
+                    "clocks": clock_records(contents.clocks)}
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     header = ["Rank", "Format", "Device", "Host", "Graphs", "Steps", "Streams", "Planes", "Records",
@@ -335,15 +279,15 @@ def _run_info(args: argparse.Namespace) -> int:
         graphs = sorted({s.graph for s in r.steps if s.graph is not None})
         rows.append([
             str(r.rank), r.format + (" + host_info" if r.host_info and r.format != "host_info" else ""),
-            _cell(r.device), _cell(r.host), ",".join(map(str, graphs)) or "-", str(len(r.steps)),
+            cell(r.device), cell(r.host), ",".join(map(str, graphs)) or "-", str(len(r.steps)),
             str(len(r.lanes.get("Ascend Hardware", []))), str(len(r.lanes.get("HCCL", []))),
-            f"{sum(r.records.values()):,}", _size(r.input_bytes), _size(r.estimated_bytes["summary"]),
-            _size(r.estimated_bytes["detail"]),
+            f"{sum(r.records.values()):,}", size(r.input_bytes), size(r.estimated_bytes["summary"]),
+            size(r.estimated_bytes["detail"]),
         ])
-    _print_table(rows)
+    print_table(rows)
     total = contents.estimated_bytes
-    print(f"\nestimated output (Perfetto): summary {_size(total['summary'])}, "
-          f"detail {_size(total['detail'])}; the default --max-size is 20 MiB")
+    print(f"\nestimated output (Perfetto): summary {size(total['summary'])}, "
+          f"detail {size(total['detail'])}; the default --max-size is 20 MiB")
     for r in contents.ranks:
         if r.steps:
             first, last = r.steps[0], r.steps[-1]
@@ -351,7 +295,7 @@ def _run_info(args: argparse.Namespace) -> int:
                     if first.start_ns is not None and last.end_ns is not None else
                     "their bounds not recorded (the profiler's analysis only)")
             print(f"rank {r.rank}: steps {first.step}-{last.step}, {span}")
-    _print_clocks(contents.clocks, aligned=False)
+    print_clocks(contents.clocks, aligned=False)
     return 0
 
 
@@ -383,26 +327,21 @@ def _run_comm(args: argparse.Namespace) -> int:
 def _op_record(op) -> dict:
     record = {
         "Rank": op.rank, "Graph": op.graph, "Step": op.step, "Group": op.group, "Op": op.name,
-        "Start Timestamp(us)": op.start_ns / 1000, "Elapse Time(ms)": _ms(op.elapse_ns),
-        "Transit Time(ms)": _ms(op.transit_ns), "Wait Time(ms)": _ms(op.wait_ns),
-        "Synchronization Time(ms)": _ms(op.sync_ns), "Idle Time(ms)": _ms(op.idle_ns),
+        "Start Timestamp(us)": op.start_ns / 1000, "Elapse Time(ms)": ms(op.elapse_ns),
+        "Transit Time(ms)": ms(op.transit_ns), "Wait Time(ms)": ms(op.wait_ns),
+        "Synchronization Time(ms)": ms(op.sync_ns), "Idle Time(ms)": ms(op.idle_ns),
         "Wait Time Ratio": op.wait_ratio, "Synchronization Time Ratio": op.sync_ratio,
-        "Ranks": op.ranks, "Arrival Skew(ms)": _ms(op.skew_ns), "Last Rank": op.last_rank,
-        "Wait For Last Rank(ms)": _ms(op.wait_for_last_ns),
+        "Ranks": op.ranks, "Arrival Skew(ms)": ms(op.skew_ns), "Last Rank": op.last_rank,
+        "Wait For Last Rank(ms)": ms(op.wait_for_last_ns),
     }
     record["Bandwidth"] = {
-        name: {"Transit Size(MB)": t.size_bytes / 1e6, "Transit Time(ms)": _ms(t.time_ns),
+        name: {"Transit Size(MB)": t.size_bytes / 1e6, "Transit Time(ms)": ms(t.time_ns),
                "Bandwidth(GB/s)": t.gb_per_s, "Large Packet Ratio": t.large_packet_ratio(name),
-               "Size Distribution": {str(size / 1e6): [count, _ms(ns)]
+               "Size Distribution": {str(size / 1e6): [count, ms(ns)]
                                      for size, (count, ns) in t.sizes.items()}}
         for name, t in op.transports.items()
     }
     return record
-
-
-def _clock_records(clocks) -> list[dict]:
-    return [{"Host": c.host, "Ranks": list(c.ranks), "Offset(us)": c.offset_ns / 1000,
-             "Spread(us)": c.spread_ns / 1000, "Collectives": c.instances} for c in clocks]
 
 
 _BANDWIDTH_FIELDS = ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")
@@ -439,7 +378,7 @@ class _OpsStream:
                 self.writer.writeheader()
             return
         tail = {"collectives": report.instances, "aligned": report.aligned,
-                "clocks": _clock_records(report.clocks)}
+                "clocks": clock_records(report.clocks)}
         rest = orjson.dumps(tail).decode()[1:]  # the document's other keys, after its ops
         sys.stdout.write(('{"ops": [],' if not self.count else "\n],") + rest + "\n")
 
@@ -453,44 +392,32 @@ def _print_ops_table(report) -> None:
         links = [name for name, t in op.transports.items() if t.time_ns and name != "SDMA"]  # SDMA: their sum
         links = links or [name for name, t in op.transports.items() if t.time_ns]
         bandwidth = ", ".join(f"{name} {op.transports[name].gb_per_s:g}" for name in links) or "-"
-        rows.append([str(op.rank), _cell(op.step), op.name] + [
+        rows.append([str(op.rank), cell(op.step), op.name] + [
             "-" if r[k] is None else f"{r[k]:.3f}" for k in (
                 "Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)",
                 "Idle Time(ms)", "Arrival Skew(ms)")
-        ] + [_cell(op.last_rank), "-" if op.wait_for_last_ns is None else f"{op.wait_for_last_ns / 1e6:.3f}",
+        ] + [cell(op.last_rank), "-" if op.wait_for_last_ns is None else f"{op.wait_for_last_ns / 1e6:.3f}",
              bandwidth])
-    _print_table(rows)
+    print_table(rows)
     print(f"(ms; {report.instances} collectives matched across ranks; Skew: last arrival - first; "
           "Waited: this rank's wait for the last; - : not known from this input)")
-    _print_clocks(report.clocks, report.aligned)
-
-
-def _print_clocks(clocks, aligned: bool) -> None:
-    if len(clocks) < 2:
-        return
-    state = "applied" if aligned else "not applied; --align collectives applies it"
-    print(f"clock offsets from the collectives' ends ({state}):")
-    for c in clocks:
-        who = c.host if c.host.startswith("rank ") else f"{c.host} (rank {format_ids(c.ranks)})"
-        print(f"  {who}: {c.offset_ns / 1000:+.3f} µs" + (
-            f", spread {c.spread_ns / 1000:.3f} µs over {c.instances} collectives" if c.instances else
-            " (the reference)"))
+    print_clocks(report.clocks, report.aligned)
 
 
 def _print_slow_ranks(report, fmt: str) -> None:
-    ranks = [{"Rank": r.rank, "Host": r.host, "Steps": r.steps, "Wait Caused(ms)": _ms(r.wait_caused_ns),
-              "Wait Suffered(ms)": _ms(r.wait_suffered_ns), "Last Arrivals": r.last_arrivals,
-              "Mean Step(ms)": _ms(r.mean_step_ns), "Mean Computing(ms)": _ms(r.mean_computing_ns),
-              "Mean Communication(ms)": _ms(r.mean_communication_ns)} for r in report.slow_ranks]
-    steps = [{"Rank": t.rank, "Graph": t.graph, "Step": t.step, "Step Time(ms)": _ms(t.step_ns),
-              "Computing(ms)": _ms(t.computing_ns), "Communication(ms)": _ms(t.communication_ns),
-              "Wait Suffered(ms)": _ms(t.wait_suffered_ns), "Wait Caused(ms)": _ms(t.wait_caused_ns)}
+    ranks = [{"Rank": r.rank, "Host": r.host, "Steps": r.steps, "Wait Caused(ms)": ms(r.wait_caused_ns),
+              "Wait Suffered(ms)": ms(r.wait_suffered_ns), "Last Arrivals": r.last_arrivals,
+              "Mean Step(ms)": ms(r.mean_step_ns), "Mean Computing(ms)": ms(r.mean_computing_ns),
+              "Mean Communication(ms)": ms(r.mean_communication_ns)} for r in report.slow_ranks]
+    steps = [{"Rank": t.rank, "Graph": t.graph, "Step": t.step, "Step Time(ms)": ms(t.step_ns),
+              "Computing(ms)": ms(t.computing_ns), "Communication(ms)": ms(t.communication_ns),
+              "Wait Suffered(ms)": ms(t.wait_suffered_ns), "Wait Caused(ms)": ms(t.wait_caused_ns)}
              for t in report.steps]
-    spread = [{"Graph": s.graph, "Step": s.step, "Ranks": s.ranks, "Fastest(ms)": _ms(s.min_ns),
-               "Slowest(ms)": _ms(s.max_ns), "Slowest Rank": s.slowest_rank} for s in report.spread]
+    spread = [{"Graph": s.graph, "Step": s.step, "Ranks": s.ranks, "Fastest(ms)": ms(s.min_ns),
+               "Slowest(ms)": ms(s.max_ns), "Slowest Rank": s.slowest_rank} for s in report.spread]
     if fmt == "json":
         document = {"slow_ranks": ranks, "steps": steps, "spread": spread, "aligned": report.aligned,
-                    "clocks": _clock_records(report.clocks)}
+                    "clocks": clock_records(report.clocks)}
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     if fmt == "csv":
@@ -499,14 +426,14 @@ def _print_slow_ranks(report, fmt: str) -> None:
         writer.writerows(ranks)
         return
     header = list(ranks[0]) if ranks else ["Rank"]
-    _print_table([header] + [[_cell(v) for v in r.values()] for r in ranks])
+    print_table([header] + [[cell(v) for v in r.values()] for r in ranks])
     print("(ms; Wait Caused, Wait Suffered and Last Arrivals: totals over the kept steps; Mean: per step; "
           "ranks ordered by the wait they caused the others in collectives)")
     for s in spread:
         label = "step -" if s["Step"] is None else step_label(s["Graph"], s["Step"]).lower()
         print(f"{label}: step time {s['Fastest(ms)']:.3f}-{s['Slowest(ms)']:.3f} ms across "
               f"{s['Ranks']} ranks, slowest rank {s['Slowest Rank']}")
-    _print_clocks(report.clocks, report.aligned)
+    print_clocks(report.clocks, report.aligned)
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -577,9 +504,9 @@ def _run_report(args: argparse.Namespace) -> int:
     _warn(args, report.warnings)
     where = "stdout" if target == "-" else os.path.abspath(target)
     mostly = KIND_TITLES[report.verdict()["dominant"]].lower()
-    _say(args, f"wrote {where}: {_count(len(report.ranks), 'rank')}, "
-         f"{_count(len(report.steps), 'rank-step')}, {_count(len(report.diagnoses), 'finding')} (mostly "
-         f"{mostly}), {_size(written)} in {time.perf_counter() - started:.2f} s")
+    _say(args, f"wrote {where}: {count(len(report.ranks), 'rank')}, "
+         f"{count(len(report.steps), 'rank-step')}, {count(len(report.diagnoses), 'finding')} (mostly "
+         f"{mostly}), {size(written)} in {time.perf_counter() - started:.2f} s")
     return 0
 
 

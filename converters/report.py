@@ -52,23 +52,16 @@ from typing import Any, ClassVar
 import orjson
 
 from . import comm
-from .cluster import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
+from .analyses.comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
+from .analyses.overlap import StepOverlap, overlap_row, step_span
 from .discover import discover
 from .errors import Diagnostics, UsageError, as_text
 from .executor import LOCAL, Where, each_rank
 from .model import Layer, RankInfo, StepKey
 from .output import inputs_of, open_output
 from .overlap import is_compute, total_ns
-from .pipeline import (
-    Kind,
-    Options,
-    StepOverlap,
-    _align,
-    input_bytes,
-    overlap_row,
-    read_profile,
-    step_span,
-)
+from .profile import Kind, Options, input_bytes, read_profile
+from .profile import aligning as _align
 from .select import check_graphs, check_steps, format_ids, select_ranks
 
 __all__ = [

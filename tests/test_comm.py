@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from converters import comm
 from converters.cli import main
-from converters.cluster import comm_report
+from converters.analyses.comm import comm_report
 from converters.model import StepKey
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "comm.schema.json").read_text())

@@ -15,7 +15,7 @@ from trace_check import read_chrome_json, read_perfetto
 
 from converters import convert
 from converters.cli import main
-from converters.cluster import comm_report
+from converters.analyses.comm import comm_report
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 

@@ -23,9 +23,9 @@ from trace_check import read_chrome_json, read_perfetto
 
 from converters import Diagnostics, Options, convert, discover, read_profile
 from converters.cli import main
-from converters.cluster import comm_report
+from converters.analyses.comm import comm_report
 from converters.model import StepRecords
-from converters.pipeline import keyed
+from converters.profile import keyed
 from converters.report import Thresholds, report_data, report_json
 from fixtures.msprof_gen import OVERLAP_LANES, write_msprof_profile
 

@@ -152,7 +152,8 @@ def rank_steps(draw):
 @settings(max_examples=300, deadline=None)
 @given(rank_steps())
 def test_each_step_counts_the_communication_within_its_time_whatever_step_it_began_in(made):
-    from converters.pipeline import carried_on, step_overlap
+    from converters.analyses.overlap import step_overlap
+    from converters.profile import carried_on
 
     steps, ops = made
     for batch in carried_on(steps):

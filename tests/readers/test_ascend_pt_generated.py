@@ -202,7 +202,7 @@ def test_a_kernel_details_file_without_rows_is_said(tmp_path):
 
 
 def test_info_and_overlap_count_every_step_of_a_file_with_its_names_last(tmp_path, monkeypatch, capsys):
-    from converters.info import profile_info
+    from converters.analyses.info import profile_info
 
     monkeypatch.setattr(chrome_trace, "BATCH_BYTES", 32 << 10)
     generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=4, seed=15, metadata_last=True,

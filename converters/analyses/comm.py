@@ -1,6 +1,6 @@
-"""The whole job at once: ``trace2perfetto comm`` (communication per op and rank, collectives across
-ranks, slow ranks, clocks). Each rank is read in a worker as for ``convert``; only its ops and a
-few figures per step come back, and the matching across ranks happens here (``comm``)."""
+"""``trace2perfetto comm``: communication per op and rank, collectives across ranks, slow ranks,
+clocks (docs/analysis.md). Each rank is read in a worker; only its ops and a few figures per step
+come back, and the matching across ranks happens here (``converters.comm``)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,14 @@ import pickle
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from . import comm
-from .budget import Spool, SpoolFile, spooled
-from .discover import discover
-from .errors import Diagnostics
-from .executor import LOCAL, Where, each_rank
-from .model import RankInfo, StepKey
-from .pipeline import Kind, Options, _align, overlap_row, read_profile, step_span
-from .select import check_graphs, check_steps, select_ranks
+from .. import comm
+from ..budget import Spool, SpoolFile, spooled
+from ..errors import Diagnostics
+from ..executor import LOCAL, Where
+from ..model import RankInfo, StepKey
+from ..profile import Kind, Options, Profile, aligning, read_profile
+from .overlap import overlap_row, step_span
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,21 +99,19 @@ def comm_report(
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``.
         InputError: an input file broken beyond recovery.
     """
-    aligning = _align(align)
+    aligned = aligning(align)
     options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)  # detail: the plane tasks
-    diag = Diagnostics() if diag is None else diag
-    infos = select_ranks(discover(Path(path), diag), options.ranks)
-    check_graphs(infos, options.graphs)
+    profile = Profile.open(path, options, where=where, diag=diag)
     spool = Spool()
     try:
-        stashed, times = _read_ranks(infos, options, where, spool, diag)
-        check_steps(options.steps, diag)
-        infos = [info for info in infos if info.rank in times]
+        stashed, times = _read_ranks(profile, spool)
+        profile.check_steps()
+        infos = profile.ranks
         hosts = comm.host_names(infos)
         clocks = comm.clock_offsets((inst for _, instances in _steps(stashed, spool) for inst in instances),
                                     hosts)
-        offsets = comm.rank_offsets(clocks) if aligning else None
-        report = CommReport([], 0, clocks, aligning)
+        offsets = comm.rank_offsets(clocks) if aligned else None
+        report = CommReport([], 0, clocks, aligned)
         hand = each or report.ops.extend
         waits = Waits()
         last: dict[int, int] = defaultdict(int)
@@ -133,25 +129,24 @@ def comm_report(
     return report
 
 
-def _read_ranks(infos: list[RankInfo], options: Options, where: Where, spool: Spool, diag: Diagnostics
+def _read_ranks(profile: Profile, spool: Spool
                 ) -> tuple[dict[StepKey | None, list[tuple[str, int, int]]], dict[int, list[StepTime]]]:
     """Every rank read by a worker: where each step's ops lie (the step's key -> [(spool file,
     offset, length)] in rank order), and each rank's step times."""
-    where_ops: dict[int, tuple[str, list[tuple[StepKey | None, int, int]]]] = {}
+    infos = profile.ranks
+    paths = [None if profile.where.remote else spool.new_file() for _ in infos]
+    found: dict[int, tuple[str, list[tuple[StepKey | None, int, int]]]] = {}
     times: dict[int, list[StepTime]] = {}
 
     def collect(index: int, result: tuple) -> None:
-        stashed, step_times, found, data = result
-        path = jobs[index][2] if data is None else spool.adopt(data)  # from another machine: spooled here
-        where_ops[index] = (path, stashed)
+        stashed, step_times, data = result
+        found[index] = (paths[index] if data is None else spool.adopt(data), stashed)  # remote: spooled here
         times[infos[index].rank] = step_times
-        diag.merge(found)
 
-    jobs = [(info, options, None if where.remote else spool.new_file()) for info in infos]
-    each_rank(_rank_comm, jobs, [info.rank for info in infos], collect, where, diag)
+    profile.map(rank_comm, lambda index, _: (paths[index],), each=collect)
     by_step: dict[StepKey | None, list[tuple[str, int, int]]] = {}
-    for index in sorted(where_ops):
-        path, stashed = where_ops[index]
+    for index in sorted(found):
+        path, stashed = found[index]
         for step, offset, length in stashed:
             by_step.setdefault(step, []).append((path, offset, length))
     return by_step, times
@@ -169,16 +164,14 @@ def _steps(stashed: dict[StepKey | None, list[tuple[str, int, int]]], spool: Spo
         yield [op for ops in by_rank.values() for op in ops], comm.match(by_rank, offsets)
 
 
-def _rank_comm(job: tuple[RankInfo, Options, str | None]) -> tuple:
+def rank_comm(info: RankInfo, options: Options, diag: Diagnostics, path: str | None) -> tuple:
     """One rank's ops with their plane-task figures, stashed step by step in its spool file, and
     its step times. Runs in a worker process; with no spool file given (a worker on another
     machine), its own spool's bytes go back too."""
-    info, options, path = job
-    return spooled(lambda own: _comm_into(info, options, own), path)
+    return spooled(lambda own: _comm_into(info, options, diag, own), path)
 
 
-def _comm_into(info: RankInfo, options: Options, path: str) -> tuple:
-    diag = Diagnostics()
+def _comm_into(info: RankInfo, options: Options, diag: Diagnostics, path: str) -> tuple:
     stashed, times = [], []
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
@@ -188,7 +181,7 @@ def _comm_into(info: RankInfo, options: Options, path: str) -> tuple:
             row = overlap_row(batch)
             times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_span(batch)[1],
                                   row.computing_ns, row.communication_ns, key=batch.key))
-    return stashed, times, diag
+    return stashed, times
 
 
 class Waits:

@@ -1,4 +1,4 @@
-"""What a profile holds, before converting it: ``trace2perfetto info`` (issue 6).
+"""What a profile holds, before converting it: ``trace2perfetto info``.
 
 One read of every rank (as a detail conversion would, one step at a time) gathers per rank its
 format, device and host, graphs and their steps with time ranges, lanes per layer, record
@@ -12,17 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import orjson
 
-from .comm import HostClock, OpComm, clock_offsets, host_names, light_ops, match
-from .discover import discover
-from .errors import Diagnostics, as_text
-from .executor import LOCAL, Where, each_rank
-from .model import Layer, RankInfo
-from .pipeline import Kind, Options, input_bytes, overlap_slices, read_profile
-from .select import check_graphs, check_steps, select_ranks
+from ..comm import HostClock, OpComm, clock_offsets, host_names, light_ops, match
+from ..errors import Diagnostics, as_text
+from ..executor import LOCAL, Where
+from ..model import Layer, RankInfo
+from ..profile import Kind, Options, Profile, input_bytes, read_profile
+from .overlap import overlap_slices
 
 # Perfetto bytes per slice, fitted on the real samples and generated profiles of every format
 # (within 15% of each): summary slices carry no args (~57 B); a detail slice ~20 B plus 0.6 B per
@@ -80,28 +78,18 @@ def profile_info(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = 
         UsageError: unknown ranks, graphs or steps, nothing recognisable under ``path``.
         InputError: an input file broken beyond recovery.
     """
-    diag = Diagnostics()
     options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
-    infos = select_ranks(discover(Path(path), diag), options.ranks)
-    check_graphs(infos, options.graphs)
-    found: list[RankContents | None] = [None] * len(infos)
-    ops: dict[int, list[OpComm]] = {}
-
-    def collect(index: int, result: tuple[RankContents, list[OpComm], Diagnostics]) -> None:
-        found[index], ops[infos[index].rank] = result[0], result[1]
-        diag.merge(result[2])
-
-    each_rank(_rank, [(info, options) for info in infos], [info.rank for info in infos], collect, where, diag)
-    check_steps(options.steps, diag)
-    kept = [info for info, contents in zip(infos, found, strict=True) if contents is not None]
-    clocks = clock_offsets(match(ops), host_names(kept)) if len(kept) > 1 else []
-    return ProfileContents(as_text(path), [c for c in found if c is not None], diag.messages(), clocks)
+    profile = Profile.open(path, options, where=where)
+    found = profile.map(rank_contents)
+    profile.check_steps()
+    ops = {contents.rank: mine for contents, mine in found}
+    clocks = clock_offsets(match(ops), host_names(profile.ranks)) if len(profile.ranks) > 1 else []
+    return ProfileContents(as_text(path), [contents for contents, _ in found], profile.diag.messages(),
+                           clocks)
 
 
-def _rank(job: tuple[RankInfo, Options]) -> tuple[RankContents, list[OpComm], Diagnostics]:
+def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[RankContents, list[OpComm]]:
     """One rank's contents, and its communication ops (for the clock offsets). Runs in a worker."""
-    info, options = job
-    diag = Diagnostics()
     ops: list[OpComm] = []
     contents = RankContents(
         info.rank, info.format, as_text(info.path), info.device, info.host, input_bytes(info),
@@ -137,7 +125,7 @@ def _rank(job: tuple[RankInfo, Options]) -> tuple[RankContents, list[OpComm], Di
         "summary": summary * _SUMMARY_BYTES,
         "detail": summary * _SUMMARY_BYTES + round(detail) + samples * _SAMPLE_BYTES,
     }
-    return contents, ops, diag
+    return contents, ops
 
 
 def _args_bytes(args: object) -> int:

@@ -1,0 +1,157 @@
+"""``trace2perfetto overlap``: the compute/communication overlap of every step of every rank, with
+the columns and definitions of torch_npu's ``step_trace_time.csv`` (docs/analysis.md). The
+conversion draws the same figures as the overlap lanes (``overlap_slices``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .. import overlap
+from .._overlap import slices as overlap_as_slices
+from ..errors import Diagnostics
+from ..executor import LOCAL, Where
+from ..model import Layer, RankInfo, Slice, StepRecords
+from ..profile import Options, Profile, owned, read_profile, step_intervals_of
+
+COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
+           "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
+           "Preparing")  # step_trace_time.csv's, in its order
+
+
+@dataclass(frozen=True)
+class StepOverlap:
+    """One row of the overlap report: one step of one rank, in ns, with the columns of torch_npu's
+    ``step_trace_time.csv`` and its definitions (design §5). None: unknown for this input (no
+    device tasks recorded, or no host step start for Preparing), never a made-up zero."""
+
+    rank: int
+    graph: int | None
+    step: int | None
+    computing_ns: int | None
+    not_overlapped_ns: int | None
+    overlapped_ns: int | None
+    communication_ns: int
+    free_ns: int | None
+    stage_ns: int | None  # the step's device span minus Bubble
+    bubble_ns: int  # time in receive ops (pipeline bubbles): their durations added up
+    not_overlapped_excluding_receive_ns: int | None  # Communication (not overlapped) - Bubble
+    preparing_ns: int | None  # from the host's step start to the first compute or communication
+
+
+def overlap_report(
+    path: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    graphs: Iterable[int] | None = None,
+    steps: Iterable[int] | None = None,
+    diag: Diagnostics | None = None,
+    where: Where = LOCAL,
+    each: Callable[[list[StepOverlap]], None] | None = None,
+) -> list[StepOverlap]:
+    """The compute/communication overlap of every kept step of every kept rank; what needed
+    recovery in the input is added to ``diag``. ``where``: the ranks' work runs on this machine,
+    or on a Dask cluster (``executor.Where``). ``each``: the rows are handed to it rank by rank, in
+    rank order, as soon as they are known, and not kept (tables of thousands of ranks in flat
+    memory); the list returned is then empty.
+
+    Raises:
+        UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
+        InputError: an input file broken beyond recovery.
+    """
+    profile = Profile.open(path, Options(ranks=ranks, graphs=graphs, steps=steps), where=where, diag=diag)
+    kept: list[StepOverlap] = []
+    hand = each or kept.extend
+    profile.map(rank_rows, each=lambda _, rows: hand(rows), ordered=True)
+    profile.check_steps()
+    return kept
+
+
+def rank_rows(info: RankInfo, options: Options, diag: Diagnostics) -> list[StepOverlap]:
+    """One rank's rows of the overlap report. Runs in a worker process."""
+    return [overlap_row(batch) for batch in read_profile([info], options, diag)]
+
+
+def record(r: StepOverlap) -> dict:
+    """One row of the overlap table, in µs, under torch_npu's column names."""
+    return {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
+            **dict(zip(COLUMNS, (None if v is None else round(v / 1000, 3) for v in (
+                r.computing_ns, r.not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
+                r.stage_ns, r.bubble_ns, r.not_overlapped_excluding_receive_ns, r.preparing_ns)),
+                strict=True))}
+
+
+def overlap_row(batch: StepRecords) -> StepOverlap:
+    """One step's row of the overlap report, as torch_npu's TraceStepTimeParser defines it; the
+    profiler's own figures where they stand for the step's records."""
+    o = step_overlap(batch)
+    low, high = owned(batch.step, o.computing) or (None, None)
+    bubble = sum(overlap.total_ns(overlap.clip([(s.start_ns, s.end_ns)], low, high)) for s in batch.slices
+                 if s.layer is Layer.COMM_OP and is_receive(s.name))
+    if batch.figures is not None:
+        f = batch.figures
+        communication = o.communication_ns if f.communication_ns is None else f.communication_ns
+        return StepOverlap(batch.rank, batch.graph, batch.step_id, f.computing_ns, f.not_overlapped_ns,
+                           f.overlapped_ns, communication, f.free_ns, f.stage_ns,
+                           bubble if f.bubble_ns is None else f.bubble_ns,
+                           f.not_overlapped_excluding_receive_ns, f.preparing_ns)
+    if not batch.has_device:
+        return StepOverlap(batch.rank, batch.graph, batch.step_id, None, None, None, o.communication_ns,
+                           None, None, bubble, None, None)
+    lanes = [lane for lane in (o.computing, o.communication, o.free) if lane]
+    span = max(lane[-1][1] for lane in lanes) - min(lane[0][0] for lane in lanes) if lanes else 0
+    first = min((lane[0][0] for lane in (o.computing, o.communication) if lane), default=None)
+    step = batch.step
+    preparing = first - step.start_ns if step and step.host_start and first is not None else None
+    return StepOverlap(
+        batch.rank, batch.graph, batch.step_id, o.computing_ns, o.not_overlapped_ns, o.overlapped_ns,
+        o.communication_ns, o.free_ns, span - bubble, bubble, o.not_overlapped_ns - bubble, preparing,
+    )
+
+
+def step_span(batch: StepRecords) -> tuple[int, int, bool]:
+    """(start, duration, whether it starts where the host began the step) of one step: its bounds;
+    else, where the profiler's figures stand for it, its time from them (``StepFigures.step_ns``)
+    from its first op (its start is not recorded); else its first to its last device work (and
+    where Free is measured)."""
+    if batch.step is not None:
+        return batch.step.start_ns, batch.step.end_ns - batch.step.start_ns, batch.step.host_start
+    o = step_overlap(batch)
+    busy = o.computing + o.communication + ([batch.device_span] if batch.device_span else [])
+    start = min((a for a, _ in busy), default=batch.start_ns)
+    figures = batch.figures
+    if figures is not None and figures.step_ns is not None:
+        return start, figures.step_ns, figures.preparing_ns is not None
+    return start, (max(b for _, b in busy) - start) if busy else 0, False
+
+
+def is_receive(op_name: str) -> bool:
+    """A receive op, whose time is a pipeline bubble: torch_npu counts ``hcom_receive*`` only (not
+    ``hcom_batchSendRecv``); MindSpore names them ``Receive-op12``."""
+    name = op_name.lower()
+    return name.startswith(("hcom_receive", "receive"))
+
+
+def overlap_slices(batch: StepRecords) -> list[Slice]:
+    """The step's Computing / Communication / not overlapped / Free lanes as slices; only
+    Communication where the input records no device tasks (the others are unknown there)."""
+    lanes = step_overlap(batch).lanes()
+    if not batch.has_device:
+        lanes = {"Communication": lanes["Communication"]}
+    return overlap_as_slices(lanes, batch.rank, Layer.OVERLAP, Slice)  # C: a summary makes millions
+
+
+def step_overlap(batch: StepRecords) -> overlap.Overlap:
+    """Overlap analysis of one step: compute tasks against communication ops (design §5), within
+    the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
+    compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
+    if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
+        ops = tasks
+    span, window = batch.device_span, owned(batch.step, compute)
+    if span is not None and window is not None:
+        span = (max(span[0], window[0]), min(span[1], window[1]))
+    return overlap.analyse_unions(compute, ops, span)
+
+

@@ -1,0 +1,309 @@
+"""The one way to open a profile, for the conversion and every analysis (docs/architecture.md).
+
+``Profile.open`` finds the ranks (``discover``) and keeps those selected; ``Profile.map`` runs one
+function per rank in worker processes (this machine's cores or a Dask cluster, ``executor``) and
+applies the one policy for ranks that cannot be read; ``Profile.align`` moves each host's clock
+by its offset as the collectives show it. A rank's work reads its steps with ``read_profile``:
+``StepRecords`` one step at a time, each keyed as the whole job names it (``StepKey``) and with
+the compute and communication it owns (``StepIntervals``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from . import comm, overlap
+from ._overlap import step_intervals
+from .discover import discover
+from .errors import Diagnostics, UsageError
+from .executor import LOCAL, Where, each_rank
+from .model import Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
+from .overlap import Interval, StepIntervals
+from .readers import READERS, host_info
+from .select import check_graphs, check_steps, format_ids, select_ranks
+
+
+class Kind(str, Enum):
+    """How much to read and write: the cluster overview, or everything."""
+
+    SUMMARY = "summary"  # step trace and overlap lanes
+    DETAIL = "detail"  # plus device streams, communication ops and planes, host activity
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to read; every field has the CLI's default. Ranks, graphs and steps: any iterable
+    (kept as a frozenset), None for all."""
+
+    ranks: frozenset[int] | None = None
+    graphs: frozenset[int] | None = None
+    steps: frozenset[int] | None = None
+    kind: Kind = Kind.SUMMARY
+    merge_graphs: bool = False
+    host_level: int = 0  # host stages of lower levels are left out (1: the users' stages only)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Kind(self.kind))
+        for name in ("ranks", "graphs", "steps"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, frozenset(getattr(self, name)))
+
+
+ALIGNMENTS = ("collectives",)
+
+
+def aligning(align: str | None) -> bool:
+    """Whether ``align`` asks to align the hosts' clocks (``--align``).
+
+    Raises:
+        UsageError: it names no alignment.
+    """
+    if align not in (None, "none", *ALIGNMENTS):
+        raise UsageError(f"--align: {align!r} is not one of none, {', '.join(ALIGNMENTS)}")
+    return align in ALIGNMENTS
+
+
+# A rank's work: ``work(info, options, diag, *args)``, a function at a module's top level (it is
+# pickled to the workers); what it finds worth a warning goes into ``diag``.
+RankWork = Callable[..., Any]
+
+
+@dataclass
+class Profile:
+    """One profile, opened: the kept ranks in rank order, what to read of them, where their work
+    runs, and what needed saying about the input so far (``diag``)."""
+
+    path: Path
+    options: Options
+    ranks: list[RankInfo]
+    diag: Diagnostics
+    where: Where = LOCAL
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], options: Options, *, where: Where = LOCAL,
+             diag: Diagnostics | None = None) -> Profile:
+        """The ranks under ``path`` that ``options`` keep.
+
+        Raises:
+            UsageError: nothing recognisable under ``path``, unknown ranks or graphs.
+            InputError: a rank's description (``info.json``, ...) broken beyond recovery.
+        """
+        diag = Diagnostics() if diag is None else diag
+        ranks = select_ranks(discover(Path(path), diag), options.ranks)
+        check_graphs(ranks, options.graphs)
+        return cls(Path(path), options, ranks, diag, where)
+
+    def map(self, work: RankWork, args: Callable[[int, RankInfo], tuple] | None = None, *,
+            each: Callable[[int, Any], None] | None = None, ordered: bool = False,
+            diag: Diagnostics | None = None) -> list[Any]:
+        """Run ``work(info, options, diag, *args(index, info))`` for every rank, in worker processes.
+
+        The one policy for ranks that cannot be read: the command fails naming the rank, or, with
+        ``where.skip_unreadable``, the rank is left out, named in a warning in ``self.diag``, and
+        taken out of ``ranks``. The ranks' warnings go into ``diag`` (default ``self.diag``) in
+        rank order, whatever order the workers finish in. Returns the results in rank order, or,
+        with ``each``, hands each to it with its rank's index (into ``ranks`` as they were) as it
+        arrives (``ordered``: in rank order, as soon as the ranks before it are done) and keeps none.
+
+        Raises:
+            InputError: a rank could not be read (``skip_unreadable`` off), or none could.
+            ClusterError, UsageError: as ``executor.each_rank``.
+        """
+        ranks = self.ranks
+        jobs = [(work, info, self.options, *(args(index, info) if args else ())) for index, info in
+                enumerate(ranks)]
+        results: list[Any] = [None] * len(ranks)
+        found: list[Diagnostics | None] = [None] * len(ranks)
+        waiting: dict[int, Any] = {}
+        handed = 0
+
+        def collect(index: int, outcome: tuple[Any, Diagnostics]) -> None:
+            nonlocal handed
+            result, found[index] = outcome
+            if each is None:
+                results[index] = result
+            elif not ordered:
+                each(index, result)
+            else:
+                waiting[index] = result
+                while handed in waiting:
+                    each(handed, waiting.pop(handed))
+                    handed += 1
+
+        skipped = each_rank(_rank_work, jobs, [info.rank for info in ranks], collect, self.where, self.diag)
+        for index in sorted(waiting):  # after a rank left out as unreadable
+            each(index, waiting.pop(index))
+        into = self.diag if diag is None else diag
+        for mine in found:
+            if mine is not None:
+                into.merge(mine)
+        self.ranks = [info for index, info in enumerate(ranks) if index not in skipped]
+        return [] if each is not None else [r for index, r in enumerate(results) if index not in skipped]
+
+    def check_steps(self) -> None:
+        """After reading: ``--steps`` of which the kept ranks and graphs hold none is an error, some
+        of them absent a warning (``select.check_steps``)."""
+        check_steps(self.options.steps, self.diag)
+
+    def align(self) -> dict[int, int]:
+        """Move each host's clock by its offset to the host of the lowest rank, estimated from the
+        ends of the collectives of the kept steps (one summary read of every rank); say it in each
+        rank's clock description, and return the shift per rank (ns to add to its times)."""
+        clocks = self.collective_clocks()
+        shifts = {rank: -clock.offset_ns for clock in clocks for rank in clock.ranks}
+        infos = self.ranks
+        own_clocks = [info.rank for info in infos if info.rank in shifts and not info.wall_clock]
+        for i, info in enumerate(infos):
+            if info.rank in shifts:  # on the reference rank's clock now, one timebase with the others
+                infos[i] = dataclasses.replace(
+                    info, start_ns=None if info.start_ns is None else info.start_ns + shifts[info.rank],
+                    clock=f"{info.clock}; aligned by collectives: {shifts[info.rank] / 1000:+.3f} µs",
+                    wall_clock=True)
+            else:
+                self.diag.warn("not_aligned", f"rank {info.rank}: shares no collective with the host of rank "
+                               f"{infos[0].rank}, so its clock was not aligned", f"rank {info.rank}")
+        if own_clocks:
+            self.diag.warn("aligned", f"rank {format_ids(own_clocks)}: own clocks aligned to rank "
+                           f"{infos[0].rank}'s by their collectives (each rank's description says by how "
+                           "much)")
+        return shifts
+
+    def collective_clocks(self) -> list[comm.HostClock]:
+        """Each host's clock offset, estimated from the ends of the collectives of the kept steps."""
+        summary = dataclasses.replace(self, options=dataclasses.replace(self.options, kind=Kind.SUMMARY))
+        ops = summary.map(light_ops, diag=Diagnostics())  # the reading after this one says what it finds
+        self.ranks = summary.ranks
+        by_rank = {info.rank: mine for info, mine in zip(self.ranks, ops, strict=True)}
+        return comm.clock_offsets(comm.match(by_rank), comm.host_names(self.ranks))
+
+
+def _rank_work(job: tuple) -> tuple[Any, Diagnostics]:
+    """One rank's work in a worker, with the diagnostics it gathered."""
+    work, info, options, *args = job
+    diag = Diagnostics()
+    return work(info, options, diag, *args), diag
+
+
+def light_ops(info: RankInfo, options: Options, diag: Diagnostics) -> list[comm.OpComm]:
+    """A rank's communication ops of the kept steps, in the light form matching needs."""
+    return [op for batch in read_profile([info], options, diag)
+            for op in comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
+                                     (s for s in batch.slices if s.layer is Layer.COMM_OP))]
+
+
+def input_bytes(info: RankInfo) -> int:
+    """The size of what a rank's reader reads (files, or all files in a folder)."""
+    total = 0
+    for source in info.source_paths + info.host_paths:
+        if source.is_dir():
+            total += sum(p.stat().st_size for p in source.iterdir() if p.is_file())
+        elif source.is_file():
+            total += source.stat().st_size
+    return total
+
+
+# -- a rank's steps -------------------------------------------------------------------------------
+
+def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
+    """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
+    with the key that names it across the job (``keyed``). The ids of the steps of the kept graphs
+    go to ``diag.steps``, kept or not (``select.check_steps``)."""
+    readers = {r.NAME: r for r in READERS}
+    detail = options.kind is Kind.DETAIL
+    for info in infos:
+        steps = readers[info.format].read(info, diag, detail=detail)
+        if detail and info.host_paths:
+            steps = host_info.attach(steps, info, diag, min_level=options.host_level)
+        for batch in carried_on(keyed(steps)):
+            if options.graphs is not None and batch.graph not in options.graphs:
+                continue
+            if batch.step_id is not None:
+                diag.steps.add(batch.step_id)
+            if options.steps is None or batch.step_id in options.steps:
+                yield batch
+
+
+def keyed(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+    """One rank's steps, in the order read, each with its ``StepKey``: the run of its graph, by
+    the order in which the rank's runs began, and its step id. A run begins with a graph not seen
+    before, or with a step id not above the last of its graph (CANN numbers each graph's iterations
+    from 1, and a second training or evaluation loop counts from 1 again), so the keys of one
+    graph's steps rise in the order read: chunks encoded in that order are never written out of it
+    (``budget.assemble``). Every step is keyed, also those ``--graphs`` or ``--steps`` leave out."""
+    latest: dict[int | None, StepKey] = {}  # graph id -> the key of its latest step
+    runs = 0
+    for batch in steps:
+        if batch.step_id is not None:
+            before = latest.get(batch.graph)
+            if before is None or batch.step_id <= before.step:  # a run begins
+                run, runs = runs, runs + 1
+            else:
+                run = before.graph
+            batch.key = latest[batch.graph] = StepKey(run, batch.step_id)
+        yield batch
+
+
+def carried_on(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+    """One rank's steps, in time order, each with its ``StepIntervals``: what it computed and
+    communicated within the time it owns (``owned``), and the communication of earlier steps that
+    ran on into it. A step's figures never exceed its time: a collective that outlasts its step (a
+    gloo range waiting a second for a slow peer) counts up to the step's end there, and the rest in
+    the steps it runs into (in none where it runs between steps). torch_npu files an op whole under
+    the step it starts in, so its figures can exceed the step; where nothing outlasts its step
+    (every real sample), the two agree. The pseudo step (no step bounds it) takes no part."""
+    carried: tuple[list[Interval], list[Interval]] = ([], [])
+    for batch in steps:
+        if batch.step is not None:
+            batch.intervals, carried = step_intervals_of(batch, carried)
+        else:  # once, here: its overlap row and its span both ask for them
+            batch.intervals = step_intervals_of(batch)[0]
+        yield batch
+
+
+def owned(step: Step | None, compute: list[Interval]) -> Interval | None:
+    """The time a step owns in the overlap analysis: from its start to its end, or on to the end of
+    its last compute task where the device runs behind the host (torch_npu's step range ends at
+    the last task the step launched, or the step's end if later). None: the pseudo step."""
+    if step is None:
+        return None
+    return step.start_ns, max(step.end_ns, compute[-1][1]) if compute else step.end_ns
+
+
+def step_intervals_of(batch: StepRecords, carried: tuple[list[Interval], list[Interval]] = ([], [])
+                      ) -> tuple[StepIntervals, tuple[list[Interval], list[Interval]]]:
+    """The step's ``StepIntervals``, with the ops and plane tasks ``carried`` into it from earlier
+    steps; and the ops and tasks that run on past the time it owns, for the next step."""
+    compute, ops, tasks, ops_seen = step_intervals(  # C: the unions of each kind, in one pass
+        batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, overlap.is_compute)
+    if carried[0] or carried[1]:
+        ops, tasks = overlap.union(ops + carried[0]), overlap.union(tasks + carried[1])
+        ops_seen = ops_seen or bool(carried[0])
+    window = owned(batch.step, compute)
+    if window is None:
+        return StepIntervals(compute, ops, tasks, ops_seen), ([], [])
+    low, high = window
+    on = (overlap.clip(ops, high, None), overlap.clip(tasks, high, None))
+    return StepIntervals(*(overlap.clip(x, low, high) for x in (compute, ops, tasks)), ops_seen), on
+
+
+def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
+    """The step with every time moved by ``shift_ns`` (a host's clock offset taken off)."""
+    step = batch.step
+    if step is not None:
+        step = Step(step.graph, step.step, step.start_ns + shift_ns, step.end_ns + shift_ns, step.host_start)
+    span = batch.device_span
+    return dataclasses.replace(
+        batch, step=step,
+        slices=[Slice(*s[:4], s.start_ns + shift_ns, *s[5:]) for s in batch.slices],
+        samples=[Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
+        device_span=None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
+        intervals=None if batch.intervals is None else StepIntervals(
+            *([(a + shift_ns, b + shift_ns) for a, b in lane] for lane in batch.intervals[:3]),
+            batch.intervals.ops_seen),
+    )

@@ -396,21 +396,16 @@ def test_help_lists_every_subcommand_on_one_line_and_the_exit_codes(capsys):
 
 
 @pytest.mark.parametrize("command, target", [
-    ("convert", "convert"), ("info", "profile_info"), ("overlap", "overlap_report"), ("comm", "comm_report"),
-    ("report", "report_data"),
+    ("convert", "converters.cli.convert"), ("info", "converters.cli.profile_info"),
+    ("overlap", "converters.analyses.overlap.overlap_report"), ("comm", "converters.cli.comm_report"),
+    ("report", "converters.cli.report_data"),
 ])
 def test_an_internal_error_is_one_line_and_exit_1_in_every_command(profile, tmp_path, capsys, monkeypatch,
                                                                     command, target):
-    import converters.cli
-
     def broken(*args, **kwargs):
         raise ValueError("a bug\nin two lines")
 
-    monkeypatch.setattr(converters.cli, target, broken)
-    if command == "report":
-        import converters.report
-
-        monkeypatch.setattr(converters.report, target, broken)
+    monkeypatch.setattr(target, broken)
     out = tmp_path / "out.json"
     assert main([command, str(profile), *(["-o", str(out)] if command in ("convert", "report") else [])]) == 1
     err = capsys.readouterr().err

@@ -48,3 +48,27 @@ def test_table_and_errors(profile, capsys):
     assert main(["overlap", str(profile), "--ranks", "9"]) == 2
     assert "unknown rank 9" in capsys.readouterr().err
     assert main(["overlap", "--help"]) == 0
+
+
+def test_the_library_gives_the_same_rows_as_a_dataframe(profile, capsys):
+    """From Python: the analysis' rows, and the same records as the CLI's CSV in a DataFrame."""
+    from converters.analyses import overlap, render
+
+    table = render.frame(map(overlap.record, overlap.overlap_report(profile)))
+    assert main(["overlap", str(profile), "--format", "csv"]) == 0
+    printed = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert list(table.columns) == list(printed[0])
+    assert [(r["Rank"], r["Step"]) for r in table.to_dict("records")] == [
+        (int(r["Rank"]), int(r["Step"])) for r in printed]
+    assert table["Computing"].tolist() == [float(r["Computing"]) for r in printed]
+
+
+def test_without_pandas_a_dataframe_is_a_clear_error(monkeypatch):
+    import sys
+
+    from converters.analyses import render
+    from converters.errors import UsageError
+
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if not installed
+    with pytest.raises(UsageError, match="pip install pandas"):
+        render.frame([{"Rank": 0}])

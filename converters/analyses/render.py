@@ -11,6 +11,7 @@ from typing import TextIO
 
 import orjson
 
+from ..errors import UsageError
 from ..select import format_ids
 
 FORMATS = ("table", "csv", "json")
@@ -49,6 +50,25 @@ class Rows:
             print_table(self.table, self.out)
             if self.note:
                 print(self.note, file=self.out)
+
+
+def frame(records: Iterable[dict]):
+    """Records (``overlap.record``, ``ops.record``, ...) as a pandas DataFrame, one column per key,
+    for notebooks. pandas is no dependency of trace2perfetto: this needs it installed.
+
+    Example::
+
+        from converters.analyses import overlap, render
+        table = render.frame(map(overlap.record, overlap.overlap_report("profiler_output/")))
+
+    Raises:
+        UsageError: pandas is not installed.
+    """
+    try:
+        import pandas
+    except ImportError as e:
+        raise UsageError("a DataFrame needs pandas (pip install pandas)") from e
+    return pandas.DataFrame.from_records(list(records))
 
 
 def print_table(rows: list[list[str]], out: TextIO | None = None) -> None:

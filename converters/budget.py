@@ -1,4 +1,4 @@
-"""The size cap (design §6): what fits is chosen by policy, never by where the limit falls.
+"""The size cap (docs/design.md §6): what fits is chosen by policy, never by where the limit falls.
 
 Encoded chunks (one per rank, step and part) are spooled to a temporary file while the input is
 read, so memory holds only their index. Then the output is assembled in priority order:

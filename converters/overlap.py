@@ -1,4 +1,4 @@
-"""Interval algebra and the compute/communication overlap breakdown (design §5).
+"""Interval algebra and the compute/communication overlap breakdown (docs/design.md §5).
 
 Intervals are half-open ``(start_ns, end_ns)`` pairs. Every function takes any iterable of
 intervals and returns a new sorted list of disjoint, non-empty intervals; nothing is changed in

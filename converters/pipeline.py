@@ -1,6 +1,6 @@
 """The conversion: open the profile (``profile``) → read each rank's steps → lay out → encode →
 match the collectives across ranks → keep what fits the size cap (``budget``) → write
-(design §1)."""
+(docs/design.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which ranks, graphs and steps to keep (design §4)."""
+"""Which ranks, graphs and steps to keep (docs/design.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hand a finished trace to ui.perfetto.dev (design §9): serve it once on 127.0.0.1:9001.
+"""Hand a finished trace to ui.perfetto.dev (docs/design.md §9): serve it once on 127.0.0.1:9001.
 
 The Perfetto UI runs in the browser and can load a trace from a URL given in its address
 (``https://ui.perfetto.dev/#!/?url=...``). Its content security policy lets it fetch from one local

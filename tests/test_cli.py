@@ -1,4 +1,4 @@
-"""The command end to end: exit codes, outputs, stdout, selection, errors (design §8)."""
+"""The command end to end: exit codes, outputs, stdout, selection, errors (docs/design.md §8)."""
 
 from __future__ import annotations
 

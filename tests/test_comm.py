@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters import comm
-from converters.cli import main
 from converters.analyses.comm import comm_report
+from converters.cli import main
 from converters.model import StepKey
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "comm.schema.json").read_text())

@@ -14,8 +14,8 @@ from test_trace_processor import imported, trace_processor
 from trace_check import read_chrome_json, read_perfetto
 
 from converters import convert
-from converters.cli import main
 from converters.analyses.comm import comm_report
+from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 

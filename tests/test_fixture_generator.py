@@ -1,4 +1,4 @@
-"""The msprof fixture generator writes what formats.md §3 and the real sample describe."""
+"""The msprof fixture generator writes what docs/formats.md §3 and the real sample describe."""
 
 from __future__ import annotations
 

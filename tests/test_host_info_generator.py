@@ -1,4 +1,4 @@
-"""The host_info fixture generator writes what formats.md §4 (MindSpore profiling.cc) describes."""
+"""The host_info fixture generator writes what docs/formats.md §4 (MindSpore profiling.cc) describes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The MindSpore 1.x fixture generator writes what formats.md §2 and the real samples describe."""
+"""The MindSpore 1.x fixture generator writes what docs/formats.md §2 and the real samples describe."""
 
 from __future__ import annotations
 

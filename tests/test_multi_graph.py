@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from trace_check import read_chrome_json, read_perfetto
 
 from converters import Diagnostics, Options, convert, discover, read_profile
-from converters.cli import main
 from converters.analyses.comm import comm_report
+from converters.cli import main
 from converters.model import StepRecords
 from converters.profile import keyed
 from converters.report import Thresholds, report_data, report_json

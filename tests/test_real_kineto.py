@@ -205,7 +205,7 @@ def test_nccl_kernels_are_communication_and_gpu_streams_are_lanes_of_their_own()
 def test_overlap_and_time_breakdown_agree_with_holistic_trace_analysis():
     """HTA's ``get_comm_comp_overlap`` and ``get_temporal_breakdown`` (run here) against our overlap
     rows. HTA counts the kernels launched before the last ProfilerStep starts, which here are
-    those of step 551. Its idle time counts memory copies as busy; our Free is design §5's (what
+    those of step 551. Its idle time counts memory copies as busy; our Free is docs/design.md §5's (what
     neither compute nor communication covers, as torch_npu counts it on NPUs), so the copies that
     lie in our Free are taken off before comparing, and they are said in HTA's non-compute."""
     analysis = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is a test extra")

@@ -1,4 +1,4 @@
-"""converters.serve: one file, once, on loopback, for ui.perfetto.dev (design §9).
+"""converters.serve: one file, once, on loopback, for ui.perfetto.dev (docs/design.md §9).
 
 Real HTTP against serve_once running in a thread on a free high port, never a browser.
 """

@@ -24,7 +24,7 @@ COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communic
 @dataclass(frozen=True)
 class StepOverlap:
     """One row of the overlap report: one step of one rank, in ns, with the columns of torch_npu's
-    ``step_trace_time.csv`` and its definitions (design §5). None: unknown for this input (no
+    ``step_trace_time.csv`` and its definitions (docs/design.md §5). None: unknown for this input (no
     device tasks recorded, or no host step start for Preparing), never a made-up zero."""
 
     rank: int
@@ -144,7 +144,7 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
 
 
 def step_overlap(batch: StepRecords) -> overlap.Overlap:
-    """Overlap analysis of one step: compute tasks against communication ops (design §5), within
+    """Overlap analysis of one step: compute tasks against communication ops (docs/design.md §5), within
     the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
     compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
     if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication

@@ -1,4 +1,4 @@
-"""The database form of the profilers' output (formats.md §5.10), read on the real schema.
+"""The database form of the profilers' output (docs/formats.md §5.10), read on the real schema.
 
 torch_npu / MindSpore >= 2.3 with ``export_type=db`` write ``ascend_pytorch_profiler_{rank}.db``
 (MindSpore: ``ascend_mindspore_profiler_{rank}.db``); CANN 8's msprof writes ``msprof_*.db`` with

@@ -1,4 +1,4 @@
-"""torch_npu's profiler and MindSpore >= 2.3: ``*_ascend_pt`` / ``*_ascend_ms`` (formats.md §5).
+"""torch_npu's profiler and MindSpore >= 2.3: ``*_ascend_pt`` / ``*_ascend_ms`` (docs/formats.md §5).
 
 One directory per rank: ``profiler_info_{rank}.json`` (``rank_id``; single-card runs may have
 neither, then rank 0), ``profiler_metadata.json`` (``parallel_group_info``: communication groups

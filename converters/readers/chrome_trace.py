@@ -3,7 +3,7 @@ unless a reader gives its own (``Dialect``: PyTorch's Kineto, Paddle).
 
 Shared by the readers whose files are such traces: ``msprof`` (timeline and CANN 7/8
 ``msprof_*.json``), ``ascend_pt`` (``trace_view.json``), ``kineto`` and ``paddle``. Lanes are named
-by process and thread name, never by pid (formats.md §3.3, §5.3), and those names may come anywhere
+by process and thread name, never by pid (docs/formats.md §3.3, §5.3), and those names may come anywhere
 in a file (torch_npu writes them after the host events): "Ascend Hardware" streams,
 "HCCL"/"Communication" ops and planes, "CANN", "Python" and "MindSpore" host threads; "Overlap
 Analysis" (the vendor's own lanes) is skipped. Any other process (MindSpore's "CPU OP" and "Scope

@@ -1,4 +1,4 @@
-"""MindSpore host_info: host stages and host memory per rank (formats.md §4; MindSpore 2.1-2.3).
+"""MindSpore host_info: host stages and host memory per rank (docs/formats.md §4; MindSpore 2.1-2.3).
 
 ``Profiler(profile_framework=...)`` writes ``host_info/host_info_{rank}.csv``::
 

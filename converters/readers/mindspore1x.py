@@ -1,4 +1,4 @@
-"""MindSpore 1.x profiler intermediates, the legacy ``<output>/profiler/`` folder (formats.md §2).
+"""MindSpore 1.x profiler intermediates, the legacy ``<output>/profiler/`` folder (docs/formats.md §2).
 
 One folder may hold several ranks: every file ends in ``_{id}``, the rank (the device id before
 MindSpore 1.6). A rank is an id with device ops or a step trace:
@@ -15,7 +15,7 @@ MindSpore 1.6). A rank is an id with device ops or a step trace:
 
 All times count the device SysCnt (100 MHz, 10 ns ticks) and convert to ns exactly.
 ``host_start.log.{id}`` (``clock_realtime`` and ``clock_monotonic_raw``, ns) maps them to the
-epoch as ``syscnt_ns + clock_realtime - clock_monotonic_raw`` (design §7); without it a rank
+epoch as ``syscnt_ns + clock_realtime - clock_monotonic_raw`` (docs/design.md §7); without it a rank
 keeps its own timebase, and its description and a note on stderr say it is not aligned.
 Records are filed by step (the last step started at or before them; those before the first
 step make a step of their own, with no number) in a spill file, so a rank of any size is

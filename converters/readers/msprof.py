@@ -1,4 +1,4 @@
-"""CANN msprof export: ``PROF_*/device_N`` directories (formats.md §3).
+"""CANN msprof export: ``PROF_*/device_N`` directories (docs/formats.md §3).
 
 Producers: MindSpore 2.0-2.2 and the msprof CLI of CANN 6.3/7.0 write per-iteration timeline
 files ``device_N/timeline/{msprof,task_time,hccl,step_trace}_{device}_{modelId}_{iter}.json``;

@@ -1,5 +1,5 @@
 """Paddle's profiler: ``*.paddle_trace.json`` (``export_chrome_tracing``) and ``*.paddle_trace.pb``
-(``export_protobuf``), one file per process, any number in a folder (formats.md).
+(``export_protobuf``), one file per process, any number in a folder (docs/formats.md §8).
 
 Both forms are read by ``chrome_trace`` with the ``Paddle`` dialect: the protobuf's nodes are made
 into the events the JSON export would hold (``_pb_events``), so both draw the same.

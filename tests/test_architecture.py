@@ -86,7 +86,7 @@ def test_every_document_the_code_cites_is_in_the_repository():
     for path in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.c"), *(ROOT / "tests").rglob("*.py"),
                  *(ROOT / "fixtures").glob("*.py"), *(ROOT / "bench").glob("*.py")]:
         cited.update(re.findall(r"\bdocs/[\w./-]+\.md", path.read_text()))
-    assert cited, "the code cites its documents as docs/NAME.md"
+    assert cited, "the code cites its documents by their path under docs/"
     missing = sorted(doc for doc in cited if not (ROOT / doc).is_file())
     assert not missing, f"cited but not in the repository: {missing}"
 

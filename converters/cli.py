@@ -22,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
 from .budget import parse_size
 from .cluster import comm_report
 from .comm import TRANSPORTS, OpComm
@@ -31,7 +32,6 @@ from .info import profile_info
 from .model import step_label
 from .output import refuse_inputs
 from .pipeline import Format, Kind, convert, overlap_report
-from .report import KIND_TITLES, Thresholds, report_data, write_report
 from .select import format_ids, parse_ids
 
 EXIT_CODES = ("exit codes: 0 done, 1 input broken beyond recovery (or an internal error: please report it), "

@@ -408,9 +408,9 @@ def test_an_internal_error_is_one_line_and_exit_1_in_every_command(profile, tmp_
 
     monkeypatch.setattr(converters.cli, target, broken)
     if command == "report":
-        import converters.report
+        import converters.analyses.report
 
-        monkeypatch.setattr(converters.report, target, broken)
+        monkeypatch.setattr(converters.analyses.report, target, broken)
     out = tmp_path / "out.json"
     assert main([command, str(profile), *(["-o", str(out)] if command in ("convert", "report") else [])]) == 1
     err = capsys.readouterr().err

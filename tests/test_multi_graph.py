@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from trace_check import read_chrome_json, read_perfetto
 
 from converters import Diagnostics, Options, convert, discover, read_profile
+from converters.analyses.report import Thresholds, report_data, report_json
 from converters.cli import main
 from converters.cluster import comm_report
 from converters.model import StepRecords
 from converters.pipeline import keyed
-from converters.report import Thresholds, report_data, report_json
 from fixtures.msprof_gen import OVERLAP_LANES, write_msprof_profile
 
 GRAPHS, ODD_GRAPHS, STEPS, RANKS = (2, 5), (0, 3), 3, 8

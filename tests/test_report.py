@@ -17,10 +17,10 @@ import pytest
 from conftest import real_data
 from trace_check import read_perfetto
 
+from converters.analyses.report import Thresholds, report_data, report_json, write_html
 from converters.cli import main
 from converters.cluster import comm_report
 from converters.pipeline import overlap_report as overlap_rows
-from converters.report import Thresholds, report_data, report_json, write_html
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile

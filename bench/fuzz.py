@@ -1004,8 +1004,8 @@ def _warm(bases: dict[str, Path]) -> None:
     global _BASES
     _BASES = bases
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import converters.analyses.report  # noqa: F401
     import converters.cli  # noqa: F401
-    import converters.report  # noqa: F401
     try:
         import matplotlib.collections  # noqa: F401
         import matplotlib.colors  # noqa: F401

@@ -196,7 +196,7 @@ done:
 }
 
 /* slices(lanes, rank, layer, Slice) -> [Slice(rank, layer, lane, lane, start, end - start), ...]
- * for each lane name and its intervals, in order (pipeline.overlap_slices) */
+ * for each lane name and its intervals, in order (analyses.overlap.overlap_slices) */
 static PyObject *slices(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 4 || !PyDict_Check(argv[0]) || !PyType_Check(argv[3])) {

@@ -399,7 +399,7 @@ def _graph_names(chunks: list[Chunk]) -> dict[int, int | None]:
 def _steps_in_time_order(chunks: list[Chunk]) -> list[StepKey | None]:
     """Steps by when they first started on any rank, but never before a step that comes earlier
     in some rank's own sequence of chunks (which is the order it was encoded in). The keys of a
-    sequence rise in that order (``pipeline.keyed``; the pseudo step is a sequence apart), so the
+    sequence rise in that order (``profile.keyed``; the pseudo step is a sequence apart), so the
     ranks never disagree on the order of two steps.
 
     Raises:

@@ -26,6 +26,7 @@ from .analyses import overlap
 from .analyses.comm import comm_report
 from .analyses.info import profile_info
 from .analyses.render import Rows, cell, clock_records, count, ms, print_clocks, print_table, size
+from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
 from .budget import parse_size
 from .comm import TRANSPORTS, OpComm
 from .errors import Diagnostics, Trace2PerfettoError, UsageError, as_text
@@ -34,7 +35,6 @@ from .model import step_label
 from .output import refuse_inputs
 from .pipeline import Format, convert
 from .profile import Kind
-from .report import KIND_TITLES, Thresholds, report_data, write_report
 from .select import parse_ids
 
 EXIT_CODES = ("exit codes: 0 done, 1 input broken beyond recovery (or an internal error: please report it), "

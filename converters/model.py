@@ -179,7 +179,7 @@ class StepFigures(NamedTuple):
 class StepKey(NamedTuple):
     """One step of the job, the same on every rank of it: which graph (by the order in which the
     rank's graphs began to run; a graph that numbers its steps anew, a second loop, counts again)
-    and which step of it (the profiler's step or iteration id). ``pipeline.keyed`` gives them.
+    and which step of it (the profiler's step or iteration id). ``profile.keyed`` gives them.
 
     Not the graph id: ranks of one job number their graphs differently (msprof-2rank: model 2 on
     rank 0 is model 0 on rank 1), while every rank runs the job's graphs in the same order. Not the
@@ -226,10 +226,10 @@ class StepRecords:
     # The profiler's own figures of the step, where they stand for its records (a rank with only the
     # profiler's analysis files): the overlap report takes them as they are.
     figures: StepFigures | None = None
-    # The step as the whole job names it (None: the pseudo step); given by pipeline.read_profile.
+    # The step as the whole job names it (None: the pseudo step); given by profile.read_profile.
     key: StepKey | None = None
     # Its compute and communication within the time it owns, with what earlier steps' ran on into
-    # it: given by pipeline.read_profile (pipeline.carried_on), which reads the steps in order.
+    # it: given by profile.read_profile (profile.carried_on), which reads the steps in order.
     intervals: StepIntervals | None = None
 
     @property

@@ -121,7 +121,7 @@ def total_ns(intervals: Iterable[Interval]) -> int:
 
 class StepIntervals(NamedTuple):
     """One step's compute tasks, communication ops and communication (plane) tasks, each a union,
-    within the time the step owns (``pipeline.carried_on``); ``ops_seen``: whether it has any op at
+    within the time the step owns (``profile.carried_on``); ``ops_seen``: whether it has any op at
     all (plane tasks stand in for ops only where the input records none)."""
 
     compute: list[Interval]

@@ -18,9 +18,9 @@ from test_trace_processor import imported
 from trace_check import read_perfetto
 
 from converters import comm_report, convert, discover, overlap_report
+from converters.analyses.report import report_data
 from converters.cli import main
 from converters.errors import Diagnostics
-from converters.report import report_data
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"

@@ -19,10 +19,10 @@ from trace_check import read_perfetto
 from converters import convert, overlap_report
 from converters.analyses.comm import comm_report
 from converters.analyses.info import profile_info
+from converters.analyses.report import report_data, report_json
 from converters.cli import main
 from converters.errors import InputError, Trace2PerfettoError
 from converters.executor import CLUSTER_ENV, Where
-from converters.report import report_data, report_json
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.many_ranks import write_many_ranks
 from fixtures.msprof_gen import write_msprof_profile

@@ -23,10 +23,10 @@ from trace_check import read_chrome_json, read_perfetto
 
 from converters import Diagnostics, Options, convert, discover, read_profile
 from converters.analyses.comm import comm_report
+from converters.analyses.report import Thresholds, report_data, report_json
 from converters.cli import main
 from converters.model import StepRecords
 from converters.profile import keyed
-from converters.report import Thresholds, report_data, report_json
 from fixtures.msprof_gen import OVERLAP_LANES, write_msprof_profile
 
 GRAPHS, ODD_GRAPHS, STEPS, RANKS = (2, 5), (0, 3), 3, 8

@@ -11,8 +11,8 @@ from collections import defaultdict
 import pytest
 
 from converters import Diagnostics, Layer, Options, discover, read_profile
+from converters.analyses.report import report_data, report_json
 from converters.overlap import total_ns, union
-from converters.report import report_data, report_json
 from fixtures.paddle_gen import PHASES, generate_profile
 
 

@@ -19,8 +19,8 @@ from trace_check import read_perfetto
 
 from converters.analyses.comm import comm_report
 from converters.analyses.overlap import overlap_report as overlap_rows
+from converters.analyses.report import Thresholds, report_data, report_json, write_html
 from converters.cli import main
-from converters.report import Thresholds, report_data, report_json, write_html
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile

@@ -1,0 +1,450 @@
+"""The report's data: one summary read of every rank in worker processes (``rank_facts``), what
+each hands back (``StepFacts``, device op totals), the whole report (``Report``, ``report_data``)
+and its numbers as one JSON document (``report_json``)."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ... import comm
+from ...errors import Diagnostics, as_text
+from ...executor import LOCAL, Where
+from ...model import Layer, RankInfo, StepKey
+from ...output import inputs_of
+from ...overlap import is_compute, total_ns
+from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
+from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
+from ..overlap import StepOverlap, overlap_row, step_span
+from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
+
+SCHEMA = "trace2perfetto-report/1"
+OPS_PER_RANK = 1000  # device op names a worker hands back per rank (by total time); the rest summed
+OTHER_OPS = "(other ops)"
+DATA_LOADING_SOURCES = ("Dataloader", "Iteration Interval")  # phases that are data loading
+WALL_TIME_SINCE_NS = 946_684_800 * 10**9  # 2000-01-01: earlier "epoch" times are a clock of its own
+
+
+# -- what the report holds ------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class StepFacts:
+    """One step of one rank: its bounds, the overlap row, the profiler's phases (ns by name, each
+    the union of its slices) and, once matched across ranks, the wait it suffered and caused."""
+
+    rank: int
+    graph: int | None
+    step: int | None
+    start_ns: int
+    step_ns: int  # the step's bounds (host or step trace), else its first to last device work
+    host_start: bool
+    overlap: StepOverlap
+    phases: dict[str, int] = field(default_factory=dict)
+    wait_suffered_ns: int = 0
+    wait_caused_ns: int = 0
+    waited_for: dict[int, int] = field(default_factory=dict)  # last rank -> wait for it, in this step
+    last_arrivals: int = 0  # collectives of this step in which this rank came last (with a skew)
+    key: StepKey | None = None  # the step as the job names it (graph and step above: as the rank does)
+
+    @property
+    def has_device(self) -> bool:
+        return self.overlap.computing_ns is not None
+
+    @property
+    def other_ns(self) -> int | None:
+        """From the last device work to the step's end (never negative); None without device."""
+        o = self.overlap
+        if o.computing_ns is None:
+            return None
+        busy = (o.preparing_ns or 0) + o.computing_ns + o.not_overlapped_ns + o.free_ns
+        return max(0, self.step_ns - busy)
+
+    @property
+    def data_loading(self) -> tuple[str, int] | None:
+        """The largest of the data-loading measures this input gives: (source, ns)."""
+        found = [(name, self.phases[name]) for name in DATA_LOADING_SOURCES if name in self.phases]
+        if self.overlap.preparing_ns is not None:
+            found.append(("Preparing", self.overlap.preparing_ns))
+        return max(found, key=lambda item: item[1]) if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class OpTotal:
+    """A device compute op (by name) over the kept steps: how often it ran and for how long."""
+
+    name: str
+    count: int
+    total_ns: int
+
+    @property
+    def mean_ns(self) -> float:
+        return self.total_ns / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SlowCollective:
+    """One collective instance across its ranks: arrival skew, the last rank, the others' wait."""
+
+    group: str
+    step: int | None
+    name: str
+    occurrence: int
+    ranks: int
+    skew_ns: int
+    last_rank: int
+    total_wait_ns: int
+
+
+@dataclass
+class Report:
+    """Everything the report shows, computed from one summary read of every kept rank."""
+
+    path: str
+    formats: dict[str, list[int]]  # reader format -> its ranks
+    ranks: list[int]
+    hosts: dict[int, str | None]  # None: not known from the profile
+    input_bytes: int
+    wall_clock: bool  # False: some ranks on clocks of their own, no wall time (comparable only if aligned)
+    thresholds: Thresholds
+    steps: list[StepFacts]  # every step judged: the kept steps, or the whole run where none is marked
+    outside: list[StepFacts]  # activity outside any step (where steps are marked): shown, not judged
+    diagnoses: list[Diagnosis]
+    slow_ranks: list[SlowRank]
+    spread: list[StepSpread]
+    wait_matrix: dict[int, dict[int, int]]  # waiting rank -> rank waited for -> ns, over the steps
+    collectives: int  # instances matched across two ranks or more
+    slowest_collectives: list[SlowCollective]
+    top_ops: list[OpTotal]  # over every kept rank, most total time first
+    top_ops_by_rank: dict[int, list[OpTotal]]
+    compute_ns: int  # all device compute op time (the ops' durations added up), the ops' shares' base
+    compute_ns_by_rank: dict[int, int]
+    clocks: list[comm.HostClock]
+    aligned: bool
+    selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
+    warnings: list[str] = field(default_factory=list)
+    inputs: list[Path] = field(default_factory=list)  # what was read: the report is never written over it
+
+    @property
+    def span_ns(self) -> tuple[int, int] | None:
+        """From the first step's start to the last one's end; None if no step has a known time."""
+        timed = [f for f in self.steps + self.outside if f.step_ns > 0]
+        if not timed:
+            return None
+        return (min(f.start_ns for f in timed), max(f.start_ns + f.step_ns for f in timed))
+
+    def findings(self) -> dict[tuple[int, int | None, int | None], list[Diagnosis]]:
+        """The diagnoses by (rank, graph, step)."""
+        found: dict[tuple, list[Diagnosis]] = defaultdict(list)
+        for d in self.diagnoses:
+            found[d.rank, d.graph, d.step].append(d)
+        return found
+
+    def verdict(self) -> dict[str, Any]:
+        """The job's bottleneck, with counts per kind (``diagnosis.verdict``)."""
+        return verdict(self)
+
+    def dominant(self) -> dict[tuple[int, int | None, int | None], str]:
+        """Per (rank, graph, step), the one finding it is coloured by: a straggler first (the cause
+        lies on that rank), else the bound with the largest share of the step; if none, "balanced"
+        where the device's side is known, else "unknown"."""
+        found = self.findings()
+        return {(f.rank, f.graph, f.step): dominant_kind(found.get((f.rank, f.graph, f.step), []),
+                                                         f.has_device) for f in self.steps}
+
+
+# -- one read of every rank -----------------------------------------------------------------------
+
+@dataclass
+class _RankResult:
+    """What a worker hands back for one rank: small, whatever the input size."""
+
+    steps: list[StepFacts]
+    ops: dict[str, list[int]]  # name -> [count, total ns], at most OPS_PER_RANK + 1 names
+    comm_ops: list[comm.OpComm]
+
+
+def report_data(
+    path: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    graphs: Iterable[int] | None = None,
+    steps: Iterable[int] | None = None,
+    align: str | None = None,
+    thresholds: Thresholds | None = None,
+    top: int = 20,
+    diag: Diagnostics | None = None,
+    where: Where = LOCAL,
+) -> Report:
+    """The report of the profile under ``path``: per rank and step where the time went, the
+    diagnosis of each step, slow ranks and collectives, and the top device ops.
+
+    Reads every kept rank once, in worker processes, as a summary conversion does. ``align``
+    ("collectives") measures the waits between ranks on clocks aligned by the collectives' ends.
+    ``top``: how many device ops to keep over all ranks (and per rank). What needed recovery in
+    the input is added to ``diag``. ``where``: the ranks' work runs on this machine's cores or on a
+    Dask cluster (``executor.Where``).
+
+    Example::
+
+        report = report_data("profiler_output/", ranks=range(8))
+        write_html(report, "report.html", command="report_data(...)")
+
+    Raises:
+        UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``.
+        InputError: an input file broken beyond recovery.
+    """
+    aligned = aligning(align)
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.SUMMARY)
+    profile = Profile.open(path, options, where=where, diag=diag)
+    inputs = inputs_of(path, profile.ranks)
+    results: list[_RankResult] = profile.map(rank_facts)
+    profile.check_steps()
+    infos, diag = profile.ranks, profile.diag
+    thresholds = thresholds or Thresholds()
+    hosts = comm.host_names(infos)  # a clock domain per rank: its host, else the rank alone
+    facts = [f for r in results for f in r.steps]
+    # Activity no step bounds (before the first step, after the last) is no step: where the job
+    # marks steps it is shown apart and judged on no axis; where none does, it is the whole run.
+    marked = any(f.step is not None for f in facts)
+    outside = [f for f in facts if marked and f.step is None]
+    facts = [f for f in facts if not (marked and f.step is None)]
+    ops = {info.rank: r.comm_ops for info, r in zip(infos, results, strict=True)}
+    instances = comm.match(ops)
+    clocks = comm.clock_offsets(instances, hosts) if len(infos) > 1 else []
+    if aligned:
+        instances = comm.match(ops, comm.rank_offsets(clocks))
+    all_ops = [op for info in infos for op in ops[info.rank]]
+    _add_waits(facts + outside, all_ops, instances)
+    times = with_waits([_step_time(f) for f in facts], all_ops)
+    report = Report(
+        path=as_text(path),
+        formats=_formats(infos),
+        ranks=[info.rank for info in infos],
+        hosts={info.rank: info.host for info in infos},
+        input_bytes=sum(input_bytes(info) for info in infos),
+        wall_clock=all(info.wall_clock for info in infos),
+        thresholds=thresholds,
+        steps=facts,
+        outside=outside,
+        diagnoses=[],
+        slow_ranks=slow_ranks_of(times, last_arrivals(instances), hosts) if instances else [],
+        spread=spread_of(times) if len(infos) > 1 else [],
+        wait_matrix=_wait_matrix(instances),
+        collectives=len(instances),
+        slowest_collectives=_slowest(instances, 10),
+        top_ops=[],
+        top_ops_by_rank={},
+        compute_ns=0,
+        compute_ns_by_rank={},
+        clocks=clocks,
+        aligned=aligned,
+        selection={"ranks": _listed(ranks), "graphs": _listed(graphs), "steps": _listed(steps)},
+        inputs=inputs,
+    )
+    span = report.span_ns
+    report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
+    _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
+    report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
+    report.warnings = diag.messages()
+    if not facts:
+        report.warnings.append(f"{path}: no steps in the kept ranks, graphs and steps")
+    worst = max((abs(c.offset_ns) for c in clocks), default=0)
+    if not aligned and worst > 50_000:
+        report.warnings.append(
+            f"the hosts' clocks differ by up to {worst / 1000:.0f} µs (estimated from the collectives' "
+            "ends), which the waits between ranks include; --align collectives takes it off")
+    return report
+
+
+def _listed(ids: Iterable[int] | None) -> list[int] | None:
+    return None if ids is None else sorted(ids)
+
+
+def _formats(infos: list[RankInfo]) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = defaultdict(list)
+    for info in infos:
+        found[info.format].append(info.rank)
+    return dict(found)
+
+
+def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResult:
+    """One rank's steps, device ops and communication ops, in one summary read. Runs in a worker."""
+    out: list[StepFacts] = []
+    ops: dict[str, list[int]] = {}
+    comm_ops: list[comm.OpComm] = []
+    stream, step_layer, op_layer = Layer.STREAM, Layer.STEP, Layer.COMM_OP
+    for batch in read_profile([info], options, diag):
+        phases: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        mine = []
+        for s in batch.slices:
+            layer = s[1]
+            if layer is stream:
+                if is_compute(s[7]):
+                    entry = ops.get(s[3])
+                    if entry is None:
+                        ops[s[3]] = [1, s[5]]
+                    else:
+                        entry[0] += 1
+                        entry[1] += s[5]
+            elif layer is op_layer:
+                mine.append(s)
+            elif layer is step_layer:
+                lane, name = s[2], s[3]
+                key = name if lane == "Steps" or lane.startswith("Graph ") else lane
+                if not key.startswith("Step "):
+                    phases[key].append((s[4], s[4] + s[5]))
+        row = overlap_row(batch)
+        start, step_ns, host_start = step_span(batch)
+        out.append(StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start, row,
+                             {name: total_ns(spans) for name, spans in phases.items()}, key=batch.key))
+        comm_ops += comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key, mine)
+    if len(ops) > OPS_PER_RANK:
+        ranked = sorted(ops.items(), key=lambda item: -item[1][1])
+        ops = dict(ranked[:OPS_PER_RANK])
+        rest = ranked[OPS_PER_RANK:]
+        ops[OTHER_OPS] = [sum(c for _, (c, _) in rest), sum(t for _, (_, t) in rest)]
+    return _RankResult(out, ops, comm_ops)
+
+
+def _step_time(f: StepFacts) -> StepTime:
+    return StepTime(f.rank, f.graph, f.step, f.step_ns, f.overlap.computing_ns, f.overlap.communication_ns,
+                    key=f.key)
+
+
+def _add_waits(facts: list[StepFacts], ops: list[comm.OpComm], instances: list[comm.Instance]) -> None:
+    """Each step's wait suffered (and for whom), caused, and how often it came last."""
+    by_key = {(f.rank, f.key): f for f in facts}  # the step of the job: a graph's second loop is another
+    last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
+    for op in ops:
+        if op.wait_for_last_ns:
+            mine = by_key.get((op.rank, op.step_key))
+            if mine is not None:
+                mine.wait_suffered_ns += op.wait_for_last_ns
+                mine.waited_for[op.last_rank] = mine.waited_for.get(op.last_rank, 0) + op.wait_for_last_ns
+            last = last_op[op.key]
+            theirs = by_key.get((last.rank, last.step_key))
+            if theirs is not None:
+                theirs.wait_caused_ns += op.wait_for_last_ns
+    for op in last_op.values():
+        if op.skew_ns and (mine := by_key.get((op.rank, op.step_key))) is not None:
+            mine.last_arrivals += 1
+
+
+def _wait_matrix(instances: list[comm.Instance]) -> dict[int, dict[int, int]]:
+    """Waiting rank -> the rank it waited for (the last to arrive) -> total wait, ns."""
+    matrix: dict[int, dict[int, int]] = defaultdict(dict)
+    for inst in instances:
+        last = inst.last_rank
+        for rank in inst.starts:
+            wait = inst.wait_ns(rank)
+            if wait:
+                matrix[rank][last] = matrix[rank].get(last, 0) + wait
+    return {rank: dict(sorted(row.items())) for rank, row in sorted(matrix.items())}
+
+
+def _slowest(instances: list[comm.Instance], n: int) -> list[SlowCollective]:
+    ranked = sorted((i for i in instances if i.skew_ns), key=lambda i: -i.skew_ns)[:n]
+    return [SlowCollective(i.key.group, None if i.key.step is None else i.key.step.step, i.key.name,
+                           i.key.occurrence, len(i.starts), i.skew_ns, i.last_rank,
+                           sum(i.wait_ns(r) for r in i.starts)) for i in ranked]
+
+
+def _top_ops(report: Report, per_rank: list[tuple[int, dict[str, list[int]]]], top: int) -> None:
+    overall: dict[str, list[int]] = {}
+    for rank, ops in per_rank:
+        report.compute_ns_by_rank[rank] = sum(t for _, t in ops.values())
+        mine = [OpTotal(name, c, t) for name, (c, t) in ops.items() if name != OTHER_OPS]
+        report.top_ops_by_rank[rank] = sorted(mine, key=lambda o: (-o.total_ns, o.name))[:top]
+        for name, (count, total) in ops.items():
+            entry = overall.setdefault(name, [0, 0])
+            entry[0] += count
+            entry[1] += total
+    report.compute_ns = sum(report.compute_ns_by_rank.values())
+    report.top_ops = sorted((OpTotal(n, c, t) for n, (c, t) in overall.items() if n != OTHER_OPS),
+                            key=lambda o: (-o.total_ns, o.name))[:top]
+
+
+# -- JSON -----------------------------------------------------------------------------------------
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The report's numbers as one JSON-ready dict (ms; ``schemas/report.schema.json``)."""
+    span = report.span_ns
+    by_step = report.findings()
+    return {
+        "schema": SCHEMA,
+        "job": {
+            "path": report.path,
+            "formats": report.formats,
+            "ranks": report.ranks,
+            "hosts": {str(rank): host for rank, host in sorted(report.hosts.items())},  # null: unknown
+            "graphs": sorted({f.graph for f in report.steps if f.graph is not None}),
+            "steps": sorted({f.step for f in report.steps if f.step is not None}),
+            "rank_steps": len(report.steps),
+            "start_ns": span[0] if span else None,
+            "end_ns": span[1] if span else None,
+            "span_ms": ms(span[1] - span[0]) if span else None,
+            "wall_clock": report.wall_clock,
+            "aligned": report.aligned,
+            "input_bytes": report.input_bytes,
+            "selection": report.selection,
+        },
+        "thresholds": {name: value for name, value, _ in report.thresholds.items()},
+        "verdict": verdict(report),
+        "steps": [_step_record(f, by_step.get((f.rank, f.graph, f.step), [])) for f in report.steps],
+        "outside_steps": [_step_record(f, [], judged=False) for f in report.outside],
+        "diagnoses": [{"kind": d.kind, "rank": d.rank, "graph": d.graph, "step": d.step, "share": d.share,
+                       "evidence": d.evidence, "summary": d.summary, "command": d.command}
+                      for d in report.diagnoses],
+        "slow_ranks": [{"rank": r.rank, "host": report.hosts.get(r.rank), "steps": r.steps,
+                        "wait_caused_ms": ms(r.wait_caused_ns), "wait_suffered_ms": ms(r.wait_suffered_ns),
+                        "last_arrivals": r.last_arrivals, "mean_step_ms": ms(r.mean_step_ns),
+                        "mean_computing_ms": ms(r.mean_computing_ns),
+                        "mean_communication_ms": ms(r.mean_communication_ns)} for r in report.slow_ranks],
+        "spread": [{"graph": s.graph, "step": s.step, "ranks": s.ranks, "fastest_ms": ms(s.min_ns),
+                    "slowest_ms": ms(s.max_ns), "slowest_rank": s.slowest_rank} for s in report.spread],
+        "wait_matrix": [{"rank": rank, "waited_for": [{"rank": other, "wait_ms": ms(ns)}
+                                                      for other, ns in row.items()]}
+                        for rank, row in report.wait_matrix.items()],
+        "collectives": {
+            "matched": report.collectives,
+            "slowest": [{"group": c.group, "step": c.step, "name": c.name, "occurrence": c.occurrence,
+                         "ranks": c.ranks, "skew_ms": ms(c.skew_ns), "last_rank": c.last_rank,
+                         "total_wait_ms": ms(c.total_wait_ns)} for c in report.slowest_collectives],
+        },
+        "top_ops": {
+            "compute_ms": ms(report.compute_ns),
+            "all": [_op_record(o, report.compute_ns) for o in report.top_ops],
+            "by_rank": [{"rank": rank, "compute_ms": ms(report.compute_ns_by_rank.get(rank, 0)),
+                         "ops": [_op_record(o, report.compute_ns_by_rank.get(rank, 0)) for o in ops]}
+                        for rank, ops in sorted(report.top_ops_by_rank.items())],
+        },
+        "clocks": [{"host": c.host, "ranks": list(c.ranks), "offset_us": c.offset_ns / 1000,
+                    "spread_us": c.spread_ns / 1000, "collectives": c.instances} for c in report.clocks],
+        "warnings": report.warnings,
+    }
+
+
+def _step_record(f: StepFacts, found: list[Diagnosis], judged: bool = True) -> dict[str, Any]:
+    """``judged``: False for activity outside the steps, which is shown, never judged: its
+    dominant finding is unknown, not balanced."""
+    o = f.overlap
+    return {
+        "rank": f.rank, "graph": f.graph, "step": f.step, "start_ns": f.start_ns, "step_ms": ms(f.step_ns),
+        "host_start": f.host_start, "preparing_ms": ms(o.preparing_ns), "computing_ms": ms(o.computing_ns),
+        "communication_ms": ms(o.communication_ns), "not_overlapped_ms": ms(o.not_overlapped_ns),
+        "overlapped_ms": ms(o.overlapped_ns), "free_ms": ms(o.free_ns), "bubble_ms": ms(o.bubble_ns),
+        "other_ms": ms(f.other_ns), "phases_ms": {name: ms(ns) for name, ns in sorted(f.phases.items())},
+        "wait_suffered_ms": ms(f.wait_suffered_ns), "wait_caused_ms": ms(f.wait_caused_ns),
+        "last_arrivals": f.last_arrivals, "diagnoses": [d.kind for d in found],
+        "dominant": dominant_kind(found, f.has_device) if judged else "unknown",
+    }
+
+
+def _op_record(o: OpTotal, base: int) -> dict[str, Any]:
+    return {"name": o.name, "count": o.count, "total_ms": ms(o.total_ns), "mean_ms": ms(o.mean_ns),
+            "share": round(o.total_ns / base, 4) if base else 0.0}
+

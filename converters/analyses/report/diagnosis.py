@@ -1,0 +1,255 @@
+"""The report's diagnosis: the thresholds, the findings of each step of each rank (``diagnose``)
+and the job's verdict (``verdict``), as the package's docstring defines them.
+
+It reads the steps' facts (``data.StepFacts``) and the report only through their attributes: the
+report is built on it, never the other way round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ...model import StepKey
+from ...select import format_ids
+
+if TYPE_CHECKING:
+    from .data import Report, StepFacts
+
+
+# -- thresholds -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Where a step counts as bound by one thing. Shares are of the step time (its host or step
+    trace bounds). Change them with ``report_data(..., thresholds=Thresholds(host_idle_share=0.4))``
+    or ``--threshold host_idle_share=0.4``; the report prints the ones it used."""
+
+    data_loading_share: float = 0.2
+    host_idle_share: float = 0.3
+    device_compute_share: float = 0.9
+    communication_share: float = 0.3
+    straggler_wait_share: float = 0.1
+    straggler_step_excess: float = 0.2
+
+    MEANING: ClassVar[dict[str, str]] = {
+        "data_loading_share": "data loading: the profiler's Dataloader phase, its Iteration Interval, or "
+        "Preparing (host step start to the first device work), whichever is largest, at least this share "
+        "of the step",
+        "host_idle_share": "host bound: the device idle (Free between its tasks, plus after its last task "
+        "until the step ends; no compute, no communication) at least this share of the step",
+        "device_compute_share": "device bound: compute (the union of the device's compute tasks) at least "
+        "this share of the step",
+        "communication_share": "communication bound: communication not overlapped with compute at least "
+        "this share of the step",
+        "straggler_wait_share": "straggler: the wait this rank caused the others in the step's "
+        "collectives, per other rank, at least this share of the median step time",
+        "straggler_step_excess": "straggler: its step time above the median rank's by at least this "
+        "share (2 ranks or more in the step)",
+    }
+
+    def items(self) -> list[tuple[str, float, str]]:
+        """(name, value, meaning) of each threshold, in order."""
+        return [(f.name, getattr(self, f.name), self.MEANING[f.name]) for f in dataclasses.fields(self)]
+
+
+KINDS = ("straggler", "data_loading", "communication", "host", "device")
+KIND_TITLES = {"straggler": "Straggler", "data_loading": "Data loading", "communication": "Communication",
+               "host": "Host", "device": "Device", "balanced": "No bottleneck", "unknown": "Not recorded"}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """One finding for one step of one rank: which bound, how much of the step (``share``), the
+    numbers it rests on, one sentence, and the command that writes that rank and step's trace."""
+
+    kind: str  # one of KINDS
+    rank: int
+    graph: int | None
+    step: int | None
+    share: float
+    evidence: dict[str, Any]
+    summary: str
+    command: str
+
+
+def dominant_kind(found: list[Diagnosis], known: bool) -> str:
+    """The one of a step's findings it is coloured by (``Report.dominant``). ``known``: the step's
+    device side is known, so no finding means no bottleneck (the host, device and communication
+    bounds rest on it: without it, none passing says nothing)."""
+    if not found:
+        return "balanced" if known else "unknown"
+    stragglers = [d for d in found if d.kind == "straggler"]
+    return "straggler" if stragglers else max(found, key=lambda d: d.share).kind
+
+
+# -- the diagnosis --------------------------------------------------------------------------------
+
+def diagnose(facts: list[StepFacts], thresholds: Thresholds,
+             command: Callable[[StepFacts], str] = lambda f: "") -> list[Diagnosis]:
+    """The findings of every step of every rank (see the module's docstring), in rank, graph and
+    step order; ``command(facts)`` gives each its trace command."""
+    peers = _peers(facts)
+    out: list[Diagnosis] = []
+    for f in sorted(facts, key=_order):
+        if f.step_ns <= 0:
+            continue
+        cmd = command(f)
+        for kind, share, evidence, summary in _findings(f, peers(f), thresholds):
+            out.append(Diagnosis(kind, f.rank, f.graph, f.step, round(share, 4),
+                                 {"step_ms": ms(f.step_ns), **evidence}, summary, cmd))
+    return out
+
+
+def _findings(f: StepFacts, peers: list[StepFacts], t: Thresholds) -> Iterable[tuple[str, float, dict, str]]:
+    """(kind, share, evidence, sentence) of each threshold one step of one rank passes."""
+    step, o = f.step_ns, f.overlap
+    if len(peers) > 1:
+        median = statistics.median(p.step_ns for p in peers)
+        per_other = f.wait_caused_ns / (len(peers) - 1)
+        wait_share = per_other / median if median else 0.0
+        excess = f.step_ns / median - 1 if median else 0.0
+        if wait_share >= t.straggler_wait_share or excess >= t.straggler_step_excess:
+            reason = (f"the {len(peers) - 1} other ranks waited {ms_text(per_other)} each for it in the "
+                      f"collectives ({wait_share:.0%} of the median step)"
+                      if wait_share >= t.straggler_wait_share else
+                      f"its step took {excess:.0%} longer than the median rank's "
+                      f"({ms_text(f.step_ns)} vs {ms_text(median)})")
+            yield "straggler", max(wait_share, excess), {
+                "wait_caused_ms": ms(f.wait_caused_ns), "wait_caused_per_other_rank_ms": ms(per_other),
+                "wait_caused_share": round(wait_share, 4), "last_arrivals": f.last_arrivals,
+                "median_step_ms": ms(median), "step_excess": round(excess, 4), "ranks_in_step": len(peers),
+            }, f"Straggler: {reason}."
+    loading = f.data_loading
+    if loading is not None and loading[1] / step >= t.data_loading_share:
+        source, ns = loading
+        yield "data_loading", ns / step, {"source": source, "data_loading_ms": ms(ns),
+                                          "share": round(ns / step, 4)}, \
+            f"Data loading: {source} took {ms_text(ns)}, {ns / step:.0%} of the step" + \
+            (", before the device got work." if f.has_device else ".")  # no device: none to speak of
+    if o.computing_ns is None:  # no device tasks recorded: the device's side is unknown
+        return
+    idle = o.free_ns + (f.other_ns or 0)
+    if idle / step >= t.host_idle_share:
+        yield "host", idle / step, {"free_ms": ms(o.free_ns), "after_last_device_work_ms": ms(f.other_ns),
+                                    "device_idle_ms": ms(idle), "share": round(idle / step, 4),
+                                    "computing_share": round(o.computing_ns / step, 4)}, \
+            f"Host bound: the device was idle {ms_text(idle)} ({idle / step:.0%} of the step) outside " \
+            "compute and communication, waiting for the host to give it work."
+    if o.computing_ns / step >= t.device_compute_share:
+        yield "device", o.computing_ns / step, {"computing_ms": ms(o.computing_ns),
+                                                "share": round(o.computing_ns / step, 4)}, \
+            f"Device bound: compute covered {o.computing_ns / step:.0%} of the step; the top ops are " \
+            "where to look."
+    if o.not_overlapped_ns / step >= t.communication_share:
+        waited = max(f.waited_for.items(), key=lambda kv: kv[1], default=None)
+        text = (f"; {ms_text(f.wait_suffered_ns)} of it waiting for slower ranks (most for rank {waited[0]})"
+                if waited else "")
+        yield "communication", o.not_overlapped_ns / step, {
+            "not_overlapped_ms": ms(o.not_overlapped_ns), "communication_ms": ms(o.communication_ns),
+            "share": round(o.not_overlapped_ns / step, 4), "wait_suffered_ms": ms(f.wait_suffered_ns),
+            "waited_most_for_rank": waited[0] if waited else None,
+        }, f"Communication bound: {ms_text(o.not_overlapped_ns)} ({o.not_overlapped_ns / step:.0%} of the " \
+           f"step) in communication not overlapped with compute{text}."
+
+
+def _order(f: StepFacts) -> tuple:
+    return (f.rank, -1 if f.graph is None else f.graph, -1 if f.step is None else f.step)
+
+
+def _peers(facts: list[StepFacts]) -> Callable[[StepFacts], list[StepFacts]]:
+    """The same step on every rank (``StepKey``: ranks of one job may number their graphs
+    differently, and each graph numbers its steps from 1). The pseudo step has no peers."""
+    groups: dict[StepKey, list[StepFacts]] = defaultdict(list)
+    for f in facts:
+        if f.key is not None:
+            groups[f.key].append(f)
+    return lambda f: [] if f.key is None else groups[f.key]
+
+
+def trace_command(report: Report, f: StepFacts) -> str:
+    """The command that writes the detail trace of exactly this rank and step."""
+    parts = ["trace2perfetto", report.path, "--ranks", str(f.rank)]
+    name = f"rank{f.rank}"
+    if f.graph is not None:
+        parts += ["--graphs", str(f.graph)]
+        name += f"-graph{f.graph}"
+    if f.step is not None:
+        parts += ["--steps", str(f.step)]
+        name += f"-step{f.step}"
+    parts += ["--kind", "detail"]
+    if report.aligned:
+        parts += ["--align", "collectives"]
+    return shlex.join(parts + ["-o", f"{name}.pftrace"])
+
+
+# -- the verdict ----------------------------------------------------------------------------------
+
+def verdict(report: Report) -> dict[str, Any]:
+    """The job's bottleneck: the dominant finding with the most step time, with counts per kind;
+    a straggler instead where the others' communication bound steps mostly wait for it (the cause
+    lies on the straggler, not on the links). ``look_at``: its worst rank and step. It rests on
+    the rank-steps it can judge: those without a finding whose device side is unknown are
+    counted apart ("unknown") and said, never taken for balanced."""
+    counts: Counter[str] = Counter()
+    weight: Counter[str] = Counter()
+    dominant = report.dominant()
+    for f in report.steps:
+        kind = dominant[f.rank, f.graph, f.step]
+        counts[kind] += 1
+        if kind != "unknown":
+            weight[kind] += f.step_ns
+    found = [k for k in KINDS if counts[k]]
+    unjudged, steps = counts["unknown"], len(report.steps) - counts["unknown"]  # steps: those judged
+    main = max(found, key=lambda k: weight[k]) if found else "balanced" if steps else "unknown"
+    total = sum(weight.values())
+    by_kind: dict[str, list[Diagnosis]] = defaultdict(list)
+    for d in report.diagnoses:
+        by_kind[d.kind].append(d)
+    slow = sorted({d.rank for d in by_kind["straggler"]})
+    summary = (f"Mostly {KIND_TITLES[main].lower()} bound: the dominant finding in {counts[main]} of {steps} "
+               f"rank-steps ({weight[main] / total:.0%} of the step time)." if found else
+               "No bottleneck passed its threshold in any step.")
+    if main == "straggler":
+        summary = (f"Straggler: rank {format_ids(slow)} kept the others waiting; the dominant finding in "
+                   f"{counts[main]} of {steps} rank-steps.")
+    elif main == "communication" and slow:
+        bound = {(d.rank, d.graph, d.step) for d in by_kind["communication"]}
+        mine = [f for f in report.steps if (f.rank, f.graph, f.step) in bound]
+        waiting = sum(f.waited_for.get(rank, 0) for f in mine for rank in slow)
+        exposed = sum(f.overlap.not_overlapped_ns or 0 for f in mine)
+        if exposed and waiting / exposed >= 0.5:
+            summary = (f"Straggler: rank {format_ids(slow)} kept the others waiting. {counts[main]} of "
+                       f"{steps} rank-steps are communication bound, and {waiting / exposed:.0%} of their "
+                       f"communication not overlapped with compute is waiting for rank {format_ids(slow)}.")
+            main = "straggler"
+    if unjudged:  # the judged ones' verdict, then how many it could not judge
+        unknown = (f"{unjudged} of {len(report.steps)} rank-steps could not be judged: the input records "
+                   "no device work in them, so whether they were host, device or communication bound is "
+                   "unknown (not none).")
+        summary = f"{summary} {unknown}" if steps else f"No rank-step could be judged. {unknown}"
+    worst = max(by_kind[main], key=lambda d: d.share, default=None)
+    look_at = None if worst is None else {"rank": worst.rank, "graph": worst.graph, "step": worst.step,
+                                          "summary": worst.summary, "command": worst.command}
+    return {"dominant": main, "rank_steps": len(report.steps), "summary": summary, "look_at": look_at,
+            "counts": {k: counts[k] for k in (*KINDS, "balanced", "unknown") if counts[k]},
+            "time_share": {k: round(weight[k] / total, 4) for k in (*KINDS, "balanced") if weight[k]} if total
+            else {}}
+
+
+# -- numbers --------------------------------------------------------------------------------------
+
+def ms(ns: float | None) -> float | None:
+    """ns as ms, as the findings and the JSON give them."""
+    return None if ns is None else round(ns / 1e6, 6)
+
+
+def ms_text(ns: float) -> str:
+    """ns as ms in a sentence: three significant digits, whole ms from 100 ms."""
+    millis = ns / 1e6
+    return f"{millis:.3g} ms" if millis < 100 else f"{millis:,.0f} ms"

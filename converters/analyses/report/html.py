@@ -1,0 +1,375 @@
+"""The report's page: one self-contained HTML file (inline CSS and SVG, no script, no network),
+section by section, and writing the report as HTML or JSON."""
+
+from __future__ import annotations
+
+import html
+import os
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ...output import open_output
+from ...select import format_ids
+from .data import OpTotal, Report, report_json
+from .diagnosis import KIND_TITLES, KINDS, Diagnosis, ms_text
+from .plots import (
+    CHART_OPS,
+    KIND_COLOURS,
+    LANE_COLOURS,
+    PHASE_COLOURS,
+    Plots,
+    breakdown,
+    diagnosis_grid,
+    ops_chart,
+    phase_series,
+    short,
+    stacked_bars,
+    step_time_heatmap,
+    wait_heatmap,
+)
+
+_CSS = """
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif;
+  margin: 0; color: #222; background: #fafafa; line-height: 1.45; }
+main { max-width: 1180px; margin: 0 auto; padding: 12px 24px 48px; background: #fff; }
+h1 { font-size: 1.5em; margin: 0.4em 0 0.2em; } h2 { font-size: 1.2em; margin-top: 1.8em;
+  border-bottom: 1px solid #ddd; padding-bottom: 3px; } h3 { font-size: 1.02em; margin-bottom: 0.3em; }
+nav { font-size: 0.9em; margin: 0.4em 0 1em; } nav a { margin-right: 1em; }
+table { border-collapse: collapse; font-size: 0.86em; margin: 0.4em 0 0.8em; display: block; max-width: 100%;
+  overflow-x: auto; }
+th, td { border: 1px solid #ddd; padding: 2px 7px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+tr:nth-child(even) td { background: #fbfbfb; }
+code, .cmd { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 0.92em; }
+.cmd { background: #f3f3f3; padding: 1px 4px; border-radius: 3px; user-select: all; }
+.cmd span { white-space: nowrap; }
+figure { margin: 0.6em 0 1.2em; } figcaption { font-size: 0.85em; color: #555; }
+svg.plot { max-width: 100%; height: auto; display: block; }
+.kind { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 0.85em; color: #fff; }
+.verdict { font-size: 1.08em; padding: 8px 12px; border-left: 5px solid #888; background: #f6f6f6; }
+.warn { color: #8a4b00; } .muted { color: #666; font-size: 0.88em; }
+dl.job { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0.3em 0; }
+dl.job dt { font-weight: 600; } dl.job dd { margin: 0; }
+details { margin: 0.2em 0; } summary { cursor: pointer; }
+"""
+
+_NAV = [("job", "Job"), ("verdict", "Verdict"), ("step-time", "Step time"), ("breakdown", "Breakdown"),
+        ("diagnosis", "Diagnosis"), ("ranks", "Slow ranks"), ("ops", "Top ops"), ("method", "Method")]
+ROWS_PER_KIND = 12  # findings listed per kind in the HTML (all of them are in --format json)
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _cmd(command: str) -> str:
+    """A command to copy: it wraps between its words only, never inside a path or an option (a
+    browser breaks lines after hyphens and slashes too, so each word is kept whole)."""
+    words = " ".join(f"<span>{_e(word)}</span>" for word in command.split(" "))
+    return f'<span class="cmd">{words}</span>'
+
+
+def _kind_badge(kind: str) -> str:
+    colour = KIND_COLOURS[kind]
+    text_colour = "#222" if kind in ("host", "balanced", "unknown") else "#fff"
+    style = f"background:{colour};color:{text_colour}"
+    return f'<span class="kind" style="{style}">{_e(KIND_TITLES[kind])}</span>'
+
+
+def _table(header: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="n">{_e(c)}</td>' if i in numeric else f"<td>{c}</td>"
+                         for i, c in enumerate(row)) + "</tr>"
+        for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _num(ns: float | None, digits: int = 3) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.{digits}f}"
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def render_html(report: Report, command: str) -> str:
+    """The report as one self-contained HTML page: inline CSS and SVG, no script, no network."""
+    plots = Plots()
+    with plots.styled():
+        return _page(plots, report, command)
+
+
+def _page(plots: Plots, report: Report, command: str) -> str:
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+             f"<title>trace2perfetto report: {_e(Path(report.path).name or report.path)}</title>"
+             f"<style>{_CSS}</style></head><body><main>"]
+    parts.append(f"<h1>Where the time goes: {_e(Path(report.path).name or report.path)}</h1>")
+    parts.append("<nav>" + "".join(f'<a href="#{i}">{t}</a>' for i, t in _NAV) + "</nav>")
+    parts.append(_job_section(report, command))
+    parts.append(_verdict_section(report))
+    if report.steps:
+        parts.append('<section id="step-time"><h2>Step time per rank</h2>')
+        parts.append(_figure(step_time_heatmap(plots, report),
+                             "Each cell one step of one rank; the colour its time (the step's bounds as "
+                             "the profiler marks them). A column of one colour is a step the ranks share; "
+                             "one dark cell, a rank that was slow in that step."))
+        parts.append(_spread_table(report) + "</section>")
+        parts.append(_breakdown_section(plots, report))
+        parts.append(_diagnosis_section(plots, report))
+    parts.append(_ranks_section(plots, report))
+    parts.append(_ops_section(plots, report))
+    parts.append(_method_section(report))
+    parts.append("</main></body></html>\n")
+    return "".join(parts)
+
+
+def _job_section(report: Report, command: str) -> str:
+    span = report.span_ns
+    steps = sorted({f.step for f in report.steps if f.step is not None})
+    job_steps = len({f.key for f in report.steps if f.key is not None})  # each graph's steps from 1
+    graphs = sorted({f.graph for f in report.steps if f.graph is not None})
+    formats = ", ".join(f"{name} (rank {format_ids(ranks)})" for name, ranks in report.formats.items())
+    known = sorted({h for h in report.hosts.values() if h})
+    if span is None:
+        when = "-"
+    elif report.wall_clock:
+        when = f"{_iso(span[0])} to {_iso(span[1])} ({ms_text(span[1] - span[0])})"
+    else:  # a relative clock is no date: its span only
+        why = "times on the ranks' own clocks, not wall time" + (
+            "; aligned by their collectives" if report.aligned else "" if len(report.ranks) < 2 else
+            ", and not comparable across ranks")
+        when = f"{ms_text(span[1] - span[0])} <span class=warn>({why})</span>"
+    on_hosts = f" on {len(known)} host{'s' if len(known) > 1 else ''}" if known else ""
+    items = [
+        ("Profile", f"<code>{_e(report.path)}</code>"),
+        ("Format", _e(formats)),
+        ("Ranks", f"{len(report.ranks)}: {_e(format_ids(report.ranks))}" + on_hosts),
+        ("Steps", (f"{job_steps}: {_e(format_ids(steps))}" if steps else "none marked (one pseudo step)")
+         + (f"; graphs {_e(format_ids(graphs))}" if graphs else "") + f"; {len(report.steps)} rank-steps"),
+        ("Time span", when),
+        *([("Outside steps", _outside(report))] if report.outside else []),
+        ("Input", _e(_bytes(report.input_bytes))),
+        ("Made by", _cmd(command)),
+    ]
+    rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items)
+    warnings = "".join(f'<p class="warn">Warning: {_e(w)}</p>' for w in report.warnings)
+    return f'<section id="job"><h2>Job</h2><dl class="job">{rows}</dl>{warnings}</section>'
+
+
+def _outside(report: Report) -> str:
+    """The activity outside any step, rank by rank: shown, never judged as a step."""
+    spans = ", ".join(f"rank {f.rank}" + (f" graph {f.graph}" if f.graph is not None else "")
+                      + f": {ms_text(f.step_ns)}" for f in report.outside)
+    return (f"{_e(spans)} <span class=muted>(from the first to the last device work no step bounds: "
+            "before the first step or after the last; not judged, and not in the step charts)</span>")
+
+
+def _verdict_section(report: Report) -> str:
+    verdict = report.verdict()
+    main = verdict["dominant"]
+    if not verdict["rank_steps"]:
+        return '<section id="verdict"><h2>Verdict</h2><p>No steps to judge.</p></section>'
+    text = _e(verdict["summary"])  # the border has the finding's colour
+    worst = verdict["look_at"]
+    if worst is not None:
+        where = f"rank {worst['rank']}" + (f", step {worst['step']}" if worst["step"] is not None else "")
+        text += (f"<br>Worst: {where}. {_e(worst['summary'])}<br>Open it on the timeline: "
+                 + _cmd(worst["command"]))
+    counts = ", ".join(f"{_kind_badge(k)} {n}" for k, n in verdict["counts"].items())
+    return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict" style="border-color:'
+            f'{KIND_COLOURS[main]}">{text}</p><p>Rank-steps by their dominant finding: {counts}.</p>'
+            "</section>")
+
+
+def _spread_table(report: Report) -> str:
+    spread = sorted((s for s in report.spread if s.ranks > 1), key=lambda s: -(s.max_ns - s.min_ns))[:8]
+    if not spread:
+        return ""
+    several = len({s.graph for s in report.spread}) > 1  # named as the plots name them (plots._step_names)
+    rows = [[_e("-" if s.step is None else f"g{s.graph} {s.step}" if several else s.step), s.ranks,
+             _num(s.min_ns), _num(s.max_ns), _num(s.max_ns - s.min_ns), s.slowest_rank] for s in spread]
+    return ("<h3>Steps with the widest spread across ranks</h3>"
+            + _table(["Step", "Ranks", "Fastest (ms)", "Slowest (ms)", "Spread (ms)", "Slowest rank"], rows,
+                     {1, 2, 3, 4, 5}))
+
+
+def _breakdown_section(plots: Plots, report: Report) -> str:
+    out = ['<section id="breakdown"><h2>Where the time goes</h2>']
+    if any(f.has_device for f in report.steps):
+        labels, lanes, slowest = breakdown(report, "step")
+        chart = stacked_bars(plots, labels, lanes, LANE_COLOURS, "step", "Breakdown per step", slowest,
+                             "slowest rank's step")
+        out.append(_figure(chart,
+                           "Per step, the mean over ranks: Preparing (host step start to the first device "
+                           "work), Computing, Communication not overlapped with compute, Free (device idle "
+                           "between its tasks) and Other (after the last device work until the step ends). "
+                           "The black mark is the slowest rank's step time."))
+        labels, lanes, slowest = breakdown(report, "rank")
+        chart = stacked_bars(plots, labels, lanes, LANE_COLOURS, "rank", "Breakdown per rank", slowest,
+                             "slowest step")
+        out.append(_figure(chart, "Per rank, the mean over its steps (the black mark: its slowest step)."))
+    else:
+        out.append("<p>This input records no device tasks: Computing, Communication not overlapped and Free "
+                   "are unknown (not zero).</p>")
+    marked = phase_series(report)
+    if marked:
+        labels, series, listed = marked
+        note = f" Also marked, overlapping these: {_e(', '.join(listed))} (in the JSON)." if listed else ""
+        chart = stacked_bars(plots, labels, series, PHASE_COLOURS, "step", "Profiler phases per step")
+        out.append(_figure(chart, "The phases the profiler marks in each step (mean over ranks); Not marked: "
+                           "the rest of the step." + note))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _diagnosis_section(plots: Plots, report: Report) -> str:
+    out = ['<section id="diagnosis"><h2>Diagnosis per rank and step</h2>',
+           _figure(diagnosis_grid(plots, report),
+                   "Each cell coloured by its dominant finding: a straggler first, else the bound with the "
+                   "largest share of the step. Thresholds and how each is judged: see Method.")]
+    by_kind: dict[str, list[Diagnosis]] = defaultdict(list)
+    for d in report.diagnoses:
+        by_kind[d.kind].append(d)
+    graphs = any(d.graph is not None for d in report.diagnoses)
+    if not by_kind:
+        out.append("<p>No step of any rank passed a threshold.</p>")
+    for kind in KINDS:
+        found = sorted(by_kind.get(kind, []), key=lambda d: (-d.share, d.rank))
+        if not found:
+            continue
+        rows = [[d.rank, *([d.graph] if graphs else []), "-" if d.step is None else d.step, f"{d.share:.0%}",
+                 _e(d.summary), _cmd(d.command)] for d in found[:ROWS_PER_KIND]]
+        more = (f'<p class="muted">and {len(found) - ROWS_PER_KIND} more (all in --format json)</p>'
+                if len(found) > ROWS_PER_KIND else "")
+        out.append(f"<h3>{_kind_badge(kind)} {len(found)} rank-step{'s' if len(found) > 1 else ''}</h3>"
+                   + _table(["Rank", *(["Graph"] if graphs else []), "Step", "Share", "Evidence",
+                             "Timeline of that rank and step"], rows, set(range(4 if graphs else 3))) + more)
+    out.append("</section>")
+    return "".join(out)
+
+
+def _ranks_section(plots: Plots, report: Report) -> str:
+    out = ['<section id="ranks"><h2>Slowest ranks and collectives</h2>']
+    if len(report.ranks) < 2 or not report.collectives:
+        out.append("<p>No collective was found on two ranks or more: there is nothing to compare across "
+                   "ranks.</p></section>")
+        return "".join(out)
+    rows = [[r.rank, _e(report.hosts.get(r.rank) or "-"), r.steps, _num(r.wait_caused_ns),
+             _num(r.wait_suffered_ns), r.last_arrivals, _num(r.mean_step_ns), _num(r.mean_computing_ns),
+             _num(r.mean_communication_ns)]
+            for r in report.slow_ranks[:16]]
+    out.append(f"<p>{report.collectives} collectives matched across ranks"
+               + (" (clocks aligned by the collectives' ends)" if report.aligned else "")
+               + ". Ranks by the wait they caused the others (ms; wait caused and suffered, and last "
+               "arrivals: totals over the kept steps; mean: per step):</p>")
+    out.append(_table(["Rank", "Host", "Steps", "Wait caused", "Wait suffered", "Last arrivals", "Mean step",
+                       "Mean computing", "Mean communication"], rows, {0, 2, 3, 4, 5, 6, 7, 8}))
+    if len(report.slow_ranks) > 16:
+        out.append(f'<p class="muted">and {len(report.slow_ranks) - 16} more ranks (in --format json)</p>')
+    if report.wait_matrix:
+        out.append(_figure(wait_heatmap(plots, report),
+                           "Who waited for whom: row = the rank that waited, column = the rank that arrived "
+                           "last at the collective, colour = the total wait over the kept steps."))
+    if report.slowest_collectives:
+        rows = [[_e(c.name), _e(c.group), "-" if c.step is None else c.step, c.occurrence, c.ranks,
+                 _num(c.skew_ns), c.last_rank, _num(c.total_wait_ns)] for c in report.slowest_collectives]
+        out.append("<h3>Collectives with the largest arrival skew</h3>"
+                   + _table(["Collective", "Group", "Step", "#", "Ranks", "Skew (ms)", "Last rank",
+                             "Total wait (ms)"], rows, {2, 3, 4, 5, 6, 7}))
+    if report.clocks and len(report.clocks) > 1:
+        rows = [[_e(c.host), _e(format_ids(c.ranks)), f"{c.offset_ns / 1000:+.3f}",
+                 f"{c.spread_ns / 1000:.3f}", c.instances] for c in report.clocks]
+        header = ["Host", "Ranks", "Offset (µs)", "Spread (µs)", "Collectives"]
+        out.append("<h3>Host clocks</h3>" + _table(header, rows, {2, 3, 4}))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _ops_rows(ops: list[OpTotal], base: int) -> list[list[Any]]:
+    return [[f'<span title="{_e(o.name)}">{_e(short(o.name, 90))}</span>', o.count, _num(o.total_ns),
+             _num(o.mean_ns, 4), f"{o.total_ns / base:.1%}" if base else "-"] for o in ops]
+
+
+def _ops_section(plots: Plots, report: Report) -> str:
+    out = ['<section id="ops"><h2>Top device ops</h2>']
+    if not report.top_ops:
+        out.append("<p>No device compute ops in this input.</p></section>")
+        return "".join(out)
+    listed, charted = len(report.top_ops), min(CHART_OPS, len(report.top_ops))
+    where = "every kept rank and step" + (", and outside steps" if report.outside else "")
+    out.append(_figure(ops_chart(plots, report), f"Device compute ops by total time over {where}: the "
+                       + (f"top {charted} of the {listed} listed below." if charted < listed else
+                          f"{_count(listed, 'op')} listed below.")))
+    header = ["Op", "Count", "Total (ms)", "Mean (ms)", "Share of compute"]
+    out.append(f"<h3>Over all ranks: the top {_count(listed, 'op')} by total time</h3>"
+               + _table(header, _ops_rows(report.top_ops, report.compute_ns), {1, 2, 3, 4}))
+    out.append("<h3>Per rank</h3>")
+    for rank, ops in sorted(report.top_ops_by_rank.items()):
+        if ops:
+            base, shown = report.compute_ns_by_rank.get(rank, 0), ops[:RANK_OPS]
+            out.append(f"<details><summary>Rank {rank}: {_num(base)} ms of compute; its top "
+                       f"{_count(len(shown), 'op')}</summary>"
+                       + _table(header, _ops_rows(shown, base), {1, 2, 3, 4}) + "</details>")
+    out.append("</section>")
+    return "".join(out)
+
+
+RANK_OPS = 10  # ops listed per rank in the HTML (all of --top in the JSON)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _method_section(report: Report) -> str:
+    rows = [[f"<code>{_e(name)}</code>", f"{value:g}", _e(meaning)] for name, value, meaning in
+            report.thresholds.items()]
+    return ('<section id="method"><h2>Method</h2><p>Following Paddle\'s performance method: first the '
+            "bottleneck (data loading, host, device, communication, or one slow rank), then the module, then "
+            "the op. All shares are of the step time: the step's bounds as the profiler marks them "
+            "(ProfilerStep, ProfileStep, the step trace), else its first to last device work. Computing, "
+            "Communication and Free follow torch_npu's step_trace_time.csv (trace2perfetto overlap). Summary "
+            "data holds no host threads, so <em>host bound</em> is judged from the device's side: the device "
+            "idle, neither computing nor communicating, while the step lasts. The waits between ranks come "
+            "from the collectives matched across ranks (trace2perfetto comm --slow-ranks).</p>"
+            + _table(["Threshold", "Value", "A step is flagged when"], rows, {1})
+            + '<p class="muted">Made by trace2perfetto; the same numbers: <code>--format json</code> '
+            "(schemas/report.schema.json).</p></section>")
+
+
+def write_html(report: Report, out_path: str | os.PathLike[str], command: str) -> int:
+    """Write the HTML report to ``out_path`` ("-": stdout); it appears only when complete.
+    Returns the bytes written."""
+    return write_report(report, out_path, command, "html")
+
+
+def write_report(report: Report, out_path: str | os.PathLike[str], command: str = "",
+                 fmt: str = "html") -> int:
+    """Write the report as ``fmt`` ("html", or "json": ``report_json``) to ``out_path`` ("-":
+    stdout); it appears only when complete, and never over an input (``output.open_output``).
+    ``command``: the command line that made it, printed on the page. Returns the bytes written."""
+    if fmt == "json":
+        data = orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2) + b"\n"
+    else:
+        data = render_html(report, command).encode()
+    with open_output(str(out_path), report.inputs) as out:
+        out.write(data)
+    return len(data)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from .analyses.ops import BY, ops_report
 from .budget import parse_size
 from .cluster import comm_report
 from .comm import TRANSPORTS, OpComm
@@ -583,6 +584,50 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- ops ------------------------------------------------------------------------------------------
+
+_OPS_KEYS = {"type": ("OP Type",), "name": ("Name",), "shape": ("OP Type", "Input Shapes"),
+             "step": ("Graph", "Step", "OP Type")}
+_OPS_FIGURES = ("Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)",
+                "Ratio(%)")  # op_statistic.csv's, in its order
+
+
+def _ops_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--by", choices=BY, default="type",
+                        help="type: per op type and core type, as torch_npu's op_statistic.csv; name: per "
+                        "op (kernel) name; shape: per op type and input shapes; step: per op type and step "
+                        "(default: %(default)s)")
+
+
+def _run_ops(args: argparse.Namespace) -> int:
+    diag = Diagnostics()
+    rows = ops_report(args.profile, by=args.by, diag=diag, **_selection(args))
+    _warn(args, diag.messages())
+    header = ["Rank", *_OPS_KEYS[args.by], *_OPS_FIGURES]
+    records = [_ops_record(row, args.by) for row in rows]
+    if args.format == "json":
+        sys.stdout.write(orjson.dumps(records, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif args.format == "csv":
+        writer = csv.DictWriter(sys.stdout, header, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+    else:
+        _print_table([header, *([_cell(r[h]) for h in header] for r in records)])
+        of = "its step's" if args.by == "step" else "the rank's"
+        print(f"(µs; Ratio: share of {of} time in these ops)")
+    return 0
+
+
+def _ops_record(row, by: str) -> dict:
+    """One row of the ops table, in µs to the ns, under op_statistic.csv's column names."""
+    keys = {"type": (row.name,), "name": (row.name,), "shape": (row.name, row.shapes),
+            "step": (row.graph, row.step, row.name)}[by]
+    times = (round(ns / 1000, 3) for ns in (row.total_ns, row.min_ns, row.avg_ns, row.max_ns))
+    figures = (row.core_type, row.count, *times, round(row.ratio, 3))
+    return {"Rank": row.rank, **dict(zip(_OPS_KEYS[by], keys, strict=True)),
+            **dict(zip(_OPS_FIGURES, figures, strict=True))}
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 COMMANDS = {c.name: c for c in (
@@ -627,6 +672,20 @@ COMMANDS = {c.name: c for c in (
         "example:\n  trace2perfetto overlap PROFILER_DIR --ranks 0-7 --format csv > overlap.csv\n\n"
         "The CSV has the columns of torch_npu's step_trace_time.csv, plus Rank and Graph.",
         lambda parser: None, _run_overlap, ("table", "csv", "json"), "output on stdout",
+    ),
+    Command(
+        "ops", "operator statistics per rank: count and time by op type, name, shapes or step",
+        "Operator statistics of every rank, computed from its device tasks (communication left out): per "
+        "op type and core type the count and the total, min, average and max time in µs, and the share of "
+        "the rank's time (the columns of torch_npu's op_statistic.csv), or per op name, per type and input "
+        "shapes, or per type and step. GPU kernels (Kineto, Paddle) by name, core type GPU; where Paddle "
+        "ran no device work, its host operators (core type CPU).",
+        "examples:\n"
+        "  trace2perfetto ops PROFILER_DIR                       per op type, as op_statistic.csv\n"
+        "  trace2perfetto ops PROFILER_DIR --by name --ranks 0 --format csv > ops.csv\n"
+        "  trace2perfetto ops PROFILER_DIR --by step --format json | jq '.[0]'\n\n"
+        "The JSON output is described by schemas/ops.schema.json.",
+        _ops_arguments, _run_ops, ("table", "csv", "json"), "output on stdout",
     ),
     Command(
         "comm", "communication per op and rank, collectives across ranks, slow ranks, host clocks",

@@ -1,0 +1,1 @@
+"""The analyses: each a computation over the model (``converters.model``) returning rows, with a command in ``cli.COMMANDS``."""

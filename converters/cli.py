@@ -612,10 +612,15 @@ def _run_ops(args: argparse.Namespace) -> int:
         writer.writeheader()
         writer.writerows(records)
     else:
-        _print_table([header, *([_cell(r[h]) for h in header] for r in records)])
+        _print_table([header, *([_short(_cell(r[h])) for h in header] for r in records)])
         of = "its step's" if args.by == "step" else "the rank's"
         print(f"(µs; Ratio: share of {of} time in these ops)")
     return 0
+
+
+def _short(text: str, width: int = 60) -> str:
+    """A cell cut to ``width`` for the table (a GPU kernel's name runs to a thousand characters)."""
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _ops_record(row, by: str) -> dict:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from .analyses import overlap
+from .analyses import ops, overlap
 from .analyses.comm import comm_report
 from .analyses.info import profile_info
 from .analyses.render import Rows, cell, clock_records, count, ms, print_clocks, print_table, size
@@ -510,6 +510,27 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- ops ------------------------------------------------------------------------------------------
+
+def _ops_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--by", choices=ops.BY, default="type",
+                        help="type: per op type and core type, as torch_npu's op_statistic.csv; name: per "
+                        "op (kernel) name; shape: per op type and input shapes; step: per op type and step "
+                        "(default: %(default)s)")
+
+
+def _run_ops(args: argparse.Namespace) -> int:
+    of = "its step's" if args.by == "step" else "the rank's"
+    rows = Rows(args.format, ops.columns(args.by), f"(µs; Ratio: share of {of} time in these ops)",
+                cell_width=60)  # a GPU kernel's name runs to a thousand characters
+    diag = Diagnostics()
+    found = ops.ops_report(args.profile, by=args.by, diag=diag, **_selection(args))
+    _warn(args, diag.messages())
+    rows.add(ops.record(row, args.by) for row in found)
+    rows.close()
+    return 0
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 COMMANDS = {c.name: c for c in (
@@ -554,6 +575,20 @@ COMMANDS = {c.name: c for c in (
         "example:\n  trace2perfetto overlap PROFILER_DIR --ranks 0-7 --format csv > overlap.csv\n\n"
         "The CSV has the columns of torch_npu's step_trace_time.csv, plus Rank and Graph.",
         lambda parser: None, _run_overlap, ("table", "csv", "json"), "output on stdout",
+    ),
+    Command(
+        "ops", "operator statistics per rank: count and time by op type, name, shapes or step",
+        "Operator statistics of every rank, computed from its device tasks (communication left out): per "
+        "op type and core type the count and the total, min, average and max time in µs, and the share of "
+        "the rank's time (the columns of torch_npu's op_statistic.csv), or per op name, per type and input "
+        "shapes, or per type and step. GPU kernels (Kineto, Paddle) by name, core type GPU; where Paddle "
+        "ran no device work, its host operators (core type CPU).",
+        "examples:\n"
+        "  trace2perfetto ops PROFILER_DIR                       per op type, as op_statistic.csv\n"
+        "  trace2perfetto ops PROFILER_DIR --by name --ranks 0 --format csv > ops.csv\n"
+        "  trace2perfetto ops PROFILER_DIR --by step --format json | jq '.[0]'\n\n"
+        "The JSON output is described by schemas/ops.schema.json.",
+        _ops_arguments, _run_ops, ("table", "csv", "json"), "output on stdout",
     ),
     Command(
         "comm", "communication per op and rank, collectives across ranks, slow ranks, host clocks",

@@ -113,6 +113,9 @@ class Slice(NamedTuple):
         return tuple.__new__(Slice, (*self[:8], flows_out, flows_in))
 
 
+# The task type of a host range that is an operator (Paddle's Operator events): what the operator
+# statistics count where a rank ran no device work (``analyses.ops``); drawn as any host range.
+HOST_OPERATOR = "Operator"
 HOST_MEMORY = "Host memory"  # the counter of a rank's host memory (bytes), drawn in the Host group
 
 

@@ -19,10 +19,12 @@ FORMATS = ("table", "csv", "json")
 
 class Rows:
     """One table of records (dicts with the same keys, in column order), written as they come:
-    CSV rows and JSON array items at once, the aligned table at ``close``, with ``note`` below it."""
+    CSV rows and JSON array items at once, the aligned table at ``close``, with ``note`` below it
+    and its cells cut to ``cell_width`` characters (None: whole)."""
 
-    def __init__(self, fmt: str, header: list[str], note: str = "", out: TextIO | None = None) -> None:
-        self.fmt, self.header, self.note = fmt, header, note
+    def __init__(self, fmt: str, header: list[str], note: str = "", out: TextIO | None = None,
+                 cell_width: int | None = None) -> None:
+        self.fmt, self.header, self.note, self.cell_width = fmt, header, note, cell_width
         self.out = out or sys.stdout
         self.count = 0
         self.table: list[list[str]] = [header]
@@ -37,8 +39,12 @@ class Rows:
                     self.writer.writeheader()
                 self.writer.writerow(record)
             else:
-                self.table.append([cell(record[h]) for h in self.header])
+                self.table.append([self._cut(cell(record[h])) for h in self.header])
             self.count += 1
+
+    def _cut(self, text: str) -> str:
+        width = self.cell_width
+        return text if width is None or len(text) <= width else text[:width - 3] + "..."
 
     def close(self) -> None:
         if self.fmt == "json":

@@ -19,6 +19,7 @@ its steps as the profiler's figures and its communication ops, without bounds or
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,6 +167,17 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
         yield from ascend_db.read_db(rank, source, diag, detail)
     else:
         yield from _read_kernel_details(rank, source, diag, detail)
+
+
+def with_op_types(rank: RankInfo) -> RankInfo:
+    """The rank as read for its op types (``trace2perfetto ops``): from kernel_details.csv where
+    trace_view.json would be read, since that names only each task's type (AI_CORE for cube and
+    vector kernels alike), not its op type, core or shapes; else as it is."""
+    source = rank.source_paths[0] if rank.source_paths else None
+    kernels = source.parent / "kernel_details.csv" if source is not None else None
+    if source is None or source.name != "trace_view.json" or not kernels.is_file():
+        return rank
+    return dataclasses.replace(rank, source_paths=(kernels,))
 
 
 _NEEDED = ("Name", "Accelerator Core", "Start Time(us)", "Duration(us)")

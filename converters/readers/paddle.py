@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, StepRecords
+from ..model import HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords
 from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
 from .chrome_trace import Converted, Dialect, _Event
@@ -44,6 +44,7 @@ _RANK = re.compile(r"(?:rank|worker|trainer)[_-]?(\d+)", re.IGNORECASE)
 _HOST = re.compile(r"^host_(.*?)pid_\d+")
 _SUFFIX = re.compile(r"\[\d+(?:\.\d+)? (?:ns|us|ms|s)\]$")  # the duration Paddle adds to every name
 _PHASES = ("Dataloader", "Forward", "Backward", "Optimization")
+_OPERATOR = "Operator"  # an operator, as Paddle's operator summary counts them (not its inner parts)
 _DEVICE_CATS = {"Kernel": "KERNEL", "Memcpy": "MEMCPY", "Memset": "MEMSET"}
 _NCCL = ("ncclKernel", "ncclDevKernel")
 _PROBE_BYTES = 1 << 16
@@ -160,7 +161,8 @@ class Paddle(Dialect):
     """Paddle's Chrome traces: names without their durations, exact times from ``start_time``."""
 
     events = msgspec.json.Decoder(list[_Event], float_hook=str)
-    python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication", "async"})
+    python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication", "async",
+                             _OPERATOR})
     by_design = frozenset({_FLOWS})
 
     def __init__(self, base_ns: int) -> None:
@@ -227,6 +229,8 @@ class Paddle(Dialect):
             return Converted(Layer.HOST, lane, name, "", _launch_flow(event, starts=True))
         if cat == "Communication":  # a collective as the host records it
             return Converted(Layer.COMM_OP, "Communication", name, "", None, on_device=False)
+        if cat == _OPERATOR:  # its task type marks it for the operator statistics (never drawn)
+            return Converted(Layer.HOST, lane, name, HOST_OPERATOR)
         return Converted(Layer.HOST, lane, name)
 
 
@@ -458,6 +462,8 @@ def _node_events(node: Any, root: bool = False) -> list[_Event]:
     JSON-export events. The root holds the runtime calls no host event encloses."""
     host = node.host_trace_event
     cat = _event_types().get(host.type, "Operator")
+    if cat == _OPERATOR and host.name.endswith(" kernel launch"):  # the protobuf's schema has no type for
+        cat = "DygraphKernelLaunch"  # an operator's kernel launch: the JSON export's category for it
     tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
     made = [] if root else [_Event("X", host.name, host.process_id, tid, _ns_text(host.start_ns),
                                    _ns_text(host.end_ns - host.start_ns), cat)]

@@ -1,0 +1,283 @@
+"""Operator statistics: count and time of the device ops of each rank, by op type (torch_npu's
+``op_statistic.csv``), by op name, by type and input shapes, or by type and step.
+
+Two pure parts, so the work splits over ranks and steps and the results add up in any order:
+``accumulate`` sums one rank's steps into a small picklable ``RankOps`` (count, total, min and max
+per key); ``combine`` merges those of each rank and returns the rows. msprof's own rules
+(``op_statistic``, CANN's ``MergeOPCounter``): one row per op type and core type, Ratio the share of
+the rank's total, rows by total time, largest first; torch_npu leaves communication out.
+
+What counts is a device task that computes (``overlap.is_compute``: no notify, event, copy or HCCL
+task), as each reader gives it: its op type from ``Type`` (torch_npu's kernel_details.csv), ``Op
+Type`` (the databases) or ``type`` (MindSpore 1.x framework_raw); else MindSpore's scope name
+without its ``-opN`` suffix (msprof); else its name (GPU kernels). Its core type is its task type
+(AI_CORE, AI_VECTOR_CORE, MIX_AIV, AI_CPU, ...), GPU for a GPU kernel. Where a rank ran no device
+work, the host ranges a reader marks as operators (``HOST_OPERATOR``: Paddle's Operator events, its
+operator summary) stand in, as CPU ops. A rank with neither has no rows (never zeros).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import Diagnostics, UsageError
+from ..executor import LOCAL, Where
+from ..model import HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, decoded_args
+from ..overlap import is_compute
+from ..profile import Kind, Options, Profile, read_profile
+from ..readers import READERS
+
+BY = ("type", "name", "shape", "step")
+HOST_CORE = "CPU"
+GPU_CORE = "GPU"
+_GPU_TASKS = frozenset({"KERNEL"})  # the task type Kineto and Paddle give a GPU kernel
+_MINDSPORE_OP = re.compile(r"(?:^|/)([^/]+)-op\d+$")  # Default/network/.../Cast-op239: a Cast
+
+Key = tuple  # (name, core, shapes) or (name, core, (step run, step id, graph id))
+Figures = list[int]  # [count, total_ns, min_ns, max_ns]
+
+
+@dataclass(slots=True)
+class RankOps:
+    """What some steps of one rank add up to: per key, its count, total, min and max (ns). Keys of
+    device ops and of host operators apart: a rank's rows come from its device ops where it has
+    any. Small and picklable: a worker's result."""
+
+    rank: int
+    by: str
+    device: dict[Key, Figures] = dataclasses.field(default_factory=dict)
+    host: dict[Key, Figures] = dataclasses.field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.device and not self.host
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """One row: one key of one rank, times in ns. ``name`` is the op type (``--by type``, ``shape``,
+    ``step``) or the op's own name (``--by name``); ``ratio`` the share (%) of the rank's total time
+    of its rows (of its step's, by step)."""
+
+    rank: int
+    name: str
+    core_type: str
+    count: int
+    total_ns: int
+    min_ns: int
+    max_ns: int
+    ratio: float
+    shapes: str | None = None  # by shape: the input shapes as the profiler writes them ("" if none)
+    graph: int | None = None  # by step: the step's graph and id (None: activity no step bounds)
+    step: int | None = None
+
+    @property
+    def avg_ns(self) -> float:
+        return self.total_ns / self.count
+
+
+# -- the computation ------------------------------------------------------------------------------
+
+def accumulate(rank: int, steps: Iterable[StepRecords], by: str = "type") -> RankOps:
+    """One rank's steps (any of them, in any order) added up by ``by`` (one of ``BY``)."""
+    if by not in BY:
+        raise UsageError(f"--by: {by!r} is not one of {', '.join(BY)}")
+    out = RankOps(rank, by)
+    for batch in steps:
+        step = _step_of(batch) if by == "step" else None
+        for s in batch.slices:
+            if s.layer is Layer.STREAM and is_compute(s.task_type):
+                _add_op(out.device, s, GPU_CORE if s.task_type in _GPU_TASKS else s.task_type, by, step)
+            elif s.layer is Layer.HOST and s.task_type == HOST_OPERATOR:
+                _add_op(out.host, s, HOST_CORE, by, step)
+    return out
+
+
+def merge(a: RankOps, b: RankOps) -> RankOps:
+    """Two partial sums of one rank as one (neither is changed)."""
+    if (a.rank, a.by) != (b.rank, b.by):
+        raise ValueError(f"cannot merge rank {a.rank} by {a.by} with rank {b.rank} by {b.by}")
+    out = RankOps(a.rank, a.by, {k: v.copy() for k, v in a.device.items()},
+                  {k: v.copy() for k, v in a.host.items()})
+    for mine, theirs in ((out.device, b.device), (out.host, b.host)):
+        for key, (count, total, low, high) in theirs.items():
+            held = mine.get(key)
+            if held is None:
+                mine[key] = [count, total, low, high]
+            else:
+                held[0] += count
+                held[1] += total
+                held[2] = min(held[2], low)
+                held[3] = max(held[3], high)
+    return out
+
+
+def combine(partials: Iterable[RankOps]) -> list[OpRow]:
+    """The rows of every rank: partials of one rank merged, in any split or order; ranks in order,
+    each rank's rows by total time, largest first (by step: steps in order, then by total time)."""
+    ranks: dict[int, RankOps] = {}
+    for part in partials:
+        ranks[part.rank] = merge(ranks[part.rank], part) if part.rank in ranks else part
+    rows: list[OpRow] = []
+    for rank in sorted(ranks):
+        rows.extend(_rows(ranks[rank]))
+    return rows
+
+
+def _rows(ops: RankOps) -> list[OpRow]:
+    """A rank's rows from its device ops, else its host operators; Ratio of its total (by step: of
+    its step's)."""
+    figures, by_step = ops.device or ops.host, ops.by == "step"
+    totals: dict[Any, int] = defaultdict(int)
+    for (_, _, extra), (_, total, _, _) in figures.items():
+        totals[extra if by_step else None] += total
+    rows = []
+    for (name, core, extra), (count, total, low, high) in figures.items():
+        whole = totals[extra if by_step else None]
+        row = OpRow(ops.rank, name, core, count, total, low, high, total / whole * 100 if whole else 0.0,
+                    shapes=extra if ops.by == "shape" else None,
+                    graph=extra[2] if by_step else None, step=extra[1] if by_step else None)
+        # steps in order (activity no step bounds last), then by total time, largest first
+        step = (extra[1] is None, extra[0], extra[1] or 0) if by_step else ()
+        rows.append(((*step, -total, name, core, row.shapes or ""), row))
+    rows.sort(key=lambda pair: pair[0])
+    return [row for _, row in rows]
+
+
+def _step_of(batch: StepRecords) -> tuple[int, int | None, int | None]:
+    """(the step's run in the job, its id, its graph): its place among the rank's steps."""
+    key = batch.key
+    return (key.graph if key is not None else 0, batch.step_id, batch.graph)
+
+
+def _add_op(figures: dict[Key, Figures], s: Slice, core: str, by: str, step: tuple | None) -> None:
+    """Add one op's run under its key."""
+    if by == "name":
+        _add(figures, (s.name, core, None), s.dur_ns)
+        return
+    op_type, shapes = _described(s.args)
+    _add(figures, (op_type or _mindspore_type(s.name), core, shapes if by == "shape" else step), s.dur_ns)
+
+
+def _add(figures: dict[Key, Figures], key: Key, dur_ns: int) -> None:
+    held = figures.get(key)
+    if held is None:
+        figures[key] = [1, dur_ns, dur_ns, dur_ns]
+    else:
+        held[0] += 1
+        held[1] += dur_ns
+        if dur_ns < held[2]:
+            held[2] = dur_ns
+        if dur_ns > held[3]:
+            held[3] = dur_ns
+
+
+def _described(args: Any) -> tuple[str | None, str]:
+    """A task's op type (None where its args name none) and input shapes ("" where none)."""
+    if args is None:
+        return None, ""
+    if type(args) is not dict:  # the raw JSON text (bytes, or msgspec.Raw)
+        return _described_text(bytes(args))
+    return _type_and_shapes(args)
+
+
+@functools.lru_cache(maxsize=4096)  # MindSpore 1.x shares one args text among an op's runs
+def _described_text(raw: bytes) -> tuple[str | None, str]:
+    try:
+        args = decoded_args(raw)
+    except ValueError:
+        return None, ""
+    return _type_and_shapes(args) if isinstance(args, dict) else (None, "")
+
+
+def _type_and_shapes(args: dict[str, Any]) -> tuple[str | None, str]:
+    op_type = args.get("Type") or args.get("Op Type") or args.get("type")
+    shapes = args.get("Input Shapes")
+    if shapes is None:  # MindSpore 1.x: input_0, input_1, ... each with its shape
+        inputs = [value.get("shape") for key, value in args.items()
+                  if key.startswith("input_") and isinstance(value, dict)]
+        shapes = ";".join(str(shape) for shape in inputs if shape is not None)
+    return (str(op_type) if op_type else None), str(shapes).strip("\"")  # torch_npu quotes them
+
+
+@functools.lru_cache(maxsize=65536)
+def _mindspore_type(name: str) -> str:
+    """MindSpore's op type in its scope name (``.../Cast-op239``: Cast), else the name itself."""
+    found = _MINDSPORE_OP.search(name)
+    return found.group(1) if found else name
+
+
+# -- the driver (today's plumbing, as pipeline.overlap_report's) ----------------------------------
+
+# Formats whose op types (MindSpore 1.x: framework_raw) or host operators (Paddle) are read only
+# with the detail layers; the others give every compute task with its args in summary.
+_DETAIL_FORMATS = frozenset({"mindspore1x", "paddle"})
+
+
+def ops_report(
+    path: str | os.PathLike[str],
+    *,
+    by: str = "type",
+    ranks: Iterable[int] | None = None,
+    graphs: Iterable[int] | None = None,
+    steps: Iterable[int] | None = None,
+    diag: Diagnostics | None = None,
+    where: Where = LOCAL,
+) -> list[OpRow]:
+    """The operator statistics of every kept rank (``by`` one of ``BY``); a rank whose input holds
+    no device tasks (nor host operators) is said in a warning in ``diag`` and has no rows.
+
+    Raises:
+        UsageError: an unknown ``by``, unknown ranks or graphs, nothing recognisable under ``path``.
+        InputError: an input file broken beyond recovery.
+    """
+    if by not in BY:
+        raise UsageError(f"--by: {by!r} is not one of {', '.join(BY)}")
+    profile = Profile.open(path, Options(ranks=ranks, graphs=graphs, steps=steps), where=where, diag=diag)
+    partials: list[RankOps] = profile.map(rank_ops, lambda *_: (by,))
+    profile.check_steps()
+    diag = profile.diag
+    for part in sorted(partials, key=lambda p: p.rank):
+        if part.empty:
+            diag.warn("no_ops", f"rank {part.rank}: the input records no device tasks (nor host "
+                      "operators) in the kept steps: no operator statistics", f"rank {part.rank}")
+    return combine(partials)
+
+
+def rank_ops(info: RankInfo, options: Options, diag: Diagnostics, by: str) -> RankOps:
+    """One rank's sums. Runs in a worker process."""
+    reader = next(r for r in READERS if r.NAME == info.format)
+    info = reader.with_op_types(info) if hasattr(reader, "with_op_types") else info
+    kind = Kind.DETAIL if info.format in _DETAIL_FORMATS else Kind.SUMMARY
+    steps = read_profile([info], dataclasses.replace(options, kind=kind), diag)
+    return accumulate(info.rank, steps, by)
+
+
+# -- its rows as records ---------------------------------------------------------------------------
+
+KEYS = {"type": ("OP Type",), "name": ("Name",), "shape": ("OP Type", "Input Shapes"),
+        "step": ("Graph", "Step", "OP Type")}
+FIGURES = ("Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)",
+           "Ratio(%)")  # op_statistic.csv's, in its order
+
+
+def columns(by: str) -> list[str]:
+    """The columns of the table ``by`` gives: ``Rank``, its keys, then op_statistic.csv's figures."""
+    return ["Rank", *KEYS[by], *FIGURES]
+
+
+def record(row: OpRow, by: str) -> dict:
+    """One row of the ops table, in µs to the ns, under op_statistic.csv's column names."""
+    keys = {"type": (row.name,), "name": (row.name,), "shape": (row.name, row.shapes),
+            "step": (row.graph, row.step, row.name)}[by]
+    times = (round(ns / 1000, 3) for ns in (row.total_ns, row.min_ns, row.avg_ns, row.max_ns))
+    figures = (row.core_type, row.count, *times, round(row.ratio, 3))
+    return {"Rank": row.rank, **dict(zip(KEYS[by], keys, strict=True)),
+            **dict(zip(FIGURES, figures, strict=True))}

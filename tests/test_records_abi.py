@@ -60,3 +60,13 @@ def test_every_constant_of_the_header_is_a_field():
 def test_an_interval_is_a_pair():
     assert typing.get_args(overlap.Interval) == (int, int)
 
+
+def test_the_positions_python_copies_slices_by():
+    """``model``'s positions are those of records.h, and ``with_flows`` keeps every field before
+    the arrows, which end a Slice."""
+    header = _header()
+    assert (model.SLICE_START_NS, model.SLICE_ARGS, model.SLICE_FLOWS_OUT) == (
+        header["SLICE_START_NS"], header["SLICE_ARGS"], header["SLICE_FLOWS_OUT"])
+    assert model.Slice._fields[model.SLICE_FLOWS_OUT:] == ("flows_out", "flows_in")
+    s = model.Slice(3, model.Layer.STREAM, "Stream 1", "op", 10, 5, b"{}", "AI_CORE", (1,), (2,))
+    assert s.with_flows((7,), ()) == s._replace(flows_out=(7,), flows_in=())

@@ -758,7 +758,7 @@ typedef struct { char text[32]; Py_ssize_t n; PyObject *task; int compute; } Tas
 
 typedef struct {
     PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
-    PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason, pid); reasons: LEFT_OUT_* */
+    PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason: LEFT_OUT_*, pid) */
     PyObject *python_cats;  /* a set of categories whose events Python reads, or NULL */
     long long offset;
     int detail, saw_device;

@@ -10,6 +10,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "records.h"
+
 enum { TRACK, ENDS, LAST_START, FLOOR, SUBLANE_SIZE };
 
 static PyObject *LAYER_ORDERS;  /* the name of the {Layer: order} dict layout.py sets here */
@@ -22,17 +24,20 @@ static int as_ll(PyObject *value, long long *out) {
     return (overflow || (*out == -1 && PyErr_Occurred())) ? -1 : 0;
 }
 
-/* type(a, b) for a NamedTuple of two fields, without its Python __new__ */
-static PyObject *pair(PyObject *type, PyObject *a, PyObject *b) {
-    PyObject *made = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 2);
+/* type(track, b) for Begin(track, slice) or End(track, ts_ns), without its Python __new__ */
+static PyObject *on_track(PyObject *type, PyObject *track, PyObject *b) {
+    PyObject *made = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, BEGIN_FIELDS);
     if (!made) return NULL;
-    Py_INCREF(a); PyTuple_SET_ITEM(made, 0, a);
-    Py_INCREF(b); PyTuple_SET_ITEM(made, 1, b);
+    Py_INCREF(track); PyTuple_SET_ITEM(made, BEGIN_TRACK, track);
+    Py_INCREF(b); PyTuple_SET_ITEM(made, BEGIN_SLICE, b);
     return made;
 }
 
+_Static_assert(END_TRACK == BEGIN_TRACK && END_TS_NS == BEGIN_SLICE && END_FIELDS == BEGIN_FIELDS,
+               "on_track makes a Begin and an End alike");
+
 static int emit(PyObject *out, PyObject *type, PyObject *a, PyObject *b) {
-    PyObject *event = pair(type, a, b);
+    PyObject *event = on_track(type, a, b);
     if (!event) return -1;
     int rc = PyList_Append(out, event);
     Py_DECREF(event);
@@ -84,8 +89,12 @@ static int push(PyObject *out, PyObject *sub, PyObject *s, long long start, long
     return rc;
 }
 
+/* A slice's lane is its first fields: (rank, layer, lane) */
+_Static_assert(SLICE_RANK == 0 && SLICE_LAYER == 1 && SLICE_LANE == 2, "a lane's key is the Slice's head");
+#define LANE_KEY_FIELDS 3
+
 static int same_lane(PyObject *key, PyObject *s) {
-    for (Py_ssize_t i = 0; i < 3; i++) {
+    for (Py_ssize_t i = 0; i < LANE_KEY_FIELDS; i++) {
         PyObject *a = PyTuple_GET_ITEM(key, i), *b = PyTuple_GET_ITEM(s, i);
         if (a == b) continue;
         int equal = PyObject_RichCompareBool(a, b, Py_EQ);
@@ -105,14 +114,14 @@ static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(slices); i++) {
         PyObject *s = PyList_GET_ITEM(slices, i);
         long long start, dur, end;
-        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < 6) {
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_DUR_NS) {
             PyErr_SetString(PyExc_TypeError, "expected a Slice");
             goto fail;
         }
         int same = key ? same_lane(key, s) : 0;
         if (same < 0) goto fail;
         if (!same) {  /* a lane's slices come together: its sub-lanes are looked up once */
-            Py_XSETREF(key, PyTuple_GetSlice(s, 0, 3));
+            Py_XSETREF(key, PyTuple_GetSlice(s, 0, LANE_KEY_FIELDS));
             if (!key) goto fail;
             subs = PyDict_GetItemWithError(lanes, key);
             if (!subs) {
@@ -122,7 +131,9 @@ static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
                 if (rc < 0) goto fail;
             }
         }
-        if (as_ll(PyTuple_GET_ITEM(s, 4), &start) < 0 || as_ll(PyTuple_GET_ITEM(s, 5), &dur) < 0) goto fail;
+        if (as_ll(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) < 0 ||
+            as_ll(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &dur) < 0)
+            goto fail;
         if (__builtin_add_overflow(start, dur, &end)) {
             PyErr_SetString(PyExc_OverflowError, "a slice ends past 2**63 ns");
             goto fail;
@@ -157,20 +168,21 @@ fail:
 
 /* The sort key that feeds ``place``: (layer order, lane, start, -dur), parents before children. */
 static PyObject *by_lane_and_start(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 1 || !PyTuple_Check(argv[0]) || PyTuple_GET_SIZE(argv[0]) < 6) {
+    if (argc != 1 || !PyTuple_Check(argv[0]) || PyTuple_GET_SIZE(argv[0]) <= SLICE_DUR_NS) {
         PyErr_SetString(PyExc_TypeError, "by_lane_and_start(slice)");
         return NULL;
     }
     /* layout.py sets the orders on this module; read from its dict, with a name made once */
     PyObject *s = argv[0], *orders = PyDict_GetItemWithError(PyModule_GetDict(module), LAYER_ORDERS);
-    PyObject *order = orders ? PyDict_GetItemWithError(orders, PyTuple_GET_ITEM(s, 1)) : NULL;
+    PyObject *order = orders ? PyDict_GetItemWithError(orders, PyTuple_GET_ITEM(s, SLICE_LAYER)) : NULL;
     if (!order) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no order for this layer (layer_orders)");
         return NULL;
     }
-    PyObject *minus_dur = PyNumber_Negative(PyTuple_GET_ITEM(s, 5));
+    PyObject *minus_dur = PyNumber_Negative(PyTuple_GET_ITEM(s, SLICE_DUR_NS));
     if (!minus_dur) return NULL;
-    PyObject *key = PyTuple_Pack(4, order, PyTuple_GET_ITEM(s, 2), PyTuple_GET_ITEM(s, 4), minus_dur);
+    PyObject *key = PyTuple_Pack(4, order, PyTuple_GET_ITEM(s, SLICE_LANE), PyTuple_GET_ITEM(s, SLICE_START_NS),
+                                 minus_dur);
     Py_DECREF(minus_dur);
     return key;
 }

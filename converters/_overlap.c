@@ -12,6 +12,8 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "records.h"
+
 typedef struct { long long start, end; } Span;
 typedef struct { Span *items; Py_ssize_t len, cap; } Spans;
 
@@ -41,8 +43,11 @@ static int two_ints(PyObject *a, PyObject *b, long long *x, long long *y) {
 
 /* An interval: a (start, end) tuple */
 static int span_of(PyObject *pair, long long *start, long long *end) {
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) { PyErr_SetString(PyExc_TypeError, "not an interval"); return -1; }
-    return two_ints(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), start, end);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != INTERVAL_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "not an interval");
+        return -1;
+    }
+    return two_ints(PyTuple_GET_ITEM(pair, INTERVAL_START), PyTuple_GET_ITEM(pair, INTERVAL_END), start, end);
 }
 
 static int span_order(const void *a, const void *b) {
@@ -67,6 +72,8 @@ static void merge(Spans *s) {
     s->len = n;
 }
 
+_Static_assert(INTERVAL_START == 0 && INTERVAL_END == 1 && INTERVAL_FIELDS == 2, "list_of makes (start, end)");
+
 static PyObject *list_of(const Spans *s) {  /* as a list of (start, end) tuples */
     PyObject *out = PyList_New(s->len);
     for (Py_ssize_t i = 0; out && i < s->len; i++) {
@@ -90,42 +97,59 @@ static int compute_type(PyObject *task_type, PyObject *is_compute) {
     return yes;
 }
 
+/* The unions step_intervals makes, and the StepIntervals it gives of them */
+enum { COMPUTE, OPS, TASKS, UNIONS };
+
+static PyObject *step_intervals_of(PyObject *const lists[UNIONS], int ops_seen) {
+    PyObject *made = PyTuple_New(STEP_INTERVALS_FIELDS);
+    if (!made) return NULL;
+    PyTuple_SET_ITEM(made, STEP_INTERVALS_COMPUTE, Py_NewRef(lists[COMPUTE]));
+    PyTuple_SET_ITEM(made, STEP_INTERVALS_OPS, Py_NewRef(lists[OPS]));
+    PyTuple_SET_ITEM(made, STEP_INTERVALS_TASKS, Py_NewRef(lists[TASKS]));
+    PyTuple_SET_ITEM(made, STEP_INTERVALS_OPS_SEEN, Py_NewRef(ops_seen ? Py_True : Py_False));
+    return made;
+}
+
 static PyObject *step_intervals(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 5 || !PyList_CheckExact(argv[0])) {
         PyErr_SetString(PyExc_TypeError, "step_intervals(slices: list, stream, op, task, is_compute)");
         return NULL;
     }
-    PyObject *slices = argv[0], *result = NULL, *lists[3] = {NULL, NULL, NULL};
-    Spans spans[3] = {{0}};  /* compute, ops, tasks */
+    PyObject *slices = argv[0], *result = NULL, *lists[UNIONS] = {NULL, NULL, NULL};
+    Spans spans[UNIONS] = {{0}};
     int ops_seen = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(slices); i++) {
         PyObject *s = PyList_GET_ITEM(slices, i);
-        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < 8) { PyErr_SetString(PyExc_TypeError, "not a Slice"); goto done; }
-        PyObject *layer = PyTuple_GET_ITEM(s, 1);
-        int which = layer == argv[1] ? 0 : layer == argv[2] ? 1 : layer == argv[3] ? 2 : -1;
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_TASK_TYPE) {
+            PyErr_SetString(PyExc_TypeError, "not a Slice");
+            goto done;
+        }
+        PyObject *layer = PyTuple_GET_ITEM(s, SLICE_LAYER);
+        int which = layer == argv[1] ? COMPUTE : layer == argv[2] ? OPS : layer == argv[3] ? TASKS : -1;
         if (which < 0) continue;
-        if (which == 0) {
-            int yes = compute_type(PyTuple_GET_ITEM(s, 7), argv[4]);
+        if (which == COMPUTE) {
+            int yes = compute_type(PyTuple_GET_ITEM(s, SLICE_TASK_TYPE), argv[4]);
             if (yes < 0) goto done;
             if (!yes) continue;
         }
-        ops_seen |= which == 1;
+        ops_seen |= which == OPS;
         long long start = 0, dur = 0;
-        if (two_ints(PyTuple_GET_ITEM(s, 4), PyTuple_GET_ITEM(s, 5), &start, &dur) < 0) goto done;
+        if (two_ints(PyTuple_GET_ITEM(s, SLICE_START_NS), PyTuple_GET_ITEM(s, SLICE_DUR_NS), &start, &dur) < 0)
+            goto done;
         if ((dur > 0 && start > LLONG_MAX - dur) || (dur < 0 && start < LLONG_MIN - dur)) {
             PyErr_SetString(PyExc_OverflowError, "a slice past 2**63 ns");
             goto done;
         }
         if (spans_add(&spans[which], start, start + dur) < 0) goto done;
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < UNIONS; k++) {
         merge(&spans[k]);
         if (!(lists[k] = list_of(&spans[k]))) goto done;
     }
-    result = Py_BuildValue("(OOOO)", lists[0], lists[1], lists[2], ops_seen ? Py_True : Py_False);
+    result = step_intervals_of(lists, ops_seen);
 done:
-    for (int k = 0; k < 3; k++) { PyMem_Free(spans[k].items); Py_XDECREF(lists[k]); }
+    for (int k = 0; k < UNIONS; k++) { PyMem_Free(spans[k].items); Py_XDECREF(lists[k]); }
     return result;
 }
 
@@ -196,7 +220,8 @@ done:
 }
 
 /* slices(lanes, rank, layer, Slice) -> [Slice(rank, layer, lane, lane, start, end - start), ...]
- * for each lane name and its intervals, in order (analyses.overlap.overlap_slices) */
+ * for each lane name and its intervals, in order (analyses.overlap.overlap_slices); the fields after
+ * them take Slice's defaults */
 static PyObject *slices(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 4 || !PyDict_Check(argv[0]) || !PyType_Check(argv[3])) {
@@ -211,12 +236,18 @@ static PyObject *slices(PyObject *module, PyObject *const *argv, Py_ssize_t argc
         Spans s = {0};
         if (spans_of(intervals, &s) < 0) { PyMem_Free(s.items); goto fail; }
         for (Py_ssize_t i = 0; i < s.len; i++) {
-            PyObject *made = type->tp_alloc(type, 10);
+            PyObject *made = type->tp_alloc(type, SLICE_FIELDS);
             PyObject *start = made ? PyLong_FromLongLong(s.items[i].start) : NULL;
             PyObject *dur = start ? PyLong_FromLongLong(s.items[i].end - s.items[i].start) : NULL;
             if (!dur) { Py_XDECREF(made); Py_XDECREF(start); PyMem_Free(s.items); goto fail; }
-            PyObject *items[10] = {argv[1], argv[2], lane, lane, start, dur, Py_None, blank, empty, empty};
-            for (int k = 0; k < 10; k++) PyTuple_SET_ITEM(made, k, k == 4 || k == 5 ? items[k] : Py_NewRef(items[k]));
+            PyObject *items[SLICE_FIELDS] = {
+                [SLICE_RANK] = argv[1], [SLICE_LAYER] = argv[2], [SLICE_LANE] = lane, [SLICE_NAME] = lane,
+                [SLICE_START_NS] = start, [SLICE_DUR_NS] = dur, [SLICE_ARGS] = Py_None, [SLICE_TASK_TYPE] = blank,
+                [SLICE_FLOWS_OUT] = empty, [SLICE_FLOWS_IN] = empty};
+            for (int k = 0; k < SLICE_FIELDS; k++) {  /* start and dur are new, the others borrowed */
+                int owned = k == SLICE_START_NS || k == SLICE_DUR_NS;
+                PyTuple_SET_ITEM(made, k, owned ? items[k] : Py_NewRef(items[k]));
+            }
             int rc = PyList_Append(out, made);
             Py_DECREF(made);
             if (rc < 0) { PyMem_Free(s.items); goto fail; }

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import overlap
-from .model import Layer, Slice, StepKey, StepRecords, decoded_args
+from .model import SLICE_ARGS, Layer, Slice, StepKey, StepRecords, decoded_args
 
 MASTER_PLANES = frozenset({"Plane 0", "Plane 1"})  # the planes CANN marks is_master (not exported)
 TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
@@ -465,7 +465,7 @@ def annotated(slices: list[Slice], ops: list[OpComm], waiters: dict[Key, list[in
         flows_in = s.flows_in
         if op.rank == op.last_rank:
             flows_in += tuple(flow_id(op.key, rank) for rank in waiters.get(op.key, ()))
-        out.append(Slice(*s[:6], args, s.task_type, flows_out, flows_in))
+        out.append(Slice(*s[:SLICE_ARGS], args, s.task_type, flows_out, flows_in))
     return out
 
 

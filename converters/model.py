@@ -110,7 +110,15 @@ class Slice(NamedTuple):
 
     def with_flows(self, flows_out: tuple[int, ...], flows_in: tuple[int, ...]) -> Slice:
         """This slice with these arrows (5x faster than ``_replace``: it runs per arrow end)."""
-        return tuple.__new__(Slice, (*self[:8], flows_out, flows_in))
+        return tuple.__new__(Slice, (*self[:SLICE_FLOWS_OUT], flows_out, flows_in))
+
+
+# Where a Slice's fields lie, for the copies that change a few of them per slice, where ``_replace``
+# is slow: ``Slice(*s[:SLICE_ARGS], args, ...)`` keeps the fields before ``args``. C reads them all by
+# position: records.h names them, and tests/test_records_abi.py pins it to ``Slice._fields``.
+SLICE_START_NS = Slice._fields.index("start_ns")
+SLICE_ARGS = Slice._fields.index("args")
+SLICE_FLOWS_OUT = Slice._fields.index("flows_out")
 
 
 # The task type of a host range that is an operator (Paddle's Operator events): what the operator

@@ -34,7 +34,7 @@ from .budget import (
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
 from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
-from .model import Layer, RankInfo, Slice, StepKey, StepRecords, step_label
+from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, shifted
 from .select import check_steps, format_ids
@@ -344,7 +344,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
             summary, detail = _parts(sorted(records_to_write(batch, options), key=by_lane_and_start))
             ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
             if ops:  # without args in summary, where they are not drawn
-                kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:6]) for s in ops]
+                kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:SLICE_ARGS]) for s in ops]
                 held.append((batch.graph, batch.step_id, batch.key, batch.start_ns,
                              *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []

@@ -23,7 +23,7 @@ from ._overlap import step_intervals
 from .discover import discover
 from .errors import Diagnostics, UsageError
 from .executor import LOCAL, Where, each_rank
-from .model import Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
+from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
 from .overlap import Interval, StepIntervals
 from .readers import READERS, host_info
 from .select import check_graphs, check_steps, format_ids, select_ranks
@@ -297,10 +297,10 @@ def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
     step = batch.step
     if step is not None:
         step = Step(step.graph, step.step, step.start_ns + shift_ns, step.end_ns + shift_ns, step.host_start)
-    span = batch.device_span
+    span, at = batch.device_span, SLICE_START_NS
     return dataclasses.replace(
         batch, step=step,
-        slices=[Slice(*s[:4], s.start_ns + shift_ns, *s[5:]) for s in batch.slices],
+        slices=[Slice(*s[:at], s.start_ns + shift_ns, *s[at + 1:]) for s in batch.slices],
         samples=[Sample(v.rank, v.lane, v.start_ns + shift_ns, v.value) for v in batch.samples],
         device_span=None if span is None else (span[0] + shift_ns, span[1] + shift_ns),
         intervals=None if batch.intervals is None else StepIntervals(

@@ -1,1 +1,2 @@
-"""The analyses: each a computation over the model (``converters.model``) returning rows, with a command in ``cli.COMMANDS``."""
+"""The analyses: each a computation over the model (``converters.model``) returning rows, and a
+command in ``cli.COMMANDS`` that prints them (docs/architecture.md: how to add one)."""

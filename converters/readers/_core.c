@@ -23,9 +23,18 @@
 #include <string.h>
 
 #include "../_buffer.h"
+#include "../records.h"
 
 #define SAMPLE (-1)
 #define FLOW_END (-2)
+
+/* Every record holds its rank first and, but a Sample, its layer next: a row leaves the rank out
+ * and gives the layer as its order (a Slice's as the row's kind) */
+#define RECORD_RANK 0
+#define RECORD_LAYER 1
+_Static_assert(SLICE_RANK == RECORD_RANK && SAMPLE_RANK == RECORD_RANK && FLOW_END_RANK == RECORD_RANK &&
+               SLICE_LAYER == RECORD_LAYER && FLOW_END_LAYER == RECORD_LAYER && SLICE_LANE == RECORD_LAYER + 1 &&
+               SAMPLE_LANE == RECORD_RANK + 1, "a record starts (rank, layer) or, a Sample, (rank)");
 
 static PyObject *layer_order(PyObject *orders, PyObject *layer) {
     PyObject *order = PyDict_GetItemWithError(orders, layer);
@@ -33,13 +42,17 @@ static PyObject *layer_order(PyObject *orders, PyObject *layer) {
     return order;  /* borrowed */
 }
 
+/* A row: its kind, then the record's fields from the one after its rank and layer (a FlowEnd's:
+ * from its layer, as its order) */
+enum { ROW_KIND, ROW_FIRST_FIELD };
+
 /* (kind, fields[from:]...), with field ``args_at`` as bytes if it is neither None nor a dict */
 static PyObject *row_of(PyObject *kind, PyObject *r, Py_ssize_t from, Py_ssize_t args_at) {
     Py_ssize_t n = PyTuple_GET_SIZE(r);
-    PyObject *row = PyTuple_New(1 + n - from);
+    PyObject *row = PyTuple_New(ROW_FIRST_FIELD + n - from);
     if (!row) return NULL;
     Py_INCREF(kind);
-    PyTuple_SET_ITEM(row, 0, kind);
+    PyTuple_SET_ITEM(row, ROW_KIND, kind);
     for (Py_ssize_t i = from; i < n; i++) {
         PyObject *value = PyTuple_GET_ITEM(r, i);
         if (i == args_at && value != Py_None && !PyDict_CheckExact(value) && !PyBytes_CheckExact(value)) {
@@ -48,7 +61,7 @@ static PyObject *row_of(PyObject *kind, PyObject *r, Py_ssize_t from, Py_ssize_t
         } else {
             Py_INCREF(value);
         }
-        PyTuple_SET_ITEM(row, 1 + i - from, value);
+        PyTuple_SET_ITEM(row, ROW_FIRST_FIELD + i - from, value);
     }
     return row;
 }
@@ -67,16 +80,17 @@ static PyObject *rows(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     for (Py_ssize_t i = 0; out && i < n; i++) {
         PyObject *r = PySequence_Fast_GET_ITEM(records, i), *row = NULL, *order;
         PyTypeObject *type = Py_TYPE(r);
-        if (type == (PyTypeObject *)argv[2] && PyTuple_GET_SIZE(r) == 10) {  /* Slice */
-            if ((order = layer_order(orders, PyTuple_GET_ITEM(r, 1)))) row = row_of(order, r, 2, 6);
-        } else if (type == (PyTypeObject *)argv[3] && PyTuple_GET_SIZE(r) == 4) {  /* Sample */
-            row = row_of(sample, r, 1, -1);
-        } else if (type == (PyTypeObject *)argv[4] && PyTuple_GET_SIZE(r) == 6) {  /* FlowEnd */
-            if ((order = layer_order(orders, PyTuple_GET_ITEM(r, 1)))) {
-                row = row_of(flow_end, r, 1, -1);
-                if (row) {  /* the layer as its order */
+        if (type == (PyTypeObject *)argv[2] && PyTuple_GET_SIZE(r) == SLICE_FIELDS) {
+            if ((order = layer_order(orders, PyTuple_GET_ITEM(r, SLICE_LAYER))))
+                row = row_of(order, r, SLICE_LANE, SLICE_ARGS);
+        } else if (type == (PyTypeObject *)argv[3] && PyTuple_GET_SIZE(r) == SAMPLE_FIELDS) {
+            row = row_of(sample, r, SAMPLE_LANE, -1);
+        } else if (type == (PyTypeObject *)argv[4] && PyTuple_GET_SIZE(r) == FLOW_END_FIELDS) {
+            if ((order = layer_order(orders, PyTuple_GET_ITEM(r, FLOW_END_LAYER)))) {
+                row = row_of(flow_end, r, FLOW_END_LAYER, -1);
+                if (row) {  /* the layer, after the kind, as its order */
                     Py_INCREF(order);
-                    Py_SETREF(PyTuple_GET_ITEM(row, 1), order);
+                    Py_SETREF(PyTuple_GET_ITEM(row, ROW_FIRST_FIELD), order);
                 }
             }
         } else {
@@ -93,12 +107,12 @@ static PyObject *rows(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
 /* type(rank, layer?, *row[skip:]) for a tuple subclass, made as its tp_new would but without
  * the NamedTuple's Python __new__ */
 static PyObject *record_of(PyObject *type, PyObject *rank, PyObject *layer, PyObject *row, Py_ssize_t skip) {
-    Py_ssize_t n = PyTuple_GET_SIZE(row), head = layer ? 2 : 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(row), head = layer ? RECORD_LAYER + 1 : RECORD_RANK + 1;
     PyObject *record = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, head + n - skip);
     if (!record) return NULL;
     Py_INCREF(rank);
-    PyTuple_SET_ITEM(record, 0, rank);
-    if (layer) { Py_INCREF(layer); PyTuple_SET_ITEM(record, 1, layer); }
+    PyTuple_SET_ITEM(record, RECORD_RANK, rank);
+    if (layer) { Py_INCREF(layer); PyTuple_SET_ITEM(record, RECORD_LAYER, layer); }
     for (Py_ssize_t i = skip; i < n; i++) {
         Py_INCREF(PyTuple_GET_ITEM(row, i));
         PyTuple_SET_ITEM(record, head + i - skip, PyTuple_GET_ITEM(row, i));
@@ -124,16 +138,17 @@ static PyObject *records(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     for (Py_ssize_t i = 0; out && i < n; i++) {
         PyObject *row = PySequence_Fast_GET_ITEM(rows, i), *record = NULL;
         long kind = -3;
-        if (PyTuple_CheckExact(row) && PyTuple_GET_SIZE(row) > 1) kind = PyLong_AsLong(PyTuple_GET_ITEM(row, 0));
+        if (PyTuple_CheckExact(row) && PyTuple_GET_SIZE(row) > ROW_FIRST_FIELD)
+            kind = PyLong_AsLong(PyTuple_GET_ITEM(row, ROW_KIND));
         if (kind == -1 && PyErr_Occurred()) { Py_CLEAR(out); break; }
         if (kind >= 0 && kind < PyList_GET_SIZE(layers)) {
-            record = record_of(argv[3], rank, PyList_GET_ITEM(layers, kind), row, 1);
+            record = record_of(argv[3], rank, PyList_GET_ITEM(layers, kind), row, ROW_FIRST_FIELD);
         } else if (kind == SAMPLE) {
-            record = record_of(argv[4], rank, NULL, row, 1);
+            record = record_of(argv[4], rank, NULL, row, ROW_FIRST_FIELD);
         } else if (kind == FLOW_END) {
-            long layer = PyLong_AsLong(PyTuple_GET_ITEM(row, 1));
+            long layer = PyLong_AsLong(PyTuple_GET_ITEM(row, ROW_FIRST_FIELD));
             if (layer >= 0 && layer < PyList_GET_SIZE(layers))
-                record = record_of(argv[5], rank, PyList_GET_ITEM(layers, layer), row, 2);
+                record = record_of(argv[5], rank, PyList_GET_ITEM(layers, layer), row, ROW_FIRST_FIELD + 1);
             else if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_ValueError, "bad layer in a spill row");
         } else {
@@ -743,7 +758,7 @@ typedef struct { char text[32]; Py_ssize_t n; PyObject *task; int compute; } Tas
 
 typedef struct {
     PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
-    PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason, pid) */
+    PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason: LEFT_OUT_*, pid) */
     PyObject *python_cats;  /* a set of categories whose events Python reads, or NULL */
     long long offset;
     int detail, saw_device;
@@ -754,9 +769,6 @@ typedef struct {
     int n_left, n_tasks;
     TaskSlot tasks[TASK_SLOTS];
 } Batch;
-
-/* Records._unread reasons, in the order of the ``reasons`` tuple read_events gets */
-enum { LEFT_HOST, LEFT_TASKS, LEFT_COUNTERS, LEFT_FLOWS, LEFT_VENDOR, REASONS };
 
 /* unread[reason, pid] += count: 0, or -1 on error */
 static int count_unread(Batch *b, int reason, PyObject *pid, long long count) {
@@ -850,9 +862,9 @@ static int route_of(Batch *b, const Ev *ev, PyObject **kind, PyObject **lane) {
     PyObject *route = PyDict_GetItemWithError(b->routes, key);  /* borrowed */
     Py_DECREF(key);
     if (!route) return PyErr_Occurred() ? -1 : 0;
-    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 2) return 0;
-    *kind = PyTuple_GET_ITEM(route, 0);
-    *lane = PyTuple_GET_ITEM(route, 1);
+    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != ROUTE_FIELDS) return 0;
+    *kind = PyTuple_GET_ITEM(route, ROUTE_KIND);
+    *lane = PyTuple_GET_ITEM(route, ROUTE_LANE);
     int known = *kind == Py_None || (Py_TYPE(*kind) == (PyTypeObject *)b->layer_type && PyUnicode_CheckExact(*lane));
     if (known && slot) {
         const Span *p = &ev->e->f[F_PID], *t = &ev->e->f[F_TID];
@@ -910,12 +922,12 @@ static int fast_complete(Batch *b, const Ev *ev) {
     TaskSlot spare = {.task = NULL}, *task = NULL;
     int result = route_of(b, ev, &kind, &lane);
     if (result <= 0) return result;
-    if (kind == Py_None) return left_out(b, LEFT_VENDOR, ev);
+    if (kind == Py_None) return left_out(b, LEFT_OUT_VENDOR, ev);
     if ((result = python_cat(b, ev)) != 0) return result < 0 ? -1 : 0;
     int host = kind == b->host, step = step_name(ev);
     if (step < 0) return -1;
     if (step == 2 || (host && step)) return 0;  /* no str, or ProfilerStep#N: a step */
-    if (host && !b->detail) return left_out(b, LEFT_HOST, ev);
+    if (host && !b->detail) return left_out(b, LEFT_OUT_HOST, ev);
     const char *args_text = NULL;
     Py_ssize_t args_length = 0;
     Py_buffer view = {.obj = NULL};
@@ -944,7 +956,7 @@ static int fast_complete(Batch *b, const Ev *ev) {
         if (!b->detail) {  /* summary keeps compute tasks only */
             int compute = computes(b, task);
             if (compute <= 0) {
-                result = compute < 0 ? -1 : left_out(b, LEFT_TASKS, ev);
+                result = compute < 0 ? -1 : left_out(b, LEFT_OUT_TASKS, ev);
                 goto done;
             }
         }
@@ -956,12 +968,14 @@ static int fast_complete(Batch *b, const Ev *ev) {
     if (!ev->obj) args = args_length ? PyBytes_FromStringAndSize(args_text, args_length) : Py_NewRef(Py_None);
     else if (!args_length) Py_SETREF(args, Py_NewRef(Py_None));
     if (!(name = field(ev, F_NAME))) { result = -1; goto done; }
-    PyObject *items[10] = {
-        Py_NewRef(b->rank), Py_NewRef(kind), Py_NewRef(lane), name, PyLong_FromLongLong(start),
-        PyLong_FromLongLong(length), args, task ? Py_NewRef(task->task) : Py_NewRef(EMPTY),
-        Py_NewRef(EMPTY_TUPLE), Py_NewRef(EMPTY_TUPLE)};
+    PyObject *items[SLICE_FIELDS] = {
+        [SLICE_RANK] = Py_NewRef(b->rank), [SLICE_LAYER] = Py_NewRef(kind), [SLICE_LANE] = Py_NewRef(lane),
+        [SLICE_NAME] = name, [SLICE_START_NS] = PyLong_FromLongLong(start),
+        [SLICE_DUR_NS] = PyLong_FromLongLong(length), [SLICE_ARGS] = args,
+        [SLICE_TASK_TYPE] = task ? Py_NewRef(task->task) : Py_NewRef(EMPTY),
+        [SLICE_FLOWS_OUT] = Py_NewRef(EMPTY_TUPLE), [SLICE_FLOWS_IN] = Py_NewRef(EMPTY_TUPLE)};
     name = args = NULL;  /* stolen */
-    result = append_record(b, b->slice_type, items, 10) < 0 ? -1 : 1;
+    result = append_record(b, b->slice_type, items, SLICE_FIELDS) < 0 ? -1 : 1;
 done:
     if (view.obj) PyBuffer_Release(&view);
     Py_XDECREF(args);
@@ -983,9 +997,11 @@ static int fast_flow_end(Batch *b, const Ev *ev, int starts) {
     result = 0;  /* the key is f"{cat}:{id}": str() gives the same for these types */
     if (!(cat == Py_None || PyUnicode_CheckExact(cat)) || !(PyUnicode_CheckExact(id) || PyLong_CheckExact(id)))
         goto done;
-    PyObject *items[6] = {Py_NewRef(b->rank), Py_NewRef(kind), Py_NewRef(lane), PyLong_FromLongLong(at),
-                          PyUnicode_FromFormat("%S:%S", cat, id), PyBool_FromLong(starts)};
-    result = append_record(b, b->flow_end_type, items, 6) < 0 ? -1 : 1;
+    PyObject *items[FLOW_END_FIELDS] = {
+        [FLOW_END_RANK] = Py_NewRef(b->rank), [FLOW_END_LAYER] = Py_NewRef(kind), [FLOW_END_LANE] = Py_NewRef(lane),
+        [FLOW_END_START_NS] = PyLong_FromLongLong(at), [FLOW_END_KEY] = PyUnicode_FromFormat("%S:%S", cat, id),
+        [FLOW_END_STARTS] = PyBool_FromLong(starts)};
+    result = append_record(b, b->flow_end_type, items, FLOW_END_FIELDS) < 0 ? -1 : 1;
 done:
     Py_XDECREF(cat); Py_XDECREF(id);
     return result;
@@ -1003,29 +1019,35 @@ static Ev event_at(PyObject *events, const RawEvents *raw, Py_ssize_t i) {
  * The records of a batch's events (a list of _Event, or RawEvents: Records.read_batches), appended
  * to ``out``: the common events in C, every other one by ``python(event, index)``
  * (Records._event); metadata is counted.
- * ``context``: (routes, rank, offset_ns, detail, unread, reasons, is_compute, Layer, Slice,
- * FlowEnd, python_cats), the reader's state and rules; events of a category in ``python_cats``
- * (a set, or None) are all Python's. */
+ * ``context``: a chrome_trace.ReadContext, the reader's state and rules; events of a category in
+ * its ``python_cats`` (a set, or None) are all Python's. */
 static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     PyObject *c = argc == 5 ? argv[4] : NULL;
     RawEvents *raw = c ? raw_batch(argv[0]) : NULL;
     if (!c || !(raw || PyList_CheckExact(argv[0])) || !PyList_CheckExact(argv[2]) || !PyTuple_Check(c) ||
-        PyTuple_GET_SIZE(c) != 11 || !PyDict_Check(PyTuple_GET_ITEM(c, 0)) || !PyDict_Check(PyTuple_GET_ITEM(c, 4)) ||
-        !PyTuple_Check(PyTuple_GET_ITEM(c, 5)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(c, 5)) != REASONS) {
+        PyTuple_GET_SIZE(c) != READ_CONTEXT_FIELDS || !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_ROUTES)) ||
+        !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_UNREAD)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS)) != LEFT_OUT_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "read_events(events: list | RawEvents, first_index, out: list, python, context)");
         return NULL;
     }
     Batch *b = PyMem_Calloc(1, sizeof(Batch));  /* zeroed: no route is remembered (generation 0) */
     if (!b) return PyErr_NoMemory();
-    *b = (Batch){.routes = PyTuple_GET_ITEM(c, 0), .rank = PyTuple_GET_ITEM(c, 1), .unread = PyTuple_GET_ITEM(c, 4),
-                 .reasons = PyTuple_GET_ITEM(c, 5), .is_compute = PyTuple_GET_ITEM(c, 6),
-                 .layer_type = PyTuple_GET_ITEM(c, 7), .slice_type = PyTuple_GET_ITEM(c, 8),
-                 .flow_end_type = PyTuple_GET_ITEM(c, 9), .out = argv[2], .raw = raw, .generation = 1};
-    if (PyAnySet_Check(PyTuple_GET_ITEM(c, 10))) b->python_cats = PyTuple_GET_ITEM(c, 10);
+    *b = (Batch){.routes = PyTuple_GET_ITEM(c, READ_CONTEXT_ROUTES), .rank = PyTuple_GET_ITEM(c, READ_CONTEXT_RANK),
+                 .unread = PyTuple_GET_ITEM(c, READ_CONTEXT_UNREAD),
+                 .reasons = PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS),
+                 .is_compute = PyTuple_GET_ITEM(c, READ_CONTEXT_IS_COMPUTE),
+                 .layer_type = PyTuple_GET_ITEM(c, READ_CONTEXT_LAYER_TYPE),
+                 .slice_type = PyTuple_GET_ITEM(c, READ_CONTEXT_SLICE_TYPE),
+                 .flow_end_type = PyTuple_GET_ITEM(c, READ_CONTEXT_FLOW_END_TYPE), .out = argv[2], .raw = raw,
+                 .generation = 1};
+    PyObject *python_cats = PyTuple_GET_ITEM(c, READ_CONTEXT_PYTHON_CATS);
+    if (PyAnySet_Check(python_cats)) b->python_cats = python_cats;
     Py_ssize_t index = PyLong_AsSsize_t(argv[1]), metadata = 0;
-    b->offset = PyLong_AsLongLong(PyTuple_GET_ITEM(c, 2));
-    b->detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, 3));
+    b->offset = PyLong_AsLongLong(PyTuple_GET_ITEM(c, READ_CONTEXT_OFFSET_NS));
+    b->detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, READ_CONTEXT_DETAIL));
     PyObject *result = NULL;
     if (PyErr_Occurred()) goto done;
     b->host = PyObject_GetAttr(b->layer_type, S_HOST);
@@ -1041,9 +1063,9 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
         } else if (ph == 'X') {
             done_here = fast_complete(b, &ev);
         } else if (ph == 's' || ph == 'f' || ph == 't') {
-            done_here = b->detail ? fast_flow_end(b, &ev, ph == 's') : left_out(b, LEFT_FLOWS, &ev);
+            done_here = b->detail ? fast_flow_end(b, &ev, ph == 's') : left_out(b, LEFT_OUT_FLOWS, &ev);
         } else if (ph == 'C' && !b->detail) {
-            done_here = left_out(b, LEFT_COUNTERS, &ev);
+            done_here = left_out(b, LEFT_OUT_COUNTERS, &ev);
         }
         if (done_here < 0) goto done;
         if (!done_here) {  /* Python's: what C counted first, then Python, whose routes may change */
@@ -1189,11 +1211,12 @@ static int pk_tag(Packer *p, char tag) {
 static int pk_record(Packer *p, PyObject *r, PyObject *const *argv) {
     PyTypeObject *type = Py_TYPE(r);
     int rc;
-    if (type == (PyTypeObject *)argv[2] && PyTuple_GET_SIZE(r) == 10) {  /* Slice */
-        PyObject *args = PyTuple_GET_ITEM(r, 6);
-        if ((rc = pk_tag(p, P_SLICE)) || (rc = pk_layer(p, argv[1], PyTuple_GET_ITEM(r, 1))) ||
-            (rc = pk_str(p, PyTuple_GET_ITEM(r, 2))) || (rc = pk_str(p, PyTuple_GET_ITEM(r, 3))) ||
-            (rc = pk_int(p, PyTuple_GET_ITEM(r, 4), 0)) || (rc = pk_int(p, PyTuple_GET_ITEM(r, 5), 0)))
+    if (type == (PyTypeObject *)argv[2] && PyTuple_GET_SIZE(r) == SLICE_FIELDS) {
+        PyObject *args = PyTuple_GET_ITEM(r, SLICE_ARGS);
+        if ((rc = pk_tag(p, P_SLICE)) || (rc = pk_layer(p, argv[1], PyTuple_GET_ITEM(r, SLICE_LAYER))) ||
+            (rc = pk_str(p, PyTuple_GET_ITEM(r, SLICE_LANE))) || (rc = pk_str(p, PyTuple_GET_ITEM(r, SLICE_NAME))) ||
+            (rc = pk_int(p, PyTuple_GET_ITEM(r, SLICE_START_NS), 0)) ||
+            (rc = pk_int(p, PyTuple_GET_ITEM(r, SLICE_DUR_NS), 0)))
             return rc;
         if (args == Py_None) {
             rc = pk_u64(p, 0);
@@ -1207,28 +1230,30 @@ static int pk_record(Packer *p, PyObject *r, PyObject *const *argv) {
             }
             PyBuffer_Release(&view);
         }
-        if (rc || (rc = pk_str(p, PyTuple_GET_ITEM(r, 7))) || (rc = pk_flows(p, PyTuple_GET_ITEM(r, 8))) ||
-            (rc = pk_flows(p, PyTuple_GET_ITEM(r, 9))))
+        if (rc || (rc = pk_str(p, PyTuple_GET_ITEM(r, SLICE_TASK_TYPE))) ||
+            (rc = pk_flows(p, PyTuple_GET_ITEM(r, SLICE_FLOWS_OUT))) ||
+            (rc = pk_flows(p, PyTuple_GET_ITEM(r, SLICE_FLOWS_IN))))
             return rc;
         return 0;
     }
-    if (type == (PyTypeObject *)argv[3] && PyTuple_GET_SIZE(r) == 4) {  /* Sample */
-        PyObject *value = PyTuple_GET_ITEM(r, 3);
+    if (type == (PyTypeObject *)argv[3] && PyTuple_GET_SIZE(r) == SAMPLE_FIELDS) {
+        PyObject *value = PyTuple_GET_ITEM(r, SAMPLE_VALUE);
         if (!PyFloat_CheckExact(value)) return 1;
         double d = PyFloat_AS_DOUBLE(value);
         unsigned long long bits;
         memcpy(&bits, &d, 8);
-        if ((rc = pk_tag(p, P_SAMPLE)) || (rc = pk_str(p, PyTuple_GET_ITEM(r, 1))) ||
-            (rc = pk_int(p, PyTuple_GET_ITEM(r, 2), 0)))
+        if ((rc = pk_tag(p, P_SAMPLE)) || (rc = pk_str(p, PyTuple_GET_ITEM(r, SAMPLE_LANE))) ||
+            (rc = pk_int(p, PyTuple_GET_ITEM(r, SAMPLE_START_NS), 0)))
             return rc;
         return pk_u64(p, bits);
     }
-    if (type == (PyTypeObject *)argv[4] && PyTuple_GET_SIZE(r) == 6) {  /* FlowEnd */
-        PyObject *starts = PyTuple_GET_ITEM(r, 5);
+    if (type == (PyTypeObject *)argv[4] && PyTuple_GET_SIZE(r) == FLOW_END_FIELDS) {
+        PyObject *starts = PyTuple_GET_ITEM(r, FLOW_END_STARTS);
         if (!PyBool_Check(starts)) return 1;
-        if ((rc = pk_tag(p, P_FLOW_END)) || (rc = pk_layer(p, argv[1], PyTuple_GET_ITEM(r, 1))) ||
-            (rc = pk_str(p, PyTuple_GET_ITEM(r, 2))) || (rc = pk_int(p, PyTuple_GET_ITEM(r, 3), 0)) ||
-            (rc = pk_str(p, PyTuple_GET_ITEM(r, 4))))
+        if ((rc = pk_tag(p, P_FLOW_END)) || (rc = pk_layer(p, argv[1], PyTuple_GET_ITEM(r, FLOW_END_LAYER))) ||
+            (rc = pk_str(p, PyTuple_GET_ITEM(r, FLOW_END_LANE))) ||
+            (rc = pk_int(p, PyTuple_GET_ITEM(r, FLOW_END_START_NS), 0)) ||
+            (rc = pk_str(p, PyTuple_GET_ITEM(r, FLOW_END_KEY))))
             return rc;
         return pk_tag(p, starts == Py_True);
     }
@@ -1328,37 +1353,43 @@ static PyObject *unpack(PyObject *module, PyObject *const *argv, Py_ssize_t argc
         unsigned char tag = *u.at++;
         PyObject *made = NULL;
         if (tag == P_SLICE) {
-            PyObject *items[10] = {Py_NewRef(argv[1]), up_layer(&u, layers)};
+            PyObject *items[SLICE_FIELDS] = {[SLICE_RANK] = Py_NewRef(argv[1]), [SLICE_LAYER] = up_layer(&u, layers)};
             unsigned long long args_len = 0;
-            if (items[1] && (items[2] = up_str(&u)) && (items[3] = up_str(&u)) && (items[4] = up_int(&u, 0)) &&
-                (items[5] = up_int(&u, 0)) && up_u64(&u, &args_len) == 0) {
+            if (items[SLICE_LAYER] && (items[SLICE_LANE] = up_str(&u)) && (items[SLICE_NAME] = up_str(&u)) &&
+                (items[SLICE_START_NS] = up_int(&u, 0)) && (items[SLICE_DUR_NS] = up_int(&u, 0)) &&
+                up_u64(&u, &args_len) == 0) {
                 if (args_len == 0) {
-                    items[6] = Py_NewRef(Py_None);
+                    items[SLICE_ARGS] = Py_NewRef(Py_None);
                 } else if (args_len - 1 <= (unsigned long long)(u.end - u.at)) {
-                    items[6] = PyBytes_FromStringAndSize((const char *)u.at, (Py_ssize_t)(args_len - 1));
+                    items[SLICE_ARGS] = PyBytes_FromStringAndSize((const char *)u.at, (Py_ssize_t)(args_len - 1));
                     u.at += args_len - 1;
                 } else {
                     PyErr_SetString(PyExc_ValueError, "a packed batch ends early");
                 }
-                if (items[6] && (items[7] = up_str(&u)) && (items[8] = up_flows(&u))) items[9] = up_flows(&u);
+                if (items[SLICE_ARGS] && (items[SLICE_TASK_TYPE] = up_str(&u)) &&
+                    (items[SLICE_FLOWS_OUT] = up_flows(&u)))
+                    items[SLICE_FLOWS_IN] = up_flows(&u);
             }
-            made = record(argv[3], items, 10);
+            made = record(argv[3], items, SLICE_FIELDS);
         } else if (tag == P_SAMPLE) {
-            PyObject *items[4] = {Py_NewRef(argv[1])};
+            PyObject *items[SAMPLE_FIELDS] = {[SAMPLE_RANK] = Py_NewRef(argv[1])};
             unsigned long long bits;
-            if ((items[1] = up_str(&u)) && (items[2] = up_int(&u, 0)) && up_u64(&u, &bits) == 0) {
+            if ((items[SAMPLE_LANE] = up_str(&u)) && (items[SAMPLE_START_NS] = up_int(&u, 0)) &&
+                up_u64(&u, &bits) == 0) {
                 double d;
                 memcpy(&d, &bits, 8);
-                items[3] = PyFloat_FromDouble(d);
+                items[SAMPLE_VALUE] = PyFloat_FromDouble(d);
             }
-            made = record(argv[4], items, 4);
+            made = record(argv[4], items, SAMPLE_FIELDS);
         } else if (tag == P_FLOW_END) {
-            PyObject *items[6] = {Py_NewRef(argv[1]), up_layer(&u, layers)};
+            PyObject *items[FLOW_END_FIELDS] = {[FLOW_END_RANK] = Py_NewRef(argv[1]),
+                                                [FLOW_END_LAYER] = up_layer(&u, layers)};
             unsigned char starts;
-            if (items[1] && (items[2] = up_str(&u)) && (items[3] = up_int(&u, 0)) && (items[4] = up_str(&u)) &&
+            if (items[FLOW_END_LAYER] && (items[FLOW_END_LANE] = up_str(&u)) &&
+                (items[FLOW_END_START_NS] = up_int(&u, 0)) && (items[FLOW_END_KEY] = up_str(&u)) &&
                 up_byte(&u, &starts) == 0)
-                items[5] = PyBool_FromLong(starts);
-            made = record(argv[5], items, 6);
+                items[FLOW_END_STARTS] = PyBool_FromLong(starts);
+            made = record(argv[5], items, FLOW_END_FIELDS);
         } else {
             PyErr_SetString(PyExc_ValueError, "bad tag in a packed batch");
         }
@@ -1414,9 +1445,10 @@ static PyObject *by_step(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
         PyObject *r = PyList_GET_ITEM(records, i);
         PyTypeObject *type = Py_TYPE(r);
-        Py_ssize_t at = type == (PyTypeObject *)argv[2] ? 4 : type == (PyTypeObject *)argv[3] ? 2 :
-                        type == (PyTypeObject *)argv[4] ? 3 : -1;
-        if (at < 0 || PyTuple_GET_SIZE(r) <= at || (at == 3 && PyTuple_GET_SIZE(r) < 6)) {
+        int flow_end = type == (PyTypeObject *)argv[4];
+        Py_ssize_t at = type == (PyTypeObject *)argv[2] ? SLICE_START_NS :
+                        type == (PyTypeObject *)argv[3] ? SAMPLE_START_NS : flow_end ? FLOW_END_START_NS : -1;
+        if (at < 0 || PyTuple_GET_SIZE(r) <= at || (flow_end && PyTuple_GET_SIZE(r) < FLOW_END_FIELDS)) {
             PyErr_Format(PyExc_TypeError, "not a record: %R", r);
             goto done;
         }
@@ -1444,11 +1476,11 @@ static PyObject *by_step(PyObject *module, PyObject *const *argv, Py_ssize_t arg
             }
         }
         if (PyList_Append(bucket, r) < 0) goto done;
-        if (at == 3) {  /* a FlowEnd: an arrow that ends here is looked for from earlier steps */
-            int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(r, 5));
+        if (flow_end) {  /* an arrow that ends here is looked for from earlier steps */
+            int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(r, FLOW_END_STARTS));
             if (starts_here < 0) goto done;
             if (starts_here) continue;
-            Py_hash_t h = PyObject_Hash(PyTuple_GET_ITEM(r, 4));
+            Py_hash_t h = PyObject_Hash(PyTuple_GET_ITEM(r, FLOW_END_KEY));
             PyObject *hashes = h == -1 ? NULL : PyDict_GetItemWithError(finishes, number);
             if (h == -1 || (!hashes && PyErr_Occurred())) goto done;
             if (!hashes) {
@@ -1486,9 +1518,9 @@ static int member_order(const void *a, const void *b) {
 
 static int times_of(PyObject *s, long long *start, long long *dur) {
     int overflow = 0;
-    *start = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(s, 4), &overflow);
+    *start = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(s, SLICE_START_NS), &overflow);
     if (!overflow && !(*start == -1 && PyErr_Occurred()))
-        *dur = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(s, 5), &overflow);
+        *dur = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &overflow);
     if (overflow) PyErr_SetString(PyExc_OverflowError, "a slice past 2**63 ns");
     return PyErr_Occurred() ? -1 : 0;
 }
@@ -1520,6 +1552,11 @@ static Py_ssize_t lane_number(PyObject *lanes, PyObject *layer, PyObject *lane, 
     return rc < 0 ? -2 : (*count)++;
 }
 
+/* lane_number of a FlowEnd's lane */
+static Py_ssize_t end_lane(PyObject *lanes, PyObject *end, Py_ssize_t *count) {
+    return lane_number(lanes, PyTuple_GET_ITEM(end, FLOW_END_LAYER), PyTuple_GET_ITEM(end, FLOW_END_LANE), count);
+}
+
 /* enclosing(slices, ends) -> [index or None]: for each flow end, the innermost slice of its lane
  * (layer, lane) that holds its time, among the 65 that start last at or before it. */
 static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
@@ -1534,8 +1571,11 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     if (!lanes) return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ends); i++) {  /* the lanes that have ends */
         PyObject *end = PyList_GET_ITEM(ends, i);
-        if (!PyTuple_Check(end) || PyTuple_GET_SIZE(end) < 6) { PyErr_SetString(PyExc_TypeError, "not a FlowEnd"); goto done; }
-        if (lane_number(lanes, PyTuple_GET_ITEM(end, 1), PyTuple_GET_ITEM(end, 2), &n_lanes) == -2) goto done;
+        if (!PyTuple_Check(end) || PyTuple_GET_SIZE(end) < FLOW_END_FIELDS) {
+            PyErr_SetString(PyExc_TypeError, "not a FlowEnd");
+            goto done;
+        }
+        if (end_lane(lanes, end, &n_lanes) == -2) goto done;
     }
     members = PyMem_Calloc(n_lanes + 1, sizeof(Member *));
     sizes = PyMem_Calloc(n_lanes + 1, sizeof(Py_ssize_t));
@@ -1543,8 +1583,11 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     if (!members || !sizes || !caps) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(slices); i++) {  /* their slices */
         PyObject *s = PyList_GET_ITEM(slices, i);
-        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < 6) { PyErr_SetString(PyExc_TypeError, "not a Slice"); goto done; }
-        Py_ssize_t lane = lane_number(lanes, PyTuple_GET_ITEM(s, 1), PyTuple_GET_ITEM(s, 2), NULL);
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_DUR_NS) {
+            PyErr_SetString(PyExc_TypeError, "not a Slice");
+            goto done;
+        }
+        Py_ssize_t lane = lane_number(lanes, PyTuple_GET_ITEM(s, SLICE_LAYER), PyTuple_GET_ITEM(s, SLICE_LANE), NULL);
         if (lane == -2) goto done;
         if (lane == -1) continue;
         long long start = 0, dur = 0;
@@ -1562,9 +1605,10 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     if (!(out = PyList_New(PyList_GET_SIZE(ends)))) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ends); i++) {
         PyObject *end = PyList_GET_ITEM(ends, i), *found = Py_None;
-        Py_ssize_t lane = lane_number(lanes, PyTuple_GET_ITEM(end, 1), PyTuple_GET_ITEM(end, 2), NULL);
+        Py_ssize_t lane = end_lane(lanes, end, NULL);
         int overflow = 0;
-        long long ts = lane >= 0 ? PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, 3), &overflow) : 0;
+        long long ts = lane >= 0 ? PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, FLOW_END_START_NS), &overflow)
+                                 : 0;
         if (overflow) PyErr_SetString(PyExc_OverflowError, "a flow end past 2**63 ns");
         if (lane < 0 || PyErr_Occurred()) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "a flow end's lane was not numbered");
@@ -1619,14 +1663,14 @@ static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t a
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *end = PyList_GET_ITEM(ends, i), *at = PyList_GET_ITEM(found, i);
             if (at == Py_None) continue;
-            int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(end, 5));
+            int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(end, FLOW_END_STARTS));
             if (starts_here < 0) goto done;
             if (starts_here != (pass == 0)) continue;
-            PyObject *key = PyTuple_GET_ITEM(end, 4), *group = PyDict_GetItemWithError(groups, key);
+            PyObject *key = PyTuple_GET_ITEM(end, FLOW_END_KEY), *group = PyDict_GetItemWithError(groups, key);
             if (!group && PyErr_Occurred()) goto done;
             Py_ssize_t g = group ? PyLong_AsSsize_t(group) : -1, slice = PyLong_AsSsize_t(at);
             int overflow = 0;
-            long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, 3), &overflow);
+            long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, FLOW_END_START_NS), &overflow);
             if (overflow) PyErr_SetString(PyExc_OverflowError, "a flow end past 2**63 ns");
             if (PyErr_Occurred()) goto done;
             if (pass == 0) {
@@ -1749,12 +1793,13 @@ static PyObject *flow_id(PyObject *module, PyObject *const *argv, Py_ssize_t arg
 
 /* slice.with_flows(slice.flows_out + (flow,) or slice.flows_in + (flow,)): a new Slice */
 static PyObject *with_flow(PyObject *slice, Py_ssize_t at, PyObject *flow) {
-    if (!PyTuple_Check(slice) || PyTuple_GET_SIZE(slice) != 10 || !PyTuple_Check(PyTuple_GET_ITEM(slice, at))) {
+    if (!PyTuple_Check(slice) || PyTuple_GET_SIZE(slice) != SLICE_FIELDS ||
+        !PyTuple_Check(PyTuple_GET_ITEM(slice, at))) {
         PyErr_Format(PyExc_TypeError, "not a Slice: %R", slice);
         return NULL;
     }
     PyObject *old = PyTuple_GET_ITEM(slice, at), *flows = PyTuple_New(PyTuple_GET_SIZE(old) + 1);
-    PyObject *made = flows ? Py_TYPE(slice)->tp_alloc(Py_TYPE(slice), 10) : NULL;
+    PyObject *made = flows ? Py_TYPE(slice)->tp_alloc(Py_TYPE(slice), SLICE_FIELDS) : NULL;
     if (!made) { Py_XDECREF(flows); return NULL; }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(old); i++) {
         Py_INCREF(PyTuple_GET_ITEM(old, i));
@@ -1762,7 +1807,7 @@ static PyObject *with_flow(PyObject *slice, Py_ssize_t at, PyObject *flow) {
     }
     Py_INCREF(flow);
     PyTuple_SET_ITEM(flows, PyTuple_GET_SIZE(old), flow);
-    for (Py_ssize_t i = 0; i < 10; i++) {
+    for (Py_ssize_t i = 0; i < SLICE_FIELDS; i++) {
         PyObject *item = i == at ? flows : PyTuple_GET_ITEM(slice, i);
         if (i != at) Py_INCREF(item);
         PyTuple_SET_ITEM(made, i, item);
@@ -1788,7 +1833,8 @@ static PyObject *arrow(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *begin = PyList_GET_ITEM(source, first), *end = PyList_GET_ITEM(target, last);
-    if (!PyTuple_Check(begin) || PyTuple_GET_SIZE(begin) != 10 || !PyTuple_Check(end) || PyTuple_GET_SIZE(end) != 10) {
+    if (!PyTuple_Check(begin) || PyTuple_GET_SIZE(begin) != SLICE_FIELDS || !PyTuple_Check(end) ||
+        PyTuple_GET_SIZE(end) != SLICE_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "arrow: not a Slice");
         return NULL;
     }
@@ -1808,10 +1854,10 @@ static PyObject *arrow(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     uint64_t id = blake2b_64((const uint8_t *)text, (size_t)head + (size_t)key_n + (size_t)tail);
     if (text != small) PyMem_Free(text);
     PyObject *flow = PyLong_FromUnsignedLongLong(id);
-    PyObject *out = flow ? with_flow(PyList_GET_ITEM(source, first), 8, flow) : NULL;
+    PyObject *out = flow ? with_flow(PyList_GET_ITEM(source, first), SLICE_FLOWS_OUT, flow) : NULL;
     if (!out) { Py_XDECREF(flow); return NULL; }
     PyList_SetItem(source, first, out);
-    PyObject *in = with_flow(PyList_GET_ITEM(target, last), 9, flow);  /* the same slice, if one */
+    PyObject *in = with_flow(PyList_GET_ITEM(target, last), SLICE_FLOWS_IN, flow);  /* the same slice, if one */
     Py_DECREF(flow);
     if (!in) return NULL;
     PyList_SetItem(target, last, in);

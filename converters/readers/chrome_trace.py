@@ -92,7 +92,7 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
 
 
 def in_python(events: list[_Event] | RawEvents, index: int, out: list, python: Callable[[_Event, int], None],
-              context: tuple) -> tuple[int, bool]:
+              context: ReadContext) -> tuple[int, bool]:
     """``_core.read_events`` without C: every event but metadata by ``python(event, index)``."""
     metadata = 0
     for at, event in enumerate(events, index):
@@ -309,20 +309,20 @@ class Dialect:
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> Route:
         if process == "Step Trace" or thread.startswith("Step Trace"):
-            return _STEP_TRACE, thread
+            return Route(_STEP_TRACE, thread)
         if process == "Ascend Hardware":
-            return Layer.STREAM, thread or f"Stream {tid}"
+            return Route(Layer.STREAM, thread or f"Stream {tid}")
         if process in ("HCCL", "Communication"):
             if thread.startswith("Plane"):
-                return Layer.COMM_TASK, thread
-            return Layer.COMM_OP, thread or "Communication"
+                return Route(Layer.COMM_TASK, thread)
+            return Route(Layer.COMM_OP, thread or "Communication")
         if process in ("CANN", "Python", "MindSpore"):
-            return Layer.HOST, f"{process} {thread or tid}"
+            return Route(Layer.HOST, f"{process} {thread or tid}")
         if process == "Overlap Analysis":  # CANN's own lanes: the project computes its own
-            return None, ""
+            return Route(None, "")
         # any other process (MindSpore's "CPU OP", "Scope Layer", a GPU, ...) is drawn, never dropped
         lane = f"{process or f'Process {pid}'} / {thread or tid}"
-        return (Layer.STREAM if _DEVICE_WORDS.search(process) else Layer.HOST), lane
+        return Route(Layer.STREAM if _DEVICE_WORDS.search(process) else Layer.HOST, lane)
 
     def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event] | RawEvents]:
         """The file's events, a batch at a time (a dialect of another file format makes them)."""
@@ -352,7 +352,15 @@ class Converted(NamedTuple):
 # -- events to records --------------------------------------------------------------------------
 
 _STEP_TRACE = "step trace"  # a route's kind besides the layers; None skips the events
-Route = tuple[Layer | str | None, str]
+
+
+class Route(NamedTuple):
+    """Where the events of one (pid, tid) go: a layer, ``_STEP_TRACE``, a dialect's own kind (a
+    str), or None to skip them; and their lane. ``_core.read_events`` reads it by position
+    (``records.h``)."""
+
+    kind: Layer | str | None
+    lane: str
 
 
 _Scalar = int | float | str | None
@@ -489,6 +497,23 @@ def _raw_args(event: Any) -> Any:
     return event
 
 
+class ReadContext(NamedTuple):
+    """What ``_core.read_events`` takes of a ``Records``: its state and rules, read by position
+    (``records.h``). C adds to ``unread`` and reads ``routes`` as Python fills them."""
+
+    routes: dict[tuple[Any, Any], Route]  # by (pid, tid)
+    rank: int
+    offset_ns: int  # the rank's clock offset
+    detail: bool
+    unread: Counter[tuple[str, Any]]  # (why, pid) of events left out
+    reasons: LeftOut  # the whys of what C leaves out
+    is_compute: Callable[[str], bool]  # by task type: what a summary keeps
+    layer_type: type[Layer]
+    slice_type: type[Slice]
+    flow_end_type: type[FlowEnd]
+    python_cats: frozenset[str] | None  # categories whose events Python reads
+
+
 class Records:
     """Slices and steps of one rank's events, lanes named by process and thread name.
 
@@ -533,8 +558,10 @@ class Records:
         self._steps_wanted, self._slices_wanted = steps, slices
         self._unread.clear()
         index = made = events_seen = 0
-        context = (self._routes, self.rank.rank, self.rank.clock_offset_ns, self.detail, self._unread,
-                   _LEFT_OUT_IN_C, is_compute, Layer, Slice, FlowEnd, self.dialect.python_cats)
+        context = ReadContext(
+            routes=self._routes, rank=self.rank.rank, offset_ns=self.rank.clock_offset_ns, detail=self.detail,
+            unread=self._unread, reasons=_LEFT_OUT_IN_C, is_compute=is_compute, layer_type=Layer,
+            slice_type=Slice, flow_end_type=FlowEnd, python_cats=self.dialect.python_cats)
         # the common events in C (_core.c), by the rules of _event; the rest there
         read = read_events if slices else in_python
 
@@ -813,12 +840,24 @@ _DETAIL_ONLY_COUNTERS = "counter values, drawn with --kind detail only"
 _DETAIL_ONLY_FLOWS = "flow ends, drawn with --kind detail only"
 _BAD_TIMES = "events without valid times (warned above)"
 _STEP_TRACE_FLOWS = "flow ends of the step trace (CANN's data augmentation bound), which its phases show"
-# what _core.c read_events counts as left out, in its order
-_LEFT_OUT_IN_C = (_DETAIL_ONLY_HOST, _DETAIL_ONLY_TASKS, _DETAIL_ONLY_COUNTERS, _DETAIL_ONLY_FLOWS,
-                  _VENDOR_OVERLAP)
 _BY_DESIGN = frozenset((_VENDOR_OVERLAP, _DETAIL_ONLY_HOST, _DETAIL_ONLY_TASKS, _DETAIL_ONLY_COUNTERS,
                         _DETAIL_ONLY_FLOWS, _BAD_TIMES, _STEP_TRACE_FLOWS))
 _NO_ID = "flow ends without an id, which no arrow can join"
+
+
+class LeftOut(NamedTuple):
+    """Why ``_core.read_events`` leaves an event out, each reason at the position C counts it by
+    (``records.h``)."""
+
+    host: str
+    tasks: str
+    counters: str
+    flows: str
+    vendor: str
+
+
+_LEFT_OUT_IN_C = LeftOut(host=_DETAIL_ONLY_HOST, tasks=_DETAIL_ONLY_TASKS, counters=_DETAIL_ONLY_COUNTERS,
+                         flows=_DETAIL_ONLY_FLOWS, vendor=_VENDOR_OVERLAP)
 
 
 def _is_profiler_step(name: Any) -> bool:

@@ -179,10 +179,11 @@ class Kineto(Dialect):
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
         if thread.startswith("stream ") or str(tid).startswith("stream "):  # a GPU stream: events by category
-            return _GPU, _stream_lane(pid, tid)
+            return chrome_trace.Route(_GPU, _stream_lane(pid, tid))
         if type(pid) is not int:  # the profiler's own spans and markers ("Spans", "Traces", "")
-            return Layer.HOST, " ".join(str(part) for part in (pid, tid) if part != "") or "Profiler"
-        return Layer.HOST, thread.strip() or f"thread {tid}"
+            named = " ".join(str(part) for part in (pid, tid) if part != "")
+            return chrome_trace.Route(Layer.HOST, named or "Profiler")
+        return chrome_trace.Route(Layer.HOST, thread.strip() or f"thread {tid}")
 
     def convert(self, event: chrome_trace._Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = _category(event), event.name

@@ -203,8 +203,8 @@ class Paddle(Dialect):
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
         if thread.lower().startswith("stream") or process.startswith("GPU"):
-            return _GPU, f"GPU {pid} Stream {tid}"
-        return Layer.HOST, thread or f"thread {tid}"
+            return chrome_trace.Route(_GPU, f"GPU {pid} Stream {tid}")
+        return chrome_trace.Route(Layer.HOST, thread or f"thread {tid}")
 
     def step_number(self, event: _Event, kind: Layer | str) -> int | None:
         name = event.name

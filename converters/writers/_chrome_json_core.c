@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../_buffer.h"
+#include "../records.h"
 
 #define PUT(b, literal) buf_put(b, literal, sizeof(literal) - 1)
 
@@ -164,12 +165,14 @@ static void span_add(Span *span, long long start, long long end) {
 static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Span *span, TrackSlot *slots,
                      PyObject *tid_of, PyObject *dumps) {
     long long rank, start, dur, pid, tid, end, end_from_origin;
-    if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) < 1 || !PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 10) {
+    if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) <= TRACK_RANK || !PyTuple_Check(s) ||
+        PyTuple_GET_SIZE(s) != SLICE_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "a Begin of a Track and a Slice");
         return -1;
     }
-    if (long_of(PyTuple_GET_ITEM(track, 0), &rank) < 0 || long_of(PyTuple_GET_ITEM(s, 4), &start) < 0 ||
-        long_of(PyTuple_GET_ITEM(s, 5), &dur) < 0 || tid_for(track, slots, tid_of, b, &tid) < 0)
+    if (long_of(PyTuple_GET_ITEM(track, TRACK_RANK), &rank) < 0 ||
+        long_of(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) < 0 ||
+        long_of(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &dur) < 0 || tid_for(track, slots, tid_of, b, &tid) < 0)
         return -1;
     pid = rank + 1;
     span_add(span, start, __builtin_add_overflow(start, dur, &end) ? LLONG_MAX : end);
@@ -180,10 +183,10 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
     if (!__builtin_add_overflow(start, dur, &end_from_origin)) dur = held(held(end_from_origin) - held(start));
     start = held(start);
     if (PUT(b, ",\n{\"ph\":\"X\",\"pid\":") < 0 || put_int(b, pid) < 0 || PUT(b, ",\"tid\":") < 0 ||
-        put_int(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, 3), dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
-        put_us(b, start, dumps) < 0 || PUT(b, ",\"dur\":") < 0 || put_us(b, dur, dumps) < 0)
+        put_int(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, SLICE_NAME), dumps) < 0 ||
+        PUT(b, ",\"ts\":") < 0 || put_us(b, start, dumps) < 0 || PUT(b, ",\"dur\":") < 0 || put_us(b, dur, dumps) < 0)
         return -1;
-    PyObject *args = PyTuple_GET_ITEM(s, 6);
+    PyObject *args = PyTuple_GET_ITEM(s, SLICE_ARGS);
     int has_args = PyObject_IsTrue(args);
     if (has_args < 0) return -1;
     if (has_args) {  /* raw JSON from the reader goes out as it came in, never decoded */
@@ -199,8 +202,8 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
         }
     }
     if (PUT(b, "}") < 0) return -1;
-    return put_flows(b, PyTuple_GET_ITEM(s, 8), "s", pid, tid, start, dumps) < 0 ||
-           put_flows(b, PyTuple_GET_ITEM(s, 9), "f", pid, tid, start, dumps) < 0 ? -1 : 0;
+    return put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT), "s", pid, tid, start, dumps) < 0 ||
+           put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_IN), "f", pid, tid, start, dumps) < 0 ? -1 : 0;
 }
 
 /* encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> (bytes, earliest, latest):
@@ -225,12 +228,12 @@ static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(events); i++) {
         PyObject *event = PySequence_Fast_GET_ITEM(events, i);
         int rc = 0;
-        if (Py_IS_TYPE(event, (PyTypeObject *)argv[5]) && PyTuple_GET_SIZE(event) == 2) {
-            rc = put_slice(&b, PyTuple_GET_ITEM(event, 0), PyTuple_GET_ITEM(event, 1), origin, &span, slots,
-                           argv[2], argv[4]);
+        if (Py_IS_TYPE(event, (PyTypeObject *)argv[5]) && PyTuple_GET_SIZE(event) == BEGIN_FIELDS) {
+            rc = put_slice(&b, PyTuple_GET_ITEM(event, BEGIN_TRACK), PyTuple_GET_ITEM(event, BEGIN_SLICE), origin,
+                           &span, slots, argv[2], argv[4]);
             timed++;
-        } else if (Py_IS_TYPE(event, (PyTypeObject *)argv[6]) && PyTuple_GET_SIZE(event) == 3) {
-            if (long_of(PyTuple_GET_ITEM(event, 1), &ts) < 0) goto done;
+        } else if (Py_IS_TYPE(event, (PyTypeObject *)argv[6]) && PyTuple_GET_SIZE(event) == VALUE_FIELDS) {
+            if (long_of(PyTuple_GET_ITEM(event, VALUE_TS_NS), &ts) < 0) goto done;
             span_add(&span, ts, ts);
             timed++;
             rc = PUT(&b, ",\n") < 0 ? -1 : put_bytes(&b, PyObject_CallOneArg(argv[3], event));

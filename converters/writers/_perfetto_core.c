@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../_buffer.h"
+#include "../records.h"
 
 static int buf_bytes(Buf *b, PyObject *bytes) {  /* append a bytes object */
     return buf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
@@ -323,46 +324,52 @@ static int put_interned(State *st, Buf *b) {
     return rc;
 }
 
+/* Begin(track, slice), End(track, ts_ns) and Value(track, ts_ns, value) hold their track where an
+ * End does, and their slice or time within an End's length: an event checked as long as an End
+ * has them (a Value's value is read only from the Value type) */
+_Static_assert(BEGIN_TRACK == END_TRACK && VALUE_TRACK == END_TRACK && BEGIN_SLICE < END_FIELDS &&
+               VALUE_TS_NS < END_FIELDS, "a layout event's track and time are where an End's are");
+
 static int encode_event(State *st, Buf *out, Buf *body, Buf *payload, PyObject *event,
                         PyObject *declare, PyTypeObject *end_type, PyTypeObject *value_type) {
-    if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) < 2) {
+    if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) < END_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "expected a layout event");
         return -1;
     }
-    PyObject *prefixes = prefixes_of(st, out, declare, PyTuple_GET_ITEM(event, 0));
+    PyObject *prefixes = prefixes_of(st, out, declare, PyTuple_GET_ITEM(event, END_TRACK));
     if (!prefixes) return -1;
     PyObject *begin_prefix = PyTuple_GET_ITEM(prefixes, 0), *end_suffix = PyTuple_GET_ITEM(prefixes, 1);
     body->len = payload->len = 0;
     int rc = -1;
     if (Py_IS_TYPE(event, end_type)) {  /* End(track, ts_ns) */
-        if (put_timestamp(payload, PyTuple_GET_ITEM(event, 1)) < 0 || buf_bytes(payload, end_suffix) < 0)
+        if (put_timestamp(payload, PyTuple_GET_ITEM(event, END_TS_NS)) < 0 || buf_bytes(payload, end_suffix) < 0)
             goto done;
     } else if (Py_IS_TYPE(event, value_type)) {  /* Value(track, ts_ns, value) */
-        double value = PyFloat_AsDouble(PyTuple_GET_ITEM(event, 2));
+        double value = PyFloat_AsDouble(PyTuple_GET_ITEM(event, VALUE_VALUE));
         if (value == -1.0 && PyErr_Occurred()) goto done;
         if (buf_bytes(body, begin_prefix) < 0 || buf_put(body, (const char *)K_DOUBLE_COUNTER, 2) < 0 ||
             buf_double(body, value) < 0)
             goto done;
-        if (put_timestamp(payload, PyTuple_GET_ITEM(event, 1)) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
+        if (put_timestamp(payload, PyTuple_GET_ITEM(event, VALUE_TS_NS)) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
             buf_varint(payload, body->len) < 0 || buf_put(payload, body->data, body->len) < 0 ||
             buf_bytes(payload, st->tail) < 0)
             goto done;
     } else {  /* Begin(track, slice) */
-        PyObject *s = PyTuple_GET_ITEM(event, 1);
-        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < 10) {
+        PyObject *s = PyTuple_GET_ITEM(event, BEGIN_SLICE);
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < SLICE_FIELDS) {
             PyErr_SetString(PyExc_TypeError, "expected a Slice");
             goto done;
         }
-        PyObject *args = PyTuple_GET_ITEM(s, 6), *flows_out = PyTuple_GET_ITEM(s, 8),
-                 *flows_in = PyTuple_GET_ITEM(s, 9);
+        PyObject *args = PyTuple_GET_ITEM(s, SLICE_ARGS), *flows_out = PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT),
+                 *flows_in = PyTuple_GET_ITEM(s, SLICE_FLOWS_IN);
         if (buf_bytes(body, begin_prefix) < 0 ||
-            put_ref(st, body, st->name_refs, st->names, PyTuple_GET_ITEM(s, 3)) < 0)
+            put_ref(st, body, st->name_refs, st->names, PyTuple_GET_ITEM(s, SLICE_NAME)) < 0)
             goto done;
         int has_args = PyObject_IsTrue(args);
         if (has_args < 0 || (has_args && put_args(st, body, args) < 0)) goto done;
         if (put_flows(body, flows_out, K_FLOW_OUT) < 0 || put_flows(body, flows_in, K_FLOW_IN) < 0)
             goto done;
-        if (put_timestamp(payload, PyTuple_GET_ITEM(s, 4)) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
+        if (put_timestamp(payload, PyTuple_GET_ITEM(s, SLICE_START_NS)) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
             buf_varint(payload, body->len) < 0 || buf_put(payload, body->data, body->len) < 0 ||
             put_interned(st, payload) < 0 || buf_put(payload, "\x68\x02", 2) < 0 ||
             buf_bytes(payload, st->tail) < 0)

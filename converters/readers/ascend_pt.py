@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from ..overlap import is_compute
-from . import ascend_analysis, ascend_db, chrome_trace, jsonfile
+from . import ascend_analysis, ascend_db, chrome_trace, jsonfile, times
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 
@@ -230,8 +230,8 @@ def _kernel(row: dict[str, str], rank: RankInfo, path: Path, line: int, diag: Di
     if not detail and not communication and not is_compute(core):
         return None
     try:  # a row cut short (the job crashed) lacks its last columns: None
-        start_ns = chrome_trace.us_to_ns((row.get("Start Time(us)") or "").strip())
-        dur_ns = chrome_trace.us_to_ns((row.get("Duration(us)") or "").strip())
+        start_ns = times.us_to_ns((row.get("Start Time(us)") or "").strip())
+        dur_ns = times.us_to_ns((row.get("Duration(us)") or "").strip())
     except (ValueError, ArithmeticError):
         diag.warn("bad_row", f"{path}: line {line}: expected Start Time(us) and Duration(us); skipped")
         return None

@@ -30,9 +30,9 @@ import orjson
 from ..errors import Diagnostics, InputError
 from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords, checked_ns
 from . import jsonfile
-from .chrome_trace import us_to_ns
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
+from .times import us_to_ns
 
 NAME = "host_info"
 ATTACHES = True  # its ranks join the device ranks of the same id

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import RankInfo, StepRecords, checked_ns
-from . import ascend_db, chrome_trace, jsonfile
+from . import ascend_db, chrome_trace, flows, jsonfile
 
 NAME = "msprof"
 CLOCK = "host CLOCK_MONOTONIC_RAW µs, mapped to epoch with start_info"
@@ -169,7 +169,7 @@ def _read_timeline(
     for path in files:
         kind, _device, model, iteration = _TIMELINE.match(path.name).groups()
         groups[int(model), int(iteration)][kind] = path
-    yield from chrome_trace.linked(_iterations(rank, groups, diag, detail), diag)
+    yield from flows.linked(_iterations(rank, groups, diag, detail), diag)
 
 
 def _iterations(rank: RankInfo, groups: dict[tuple[int, int], dict[str, Path]], diag: Diagnostics,

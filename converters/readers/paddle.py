@@ -35,7 +35,9 @@ from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, StepRecords
 from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
-from .chrome_trace import Converted, Dialect, _Event
+from .chrome_trace import Converted, Dialect
+from .events import Event
+from .times import us_to_ns
 
 NAME = "paddle"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
@@ -151,7 +153,7 @@ _TS_AND_START = re.compile(rb'"ts":\s*(?P<ts>\d+),[^{}]*\{\s*"start_time":\s*"(?
 
 def _us_text_to_ns(text: str) -> int | None:
     try:
-        return chrome_trace.us_to_ns(text)
+        return us_to_ns(text)
     except (ValueError, ArithmeticError):
         return None
 
@@ -159,20 +161,20 @@ def _us_text_to_ns(text: str) -> int | None:
 class Paddle(Dialect):
     """Paddle's Chrome traces: names without their durations, exact times from ``start_time``."""
 
-    events = msgspec.json.Decoder(list[_Event], float_hook=str)
+    events = msgspec.json.Decoder(list[Event], float_hook=str)
     python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication", "async"})
     by_design = frozenset({_FLOWS})
 
     def __init__(self, base_ns: int) -> None:
         self.base_ns = base_ns  # the epoch ns of start_time zero: the rank's clock offset
 
-    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
         for batch in super().batches(path, diag):
             for event in batch:
                 self._normalise(event)
             yield batch
 
-    def _normalise(self, event: _Event) -> None:
+    def _normalise(self, event: Event) -> None:
         """The name without its duration; the start as µs from start_time zero (the rank adds the
         zero's epoch ns): from ``start_time`` to the ns where it falls in the µs ``ts`` gives
         (Paddle computes it in float32: past ~8 ms from the zero it may not; a few ns either side of
@@ -189,7 +191,7 @@ class Paddle(Dialect):
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass
         try:
-            ts_ns = chrome_trace.us_to_ns(event.ts)
+            ts_ns = us_to_ns(event.ts)
         except (TypeError, ValueError, ArithmeticError):
             return  # said as a bad time where it is read
         if type(start) is str and start.endswith(" us"):
@@ -204,14 +206,14 @@ class Paddle(Dialect):
             return _GPU, f"GPU {pid} Stream {tid}"
         return Layer.HOST, thread or f"thread {tid}"
 
-    def step_number(self, event: _Event, kind: Layer | str) -> int | None:
+    def step_number(self, event: Event, kind: Layer | str) -> int | None:
         name = event.name
         if event.cat == "ProfileStep" and type(name) is str and name.startswith("ProfileStep#") and \
                 name[12:].isdecimal():
             return int(name[12:])
         return None
 
-    def convert(self, event: _Event, kind: Layer | str, lane: str) -> Converted | str:
+    def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = event.cat, event.name
         if event.ph in ("s", "f", "t"):
             return _FLOWS
@@ -238,7 +240,7 @@ class _Correlation(msgspec.Struct):
 _CORRELATION = msgspec.json.Decoder(_Correlation)
 
 
-def _launch_flow(event: _Event, starts: bool) -> tuple[str, bool] | None:
+def _launch_flow(event: Event, starts: bool) -> tuple[str, bool] | None:
     try:
         found = _CORRELATION.decode(event.args).correlation if event.args else None
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -252,7 +254,7 @@ class PaddleProtobuf(Paddle):
     """The protobuf export, read node by node as the events the JSON export would hold (epoch ns:
     the base is 0)."""
 
-    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
         yield from _pb_events(path, diag)
 
 
@@ -261,7 +263,7 @@ _PYTHON_SIDE = frozenset({"ProfileStep", "Dataloader", "Forward", "Backward", "O
 _BATCH_NODES = 20_000
 
 
-def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
     """The file's nodes as Chrome-trace events, a batch at a time. Only the framing is walked
     here (two levels: thread trees, then host nodes) as the file is read forward; protobuf
     decodes a run of whole nodes at a time (``_node_runs``), so memory holds a batch, never the
@@ -441,40 +443,40 @@ def _is_root(node: Any) -> bool:
     return host.name == "root node" and host.start_ns == 0 and host.end_ns == (1 << 64) - 1
 
 
-def _names(pid: int, threads: dict[str, str]) -> list[_Event]:
+def _names(pid: int, threads: dict[str, str]) -> list[Event]:
     """The metadata the JSON export writes: the process, and each thread's two lanes."""
-    made = [_Event(ph="M", name="process_name", pid=pid, args=msgspec.Raw(
+    made = [Event(ph="M", name="process_name", pid=pid, args=msgspec.Raw(
         msgspec.json.encode({"name": f"Process {pid} (CPU)"})))]
     for tid, name in threads.items():
         if tid.isdecimal():
             for side in ("Python", "C++"):
-                made.append(_Event(ph="M", name="thread_name", pid=pid, tid=f"{tid}({side})",
+                made.append(Event(ph="M", name="thread_name", pid=pid, tid=f"{tid}({side})",
                                    args=_raw({"name": f"thread {tid}:{name}({side})"})))
     return made
 
 
-def _node_events(node: Any, root: bool = False) -> list[_Event]:
+def _node_events(node: Any, root: bool = False) -> list[Event]:
     """A host node (not the root), its memory events, its runtime calls and their device work, as
     JSON-export events. The root holds the runtime calls no host event encloses."""
     host = node.host_trace_event
     cat = _event_types().get(host.type, "Operator")
     tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
-    made = [] if root else [_Event("X", host.name, host.process_id, tid, _ns_text(host.start_ns),
+    made = [] if root else [Event("X", host.name, host.process_id, tid, _ns_text(host.start_ns),
                                    _ns_text(host.end_ns - host.start_ns), cat)]
     for memory_node in node.mem_nodes:
         memory = memory_node.mem_event
-        made.append(_Event(ph="i", name="[memory]", pid=memory.process_id, tid=f"{memory.thread_id}(C++)",
+        made.append(Event(ph="i", name="[memory]", pid=memory.process_id, tid=f"{memory.thread_id}(C++)",
                            ts=_ns_text(memory.timestamp_ns), cat=_MEMORY_TYPES.get(memory.type, "Memory"),
                            args=_raw({"place": memory.place, "increase_bytes": memory.increase_bytes,
                                       "current_allocated": memory.current_allocated})))
     for runtime_node in node.runtime_nodes:
         call = runtime_node.runtime_trace_event
-        made.append(_Event("X", call.name, call.process_id, f"{call.thread_id}(C++)", _ns_text(call.start_ns),
+        made.append(Event("X", call.name, call.process_id, f"{call.thread_id}(C++)", _ns_text(call.start_ns),
                            _ns_text(call.end_ns - call.start_ns), "CudaRuntime", None,
                            _raw({"correlation id": call.correlation_id})))
         for device_node in runtime_node.device_nodes:
             work = device_node.device_event
-            made.append(_Event("X", work.name, work.device_id, work.stream_id, _ns_text(work.start_ns),
+            made.append(Event("X", work.name, work.device_id, work.stream_id, _ns_text(work.start_ns),
                                _ns_text(work.end_ns - work.start_ns), _event_types()[work.type], None,
                                _raw({"correlation id": work.correlation_id, "device": work.device_id,
                                      "stream": work.stream_id})))

@@ -38,6 +38,8 @@ from .events import Event, is_profiler_step
 
 NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
+FOLDER = "PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's header"
+LONE_FILES = ("a PyTorch profiler trace",)
 _FILE = re.compile(r"\.json(\.gz)?$")
 _OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
 _SNIFF_BYTES = 1 << 16
@@ -81,9 +83,10 @@ def _head(path: Path) -> bytes | None:
     return data if named or kineto else None
 
 
-def is_trace(path: Path) -> bool:
-    """A file that is a Kineto trace by its name and first bytes."""
-    return _head(path) is not None
+def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
+    """A Kineto trace read alone (None if ``path`` is none, by its name and first bytes)."""
+    data = _head(path)
+    return None if data is None else rank_info(path, data)
 
 
 def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:

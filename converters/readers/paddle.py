@@ -41,6 +41,8 @@ from .times import us_to_ns
 
 NAME = "paddle"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
+FOLDER = "Paddle profiler files *.paddle_trace.json or *.paddle_trace.pb"
+LONE_FILES = ("a Paddle profiler file",)
 _FILE = re.compile(r"\.paddle_trace\.(json|pb)$")
 _RANK = re.compile(r"(?:rank|worker|trainer)[_-]?(\d+)", re.IGNORECASE)
 _HOST = re.compile(r"^host_(.*?)pid_\d+")
@@ -59,8 +61,9 @@ def sniff(folder: Path) -> bool:
     return any(_FILE.search(p.name) and p.is_file() for p in folder.iterdir())
 
 
-def is_trace(path: Path) -> bool:
-    return bool(_FILE.search(path.name))
+def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
+    """A Paddle profiler file read alone (None if ``path`` is none, by its name)."""
+    return rank_info(path) if _FILE.search(path.name) else None
 
 
 def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:

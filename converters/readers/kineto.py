@@ -35,6 +35,7 @@ from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
 from .chrome_trace import Converted, Dialect
 from .events import Event, is_profiler_step
+from .lanes import gpu_stream
 
 NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
@@ -220,7 +221,7 @@ def _category(event: Event) -> Any:
 
 def _stream_lane(pid: Any, tid: Any) -> str:
     """``GPU 0 Stream 7`` for stream 7 of device 0, whose tid is 7 (or "stream 7" before PyTorch 1.10)."""
-    return f"GPU {pid} Stream {str(tid).removeprefix('stream ')}"
+    return gpu_stream(pid, str(tid).removeprefix("stream "))
 
 
 def _args(event: Event) -> _Args:

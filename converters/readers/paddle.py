@@ -37,6 +37,7 @@ from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
 from .chrome_trace import Converted, Dialect
 from .events import Event
+from .lanes import gpu_stream
 from .times import us_to_ns
 
 NAME = "paddle"
@@ -206,7 +207,7 @@ class Paddle(Dialect):
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
         if thread.lower().startswith("stream") or process.startswith("GPU"):
-            return _GPU, f"GPU {pid} Stream {tid}"
+            return _GPU, gpu_stream(pid, tid)
         return Layer.HOST, thread or f"thread {tid}"
 
     def step_number(self, event: Event, kind: Layer | str) -> int | None:
@@ -226,7 +227,7 @@ class Paddle(Dialect):
             flow = _launch_flow(event, starts=False)
             if isinstance(name, str) and name.startswith(_NCCL):
                 return Converted(Layer.COMM_OP, "NCCL", name, "NCCL", flow)
-            return Converted(Layer.STREAM, lane if kind is _GPU else f"GPU {event.pid} Stream {event.tid}",
+            return Converted(Layer.STREAM, lane if kind is _GPU else gpu_stream(event.pid, event.tid),
                              name, _DEVICE_CATS.get(cat, NOT_COMPUTE), flow)
         if cat == "CudaRuntime":
             return Converted(Layer.HOST, lane, name, "", _launch_flow(event, starts=True))

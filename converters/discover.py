@@ -2,24 +2,22 @@
 
 Accepts a single rank directory, a profiler output holding several (one per device), a parent
 holding several nodes' outputs, or one file as these files travel (attached to an issue, copied
-off a cluster without their folder): ``trace_view.json``, ``kernel_details.csv``,
-``msprof_*.json`` or a profiler database, read as one rank. Symlinked directories are not
-followed, so loops cannot hang it.
+off a cluster without their folder), read as one rank. What is a rank's folder or file is each
+reader's to say (``readers``); this module walks, asks them, and keeps one job's ranks.
+Symlinked directories are not followed, so loops cannot hang it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import itertools
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import Diagnostics, InputError, UsageError
 from .model import RankInfo
-from .readers import LOOKED_FOR, READERS, ascend_db, ascend_pt, kineto, msprof, paddle
+from .readers import LOOKED_FOR, READ_ALONE, READERS
 from .select import format_ids
 
 
@@ -130,49 +128,23 @@ def _rank_dirs(root: Path, diag: Diagnostics | None):
                 subdirs.clear()
                 continue
         subdirs.sort()
-        empty = None if reader is not None else ascend_pt.missing_data(here)
+        empty = None if reader is not None else _missing_data(here)
         if empty and diag is not None:
             diag.warn("empty_rank_dir", *empty)
 
 
-_ASCEND_PT_FILES = re.compile(
-    r"^(trace_view\.json|kernel_details\.csv|ascend_(pytorch|mindspore)_profiler\w*\.db)$")
-_MSPROF_JSON = re.compile(r"^msprof_(slice_\d+_)?\d+\.json$")
-_MSPROF_DB = re.compile(r"^msprof_\w*\.db$")
-_LONE_FILES = ("trace_view.json, kernel_details.csv, msprof_*.json, msprof_*.db, "
-               "ascend_pytorch_profiler_*.db, a PyTorch profiler trace or a Paddle profiler file")
+def _missing_data(folder: Path) -> tuple[str, str] | None:
+    """Why a folder that a reader knows as a rank's by its name holds nothing to read (a warning
+    and its subject); None if no reader says so."""
+    checks = (reader.missing_data for reader in READERS if hasattr(reader, "missing_data"))
+    return next((found for check in checks if (found := check(folder))), None)
 
 
 def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
-    """One file read as one rank; its rank and clock from its folder when it still sits in the
-    profiler's layout, else from the file itself (a database's RANK_DEVICE_MAP), else rank 0."""
-    name = path.name
-    if _ASCEND_PT_FILES.match(name):
-        rank_dir = path.parent.parent
-        if path.parent.name == "ASCEND_PROFILER_OUTPUT" and any(rank_dir.glob("profiler_info*.json")):
-            info = ascend_pt.rank_infos(rank_dir)[0]
-        else:
-            rank = ascend_db.db_rank(path) if name.endswith(".db") else None
-            info = RankInfo(0 if rank is None else rank, ascend_pt.NAME, path.parent, clock=ascend_pt.CLOCK)
-            if rank is None and diag is not None:
-                diag.note("lone_file_rank", f"{path}: nothing says which rank this is; taken as rank 0")
-        return dataclasses.replace(info, source_paths=(path,))
-    if _MSPROF_DB.match(name):
-        if path.parent.name.startswith("PROF_"):  # its rank may come from the device_N beside it
-            return dataclasses.replace(msprof.rank_infos(path.parent)[0], source_paths=(path,))
-        return ascend_db.rank_info_for_file(path)
-    if _MSPROF_JSON.match(name):
-        devices = sorted(d for d in path.parent.parent.glob("device_*") if msprof.sniff(d))
-        if path.parent.name == "mindstudio_profiler_output" and len(devices) == 1:
-            return dataclasses.replace(msprof.rank_infos(devices[0])[0], source_paths=(path,))
-        if diag is not None:
-            diag.note("lone_file_clock", f"{path}: no device_N/start_info.N beside it: rank 0, times "
-                      "on the host's monotonic clock, not aligned to wall time")
-        return RankInfo(0, msprof.NAME, path, clock="the file's own µs (no start_info.N beside it)",
-                        source_paths=(path,), wall_clock=False)
-    if kineto.is_trace(path):
-        return kineto.rank_info(path)
-    if paddle.is_trace(path):
-        return paddle.rank_info(path)
-    raise UsageError(f"{path}: not a file this tool reads alone ({_LONE_FILES}); "
+    """One file read as one rank, by the first reader that reads it alone."""
+    for reader in READERS:
+        info = reader.lone_file(path, diag) if hasattr(reader, "lone_file") else None
+        if info is not None:
+            return info
+    raise UsageError(f"{path}: not a file this tool reads alone ({READ_ALONE}); "
                      "or pass the profiler output directory")

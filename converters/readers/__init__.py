@@ -1,4 +1,13 @@
-"""Input formats. Each module exposes ``NAME``, ``sniff``, ``rank_infos`` and ``read``.
+"""Input formats. Each module exposes ``NAME``, ``sniff``, ``rank_infos`` and ``read``, and says
+what it recognises, so discovery (``converters.discover``) holds no format knowledge:
+
+- ``sniff(folder)``: whether a folder is one of its ranks' (or, with ``FILES``, holds its files);
+  ``FOLDER``: what such a folder holds, in words, for the message when nothing is found;
+- ``LONE_FILES`` and ``lone_file(path, diag)`` (optional): the files it reads passed alone, as
+  these files travel (attached to an issue, copied off a cluster without their folder), in words,
+  and the rank of one (None: not its file);
+- ``missing_data(folder)`` (optional): why a folder that is a rank's by its name holds nothing to
+  read, and which rank it is, to warn of (None: it holds something, or is none of its ranks').
 
 ``READERS`` lists them from the most to the least specific; discovery asks each in turn. A
 reader with ``ATTACHES`` (host_info) adds to the device ranks of the same id rather than
@@ -11,12 +20,8 @@ from . import ascend_pt, host_info, kineto, mindspore1x, msprof, paddle
 READERS = (ascend_pt, msprof, mindspore1x, host_info, kineto, paddle)
 
 # What discovery looked for, for the "nothing recognisable" message.
-LOOKED_FOR = (
-    "ascend_pt: *_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json; "
-    "msprof: PROF_*/device_N/ with info.json.N and timeline/*.json or "
-    "../mindstudio_profiler_output/msprof_*.json, or msprof_*.db; "
-    "mindspore1x: a profiler/ folder with output_timeline_data_N.txt or hccl_info/*/iterN.trace; "
-    "host_info: host_info/ with host_info_N.csv or timeline_N.json; "
-    "kineto: PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's header; "
-    "paddle: Paddle profiler files *.paddle_trace.json or *.paddle_trace.pb"
-)
+LOOKED_FOR = "; ".join(f"{reader.NAME}: {reader.FOLDER}" for reader in READERS)
+
+# What can be read alone, for the message that a file passed alone is none of them.
+_LONE = [name for reader in READERS for name in getattr(reader, "LONE_FILES", ())]
+READ_ALONE = f"{', '.join(_LONE[:-1])} or {_LONE[-1]}"

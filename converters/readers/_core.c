@@ -1,10 +1,11 @@
 /* The readers' per-event work in C, each beside the Python rules it follows:
  * - chrome_trace._batches: a batch of events scanned, not decoded (scan, RawEvents);
  * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events),
- *   the first pass's names and possible steps (steps_and_names), µs to ns (us_to_ns);
+ *   the first pass's names and possible steps (steps_and_names);
  *   chrome_trace.step_records: records by kind (by_kind);
- * - chrome_trace._bind_ends: which slice and start each flow end binds to (enclosing, bind_ends);
- *   _Linker._arrow (arrow);
+ * - times.us_to_ns: µs to ns (us_to_ns);
+ * - flows.bind_ends: which slice and start each flow end binds to (enclosing, bind_ends);
+ *   flows.Linker._arrow (arrow), flows.flow_id (flow_id);
  * - chrome_trace._file_by_step: records under their steps (by_step);
  * - spill.StepSpill: records to plain rows and back (rows, records).
  *
@@ -196,14 +197,14 @@ static PyObject *slot_field(PyObject *event, int f) {
 
 /* -- events scanned, not decoded (chrome_trace._batches) -----------------------------------------
  *
- * msgspec makes an _Event of nine objects for every event, and most events are then left out at
+ * msgspec makes an Event of nine objects for every event, and most events are then left out at
  * once (the vendor's overlap lanes; host events and tasks that do not compute, in a summary).
  * ``scan`` checks a batch as JSON and notes where each event's fields lie in its text; read_events
  * and steps_and_names make objects only for what they keep, by the same rules. Only what is plain
- * is scanned: keys without escapes, each field once and of the type _Event takes (typed_as_event),
+ * is scanned: keys without escapes, each field once and of the type Event takes (typed_as_event),
  * numbers of ordinary size, no lone surrogate escapes, nesting under 64 deep; anything else gives None, and msgspec decodes the batch (with
  * its rules and its errors). An event that Python reads is decoded by msgspec from its own text,
- * so it is the _Event the batch would have given. */
+ * so it is the Event the batch would have given. */
 
 enum { K_ABSENT, K_STR, K_STR_ESC, K_INT, K_NUM, K_NULL, K_OTHER };  /* OTHER: true, false, {}, [] */
 typedef struct { uint32_t at, len; uint8_t kind; } Span;  /* a value's whole text in the batch */
@@ -211,7 +212,7 @@ typedef struct { uint32_t at, len; Span f[N_FIELDS]; } RawEvent;
 typedef struct {
     PyObject_HEAD
     PyObject *data;  /* the batch's bytes */
-    PyObject *decode_event, *decode_value;  /* msgspec's: an _Event, any value */
+    PyObject *decode_event, *decode_value;  /* msgspec's: an Event, any value */
     Py_ssize_t n, size;
     RawEvent *events;
 } RawEvents;
@@ -353,7 +354,7 @@ static int field_number(const unsigned char *key, Py_ssize_t n) {
     }
 }
 
-/* Whether a field's value is of a type chrome_trace._Event takes: ts and dur any (us_to_ns says
+/* Whether a field's value is of a type events.Event takes: ts and dur any (us_to_ns says
  * what it cannot read), args an object, the others a number, text or null. An event with
  * another makes its batch msgspec's, whose types and errors decide (chrome_trace._batches). */
 static int typed_as_event(int f, int kind, const unsigned char *value) {
@@ -466,7 +467,7 @@ static Py_ssize_t raw_events_length(RawEvents *r) { return r->n; }
 
 static const char *span_text(const RawEvents *r, const Span *sp) { return PyBytes_AS_STRING(r->data) + sp->at; }
 
-/* The event as msgspec decodes it alone: the _Event of the batch's decoding */
+/* The event as msgspec decodes it alone: the Event of the batch's decoding */
 static PyObject *raw_event(const RawEvents *r, Py_ssize_t i) {
     const RawEvent *e = &r->events[i];
     PyObject *text = PyBytes_FromStringAndSize(PyBytes_AS_STRING(r->data) + e->at, e->len);
@@ -490,7 +491,7 @@ static PySequenceMethods raw_events_sequence = {
 static PyTypeObject RawEventsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "converters.readers._core.RawEvents",
-    .tp_doc = "A batch of events as scan found them: len(), and each as an _Event (decoded alone).",
+    .tp_doc = "A batch of events as scan found them: len(), and each as an Event (decoded alone).",
     .tp_basicsize = sizeof(RawEvents),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)raw_events_dealloc,
@@ -507,7 +508,7 @@ static int small_int(const char *text, Py_ssize_t n, long long *value) {
     return 1;
 }
 
-/* A field's value as msgspec gives it: _Event's default where absent, args as bytes (raw JSON) */
+/* A field's value as msgspec gives it: Event's default where absent, args as bytes (raw JSON) */
 static PyObject *span_value(const RawEvents *r, const Span *sp, int f) {
     const char *text = span_text(r, sp);
     long long v;
@@ -546,7 +547,7 @@ static PyObject *field(const Ev *ev, int f) {
     return ev->obj ? slot_field(ev->obj, f) : span_value(ev->raw, &ev->e->f[f], f);
 }
 
-/* The event as an object: the _Event, for Python's rules */
+/* The event as an object: the Event, for Python's rules */
 static PyObject *event_object(const Ev *ev) {
     return ev->obj ? Py_NewRef(ev->obj) : raw_event(ev->raw, ev->e - ev->raw->events);
 }
@@ -696,7 +697,7 @@ static int event_ns(const Ev *ev, int f, long long *ns) {
     return 0;
 }
 
-/* us_to_ns(us, exact) -> int: ``fast_ns``, or ``exact(us)`` (chrome_trace._exact_us_to_ns) */
+/* us_to_ns(us, exact) -> int: ``fast_ns``, or ``exact(us)`` (times._exact_us_to_ns) */
 static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 2) {
@@ -1016,7 +1017,7 @@ static Ev event_at(PyObject *events, const RawEvents *raw, Py_ssize_t i) {
 }
 
 /* read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)
- * The records of a batch's events (a list of _Event, or RawEvents: Records.read_batches), appended
+ * The records of a batch's events (a list of events.Event, or RawEvents: Records.read_batches), appended
  * to ``out``: the common events in C, every other one by ``python(event, index)``
  * (Records._event); metadata is counted.
  * ``context``: a chrome_trace.ReadContext, the reader's state and rules; events of a category in
@@ -1087,9 +1088,9 @@ done:
 }
 
 /* steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])
- * The first pass over a batch (a list of _Event, or RawEvents: Records.read_steps): "M" events,
+ * The first pass over a batch (a list of Event, or RawEvents: Records.read_steps): "M" events,
  * and the "X" events that may be steps (category "Iteration Time", "Reduce" or Paddle's
- * "ProfileStep", or a name starting "ProfilerStep#"), as _Events. */
+ * "ProfileStep", or a name starting "ProfilerStep#"), as Events. */
 static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     RawEvents *raw = argc == 2 ? raw_batch(argv[0]) : NULL;
@@ -1502,7 +1503,7 @@ done:
     return result;
 }
 
-/* -- chrome_trace._bind_ends: the slice each flow end binds to ----------------------------------- */
+/* -- flows.bind_ends: the slice each flow end binds to ------------------------------------------- */
 
 typedef struct {
     long long start, neg_dur;  /* sorted by start, outer slices (longer) first at equal starts */
@@ -1639,7 +1640,7 @@ done:
     return out;
 }
 
-/* bind_ends(slices, ends) -> (arrows, unstarted, last_starts), as chrome_trace._bind_ends says */
+/* bind_ends(slices, ends) -> (arrows, unstarted, last_starts), as flows.bind_ends says */
 typedef struct { long long ts; Py_ssize_t slice; } Start;
 
 static int start_order(const void *a, const void *b) {
@@ -1723,10 +1724,10 @@ done:
     return result;
 }
 
-/* -- chrome_trace._Linker._arrow: one arrow between two slices ------------------------------ */
+/* -- flows.Linker._arrow: one arrow between two slices -------------------------------------- */
 
 /* BLAKE2b (RFC 7693) with an 8-byte digest and no key: hashlib.blake2b(data, digest_size=8), read
- * as a little-endian int, is what chrome_trace.flow_id gives an arrow. */
+ * as a little-endian int, is what flows.flow_id gives an arrow. */
 static const uint64_t B2_IV[8] = {
     0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
     0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
@@ -1779,7 +1780,7 @@ static uint64_t blake2b_64(const uint8_t *data, size_t len) {
     return h[0];  /* the digest's 8 bytes are h[0] little-endian */
 }
 
-/* flow_id(rank, key, k) -> chrome_trace.flow_id's int, for a key already made into text */
+/* flow_id(rank, key, k) -> flows.flow_id's int, for a key already made into text */
 static PyObject *flow_id(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 1 || !PyUnicode_Check(argv[0])) {
@@ -1817,7 +1818,7 @@ static PyObject *with_flow(PyObject *slice, Py_ssize_t at, PyObject *flow) {
 
 /* arrow(source, first, target, last, key, k, rank) -> k + 1, or k if the arrow would end before
  * it starts (not made): source[first] gets the arrow out and target[last] the arrow in, with
- * the id flow_id(rank, f"{key}@{source[first].start_ns}", k), as _Linker._arrow makes them. */
+ * the id flow_id(rank, f"{key}@{source[first].start_ns}", k), as flows.Linker._arrow makes them. */
 static PyObject *arrow(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[2]) || !PyUnicode_Check(argv[4])) {
@@ -1892,7 +1893,7 @@ static PyMethodDef methods[] = {
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
      "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"bind_ends", (PyCFunction)(void (*)(void))bind_ends, METH_FASTCALL,
-     "bind_ends(slices, ends) -> (arrows, unstarted, last_starts) of chrome_trace._bind_ends"},
+     "bind_ends(slices, ends) -> (arrows, unstarted, last_starts) of flows.bind_ends"},
     {"flow_id", (PyCFunction)(void (*)(void))flow_id, METH_FASTCALL,
      "flow_id(text) -> the int of the 8-byte BLAKE2b digest of text (little-endian)"},
     {"arrow", (PyCFunction)(void (*)(void))arrow, METH_FASTCALL,

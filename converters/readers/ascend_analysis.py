@@ -31,7 +31,7 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, StepFigures, StepRecords, checked_ns
 from . import jsonfile
-from .ascend_db import _DAMAGED, _open, _Schema
+from .sqlite import DAMAGED, Schema, read_only
 from .textfile import csv_header, csv_rows, whole_lines
 
 DB, STEP_TRACE, COMMUNICATION = "analysis.db", "step_trace_time.csv", "communication.json"
@@ -156,16 +156,16 @@ def _op(rank: RankInfo, key: str, kind: str, start: Any, times: dict[str, Any], 
 # -- analysis.db ------------------------------------------------------------------------------------
 
 def _from_db(rank: RankInfo, path: Path, diag: Diagnostics, figures: Figures, ops: Ops) -> None:
-    with _open(path, diag) as db:
-        schema = _Schema(db, path)
+    with read_only(path, diag) as db:
+        schema = Schema(db, path)
         try:
             _step_trace_table(db, schema, path, diag, figures)
             _comm_table(rank, db, schema, path, diag, ops)
-        except _DAMAGED as e:
+        except DAMAGED as e:
             raise InputError(path, "", f"cannot read the profiler's analysis tables: {e}") from None
 
 
-def _step_trace_table(db: sqlite3.Connection, schema: _Schema, path: Path, diag: Diagnostics,
+def _step_trace_table(db: sqlite3.Connection, schema: Schema, path: Path, diag: Diagnostics,
                       figures: Figures) -> None:
     if "step" not in schema.columns("StepTraceTime"):
         return
@@ -177,7 +177,7 @@ def _step_trace_table(db: sqlite3.Connection, schema: _Schema, path: Path, diag:
 _COMM_COLUMNS = ("hccl_op_name", "group_name", "type", "step", "start_timestamp", *(c for _, c in _TIMES))
 
 
-def _comm_table(rank: RankInfo, db: sqlite3.Connection, schema: _Schema, path: Path, diag: Diagnostics,
+def _comm_table(rank: RankInfo, db: sqlite3.Connection, schema: Schema, path: Path, diag: Diagnostics,
                 ops: Ops) -> None:
     if not {"hccl_op_name", "start_timestamp", "elapse_time", "step"} <= schema.columns("CommAnalyzerTime"):
         return

@@ -26,20 +26,16 @@ Not read: ``OVERLAP_ANALYSIS`` (the project computes its own; tests compare the 
 ``OP_MEMORY``, ``MEMORY_RECORD``), call stacks (``PYTORCH_CALLCHAINS``), and the PyTorch-to-task
 links of ``CONNECTION_IDS``.
 
-The file is opened read-only and immutable, so nothing appears beside it (SQLite in WAL mode
-would otherwise create ``-shm``); a database with a non-empty ``-wal`` (a crashed writer) is read
-from a temporary copy of both, as immutable mode would ignore the WAL. Tables and columns are
-looked up by name, since they drift between versions. Each table is read in one ``ORDER BY``
-scan and the scans are merged by time; a step is yielded as soon as the merge passes the next
-step's start, so memory holds one step (plus the string table) at a time.
+The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
+looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
+one ``ORDER BY`` scan and the scans are merged by time; a step is yielded as soon as the merge
+passes the next step's start, so memory holds one step (plus the string table) at a time.
 """
 
 from __future__ import annotations
 
 import heapq
-import shutil
 import sqlite3
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,15 +44,12 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Sample, Slice, Step, StepRecords, checked_id, checked_ns
 from ..overlap import NOT_COMPUTE
-from .chrome_trace import flow_id, warn_backwards_flows
+from .flows import flow_id, warn_backwards_flows
+from .sqlite import DAMAGED, HINT, Schema, read_only
 
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
 _NA_ENUMS = (65534, 65535)
-_HINT = "expected a profiler database (ascend_pytorch_profiler_{rank}.db or msprof_*.db)"
-# A damaged file: a page SQLite cannot read, or text that is not UTF-8 (a table's name with a byte
-# flipped), met only when a query reaches it
-_DAMAGED = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 
 def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
@@ -68,19 +61,19 @@ def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iter
     """
     try:
         yield from _read(rank, path, diag, detail)
-    except _DAMAGED as e:  # a damaged page, met only when a query reaches it
-        raise InputError(path, "", f"damaged SQLite database ({e})", hint=_HINT) from None
+    except DAMAGED as e:  # a damaged page, met only when a query reaches it
+        raise InputError(path, "", f"damaged SQLite database ({e})", hint=HINT) from None
 
 
 def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
     cann = path.name.startswith("msprof")  # CANN's Free spans every device task
-    with _open(path, diag) as db:
-        schema = _Schema(db, path)
+    with read_only(path, diag) as db:
+        schema = Schema(db, path)
         if "TASK" not in schema.tables:
-            raise InputError(path, "", "no table TASK: no device tasks to draw", hint=_HINT)
+            raise InputError(path, "", "no table TASK: no device tasks to draw", hint=HINT)
         missing = [c for c in ("startNs", "endNs") if c not in schema.columns("TASK")]
         if missing:
-            raise InputError(path, "TASK", f"no column {', '.join(missing)}", hint=_HINT)
+            raise InputError(path, "TASK", f"no column {', '.join(missing)}", hint=HINT)
         if "globalTaskId" not in schema.columns("COMPUTE_TASK_INFO"):
             diag.warn("no_compute_info", f"{path}: no table COMPUTE_TASK_INFO (or its globalTaskId): "
                       "compute cannot be told from other device tasks, so none counts as compute")
@@ -116,8 +109,8 @@ def db_rank(path: Path) -> int | None:
     Raises:
         InputError: the file is not an SQLite database.
     """
-    with _open(path, Diagnostics()) as db:
-        schema = _Schema(db, path)
+    with read_only(path, Diagnostics()) as db:
+        schema = Schema(db, path)
         if "RANK_DEVICE_MAP" not in schema.tables:
             return None
         try:
@@ -127,8 +120,8 @@ def db_rank(path: Path) -> int | None:
                 return None
             row = db.execute(f'SELECT "{column}" FROM RANK_DEVICE_MAP WHERE "{column}" IS NOT NULL '
                              "LIMIT 1").fetchone()
-        except _DAMAGED as e:
-            raise InputError(path, "RANK_DEVICE_MAP", f"damaged SQLite database ({e})", hint=_HINT) from None
+        except DAMAGED as e:
+            raise InputError(path, "RANK_DEVICE_MAP", f"damaged SQLite database ({e})", hint=HINT) from None
         try:
             value = int(row[0]) if row else None
         except (TypeError, ValueError, OverflowError):
@@ -142,8 +135,8 @@ def db_device_host(path: Path) -> tuple[int | None, str | None]:
     and ``HOST_INFO``'s hostName; None for what it does not say (or says unreadably: this is
     metadata for ``info``, and reading the records says what is broken)."""
     try:
-        with _open(path, Diagnostics()) as db:
-            schema = _Schema(db, path)
+        with read_only(path, Diagnostics()) as db:
+            schema = Schema(db, path)
             if "deviceId" in schema.columns("RANK_DEVICE_MAP"):
                 devices = {_one(db, "SELECT deviceId FROM RANK_DEVICE_MAP LIMIT 1")}
             elif "deviceId" in schema.columns("TASK"):
@@ -174,83 +167,14 @@ def rank_info_for_file(path: Path, reader: str = "msprof", rank: int | None = No
                     device=device, host=host, clock=CLOCK, source_paths=(path,))
 
 
-# -- the database ---------------------------------------------------------------------------------
-
-class _open:
-    """The database, read-only, leaving nothing beside it; a non-empty WAL is read from a copy."""
-
-    def __init__(self, path: Path, diag: Diagnostics) -> None:
-        self.path, self.diag, self.copy = path, diag, None
-
-    def __enter__(self) -> sqlite3.Connection:
-        path, wal = self.path, self.path.with_name(self.path.name + "-wal")
-        if wal.is_file() and wal.stat().st_size > 0:
-            self.copy = tempfile.TemporaryDirectory(prefix="trace2perfetto-db-")
-            shutil.copy(path, Path(self.copy.name) / path.name)
-            shutil.copy(wal, Path(self.copy.name) / wal.name)
-            self.diag.note("wal_copy", f"{path}: its write-ahead log holds data not yet in the file "
-                           "(the writer did not close it); read from a copy of both")
-            path = Path(self.copy.name) / path.name
-            uri = f"file:{path}?mode=ro"
-        else:
-            uri = f"file:{path}?mode=ro&immutable=1"
-        try:
-            self.db = sqlite3.connect(uri, uri=True)
-        except sqlite3.Error as e:
-            raise InputError(self.path, "", f"cannot open as SQLite: {e}", hint=_HINT) from None
-        return self.db
-
-    def __exit__(self, *_: object) -> None:
-        self.db.close()
-        if self.copy is not None:
-            self.copy.cleanup()
-
-
-class _Schema:
-    """Table names and, on demand, their columns (PRAGMA table_info)."""
-
-    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
-        self.db = db
-        try:
-            self.tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        except _DAMAGED as e:
-            raise InputError(path, "", f"not an SQLite database, or a damaged one ({e})",
-                             hint=_HINT) from None
-        self._columns: dict[str, set[str]] = {}
-
-    def columns(self, table: str) -> set[str]:
-        if table not in self._columns:
-            self._columns[table] = ({row[1] for row in self.db.execute(f'PRAGMA table_info("{table}")')}
-                                    if table in self.tables else set())
-        return self._columns[table]
-
-    def select(self, alias: str, table: str, names: tuple[str, ...],
-               strings: tuple[str, ...] = ()) -> tuple[str, str]:
-        """(fields, joins): ``alias."col"`` for each column the table has, NULL for each it lacks;
-        the ``strings`` columns resolved through ``STRING_IDS`` by SQLite itself (a large
-        database's table of strings grows with it, so it is never loaded; an id it lacks stays a
-        number)."""
-        have, lookup = self.columns(table), {"id", "value"} <= self.columns("STRING_IDS")
-        fields, joins = [], ""
-        for n in names:
-            if n not in have:
-                fields.append("NULL")
-            elif n in strings and lookup:
-                fields.append(f'COALESCE({alias}_{n}.value, {alias}."{n}")')
-                joins += f' LEFT JOIN STRING_IDS {alias}_{n} ON {alias}_{n}.id = {alias}."{n}"'
-            else:
-                fields.append(f'{alias}."{n}"')
-        return ", ".join(fields), joins
-
-
-def _enum(db: sqlite3.Connection, schema: _Schema, table: str) -> dict[int, str]:
+def _enum(db: sqlite3.Connection, schema: Schema, table: str) -> dict[int, str]:
     columns = schema.columns(table)
     if "id" not in columns or "name" not in columns:
         return {}
     return {row[0]: row[1] for row in db.execute(f'SELECT id, name FROM "{table}"')}
 
 
-def _steps(db: sqlite3.Connection, schema: _Schema, path: Path, diag: Diagnostics,
+def _steps(db: sqlite3.Connection, schema: Schema, path: Path, diag: Diagnostics,
            rank: RankInfo) -> list[Step]:
     if not {"id", "startNs", "endNs"} <= schema.columns("STEP_TIME"):
         return []
@@ -370,7 +294,7 @@ _COUNTERS = {
 
 
 class _Reader:
-    def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, all_tasks: bool, schema: _Schema,
+    def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, all_tasks: bool, schema: Schema,
                  enums: dict[str, dict[int, str]]) -> None:
         self.rank, self.path, self.diag, self.all_tasks = rank, path, diag, all_tasks
         self.schema, self.enums = schema, enums

@@ -28,13 +28,17 @@ from typing import Any
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from ..overlap import is_compute
-from . import ascend_analysis, ascend_db, chrome_trace, jsonfile
+from . import ascend_analysis, ascend_db, chrome_trace, jsonfile, times
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"
+FOLDER = "*_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json"
+LONE_FILES = ("trace_view.json", "kernel_details.csv", "ascend_pytorch_profiler_*.db")
 _OUTPUT = "ASCEND_PROFILER_OUTPUT"
+_LONE_FILE = re.compile(
+    r"^(trace_view\.json|kernel_details\.csv|ascend_(pytorch|mindspore)_profiler\w*\.db)$")
 
 
 def sniff(rank_dir: Path) -> bool:
@@ -62,6 +66,23 @@ def missing_data(rank_dir: Path) -> tuple[str, str] | None:
     return (f"{subject}: a profiler rank folder without {_OUTPUT}/trace_view.json, a database, "
             "kernel_details.csv or the profiler's analysis files (not parsed by the profiler, or "
             "deleted); left out"), subject
+
+
+def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
+    """One of a rank's files read alone (None if ``path`` is none of ``LONE_FILES``): its rank and
+    clock from its folder when it still sits in the profiler's layout, else from the file itself
+    (a database's RANK_DEVICE_MAP), else rank 0."""
+    if not _LONE_FILE.match(path.name):
+        return None
+    rank_dir = path.parent.parent
+    if path.parent.name == _OUTPUT and any(rank_dir.glob("profiler_info*.json")):
+        info = rank_infos(rank_dir)[0]
+    else:
+        rank = ascend_db.db_rank(path) if path.name.endswith(".db") else None
+        info = RankInfo(0 if rank is None else rank, NAME, path.parent, clock=CLOCK)
+        if rank is None and diag is not None:
+            diag.note("lone_file_rank", f"{path}: nothing says which rank this is; taken as rank 0")
+    return dataclasses.replace(info, source_paths=(path,))
 
 
 def _profiler_info(rank_dir: Path) -> tuple[Path | None, dict[str, Any]]:
@@ -242,8 +263,8 @@ def _kernel(row: dict[str, str], rank: RankInfo, path: Path, line: int, diag: Di
     if not detail and not communication and not is_compute(core):
         return None
     try:  # a row cut short (the job crashed) lacks its last columns: None
-        start_ns = chrome_trace.us_to_ns((row.get("Start Time(us)") or "").strip())
-        dur_ns = chrome_trace.us_to_ns((row.get("Duration(us)") or "").strip())
+        start_ns = times.us_to_ns((row.get("Start Time(us)") or "").strip())
+        dur_ns = times.us_to_ns((row.get("Duration(us)") or "").strip())
     except (ValueError, ArithmeticError):
         diag.warn("bad_row", f"{path}: line {line}: expected Start Time(us) and Duration(us); skipped")
         return None

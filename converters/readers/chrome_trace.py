@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,7 +29,6 @@ import orjson
 from ..errors import Diagnostics
 from ..model import (
     ID_LIMIT,
-    TIME_LIMIT_NS,
     FlowEnd,
     Layer,
     RankInfo,
@@ -43,10 +41,11 @@ from ..model import (
 )
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile
-from ._core import RawEvents, arrow, bind_ends, by_kind, by_step, read_events, scan, steps_and_names
-from ._core import flow_id as _flow_id
-from ._core import us_to_ns as _us_to_ns
+from ._core import RawEvents, by_kind, by_step, read_events, scan, steps_and_names
+from .events import Event, is_profiler_step
+from .flows import Linker, linked
 from .spill import StepSpill
+from .times import us_to_ns
 
 BATCH_BYTES = 2 << 20  # read and decoded at a time: memory holds about this much of a file
 _STEP_TRACE_THREAD = re.compile(r"Model ID:\s*(\d+)")
@@ -64,7 +63,7 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
     once all processes are named (torch_npu writes its metadata after the host events, CANN
     anywhere); the second turns every other event into a record, files it under the step it
     starts in (the last step started at or before it) in a spill file, and then each step is
-    read back whole, its arrows bound (``_Linker``). The file need not be time-ordered.
+    read back whole, its arrows bound (``flows.Linker``). The file need not be time-ordered.
     """
     records = Records(rank, None, detail, dialect or ASCEND)
     for path in files:
@@ -91,7 +90,7 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
         yield from _link_spilled(len(steps), load, _SpilledFinishes(spill, len(steps)), diag)
 
 
-def in_python(events: list[_Event] | RawEvents, index: int, out: list, python: Callable[[_Event, int], None],
+def in_python(events: list[Event] | RawEvents, index: int, out: list, python: Callable[[Event, int], None],
               context: ReadContext) -> tuple[int, bool]:
     """``_core.read_events`` without C: every event but metadata by ``python(event, index)``."""
     metadata = 0
@@ -145,7 +144,7 @@ class _SpilledFinishes:
 
 def _link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowEnd]]],
                   finishes: _SpilledFinishes, diag: Diagnostics) -> Iterator[StepRecords]:
-    linker = _Linker()
+    linker = Linker()
     for index in range(count):
         records, ends = load(index)
         yield from linker.add(index, records, ends, lambda keys, i=index: finishes.lasts(i, keys))
@@ -159,133 +158,6 @@ def step_records(
     """One step's records with counters sorted out from the slices, and its flow ends apart."""
     slices, samples, ends = by_kind(records, Slice, Sample, FlowEnd)
     return StepRecords(rank.rank, graph, step_id, step, slices, samples, has_device=has_device), ends
-
-
-def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics,
-           window: int = 1) -> Iterator[StepRecords]:
-    """The steps (in time order) with their flow arrows bound, within a step and across up to
-    ``window`` steps (a host launch at the end of one step whose kernel runs in the next): the
-    next ``window`` steps are read ahead, and a step that starts such an arrow is held back until
-    the step where it ends is read. See ``_Linker`` for how ends bind."""
-    linker = _Linker()
-    upcoming = iter(steps)
-    ahead: deque[tuple[StepRecords, list[FlowEnd], set[str]]] = deque()
-    index = 0
-    while True:
-        while len(ahead) <= window and (item := next(upcoming, None)) is not None:
-            ahead.append((item[0], item[1], {end.key for end in item[1] if not end.starts}))
-        if not ahead:
-            break
-        records, ends, _ = ahead.popleft()
-
-        def lasts(keys: Iterable[str], i: int = index) -> dict[str, int]:
-            found = {}
-            for j, (_, _, finishing) in enumerate(ahead):
-                found.update(dict.fromkeys(finishing.intersection(keys), i + 1 + j))
-            return found
-
-        yield from linker.add(index, records, ends, lasts)
-        index += 1
-    yield from linker.finish(diag)
-
-
-class _Linker:
-    """Binds one rank's flow ends to slices, step by step in time order, with memory bounded by
-    what is pending (steps holding the start of an arrow whose end is still to come), not the file.
-
-    An end binds to the innermost slice of its lane that holds its time (Chrome's ``bp: e``); an
-    arrow is made only when both of its ends bind, so none dangles (a dangling end is an import
-    error in Perfetto). An end joins the last start of its id before it, so an id used again
-    later starts new arrows; a start with several ends (a copy launched once, run twice) makes
-    one arrow per end. An arrow whose end begins before its start is left out and counted:
-    Perfetto drops such arrows without a word (host and device clocks disagree by a few µs).
-    """
-
-    def __init__(self) -> None:
-        self._held: deque[list] = deque()  # [StepRecords, arrows still open from it], in time order
-        self._pending: dict[str, list] = {}  # key -> [held entry, slice index, arrows made, last step]
-        self._backwards = 0
-        self._rank: int | None = None
-
-    def add(self, index: int, records: StepRecords, ends: list[FlowEnd],
-            lasts: Callable[[Iterable[str]], dict[str, int]]) -> Iterator[StepRecords]:
-        """Bind step ``index``; ``lasts(keys)`` says for the keys that end in a later step the last
-        such step. Yields the steps no arrow can reach any more, in order."""
-        self._rank = records.rank
-        entry = [records, 0]
-        bound = _bind_ends(records.slices, ends)
-        made: dict[int, int] = {}  # start slice -> its arrows so far
-        for key, first, target in bound.arrows:
-            made[first] = self._arrow(key, records, first, records, target, made.get(first, 0))
-        for key, target, fallback in bound.unstarted:
-            pending = self._pending.get(key)
-            if pending is not None:
-                pending[2] = self._arrow(key, pending[0][0], pending[1], records, target, pending[2])
-            elif fallback is not None:  # its only start here comes later: a backwards arrow
-                made[fallback] = self._arrow(key, records, fallback, records, target, made.get(fallback, 0))
-        later = lasts(bound.last_starts) if bound.last_starts else {}
-        for key, first in bound.last_starts.items():
-            self._release(key)  # an id used again: the ends still to come belong to this start
-            if key in later:
-                self._pending[key] = [entry, first, made.get(first, 0), later[key]]
-                entry[1] += 1
-        for key in [key for key, pending in self._pending.items() if pending[3] <= index]:
-            self._release(key)
-        self._held.append(entry)
-        yield from self._ready()
-
-    def finish(self, diag: Diagnostics) -> Iterator[StepRecords]:
-        """The steps still held, then a warning counting the arrows left out."""
-        for key in list(self._pending):
-            self._release(key)
-        yield from self._ready()
-        warn_backwards_flows(diag, self._rank, self._backwards)
-
-    def _arrow(self, key: str, source: StepRecords, first: int, target: StepRecords, last: int,
-               k: int) -> int:
-        """An arrow from ``source.slices[first]`` to ``target.slices[last]``, the ``k``-th of its
-        start; returns how many that start has made. Ids are unique across ranks and starts."""
-        made = arrow(source.slices, first, target.slices, last, key, k, target.rank)  # C: _core.c
-        if made == k:  # it would end before it starts
-            self._backwards += 1
-        return made
-
-    def _release(self, key: str) -> None:
-        pending = self._pending.pop(key, None)
-        if pending is not None:
-            pending[0][1] -= 1
-
-    def _ready(self) -> Iterator[StepRecords]:
-        while self._held and self._held[0][1] == 0:
-            yield self._held.popleft()[0]
-
-
-class _Bound(NamedTuple):
-    """A step's flow ends bound to its slices (indices into them)."""
-
-    arrows: list[tuple[str, int, int]]  # (key, start, end): the end's last start of its key before it
-    unstarted: list[tuple[str, int, int | None]]  # (key, end, a later start here): no start before it
-    last_starts: dict[str, int]  # each key's last start, which later steps' ends may join
-
-
-def _bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> _Bound:
-    """Each flow end's slice (the innermost slice of its lane holding its time), and which start
-    each end joins within the step: the last start of its key at or before it (C: ``_core.c``)."""
-    return _Bound(*bind_ends(slices, ends)) if ends else _Bound([], [], {})
-
-
-def warn_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:
-    """Count the rank's arrows left out for ending before they start: records not drawn, so a
-    warning (``--strict`` fails on it), not a note."""
-    if count:
-        diag.warn(f"backwards_flows {rank}", f"rank {rank}: {count} arrows whose end begins before their "
-                  f"start (host and device clocks disagree) left out: Perfetto cannot draw them{where}")
-
-
-def flow_id(rank: int, key: str, k: int) -> int:
-    """A flow id unique across ranks: the profilers' ids are unique within one rank only (the
-    8-byte BLAKE2b of ``rank|key|k`` as a little-endian int, computed in C: ``_core.flow_id``)."""
-    return _flow_id(f"{rank}|{key}|{k}")
 
 
 # A process the reader does not know is a device's when its name says so (its events are drawn
@@ -324,15 +196,15 @@ class Dialect:
         lane = f"{process or f'Process {pid}'} / {thread or tid}"
         return Route(Layer.STREAM if _DEVICE_WORDS.search(process) else Layer.HOST, lane)
 
-    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event] | RawEvents]:
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event] | RawEvents]:
         """The file's events, a batch at a time (a dialect of another file format makes them)."""
         return _batches(path, diag, self.events)
 
-    def step_number(self, event: _Event, kind: Layer | str) -> int | None:
+    def step_number(self, event: Event, kind: Layer | str) -> int | None:
         """The step an event starts, if it is one: torch_npu's ``ProfilerStep#N`` on the host."""
-        return int(event.name[13:]) if kind is Layer.HOST and _is_profiler_step(event.name) else None
+        return int(event.name[13:]) if kind is Layer.HOST and is_profiler_step(event.name) else None
 
-    def convert(self, event: _Event, kind: Layer | str, lane: str) -> Converted | str:
+    def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         """An event of the dialect's own kinds or categories: where it is drawn, or why it is
         left out (counted, and said by ``Records.report``)."""
         raise NotImplementedError
@@ -363,33 +235,12 @@ class Route(NamedTuple):
     lane: str
 
 
-_Scalar = int | float | str | None
-
-
-class _Event(msgspec.Struct):
-    """The fields of a Chrome-trace event this reader uses; ``args`` stays undecoded JSON (an
-    event whose args are no object is left out as it becomes a record: ``_core.read_events`` and
-    ``Records._complete``). Those that name and route an event are numbers or text: an event with
-    an array or object there is no event (``_batches`` leaves it out); ``ts`` and ``dur`` are read
-    by ``us_to_ns``, which says what it cannot read."""
-
-    ph: _Scalar = ""
-    name: _Scalar = ""
-    pid: _Scalar = None
-    tid: _Scalar = None
-    ts: Any = None
-    dur: Any = 0
-    cat: _Scalar = None
-    id: _Scalar = None
-    args: msgspec.Raw = msgspec.Raw(b"")
-
-
 class _TaskArgs(msgspec.Struct):
     task_type: Any = msgspec.field(default="", name="Task Type")
 
 
-_EVENTS = msgspec.json.Decoder(list[_Event])
-_EVENT = msgspec.json.Decoder(_Event)
+_EVENTS = msgspec.json.Decoder(list[Event])
+_EVENT = msgspec.json.Decoder(Event)
 _EACH = msgspec.json.Decoder(list[msgspec.Raw])  # a batch's events, each one's own text
 Dialect.events = _EVENTS
 ASCEND = Dialect()
@@ -398,19 +249,19 @@ _ARGS = msgspec.json.Decoder()
 
 
 def _batches(path: Path, diag: Diagnostics,
-             events: msgspec.json.Decoder = _EVENTS) -> Iterator[list[_Event] | RawEvents]:
+             events: msgspec.json.Decoder = _EVENTS) -> Iterator[list[Event] | RawEvents]:
     """The file's events in batches, with memory bounded by the batch size: in Ascend's dialect
     scanned in C (``_core.scan``: where each event's fields lie, objects made only for what is
-    kept), else decoded only as far as ``_Event`` needs (3x faster than decoding all of it). A
+    kept), else decoded only as far as ``Event`` needs (3x faster than decoding all of it). A
     batch ``scan`` finds out of the ordinary (escaped keys, a key twice, huge numbers) is decoded.
 
     Anything unusual (cut off, a bad event) takes the careful path of ``jsonfile``, which
     recovers what can be recovered and says where the problem is. A batch that is JSON but holds
-    an event that is not one as ``_Event`` types it (a pid that is an array or past a double,
+    an event that is not one as ``Event`` types it (a pid that is an array or past a double,
     nesting deeper than msgspec decodes) is read event by event, those events left out with a
     warning.
     """
-    def decode(data: bytes) -> list[_Event] | RawEvents | list[Any]:
+    def decode(data: bytes) -> list[Event] | RawEvents | list[Any]:
         if events is _EVENTS and (scanned := scan(data, _EVENT.decode, _ARGS.decode)) is not None:
             return scanned
         try:
@@ -430,14 +281,14 @@ def _batches(path: Path, diag: Diagnostics,
         except orjson.JSONDecodeError as e:
             raise ValueError(str(e)) from None
 
-    def one(item: Any) -> _Event:
+    def one(item: Any) -> Event:
         if type(item) is msgspec.Raw:
             return events.decode(b"".join((b"[", item, b"]")))[0]  # the dialect's types and hooks
-        return msgspec.convert(_raw_args(item), _Event)
+        return msgspec.convert(_raw_args(item), Event)
 
     seen = 0
     for batch in jsonfile.iter_batches(path, diag, decode, BATCH_BYTES):
-        if type(batch) is RawEvents or (batch and type(batch[0]) is _Event):
+        if type(batch) is RawEvents or (batch and type(batch[0]) is Event):
             seen += len(batch)
             yield batch
             continue
@@ -453,38 +304,8 @@ def _batches(path: Path, diag: Diagnostics,
         yield decoded
 
 
-def us_to_ns(us: Any) -> int:
-    """µs as CANN writes them (a number) or torch_npu does (a string with 3 decimals), as ns.
-
-    The string is parsed exactly: at epoch scale a float has a grain of ~0.25 µs. The forms
-    profilers write are parsed in C (``_core.c``), the rest by ``_exact_us_to_ns``.
-    """
-    return _us_to_ns(us, _exact_us_to_ns)
-
-
-def _exact_us_to_ns(us: Any) -> int:
-    if type(us) is not str:
-        if -9e12 < us < 9e12:  # below 2**53 ns a float product is exact to the ns
-            return round(us * 1000)
-        whole = int(us)  # epoch µs as a float (host timelines): whole and fraction apart
-        return _a_time(whole * 1000 + round((us - whole) * 1000), us)
-    whole, _, fraction = us.partition(".")
-    if whole.isdigit() and len(fraction) <= 3 and (not fraction or fraction.isdigit()):
-        return _a_time(int(whole) * 1000 + int(fraction.ljust(3, "0")), us)
-    value = Decimal(us)
-    if value.is_finite() and value.adjusted() > 25:  # "1e100000": not made into a huge int
-        raise ValueError(f"{us!r} µs is no time")
-    return _a_time(int((value * 1000).to_integral_value()), us)
-
-
-def _a_time(ns: int, us: Any) -> int:
-    if -TIME_LIMIT_NS < ns < TIME_LIMIT_NS:  # model.checked_ns, saying what the file holds
-        return ns
-    raise ValueError(f"{us!r} µs is no time")
-
-
 def _raw_args(event: Any) -> Any:
-    """A decoded event with its args as undecoded JSON, as ``_Event`` holds them (null: none).
+    """A decoded event with its args as undecoded JSON, as ``Event`` holds them (null: none).
 
     Raises:
         TypeError: its args are no object.
@@ -565,7 +386,7 @@ class Records:
         # the common events in C (_core.c), by the rules of _event; the rest there
         read = read_events if slices else in_python
 
-        def event_of(event: _Event, at: int) -> None:
+        def event_of(event: Event, at: int) -> None:
             self._event(event, at, path, diag, slices)
 
         for events in self.dialect.batches(path, diag):
@@ -582,7 +403,7 @@ class Records:
             yield self.slices if keep else self.take_slices()
         self.report(path, events_seen, made + len(self.steps), diag)
 
-    def _event(self, event: _Event, index: int, path: Path, diag: Diagnostics, slices: bool) -> None:
+    def _event(self, event: Event, index: int, path: Path, diag: Diagnostics, slices: bool) -> None:
         """Any event but metadata: a slice, a counter, a flow end, or what was left out and why."""
         ph = event.ph
         if ph == "X" or ph == "i" or ph == "I":  # an instant (PyTorch's, Paddle's): a slice of no length
@@ -605,7 +426,7 @@ class Records:
         """The first pass: every metadata event, then the step events among the rest, routed
         once all processes and threads are named, wherever their metadata lies in the file."""
         self._steps_wanted, self._slices_wanted = True, False
-        candidates: list[tuple[int, _Event]] = []
+        candidates: list[tuple[int, Event]] = []
         index = 0
         for events in self.dialect.batches(path, diag):  # C sorts out the few events this pass takes
             names, steps = steps_and_names(events, index)
@@ -648,7 +469,7 @@ class Records:
         slices, self.slices = self.slices, []
         return slices
 
-    def _metadata(self, event: _Event) -> None:
+    def _metadata(self, event: Event) -> None:
         try:
             name = str(_ARGS.decode(event.args).get("name"))
         except (msgspec.DecodeError, AttributeError):
@@ -665,7 +486,7 @@ class Records:
         None to skip; lane)."""
         return self.dialect.route(self._processes.get(pid, ""), self._threads.get((pid, tid), ""), pid, tid)
 
-    def _complete(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
+    def _complete(self, event: Event, index: int, path: Path, diag: Diagnostics) -> None:
         key = (event.pid, event.tid)
         route = self._routes.get(key)
         if route is None:
@@ -726,7 +547,7 @@ class Records:
             if flow is not None and self.detail:
                 self.slices.append(FlowEnd(self.rank.rank, kind, lane, times[0], *flow))
 
-    def _times(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
+    def _times(self, event: Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
         """An event's start (epoch ns) and duration (ns), or None with a warning."""
         try:
             start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
@@ -742,7 +563,7 @@ class Records:
             return None
         return start_ns, dur_ns
 
-    def _flow_end(self, event: _Event) -> None:
+    def _flow_end(self, event: Event) -> None:
         key = (event.pid, event.tid)
         route = self._routes.get(key)
         if route is None:
@@ -766,7 +587,7 @@ class Records:
         key = f"{event.cat}:{event.id}"
         self.slices.append(FlowEnd(self.rank.rank, kind, lane, ts_ns, key, event.ph == "s"))
 
-    def _counter(self, event: _Event, index: int, path: Path, diag: Diagnostics) -> None:
+    def _counter(self, event: Event, index: int, path: Path, diag: Diagnostics) -> None:
         """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""
         try:
             start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
@@ -790,7 +611,7 @@ class Records:
         phase = Slice(self.rank.rank, Layer.STEP, "Steps", name, start_ns, dur_ns, {"Step": number})
         self.steps[None, number] = (step, [phase])
 
-    def _step_trace(self, event: _Event, args: dict[str, Any], thread: str,
+    def _step_trace(self, event: Event, args: dict[str, Any], thread: str,
                     start_ns: int, dur_ns: int) -> None:
         """``Iteration N`` becomes a Step and its phases; ``Reduce_N_k`` a phase too.
 
@@ -858,11 +679,6 @@ class LeftOut(NamedTuple):
 
 _LEFT_OUT_IN_C = LeftOut(host=_DETAIL_ONLY_HOST, tasks=_DETAIL_ONLY_TASKS, counters=_DETAIL_ONLY_COUNTERS,
                          flows=_DETAIL_ONLY_FLOWS, vendor=_VENDOR_OVERLAP)
-
-
-def _is_profiler_step(name: Any) -> bool:
-    """torch_npu's ``ProfilerStep#N`` (a prefix test first: this runs on every event of a file)."""
-    return type(name) is str and name.startswith("ProfilerStep#") and name[13:].isdecimal()
 
 
 def _task_type(args: bytes) -> str:

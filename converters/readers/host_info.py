@@ -30,13 +30,14 @@ import orjson
 from ..errors import Diagnostics, InputError
 from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords, checked_ns
 from . import jsonfile
-from .chrome_trace import us_to_ns
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
+from .times import us_to_ns
 
 NAME = "host_info"
 ATTACHES = True  # its ranks join the device ranks of the same id
 CLOCK = "host system clock, epoch µs"
+FOLDER = "host_info/ with host_info_N.csv or timeline_N.json"
 
 _FILE = re.compile(r"^(host_info|host_memory)_(\d+)\.csv$|^timeline_(\d+)\.json$")
 _NEEDED = ("tid", "module_name", "event", "stage", "start_end", "time_stamp")  # in _Columns' order

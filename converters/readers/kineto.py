@@ -34,9 +34,13 @@ from ..model import Layer, RankInfo, StepRecords, checked_ns
 from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
 from .chrome_trace import Converted, Dialect
+from .events import Event, is_profiler_step
+from .lanes import gpu_stream
 
 NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
+FOLDER = "PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's header"
+LONE_FILES = ("a PyTorch profiler trace",)
 _FILE = re.compile(r"\.json(\.gz)?$")
 _OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
 _SNIFF_BYTES = 1 << 16
@@ -80,9 +84,10 @@ def _head(path: Path) -> bytes | None:
     return data if named or kineto else None
 
 
-def is_trace(path: Path) -> bool:
-    """A file that is a Kineto trace by its name and first bytes."""
-    return _head(path) is not None
+def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
+    """A Kineto trace read alone (None if ``path`` is none, by its name and first bytes)."""
+    data = _head(path)
+    return None if data is None else rank_info(path, data)
 
 
 def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
@@ -160,7 +165,7 @@ _ARGS = msgspec.json.Decoder(_Args)
 class Kineto(Dialect):
     """Kineto's traces: lanes by thread (host) and stream (device), kinds by category."""
 
-    events = msgspec.json.Decoder(list[chrome_trace._Event], float_hook=str)  # times exact: as text
+    events = msgspec.json.Decoder(list[Event], float_hook=str)  # times exact: as text
     by_design = frozenset({_FLOWS})
 
     def __init__(self, backend: str) -> None:
@@ -170,10 +175,10 @@ class Kineto(Dialect):
             cats |= {"cpu_op", "user_annotation"}
         self.python_cats = frozenset(cats | {old for old, new in _CATS_OF_1_8.items() if new in cats})
 
-    def step_number(self, event: chrome_trace._Event, kind: Layer | str) -> int | None:
+    def step_number(self, event: Event, kind: Layer | str) -> int | None:
         """``ProfilerStep#N`` ranges on the host (their copies on the GPU are no steps): user
         annotations, or operators in PyTorch 1.8-1.9."""
-        if _category(event) in _STEP_CATS and chrome_trace._is_profiler_step(event.name):
+        if _category(event) in _STEP_CATS and is_profiler_step(event.name):
             return int(event.name[13:])
         return None
 
@@ -185,7 +190,7 @@ class Kineto(Dialect):
             return chrome_trace.Route(Layer.HOST, named or "Profiler")
         return chrome_trace.Route(Layer.HOST, thread.strip() or f"thread {tid}")
 
-    def convert(self, event: chrome_trace._Event, kind: Layer | str, lane: str) -> Converted | str:
+    def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = _category(event), event.name
         if event.ph in ("s", "f", "t"):
             return _FLOWS
@@ -210,17 +215,17 @@ class Kineto(Dialect):
         return Converted(Layer.HOST, lane, name)
 
 
-def _category(event: chrome_trace._Event) -> Any:
+def _category(event: Event) -> Any:
     """The event's category by today's name."""
     return _CATS_OF_1_8.get(event.cat, event.cat) if type(event.cat) is str else event.cat
 
 
 def _stream_lane(pid: Any, tid: Any) -> str:
     """``GPU 0 Stream 7`` for stream 7 of device 0, whose tid is 7 (or "stream 7" before PyTorch 1.10)."""
-    return f"GPU {pid} Stream {str(tid).removeprefix('stream ')}"
+    return gpu_stream(pid, str(tid).removeprefix("stream "))
 
 
-def _args(event: chrome_trace._Event) -> _Args:
+def _args(event: Event) -> _Args:
     try:
         return _ARGS.decode(event.args) if event.args else _Args()
     except (msgspec.DecodeError, msgspec.ValidationError):

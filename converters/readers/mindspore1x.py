@@ -41,12 +41,13 @@ from ..errors import Diagnostics, InputError, as_text
 from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from ..select import format_ids
 from . import jsonfile
-from .chrome_trace import us_to_ns
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
+from .times import us_to_ns
 
 NAME = "mindspore1x"
 CLOCK = "device SysCnt (10 ns ticks)"
+FOLDER = "a profiler/ folder with output_timeline_data_N.txt or hccl_info/*/iterN.trace"
 
 _FILES = {  # what each file holds -> its name, with the rank (or device) id
     "timeline": re.compile(r"^output_timeline_data_(\d+)\.txt$"),
@@ -65,7 +66,7 @@ _COMM_COLUMN = re.compile(r"^stream_(\d+)_(?:\d+_)?(.+)$")  # stream_24_0_AllRed
 _COMMUNICATION = re.compile(r"(?i)^(hcom|all_?reduce|all_?gather|reduce_?scatter|broadcast|send|receive|recv"
                             r"|all_?to_?all|neighbor_?exchange)")
 _BATCH = 10_000
-_SCALARS = (str, int, float, type(None))  # what an event's name and tid may be (chrome_trace._Event's)
+_SCALARS = (str, int, float, type(None))  # what an event's name and tid may be (events.Event's)
 
 
 def sniff(folder: Path) -> bool:

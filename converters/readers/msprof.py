@@ -16,6 +16,7 @@ Analysis" lanes are skipped (the project computes its own, and tests compare the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -24,13 +25,17 @@ from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import RankInfo, StepRecords, checked_ns
-from . import ascend_db, chrome_trace, jsonfile
+from . import ascend_db, chrome_trace, flows, jsonfile
 
 NAME = "msprof"
 CLOCK = "host CLOCK_MONOTONIC_RAW µs, mapped to epoch with start_info"
+FOLDER = ("PROF_*/device_N/ with info.json.N and timeline/*.json or "
+          "../mindstudio_profiler_output/msprof_*.json, or msprof_*.db")
+LONE_FILES = ("msprof_*.json", "msprof_*.db")
 
 _TIMELINE = re.compile(r"^(msprof|task_time|hccl|step_trace)_(\d+)_(\d+)_(\d+)\.json$")
 _CANN8 = re.compile(r"^msprof_(?:slice_\d+_)?\d+\.json$")
+_DATABASE = re.compile(r"^msprof_\w*\.db$")
 
 
 def sniff(device_dir: Path) -> bool:
@@ -77,6 +82,26 @@ def rank_infos(device_dir: Path) -> list[RankInfo]:
         source_paths=(device_dir / "timeline",) if timeline else tuple(_cann8_files(device_dir)),
         clock_offset_ns=offset_ns,
     )]
+
+
+def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
+    """CANN's database or a CANN 7/8 timeline read alone (None if ``path`` is neither): its rank
+    and clock from the ``PROF_*`` layout it still sits in, else from the database itself, else
+    rank 0 on the file's own clock (said in a note: not aligned to wall time)."""
+    if _DATABASE.match(path.name):
+        if path.parent.name.startswith("PROF_"):  # its rank may come from the device_N beside it
+            return dataclasses.replace(rank_infos(path.parent)[0], source_paths=(path,))
+        return ascend_db.rank_info_for_file(path, NAME)
+    if not _CANN8.match(path.name):
+        return None
+    devices = sorted(d for d in path.parent.parent.glob("device_*") if sniff(d))
+    if path.parent.name == "mindstudio_profiler_output" and len(devices) == 1:
+        return dataclasses.replace(rank_infos(devices[0])[0], source_paths=(path,))
+    if diag is not None:
+        diag.note("lone_file_clock", f"{path}: no device_N/start_info.N beside it: rank 0, times "
+                  "on the host's monotonic clock, not aligned to wall time")
+    return RankInfo(0, NAME, path, clock="the file's own µs (no start_info.N beside it)",
+                    source_paths=(path,), wall_clock=False)
 
 
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:
@@ -169,7 +194,7 @@ def _read_timeline(
     for path in files:
         kind, _device, model, iteration = _TIMELINE.match(path.name).groups()
         groups[int(model), int(iteration)][kind] = path
-    yield from chrome_trace.linked(_iterations(rank, groups, diag, detail), diag)
+    yield from flows.linked(_iterations(rank, groups, diag, detail), diag)
 
 
 def _iterations(rank: RankInfo, groups: dict[tuple[int, int], dict[str, Path]], diag: Diagnostics,

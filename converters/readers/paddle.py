@@ -35,10 +35,15 @@ from ..errors import Diagnostics, InputError
 from ..model import HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords
 from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
-from .chrome_trace import Converted, Dialect, _Event
+from .chrome_trace import Converted, Dialect
+from .events import Event
+from .lanes import gpu_stream
+from .times import us_to_ns
 
 NAME = "paddle"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
+FOLDER = "Paddle profiler files *.paddle_trace.json or *.paddle_trace.pb"
+LONE_FILES = ("a Paddle profiler file",)
 _FILE = re.compile(r"\.paddle_trace\.(json|pb)$")
 _RANK = re.compile(r"(?:rank|worker|trainer)[_-]?(\d+)", re.IGNORECASE)
 _HOST = re.compile(r"^host_(.*?)pid_\d+")
@@ -58,8 +63,9 @@ def sniff(folder: Path) -> bool:
     return any(_FILE.search(p.name) and p.is_file() for p in folder.iterdir())
 
 
-def is_trace(path: Path) -> bool:
-    return bool(_FILE.search(path.name))
+def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
+    """A Paddle profiler file read alone (None if ``path`` is none, by its name)."""
+    return rank_info(path) if _FILE.search(path.name) else None
 
 
 def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
@@ -152,7 +158,7 @@ _TS_AND_START = re.compile(rb'"ts":\s*(?P<ts>\d+),[^{}]*\{\s*"start_time":\s*"(?
 
 def _us_text_to_ns(text: str) -> int | None:
     try:
-        return chrome_trace.us_to_ns(text)
+        return us_to_ns(text)
     except (ValueError, ArithmeticError):
         return None
 
@@ -160,7 +166,7 @@ def _us_text_to_ns(text: str) -> int | None:
 class Paddle(Dialect):
     """Paddle's Chrome traces: names without their durations, exact times from ``start_time``."""
 
-    events = msgspec.json.Decoder(list[_Event], float_hook=str)
+    events = msgspec.json.Decoder(list[Event], float_hook=str)
     python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication", "async",
                              _OPERATOR})
     by_design = frozenset({_FLOWS})
@@ -168,13 +174,13 @@ class Paddle(Dialect):
     def __init__(self, base_ns: int) -> None:
         self.base_ns = base_ns  # the epoch ns of start_time zero: the rank's clock offset
 
-    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
         for batch in super().batches(path, diag):
             for event in batch:
                 self._normalise(event)
             yield batch
 
-    def _normalise(self, event: _Event) -> None:
+    def _normalise(self, event: Event) -> None:
         """The name without its duration; the start as µs from start_time zero (the rank adds the
         zero's epoch ns): from ``start_time`` to the ns where it falls in the µs ``ts`` gives
         (Paddle computes it in float32: past ~8 ms from the zero it may not; a few ns either side of
@@ -191,7 +197,7 @@ class Paddle(Dialect):
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass
         try:
-            ts_ns = chrome_trace.us_to_ns(event.ts)
+            ts_ns = us_to_ns(event.ts)
         except (TypeError, ValueError, ArithmeticError):
             return  # said as a bad time where it is read
         if type(start) is str and start.endswith(" us"):
@@ -203,17 +209,17 @@ class Paddle(Dialect):
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
         if thread.lower().startswith("stream") or process.startswith("GPU"):
-            return chrome_trace.Route(_GPU, f"GPU {pid} Stream {tid}")
+            return chrome_trace.Route(_GPU, gpu_stream(pid, tid))
         return chrome_trace.Route(Layer.HOST, thread or f"thread {tid}")
 
-    def step_number(self, event: _Event, kind: Layer | str) -> int | None:
+    def step_number(self, event: Event, kind: Layer | str) -> int | None:
         name = event.name
         if event.cat == "ProfileStep" and type(name) is str and name.startswith("ProfileStep#") and \
                 name[12:].isdecimal():
             return int(name[12:])
         return None
 
-    def convert(self, event: _Event, kind: Layer | str, lane: str) -> Converted | str:
+    def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = event.cat, event.name
         if event.ph in ("s", "f", "t"):
             return _FLOWS
@@ -223,7 +229,7 @@ class Paddle(Dialect):
             flow = _launch_flow(event, starts=False)
             if isinstance(name, str) and name.startswith(_NCCL):
                 return Converted(Layer.COMM_OP, "NCCL", name, "NCCL", flow)
-            return Converted(Layer.STREAM, lane if kind is _GPU else f"GPU {event.pid} Stream {event.tid}",
+            return Converted(Layer.STREAM, lane if kind is _GPU else gpu_stream(event.pid, event.tid),
                              name, _DEVICE_CATS.get(cat, NOT_COMPUTE), flow)
         if cat == "CudaRuntime":
             return Converted(Layer.HOST, lane, name, "", _launch_flow(event, starts=True))
@@ -242,7 +248,7 @@ class _Correlation(msgspec.Struct):
 _CORRELATION = msgspec.json.Decoder(_Correlation)
 
 
-def _launch_flow(event: _Event, starts: bool) -> tuple[str, bool] | None:
+def _launch_flow(event: Event, starts: bool) -> tuple[str, bool] | None:
     try:
         found = _CORRELATION.decode(event.args).correlation if event.args else None
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -256,7 +262,7 @@ class PaddleProtobuf(Paddle):
     """The protobuf export, read node by node as the events the JSON export would hold (epoch ns:
     the base is 0)."""
 
-    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
         yield from _pb_events(path, diag)
 
 
@@ -265,7 +271,7 @@ _PYTHON_SIDE = frozenset({"ProfileStep", "Dataloader", "Forward", "Backward", "O
 _BATCH_NODES = 20_000
 
 
-def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[_Event]]:
+def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
     """The file's nodes as Chrome-trace events, a batch at a time. Only the framing is walked
     here (two levels: thread trees, then host nodes) as the file is read forward; protobuf
     decodes a run of whole nodes at a time (``_node_runs``), so memory holds a batch, never the
@@ -445,19 +451,19 @@ def _is_root(node: Any) -> bool:
     return host.name == "root node" and host.start_ns == 0 and host.end_ns == (1 << 64) - 1
 
 
-def _names(pid: int, threads: dict[str, str]) -> list[_Event]:
+def _names(pid: int, threads: dict[str, str]) -> list[Event]:
     """The metadata the JSON export writes: the process, and each thread's two lanes."""
-    made = [_Event(ph="M", name="process_name", pid=pid, args=msgspec.Raw(
+    made = [Event(ph="M", name="process_name", pid=pid, args=msgspec.Raw(
         msgspec.json.encode({"name": f"Process {pid} (CPU)"})))]
     for tid, name in threads.items():
         if tid.isdecimal():
             for side in ("Python", "C++"):
-                made.append(_Event(ph="M", name="thread_name", pid=pid, tid=f"{tid}({side})",
+                made.append(Event(ph="M", name="thread_name", pid=pid, tid=f"{tid}({side})",
                                    args=_raw({"name": f"thread {tid}:{name}({side})"})))
     return made
 
 
-def _node_events(node: Any, root: bool = False) -> list[_Event]:
+def _node_events(node: Any, root: bool = False) -> list[Event]:
     """A host node (not the root), its memory events, its runtime calls and their device work, as
     JSON-export events. The root holds the runtime calls no host event encloses."""
     host = node.host_trace_event
@@ -465,22 +471,22 @@ def _node_events(node: Any, root: bool = False) -> list[_Event]:
     if cat == _OPERATOR and host.name.endswith(" kernel launch"):  # the protobuf's schema has no type for
         cat = "DygraphKernelLaunch"  # an operator's kernel launch: the JSON export's category for it
     tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
-    made = [] if root else [_Event("X", host.name, host.process_id, tid, _ns_text(host.start_ns),
+    made = [] if root else [Event("X", host.name, host.process_id, tid, _ns_text(host.start_ns),
                                    _ns_text(host.end_ns - host.start_ns), cat)]
     for memory_node in node.mem_nodes:
         memory = memory_node.mem_event
-        made.append(_Event(ph="i", name="[memory]", pid=memory.process_id, tid=f"{memory.thread_id}(C++)",
+        made.append(Event(ph="i", name="[memory]", pid=memory.process_id, tid=f"{memory.thread_id}(C++)",
                            ts=_ns_text(memory.timestamp_ns), cat=_MEMORY_TYPES.get(memory.type, "Memory"),
                            args=_raw({"place": memory.place, "increase_bytes": memory.increase_bytes,
                                       "current_allocated": memory.current_allocated})))
     for runtime_node in node.runtime_nodes:
         call = runtime_node.runtime_trace_event
-        made.append(_Event("X", call.name, call.process_id, f"{call.thread_id}(C++)", _ns_text(call.start_ns),
+        made.append(Event("X", call.name, call.process_id, f"{call.thread_id}(C++)", _ns_text(call.start_ns),
                            _ns_text(call.end_ns - call.start_ns), "CudaRuntime", None,
                            _raw({"correlation id": call.correlation_id})))
         for device_node in runtime_node.device_nodes:
             work = device_node.device_event
-            made.append(_Event("X", work.name, work.device_id, work.stream_id, _ns_text(work.start_ns),
+            made.append(Event("X", work.name, work.device_id, work.stream_id, _ns_text(work.start_ns),
                                _ns_text(work.end_ns - work.start_ns), _event_types()[work.type], None,
                                _raw({"correlation id": work.correlation_id, "device": work.device_id,
                                      "stream": work.stream_id})))

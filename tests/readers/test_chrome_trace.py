@@ -23,7 +23,7 @@ from converters import Diagnostics, Layer, Options, discover, overlap_report, re
 from converters.cli import main
 from converters.errors import InputError
 from converters.model import FlowEnd, RankInfo, Sample, Slice, StepRecords
-from converters.readers import _core, chrome_trace
+from converters.readers import _core, chrome_trace, flows, times
 
 T0 = 1_736_408_883_000_000  # µs since the epoch: step k runs from T0 + k ms to T0 + (k + 1) ms
 PYTHON, CANN, DEVICE, HCCL = 101, 102, 103, 104
@@ -305,7 +305,7 @@ def test_a_step_is_held_only_while_an_arrow_it_starts_may_still_end(tmp_path):
             yield _step(index, ends)
 
     seen, steps = [], {}
-    for records in chrome_trace.linked(upcoming(), Diagnostics(), window=2):
+    for records in flows.linked(upcoming(), Diagnostics(), window=2):
         seen.append((records.step_id, pulled[-1]))
         steps[records.step_id] = records
     assert [step for step, _ in seen] == list(range(50))
@@ -371,9 +371,9 @@ def test_us_to_ns_is_exact_for_every_form(us):
         want = _reference_us_to_ns(us)
     except (ArithmeticError, ValueError):
         with pytest.raises((ArithmeticError, ValueError)):
-            chrome_trace.us_to_ns(us)
+            times.us_to_ns(us)
         return
-    got = chrome_trace.us_to_ns(us)
+    got = times.us_to_ns(us)
     if isinstance(us, float) and abs(us) < 9e12:
         # µs as a float has no exact ns: the nearest ns to the float product, as round() gives
         assert got == round(us * 1000)
@@ -382,14 +382,14 @@ def test_us_to_ns_is_exact_for_every_form(us):
 
 
 def test_us_to_ns_of_what_profilers_write():
-    assert chrome_trace.us_to_ns("1736408883688177.930") == 1736408883688177930
-    assert chrome_trace.us_to_ns("1736408883688177.9") == 1736408883688177900
-    assert chrome_trace.us_to_ns("12.") == 12000
-    assert chrome_trace.us_to_ns(0.60003125) == 600
-    assert chrome_trace.us_to_ns(7) == 7000
-    assert chrome_trace.us_to_ns("1.0005") == 1000  # half to even, as decimal arithmetic rounds
+    assert times.us_to_ns("1736408883688177.930") == 1736408883688177930
+    assert times.us_to_ns("1736408883688177.9") == 1736408883688177900
+    assert times.us_to_ns("12.") == 12000
+    assert times.us_to_ns(0.60003125) == 600
+    assert times.us_to_ns(7) == 7000
+    assert times.us_to_ns("1.0005") == 1000  # half to even, as decimal arithmetic rounds
     with pytest.raises(TypeError):
-        chrome_trace.us_to_ns(None)
+        times.us_to_ns(None)
 
 
 # ---------------------------------------------------------------- the C fast path
@@ -493,7 +493,7 @@ def test_flow_ids_are_blake2b_of_their_text(text):
 
 
 def _bind_ends_in_python(slices, ends):
-    """chrome_trace._bind_ends as it was in Python: each end's slice, and which start it joins."""
+    """flows.bind_ends as it was in Python: each end's slice, and which start it joins."""
     starts = defaultdict(list)  # key -> [(time, slice)]
     finishes = []
     for end, index in zip(ends, _core.enclosing(slices, ends), strict=True):

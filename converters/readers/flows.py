@@ -1,0 +1,145 @@
+"""Flow arrows: a rank's flow ends bound to the slices they start and end in, step by step.
+
+Shared by the readers that draw arrows: ``chrome_trace`` (and so ``msprof``, ``ascend_pt``,
+``kineto``, ``paddle``) binds ends with ``Linker``; ``ascend_db`` joins its own and names them
+with ``flow_id``. The hot loops are C (``_core.c``: ``bind_ends``, ``arrow``, ``flow_id``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from ..errors import Diagnostics
+from ..model import FlowEnd, Slice, StepRecords
+from ._core import arrow
+from ._core import bind_ends as _bind_ends
+from ._core import flow_id as _flow_id
+
+
+def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics,
+           window: int = 1) -> Iterator[StepRecords]:
+    """The steps (in time order) with their flow arrows bound, within a step and across up to
+    ``window`` steps (a host launch at the end of one step whose kernel runs in the next): the
+    next ``window`` steps are read ahead, and a step that starts such an arrow is held back until
+    the step where it ends is read. See ``Linker`` for how ends bind."""
+    linker = Linker()
+    upcoming = iter(steps)
+    ahead: deque[tuple[StepRecords, list[FlowEnd], set[str]]] = deque()
+    index = 0
+    while True:
+        while len(ahead) <= window and (item := next(upcoming, None)) is not None:
+            ahead.append((item[0], item[1], {end.key for end in item[1] if not end.starts}))
+        if not ahead:
+            break
+        records, ends, _ = ahead.popleft()
+
+        def lasts(keys: Iterable[str], i: int = index) -> dict[str, int]:
+            found = {}
+            for j, (_, _, finishing) in enumerate(ahead):
+                found.update(dict.fromkeys(finishing.intersection(keys), i + 1 + j))
+            return found
+
+        yield from linker.add(index, records, ends, lasts)
+        index += 1
+    yield from linker.finish(diag)
+
+
+class Linker:
+    """Binds one rank's flow ends to slices, step by step in time order, with memory bounded by
+    what is pending (steps holding the start of an arrow whose end is still to come), not the file.
+
+    An end binds to the innermost slice of its lane that holds its time (Chrome's ``bp: e``); an
+    arrow is made only when both of its ends bind, so none dangles (a dangling end is an import
+    error in Perfetto). An end joins the last start of its id before it, so an id used again
+    later starts new arrows; a start with several ends (a copy launched once, run twice) makes
+    one arrow per end. An arrow whose end begins before its start is left out and counted:
+    Perfetto drops such arrows without a word (host and device clocks disagree by a few µs).
+    """
+
+    def __init__(self) -> None:
+        self._held: deque[list] = deque()  # [StepRecords, arrows still open from it], in time order
+        self._pending: dict[str, list] = {}  # key -> [held entry, slice index, arrows made, last step]
+        self._backwards = 0
+        self._rank: int | None = None
+
+    def add(self, index: int, records: StepRecords, ends: list[FlowEnd],
+            lasts: Callable[[Iterable[str]], dict[str, int]]) -> Iterator[StepRecords]:
+        """Bind step ``index``; ``lasts(keys)`` says for the keys that end in a later step the last
+        such step. Yields the steps no arrow can reach any more, in order."""
+        self._rank = records.rank
+        entry = [records, 0]
+        bound = bind_ends(records.slices, ends)
+        made: dict[int, int] = {}  # start slice -> its arrows so far
+        for key, first, target in bound.arrows:
+            made[first] = self._arrow(key, records, first, records, target, made.get(first, 0))
+        for key, target, fallback in bound.unstarted:
+            pending = self._pending.get(key)
+            if pending is not None:
+                pending[2] = self._arrow(key, pending[0][0], pending[1], records, target, pending[2])
+            elif fallback is not None:  # its only start here comes later: a backwards arrow
+                made[fallback] = self._arrow(key, records, fallback, records, target, made.get(fallback, 0))
+        later = lasts(bound.last_starts) if bound.last_starts else {}
+        for key, first in bound.last_starts.items():
+            self._release(key)  # an id used again: the ends still to come belong to this start
+            if key in later:
+                self._pending[key] = [entry, first, made.get(first, 0), later[key]]
+                entry[1] += 1
+        for key in [key for key, pending in self._pending.items() if pending[3] <= index]:
+            self._release(key)
+        self._held.append(entry)
+        yield from self._ready()
+
+    def finish(self, diag: Diagnostics) -> Iterator[StepRecords]:
+        """The steps still held, then a warning counting the arrows left out."""
+        for key in list(self._pending):
+            self._release(key)
+        yield from self._ready()
+        warn_backwards_flows(diag, self._rank, self._backwards)
+
+    def _arrow(self, key: str, source: StepRecords, first: int, target: StepRecords, last: int,
+               k: int) -> int:
+        """An arrow from ``source.slices[first]`` to ``target.slices[last]``, the ``k``-th of its
+        start; returns how many that start has made. Ids are unique across ranks and starts."""
+        made = arrow(source.slices, first, target.slices, last, key, k, target.rank)  # C: _core.c
+        if made == k:  # it would end before it starts
+            self._backwards += 1
+        return made
+
+    def _release(self, key: str) -> None:
+        pending = self._pending.pop(key, None)
+        if pending is not None:
+            pending[0][1] -= 1
+
+    def _ready(self) -> Iterator[StepRecords]:
+        while self._held and self._held[0][1] == 0:
+            yield self._held.popleft()[0]
+
+
+class Bound(NamedTuple):
+    """A step's flow ends bound to its slices (indices into them)."""
+
+    arrows: list[tuple[str, int, int]]  # (key, start, end): the end's last start of its key before it
+    unstarted: list[tuple[str, int, int | None]]  # (key, end, a later start here): no start before it
+    last_starts: dict[str, int]  # each key's last start, which later steps' ends may join
+
+
+def bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> Bound:
+    """Each flow end's slice (the innermost slice of its lane holding its time), and which start
+    each end joins within the step: the last start of its key at or before it (C: ``_core.c``)."""
+    return Bound(*_bind_ends(slices, ends)) if ends else Bound([], [], {})
+
+
+def warn_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:
+    """Count the rank's arrows left out for ending before they start: records not drawn, so a
+    warning (``--strict`` fails on it), not a note."""
+    if count:
+        diag.warn(f"backwards_flows {rank}", f"rank {rank}: {count} arrows whose end begins before their "
+                  f"start (host and device clocks disagree) left out: Perfetto cannot draw them{where}")
+
+
+def flow_id(rank: int, key: str, k: int) -> int:
+    """A flow id unique across ranks: the profilers' ids are unique within one rank only (the
+    8-byte BLAKE2b of ``rank|key|k`` as a little-endian int, computed in C: ``_core.flow_id``)."""
+    return _flow_id(f"{rank}|{key}|{k}")

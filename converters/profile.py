@@ -25,7 +25,7 @@ from .errors import Diagnostics, UsageError
 from .executor import LOCAL, Where, each_rank
 from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
 from .overlap import Interval, StepIntervals
-from .readers import READERS, host_info
+from .readers import BY_NAME, host_info
 from .select import check_graphs, check_steps, format_ids, select_ranks
 
 
@@ -214,10 +214,9 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
     """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
     with the key that names it across the job (``keyed``). The ids of the steps of the kept graphs
     go to ``diag.steps``, kept or not (``select.check_steps``)."""
-    readers = {r.NAME: r for r in READERS}
     detail = options.kind is Kind.DETAIL
     for info in infos:
-        steps = readers[info.format].read(info, diag, detail=detail)
+        steps = BY_NAME[info.format].read(info, diag, detail=detail)
         if detail and info.host_paths:
             steps = host_info.attach(steps, info, diag, min_level=options.host_level)
         for batch in carried_on(keyed(steps)):

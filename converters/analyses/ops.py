@@ -32,7 +32,7 @@ from ..executor import LOCAL, Where
 from ..model import HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, decoded_args
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, read_profile
-from ..readers import READERS
+from ..readers import for_ops
 
 BY = ("type", "name", "shape", "step")
 HOST_CORE = "CPU"
@@ -218,9 +218,6 @@ def _mindspore_type(name: str) -> str:
 
 # Formats whose op types (MindSpore 1.x: framework_raw) or host operators (Paddle) are read only
 # with the detail layers; the others give every compute task with its args in summary.
-_DETAIL_FORMATS = frozenset({"mindspore1x", "paddle"})
-
-
 def ops_report(
     path: str | os.PathLike[str],
     *,
@@ -253,9 +250,8 @@ def ops_report(
 
 def rank_ops(info: RankInfo, options: Options, diag: Diagnostics, by: str) -> RankOps:
     """One rank's sums. Runs in a worker process."""
-    reader = next(r for r in READERS if r.NAME == info.format)
-    info = reader.with_op_types(info) if hasattr(reader, "with_op_types") else info
-    kind = Kind.DETAIL if info.format in _DETAIL_FORMATS else Kind.SUMMARY
+    info, detail = for_ops(info)
+    kind = Kind.DETAIL if detail else Kind.SUMMARY
     steps = read_profile([info], dataclasses.replace(options, kind=kind), diag)
     return accumulate(info.rank, steps, by)
 

@@ -48,6 +48,7 @@ from .times import us_to_ns
 NAME = "mindspore1x"
 CLOCK = "device SysCnt (10 ns ticks)"
 FOLDER = "a profiler/ folder with output_timeline_data_N.txt or hccl_info/*/iterN.trace"
+OPS_IN_DETAIL_ONLY = True  # op types come with framework_raw's args, read in detail
 
 _FILES = {  # what each file holds -> its name, with the rank (or device) id
     "timeline": re.compile(r"^output_timeline_data_(\d+)\.txt$"),

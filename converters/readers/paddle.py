@@ -43,6 +43,7 @@ from .times import us_to_ns
 NAME = "paddle"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
 FOLDER = "Paddle profiler files *.paddle_trace.json or *.paddle_trace.pb"
+OPS_IN_DETAIL_ONLY = True  # its host operators are drawn in detail only
 LONE_FILES = ("a Paddle profiler file",)
 _FILE = re.compile(r"\.paddle_trace\.(json|pb)$")
 _RANK = re.compile(r"(?:rank|worker|trainer)[_-]?(\d+)", re.IGNORECASE)

@@ -214,10 +214,8 @@ def _mindspore_type(name: str) -> str:
     return found.group(1) if found else name
 
 
-# -- the driver (today's plumbing, as pipeline.overlap_report's) ----------------------------------
+# -- the driver -----------------------------------------------------------------------------------
 
-# Formats whose op types (MindSpore 1.x: framework_raw) or host operators (Paddle) are read only
-# with the detail layers; the others give every compute task with its args in summary.
 def ops_report(
     path: str | os.PathLike[str],
     *,
@@ -249,7 +247,9 @@ def ops_report(
 
 
 def rank_ops(info: RankInfo, options: Options, diag: Diagnostics, by: str) -> RankOps:
-    """One rank's sums. Runs in a worker process."""
+    """One rank's sums, read as its reader says its op types are read (``readers.for_ops``: some
+    formats give them, or the host operators that stand for them, in detail only). Runs in a
+    worker process."""
     info, detail = for_ops(info)
     kind = Kind.DETAIL if detail else Kind.SUMMARY
     steps = read_profile([info], dataclasses.replace(options, kind=kind), diag)

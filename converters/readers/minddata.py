@@ -113,7 +113,9 @@ def step_samples(rank: int, steps: list[Step], sources: dict[str, Path],
 def _ticks_by_step(stamps: list[Any], queue: list[QueueRecord],
                    index: dict[int, int]) -> dict[int, list[int]] | None:
     """Step index -> the monitor ticks that belong to it: the step of the last queue record at or
-    before the tick (the first record's before any). None where nothing gives the ticks times."""
+    before the tick (of several at its very time, the first; before any, the first record's), as
+    MindInsight's ``_get_minddata_cpu_utilization_steps_info``. None where nothing gives the ticks
+    times."""
     timed = sorted((r.time_ms, r.step) for r in queue if r.time_ms is not None)
     if not timed or not stamps:
         return None
@@ -122,7 +124,8 @@ def _ticks_by_step(stamps: list[Any], queue: list[QueueRecord],
     for tick, stamp in enumerate(stamps):
         if not isinstance(stamp, (int, float)):
             continue
-        step = timed[max(0, bisect.bisect_right(times, stamp) - 1)][1]
+        at = bisect.bisect_left(times, stamp)  # a record at the tick's very time: the first such
+        step = timed[at if at < len(times) and times[at] == stamp else max(0, at - 1)][1]
         if step in index:
             out[index[step]].append(tick)
     return out

@@ -27,6 +27,7 @@ import bisect
 import csv
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -64,50 +65,47 @@ class PipelineOp(NamedTuple):
 
 
 def step_samples(rank: int, steps: list[Step], sources: dict[str, Path],
-                 diag: Diagnostics) -> list[list[Sample]]:
-    """Per step (in ``steps``' order) its MindData counters at its start.
+                 diag: Diagnostics) -> Iterator[list[Sample]]:
+    """Per step (in ``steps``' order) its MindData counters at its start, each list made as it is
+    asked for: what is held is the files' figures, never the samples of every step.
 
     Raises:
         InputError: a pipeline or CPU file that is not JSON.
     """
-    out: list[list[Sample]] = [[] for _ in steps]
     queue_path = sources.get("device_queue") or sources.get("dataset_iterator")
     if not steps or not (queue_path or sources.keys() & {"pipeline", "pipeline_csv", "cpu"}):
-        return out
+        yield from ([] for _ in steps)
+        return
     index = {step.step: i for i, step in enumerate(steps)}
     queue = read_queue(queue_path, diag) if queue_path else []
-    for record in queue:
-        i = index.get(record.step)
-        if i is not None:
-            at = steps[i].start_ns
-            out[i] += [Sample(rank, minddata_lane("Data queue", "size"), at, float(record.size)),
-                       Sample(rank, minddata_lane("Data queue", "capacity"), at, float(record.capacity))]
     ops = read_pipeline(sources, diag)
     names = {op.op_id: f"Op {op.op_id} {op.op_type}" for op in ops}
-    for i, step in enumerate(steps):
-        for op in ops:
-            for metric, value in (("workers", op.workers), ("queue capacity", op.capacity)):
-                if value is not None:
-                    lane = minddata_lane(names[op.op_id], metric)
-                    out[i].append(Sample(rank, lane, step.start_ns, float(value)))
+    fixed = [(minddata_lane(names[op.op_id], metric), float(value)) for op in ops
+             for metric, value in (("workers", op.workers), ("queue capacity", op.capacity))
+             if value is not None]
     series = {minddata_lane(names[op.op_id], "queue size"): op.sizes for op in ops if op.capacity is not None}
     stamps: list[Any] = []
     if "cpu" in sources:
         stamps, cpu = read_cpu(sources["cpu"], names)
         series.update(cpu)
     ticks = _ticks_by_step(stamps, queue, index)
-    if ticks is None:
-        if any(series.values()):
-            diag.note(f"minddata_untimed {rank}", f"rank {rank}: the MindData operators' queue sizes and CPU "
-                      "use have no times to place them in steps (no time stamps in the queue file or the CPU "
-                      "file); not drawn")
-        return out
-    for i, mine in ticks.items():
-        for lane, values in series.items():
+    if ticks is None and any(series.values()):
+        diag.note(f"minddata_untimed {rank}", f"rank {rank}: the MindData operators' queue sizes and CPU use "
+                  "have no times to place them in steps (no time stamps in the queue file or the CPU file); "
+                  "not drawn")
+    records = {r.step: r for r in queue}
+    for i, step in enumerate(steps):
+        at, out = step.start_ns, [Sample(rank, lane, step.start_ns, value) for lane, value in fixed]
+        record = records.get(step.step)
+        if record is not None:
+            out += [Sample(rank, minddata_lane("Data queue", "size"), at, float(record.size)),
+                    Sample(rank, minddata_lane("Data queue", "capacity"), at, float(record.capacity))]
+        mine = ticks.get(i, ()) if ticks else ()
+        for lane, values in series.items() if mine else ():
             taken = [values[t] for t in mine if t < len(values) and isinstance(values[t], (int, float))]
             if taken:
-                out[i].append(Sample(rank, lane, steps[i].start_ns, sum(taken) / len(taken)))
-    return out
+                out.append(Sample(rank, lane, at, sum(taken) / len(taken)))
+        yield out
 
 
 def _ticks_by_step(stamps: list[Any], queue: list[QueueRecord],
@@ -116,7 +114,7 @@ def _ticks_by_step(stamps: list[Any], queue: list[QueueRecord],
     before the tick (of several at its very time, the first; before any, the first record's), as
     MindInsight's ``_get_minddata_cpu_utilization_steps_info``. None where nothing gives the ticks
     times."""
-    timed = sorted((r.time_ms, r.step) for r in queue if r.time_ms is not None)
+    timed = sorted(((r.time_ms, r.step) for r in queue if r.time_ms is not None), key=lambda r: r[0])
     if not timed or not stamps:
         return None
     times = [t for t, _ in timed]

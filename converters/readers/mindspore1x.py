@@ -134,7 +134,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
             yield StepRecords(rank.rank, None, None, None, before, has_device=device)
         for index, (step, records) in enumerate(steps):
             yield StepRecords(rank.rank, None, step.step, step, records + spill.load(index, rank.rank),
-                              counters[index], has_device=covered[index])
+                              next(counters), has_device=covered[index])
 
 
 class _Span:

@@ -13,7 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import real_data
-from trace_check import read_perfetto
+from test_trace_processor import imported
+from trace_check import read_chrome_json, read_perfetto
 
 from converters.analyses.report import Thresholds, report_data, report_json
 from converters.cli import main
@@ -130,6 +131,21 @@ def test_generated_minddata_in_the_trace_equals_the_files(tmp_path, pipeline):
     assert counters["Machine CPU: user %"] == {
         start[s]: sum(v for v, t in zip(user, steps, strict=True) if t == s) / steps.count(s) for s in start}
     assert not any(lane.startswith("Op -1") for lane in counters)  # not a pipeline operator
+
+
+@pytest.mark.parametrize("name", ["out.pftrace", "out.json"])
+def test_generated_minddata_loads_in_the_trace_processor_with_every_counter(tmp_path, name):
+    prof = write_mindspore1x_profile(tmp_path / "job", ranks=2, steps=3, ops_per_step=30, seed=4)
+    for rank in prof.ranks:
+        write_minddata(rank, empty_steps={1}, seed=4)
+    out = tmp_path / name
+    assert main([str(prof.root), "--kind", "detail", "-q", "-o", str(out)]) == 0
+    decoded = (read_perfetto if name.endswith(".pftrace") else read_chrome_json)(out.read_bytes())
+    problems, (_, counters, _) = imported(out, tmp_path)
+    assert problems == []
+    assert counters == len(decoded.counters) > 0
+    lanes = {path[-1] for _, path, _, _ in decoded.counters}  # JSON names a counter by its lane alone
+    assert {"Data queue: size", "Op 1 MapOp: workers", "Process CPU: user %"} <= lanes
 
 
 def test_queue_records_without_times_leave_the_ticks_out_with_a_note(tmp_path):

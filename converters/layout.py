@@ -34,7 +34,8 @@ GROUPS = {
 }
 
 COUNTER_GROUP = "Counters"
-GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP, MINDDATA]))}
+GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP]))}
+MINDDATA_ORDER = len(GROUP_ORDER) + 1  # after the size cap's note (pipeline.CUT_GROUP): no other group moves
 
 
 class Track(NamedTuple):
@@ -116,7 +117,7 @@ class Lanes:
             group = GROUPS[Layer.HOST] if host else MINDDATA if figure else COUNTER_GROUP
             lane = ": ".join(figure) if figure else sample.lane
             track = self._counters[sample.rank, sample.lane] = Track(
-                sample.rank, group, GROUP_ORDER[group], lane,
+                sample.rank, group, MINDDATA_ORDER if figure else GROUP_ORDER[group], lane,
                 _COMM_TASK_BASE * 2 if host else len(self._counters), "bytes" if host else "",
             )
         return track

@@ -40,8 +40,8 @@ class Thresholds:
     MEANING: ClassVar[dict[str, str]] = {
         "data_loading_share": "data loading: the profiler's Dataloader phase, its Iteration Interval, or "
         "Preparing (host step start to the first device work), whichever is largest, at least this share "
-        "of the step; where MindData records the data queue, the queue decides instead: empty at the "
-        "step's start",
+        "of the step",  # where MindData records the data queue, it decides (_data_loading; said in the
+        # report's Data preparation section, which only such inputs have)
         "host_idle_share": "host bound: the device idle (Free between its tasks, plus after its last task "
         "until the step ends; no compute, no communication) at least this share of the step",
         "device_compute_share": "device bound: compute (the union of the device's compute tasks) at least "

@@ -349,7 +349,9 @@ def _data_section(plots: Plots, report: Report, steps: list[DataStep]) -> str:
         empty = sum(1 for s in queued if s.queue_empty)
         out.append(_figure(queue_chart(plots, steps), f"The data queue at each step's start: empty in "
                            f"{empty} of {_count(len(queued), 'step')}. Empty, the step waited for its batch "
-                           "(data loading bound); holding batches, the data was ready."))
+                           "(data loading bound); holding batches, the data was ready: where the queue is "
+                           "recorded it decides the data-loading finding, not "
+                           "<code>data_loading_share</code>."))
     rows = [[s.rank, "-" if s.step is None else s.step, _fig(s.queue_size), _fig(s.queue_capacity),
              _fig(s.machine_cpu), _fig(s.process_cpu)] for s in steps[:DATA_ROWS]]
     out.append(_table(["Rank", "Step", "Queue size", "Queue capacity", "Machine CPU (%)", "Process CPU (%)"],

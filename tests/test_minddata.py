@@ -163,6 +163,18 @@ def test_queue_records_without_times_leave_the_ticks_out_with_a_note(tmp_path):
     assert any("no times to place them" in w for w in report.warnings)
 
 
+def test_a_broken_pipeline_or_cpu_file_leaves_its_figures_out_with_a_warning(tmp_path):
+    prof = write_mindspore1x_profile(tmp_path / "job", ranks=1, steps=3, ops_per_step=30, seed=6)
+    rank = prof.ranks[0]
+    write_minddata(rank, seed=6)
+    (rank.folder / f"pipeline_profiling_{rank.file_id}.json").write_text('{"op_info": [')
+    (rank.folder / f"minddata_cpu_utilization_{rank.file_id}.json").write_text("[1, 2]")
+    counters = _counters(prof.root, tmp_path / "out.pftrace")
+    assert set(counters) == {"Data queue: size", "Data queue: capacity"}
+    report = report_data(prof.root)
+    assert sum("MindData's figures from it left out" in w for w in report.warnings) == 2
+
+
 def test_the_device_queue_is_preferred_to_the_iterators(tmp_path):
     prof = write_mindspore1x_profile(tmp_path / "job", ranks=1, steps=3, ops_per_step=30, seed=2)
     rank = prof.ranks[0]

@@ -27,11 +27,11 @@ import bisect
 import csv
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import Diagnostics
+from ..errors import Diagnostics, InputError
 from ..model import Sample, Step, minddata_lane
 from . import jsonfile
 from .textfile import csv_rows, whole_lines
@@ -69,8 +69,8 @@ def step_samples(rank: int, steps: list[Step], sources: dict[str, Path],
     """Per step (in ``steps``' order) its MindData counters at its start, each list made as it is
     asked for: what is held is the files' figures, never the samples of every step.
 
-    Raises:
-        InputError: a pipeline or CPU file that is not JSON.
+    A pipeline or CPU file that is not JSON is left out with a warning: the rank's other records
+    stand without it.
     """
     queue_path = sources.get("device_queue") or sources.get("dataset_iterator")
     if not steps or not (queue_path or sources.keys() & {"pipeline", "pipeline_csv", "cpu"}):
@@ -78,7 +78,7 @@ def step_samples(rank: int, steps: list[Step], sources: dict[str, Path],
         return
     index = {step.step: i for i, step in enumerate(steps)}
     queue = read_queue(queue_path, diag) if queue_path else []
-    ops = read_pipeline(sources, diag)
+    ops = _or_warn(lambda: read_pipeline(sources, diag), [], diag)
     names = {op.op_id: f"Op {op.op_id} {op.op_type}" for op in ops}
     fixed = [(minddata_lane(names[op.op_id], metric), float(value)) for op in ops
              for metric, value in (("workers", op.workers), ("queue capacity", op.capacity))
@@ -86,7 +86,7 @@ def step_samples(rank: int, steps: list[Step], sources: dict[str, Path],
     series = {minddata_lane(names[op.op_id], "queue size"): op.sizes for op in ops if op.capacity is not None}
     stamps: list[Any] = []
     if "cpu" in sources:
-        stamps, cpu = read_cpu(sources["cpu"], names)
+        stamps, cpu = _or_warn(lambda: read_cpu(sources["cpu"], names), ([], {}), diag)
         series.update(cpu)
     ticks = _ticks_by_step(stamps, queue, index)
     if ticks is None and any(series.values()):
@@ -106,6 +106,14 @@ def step_samples(rank: int, steps: list[Step], sources: dict[str, Path],
             if taken:
                 out.append(Sample(rank, lane, at, sum(taken) / len(taken)))
         yield out
+
+
+def _or_warn(read: Callable[[], Any], empty: Any, diag: Diagnostics) -> Any:
+    try:
+        return read()
+    except InputError as e:
+        diag.warn(f"bad_minddata {e.path.name}", f"{e}; MindData's figures from it left out")
+        return empty
 
 
 def _ticks_by_step(stamps: list[Any], queue: list[QueueRecord],

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import _layout
-from .model import HOST_MEMORY, Layer, Sample, Slice
+from .model import HOST_MEMORY, MINDDATA, Layer, Sample, Slice, minddata_figure
 from .overlap import LANES as OVERLAP_LANES
 from .readers.lanes import on_gpu
 
@@ -35,6 +35,7 @@ GROUPS = {
 
 COUNTER_GROUP = "Counters"
 GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP]))}
+MINDDATA_ORDER = len(GROUP_ORDER) + 1  # after the size cap's note (pipeline.CUT_GROUP): no other group moves
 
 
 class Track(NamedTuple):
@@ -112,9 +113,11 @@ class Lanes:
         track = self._counters.get((sample.rank, sample.lane))
         if track is None:
             host = sample.lane == HOST_MEMORY  # drawn with the host threads, below them
-            group = GROUPS[Layer.HOST] if host else COUNTER_GROUP
+            figure = minddata_figure(sample.lane)  # the data pipeline's, in a group of their own
+            group = GROUPS[Layer.HOST] if host else MINDDATA if figure else COUNTER_GROUP
+            lane = ": ".join(figure) if figure else sample.lane
             track = self._counters[sample.rank, sample.lane] = Track(
-                sample.rank, group, GROUP_ORDER[group], sample.lane,
+                sample.rank, group, MINDDATA_ORDER if figure else GROUP_ORDER[group], lane,
                 _COMM_TASK_BASE * 2 if host else len(self._counters), "bytes" if host else "",
             )
         return track

@@ -125,6 +125,22 @@ SLICE_FLOWS_OUT = Slice._fields.index("flows_out")
 # statistics count where a rank ran no device work (``analyses.ops``); drawn as any host range.
 HOST_OPERATOR = "Operator"
 HOST_MEMORY = "Host memory"  # the counter of a rank's host memory (bytes), drawn in the Host group
+MINDDATA = "MindData"  # the group of a rank's data-preparation counters (readers/minddata.py)
+_MINDDATA_SEPARATOR = ": "
+
+
+def minddata_lane(subject: str, metric: str) -> str:
+    """The counter of one MindData figure: ``Data queue: size``, ``Op 1 MapOp: workers``,
+    ``Machine CPU: user %``; the report reads them back with ``minddata_figure``."""
+    return f"{MINDDATA}/{subject}{_MINDDATA_SEPARATOR}{metric}"
+
+
+def minddata_figure(lane: str) -> tuple[str, str] | None:
+    """(subject, metric) of a MindData counter's lane; None for any other counter."""
+    if not lane.startswith(MINDDATA + "/"):
+        return None
+    subject, _, metric = lane[len(MINDDATA) + 1:].rpartition(_MINDDATA_SEPARATOR)
+    return subject, metric
 
 
 class Sample(NamedTuple):

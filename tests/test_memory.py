@@ -24,7 +24,7 @@ from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.host_info_gen import write_host_info
 from fixtures.kineto_gen import write_kineto_traces
-from fixtures.mindspore1x_gen import write_mindspore1x_profile
+from fixtures.mindspore1x_gen import write_minddata, write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
 from fixtures.paddle_gen import generate_profile as write_paddle_profile
 
@@ -69,7 +69,10 @@ def profiles(tmp_path_factory) -> dict[str, Sizes]:
         made[layout] = Sizes(small, large, 270)
     small, large = pair("mindspore1x", (30, 300))
     for root, steps in ((small, 30), (large, 300)):
-        write_mindspore1x_profile(root, ranks=2, steps=steps, ops_per_step=1000, comm_ops=2, planes=2, seed=5)
+        prof = write_mindspore1x_profile(root, ranks=2, steps=steps, ops_per_step=1000, comm_ops=2, planes=2,
+                                         seed=5)
+        for rank in prof.ranks:  # and MindData's queue, pipeline and CPU files, which grow with the steps
+            write_minddata(rank, empty_steps={1}, ticks_per_step=10, seed=5)
     made["mindspore1x"] = Sizes(small, large, 270)
     small, large = pair("host_info", (30, 300))
     for root, steps in ((small, 30), (large, 300)):  # host stages of 2 ranks beside a small device profile

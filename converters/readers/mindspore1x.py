@@ -11,7 +11,8 @@ MindSpore 1.6). A rank is an id with device ops or a step trace:
 * ``step_trace_raw_{id}_detail_time.csv``: steps, FP/BP points and one start/end column pair
   per communication op (``stream_24_0_AllReduce-op3143``), which become communication ops;
 * ``hccl_info/<op>[_dev<d>]/iter{N}.trace``: HCCL tasks, planes by ``tid``; a trace belongs to
-  the folder's only rank, else to the rank of its ``_dev`` suffix, else to its ``device id``.
+  the folder's only rank, else to the rank of its ``_dev`` suffix, else to its ``device id``;
+* MindData's queue, pipeline and CPU files: counters at each step's start (``minddata``).
 
 All times count the device SysCnt (100 MHz, 10 ns ticks) and convert to ns exactly.
 ``host_start.log.{id}`` (``clock_realtime`` and ``clock_monotonic_raw``, ns) maps them to the
@@ -40,7 +41,7 @@ import orjson
 from ..errors import Diagnostics, InputError, as_text
 from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from ..select import format_ids
-from . import jsonfile
+from . import jsonfile, minddata
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 from .times import us_to_ns
@@ -58,8 +59,9 @@ _FILES = {  # what each file holds -> its name, with the rank (or device) id
     "host_start": re.compile(r"^host_start\.log\.(\d+)$"),
     "min_cycle": re.compile(r"^min_cycle_counter_(\d+)\.txt$"),
     "hccl_raw": re.compile(r"^hccl_raw_(\d+)\.csv$"),
+    **minddata.FILES,
 }
-_READ = ("timeline", "framework", "aicpu", "step_trace", "hccl_raw")  # besides hccl_info
+_READ = ("timeline", "framework", "aicpu", "step_trace", "hccl_raw", *minddata.FILES)  # besides hccl_info
 _DEVICE = ("timeline", "aicpu")  # the files of device tasks: without them compute is unknown
 _HCCL = "hccl_info"
 _DEV_SUFFIX = re.compile(r"_dev(\d+)$")
@@ -121,6 +123,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     # without op columns in the step trace, the HCCL tasks stand for the communication ops
     tasks = detail or not any(s.layer is Layer.COMM_OP for _, records in steps for s in records)
     starts = [step.start_ns for step, _ in steps]
+    counters = minddata.step_samples(rank.rank, [step for step, _ in steps], sources, diag)
     span = _Span()
     with StepSpill() as spill:
         _file_by_step(spill, starts, _records(rank, sources, diag, detail, tasks, span))
@@ -131,7 +134,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
             yield StepRecords(rank.rank, None, None, None, before, has_device=device)
         for index, (step, records) in enumerate(steps):
             yield StepRecords(rank.rank, None, step.step, step, records + spill.load(index, rank.rank),
-                              has_device=covered[index])
+                              next(counters), has_device=covered[index])
 
 
 class _Span:

@@ -14,12 +14,13 @@ from typing import Any
 from ... import comm
 from ...errors import Diagnostics, as_text
 from ...executor import LOCAL, Where
-from ...model import Layer, RankInfo, StepKey
+from ...model import MINDDATA, Layer, RankInfo, StepKey
 from ...output import inputs_of
 from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
 from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from ..overlap import StepOverlap, overlap_row, step_span
+from .dataprep import data_json, queue_at_start
 from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
 
 SCHEMA = "trace2perfetto-report/1"
@@ -49,6 +50,7 @@ class StepFacts:
     waited_for: dict[int, int] = field(default_factory=dict)  # last rank -> wait for it, in this step
     last_arrivals: int = 0  # collectives of this step in which this rank came last (with a skew)
     key: StepKey | None = None  # the step as the job names it (graph and step above: as the rank does)
+    data: dict[str, float] = field(default_factory=dict)  # MindData counters at its start (dataprep.py)
 
     @property
     def has_device(self) -> bool:
@@ -70,6 +72,11 @@ class StepFacts:
         if self.overlap.preparing_ns is not None:
             found.append(("Preparing", self.overlap.preparing_ns))
         return max(found, key=lambda item: item[1]) if found else None
+
+    @property
+    def queue(self) -> tuple[float, float | None] | None:
+        """(size, capacity) of the data queue at the step's start, where MindData records it."""
+        return queue_at_start(self.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,8 +306,10 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
                     phases[key].append((s[4], s[4] + s[5]))
         row = overlap_row(batch)
         start, step_ns, host_start = step_span(batch)
+        data = {v.lane: v.value for v in batch.samples if v.lane.startswith(MINDDATA)}
         out.append(StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start, row,
-                             {name: total_ns(spans) for name, spans in phases.items()}, key=batch.key))
+                             {name: total_ns(spans) for name, spans in phases.items()}, key=batch.key,
+                             data=data))
         comm_ops += comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key, mine)
     if len(ops) > OPS_PER_RANK:
         ranked = sorted(ops.items(), key=lambda item: -item[1][1])
@@ -425,6 +434,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "clocks": [{"host": c.host, "ranks": list(c.ranks), "offset_us": c.offset_ns / 1000,
                     "spread_us": c.spread_ns / 1000, "collectives": c.instances} for c in report.clocks],
         "warnings": report.warnings,
+        **({"data_preparation": prepared} if (prepared := data_json(report.steps)) else {}),
     }
 
 

@@ -40,7 +40,8 @@ class Thresholds:
     MEANING: ClassVar[dict[str, str]] = {
         "data_loading_share": "data loading: the profiler's Dataloader phase, its Iteration Interval, or "
         "Preparing (host step start to the first device work), whichever is largest, at least this share "
-        "of the step",
+        "of the step",  # where MindData records the data queue, it decides (_data_loading; said in the
+        # report's Data preparation section, which only such inputs have)
         "host_idle_share": "host bound: the device idle (Free between its tasks, plus after its last task "
         "until the step ends; no compute, no communication) at least this share of the step",
         "device_compute_share": "device bound: compute (the union of the device's compute tasks) at least "
@@ -125,13 +126,7 @@ def _findings(f: StepFacts, peers: list[StepFacts], t: Thresholds) -> Iterable[t
                 "wait_caused_share": round(wait_share, 4), "last_arrivals": f.last_arrivals,
                 "median_step_ms": ms(median), "step_excess": round(excess, 4), "ranks_in_step": len(peers),
             }, f"Straggler: {reason}."
-    loading = f.data_loading
-    if loading is not None and loading[1] / step >= t.data_loading_share:
-        source, ns = loading
-        yield "data_loading", ns / step, {"source": source, "data_loading_ms": ms(ns),
-                                          "share": round(ns / step, 4)}, \
-            f"Data loading: {source} took {ms_text(ns)}, {ns / step:.0%} of the step" + \
-            (", before the device got work." if f.has_device else ".")  # no device: none to speak of
+    yield from _data_loading(f, t)
     if o.computing_ns is None:  # no device tasks recorded: the device's side is unknown
         return
     idle = o.free_ns + (f.other_ns or 0)
@@ -156,6 +151,28 @@ def _findings(f: StepFacts, peers: list[StepFacts], t: Thresholds) -> Iterable[t
             "waited_most_for_rank": waited[0] if waited else None,
         }, f"Communication bound: {ms_text(o.not_overlapped_ns)} ({o.not_overlapped_ns / step:.0%} of the " \
            f"step) in communication not overlapped with compute{text}."
+
+
+def _data_loading(f: StepFacts, t: Thresholds) -> Iterable[tuple[str, float, dict, str]]:
+    """The data-loading finding. Where the data queue is recorded it decides, as MindInsight's
+    step-gap analysis reads it: empty at the step's start, the step waited for its batch; holding
+    one, the data was ready, whatever the gap. Elsewhere the largest data-loading measure's share."""
+    step, loading, queue = f.step_ns, f.data_loading, f.queue
+    if queue is not None and queue[0] > 0:
+        return
+    if queue is None and (loading is None or loading[1] / step < t.data_loading_share):
+        return
+    source, ns = loading if loading is not None else (None, 0)
+    evidence: dict[str, Any] = {"source": source, "data_loading_ms": ms(ns) if source else None,
+                                "share": round(ns / step, 4)}
+    text = f"{source} took {ms_text(ns)}, {ns / step:.0%} of the step" if source else ""
+    if queue is not None:
+        capacity = "" if queue[1] is None else f" of {queue[1]:g}"
+        evidence |= {"queue_size": queue[0], "queue_capacity": queue[1]}
+        empty = f"the data queue was empty at the step's start (0{capacity} batches)"
+        text = f"{empty}; {text}" if text else empty
+    yield "data_loading", ns / step, evidence, \
+        f"Data loading: {text}" + (", before the device got work." if f.has_device and source else ".")
 
 
 def _order(f: StepFacts) -> tuple:

@@ -15,6 +15,7 @@ import orjson
 from ...output import open_output
 from ...select import format_ids
 from .data import OpTotal, Report, report_json
+from .dataprep import DataStep, data_ops, data_steps
 from .diagnosis import KIND_TITLES, KINDS, Diagnosis, ms_text
 from .plots import (
     CHART_OPS,
@@ -26,6 +27,7 @@ from .plots import (
     diagnosis_grid,
     ops_chart,
     phase_series,
+    queue_chart,
     short,
     stacked_bars,
     step_time_heatmap,
@@ -122,7 +124,9 @@ def _page(plots: Plots, report: Report, command: str) -> str:
              f"<title>trace2perfetto report: {_e(Path(report.path).name or report.path)}</title>"
              f"<style>{_CSS}</style></head><body><main>"]
     parts.append(f"<h1>Where the time goes: {_e(Path(report.path).name or report.path)}</h1>")
-    parts.append("<nav>" + "".join(f'<a href="#{i}">{t}</a>' for i, t in _NAV) + "</nav>")
+    prepared = data_steps(report.steps)
+    nav = _NAV[:-1] + [("data", "Data preparation")] + _NAV[-1:] if prepared else _NAV
+    parts.append("<nav>" + "".join(f'<a href="#{i}">{t}</a>' for i, t in nav) + "</nav>")
     parts.append(_job_section(report, command))
     parts.append(_verdict_section(report))
     if report.steps:
@@ -136,6 +140,8 @@ def _page(plots: Plots, report: Report, command: str) -> str:
         parts.append(_diagnosis_section(plots, report))
     parts.append(_ranks_section(plots, report))
     parts.append(_ops_section(plots, report))
+    if prepared:
+        parts.append(_data_section(plots, report, prepared))
     parts.append(_method_section(report))
     parts.append("</main></body></html>\n")
     return "".join(parts)
@@ -333,6 +339,40 @@ def _ops_section(plots: Plots, report: Report) -> str:
 
 
 RANK_OPS = 10  # ops listed per rank in the HTML (all of --top in the JSON)
+
+
+def _data_section(plots: Plots, report: Report, steps: list[DataStep]) -> str:
+    """MindData's data preparation: the queue per step (pictured), then the pipeline's operators."""
+    out = ['<section id="data"><h2>Data preparation</h2>']
+    queued = [s for s in steps if s.queue_empty is not None]
+    if queued:
+        empty = sum(1 for s in queued if s.queue_empty)
+        out.append(_figure(queue_chart(plots, steps), f"The data queue at each step's start: empty in "
+                           f"{empty} of {_count(len(queued), 'step')}. Empty, the step waited for its batch "
+                           "(data loading bound); holding batches, the data was ready: where the queue is "
+                           "recorded it decides the data-loading finding, not "
+                           "<code>data_loading_share</code>."))
+    rows = [[s.rank, "-" if s.step is None else s.step, _fig(s.queue_size), _fig(s.queue_capacity),
+             _fig(s.machine_cpu), _fig(s.process_cpu)] for s in steps[:DATA_ROWS]]
+    out.append(_table(["Rank", "Step", "Queue size", "Queue capacity", "Machine CPU (%)", "Process CPU (%)"],
+                      rows, {2, 3, 4, 5}))
+    ops = data_ops(report.steps)
+    if ops:
+        rows = [[o.rank, o.op_id, _e(o.op_type), _fig(o.workers), _fig(o.queue_capacity),
+                 _fig(o.mean_queue_size), "-" if o.queue_usage is None else f"{o.queue_usage:.1%}",
+                 _fig(o.mean_cpu)] for o in ops]
+        out.append("<h3>Pipeline operators</h3>" + _table(
+            ["Rank", "Op", "Type", "Workers", "Queue capacity", "Mean queue size", "Queue usage", "CPU (%)"],
+            rows, {3, 4, 5, 6, 7}))
+    out.append("</section>")
+    return "".join(out)
+
+
+DATA_ROWS = 200  # steps listed in the HTML (all of them are in --format json)
+
+
+def _fig(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.4g}"
 
 
 def _count(n: int, noun: str) -> str:

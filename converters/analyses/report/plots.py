@@ -13,6 +13,7 @@ from typing import Any
 from ...errors import UsageError
 from ...model import StepKey
 from .data import Report, StepFacts
+from .dataprep import DataStep
 from .diagnosis import KIND_TITLES, KINDS
 
 # Colours of the findings, and of the breakdown's lanes (the page's badges share them)
@@ -314,3 +315,26 @@ def ops_chart(plots: Plots, report: Report) -> str:
     ax.set_xlabel("total time over the kept ranks and steps (ms)")
     return plots.svg(fig, "Top device ops by total time")
 
+
+
+def queue_chart(plots: Plots, steps: list[DataStep]) -> str:
+    """The data queue's size at each step's start, per rank, with its capacity: at 0 the step
+    waited for its batch (``dataprep``)."""
+    fig = plots.figure(9.5, 2.6)
+    ax = fig.subplots()
+    by_rank: dict[int, list[DataStep]] = defaultdict(list)
+    for s in steps:
+        if s.queue_size is not None and s.step is not None:
+            by_rank[s.rank].append(s)
+    for rank, mine in sorted(by_rank.items()):
+        mine.sort(key=lambda s: s.step)
+        ax.step([s.step for s in mine], [s.queue_size for s in mine], where="post", marker=".",
+                label=f"rank {rank}")
+    capacity = max((s.queue_capacity for s in steps if s.queue_capacity is not None), default=None)
+    if capacity is not None:
+        ax.axhline(capacity, color="#bdbdbd", linestyle="--", linewidth=1, label="capacity")
+    ax.set_xlabel("step")
+    ax.set_ylabel("batches in the queue")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper right", fontsize=8)
+    return plots.svg(fig, "Data queue size at each step's start")

@@ -636,7 +636,8 @@ COMMANDS = {c.name: c for c in (
         "  trace2perfetto comm PROFILER_DIR --slow-ranks          ranks by the wait they cause\n"
         "  trace2perfetto comm PROFILER_DIR --matrix              the link matrix, slowest links\n"
         "  trace2perfetto comm PROFILER_DIR --format csv > comm.csv\n\n"
-        "The JSON output is described by schemas/comm.schema.json (--matrix: schemas/\n"
+        "The JSON output is described by schemas/comm.schema.json (--matrix: "
+        "schemas/comm_matrix.schema.json).",
         "comm_matrix.schema.json).",
         _comm_arguments, _run_comm, ("table", "csv", "json"), "output on stdout", align=True,
     ),

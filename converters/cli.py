@@ -638,7 +638,6 @@ COMMANDS = {c.name: c for c in (
         "  trace2perfetto comm PROFILER_DIR --format csv > comm.csv\n\n"
         "The JSON output is described by schemas/comm.schema.json (--matrix: "
         "schemas/comm_matrix.schema.json).",
-        "comm_matrix.schema.json).",
         _comm_arguments, _run_comm, ("table", "csv", "json"), "output on stdout", align=True,
     ),
     Command(

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from converters import comm
 from converters.analyses.comm_matrix import COLUMNS, LinkRow, comm_matrix, picked, slowest_links
+from converters.analyses.report import render_html, report_data, report_json
 from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.kineto_gen import write_kineto_traces
@@ -211,3 +212,28 @@ def test_a_profile_without_plane_tasks_has_no_rows_and_says_so(tmp_path, capsys)
     jsonschema.validate(document, SCHEMA)
     assert document == {"matrix": [], "slowest_links": [], "plane_tasks": False}
     assert "no HCCL plane tasks" in out.err
+
+
+# -- the report --------------------------------------------------------------------------------------
+
+REPORT_SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "report.schema.json").read_text())
+
+
+def test_the_report_ranks_the_links_and_draws_them(tmp_path):
+    report = report_data(_without_matrix(real_data("ascend-pt-2rank"), tmp_path))
+    document = report_json(report)
+    jsonschema.validate(document, REPORT_SCHEMA)
+    ranked = document["links"]["ranked"]
+    assert document["links"]["plane_tasks"] and len(ranked) == 16
+    assert [(r["src_rank"], r["dst_rank"]) for r in ranked[:1]] == [(1, 7)]  # 15.14 GB/s, HCCS median 15.62
+    page = render_html(report, "report")
+    assert '<section id="links">' in page and 'aria-label="Bandwidth per link"' in page
+
+
+def test_the_report_says_where_there_are_no_plane_tasks(tmp_path):
+    write_kineto_traces(tmp_path, ranks=2, steps=2)
+    report = report_data(tmp_path)
+    document = report_json(report)
+    jsonschema.validate(document, REPORT_SCHEMA)
+    assert document["links"] == {"plane_tasks": False, "ranked": []}  # NCCL kernels: ops without planes
+    assert "link matrix needs them" in render_html(report, "report")

@@ -38,7 +38,7 @@ COLUMNS = ("Rank", "Step", "Group", "Op", "Src Rank", "Dst Rank", "Transport Typ
            "Transit Time(ms)", "Bandwidth(GB/s)")
 LABELS = ("top1", "middle", "bottom1", "bottom2", "bottom3", "total")
 COLLECTIVE, P2P = "collective", "p2p"
-_OP_TYPE = re.compile(r"^(?:hcom_)?([A-Za-z]+)")  # hcom_allReduce__586_0_1: allreduce
+_OP_TYPE = re.compile(r"^(?:hcom_)?([A-Za-z]+)")  # hcom_allReduce__586_0_1, AllReduce-op534_0: allreduce
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +52,9 @@ class OpLinks:
 
     @property
     def op_type(self) -> str:
-        """The op's type as the matrix names it: ``hcom_allReduce__586_0_1`` is ``allreduce``."""
-        found = _OP_TYPE.match(self.name)
+        """The op's type as the matrix names it: ``hcom_allReduce__586_0_1`` is ``allreduce``, and
+        MindSpore's ``Default/AllReduce-op534_0`` too (its scope left out)."""
+        found = _OP_TYPE.match(self.name.rsplit("/", 1)[-1])
         return (found.group(1) if found else self.name).lower()
 
 

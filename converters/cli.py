@@ -447,22 +447,37 @@ def _print_slow_ranks(report, fmt: str) -> None:
 
 
 def _print_matrix(args: argparse.Namespace) -> int:
+    """The rows stream out rank by rank (CSV rows, the JSON document's ``matrix`` array), the
+    slowest links after them (the JSON's other keys, the table's footer)."""
     diag = Diagnostics()
-    report = matrix.comm_matrix(args.profile, diag=diag, **_selection(args))
+    json_out = args.format == "json"
+    rows = Rows("csv" if args.format == "csv" else "table", list(matrix.COLUMNS),
+                "(MB = 10^6 bytes; top1: the op with the highest bandwidth on the link, middle, bottom1-3: "
+                "the lowest; total: all the ops of the type)")
+    if json_out:
+        sys.stdout.write('{"matrix": [')
+    written = 0
+
+    def stream(found: list) -> None:
+        nonlocal written
+        if not json_out:
+            rows.add(map(matrix.record, found))
+            return
+        for row in found:
+            record = orjson.dumps(matrix.json_record(row)).decode()
+            sys.stdout.write(("\n  " if not written else ",\n  ") + record)
+            written += 1
+
+    report = matrix.comm_matrix(args.profile, diag=diag, each=stream, **_selection(args))
     _warn(args, diag.messages())
     if not report.plane_tasks:
         _warn(args, [f"{args.profile}: no HCCL plane tasks on links in the kept ranks and steps (Kineto, "
                      "msprof or torch_npu without them): no link matrix"])
     slowest = [matrix.slow_record(link) for link in report.slowest]
-    if args.format == "json":
-        document = {"matrix": [matrix.json_record(r) for r in report.rows],
-                    "slowest_links": slowest, "plane_tasks": report.plane_tasks}
-        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    if json_out:
+        tail = orjson.dumps({"slowest_links": slowest, "plane_tasks": report.plane_tasks}).decode()[1:]
+        sys.stdout.write(("\n]," if written else "],") + tail + "\n")
         return 0
-    rows = Rows(args.format, list(matrix.COLUMNS),
-                "(MB = 10^6 bytes; top1: the op with the highest bandwidth on the link, middle, bottom1-3: "
-                "the lowest; total: all the ops of the type)")
-    rows.add(matrix.record(r) for r in report.rows)
     rows.close()
     if args.format == "table" and slowest:
         print("slowest links (bandwidth against the median of their transport's links, over the kept steps):")

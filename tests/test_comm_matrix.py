@@ -139,6 +139,9 @@ def test_a_generated_jobs_links_are_every_peer_of_its_communicator(tmp_path):
         if r.rank == 0 and r.op.endswith("-total"):
             totals[r.src, r.dst] += r.size_bytes
     assert totals == sizes
+    handed: list = []
+    streamed = comm_matrix(tmp_path, each=handed.extend)  # rank by rank, none kept
+    assert streamed.rows == [] and handed == report.rows and streamed.slowest == report.slowest
 
 
 # -- the algebra -------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import os
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .. import comm
@@ -111,8 +111,11 @@ def comm_matrix(
     steps: Iterable[int] | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
+    each: Callable[[list[LinkRow]], None] | None = None,
 ) -> MatrixReport:
     """The link matrix of every kept rank and step, and the job's links, slowest first.
+    ``each``: each rank's rows are handed to it, in rank order, and not kept (the rows grow with
+    ranks x steps: a table of any size streams in flat memory); the slowest links all the same.
 
     Example::
 
@@ -125,10 +128,19 @@ def comm_matrix(
     """
     options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)  # detail: the plane tasks
     profile = Profile.open(path, options, where=where, diag=diag)
-    results: list[tuple[list[LinkRow], bool]] = profile.map(rank_matrix)
+    report = MatrixReport([])
+    sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0])
+
+    def collect(_: int, result: tuple[list[LinkRow], bool]) -> None:
+        found, planes = result
+        report.plane_tasks |= planes
+        add_totals(sums, found)
+        (each or report.rows.extend)(found)
+
+    profile.map(rank_matrix, each=collect, ordered=True)
     profile.check_steps()
-    rows = [row for found, _ in results for row in found]
-    return MatrixReport(rows, slowest_links(rows), any(planes for _, planes in results))
+    report.slowest = ranked(sums)
+    return report
 
 
 def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[list[LinkRow], bool]:
@@ -178,11 +190,21 @@ def slowest_links(rows: Iterable[LinkRow]) -> list[SlowLink]:
     """Every link over the job (its ``total`` rows added up), slowest against the median of its
     transport first (then by src and dst)."""
     sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0])
+    add_totals(sums, rows)
+    return ranked(sums)
+
+
+def add_totals(sums: dict[tuple[int, int, str], list[int]], rows: Iterable[LinkRow]) -> None:
+    """``rows``' ``total`` figures added to ``sums``: (src, dst, transport) -> [bytes, ns]."""
     for row in rows:
         if row.op.endswith("-total"):
             entry = sums[row.src, row.dst, row.transport]
             entry[0] += row.size_bytes
             entry[1] += row.time_ns
+
+
+def ranked(sums: dict[tuple[int, int, str], list[int]]) -> list[SlowLink]:
+    """The links of ``sums`` (``add_totals``), slowest against the median of its transport first."""
     bandwidth = {key: comm.Link(key[2], size, ns).gb_per_s for key, (size, ns) in sums.items()}
     by_transport: dict[str, list[float]] = defaultdict(list)
     for (_, _, transport), gb in bandwidth.items():

@@ -128,7 +128,7 @@ class Report:
     selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
     warnings: list[str] = field(default_factory=list)
     inputs: list[Path] = field(default_factory=list)  # what was read: the report is never written over it
-    links: MatrixReport | None = None  # the link matrix (a detail read); None: no communication ops, not read
+    links: MatrixReport | None = None  # the links ranked (a detail read, no rows); None: no communication ops
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -251,7 +251,8 @@ def report_data(
     report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
     if all_ops:  # the plane tasks are in no summary: a detail read of its own, where there is communication
-        report.links = comm_matrix(path, ranks=ranks, graphs=graphs, steps=steps, where=where)
+        report.links = comm_matrix(path, ranks=ranks, graphs=graphs, steps=steps, where=where,
+                                   each=lambda rows: None)  # the links ranked only: no rows kept
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     report.warnings = diag.messages()
     if not facts:

@@ -454,8 +454,6 @@ def _print_matrix(args: argparse.Namespace) -> int:
     rows = Rows("csv" if args.format == "csv" else "table", list(matrix.COLUMNS),
                 "(MB = 10^6 bytes; top1: the op with the highest bandwidth on the link, middle, bottom1-3: "
                 "the lowest; total: all the ops of the type)")
-    if json_out:
-        sys.stdout.write('{"matrix": [')
     written = 0
 
     def stream(found: list) -> None:
@@ -465,7 +463,7 @@ def _print_matrix(args: argparse.Namespace) -> int:
             return
         for row in found:
             record = orjson.dumps(matrix.json_record(row)).decode()
-            sys.stdout.write(("\n  " if not written else ",\n  ") + record)
+            sys.stdout.write(('{"matrix": [\n  ' if not written else ",\n  ") + record)
             written += 1
 
     report = matrix.comm_matrix(args.profile, diag=diag, each=stream, **_selection(args))
@@ -476,7 +474,7 @@ def _print_matrix(args: argparse.Namespace) -> int:
     slowest = [matrix.slow_record(link) for link in report.slowest]
     if json_out:
         tail = orjson.dumps({"slowest_links": slowest, "plane_tasks": report.plane_tasks}).decode()[1:]
-        sys.stdout.write(("\n]," if written else "],") + tail + "\n")
+        sys.stdout.write(("\n]," if written else '{"matrix": [],') + tail + "\n")
         return 0
     rows.close()
     if args.format == "table" and slowest:

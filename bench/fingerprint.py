@@ -52,6 +52,7 @@ ANALYSES = (
     *(["overlap", "--format", f] for f in ("table", "csv", "json")),
     *(["comm", "--format", f] for f in ("table", "csv", "json")),
     *(["comm", "--slow-ranks", "--format", f] for f in ("table", "csv", "json")),
+    *(["comm", "--matrix", "--format", f] for f in ("table", "csv", "json")),
     *(["report", "--format", f] for f in ("json", "html")),
 )
 

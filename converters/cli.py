@@ -22,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from .analyses import comm_matrix as matrix
 from .analyses import ops, overlap
 from .analyses.comm import comm_report
 from .analyses.info import profile_info
@@ -306,9 +307,18 @@ def _comm_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the slow-rank table instead of the ops: ranks ordered by the wait they cause "
                         "the others, with their step, compute and communication time, and the spread of "
                         "step time across ranks per step")
+    parser.add_argument("--matrix", action="store_true",
+                        help="the link matrix instead of the ops, as torch_npu's communication_matrix.json: "
+                        "per rank, step, group and op type, per link (src rank -> dst rank) its transport, "
+                        "transit size, time and bandwidth, for the op with the highest bandwidth on the link "
+                        "(top1), the middle one, the three lowest (bottom1-3) and their total; then the "
+                        "job's slowest links against the median of their transport. Needs the HCCL plane "
+                        "tasks (torch_npu or msprof with them; not Kineto)")
 
 
 def _run_comm(args: argparse.Namespace) -> int:
+    if args.matrix:
+        return _print_matrix(args)
     stream = None if args.slow_ranks or args.format == "table" else _OpsStream(args.format)
     diag = Diagnostics()
     report = comm_report(args.profile, align=args.align, diag=diag, each=stream, **_selection(args))
@@ -434,6 +444,43 @@ def _print_slow_ranks(report, fmt: str) -> None:
         print(f"{label}: step time {s['Fastest(ms)']:.3f}-{s['Slowest(ms)']:.3f} ms across "
               f"{s['Ranks']} ranks, slowest rank {s['Slowest Rank']}")
     print_clocks(report.clocks, report.aligned)
+
+
+def _print_matrix(args: argparse.Namespace) -> int:
+    """The rows stream out rank by rank (CSV rows, the JSON document's ``matrix`` array), the
+    slowest links after them (the JSON's other keys, the table's footer)."""
+    diag = Diagnostics()
+    json_out = args.format == "json"
+    rows = Rows("csv" if args.format == "csv" else "table", list(matrix.COLUMNS),
+                "(MB = 10^6 bytes; top1: the op with the highest bandwidth on the link, middle, bottom1-3: "
+                "the lowest; total: all the ops of the type)")
+    written = 0
+
+    def stream(found: list) -> None:
+        nonlocal written
+        if not json_out:
+            rows.add(map(matrix.record, found))
+            return
+        for row in found:
+            record = orjson.dumps(matrix.json_record(row)).decode()
+            sys.stdout.write(('{"matrix": [\n  ' if not written else ",\n  ") + record)
+            written += 1
+
+    report = matrix.comm_matrix(args.profile, diag=diag, each=stream, **_selection(args))
+    _warn(args, diag.messages())
+    if not report.plane_tasks:
+        _warn(args, [f"{args.profile}: no HCCL plane tasks on links in the kept ranks and steps (Kineto, "
+                     "msprof or torch_npu without them): no link matrix"])
+    slowest = [matrix.slow_record(link) for link in report.slowest]
+    if json_out:
+        tail = orjson.dumps({"slowest_links": slowest, "plane_tasks": report.plane_tasks}).decode()[1:]
+        sys.stdout.write(("\n]," if written else '{"matrix": [],') + tail + "\n")
+        return 0
+    rows.close()
+    if args.format == "table" and slowest:
+        print("slowest links (bandwidth against the median of their transport's links, over the kept steps):")
+        print_table([list(slowest[0])] + [[cell(v) for v in link.values()] for link in slowest[:5]])
+    return 0
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -600,8 +647,10 @@ COMMANDS = {c.name: c for c in (
         "examples:\n"
         "  trace2perfetto comm PROFILER_DIR                      every op of every rank\n"
         "  trace2perfetto comm PROFILER_DIR --slow-ranks          ranks by the wait they cause\n"
+        "  trace2perfetto comm PROFILER_DIR --matrix              the link matrix, slowest links\n"
         "  trace2perfetto comm PROFILER_DIR --format csv > comm.csv\n\n"
-        "The JSON output is described by schemas/comm.schema.json.",
+        "The JSON output is described by schemas/comm.schema.json (--matrix: "
+        "schemas/comm_matrix.schema.json).",
         _comm_arguments, _run_comm, ("table", "csv", "json"), "output on stdout", align=True,
     ),
     Command(

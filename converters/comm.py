@@ -105,7 +105,7 @@ class OpComm:
 
     @property
     def p2p(self) -> bool:
-        return _P2P.match(self.name) is not None
+        return is_p2p(self.name)
 
     @property
     def wait_ratio(self) -> float | None:
@@ -114,6 +114,11 @@ class OpComm:
     @property
     def sync_ratio(self) -> float | None:
         return _ratio(self.sync_ns, self.transit_ns)
+
+
+def is_p2p(name: str) -> bool:
+    """A point-to-point op (send, receive): it pairs two ranks, no collective."""
+    return _P2P.match(name) is not None
 
 
 def _ratio(part: int | None, transit: int | None) -> float | None:
@@ -151,10 +156,8 @@ def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None,
     result = OpComm(op.rank, graph, step, group_of(op), op.name, op.start_ns, op.dur_ns, step_key)
     if not tasks:
         return _from_args(result, _args(op))
-    planes: dict[str, list[tuple[Slice, dict[str, Any]]]] = defaultdict(list)
-    for t in sorted(tasks, key=lambda t: t.start_ns):
-        planes[t.lane.split(" #")[0]].append((t, _args(t)))
-    runs = 3 if result.p2p else 5  # an RDMA transfer: payload, then 2 (or 4 with a barrier) closing tasks
+    planes = _planes(tasks)
+    runs = _rdma_runs(result.p2p)
     window = [(op.start_ns, op.end_ns)]
     transit: list[tuple[int, int]] = []
     waits: list[tuple[int, int]] = []
@@ -184,8 +187,30 @@ def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None,
     return result
 
 
+def _planes(tasks: list[Slice]) -> dict[str, list[tuple[Slice, dict[str, Any]]]]:
+    """An op's tasks with their args, by plane, each plane's in time order."""
+    planes: dict[str, list[tuple[Slice, dict[str, Any]]]] = defaultdict(list)
+    for t in sorted(tasks, key=lambda t: t.start_ns):
+        planes[t.lane.split(" #")[0]].append((t, _args(t)))
+    return planes
+
+
+def _rdma_runs(p2p: bool) -> int:
+    """An RDMA transfer's tasks: payload, then 2 (or 4 with a barrier: collectives) closing tasks."""
+    return 3 if p2p else 5
+
+
 def _transfers(items: list[tuple[Slice, dict[str, Any]]], runs: int):
-    """(kind, start, ns, bytes, link type) of each transit ("SDMA"/"RDMA") and wait ("wait")."""
+    """(kind, start, ns, bytes, link type) of each transit ("SDMA"/"RDMA") and wait ("wait"); an
+    SDMA copy on chip is no transit."""
+    for kind, start, ns, size, link, _ in _transits(items, runs):
+        if kind != "SDMA" or link != "ON_CHIP":
+            yield kind, start, ns, size, link
+
+
+def _transits(items: list[tuple[Slice, dict[str, Any]]], runs: int):
+    """(kind, start, ns, bytes, link type, the args of its first task) of each transit ("SDMA",
+    copies on chip too; "RDMA") and wait ("wait")."""
     i = 0
     while i < len(items):
         t, args = items[i]
@@ -198,16 +223,16 @@ def _transfers(items: list[tuple[Slice, dict[str, Any]]], runs: int):
             last = i + count + runs - 2
             if last < len(items):
                 size = sum(_size(a) for _, a in items[i:i + count])
-                yield "RDMA", t.start_ns, items[last][0].end_ns - t.start_ns, size, ""
+                yield "RDMA", t.start_ns, items[last][0].end_ns - t.start_ns, size, "", args
                 i = last + 1
             else:
                 i += count
             continue
         link = args.get("link type", "")
-        if kind in _SDMA_TRANSIT and args.get("transport type") == "SDMA" and link != "ON_CHIP":
-            yield "SDMA", t.start_ns, t.dur_ns, _size(args), link
+        if kind in _SDMA_TRANSIT and args.get("transport type") == "SDMA":
+            yield "SDMA", t.start_ns, t.dur_ns, _size(args), link, args
         elif kind == "Notify_Wait":
-            yield "wait", t.start_ns, t.dur_ns, 0, ""
+            yield "wait", t.start_ns, t.dur_ns, 0, "", args
         i += 1
 
 
@@ -229,6 +254,47 @@ def _link(link: str) -> str:
     if link == "HCCS_SW":
         return "HCCS"
     return link if link in ("HCCS", "PCIE", "SIO") else "SDMA"
+
+
+# -- one op's links (communication_matrix.json) ----------------------------------------------------
+
+NO_RANK = 0xFFFF_FFFF  # a task's dst rank when it copies within its own rank (a reduce on chip)
+
+
+@dataclass(slots=True)
+class Link:
+    """Transit from one rank to another (or within one: LOCAL) during one op, or a sum of ops."""
+
+    transport: str
+    size_bytes: int = 0
+    time_ns: int = 0
+
+    @property
+    def gb_per_s(self) -> float:
+        """Bytes per ns is GB/s (CANN: MB / ms, rounded to 4 places); 0 without time, as CANN."""
+        return round(self.size_bytes / self.time_ns, 4) if self.time_ns else 0.0
+
+
+def op_links(op: Slice, tasks: list[Slice]) -> dict[tuple[int, int], Link]:
+    """The transit of ``op`` per link (src rank, dst rank), from its plane tasks, as CANN's
+    ``CommunicationMatrixParser`` adds them up: the SDMA copies (Memcpy, Reduce_Inline; on chip too,
+    unlike communication.json) and the RDMA transfers of every plane, each on the link its first
+    task names (a dst rank of 0xFFFFFFFF is the src rank); a task without both ranks is on no link.
+    Transport: LOCAL within a rank, else RDMA, else the link type (HCCS, PCIE, SIO; else SDMA)."""
+    links: dict[tuple[int, int], Link] = {}
+    runs = _rdma_runs(is_p2p(op.name))
+    for items in _planes(tasks).values():
+        for kind, _, ns, size, link, args in _transits(items, runs):
+            src, dst = args.get("src rank"), args.get("dst rank")
+            if kind == "wait" or type(src) is not int or type(dst) is not int or src == NO_RANK:
+                continue
+            dst = src if dst == NO_RANK else dst
+            transport = "LOCAL" if src == dst else "RDMA" if kind == "RDMA" else _link(link)
+            entry = links.setdefault((src, dst), Link(transport))
+            entry.transport = transport
+            entry.size_bytes += size
+            entry.time_ns += ns
+    return links
 
 
 _DTYPE_BYTES = {"float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "c10::bfloat16": 2,
@@ -258,7 +324,13 @@ def _from_args(result: OpComm, args: dict[str, Any]) -> OpComm:
 
 def step_ops(batch: StepRecords) -> list[OpComm]:
     """Every communication op of one rank's step, in time order, with the figures of its plane
-    tasks: a task belongs to the latest op that holds its start (as CANN's exports attribute them)."""
+    tasks (``op_tasks``)."""
+    return [op_comm(op, mine, batch.graph, batch.step_id, batch.key) for op, mine in op_tasks(batch)]
+
+
+def op_tasks(batch: StepRecords) -> list[tuple[Slice, list[Slice]]]:
+    """Every communication op of one rank's step, in time order, with its plane tasks: a task
+    belongs to the latest op that holds its start (as CANN's exports attribute them)."""
     ops = sorted((s for s in batch.slices if s.layer is Layer.COMM_OP), key=lambda s: s.start_ns)
     tasks: list[list[Slice]] = [[] for _ in ops]
     if ops:
@@ -271,8 +343,7 @@ def step_ops(batch: StepRecords) -> list[OpComm]:
                 i -= 1
             if i >= 0:
                 tasks[i].append(t)
-    return [op_comm(op, mine, batch.graph, batch.step_id, batch.key)
-            for op, mine in zip(ops, tasks, strict=True)]
+    return list(zip(ops, tasks, strict=True))
 
 
 def group_of(op: Slice) -> str:

@@ -317,7 +317,7 @@ def test_a_format_the_output_name_contradicts_is_a_usage_error(profile, tmp_path
     # no format takes the one asked for
 
 
-@pytest.mark.parametrize("command", [[], ["info"], ["overlap"], ["comm"], ["report"]])
+@pytest.mark.parametrize("command", [[], ["info"], ["overlap"], ["comm"], ["comm", "--matrix"], ["report"]])
 def test_steps_absent_from_the_profile_are_a_usage_error_listing_those_present(profile, tmp_path, capsys,
                                                                                command):
     out = ["-o", str(tmp_path / "out.json")] if command in ([], ["report"]) else []

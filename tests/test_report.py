@@ -232,9 +232,10 @@ def test_html_holds_every_section_and_the_commands(slow_job, tmp_path):
     size = write_html(report, out, "trace2perfetto report X")
     page = out.read_text()
     assert size == len(page.encode())
-    for section in ("job", "verdict", "step-time", "breakdown", "diagnosis", "ranks", "ops", "method"):
+    for section in ("job", "verdict", "step-time", "breakdown", "diagnosis", "ranks", "links", "ops",
+                    "method"):
         assert f'<section id="{section}">' in page
-    assert page.count('<svg role="img"') == 6  # heatmap, 2 breakdowns, diagnosis grid, waits, top ops
+    assert page.count('<svg role="img"') == 7  # heatmap, 2 breakdowns, diagnosis grid, waits, links, top ops
     straggler = next(d for d in report.diagnoses if d.kind == "straggler")
     assert straggler.command.replace("'", "&#x27;") in re.sub(r"</?span>", "", page)  # its words as written
     for name, value, _ in Thresholds().items():
@@ -272,7 +273,7 @@ def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
     assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     assert out.stat().st_size < 2 * 1024 * 1024
     page = out.read_text()
-    assert page.count('<svg role="img"') == 6
+    assert page.count('<svg role="img"') == 7  # the links' heatmap too
     # 6,400 rank-steps: the findings tables list the worst of each kind, the JSON all of them
     assert re.search(r"and \d+ more \(all in --format json\)", page)
 

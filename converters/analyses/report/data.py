@@ -19,6 +19,7 @@ from ...output import inputs_of
 from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
 from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
+from ..comm_matrix import MatrixReport, comm_matrix
 from ..overlap import StepOverlap, overlap_row, step_span
 from .dataprep import data_json, queue_at_start
 from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
@@ -134,6 +135,7 @@ class Report:
     selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
     warnings: list[str] = field(default_factory=list)
     inputs: list[Path] = field(default_factory=list)  # what was read: the report is never written over it
+    links: MatrixReport | None = None  # the links ranked (a detail read, no rows); None: no communication ops
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -255,6 +257,9 @@ def report_data(
     span = report.span_ns
     report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
+    if all_ops:  # the plane tasks are in no summary: a detail read of its own, where there is communication
+        report.links = comm_matrix(path, ranks=ranks, graphs=graphs, steps=steps, where=where,
+                                   each=lambda rows: None)  # the links ranked only: no rows kept
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     report.warnings = diag.messages()
     if not facts:
@@ -433,9 +438,20 @@ def report_json(report: Report) -> dict[str, Any]:
         },
         "clocks": [{"host": c.host, "ranks": list(c.ranks), "offset_us": c.offset_ns / 1000,
                     "spread_us": c.spread_ns / 1000, "collectives": c.instances} for c in report.clocks],
+        "links": _links_record(report.links),
         "warnings": report.warnings,
         **({"data_preparation": prepared} if (prepared := data_json(report.steps)) else {}),
     }
+
+
+def _links_record(links: MatrixReport | None) -> dict[str, Any]:
+    """The job's links, slowest against their transport's median first (``comm_matrix``);
+    ``plane_tasks`` null: no communication ops, so none looked for."""
+    ranked = [] if links is None else links.slowest
+    return {"plane_tasks": None if links is None else links.plane_tasks,
+            "ranked": [{"src_rank": s.src, "dst_rank": s.dst, "transport": s.transport,
+                        "size_mb": s.size_bytes / 1e6, "time_ms": ms(s.time_ns), "bandwidth_gb_s": s.gb_per_s,
+                        "median_gb_s": s.median_gb_per_s, "ratio_to_median": s.ratio} for s in ranked]}
 
 
 def _step_record(f: StepFacts, found: list[Diagnosis], judged: bool = True) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from .plots import (
     Plots,
     breakdown,
     diagnosis_grid,
+    link_heatmap,
     ops_chart,
     phase_series,
     queue_chart,
@@ -61,7 +62,8 @@ details { margin: 0.2em 0; } summary { cursor: pointer; }
 """
 
 _NAV = [("job", "Job"), ("verdict", "Verdict"), ("step-time", "Step time"), ("breakdown", "Breakdown"),
-        ("diagnosis", "Diagnosis"), ("ranks", "Slow ranks"), ("ops", "Top ops"), ("method", "Method")]
+        ("diagnosis", "Diagnosis"), ("ranks", "Slow ranks"), ("links", "Links"), ("ops", "Top ops"),
+        ("method", "Method")]
 ROWS_PER_KIND = 12  # findings listed per kind in the HTML (all of them are in --format json)
 
 
@@ -139,6 +141,7 @@ def _page(plots: Plots, report: Report, command: str) -> str:
         parts.append(_breakdown_section(plots, report))
         parts.append(_diagnosis_section(plots, report))
     parts.append(_ranks_section(plots, report))
+    parts.append(_links_section(plots, report))
     parts.append(_ops_section(plots, report))
     if prepared:
         parts.append(_data_section(plots, report, prepared))
@@ -307,6 +310,31 @@ def _ranks_section(plots: Plots, report: Report) -> str:
         out.append("<h3>Host clocks</h3>" + _table(header, rows, {2, 3, 4}))
     out.append("</section>")
     return "".join(out)
+
+
+def _links_section(plots: Plots, report: Report) -> str:
+    out = ['<section id="links"><h2>Links</h2>']
+    links = report.links
+    if links is None or not links.plane_tasks:
+        why = ("No communication ops in this input." if links is None else
+               "No HCCL plane tasks on links in this input (Kineto, msprof or torch_npu without them): the "
+               "link matrix needs them.")
+        return "".join(out) + f"<p>{why}</p></section>"
+    if any(s.transport != "LOCAL" for s in links.slowest):
+        out.append(_figure(link_heatmap(plots, report),
+                           "Each cell the transit from one rank (row) to another (column) over the kept "
+                           "steps, coloured by its bandwidth (transit size / transit time, from the HCCL "
+                           "plane tasks, as communication_matrix.json); copies within a rank (LOCAL) left "
+                           "out."))
+    rows = [[s.src, s.dst, _e(s.transport), f"{s.size_bytes / 1e6:,.1f}", _num(s.time_ns),
+             f"{s.gb_per_s:g}", f"{s.median_gb_per_s:g}", "-" if s.ratio is None else f"{s.ratio:.2f}"]
+            for s in links.slowest[:10]]
+    out.append("<h3>Slowest links</h3><p>Bandwidth against the median of the job's links of the same "
+               "transport (ratio 1: the median); <code>trace2perfetto comm --matrix</code> gives them per "
+               "step and op.</p>")
+    out.append(_table(["Src", "Dst", "Transport", "Size (MB)", "Time (ms)", "GB/s", "Median GB/s", "Ratio"],
+                      rows, {0, 1, 3, 4, 5, 6, 7}))
+    return "".join(out) + "</section>"
 
 
 def _ops_rows(ops: list[OpTotal], base: int) -> list[list[Any]]:

@@ -297,6 +297,42 @@ def wait_heatmap(plots: Plots, report: Report) -> str:
     return plots.svg(fig, "Wait between ranks")
 
 
+def link_heatmap(plots: Plots, report: Report) -> str:
+    """The job's links between ranks (src x dst), coloured by bandwidth on the links' own range (a
+    slow link is a pale cell in a row of dark ones), each cell labelled where there are few. LOCAL
+    copies (within a rank, an order of magnitude faster) are left out."""
+    import matplotlib
+    import numpy as np
+
+    links = [s for s in report.links.slowest if s.transport != "LOCAL"]
+    sources = sorted({s.src for s in links})
+    targets = sorted({s.dst for s in links})
+    row, column = {r: i for i, r in enumerate(sources)}, {r: i for i, r in enumerate(targets)}
+    data = np.full((len(sources), len(targets)), np.nan)
+    for s in links:
+        data[row[s.src], column[s.dst]] = s.gb_per_s
+    fig = plots.figure(min(9.0, max(3.6, 0.3 * len(targets) + 2.4)),
+                       min(7.5, max(2.4, 0.3 * len(sources) + 1.6)))
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["Blues"].with_extremes(bad="#f7f7f7")  # bad: no such link
+    low, high = float(np.nanmin(data)), float(np.nanmax(data))  # the links' range: a 5% slower link shows
+    image = ax.imshow(data, interpolation="none", cmap=cmap, vmin=low, vmax=high if high > low else low + 1,
+                      aspect="auto")
+    if data.size <= 256:
+        for (i, j), value in np.ndenumerate(data):
+            if not np.isnan(value):
+                dark = value > (low + high) / 2
+                ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=7,
+                        color="white" if dark else "#222")
+    fig.colorbar(image, ax=ax, label="bandwidth (GB/s)", shrink=0.85).solids.set_rasterized(True)
+    _axis_labels(ax, "x", [str(r) for r in targets], 32)
+    _axis_labels(ax, "y", [str(r) for r in sources], 32)
+    ax.set_xlabel("dst rank")
+    ax.set_ylabel("src rank")
+    ax.spines[:].set_visible(False)
+    return plots.svg(fig, "Bandwidth per link")
+
+
 def short(name: str, n: int = 60) -> str:
     """At most ``n`` characters of ``name``: its start and its end, which tell ops apart."""
     return name if len(name) <= n else name[: n // 2 - 1] + "…" + name[-(n // 2 - 1):]

@@ -1,0 +1,236 @@
+"""``trace2perfetto comm --matrix``: the link matrix of torch_npu's ``communication_matrix.json``
+per rank, step, op and link (src rank -> dst rank), and the slowest links of the job
+(docs/analysis.md "Communication matrix").
+
+Three pure parts:
+
+* per op, its transit per link from its HCCL plane tasks (``comm.op_links``: CANN's
+  ``CommunicationMatrixParser``);
+* per rank and step, ``summarize``: the ops of one type on one group (``allreduce`` on ``hccl group
+  586``), link by link, as the profiler writes them: the op with the highest bandwidth on the link
+  (``top1``), the one in the middle (``middle``: index n // 2 from the highest), the three lowest
+  (``bottom1`` the lowest, ``bottom2``, ``bottom3``, as many as there are ops) and their sum
+  (``total``: sizes and times added, bandwidth of the sums); collectives and point-to-point ops
+  (``p2p``: send, receive) apart;
+* over the job, ``slowest_links``: each link's ``total`` over every step and op type, its bandwidth
+  against the median bandwidth of the links of the same transport, lowest ratio first.
+
+A rank whose input has no plane tasks (Kineto, msprof or torch_npu without them) has no rows, never
+zeros; ``MatrixReport.plane_tasks`` says whether any kept rank had them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from .. import comm
+from ..errors import Diagnostics
+from ..executor import LOCAL, Where
+from ..model import RankInfo
+from ..profile import Kind, Options, Profile, read_profile
+
+COLUMNS = ("Rank", "Step", "Group", "Op", "Src Rank", "Dst Rank", "Transport Type", "Transit Size(MB)",
+           "Transit Time(ms)", "Bandwidth(GB/s)")
+LABELS = ("top1", "middle", "bottom1", "bottom2", "bottom3", "total")
+COLLECTIVE, P2P = "collective", "p2p"
+_OP_TYPE = re.compile(r"^(?:hcom_)?([A-Za-z]+)")  # hcom_allReduce__586_0_1, AllReduce-op534_0: allreduce
+
+
+@dataclass(frozen=True, slots=True)
+class OpLinks:
+    """One op of one rank and step with its transit per link."""
+
+    name: str
+    group: str
+    p2p: bool
+    links: dict[tuple[int, int], comm.Link]
+
+    @property
+    def op_type(self) -> str:
+        """The op's type as the matrix names it: ``hcom_allReduce__586_0_1`` is ``allreduce``, and
+        MindSpore's ``Default/AllReduce-op534_0`` too (its scope left out)."""
+        found = _OP_TYPE.match(self.name.rsplit("/", 1)[-1])
+        return (found.group(1) if found else self.name).lower()
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRow:
+    """One row of the matrix: one link of one op (``allreduce-top1``) of one group, rank and step.
+    ``source_op``: the op whose figures these are (None for ``total``, a sum)."""
+
+    rank: int
+    graph: int | None
+    step: int | None
+    kind: str  # "collective" or "p2p"
+    group: str
+    op: str
+    src: int
+    dst: int
+    transport: str
+    size_bytes: int
+    time_ns: int
+    source_op: str | None
+
+    @property
+    def gb_per_s(self) -> float:
+        return comm.Link(self.transport, self.size_bytes, self.time_ns).gb_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class SlowLink:
+    """One link over the job (every kept step and op): its transit, bandwidth, and its bandwidth
+    against the median of the links of the same transport (``ratio``: 1 the median, lower slower)."""
+
+    src: int
+    dst: int
+    transport: str
+    size_bytes: int
+    time_ns: int
+    gb_per_s: float
+    median_gb_per_s: float
+    ratio: float | None  # None: the median is 0
+
+
+@dataclass
+class MatrixReport:
+    rows: list[LinkRow]
+    slowest: list[SlowLink] = field(default_factory=list)  # every link, slowest (lowest ratio) first
+    plane_tasks: bool = False  # whether any kept rank had plane tasks on links
+
+
+def comm_matrix(
+    path: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    graphs: Iterable[int] | None = None,
+    steps: Iterable[int] | None = None,
+    diag: Diagnostics | None = None,
+    where: Where = LOCAL,
+    each: Callable[[list[LinkRow]], None] | None = None,
+) -> MatrixReport:
+    """The link matrix of every kept rank and step, and the job's links, slowest first.
+    ``each``: each rank's rows are handed to it, in rank order, and not kept (the rows grow with
+    ranks x steps: a table of any size streams in flat memory); the slowest links all the same.
+
+    Example::
+
+        report = comm_matrix("profiler_output/")
+        worst = report.slowest[0]   # e.g. SlowLink(src=3, dst=5, transport="HCCS", ..., ratio=0.62)
+
+    Raises:
+        UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
+        InputError: an input file broken beyond recovery.
+    """
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)  # detail: the plane tasks
+    profile = Profile.open(path, options, where=where, diag=diag)
+    report = MatrixReport([])
+    sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0])
+
+    def collect(_: int, result: tuple[list[LinkRow], bool]) -> None:
+        found, planes = result
+        report.plane_tasks |= planes
+        add_totals(sums, found)
+        (each or report.rows.extend)(found)
+
+    profile.map(rank_matrix, each=collect, ordered=True)
+    profile.check_steps()
+    report.slowest = ranked(sums)
+    return report
+
+
+def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[list[LinkRow], bool]:
+    """One rank's rows, step by step, and whether it had plane tasks on links. Runs in a worker."""
+    rows: list[LinkRow] = []
+    planes = False
+    for batch in read_profile([info], options, diag):
+        ops = [OpLinks(op.name, comm.group_of(op), comm.is_p2p(op.name), comm.op_links(op, tasks))
+               for op, tasks in comm.op_tasks(batch)]
+        planes |= any(op.links for op in ops)
+        rows += summarize(batch.rank, batch.graph, batch.step_id, ops)
+    return rows, planes
+
+
+def summarize(rank: int, graph: int | None, step: int | None, ops: Iterable[OpLinks]) -> list[LinkRow]:
+    """The rows of one rank's step: per kind, group and op type, per link, the ops picked by
+    bandwidth (``LABELS``) and their total. Ops in time order: of equal bandwidths the earlier
+    ranks higher."""
+    by_type: dict[tuple[str, str, str], dict[tuple[int, int], list[tuple[str, comm.Link]]]] = {}
+    for op in ops:
+        key = (P2P if op.p2p else COLLECTIVE, op.group, op.op_type)
+        links = by_type.setdefault(key, {})
+        for link, figures in op.links.items():
+            links.setdefault(link, []).append((op.name, figures))
+    rows = []
+    for (kind, group, op_type), links in by_type.items():
+        for (src, dst), found in sorted(links.items()):
+            for label, name, figures in picked(found):
+                rows.append(LinkRow(rank, graph, step, kind, group, f"{op_type}-{label}", src, dst,
+                                    figures.transport, figures.size_bytes, figures.time_ns, name))
+    return rows
+
+
+def picked(found: list[tuple[str, comm.Link]]) -> list[tuple[str, str | None, comm.Link]]:
+    """(label, op name, figures) of the ops of one link as ``LABELS`` picks them, then the total
+    (op name None; transport: the last op's, as CANN's sum keeps it)."""
+    ranked = sorted(found, key=lambda item: -item[1].gb_per_s)  # stable: time order among equals
+    n = len(ranked)
+    out = [("top1", *ranked[0]), ("middle", *ranked[n // 2])]
+    out += [(f"bottom{i}", *ranked[-i]) for i in range(1, min(3, n) + 1)]
+    total = comm.Link(found[-1][1].transport, sum(f.size_bytes for _, f in found),
+                      sum(f.time_ns for _, f in found))
+    return [*out, ("total", None, total)]
+
+
+def slowest_links(rows: Iterable[LinkRow]) -> list[SlowLink]:
+    """Every link over the job (its ``total`` rows added up), slowest against the median of its
+    transport first (then by src and dst)."""
+    sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0])
+    add_totals(sums, rows)
+    return ranked(sums)
+
+
+def add_totals(sums: dict[tuple[int, int, str], list[int]], rows: Iterable[LinkRow]) -> None:
+    """``rows``' ``total`` figures added to ``sums``: (src, dst, transport) -> [bytes, ns]."""
+    for row in rows:
+        if row.op.endswith("-total"):
+            entry = sums[row.src, row.dst, row.transport]
+            entry[0] += row.size_bytes
+            entry[1] += row.time_ns
+
+
+def ranked(sums: dict[tuple[int, int, str], list[int]]) -> list[SlowLink]:
+    """The links of ``sums`` (``add_totals``), slowest against the median of its transport first."""
+    bandwidth = {key: comm.Link(key[2], size, ns).gb_per_s for key, (size, ns) in sums.items()}
+    by_transport: dict[str, list[float]] = defaultdict(list)
+    for (_, _, transport), gb in bandwidth.items():
+        by_transport[transport].append(gb)
+    medians = {transport: statistics.median(values) for transport, values in by_transport.items()}
+    out = []
+    for key, (size, ns) in sums.items():
+        median = medians[key[2]]
+        ratio = round(bandwidth[key] / median, 4) if median else None
+        out.append(SlowLink(*key, size, ns, bandwidth[key], median, ratio))
+    return sorted(out, key=lambda s: (s.ratio is None, s.ratio or 0.0, s.src, s.dst))
+
+
+def record(row: LinkRow) -> dict:
+    """A row as the CSV, table and JSON show it (MB = 10^6 bytes, as the profiler's)."""
+    return dict(zip(COLUMNS, (row.rank, row.step, row.group, row.op, row.src, row.dst, row.transport,
+                              row.size_bytes / 1e6, row.time_ns / 1e6, row.gb_per_s), strict=True))
+
+
+def json_record(row: LinkRow) -> dict:
+    """``record`` and what the JSON adds: the graph, collective or p2p, the op the figures are of."""
+    return {**record(row), "Graph": row.graph, "Kind": row.kind, "Source Op": row.source_op}
+
+
+def slow_record(link: SlowLink) -> dict:
+    return {"Src Rank": link.src, "Dst Rank": link.dst, "Transport Type": link.transport,
+            "Transit Size(MB)": link.size_bytes / 1e6, "Transit Time(ms)": link.time_ns / 1e6,
+            "Bandwidth(GB/s)": link.gb_per_s, "Median Bandwidth(GB/s)": link.median_gb_per_s,
+            "Ratio To Median": link.ratio}

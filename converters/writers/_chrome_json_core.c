@@ -104,9 +104,12 @@ static int put_us(Buf *b, Wide ns, PyObject *dumps) {
     return rc;
 }
 
+/* PyLong_AsLongLong converts through _PyLong_AsByteArray (slow for epoch ns); this one does not */
 static int long_of(PyObject *value, long long *out) {
-    *out = PyLong_AsLongLong(value);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) PyErr_SetString(PyExc_OverflowError, "an int past 64 bits");
+    return overflow || (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
 /* Remembered within a chunk: each track's thread (tracks are shared by the events of a lane) */

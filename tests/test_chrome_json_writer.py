@@ -11,11 +11,11 @@ from itertools import pairwise
 from pathlib import Path
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from converters.layout import Begin, End, Track, Value
-from converters.model import Layer, RankInfo, Slice
+from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Slice
 from converters.writers.chrome_json import (
     _SEPARATOR,
     ORIGIN_MARGIN_NS,
@@ -63,8 +63,8 @@ def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> 
 tracks = st.sampled_from([Track(0, "Ascend Hardware", 2, "Stream 2", 5), Track(0, "CANN", 4, "Thread 7", 1),
                           Track(3, "HCCL", 3, "Group 0 Communication", 0),
                           Track(1, "Counters", 9, "HBM", 0, "bytes")])
-times = st.one_of(st.integers(-10**6, 10**16), st.integers(-(2**62), 2**62),
-                  st.sampled_from([0, 999, 10**15 - 1, 10**15, -(10**15)]))
+times = st.one_of(st.integers(-10**6, 10**16), st.integers(-TIME_LIMIT_NS + 1, TIME_LIMIT_NS - 1),
+                  st.sampled_from([0, 999, 10**15 - 1, 10**15, -(10**15)]))  # within the model's bounds
 raw_args = st.sampled_from([b'{"Task Type":"AI_CORE"}', b'{ "a" : [1, 2.50] }', b"", b"[]", b'"x"'])
 int64 = st.integers(-(2**63), 2**63 - 1)  # orjson's ints
 dict_args = st.dictionaries(st.one_of(st.text(max_size=5), int64), st.one_of(int64, st.text()), max_size=3)
@@ -77,15 +77,27 @@ events = st.lists(st.one_of(st.builds(Begin, tracks, slices), st.builds(End, tra
                             st.builds(Value, tracks, times, st.floats(allow_nan=False))), max_size=20)
 
 
+def far_apart(start_ns: int, dur_ns: int) -> list[list[Begin | Value]]:
+    """A chunk whose first event is at the model's earliest time and whose last slice starts at
+    ``start_ns``: ~2**63 ns apart, past 64 bits from the origin before the first event."""
+    track = Track(0, "Ascend Hardware", 2, "Stream 2", 5)
+    zero = Begin(track, Slice(0, Layer.STREAM, "Stream 2", "", 0, 0, None, "", (), ()))
+    last = Begin(track, Slice(0, Layer.STREAM, "Stream 2", "", start_ns, dur_ns, None, "", (1,), ()))
+    return [[zero, zero, Value(track, -TIME_LIMIT_NS + 1, 0.0), last]]
+
+
 @settings(max_examples=500, deadline=None)
-@given(st.lists(events, min_size=1, max_size=3), st.one_of(st.none(), st.integers(0, 2**40)))
-def test_chunks_are_the_bytes_orjson_writes_for_each_record(chunks, origin):
-    ours, reference = ChromeJsonEncoder(origin, first_tid=3), ChromeJsonEncoder(origin, first_tid=3)
+@given(st.lists(events, min_size=1, max_size=3), st.one_of(st.none(), st.integers(0, 2**40)), st.booleans())
+@example(far_apart(TIME_LIMIT_NS - 1, 0), None, True)  # its start from the whole hour before: past 64 bits
+@example(far_apart(TIME_LIMIT_NS - 1, 10**16 - 1), None, False)  # its end from the origin: past 64 bits
+def test_chunks_are_the_bytes_orjson_writes_for_each_record(chunks, origin, whole_hours):
+    ours = ChromeJsonEncoder(origin, first_tid=3, whole_hours=whole_hours)
+    reference = ChromeJsonEncoder(origin, first_tid=3)
     starts, ends = [], []
     for sequence, chunk in enumerate(chunks):
         written = ours.chunk(sequence % 2, chunk)
         if reference.origin_ns is None:  # a rank on its own clock: its first chunk sets the origin
-            reference.origin_ns = own_origin(chunk)
+            reference.origin_ns = own_origin(chunk, whole_hours)
         assert written == reference_chunk(reference, sequence % 2, chunk)
         orjson.loads(b"[0" + written + b"]")  # and it is JSON
         for event in chunk:  # and the span of the events placed is noted

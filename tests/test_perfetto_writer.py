@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from trace_check import read_perfetto
 
 from converters.layout import Lanes, by_lane_and_start
-from converters.model import Layer, RankInfo, Sample, Slice
+from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Sample, Slice
 from converters.writers import perfetto
 from converters.writers.perfetto import PerfettoEncoder
 
@@ -131,3 +131,16 @@ def test_counters_flows_and_small_timestamps():
     assert trace.flows == 1
     assert {(s.name, s.start_ns, s.dur_ns) for s in trace.slices} == {("launch", 5, 10), ("kernel", 20, 3)}
     assert [(ts, v) for _, _, ts, v in trace.counters] == [(7, 1.5), (9, -2.0)]
+
+
+def test_times_up_to_the_models_latest_read_back_exactly():
+    """Packets hold each time as absolute ns (no origin, no deltas), so the model's latest start
+    and its longest slice, ending at 2**63 - 2 ns, fit them: nothing overflows."""
+    last = TIME_LIMIT_NS - 1
+    first = Slice(0, Layer.HOST, "Python 1", "first", 0, 5, flows_out=(7,))
+    longest = Slice(0, Layer.HOST, "Python 1", "longest", last, last, flows_in=(7,))
+    trace = read_perfetto(encode([first, longest], [Sample(0, "HBM", 0, 1.0), Sample(0, "HBM", last, 2.0)]))
+    assert {(s.name, s.start_ns, s.dur_ns) for s in trace.slices} == {("first", 0, 5),
+                                                                       ("longest", last, last)}
+    assert [(ts, v) for _, _, ts, v in trace.counters] == [(0, 1.0), (last, 2.0)]
+    assert trace.flows == 1

@@ -69,18 +69,22 @@ static int put_str(Buf *b, PyObject *text, PyObject *dumps) {
 
 #define EXACT_NS 1000000000000000LL  /* 10**15: chrome_json.EXACT_NS */
 
+/* ns from the origin, 128-bit: a rank's times lie within ±2**62 ns (model.checked_ns), so they
+ * can be ~2**63 ns apart, and its origin is an hour or more before its first */
+typedef __int128 Wide;
+
 /* ns from the origin (or a duration) as JSON holds them for Perfetto, which reads them as doubles:
  * to the ns below EXACT_NS, to the µs (rounded down) from there on, where a double holds no ns.
  * Starts and ends rounded alike keep their order, so slices still nest and touch (but in the last
  * µs of a slice of 11 days and more, whose duration is rounded down too). */
-static long long held(long long ns) { return ns < EXACT_NS ? ns : ns - ns % 1000; }
+static Wide held(Wide ns) { return ns < EXACT_NS ? ns : ns - ns % 1000; }
 
 /* ns as µs, the float ``ns / 1000`` as orjson writes it. Below 10**15 ns the exact decimal has
  * at most 15 digits, so it is the shortest text of that float: written from the int. */
-static int put_us(Buf *b, long long ns, PyObject *dumps) {
+static int put_us(Buf *b, Wide ns, PyObject *dumps) {
     if (ns > -EXACT_NS && ns < EXACT_NS) {
         char text[32], *end = text + 24, *at;
-        unsigned long long magnitude = ns < 0 ? -(unsigned long long)ns : (unsigned long long)ns;
+        unsigned long long magnitude = ns < 0 ? (unsigned long long)-ns : (unsigned long long)ns;
         unsigned fraction = (unsigned)(magnitude % 1000);
         at = digits(end, magnitude / 1000);
         if (ns < 0) *--at = '-';
@@ -90,7 +94,8 @@ static int put_us(Buf *b, long long ns, PyObject *dumps) {
         if (fraction % 10) *end++ = (char)('0' + fraction % 10);
         return buf_put(b, at, end - at);
     }
-    PyObject *big = PyLong_FromLongLong(ns), *thousand = big ? PyLong_FromLong(1000) : NULL;
+    PyObject *big = _PyLong_FromByteArray((const unsigned char *)&ns, sizeof ns, PY_LITTLE_ENDIAN, 1);
+    PyObject *thousand = big ? PyLong_FromLong(1000) : NULL;
     PyObject *us = thousand ? PyNumber_TrueDivide(big, thousand) : NULL;
     Py_XDECREF(big); Py_XDECREF(thousand);
     if (!us) return -1;
@@ -99,9 +104,12 @@ static int put_us(Buf *b, long long ns, PyObject *dumps) {
     return rc;
 }
 
+/* PyLong_AsLongLong converts through _PyLong_AsByteArray (slow for epoch ns); this one does not */
 static int long_of(PyObject *value, long long *out) {
-    *out = PyLong_AsLongLong(value);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) PyErr_SetString(PyExc_OverflowError, "an int past 64 bits");
+    return overflow || (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
 /* Remembered within a chunk: each track's thread (tracks are shared by the events of a lane) */
@@ -136,7 +144,7 @@ static int tid_for(PyObject *track, TrackSlot *slots, PyObject *tid_of, Buf *b, 
 
 /* The arrows of a slice, at its start: {"ph":"s","id":"<hex>","bp":"e","pid":..,"tid":..,"ts":..,
  * "cat":"flow","name":"flow"} */
-static int put_flows(Buf *b, PyObject *flows, const char *phase, long long pid, long long tid, long long ns,
+static int put_flows(Buf *b, PyObject *flows, const char *phase, long long pid, long long tid, Wide ns,
                      PyObject *dumps) {
     if (!PyTuple_Check(flows)) { PyErr_SetString(PyExc_TypeError, "flows must be a tuple"); return -1; }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flows); i++) {
@@ -164,7 +172,7 @@ static void span_add(Span *span, long long start, long long end) {
 /* One slice: {"ph":"X","pid":..,"tid":..,"name":..,"ts":..,"dur":..[,"args":..]} and its arrows */
 static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Span *span, TrackSlot *slots,
                      PyObject *tid_of, PyObject *dumps) {
-    long long rank, start, dur, pid, tid, end, end_from_origin;
+    long long rank, start, dur, pid, tid, end;
     if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) <= TRACK_RANK || !PyTuple_Check(s) ||
         PyTuple_GET_SIZE(s) != SLICE_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "a Begin of a Track and a Slice");
@@ -176,15 +184,12 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
         return -1;
     pid = rank + 1;
     span_add(span, start, __builtin_add_overflow(start, dur, &end) ? LLONG_MAX : end);
-    if (__builtin_sub_overflow(start, origin, &start)) {
-        PyErr_SetString(PyExc_OverflowError, "a time past 64 bits");
-        return -1;
-    }
-    if (!__builtin_add_overflow(start, dur, &end_from_origin)) dur = held(held(end_from_origin) - held(start));
-    start = held(start);
+    Wide from_origin = (Wide)start - origin, ts = held(from_origin);
+    Wide length = held(held(from_origin + dur) - ts);
     if (PUT(b, ",\n{\"ph\":\"X\",\"pid\":") < 0 || put_int(b, pid) < 0 || PUT(b, ",\"tid\":") < 0 ||
         put_int(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, SLICE_NAME), dumps) < 0 ||
-        PUT(b, ",\"ts\":") < 0 || put_us(b, start, dumps) < 0 || PUT(b, ",\"dur\":") < 0 || put_us(b, dur, dumps) < 0)
+        PUT(b, ",\"ts\":") < 0 || put_us(b, ts, dumps) < 0 ||
+        PUT(b, ",\"dur\":") < 0 || put_us(b, length, dumps) < 0)
         return -1;
     PyObject *args = PyTuple_GET_ITEM(s, SLICE_ARGS);
     int has_args = PyObject_IsTrue(args);
@@ -202,8 +207,8 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
         }
     }
     if (PUT(b, "}") < 0) return -1;
-    return put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT), "s", pid, tid, start, dumps) < 0 ||
-           put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_IN), "f", pid, tid, start, dumps) < 0 ? -1 : 0;
+    return put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT), "s", pid, tid, ts, dumps) < 0 ||
+           put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_IN), "f", pid, tid, ts, dumps) < 0 ? -1 : 0;
 }
 
 /* encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> (bytes, earliest, latest):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import _layout
-from .model import HOST_MEMORY, Layer, Sample, Slice
+from .model import HOST_MEMORY, Layer, Sample, Slice, memory_counter_of
 from .overlap import LANES as OVERLAP_LANES
 from .readers.lanes import on_gpu
 
@@ -34,7 +34,10 @@ GROUPS = {
 }
 
 COUNTER_GROUP = "Counters"
-GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP]))}
+MEMORY_GROUP = "Memory"  # device memory: its counters and allocations; last, so the others keep their order
+GROUP_ORDER = {group: i for i, group in
+               enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP, MEMORY_GROUP]))}
+GROUPS[Layer.MEMORY] = MEMORY_GROUP
 
 
 class Track(NamedTuple):
@@ -112,10 +115,11 @@ class Lanes:
         track = self._counters.get((sample.rank, sample.lane))
         if track is None:
             host = sample.lane == HOST_MEMORY  # drawn with the host threads, below them
-            group = GROUPS[Layer.HOST] if host else COUNTER_GROUP
+            memory = memory_counter_of(sample.lane) is not None  # above the allocations
+            group = GROUPS[Layer.HOST] if host else MEMORY_GROUP if memory else COUNTER_GROUP
             track = self._counters[sample.rank, sample.lane] = Track(
                 sample.rank, group, GROUP_ORDER[group], sample.lane,
-                _COMM_TASK_BASE * 2 if host else len(self._counters), "bytes" if host else "",
+                _COMM_TASK_BASE * 2 if host else len(self._counters), "bytes" if host or memory else "",
             )
         return track
 

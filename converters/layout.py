@@ -34,9 +34,10 @@ GROUPS = {
 }
 
 COUNTER_GROUP = "Counters"
+GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP]))}
+CUT_ORDER = len(GROUP_ORDER)  # the size cap's marker, after these
 MEMORY_GROUP = "Memory"  # device memory: its counters and allocations; last, so the others keep their order
-GROUP_ORDER = {group: i for i, group in
-               enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP, MEMORY_GROUP]))}
+GROUP_ORDER[MEMORY_GROUP] = CUT_ORDER + 1
 GROUPS[Layer.MEMORY] = MEMORY_GROUP
 
 

@@ -185,6 +185,65 @@ def rank_peaks(info: RankInfo, options: Options, diag: Diagnostics) -> list[Peak
     return [rows[c] for c in sorted(rows)]
 
 
+SERIES_POINTS = 400  # points kept per component for the report's picture
+
+
+def memory_overview(
+    path: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    where: Where = LOCAL,
+) -> tuple[list[PeakRow], dict[tuple[int, str], list[tuple[int, float]]]]:
+    """The peaks (as ``memory_report``, without warnings: a profile without memory has none) and,
+    per rank and component, its peak kind's counter over time (Allocated, else Reserved; bytes), at
+    most ``2 * SERIES_POINTS`` points, each the largest of the span it stands for (the peak stays)."""
+    profile = Profile.open(path, Options(ranks=ranks), where=where, diag=Diagnostics())
+    found: list[tuple[list[PeakRow], dict[str, list]]] = profile.map(rank_overview)
+    rows = [row for peaks_of, _ in found for row in peaks_of]
+    series = {(info.rank, component): points for info, (_, mine) in zip(profile.ranks, found, strict=True)
+              for component, points in mine.items()}
+    return rows, series
+
+
+def rank_overview(info: RankInfo, options: Options, diag: Diagnostics
+                  ) -> tuple[list[PeakRow], dict[str, list[tuple[int, float]]]]:
+    """One rank's peaks and series. Runs in a worker process."""
+    rows = rank_peaks(info, options, diag)
+    kinds = {row.component: next(k for k in MEMORY_KINDS if k in row.peaks) for row in rows}
+    kept: dict[str, MaxSeries] = {c: MaxSeries(SERIES_POINTS) for c in kinds}
+    for r in memory_records(info, Diagnostics()):
+        found = memory_counter_of(r.lane) if type(r) is Sample else None
+        if found is not None and kinds.get(found[0]) == found[1]:
+            kept[found[0]].add(r.start_ns, r.value)
+    return rows, {c: series.series for c, series in kept.items()}
+
+
+class MaxSeries:
+    """A counter's samples in time order, thinned to at most ``2 * size`` points: when full, each
+    two neighbours become the larger of them, so the peak is never thinned away. Flat."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.points, self._pending = size, [], None
+        self._step, self._count = 1, 0
+
+    def add(self, ts_ns: int, value: float) -> None:
+        if self._pending is None or value > self._pending[1]:
+            self._pending = (ts_ns, value)
+        self._count += 1
+        if self._count < self._step:
+            return
+        self.points.append(self._pending)
+        self._pending, self._count = None, 0
+        if len(self.points) >= 2 * self.size:
+            pairs = zip(self.points[::2], self.points[1::2], strict=True)  # an even count: 2 * size
+            self.points = [max(pair, key=lambda p: p[1]) for pair in pairs]
+            self._step *= 2
+
+    @property
+    def series(self) -> list[tuple[int, float]]:
+        return self.points + ([self._pending] if self._pending is not None else [])
+
+
 def allocations_report(
     path: str | os.PathLike[str],
     *,

@@ -19,6 +19,8 @@ from ...output import inputs_of
 from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
 from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
+from ..memory import PeakRow, memory_overview
+from ..memory import record as memory_record
 from ..overlap import StepOverlap, overlap_row, step_span
 from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
 
@@ -127,6 +129,10 @@ class Report:
     selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
     warnings: list[str] = field(default_factory=list)
     inputs: list[Path] = field(default_factory=list)  # what was read: the report is never written over it
+    # Device memory of the whole collection (``analyses.memory``): the peaks per rank and component,
+    # and each one's peak kind over time (ns, bytes; thinned, the peak kept). Empty: none recorded.
+    memory: list[PeakRow] = field(default_factory=list)
+    memory_series: dict[tuple[int, str], list[tuple[int, float]]] = field(default_factory=dict)
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -249,6 +255,7 @@ def report_data(
     report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
+    report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where)
     report.warnings = diag.messages()
     if not facts:
         report.warnings.append(f"{path}: no steps in the kept ranks, graphs and steps")
@@ -425,7 +432,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "clocks": [{"host": c.host, "ranks": list(c.ranks), "offset_us": c.offset_ns / 1000,
                     "spread_us": c.spread_ns / 1000, "collectives": c.instances} for c in report.clocks],
         "warnings": report.warnings,
-    }
+    } | ({"memory": [memory_record(row) for row in report.memory]} if report.memory else {})
 
 
 def _step_record(f: StepFacts, found: list[Diagnosis], judged: bool = True) -> dict[str, Any]:

@@ -260,3 +260,12 @@ def test_a_profile_without_memory_has_no_rows_and_a_warning(capsys):
     captured = capsys.readouterr()
     assert orjson.loads(captured.out) == []
     assert "records no device memory" in captured.err
+
+
+def test_a_broken_memory_file_is_a_warning_in_a_detail_conversion_and_an_error_in_memory(tmp_path, capsys):
+    root = shutil.copytree(real_data("ascend-pt-2rank"), tmp_path / "job")
+    (root / "rank0_ascend_pt" / _OUT / "memory_record.csv").write_text("Nothing,Here\n1,2\n")
+    assert main([str(root), "--kind", "detail", "-o", str(tmp_path / "out.pftrace")]) == 0
+    assert "memory is drawn only up to there" in capsys.readouterr().err
+    assert main(["memory", str(root)]) == 1
+    assert "memory_record.csv" in capsys.readouterr().err

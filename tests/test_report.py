@@ -418,3 +418,14 @@ def test_memory_section_holds_the_peaks_of_the_memory_command_and_a_picture(tmp_
     section = page[page.index('<section id="memory">'):]
     assert section.count('aria-label="Device memory of rank') == 2 and "1187.981445" in section
     assert "memory" not in _json_report(tmp_path, real_data("kineto-2rank"))
+
+
+def test_broken_memory_files_cost_the_report_its_memory_only(tmp_path):
+    import shutil
+
+    root = shutil.copytree(real_data("ascend-pt-2rank"), tmp_path / "job")
+    broken = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv"
+    broken.write_text("Nothing,Here\n1,2\n")
+    report = report_data(root)
+    assert report.memory == [] and report.steps
+    assert any("memory left out of the report" in w and "memory_record.csv" in w for w in report.warnings)

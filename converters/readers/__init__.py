@@ -22,7 +22,7 @@ and the folder's subfolders are still walked (a mixed folder: Ascend ranks besid
 
 from collections.abc import Iterable, Iterator
 
-from ..errors import Diagnostics
+from ..errors import Diagnostics, InputError
 from ..model import MEMORY_SIZE_ARG, Layer, RankInfo, Sample, Slice, StepRecords
 from . import ascend_pt, host_info, kineto, mindspore1x, msprof, paddle
 from .spill import by_time
@@ -61,18 +61,22 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
 
 def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics) -> Iterable[StepRecords]:
     """The steps (in time order) with the rank's memory counters and its allocations of
-    ``DRAWN_ALLOCATION_BYTES`` and more added, each to the step it falls in (``spill.by_time``)."""
+    ``DRAWN_ALLOCATION_BYTES`` and more added, each to the step it falls in (``spill.by_time``). A
+    memory file broken beyond recovery is a warning: the rank's other records are drawn."""
     if getattr(BY_NAME[rank.format], "memory", None) is None:
         return steps
 
     def fill(add) -> None:
         batch: list[Slice | Sample] = []
-        for r in memory(rank, diag):
-            if type(r) is Sample or r.layer is not Layer.MEMORY or _size(r) >= DRAWN_ALLOCATION_BYTES:
-                batch.append(r)
-            if len(batch) >= 10_000:
-                add(batch)
-                batch = []
+        try:
+            for r in memory(rank, diag):
+                if type(r) is Sample or r.layer is not Layer.MEMORY or _size(r) >= DRAWN_ALLOCATION_BYTES:
+                    batch.append(r)
+                if len(batch) >= 10_000:
+                    add(batch)
+                    batch = []
+        except InputError as e:  # broken memory files cost the trace its memory, not the rank
+            diag.warn("bad_memory", f"{e}; rank {rank.rank}'s memory is drawn only up to there")
         add(batch)
 
     return by_time(steps, rank.rank, fill)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import comm
-from ...errors import Diagnostics, as_text
+from ...errors import Diagnostics, InputError, as_text
 from ...executor import LOCAL, Where
 from ...model import Layer, RankInfo, StepKey
 from ...output import inputs_of
@@ -255,7 +255,10 @@ def report_data(
     report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
-    report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where)
+    try:
+        report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where)
+    except InputError as e:  # broken memory files cost the report its memory section, not the rest
+        diag.warn("no_memory", f"memory left out of the report: {e}")
     report.warnings = diag.messages()
     if not facts:
         report.warnings.append(f"{path}: no steps in the kept ranks, graphs and steps")

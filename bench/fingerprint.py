@@ -50,6 +50,8 @@ def _size(root: Path) -> int:
 ANALYSES = (
     *(["info", "--format", f] for f in ("table", "json")),
     *(["overlap", "--format", f] for f in ("table", "csv", "json")),
+    *(["memory", "--format", f] for f in ("table", "csv", "json")),
+    *(["memory", "--allocations", "--format", f] for f in ("csv", "json")),
     *(["comm", "--format", f] for f in ("table", "csv", "json")),
     *(["comm", "--slow-ranks", "--format", f] for f in ("table", "csv", "json")),
     *(["comm", "--matrix", "--format", f] for f in ("table", "csv", "json")),

@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 
 from .analyses import comm_matrix as matrix
-from .analyses import ops, overlap
+from .analyses import memory, ops, overlap
 from .analyses.comm import comm_report
 from .analyses.info import profile_info
 from .analyses.render import Rows, cell, clock_records, count, ms, print_clocks, print_table, size
@@ -578,6 +578,32 @@ def _run_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- memory ---------------------------------------------------------------------------------------
+
+def _memory_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allocations", action="store_true",
+                        help="the per-operator allocation table instead of the peaks: every allocation "
+                        "with its component, size, allocation and release time and how long it lived")
+
+
+def _run_memory(args: argparse.Namespace) -> int:
+    memory.no_selection(args.steps, args.graphs)
+    diag = Diagnostics()
+    if args.allocations:
+        rows = Rows(args.format, memory.ALLOCATION_COLUMNS, "(KB; epoch µs; Release -: never within the "
+                    "profile)", cell_width=60)
+        rows.add(memory.allocation_record(row) for row in memory.allocations_report(
+            args.profile, ranks=args.ranks, diag=diag))
+    else:
+        rows = Rows(args.format, memory.COLUMNS, "(MB; Peak Time: epoch µs of the Allocated peak, else "
+                    "the Reserved; Held at Peak: the largest allocations alive then, MB)", cell_width=80)
+        rows.add(map(memory.record, memory.memory_report(args.profile, ranks=args.ranks, diag=diag,
+                                                         where=_where(args))))
+    _warn(args, diag.messages())
+    rows.close()
+    return 0
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 COMMANDS = {c.name: c for c in (
@@ -636,6 +662,22 @@ COMMANDS = {c.name: c for c in (
         "  trace2perfetto ops PROFILER_DIR --by step --format json | jq '.[0]'\n\n"
         "The JSON output is described by schemas/ops.schema.json.",
         _ops_arguments, _run_ops, ("table", "csv", "json"), "output on stdout",
+    ),
+    Command(
+        "memory", "device memory per rank and component: peaks, what holds them, every allocation",
+        "Device memory of every rank, per component as the profiler names it (PTA: torch_npu's "
+        "allocator, GE: the graph engine's, PTA+GE: their sum, APP: the application as the driver sees "
+        "it): the peak of allocated, reserved and active memory in MB, when the component peaked, and the "
+        "largest allocations alive then; or, with --allocations, every allocation of an operator. "
+        "From memory_record.csv and operator_memory.csv (or the database's MEMORY_RECORD, OP_MEMORY, "
+        "NPU_OP_MEM and NPU_MEM); the whole collection counts (--steps and --graphs do not apply). "
+        "Convert with --kind detail to see the same counters and allocations in the timeline.",
+        "examples:\n"
+        "  trace2perfetto memory PROFILER_DIR                    peaks per rank and component\n"
+        "  trace2perfetto memory PROFILER_DIR --allocations --ranks 0 --format csv > allocations.csv\n"
+        "  trace2perfetto memory PROFILER_DIR --format json | jq '.[] | select(.Component == \"PTA\")'\n\n"
+        "The JSON output is described by schemas/memory.schema.json.",
+        _memory_arguments, _run_memory, ("table", "csv", "json"), "output on stdout",
     ),
     Command(
         "comm", "communication per op and rank, collectives across ranks, slow ranks, host clocks",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import _layout
-from .model import HOST_MEMORY, MINDDATA, Layer, Sample, Slice, minddata_figure
+from .model import HOST_MEMORY, MINDDATA, Layer, Sample, Slice, memory_counter_of, minddata_figure
 from .overlap import LANES as OVERLAP_LANES
 from .readers.lanes import on_gpu
 
@@ -35,7 +35,11 @@ GROUPS = {
 
 COUNTER_GROUP = "Counters"
 GROUP_ORDER = {group: i for i, group in enumerate(dict.fromkeys([*GROUPS.values(), COUNTER_GROUP]))}
-MINDDATA_ORDER = len(GROUP_ORDER) + 1  # after the size cap's note (pipeline.CUT_GROUP): no other group moves
+CUT_ORDER = len(GROUP_ORDER)  # the size cap's marker, after these
+MEMORY_GROUP = "Memory"  # device memory: its counters and allocations; last, so the others keep their order
+GROUP_ORDER[MEMORY_GROUP] = CUT_ORDER + 1
+GROUPS[Layer.MEMORY] = MEMORY_GROUP
+MINDDATA_ORDER = CUT_ORDER + 2  # after the size cap's note and memory: no other group moves
 
 
 class Track(NamedTuple):
@@ -114,11 +118,13 @@ class Lanes:
         if track is None:
             host = sample.lane == HOST_MEMORY  # drawn with the host threads, below them
             figure = minddata_figure(sample.lane)  # the data pipeline's, in a group of their own
-            group = GROUPS[Layer.HOST] if host else MINDDATA if figure else COUNTER_GROUP
+            memory = memory_counter_of(sample.lane) is not None  # above the allocations
+            group = (GROUPS[Layer.HOST] if host else MINDDATA if figure else MEMORY_GROUP if memory else
+                     COUNTER_GROUP)
             lane = ": ".join(figure) if figure else sample.lane
             track = self._counters[sample.rank, sample.lane] = Track(
                 sample.rank, group, MINDDATA_ORDER if figure else GROUP_ORDER[group], lane,
-                _COMM_TASK_BASE * 2 if host else len(self._counters), "bytes" if host else "",
+                _COMM_TASK_BASE * 2 if host else len(self._counters), "bytes" if host or memory else "",
             )
         return track
 

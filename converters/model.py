@@ -10,6 +10,7 @@ the encoders; a rank's own numbers are checked as its ``RankInfo`` is made.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -69,6 +70,7 @@ class Layer(str, Enum):
     COMM_OP = "Communication"  # lanes: communication groups ("Group 0 Communication", ...)
     COMM_TASK = "HCCL"  # lanes: "Plane N"
     HOST = "Host"  # lanes: host threads
+    MEMORY = "Memory"  # lanes: "<component> allocations" (memory_lane); drawn in detail only
 
     @property
     def order(self) -> int:
@@ -141,6 +143,38 @@ def minddata_figure(lane: str) -> tuple[str, str] | None:
         return None
     subject, _, metric = lane[len(MINDDATA) + 1:].rpartition(_MINDDATA_SEPARATOR)
     return subject, metric
+
+# Device memory as the profiler's allocators record it: per component (PTA, GE, PTA+GE, APP, ...: as
+# the profiler names them) a counter per kind, in bytes, and each allocation a slice on the
+# component's allocations lane (Layer.MEMORY) from its allocation to its release, its size in args.
+MEMORY_KINDS = ("Allocated", "Reserved", "Active")
+MEMORY_SIZE_ARG = "Size(B)"  # an allocation slice's size; "Released": False where the profile never saw
+# its release (it then lasts to the profile's last memory record)
+_MEMORY_COUNTER = re.compile(r"^Memory (.+) \[(Allocated|Reserved|Active)\]$")
+
+
+def memory_counter(component: str, kind: str) -> str:
+    """The counter lane of one component's memory of one kind: ``Memory PTA [Allocated]``."""
+    return f"Memory {component} [{kind}]"
+
+
+def memory_counter_of(lane: str) -> tuple[str, str] | None:
+    """(component, kind) of a ``memory_counter`` lane; None for any other counter."""
+    found = _MEMORY_COUNTER.match(lane)
+    return (found[1], found[2]) if found else None
+
+
+def allocations_lane(component: str) -> str:
+    """The lane of one component's allocations: ``PTA allocations``."""
+    return f"{component}{_ALLOCATIONS}"
+
+
+def component_of(lane: str) -> str:
+    """The component whose allocations an ``allocations_lane`` holds."""
+    return lane.removesuffix(_ALLOCATIONS)
+
+
+_ALLOCATIONS = " allocations"
 
 
 class Sample(NamedTuple):

@@ -33,7 +33,7 @@ from .budget import (
 )
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
-from .layout import GROUP_ORDER, Lanes, Track, by_lane_and_start
+from .layout import CUT_ORDER, Lanes, Track, by_lane_and_start
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, shifted
@@ -392,7 +392,7 @@ def _first_kept(infos: list[RankInfo], kept: Kept) -> RankInfo:
 
 
 def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:
-    track = Track(first.rank, CUT_GROUP, len(GROUP_ORDER), "size cap", 0)
+    track = Track(first.rank, CUT_GROUP, CUT_ORDER, "size cap", 0)
     text = f"Trace cut by --max-size: {kept.describe()}"
     return encoder.marker(track, kept.first_left_out_ns or 0, text, {"how to see the rest": kept.hint()})
 

@@ -25,7 +25,7 @@ from .errors import Diagnostics, UsageError
 from .executor import LOCAL, Where, each_rank
 from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
 from .overlap import Interval, StepIntervals
-from .readers import BY_NAME, host_info
+from .readers import BY_NAME, host_info, with_memory
 from .select import check_graphs, check_steps, format_ids, select_ranks
 
 
@@ -219,6 +219,8 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
         steps = BY_NAME[info.format].read(info, diag, detail=detail)
         if detail and info.host_paths:
             steps = host_info.attach(steps, info, diag, min_level=options.host_level)
+        if detail:
+            steps = with_memory(steps, info, diag)
         for batch in carried_on(keyed(steps)):
             if options.graphs is not None and batch.graph not in options.graphs:
                 continue

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.ascend_db_gen import write_ascend_db
-from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.ascend_pt_gen import write_ascend_pt_profile, write_memory
 from fixtures.host_info_gen import write_host_info
 from fixtures.kineto_gen import write_kineto_traces
 from fixtures.mindspore1x_gen import write_minddata, write_mindspore1x_profile
@@ -144,3 +144,33 @@ def test_the_peak_is_the_largest_process_s_and_not_the_callers(tmp_path):
     assert 200 <= peak_mib([sys.executable, "-c", hold]) < 260
     assert peak_mib([sys.executable, "-c", "pass"]) < 60
     del ballast
+
+
+@pytest.fixture(scope="module")
+def memory_profiles(tmp_path_factory) -> Sizes:
+    """A small torch_npu profile with its memory files, 10k and 100k allocations (the readers' and
+    the spill's batches are 10k records: both runs in their steady state)."""
+    roots = []
+    for allocations in (10_000, 100_000):
+        root = tmp_path_factory.mktemp(f"memory{allocations}")
+        made = write_ascend_pt_profile(root, ranks=1, steps=2, tasks_per_step=40, seed=5)
+        write_memory(made.ranks[0].path / "ASCEND_PROFILER_OUTPUT", start_ns=1_736_408_883_573_957_920,
+                     allocations=allocations, seed=5)
+        roots.append(root)
+    return Sizes(*roots, 0)
+
+
+@pytest.mark.parametrize("command", [["memory", "--format", "csv"],
+                                     ["memory", "--allocations", "--format", "csv"],
+                                     ["convert", "--kind", "detail", "--max-size", "0"]])
+def test_memory_reading_is_flat_as_the_memory_files_grow(memory_profiles, tmp_path, command):
+    """The memory readers (memory_record.csv, operator_memory.csv, the PTA+GE sum made on disk), the
+    analysis' two passes and the records filed by time into a detail trace hold no more for 10x the
+    allocations."""
+    def peak(root: Path) -> float:
+        out = ["-o", str(tmp_path / "out.pftrace")] if command[0] == "convert" else []
+        return peak_mib([sys.executable, "-m", "converters", command[0], str(root), *command[1:], *out])
+
+    small, large = peak(memory_profiles.small), peak(memory_profiles.large)
+    assert large <= small * 1.2, (f"{command}: peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x "
+                                  "the input")

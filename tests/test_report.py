@@ -401,3 +401,32 @@ def test_the_top_ops_say_how_many_they_show(tmp_path):
     assert listed == 20
     assert "the top 15 of the 20 listed below" in section and "the top 20 ops by total time" in section
     assert "(the top 15)" not in section
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+def test_memory_section_holds_the_peaks_of_the_memory_command_and_a_picture(tmp_path, capsys):
+    """The report's memory is ``trace2perfetto memory``'s, to the byte; the page draws each rank's
+    memory over time with its peaks marked; a profile without memory has no memory key or section."""
+    root = real_data("ascend-pt-2rank")
+    document = _json_report(tmp_path, root)
+    assert main(["memory", str(root), "--format", "json", "-q"]) == 0
+    assert document["memory"] == json.loads(capsys.readouterr().out)
+    assert {(m["Rank"], m["Component"]) for m in document["memory"]} == {
+        (rank, c) for rank in (0, 1) for c in ("APP", "GE", "PTA", "PTA+GE")}
+    assert main(["report", str(root), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+    page = (tmp_path / "r.html").read_text()
+    section = page[page.index('<section id="memory">'):]
+    assert section.count('aria-label="Device memory of rank') == 2 and "1187.981445" in section
+    assert "memory" not in _json_report(tmp_path, real_data("kineto-2rank"))
+
+
+def test_broken_memory_files_cost_the_report_its_memory_only(tmp_path):
+    import shutil
+
+    root = shutil.copytree(real_data("ascend-pt-2rank"), tmp_path / "job")
+    broken = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv"
+    broken.write_text("Nothing,Here\n1,2\n")
+    report = report_data(root)
+    assert report.memory == [] and report.steps
+    assert any("memory left out of the report" in w and "memory_record.csv" in w for w in report.warnings)

@@ -263,3 +263,40 @@ def test_converting_every_sample_leaves_the_inputs_as_they_were(tmp_path):
         for kind in ("summary", "detail"):
             convert(_sample(sample), tmp_path / "out.json", kind=kind, max_bytes=None)
     assert _listing(root) == before
+
+
+_MEMORY_COUNTERS = """\
+select t.name as name, max(c.value) as peak from counter c join counter_track t on c.track_id = t.id
+  where t.name like 'Memory %' group by t.id;
+"""
+
+
+@pytest.mark.parametrize("sample", ["ascend-pt-2rank", "ascend-pt-db", "msprof-db"])
+@pytest.mark.parametrize("name", ["out.pftrace", "out.json"])
+def test_detail_traces_carry_the_memory_counters_of_every_component_with_the_peaks_of_memory(
+        sample, name, tmp_path):
+    """A detail trace holds one counter track per rank, component and kind (``Memory PTA
+    [Allocated]``), in bytes, whose largest value is the peak ``trace2perfetto memory`` gives; it
+    loads with nothing repaired or dropped."""
+    from converters.analyses.memory import memory_report
+
+    source = real_data(sample)
+    out = tmp_path / name
+    convert(source, out, kind="detail", max_bytes=None)
+    problems, _ = imported(out, tmp_path)
+    assert problems == []
+    query = tmp_path / "memory.sql"
+    query.write_text(_MEMORY_COUNTERS)
+    done = subprocess.run([str(trace_processor()), "-q", str(query), str(out)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: dict[str, list[float]] = {}
+    for row in csv.DictReader(io.StringIO(done.stdout.strip())):
+        found.setdefault(row["name"].removesuffix(" value"), []).append(float(row["peak"]))  # JSON: " value"
+    expected: dict[str, list[float]] = {}
+    for row in memory_report(source):
+        for kind, value in row.peaks.items():
+            expected.setdefault(f"Memory {row.component} [{kind}]", []).append(value)
+    assert set(found) == set(expected)
+    for lane, peaks in expected.items():
+        assert sorted(found[lane]) == pytest.approx(sorted(peaks), abs=1.0), lane  # bytes

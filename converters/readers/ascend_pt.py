@@ -26,9 +26,20 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
+from ..model import (
+    MEMORY_KINDS,
+    Layer,
+    RankInfo,
+    Sample,
+    Slice,
+    Step,
+    StepRecords,
+    checked_id,
+    checked_ns,
+    memory_counter,
+)
 from ..overlap import is_compute
-from . import ascend_analysis, ascend_db, chrome_trace, jsonfile, times
+from . import ascend_analysis, ascend_db, chrome_trace, jsonfile, op_memory, times
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 
@@ -188,6 +199,94 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
         yield from ascend_db.read_db(rank, source, diag, detail)
     else:
         yield from _read_kernel_details(rank, source, diag, detail)
+
+
+def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
+    """The rank's device memory (docs/formats.md §5.11): counters per component from
+    ``memory_record.csv`` (else made from ``operator_memory.csv``'s totals), allocations as slices
+    from ``operator_memory.csv``; from the database's tables where the rank is read from one.
+
+    Raises:
+        InputError: a memory file without the columns it needs.
+    """
+    source = rank.source_paths[0] if rank.source_paths else None
+    if source is not None and source.suffix == ".db" and not ascend_analysis.is_analysis(source):
+        yield from ascend_db.memory(rank, source, diag)
+        return
+    output = rank.path / _OUTPUT if (rank.path / _OUTPUT).is_dir() else rank.path
+    recorded = (output / "memory_record.csv").is_file()
+    if recorded:
+        yield from _memory_record(rank, output / "memory_record.csv", diag)
+    if (output / "operator_memory.csv").is_file():
+        found = _operator_memory(rank, output / "operator_memory.csv", diag)
+        yield from op_memory.records(rank, found, counters=not recorded)
+
+
+_RECORD_KINDS = tuple(f"Total {kind}(MB)" for kind in MEMORY_KINDS)
+_MB = float(1 << 20)
+
+
+def _memory_record(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Sample]:
+    """memory_record.csv: the allocators' totals after each of their events (PTA, GE), their sum
+    (PTA+GE) and the application's device memory as the driver samples it (APP), in MB."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        rows = csv.DictReader(whole_lines(f, path, diag))
+        _need(path, csv_header(rows, path), ("Component", "Timestamp(us)"))
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
+            try:
+                ts_ns = _us_to_ns(row.get("Timestamp(us)"), rank)
+                values = [_megabytes(row.get(column)) for column in _RECORD_KINDS]
+            except (ValueError, ArithmeticError):
+                diag.warn("bad_row", f"{path}: line {line}: expected a Timestamp(us), totals in MB; skipped")
+                continue
+            component = (row.get("Component") or "?").strip()
+            for kind, value in zip(MEMORY_KINDS, values, strict=True):
+                if value is not None:
+                    yield Sample(rank.rank, memory_counter(component, kind), ts_ns, value)
+
+
+_ALLOCATION_TOTALS = tuple(f"Allocation Total {kind}(MB)" for kind in MEMORY_KINDS)
+_RELEASE_TOTALS = tuple(f"Release Total {kind}(MB)" for kind in MEMORY_KINDS)
+
+
+def _operator_memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[op_memory.Allocation]:
+    """operator_memory.csv: one allocation a row, sizes in KB, totals in MB (``op_memory``)."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        rows = csv.DictReader(whole_lines(f, path, diag))
+        _need(path, csv_header(rows, path), ("Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)"))
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
+            try:
+                allocated = _us_to_ns(row.get("Allocation Time(us)"), rank)
+                release = (row.get("Release Time(us)") or "").strip()
+                released = _us_to_ns(release, rank) if release else None
+                size = float(row["Size(KB)"]) * 1024
+                at_allocation = tuple(_megabytes(row.get(c)) for c in _ALLOCATION_TOTALS)
+                at_release = tuple(_megabytes(row.get(c)) for c in _RELEASE_TOTALS)
+            except (ValueError, ArithmeticError, TypeError):
+                diag.warn("bad_row", f"{path}: line {line}: expected Size(KB), times in µs and totals in MB; "
+                          "skipped")
+                continue
+            component = op_memory.PTA if (row.get("Stream Ptr") or "").strip() else op_memory.GE
+            yield op_memory.Allocation(row.get("Name") or "?", size, component, allocated, released,
+                                       at_allocation, at_release)
+
+
+def _us_to_ns(text: str | None, rank: RankInfo) -> int:
+    """A time cell (µs, with its trailing TAB) as the rank's epoch ns."""
+    return checked_ns(times.us_to_ns((text or "").strip()) + rank.clock_offset_ns)
+
+
+def _megabytes(text: str | None) -> float | None:
+    """Bytes of a cell in MB; None where it is empty (GE records no Active)."""
+    text = (text or "").strip()
+    return float(text) * _MB if text else None
+
+
+def _need(path: Path, header: list[str], columns: tuple[str, ...]) -> None:
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputError(path, "line 1", f"no column {', '.join(missing)} in the header",
+                         hint="expected torch_npu's memory files")
 
 
 def with_op_types(rank: RankInfo) -> RankInfo:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import orjson
 from ..errors import Diagnostics, InputError
 from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords, checked_ns
 from . import jsonfile
-from .spill import StepSpill
+from .spill import by_time
 from .textfile import csv_header, csv_rows, whole_lines
 from .times import us_to_ns
 
@@ -42,8 +42,6 @@ FOLDER = "host_info/ with host_info_N.csv or timeline_N.json"
 _FILE = re.compile(r"^(host_info|host_memory)_(\d+)\.csv$|^timeline_(\d+)\.json$")
 _NEEDED = ("tid", "module_name", "event", "stage", "start_end", "time_stamp")  # in _Columns' order
 _CUSTOM = re.compile(r"\{([^{}:]*):([^{}]*)\}")
-_WINDOW_NS = 100_000_000  # host records are filed on disk by 100 ms of start time
-_LEAD_NS = 1_000_000_000  # how long before a step its host work may start and still go with it
 _BATCH = 10_000
 _MEMORY_LIMIT_KB = 1 << 52  # 4 EiB: no host has more
 
@@ -111,74 +109,14 @@ def attach(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics, *,
     Raises:
         InputError: a host file without the columns it needs, or a timeline that is not JSON.
     """
-    with StepSpill() as spill:
-        host = _ByTime(spill, rank.rank)
+    def fill(add: Callable[[list[Slice | Sample]], None]) -> None:
         for path in rank.host_paths:
             if path.suffix == ".csv":
-                _read_csv(rank, path, diag, min_level, host.add)
+                _read_csv(rank, path, diag, min_level, add)
             else:
-                _read_timeline(rank, path, diag, min_level, host.add)
-        for batch in steps:
-            if batch.step is not None:
-                yield from _loose(rank.rank, host.take_before(batch.step.start_ns - _LEAD_NS))
-                end = batch.step.end_ns
-            else:
-                end = max((s.end_ns for s in batch.slices), default=0)
-            for records in host.take_before(end):
-                _add(batch, records)
-            yield batch
-        yield from _loose(rank.rank, host.take_before(None))
+                _read_timeline(rank, path, diag, min_level, add)
 
-
-def _loose(rank: int, pieces: Iterable[list[Slice | Sample]]) -> Iterator[StepRecords]:
-    """Host records outside every step, as steps without a number of up to ``_BATCH`` records."""
-    batch = StepRecords(rank, None, None, None, [])
-    for records in pieces:
-        _add(batch, records)
-        if len(batch.slices) + len(batch.samples) >= _BATCH:
-            yield batch
-            batch = StepRecords(rank, None, None, None, [])
-    if batch.slices or batch.samples:
-        yield batch
-
-
-def _add(batch: StepRecords, records: list[Slice | Sample]) -> None:
-    for r in records:
-        (batch.slices if type(r) is Slice else batch.samples).append(r)
-
-
-class _ByTime:
-    """Records filed on disk by window of start time, taken back in time order."""
-
-    def __init__(self, spill: StepSpill, rank: int) -> None:
-        self._spill, self._rank = spill, rank
-        self._windows: set[int] = set()
-        self._order: list[int] | None = None
-        self._pending: list[Slice | Sample] = []  # of a window taken in part
-
-    def add(self, records: list[Slice | Sample]) -> None:
-        buckets: dict[int, list[Slice | Sample]] = defaultdict(list)
-        for r in records:
-            buckets[r.start_ns // _WINDOW_NS].append(r)
-        for window, bucket in buckets.items():
-            self._spill.add(window, bucket)
-        self._windows.update(buckets)
-
-    def take_before(self, end_ns: int | None) -> Iterator[list[Slice | Sample]]:
-        """Every record not taken yet that starts before ``end_ns`` (None: all), a window at a time."""
-        if self._order is None:
-            self._order = sorted(self._windows, reverse=True)
-        while True:
-            taken = [r for r in self._pending if end_ns is None or r.start_ns < end_ns]
-            if len(taken) < len(self._pending):
-                self._pending = [r for r in self._pending if r.start_ns >= end_ns]
-            else:
-                self._pending = []
-            if taken:
-                yield taken
-            if not self._order or (end_ns is not None and self._order[-1] * _WINDOW_NS >= end_ns):
-                return
-            self._pending.extend(self._spill.load(self._order.pop(), self._rank))
+    return by_time(steps, rank.rank, fill)
 
 
 # -- the CSV ------------------------------------------------------------------------------------

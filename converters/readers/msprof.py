@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import RankInfo, StepRecords, checked_ns
+from ..model import RankInfo, Sample, Slice, StepRecords, checked_ns
 from . import ascend_db, chrome_trace, flows, jsonfile
 
 NAME = "msprof"
@@ -102,6 +102,13 @@ def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
                   "on the host's monotonic clock, not aligned to wall time")
     return RankInfo(0, NAME, path, clock="the file's own µs (no start_info.N beside it)",
                     source_paths=(path,), wall_clock=False)
+
+
+def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
+    """The rank's device memory, from CANN's database (``ascend_db.memory``: ``NPU_OP_MEM``); the
+    JSON timelines carry none."""
+    if rank.source_paths and rank.source_paths[0].suffix == ".db":
+        yield from ascend_db.memory(rank, rank.source_paths[0], diag)
 
 
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:

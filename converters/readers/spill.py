@@ -12,9 +12,9 @@ import marshal
 import pickle
 import tempfile
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 
-from ..model import FlowEnd, Layer, Sample, Slice
+from ..model import FlowEnd, Layer, Sample, Slice, StepRecords
 from . import _core
 
 
@@ -73,6 +73,86 @@ class StepSpill:
         return out
 
 
+class ByTime:
+    """Records filed on disk by window of start time (host_info's host records, memory records),
+    taken back in time order."""
+
+    def __init__(self, spill: StepSpill, rank: int) -> None:
+        self._spill, self._rank = spill, rank
+        self._windows: set[int] = set()
+        self._order: list[int] | None = None
+        self._pending: list[Slice | Sample] = []  # of a window taken in part
+
+    def add(self, records: list[Slice | Sample]) -> None:
+        buckets: dict[int, list[Slice | Sample]] = defaultdict(list)
+        for r in records:
+            buckets[r.start_ns // _WINDOW_NS].append(r)
+        for window, bucket in buckets.items():
+            self._spill.add(window, bucket)
+        self._windows.update(buckets)
+
+    def take_before(self, end_ns: int | None) -> Iterator[list[Slice | Sample]]:
+        """Every record not taken yet that starts before ``end_ns`` (None: all), a window at a time."""
+        if self._order is None:
+            self._order = sorted(self._windows, reverse=True)
+        while True:
+            taken = [r for r in self._pending if end_ns is None or r.start_ns < end_ns]
+            if len(taken) < len(self._pending):
+                self._pending = [r for r in self._pending if r.start_ns >= end_ns]
+            else:
+                self._pending = []
+            if taken:
+                yield taken
+            if not self._order or (end_ns is not None and self._order[-1] * _WINDOW_NS >= end_ns):
+                return
+            self._pending.extend(self._spill.load(self._order.pop(), self._rank))
+
+
+def by_time(steps: Iterable[StepRecords], rank: int,
+            fill: Callable[[Callable[[list[Slice | Sample]], None]], None]) -> Iterator[StepRecords]:
+    """``steps`` (in time order) with the records ``fill`` hands to its argument added: the
+    records of another file (host_info's, memory's) that are not filed by step.
+
+    A step takes the records that start before it ends, from up to a second before it starts
+    (the host launches a step before the device runs it). Records no step takes (a compile
+    phase, what follows the last step) come as steps without a number, a bounded number of
+    records at a time. ``fill`` runs before the first step is yielded; the records wait on disk.
+    """
+    with StepSpill() as spill:
+        records = ByTime(spill, rank)
+        fill(records.add)
+        for batch in steps:
+            if batch.step is not None:
+                yield from _loose(rank, records.take_before(batch.step.start_ns - _LEAD_NS))
+                end = batch.step.end_ns
+            else:
+                end = max((s.end_ns for s in batch.slices), default=0)
+            for taken in records.take_before(end):
+                _add(batch, taken)
+            yield batch
+        yield from _loose(rank, records.take_before(None))
+
+
+def _loose(rank: int, pieces: Iterable[list[Slice | Sample]]) -> Iterator[StepRecords]:
+    """Records outside every step, as steps without a number of up to ``_BATCH`` records."""
+    batch = StepRecords(rank, None, None, None, [])
+    for records in pieces:
+        _add(batch, records)
+        if len(batch.slices) + len(batch.samples) >= _BATCH:
+            yield batch
+            batch = StepRecords(rank, None, None, None, [])
+    if batch.slices or batch.samples:
+        yield batch
+
+
+def _add(batch: StepRecords, records: list[Slice | Sample]) -> None:
+    for r in records:
+        (batch.slices if type(r) is Slice else batch.samples).append(r)
+
+
+_LEAD_NS = 1_000_000_000  # how long before a step records may start and still go with it
+_BATCH = 10_000
+_WINDOW_NS = 100_000_000  # records are filed on disk by 100 ms of start time
 _PACKED, _MARSHAL, _PICKLE = b"c", b"m", b"p"
 _ORDER = {layer: layer.order for layer in Layer}
 _LAYERS = list(Layer)

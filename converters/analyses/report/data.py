@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import comm
-from ...errors import Diagnostics, as_text
+from ...errors import Diagnostics, InputError, as_text
 from ...executor import LOCAL, Where
 from ...model import MINDDATA, Layer, RankInfo, StepKey
 from ...output import inputs_of
@@ -20,6 +20,8 @@ from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
 from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from ..comm_matrix import MatrixReport, comm_matrix
+from ..memory import PeakRow, memory_overview
+from ..memory import record as memory_record
 from ..overlap import StepOverlap, overlap_row, step_span
 from .dataprep import data_json, queue_at_start
 from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
@@ -136,6 +138,10 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     inputs: list[Path] = field(default_factory=list)  # what was read: the report is never written over it
     links: MatrixReport | None = None  # the links ranked (a detail read, no rows); None: no communication ops
+    # Device memory of the whole collection (``analyses.memory``): the peaks per rank and component,
+    # and each one's peak kind over time (ns, bytes; thinned, the peak kept). Empty: none recorded.
+    memory: list[PeakRow] = field(default_factory=list)
+    memory_series: dict[tuple[int, str], list[tuple[int, float]]] = field(default_factory=dict)
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -261,6 +267,10 @@ def report_data(
         report.links = comm_matrix(path, ranks=ranks, graphs=graphs, steps=steps, where=where,
                                    each=lambda rows: None)  # the links ranked only: no rows kept
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
+    try:
+        report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where)
+    except InputError as e:  # broken memory files cost the report its memory section, not the rest
+        diag.warn("no_memory", f"memory left out of the report: {e}")
     report.warnings = diag.messages()
     if not facts:
         report.warnings.append(f"{path}: no steps in the kept ranks, graphs and steps")
@@ -441,7 +451,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "links": _links_record(report.links),
         "warnings": report.warnings,
         **({"data_preparation": prepared} if (prepared := data_json(report.steps)) else {}),
-    }
+    } | ({"memory": [memory_record(row) for row in report.memory]} if report.memory else {})
 
 
 def _links_record(links: MatrixReport | None) -> dict[str, Any]:

@@ -12,8 +12,10 @@ from typing import Any
 
 import orjson
 
+from ...model import MEMORY_KINDS
 from ...output import open_output
 from ...select import format_ids
+from ..memory import record as memory_record
 from .data import OpTotal, Report, report_json
 from .dataprep import DataStep, data_ops, data_steps
 from .diagnosis import KIND_TITLES, KINDS, Diagnosis, ms_text
@@ -26,6 +28,7 @@ from .plots import (
     breakdown,
     diagnosis_grid,
     link_heatmap,
+    memory_chart,
     ops_chart,
     phase_series,
     queue_chart,
@@ -145,6 +148,7 @@ def _page(plots: Plots, report: Report, command: str) -> str:
     parts.append(_ops_section(plots, report))
     if prepared:
         parts.append(_data_section(plots, report, prepared))
+    parts.append(_memory_section(plots, report) if report.memory else "")
     parts.append(_method_section(report))
     parts.append("</main></body></html>\n")
     return "".join(parts)
@@ -401,6 +405,30 @@ DATA_ROWS = 200  # steps listed in the HTML (all of them are in --format json)
 
 def _fig(value: float | None) -> str:
     return "-" if value is None else f"{value:,.4g}"
+
+
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value
+
+
+def _memory_section(plots: Plots, report: Report) -> str:
+    """Peak device memory per rank and component, and each rank's memory over time, peaks marked."""
+    out = ['<section id="memory"><h2>Memory</h2><p>Device memory over the whole collection (the '
+           "kept steps do not narrow it), per component as the profiler names it: PTA torch_npu's "
+           "allocator, GE the graph engine's, PTA+GE their sum, APP the application as the driver "
+           "sees it. <code>trace2perfetto memory</code> prints it; <code>--allocations</code> every "
+           "allocation.</p>"]
+    header = ["Rank", "Component", "Peak allocated (MB)", "Peak reserved (MB)", "Peak active (MB)",
+              "Peak time", "Held at peak (MB)"]
+    rows = [[r["Rank"], _e(r["Component"]), *(_e(_or_dash(r[f"Peak {k}(MB)"])) for k in MEMORY_KINDS),
+             _iso(row.peak_ns) if row.peak_ns is not None else "-", _e(_or_dash(r["Held at Peak"]))]
+            for row, r in ((row, memory_record(row)) for row in report.memory)]
+    out.append(_table(header, rows, {2, 3, 4}))
+    for rank in sorted({row.rank for row in report.memory}):
+        out.append(_figure(memory_chart(plots, report, rank), f"Rank {rank}: each component's allocated "
+                           "memory (reserved where it records no allocated) over time; ▼ its peak."))
+    out.append("</section>")
+    return "".join(out)
 
 
 def _count(n: int, noun: str) -> str:

@@ -374,3 +374,28 @@ def queue_chart(plots: Plots, steps: list[DataStep]) -> str:
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", fontsize=8)
     return plots.svg(fig, "Data queue size at each step's start")
+
+
+def memory_chart(plots: Plots, report: Report, rank: int) -> str:
+    """One rank's device memory over time, a line per component (its Allocated, else Reserved), each
+    peak marked and labelled."""
+    fig = plots.figure(9.5, 3.0)
+    ax = fig.subplots()
+    peaks = {row.component: row for row in report.memory if row.rank == rank}
+    starts = [p[0] for (r, _), points in report.memory_series.items() if r == rank for p in points]
+    origin = min(starts, default=0)
+    mine = [(component, points) for (r, component), points in sorted(report.memory_series.items())
+            if r == rank and points]
+    for index, (component, points) in enumerate(mine):
+        line, = ax.step([(t - origin) / 1e6 for t, _ in points], [v / 2**20 for _, v in points],
+                        where="post", linewidth=1.2, label=component)
+        row = peaks.get(component)
+        if row is not None and row.peak_ns is not None:
+            value = max(v for _, v in points) / 2**20
+            ax.plot([(row.peak_ns - origin) / 1e6], [value], "v", color=line.get_color(), markersize=6)
+            ax.annotate(f"{value:,.1f}", ((row.peak_ns - origin) / 1e6, value), textcoords="offset points",
+                        xytext=(0, 6 + 9 * (index % 2)), ha="center", fontsize=7)
+    ax.set_xlabel("time since the rank's first memory record (ms)")
+    ax.set_ylabel("MB")
+    ax.legend(fontsize=7, loc="upper left", frameon=False)
+    return plots.svg(fig, f"Device memory of rank {rank} over time")

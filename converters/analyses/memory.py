@@ -1,0 +1,314 @@
+"""Device memory per rank and component: the peak of each kind (allocated, reserved, active) with
+its time and the operators holding memory then, and the per-operator allocation table.
+
+The records are the readers' (``readers.memory``): each component's counters as the allocators
+recorded them after each event (torch_npu's ``memory_record.csv`` / ``MEMORY_RECORD``; without
+those, made again from each allocation's totals in ``operator_memory.csv`` / ``OP_MEMORY``; CANN's
+``NPU_OP_MEM`` events) and its allocations as slices. They are read apart from the steps, not
+through ``profile.read_profile``: they are not filed by step, and a step read would parse the whole
+trace for none of them. So the whole collection counts; ``--steps`` and ``--graphs`` do not apply.
+
+A peak is the largest value of the component's counter (ties: the first); its time is that of the
+peak of Allocated (where the component records none, of Reserved). The holders at the peak are the
+allocations of that component (of PTA+GE: of PTA and GE) alive then (allocated at or before it,
+released after it or never), largest first. Two passes over the records, each flat: the peaks, then
+the holders.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from ..errors import Diagnostics, UsageError
+from ..executor import LOCAL, Where
+from ..model import (
+    MEMORY_KINDS,
+    MEMORY_SIZE_ARG,
+    Layer,
+    RankInfo,
+    Sample,
+    Slice,
+    component_of,
+    memory_counter_of,
+)
+from ..profile import Options, Profile
+from ..readers import memory as memory_records
+from ..readers import op_memory
+
+HOLDERS = 5  # the operators named per peak
+WITHIN = {part: (op_memory.PTA_GE,) for part in (op_memory.PTA, op_memory.GE)}  # PTA+GE holds theirs
+_MB = float(1 << 20)
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """An allocation alive at a peak."""
+
+    name: str
+    size: float  # bytes
+    allocated_ns: int
+
+
+@dataclass(slots=True)
+class PeakRow:
+    """One component of one rank: its peak of each kind (bytes; None where it records none), the
+    time of its peak (ns), its allocations and the largest of them alive at the peak."""
+
+    rank: int
+    component: str
+    device: int | None
+    peaks: dict[str, float] = field(default_factory=dict)  # kind -> bytes
+    times: dict[str, int] = field(default_factory=dict)  # kind -> ns
+    allocations: int = 0
+    holders: list[Holder] = field(default_factory=list)
+
+    @property
+    def peak_ns(self) -> int | None:
+        """When the component peaked: its Allocated peak, else its Reserved peak."""
+        return next((self.times[k] for k in MEMORY_KINDS if k in self.times), None)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationRow:
+    """One allocation of one rank (times ns; ``released_ns`` None: never within the profile)."""
+
+    rank: int
+    component: str
+    device: int | None
+    name: str
+    size: float  # bytes
+    allocated_ns: int
+    released_ns: int | None
+
+
+# -- the computation ------------------------------------------------------------------------------
+
+def peaks(info: RankInfo, records: Iterable[Slice | Sample]) -> dict[str, PeakRow]:
+    """The first pass: each component's peaks and its count of allocations."""
+    rows: dict[str, PeakRow] = {}
+    for r in records:
+        if type(r) is Sample:
+            found = memory_counter_of(r.lane)
+            if found is None:
+                continue
+            row = _row(rows, info, found[0])
+            kind = found[1]
+            if kind not in row.peaks or r.value > row.peaks[kind]:
+                row.peaks[kind], row.times[kind] = r.value, r.start_ns
+        elif r.layer is Layer.MEMORY:
+            _row(rows, info, component_of(r.lane)).allocations += 1
+    return rows
+
+
+def holders(rows: dict[str, PeakRow], records: Iterable[Slice | Sample], top: int = HOLDERS) -> None:
+    """The second pass: the ``top`` largest allocations alive at each component's peak."""
+    heaps: dict[str, list[tuple[float, int, Holder]]] = {c: [] for c in rows}
+    for r in records:
+        if type(r) is not Slice or r.layer is not Layer.MEMORY:
+            continue
+        own = component_of(r.lane)
+        for component in (own, *WITHIN.get(own, ())):
+            row = rows.get(component)
+            at = row.peak_ns if row is not None else None
+            if at is None or not r.start_ns <= at < (r.end_ns if not _unreleased(r) else at + 1):
+                continue
+            heap, size = heaps[component], _size(r)
+            item = (size, -r.start_ns, Holder(r.name, size, r.start_ns))
+            if len(heap) < top:
+                heapq.heappush(heap, item)
+            elif item[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, item)
+    for component, heap in heaps.items():
+        rows[component].holders = [h for *_, h in sorted(heap, key=lambda x: x[:2], reverse=True)]
+
+
+def allocation_rows(info: RankInfo, records: Iterable[Slice | Sample]) -> Iterator[AllocationRow]:
+    """Each allocation as the reader gives it, in its order."""
+    for r in records:
+        if type(r) is Slice and r.layer is Layer.MEMORY:
+            released = None if _unreleased(r) else r.end_ns
+            yield AllocationRow(info.rank, component_of(r.lane), info.device, r.name, _size(r), r.start_ns,
+                                released)
+
+
+def _row(rows: dict[str, PeakRow], info: RankInfo, component: str) -> PeakRow:
+    row = rows.get(component)
+    if row is None:
+        row = rows[component] = PeakRow(info.rank, component, info.device)
+    return row
+
+
+def _size(s: Slice) -> float:
+    return float(s.args.get(MEMORY_SIZE_ARG, 0)) if isinstance(s.args, dict) else 0.0
+
+
+def _unreleased(s: Slice) -> bool:
+    """Never released within the profile: alive to its end and after."""
+    return isinstance(s.args, dict) and s.args.get("Released") is False
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+def memory_report(
+    path: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    diag: Diagnostics | None = None,
+    where: Where = LOCAL,
+) -> list[PeakRow]:
+    """The peaks of every component of every kept rank, ranks in order, each rank's components by
+    name; a rank whose input records no memory is said in a warning in ``diag`` and has no rows.
+
+    Raises:
+        UsageError: unknown ranks, nothing recognisable under ``path``.
+        InputError: an input file broken beyond recovery.
+    """
+    profile = Profile.open(path, Options(ranks=ranks), where=where, diag=diag)
+    found: list[list[PeakRow]] = profile.map(rank_peaks)
+    out = []
+    for info, rows in sorted(zip(profile.ranks, found, strict=True), key=lambda x: x[0].rank):
+        if not rows:
+            profile.diag.warn("no_memory", f"rank {info.rank}: the input records no device memory (no "
+                              "memory_record.csv, operator_memory.csv or memory tables)", f"rank {info.rank}")
+        out += rows
+    return out
+
+
+def rank_peaks(info: RankInfo, options: Options, diag: Diagnostics) -> list[PeakRow]:
+    """One rank's peaks and holders: two reads of its memory records. Runs in a worker process."""
+    rows = peaks(info, memory_records(info, diag))
+    if any(row.allocations for row in rows.values()):
+        holders(rows, memory_records(info, Diagnostics()))  # the same records: their warnings said once
+    return [rows[c] for c in sorted(rows)]
+
+
+SERIES_POINTS = 400  # points kept per component for the report's picture
+
+
+def memory_overview(
+    path: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    where: Where = LOCAL,
+) -> tuple[list[PeakRow], dict[tuple[int, str], list[tuple[int, float]]]]:
+    """The peaks (as ``memory_report``, without warnings: a profile without memory has none) and,
+    per rank and component, its peak kind's counter over time (Allocated, else Reserved; bytes), at
+    most ``2 * SERIES_POINTS`` points, each the largest of the span it stands for (the peak stays)."""
+    profile = Profile.open(path, Options(ranks=ranks), where=where, diag=Diagnostics())
+    found: list[tuple[list[PeakRow], dict[str, list]]] = profile.map(rank_overview)
+    rows = [row for peaks_of, _ in found for row in peaks_of]
+    series = {(info.rank, component): points for info, (_, mine) in zip(profile.ranks, found, strict=True)
+              for component, points in mine.items()}
+    return rows, series
+
+
+def rank_overview(info: RankInfo, options: Options, diag: Diagnostics
+                  ) -> tuple[list[PeakRow], dict[str, list[tuple[int, float]]]]:
+    """One rank's peaks and series. Runs in a worker process."""
+    rows = rank_peaks(info, options, diag)
+    kinds = {row.component: next(k for k in MEMORY_KINDS if k in row.peaks) for row in rows}
+    kept: dict[str, MaxSeries] = {c: MaxSeries(SERIES_POINTS) for c in kinds}
+    for r in memory_records(info, Diagnostics()):
+        found = memory_counter_of(r.lane) if type(r) is Sample else None
+        if found is not None and kinds.get(found[0]) == found[1]:
+            kept[found[0]].add(r.start_ns, r.value)
+    return rows, {c: series.series for c, series in kept.items()}
+
+
+class MaxSeries:
+    """A counter's samples in time order, thinned to at most ``2 * size`` points: when full, each
+    two neighbours become the larger of them, so the peak is never thinned away. Flat."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.points, self._pending = size, [], None
+        self._step, self._count = 1, 0
+
+    def add(self, ts_ns: int, value: float) -> None:
+        if self._pending is None or value > self._pending[1]:
+            self._pending = (ts_ns, value)
+        self._count += 1
+        if self._count < self._step:
+            return
+        self.points.append(self._pending)
+        self._pending, self._count = None, 0
+        if len(self.points) >= 2 * self.size:
+            pairs = zip(self.points[::2], self.points[1::2], strict=True)  # an even count: 2 * size
+            self.points = [max(pair, key=lambda p: p[1]) for pair in pairs]
+            self._step *= 2
+
+    @property
+    def series(self) -> list[tuple[int, float]]:
+        return self.points + ([self._pending] if self._pending is not None else [])
+
+
+def allocations_report(
+    path: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    diag: Diagnostics | None = None,
+) -> Iterator[AllocationRow]:
+    """Every allocation of every kept rank, rank by rank, streamed: read here, one record at a time
+    (a rank holds millions in a long run)."""
+    profile = Profile.open(path, Options(ranks=ranks), diag=diag)
+    for info in sorted(profile.ranks, key=lambda i: i.rank):
+        yield from allocation_rows(info, memory_records(info, profile.diag))
+
+
+def no_selection(steps: object, graphs: object) -> None:
+    """Memory records are not filed by step: say so where steps or graphs are asked for.
+
+    Raises:
+        UsageError: ``--steps`` or ``--graphs`` given.
+    """
+    if steps is not None or graphs is not None:
+        raise UsageError("memory: --steps and --graphs do not apply: memory records are not filed by step "
+                         "(the whole collection counts)")
+
+
+# -- its rows as records ---------------------------------------------------------------------------
+
+COLUMNS = ["Rank", "Component", "Device", "Peak Allocated(MB)", "Peak Reserved(MB)", "Peak Active(MB)",
+           "Peak Time(us)", "Allocations", "Held at Peak"]
+ALLOCATION_COLUMNS = ["Rank", "Component", "Device", "Name", "Size(KB)", "Allocation Time(us)",
+                      "Release Time(us)", "Duration(us)"]
+
+
+def record(row: PeakRow) -> dict:
+    """One row of the peaks table: MB to 6 decimals, epoch µs to the ns, the holders as
+    ``name (MB)`` largest first."""
+    held = "; ".join(f"{h.name} ({h.size / _MB:.3f})" for h in row.holders) or None
+    return {"Rank": row.rank, "Component": row.component, "Device": _device(row.device),
+            **{f"Peak {kind}(MB)": _mb(row.peaks.get(kind)) for kind in MEMORY_KINDS},
+            "Peak Time(us)": _epoch_us(row.peak_ns), "Allocations": row.allocations or None,
+            "Held at Peak": held}
+
+
+def allocation_record(row: AllocationRow) -> dict:
+    """One row of the allocation table, under operator_memory.csv's column names."""
+    duration = None if row.released_ns is None else row.released_ns - row.allocated_ns
+    return {"Rank": row.rank, "Component": row.component, "Device": _device(row.device), "Name": row.name,
+            "Size(KB)": round(row.size / 1024, 3), "Allocation Time(us)": _epoch_us(row.allocated_ns),
+            "Release Time(us)": _epoch_us(row.released_ns), "Duration(us)": _us(duration)}
+
+
+def _mb(value: float | None) -> float | None:
+    return None if value is None else round(value / _MB, 6)
+
+
+def _epoch_us(ns: int | None) -> str | None:
+    """Epoch µs to the ns, as text: a double holds epoch µs to a quarter µs only."""
+    if ns is None:
+        return None
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _us(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1000
+
+
+def _device(device: int | None) -> str | None:
+    return None if device is None else f"NPU:{device}"

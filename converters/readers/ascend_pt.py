@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostics, InputError
+from ..errors import NOTHING_DRAWN, Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
 from ..overlap import is_compute
 from . import ascend_analysis, ascend_db, chrome_trace, jsonfile, times
@@ -246,14 +246,15 @@ def _read_kernel_details(
 
 def _say_nothing_read(path: Path, rows: int, rank: RankInfo, diag: Diagnostics, detail: bool) -> None:
     """kernel_details.csv gave no record: the rank is left out of the output, and the user told why."""
+    kind = "nothing_read"
     if not rows:
         why = "no kernel rows, only its header (the profiler wrote nothing, or the job stopped first)"
     elif detail:
         why = f"none of its {rows} rows could be read (warned above)"
-    else:
-        why = (f"none of its {rows} rows is a compute kernel or a communication op (the others are "
-               "drawn with --kind detail), or could be read")
-    diag.warn("nothing_read", f"{path}: {why}; rank {rank.rank} has nothing to show")
+    else:  # rows that could not be read are warned of apart: the rest were left out by design
+        kind, why = NOTHING_DRAWN, (f"none of its {rows} rows is a compute kernel or a communication op (the "
+                                    "others are drawn with --kind detail), or could be read")
+    diag.warn(kind, f"{path}: {why}; rank {rank.rank} has nothing to show")
 
 
 def _kernel(row: dict[str, str], rank: RankInfo, path: Path, line: int, diag: Diagnostics,

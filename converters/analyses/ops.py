@@ -219,8 +219,11 @@ def _add_op(figures: dict[Key, Figures], s: Slice, core: str, by: str, step: tup
     if by == "name":
         _add(figures, (s.name, core, None), s.dur_ns)
         return
-    op_type, shapes = _described(s.args)
-    _add(figures, (op_type or _mindspore_type(s.name), core, shapes if by == "shape" else step), s.dur_ns)
+    if by == "shape":
+        op_type, extra = _described(s.args)
+    else:
+        op_type, extra = _op_type(s.args), step
+    _add(figures, (op_type or _mindspore_type(s.name), core, extra), s.dur_ns)
 
 
 def _add(figures: dict[Key, Figures], key: Key, dur_ns: int) -> None:
@@ -243,6 +246,19 @@ def _described(args: Any) -> tuple[str | None, str]:
     if type(args) is not dict:  # the raw JSON text (bytes, or msgspec.Raw)
         return _described_text(bytes(args))
     return _type_and_shapes(args)
+
+
+def _op_type(args: Any) -> str | None:
+    """A task's op type, None where its args name none; raw args are decoded only where their text
+    holds one of the keys (most tasks of msprof and of GPU traces hold none: the read's cost again)."""
+    if args is None:
+        return None
+    if type(args) is dict:
+        return _type_and_shapes(args)[0]
+    raw = bytes(args)
+    if b'"Type"' in raw or b'"Op Type"' in raw or b'"type"' in raw:
+        return _described_text(raw)[0]
+    return None
 
 
 @functools.lru_cache(maxsize=4096)  # MindSpore 1.x shares one args text among an op's runs

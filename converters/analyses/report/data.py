@@ -4,6 +4,7 @@ and its numbers as one JSON document (``report_json``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import defaultdict
 from collections.abc import Iterable
@@ -295,16 +296,19 @@ def _formats(infos: list[RankInfo]) -> dict[str, list[int]]:
 
 
 def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResult:
-    """One rank's steps, device ops and communication ops, in one summary read; its op types from
-    the same read where ``ops`` reads the rank so, else as ``ops`` reads it (a second read: torch_npu's
-    kernel_details.csv beside trace_view.json, MindSpore 1.x and Paddle in detail). Runs in a worker."""
+    """One rank's steps, device ops, communication ops and op types (``ops``' sums) in one summary
+    read; in detail where ``ops`` reads the same files so (MindSpore 1.x, Paddle: the same figures,
+    and one read costs less than two); a second read, as ``ops`` makes it, only where it reads other
+    files (torch_npu's kernel_details.csv beside trace_view.json). Runs in a worker."""
     out: list[StepFacts] = []
     ops: dict[str, list[int]] = {}
     comm_ops: list[comm.OpComm] = []
     stream, step_layer, op_layer = Layer.STREAM, Layer.STEP, Layer.COMM_OP
-    same_read = for_ops(info) == (info, False)
+    op_info, detail = for_ops(info)
+    same_read = op_info == info  # the same files: one read (in detail where ops reads them so)
     op_types = RankOps(info.rank, "type")
-    for batch in read_profile([info], options, diag):
+    read = dataclasses.replace(options, kind=Kind.DETAIL) if same_read and detail else options
+    for batch in read_profile([info], read, diag):
         if same_read:
             op_types.add(batch)
         phases: dict[str, list[tuple[int, int]]] = defaultdict(list)

@@ -228,7 +228,7 @@ def _read_kernel_details(
             bound = bounds.setdefault(step, [record.start_ns, record.end_ns])
             bound[0], bound[1] = min(bound[0], record.start_ns), max(bound[1], record.end_ns)
             batch.setdefault(step, []).append(record)
-            if line % 50_000 == 0:
+            if line % 5_000 == 0:  # a few MiB of records in memory, whatever the file's size
                 _flush(spill, batch)
         _flush(spill, batch)
         if not bounds:

@@ -621,7 +621,8 @@ COMMANDS = {c.name: c for c in (
         "per rank and step, the breakdown of each step (Computing, Communication not overlapped, Free, the "
         "profiler's phases), the diagnosis of each step and rank (data loading, host, device, communication "
         "bound, straggler) with its evidence and the command for its timeline, the slowest ranks and "
-        "collectives, and the top device ops. Or the same numbers as JSON.",
+        "collectives, the top device ops, and each rank's device time by op type. Or the same numbers as "
+        "JSON.",
         "examples:\n"
         "  trace2perfetto report PROFILER_DIR -o report.html\n"
         "  trace2perfetto report PROFILER_DIR --ranks 0-7 --steps 10-20 -o report.html\n"

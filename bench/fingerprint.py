@@ -10,8 +10,8 @@ Inputs: every real sample, and every folder in one, under ``$TRACE2PERFETTO_REAL
 makes them; pass ``--quick`` to take only the real samples and one generated rank), each in
 summary and detail, Perfetto and JSON, capped at 1 MiB and uncapped; and what every analysis
 command prints or writes for them (``info``, ``overlap``, ``comm`` and ``comm --slow-ranks`` in
-each of their formats, ``report`` as JSON and HTML), through the CLI as a user runs it, stdout
-and exit code alike.
+each of their formats, ``ops`` in each format, by name, shape and step, and ``--across``, ``report``
+as JSON and HTML), through the CLI as a user runs it, stdout and exit code alike.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ ANALYSES = (
     *(["comm", "--format", f] for f in ("table", "csv", "json")),
     *(["comm", "--slow-ranks", "--format", f] for f in ("table", "csv", "json")),
     *(["comm", "--matrix", "--format", f] for f in ("table", "csv", "json")),
+    *(["ops", "--format", f] for f in ("table", "csv", "json")),
+    *(["ops", "--by", by, "--format", "json"] for by in ("name", "shape", "step")),
+    *(["ops", "--across", "--format", f] for f in ("table", "json")),
     *(["report", "--format", f] for f in ("json", "html")),
 )
 

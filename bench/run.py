@@ -9,7 +9,7 @@ processes), sampled every 5 ms.
 
 - floor: ``orjson.loads`` of every JSON file of the profile, the least any converter must do;
 - trace2perfetto: summary, detail under the default 20 MiB cap, detail uncapped, as Perfetto
-  protobuf and as Chrome JSON;
+  protobuf and as Chrome JSON; the analyses ``comm``, ``ops`` and ``report``;
 - MindInsight 2.3.1 ``MsprofTimelineAnalyser.get_merged_timeline`` (``bench/peers.py``), summary
   and detail; its output is JSON, so it is compared with trace2perfetto's JSON output.
 
@@ -175,6 +175,8 @@ def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
                          "--align", "collectives", "-o", str(out)], out))
     runs.append(measure("trace2perfetto comm --format json (every op of every rank)",
                         [sys.executable, "-m", "converters", "comm", str(root), "--format", "json"]))
+    runs.append(measure("trace2perfetto ops --format csv (per op type and rank)",
+                        [sys.executable, "-m", "converters", "ops", str(root), "--format", "csv"]))
     out = BUILD / "report.html"
     runs.append(measure("trace2perfetto report (HTML)",
                         [sys.executable, "-m", "converters", "report", str(root), "-o", str(out)], out))

@@ -564,16 +564,25 @@ def _ops_arguments(parser: argparse.ArgumentParser) -> None:
                         help="type: per op type and core type, as torch_npu's op_statistic.csv; name: per "
                         "op (kernel) name; shape: per op type and input shapes; step: per op type and step "
                         "(default: %(default)s)")
+    parser.add_argument("--across", action="store_true",
+                        help="one row per key (per --by) across the ranks instead of one per rank and key: "
+                        "how many ranks ran it, the min, median and max of their total times, max/median, "
+                        "the slowest and the fastest rank; rows by max minus median, largest first")
 
 
 def _run_ops(args: argparse.Namespace) -> int:
     of = "its step's" if args.by == "step" else "the rank's"
-    rows = Rows(args.format, ops.columns(args.by), f"(µs; Ratio: share of {of} time in these ops)",
+    note = ("(µs: each rank's total time in the key; rows by max minus median, largest first)" if args.across
+            else f"(µs; Ratio: share of {of} time in these ops)")
+    rows = Rows(args.format, ops.columns(args.by, args.across), note,
                 cell_width=60)  # a GPU kernel's name runs to a thousand characters
     diag = Diagnostics()
     found = ops.ops_report(args.profile, by=args.by, diag=diag, **_selection(args))
     _warn(args, diag.messages())
-    rows.add(ops.record(row, args.by) for row in found)
+    if args.across:
+        rows.add(ops.spread_record(row, args.by) for row in ops.across(found))
+    else:
+        rows.add(ops.record(row, args.by) for row in found)
     rows.close()
     return 0
 
@@ -655,11 +664,13 @@ COMMANDS = {c.name: c for c in (
         "op type and core type the count and the total, min, average and max time in µs, and the share of "
         "the rank's time (the columns of torch_npu's op_statistic.csv), or per op name, per type and input "
         "shapes, or per type and step. GPU kernels (Kineto, Paddle) by name, core type GPU; where Paddle "
-        "ran no device work, its host operators (core type CPU).",
+        "ran no device work, its host operators (core type CPU). With --across, each key across the ranks: "
+        "the spread of their totals and the slowest rank.",
         "examples:\n"
         "  trace2perfetto ops PROFILER_DIR                       per op type, as op_statistic.csv\n"
         "  trace2perfetto ops PROFILER_DIR --by name --ranks 0 --format csv > ops.csv\n"
-        "  trace2perfetto ops PROFILER_DIR --by step --format json | jq '.[0]'\n\n"
+        "  trace2perfetto ops PROFILER_DIR --by step --format json | jq '.[0]'\n"
+        "  trace2perfetto ops PROFILER_DIR --across              per op type across ranks\n\n"
         "The JSON output is described by schemas/ops.schema.json.",
         _ops_arguments, _run_ops, ("table", "csv", "json"), "output on stdout",
     ),
@@ -701,7 +712,8 @@ COMMANDS = {c.name: c for c in (
         "per rank and step, the breakdown of each step (Computing, Communication not overlapped, Free, the "
         "profiler's phases), the diagnosis of each step and rank (data loading, host, device, communication "
         "bound, straggler) with its evidence and the command for its timeline, the slowest ranks and "
-        "collectives, and the top device ops. Or the same numbers as JSON.",
+        "collectives, the top device ops, and each rank's device time by op type. Or the same numbers as "
+        "JSON.",
         "examples:\n"
         "  trace2perfetto report PROFILER_DIR -o report.html\n"
         "  trace2perfetto report PROFILER_DIR --ranks 0-7 --steps 10-20 -o report.html\n"

@@ -35,6 +35,12 @@ class InputError(Trace2PerfettoError):
         return (InputError, (self.path, self.where, self.reason, self.hint))
 
 
+# The warning a reader gives of a file of which its summary read keeps nothing, all of it left out
+# by design (host events, tasks that do not compute: drawn with --kind detail only). True of a
+# summary trace; an analysis that draws nothing says for itself what it found (``analyses.ops``).
+NOTHING_DRAWN = "nothing_drawn"
+
+
 @dataclass
 class Diagnostics:
     """Recoverable problems met while reading, counted by kind with the first example kept.
@@ -65,6 +71,12 @@ class Diagnostics:
     def note(self, kind: str, message: str) -> None:
         """Something the user must know that is no damage (a rank not aligned to wall time)."""
         self.notes.setdefault(kind, as_text(message))
+
+    def forget(self, kind: str) -> None:
+        """Take back the warnings of ``kind``: ones not true of what the caller does with the read."""
+        self.counts.pop(kind, None)
+        self.examples.pop(kind, None)
+        self.subjects.pop(kind, None)
 
     def merge(self, other: Diagnostics) -> None:
         """Add another reader's counts (the first example of each kind stays)."""

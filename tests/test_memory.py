@@ -93,6 +93,10 @@ def profiles(tmp_path_factory) -> dict[str, Sizes]:
         write_ascend_pt_profile(root, ranks=2, steps=steps, tasks_per_step=300, with_kernel_details=False,
                                 metadata_last=True, seed=5)
     made["trace_view"] = Sizes(small, large, 180)
+    small, large = pair("kernel_details", (20, 200))
+    for root, steps in ((small, 20), (large, 200)):  # the same with kernel_details.csv, which ops reads
+        write_ascend_pt_profile(root, ranks=2, steps=steps, tasks_per_step=300, seed=5)
+    made["kernel_details"] = Sizes(small, large, 180)
     small, large = pair("kineto", (1, 10))
     steps = []
     for root, mb in ((small, 6), (large, 60)):  # PyTorch GPU traces, gzipped, names last, out of order
@@ -131,6 +135,21 @@ def test_peak_rss_is_flat_as_the_input_grows(profiles, tmp_path, layout, kind):
     small, large = peak(sizes.small), peak(sizes.large)
     bound = small * 1.2 + sizes.added_steps * STEP_BOOKKEEPING_MIB
     assert large <= bound, (f"peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x the input "
+                            f"({sizes.added_steps} more steps a rank: at most {bound:.1f})")
+    assert large < 300
+
+
+@pytest.mark.parametrize("layout", [*LAYOUTS, "kernel_details"])
+def test_ops_peak_rss_is_flat_as_the_input_grows(profiles, layout):
+    """``ops`` reads each rank as its reader reads op types (torch_npu's kernel_details.csv beside
+    trace_view.json, MindSpore 1.x and Paddle in detail) and keeps only its sums per op type."""
+    def peak(root: Path) -> float:
+        return peak_mib([sys.executable, "-m", "converters", "ops", str(root), "--format", "csv"])
+
+    sizes = profiles[layout]
+    small, large = peak(sizes.small), peak(sizes.large)
+    bound = small * 1.2 + sizes.added_steps * STEP_BOOKKEEPING_MIB
+    assert large <= bound, (f"ops' peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x the input "
                             f"({sizes.added_steps} more steps a rank: at most {bound:.1f})")
     assert large < 300
 

@@ -4,6 +4,7 @@ operator summary), independent sums of the inputs' own records, and the algebra 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import json
@@ -11,6 +12,7 @@ import random
 import re
 import shutil
 import sqlite3
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
@@ -20,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.analyses.ops import BY, OpRow, RankOps, accumulate, combine, merge, ops_report
+from converters.analyses.ops import BY, OpRow, RankOps, accumulate, across, combine, merge, ops_report
 from converters.cli import main
 from converters.errors import Diagnostics
 from converters.model import HOST_OPERATOR, Layer, Slice, Step, StepKey, StepRecords
@@ -65,6 +67,34 @@ def test_text_form_equals_op_statistic_csv_of_every_rank(tmp_path):
             for mine, field in zip(_us(row), _FIGURES, strict=True):
                 assert mine == pytest.approx(float(e[field]), abs=0.01), (row, field)
             assert row.ratio == pytest.approx(float(e["Ratio(%)"]), abs=0.01), row
+
+
+def test_across_ranks_equals_the_spread_of_each_ranks_op_statistic_csv(tmp_path):
+    """Per op type and core type: the ranks' totals as each rank's op_statistic.csv gives them, their
+    min, median and max, the slowest and fastest rank, computed here from the files; ours from the
+    tasks, with those files removed."""
+    sample = shutil.copytree(real_data("ascend-pt-2rank"), tmp_path / "job")
+    totals: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    for rank_dir in sorted(sample.glob("rank*_ascend_pt")):
+        with open(rank_dir / _STAT, newline="") as f:
+            for e in csv.DictReader(f):
+                totals[e["OP Type"], e["Core Type"]][int(rank_dir.name[4])] = float(e["Total Time(us)"])
+        (rank_dir / _STAT).unlink()
+    rows = across(ops_report(sample))
+    assert {(r.name, r.core_type) for r in rows} == set(totals)
+    gaps = [r.gap_ns for r in rows]
+    assert gaps == sorted(gaps, reverse=True)
+    assert any(r.ranks == 2 for r in rows)
+    for row in rows:
+        theirs = totals[row.name, row.core_type]
+        values = sorted(theirs.values())
+        assert row.ranks == len(theirs)
+        assert (row.min_ns / 1000, row.median_ns / 1000, row.max_ns / 1000) == \
+            pytest.approx((values[0], statistics.median(values), values[-1]), abs=0.01), row
+        if values[0] + 0.02 < values[-1]:  # the rounding of the files cannot swap them
+            assert row.slowest_rank == max(theirs, key=theirs.get), row
+            assert row.fastest_rank == min(theirs, key=theirs.get), row
+        assert row.max_over_median == pytest.approx(values[-1] / statistics.median(values), rel=1e-4)
 
 
 def _db_tasks(db_path: Path) -> dict[tuple[str, str], list[int]]:
@@ -178,6 +208,14 @@ def test_mindspore1x_types_are_framework_raws_and_ai_cpu_kernels():
     assert sum(r.ratio for r in rows) == pytest.approx(100)
 
 
+def test_a_cpu_only_run_says_only_that_it_has_no_device_tasks(capsys):
+    """The summary read's own warning (its host events "drawn with --kind detail only") is true of a
+    summary trace, not of ops: only ops' own warning shows."""
+    assert main(["ops", str(real_data("mindspore-cpu") / "pynative-profile")]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "no device tasks" in warnings[0], warnings
+
+
 def test_no_device_tasks_gives_no_rows_and_says_so():
     diag = Diagnostics()
     assert ops_report(real_data("kineto-gloo-2rank"), diag=diag) == []
@@ -234,6 +272,22 @@ def test_json_is_valid_against_its_schema(profile, capsys, by):
             assert sum(r["Ratio(%)"] for r in rows if r["Step"] == step) == pytest.approx(100, abs=0.05)
 
 
+@pytest.mark.parametrize("by", BY)
+def test_across_json_is_valid_against_its_schema_and_csv_agrees(profile, capsys, by):
+    assert main(["ops", str(profile), "--by", by, "--across", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    jsonschema.validate(rows, SCHEMA)
+    assert rows and all(r["Ranks"] in (1, 2) and "Rank" not in r for r in rows)
+    gaps = [round(r["Max Total Time(us)"] - r["Median Total Time(us)"], 3) for r in rows]
+    assert gaps == sorted(gaps, reverse=True)
+    assert main(["ops", str(profile), "--by", by, "--across", "--format", "csv"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [float(r["Max Total Time(us)"]) for r in table] == [r["Max Total Time(us)"] for r in rows]
+    assert main(["ops", str(profile), "--by", by, "--across"]) == 0
+    out = capsys.readouterr().out
+    assert "Slowest Rank" in out.splitlines()[0] and "max minus median" in out
+
+
 def test_table_empty_input_and_errors(profile, tmp_path, capsys):
     assert main(["ops", str(profile), "--by", "name"]) == 0
     out = capsys.readouterr().out
@@ -282,6 +336,50 @@ def test_partial_sums_combine_to_the_same_rows_in_any_split_and_order(steps, by,
         folded = merge(folded, part)
     assert combine([folded]) == whole
     assert all(r.core_type not in ("HCCL", "NOTIFY_WAIT", "MEMCPY", "KERNEL") for r in whole)
+
+
+_rank_rows = st.dictionaries(  # rank -> its total per op type (a rank may lack a type)
+    st.integers(0, 63), st.dictionaries(st.sampled_from(("mul", "add", "conv")), st.integers(0, 10**9),
+                                        min_size=1), min_size=1, max_size=8)
+
+
+def _rows_of(ranks: dict[int, dict[str, int]]) -> list[OpRow]:
+    return [OpRow(rank, name, "AI_CORE", 1, total, total, total, 0.0) for rank, types in ranks.items()
+            for name, total in types.items()]
+
+
+@settings(max_examples=100, deadline=None)
+@given(_rank_rows, st.randoms(use_true_random=False))
+def test_across_does_not_depend_on_the_ranks_order_and_bounds_the_spread(ranks, rnd: random.Random):
+    rows = _rows_of(ranks)
+    spread = across(rows)
+    shuffled = rows[:]
+    rnd.shuffle(shuffled)
+    assert across(shuffled) == spread
+    # the ranks renamed by a permutation: the same figures, the slowest and fastest renamed with them
+    # where their totals are not tied (ties go to the lower rank, which a renaming moves)
+    names = sorted(ranks)
+    renamed = dict(zip(names, rnd.sample(names, len(names)), strict=True))
+    moved = across(dataclasses.replace(r, rank=renamed[r.rank]) for r in rows)
+    assert [(r.name, r.ranks, r.min_ns, r.median_ns, r.max_ns) for r in moved] == \
+        [(r.name, r.ranks, r.min_ns, r.median_ns, r.max_ns) for r in spread]
+    for mine, theirs in zip(spread, moved, strict=True):
+        totals = [ranks[rank][mine.name] for rank in ranks if mine.name in ranks[rank]]
+        assert mine.ranks == len(totals) and mine.min_ns <= mine.median_ns <= mine.max_ns
+        assert ranks[mine.slowest_rank][mine.name] == mine.max_ns == max(totals)
+        assert ranks[mine.fastest_rank][mine.name] == mine.min_ns == min(totals)
+        if totals.count(mine.max_ns) == 1:
+            assert theirs.slowest_rank == renamed[mine.slowest_rank]
+    assert [r.gap_ns for r in spread] == sorted((r.gap_ns for r in spread), reverse=True)
+
+
+@given(st.integers(0, 63), st.dictionaries(st.sampled_from(("mul", "add")), st.integers(0, 10**9),
+                                           min_size=1))
+def test_across_one_rank_is_its_own_min_median_and_max(rank, types):
+    for row in across(_rows_of({rank: types})):
+        assert row.ranks == 1 and row.min_ns == row.median_ns == row.max_ns == types[row.name]
+        assert row.slowest_rank == row.fastest_rank == rank
+        assert row.max_over_median == (1.0 if row.max_ns else None)  # no ratio of 0 over 0
 
 
 def test_host_operators_count_only_where_a_rank_ran_no_device_work():

@@ -232,10 +232,11 @@ def test_html_holds_every_section_and_the_commands(slow_job, tmp_path):
     size = write_html(report, out, "trace2perfetto report X")
     page = out.read_text()
     assert size == len(page.encode())
-    for section in ("job", "verdict", "step-time", "breakdown", "diagnosis", "ranks", "links", "ops",
+    for section in ("job", "verdict", "step-time", "breakdown", "diagnosis", "ranks", "links", "ops", "op-types",
                     "method"):
         assert f'<section id="{section}">' in page
-    assert page.count('<svg role="img"') == 7  # heatmap, 2 breakdowns, diagnosis grid, waits, links, top ops
+    # heatmap, 2 breakdowns, diagnosis grid, waits, links, top ops, op types
+    assert page.count('<svg role="img"') == 8
     straggler = next(d for d in report.diagnoses if d.kind == "straggler")
     assert straggler.command.replace("'", "&#x27;") in re.sub(r"</?span>", "", page)  # its words as written
     for name, value, _ in Thresholds().items():
@@ -263,6 +264,46 @@ def test_every_real_sample_makes_a_report(sample, tmp_path):
     assert (tmp_path / "r.html").read_text().endswith("</html>\n")
 
 
+@pytest.mark.parametrize("sample", ["ascend-pt-2rank", "ascend-pt-db", "msprof-2rank", "kineto-2rank",
+                                    "mindspore-1x/single-device", "paddle-cpu-chrome"])
+def test_operator_types_are_the_figures_of_ops(sample, tmp_path, capsys):
+    """Per rank, the section's figures are ``trace2perfetto ops``' rows: read from the summary read
+    where ops reads the rank so (msprof, the database, Kineto), else as ops reads it (torch_npu's
+    kernel_details.csv, MindSpore 1.x in detail, Paddle's host operators)."""
+    root = real_data(sample)
+    assert main(["ops", str(root), "--format", "json", "-q"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    document = _json_report(tmp_path, root)["op_types"]
+    overall: dict[tuple[str, str], float] = defaultdict(float)
+    for r in rows:
+        overall[r["OP Type"], r["Core Type"]] += r["Total Time(us)"]
+    shown = [(t["type"], t["core_type"]) for t in document["shown"]]
+    assert shown == sorted(overall, key=lambda key: (-overall[key], key))[:8]
+    assert [r["rank"] for r in document["by_rank"]] == sorted({r["Rank"] for r in rows})
+    for mine in document["by_rank"]:
+        theirs = {(r["OP Type"], r["Core Type"]): r for r in rows if r["Rank"] == mine["rank"]}
+        assert mine["total_ms"] * 1000 == pytest.approx(sum(r["Total Time(us)"] for r in theirs.values()),
+                                                        abs=0.001 * len(theirs))
+        assert [(t["type"], t["core_type"]) for t in mine["types"]] == [key for key in shown if key in theirs]
+        for t in mine["types"]:
+            row = theirs[t["type"], t["core_type"]]
+            assert t["count"] == row["Count"]
+            assert t["total_ms"] * 1000 == pytest.approx(row["Total Time(us)"], abs=0.001)
+            assert t["share"] == pytest.approx(row["Ratio(%)"] / 100, abs=1e-4)
+        rest = [r for key, r in theirs.items() if key not in shown]
+        assert (mine["other"]["types"], mine["other"]["count"]) == (len(rest), sum(r["Count"] for r in rest))
+        assert mine["other"]["total_ms"] * 1000 == pytest.approx(sum(r["Total Time(us)"] for r in rest),
+                                                                 abs=0.001 * max(1, len(rest)))
+
+
+def test_operator_types_of_an_input_without_device_ops_say_so(tmp_path):
+    root = real_data("kineto-gloo-2rank")
+    assert _json_report(tmp_path, root)["op_types"] == {"shown": [], "by_rank": []}
+    assert main(["report", str(root), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+    section = (tmp_path / "r.html").read_text().split('<section id="op-types">')[1].split("</section>")[0]
+    assert "No device compute ops" in section and "<svg" not in section
+
+
 # -- size and the command line --------------------------------------------------------------------
 
 def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
@@ -273,7 +314,7 @@ def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
     assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     assert out.stat().st_size < 2 * 1024 * 1024
     page = out.read_text()
-    assert page.count('<svg role="img"') == 7  # the links' heatmap too
+    assert page.count('<svg role="img"') == 8  # the links' heatmap and the op types too
     # 6,400 rank-steps: the findings tables list the worst of each kind, the JSON all of them
     assert re.search(r"and \d+ more \(all in --format json\)", page)
 

@@ -6,6 +6,8 @@ Two pure parts, so the work splits over ranks and steps and the results add up i
 per key); ``combine`` merges those of each rank and returns the rows. msprof's own rules
 (``op_statistic``, CANN's ``MergeOPCounter``): one row per op type and core type, Ratio the share of
 the rank's total, rows by total time, largest first; torch_npu leaves communication out.
+``across`` turns those rows into one row per key over the ranks (the spread of the ranks' totals,
+the slowest rank), whatever the order of the ranks.
 
 What counts is a device task that computes (``overlap.is_compute``: no notify, event, copy or HCCL
 task), as each reader gives it: its op type from ``Type`` (torch_npu's kernel_details.csv), ``Op
@@ -22,12 +24,13 @@ import dataclasses
 import functools
 import os
 import re
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Diagnostics, UsageError
+from ..errors import NOTHING_DRAWN, Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, decoded_args
 from ..overlap import is_compute
@@ -58,6 +61,16 @@ class RankOps:
     @property
     def empty(self) -> bool:
         return not self.device and not self.host
+
+    def add(self, batch: StepRecords) -> None:
+        """Add one step's ops: what ``accumulate`` does per step, for a read that does more with
+        each step (the report's summary read)."""
+        step = _step_of(batch) if self.by == "step" else None
+        for s in batch.slices:
+            if s.layer is Layer.STREAM and is_compute(s.task_type):
+                _add_op(self.device, s, GPU_CORE if s.task_type in _GPU_TASKS else s.task_type, self.by, step)
+            elif s.layer is Layer.HOST and s.task_type == HOST_OPERATOR:
+                _add_op(self.host, s, HOST_CORE, self.by, step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +104,7 @@ def accumulate(rank: int, steps: Iterable[StepRecords], by: str = "type") -> Ran
         raise UsageError(f"--by: {by!r} is not one of {', '.join(BY)}")
     out = RankOps(rank, by)
     for batch in steps:
-        step = _step_of(batch) if by == "step" else None
-        for s in batch.slices:
-            if s.layer is Layer.STREAM and is_compute(s.task_type):
-                _add_op(out.device, s, GPU_CORE if s.task_type in _GPU_TASKS else s.task_type, by, step)
-            elif s.layer is Layer.HOST and s.task_type == HOST_OPERATOR:
-                _add_op(out.host, s, HOST_CORE, by, step)
+        out.add(batch)
     return out
 
 
@@ -151,6 +159,55 @@ def _rows(ops: RankOps) -> list[OpRow]:
     return [row for _, row in rows]
 
 
+@dataclass(frozen=True, slots=True)
+class SpreadRow:
+    """One key (an op type and core type, by default) across the ranks that ran it: the min,
+    median and max of their totals (ns), the slowest and the fastest rank (the lowest rank among
+    equal totals). ``shapes``, ``graph`` and ``step`` as the rows they come from carry them."""
+
+    name: str
+    core_type: str
+    ranks: int
+    min_ns: int
+    median_ns: float  # the mean of the middle two where the ranks are even in number
+    max_ns: int
+    slowest_rank: int
+    fastest_rank: int
+    shapes: str | None = None
+    graph: int | None = None
+    step: int | None = None
+
+    @property
+    def gap_ns(self) -> float:
+        """How far the slowest rank is above the middle one: what the rows are ranked by."""
+        return self.max_ns - self.median_ns
+
+    @property
+    def max_over_median(self) -> float | None:
+        """None where the median is 0 (ops that took no measurable time): no ratio, not 1."""
+        return self.max_ns / self.median_ns if self.median_ns else None
+
+
+def across(rows: Iterable[OpRow]) -> list[SpreadRow]:
+    """Per-rank rows (``combine``'s, any ``by``) as one row per key across the ranks: how many
+    ranks ran it and the spread of their totals; rows by max minus median, largest first (then by
+    key). A rank without a key is not counted for it (``ranks`` says how many did), never as 0.
+    The ranks' order in ``rows`` does not matter."""
+    totals: dict[tuple, list[tuple[int, int]]] = defaultdict(list)  # key -> [(total, rank)]
+    for row in rows:
+        totals[row.name, row.core_type, row.shapes, row.graph, row.step].append((row.total_ns, row.rank))
+    out = []
+    for (name, core, shapes, graph, step), found in totals.items():
+        found.sort()  # by total, the lower rank first among equals
+        values = [total for total, _ in found]
+        slowest = min(found, key=lambda pair: (-pair[0], pair[1]))[1]
+        out.append(SpreadRow(name, core, len(found), values[0], statistics.median(values), values[-1],
+                             slowest, found[0][1], shapes, graph, step))
+    out.sort(key=lambda r: (-r.gap_ns, r.name, r.core_type, r.shapes or "", r.graph is None, r.graph or 0,
+                            r.step is None, r.step or 0))
+    return out
+
+
 def _step_of(batch: StepRecords) -> tuple[int, int | None, int | None]:
     """(the step's run in the job, its id, its graph): its place among the rank's steps."""
     key = batch.key
@@ -162,8 +219,11 @@ def _add_op(figures: dict[Key, Figures], s: Slice, core: str, by: str, step: tup
     if by == "name":
         _add(figures, (s.name, core, None), s.dur_ns)
         return
-    op_type, shapes = _described(s.args)
-    _add(figures, (op_type or _mindspore_type(s.name), core, shapes if by == "shape" else step), s.dur_ns)
+    if by == "shape":
+        op_type, extra = _described(s.args)
+    else:
+        op_type, extra = _op_type(s.args), step
+    _add(figures, (op_type or _mindspore_type(s.name), core, extra), s.dur_ns)
 
 
 def _add(figures: dict[Key, Figures], key: Key, dur_ns: int) -> None:
@@ -186,6 +246,19 @@ def _described(args: Any) -> tuple[str | None, str]:
     if type(args) is not dict:  # the raw JSON text (bytes, or msgspec.Raw)
         return _described_text(bytes(args))
     return _type_and_shapes(args)
+
+
+def _op_type(args: Any) -> str | None:
+    """A task's op type, None where its args name none; raw args are decoded only where their text
+    holds one of the keys (most tasks of msprof and of GPU traces hold none: the read's cost again)."""
+    if args is None:
+        return None
+    if type(args) is dict:
+        return _type_and_shapes(args)[0]
+    raw = bytes(args)
+    if b'"Type"' in raw or b'"Op Type"' in raw or b'"type"' in raw:
+        return _described_text(raw)[0]
+    return None
 
 
 @functools.lru_cache(maxsize=4096)  # MindSpore 1.x shares one args text among an op's runs
@@ -247,13 +320,16 @@ def ops_report(
 
 
 def rank_ops(info: RankInfo, options: Options, diag: Diagnostics, by: str) -> RankOps:
-    """One rank's sums, read as its reader says its op types are read (``readers.for_ops``: some
-    formats give them, or the host operators that stand for them, in detail only). Runs in a
-    worker process."""
+    """One rank's sums, read as its reader says op types are read (``readers.for_ops``). Runs in a
+    worker process. A file of which a summary read keeps nothing by design (host events only: a CPU
+    run) is no warning here: what is true for ops, no device tasks, ``ops_report`` says."""
     info, detail = for_ops(info)
     kind = Kind.DETAIL if detail else Kind.SUMMARY
-    steps = read_profile([info], dataclasses.replace(options, kind=kind), diag)
-    return accumulate(info.rank, steps, by)
+    read = Diagnostics()
+    found = accumulate(info.rank, read_profile([info], dataclasses.replace(options, kind=kind), read), by)
+    read.forget(NOTHING_DRAWN)
+    diag.merge(read)
+    return found
 
 
 # -- its rows as records ---------------------------------------------------------------------------
@@ -264,16 +340,36 @@ FIGURES = ("Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)
            "Ratio(%)")  # op_statistic.csv's, in its order
 
 
-def columns(by: str) -> list[str]:
-    """The columns of the table ``by`` gives: ``Rank``, its keys, then op_statistic.csv's figures."""
-    return ["Rank", *KEYS[by], *FIGURES]
+SPREAD = ("Core Type", "Ranks", "Min Total Time(us)", "Median Total Time(us)", "Max Total Time(us)",
+          "Max/Median", "Slowest Rank", "Fastest Rank")  # --across: the spread of the ranks' totals
+
+
+def columns(by: str, spread: bool = False) -> list[str]:
+    """The columns of the table ``by`` gives: ``Rank``, its keys, then op_statistic.csv's figures;
+    ``spread`` (``--across``): its keys, then the spread of the ranks' totals."""
+    return [*KEYS[by], *SPREAD] if spread else ["Rank", *KEYS[by], *FIGURES]
 
 
 def record(row: OpRow, by: str) -> dict:
     """One row of the ops table, in µs to the ns, under op_statistic.csv's column names."""
+    times = (_us(ns) for ns in (row.total_ns, row.min_ns, row.avg_ns, row.max_ns))
+    figures = (row.core_type, row.count, *times, round(row.ratio, 3))
+    return {"Rank": row.rank, **_keys(row, by), **dict(zip(FIGURES, figures, strict=True))}
+
+
+def spread_record(row: SpreadRow, by: str) -> dict:
+    """One row of ``ops --across``, in µs to the ns; Max/Median to 3 places (None: a median of 0)."""
+    ratio = row.max_over_median
+    figures = (row.core_type, row.ranks, _us(row.min_ns), _us(row.median_ns), _us(row.max_ns),
+               None if ratio is None else round(ratio, 3), row.slowest_rank, row.fastest_rank)
+    return {**_keys(row, by), **dict(zip(SPREAD, figures, strict=True))}
+
+
+def _keys(row: OpRow | SpreadRow, by: str) -> dict:
     keys = {"type": (row.name,), "name": (row.name,), "shape": (row.name, row.shapes),
             "step": (row.graph, row.step, row.name)}[by]
-    times = (round(ns / 1000, 3) for ns in (row.total_ns, row.min_ns, row.avg_ns, row.max_ns))
-    figures = (row.core_type, row.count, *times, round(row.ratio, 3))
-    return {"Rank": row.rank, **dict(zip(KEYS[by], keys, strict=True)),
-            **dict(zip(FIGURES, figures, strict=True))}
+    return dict(zip(KEYS[by], keys, strict=True))
+
+
+def _us(ns: float) -> float:
+    return round(ns / 1000, 3)

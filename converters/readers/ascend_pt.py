@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostics, InputError
+from ..errors import NOTHING_DRAWN, Diagnostics, InputError
 from ..model import (
     MEMORY_KINDS,
     Layer,
@@ -327,7 +327,7 @@ def _read_kernel_details(
             bound = bounds.setdefault(step, [record.start_ns, record.end_ns])
             bound[0], bound[1] = min(bound[0], record.start_ns), max(bound[1], record.end_ns)
             batch.setdefault(step, []).append(record)
-            if line % 50_000 == 0:
+            if line % 5_000 == 0:  # a few MiB of records in memory, whatever the file's size
                 _flush(spill, batch)
         _flush(spill, batch)
         if not bounds:
@@ -345,14 +345,15 @@ def _read_kernel_details(
 
 def _say_nothing_read(path: Path, rows: int, rank: RankInfo, diag: Diagnostics, detail: bool) -> None:
     """kernel_details.csv gave no record: the rank is left out of the output, and the user told why."""
+    kind = "nothing_read"
     if not rows:
         why = "no kernel rows, only its header (the profiler wrote nothing, or the job stopped first)"
     elif detail:
         why = f"none of its {rows} rows could be read (warned above)"
-    else:
-        why = (f"none of its {rows} rows is a compute kernel or a communication op (the others are "
-               "drawn with --kind detail), or could be read")
-    diag.warn("nothing_read", f"{path}: {why}; rank {rank.rank} has nothing to show")
+    else:  # rows that could not be read are warned of apart: the rest were left out by design
+        kind, why = NOTHING_DRAWN, (f"none of its {rows} rows is a compute kernel or a communication op (the "
+                                    "others are drawn with --kind detail), or could be read")
+    diag.warn(kind, f"{path}: {why}; rank {rank.rank} has nothing to show")
 
 
 def _kernel(row: dict[str, str], rank: RankInfo, path: Path, line: int, diag: Diagnostics,

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import msgspec
 import orjson
 
-from ..errors import Diagnostics
+from ..errors import NOTHING_DRAWN, Diagnostics
 from ..model import (
     ID_LIMIT,
     FlowEnd,
@@ -444,11 +444,12 @@ class Records:
         """Say what of a file was left out: all of it (a warning: the conversion would be empty
         for it), or events the reader cannot convert (a note); parts that summary output leaves
         out by design are said only when nothing else was read."""
-        unread = self._unread
+        unread, told = self._unread, _BY_DESIGN | self.dialect.by_design
         if events and not made:
-            diag.warn("nothing_read", f"{path}: {events} events of processes {self._names(unread)} were not "
-                      f"read: {self._reasons(unread)}")
-        elif any(why not in (told := _BY_DESIGN | self.dialect.by_design) for why, _ in unread):
+            by_design = all(why in told for why, _ in unread)
+            diag.warn(NOTHING_DRAWN if by_design else "nothing_read", f"{path}: {events} events of processes "
+                      f"{self._names(unread)} were not read: {self._reasons(unread)}")
+        elif any(why not in told for why, _ in unread):
             left = Counter({key: n for key, n in unread.items() if key[0] not in told})
             rank = self.rank.rank
             diag.note(f"unread_events {rank}", f"{path}: {sum(left.values())} events not converted: "

@@ -10,8 +10,10 @@ One read of every rank, in worker processes (``profile.Profile.map``: this machi
 Dask cluster), as a summary conversion reads it. Each worker hands back small per-rank results
 only: per step the overlap row (``analyses.overlap.overlap_row``), the step's bounds, the profiler's
 phases (the Step Trace lanes: Iteration Interval, FP/BP, Tail; Paddle's Dataloader, Forward,
-Backward, Optimization), its device compute ops summed by name, and its communication ops in the
-light form matching needs (``comm.light_ops``). Matching across ranks (``comm.match``), the wait
+Backward, Optimization), its device compute ops summed by name and by op type (``analyses.ops``'
+sums, from the same read: in detail where ``ops`` reads the rank's files so; a second read only
+where ``ops`` reads other files), and its communication ops in the light form matching needs
+(``comm.light_ops``). Matching across ranks (``comm.match``), the wait
 each rank suffered and caused, the slow-rank table (``analyses.comm``'s helpers) and the diagnosis are
 computed here.
 

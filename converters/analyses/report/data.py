@@ -4,6 +4,7 @@ and its numbers as one JSON document (``report_json``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import defaultdict
 from collections.abc import Iterable
@@ -18,10 +19,12 @@ from ...model import MINDDATA, Layer, RankInfo, StepKey
 from ...output import inputs_of
 from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
+from ...readers import for_ops
 from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from ..comm_matrix import MatrixReport, comm_matrix
 from ..memory import PeakRow, memory_overview
 from ..memory import record as memory_record
+from ..ops import OpRow, RankOps, combine, rank_ops
 from ..overlap import StepOverlap, overlap_row, step_span
 from .dataprep import data_json, queue_at_start
 from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
@@ -29,6 +32,7 @@ from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace
 SCHEMA = "trace2perfetto-report/1"
 OPS_PER_RANK = 1000  # device op names a worker hands back per rank (by total time); the rest summed
 OTHER_OPS = "(other ops)"
+OP_TYPES_SHOWN = 8  # op types (and core types) drawn per rank: the most time over the kept ranks
 DATA_LOADING_SOURCES = ("Dataloader", "Iteration Interval")  # phases that are data loading
 WALL_TIME_SINCE_NS = 946_684_800 * 10**9  # 2000-01-01: earlier "epoch" times are a clock of its own
 
@@ -96,6 +100,20 @@ class OpTotal:
 
 
 @dataclass(frozen=True, slots=True)
+class RankOpTypes:
+    """One rank's device op time by op type (``trace2perfetto ops``' rows): its rows of the job's
+    top types (``Report.op_types_shown``, in that order; a type it did not run is absent, not 0),
+    and the rest summed."""
+
+    rank: int
+    total_ns: int  # all its rows: the base of their shares
+    shown: list[OpRow]
+    other_types: int
+    other_count: int
+    other_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class SlowCollective:
     """One collective instance across its ranks: arrival skew, the last rank, the others' wait."""
 
@@ -132,6 +150,8 @@ class Report:
     top_ops_by_rank: dict[int, list[OpTotal]]
     compute_ns: int  # all device compute op time (the ops' durations added up), the ops' shares' base
     compute_ns_by_rank: dict[int, int]
+    op_types_shown: list[tuple[str, str]]  # (op type, core type): the top OP_TYPES_SHOWN over the kept ranks
+    op_types: list[RankOpTypes]  # per rank that has any, as ``trace2perfetto ops`` counts them
     clocks: list[comm.HostClock]
     aligned: bool
     selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
@@ -180,6 +200,7 @@ class _RankResult:
     steps: list[StepFacts]
     ops: dict[str, list[int]]  # name -> [count, total ns], at most OPS_PER_RANK + 1 names
     comm_ops: list[comm.OpComm]
+    op_types: RankOps  # ``ops``' sums by op type
 
 
 def report_data(
@@ -255,6 +276,8 @@ def report_data(
         top_ops_by_rank={},
         compute_ns=0,
         compute_ns_by_rank={},
+        op_types_shown=[],
+        op_types=[],
         clocks=clocks,
         aligned=aligned,
         selection={"ranks": _listed(ranks), "graphs": _listed(graphs), "steps": _listed(steps)},
@@ -266,6 +289,7 @@ def report_data(
     if all_ops:  # the plane tasks are in no summary: a detail read of its own, where there is communication
         report.links = comm_matrix(path, ranks=ranks, graphs=graphs, steps=steps, where=where,
                                    each=lambda rows: None)  # the links ranked only: no rows kept
+    report.op_types_shown, report.op_types = op_types_by_rank(combine(r.op_types for r in results))
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     try:
         report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where)
@@ -294,12 +318,21 @@ def _formats(infos: list[RankInfo]) -> dict[str, list[int]]:
 
 
 def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResult:
-    """One rank's steps, device ops and communication ops, in one summary read. Runs in a worker."""
+    """One rank's steps, device ops, communication ops and op types (``ops``' sums) in one summary
+    read; in detail where ``ops`` reads the same files so (MindSpore 1.x, Paddle: the same figures,
+    and one read costs less than two); a second read, as ``ops`` makes it, only where it reads other
+    files (torch_npu's kernel_details.csv beside trace_view.json). Runs in a worker."""
     out: list[StepFacts] = []
     ops: dict[str, list[int]] = {}
     comm_ops: list[comm.OpComm] = []
     stream, step_layer, op_layer = Layer.STREAM, Layer.STEP, Layer.COMM_OP
-    for batch in read_profile([info], options, diag):
+    op_info, detail = for_ops(info)
+    same_read = op_info == info  # the same files: one read (in detail where ops reads them so)
+    op_types = RankOps(info.rank, "type")
+    read = dataclasses.replace(options, kind=Kind.DETAIL) if same_read and detail else options
+    for batch in read_profile([info], read, diag):
+        if same_read:
+            op_types.add(batch)
         phases: dict[str, list[tuple[int, int]]] = defaultdict(list)
         mine = []
         for s in batch.slices:
@@ -331,7 +364,7 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
         ops = dict(ranked[:OPS_PER_RANK])
         rest = ranked[OPS_PER_RANK:]
         ops[OTHER_OPS] = [sum(c for _, (c, _) in rest), sum(t for _, (_, t) in rest)]
-    return _RankResult(out, ops, comm_ops)
+    return _RankResult(out, ops, comm_ops, op_types if same_read else rank_ops(info, options, diag, "type"))
 
 
 def _step_time(f: StepFacts) -> StepTime:
@@ -392,6 +425,27 @@ def _top_ops(report: Report, per_rank: list[tuple[int, dict[str, list[int]]]], t
                             key=lambda o: (-o.total_ns, o.name))[:top]
 
 
+def op_types_by_rank(rows: list[OpRow], shown: int = OP_TYPES_SHOWN
+                     ) -> tuple[list[tuple[str, str]], list[RankOpTypes]]:
+    """``ops``' rows by type as the report shows them: the ``shown`` types with the most time over
+    the ranks, and per rank its rows of those and the rest summed."""
+    overall: dict[tuple[str, str], int] = defaultdict(int)
+    mine: dict[int, list[OpRow]] = defaultdict(list)
+    for row in rows:
+        overall[row.name, row.core_type] += row.total_ns
+        mine[row.rank].append(row)
+    top = [key for key, _ in sorted(overall.items(), key=lambda item: (-item[1], item[0]))[:shown]]
+    order = {key: i for i, key in enumerate(top)}
+    out = []
+    for rank, found in sorted(mine.items()):
+        listed = sorted((r for r in found if (r.name, r.core_type) in order),
+                        key=lambda r: order[r.name, r.core_type])
+        rest = [r for r in found if (r.name, r.core_type) not in order]
+        out.append(RankOpTypes(rank, sum(r.total_ns for r in found), listed, len(rest),
+                               sum(r.count for r in rest), sum(r.total_ns for r in rest)))
+    return top, out
+
+
 # -- JSON -----------------------------------------------------------------------------------------
 
 def report_json(report: Report) -> dict[str, Any]:
@@ -446,6 +500,16 @@ def report_json(report: Report) -> dict[str, Any]:
                          "ops": [_op_record(o, report.compute_ns_by_rank.get(rank, 0)) for o in ops]}
                         for rank, ops in sorted(report.top_ops_by_rank.items())],
         },
+        "op_types": {
+            "shown": [{"type": name, "core_type": core} for name, core in report.op_types_shown],
+            "by_rank": [{"rank": r.rank, "total_ms": ms(r.total_ns),
+                         "types": [{"type": o.name, "core_type": o.core_type, "count": o.count,
+                                    "total_ms": ms(o.total_ns), "share": _share(o.total_ns, r.total_ns)}
+                                   for o in r.shown],
+                         "other": {"types": r.other_types, "count": r.other_count, "total_ms": ms(r.other_ns),
+                                   "share": _share(r.other_ns, r.total_ns)}}
+                        for r in report.op_types],
+        },
         "clocks": [{"host": c.host, "ranks": list(c.ranks), "offset_us": c.offset_ns / 1000,
                     "spread_us": c.spread_ns / 1000, "collectives": c.instances} for c in report.clocks],
         "links": _links_record(report.links),
@@ -478,6 +542,11 @@ def _step_record(f: StepFacts, found: list[Diagnosis], judged: bool = True) -> d
         "last_arrivals": f.last_arrivals, "diagnoses": [d.kind for d in found],
         "dominant": dominant_kind(found, f.has_device) if judged else "unknown",
     }
+
+
+def _share(part: int, whole: int) -> float | None:
+    """None where the whole is 0 (ops that took no measurable time): no share, not 0."""
+    return round(part / whole, 4) if whole else None
 
 
 def _op_record(o: OpTotal, base: int) -> dict[str, Any]:

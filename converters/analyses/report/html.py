@@ -29,6 +29,7 @@ from .plots import (
     diagnosis_grid,
     link_heatmap,
     memory_chart,
+    op_types_chart,
     ops_chart,
     phase_series,
     queue_chart,
@@ -66,7 +67,7 @@ details { margin: 0.2em 0; } summary { cursor: pointer; }
 
 _NAV = [("job", "Job"), ("verdict", "Verdict"), ("step-time", "Step time"), ("breakdown", "Breakdown"),
         ("diagnosis", "Diagnosis"), ("ranks", "Slow ranks"), ("links", "Links"), ("ops", "Top ops"),
-        ("method", "Method")]
+        ("op-types", "Operator types"), ("method", "Method")]
 ROWS_PER_KIND = 12  # findings listed per kind in the HTML (all of them are in --format json)
 
 
@@ -146,6 +147,7 @@ def _page(plots: Plots, report: Report, command: str) -> str:
     parts.append(_ranks_section(plots, report))
     parts.append(_links_section(plots, report))
     parts.append(_ops_section(plots, report))
+    parts.append(_op_types_section(plots, report))
     if prepared:
         parts.append(_data_section(plots, report, prepared))
     parts.append(_memory_section(plots, report) if report.memory else "")
@@ -428,6 +430,36 @@ def _memory_section(plots: Plots, report: Report) -> str:
         out.append(_figure(memory_chart(plots, report, rank), f"Rank {rank}: each component's allocated "
                            "memory (reserved where it records no allocated) over time; ▼ its peak."))
     out.append("</section>")
+    return "".join(out)
+
+
+def _op_types_section(plots: Plots, report: Report) -> str:
+    """Where each rank's device time goes by op type: ``trace2perfetto ops``' figures."""
+    out = ['<section id="op-types"><h2>Operator types</h2>']
+    if not report.op_types:
+        out.append("<p>No device compute ops in this input.</p></section>")
+        return "".join(out)
+    shown = _count(len(report.op_types_shown), "type")
+    out.append(_figure(op_types_chart(plots, report),
+                       "Per rank, its device compute time (communication left out) by op type and core "
+                       f"type, as <code>trace2perfetto ops</code> counts it: the {shown} with the most time "
+                       "over the kept ranks, the rest stacked as Other types. Where a rank ran no device "
+                       "work, Paddle's host operators (core type CPU) stand in."))
+    total = sum(r.total_ns for r in report.op_types)
+
+    def row(name: str, core: str, ranks: int, count: int, ns: int) -> list[Any]:
+        return [f'<span title="{_e(name)}">{_e(short(name, 90))}</span>', _e(core), ranks, count, _num(ns),
+                f"{ns / total:.1%}" if total else "-"]
+
+    rows = []
+    for name, core in report.op_types_shown:
+        found = [o for r in report.op_types for o in r.shown if (o.name, o.core_type) == (name, core)]
+        rows.append(row(name, core, len(found), sum(o.count for o in found), sum(o.total_ns for o in found)))
+    rows.append(row("Other types", "", sum(1 for r in report.op_types if r.other_types),
+                    sum(r.other_count for r in report.op_types), sum(r.other_ns for r in report.op_types)))
+    out.append(_table(["Op type", "Core type", "Ranks", "Count", "Total (ms)", "Share"], rows, {2, 3, 4, 5})
+               + '<p class="muted">Each type across the ranks, with its slowest rank: <code>trace2perfetto '
+               "ops --across</code>.</p></section>")
     return "".join(out)
 
 

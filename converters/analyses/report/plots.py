@@ -399,3 +399,22 @@ def memory_chart(plots: Plots, report: Report, rank: int) -> str:
     ax.set_ylabel("MB")
     ax.legend(fontsize=7, loc="upper left", frameon=False)
     return plots.svg(fig, f"Device memory of rank {rank} over time")
+
+
+OP_TYPE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22")
+OTHER_TYPES = "Other types"
+
+
+def op_types_chart(plots: Plots, report: Report) -> str:
+    """Per rank, its device op time in each of the job's top op types, the rest stacked on top."""
+    labels = [str(r.rank) for r in report.op_types]
+    series: dict[str, list[float]] = {}
+    colours = {OTHER_TYPES: "#d0d0d0"}
+    for (name, core), colour in zip(report.op_types_shown, OP_TYPE_COLOURS, strict=False):
+        label = f"{short(name, 40)} ({core})"
+        label += f" #{len(series) + 1}" if label in series else ""  # names alike in their start and end
+        colours[label] = colour
+        series[label] = [next((o.total_ns for o in r.shown if (o.name, o.core_type) == (name, core)), 0) / 1e6
+                         for r in report.op_types]
+    series[OTHER_TYPES] = [r.other_ns / 1e6 for r in report.op_types]
+    return stacked_bars(plots, labels, series, colours, "rank", "Device op time per rank by op type")

@@ -232,8 +232,8 @@ def test_html_holds_every_section_and_the_commands(slow_job, tmp_path):
     size = write_html(report, out, "trace2perfetto report X")
     page = out.read_text()
     assert size == len(page.encode())
-    for section in ("job", "verdict", "step-time", "breakdown", "diagnosis", "ranks", "links", "ops", "op-types",
-                    "method"):
+    for section in ("job", "verdict", "step-time", "breakdown", "diagnosis", "ranks", "links", "ops",
+                    "op-types", "method"):
         assert f'<section id="{section}">' in page
     # heatmap, 2 breakdowns, diagnosis grid, waits, links, top ops, op types
     assert page.count('<svg role="img"') == 8

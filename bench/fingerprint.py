@@ -56,6 +56,8 @@ ANALYSES = (
     *(["comm", "--slow-ranks", "--format", f] for f in ("table", "csv", "json")),
     *(["comm", "--matrix", "--format", f] for f in ("table", "csv", "json")),
     *(["report", "--format", f] for f in ("json", "html")),
+    *(["diff", "--by", by, "--format", "json"] for by in ("step", "type", "name")),  # the sample twice
+    ["diff", "--by", "type", "--format", "csv", "--fail-above", "1"],
 )
 
 
@@ -96,6 +98,8 @@ def main() -> None:
                 argv = [command[0], str(source), *command[1:]]
                 if command[0] == "report":
                     argv += ["-o", "-"]
+                if command[0] == "diff":  # BASE and NEW: the sample twice
+                    argv.insert(2, str(source))
                 print(f"{label} {' '.join(command)} {analysis_digest(argv)}", flush=True)
     sys.exit(0)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import ctypes
 import dataclasses
 import os
 import shlex
@@ -31,7 +30,7 @@ from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
 from .budget import parse_size
 from .comm import TRANSPORTS, OpComm
 from .errors import Diagnostics, Trace2PerfettoError, UsageError, as_text
-from .executor import Where
+from .executor import Where, reuse_freed_memory
 from .model import step_label
 from .output import refuse_inputs
 from .pipeline import Format, convert
@@ -615,33 +614,23 @@ def _run_memory(args: argparse.Namespace) -> int:
 # -- diff -----------------------------------------------------------------------------------------
 
 def _two_profiles(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("base", metavar="BASE", help="the run to compare against: any profile "
-                        "`trace2perfetto convert` reads (a folder or a file)")
-    parser.add_argument("new", metavar="NEW", help="the run to compare, of any format (torch_npu "
-                        "against Kineto works: op names are then matched by family)")
+    parser.add_argument("base", metavar="BASE", help="the run to compare against (any input convert reads)")
+    parser.add_argument("new", metavar="NEW", help="the run to compare (any format: torch_npu vs Kineto)")
 
 
 def _diff_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--by", choices=diff.BY, default="step",
-                        help="step: the phases of a step (step time, Computing, Communication not "
-                        "overlapped, Free, Preparing) over the steps of each run; type: per op type; "
-                        "name: per op (kernel) name (default: %(default)s)")
+    parser.add_argument("--by", choices=diff.BY, default="step", help="step: the phases of a step; type: per "
+                        "op type; name: per op (kernel) name (default: %(default)s)")
     for side in ("base", "new"):
-        parser.add_argument(f"--{side}-ranks", metavar="LIST", type=_ids(f"{side} ranks"),
-                            help=f"ranks of {side.upper()} to keep, e.g. 0,1 (default: all)")
-        parser.add_argument(f"--{side}-steps", metavar="LIST", type=_ids(f"{side} steps"),
-                            help=f"steps of {side.upper()} to keep, e.g. 3-5 (default: all)")
-    parser.add_argument("--fail-above", metavar="PCT", type=float,
-                        help="exit 3 when NEW is slower than BASE by more than PCT %% and significantly "
-                        "(beyond the steps' noise): its step time, or with --by type/name any row's "
-                        "time per step; for CI")
+        for what, example in (("ranks", "0,1"), ("steps", "3-5")):
+            parser.add_argument(f"--{side}-{what}", metavar="LIST", type=_ids(f"{side} {what}"),
+                                help=f"{what} of {side.upper()} to keep, e.g. {example} (default: all)")
+    parser.add_argument("--fail-above", metavar="PCT", type=float, help="exit 3 when NEW is slower by more "
+                        "than PCT %% and significantly: its step time (--by type/name: any row's); for CI")
 
 
 def _run_diff(args: argparse.Namespace) -> int:
-    rows = Rows(args.format, list(diff.columns(args.by)),
-                "(µs; Delta: NEW - BASE, Delta(%) of the means per step; Significant: beyond Noise = max("
-                f"{diff.K:g} x 1.4826 x the larger MAD of the steps, {diff.FLOOR:.0%} of the larger mean))",
-                cell_width=60)
+    rows = Rows(args.format, list(diff.columns(args.by)), diff.NOTE, cell_width=60)
     diag = Diagnostics()
     found = diff.diff_report(diff.Side(args.base, args.base_ranks, args.base_steps),
                              diff.Side(args.new, args.new_ranks, args.new_steps),
@@ -649,12 +638,8 @@ def _run_diff(args: argparse.Namespace) -> int:
     _warn(args, diag.messages())
     rows.add(map(diff.record, found))
     rows.close()
-    if args.fail_above is None:
-        return 0
-    slower = diff.regressions(found, args.by, args.fail_above)
-    if slower:
-        _warn(args, [f"--fail-above {args.fail_above:g}: slower beyond it: " + ", ".join(
-            f"{r.name} {r.delta_pct:+.1f}%" for r in slower[:5]) + (" ..." if len(slower) > 5 else "")])
+    slower = [] if args.fail_above is None else diff.regressions(found, args.by, args.fail_above)
+    _warn(args, [f"--fail-above {args.fail_above:g}: slower by more: {diff.named(slower)}"] if slower else [])
     return 3 if slower else 0
 
 
@@ -735,21 +720,16 @@ COMMANDS = {c.name: c for c in (
     ),
     Command(
         "diff", "what changed from one run to another: per step phase, op type or op name, with a CI gate",
-        "Compare two runs (a new CANN or driver, a code change, GPUs against NPUs): per step phase (step "
-        "time, Computing, Communication not overlapped, Free, Preparing: mean, median, min and max over "
-        "each run's steps), or per op type or name (count and time of each run over the kept steps, and "
-        "per step), the delta NEW - BASE and whether it is significant: beyond the step-to-step noise of "
-        "either run. Rows by delta, largest regression first. Across formats (torch_npu against Kineto) "
-        "op names are matched by family (converters/analyses/op_families.json); what stayed unmatched is "
-        "said. With --fail-above, exit 3 when NEW is slower beyond it.",
-        "examples:\n"
-        "  trace2perfetto diff BASE_DIR NEW_DIR                       step phases of both runs\n"
-        "  trace2perfetto diff BASE_DIR NEW_DIR --by type --base-ranks 0 --new-ranks 0\n"
-        "  trace2perfetto diff BASE_DIR NEW_DIR --fail-above 5 -q || echo slower\n"
-        "  trace2perfetto diff npu_run/ gpu_run.pt.trace.json --by type --format csv > diff.csv\n\n"
+        "Compare two runs (a new CANN or driver, a code change, GPUs against NPUs) per step phase (step "
+        "time, Computing, Communication not overlapped, Free, Preparing), op type or op name: each run's "
+        "figures over its steps, the delta NEW - BASE and whether it is significant (beyond either run's "
+        "step-to-step noise), largest regression first. Across formats op names are matched by family "
+        "(converters/analyses/op_families.json); what stayed unmatched is said.",
+        "examples:\n  trace2perfetto diff BASE_DIR NEW_DIR --by type --base-ranks 0 --new-ranks 0\n"
+        "  trace2perfetto diff BASE_DIR NEW_DIR --fail-above 5 -q || echo slower\n\n"
         "The JSON output is described by schemas/diff.schema.json.",
-        _diff_arguments, _run_diff, ("table", "csv", "json"), "output on stdout",
-        inputs=_two_profiles, selects=False,
+        _diff_arguments, _run_diff, ("table", "csv", "json"), "output on stdout", inputs=_two_profiles,
+        selects=False,
     ),
     Command(
         "comm", "communication per op and rank, collectives across ranks, slow ranks, host clocks",
@@ -800,25 +780,11 @@ def _top_help() -> str:
     return usage + convert_help[convert_help.index("\n\n") + 2:]  # its own usage line said above
 
 
-def _reuse_freed_memory() -> None:
-    """Ask glibc's malloc to keep memory freed for reuse (up to 64 MiB) and to serve blocks below
-    32 MiB from it: by default each batch of a few MiB is mapped afresh and returned when freed,
-    and its pages faulted in again for the next (a tenth of a conversion's CPU time). The
-    process, and the workers it forks, take it; elsewhere (not glibc) nothing changes."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    trim_threshold, mmap_threshold = -1, -3  # malloc.h's M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
-    mallopt(mmap_threshold, 32 << 20)
-    mallopt(trim_threshold, 64 << 20)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code (0 done, 1 broken input or internal error, 2 usage,
     130 interrupted)."""
     argv = sys.argv[1:] if argv is None else argv
-    _reuse_freed_memory()
+    reuse_freed_memory()
     if argv[:1] in (["-h"], ["--help"]):
         print(_top_help(), end="")
         return 0

@@ -256,6 +256,10 @@ def diff_report(
     diag = diag if diag is not None else Diagnostics()
     base_samples, base_formats = read_side(base, by, graphs, diag, where)
     new_samples, new_formats = read_side(new, by, graphs, diag, where)
+    for label, samples in (("BASE", base_samples), ("NEW", new_samples)):
+        if by != "step" and not any(s.ops for s in samples):
+            diag.warn("diff_no_ops", f"{label}: the input records no device tasks (nor host operators) in "
+                      "the kept steps: nothing to compare by op", label)
     families = None
     if by != "step" and base_formats != new_formats:
         families = families_of(base_samples) | families_of(new_samples)
@@ -283,6 +287,12 @@ def regressions(rows: Iterable[DiffRow], by: str, percent: float) -> list[DiffRo
             and r.delta_pct is not None and r.delta_pct > percent]
 
 
+def named(rows: Sequence[DiffRow], most: int = 5) -> str:
+    """The first ``most`` rows' names and Delta(%), for a line on stderr."""
+    text = ", ".join(f"{r.name} {r.delta_pct:+.1f}%" for r in rows[:most] if r.delta_pct is not None)
+    return text + (" ..." if len(rows) > most else "")
+
+
 # -- its rows as records ---------------------------------------------------------------------------
 
 STEP_COLUMNS = ("Name", "Base Steps", "New Steps", "Base Mean(us)", "Base Median(us)", "Base Min(us)",
@@ -290,6 +300,10 @@ STEP_COLUMNS = ("Name", "Base Steps", "New Steps", "Base Mean(us)", "Base Median
                 "Delta Time(us)", "Delta(%)", "Noise(us)", "Significant")
 OP_COLUMNS = ("Name", "Kind", "Base Count", "New Count", "Base Time(us)", "New Time(us)", "Delta Time(us)",
               "Delta(%)", "Base Mean(us)", "New Mean(us)", "Noise(us)", "Significant")
+
+
+NOTE = (f"(µs; Delta: NEW - BASE, Delta(%) of the means per step; Significant: beyond Noise = max({K:g} x "
+        f"1.4826 x the larger MAD of the steps, {FLOOR:.0%} of the larger mean))")
 
 
 def columns(by: str) -> tuple[str, ...]:

@@ -232,3 +232,13 @@ def test_a_constant_shift_beyond_the_noise_is_significant(samples, shift):
     assert row.delta_mean == pytest.approx(shift)
     assert row.significant == (shift > row.noise)
     assert row.noise >= diff.FLOOR * row.new.mean
+
+
+def test_a_run_without_device_ops_is_said_not_zeroed(capsys):
+    """A CPU run records no device tasks: by op there is nothing to compare, and a warning says so
+    for each side (never rows of zeros)."""
+    sample = str(real_data("mindspore-cpu") / "graph-legacy-Profiler")
+    assert main(["diff", sample, sample, "--by", "type", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == []
+    assert "BASE: the input records no device tasks" in captured.err and "NEW" in captured.err

@@ -59,6 +59,8 @@ ANALYSES = (
     *(["ops", "--by", by, "--format", "json"] for by in ("name", "shape", "step")),
     *(["ops", "--across", "--format", f] for f in ("table", "json")),
     *(["report", "--format", f] for f in ("json", "html")),
+    *(["diff", "--by", by, "--format", "json"] for by in ("step", "type", "name")),  # the sample twice
+    ["diff", "--by", "type", "--format", "csv", "--fail-above", "1"],
 )
 
 
@@ -99,6 +101,8 @@ def main() -> None:
                 argv = [command[0], str(source), *command[1:]]
                 if command[0] == "report":
                     argv += ["-o", "-"]
+                if command[0] == "diff":  # BASE and NEW: the sample twice
+                    argv.insert(2, str(source))
                 print(f"{label} {' '.join(command)} {analysis_digest(argv)}", flush=True)
     sys.exit(0)
 

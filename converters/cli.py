@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import ctypes
 import dataclasses
 import os
 import shlex
@@ -23,7 +22,7 @@ from pathlib import Path
 import orjson
 
 from .analyses import comm_matrix as matrix
-from .analyses import memory, ops, overlap
+from .analyses import diff, memory, ops, overlap
 from .analyses.comm import comm_report
 from .analyses.info import profile_info
 from .analyses.render import Rows, cell, clock_records, count, ms, print_clocks, print_table, size
@@ -31,7 +30,7 @@ from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
 from .budget import parse_size
 from .comm import TRANSPORTS, OpComm
 from .errors import Diagnostics, Trace2PerfettoError, UsageError, as_text
-from .executor import Where
+from .executor import Where, reuse_freed_memory
 from .model import step_label
 from .output import refuse_inputs
 from .pipeline import Format, convert
@@ -39,7 +38,15 @@ from .profile import Kind
 from .select import parse_ids
 
 EXIT_CODES = ("exit codes: 0 done, 1 input broken beyond recovery (or an internal error: please report it), "
-              "2 usage error, 130 interrupted")
+              "2 usage error, 3 diff --fail-above: the new run is slower beyond it, 130 interrupted")
+
+
+def _one_profile(parser: argparse.ArgumentParser) -> None:
+    """The input of every command but ``diff``: one profile."""
+    parser.add_argument("profile", metavar="PROFILER_DIR",
+                        help="a PROF_* or *_ascend_pt directory, a profiler output holding several, "
+                        "a parent of several nodes' outputs, a folder of PyTorch or Paddle profiler "
+                        "files, or one such file")
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ class Command:
     format_help: str
     align: bool = False  # takes --align
     writes_file: bool = False  # writes a file with -o: on failure, nothing is written
+    inputs: Callable[[argparse.ArgumentParser], None] = _one_profile  # its positional arguments
+    selects: bool = True  # takes --ranks and --steps (diff: one selection per side, its own options)
 
 
 # -- the common options ---------------------------------------------------------------------------
@@ -67,20 +76,18 @@ def _parser(command: Command, prog: str) -> argparse.ArgumentParser:
         prog=prog, description=textwrap.fill(command.description, 100),
         epilog=f"{command.examples}\n\n{EXIT_CODES}.", formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("profile", metavar="PROFILER_DIR",
-                        help="a PROF_* or *_ascend_pt directory, a profiler output holding several, "
-                        "a parent of several nodes' outputs, a folder of PyTorch or Paddle profiler "
-                        "files, or one such file")
+    command.inputs(parser)
     command.arguments(parser)
     table = "table" in command.formats
     parser.add_argument("--format", choices=command.formats, default=command.formats[0] if table else None,
                         help=command.format_help + (" (default: %(default)s)" if table else ""))
-    parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"),
-                        help="ranks to keep, e.g. 0,1,4-7 (default: all)")
+    if command.selects:
+        parser.add_argument("--ranks", metavar="LIST", type=_ids("ranks"),
+                            help="ranks to keep, e.g. 0,1,4-7 (default: all)")
+        parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
+                            help="steps (iterations) to keep, e.g. 3-5 (default: all)")
     parser.add_argument("--graphs", metavar="LIST", type=_ids("graphs"),
                         help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
-    parser.add_argument("--steps", metavar="LIST", type=_ids("steps"),
-                        help="steps (iterations) to keep, e.g. 3-5 (default: all)")
     if command.align:
         parser.add_argument("--align", choices=("none", "collectives"), default="none",
                             help="collectives: move each host's clock by its offset to the host of the "
@@ -613,6 +620,38 @@ def _run_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- diff -----------------------------------------------------------------------------------------
+
+def _two_profiles(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", metavar="BASE", help="the run to compare against (any input convert reads)")
+    parser.add_argument("new", metavar="NEW", help="the run to compare (any format: torch_npu vs Kineto)")
+
+
+def _diff_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--by", choices=diff.BY, default="step", help="step: the phases of a step; type: per "
+                        "op type; name: per op (kernel) name (default: %(default)s)")
+    for side in ("base", "new"):
+        for what, example in (("ranks", "0,1"), ("steps", "3-5")):
+            parser.add_argument(f"--{side}-{what}", metavar="LIST", type=_ids(f"{side} {what}"),
+                                help=f"{what} of {side.upper()} to keep, e.g. {example} (default: all)")
+    parser.add_argument("--fail-above", metavar="PCT", type=float, help="exit 3 when NEW is slower by more "
+                        "than PCT %% and significantly: its step time (--by type/name: any row's); for CI")
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    rows = Rows(args.format, list(diff.columns(args.by)), diff.NOTE, cell_width=60)
+    diag = Diagnostics()
+    found = diff.diff_report(diff.Side(args.base, args.base_ranks, args.base_steps),
+                             diff.Side(args.new, args.new_ranks, args.new_steps),
+                             by=args.by, graphs=args.graphs, diag=diag, where=_where(args))
+    _warn(args, diag.messages())
+    rows.add(map(diff.record, found))
+    rows.close()
+    slower = [] if args.fail_above is None else diff.regressions(found, args.by, args.fail_above)
+    _warn(args, [f"--fail-above {args.fail_above:g}: slower by more: {diff.named(slower)}"] if slower else [])
+    return 3 if slower else 0
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 COMMANDS = {c.name: c for c in (
@@ -691,6 +730,19 @@ COMMANDS = {c.name: c for c in (
         _memory_arguments, _run_memory, ("table", "csv", "json"), "output on stdout",
     ),
     Command(
+        "diff", "what changed from one run to another: per step phase, op type or op name, with a CI gate",
+        "Compare two runs (a new CANN or driver, a code change, GPUs against NPUs) per step phase (step "
+        "time, Computing, Communication not overlapped, Free, Preparing), op type or op name: each run's "
+        "figures over its steps, the delta NEW - BASE and whether it is significant (beyond either run's "
+        "step-to-step noise), largest regression first. Across formats op names are matched by family "
+        "(converters/analyses/op_families.json); what stayed unmatched is said.",
+        "examples:\n  trace2perfetto diff BASE_DIR NEW_DIR --by type --base-ranks 0 --new-ranks 0\n"
+        "  trace2perfetto diff BASE_DIR NEW_DIR --fail-above 5 -q || echo slower\n\n"
+        "The JSON output is described by schemas/diff.schema.json.",
+        _diff_arguments, _run_diff, ("table", "csv", "json"), "output on stdout", inputs=_two_profiles,
+        selects=False,
+    ),
+    Command(
         "comm", "communication per op and rank, collectives across ranks, slow ranks, host clocks",
         "Communication per op and rank, with the figures of torch_npu's communication.json (Elapse, "
         "Transit, Wait, Synchronization and Idle time from the HCCL plane tasks, and transit size, time "
@@ -731,33 +783,20 @@ def _top_help() -> str:
     """``trace2perfetto --help``: the subcommands, one line each, then convert's options."""
     width = max(map(len, COMMANDS))
     lines = "\n".join(f"  {c.name:<{width}}  {c.summary}" for c in COMMANDS.values())
+    one = ",".join(n for n, c in COMMANDS.items() if n != "convert" and c.inputs is _one_profile)
     usage = ("usage: trace2perfetto [convert] PROFILER_DIR [options]\n"
-             f"       trace2perfetto {{{','.join(n for n in COMMANDS if n != 'convert')}}} PROFILER_DIR "
-             "[options]\n\n"
+             f"       trace2perfetto {{{one}}} PROFILER_DIR [options]\n"
+             "       trace2perfetto diff BASE NEW [options]\n\n"
              f"commands (trace2perfetto COMMAND --help for each one's options):\n{lines}\n\n")
     convert_help = _parser(CONVERT, "trace2perfetto").format_help()
     return usage + convert_help[convert_help.index("\n\n") + 2:]  # its own usage line said above
-
-
-def _reuse_freed_memory() -> None:
-    """Ask glibc's malloc to keep memory freed for reuse (up to 64 MiB) and to serve blocks below
-    32 MiB from it: by default each batch of a few MiB is mapped afresh and returned when freed,
-    and its pages faulted in again for the next (a tenth of a conversion's CPU time). The
-    process, and the workers it forks, take it; elsewhere (not glibc) nothing changes."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    trim_threshold, mmap_threshold = -1, -3  # malloc.h's M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
-    mallopt(mmap_threshold, 32 << 20)
-    mallopt(trim_threshold, 64 << 20)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code (0 done, 1 broken input or internal error, 2 usage,
     130 interrupted)."""
     argv = sys.argv[1:] if argv is None else argv
-    _reuse_freed_memory()
+    reuse_freed_memory()
     if argv[:1] in (["-h"], ["--help"]):
         print(_top_help(), end="")
         return 0

@@ -1,0 +1,334 @@
+"""``trace2perfetto diff BASE NEW``: what changed from one run to another, per step phase, per op
+type or per op name, with a noise check (docs/analysis.md, "diff").
+
+Each side is read as ``overlap`` and ``ops`` read it (``overlap.overlap_row``/``step_span`` per step;
+``ops.accumulate`` per step), giving one sample per rank and step of every figure. A row sets the two
+sides' samples side by side: their means, the delta of the means, and whether that delta stands out
+of the steps' own noise (``noise``, ``significant``): ``noise`` is the larger of K robust standard
+deviations (1.4826 × MAD) of either side's step-to-step values and FLOOR of the larger mean, so the
+verdict does not depend on which run is the base, a run against itself shows nothing, and one step
+on each side (no spread to measure) needs a change beyond FLOOR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import Diagnostics, UsageError
+from ..executor import LOCAL, Where
+from ..model import RankInfo, StepRecords
+from ..profile import Kind, Options, Profile, read_profile
+from ..readers import for_ops
+from . import ops, overlap
+
+BY = ("step", "type", "name")
+K = 3.0  # robust standard deviations of the steps' own spread a delta must exceed
+FLOOR = 0.05  # and this share of the larger mean (what one step a side cannot tell from noise)
+MAD_TO_SIGMA = 1.4826  # the MAD of normal samples times this is their standard deviation
+PHASES = ("Step Time", "Computing", "Communication(Not Overlapped)", "Free", "Preparing")
+DEVICE, HOST = "device", "host"
+FAMILIES = Path(__file__).with_name("op_families.json")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run to compare: its path and the ranks and steps kept (None: all)."""
+
+    path: str | os.PathLike[str]
+    ranks: Iterable[int] | None = None
+    steps: Iterable[int] | None = None
+
+
+@dataclass(frozen=True)
+class StepSample:
+    """What one step of one rank gives: its phases (ns, None where unknown; in ``PHASES`` order) and,
+    for ``--by type``/``name``, its ops: (name, kind) -> (count, total ns)."""
+
+    rank: int
+    step: int | None
+    phases: tuple[int | None, ...]
+    ops: dict[tuple[str, str], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of one side: its samples (one per rank and step; ns), and, for ops, their count."""
+
+    samples: tuple[int, ...]
+    count: int | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(self.samples)
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.samples) if self.samples else None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+    @property
+    def mad(self) -> float:
+        """The median absolute deviation from the median (0 for fewer than two samples)."""
+        if len(self.samples) < 2:
+            return 0.0
+        middle = statistics.median(self.samples)
+        return statistics.median(abs(x - middle) for x in self.samples)
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One row: a phase (``--by step``), an op type or an op name, both sides' figures (ns)."""
+
+    name: str
+    kind: str  # "step", "device" or "host"
+    base: Figure
+    new: Figure
+
+    @property
+    def delta_mean(self) -> float | None:
+        """The new mean minus the base's (a side without samples counts 0 for ops, unknown for phases)."""
+        base, new = self.base.mean, self.new.mean
+        if self.kind != "step":
+            base, new = base or 0.0, new or 0.0
+        return None if base is None or new is None else new - base
+
+    @property
+    def delta_total(self) -> int:
+        return self.new.total - self.base.total
+
+    @property
+    def delta_pct(self) -> float | None:
+        """The delta of the means against the base's mean, in %; None where the base is 0 or unknown."""
+        delta, base = self.delta_mean, self.base.mean
+        return None if delta is None or not base else delta / base * 100
+
+    @property
+    def noise(self) -> float | None:
+        return noise(self.base, self.new)
+
+    @property
+    def significant(self) -> bool:
+        return significant(self.delta_mean, self.noise)
+
+
+def noise(base: Figure, new: Figure) -> float | None:
+    """How far the means may differ by chance: K robust standard deviations of the larger of the two
+    sides' step-to-step spread, and at least FLOOR of the larger mean. Symmetric in its sides."""
+    means = [abs(m) for m in (base.mean, new.mean) if m is not None]
+    if not means:
+        return None
+    return max(K * MAD_TO_SIGMA * max(base.mad, new.mad), FLOOR * max(means))
+
+
+def significant(delta: float | None, noise_ns: float | None) -> bool:
+    """A delta is significant when it is beyond the noise (strictly: no change is never one)."""
+    return delta is not None and noise_ns is not None and abs(delta) > noise_ns
+
+
+# -- reading one side -----------------------------------------------------------------------------
+
+def side_samples(info: RankInfo, options: Options, diag: Diagnostics, by: str) -> list[StepSample]:
+    """One rank's samples, read as ``overlap`` reads it for phases, as ``ops`` for ops. Runs in a
+    worker process."""
+    if by == "step":
+        steps = read_profile([info], options, diag)
+    else:
+        info, detail = for_ops(info)
+        kind = Kind.DETAIL if detail else Kind.SUMMARY
+        steps = read_profile([info], dataclasses.replace(options, kind=kind), diag)
+    return [sample(info.rank, batch, by) for batch in steps]
+
+
+def sample(rank: int, batch: StepRecords, by: str) -> StepSample:
+    """One step's sample: its phases (``--by step``), or its ops summed by type or name."""
+    if by == "step":
+        row = overlap.overlap_row(batch)
+        phases = (overlap.step_span(batch)[1], row.computing_ns, row.not_overlapped_ns, row.free_ns,
+                  row.preparing_ns)
+        return StepSample(rank, batch.step_id, phases, {})
+    summed = ops.accumulate(rank, [batch], by)
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    for kind, figures in ((DEVICE, summed.device), (HOST, summed.host)):
+        for (name, _core, _), (count, total, _, _) in figures.items():
+            held = found.get((name, kind), (0, 0))
+            found[(name, kind)] = (held[0] + count, held[1] + total)
+    return StepSample(rank, batch.step_id, (), found)
+
+
+def read_side(side: Side, by: str, graphs: Iterable[int] | None, diag: Diagnostics,
+              where: Where) -> tuple[list[StepSample], set[str]]:
+    """Every kept step of every kept rank of one side, and the formats it was read from."""
+    profile = Profile.open(side.path, Options(ranks=side.ranks, graphs=graphs, steps=side.steps), where=where,
+                           diag=diag)
+    formats = {info.format for info in profile.ranks}
+    found: list[list[StepSample]] = profile.map(side_samples, lambda *_: (by,))
+    profile.check_steps()
+    return [s for rank in found for s in rank], formats
+
+
+# -- the comparison --------------------------------------------------------------------------------
+
+def compare(base: Sequence[StepSample], new: Sequence[StepSample], by: str,
+            families: dict[str, str] | None = None) -> list[DiffRow]:
+    """The rows of two sides' samples, largest regression (Delta of the totals, or of the means by
+    step) first. ``families``: op names mapped to their family before matching (across vendors)."""
+    if by == "step":
+        rows = [DiffRow(phase, "step", _phase(base, i), _phase(new, i)) for i, phase in enumerate(PHASES)]
+        return sorted(rows, key=lambda r: (r.delta_mean is None, -(r.delta_mean or 0.0), r.name))
+    sides = (_ops(base, families), _ops(new, families))
+    keys = sorted(set(sides[0]) | set(sides[1]))
+    rows = [DiffRow(name, kind, *(_op_figure(side.get((name, kind)), len(steps))
+                                  for side, steps in zip(sides, (base, new), strict=True)))
+            for name, kind in keys]
+    return sorted(rows, key=lambda r: (-r.delta_total, r.name, r.kind))
+
+
+def _phase(samples: Sequence[StepSample], index: int) -> Figure:
+    return Figure(tuple(s.phases[index] for s in samples if s.phases[index] is not None))
+
+
+def _ops(samples: Sequence[StepSample], families: dict[str, str] | None) -> dict[tuple[str, str], list]:
+    """Per (name, kind): [count, the per-step totals (0 in a step without it)]."""
+    found: dict[tuple[str, str], list] = defaultdict(lambda: [0, [0] * len(samples)])
+    for index, s in enumerate(samples):
+        for (name, kind), (count, total) in s.ops.items():
+            held = found[(families.get(name, name) if families else name, kind)]
+            held[0] += count
+            held[1][index] += total
+    return found
+
+
+def _op_figure(held: list | None, steps: int) -> Figure:
+    return Figure(tuple(held[1]), held[0]) if held else Figure((0,) * steps, 0)
+
+
+@functools.lru_cache(maxsize=1)
+def _family_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    table = json.loads(FAMILIES.read_text(encoding="utf-8"))["families"]
+    return tuple((family, re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE))
+                 for family, patterns in table)
+
+
+def family_of(name: str) -> str | None:
+    """The op family a name belongs to (``op_families.json``: the first whose patterns it matches)."""
+    return next((family for family, pattern in _family_patterns() if pattern.search(name)), None)
+
+
+def families_of(samples: Iterable[StepSample]) -> dict[str, str]:
+    """Each op name of these samples that belongs to a family, with its family."""
+    names = {name for s in samples for name, _ in s.ops}
+    return {name: family for name in names if (family := family_of(name)) is not None}
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+def diff_report(
+    base: Side,
+    new: Side,
+    *,
+    by: str = "step",
+    graphs: Iterable[int] | None = None,
+    diag: Diagnostics | None = None,
+    where: Where = LOCAL,
+) -> list[DiffRow]:
+    """The rows comparing ``new`` with ``base`` (``by`` one of ``BY``). Where the two sides come from
+    different formats (torch_npu against Kineto), op names are matched by family
+    (``op_families.json``) and what stayed unmatched is said in a warning in ``diag``.
+
+    Raises:
+        UsageError: an unknown ``by``, unknown ranks or graphs, nothing recognisable under a path.
+        InputError: an input file broken beyond recovery.
+    """
+    if by not in BY:
+        raise UsageError(f"--by: {by!r} is not one of {', '.join(BY)}")
+    diag = diag if diag is not None else Diagnostics()
+    base_samples, base_formats = read_side(base, by, graphs, diag, where)
+    new_samples, new_formats = read_side(new, by, graphs, diag, where)
+    for label, samples in (("BASE", base_samples), ("NEW", new_samples)):
+        if by != "step" and not any(s.ops for s in samples):
+            diag.warn("diff_no_ops", f"{label}: the input records no device tasks (nor host operators) in "
+                      "the kept steps: nothing to compare by op", label)
+    families = None
+    if by != "step" and base_formats != new_formats:
+        families = families_of(base_samples) | families_of(new_samples)
+    rows = compare(base_samples, new_samples, by, families)
+    if families is not None:
+        _say_unmatched(rows, base_formats, new_formats, diag)
+    return rows
+
+
+def _say_unmatched(rows: list[DiffRow], base_formats: set[str], new_formats: set[str],
+                   diag: Diagnostics) -> None:
+    matched = sum(1 for r in rows if r.base.count and r.new.count)
+    base_only = sum(1 for r in rows if r.base.count and not r.new.count)
+    new_only = sum(1 for r in rows if r.new.count and not r.base.count)
+    diag.warn("diff_families", f"{'+'.join(sorted(base_formats))} against {'+'.join(sorted(new_formats))}: "
+              f"op names matched by family (converters/analyses/op_families.json): {matched} rows on both "
+              f"sides; unmatched: {base_only} only in BASE, {new_only} only in NEW (their other side's "
+              "count is 0)", "diff")
+
+
+def regressions(rows: Iterable[DiffRow], by: str, percent: float) -> list[DiffRow]:
+    """The rows that fail ``--fail-above percent``: slower than the base by more than ``percent`` and
+    significant; by step only the step time counts."""
+    return [r for r in rows if (by != "step" or r.name == PHASES[0]) and r.significant
+            and r.delta_pct is not None and r.delta_pct > percent]
+
+
+def named(rows: Sequence[DiffRow], most: int = 5) -> str:
+    """The first ``most`` rows' names and Delta(%), for a line on stderr."""
+    text = ", ".join(f"{r.name} {r.delta_pct:+.1f}%" for r in rows[:most] if r.delta_pct is not None)
+    return text + (" ..." if len(rows) > most else "")
+
+
+# -- its rows as records ---------------------------------------------------------------------------
+
+STEP_COLUMNS = ("Name", "Base Steps", "New Steps", "Base Mean(us)", "Base Median(us)", "Base Min(us)",
+                "Base Max(us)", "New Mean(us)", "New Median(us)", "New Min(us)", "New Max(us)",
+                "Delta Time(us)", "Delta(%)", "Noise(us)", "Significant")
+OP_COLUMNS = ("Name", "Kind", "Base Count", "New Count", "Base Time(us)", "New Time(us)", "Delta Time(us)",
+              "Delta(%)", "Base Mean(us)", "New Mean(us)", "Noise(us)", "Significant")
+
+
+NOTE = (f"(µs; Delta: NEW - BASE, Delta(%) of the means per step; Significant: beyond Noise = max({K:g} x "
+        f"1.4826 x the larger MAD of the steps, {FLOOR:.0%} of the larger mean))")
+
+
+def columns(by: str) -> tuple[str, ...]:
+    return STEP_COLUMNS if by == "step" else OP_COLUMNS
+
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / 1000, 3)
+
+
+def record(row: DiffRow) -> dict:
+    """One row in µs (to the ns); Delta Time by step is the delta of the means, by op of the totals;
+    Delta(%) always of the means per step."""
+    pct = None if row.delta_pct is None else round(row.delta_pct, 3)
+    tail = {"Delta(%)": pct, "Noise(us)": _us(row.noise), "Significant": row.significant}
+    if row.kind == "step":
+        sides = {}
+        for label, figure in (("Base", row.base), ("New", row.new)):
+            samples = figure.samples
+            sides |= {f"{label} Mean(us)": _us(figure.mean), f"{label} Median(us)": _us(figure.median),
+                      f"{label} Min(us)": _us(min(samples, default=None)),
+                      f"{label} Max(us)": _us(max(samples, default=None))}
+        return {"Name": row.name, "Base Steps": len(row.base.samples), "New Steps": len(row.new.samples),
+                **sides, "Delta Time(us)": _us(row.delta_mean), **tail}
+    return {"Name": row.name, "Kind": row.kind, "Base Count": row.base.count, "New Count": row.new.count,
+            "Base Time(us)": _us(row.base.total), "New Time(us)": _us(row.new.total),
+            "Delta Time(us)": _us(row.delta_total), "Delta(%)": pct, "Base Mean(us)": _us(row.base.mean),
+            "New Mean(us)": _us(row.new.mean), **tail}

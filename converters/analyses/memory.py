@@ -36,7 +36,7 @@ from ..model import (
 )
 from ..profile import Options, Profile
 from ..readers import memory as memory_records
-from ..readers import op_memory
+from ..readers import memory_sources, op_memory
 
 HOLDERS = 5  # the operators named per peak
 WITHIN = {part: (op_memory.PTA_GE,) for part in (op_memory.PTA, op_memory.GE)}  # PTA+GE holds theirs
@@ -172,7 +172,7 @@ def memory_report(
     for info, rows in sorted(zip(profile.ranks, found, strict=True), key=lambda x: x[0].rank):
         if not rows:
             profile.diag.warn("no_memory", f"rank {info.rank}: the input records no device memory (no "
-                              "memory_record.csv, operator_memory.csv or memory tables)", f"rank {info.rank}")
+                              f"{memory_sources(info)})", f"rank {info.rank}")
         out += rows
     return out
 

@@ -59,6 +59,12 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
     return read(rank, diag) if read is not None else iter(())
 
 
+def memory_sources(rank: RankInfo) -> str:
+    """Where the rank's reader finds memory records, in words: for the message that it found none."""
+    default = "memory_record.csv, operator_memory.csv or memory tables"
+    return getattr(BY_NAME[rank.format], "MEMORY_FROM", default)
+
+
 def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics) -> Iterable[StepRecords]:
     """The steps (in time order) with the rank's memory counters and its allocations of
     ``DRAWN_ALLOCATION_BYTES`` and more added, each to the step it falls in (``spill.by_time``). A

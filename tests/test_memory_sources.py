@@ -255,3 +255,12 @@ def test_a_module_memory_file_without_its_columns_is_a_warning_and_the_peaks_sta
     before = {(r.rank, r.component): r.peaks for r in memory_report(real_data("ascend-pt-2rank"))}
     assert {(r.rank, r.component): r.peaks for r in memory_report(job, diag=diag)} == before
     assert "bad_memory" in diag.counts
+
+
+def test_module_memory_outside_the_steps_makes_no_step_of_its_own(capsys):
+    """The driver samples module memory from the profiler's start to its end: the samples after the
+    last step come as records outside every step, which ``comm --slow-ranks`` does not count as a
+    step (one step a rank, as the sample has)."""
+    assert main(["comm", "--slow-ranks", str(real_data("ascend-pt-2rank")), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["slow_ranks"]
+    assert sorted((row["Rank"], row["Steps"]) for row in rows) == [(0, 1), (1, 1)]

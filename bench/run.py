@@ -9,7 +9,8 @@ processes), sampled every 5 ms.
 
 - floor: ``orjson.loads`` of every JSON file of the profile, the least any converter must do;
 - trace2perfetto: summary, detail under the default 20 MiB cap, detail uncapped, as Perfetto
-  protobuf and as Chrome JSON; the analyses ``comm``, ``ops`` and ``report``;
+  protobuf and as Chrome JSON; the analyses ``comm``, ``ops``, ``report``, ``memory`` and
+  ``comm --matrix`` (the Kineto traces carry ``[memory]`` events, profile_memory=True);
 - MindInsight 2.3.1 ``MsprofTimelineAnalyser.get_merged_timeline`` (``bench/peers.py``), summary
   and detail; its output is JSON, so it is compared with trace2perfetto's JSON output.
 
@@ -180,6 +181,12 @@ def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
     out = BUILD / "report.html"
     runs.append(measure("trace2perfetto report (HTML)",
                         [sys.executable, "-m", "converters", "report", str(root), "-o", str(out)], out))
+    # memory (a profile without memory records: the cost of finding none) and the link matrix
+    runs.append(measure("trace2perfetto memory --format csv (peaks per rank and component)",
+                        [sys.executable, "-m", "converters", "memory", str(root), "--format", "csv"]))
+    runs.append(measure("trace2perfetto comm --matrix --format csv (every link of every op)",
+                        [sys.executable, "-m", "converters", "comm", str(root), "--matrix", "--format",
+                         "csv"]))
     peers: dict[str, Run] = {}
     if peer:
         from bench.peers import run_mindinsight
@@ -314,7 +321,8 @@ def main() -> None:
         lines += bench_profile(name, root, False)
         lines += to_loaded_trace(name, root)
     for name, options in _kineto_plan(args.quick):
-        root = generated(f"gen-kineto-{options['ranks']}x{options['target_mb']}", _write_kineto, **options)
+        slug = f"gen-kineto-{options['ranks']}x{options['target_mb']}-memory"  # [memory] events in them
+        root = generated(slug, _write_kineto, **options)
         lines += bench_profile(name, root, False)
         lines += against_hta(name, root)
     for name, options in _paddle_plan(args.quick):
@@ -380,7 +388,7 @@ def _kineto_plan(quick: bool) -> list[tuple[str, dict]]:
 def _write_kineto(root: Path, ranks: int, target_mb: int) -> None:
     from fixtures.kineto_gen import write_kineto_traces
 
-    write_kineto_traces(root, ranks=ranks, steps=1, target_mb=target_mb, seed=1)
+    write_kineto_traces(root, ranks=ranks, steps=1, target_mb=target_mb, seed=1, memory_events=True)
 
 
 def _paddle_plan(quick: bool) -> list[tuple[str, dict]]:

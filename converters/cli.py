@@ -605,7 +605,9 @@ COMMANDS = {c.name: c for c in (
         "it): the peak of allocated, reserved and active memory in MB, when the component peaked, and the "
         "largest allocations alive then; or, with --allocations, every allocation of an operator. "
         "From memory_record.csv and operator_memory.csv (or the database's MEMORY_RECORD, OP_MEMORY, "
-        "NPU_OP_MEM and NPU_MEM); the whole collection counts (--steps and --graphs do not apply). "
+        "NPU_OP_MEM and NPU_MEM), PyTorch's [memory] events (GPU 0, CPU; named '(since the trace began)' "
+        "where only each event's Bytes are recorded: a running sum, relative) and host_info's host memory "
+        "(Host); the whole collection counts (--steps and --graphs do not apply). "
         "Convert with --kind detail to see the same counters and allocations in the timeline.",
         "examples:\n"
         "  trace2perfetto memory PROFILER_DIR                    peaks per rank and component\n"

@@ -193,3 +193,29 @@ def test_memory_reading_is_flat_as_the_memory_files_grow(memory_profiles, tmp_pa
     small, large = peak(memory_profiles.small), peak(memory_profiles.large)
     assert large <= small * 1.2, (f"{command}: peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x "
                                   "the input")
+
+
+@pytest.fixture(scope="module")
+def kineto_memory_profiles(tmp_path_factory) -> Sizes:
+    """PyTorch GPU traces with ``[memory]`` events (profile_memory=True), 6 and 60 MB a rank."""
+    roots = []
+    for mb in (6, 60):
+        root = tmp_path_factory.mktemp(f"kineto_memory{mb}")
+        write_kineto_traces(root, ranks=1, steps=1, target_mb=mb, memory_events=True, seed=5)
+        roots.append(root)
+    return Sizes(*roots, 0)
+
+
+@pytest.mark.parametrize("command", [["memory", "--format", "csv"],
+                                     ["memory", "--allocations", "--format", "csv"],
+                                     ["convert", "--kind", "detail", "--max-size", "0"]])
+def test_kineto_memory_events_are_read_flat(kineto_memory_profiles, tmp_path, command):
+    """Kineto's memory pass (counters as read, only the allocations not released yet kept) and its
+    records filed by time into a detail trace hold no more for 10x the events."""
+    def peak(root: Path) -> float:
+        out = ["-o", str(tmp_path / "out.pftrace")] if command[0] == "convert" else []
+        return peak_mib([sys.executable, "-m", "converters", command[0], str(root), *command[1:], *out])
+
+    small, large = peak(kineto_memory_profiles.small), peak(kineto_memory_profiles.large)
+    assert large <= small * 1.2, (f"{command}: peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x "
+                                  "the input")

@@ -271,7 +271,7 @@ select t.name as name, max(c.value) as peak from counter c join counter_track t 
 """
 
 
-@pytest.mark.parametrize("sample", ["ascend-pt-2rank", "ascend-pt-db", "msprof-db"])
+@pytest.mark.parametrize("sample", ["ascend-pt-2rank", "ascend-pt-db", "msprof-db", "kineto-1.8-resnet50"])
 @pytest.mark.parametrize("name", ["out.pftrace", "out.json"])
 def test_detail_traces_carry_the_memory_counters_of_every_component_with_the_peaks_of_memory(
         sample, name, tmp_path):

@@ -14,7 +14,7 @@ from .. import comm
 from ..budget import Spool, SpoolFile, spooled
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
-from ..model import RankInfo, StepKey
+from ..model import Layer, RankInfo, StepKey
 from ..profile import Kind, Options, Profile, aligning, read_profile
 from .overlap import overlap_row, step_span
 
@@ -178,6 +178,9 @@ def _comm_into(info: RankInfo, options: Options, diag: Diagnostics, path: str) -
             ops = comm.step_ops(batch)
             if ops:
                 stashed.append((batch.key, *spool.stash(pickle.dumps(ops, pickle.HIGHEST_PROTOCOL))))
+            if batch.step is None and not batch.figures and all(s.layer is Layer.MEMORY
+                                                                 for s in batch.slices):
+                continue  # memory records outside every step (counters, allocations): no step
             row = overlap_row(batch)
             times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_span(batch)[1],
                                   row.computing_ns, row.communication_ns, key=batch.key))

@@ -35,8 +35,8 @@ from ..model import (
     memory_counter_of,
 )
 from ..profile import Options, Profile
-from ..readers import memory as memory_records
-from ..readers import op_memory
+from ..readers import host_memory, memory_sources, op_memory
+from ..readers import memory as device_memory
 
 HOLDERS = 5  # the operators named per peak
 WITHIN = {part: (op_memory.PTA_GE,) for part in (op_memory.PTA, op_memory.GE)}  # PTA+GE holds theirs
@@ -134,6 +134,13 @@ def allocation_rows(info: RankInfo, records: Iterable[Slice | Sample]) -> Iterat
                                 released)
 
 
+def memory_records(info: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
+    """The rank's device memory records (its reader's), then its host memory (host_info's, where the
+    rank has any: the Host component, its peak and time alone: no allocations)."""
+    yield from device_memory(info, diag)
+    yield from host_memory(info, diag)
+
+
 def _row(rows: dict[str, PeakRow], info: RankInfo, component: str) -> PeakRow:
     row = rows.get(component)
     if row is None:
@@ -172,7 +179,7 @@ def memory_report(
     for info, rows in sorted(zip(profile.ranks, found, strict=True), key=lambda x: x[0].rank):
         if not rows:
             profile.diag.warn("no_memory", f"rank {info.rank}: the input records no device memory (no "
-                              "memory_record.csv, operator_memory.csv or memory tables)", f"rank {info.rank}")
+                              f"{memory_sources(info)})", f"rank {info.rank}")
         out += rows
     return out
 
@@ -181,7 +188,7 @@ def rank_peaks(info: RankInfo, options: Options, diag: Diagnostics) -> list[Peak
     """One rank's peaks and holders: two reads of its memory records. Runs in a worker process."""
     rows = peaks(info, memory_records(info, diag))
     if any(row.allocations for row in rows.values()):
-        holders(rows, memory_records(info, Diagnostics()))  # the same records: their warnings said once
+        holders(rows, device_memory(info, Diagnostics()))  # the same records: their warnings said once
     return [rows[c] for c in sorted(rows)]
 
 
@@ -254,7 +261,7 @@ def allocations_report(
     (a rank holds millions in a long run)."""
     profile = Profile.open(path, Options(ranks=ranks), diag=diag)
     for info in sorted(profile.ranks, key=lambda i: i.rank):
-        yield from allocation_rows(info, memory_records(info, profile.diag))
+        yield from allocation_rows(info, device_memory(info, profile.diag))
 
 
 def no_selection(steps: object, graphs: object) -> None:

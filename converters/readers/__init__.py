@@ -23,7 +23,7 @@ and the folder's subfolders are still walked (a mixed folder: Ascend ranks besid
 from collections.abc import Iterable, Iterator
 
 from ..errors import Diagnostics, InputError
-from ..model import MEMORY_SIZE_ARG, Layer, RankInfo, Sample, Slice, StepRecords
+from ..model import MEMORY_SIZE_ARG, Layer, RankInfo, Sample, Slice, StepRecords, memory_counter
 from . import ascend_pt, host_info, kineto, mindspore1x, msprof, paddle
 from .spill import by_time
 
@@ -51,12 +51,25 @@ def for_ops(rank: RankInfo) -> tuple[RankInfo, bool]:
 # small ones (scalars, index tensors) that hold almost nothing of the peak and would bury the few
 # that do under hundreds of sub-lanes; the table (``trace2perfetto memory --allocations``) has them all.
 DRAWN_ALLOCATION_BYTES = 1 << 20
+HOST = "Host"  # the component of host memory in ``trace2perfetto memory``: the process's resident memory
 
 
 def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
     """A rank's device memory records, as its reader gives them (none where it reads no memory)."""
     read = getattr(BY_NAME[rank.format], "memory", None)
     return read(rank, diag) if read is not None else iter(())
+
+
+def host_memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Sample]:
+    """The rank's host memory (host_info's), as the ``HOST`` component's Allocated counter."""
+    for sample in host_info.host_memory(rank, diag):
+        yield sample._replace(lane=memory_counter(HOST, "Allocated"))
+
+
+def memory_sources(rank: RankInfo) -> str:
+    """Where the rank's reader finds memory records, in words: for the message that it found none."""
+    default = "memory_record.csv, operator_memory.csv or memory tables"
+    return getattr(BY_NAME[rank.format], "MEMORY_FROM", default)
 
 
 def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics) -> Iterable[StepRecords]:

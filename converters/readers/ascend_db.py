@@ -308,6 +308,13 @@ _COUNTERS = {
 }
 
 
+def module_memory_lane(module: str) -> str:
+    """The counter of one CANN module's reserved memory (bytes), as ``NPU_MODULE_MEM`` is drawn: the
+    text form (``npu_module_mem.csv``) uses it too."""
+    lane_format, _, ((_, label),) = _COUNTERS["NPU_MODULE_MEM"]
+    return f"{lane_format.format(moduleId=module)} [{label}]"
+
+
 class _Reader:
     def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, all_tasks: bool, schema: Schema,
                  enums: dict[str, dict[int, str]]) -> None:

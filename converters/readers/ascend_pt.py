@@ -204,7 +204,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
 def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
     """The rank's device memory (docs/formats.md §5.11): counters per component from
     ``memory_record.csv`` (else made from ``operator_memory.csv``'s totals), allocations as slices
-    from ``operator_memory.csv``; from the database's tables where the rank is read from one.
+    from ``operator_memory.csv``, each CANN module's reserved memory from ``npu_module_mem.csv``
+    (drawn, as the database's ``NPU_MODULE_MEM``, not in the peaks); from the database's tables where
+    the rank is read from one.
 
     Raises:
         InputError: a memory file without the columns it needs.
@@ -220,6 +222,8 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
     if (output / "operator_memory.csv").is_file():
         found = _operator_memory(rank, output / "operator_memory.csv", diag)
         yield from op_memory.records(rank, found, counters=not recorded)
+    if (output / "npu_module_mem.csv").is_file():
+        yield from _npu_module_mem(rank, output / "npu_module_mem.csv", diag)
 
 
 _RECORD_KINDS = tuple(f"Total {kind}(MB)" for kind in MEMORY_KINDS)
@@ -243,6 +247,29 @@ def _memory_record(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Sa
             for kind, value in zip(MEMORY_KINDS, values, strict=True):
                 if value is not None:
                     yield Sample(rank.rank, memory_counter(component, kind), ts_ns, value)
+
+
+def _npu_module_mem(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Sample]:
+    """npu_module_mem.csv: each CANN module's reserved device memory (MB) as the driver samples it,
+    on the lane the database's ``NPU_MODULE_MEM`` draws it on (``ascend_db.module_memory_lane``), in bytes."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        rows = csv.DictReader(whole_lines(f, path, diag))
+        missing = {"Component", "Timestamp(us)", "Total Reserved(MB)"} - set(csv_header(rows, path))
+        if missing:  # module memory is drawn only: its absence costs no peak
+            diag.warn("bad_memory", f"{path}: no column {', '.join(sorted(missing))} in the header; "
+                      "not drawn")
+            return
+        for line, row in enumerate(csv_rows(rows, path, diag), start=2):
+            try:
+                ts_ns = _us_to_ns(row.get("Timestamp(us)"), rank)
+                value = _megabytes(row.get("Total Reserved(MB)"))
+            except (ValueError, ArithmeticError):
+                diag.warn("bad_row", f"{path}: line {line}: expected a Timestamp(us) and Total Reserved(MB); "
+                          "skipped")
+                continue
+            if value is not None:
+                yield Sample(rank.rank, ascend_db.module_memory_lane((row.get("Component") or "?").strip()),
+                             ts_ns, value)
 
 
 _ALLOCATION_TOTALS = tuple(f"Allocation Total {kind}(MB)" for kind in MEMORY_KINDS)

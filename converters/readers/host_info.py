@@ -119,6 +119,25 @@ def attach(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics, *,
     return by_time(steps, rank.rank, fill)
 
 
+def host_memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Sample]:
+    """The rank's host memory samples alone (the ``HOST_MEMORY`` counter ``attach`` draws), from its
+    CSVs in file order: ``trace2perfetto memory``'s Host row. Rows ``attach`` warns of are passed
+    over here without a word: the drawing read says them."""
+    for path in rank.host_paths:
+        if path.suffix != ".csv":
+            continue  # the timeline holds no memory
+        with open(path, newline="", encoding="utf-8", errors="replace") as f:
+            rows = csv.reader(whole_lines(f, path, diag))
+            at = _Columns(path, csv_header(rows, path))
+            for row in csv_rows(rows, path, diag):
+                try:
+                    ts_ns, memory, _, _ = at.numbers(row)
+                except (ValueError, ArithmeticError, IndexError):
+                    continue
+                if ts_ns and memory:
+                    yield Sample(rank.rank, HOST_MEMORY, ts_ns, memory * 1024.0)
+
+
 # -- the CSV ------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,15 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 - CPU ops, Python functions, annotations and CUDA runtime calls: host lanes, one per thread;
   each launch is linked to its kernel by an arrow, from the ``correlation`` id both carry (the
   ``ac2g`` flow events repeat it and are not read twice);
-- steps: ``ProfilerStep#N``; instants become slices of no length.
+- steps: ``ProfilerStep#N``; instants become slices of no length;
+- memory (``memory``, read apart from the steps as every reader's memory records are): the
+  ``[memory]`` instants ``profile_memory=True`` writes, one per allocation (``Bytes`` > 0) or
+  release (< 0) of a device (``Device Type``, c10's enum; ``Device Id``), as counters per device
+  named as PyTorch names it (``CPU``, ``GPU 0``); ``Total Allocated`` / ``Total Reserved`` where the
+  event gives them (PyTorch 1.10 and later: absolute), else the running sum of ``Bytes`` from the
+  trace's first event, which is relative: its component says so (``GPU 0 (since the trace
+  began)``), as what was allocated before the profiler started is not in the trace. Where ``Addr``
+  is given, an allocation and the release of the same address on the same device pair into a slice.
 """
 
 from __future__ import annotations
@@ -30,12 +38,23 @@ from typing import Any
 import msgspec
 
 from ..errors import Diagnostics
-from ..model import Layer, RankInfo, StepRecords, checked_ns
+from ..model import (
+    MEMORY_SIZE_ARG,
+    Layer,
+    RankInfo,
+    Sample,
+    Slice,
+    StepRecords,
+    allocations_lane,
+    checked_ns,
+    memory_counter,
+)
 from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
 from .chrome_trace import Converted, Dialect
 from .events import Event, is_profiler_step
 from .lanes import gpu_stream
+from .times import us_to_ns
 
 NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
@@ -43,6 +62,7 @@ FOLDER = "PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's 
 LONE_FILES = ("a PyTorch profiler trace",)
 _FILE = re.compile(r"\.json(\.gz)?$")
 _OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
+MEMORY_FROM = "[memory] events: they are written with profile_memory=True"
 _SNIFF_BYTES = 1 << 16
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
 _DEVICE_CATS = {"kernel": "KERNEL", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET",
@@ -230,3 +250,118 @@ def _args(event: Event) -> _Args:
         return _ARGS.decode(event.args) if event.args else _Args()
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _Args()
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+MEMORY_EVENT = "[memory]"
+SINCE_START = " (since the trace began)"  # a device whose counter is the running sum of its deltas
+# c10::DeviceType's values as PyTorch names the devices (CUDA and HIP are GPUs); others by number
+_DEVICE_TYPES = {0: "CPU", 1: "GPU", 6: "GPU", 12: "XPU", 13: "MPS", 15: "HPU", 19: "MTIA", 20: "PrivateUse1"}
+
+
+class _MemoryArgs(msgspec.Struct):
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    addr: Any = msgspec.field(default=None, name="Addr")
+    size: Any = msgspec.field(default=None, name="Bytes")
+    allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    reserved: Any = msgspec.field(default=None, name="Total Reserved")
+
+
+_MEMORY_ARGS = msgspec.json.Decoder(_MemoryArgs)
+
+
+def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
+    """The rank's ``[memory]`` events as counters per device and, where they give ``Addr``, the
+    allocations as slices (docs/formats.md §6.3). One pass over the trace, flat: the counters are
+    yielded as read, in the file's order (Kineto's is time order; a file that is not is said, as
+    its running sums are then in file order); only the allocations not released yet are kept."""
+    for path in rank.source_paths:
+        yield from _memory(rank, path, diag)
+
+
+def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | Sample]:
+    if not _mentions(path, b'"' + MEMORY_EVENT.encode() + b'"'):
+        return  # most traces: a byte search costs a tenth of decoding their events
+    running: dict[str, float] = {}  # device -> the sum of its deltas so far
+    live: dict[tuple[str, Any], tuple[int, float]] = {}  # (component, address) -> (allocated at, size)
+    last_ns: dict[str, int] = {}
+    bad = disordered = 0
+    for events in Kineto("").batches(path, diag):  # decoded as the steps' pass decodes them
+        for event in events:
+            if event.name != MEMORY_EVENT:
+                continue
+            try:
+                args = _MEMORY_ARGS.decode(event.args) if event.args else _MemoryArgs()
+                ts_ns = checked_ns(us_to_ns(event.ts) + rank.clock_offset_ns)
+                size = _number(args.size)
+            except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError, msgspec.ValidationError):
+                bad += 1
+                continue
+            device = _device_name(args.device_type, args.device_id)
+            absolute = _number(args.allocated, None) is not None or _number(args.reserved, None) is not None
+            component = device if absolute else device + SINCE_START
+            disordered += ts_ns < last_ns.get(device, ts_ns)
+            last_ns[device] = ts_ns
+            if absolute:
+                for kind, value in (("Allocated", args.allocated), ("Reserved", args.reserved)):
+                    if (value := _number(value, None)) is not None:
+                        yield Sample(rank.rank, memory_counter(component, kind), ts_ns, value)
+            else:
+                running[device] = total = running.get(device, 0.0) + size
+                yield Sample(rank.rank, memory_counter(component, "Allocated"), ts_ns, total)
+            if type(args.addr) is int and size:
+                yield from _pair(rank, live, component, args.addr, ts_ns, size)
+    end_ns = max(last_ns.values(), default=0)
+    for (component, addr), (start_ns, size) in live.items():
+        yield _allocation(rank, component, addr, start_ns, end_ns - start_ns, size, {"Released": False})
+    if bad:
+        diag.warn("bad_event", f"{path}: {bad} {MEMORY_EVENT} events without a time or a number of Bytes; "
+                  "skipped")
+    if disordered:
+        diag.note("memory_order", f"{path}: {disordered} {MEMORY_EVENT} events earlier than the one before "
+                  "them on their device: running sums are taken in the file's order")
+
+
+def _mentions(path: Path, text: bytes, chunk: int = 1 << 22) -> bool:
+    """Whether the file's (uncompressed) bytes hold ``text``, read a chunk at a time."""
+    with jsonfile.open_bytes(path) as f:
+        tail = b""
+        while data := f.read(chunk):
+            if text in tail + data[:len(text)] or text in data:
+                return True
+            tail = data[-len(text):]
+    return False
+
+
+def _pair(rank: RankInfo, live: dict[tuple[str, Any], tuple[int, float]], component: str, addr: int,
+          ts_ns: int, size: float) -> Iterator[Slice]:
+    """An allocation waits for its release; a release ends the allocation of its address, if the
+    trace saw it (a release of memory allocated before the trace began pairs with none)."""
+    if size > 0:
+        live[component, addr] = (ts_ns, size)
+    elif (found := live.pop((component, addr), None)) is not None:
+        start_ns, allocated = found
+        yield _allocation(rank, component, addr, start_ns, ts_ns - start_ns, allocated, {})
+
+
+def _allocation(rank: RankInfo, component: str, addr: int, start_ns: int, dur_ns: int, size: float,
+                args: dict) -> Slice:
+    return Slice(rank.rank, Layer.MEMORY, allocations_lane(component), f"0x{addr:x}", start_ns, dur_ns,
+                 {MEMORY_SIZE_ARG: size, **args})
+
+
+def _number(value: Any, default: Any = ...) -> Any:
+    """A JSON number as a float; ``default`` for anything else (none given: ValueError)."""
+    if type(value) in (int, float) and abs(value) < 1 << 1023:
+        return float(value)
+    if default is ...:
+        raise ValueError(value)
+    return default
+
+
+def _device_name(device_type: Any, device_id: Any) -> str:
+    """``CPU``, ``GPU 0``: the device as PyTorch names it (the CPU has no index: Kineto writes -1)."""
+    name = _DEVICE_TYPES.get(device_type, f"Device type {device_type}")
+    return name if name == "CPU" or type(device_id) is not int or device_id < 0 else f"{name} {device_id}"

@@ -1,0 +1,266 @@
+"""``trace2perfetto memory`` from the sources beyond torch_npu's and CANN's allocators: Kineto's
+``[memory]`` events, host_info's host memory, torch_npu's ``npu_module_mem.csv``.
+
+Each is checked against a computation of its own here (orjson, csv, sqlite3), never the reader's.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import shutil
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+import jsonschema
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from converters.analyses.memory import allocations_report, memory_report, record
+from converters.cli import main
+from converters.errors import Diagnostics
+from converters.model import Layer, Sample, Slice
+from converters.profile import Kind, Options, Profile, read_profile
+from converters.readers import ascend_db, kineto, memory
+from fixtures.host_info_gen import write_host_info
+from fixtures.kineto_gen import write_kineto_traces
+from tests.conftest import real_data
+
+SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "memory.schema.json").read_text())
+_MB = float(1 << 20)
+_SINCE = kineto.SINCE_START
+
+
+def _events(path: Path) -> list[dict]:
+    data = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+    found = orjson.loads(data)
+    return [e for e in found["traceEvents"] if e.get("name") == "[memory]"]
+
+
+def _device(args: dict) -> str:
+    return "CPU" if args["Device Type"] == 0 else f"GPU {args['Device Id']}"
+
+
+# -- Kineto ------------------------------------------------------------------------------------------
+
+def test_kineto_1_8_peaks_are_the_maxima_of_the_running_sums_of_the_events_bytes():
+    """PyTorch 1.8 writes only deltas (Bytes): the peak per device is the largest running sum from
+    the trace's first event, at the first time it is reached; named as relative."""
+    folder = real_data("kineto-1.8-resnet50")
+    trace = next(folder.glob("*.pt.trace.json.gz"))
+    base = orjson.loads(gzip.decompress(trace.read_bytes())).get("baseTimeNanoseconds", 0)
+    sums: dict[str, int] = defaultdict(int)
+    peaks: dict[str, tuple[int, float]] = {}
+    for event in sorted(_events(trace), key=lambda e: e["ts"]):
+        device = _device(event["args"])
+        sums[device] += event["args"]["Bytes"]
+        if device not in peaks or sums[device] > peaks[device][0]:
+            peaks[device] = (sums[device], event["ts"])
+    assert len(_events(trace)) == 12_838
+    rows = {row.component: row for row in memory_report(folder)}
+    assert set(rows) == {f"{d}{_SINCE}" for d in peaks} == {f"CPU{_SINCE}", f"GPU 0{_SINCE}"}
+    for device, (peak, ts_us) in peaks.items():
+        row = rows[f"{device}{_SINCE}"]
+        assert row.peaks == {"Allocated": pytest.approx(peak)}
+        assert row.peak_ns == base + round(ts_us * 1000)
+        assert row.allocations == 0  # no Addr in 1.8's events: nothing to pair
+    assert record(rows[f"GPU 0{_SINCE}"])["Peak Allocated(MB)"] == pytest.approx(2791636480 / _MB, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def kineto_job(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("kineto_memory")
+    write_kineto_traces(root, ranks=2, steps=2, memory_events=True, seed=3)
+    return root
+
+
+def test_kineto_totals_peaks_and_allocations_equal_the_events(kineto_job):
+    """PyTorch >= 1.10 gives the allocator's totals: the peaks are their maxima (absolute, named
+    ``GPU N``), and each allocation pairs with the release of its address."""
+    rows = {(row.rank, row.component): row for row in memory_report(kineto_job)}
+    allocations = list(allocations_report(kineto_job))
+    for path in sorted(kineto_job.glob("*.pt.trace.json")):
+        head = orjson.loads(path.read_bytes())
+        rank, base = head["distributedInfo"]["rank"], head["baseTimeNanoseconds"]
+        events = _events(path)
+        device = _device(events[0]["args"])
+        row = rows[rank, device]
+        assert row.peaks["Allocated"] == max(e["args"]["Total Allocated"] for e in events)
+        assert row.peaks["Reserved"] == max(e["args"]["Total Reserved"] for e in events)
+        opened, pairs = {}, []
+        for e in events:
+            ts_ns = base + round(e["ts"] * 1000)
+            if e["args"]["Bytes"] > 0:
+                opened[e["args"]["Addr"]] = (ts_ns, e["args"]["Bytes"])
+            else:
+                start, size = opened.pop(e["args"]["Addr"])
+                pairs.append((start, ts_ns, size))
+        assert not opened
+        mine = sorted((a.allocated_ns, a.released_ns, a.size) for a in allocations if a.rank == rank)
+        assert mine == sorted(pairs)
+        assert row.allocations == len(pairs)
+        alive = sorted((size for start, end, size in pairs if start <= row.peak_ns < end), reverse=True)
+        assert [h.size for h in row.holders] == alive[:len(row.holders)]
+
+
+def test_kineto_detail_trace_carries_the_counter_and_loads_clean(kineto_job, tmp_path):
+    from converters import convert
+    from tests.test_trace_processor import imported
+
+    out = tmp_path / "out.pftrace"
+    convert(kineto_job, out, kind="detail", max_bytes=None)
+    problems, (slices, counters, _) = imported(out, tmp_path)
+    assert problems == []
+    events = sum(len(_events(p)) for p in kineto_job.glob("*.pt.trace.json"))
+    assert counters >= 2 * events  # Allocated and Reserved after each event
+
+
+def test_kineto_without_memory_events_says_how_to_record_them(tmp_path, capsys):
+    write_kineto_traces(tmp_path, ranks=1, steps=1, seed=1)
+    assert main(["memory", str(tmp_path), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == []
+    assert "profile_memory=True" in err
+
+
+def test_kineto_memory_cli_json_validates(kineto_job, capsys):
+    assert main(["memory", str(kineto_job), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    jsonschema.validate(rows, SCHEMA)
+    assert [(r["Rank"], r["Component"]) for r in rows] == [(0, "GPU 0"), (1, "GPU 1")]
+
+
+_ADDRESSES = st.integers(0, 5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_ADDRESSES, st.integers(-3, 3).filter(bool)), max_size=40))
+def test_kineto_allocations_pair_each_release_with_the_last_allocation_of_its_address(tmp_path_factory, ops):
+    """Whatever the order: a slice per allocation whose address is released later (its size, from
+    its allocation to that release), the others unreleased to the last event; a release of an
+    address with nothing allocated pairs with none; the counter is the running sum."""
+    folder = tmp_path_factory.mktemp("pairs")
+    events = [{"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": i + 1,
+               "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": size * 1024}}
+              for i, (addr, size) in enumerate(ops)]
+    path = folder / "w.pt.trace.json"
+    path.write_bytes(orjson.dumps({"schemaVersion": 1, "traceEvents": events}))
+    records = list(kineto.memory(kineto.rank_info(path), Diagnostics()))
+    expected, live, total, sums = [], {}, 0, []
+    for i, (addr, size) in enumerate(ops):
+        total += size * 1024
+        sums.append(float(total))
+        if size > 0:
+            live[addr] = (i + 1, size * 1024)
+        elif addr in live:
+            start, allocated = live.pop(addr)
+            expected.append((start * 1000, (i + 1 - start) * 1000, float(allocated), True))
+    last = len(ops) * 1000
+    expected += [(s * 1000, last - s * 1000, float(a), False) for s, a in live.values()]
+    slices = [(r.start_ns, r.dur_ns, r.args["Size(B)"], r.args.get("Released", True))
+              for r in records if type(r) is Slice]
+    assert sorted(slices) == sorted(expected)
+    assert all(r.layer is Layer.MEMORY for r in records if type(r) is Slice)
+    assert [r.value for r in records if type(r) is Sample] == sums
+
+
+# -- host memory -------------------------------------------------------------------------------------
+
+def test_host_memory_is_a_host_row_with_its_peak_and_time(tmp_path):
+    """host_info's memory_usage (kB of VmRSS) is the Host component: its largest value and the first
+    time it is reached; no allocations. (No real host_info sample with memory exists: the path is
+    checked on the generator's files only.)"""
+    made = write_host_info(tmp_path / "prof", steps=4, seed=2)
+    peak_ns, peak = max(made.memory, key=lambda m: (m[1], -m[0]))
+    rows = memory_report(tmp_path / "prof")
+    assert [(r.rank, r.component) for r in rows] == [(0, "Host")]
+    assert rows[0].peaks == {"Allocated": float(peak)}
+    assert rows[0].peak_ns == peak_ns
+    assert rows[0].allocations == 0 and rows[0].holders == []
+    jsonschema.validate([record(r) for r in rows], SCHEMA)
+
+
+def test_a_host_file_without_memory_gives_no_host_row(tmp_path):
+    write_host_info(tmp_path / "prof", steps=2, mode="time", seed=2)
+    diag = Diagnostics()
+    assert memory_report(tmp_path / "prof", diag=diag) == []
+    assert "no_memory" in diag.counts
+
+
+# -- npu_module_mem.csv ------------------------------------------------------------------------------
+
+def _module_maxima_of_the_csv(path: Path) -> dict[str, float]:
+    maxima: dict[str, float] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            value = float(row["Total Reserved(MB)"])
+            maxima[row["Component"]] = max(maxima.get(row["Component"], value), value)
+    return maxima
+
+
+def _module_maxima(records) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for r in records:
+        if type(r) is Sample and r.lane.startswith("Module memory/"):
+            module = r.lane.removeprefix("Module memory/").removesuffix(" [Reserved(B)]")
+            found[module] = max(found.get(module, r.value / _MB), r.value / _MB)
+    return found
+
+
+def test_npu_module_mem_csv_is_drawn_with_the_maxima_of_the_file():
+    sample = real_data("ascend-pt-2rank")
+    profile = Profile.open(sample, Options())
+    for info in profile.ranks:
+        expected = _module_maxima_of_the_csv(info.path / "ASCEND_PROFILER_OUTPUT" / "npu_module_mem.csv")
+        got = _module_maxima(memory(info, Diagnostics()))
+        assert set(got) == set(expected)
+        for module, value in expected.items():
+            assert got[module] == pytest.approx(value, abs=0.01), module
+        assert expected["APP"] == pytest.approx(1452.0)
+
+
+def test_npu_module_mem_text_and_database_agree():
+    """The database form (NPU_MODULE_MEM, its modules named by ENUM_MODULE) and the text form draw
+    the same lanes, in bytes: each lane of the database's is the text's for the same module."""
+    db_path = (real_data("ascend-pt-db") / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+               / "ascend_pytorch_profiler_1.db")
+    with sqlite3.connect(f"file:{db_path}?immutable=1", uri=True) as db:
+        modules = {name: value / _MB for name, value in db.execute(
+            "SELECT e.name, max(m.totalReserved) FROM NPU_MODULE_MEM m "
+            "JOIN ENUM_MODULE e ON e.id = m.moduleId GROUP BY e.name")}
+    info = Profile.open(db_path.parent.parent, Options()).ranks[0]
+    steps = read_profile([info], Options(kind=Kind.DETAIL), Diagnostics())
+    found = _module_maxima(s for step in steps for s in step.samples)
+    assert found == pytest.approx(modules, abs=0.01)
+    text = _module_maxima_of_the_csv(real_data("ascend-pt-2rank") / "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT"
+                                     / "npu_module_mem.csv")
+    # the same CANN modules (but one: AML in the text sample's CANN, AMP in the database's), the same
+    # holding memory
+    assert len(set(modules) ^ set(text)) == 2
+    assert {m for m, v in modules.items() if v} == {m for m, v in text.items() if v} == {"APP", "GE", "HCCL",
+                                                                                          "RUNTIME"}
+    assert ascend_db.module_memory_lane("APP") == "Module memory/APP [Reserved(B)]"
+
+
+def test_a_module_memory_file_without_its_columns_is_a_warning_and_the_peaks_stand(tmp_path):
+    job = shutil.copytree(real_data("ascend-pt-2rank"), tmp_path / "job")
+    for rank in (0, 1):
+        broken = job / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "npu_module_mem.csv"
+        broken.write_text("Component,x\nA,1\n")
+    diag = Diagnostics()
+    before = {(r.rank, r.component): r.peaks for r in memory_report(real_data("ascend-pt-2rank"))}
+    assert {(r.rank, r.component): r.peaks for r in memory_report(job, diag=diag)} == before
+    assert "bad_memory" in diag.counts
+
+
+def test_module_memory_outside_the_steps_makes_no_step_of_its_own(capsys):
+    """The driver samples module memory from the profiler's start to its end: the samples after the
+    last step come as records outside every step, which ``comm --slow-ranks`` does not count as a
+    step (one step a rank, as the sample has)."""
+    assert main(["comm", "--slow-ranks", str(real_data("ascend-pt-2rank")), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["slow_ranks"]
+    assert sorted((row["Rank"], row["Steps"]) for row in rows) == [(0, 1), (1, 1)]

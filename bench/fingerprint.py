@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from converters import convert
+from converters.analyses import diff
 from converters.analyses.diff import Side
 from converters.cli import main as cli
 from converters.comparison import write_comparison
@@ -62,7 +63,7 @@ ANALYSES = (
     *(["ops", "--by", by, "--format", "json"] for by in ("name", "shape", "step")),
     *(["ops", "--across", "--format", f] for f in ("table", "json")),
     *(["report", "--format", f] for f in ("json", "html")),
-    *(["diff", "--by", by, "--format", "json"] for by in ("step", "type", "name")),  # the sample twice
+    *(["diff", "--by", by, "--format", "json"] for by in diff.BY),  # the sample twice
     ["diff", "--by", "type", "--format", "csv", "--fail-above", "1"],
 )
 

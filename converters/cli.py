@@ -515,7 +515,8 @@ def _two_profiles(parser: argparse.ArgumentParser) -> None:
 
 def _diff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", choices=diff.BY, default="step", help="step: the phases of a step; type: per "
-                        "op type; name: per op (kernel) name (default: %(default)s)")
+                        "op type; name: per op (kernel) name; comm: per communication op type and group, "
+                        "with Wait, Transit and Bandwidth (default: %(default)s)")
     for side in ("base", "new"):
         for what, example in (("ranks", "0,1"), ("steps", "3-5")):
             parser.add_argument(f"--{side}-{what}", metavar="LIST", type=_ids(f"{side} {what}"),
@@ -643,7 +644,8 @@ COMMANDS = {c.name: c for c in (
     Command(
         "diff", "what changed from one run to another: per step phase, op type or op name, with a CI gate",
         "Compare two runs (a new CANN or driver, a code change, GPUs against NPUs) per step phase (step "
-        "time, Computing, Communication not overlapped, Free, Preparing), op type or op name: each run's "
+        "time, Computing, Communication not overlapped, Free, Preparing), op type, op name or communication "
+        "op type and group: each run's "
         "figures over its steps, the delta NEW - BASE and whether it is significant (beyond either run's "
         "step-to-step noise), largest regression first. Across formats op names are matched by family "
         "(converters/analyses/op_families.json); what stayed unmatched is said.",

@@ -522,7 +522,8 @@ def _diff_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(f"--{side}-{what}", metavar="LIST", type=_ids(f"{side} {what}"),
                                 help=f"{what} of {side.upper()} to keep, e.g. {example} (default: all)")
     parser.add_argument("--fail-above", metavar="PCT", type=float, help="exit 3 when NEW is slower by more "
-                        "than PCT %% and significantly: its step time (--by type/name: any row's); for CI")
+                        "than PCT %% and significantly: its step time (--by type/name/comm: any row's); for "
+                        "CI")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="also write both runs into one trace (.pftrace or .json, optionally .gz), "
                         "detail, each in its processes (BASE rank N, NEW rank N), NEW's ranks shifted so "

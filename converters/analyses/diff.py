@@ -1,13 +1,15 @@
 """``trace2perfetto diff BASE NEW``: what changed from one run to another, per step phase, per op
-type or per op name, with a noise check (docs/analysis.md, "diff").
+type, per op name or per communication op type and group, with a noise check (docs/analysis.md,
+"diff").
 
-Each side is read as ``overlap`` and ``ops`` read it (``overlap.overlap_row``/``step_span`` per step;
-``ops.accumulate`` per step), giving one sample per rank and step of every figure. A row sets the two
-sides' samples side by side: their means, the delta of the means, and whether that delta stands out
-of the steps' own noise (``noise``, ``significant``): ``noise`` is the larger of K robust standard
-deviations (1.4826 × MAD) of either side's step-to-step values and FLOOR of the larger mean, so the
-verdict does not depend on which run is the base, a run against itself shows nothing, and one step
-on each side (no spread to measure) needs a change beyond FLOOR.
+Each side is read as ``overlap``, ``ops`` and ``comm`` read it
+(``overlap.overlap_row``/``step_span``, ``ops.accumulate``, ``comm.step_ops`` per step), giving one
+sample per rank and step of every figure. A row sets the two sides' samples side by side: their
+means, the delta of the means, and whether that delta stands out of the steps' own noise (``noise``,
+``significant``): ``noise`` is the larger of K robust standard deviations (1.4826 × MAD) of either
+side's step-to-step values and FLOOR of the larger mean, so the verdict does not depend on which run
+is the base, a run against itself shows nothing, and one step on each side (no spread to measure)
+needs a change beyond FLOOR.
 """
 
 from __future__ import annotations

@@ -128,7 +128,9 @@ def _check_rank_order(processes: Iterable[tuple[str, int, str]], order_field: st
     for name, key, where in processes:
         rank = _rank_of(name, where)
         if rank in by_rank:
-            _fail(where, f"rank {rank} appears twice ({by_rank[rank][0]!r} and {name!r})")
+            side, number = rank
+            _fail(where, f"{side + ' ' if side else ''}rank {number} appears twice ({by_rank[rank][0]!r} and "
+                  f"{name!r})")
         by_rank[rank] = (name, key, where)
     ordered = [by_rank[rank] for rank in sorted(by_rank)]
     for (prev_name, prev_key, _), (name, key, where) in pairwise(ordered):

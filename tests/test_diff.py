@@ -282,3 +282,20 @@ def test_a_run_without_plane_tasks_has_no_wait_transit_or_bandwidth_not_zero(cap
     _, rows = _json(capsys, ["diff", sample, sample, "--by", "comm"])
     assert rows and all(row[f"{side} {figure}"] is None for row in rows for side in ("Base", "New")
                         for figure in ("Wait(us)", "Transit(us)", "Bandwidth(GB/s)"))
+
+
+_PARTS = st.builds(diff.CommParts, st.one_of(st.none(), st.integers(0, 10**9)),
+                   st.one_of(st.none(), st.integers(0, 10**9)), st.integers(0, 10**9), st.integers(0, 10**9))
+
+
+@given(st.lists(_PARTS, max_size=6), st.randoms())
+def test_comm_parts_add_up_in_any_order_and_stay_unknown_only_where_no_op_knows(parts, random):
+    shuffled = list(parts)
+    random.shuffle(shuffled)
+    total, again = (sum(p, diff.CommParts()) for p in (parts, shuffled))
+    assert total == again
+    for field in ("wait_ns", "transit_ns"):
+        known = [getattr(p, field) for p in parts if getattr(p, field) is not None]
+        assert getattr(total, field) == (sum(known) if known else None)
+    assert (total.size_bytes, total.transport_ns) == (sum(p.size_bytes for p in parts),
+                                                      sum(p.transport_ns for p in parts))

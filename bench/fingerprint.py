@@ -11,7 +11,8 @@ makes them; pass ``--quick`` to take only the real samples and one generated ran
 summary and detail, Perfetto and JSON, capped at 1 MiB and uncapped; and what every analysis
 command prints or writes for them (``info``, ``overlap``, ``comm`` and ``comm --slow-ranks`` in
 each of their formats, ``ops`` in each format, by name, shape and step, and ``--across``, ``report``
-as JSON and HTML), through the CLI as a user runs it, stdout and exit code alike.
+as JSON and HTML), through the CLI as a user runs it, stdout and exit code alike; and ``diff -o``'s
+comparison trace of each input against itself, Perfetto and JSON.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ import tempfile
 from pathlib import Path
 
 from converters import convert
+from converters.analyses import diff
+from converters.analyses.diff import Side
 from converters.cli import main as cli
+from converters.comparison import write_comparison
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = Path(os.environ.get("TRACE2PERFETTO_REALDATA", ROOT.parent / "shared" / "data" / "real"))
@@ -59,7 +63,7 @@ ANALYSES = (
     *(["ops", "--by", by, "--format", "json"] for by in ("name", "shape", "step")),
     *(["ops", "--across", "--format", f] for f in ("table", "json")),
     *(["report", "--format", f] for f in ("json", "html")),
-    *(["diff", "--by", by, "--format", "json"] for by in ("step", "type", "name")),  # the sample twice
+    *(["diff", "--by", by, "--format", "json"] for by in diff.BY),  # the sample twice
     ["diff", "--by", "type", "--format", "csv", "--fail-above", "1"],
 )
 
@@ -78,6 +82,15 @@ def analysis_digest(argv: list[str]) -> str:
             os.close(saved)
         captured.seek(0)
         return f"exit {code} {hashlib.sha256(captured.read()).hexdigest()[:16]}"
+
+
+def comparison_digest(source: Path, out: Path) -> str:
+    """The hash of ``diff SOURCE SOURCE -o OUT``'s trace (uncapped), or the error it ended in."""
+    try:
+        write_comparison(Side(source), Side(source), str(out), max_bytes=None)
+        return hashlib.sha256(out.read_bytes()).hexdigest()[:16]
+    except Exception as e:  # noqa: BLE001 - an input that fails is a line too
+        return f"error {type(e).__name__}: {e}"[:120]
 
 
 def main() -> None:
@@ -104,6 +117,9 @@ def main() -> None:
                 if command[0] == "diff":  # BASE and NEW: the sample twice
                     argv.insert(2, str(source))
                 print(f"{label} {' '.join(command)} {analysis_digest(argv)}", flush=True)
+            for suffix in (".pftrace", ".json"):  # diff -o: the sample against itself, in one trace
+                print(f"{label} diff -o cmp{suffix} {comparison_digest(source, Path(tmp) / f'cmp{suffix}')}",
+                      flush=True)
     sys.exit(0)
 
 

@@ -27,6 +27,7 @@ from .analyses.info import profile_info
 from .analyses.render import Rows, cell, clock_records, count, print_clocks, print_table, size
 from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
 from .budget import parse_size
+from .comparison import write_comparison
 from .errors import Diagnostics, Trace2PerfettoError, UsageError, as_text
 from .executor import Where, reuse_freed_memory
 from .output import refuse_inputs
@@ -514,16 +515,28 @@ def _two_profiles(parser: argparse.ArgumentParser) -> None:
 
 def _diff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", choices=diff.BY, default="step", help="step: the phases of a step; type: per "
-                        "op type; name: per op (kernel) name (default: %(default)s)")
+                        "op type; name: per op (kernel) name; comm: per communication op type and group, "
+                        "with Wait, Transit and Bandwidth (default: %(default)s)")
     for side in ("base", "new"):
         for what, example in (("ranks", "0,1"), ("steps", "3-5")):
             parser.add_argument(f"--{side}-{what}", metavar="LIST", type=_ids(f"{side} {what}"),
                                 help=f"{what} of {side.upper()} to keep, e.g. {example} (default: all)")
     parser.add_argument("--fail-above", metavar="PCT", type=float, help="exit 3 when NEW is slower by more "
-                        "than PCT %% and significantly: its step time (--by type/name: any row's); for CI")
+                        "than PCT %% and significantly: its step time (--by type/name/comm: any row's); for "
+                        "CI")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="also write both runs into one trace (.pftrace or .json, optionally .gz), "
+                        "detail, each in its processes (BASE rank N, NEW rank N), NEW's ranks shifted so "
+                        "that their first step in common with BASE starts with BASE's; ops carry their "
+                        "delta vs base (%%) in args, and NEW a counter of step time vs BASE. Never an input, "
+                        "nor inside one")
+    parser.add_argument("--max-size", metavar="SIZE", type=_max_size, default="20M",
+                        help="with -o: never write more than SIZE bytes, as convert (default: %(default)s)")
 
 
 def _run_diff(args: argparse.Namespace) -> int:
+    if args.output is not None:  # first: a refused output fails before the tables' reading
+        _write_comparison(args)
     rows = Rows(args.format, list(diff.columns(args.by)), diff.NOTE, cell_width=60)
     diag = Diagnostics()
     found = diff.diff_report(diff.Side(args.base, args.base_ranks, args.base_steps),
@@ -535,6 +548,19 @@ def _run_diff(args: argparse.Namespace) -> int:
     slower = [] if args.fail_above is None else diff.regressions(found, args.by, args.fail_above)
     _warn(args, [f"--fail-above {args.fail_above:g}: slower by more: {diff.named(slower)}"] if slower else [])
     return 3 if slower else 0
+
+
+def _write_comparison(args: argparse.Namespace) -> None:
+    if args.output == "-":
+        raise UsageError("diff -o writes a file (the table goes to stdout); give -o FILE, not -o -")
+    result = write_comparison(diff.Side(args.base, args.base_ranks, args.base_steps),
+                              diff.Side(args.new, args.new_ranks, args.new_steps), args.output,
+                              graphs=args.graphs, max_bytes=args.max_size, where=_where(args))
+    _warn(args, result.warnings)
+    if result.cut:
+        _warn(args, [f"the comparison trace was cut to fit --max-size: kept {result.cut}"])
+    _say(args, f"wrote {os.path.abspath(result.output)}: {count(len(result.ranks), 'rank')}, "
+         f"{count(result.slices, 'slice')}, {size(result.bytes_written)} in {result.seconds:.2f} s")
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -619,12 +645,14 @@ COMMANDS = {c.name: c for c in (
     Command(
         "diff", "what changed from one run to another: per step phase, op type or op name, with a CI gate",
         "Compare two runs (a new CANN or driver, a code change, GPUs against NPUs) per step phase (step "
-        "time, Computing, Communication not overlapped, Free, Preparing), op type or op name: each run's "
+        "time, Computing, Communication not overlapped, Free, Preparing), op type, op name or communication "
+        "op type and group: each run's "
         "figures over its steps, the delta NEW - BASE and whether it is significant (beyond either run's "
         "step-to-step noise), largest regression first. Across formats op names are matched by family "
         "(converters/analyses/op_families.json); what stayed unmatched is said.",
         "examples:\n  trace2perfetto diff BASE_DIR NEW_DIR --by type --base-ranks 0 --new-ranks 0\n"
-        "  trace2perfetto diff BASE_DIR NEW_DIR --fail-above 5 -q || echo slower\n\n"
+        "  trace2perfetto diff BASE_DIR NEW_DIR --fail-above 5 -q || echo slower\n"
+        "  trace2perfetto diff BASE_DIR NEW_DIR -o cmp.pftrace    both runs, step-aligned, in one trace\n\n"
         "The JSON output is described by schemas/diff.schema.json.",
         _diff_arguments, _run_diff, ("table", "csv", "json"), "output on stdout", inputs=_two_profiles,
         selects=False,

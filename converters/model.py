@@ -317,6 +317,8 @@ class RankInfo:
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)  # communication group: ranks
     wall_clock: bool = True  # False: the rank's own timebase, not aligned with other ranks
     host_paths: tuple[Path, ...] = ()  # host_info files of this rank, read with its steps in detail
+    side: str = ""  # drawn beside another run (diff -o): which ("BASE", "NEW"), named in its title
+    rank_offset: int = 0  # and what was added to its rank so the runs' processes do not collide
 
     def __post_init__(self) -> None:
         """Its numbers within the model's bounds (ids below 2**31, times within ±2**62 ns), and its
@@ -356,7 +358,8 @@ class RankInfo:
         extra = [f"device {self.device}"] if self.device is not None else []
         if self.host:
             extra.append(f"host {self.host}")
-        return f"Rank {self.rank}" + (f" ({', '.join(extra)})" if extra else "")
+        name = f"{self.side} rank {self.rank - self.rank_offset}" if self.side else f"Rank {self.rank}"
+        return name + (f" ({', '.join(extra)})" if extra else "")
 
 
 def step_label(graph: int | None, step: int) -> str:

@@ -36,7 +36,7 @@ from .executor import LOCAL, Where
 from .layout import CUT_ORDER, Lanes, Track, by_lane_and_start
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import inputs_of, open_output, refuse_inputs
-from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, shifted
+from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
 from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
 from .writers.perfetto import PerfettoEncoder
@@ -186,9 +186,32 @@ def _placed(encoder: PerfettoEncoder | ChromeJsonEncoder) -> tuple[int | None, t
     return getattr(encoder, "origin_ns", None), getattr(encoder, "span", None)
 
 
+class Drawing(NamedTuple):
+    """How a profile's ranks are drawn beside another's in one trace (``diff -o``; the default: as
+    themselves). Each rank is drawn as ``drawn(info)``: its records' ranks moved by ``rank_offset``
+    (the writers make rank r process r + 1, so the two runs' processes do not collide), its title
+    naming ``label``; its encoders numbered from ``first_encoder`` (ids unique in the output), and
+    each step, once shifted, passed through ``transform`` (module-level, for the worker processes)."""
+
+    label: str = ""
+    rank_offset: int = 0
+    first_encoder: int = 0
+    transform: Callable[[StepRecords], StepRecords] | None = None
+
+    def drawn(self, info: RankInfo, shift_ns: int = 0) -> RankInfo:
+        if not (self.label or self.rank_offset or shift_ns):
+            return info
+        start = None if info.start_ns is None else info.start_ns + shift_ns
+        return dataclasses.replace(info, rank=info.rank + self.rank_offset, side=self.label,
+                                   rank_offset=self.rank_offset, start_ns=start)
+
+
+AS_ITSELF = Drawing()
+
+
 def _encode_ranks(
     profile: Profile, out_format: Format, origins: Origins, spool: Spool, progress: Progress | None = None,
-    shifts: dict[int, int] | None = None, detail_limit: int | None = None,
+    shifts: dict[int, int] | None = None, detail_limit: int | None = None, drawing: Drawing = AS_ITSELF,
 ) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
     """Encode every rank into the spool, ranks in parallel: they are independent until written,
     except for their communication ops, which are drawn last, once matched across ranks. Workers
@@ -218,12 +241,15 @@ def _encode_ranks(
         if progress is not None:
             progress(done_bytes, sum(sizes), infos[index].rank)
 
+    shifts = shifts or {}
     profile.map(encode_rank, lambda index, info: (
-        index, out_format, origins.of(info), None if remote else spool.new_file(),
-        (shifts or {}).get(info.rank, 0), detail_limit), each=collect, diag=diag)
+        drawing.first_encoder + index, out_format, origins.of(drawing.drawn(info, shifts.get(info.rank, 0))),
+        None if remote else spool.new_file(), shifts.get(info.rank, 0), detail_limit, drawing),
+        each=collect, diag=diag)
     ranks_read = len(infos)
-    infos, held = profile.ranks, [mine for mine in held if mine is not None]
-    writers = [_OpsWriter(info, out_format, mine.origin_ns, ranks_read + index)
+    infos = [drawing.drawn(info, shifts.get(info.rank, 0)) for info in profile.ranks]
+    held = [mine for mine in held if mine is not None]
+    writers = [_OpsWriter(info, out_format, mine.origin_ns, drawing.first_encoder + ranks_read + index)
                for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
     caused = _encode_collectives(infos, held, writers, options, spool)
     step_ns = {info.rank: mine.step_ns / mine.step_count for info, mine in zip(infos, held, strict=True)
@@ -312,18 +338,19 @@ Progress = Callable[[int, int, int], None]  # (input bytes read, of total, rank 
 
 
 def encode_rank(info: RankInfo, options: Options, diag: Diagnostics, index: int, out_format: Format,
-                origin_ns: int | None, path: str | None, shift_ns: int, detail_limit: int | None
-                ) -> tuple[list[Chunk], RankOps, bytes | None]:
+                origin_ns: int | None, path: str | None, shift_ns: int, detail_limit: int | None,
+                drawing: Drawing = AS_ITSELF) -> tuple[list[Chunk], RankOps, bytes | None]:
     """Read one rank's kept steps and spool their summary and detail chunks, one packet
     sequence per part and graph; hand back its communication ops. Runs in a worker process; with
     no spool file given (a worker on another machine), its own spool's bytes go back too."""
     return spooled(lambda own: _encode_into(index, info, options, diag, out_format, origin_ns, own, shift_ns,
-                                            detail_limit), path)
+                                            detail_limit, drawing), path)
 
 
 def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics, out_format: Format,
                  origin_ns: int | None, path: str, shift_ns: int,
-                 detail_limit: int | None = None) -> tuple[list[Chunk], RankOps]:
+                 detail_limit: int | None = None, drawing: Drawing = AS_ITSELF
+                 ) -> tuple[list[Chunk], RankOps]:
     """One rank's chunks into the spool file at ``path``. Once its detail chunks pass
     ``detail_limit`` bytes, later ones are placed but not encoded: the cap writes detail step by
     step in time order, all ranks of a step or none, so none of them could be written. They are
@@ -339,6 +366,10 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
         for batch in read_profile([info], options, diag):
             if shift_ns:
                 batch = shifted(batch, shift_ns)
+            if drawing.transform is not None:
+                batch = drawing.transform(batch)
+            if drawing.rank_offset:
+                batch = renumbered(batch, drawing.rank_offset)
             if batch.step is not None:
                 step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
             summary, detail = _parts(sorted(records_to_write(batch, options), key=by_lane_and_start))

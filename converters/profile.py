@@ -293,6 +293,22 @@ def step_intervals_of(batch: StepRecords, carried: tuple[list[Interval], list[In
     return StepIntervals(*(overlap.clip(x, low, high) for x in (compute, ops, tasks)), ops_seen), on
 
 
+def renumbered(batch: StepRecords, offset: int) -> StepRecords:
+    """The step with its rank, and its records', moved by ``offset`` (drawn beside another run), and
+    its arrows' ids moved apart from the other run's (the readers derive them from the rank)."""
+    mask = offset * _GOLDEN & _U64
+
+    def moved(s: Slice) -> Slice:
+        return s._replace(rank=s.rank + offset, flows_out=tuple(f ^ mask for f in s.flows_out),
+                          flows_in=tuple(f ^ mask for f in s.flows_in))
+
+    return dataclasses.replace(batch, rank=batch.rank + offset, slices=[moved(s) for s in batch.slices],
+                               samples=[v._replace(rank=v.rank + offset) for v in batch.samples])
+
+
+_GOLDEN, _U64 = 0x9E3779B97F4A7C15, 2**64 - 1  # an odd multiplier spreads offsets over the 64 bits
+
+
 def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
     """The step with every time moved by ``shift_ns`` (a host's clock offset taken off)."""
     step = batch.step

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters.analyses import diff
+from converters.analyses.comm import comm_report
 from converters.analyses.diff import PHASES, Side, StepSample, compare, diff_report
 from converters.cli import main
 from converters.errors import Diagnostics
@@ -242,3 +243,59 @@ def test_a_run_without_device_ops_is_said_not_zeroed(capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out) == []
     assert "BASE: the input records no device tasks" in captured.err and "NEW" in captured.err
+
+
+# -- --by comm -------------------------------------------------------------------------------------
+
+def test_by_comm_sums_what_comm_reports_per_op_type_and_group(capsys):
+    """Each row's Time, Wait, Transit and Bandwidth are ``comm``'s own figures of its ops (Elapse,
+    Wait, Transit from the plane tasks; transit size over time), summed over the kept steps."""
+    sample = real_data("ascend-pt-2rank")
+    report = comm_report(sample)
+    expected: dict[tuple[str, str], list] = {}
+    for op in report.ops:
+        held = expected.setdefault((diff.comm_type(op.name), op.group), [0, 0, 0, 0, 0, 0])
+        moved = list(op.transports.values())
+        for i, value in enumerate((1, op.elapse_ns, op.wait_ns, op.transit_ns,
+                                   sum(t.size_bytes for t in moved), sum(t.time_ns for t in moved))):
+            held[i] += value
+    code, rows = _json(capsys, ["diff", str(sample), str(sample), "--by", "comm"])
+    assert code == 0 and {(r["Name"], r["Group"]) for r in rows} == set(expected)
+    for row in rows:
+        count, elapse, wait, transit, size, ns = expected[row["Name"], row["Group"]]
+        assert row["Base Count"] == row["New Count"] == count
+        assert row["Base Time(us)"] == pytest.approx(elapse / 1000, abs=1e-3)
+        assert row["Base Wait(us)"] == pytest.approx(wait / 1000, abs=1e-3)
+        assert row["Base Transit(us)"] == pytest.approx(transit / 1000, abs=1e-3)
+        assert row["Base Bandwidth(GB/s)"] == round(size / ns, 4)
+        assert row["Delta Bandwidth(GB/s)"] == 0 and row["Delta Wait(us)"] == 0 and not row["Significant"]
+
+
+def test_comm_types_are_the_same_across_vendors():
+    assert {diff.comm_type(name) for name in ("hcom_allReduce__586_0_1", "Default/AllReduce-op534_0",
+                                              "ncclKernel_AllReduce_RING_LL_Sum_float",
+                                              "ncclDevKernel_AllReduce_Sum_f32_RING_LL")} == {"allreduce"}
+
+
+def test_a_run_without_plane_tasks_has_no_wait_transit_or_bandwidth_not_zero(capsys):
+    sample = str(real_data("kineto-2rank"))
+    _, rows = _json(capsys, ["diff", sample, sample, "--by", "comm"])
+    assert rows and all(row[f"{side} {figure}"] is None for row in rows for side in ("Base", "New")
+                        for figure in ("Wait(us)", "Transit(us)", "Bandwidth(GB/s)"))
+
+
+_PARTS = st.builds(diff.CommParts, st.one_of(st.none(), st.integers(0, 10**9)),
+                   st.one_of(st.none(), st.integers(0, 10**9)), st.integers(0, 10**9), st.integers(0, 10**9))
+
+
+@given(st.lists(_PARTS, max_size=6), st.randoms())
+def test_comm_parts_add_up_in_any_order_and_stay_unknown_only_where_no_op_knows(parts, random):
+    shuffled = list(parts)
+    random.shuffle(shuffled)
+    total, again = (sum(p, diff.CommParts()) for p in (parts, shuffled))
+    assert total == again
+    for field in ("wait_ns", "transit_ns"):
+        known = [getattr(p, field) for p in parts if getattr(p, field) is not None]
+        assert getattr(total, field) == (sum(known) if known else None)
+    assert (total.size_bytes, total.transport_ns) == (sum(p.size_bytes for p in parts),
+                                                      sum(p.transport_ns for p in parts))

@@ -98,7 +98,7 @@ def comparable(trace: DecodedTrace) -> set[tuple]:
 
 # ----------------------------------------------------------------------------- shared helpers
 
-_RANK_RE = re.compile(r"Rank (\d+)(?!\d)")
+_RANK_RE = re.compile(r"(?:Rank|(BASE|NEW) rank) (\d+)(?!\d)")  # the second: diff -o, two runs
 
 
 def _fail(where: str, what: str) -> NoReturn:
@@ -110,12 +110,13 @@ def _gunzip(data: bytes) -> bytes:
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
-def _rank_of(name: str, where: str) -> int:
-    """The rank N of a process named "Rank N ..."."""
+def _rank_of(name: str, where: str) -> tuple[str, int]:
+    """The run ("" but in a comparison: BASE, then NEW) and rank N of a process named "Rank N ..."
+    (or "BASE rank N ...", "NEW rank N ...")."""
     match = _RANK_RE.match(name)
     if match is None:
         _fail(where, f"process name {name!r} does not start with 'Rank N'")
-    return int(match.group(1))
+    return match.group(1) or "", int(match.group(2))
 
 
 def _check_rank_order(processes: Iterable[tuple[str, int, str]], order_field: str) -> list[str]:
@@ -123,11 +124,13 @@ def _check_rank_order(processes: Iterable[tuple[str, int, str]], order_field: st
 
     *processes* holds ``(name, order key, where)``; *order_field* names the key in messages.
     """
-    by_rank: dict[int, tuple[str, int, str]] = {}
+    by_rank: dict[tuple[str, int], tuple[str, int, str]] = {}
     for name, key, where in processes:
         rank = _rank_of(name, where)
         if rank in by_rank:
-            _fail(where, f"rank {rank} appears twice ({by_rank[rank][0]!r} and {name!r})")
+            side, number = rank
+            _fail(where, f"{side + ' ' if side else ''}rank {number} appears twice ({by_rank[rank][0]!r} and "
+                  f"{name!r})")
         by_rank[rank] = (name, key, where)
     ordered = [by_rank[rank] for rank in sorted(by_rank)]
     for (prev_name, prev_key, _), (name, key, where) in pairwise(ordered):

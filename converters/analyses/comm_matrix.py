@@ -54,8 +54,14 @@ class OpLinks:
     def op_type(self) -> str:
         """The op's type as the matrix names it: ``hcom_allReduce__586_0_1`` is ``allreduce``, and
         MindSpore's ``Default/AllReduce-op534_0`` too (its scope left out)."""
-        found = _OP_TYPE.match(self.name.rsplit("/", 1)[-1])
-        return (found.group(1) if found else self.name).lower()
+        return op_type(self.name)
+
+
+def op_type(name: str) -> str:
+    """A communication op's type: ``hcom_allReduce__586_0_1`` is ``allreduce``, and MindSpore's
+    ``Default/AllReduce-op534_0`` too (its scope left out)."""
+    found = _OP_TYPE.match(name.rsplit("/", 1)[-1])
+    return (found.group(1) if found else name).lower()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,15 @@
 """``trace2perfetto diff BASE NEW``: what changed from one run to another, per step phase, per op
-type or per op name, with a noise check (docs/analysis.md, "diff").
+type, per op name or per communication op type and group, with a noise check (docs/analysis.md,
+"diff").
 
-Each side is read as ``overlap`` and ``ops`` read it (``overlap.overlap_row``/``step_span`` per step;
-``ops.accumulate`` per step), giving one sample per rank and step of every figure. A row sets the two
-sides' samples side by side: their means, the delta of the means, and whether that delta stands out
-of the steps' own noise (``noise``, ``significant``): ``noise`` is the larger of K robust standard
-deviations (1.4826 × MAD) of either side's step-to-step values and FLOOR of the larger mean, so the
-verdict does not depend on which run is the base, a run against itself shows nothing, and one step
-on each side (no spread to measure) needs a change beyond FLOOR.
+Each side is read as ``overlap``, ``ops`` and ``comm`` read it
+(``overlap.overlap_row``/``step_span``, ``ops.accumulate``, ``comm.step_ops`` per step), giving one
+sample per rank and step of every figure. A row sets the two sides' samples side by side: their
+means, the delta of the means, and whether that delta stands out of the steps' own noise (``noise``,
+``significant``): ``noise`` is the larger of K robust standard deviations (1.4826 × MAD) of either
+side's step-to-step values and FLOOR of the larger mean, so the verdict does not depend on which run
+is the base, a run against itself shows nothing, and one step on each side (no spread to measure)
+needs a change beyond FLOOR.
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import comm
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import RankInfo, StepRecords
 from ..profile import Kind, Options, Profile, read_profile
 from ..readers import for_ops
 from . import ops, overlap
+from .comm_matrix import op_type
 
-BY = ("step", "type", "name")
+BY = ("step", "type", "name", "comm")
 K = 3.0  # robust standard deviations of the steps' own spread a delta must exceed
 FLOOR = 0.05  # and this share of the larger mean (what one step a side cannot tell from noise)
 MAD_TO_SIGMA = 1.4826  # the MAD of normal samples times this is their standard deviation
@@ -49,14 +53,41 @@ class Side:
 
 
 @dataclass(frozen=True)
+class CommParts:
+    """``--by comm``: what a row's communication ops add up to besides their time (Elapse): their
+    Wait and Transit (ns; None where no op of them has plane tasks to measure it) and their transit
+    size and time over every transport (for the bandwidth)."""
+
+    wait_ns: int | None = None
+    transit_ns: int | None = None
+    size_bytes: int = 0
+    transport_ns: int = 0
+
+    def __add__(self, other: CommParts) -> CommParts:
+        return CommParts(_plus(self.wait_ns, other.wait_ns), _plus(self.transit_ns, other.transit_ns),
+                         self.size_bytes + other.size_bytes, self.transport_ns + other.transport_ns)
+
+    @property
+    def gb_per_s(self) -> float | None:
+        """Bytes per ns is GB/s; None where no transit was timed."""
+        return round(self.size_bytes / self.transport_ns, 4) if self.transport_ns else None
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
+
+
+@dataclass(frozen=True)
 class StepSample:
     """What one step of one rank gives: its phases (ns, None where unknown; in ``PHASES`` order) and,
-    for ``--by type``/``name``, its ops: (name, kind) -> (count, total ns)."""
+    for ``--by type``/``name``/``comm``, its ops: (name, kind) -> (count, total ns); by comm the
+    name is the op's type, the kind its group, and ``comm`` holds the rest of their figures."""
 
     rank: int
     step: int | None
     phases: tuple[int | None, ...]
     ops: dict[tuple[str, str], tuple[int, int]]
+    comm: dict[tuple[str, str], CommParts] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,12 +120,15 @@ class Figure:
 
 @dataclass(frozen=True)
 class DiffRow:
-    """One row: a phase (``--by step``), an op type or an op name, both sides' figures (ns)."""
+    """One row: a phase (``--by step``), an op type or an op name, both sides' figures (ns); by
+    comm, an op type and its group (``kind``), with the rest of both sides' figures."""
 
     name: str
-    kind: str  # "step", "device" or "host"
+    kind: str  # "step", "device" or "host"; by comm the group
     base: Figure
     new: Figure
+    base_comm: CommParts | None = None
+    new_comm: CommParts | None = None
 
     @property
     def delta_mean(self) -> float | None:
@@ -144,6 +178,8 @@ def side_samples(info: RankInfo, options: Options, diag: Diagnostics, by: str) -
     worker process."""
     if by == "step":
         steps = read_profile([info], options, diag)
+    elif by == "comm":  # detail: the plane tasks
+        steps = read_profile([info], dataclasses.replace(options, kind=Kind.DETAIL), diag)
     else:
         info, detail = for_ops(info)
         kind = Kind.DETAIL if detail else Kind.SUMMARY
@@ -158,6 +194,8 @@ def sample(rank: int, batch: StepRecords, by: str) -> StepSample:
         phases = (overlap.step_span(batch)[1], row.computing_ns, row.not_overlapped_ns, row.free_ns,
                   row.preparing_ns)
         return StepSample(rank, batch.step_id, phases, {})
+    if by == "comm":
+        return comm_sample(rank, batch)
     summed = ops.accumulate(rank, [batch], by)
     found: dict[tuple[str, str], tuple[int, int]] = {}
     for kind, figures in ((DEVICE, summed.device), (HOST, summed.host)):
@@ -165,6 +203,32 @@ def sample(rank: int, batch: StepRecords, by: str) -> StepSample:
             held = found.get((name, kind), (0, 0))
             found[(name, kind)] = (held[0] + count, held[1] + total)
     return StepSample(rank, batch.step_id, (), found)
+
+
+def comm_type(name: str) -> str:
+    """A communication op's type, the same across vendors: ``comm_matrix.op_type`` (``allreduce`` of
+    ``hcom_allReduce__586_0_1``), and of NCCL's kernels the collective they run
+    (``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllGather_RING_LL``: ``allreduce``,
+    ``allgather``)."""
+    found = _NCCL_KERNEL.match(name)
+    return found.group(1).lower() if found else op_type(name)
+
+
+_NCCL_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
+
+
+def comm_sample(rank: int, batch: StepRecords) -> StepSample:
+    """One step's communication ops summed by type and group: count and Elapse, and their parts."""
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    parts: dict[tuple[str, str], CommParts] = {}
+    for op in comm.step_ops(batch):
+        key = (comm_type(op.name), op.group)
+        held = found.get(key, (0, 0))
+        found[key] = (held[0] + 1, held[1] + op.elapse_ns)
+        moved = list(op.transports.values())
+        parts[key] = parts.get(key, CommParts()) + CommParts(
+            op.wait_ns, op.transit_ns, sum(t.size_bytes for t in moved), sum(t.time_ns for t in moved))
+    return StepSample(rank, batch.step_id, (), found, parts)
 
 
 def read_side(side: Side, by: str, graphs: Iterable[int] | None, diag: Diagnostics,
@@ -189,10 +253,15 @@ def compare(base: Sequence[StepSample], new: Sequence[StepSample], by: str,
         return sorted(rows, key=lambda r: (r.delta_mean is None, -(r.delta_mean or 0.0), r.name))
     sides = (_ops(base, families), _ops(new, families))
     keys = sorted(set(sides[0]) | set(sides[1]))
-    rows = [DiffRow(name, kind, *(_op_figure(side.get((name, kind)), len(steps))
-                                  for side, steps in zip(sides, (base, new), strict=True)))
-            for name, kind in keys]
+    rows = [DiffRow(*key, *(_op_figure(side.get(key), len(steps))
+                            for side, steps in zip(sides, (base, new), strict=True)),
+                    *((_comm_parts(base, key), _comm_parts(new, key)) if by == "comm" else ()))
+            for key in keys]
     return sorted(rows, key=lambda r: (-r.delta_total, r.name, r.kind))
+
+
+def _comm_parts(samples: Sequence[StepSample], key: tuple[str, str]) -> CommParts:
+    return functools.reduce(CommParts.__add__, (s.comm[key] for s in samples if key in s.comm), CommParts())
 
 
 def _phase(samples: Sequence[StepSample], index: int) -> Figure:
@@ -257,11 +326,14 @@ def diff_report(
     base_samples, base_formats = read_side(base, by, graphs, diag, where)
     new_samples, new_formats = read_side(new, by, graphs, diag, where)
     for label, samples in (("BASE", base_samples), ("NEW", new_samples)):
-        if by != "step" and not any(s.ops for s in samples):
+        if by == "comm" and not any(s.ops for s in samples):
+            diag.warn("diff_no_ops", f"{label}: the input records no communication ops in the kept steps: "
+                      "nothing to compare by comm", label)
+        elif by != "step" and not any(s.ops for s in samples):
             diag.warn("diff_no_ops", f"{label}: the input records no device tasks (nor host operators) in "
                       "the kept steps: nothing to compare by op", label)
     families = None
-    if by != "step" and base_formats != new_formats:
+    if by in ("type", "name") and base_formats != new_formats:
         families = families_of(base_samples) | families_of(new_samples)
     rows = compare(base_samples, new_samples, by, families)
     if families is not None:
@@ -306,8 +378,14 @@ NOTE = (f"(µs; Delta: NEW - BASE, Delta(%) of the means per step; Significant: 
         f"1.4826 x the larger MAD of the steps, {FLOOR:.0%} of the larger mean))")
 
 
+COMM_COLUMNS = ("Name", "Group", "Base Count", "New Count", "Base Time(us)", "New Time(us)", "Delta Time(us)",
+                "Delta(%)", "Base Wait(us)", "New Wait(us)", "Delta Wait(us)", "Base Transit(us)",
+                "New Transit(us)", "Delta Transit(us)", "Base Bandwidth(GB/s)", "New Bandwidth(GB/s)",
+                "Delta Bandwidth(GB/s)", "Base Mean(us)", "New Mean(us)", "Noise(us)", "Significant")
+
+
 def columns(by: str) -> tuple[str, ...]:
-    return STEP_COLUMNS if by == "step" else OP_COLUMNS
+    return STEP_COLUMNS if by == "step" else COMM_COLUMNS if by == "comm" else OP_COLUMNS
 
 
 def _us(ns: float | None) -> float | None:
@@ -328,7 +406,31 @@ def record(row: DiffRow) -> dict:
                       f"{label} Max(us)": _us(max(samples, default=None))}
         return {"Name": row.name, "Base Steps": len(row.base.samples), "New Steps": len(row.new.samples),
                 **sides, "Delta Time(us)": _us(row.delta_mean), **tail}
+    if row.base_comm is not None and row.new_comm is not None:
+        return _comm_record(row, pct, tail)
     return {"Name": row.name, "Kind": row.kind, "Base Count": row.base.count, "New Count": row.new.count,
             "Base Time(us)": _us(row.base.total), "New Time(us)": _us(row.new.total),
             "Delta Time(us)": _us(row.delta_total), "Delta(%)": pct, "Base Mean(us)": _us(row.base.mean),
             "New Mean(us)": _us(row.new.mean), **tail}
+
+
+def _comm_record(row: DiffRow, pct: float | None, tail: dict) -> dict:
+    """A ``--by comm`` row: Time is Elapse; Wait, Transit and Bandwidth summed over the kept steps
+    (a delta where both sides know the figure)."""
+    base, new = row.base_comm, row.new_comm
+    assert base is not None and new is not None
+
+    def delta(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else b - a
+
+    return {"Name": row.name, "Group": row.kind, "Base Count": row.base.count, "New Count": row.new.count,
+            "Base Time(us)": _us(row.base.total), "New Time(us)": _us(row.new.total),
+            "Delta Time(us)": _us(row.delta_total), "Delta(%)": pct,
+            "Base Wait(us)": _us(base.wait_ns), "New Wait(us)": _us(new.wait_ns),
+            "Delta Wait(us)": _us(delta(base.wait_ns, new.wait_ns)),
+            "Base Transit(us)": _us(base.transit_ns), "New Transit(us)": _us(new.transit_ns),
+            "Delta Transit(us)": _us(delta(base.transit_ns, new.transit_ns)),
+            "Base Bandwidth(GB/s)": base.gb_per_s, "New Bandwidth(GB/s)": new.gb_per_s,
+            "Delta Bandwidth(GB/s)": None if (gbs := delta(base.gb_per_s, new.gb_per_s)) is None
+            else round(gbs, 4),
+            "Base Mean(us)": _us(row.base.mean), "New Mean(us)": _us(row.new.mean), **tail}

@@ -137,7 +137,7 @@ def write_comparison(
     """
     started = time.perf_counter()
     diag = diag if diag is not None else Diagnostics()
-    out_format = pipeline._output_format(output, None)
+    out_format = pipeline.output_format(output, None)
     profiles = [Profile.open(side.path, Options(ranks=side.ranks, graphs=graphs, steps=side.steps,
                                                 kind=Kind.DETAIL), where=where, diag=diag)
                 for side in (base, new)]
@@ -159,7 +159,7 @@ def write_comparison(
             placed: dict = {}
             infos: list[RankInfo] = []
             for profile, drawing, moved in zip(profiles, drawings, side_shifts, strict=True):
-                found, _, mine = pipeline._encode_ranks(profile, out_format, origins, spool, shifts=moved,
+                found, _, mine = pipeline.encode_ranks(profile, out_format, origins, spool, shifts=moved,
                                                         drawing=drawing)
                 diag.merge(found)
                 placed |= mine
@@ -175,13 +175,13 @@ def write_comparison(
             spool.close()
             spool = Spool()
             infos, placed = encode(origins, spool)
-        encoder = pipeline._encoder(out_format, origins.of(infos[0]) if infos else None)
+        encoder = pipeline.encoder_for(out_format, origins.of(infos[0]) if infos else None)
         with open_output(output, inputs) as out:
             sink = Sink(out, max_bytes, compress=output.endswith(".gz"))
             kept = assemble(sink, spool, lambda ranks: encoder.header([i for i in infos if ranks is None
                                                                        or i.rank in ranks]),
-                            encoder.footer, lambda kept: pipeline._cut_marker(
-                                encoder, pipeline._first_kept(infos, kept), kept), None)
+                            encoder.footer, lambda kept: pipeline.cut_marker(
+                                encoder, pipeline.first_kept(infos, kept), kept), None)
     finally:
         spool.close()
     return pipeline.Result(

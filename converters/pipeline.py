@@ -121,7 +121,7 @@ def convert(
     options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=kind, merge_graphs=merge_graphs,
                       host_level=host_level)
     target = _default_output(Path(path)) if output is None else str(output)
-    out_format = _output_format(target, fmt)
+    out_format = output_format(target, fmt)
     profile = Profile.open(path, options, where=where)
     inputs = inputs_of(path, profile.ranks)
     refuse_inputs(target, inputs)  # now, not after reading: the same check guards the opening
@@ -133,7 +133,7 @@ def convert(
         # detail past the cap is never encoded (a rank's alone could not fit); compressed, it might
         limit = max_bytes if options.kind is Kind.DETAIL and not target.endswith(".gz") else None
         def encode(origins: Origins, spool: Spool) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
-            return _encode_ranks(profile, out_format, origins, spool, progress, shifts, limit)
+            return encode_ranks(profile, out_format, origins, spool, progress, shifts, limit)
 
         diag, interest, placed = encode(origins, spool)
         infos = profile.ranks  # without those left out as unreadable
@@ -154,12 +154,12 @@ def convert(
                                                                 "; --kind detail may show host activity"))
         if strict and diag:
             raise StrictError(diag.messages())
-        encoder = _encoder(out_format, origins.of(infos[0]) if infos else None)
+        encoder = encoder_for(out_format, origins.of(infos[0]) if infos else None)
         with open_output(target, inputs) as out:
             sink = Sink(out, max_bytes, compress=target.endswith(".gz"))
             kept = assemble(sink, spool, lambda ranks: encoder.header([i for i in infos if ranks is None
                                                                        or i.rank in ranks]),
-                            encoder.footer, lambda kept: _cut_marker(encoder, _first_kept(infos, kept), kept),
+                            encoder.footer, lambda kept: cut_marker(encoder, first_kept(infos, kept), kept),
                             None if options.ranks is not None or len(infos) < 2 else interest)
     finally:
         spool.close()
@@ -172,7 +172,7 @@ def convert(
     )
 
 
-def _encoder(out_format: Format, origin_ns: int | None, rank_index: int = -1, first_tid: int = 1,
+def encoder_for(out_format: Format, origin_ns: int | None, rank_index: int = -1, first_tid: int = 1,
              wall_clock: bool = False) -> PerfettoEncoder | ChromeJsonEncoder:
     """The writer's encoder; for JSON, ``origin_ns`` None: its first chunk sets its origin, a whole
     hour for a rank on ``wall_clock``."""
@@ -209,7 +209,7 @@ class Drawing(NamedTuple):
 AS_ITSELF = Drawing()
 
 
-def _encode_ranks(
+def encode_ranks(
     profile: Profile, out_format: Format, origins: Origins, spool: Spool, progress: Progress | None = None,
     shifts: dict[int, int] | None = None, detail_limit: int | None = None, drawing: Drawing = AS_ITSELF,
 ) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
@@ -284,7 +284,7 @@ class _OpsWriter:
 
     def __init__(self, info: RankInfo, out_format: Format, origin_ns: int | None, encoder_id: int) -> None:
         self.rank = info.rank
-        self.encoder = _encoder(out_format, origin_ns, encoder_id, _COLLECTIVE_TIDS, info.wall_clock)
+        self.encoder = encoder_for(out_format, origin_ns, encoder_id, _COLLECTIVE_TIDS, info.wall_clock)
         self.lanes = Lanes()
         self.sequences: dict[tuple, int] = {}
 
@@ -358,7 +358,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
     have numbered is numbered (``reserve``), so every other chunk is the same byte for byte."""
     lanes = Lanes()
     detail_bytes = 0
-    encoder = _encoder(out_format, origin_ns, index, wall_clock=info.wall_clock)
+    encoder = encoder_for(out_format, origin_ns, index, wall_clock=info.wall_clock)
     sequences: dict[tuple[str, int | None, bool], int] = {}
     held: list[tuple[int | None, int | None, StepKey | None, int, int, int]] = []
     step_ns = step_count = 0
@@ -418,11 +418,13 @@ _AFTER_OPS = next(layer for layer in Layer if layer.order == Layer.COMM_OP.order
 assert all(layer.is_summary == (layer.order < _FIRST_DETAIL.order) for layer in Layer)  # summary first
 
 
-def _first_kept(infos: list[RankInfo], kept: Kept) -> RankInfo:
+def first_kept(infos: list[RankInfo], kept: Kept) -> RankInfo:
+    """The first rank the size cap kept: the size cap's marker is drawn there."""
     return next(info for info in infos if info.rank not in kept.ranks_left_out)
 
 
-def _cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:
+def cut_marker(encoder, first: RankInfo, kept: Kept) -> bytes:
+    """The *Trace cut* instant on rank ``first``: what the size cap left out, and how to see it."""
     track = Track(first.rank, CUT_GROUP, CUT_ORDER, "size cap", 0)
     text = f"Trace cut by --max-size: {kept.describe()}"
     return encoder.marker(track, kept.first_left_out_ns or 0, text, {"how to see the rest": kept.hint()})
@@ -450,7 +452,7 @@ def _default_output(path: Path) -> str:
     return str(path.resolve().parent / (path.resolve().name + ".pftrace"))
 
 
-def _output_format(target: str, fmt: Format | str | None) -> Format:
+def output_format(target: str, fmt: Format | str | None) -> Format:
     """The format asked for, else the one the output's name says (Perfetto for stdout).
 
     Raises:

@@ -255,8 +255,8 @@ def test_detail_past_the_cap_is_not_encoded_yet_the_trace_is_the_same(profile, t
     monkeypatch.setattr(pipeline, "assemble", assemble)
     skipping = tmp_path / f"skipping-{name}"
     convert(profile, skipping, kind="detail", max_bytes=cap)
-    real_encode = pipeline._encode_ranks
-    monkeypatch.setattr(pipeline, "_encode_ranks", lambda *args: real_encode(*args[:-1], None))
+    real_encode = pipeline.encode_ranks
+    monkeypatch.setattr(pipeline, "encode_ranks", lambda *args: real_encode(*args[:-1], None))
     encoding_all = tmp_path / f"all-{name}"
     convert(profile, encoding_all, kind="detail", max_bytes=cap)
     assert unwritten[1] == 0

@@ -387,6 +387,9 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
                         + ", ".join(f.name for f in dataclasses.fields(Thresholds)) + ")")
     parser.add_argument("--top", metavar="N", type=_count_of("--top"), default=20,
                         help="device ops to list, over all ranks and per rank (default: %(default)s)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="another run's profile (any format) to compare with: a section on what changed "
+                        "from it, per step phase and op type, as trace2perfetto diff DIR PROFILER_DIR")
 
 
 def _threshold(text: str) -> tuple[str, float]:
@@ -437,9 +440,10 @@ def _report_output(args: argparse.Namespace) -> tuple[str, str]:
 def _run_report(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     target, fmt = _report_output(args)
-    refuse_inputs(target, [args.profile])  # now, not after reading; the writing checks every input again
+    read = [args.profile] + ([args.baseline] if args.baseline else [])
+    refuse_inputs(target, read)  # now, not after reading; the writing checks every input again
     report = report_data(args.profile, align=args.align, thresholds=Thresholds(**dict(args.threshold)),
-                         top=args.top, **_selection(args))
+                         top=args.top, baseline=args.baseline, **_selection(args))
     written = write_report(report, target, args.command_line, fmt)
     _warn(args, report.warnings)
     where = "stdout" if target == "-" else os.path.abspath(target)

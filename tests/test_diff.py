@@ -199,7 +199,7 @@ _SIDE = st.lists(_STEP, max_size=6)
 
 @settings(max_examples=200, deadline=None)
 @given(_SIDE, _SIDE, st.sampled_from(diff.BY))
-def test_swapping_base_and_new_negates_every_delta_and_keeps_significance(base, new, by):
+def test_swapping_base_and_new_negates_every_delta_and_the_base_sets_the_noise(base, new, by):
     forward = {(r.name, r.kind): r for r in compare(base, new, by)}
     backward = {(r.name, r.kind): r for r in compare(new, base, by)}
     assert set(forward) == set(backward)
@@ -210,8 +210,9 @@ def test_swapping_base_and_new_negates_every_delta_and_keeps_significance(base, 
             assert row.delta_mean == pytest.approx(-other.delta_mean, abs=1e-6)
         if by != "step":
             assert row.delta_total == -other.delta_total
-        assert row.noise == other.noise
-        assert row.significant == other.significant
+        reference = row.base if row.base.mean is not None else row.new
+        assert row.noise == (None if reference.mean is None else max(
+            diff.K * diff.MAD_TO_SIGMA * reference.mad, diff.FLOOR * abs(reference.mean)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -232,7 +233,7 @@ def test_a_constant_shift_beyond_the_noise_is_significant(samples, shift):
     [row] = [r for r in compare(base, new, "step") if r.name == PHASES[0]]
     assert row.delta_mean == pytest.approx(shift)
     assert row.significant == (shift > row.noise)
-    assert row.noise >= diff.FLOOR * row.new.mean
+    assert row.noise >= diff.FLOOR * row.base.mean
 
 
 def test_a_run_without_device_ops_is_said_not_zeroed(capsys):

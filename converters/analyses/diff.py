@@ -6,10 +6,11 @@ Each side is read as ``overlap``, ``ops`` and ``comm`` read it
 (``overlap.overlap_row``/``step_span``, ``ops.accumulate``, ``comm.step_ops`` per step), giving one
 sample per rank and step of every figure. A row sets the two sides' samples side by side: their
 means, the delta of the means, and whether that delta stands out of the steps' own noise (``noise``,
-``significant``): ``noise`` is the larger of K robust standard deviations (1.4826 × MAD) of either
-side's step-to-step values and FLOOR of the larger mean, so the verdict does not depend on which run
-is the base, a run against itself shows nothing, and one step on each side (no spread to measure)
-needs a change beyond FLOOR.
+``significant``): ``noise`` is the larger of K robust standard deviations (1.4826 × MAD) of the
+base's own step-to-step values and FLOOR of the base's mean: the base says what chance looks like,
+so a regression that also makes the steps uneven (one slow rank) cannot hide in its own spread; a
+run against itself shows nothing, and one step a side (no spread to measure) needs a change beyond
+FLOOR.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from .comm_matrix import op_type
 
 BY = ("step", "type", "name", "comm")
 K = 3.0  # robust standard deviations of the steps' own spread a delta must exceed
-FLOOR = 0.05  # and this share of the larger mean (what one step a side cannot tell from noise)
+FLOOR = 0.05  # and this share of the base's mean (what one step a side cannot tell from noise)
 MAD_TO_SIGMA = 1.4826  # the MAD of normal samples times this is their standard deviation
 PHASES = ("Step Time", "Computing", "Communication(Not Overlapped)", "Free", "Preparing")
 DEVICE, HOST = "device", "host"
@@ -158,12 +159,13 @@ class DiffRow:
 
 
 def noise(base: Figure, new: Figure) -> float | None:
-    """How far the means may differ by chance: K robust standard deviations of the larger of the two
-    sides' step-to-step spread, and at least FLOOR of the larger mean. Symmetric in its sides."""
-    means = [abs(m) for m in (base.mean, new.mean) if m is not None]
-    if not means:
+    """How far the means may differ by chance: K robust standard deviations of the base's
+    step-to-step spread, and at least FLOOR of the base's mean (of the new one's where the base has
+    none: an op that appears)."""
+    reference = base if base.mean is not None else new
+    if reference.mean is None:
         return None
-    return max(K * MAD_TO_SIGMA * max(base.mad, new.mad), FLOOR * max(means))
+    return max(K * MAD_TO_SIGMA * reference.mad, FLOOR * abs(reference.mean))
 
 
 def significant(delta: float | None, noise_ns: float | None) -> bool:
@@ -375,7 +377,7 @@ OP_COLUMNS = ("Name", "Kind", "Base Count", "New Count", "Base Time(us)", "New T
 
 
 NOTE = (f"(µs; Delta: NEW - BASE, Delta(%) of the means per step; Significant: beyond Noise = max({K:g} x "
-        f"1.4826 x the larger MAD of the steps, {FLOOR:.0%} of the larger mean))")
+        f"1.4826 x the MAD of BASE's steps, {FLOOR:.0%} of BASE's mean))")
 
 
 COMM_COLUMNS = ("Name", "Group", "Base Count", "New Count", "Base Time(us)", "New Time(us)", "Delta Time(us)",

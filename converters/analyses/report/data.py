@@ -26,6 +26,7 @@ from ..memory import PeakRow, memory_overview
 from ..memory import record as memory_record
 from ..ops import OpRow, RankOps, combine, rank_ops
 from ..overlap import StepOverlap, overlap_row, step_span
+from .baseline import Baseline, baseline_json, compare_with
 from .dataprep import data_json, queue_at_start
 from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
 
@@ -162,6 +163,7 @@ class Report:
     # and each one's peak kind over time (ns, bytes; thinned, the peak kept). Empty: none recorded.
     memory: list[PeakRow] = field(default_factory=list)
     memory_series: dict[tuple[int, str], list[tuple[int, float]]] = field(default_factory=dict)
+    baseline: Baseline | None = None  # ``--baseline``: what changed from that run
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -214,9 +216,11 @@ def report_data(
     top: int = 20,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
+    baseline: str | os.PathLike[str] | None = None,
 ) -> Report:
     """The report of the profile under ``path``: per rank and step where the time went, the
-    diagnosis of each step, slow ranks and collectives, and the top device ops.
+    diagnosis of each step, slow ranks and collectives, and the top device ops; with ``baseline``
+    (another run's profile), what changed from it (``diff``'s step phases and op types).
 
     Reads every kept rank once, in worker processes, as a summary conversion does. ``align``
     ("collectives") measures the waits between ranks on clocks aligned by the collectives' ends.
@@ -295,6 +299,10 @@ def report_data(
         report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where)
     except InputError as e:  # broken memory files cost the report its memory section, not the rest
         diag.warn("no_memory", f"memory left out of the report: {e}")
+    if baseline is not None:
+        report.baseline = compare_with(baseline, path, ranks=ranks, steps=steps, graphs=graphs, diag=diag,
+                                       where=where)
+        report.inputs.append(Path(baseline))  # read too: the report is never written over or inside it
     report.warnings = diag.messages()
     if not facts:
         report.warnings.append(f"{path}: no steps in the kept ranks, graphs and steps")
@@ -515,7 +523,8 @@ def report_json(report: Report) -> dict[str, Any]:
         "links": _links_record(report.links),
         "warnings": report.warnings,
         **({"data_preparation": prepared} if (prepared := data_json(report.steps)) else {}),
-    } | ({"memory": [memory_record(row) for row in report.memory]} if report.memory else {})
+    } | ({"memory": [memory_record(row) for row in report.memory]} if report.memory else {}) | (
+        {"baseline": baseline_json(report.baseline)} if report.baseline is not None else {})
 
 
 def _links_record(links: MatrixReport | None) -> dict[str, Any]:

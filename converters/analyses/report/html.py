@@ -16,6 +16,7 @@ from ...model import MEMORY_KINDS
 from ...output import open_output
 from ...select import format_ids
 from ..memory import record as memory_record
+from .baseline import TYPES_SHOWN
 from .data import OpTotal, Report, report_json
 from .dataprep import DataStep, data_ops, data_steps
 from .diagnosis import KIND_TITLES, KINDS, Diagnosis, ms_text
@@ -26,6 +27,7 @@ from .plots import (
     PHASE_COLOURS,
     Plots,
     breakdown,
+    delta_chart,
     diagnosis_grid,
     link_heatmap,
     memory_chart,
@@ -151,6 +153,7 @@ def _page(plots: Plots, report: Report, command: str) -> str:
     if prepared:
         parts.append(_data_section(plots, report, prepared))
     parts.append(_memory_section(plots, report) if report.memory else "")
+    parts.append(_baseline_section(plots, report) if report.baseline is not None else "")
     parts.append(_method_section(report))
     parts.append("</main></body></html>\n")
     return "".join(parts)
@@ -411,6 +414,38 @@ def _fig(value: float | None) -> str:
 
 def _or_dash(value: Any) -> Any:
     return "-" if value is None else value
+
+
+def _baseline_section(plots: Plots, report: Report) -> str:
+    """What changed from the baseline run: the step phases pictured, then the op types that changed
+    most (``trace2perfetto diff``'s figures and noise rule)."""
+    found = report.baseline
+    out = [f'<section id="baseline"><h2>Compared with the baseline</h2><p>Baseline (BASE): '
+           f"<code>{_e(found.path)}</code>; this profile is NEW. A change is significant beyond the noise "
+           "of both runs' steps (<code>trace2perfetto diff</code>: 3 robust standard deviations, at least "
+           "5% of the mean).</p>"]
+    if found.steps:
+        out.append(_figure(delta_chart(plots, found.steps), "Each step phase's mean change: red slower, "
+                           "green faster beyond the noise, grey within it."))
+
+    def us(ns: float | None) -> str:
+        return "-" if ns is None else f"{ns / 1000:,.1f}"
+
+    def pct(row) -> str:
+        return "-" if row.delta_pct is None else f"{row.delta_pct:+.1f}%"
+
+    rows = [[_e(r.name), us(r.base.mean), us(r.new.mean), us(r.delta_mean), pct(r),
+             "yes" if r.significant else "no"] for r in found.steps]
+    out.append(_table(["Phase", "Base mean (µs)", "New mean (µs)", "Delta (µs)", "Delta", "Significant"],
+                      rows, {1, 2, 3, 4}))
+    types = [[_e(short(r.name, 60)), _e(r.kind), r.base.count, r.new.count, us(r.base.total), us(r.new.total),
+              us(r.delta_total), pct(r), "yes" if r.significant else "no"] for r in found.types[:TYPES_SHOWN]]
+    if types:
+        out.append("<h3>Op types that changed most</h3>" + _table(
+            ["Op type", "Kind", "Base count", "New count", "Base (µs)", "New (µs)", "Delta (µs)", "Delta",
+             "Significant"], types, {2, 3, 4, 5, 6, 7}))
+    out.append("</section>")
+    return "".join(out)
 
 
 def _memory_section(plots: Plots, report: Report) -> str:

@@ -418,3 +418,18 @@ def op_types_chart(plots: Plots, report: Report) -> str:
                          for r in report.op_types]
     series[OTHER_TYPES] = [r.other_ns / 1e6 for r in report.op_types]
     return stacked_bars(plots, labels, series, colours, "rank", "Device op time per rank by op type")
+
+
+def delta_chart(plots: Plots, rows: list) -> str:
+    """Each step phase's change from the baseline, in % of the baseline's mean (``diff`` rows):
+    red where slower beyond the noise, green where faster beyond it, grey within it."""
+    shown = [r for r in rows if r.delta_pct is not None]
+    fig = plots.figure(9.5, 0.5 + 0.42 * max(len(shown), 1))
+    ax = fig.subplots()
+    colours = ["#d62728" if r.significant and r.delta_pct > 0 else "#2ca02c" if r.significant else "#bdbdbd"
+               for r in shown]
+    ax.barh([r.name for r in shown], [r.delta_pct for r in shown], color=colours)
+    ax.axvline(0, color="#555555", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.set_xlabel("change from the baseline (% of its mean per step)")
+    return plots.svg(fig, "Step phases against the baseline")

@@ -20,20 +20,14 @@ from pathlib import Path
 
 import orjson
 
-from .analyses import comm_matrix as matrix
-from .analyses import comm_tables, diff, memory, ops, overlap
-from .analyses.comm import comm_report
-from .analyses.info import profile_info
 from .analyses.render import Rows, cell, clock_records, count, print_clocks, print_table, size
-from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
-from .budget import parse_size
-from .comparison import write_comparison
 from .errors import Diagnostics, Trace2PerfettoError, UsageError, as_text
 from .executor import Where, reuse_freed_memory
-from .output import refuse_inputs
-from .pipeline import Format, convert
-from .profile import Kind
+from .output import Format
 from .select import parse_ids
+
+# Each command's runner (and its options' definition) imports the analysis it runs, so that a
+# command loads only what it needs: `info` no report, plots, writers or comm tables (issue 28).
 
 EXIT_CODES = ("exit codes: 0 done, 1 input broken beyond recovery (or an internal error: please report it), "
               "2 usage error, 3 diff --fail-above: the new run is slower beyond it, 130 interrupted")
@@ -192,6 +186,8 @@ def _say(args: argparse.Namespace, line: str) -> None:
 # -- convert --------------------------------------------------------------------------------------
 
 def _convert_arguments(parser: argparse.ArgumentParser) -> None:
+    from .profile import Kind
+
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="output file (.pftrace or .json, optionally .gz); '-' for stdout; "
                         "default: PROFILER_DIR.pftrace beside the input. Never an input, nor inside one")
@@ -217,6 +213,8 @@ def _convert_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _max_size(text: str) -> int | None:
+    from .budget import parse_size
+
     try:
         return parse_size(text)
     except Trace2PerfettoError as e:
@@ -224,6 +222,8 @@ def _max_size(text: str) -> int | None:
 
 
 def _run_convert(args: argparse.Namespace) -> int:
+    from .pipeline import convert
+
     if args.open and args.output == "-":
         raise UsageError("--open serves a file; give -o FILE, not -o -")
     result = convert(
@@ -257,6 +257,8 @@ def _run_convert(args: argparse.Namespace) -> int:
 # -- overlap --------------------------------------------------------------------------------------
 
 def _run_overlap(args: argparse.Namespace) -> int:
+    from .analyses import overlap
+
     rows = Rows(args.format, ["Rank", "Graph", "Step", *overlap.COLUMNS],
                 "(µs; Stage = the step's device span - Bubble; - : not known from this input)")
     diag = Diagnostics()
@@ -270,6 +272,8 @@ def _run_overlap(args: argparse.Namespace) -> int:
 # -- info -----------------------------------------------------------------------------------------
 
 def _run_info(args: argparse.Namespace) -> int:
+    from .analyses.info import profile_info
+
     contents = profile_info(args.profile, **_selection(args))
     _warn(args, contents.warnings)
     if args.format == "json":
@@ -324,6 +328,9 @@ def _comm_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_comm(args: argparse.Namespace) -> int:
     if args.matrix:
         return _print_matrix(args)
+    from .analyses import comm_tables
+    from .analyses.comm import comm_report
+
     stream = None if args.slow_ranks or args.format == "table" else comm_tables.OpsStream(args.format)
     diag = Diagnostics()
     report = comm_report(args.profile, align=args.align, diag=diag, each=stream, **_selection(args))
@@ -342,6 +349,8 @@ def _run_comm(args: argparse.Namespace) -> int:
 def _print_matrix(args: argparse.Namespace) -> int:
     """The rows stream out rank by rank (CSV rows, the JSON document's ``matrix`` array), the
     slowest links after them (the JSON's other keys, the table's footer)."""
+    from .analyses import comm_matrix as matrix
+
     diag = Diagnostics()
     json_out = args.format == "json"
     rows = Rows("csv" if args.format == "csv" else "table", list(matrix.COLUMNS),
@@ -379,6 +388,8 @@ def _print_matrix(args: argparse.Namespace) -> int:
 # -- report ---------------------------------------------------------------------------------------
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    from .analyses.report import Thresholds
+
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="output file; '-' for stdout; default: PROFILER_DIR.report.html (.json) beside "
                         "the input. Never an input, nor inside one")
@@ -393,6 +404,8 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _threshold(text: str) -> tuple[str, float]:
+    from .analyses.report import Thresholds
+
     name, _, value = text.partition("=")
     names = [f.name for f in dataclasses.fields(Thresholds)]
     if name not in names:
@@ -438,6 +451,9 @@ def _report_output(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
+    from .output import refuse_inputs
+
     started = time.perf_counter()
     target, fmt = _report_output(args)
     read = [args.profile] + ([args.baseline] if args.baseline else [])
@@ -457,6 +473,8 @@ def _run_report(args: argparse.Namespace) -> int:
 # -- ops ------------------------------------------------------------------------------------------
 
 def _ops_arguments(parser: argparse.ArgumentParser) -> None:
+    from .analyses import ops
+
     parser.add_argument("--by", choices=ops.BY, default="type",
                         help="type: per op type and core type, as torch_npu's op_statistic.csv; name: per "
                         "op (kernel) name; shape: per op type and input shapes; step: per op type and step "
@@ -468,6 +486,8 @@ def _ops_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_ops(args: argparse.Namespace) -> int:
+    from .analyses import ops
+
     of = "its step's" if args.by == "step" else "the rank's"
     note = ("(µs: each rank's total time in the key; rows by max minus median, largest first)" if args.across
             else f"(µs; Ratio: share of {of} time in these ops)")
@@ -493,6 +513,8 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_memory(args: argparse.Namespace) -> int:
+    from .analyses import memory
+
     memory.no_selection(args.steps, args.graphs)
     diag = Diagnostics()
     if args.allocations:
@@ -518,6 +540,8 @@ def _two_profiles(parser: argparse.ArgumentParser) -> None:
 
 
 def _diff_arguments(parser: argparse.ArgumentParser) -> None:
+    from .analyses import diff
+
     parser.add_argument("--by", choices=diff.BY, default="step", help="step: the phases of a step; type: per "
                         "op type; name: per op (kernel) name; comm: per communication op type and group, "
                         "with Wait, Transit and Bandwidth (default: %(default)s)")
@@ -539,6 +563,8 @@ def _diff_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_diff(args: argparse.Namespace) -> int:
+    from .analyses import diff
+
     if args.output is not None:  # first: a refused output fails before the tables' reading
         _write_comparison(args)
     rows = Rows(args.format, list(diff.columns(args.by)), diff.NOTE, cell_width=60)
@@ -555,6 +581,9 @@ def _run_diff(args: argparse.Namespace) -> int:
 
 
 def _write_comparison(args: argparse.Namespace) -> None:
+    from .analyses import diff
+    from .comparison import write_comparison
+
     if args.output == "-":
         raise UsageError("diff -o writes a file (the table goes to stdout); give -o FILE, not -o -")
     result = write_comparison(diff.Side(args.base, args.base_ranks, args.base_steps),

@@ -2,7 +2,8 @@
 
 Ranks are independent until written, so every command hands each rank's job (read, select,
 analyse, encode) to a ``concurrent.futures.Executor`` and gathers the small results as they
-arrive: a process pool of one worker per core by default, or, with ``cluster``
+arrive: a process pool of one worker per core by default (here, one rank after another, when the
+input is small: ``IN_PROCESS_BELOW``), or, with ``cluster``
 (``tcp://HOST:8786``, or ``$TRACE2PERFETTO_CLUSTER``), the executor of a Dask client on an existing
 Dask scheduler (``dask scheduler`` / ``dask worker``, Kubernetes, SLURM via dask-jobqueue). Dask
 retries a task whose worker died on another worker; we add no scheduler, transport or retry of
@@ -13,18 +14,23 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
 from .select import format_ids
 
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
 CLUSTER_ENV = "TRACE2PERFETTO_CLUSTER"
+# Below this many input bytes in all (``profile.input_bytes``, unpacked) the ranks are read here, one after
+# another: starting a pool (importing it, forking, pickling the results back) costs more CPU than
+# the reading it would spread (BENCHMARKS.md, issue 28: start-up).
+IN_PROCESS_BELOW = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -56,11 +62,13 @@ class ClusterError(Trace2PerfettoError):
 
 def each_rank(work: Callable[[tuple], Any], jobs: list[tuple], ranks: list[int],
               collect: Callable[[int, Any], None], where: Where = LOCAL,
-              diag: Diagnostics | None = None) -> list[int]:
+              diag: Diagnostics | None = None, input_bytes: int | None = None) -> list[int]:
     """Run ``work`` on each rank's job and hand each result to ``collect`` with its job's index,
-    as it arrives. A rank that cannot be read (an unreadable or broken file) fails the command
-    with an error naming the rank; with ``where.skip_unreadable`` it is left out, named in a
-    warning in ``diag``, and returned among the indices left out, unless no rank is left.
+    as it arrives; here, in job order, when the jobs read fewer than ``IN_PROCESS_BELOW`` bytes in
+    all (``input_bytes``; None: not known). A rank that cannot be read (an unreadable or broken
+    file) fails the command with an error naming the rank; with ``where.skip_unreadable`` it is
+    left out, named in a warning in ``diag``, and returned among the indices left out, unless no
+    rank is left.
 
     Raises:
         InputError: a rank could not be read (``skip_unreadable`` off), or none could.
@@ -69,10 +77,12 @@ def each_rank(work: Callable[[tuple], Any], jobs: list[tuple], ranks: list[int],
     """
     skipped: list[int] = []
     problems: dict[int, InputError] = {}
-    with _executor(len(jobs), where) as pool:
+    with _executor(len(jobs), where, input_bytes) as pool:
         if pool is None:
             outcomes = ((index, _outcome(_run, work, job)) for index, job in enumerate(jobs))
         else:
+            from concurrent.futures import as_completed
+
             futures = {pool.submit(_run, work, job): index for index, job in enumerate(jobs)}
             outcomes = ((futures[f], _outcome(f.result)) for f in as_completed(futures))
         for index, (result, error) in outcomes:
@@ -125,17 +135,21 @@ def _is_cluster_failure(error: BaseException) -> bool:
 
 
 @contextmanager
-def _executor(jobs: int, where: Where) -> Iterator[Executor | None]:
+def _executor(jobs: int, where: Where, input_bytes: int | None) -> Iterator[Executor | None]:
     """The executor for ``jobs`` rank jobs: None to run them here, one after another (one job,
-    or one core); a fork-started process pool of one worker per core; or a Dask client's."""
+    one core, or a small input); a fork-started process pool of one worker per core; or a Dask
+    client's."""
     if where.cluster is not None:
         with _dask_client(where.cluster) as client:
             yield client.get_executor(pure=False)
         return
     workers = min(jobs, os.cpu_count() or 1)
-    if workers <= 1:
+    if workers <= 1 or (input_bytes is not None and input_bytes < IN_PROCESS_BELOW):
         yield None
         return
+    import multiprocessing  # only here: a small input, the usual case, starts no pool
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         yield pool
 

@@ -14,11 +14,20 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import BinaryIO
 
 from .errors import UsageError
 from .model import RankInfo
+
+
+class Format(str, Enum):
+    """What ``convert`` writes (here, not in the pipeline, so the CLI names it without loading the
+    writers)."""
+
+    PERFETTO = "perfetto"
+    JSON = "json"
 
 
 def inputs_of(path: str | os.PathLike[str], infos: Iterable[RankInfo]) -> list[Path]:

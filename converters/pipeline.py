@@ -12,7 +12,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,7 +34,7 @@ from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
 from .layout import CUT_ORDER, Lanes, Track, by_lane_and_start
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
-from .output import inputs_of, open_output, refuse_inputs
+from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
 from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
@@ -51,11 +50,6 @@ class StrictError(Trace2PerfettoError):
     def __init__(self, warnings: list[str]) -> None:
         self.warnings = warnings
         super().__init__("--strict: " + "; ".join(warnings) + "; nothing written")
-
-
-class Format(str, Enum):
-    PERFETTO = "perfetto"
-    JSON = "json"
 
 
 _SUFFIXES = {".pftrace": Format.PERFETTO, ".perfetto-trace": Format.PERFETTO,

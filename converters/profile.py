@@ -136,7 +136,9 @@ class Profile:
                     each(handed, waiting.pop(handed))
                     handed += 1
 
-        skipped = each_rank(_rank_work, jobs, [info.rank for info in ranks], collect, self.where, self.diag)
+        size = None if self.where.remote else sum(input_bytes(info, unpacked=True) for info in ranks)
+        skipped = each_rank(_rank_work, jobs, [info.rank for info in ranks], collect, self.where, self.diag,
+                            size)
         for index in sorted(waiting):  # after a rank left out as unreadable
             each(index, waiting.pop(index))
         into = self.diag if diag is None else diag
@@ -197,15 +199,32 @@ def light_ops(info: RankInfo, options: Options, diag: Diagnostics) -> list[comm.
                                      (s for s in batch.slices if s.layer is Layer.COMM_OP))]
 
 
-def input_bytes(info: RankInfo) -> int:
-    """The size of what a rank's reader reads (files, or all files in a folder)."""
+def input_bytes(info: RankInfo, unpacked: bool = False) -> int:
+    """The size of what a rank's reader reads (files, or all files in a folder); ``unpacked``: a
+    gzip file counted by its uncompressed size, the bytes the reader goes through."""
+    size = _unpacked_size if unpacked else _stored_size
     total = 0
     for source in info.source_paths + info.host_paths:
         if source.is_dir():
-            total += sum(p.stat().st_size for p in source.iterdir() if p.is_file())
+            total += sum(size(p) for p in source.iterdir() if p.is_file())
         elif source.is_file():
-            total += source.stat().st_size
+            total += size(source)
     return total
+
+
+def _stored_size(path: Path) -> int:
+    return path.stat().st_size
+
+
+def _unpacked_size(path: Path) -> int:
+    """A ``.gz`` file's uncompressed size as its trailer gives it (modulo 4 GiB, so never taken below
+    its stored size), any other file's size."""
+    stored = path.stat().st_size
+    if path.suffix != ".gz" or stored < 18:  # 18: a gzip header and trailer
+        return stored
+    with path.open("rb") as file:
+        file.seek(-4, os.SEEK_END)
+        return max(stored, int.from_bytes(file.read(4), "little"))
 
 
 # -- a rank's steps -------------------------------------------------------------------------------

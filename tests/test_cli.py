@@ -396,9 +396,9 @@ def test_help_lists_every_subcommand_on_one_line_and_the_exit_codes(capsys):
 
 
 @pytest.mark.parametrize("command, target", [
-    ("convert", "converters.cli.convert"), ("info", "converters.cli.profile_info"),
-    ("overlap", "converters.analyses.overlap.overlap_report"), ("comm", "converters.cli.comm_report"),
-    ("report", "converters.cli.report_data"),
+    ("convert", "converters.pipeline.convert"), ("info", "converters.analyses.info.profile_info"),
+    ("overlap", "converters.analyses.overlap.overlap_report"),
+    ("comm", "converters.analyses.comm.comm_report"), ("report", "converters.analyses.report.report_data"),
 ])
 def test_an_internal_error_is_one_line_and_exit_1_in_every_command(profile, tmp_path, capsys, monkeypatch,
                                                                     command, target):

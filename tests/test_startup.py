@@ -1,0 +1,97 @@
+"""Start-up (issue 28): a command loads only what it needs, and a small profile is read in this
+process rather than through a pool of workers. The CPU time this saves is measured in
+BENCHMARKS.md ("Issue 28: start-up"), not here."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import real_data
+
+import converters
+from converters import executor
+from converters.cli import main
+from converters.discover import discover
+from converters.errors import Diagnostics
+from converters.profile import input_bytes
+from fixtures.ascend_pt_gen import write_ascend_pt_profile
+
+HEAVY = ("matplotlib", "numpy", "dask", "distributed", "google", "pandas")
+# What `info` has no use for: the report and its plots, the writers, the other analyses, a pool.
+NOT_FOR_INFO = ("converters.analyses.report", "converters.analyses.diff", "converters.analyses.ops",
+                "converters.analyses.comm_matrix", "converters.analyses.memory", "converters.pipeline",
+                "converters.budget", "converters.writers", "concurrent.futures.process", "multiprocessing")
+
+
+@pytest.fixture(scope="module")
+def small_profile(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ascend_pt")
+    write_ascend_pt_profile(root, ranks=2, steps=3, seed=5)
+    return root
+
+
+def _loaded_after(code: str) -> list[str]:
+    """The modules a fresh interpreter holds after running ``code``."""
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint('\\n'.join(sys.modules))"],
+                         check=True, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    return out.stdout.split()
+
+
+def test_importing_the_cli_loads_no_heavy_library():
+    loaded = _loaded_after("import converters.cli")
+    assert [m for m in loaded if m.split(".")[0] in HEAVY] == []
+
+
+def test_info_loads_only_what_it_needs(small_profile):
+    run = f"import converters.cli\nconverters.cli.main(['info', {str(small_profile)!r}, '-q'])"
+    loaded = _loaded_after(run)
+    assert [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(NOT_FOR_INFO)] == []
+
+
+def test_the_package_names_load_on_first_use():
+    from converters import CommReport, Format, comm_report, convert, step_overlap
+
+    assert converters.discover is discover  # the function, not the submodule of its name
+    assert callable(convert) and callable(comm_report) and callable(step_overlap)
+    assert Format("json") is Format.JSON and CommReport.__name__ == "CommReport"
+    assert set(converters.__all__) <= set(dir(converters))
+    with pytest.raises(AttributeError):
+        converters.no_such_name  # noqa: B018
+
+
+def _count_pools(monkeypatch) -> list[str]:
+    """Count the pools started (each takes a multiprocessing context), on a machine of 4 cores."""
+    started: list[str] = []
+    get_context = multiprocessing.get_context
+
+    def counting(method=None):
+        started.append(method)
+        return get_context(method)
+
+    monkeypatch.setattr(multiprocessing, "get_context", counting)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    return started
+
+
+def test_a_small_profile_is_read_without_a_pool(small_profile, monkeypatch, capsys):
+    started = _count_pools(monkeypatch)
+    assert main(["info", str(small_profile), "--format", "json"]) == 0
+    in_process = capsys.readouterr()
+    assert started == []
+    monkeypatch.setattr(executor, "IN_PROCESS_BELOW", 0)  # as large as any: a pool, the same output
+    assert main(["info", str(small_profile), "--format", "json"]) == 0
+    assert started == ["fork"]
+    assert capsys.readouterr() == in_process
+
+
+def test_a_compressed_file_counts_by_what_it_holds():
+    infos = discover(real_data("kineto-2rank"), Diagnostics())
+    for info in infos:
+        stored, unpacked = input_bytes(info), input_bytes(info, unpacked=True)
+        assert stored == sum(p.stat().st_size for p in info.source_paths + info.host_paths if p.is_file())
+        assert unpacked > 5 * stored

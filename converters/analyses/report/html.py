@@ -16,6 +16,7 @@ from ...model import MEMORY_KINDS
 from ...output import open_output
 from ...select import format_ids
 from ..memory import record as memory_record
+from ..render import cell
 from .baseline import TYPES_SHOWN
 from .data import OpTotal, Report, report_json
 from .dataprep import DataStep, data_ops, data_steps
@@ -412,10 +413,6 @@ def _fig(value: float | None) -> str:
     return "-" if value is None else f"{value:,.4g}"
 
 
-def _or_dash(value: Any) -> Any:
-    return "-" if value is None else value
-
-
 def _baseline_section(plots: Plots, report: Report) -> str:
     """What changed from the baseline run: the step phases pictured, then the op types that changed
     most (``trace2perfetto diff``'s figures and noise rule)."""
@@ -457,8 +454,8 @@ def _memory_section(plots: Plots, report: Report) -> str:
            "allocation.</p>"]
     header = ["Rank", "Component", "Peak allocated (MB)", "Peak reserved (MB)", "Peak active (MB)",
               "Peak time", "Held at peak (MB)"]
-    rows = [[r["Rank"], _e(r["Component"]), *(_e(_or_dash(r[f"Peak {k}(MB)"])) for k in MEMORY_KINDS),
-             _iso(row.peak_ns) if row.peak_ns is not None else "-", _e(_or_dash(r["Held at Peak"]))]
+    rows = [[r["Rank"], _e(r["Component"]), *(_e(cell(r[f"Peak {k}(MB)"])) for k in MEMORY_KINDS),
+             _iso(row.peak_ns) if row.peak_ns is not None else "-", _e(cell(r["Held at Peak"]))]
             for row, r in ((row, memory_record(row)) for row in report.memory)]
     out.append(_table(header, rows, {2, 3, 4}))
     for rank in sorted({row.rank for row in report.memory}):

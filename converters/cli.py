@@ -544,14 +544,18 @@ def _diff_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--by", choices=diff.BY, default="step", help="step: the phases of a step; type: per "
                         "op type; name: per op (kernel) name; comm: per communication op type and group, "
-                        "with Wait, Transit and Bandwidth (default: %(default)s)")
+                        "with Wait, Transit and Bandwidth; op: per framework op (aten::linear, "
+                        "autograd::engine::evaluate_function: AddmmBackward0), the device time of the "
+                        "kernels it launched, where the trace links them (Kineto, torch_npu's "
+                        "trace_view.json), else per kernel, by family across formats; Matched says how "
+                        "(default: %(default)s)")
     for side in ("base", "new"):
         for what, example in (("ranks", "0,1"), ("steps", "3-5")):
             parser.add_argument(f"--{side}-{what}", metavar="LIST", type=_ids(f"{side} {what}"),
                                 help=f"{what} of {side.upper()} to keep, e.g. {example} (default: all)")
     parser.add_argument("--fail-above", metavar="PCT", type=float, help="exit 3 when NEW is slower by more "
-                        "than PCT %% and significantly: its step time (--by type/name/comm: any row's); for "
-                        "CI")
+                        "than PCT %% and significantly: its step time (--by type/name/comm/op: any row's); "
+                        "for CI")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="also write both runs into one trace (.pftrace or .json, optionally .gz), "
                         "detail, each in its processes (BASE rank N, NEW rank N), NEW's ranks shifted so "
@@ -682,8 +686,11 @@ COMMANDS = {c.name: c for c in (
         "op type and group: each run's "
         "figures over its steps, the delta NEW - BASE and whether it is significant (beyond either run's "
         "step-to-step noise), largest regression first. Across formats op names are matched by family "
-        "(converters/analyses/op_families.json); what stayed unmatched is said.",
+        "(converters/analyses/op_families.json); what stayed unmatched is said. To compare a GPU run "
+        "with an NPU run of one model, --by op matches the kernels by the framework op that launched "
+        "them (the same aten:: op on both, whatever its kernels are called).",
         "examples:\n  trace2perfetto diff BASE_DIR NEW_DIR --by type --base-ranks 0 --new-ranks 0\n"
+        "  trace2perfetto diff GPU_RUN/ NPU_RUN/ --by op    kernels by the torch op that launched them\n"
         "  trace2perfetto diff BASE_DIR NEW_DIR --fail-above 5 -q || echo slower\n"
         "  trace2perfetto diff BASE_DIR NEW_DIR -o cmp.pftrace    both runs, step-aligned, in one trace\n\n"
         "The JSON output is described by schemas/diff.schema.json.",

@@ -1,6 +1,6 @@
 """``trace2perfetto diff BASE NEW``: what changed from one run to another, per step phase, per op
-type, per op name or per communication op type and group, with a noise check (docs/analysis.md,
-"diff").
+type, per op name, per framework op (the device time of the kernels each launched) or per
+communication op type and group, with a noise check (docs/analysis.md, "diff").
 
 Each side is read as ``overlap``, ``ops`` and ``comm`` read it
 (``overlap.overlap_row``/``step_span``, ``ops.accumulate``, ``comm.step_ops`` per step), giving one
@@ -34,13 +34,20 @@ from ..profile import Kind, Options, Profile, read_profile
 from ..readers import for_ops
 from . import ops, overlap
 from .comm_matrix import op_type
+from .launches import Launchers
 
-BY = ("step", "type", "name", "comm")
+BY = ("step", "type", "name", "comm", "op")
 K = 3.0  # robust standard deviations of the steps' own spread a delta must exceed
 FLOOR = 0.05  # and this share of the base's mean (what one step a side cannot tell from noise)
 MAD_TO_SIGMA = 1.4826  # the MAD of normal samples times this is their standard deviation
 PHASES = ("Step Time", "Computing", "Communication(Not Overlapped)", "Free", "Preparing")
 DEVICE, HOST = "device", "host"
+# --by op: what a row's name is (its Kind): the framework op that launched the kernels, the op family
+# of kernels no framework op launched (across formats), or such a kernel's own name
+FRAMEWORK_OP, FAMILY, KERNEL = "framework op", "op family", "kernel"
+# and how its two sides were matched (Matched)
+MATCHED_BY = {FRAMEWORK_OP: "by framework op", FAMILY: "by family", KERNEL: "by name"}
+UNMATCHED = "unmatched"
 FAMILIES = Path(__file__).with_name("op_families.json")
 
 
@@ -125,7 +132,7 @@ class DiffRow:
     comm, an op type and its group (``kind``), with the rest of both sides' figures."""
 
     name: str
-    kind: str  # "step", "device" or "host"; by comm the group
+    kind: str  # "step", "device" or "host"; by comm the group; by op FRAMEWORK_OP, FAMILY or KERNEL
     base: Figure
     new: Figure
     base_comm: CommParts | None = None
@@ -154,6 +161,12 @@ class DiffRow:
         return noise(self.base, self.new)
 
     @property
+    def matched(self) -> str:
+        """By op: how the row's two sides were matched (``MATCHED_BY``), ``UNMATCHED`` where one
+        side has none of it."""
+        return MATCHED_BY[self.kind] if self.base.count and self.new.count else UNMATCHED
+
+    @property
     def significant(self) -> bool:
         return significant(self.delta_mean, self.noise)
 
@@ -176,8 +189,12 @@ def significant(delta: float | None, noise_ns: float | None) -> bool:
 # -- reading one side -----------------------------------------------------------------------------
 
 def side_samples(info: RankInfo, options: Options, diag: Diagnostics, by: str) -> list[StepSample]:
-    """One rank's samples, read as ``overlap`` reads it for phases, as ``ops`` for ops. Runs in a
-    worker process."""
+    """One rank's samples, read as ``overlap`` reads it for phases, as ``ops`` for ops, in detail for
+    the framework ops that launched the kernels (by op). Runs in a worker process."""
+    if by == "op":  # detail: the host ops, and their arrows to the kernels
+        launchers = Launchers()
+        steps = read_profile([info], dataclasses.replace(options, kind=Kind.DETAIL), diag)
+        return [launched_sample(info.rank, batch, launchers) for batch in steps]
     if by == "step":
         steps = read_profile([info], options, diag)
     elif by == "comm":  # detail: the plane tasks
@@ -204,6 +221,18 @@ def sample(rank: int, batch: StepRecords, by: str) -> StepSample:
         for (name, _core, _), (count, total, _, _) in figures.items():
             held = found.get((name, kind), (0, 0))
             found[(name, kind)] = (held[0] + count, held[1] + total)
+    return StepSample(rank, batch.step_id, (), found)
+
+
+def launched_sample(rank: int, batch: StepRecords, launchers: Launchers) -> StepSample:
+    """One step's compute kernels summed by the framework op that launched them (``FRAMEWORK_OP``),
+    each kernel no framework op launched under its own name (``KERNEL``). ``launchers``: the
+    rank's, given its steps in time order."""
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    for kernel, op in launchers.kernels(batch):
+        key = (kernel.name, KERNEL) if op is None else (op, FRAMEWORK_OP)
+        held = found.get(key, (0, 0))
+        found[key] = (held[0] + 1, held[1] + kernel.dur_ns)
     return StepSample(rank, batch.step_id, (), found)
 
 
@@ -249,11 +278,12 @@ def read_side(side: Side, by: str, graphs: Iterable[int] | None, diag: Diagnosti
 def compare(base: Sequence[StepSample], new: Sequence[StepSample], by: str,
             families: dict[str, str] | None = None) -> list[DiffRow]:
     """The rows of two sides' samples, largest regression (Delta of the totals, or of the means by
-    step) first. ``families``: op names mapped to their family before matching (across vendors)."""
+    step) first. ``families``: op names mapped to their family before matching (across vendors; by
+    op only the kernels no framework op launched, whose rows are then the family's)."""
     if by == "step":
         rows = [DiffRow(phase, "step", _phase(base, i), _phase(new, i)) for i, phase in enumerate(PHASES)]
         return sorted(rows, key=lambda r: (r.delta_mean is None, -(r.delta_mean or 0.0), r.name))
-    sides = (_ops(base, families), _ops(new, families))
+    sides = (_ops(base, families, by), _ops(new, families, by))
     keys = sorted(set(sides[0]) | set(sides[1]))
     rows = [DiffRow(*key, *(_op_figure(side.get(key), len(steps))
                             for side, steps in zip(sides, (base, new), strict=True)),
@@ -270,15 +300,24 @@ def _phase(samples: Sequence[StepSample], index: int) -> Figure:
     return Figure(tuple(s.phases[index] for s in samples if s.phases[index] is not None))
 
 
-def _ops(samples: Sequence[StepSample], families: dict[str, str] | None) -> dict[tuple[str, str], list]:
+def _ops(samples: Sequence[StepSample], families: dict[str, str] | None,
+         by: str = "type") -> dict[tuple[str, str], list]:
     """Per (name, kind): [count, the per-step totals (0 in a step without it)]."""
     found: dict[tuple[str, str], list] = defaultdict(lambda: [0, [0] * len(samples)])
     for index, s in enumerate(samples):
         for (name, kind), (count, total) in s.ops.items():
-            held = found[(families.get(name, name) if families else name, kind)]
+            held = found[_matched_key(name, kind, families, by) if families else (name, kind)]
             held[0] += count
             held[1][index] += total
     return found
+
+
+def _matched_key(name: str, kind: str, families: dict[str, str], by: str) -> tuple[str, str]:
+    """The row an op joins across formats: its family's (by op: only a kernel no framework op
+    launched, and then under the kind ``FAMILY``)."""
+    if by != "op":
+        return families.get(name, name), kind
+    return (families[name], FAMILY) if kind == KERNEL and name in families else (name, kind)
 
 
 def _op_figure(held: list | None, steps: int) -> Figure:
@@ -297,9 +336,10 @@ def family_of(name: str) -> str | None:
     return next((family for family, pattern in _family_patterns() if pattern.search(name)), None)
 
 
-def families_of(samples: Iterable[StepSample]) -> dict[str, str]:
-    """Each op name of these samples that belongs to a family, with its family."""
-    names = {name for s in samples for name, _ in s.ops}
+def families_of(samples: Iterable[StepSample], by: str = "type") -> dict[str, str]:
+    """Each op name of these samples that belongs to a family, with its family (by op: each kernel
+    no framework op launched)."""
+    names = {name for s in samples for name, kind in s.ops if by != "op" or kind == KERNEL}
     return {name: family for name in names if (family := family_of(name)) is not None}
 
 
@@ -316,7 +356,9 @@ def diff_report(
 ) -> list[DiffRow]:
     """The rows comparing ``new`` with ``base`` (``by`` one of ``BY``). Where the two sides come from
     different formats (torch_npu against Kineto), op names are matched by family
-    (``op_families.json``) and what stayed unmatched is said in a warning in ``diag``.
+    (``op_families.json``) and what stayed unmatched is said in a warning in ``diag``; by op,
+    kernels by the framework op that launched them, by family (across formats) or by name those no
+    framework op launched, and a note says how much of each side's device time matched how.
 
     Raises:
         UsageError: an unknown ``by``, unknown ranks or graphs, nothing recognisable under a path.
@@ -331,16 +373,53 @@ def diff_report(
         if by == "comm" and not any(s.ops for s in samples):
             diag.warn("diff_no_ops", f"{label}: the input records no communication ops in the kept steps: "
                       "nothing to compare by comm", label)
+        elif by == "op" and not any(s.ops for s in samples):
+            diag.warn("diff_no_ops", f"{label}: the input records no device kernels in the kept steps: "
+                      "nothing to compare by the framework op that launched them", label)
         elif by != "step" and not any(s.ops for s in samples):
             diag.warn("diff_no_ops", f"{label}: the input records no device tasks (nor host operators) in "
                       "the kept steps: nothing to compare by op", label)
     families = None
-    if by in ("type", "name") and base_formats != new_formats:
-        families = families_of(base_samples) | families_of(new_samples)
+    if by in ("type", "name", "op") and base_formats != new_formats:
+        families = families_of(base_samples, by) | families_of(new_samples, by)
     rows = compare(base_samples, new_samples, by, families)
-    if families is not None:
+    if by == "op":
+        diag.note("diff_matched", matched_line(rows))
+    elif families is not None:
         _say_unmatched(rows, base_formats, new_formats, diag)
     return rows
+
+
+def how_matched(rows: Iterable[DiffRow]) -> dict[str, tuple[int, ...]]:
+    """By op: per way of matching (``MATCHED_BY``'s values, then ``UNMATCHED``) its rows, and of
+    each side the rows holding some of its kernels and their time (ns): (rows, BASE rows, BASE ns,
+    NEW rows, NEW ns)."""
+    found = {how: [0, 0, 0, 0, 0] for how in (*MATCHED_BY.values(), UNMATCHED)}
+    for row in rows:
+        held = found[row.matched]
+        held[0] += 1
+        held[1] += row.base.count > 0
+        held[2] += row.base.total
+        held[3] += row.new.count > 0
+        held[4] += row.new.total
+    return {how: tuple(figures) for how, figures in found.items()}
+
+
+def matched_line(rows: Sequence[DiffRow]) -> str:
+    """The note of ``--by op``: how much of each side's device time matched how, and what did not."""
+    found = how_matched(rows)
+    base_all, new_all = (sum(figures[i] for figures in found.values()) for i in (2, 4))
+
+    def share(ns: int, total: int) -> str:
+        return f"{ns / total:.1%}" if total else "-"
+
+    parts = [f"{how}: {rows_} rows, {share(base_ns, base_all)} and {share(new_ns, new_all)}"
+             for how, (rows_, _, base_ns, _, new_ns) in found.items() if how != UNMATCHED and rows_]
+    _, base_rows, base_ns, new_rows, new_ns = found[UNMATCHED]
+    return (f"--by op: of BASE's device time ({base_all / 1000:.1f} us) and NEW's ({new_all / 1000:.1f} us), "
+            f"matched {'; '.join(parts) or 'none'}; unmatched: {base_rows} rows only in BASE "
+            f"({base_ns / 1000:.1f} us, {share(base_ns, base_all)}), {new_rows} only in NEW "
+            f"({new_ns / 1000:.1f} us, {share(new_ns, new_all)})")
 
 
 def _say_unmatched(rows: list[DiffRow], base_formats: set[str], new_formats: set[str],
@@ -374,6 +453,7 @@ STEP_COLUMNS = ("Name", "Base Steps", "New Steps", "Base Mean(us)", "Base Median
                 "Delta Time(us)", "Delta(%)", "Noise(us)", "Significant")
 OP_COLUMNS = ("Name", "Kind", "Base Count", "New Count", "Base Time(us)", "New Time(us)", "Delta Time(us)",
               "Delta(%)", "Base Mean(us)", "New Mean(us)", "Noise(us)", "Significant")
+LAUNCHED_COLUMNS = ("Name", "Kind", "Matched", *OP_COLUMNS[2:])
 
 
 NOTE = (f"(µs; Delta: NEW - BASE, Delta(%) of the means per step; Significant: beyond Noise = max({K:g} x "
@@ -387,7 +467,7 @@ COMM_COLUMNS = ("Name", "Group", "Base Count", "New Count", "Base Time(us)", "Ne
 
 
 def columns(by: str) -> tuple[str, ...]:
-    return STEP_COLUMNS if by == "step" else COMM_COLUMNS if by == "comm" else OP_COLUMNS
+    return {"step": STEP_COLUMNS, "comm": COMM_COLUMNS, "op": LAUNCHED_COLUMNS}.get(by, OP_COLUMNS)
 
 
 def _us(ns: float | None) -> float | None:
@@ -410,7 +490,9 @@ def record(row: DiffRow) -> dict:
                 **sides, "Delta Time(us)": _us(row.delta_mean), **tail}
     if row.base_comm is not None and row.new_comm is not None:
         return _comm_record(row, pct, tail)
-    return {"Name": row.name, "Kind": row.kind, "Base Count": row.base.count, "New Count": row.new.count,
+    matched = {"Matched": row.matched} if row.kind in MATCHED_BY else {}
+    return {"Name": row.name, "Kind": row.kind, **matched, "Base Count": row.base.count,
+            "New Count": row.new.count,
             "Base Time(us)": _us(row.base.total), "New Time(us)": _us(row.new.total),
             "Delta Time(us)": _us(row.delta_total), "Delta(%)": pct, "Base Mean(us)": _us(row.base.mean),
             "New Mean(us)": _us(row.new.mean), **tail}

@@ -1,0 +1,79 @@
+"""Which framework op launched each device kernel (``diff --by op``; docs/analysis.md, "diff").
+
+Across vendors kernel names differ (``aclnnMatmul_MatMulCommon_MatMulV2`` against
+``ampere_sgemm_128x64_nn``), while the op the model's code called is the same on both
+(``aten::linear``). Where a trace links a kernel to its host launch (the model's ``flows_out`` of a
+host slice and ``flows_in`` of the device task: Kineto's launch and kernel of one ``correlation``,
+torch_npu's ``async_npu`` arrow from the Python thread's op), the kernel's **framework op** is the
+outermost host range of the launch's thread holding the launch's start whose name is a dispatcher
+op, ``namespace::name`` (``aten::linear``, ``npu::npu_dtype_cast``, and in the backward pass the
+autograd node ``autograd::engine::evaluate_function: AddmmBackward0``): the op the model called, not
+the backend's dispatch below it (``aten::cudnn_convolution`` on a GPU, ``npu::npu_dtype_cast`` on an
+NPU), which differs by vendor.
+
+An arrow crosses at most one step boundary (``readers.flows.linked``'s window: a kernel runs in the
+step after its launch), so ``Launchers`` keeps the launches of the step before the current one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable
+
+from ..model import Layer, Slice, StepRecords
+from ..overlap import is_compute
+
+FRAMEWORK_OP = re.compile(r"^[A-Za-z_]\w*::")  # aten::mm, c10d::allreduce_, autograd::engine::...
+
+
+def is_framework_op(name: str) -> bool:
+    """A host range named as a dispatcher op (``aten::addmm``), not a Python frame or an annotation."""
+    return FRAMEWORK_OP.match(name) is not None
+
+
+def outermost(ranges: Iterable[Slice]) -> dict[str, tuple[list[int], list[Slice]]]:
+    """Per lane, the ranges held by no other of them (their starts, and the ranges, in time order)."""
+    by_lane: dict[str, list[Slice]] = {}
+    for s in ranges:
+        by_lane.setdefault(s.lane, []).append(s)
+    out = {}
+    for lane, found in by_lane.items():
+        found.sort(key=lambda s: (s.start_ns, -s.dur_ns))
+        tops: list[Slice] = []
+        for s in found:
+            if not tops or s.start_ns >= tops[-1].end_ns:
+                tops.append(s)
+        out[lane] = ([s.start_ns for s in tops], tops)
+    return out
+
+
+def holding(tops: dict[str, tuple[list[int], list[Slice]]], launch: Slice) -> str | None:
+    """The name of the outermost framework op of the launch's lane whose time holds its start."""
+    found = tops.get(launch.lane)
+    if found is None:
+        return None
+    starts, ranges = found
+    i = bisect.bisect_right(starts, launch.start_ns) - 1
+    return ranges[i].name if i >= 0 and launch.start_ns <= ranges[i].end_ns else None
+
+
+class Launchers:
+    """One rank's launches, step after step in time order: each arrow id started in this step or
+    the one before, with the framework op that made it."""
+
+    def __init__(self) -> None:
+        self._before: dict[int, str] = {}
+
+    def kernels(self, batch: StepRecords) -> list[tuple[Slice, str | None]]:
+        """The step's compute kernels (``overlap.is_compute``, as ``ops`` counts them), each with
+        the framework op that launched it, None where no link leads to one. Steps in time order."""
+        host = [s for s in batch.slices if s.layer is Layer.HOST]
+        tops = outermost(s for s in host if is_framework_op(s.name))
+        now: dict[int, str] = {}
+        for s in host:
+            if s.flows_out and (op := holding(tops, s)) is not None:
+                now.update(dict.fromkeys(s.flows_out, op))
+        before, self._before = self._before, now
+        return [(s, next((op for f in s.flows_in if (op := now.get(f) or before.get(f))), None))
+                for s in batch.slices if s.layer is Layer.STREAM and is_compute(s.task_type)]

@@ -15,7 +15,7 @@ import bisect
 import os
 import pickle
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -77,7 +77,8 @@ class Sync(NamedTuple):
 
 class RankStep(NamedTuple):
     """What crosses ranks of one rank's step: its synchronisation points, the contracted local
-    chains between them, and the nodes those chains hold."""
+    chains between them, and the nodes those chains hold (kept apart in the spool: the driver
+    reads only those of the ranks its path crosses)."""
 
     rank: int
     graph: int | None
@@ -198,7 +199,9 @@ def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: i
         for batch in read_profile([info], options, diag):
             found = rank_step(shifted(batch, shift) if shift else batch)
             if found is not None:
-                stashed.append((batch.key, *spool.stash(pickle.dumps(found, pickle.HIGHEST_PROTOCOL))))
+                light = spool.stash(pickle.dumps(found._replace(nodes={}), pickle.HIGHEST_PROTOCOL))
+                nodes = spool.stash(pickle.dumps(found.nodes, pickle.HIGHEST_PROTOCOL))
+                stashed.append((batch.key, light, nodes))
     return (stashed,)
 
 
@@ -234,16 +237,22 @@ def critical_paths(
         stashed = _read_ranks(profile, spool, shifts)
         profile.check_steps()
         for step in sorted(stashed, key=lambda s: () if s is None else s):
-            found = [pickle.loads(spool.unstash(*where_)) for where_ in stashed[step]]
-            yield step_path(found)
+            found = [pickle.loads(spool.unstash(file, *light)) for file, light, _ in stashed[step]]
+            yield step_path(found, _nodes_in(spool, found, stashed[step]))
     finally:
         spool.close()
+
+
+def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], dict[int, Node]]:
+    """Where each rank's chain nodes of the step lie: read only for the ranks the path crosses."""
+    held = {r.rank: (file, nodes) for r, (file, _, nodes) in zip(found, stashed, strict=True)}
+    return lambda r: pickle.loads(spool.unstash(held[r.rank][0], *held[r.rank][1]))
 
 
 def _read_ranks(profile: Profile, spool: Spool, shifts: dict[int, int]) -> dict:
     infos = profile.ranks
     paths = [None if profile.where.remote else spool.new_file() for _ in infos]
-    by_step: dict[StepKey | None, list[tuple[str, int, int]]] = defaultdict(list)
+    by_step: dict[StepKey | None, list[tuple[str, tuple[int, int], tuple[int, int]]]] = defaultdict(list)
     found: dict[int, tuple[str, list]] = {}
 
     def collect(index: int, result: tuple) -> None:
@@ -253,8 +262,8 @@ def _read_ranks(profile: Profile, spool: Spool, shifts: dict[int, int]) -> dict:
     profile.map(rank_critical, lambda index, info: (shifts.get(info.rank, 0), paths[index]), each=collect)
     for index in sorted(found):
         file, stashed = found[index]
-        for step, offset, length in stashed:
-            by_step[step].append((file, offset, length))
+        for step, light, nodes in stashed:
+            by_step[step].append((file, light, nodes))
     return by_step
 
 
@@ -268,8 +277,10 @@ class _Joined(NamedTuple):
     late: list[tuple[int, int, str, int]]  # per collective with a last rank: (rank, node, name, delay)
 
 
-def step_path(found: list[RankStep]) -> StepPath:
-    """One step of every rank joined (``_join``), its longest path and its what-ifs."""
+def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], dict[int, Node]] | None = None
+              ) -> StepPath:
+    """One step of every rank joined (``_join``), its longest path and its what-ifs. ``nodes_of``:
+    the nodes of a rank's chains, where they are not in its ``RankStep``."""
     joined = _join(found)
     graph = joined.graph
     durs = graph.durations()
@@ -277,10 +288,11 @@ def step_path(found: list[RankStep]) -> StepPath:
     end_node = max(joined.ends, key=lambda i: (starts[i], -i))
     first = min(r.first_ns for r in found)
     end_ns = starts[end_node]
-    path = _path(joined, graph.chain(end_node, starts, durs), starts, durs, first, end_ns)
+    chain = graph.chain(end_node, starts, durs)
+    path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.nodes))
     lowest = min(found, key=lambda r: r.rank)
     return StepPath(lowest.graph, lowest.step, end_ns - first, first, path,
-                    what_ifs(joined, path, end_ns))
+                    what_ifs(joined, chain, path, end_ns))
 
 
 def _join(found: list[RankStep]) -> _Joined:
@@ -392,23 +404,27 @@ def _pairs(found: list[RankStep]) -> dict[tuple[int, int], tuple[RankStep, Sync]
 
 
 def _path(joined: _Joined, chain: list[int], starts: list[int], durs: list[int], first: int,
-          end_ns: int) -> list[Segment]:
+          end_ns: int, nodes_of: Callable[[RankStep], dict[int, Node]]) -> list[Segment]:
     """The longest path as segments: each contracted edge opened into its local chain of slices."""
     items: list[tuple[Node, int, int]] = []
     graph = joined.graph
+    loaded: dict[int, dict[int, Node]] = {}
     for a, b in zip(chain, chain[1:], strict=False):
         held = joined.edge_of.get((a, b))
         if held is not None:
             r, c = held
+            if r.rank not in loaded:
+                loaded[r.rank] = nodes_of(r)
+            nodes = loaded[r.rank]
             inner = c.chain[1:] if c.source is not None else c.chain  # its source is the completion
-            items += [(r.nodes[i], r.nodes[i].start_ns, r.nodes[i].dur_ns) for i in inner]
+            items += [(nodes[i], nodes[i].start_ns, nodes[i].dur_ns) for i in inner]
         else:
             node = graph.nodes[b]
             items.append((node, starts[b], durs[b]))
     return segments(items, first, end_ns)
 
 
-def what_ifs(joined: _Joined, path: list[Segment], end_ns: int) -> list[WhatIf]:
+def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int) -> list[WhatIf]:
     """Each what-if recomputed on the step's graph (the same lags), those that save time, largest
     saving first."""
     graph = joined.graph
@@ -429,7 +445,7 @@ def what_ifs(joined: _Joined, path: list[Segment], end_ns: int) -> list[WhatIf]:
         changed = graph.durations({i: 0 for i in nodes})
         saved = end_ns - end_with(durs=changed)
         found.append(WhatIf(rank, "overlap_comm", f"{name} on rank {rank} fully hidden", name, saved))
-    for rank, op_type_ in sorted(_path_types(joined, path)):
+    for rank, op_type_ in sorted(_path_types(joined, chain)):
         lags = {pair: c.by_type[op_type_] for pair, (r, c) in joined.edge_of.items()
                 if r.rank == rank and op_type_ in c.by_type}
         saved = end_ns - end_with(lags=lags)
@@ -437,15 +453,13 @@ def what_ifs(joined: _Joined, path: list[Segment], end_ns: int) -> list[WhatIf]:
     return sorted((w for w in found if w.saved_ns > 0), key=lambda w: (-w.saved_ns, w.kind, w.target))
 
 
-def _path_types(joined: _Joined, path: list[Segment]) -> set[tuple[int, str]]:
-    """(rank, op type) of the compute slices on the path."""
-    names = {(s.rank, s.name) for s in path if s.kind == "compute"}
+def _path_types(joined: _Joined, chain: list[int]) -> set[tuple[int, str]]:
+    """(rank, op type) of the compute slices on the path: those of its contracted chains."""
     out = set()
-    for r, c in joined.edge_of.values():
-        for i in c.chain:
-            node = r.nodes[i]
-            if node.op_type and (node.rank, node.name) in names:
-                out.add((node.rank, node.op_type))
+    for a, b in zip(chain, chain[1:], strict=False):
+        held = joined.edge_of.get((a, b))
+        if held is not None:
+            out.update((held[0].rank, op_type) for op_type in held[1].by_type)
     return out
 
 

@@ -602,7 +602,7 @@ def _run_critical(args: argparse.Namespace) -> int:
     from .analyses import critical
 
     diag = Diagnostics()
-    rows = Rows(args.format, list(critical.COLUMNS), critical.NOTE)
+    rows = Rows(args.format, list(critical.COLUMNS), critical.NOTE, cell_width=80)
     as_record = critical.record if args.format == "json" else critical.table_record
     for found in critical.critical_paths(args.profile, align=args.align, diag=diag, **_selection(args)):
         rows.add([as_record(found)])

@@ -269,10 +269,8 @@ def _read_ranks(profile: Profile, spool: Spool, shifts: dict[int, int]) -> dict:
 
 class _Joined(NamedTuple):
     graph: Graph
-    origin: int
     ends: list[int]  # per rank, its end node
     edge_of: dict[tuple[int, int], tuple[RankStep, Contracted]]  # (source, sink) in graph -> its chain
-    arrivals: dict[int, tuple[RankStep, Sync]]  # graph node -> its op
     dones: dict[int, tuple[RankStep, Sync]]  # the completion's nodes (wait, communication) -> its op
     late: list[tuple[int, int, str, int]]  # per collective with a last rank: (rank, node, name, delay)
 
@@ -297,8 +295,8 @@ def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], dict[int, No
 
 def _join(found: list[RankStep]) -> _Joined:
     """The step's graph across ranks: per rank its syncs and end, the contracted chains between
-    them, each collective's completion after every participant's arrival, each receive's after its
-    send's."""
+    them, each collective's completion after every participant's arrival (through one join node
+    per instance: edges linear in the ranks), each receive's after its send's."""
     nodes: list[Node] = [Node(-1, "", "start", 0, 0)]
     preds: list[list[tuple[int, int]]] = [[]]
 
@@ -308,16 +306,18 @@ def _join(found: list[RankStep]) -> _Joined:
         return len(nodes) - 1
 
     local: dict[tuple[int, int], int] = {}  # (rank, local node) -> index; completions: its last part
-    arrivals, dones, ends = {}, {}, []
+    dones, ends = {}, []
     for r in found:
         for s in r.syncs:
             local[r.rank, s.arrival] = add(Node(r.rank, "", s.name, s.start_ns, 0), [])
-            arrivals[local[r.rank, s.arrival]] = (r, s)
         local[r.rank, r.end] = add(Node(r.rank, "", "end", 0, 0), [])
         ends.append(local[r.rank, r.end])
     instances = comm.match({r.rank: [_light(r, s) for s in r.syncs if s.key is not None] for r in found})
-    last_start = {inst.key: max(inst.starts.values()) for inst in instances}
+    arrival_of = {(r.rank, s.key): local[r.rank, s.arrival]
+                  for r in found for s in r.syncs if s.key is not None}
     members = {inst.key: inst for inst in instances}
+    joins = {inst.key: add(Node(inst.last_rank, "", inst.key.name, max(inst.starts.values()), 0),
+                           [(arrival_of[rank, inst.key], 0) for rank in inst.starts]) for inst in instances}
     partner = _pairs(found)
     late = []
     for r in found:
@@ -326,8 +326,8 @@ def _join(found: list[RankStep]) -> _Joined:
             latest = s.start_ns
             inst = members.get(s.key) if s.key is not None else None
             if inst is not None:
-                entry = [(local[rank, _arrival(found, rank, s.key)], 0) for rank in inst.starts]
-                latest = last_start[s.key]
+                entry = [(joins[s.key], 0)]
+                latest = nodes[joins[s.key]].start_ns
             elif (r.rank, s.arrival) in partner:
                 other, theirs = partner[r.rank, s.arrival]
                 # a receive completes after its send arrived; a send after its receive, where it
@@ -356,9 +356,9 @@ def _join(found: list[RankStep]) -> _Joined:
             preds[sink].append((source, c.lag_ns))
             edge_of[source, sink] = (r, c)
     graph, where = built(nodes, preds)
-    return _Joined(graph, where[0], [where[i] for i in ends],
+    return _Joined(graph, [where[i] for i in ends],
                    {(where[a], where[b]): v for (a, b), v in edge_of.items()},
-                   {where[i]: v for i, v in arrivals.items()}, {where[i]: v for i, v in dones.items()},
+                   {where[i]: v for i, v in dones.items()},
                    [(rank, where[i], name, delay) for rank, i, name, delay in late])
 
 
@@ -366,11 +366,6 @@ def _light(r: RankStep, s: Sync) -> comm.OpComm:
     """A sync as ``comm.match`` takes an op; its key is made again from the name and group."""
     op = comm.OpComm(r.rank, r.graph, r.step, s.key.group, s.name, s.start_ns, s.end_ns - s.start_ns, r.key)
     return op
-
-
-def _arrival(found: list[RankStep], rank: int, key: comm.Key) -> int:
-    r = next(r for r in found if r.rank == rank)
-    return next(s.arrival for s in r.syncs if s.key == key)
 
 
 def _pairs(found: list[RankStep]) -> dict[tuple[int, int], tuple[RankStep, Sync]]:

@@ -20,6 +20,7 @@ from converters.analyses.comm import comm_report
 from converters.cli import main
 from converters.critical import Graph, Node, Segment, contract, segments, shorter
 from converters.model import StepKey
+from converters.profile import Kind, Options, Profile
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "critical.schema.json").read_text())
@@ -107,6 +108,37 @@ def test_a_straggler_before_a_collective_sets_the_path():
     assert (top.kind, top.rank, top.saved_ns) == ("late_arrival", 1, 30)
 
 
+def _stage(rank: int, before: tuple[int, int] | None, op: tuple[str, int, int], after: tuple[int, int] | None,
+           peer: int) -> analysis.RankStep:
+    """One pipeline stage's step: compute, a send or receive (name, arrival, end), compute."""
+    graph = Graph()
+    preds = [graph.add(Node(rank, "compute", f"fwd{rank}", *before, "MatMul"))] if before else []
+    name, arrive, end_ns = op
+    arrival = graph.add(Node(rank, "", name, arrive, 0), preds)
+    done = graph.add_lagged(Node(rank, "communication", name, arrive, end_ns - arrive), [])
+    last = [graph.add(Node(rank, "compute", f"fwd{rank}b", *after, "MatMul"), [done])] if after else [done]
+    end = graph.add(Node(rank, "", "end", graph.nodes[last[0]].end_ns, 0), last)
+    kind = "receive" if "receive" in name else "send"
+    sync = analysis.Sync(None, name, arrival, done, arrive, end_ns, None, "hccl group 9", peer, kind)
+    edges = contract(graph, [done], [arrival, end], {arrival: done})
+    return analysis.RankStep(rank, None, 1, StepKey(0, 1), graph.nodes[0].start_ns, end, [sync], edges,
+                             dict(enumerate(graph.nodes)))
+
+
+def test_a_two_stage_pipeline_runs_through_the_send_and_its_receive():
+    """Stage 0 computes 0-100 and sends (done at 150); stage 1's receive waits from 20, then it
+    computes 150-250: the path is stage 0's compute, the transfer, stage 1's compute."""
+    found = analysis.step_path([_stage(0, (0, 100), ("hcom_send__9_0_1", 100, 150), None, 1),
+                                _stage(1, None, ("hcom_receive__9_0_1", 20, 150), (150, 100), 0)])
+    assert found.step_ns == 250
+    assert [(s.rank, s.kind, s.start_ns, s.dur_ns) for s in found.path] == [
+        (0, "compute", 0, 100), (1, "communication", 100, 50), (1, "compute", 150, 100)]
+    saved = {(w.kind, w.rank): w.saved_ns for w in found.what_if}
+    assert saved[("late_arrival", 0)] == 80  # the send arrives with its receive: at 20
+    assert saved[("overlap_comm", 1)] == 50
+    assert saved[("op_type", 0)] == 10 and saved[("op_type", 1)] == 10
+
+
 # -- generated jobs -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -129,9 +161,13 @@ def test_the_path_goes_through_the_slow_rank_and_removing_its_delay_saves_it(slo
         assert 2 in {s.rank for s in found.path if s.kind == "compute"}
 
 
-def test_a_pipeline_runs_and_tiles(tmp_path):
+def test_a_pipeline_s_path_crosses_its_stages_through_send_and_receive(tmp_path):
     write_ascend_pt_profile(tmp_path, ranks=4, steps=2, tasks_per_step=20, pp=2, seed=5)
+    stages = ({0, 2}, {1, 3})  # the generator's pipelines: ranks r and r + 2
     for found in analysis.critical_paths(tmp_path):
+        ranks = {s.rank for s in found.path}
+        assert any(stage <= ranks for stage in stages), ranks
+        assert any("send" in s.name or "receive" in s.name for s in found.path if s.kind == "communication")
         assert sum(s.dur_ns for s in found.path) == found.step_ns
         pairs = zip(found.path, found.path[1:], strict=False)
         assert all(a.start_ns + a.dur_ns == b.start_ns for a, b in pairs)
@@ -166,6 +202,11 @@ def test_real_the_path_enters_each_allreduce_from_the_rank_that_arrived_last(rea
         if top.kind == "late_arrival":
             assert top.rank == last[found.step, top.target]
             assert top.saved_ns <= lateness[found.step, top.target]
+
+
+def test_real_an_open_profile_gives_the_same_paths(real):
+    opened = Profile.open(real, Options(ranks=[0, 1], kind=Kind.SUMMARY))
+    assert list(analysis.critical_paths(opened)) == list(analysis.critical_paths(real))
 
 
 def test_real_cli_json_table_and_csv(real, capsys):

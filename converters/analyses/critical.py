@@ -12,6 +12,7 @@ walks the longest path and recomputes the step on that graph for each what-if.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import pickle
 from collections import defaultdict
@@ -218,16 +219,16 @@ def critical_paths(
     where: Where = LOCAL,
 ) -> Iterator[StepPath]:
     """Per step of the job (the pseudo step first, then in step order), its critical path over the
-    kept ranks and its what-ifs, largest saving first. ``path``: a profile's folder, or a
-    ``Profile`` opened with ``Kind.DETAIL`` (its selection then stands). One step of every rank is
-    in memory at a time.
+    kept ranks and its what-ifs, largest saving first. ``path``: a profile's folder, or an open
+    ``Profile`` (its selection then stands; read in detail whatever its kind). One step of every
+    rank is in memory at a time.
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``.
         InputError: an input file broken beyond recovery.
     """
-    if isinstance(path, Profile):
-        profile = path
+    if isinstance(path, Profile):  # its selection, read in detail (the device tasks)
+        profile = dataclasses.replace(path, options=dataclasses.replace(path.options, kind=Kind.DETAIL))
     else:
         options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
         profile = Profile.open(path, options, where=where, diag=diag)

@@ -69,15 +69,17 @@ class Graph:
 
     def schedule(self, durs: list[int] | None = None, shift: Mapping[int, int] | None = None,
                  lags: Mapping[tuple[int, int], int] | None = None,
-                 anchors: Mapping[int, int] | None = None) -> list[int]:
+                 anchors: Mapping[int, int] | None = None, first: int = 0) -> list[int]:
         """Each node's start, as soon as its predecessors allow: ``durs`` (default: observed),
         ``shift``: ns added to a node's start (a rank arriving earlier: negative), ``lags``: an
         edge's lag instead of the observed ((pred, node) -> ns), ``anchors``: the start of a node
-        without predecessors instead of the observed (None in it: the node is never reached)."""
+        without predecessors instead of the observed (None in it: the node is never reached);
+        ``first``: the nodes before it are never reached (a schedule from one source)."""
         durs = self.durations() if durs is None else durs
         shift, lags, anchors = shift or {}, lags or {}, anchors or {}
-        starts = [0] * len(self.nodes)
-        for i, (node, edges) in enumerate(zip(self.nodes, self.preds, strict=True)):
+        starts = [NEVER] * len(self.nodes)
+        for i in range(first, len(self.nodes)):
+            node, edges = self.nodes[i], self.preds[i]
             if edges:
                 start = NEVER
                 for p, lag in edges:
@@ -215,20 +217,23 @@ def contract(graph: Graph, sources: list[int], sinks: list[int],
     found: list[Contracted] = []
     for source in [None, *sources]:
         anchors = _anchors(graph, source_set, source)
-        starts = graph.schedule(durs, anchors=anchors)
+        first = 0 if source is None else source
+        starts = graph.schedule(durs, anchors=anchors, first=first)
         base = 0 if source is None else starts[source] + durs[source]
-        for sink in sinks:
-            if starts[sink] == NEVER or sink == source:
-                continue
-            chain = graph.chain(sink, starts, durs)
-            types = {graph.nodes[i].op_type for i in chain if graph.nodes[i].op_type}
-            by_type = {}
-            for op_type in sorted(types):
-                changed = [shorter(d) if n.op_type == op_type else d
-                           for n, d in zip(graph.nodes, durs, strict=True)]
-                again = graph.schedule(changed, anchors=anchors)
-                by_type[op_type] = again[sink] - (0 if source is None else again[source] + changed[source])
-            found.append(Contracted(source, sink, starts[sink] - base, tuple(chain), by_type))
+        chains = {sink: graph.chain(sink, starts, durs) for sink in sinks
+                  if sink != source and starts[sink] != NEVER}
+        types = {sink: {graph.nodes[i].op_type for i in chain} - {None} for sink, chain in chains.items()}
+        by_type: dict[int, dict[str, int]] = {sink: {} for sink in chains}
+        for op_type in sorted(set().union(*types.values())):  # one schedule per op type on a chain
+            changed = [shorter(d) if n.op_type == op_type else d
+                       for n, d in zip(graph.nodes, durs, strict=True)]
+            again = graph.schedule(changed, anchors=anchors, first=first)
+            began = 0 if source is None else again[source] + changed[source]
+            for sink in chains:
+                if op_type in types[sink]:
+                    by_type[sink][op_type] = again[sink] - began
+        found += [Contracted(source, sink, starts[sink] - base, tuple(chain), by_type[sink])
+                  for sink, chain in chains.items()]
     return _undominated(found, through or {})
 
 

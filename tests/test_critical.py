@@ -84,7 +84,6 @@ def test_a_what_if_saves_no_more_than_it_changes_and_nothing_off_the_path(graph,
 def test_a_straggler_before_a_collective_sets_the_path():
     """Two ranks into one collective: rank 1 computes 30 ns longer; the path enters the collective
     from rank 1, and removing its delay saves those 30 ns."""
-    syncs = {}
     steps = []
     key = comm.Key("hccl group 1", StepKey(0, 1), "hcom_allReduce__1_0_1", 0)
     for rank, work in ((0, 100), (1, 130)):
@@ -92,13 +91,9 @@ def test_a_straggler_before_a_collective_sets_the_path():
         a = graph.add(Node(rank, "compute", "matmul", 0, work, "MatMul"))
         arrival = graph.add(Node(rank, "", "hcom_allReduce__1_0_1", work + 5, 0), [a])
         done = graph.add_lagged(Node(rank, "communication", key.name, work + 5, 140 - work), [])
-        b = graph.add(Node(rank, "compute", "add", 150, 20, "Add"), [done])
-        end = graph.add(Node(rank, "", "end", 170, 0), [b])
+        graph.add(Node(rank, "compute", "add", 150, 20, "Add"), [done])
         sync = analysis.Sync(key, key.name, arrival, done, work + 5, 145, None, key.group, None, "")
-        edges = contract(graph, [done], [arrival, end], {arrival: done})
-        steps.append(analysis.RankStep(rank, None, 1, StepKey(0, 1), 0, end, [sync], edges,
-                                       dict(enumerate(graph.nodes))))
-        syncs[rank] = sync
+        steps.append(analysis.reduced(_bare(rank, sync), graph))
     found = analysis.step_path(steps)
     assert found.step_ns == 170
     assert sum(s.dur_ns for s in found.path) == 170
@@ -116,13 +111,15 @@ def _stage(rank: int, before: tuple[int, int] | None, op: tuple[str, int, int], 
     name, arrive, end_ns = op
     arrival = graph.add(Node(rank, "", name, arrive, 0), preds)
     done = graph.add_lagged(Node(rank, "communication", name, arrive, end_ns - arrive), [])
-    last = [graph.add(Node(rank, "compute", f"fwd{rank}b", *after, "MatMul"), [done])] if after else [done]
-    end = graph.add(Node(rank, "", "end", graph.nodes[last[0]].end_ns, 0), last)
+    if after:
+        graph.add(Node(rank, "compute", f"fwd{rank}b", *after, "MatMul"), [done])
     kind = "receive" if "receive" in name else "send"
     sync = analysis.Sync(None, name, arrival, done, arrive, end_ns, None, "hccl group 9", peer, kind)
-    edges = contract(graph, [done], [arrival, end], {arrival: done})
-    return analysis.RankStep(rank, None, 1, StepKey(0, 1), graph.nodes[0].start_ns, end, [sync], edges,
-                             dict(enumerate(graph.nodes)))
+    return analysis.reduced(_bare(rank, sync), graph)
+
+
+def _bare(rank: int, sync: analysis.Sync) -> analysis.RankStep:
+    return analysis.RankStep(rank, None, 1, StepKey(0, 1), 0, 0, [sync], [], {})
 
 
 def test_a_two_stage_pipeline_runs_through_the_send_and_its_receive():

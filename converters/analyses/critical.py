@@ -76,10 +76,14 @@ class Sync(NamedTuple):
     p2p: str  # "send", "receive", "both" (a batched send and receive); "" for a collective
 
 
+Chains = dict[tuple[int | None, int], tuple[Node, ...]]  # (source, sink) -> the slices of its chain
+
+
 class RankStep(NamedTuple):
     """What crosses ranks of one rank's step: its synchronisation points, the contracted local
-    chains between them, and the nodes those chains hold (kept apart in the spool: the driver
-    reads only those of the ranks its path crosses)."""
+    chains between them (their lags; ``Contracted.chain`` left empty), and the slices each chain
+    holds, by (source, sink) (kept apart in the spool: the driver reads only those of the ranks
+    its path crosses)."""
 
     rank: int
     graph: int | None
@@ -89,7 +93,7 @@ class RankStep(NamedTuple):
     end: int  # the local node of the rank's end
     syncs: list[Sync]
     edges: list[Contracted]
-    nodes: dict[int, Node]
+    chains: Chains
 
 
 def rank_step(batch: StepRecords) -> RankStep | None:
@@ -101,13 +105,20 @@ def rank_step(batch: StepRecords) -> RankStep | None:
     if not tasks and not ops:
         return None
     graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, _launches(batch.slices, tasks, pairs))
+    return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {}), graph)
+
+
+def reduced(step: RankStep, graph: Graph) -> RankStep:
+    """``step`` (its rank, step and syncs) with its graph's start, end and contracted chains; the
+    chains' slices are the graph's own objects, so each is pickled once."""
     ends = [i for i, n in enumerate(graph.nodes) if n.kind]
-    end = graph.add(Node(batch.rank, "", "end", max(graph.nodes[i].end_ns for i in ends), 0), ends)
+    end = graph.add(Node(step.rank, "", "end", max(graph.nodes[i].end_ns for i in ends), 0), ends)
+    syncs = step.syncs
     edges = contract(graph, [s.done for s in syncs], [s.arrival for s in syncs] + [end],
                      {s.arrival: s.done for s in syncs})
-    used = {i for c in edges for i in c.chain}
-    return RankStep(batch.rank, batch.graph, batch.step_id, batch.key, min(n.start_ns for n in graph.nodes),
-                    end, syncs, edges, {i: graph.nodes[i] for i in sorted(used)})
+    chains = {(c.source, c.sink): tuple(graph.nodes[i] for i in c.chain) for c in edges}
+    return step._replace(first_ns=min(n.start_ns for n in graph.nodes), end=end,
+                         edges=[c._replace(chain=()) for c in edges], chains=chains)
 
 
 def _launches(slices: list[Slice], tasks: list[Slice], pairs: list) -> list[Slice]:
@@ -200,8 +211,8 @@ def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: i
         for batch in read_profile([info], options, diag):
             found = rank_step(shifted(batch, shift) if shift else batch)
             if found is not None:
-                light = spool.stash(pickle.dumps(found._replace(nodes={}), pickle.HIGHEST_PROTOCOL))
-                nodes = spool.stash(pickle.dumps(found.nodes, pickle.HIGHEST_PROTOCOL))
+                light = spool.stash(pickle.dumps(found._replace(chains={}), pickle.HIGHEST_PROTOCOL))
+                nodes = spool.stash(pickle.dumps(found.chains, pickle.HIGHEST_PROTOCOL))
                 stashed.append((batch.key, light, nodes))
     return (stashed,)
 
@@ -244,7 +255,7 @@ def critical_paths(
         spool.close()
 
 
-def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], dict[int, Node]]:
+def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], Chains]:
     """Where each rank's chain nodes of the step lie: read only for the ranks the path crosses."""
     held = {r.rank: (file, nodes) for r, (file, _, nodes) in zip(found, stashed, strict=True)}
     return lambda r: pickle.loads(spool.unstash(held[r.rank][0], *held[r.rank][1]))
@@ -276,10 +287,10 @@ class _Joined(NamedTuple):
     late: list[tuple[int, int, str, int]]  # per collective with a last rank: (rank, node, name, delay)
 
 
-def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], dict[int, Node]] | None = None
+def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], Chains] | None = None
               ) -> StepPath:
     """One step of every rank joined (``_join``), its longest path and its what-ifs. ``nodes_of``:
-    the nodes of a rank's chains, where they are not in its ``RankStep``."""
+    the slices of a rank's chains, where they are not in its ``RankStep``."""
     joined = _join(found)
     graph = joined.graph
     durs = graph.durations()
@@ -288,7 +299,7 @@ def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], dict[int, No
     first = min(r.first_ns for r in found)
     end_ns = starts[end_node]
     chain = graph.chain(end_node, starts, durs)
-    path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.nodes))
+    path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.chains))
     lowest = min(found, key=lambda r: r.rank)
     return StepPath(lowest.graph, lowest.step, end_ns - first, first, path,
                     what_ifs(joined, chain, path, end_ns))
@@ -400,20 +411,20 @@ def _pairs(found: list[RankStep]) -> dict[tuple[int, int], tuple[RankStep, Sync]
 
 
 def _path(joined: _Joined, chain: list[int], starts: list[int], durs: list[int], first: int,
-          end_ns: int, nodes_of: Callable[[RankStep], dict[int, Node]]) -> list[Segment]:
+          end_ns: int, nodes_of: Callable[[RankStep], Chains]) -> list[Segment]:
     """The longest path as segments: each contracted edge opened into its local chain of slices."""
     items: list[tuple[Node, int, int]] = []
     graph = joined.graph
-    loaded: dict[int, dict[int, Node]] = {}
+    loaded: dict[int, Chains] = {}
     for a, b in zip(chain, chain[1:], strict=False):
         held = joined.edge_of.get((a, b))
         if held is not None:
             r, c = held
             if r.rank not in loaded:
                 loaded[r.rank] = nodes_of(r)
-            nodes = loaded[r.rank]
-            inner = c.chain[1:] if c.source is not None else c.chain  # its source is the completion
-            items += [(nodes[i], nodes[i].start_ns, nodes[i].dur_ns) for i in inner]
+            nodes = loaded[r.rank][c.source, c.sink]
+            inner = nodes[1:] if c.source is not None else nodes  # its source is the completion
+            items += [(node, node.start_ns, node.dur_ns) for node in inner]
         else:
             node = graph.nodes[b]
             items.append((node, starts[b], durs[b]))

@@ -92,7 +92,8 @@ def test_a_straggler_before_a_collective_sets_the_path():
         arrival = graph.add(Node(rank, "", "hcom_allReduce__1_0_1", work + 5, 0), [a])
         done = graph.add_lagged(Node(rank, "communication", key.name, work + 5, 140 - work), [])
         graph.add(Node(rank, "compute", "add", 150, 20, "Add"), [done])
-        sync = analysis.Sync(key, key.name, arrival, done, work + 5, 145, None, key.group, None, "")
+        sync = analysis.Sync(key, key.name, arrival, done, work + 5, 145, None, None, False, key.group, None,
+                             "")
         steps.append(analysis.reduced(_bare(rank, sync), graph))
     found = analysis.step_path(steps)
     assert found.step_ns == 170
@@ -114,7 +115,8 @@ def _stage(rank: int, before: tuple[int, int] | None, op: tuple[str, int, int], 
     if after:
         graph.add(Node(rank, "compute", f"fwd{rank}b", *after, "MatMul"), [done])
     kind = "receive" if "receive" in name else "send"
-    sync = analysis.Sync(None, name, arrival, done, arrive, end_ns, None, "hccl group 9", peer, kind)
+    sync = analysis.Sync(None, name, arrival, done, arrive, end_ns, None, None, False, "hccl group 9", peer,
+                         kind)
     return analysis.reduced(_bare(rank, sync), graph)
 
 
@@ -152,9 +154,10 @@ def test_the_path_goes_through_the_slow_rank_and_removing_its_delay_saves_it(slo
         assert sum(s.dur_ns for s in found.path) == found.step_ns
         late = [w for w in found.what_if if w.kind == "late_arrival"]
         assert late and late[0].rank == 2
-        skews = {c.name: c.skew_ns for c in truth.collectives if c.step == found.step}
-        # what it saves never exceeds the slow rank's lateness at that collective (the generator's skew)
-        assert late[0].saved_ns <= skews[late[0].target] * 1.05
+        # the slack the generator's truth gives: the slow rank's lead over the one before it
+        slack = {c.name: sorted(c.starts_ns.values())[-1] - sorted(c.starts_ns.values())[-2]
+                 for c in truth.collectives if c.step == found.step}
+        assert abs(late[0].saved_ns - slack[late[0].target]) <= 0.05 * slack[late[0].target]
         assert 2 in {s.rank for s in found.path if s.kind == "compute"}
 
 
@@ -195,6 +198,10 @@ def test_real_the_path_enters_each_allreduce_from_the_rank_that_arrived_last(rea
             entering = seg.kind in ("wait", "communication") and before.name != seg.name
             if entering and (found.step, seg.name) in last:
                 assert before.rank == last[found.step, seg.name], seg  # what ran up to the collective
+        # ranks 2-7 of its 8-rank allreduces are not in the sample: the tasks name them, so the time
+        # after the last profiled arrival is mostly a wait for them, the rest transit
+        wait = sum(s.dur_ns for s in found.path if s.kind == "wait")
+        assert wait > 10 * sum(s.dur_ns for s in found.path if s.kind == "communication") > 0
         top = found.what_if[0]
         if top.kind == "late_arrival":
             assert top.rank == last[found.step, top.target]

@@ -71,6 +71,8 @@ class Sync(NamedTuple):
     start_ns: int
     end_ns: int
     sync_ns: int | None  # its wait before its first transit (None: no plane tasks)
+    transit_ns: int | None  # its time in transit (None: no plane tasks)
+    outside: bool  # its tasks name a rank outside the kept ranks: a participant the profile lacks
     group: str  # the communicator (``comm.group_of``)
     peer: int | None  # a send's or receive's other rank, where its tasks name it
     p2p: str  # "send", "receive", "both" (a batched send and receive); "" for a collective
@@ -96,15 +98,15 @@ class RankStep(NamedTuple):
     chains: Chains
 
 
-def rank_step(batch: StepRecords) -> RankStep | None:
+def rank_step(batch: StepRecords, kept: frozenset[int] | None = None) -> RankStep | None:
     """One rank's step as a dependency graph, contracted (``converters.critical.contract``);
-    None without device work."""
+    None without device work. ``kept``: the ranks read (None: every rank its ops name)."""
     tasks = [s for s in batch.slices if s.layer is Layer.STREAM and is_compute(s.task_type)]
     pairs = comm.op_tasks(batch)
     ops = [comm.op_comm(op, mine, batch.graph, batch.step_id, batch.key) for op, mine in pairs]
     if not tasks and not ops:
         return None
-    graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, _launches(batch.slices, tasks, pairs))
+    graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, _launches(batch.slices, tasks, pairs), kept)
     return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {}), graph)
 
 
@@ -127,8 +129,8 @@ def _launches(slices: list[Slice], tasks: list[Slice], pairs: list) -> list[Slic
     return [s for s in slices if s.layer is Layer.HOST and not landing.isdisjoint(s.flows_out)]
 
 
-def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[comm.OpComm], launches: list[Slice]
-                ) -> tuple[Graph, list[Sync]]:
+def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[comm.OpComm], launches: list[Slice],
+                kept: frozenset[int] | None) -> tuple[Graph, list[Sync]]:
     """Device work in stream order, each after the latest work that ended before it began on the
     rank (no holes in a path) and after its host launch; each host launch after the one before on
     its thread and after the latest device work that ended before it began (a host that waited for
@@ -175,21 +177,25 @@ def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[comm.OpCom
             done = graph.add_lagged(Node(rank, "communication", op.name, op.start_ns, op.elapse_ns), [])
             last_on_lane[s.lane, "device"] = done
             bisect.insort(ended, (s.end_ns, done))
+            named = _named(rank, op_tasks)
             syncs.append(Sync(key, op.name, arrival, done, op.start_ns, op.start_ns + op.elapse_ns,
-                              op.sync_ns, op.group, _peer(rank, op_tasks) if key is None else None,
+                              op.sync_ns, op.transit_ns, kept is not None and not named.keys() <= kept,
+                              op.group, next(iter(named), None) if key is None else None,
                               "" if key is not None else _p2p_kind(op.name)))
     return graph, syncs
 
 
-def _peer(rank: int, tasks: list[Slice]) -> int | None:
-    """A send's or receive's other rank: the first rank its tasks name that is not its own."""
+def _named(rank: int, tasks: list[Slice]) -> dict[int, None]:
+    """The other ranks an op's tasks name (src and dst rank), in the order they name them (a send's
+    or receive's peer: the first)."""
+    named: dict[int, None] = {}
     for t in tasks:
         args = comm._args(t)
         for name in ("dst rank", "src rank"):
             value = args.get(name)
             if type(value) is int and value not in (rank, comm.NO_RANK):
-                return value
-    return None
+                named[value] = None
+    return named
 
 
 def _p2p_kind(name: str) -> str:
@@ -199,17 +205,19 @@ def _p2p_kind(name: str) -> str:
     return "receive" if "receive" in lowered or "recv" in lowered else "send"
 
 
-def rank_critical(info: RankInfo, options: Options, diag: Diagnostics, shift: int, path: str | None) -> tuple:
+def rank_critical(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
+                  path: str | None) -> tuple:
     """One rank's contracted steps, stashed step by step in its spool file (``comm.rank_comm``'s
     way). Runs in a worker process."""
-    return spooled(lambda own: _critical_into(info, options, diag, shift, own), path)
+    return spooled(lambda own: _critical_into(info, options, diag, shift, kept, own), path)
 
 
-def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int, path: str) -> tuple:
+def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
+                   path: str) -> tuple:
     stashed = []
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
-            found = rank_step(shifted(batch, shift) if shift else batch)
+            found = rank_step(shifted(batch, shift) if shift else batch, kept)
             if found is not None:
                 light = spool.stash(pickle.dumps(found._replace(chains={}), pickle.HIGHEST_PROTOCOL))
                 nodes = spool.stash(pickle.dumps(found.chains, pickle.HIGHEST_PROTOCOL))
@@ -271,7 +279,9 @@ def _read_ranks(profile: Profile, spool: Spool, shifts: dict[int, int]) -> dict:
         stashed, *data = result
         found[index] = (paths[index] if not data or data[0] is None else spool.adopt(data[0]), stashed)
 
-    profile.map(rank_critical, lambda index, info: (shifts.get(info.rank, 0), paths[index]), each=collect)
+    kept = frozenset(info.rank for info in infos)
+    profile.map(rank_critical, lambda index, info: (shifts.get(info.rank, 0), kept, paths[index]),
+                each=collect)
     for index in sorted(found):
         file, stashed = found[index]
         for step, light, nodes in stashed:
@@ -350,7 +360,7 @@ def _join(found: list[RankStep]) -> _Joined:
                     if theirs.start_ns < s.start_ns and (s.p2p != "receive" or s.end_ns > theirs.start_ns):
                         late.append((r.rank, local[r.rank, s.arrival], s.name, s.start_ns - theirs.start_ns))
             post = s.end_ns - latest
-            wait = 0 if s.sync_ns is None else min(max(s.start_ns + s.sync_ns - latest, 0), max(post, 0))
+            wait = _wait_share(s, latest, max(post, 0))
             lag = min(post, 0)
             waiting = add(Node(r.rank, "wait", s.name, latest, wait), [(p, lag) for p, _ in entry])
             done = add(Node(r.rank, "communication", s.name, latest + wait, max(post, 0) - wait),
@@ -372,6 +382,15 @@ def _join(found: list[RankStep]) -> _Joined:
                    {(where[a], where[b]): v for (a, b), v in edge_of.items()},
                    {where[i]: v for i, v in dones.items()},
                    [(rank, where[i], name, delay) for rank, i, name, delay in late])
+
+
+def _wait_share(s: Sync, latest: int, post: int) -> int:
+    """The part of an op after its last (profiled) arrival that waits: where participants are
+    outside the kept ranks, all but its transit (at its end); else its wait before its first
+    transit that follows that arrival (the handshake)."""
+    if s.outside:
+        return post - min(post, s.transit_ns or 0)
+    return 0 if s.sync_ns is None else min(max(s.start_ns + s.sync_ns - latest, 0), post)
 
 
 def _light(r: RankStep, s: Sync) -> comm.OpComm:

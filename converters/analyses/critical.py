@@ -1,5 +1,5 @@
 """``trace2perfetto critical``: per step, the critical path across ranks and what fixing each piece
-of it would save (docs/analysis.md, "Critical path").
+of it would save (docs/analysis.md, section 11).
 
 Each rank is read in a worker, which builds its step's dependency graph (``converters.critical``)
 and contracts it to what crosses ranks: the longest local chain between each pair of its
@@ -25,7 +25,7 @@ from ..budget import Spool, SpoolFile, spooled
 from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, segments
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
-from ..model import Layer, RankInfo, Slice, StepKey, StepRecords
+from ..model import Layer, RankInfo, Slice, StepKey, StepRecords, decoded_args
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, aligning, read_profile, shifted
 from .ops import op_type
@@ -33,7 +33,6 @@ from .ops import op_type
 __all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "record"]
 
 KINDS = ("compute", "communication", "wait", "idle", "host")
-WHAT_IFS = ("late_arrival", "op_type", "overlap_comm")
 
 
 class WhatIf(NamedTuple):
@@ -190,7 +189,9 @@ def _named(rank: int, tasks: list[Slice]) -> dict[int, None]:
     or receive's peer: the first)."""
     named: dict[int, None] = {}
     for t in tasks:
-        args = comm._args(t)
+        args = t.args if type(t.args) is dict else decoded_args(t.args) if t.args is not None else {}
+        if not isinstance(args, dict):
+            continue
         for name in ("dst rank", "src rank"):
             value = args.get(name)
             if type(value) is int and value not in (rank, comm.NO_RANK):
@@ -293,7 +294,7 @@ class _Joined(NamedTuple):
     graph: Graph
     ends: list[int]  # per rank, its end node
     edge_of: dict[tuple[int, int], tuple[RankStep, Contracted]]  # (source, sink) in graph -> its chain
-    dones: dict[int, tuple[RankStep, Sync]]  # the completion's nodes (wait, communication) -> its op
+    dones: dict[tuple[int, str], list[int]]  # (rank, op name) -> its completion's nodes (wait, communication)
     late: list[tuple[int, int, str, int]]  # per collective with a last rank: (rank, node, name, delay)
 
 
@@ -328,7 +329,8 @@ def _join(found: list[RankStep]) -> _Joined:
         return len(nodes) - 1
 
     local: dict[tuple[int, int], int] = {}  # (rank, local node) -> index; completions: its last part
-    dones, ends = {}, []
+    dones: dict[tuple[int, str], list[int]] = defaultdict(list)
+    ends = []
     for r in found:
         for s in r.syncs:
             local[r.rank, s.arrival] = add(Node(r.rank, "", s.name, s.start_ns, 0), [])
@@ -366,7 +368,7 @@ def _join(found: list[RankStep]) -> _Joined:
             done = add(Node(r.rank, "communication", s.name, latest + wait, max(post, 0) - wait),
                        [(waiting, 0)])
             local[r.rank, s.done] = done
-            dones[waiting] = dones[done] = (r, s)
+            dones[r.rank, s.name] += [waiting, done]
             if inst is not None and inst.last_rank == r.rank and inst.skew_ns:
                 before = sorted(inst.starts.values())[-2]
                 late.append((r.rank, local[r.rank, s.arrival], s.name, s.start_ns - before))
@@ -380,7 +382,7 @@ def _join(found: list[RankStep]) -> _Joined:
     graph, where = built(nodes, preds)
     return _Joined(graph, [where[i] for i in ends],
                    {(where[a], where[b]): v for (a, b), v in edge_of.items()},
-                   {where[i]: v for i, v in dones.items()},
+                   {op: [where[i] for i in mine] for op, mine in dones.items()},
                    [(rank, where[i], name, delay) for rank, i, name, delay in late])
 
 
@@ -467,8 +469,7 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
         found.append(WhatIf(rank, "late_arrival", what, name, saved))
     on_path = {(s.rank, s.name) for s in path if s.kind in ("communication", "wait")}
     for (rank, name) in sorted(on_path):
-        nodes = [i for i, (r, s) in joined.dones.items() if r.rank == rank and s.name == name]
-        changed = graph.durations({i: 0 for i in nodes})
+        changed = graph.durations(dict.fromkeys(joined.dones[rank, name], 0))
         saved = end_ns - end_with(durs=changed)
         found.append(WhatIf(rank, "overlap_comm", f"{name} on rank {rank} fully hidden", name, saved))
     for rank, op_type_ in sorted(_path_types(joined, chain)):

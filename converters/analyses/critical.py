@@ -320,70 +320,91 @@ def _join(found: list[RankStep]) -> _Joined:
     """The step's graph across ranks: per rank its syncs and end, the contracted chains between
     them, each collective's completion after every participant's arrival (through one join node
     per instance: edges linear in the ranks), each receive's after its send's."""
-    nodes: list[Node] = [Node(-1, "", "start", 0, 0)]
-    preds: list[list[tuple[int, int]]] = [[]]
-
-    def add(node: Node, edges: list[tuple[int, int]]) -> int:
-        nodes.append(node)
-        preds.append(edges)
-        return len(nodes) - 1
-
-    local: dict[tuple[int, int], int] = {}  # (rank, local node) -> index; completions: its last part
-    dones: dict[tuple[int, str], list[int]] = defaultdict(list)
-    ends = []
+    step = _StepGraph()
     for r in found:
         for s in r.syncs:
-            local[r.rank, s.arrival] = add(Node(r.rank, "", s.name, s.start_ns, 0), [])
-        local[r.rank, r.end] = add(Node(r.rank, "", "end", 0, 0), [])
-        ends.append(local[r.rank, r.end])
+            step.local[r.rank, s.arrival] = step.add(Node(r.rank, "", s.name, s.start_ns, 0), [])
+        step.local[r.rank, r.end] = step.add(Node(r.rank, "", "end", 0, 0), [])
     instances = comm.match({r.rank: [_light(r, s) for s in r.syncs if s.key is not None] for r in found})
-    arrival_of = {(r.rank, s.key): local[r.rank, s.arrival]
-                  for r in found for s in r.syncs if s.key is not None}
+    joins = {inst.key: step.add(Node(inst.last_rank, "", inst.key.name, max(inst.starts.values()), 0),
+                                [(step.arrival(found, rank, inst.key), 0) for rank in inst.starts])
+             for inst in instances}
     members = {inst.key: inst for inst in instances}
-    joins = {inst.key: add(Node(inst.last_rank, "", inst.key.name, max(inst.starts.values()), 0),
-                           [(arrival_of[rank, inst.key], 0) for rank in inst.starts]) for inst in instances}
     partner = _pairs(found)
-    late = []
     for r in found:
         for s in r.syncs:
-            entry = [(local[r.rank, s.arrival], 0)]
-            latest = s.start_ns
             inst = members.get(s.key) if s.key is not None else None
             if inst is not None:
-                entry = [(joins[s.key], 0)]
-                latest = nodes[joins[s.key]].start_ns
+                step.complete(r, s, [joins[s.key]], max(inst.starts.values()))
+                if inst.last_rank == r.rank and inst.skew_ns:
+                    step.late.append((r.rank, step.local[r.rank, s.arrival], s.name,
+                                      s.start_ns - sorted(inst.starts.values())[-2]))
             elif (r.rank, s.arrival) in partner:
-                other, theirs = partner[r.rank, s.arrival]
-                # a receive completes after its send arrived; a send after its receive, where it
-                # ended after that arrival (a rendezvous, as HCCL's)
-                if s.p2p != "send" or s.end_ns > theirs.start_ns:
-                    entry.append((local[other.rank, theirs.arrival], 0))
-                    latest = max(latest, theirs.start_ns)
-                    if theirs.start_ns < s.start_ns and (s.p2p != "receive" or s.end_ns > theirs.start_ns):
-                        late.append((r.rank, local[r.rank, s.arrival], s.name, s.start_ns - theirs.start_ns))
-            post = s.end_ns - latest
-            wait = _wait_share(s, latest, max(post, 0))
-            lag = min(post, 0)
-            waiting = add(Node(r.rank, "wait", s.name, latest, wait), [(p, lag) for p, _ in entry])
-            done = add(Node(r.rank, "communication", s.name, latest + wait, max(post, 0) - wait),
-                       [(waiting, 0)])
-            local[r.rank, s.done] = done
-            dones[r.rank, s.name] += [waiting, done]
-            if inst is not None and inst.last_rank == r.rank and inst.skew_ns:
-                before = sorted(inst.starts.values())[-2]
-                late.append((r.rank, local[r.rank, s.arrival], s.name, s.start_ns - before))
-    edge_of = {}
-    for r in found:
-        for c in r.edges:
-            source = 0 if c.source is None else local[r.rank, c.source]
-            sink = local[r.rank, c.sink]
-            preds[sink].append((source, c.lag_ns))
-            edge_of[source, sink] = (r, c)
-    graph, where = built(nodes, preds)
-    return _Joined(graph, [where[i] for i in ends],
-                   {(where[a], where[b]): v for (a, b), v in edge_of.items()},
-                   {op: [where[i] for i in mine] for op, mine in dones.items()},
-                   [(rank, where[i], name, delay) for rank, i, name, delay in late])
+                step.complete_pair(r, s, *partner[r.rank, s.arrival])
+            else:
+                step.complete(r, s, [step.local[r.rank, s.arrival]], s.start_ns)
+    return step.joined(found)
+
+
+class _StepGraph:
+    """The step's graph across ranks as it is built: nodes in any order, then ``built``."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = [Node(-1, "", "start", 0, 0)]  # node 0: the step's origin, time 0
+        self.preds: list[list[tuple[int, int]]] = [[]]
+        self.local: dict[tuple[int, int], int] = {}  # (rank, local node) -> its node here
+        self.dones: dict[tuple[int, str], list[int]] = defaultdict(list)
+        self.late: list[tuple[int, int, str, int]] = []
+        self.arrivals: dict[tuple[int, comm.Key], int] | None = None
+
+    def add(self, node: Node, edges: list[tuple[int, int]]) -> int:
+        self.nodes.append(node)
+        self.preds.append(edges)
+        return len(self.nodes) - 1
+
+    def arrival(self, found: list[RankStep], rank: int, key: comm.Key) -> int:
+        if self.arrivals is None:
+            self.arrivals = {(r.rank, s.key): self.local[r.rank, s.arrival]
+                             for r in found for s in r.syncs if s.key is not None}
+        return self.arrivals[rank, key]
+
+    def complete(self, r: RankStep, s: Sync, after: list[int], latest: int) -> None:
+        """The op's completion on its rank: after ``after`` (arrivals, or a collective's join) at
+        ``latest``, its wait, then its communication, to its observed end."""
+        post = s.end_ns - latest
+        wait = _wait_share(s, latest, max(post, 0))
+        waiting = self.add(Node(r.rank, "wait", s.name, latest, wait), [(p, min(post, 0)) for p in after])
+        done = self.add(Node(r.rank, "communication", s.name, latest + wait, max(post, 0) - wait),
+                        [(waiting, 0)])
+        self.local[r.rank, s.done] = done
+        self.dones[r.rank, s.name] += [waiting, done]
+
+    def complete_pair(self, r: RankStep, s: Sync, other: RankStep, theirs: Sync) -> None:
+        """A receive completes after its send arrived; a send after its receive, where it ended
+        after that arrival (a rendezvous, as HCCL's); the later of the two arrived late."""
+        after, latest = [self.local[r.rank, s.arrival]], s.start_ns
+        if s.p2p != "send" or s.end_ns > theirs.start_ns:
+            after.append(self.local[other.rank, theirs.arrival])
+            latest = max(latest, theirs.start_ns)
+            if theirs.start_ns < s.start_ns and (s.p2p != "receive" or s.end_ns > theirs.start_ns):
+                delay = s.start_ns - theirs.start_ns
+                self.late.append((r.rank, self.local[r.rank, s.arrival], s.name, delay))
+        self.complete(r, s, after, latest)
+
+    def joined(self, found: list[RankStep]) -> _Joined:
+        """The graph with each rank's contracted chains between its points."""
+        edge_of = {}
+        for r in found:
+            for c in r.edges:
+                source = 0 if c.source is None else self.local[r.rank, c.source]
+                sink = self.local[r.rank, c.sink]
+                self.preds[sink].append((source, c.lag_ns))
+                edge_of[source, sink] = (r, c)
+        graph, where = built(self.nodes, self.preds)
+        ends = [where[self.local[r.rank, r.end]] for r in found]
+        return _Joined(graph, ends, {(where[a], where[b]): v for (a, b), v in edge_of.items()},
+                       {op: [where[i] for i in mine] for op, mine in self.dones.items()},
+                       [(rank, where[i], name, delay) for rank, i, name, delay in self.late])
 
 
 def _wait_share(s: Sync, latest: int, post: int) -> int:

@@ -69,15 +69,17 @@ class Graph:
 
     def schedule(self, durs: list[int] | None = None, shift: Mapping[int, int] | None = None,
                  lags: Mapping[tuple[int, int], int] | None = None,
-                 anchors: Mapping[int, int] | None = None, first: int = 0) -> list[int]:
+                 anchors: Mapping[int, int] | None = None, first: int = 0,
+                 known: list[int] | None = None) -> list[int]:
         """Each node's start, as soon as its predecessors allow: ``durs`` (default: observed),
         ``shift``: ns added to a node's start (a rank arriving earlier: negative), ``lags``: an
         edge's lag instead of the observed ((pred, node) -> ns), ``anchors``: the start of a node
         without predecessors instead of the observed (None in it: the node is never reached);
-        ``first``: the nodes before it are never reached (a schedule from one source)."""
+        ``first``: the nodes before it are never reached (a schedule from one source), or, with
+        ``known``, start as it says (a change from ``first`` on leaves them as they were)."""
         durs = self.durations() if durs is None else durs
         shift, lags, anchors = shift or {}, lags or {}, anchors or {}
-        starts = [NEVER] * len(self.nodes)
+        starts = known[:first] + [NEVER] * (len(self.nodes) - first) if known else [NEVER] * len(self.nodes)
         for i in range(first, len(self.nodes)):
             node, edges = self.nodes[i], self.preds[i]
             if edges:

@@ -478,25 +478,31 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
     saving first."""
     graph = joined.graph
     durs = graph.durations()
+    observed = graph.schedule(durs)
     found: list[WhatIf] = []
 
-    def end_with(**change) -> int:
-        starts = graph.schedule(change.pop("durs", durs), **change)
+    def end_with(first: int, **change) -> int:
+        starts = graph.schedule(change.pop("durs", durs), first=first, known=observed, **change)
         return max(starts[i] + durs[i] for i in joined.ends if starts[i] != NEVER)
 
+    on_chain = set(chain)
     for rank, node, name, delay in joined.late:
-        saved = end_ns - end_with(shift={node: -delay})
+        if node not in on_chain:
+            continue  # a change off the longest path leaves it as long: it saves nothing
+        saved = end_ns - end_with(node, shift={node: -delay})
         what = f"rank {rank} arrives at {name} with the others"
         found.append(WhatIf(rank, "late_arrival", what, name, saved))
     on_path = {(s.rank, s.name) for s in path if s.kind in ("communication", "wait")}
     for (rank, name) in sorted(on_path):
-        changed = graph.durations(dict.fromkeys(joined.dones[rank, name], 0))
-        saved = end_ns - end_with(durs=changed)
+        nodes = joined.dones[rank, name]
+        saved = end_ns - end_with(min(nodes), durs=graph.durations(dict.fromkeys(nodes, 0)))
         found.append(WhatIf(rank, "overlap_comm", f"{name} on rank {rank} fully hidden", name, saved))
+    by_rank: dict[int, list[tuple[tuple[int, int], Contracted]]] = defaultdict(list)
+    for pair, (r, c) in joined.edge_of.items():
+        by_rank[r.rank].append((pair, c))
     for rank, op_type_ in sorted(_path_types(joined, chain)):
-        lags = {pair: c.by_type[op_type_] for pair, (r, c) in joined.edge_of.items()
-                if r.rank == rank and op_type_ in c.by_type}
-        saved = end_ns - end_with(lags=lags)
+        lags = {pair: c.by_type[op_type_] for pair, c in by_rank[rank] if op_type_ in c.by_type}
+        saved = end_ns - end_with(min(sink for _, sink in lags), lags=lags)
         found.append(WhatIf(rank, "op_type", f"every {op_type_} on rank {rank} 10% shorter", op_type_, saved))
     return sorted((w for w in found if w.saved_ns > 0), key=lambda w: (-w.saved_ns, w.kind, w.target))
 

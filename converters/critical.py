@@ -1,5 +1,5 @@
 """The critical path's algebra: a dependency graph of real slices, its as-soon-as-possible schedule,
-the longest path, and its contraction to what crosses ranks (docs/analysis.md, "Critical path").
+the longest path, and its contraction to what crosses ranks (docs/analysis.md, section 11).
 
 A node is one real slice (a device task, a host launch, a communication op's arrival or its
 completion) or a point (an arrival lasts 0 ns). A node without predecessors starts where it was
@@ -105,15 +105,11 @@ class Graph:
                 best, best_at = p, at
         return best
 
-    def chain(self, last: int, starts: list[int], durs: list[int], stop: Iterable[int] = ()) -> list[int]:
-        """The longest path into ``last``, walked back along binding predecessors, first node first;
-        it ends at an anchor or at a node of ``stop``."""
-        stop = set(stop)
+    def chain(self, last: int, starts: list[int], durs: list[int]) -> list[int]:
+        """The longest path into ``last``, walked back along binding predecessors to an anchor,
+        first node first."""
         out = [last]
-        while out[-1] not in stop:
-            p = self.binding(out[-1], starts, durs)
-            if p is None:
-                break
+        while (p := self.binding(out[-1], starts, durs)) is not None:
             out.append(p)
         return out[::-1]
 

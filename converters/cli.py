@@ -18,9 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
-from .analyses.render import Rows, cell, clock_records, count, print_clocks, print_table, size
+from .analyses.render import Rows, count, size
 from .errors import Diagnostics, Trace2PerfettoError, UsageError, as_text
 from .executor import Where, reuse_freed_memory
 from .output import Format
@@ -272,40 +270,11 @@ def _run_overlap(args: argparse.Namespace) -> int:
 # -- info -----------------------------------------------------------------------------------------
 
 def _run_info(args: argparse.Namespace) -> int:
-    from .analyses.info import profile_info
+    from .analyses.info import print_info, profile_info
 
     contents = profile_info(args.profile, **_selection(args))
     _warn(args, contents.warnings)
-    if args.format == "json":
-        document = {"path": contents.path, "estimated_bytes": contents.estimated_bytes,
-                    "ranks": [dataclasses.asdict(r) for r in contents.ranks],
-                    "clocks": clock_records(contents.clocks)}
-        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return 0
-    header = ["Rank", "Format", "Device", "Host", "Graphs", "Steps", "Streams", "Planes", "Records",
-              "Input", "Summary~", "Detail~"]
-    rows = [header]
-    for r in contents.ranks:
-        graphs = sorted({s.graph for s in r.steps if s.graph is not None})
-        rows.append([
-            str(r.rank), r.format + (" + host_info" if r.host_info and r.format != "host_info" else ""),
-            cell(r.device), cell(r.host), ",".join(map(str, graphs)) or "-", str(len(r.steps)),
-            str(len(r.lanes.get("Ascend Hardware", []))), str(len(r.lanes.get("HCCL", []))),
-            f"{sum(r.records.values()):,}", size(r.input_bytes), size(r.estimated_bytes["summary"]),
-            size(r.estimated_bytes["detail"]),
-        ])
-    print_table(rows)
-    total = contents.estimated_bytes
-    print(f"\nestimated output (Perfetto): summary {size(total['summary'])}, "
-          f"detail {size(total['detail'])}; the default --max-size is 20 MiB")
-    for r in contents.ranks:
-        if r.steps:
-            first, last = r.steps[0], r.steps[-1]
-            span = (f"{(last.end_ns - first.start_ns) / 1e9:.3f} s from the first step to the end of the last"
-                    if first.start_ns is not None and last.end_ns is not None else
-                    "their bounds not recorded (the profiler's analysis only)")
-            print(f"rank {r.rank}: steps {first.step}-{last.step}, {span}")
-    print_clocks(contents.clocks, aligned=False)
+    print_info(contents, args.format)
     return 0
 
 
@@ -347,41 +316,16 @@ def _run_comm(args: argparse.Namespace) -> int:
 
 
 def _print_matrix(args: argparse.Namespace) -> int:
-    """The rows stream out rank by rank (CSV rows, the JSON document's ``matrix`` array), the
-    slowest links after them (the JSON's other keys, the table's footer)."""
-    from .analyses import comm_matrix as matrix
+    from .analyses import comm_matrix, comm_tables
 
     diag = Diagnostics()
-    json_out = args.format == "json"
-    rows = Rows("csv" if args.format == "csv" else "table", list(matrix.COLUMNS),
-                "(MB = 10^6 bytes; top1: the op with the highest bandwidth on the link, middle, bottom1-3: "
-                "the lowest; total: all the ops of the type)")
-    written = 0
-
-    def stream(found: list) -> None:
-        nonlocal written
-        if not json_out:
-            rows.add(map(matrix.record, found))
-            return
-        for row in found:
-            record = orjson.dumps(matrix.json_record(row)).decode()
-            sys.stdout.write(('{"matrix": [\n  ' if not written else ",\n  ") + record)
-            written += 1
-
-    report = matrix.comm_matrix(args.profile, diag=diag, each=stream, **_selection(args))
+    printer = comm_tables.MatrixPrinter(args.format)
+    report = comm_matrix.comm_matrix(args.profile, diag=diag, each=printer.add, **_selection(args))
     _warn(args, diag.messages())
     if not report.plane_tasks:
         _warn(args, [f"{args.profile}: no HCCL plane tasks on links in the kept ranks and steps (Kineto, "
                      "msprof or torch_npu without them): no link matrix"])
-    slowest = [matrix.slow_record(link) for link in report.slowest]
-    if json_out:
-        tail = orjson.dumps({"slowest_links": slowest, "plane_tasks": report.plane_tasks}).decode()[1:]
-        sys.stdout.write(("\n]," if written else '{"matrix": [],') + tail + "\n")
-        return 0
-    rows.close()
-    if args.format == "table" and slowest:
-        print("slowest links (bandwidth against the median of their transport's links, over the kept steps):")
-        print_table([list(slowest[0])] + [[cell(v) for v in link.values()] for link in slowest[:5]])
+    printer.close(report)
     return 0
 
 

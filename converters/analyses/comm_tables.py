@@ -1,5 +1,6 @@
 """How ``trace2perfetto comm`` prints its tables: the ops (streamed step by step as ``comm_report``
-hands them over), the slow-rank table, each in table, CSV or JSON form (``schemas/comm.schema.json``)."""
+hands them over), the slow-rank table, each in table, CSV or JSON form (``schemas/comm.schema.json``),
+and the link matrix (``schemas/comm_matrix.schema.json``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import orjson
 
 from ..comm import TRANSPORTS, OpComm
 from ..model import step_label
-from .render import cell, clock_records, ms, print_clocks, print_table
+from . import comm_matrix as matrix
+from .render import Rows, cell, clock_records, ms, print_clocks, print_table
 
 
 def op_record(op: OpComm) -> dict:
@@ -124,3 +126,38 @@ def print_slow_ranks(report, fmt: str) -> None:
         print(f"{label}: step time {s['Fastest(ms)']:.3f}-{s['Slowest(ms)']:.3f} ms across "
               f"{s['Ranks']} ranks, slowest rank {s['Slowest Rank']}")
     print_clocks(report.clocks, report.aligned)
+
+
+class MatrixPrinter:
+    """``comm --matrix`` on stdout: the rows stream out rank by rank as ``comm_matrix`` hands them
+    over (``add``: CSV rows, table rows, the JSON document's ``matrix`` array), the slowest links
+    after them (``close``: the JSON's other keys, the table's footer)."""
+
+    def __init__(self, fmt: str) -> None:
+        self.json = fmt == "json"
+        self.fmt = fmt
+        self.written = 0
+        self.rows = Rows("csv" if fmt == "csv" else "table", list(matrix.COLUMNS),
+                         "(MB = 10^6 bytes; top1: the op with the highest bandwidth on the link, middle, "
+                         "bottom1-3: the lowest; total: all the ops of the type)")
+
+    def add(self, found: list) -> None:
+        if not self.json:
+            self.rows.add(map(matrix.record, found))
+            return
+        for row in found:
+            record = orjson.dumps(matrix.json_record(row)).decode()
+            sys.stdout.write(('{"matrix": [\n  ' if not self.written else ",\n  ") + record)
+            self.written += 1
+
+    def close(self, report: matrix.MatrixReport) -> None:
+        slowest = [matrix.slow_record(link) for link in report.slowest]
+        if self.json:
+            tail = orjson.dumps({"slowest_links": slowest, "plane_tasks": report.plane_tasks}).decode()[1:]
+            sys.stdout.write(("\n]," if self.written else '{"matrix": [],') + tail + "\n")
+            return
+        self.rows.close()
+        if self.fmt == "table" and slowest:
+            print("slowest links (bandwidth against the median of their transport's links, over the kept "
+                  "steps):")
+            print_table([list(slowest[0])] + [[cell(v) for v in link.values()] for link in slowest[:5]])

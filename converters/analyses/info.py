@@ -9,7 +9,9 @@ choose ``--steps`` and ``--ranks`` under the size cap.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -21,6 +23,7 @@ from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo
 from ..profile import Kind, Options, Profile, input_bytes, read_profile
 from .overlap import overlap_slices
+from .render import cell, clock_records, print_clocks, print_table, size
 
 # Perfetto bytes per slice, fitted on the real samples and generated profiles of every format
 # (within 15% of each): summary slices carry no args (~57 B); a detail slice ~20 B plus 0.6 B per
@@ -133,3 +136,38 @@ def _args_bytes(args: object) -> int:
     if args is None:
         return 0
     return len(orjson.dumps(args)) if isinstance(args, dict) else len(args)
+
+
+def print_info(contents: ProfileContents, fmt: str) -> None:
+    """``info``'s output on stdout: the JSON document (``schemas/info.schema.json``), or a table of
+    the ranks with the estimated output sizes and each rank's steps under it."""
+    if fmt == "json":
+        document = {"path": contents.path, "estimated_bytes": contents.estimated_bytes,
+                    "ranks": [dataclasses.asdict(r) for r in contents.ranks],
+                    "clocks": clock_records(contents.clocks)}
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    header = ["Rank", "Format", "Device", "Host", "Graphs", "Steps", "Streams", "Planes", "Records",
+              "Input", "Summary~", "Detail~"]
+    rows = [header]
+    for r in contents.ranks:
+        graphs = sorted({s.graph for s in r.steps if s.graph is not None})
+        rows.append([
+            str(r.rank), r.format + (" + host_info" if r.host_info and r.format != "host_info" else ""),
+            cell(r.device), cell(r.host), ",".join(map(str, graphs)) or "-", str(len(r.steps)),
+            str(len(r.lanes.get("Ascend Hardware", []))), str(len(r.lanes.get("HCCL", []))),
+            f"{sum(r.records.values()):,}", size(r.input_bytes), size(r.estimated_bytes["summary"]),
+            size(r.estimated_bytes["detail"]),
+        ])
+    print_table(rows)
+    total = contents.estimated_bytes
+    print(f"\nestimated output (Perfetto): summary {size(total['summary'])}, "
+          f"detail {size(total['detail'])}; the default --max-size is 20 MiB")
+    for r in contents.ranks:
+        if r.steps:
+            first, last = r.steps[0], r.steps[-1]
+            span = (f"{(last.end_ns - first.start_ns) / 1e9:.3f} s from the first step to the end of the last"
+                    if first.start_ns is not None and last.end_ns is not None else
+                    "their bounds not recorded (the profiler's analysis only)")
+            print(f"rank {r.rank}: steps {first.step}-{last.step}, {span}")
+    print_clocks(contents.clocks, aligned=False)

@@ -20,7 +20,7 @@ processes), sampled every 5 ms.
 
 Results replace the generated part of BENCHMARKS.md (``--no-write`` only prints them).
 ``--only issue28`` measures just what that table needs (the torch_npu and database profiles, summary
-and detail only, the detail load, the start-up; with ``--quick``, the ~100 MB ones: about 15 minutes).
+and detail only, the detail load, the start-up; with ``--quick``, the ~100 MB ones).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ BENCHMARKS.md ("Issue 28: start-up"), not here."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import subprocess
@@ -84,6 +85,20 @@ def test_help_loads_no_reader():
     loaded = _loaded_after("import converters.cli\ntry:\n    converters.cli.main(['--help'])\n"
                            "except SystemExit:\n    pass")
     assert [m for m in loaded if m.startswith(_READERS)] == []
+
+
+def test_the_program_leaves_what_it_loaded_to_the_exit(capsys):
+    """Run as the program (its own command line), the command freezes what is loaded so far: the
+    collector neither walks it again nor at the exit. Called with arguments (a library, these
+    tests), it leaves the collector alone."""
+    run = "import gc, sys\nfrom converters.cli import main\nsys.argv = ['trace2perfetto', '--help']\n" \
+          "main()\nprint(gc.get_freeze_count())"
+    out = subprocess.run([sys.executable, "-c", run], check=True, capture_output=True, text=True,
+                         cwd=Path(__file__).parent.parent)
+    assert int(out.stdout.split()[-1]) > 10_000
+    frozen = gc.get_freeze_count()
+    assert main(["--help"]) == 0
+    assert gc.get_freeze_count() == frozen
 
 
 def _generated(root: Path) -> list[Path]:

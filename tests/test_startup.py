@@ -88,9 +88,9 @@ def test_help_loads_no_reader():
 
 
 def test_the_program_leaves_what_it_loaded_to_the_exit(capsys):
-    """Run as the program (its own command line), the command freezes what is loaded so far: the
-    collector neither walks it again nor at the exit. Called with arguments (a library, these
-    tests), it leaves the collector alone."""
+    """Run as the program (its own command line), the command freezes what is loaded so far, which
+    the collector then leaves alone (the collections at the exit cost most). Called with arguments
+    (a library, these tests), it leaves the collector alone."""
     run = "import gc, sys\nfrom converters.cli import main\nsys.argv = ['trace2perfetto', '--help']\n" \
           "main()\nprint(gc.get_freeze_count())"
     out = subprocess.run([sys.executable, "-c", run], check=True, capture_output=True, text=True,

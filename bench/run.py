@@ -12,9 +12,15 @@ processes), sampled every 5 ms.
   protobuf and as Chrome JSON; the analyses ``comm``, ``ops``, ``report``, ``memory`` and
   ``comm --matrix`` (the Kineto traces carry ``[memory]`` events, profile_memory=True);
 - MindInsight 2.3.1 ``MsprofTimelineAnalyser.get_merged_timeline`` (``bench/peers.py``), summary
-  and detail; its output is JSON, so it is compared with trace2perfetto's JSON output.
+  and detail; its output is JSON, so it is compared with trace2perfetto's JSON output;
+- issue 28's targets, side by side in one table at the end ("Issue 28 targets", ``targets_table``):
+  torch_npu detail and summary MB/s per core, the trace processor loading our detail trace against
+  the vendor's JSON, raw profile to a loaded trace, the database form's detail MB/s per core, and
+  ``info`` on a ~200 KB profile against starting Python (``startup``).
 
 Results replace the generated part of BENCHMARKS.md (``--no-write`` only prints them).
+``--only issue28`` measures just what that table needs (the torch_npu and database profiles, summary
+and detail only, the detail load, the start-up; with ``--quick``, the ~100 MB ones).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,11 +90,12 @@ def _tree_rss_kib(root: int) -> int:
     return total
 
 
-def measure(label: str, argv: list[str], output: Path | None = None) -> Run:
-    """Wall time and peak RSS (process tree) of ``argv``."""
+def measure(label: str, argv: list[str], output: Path | None = None,
+            env: dict[str, str] | None = None) -> Run:
+    """Wall time and peak RSS (process tree) of ``argv`` (in ``env``, or this process's)."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as err:
-        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
         peak = 0
         while True:
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -152,24 +159,11 @@ def input_stats(root: Path) -> tuple[int, int]:
     return size, events
 
 
-def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
-    size, events = input_stats(root)
-    print(f"bench: {name}", file=sys.stderr, flush=True)
-    floor = measure("floor: parse every file (orjson.loads, or split text lines)",
-                    [sys.executable, "-c", FLOOR, str(root)])
-    runs = [floor]
-    ours: dict[str, Run] = {}
-    for kind, cap, suffix in (("summary", "20M", ".pftrace"), ("detail", "20M", ".pftrace"),
-                              ("detail", "0", ".pftrace"), ("summary", "0", ".json"),
-                              ("detail", "0", ".json")):
-        out = BUILD / f"out-{kind}-{cap}{suffix}"
-        argv = [sys.executable, "-m", "converters", str(root), "--kind", kind, "--max-size", cap,
-                "-o", str(out)]
-        capped = "capped 20M" if cap != "0" else "uncapped"
-        run = measure(f"trace2perfetto {kind}, {capped}, {suffix[1:]}", argv, out)
-        ours[f"{kind}{suffix}{cap}"] = run
-        runs.append(run)
-    # the communication analysis: its own command (reads detail), and the clock alignment's extra read
+def analyses(root: Path) -> list[Run]:
+    """The communication analysis (its own command, reading detail, and the clock alignment's extra
+    read), ``ops``, ``report``, ``memory`` (a profile without memory records: the cost of finding
+    none) and the link matrix."""
+    runs = []
     out = BUILD / "out-aligned.pftrace"
     runs.append(measure("trace2perfetto detail --align collectives, uncapped, pftrace",
                         [sys.executable, "-m", "converters", str(root), "--kind", "detail", "--max-size", "0",
@@ -181,12 +175,52 @@ def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
     out = BUILD / "report.html"
     runs.append(measure("trace2perfetto report (HTML)",
                         [sys.executable, "-m", "converters", "report", str(root), "-o", str(out)], out))
-    # memory (a profile without memory records: the cost of finding none) and the link matrix
     runs.append(measure("trace2perfetto memory --format csv (peaks per rank and component)",
                         [sys.executable, "-m", "converters", "memory", str(root), "--format", "csv"]))
     runs.append(measure("trace2perfetto comm --matrix --format csv (every link of every op)",
                         [sys.executable, "-m", "converters", "comm", str(root), "--matrix", "--format",
                          "csv"]))
+    return runs
+
+
+@dataclass
+class Measured:
+    """What one profile's measurements leave for issue 28's table: its input bytes and runs by key
+    (``summary.pftrace20M``, ``detail.pftrace0``, ...; ``vendor load``, ``load detail.pftrace0``)."""
+
+    size: int = 0
+    runs: dict[str, Run] = field(default_factory=dict)
+
+
+LEAN = (("summary", "20M", ".pftrace"), ("detail", "0", ".pftrace"))  # what issue 28's table needs
+
+
+def bench_profile(name: str, root: Path, peer: bool, measured: Measured | None = None,
+                  lean: bool = False) -> list[str]:
+    """Every measurement of one profile (``lean``: the floor and ``LEAN``'s conversions only), as
+    a table; its runs go to ``measured`` too."""
+    size, events = input_stats(root)
+    print(f"bench: {name}", file=sys.stderr, flush=True)
+    floor = measure("floor: parse every file (orjson.loads, or split text lines)",
+                    [sys.executable, "-c", FLOOR, str(root)])
+    runs = [floor]
+    ours: dict[str, Run] = {}
+    every = (("summary", "20M", ".pftrace"), ("detail", "20M", ".pftrace"), ("detail", "0", ".pftrace"),
+             ("summary", "0", ".json"), ("detail", "0", ".json"))
+    ways = LEAN if lean else every
+    for kind, cap, suffix in ways:
+        out = BUILD / f"out-{kind}-{cap}{suffix}"
+        argv = [sys.executable, "-m", "converters", str(root), "--kind", kind, "--max-size", cap,
+                "-o", str(out)]
+        capped = "capped 20M" if cap != "0" else "uncapped"
+        run = measure(f"trace2perfetto {kind}, {capped}, {suffix[1:]}", argv, out)
+        ours[f"{kind}{suffix}{cap}"] = run
+        runs.append(run)
+    if measured is not None:
+        measured.size = size
+        measured.runs.update(ours)
+    if not lean:
+        runs += analyses(root)
     peers: dict[str, Run] = {}
     if peer:
         from bench.peers import run_mindinsight
@@ -217,12 +251,15 @@ def bench_profile(name: str, root: Path, peer: bool) -> list[str]:
     return rows
 
 
-TRACE_PROCESSOR = ROOT.parent / "shared" / "tools" / "trace_processor_shell"
+# as the tests find it: $TRACE2PERFETTO_TRACE_PROCESSOR (a worktree's), else shared/tools beside the checkout
+TRACE_PROCESSOR = Path(os.environ.get("TRACE2PERFETTO_TRACE_PROCESSOR")
+                       or ROOT.parent / "shared" / "tools" / "trace_processor_shell")
 
 
-def to_loaded_trace(name: str, root: Path) -> list[str]:
+def to_loaded_trace(name: str, root: Path, measured: Measured | None = None, lean: bool = False) -> list[str]:
     """Raw profile to a trace loaded in Perfetto's trace processor (the UI's engine), against
-    loading the vendor's own trace_view.json files (one load per rank, as the UI would)."""
+    loading the vendor's own trace_view.json files (one load per rank, as the UI would); ``lean``:
+    the uncapped detail .pftrace only. The loads and that conversion go to ``measured`` too."""
     if not TRACE_PROCESSOR.exists():
         return [f"\n(no {TRACE_PROCESSOR}: the load comparison is skipped)"]
     query = BUILD / "count.sql"
@@ -233,22 +270,103 @@ def to_loaded_trace(name: str, root: Path) -> list[str]:
 
     vendor = [load("vendor", p) for p in sorted(root.rglob("trace_view.json"))]
     vendor_s = sum(r.seconds for r in vendor)
+    if measured is not None:
+        measured.runs["vendor load"] = Run("vendor load", vendor_s, max(r.peak_rss_mib for r in vendor), 0,
+                                           sum(r.cpu_seconds for r in vendor))
     rows = [f"\n#### {name}: raw profile to a loaded trace\n",
             "| way | convert s | load s | total s | x vendor |", "|---|---:|---:|---:|---:|",
             f"| trace processor loads each rank's trace_view.json ({len(vendor)} loads) | - | "
             f"{vendor_s:.2f} | {vendor_s:.2f} | 1.00 |"]
     ways = (("detail", ".pftrace", "0"), ("detail", ".json", "0"), ("detail", ".pftrace", "20M"),
             ("summary", ".pftrace", "0"))
-    for kind, suffix, cap in ways:
+    for kind, suffix, cap in ways[:1] if lean else ways:
         out = BUILD / f"loaded-{kind}-{cap}{suffix}"
         made = measure("convert", [sys.executable, "-m", "converters", str(root), "--kind", kind,
                                    "--max-size", cap, "-o", str(out)], out)
         loaded = load("load", out)
+        if measured is not None:
+            measured.runs.update({f"convert {kind}{suffix}{cap}": made, f"load {kind}{suffix}{cap}": loaded})
         total = made.seconds + loaded.seconds
         how = f"uncapped {suffix[1:]}" if cap == "0" else f"{suffix[1:]}, the default 20 MiB cap"
         rows.append(f"| trace2perfetto {kind} ({how}), then one load | "
                     f"{made.seconds:.2f} | {loaded.seconds:.2f} | {total:.2f} | {total / vendor_s:.2f} |")
     return rows
+
+
+STARTS = 10  # runs of each start-up command: their minimum, as the machine's load varies them by up to 2x
+
+
+def startup() -> tuple[str, float, float]:
+    """What ``info`` on a ~200 KB profile costs against starting Python: (the profile, in words;
+    both CPU s, the minimum of ``STARTS`` runs each). The real Paddle sample (170 KB) where
+    TRACE2PERFETTO_REALDATA is set, else a generated Paddle CPU profile of that size. Bytecode is
+    cached as an installed package has it (this machine sets PYTHONDONTWRITEBYTECODE, under which
+    every run would compile the package again)."""
+    real = os.environ.get("TRACE2PERFETTO_REALDATA")
+    if real and (Path(real) / "paddle-cpu-chrome").is_dir():
+        root, what = Path(real) / "paddle-cpu-chrome", "the real sample paddle-cpu-chrome"
+    else:
+        root = generated("gen-paddle-cpu-small", _write_small_paddle)
+        what = "a generated Paddle CPU profile (TRACE2PERFETTO_REALDATA unset)"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(BUILD / "pycache")
+
+    def least(argv: list[str]) -> float:
+        measure("warm-up", argv, env=env)  # writes the bytecode
+        return min(measure("start", argv, env=env).cpu_seconds for _ in range(STARTS))
+
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    info = least([sys.executable, "-m", "converters", "info", str(root)])
+    return f"{what}, {size / 1e3:,.0f} KB", info, least([sys.executable, "-c", "pass"])
+
+
+def _write_small_paddle(root: Path) -> None:
+    from fixtures.paddle_gen import generate_profile
+
+    generate_profile(root, form="chrome", steps=5, gpu=False, seed=1)
+
+
+@dataclass
+class Target:
+    """One row of issue 28's table: what, its figure in this run (None: not measured) and its target."""
+
+    what: str
+    figure: float | None
+    target: float
+    at_least: bool  # a speed (MB/s per core): at least the target; a ratio: at most
+
+    def row(self) -> str:
+        goal = f">= {self.target:g}" if self.at_least else f"<= {self.target:.1f}x"
+        if self.figure is None:
+            return f"| {self.what} | - | {goal} | not measured |"
+        figure = f"{self.figure:,.0f}" if self.at_least else f"{self.figure:.2f}x"
+        met = self.figure >= self.target if self.at_least else self.figure <= self.target
+        return f"| {self.what} | {figure} | {goal} | {'met' if met else 'not met'} |"
+
+
+def torch_npu_targets(name: str, measured: Measured) -> list[Target]:
+    """The torch_npu rows of issue 28's table for one profile, in CPU seconds."""
+    runs, mb = measured.runs, measured.size / 1e6
+    vendor, loaded, made = (runs.get(key) for key in ("vendor load", "load detail.pftrace0",
+                                                      "convert detail.pftrace0"))
+    loads = vendor is not None and loaded is not None and made is not None  # no trace processor: not measured
+    detail, summary = (mb / runs[key].cpu_seconds for key in ("detail.pftrace0", "summary.pftrace20M"))
+    return [
+        Target(f"torch_npu detail, MB/s per core ({name})", detail, 120, True),
+        Target(f"torch_npu summary, MB/s per core ({name})", summary, 300, True),
+        Target(f"trace processor's CPU loading our detail .pftrace / loading the vendor's JSON ({name})",
+               loaded.cpu_seconds / vendor.cpu_seconds if loads else None, 1.0, False),
+        Target(f"raw profile to a loaded trace (our conversion + load) / the vendor's load ({name})",
+               (made.cpu_seconds + loaded.cpu_seconds) / vendor.cpu_seconds if loads else None, 2.0, False),
+    ]
+
+
+def targets_table(targets: list[Target]) -> list[str]:
+    """Issue 28's table, each row with its target and whether this run met it."""
+    return ["\n### Issue 28 targets\n",
+            "CPU seconds (user + system of each process and the workers it waited for), this run's "
+            "measurements above; the trace processor's rows need its binary (TRACE_PROCESSOR).\n",
+            "| what | this run | target | |", "|---|---:|---:|---|", *(t.row() for t in targets)]
 
 
 HTA = ("import sys, time\n"
@@ -282,14 +400,61 @@ def against_hta(name: str, root: Path) -> list[str]:
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only the ~100 MB profiles")
     parser.add_argument("--no-peer", action="store_true", help="skip MindInsight")
     parser.add_argument("--no-write", action="store_true", help="print, do not update BENCHMARKS.md")
-    args = parser.parse_args()
+    parser.add_argument("--only", choices=("issue28",),
+                        help="issue28: only what the table of issue 28's targets needs (printed only)")
+    args = parser.parse_args(argv)
+    lean = args.only == "issue28"
     BUILD.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    lines: list[str] = [] if lean else everything_else(args.quick, args.no_peer)
+    database: list[Target] = []
+    for name, steps in _database_plan(args.quick):
+        root = generated(f"gen-database-{steps}", _write_databases, steps=steps)
+        measured = Measured()
+        lines += bench_profile(name, root, False, measured, lean)
+        per_core = measured.size / 1e6 / measured.runs["detail.pftrace0"].cpu_seconds
+        database.append(Target(f"database form (`ascend_pytorch_profiler_N.db`) detail, MB/s per core "
+                               f"({name})", per_core, 40, True))
+    torch_npu: list[list[Target]] = []
+    for name, options in _torch_npu_plan(args.quick):
+        slug = f"gen-torch-npu-{options['ranks']}x{options['steps']}"
+        root = generated(slug, _write_torch_npu, **options)
+        measured = Measured()
+        lines += bench_profile(name, root, False, measured, lean)
+        lines += to_loaded_trace(name, root, measured, lean)
+        torch_npu.append(torch_npu_targets(name, measured))
+    if not lean:
+        lines += after_torch_npu(args.quick, args.no_peer)
+    profile, info, python = startup()
+    started_up = Target(f"`info` on {profile} / starting Python (`python -c pass`): {info:.3f} / "
+                        f"{python:.3f} CPU s, the least of {STARTS} runs each", info / python, 4.0, False)
+    # in the issue's order: each torch_npu figure for every profile, then the database form, the start-up
+    by_figure = [t for rows in zip(*torch_npu, strict=True) for t in rows]
+    lines += targets_table([*by_figure, *database, started_up])
+    command = f"python -m bench.run{' --quick' if args.quick else ''}{' --only issue28' if lean else ''}"
+    header = [
+        f"Command: `make bench` (`{command}`), "
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, Python {sys.version.split()[0]}; "
+        f"took {time.perf_counter() - started:.0f} s.",
+    ]
+    text = "\n".join(header + lines)
+    print(text)
+    if not args.no_write and not lean:
+        path = ROOT / "BENCHMARKS.md"
+        old = path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+        before, _, rest = old.partition(BEGIN)
+        _, _, after = rest.partition(END)
+        path.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
+
+
+def everything_else(quick: bool, no_peer: bool) -> list[str]:
+    """The profiles measured before the database and torch_npu ones: MindSpore 2.x and CANN
+    layouts (MindInsight beside them), MindSpore 1.x folders."""
     common = dict(ranks=8, graphs=(2, 4), tasks_per_step=700, seed=1)
     plan = [
         ("~100 MB, MindSpore 2.0-2.2 timeline layout (8 ranks, 2 graphs, 10 steps)",
@@ -297,7 +462,7 @@ def main() -> None:
         ("~100 MB, CANN 7/8 msprof_*.json layout (8 ranks, 2 graphs, 18 steps)",
          dict(steps=18, layout="cann8"), True),
     ]
-    if not args.quick:
+    if not quick:
         plan += [
             ("~1 GB, CANN 7/8 msprof_*.json layout (8 ranks, 2 graphs, 180 steps)",
              dict(steps=180, layout="cann8"), True),
@@ -308,43 +473,30 @@ def main() -> None:
     for name, options, peer in plan:
         slug = re.sub(r"\W+", "-", name.split(",")[0] + "-" + options["layout"]).strip("-")
         root = generated(f"gen-{slug}-{options['steps']}", **common, **options)
-        lines += bench_profile(name, root, peer and not args.no_peer)
-    for name, options in _legacy_plan(args.quick):
+        lines += bench_profile(name, root, peer and not no_peer)
+    for name, options in _legacy_plan(quick):
         root = generated(f"gen-mindspore1x-{options['steps']}", _write_legacy, **options)
         lines += bench_profile(name, root, False)
-    for name, steps in _database_plan(args.quick):
-        root = generated(f"gen-database-{steps}", _write_databases, steps=steps)
-        lines += bench_profile(name, root, False)
-    for name, options in _torch_npu_plan(args.quick):
-        slug = f"gen-torch-npu-{options['ranks']}x{options['steps']}"
-        root = generated(slug, _write_torch_npu, **options)
-        lines += bench_profile(name, root, False)
-        lines += to_loaded_trace(name, root)
-    for name, options in _kineto_plan(args.quick):
+    return lines
+
+
+def after_torch_npu(quick: bool, no_peer: bool) -> list[str]:
+    """The profiles measured after the torch_npu ones: Kineto (HTA beside it), Paddle, the scaling
+    to many ranks, the real msprof sample."""
+    lines = []
+    for name, options in _kineto_plan(quick):
         slug = f"gen-kineto-{options['ranks']}x{options['target_mb']}-memory"  # [memory] events in them
         root = generated(slug, _write_kineto, **options)
         lines += bench_profile(name, root, False)
         lines += against_hta(name, root)
-    for name, options in _paddle_plan(args.quick):
+    for name, options in _paddle_plan(quick):
         root = generated(f"gen-paddle-{options['form']}-{options['target_mb']}", _write_paddle, **options)
         lines += bench_profile(name, root, False)
-    lines += scaling(args.quick)
+    lines += scaling(quick)
     real = ROOT.parent / "shared" / "data" / "real" / "msprof-2rank"
     if real.is_dir():
-        lines += bench_profile("real sample msprof-2rank", real, not args.no_peer)
-    header = [
-        f"Command: `make bench` (`python -m bench.run{' --quick' if args.quick else ''}`), "
-        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, Python {sys.version.split()[0]}; "
-        f"took {time.perf_counter() - started:.0f} s.",
-    ]
-    text = "\n".join(header + lines)
-    print(text)
-    if not args.no_write:
-        path = ROOT / "BENCHMARKS.md"
-        old = path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-        before, _, rest = old.partition(BEGIN)
-        _, _, after = rest.partition(END)
-        path.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
+        lines += bench_profile("real sample msprof-2rank", real, not no_peer)
+    return lines
 
 
 def _legacy_plan(quick: bool) -> list[tuple[str, dict]]:

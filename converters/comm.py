@@ -23,9 +23,7 @@ Three parts, each a small pure function of what the readers give:
 from __future__ import annotations
 
 import bisect
-import hashlib
 import re
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -458,6 +456,8 @@ def clock_offsets(instances: Iterable[Instance], host_of: dict[int, str]) -> lis
     out from the reference host (that of the lowest rank) along the pairs seen most often. Hosts
     that share no collective with the reference's, even through others, are left out.
     """
+    from statistics import median  # here, not with the module: fractions, numbers: 1.5 ms of start-up
+
     samples: dict[tuple[str, str], list[int]] = defaultdict(list)
     seen: dict[tuple[str, str], int] = defaultdict(int)
     for inst in instances:
@@ -465,13 +465,13 @@ def clock_offsets(instances: Iterable[Instance], host_of: dict[int, str]) -> lis
         for rank, end in inst.ends.items():
             by_host[host_of[rank]].append(end)
         anchor = host_of[min(inst.ends)]
-        anchor_end = int(statistics.median(by_host[anchor]))
+        anchor_end = int(median(by_host[anchor]))
         for host, ends in by_host.items():
             if host != anchor:
                 pair = (anchor, host)
                 seen[pair] += 1
                 if len(samples[pair]) < _CLOCK_SAMPLES:
-                    samples[pair].append(int(statistics.median(ends)) - anchor_end)
+                    samples[pair].append(int(median(ends)) - anchor_end)
     ranks_of: dict[str, list[int]] = defaultdict(list)
     for rank, host in sorted(host_of.items()):
         ranks_of[host].append(rank)
@@ -485,8 +485,8 @@ def clock_offsets(instances: Iterable[Instance], host_of: dict[int, str]) -> lis
             if (a in clocks) == (b in clocks):
                 continue
             known, new, sign = (a, b, 1) if a in clocks else (b, a, -1)
-            middle = statistics.median(diffs)
-            spread = statistics.median(abs(d - middle) for d in diffs)
+            middle = median(diffs)
+            spread = median(abs(d - middle) for d in diffs)
             clocks[new] = HostClock(new, tuple(ranks_of[new]), clocks[known].offset_ns + round(sign * middle),
                                     round(spread), seen[a, b])
             grown = True
@@ -518,7 +518,9 @@ def flow_id(key: Key, rank: int) -> int:
     """The arrow from ``rank``'s op of one collective to the last-arriving rank's."""
     step = None if key.step is None else key.step.text  # a rank's first graph: the step id, as ever
     text = f"collective|{key.group}|{step}|{key.name}|{key.occurrence}|{rank}"
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+    from hashlib import blake2b  # here, not with the module: a command that draws no arrows loads no OpenSSL
+
+    return int.from_bytes(blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 def annotated(slices: list[Slice], ops: list[OpComm], waiters: dict[Key, list[int]]) -> list[Slice]:

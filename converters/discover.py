@@ -9,7 +9,6 @@ Symlinked directories are not followed, so loops cannot hang it.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import os
 from collections.abc import Iterable
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from .errors import Diagnostics, InputError, UsageError
 from .model import RankInfo
-from .readers import LOOKED_FOR, READ_ALONE, READERS
+from .readers import READERS, candidates, looked_for, read_alone, reader
 from .select import format_ids
 
 
@@ -42,10 +41,10 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
         return [_lone_file(path, diag)]
     ranks: dict[int, RankInfo] = {}
     hosts: dict[int, RankInfo] = {}
-    for folder, reader in _rank_dirs(path, diag):
-        files = getattr(reader, "FILES", False)  # a reader of files says how it numbered them
-        for info in reader.rank_infos(folder, diag) if files else reader.rank_infos(folder):
-            if getattr(reader, "ATTACHES", False):
+    for folder, module in _rank_dirs(path, diag):
+        files = getattr(module, "FILES", False)  # a reader of files says how it numbered them
+        for info in module.rank_infos(folder, diag) if files else module.rank_infos(folder):
+            if getattr(module, "ATTACHES", False):
                 _claim(hosts, info, diag)
             else:
                 _claim(ranks, info, diag)
@@ -55,7 +54,7 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
         else:
             ranks[rank] = host
     if not ranks:
-        raise UsageError(f"{path}: no profiler output found; looked for {LOOKED_FOR}")
+        raise UsageError(f"{path}: no profiler output found; looked for {looked_for()}")
     _one_run(path, ranks.values())
     unaligned = [info for info in ranks.values() if not info.wall_clock]
     if unaligned and diag is not None:
@@ -104,6 +103,8 @@ def _one_run(root: Path, ranks: Iterable[RankInfo]) -> None:
 
 def _side(infos: list[RankInfo], edge: RankInfo, word: str) -> str:
     """``rank 3 started at ... (path)``, or ``ranks 0-3 started by ... (rank 3: path)``."""
+    import datetime  # for this message only
+
     when = datetime.datetime.fromtimestamp(edge.start_ns // 10**9, datetime.timezone.utc)
     text = when.strftime("%Y-%m-%d %H:%M:%S UTC")
     if len(infos) == 1:
@@ -119,32 +120,34 @@ def _duration(ns: int) -> str:
 def _rank_dirs(root: Path, diag: Diagnostics | None):
     """Walk ``root`` top-down; a directory a reader claims is not walked into. A rank's folder
     with nothing to read in it is said, never passed over in silence."""
-    for folder, subdirs, _files in os.walk(root, followlinks=False):
+    for folder, subdirs, files in os.walk(root, followlinks=False):
         here = Path(folder)
-        reader = next((r for r in READERS if r.sniff(here)), None)
-        if reader is not None:
-            yield here, reader
-            if not getattr(reader, "FILES", False):
+        held = subdirs + files
+        found = next((r for r in candidates(here, held) if r.sniff(here)), None)
+        if found is not None:
+            yield here, found
+            if not getattr(found, "FILES", False):
                 subdirs.clear()
                 continue
         subdirs.sort()
-        empty = None if reader is not None else _missing_data(here)
+        empty = None if found is not None else _missing_data(here, held)
         if empty and diag is not None:
             diag.warn("empty_rank_dir", *empty)
 
 
-def _missing_data(folder: Path) -> tuple[str, str] | None:
+def _missing_data(folder: Path, held: list[str]) -> tuple[str, str] | None:
     """Why a folder that a reader knows as a rank's by its name holds nothing to read (a warning
     and its subject); None if no reader says so."""
-    checks = (reader.missing_data for reader in READERS if hasattr(reader, "missing_data"))
+    checks = (r.missing_data for r in candidates(folder, held) if hasattr(r, "missing_data"))
     return next((found for check in checks if (found := check(folder))), None)
 
 
 def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
     """One file read as one rank, by the first reader that reads it alone."""
-    for reader in READERS:
-        info = reader.lone_file(path, diag) if hasattr(reader, "lone_file") else None
+    for name in READERS:
+        lone_file = getattr(reader(name), "lone_file", None)
+        info = lone_file(path, diag) if lone_file is not None else None
         if info is not None:
             return info
-    raise UsageError(f"{path}: not a file this tool reads alone ({READ_ALONE}); "
+    raise UsageError(f"{path}: not a file this tool reads alone ({read_alone()}); "
                      "or pass the profiler output directory")

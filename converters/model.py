@@ -16,8 +16,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import msgspec
-
 from .errors import InputError, as_text
 from .overlap import StepIntervals
 
@@ -29,14 +27,25 @@ def decoded_args(raw: bytes) -> Any:
     """A slice's raw args decoded. The file's own text: a number a double cannot hold (``1e400``,
     which msgspec refuses where orjson and Perfetto's JSON importer take it as infinite) is
     ±inf, as they read it."""
-    try:
-        return _ARGS.decode(raw)
-    except msgspec.ValidationError:
-        return _ARGS_PAST_DOUBLES.decode(raw)
+    return _decode(raw)
 
 
-_ARGS = msgspec.json.Decoder()
-_ARGS_PAST_DOUBLES = msgspec.json.Decoder(float_hook=float)
+def _decode(raw: bytes) -> Any:
+    """``decoded_args``'s first call: msgspec is imported here, not with the model (``info``
+    decodes no args and, on a MindSpore 1.x profile, loads no msgspec), and its decoder takes over."""
+    global _decode
+    import msgspec
+
+    decoder, past_doubles = msgspec.json.Decoder(), msgspec.json.Decoder(float_hook=float)
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return decoder.decode(raw)
+        except msgspec.ValidationError:
+            return past_doubles.decode(raw)
+
+    _decode = decode
+    return decode(raw)
 
 
 def checked_ns(ns: int) -> int:

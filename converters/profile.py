@@ -25,7 +25,7 @@ from .errors import Diagnostics, UsageError
 from .executor import LOCAL, Where, each_rank
 from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
 from .overlap import Interval, StepIntervals
-from .readers import BY_NAME, host_info, with_memory
+from .readers import reader, with_memory
 from .select import check_graphs, check_steps, format_ids, select_ranks
 
 
@@ -235,9 +235,9 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
     go to ``diag.steps``, kept or not (``select.check_steps``)."""
     detail = options.kind is Kind.DETAIL
     for info in infos:
-        steps = BY_NAME[info.format].read(info, diag, detail=detail)
+        steps = reader(info.format).read(info, diag, detail=detail)
         if detail and info.host_paths:
-            steps = host_info.attach(steps, info, diag, min_level=options.host_level)
+            steps = reader("host_info").attach(steps, info, diag, min_level=options.host_level)
         if detail:
             steps = with_memory(steps, info, diag)
         for batch in carried_on(keyed(steps)):

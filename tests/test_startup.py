@@ -4,6 +4,7 @@ BENCHMARKS.md ("Issue 28: start-up"), not here."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import subprocess
@@ -19,7 +20,14 @@ from converters.cli import main
 from converters.discover import discover
 from converters.errors import Diagnostics
 from converters.profile import input_bytes
+from converters.readers import READERS, candidates, reader
+from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.host_info_gen import write_host_info
+from fixtures.kineto_gen import write_kineto_traces
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
+from fixtures.msprof_gen import write_msprof_profile
+from fixtures.paddle_gen import generate_profile
 
 HEAVY = ("matplotlib", "numpy", "dask", "distributed", "google", "pandas")
 # What `info` has no use for: the report and its plots, the writers, the other analyses, a pool.
@@ -51,6 +59,84 @@ def test_info_loads_only_what_it_needs(small_profile):
     run = f"import converters.cli\nconverters.cli.main(['info', {str(small_profile)!r}, '-q'])"
     loaded = _loaded_after(run)
     assert [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(NOT_FOR_INFO)] == []
+
+
+# What only the other formats need, by the real sample read: its reader alone is imported (its
+# folder alone shows that reader's clue), nor msgspec where the model decodes no args, nor pickle
+# where nothing is spilled that marshal cannot write.
+_READERS = tuple(f"converters.readers.{name}" for name in READERS)
+NOT_FOR_ONE_FORMAT = {
+    "mindspore-1x": (*(r for r in _READERS if not r.endswith("mindspore1x")), "converters.readers.ascend_db",
+                     "converters.readers.chrome_trace", "msgspec", "sqlite3", "pickle", "hashlib"),
+    "paddle-cpu-chrome": (*(r for r in _READERS if not r.endswith(("paddle", "kineto"))),
+                          "converters.readers.ascend_db", "converters.readers.ascend_analysis", "sqlite3",
+                          "pickle", "hashlib", "statistics"),
+}
+
+
+@pytest.mark.parametrize("sample", sorted(NOT_FOR_ONE_FORMAT))
+def test_info_loads_only_the_reader_of_its_format(sample):
+    run = f"import converters.cli\nconverters.cli.main(['info', {str(real_data(sample))!r}, '-q'])"
+    loaded = _loaded_after(run)
+    assert [m for m in loaded if m.startswith(NOT_FOR_ONE_FORMAT[sample])] == []
+
+
+def test_help_loads_no_reader():
+    loaded = _loaded_after("import converters.cli\ntry:\n    converters.cli.main(['--help'])\n"
+                           "except SystemExit:\n    pass")
+    assert [m for m in loaded if m.startswith(_READERS)] == []
+
+
+def test_the_program_leaves_what_it_loaded_to_the_exit(capsys):
+    """Run as the program (its own command line), the command freezes what is loaded so far, which
+    the collector then leaves alone (the collections at the exit cost most). Called with arguments
+    (a library, these tests), it leaves the collector alone."""
+    run = "import gc, sys\nfrom converters.cli import main\nsys.argv = ['trace2perfetto', '--help']\n" \
+          "main()\nprint(gc.get_freeze_count())"
+    out = subprocess.run([sys.executable, "-c", run], check=True, capture_output=True, text=True,
+                         cwd=Path(__file__).parent.parent)
+    assert int(out.stdout.split()[-1]) > 10_000
+    frozen = gc.get_freeze_count()
+    assert main(["--help"]) == 0
+    assert gc.get_freeze_count() == frozen
+
+
+def _generated(root: Path) -> list[Path]:
+    """Small profiles of every format the generators write, each in a folder of its own under ``root``."""
+    made = {"ascend_pt": lambda r: write_ascend_pt_profile(r, ranks=1, steps=1),
+            "ascend_ms": lambda r: write_ascend_pt_profile(r, ranks=1, steps=1, framework="ms"),
+            "ascend_db": lambda r: write_ascend_db(r / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT", steps=1),
+            "timeline": lambda r: write_msprof_profile(r, ranks=1, steps=1),
+            "cann8": lambda r: write_msprof_profile(r, ranks=1, steps=1, layout="cann8"),
+            "mindspore1x": lambda r: write_mindspore1x_profile(r, ranks=1, steps=1),
+            "host_info": lambda r: write_host_info(r, steps=1),
+            "kineto": lambda r: write_kineto_traces(r, ranks=1, steps=1),
+            "kineto_gz": lambda r: write_kineto_traces(r, ranks=1, steps=1, gzip=True),
+            "paddle": lambda r: generate_profile(r, steps=1),
+            "paddle_pb": lambda r: generate_profile(r, form="protobuf", steps=1)}
+    for name, write in made.items():
+        write(root / name)
+    return [root / name for name in made]
+
+
+def test_every_folder_a_reader_recognises_shows_its_clue(tmp_path):
+    """A clue is necessary: a folder a reader recognises (or warns of) that did not show it would
+    be passed over. Every folder of every real sample and generated format."""
+    roots = _generated(tmp_path)
+    if os.environ.get("TRACE2PERFETTO_REALDATA"):
+        roots.append(Path(os.environ["TRACE2PERFETTO_REALDATA"]))
+    recognised = set()
+    for root in roots:
+        for folder, subdirs, files in os.walk(root):
+            here = Path(folder)
+            shown = {module.NAME for module in candidates(here, subdirs + files)}
+            for name in READERS:
+                module = reader(name)
+                missing = getattr(module, "missing_data", lambda _: None)
+                if module.sniff(here) or missing(here):
+                    recognised.add(name)
+                    assert name in shown, f"{here}: {name} recognises it, but it shows no {name} clue"
+    assert recognised == set(READERS)
 
 
 def test_the_package_names_load_on_first_use():

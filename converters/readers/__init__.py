@@ -14,37 +14,104 @@ what it recognises, so discovery (``converters.discover``) holds no format knowl
 - ``missing_data(folder)`` (optional): why a folder that is a rank's by its name holds nothing to
   read, and which rank it is, to warn of (None: it holds something, or is none of its ranks').
 
-``READERS`` lists them from the most to the least specific; discovery asks each in turn. A
+``READERS`` names them from the most to the least specific; discovery asks each in turn. A
 reader with ``ATTACHES`` (host_info) adds to the device ranks of the same id rather than
 competing with them. A reader with ``FILES`` (kineto, paddle) reads files of a folder, one rank each,
 and the folder's subfolders are still walked (a mixed folder: Ascend ranks beside GPU traces).
+
+A reader's module is imported when it is first needed (``reader``): for a folder, only once the
+folder shows its ``CLUES`` (names alone, no file opened), so that a command on a MindSpore 1.x
+folder loads no SQLite, msgspec or Chrome-trace reader (issue 28's start-up).
 """
 
+import fnmatch
+import importlib
+import re
 from collections.abc import Iterable, Iterator
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
 
 from ..errors import Diagnostics, InputError
 from ..model import MEMORY_SIZE_ARG, Layer, RankInfo, Sample, Slice, StepRecords, memory_counter
-from . import ascend_pt, host_info, kineto, mindspore1x, msprof, paddle
 from .spill import by_time
 
-READERS = (ascend_pt, msprof, mindspore1x, host_info, kineto, paddle)
-BY_NAME = {reader.NAME: reader for reader in READERS}
+READERS = ("ascend_pt", "msprof", "mindspore1x", "host_info", "kineto", "paddle")
 
-# What discovery looked for, for the "nothing recognisable" message.
-LOOKED_FOR = "; ".join(f"{reader.NAME}: {reader.FOLDER}" for reader in READERS)
 
-# What can be read alone, for the message that a file passed alone is none of them.
-_LONE = [name for reader in READERS for name in getattr(reader, "LONE_FILES", ())]
-READ_ALONE = f"{', '.join(_LONE[:-1])} or {_LONE[-1]}"
+class Clue(NamedTuple):
+    """What a folder a reader recognises (``sniff``) or warns of (``missing_data``) shows by names
+    alone: its own name matches ``named``, or it holds an entry (file or folder) matching ``holds``
+    (shell patterns, as the reader's own globs). A clue is necessary, never sufficient: the reader's
+    ``sniff`` decides. ``tests/test_startup.py`` checks that every folder a reader recognises in the
+    real samples and the fixtures shows its clue."""
+
+    named: tuple[str, ...] = ()
+    holds: tuple[str, ...] = ()
+
+
+CLUES = {
+    "ascend_pt": Clue(named=("*_ascend_pt", "*_ascend_ms"), holds=("profiler_info*.json",)),
+    "msprof": Clue(named=("device_*",), holds=("msprof_*.db", "mindstudio_profiler_output")),
+    "mindspore1x": Clue(holds=("output_timeline_data_*.txt", "step_trace_raw_*_detail_time.csv",
+                               "hccl_info")),
+    "host_info": Clue(named=("host_info",)),
+    "kineto": Clue(holds=("*.json", "*.json.gz")),
+    "paddle": Clue(holds=("*.paddle_trace.json", "*.paddle_trace.pb")),
+}
+
+
+@cache
+def reader(name: str) -> ModuleType:
+    """The reader of that ``NAME`` (a ``RankInfo``'s ``format``), its module imported on first use."""
+    return importlib.import_module(f".{name}", __name__)
+
+
+def candidates(folder: Path, names: Iterable[str]) -> Iterator[ModuleType]:
+    """The readers whose clue ``folder`` shows (``names``: what it holds), most specific first,
+    each imported as it is reached."""
+    held = list(names)
+    for name in READERS:
+        named, holds = _patterns(name)
+        if (named and named.match(folder.name)) or (holds and any(holds.match(n) for n in held)):
+            yield reader(name)
+
+
+@cache
+def _patterns(name: str) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+    """The reader's clue as two patterns: its folder's name, a name the folder holds."""
+    clue = CLUES[name]
+    return _compiled(clue.named), _compiled(clue.holds)
+
+
+def _compiled(globs: tuple[str, ...]) -> re.Pattern[str] | None:
+    return re.compile("|".join(map(fnmatch.translate, globs))) if globs else None
+
+
+def every_reader() -> list[ModuleType]:
+    """Every reader, imported: for what is said when none recognised the input."""
+    return [reader(name) for name in READERS]
+
+
+def looked_for() -> str:
+    """What discovery looked for, for the "nothing recognisable" message."""
+    return "; ".join(f"{r.NAME}: {r.FOLDER}" for r in every_reader())
+
+
+def read_alone() -> str:
+    """What can be read alone, for the message that a file passed alone is none of them."""
+    lone = [name for r in every_reader() for name in getattr(r, "LONE_FILES", ())]
+    return f"{', '.join(lone[:-1])} or {lone[-1]}"
 
 
 def for_ops(rank: RankInfo) -> tuple[RankInfo, bool]:
     """How to read a rank for its operator statistics (``analyses.ops``): the rank as its reader
     reads it for op types, and whether that needs a detail read."""
-    reader = BY_NAME[rank.format]
-    with_op_types = getattr(reader, "with_op_types", None)
+    module = reader(rank.format)
+    with_op_types = getattr(module, "with_op_types", None)
     rank = rank if with_op_types is None else with_op_types(rank)
-    return rank, getattr(reader, "OPS_IN_DETAIL_ONLY", False)
+    return rank, getattr(module, "OPS_IN_DETAIL_ONLY", False)
 
 
 # Allocations drawn in detail traces: those of 1 MiB and more. A training step makes thousands of
@@ -56,27 +123,27 @@ HOST = "Host"  # the component of host memory in ``trace2perfetto memory``: the 
 
 def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
     """A rank's device memory records, as its reader gives them (none where it reads no memory)."""
-    read = getattr(BY_NAME[rank.format], "memory", None)
+    read = getattr(reader(rank.format), "memory", None)
     return read(rank, diag) if read is not None else iter(())
 
 
 def host_memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Sample]:
     """The rank's host memory (host_info's), as the ``HOST`` component's Allocated counter."""
-    for sample in host_info.host_memory(rank, diag):
+    for sample in reader("host_info").host_memory(rank, diag):
         yield sample._replace(lane=memory_counter(HOST, "Allocated"))
 
 
 def memory_sources(rank: RankInfo) -> str:
     """Where the rank's reader finds memory records, in words: for the message that it found none."""
     default = "memory_record.csv, operator_memory.csv or memory tables"
-    return getattr(BY_NAME[rank.format], "MEMORY_FROM", default)
+    return getattr(reader(rank.format), "MEMORY_FROM", default)
 
 
 def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics) -> Iterable[StepRecords]:
     """The steps (in time order) with the rank's memory counters and its allocations of
     ``DRAWN_ALLOCATION_BYTES`` and more added, each to the step it falls in (``spill.by_time``). A
     memory file broken beyond recovery is a warning: the rank's other records are drawn."""
-    if getattr(BY_NAME[rank.format], "memory", None) is None:
+    if getattr(reader(rank.format), "memory", None) is None:
         return steps
 
     def fill(add) -> None:

@@ -3,13 +3,13 @@
 Records go to disk packed by ``_core.pack`` (a format of their own: 2-3x faster both ways than
 marshal, which was 3x faster than pickle); a batch it cannot pack (args that are dicts, ints past
 64 bits) goes as plain rows (``_core.rows``) written by marshal, or pickled where marshal cannot
-write some args.
+write some args. ``pickle`` is imported where it is needed: a small profile's reading seldom
+needs it (issue 28's start-up).
 """
 
 from __future__ import annotations
 
 import marshal
-import pickle
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -39,6 +39,8 @@ class StepSpill:
         try:
             data = _MARSHAL + marshal.dumps(found)
         except ValueError:  # a value marshal cannot write, in some args
+            import pickle
+
             data = _PICKLE + pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL)
         self._write(index, data)
 
@@ -50,10 +52,14 @@ class StepSpill:
 
     def add_values(self, index: Hashable, value: object) -> None:
         """File any picklable value (e.g. an array of hashes) under ``index``, beside the records."""
+        import pickle
+
         self._write(index, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
     def load_values(self, index: Hashable) -> list:
         """The values filed by ``add_values`` under ``index``, in the order they were added."""
+        import pickle
+
         values = []
         for offset, length in self._segments.pop(index, []):
             self._file.seek(offset)
@@ -68,7 +74,12 @@ class StepSpill:
             if data[:1] == _PACKED:
                 out += _core.unpack(data[1:], rank, _LAYERS, Slice, Sample, FlowEnd)
                 continue
-            found = marshal.loads(data[1:]) if data[:1] == _MARSHAL else pickle.loads(data[1:])
+            if data[:1] == _MARSHAL:
+                found = marshal.loads(data[1:])
+            else:
+                import pickle
+
+                found = pickle.loads(data[1:])
             out += _core.records(found, rank, _LAYERS, Slice, Sample, FlowEnd)
         return out
 

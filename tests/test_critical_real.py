@@ -1,0 +1,51 @@
+"""``critical`` on every real sample: it runs, each step's path tiles the step's span in time order
+with real pieces on the kept ranks, and a profile without device work has no path (docs/analysis.md,
+section 11). What each sample's path shows is checked where a sample says more: the allreduces of
+``ascend-pt-2rank`` (tests/test_critical.py), HTA's paths on ``kineto-2rank``
+(tests/test_critical_hta.py)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import real_data
+
+from converters import Diagnostics
+from converters.analyses.critical import KINDS, critical_paths
+from converters.cli import main
+
+WITH_DEVICE = {  # sample -> (steps, ranks the profile holds)
+    "kineto-2rank": ([551, 552], {0, 1}),
+    "kineto-1.8-resnet50": ([5, 6, 7, 8, 9, 10], {0}),
+    "kineto-gloo-2rank": ([2, 3, 4], {0, 1}),  # CPU only: its gloo collectives are its device work
+    "ascend-pt-2rank": ([50], {0, 1}),
+    "ascend-pt-db": ([50], {0, 1}),
+    "msprof-2rank": (list(range(1, 11)), {0, 1}),
+    "msprof-db": ([None], {0}),
+    "mindspore-1x/single-device": ([None, 1], {1}),
+    "mindspore-1x/hccl-rank6": ([1, 2], {6}),
+}
+HOST_ONLY = ["paddle-cpu-chrome", "paddle-cpu-protobuf", "mindspore-cpu/pynative-profile",
+             "mindspore-cpu/graph-legacy-Profiler"]
+
+
+@pytest.mark.parametrize("sample", sorted(WITH_DEVICE))
+def test_each_step_s_path_tiles_its_span_on_the_kept_ranks(sample):
+    steps, ranks = WITH_DEVICE[sample]
+    paths = list(critical_paths(real_data(sample), diag=Diagnostics()))
+    assert [p.step for p in paths] == steps
+    for found in paths:
+        assert found.path and found.step_ns > 0
+        assert found.path[0].start_ns == found.start_ns
+        assert found.path[-1].start_ns + found.path[-1].dur_ns == found.start_ns + found.step_ns
+        for before, after in zip(found.path, found.path[1:], strict=False):
+            assert before.start_ns + before.dur_ns == after.start_ns
+        assert all(s.dur_ns > 0 and s.kind in KINDS and s.rank in ranks for s in found.path)
+        assert all(w.saved_ns > 0 for w in found.what_if)
+        assert sum(s.dur_ns for s in found.path if s.kind in ("compute", "communication")) > 0
+
+
+@pytest.mark.parametrize("sample", HOST_ONLY)
+def test_a_profile_without_device_work_has_no_path_and_says_so(sample, capsys):
+    assert list(critical_paths(real_data(sample), diag=Diagnostics())) == []
+    assert main(["critical", str(real_data(sample))]) == 0
+    assert "no device work in the kept ranks and steps" in capsys.readouterr().err

@@ -49,3 +49,14 @@ def test_a_profile_without_device_work_has_no_path_and_says_so(sample, capsys):
     assert list(critical_paths(real_data(sample), diag=Diagnostics())) == []
     assert main(["critical", str(real_data(sample))]) == 0
     assert "no device work in the kept ranks and steps" in capsys.readouterr().err
+
+
+def test_ranks_on_clocks_of_their_own_are_not_joined_on_one_path(capsys):
+    """mindspore-1x holds two unrelated MindSpore 1.x profiles, each in device ticks since its device
+    started: one path over both made step 1 span 462,000 s of idle. Refused, with what to do; each
+    rank alone has its path."""
+    assert main(["critical", str(real_data("mindspore-1x")), "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "rank 1,6: times on a clock of its own" in captured.err and "--ranks" in captured.err
+    assert main(["critical", str(real_data("mindspore-1x")), "--ranks", "6", "--format", "json"]) == 0

@@ -23,11 +23,12 @@ from typing import NamedTuple
 from .. import comm
 from ..budget import Spool, SpoolFile, spooled
 from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, segments
-from ..errors import Diagnostics
+from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Slice, StepKey, StepRecords, decoded_args
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, aligning, read_profile, shifted
+from ..select import format_ids
 from .ops import op_type
 
 __all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "record"]
@@ -244,7 +245,8 @@ def critical_paths(
     rank is in memory at a time.
 
     Raises:
-        UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``.
+        UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``;
+            ranks on clocks of their own kept with others and not aligned.
         InputError: an input file broken beyond recovery.
     """
     if isinstance(path, Profile):  # its selection, read in detail (the device tasks)
@@ -253,6 +255,7 @@ def critical_paths(
         options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
         profile = Profile.open(path, options, where=where, diag=diag)
     shifts = profile.align() if aligning(align) else {}
+    _check_one_timeline(profile.ranks, aligning(align))
     spool = Spool()
     try:
         stashed = _read_ranks(profile, spool, shifts)
@@ -262,6 +265,17 @@ def critical_paths(
             yield step_path(found, _nodes_in(spool, found, stashed[step]))
     finally:
         spool.close()
+
+
+def _check_one_timeline(infos: list[RankInfo], aligned: bool) -> None:
+    """A path crosses ranks only where their times can be laid on one timeline: a rank on a clock
+    of its own (MindSpore 1.x without host_start.log: device ticks since the device started) beside
+    others would make a step span of days, nearly all of it idle."""
+    own = [info.rank for info in infos if not info.wall_clock]
+    if own and len(infos) > 1 and not aligned:
+        raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time), not comparable "
+                         "with the other ranks': keep one rank (--ranks), or --align collectives where "
+                         "they share collectives")
 
 
 def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], Chains]:

@@ -273,9 +273,9 @@ def _check_one_timeline(infos: list[RankInfo], aligned: bool) -> None:
     others would make a step span of days, nearly all of it idle."""
     own = [info.rank for info in infos if not info.wall_clock]
     if own and len(infos) > 1 and not aligned:
-        raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time), not comparable "
-                         "with the other ranks': keep one rank (--ranks), or --align collectives where "
-                         "they share collectives")
+        raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time), not "
+                         "comparable with the other ranks': keep one rank (--ranks), or --align collectives "
+                         "where they share collectives")
 
 
 def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], Chains]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import real_data
+from tp_tables import differences, plain, tables
 from trace_check import read_chrome_json, read_perfetto
 
 from converters import convert, discover
@@ -188,6 +189,34 @@ def test_trace_processor_imports_exactly_what_we_wrote(sample, kind, tmp_path):
         assert result.slices > 0 or result.warnings, f"{sample} {kind} {name}: empty without a word"
         times[name] = slice_times(out, tmp_path)
     assert_same_slices(times["out.json"], times["out.pftrace"], result.warnings, f"{sample} {kind}")
+
+
+def assert_imports_as_plain(trace: Path, tmp_path: Path, what: str) -> None:
+    """The trace processor imports from ``trace`` what it imports from its plain form (``plain``:
+    every string where it is used, no sequence state): the same slices, args, flows, counters and
+    names, and no error."""
+    trace_processor()  # or skip
+    ours = tables(trace, tmp_path)
+    assert ours["stats"] == [], f"{what}: {ours['stats']}"
+    flat = tmp_path / "plain.pftrace"
+    flat.write_bytes(plain(trace.read_bytes()))
+    assert differences(tables(flat, tmp_path), ours) == [], what
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_what_the_sequences_state_carries_imports_as_if_written_in_full(sample, kind, tmp_path):
+    out = tmp_path / "out.pftrace"
+    convert(_sample(sample), out, kind=kind, max_bytes=None)
+    assert_imports_as_plain(out, tmp_path, f"{sample} {kind}")
+
+
+def test_a_generated_job_of_many_steps_imports_as_if_written_in_full(tmp_path):
+    """Sequences of many steps each, with every kind of argument the generator writes."""
+    write_ascend_pt_profile(tmp_path / "job", ranks=2, steps=6, tasks_per_step=400, seed=7)
+    out = tmp_path / "out.pftrace"
+    convert(tmp_path / "job", out, kind="detail", max_bytes=None)
+    assert_imports_as_plain(out, tmp_path, "generated")
 
 
 @pytest.mark.parametrize("kind", ["summary", "detail"])

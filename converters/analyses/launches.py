@@ -33,7 +33,9 @@ def is_framework_op(name: str) -> bool:
 
 
 def outermost(ranges: Iterable[Slice]) -> dict[str, tuple[list[int], list[Slice]]]:
-    """Per lane, the ranges held by no other of them (their starts, and the ranges, in time order)."""
+    """Per lane, the ranges held by no other of them (their starts, and the ranges, in time order).
+    A range that begins inside the one before it and ends after it (rounded times nest badly) holds
+    what lies past that one's end: it is kept from there on, so every instant has one outermost op."""
     by_lane: dict[str, list[Slice]] = {}
     for s in ranges:
         by_lane.setdefault(s.lane, []).append(s)
@@ -42,8 +44,11 @@ def outermost(ranges: Iterable[Slice]) -> dict[str, tuple[list[int], list[Slice]
         found.sort(key=lambda s: (s.start_ns, -s.dur_ns))
         tops: list[Slice] = []
         for s in found:
-            if not tops or s.start_ns >= tops[-1].end_ns:
+            if not tops or s.start_ns > tops[-1].end_ns:
                 tops.append(s)
+            elif s.end_ns > tops[-1].end_ns:  # the part past the end of the one before (ends are held)
+                after = tops[-1].end_ns + 1
+                tops.append(s._replace(start_ns=after, dur_ns=s.end_ns - after))
         out[lane] = ([s.start_ns for s in tops], tops)
     return out
 

@@ -7,13 +7,14 @@ once the ranks are encoded and before anything is written. Each step's path is o
 step's detail, filed under the lowest rank: the size cap keeps or leaves it out with the step's
 detail (``budget.assemble``), and counts no rank more.
 
-Drawn on one lane: per step a slice spanning it (its what-ifs in args), and inside it one slice
-per segment, named as the segment (its kind, rank and duration in args), with an arrow from a
-segment to the next where the rank changes.
+Drawn per step: a slice spanning it (its what-ifs in args), and inside it one slice per segment,
+named as the segment (its kind, rank and duration in args), with an arrow from a segment to the
+next where the rank changes; on one lane, ``Path``, but where steps overlap (``Path #2``).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 from collections.abc import Iterator
@@ -44,25 +45,45 @@ def job_process(infos: list[RankInfo]) -> JobProcess:
 def draw_paths(profile: Profile, shifts: dict[int, int], encoder, process: JobProcess, spool: Spool) -> int:
     """Compute every step's critical path over ``profile``'s kept ranks (read in detail, on the
     clocks ``shifts`` moves) and spool each as a detail chunk of its step, encoded by ``encoder``
-    (one of its own: its sequences and tracks apart from the ranks'). Returns the steps drawn.
-    What the read finds to say, the conversion's own read of the same files says: not twice."""
+    (one of its own: its sequences and tracks apart from the ranks'); returns the steps drawn (none
+    without device work). What the read finds to say, the conversion's own read of the same files
+    says: not twice."""
     quiet = dataclasses.replace(profile, options=dataclasses.replace(profile.options, kind=Kind.DETAIL),
                                 diag=Diagnostics())
     owner = profile.ranks[0].rank
-    track = Track(process.rank, GROUP, 0, LANE, 0)
+    lanes = _Lanes()
     sequences: dict[tuple[int | None, bool], int] = {}
-    drawn = 0
     with SpoolFile(spool.new_file()) as file:
         for key, found in keyed_paths(quiet, shifts):
             # a sequence per graph, and the pseudo step apart, as the ranks' own chunks
             sequence = _SEQUENCES + sequences.setdefault((None if key is None else key.graph, key is None),
                                                          len(sequences))
+            lane = lanes.place(found.start_ns, found.start_ns + found.step_ns)
+            track = Track(process.rank, GROUP, 0, LANE if lane == 0 else f"{LANE} #{lane + 1}", lane)
             slices = path_slices(process.rank, key, found)
             data = encoder.chunk(sequence, list(_events(track, slices)))
             file.add(key, found.start_ns, owner, DETAIL, data, len(slices), sequence, found.graph)
-            drawn += 1
     spool.chunks.extend(file.chunks)
-    return drawn
+    return len(file.chunks)
+
+
+class _Lanes:
+    """The steps' spans drawn on each lane. The job's steps can overlap (a rank's step running past
+    another's next one begins: hosts' clocks apart, device work past the step's end, the pseudo
+    step around them all), and the slices of one lane must nest: a step goes on the first lane
+    where it overlaps none."""
+
+    def __init__(self) -> None:
+        self.spans: list[list[tuple[int, int]]] = []  # per lane, (start, end) in order
+
+    def place(self, start: int, end: int) -> int:
+        for index, spans in enumerate(self.spans):
+            at = bisect.bisect_left(spans, (start, end))
+            if (at == 0 or spans[at - 1][1] <= start) and (at == len(spans) or spans[at][0] >= end):
+                spans.insert(at, (start, end))
+                return index
+        self.spans.append([(start, end)])
+        return len(self.spans) - 1
 
 
 def path_slices(rank: int, key: StepKey | None, found: StepPath) -> list[Slice]:

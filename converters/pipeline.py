@@ -148,9 +148,14 @@ def convert(
         if critical_path and infos:
             from .critical_drawing import draw_paths, job_process  # here: only this conversion needs it
 
-            job = (job_process(infos),)
-            draw_paths(profile, shifts, encoder_for(out_format, _shared_origin(origins, infos), 2 * opened),
-                       job[0], spool)
+            process = job_process(infos)
+            # its encoder id past the ranks' (0 to n - 1) and their ops' (n to 2n - 1): its own sequences
+            own = encoder_for(out_format, _shared_origin(origins, infos), 2 * opened)
+            if draw_paths(profile, shifts, own, process, spool):
+                job = (process,)
+            else:
+                diag.note("no_critical_path", "--critical-path: no step has device work or communication to "
+                          "run a path through; nothing drawn")
         if far := inexact(placed):
             diag.note("json_inexact", f"rank {format_ids(far)}: times more than {EXACT_NS // _DAY_NS} days "
                       "after the first, which Chrome JSON holds to the µs only (Perfetto reads them as "

@@ -34,7 +34,7 @@ _SEQUENCES = 2000  # its chunks' packet sequences, apart from the ranks' own and
 _WHAT_IFS = 3  # the what-ifs named in a step's args, largest saving first
 
 
-def job_process(infos: list[RankInfo]) -> JobProcess:
+def _job_process(infos: list[RankInfo]) -> JobProcess:
     """The process the paths are drawn in: numbered past every rank drawn, so no pid collides."""
     ranks = format_ids(info.rank for info in infos)
     return JobProcess(max(info.rank for info in infos) + 1, TITLE,
@@ -42,12 +42,30 @@ def job_process(infos: list[RankInfo]) -> JobProcess:
                       "critical; docs/analysis.md section 11)")
 
 
-def draw_paths(profile: Profile, shifts: dict[int, int], encoder, process: JobProcess, spool: Spool) -> int:
+def draw_paths(profile: Profile, shifts: dict[int, int], encoder, spool: Spool, diag: Diagnostics
+               ) -> tuple[JobProcess, ...]:
     """Compute every step's critical path over ``profile``'s kept ranks (read in detail, on the
     clocks ``shifts`` moves) and spool each as a detail chunk of its step, encoded by ``encoder``
-    (one of its own: its sequences and tracks apart from the ranks'); returns the steps drawn (none
-    without device work). What the read finds to say, the conversion's own read of the same files
-    says: not twice."""
+    (one of its own: its sequences and tracks apart from the ranks', its times from the lowest
+    rank's origin); returns the process to declare, none where nothing was drawn (said in
+    ``diag``). What the read finds to say, the conversion's own read of the same files says: not
+    twice."""
+    apart = [info.rank for info in profile.ranks if not info.wall_clock] if len(profile.ranks) > 1 else []
+    if apart:  # a path across clocks that share no time would run through years
+        diag.note("no_critical_path", f"--critical-path: nothing drawn, rank {format_ids(apart)} shares no "
+                  "clock with the others (no path runs across ranks without a common time); --align "
+                  "collectives puts the ranks that share collectives on one")
+        return ()
+    process = _job_process(profile.ranks)
+    if not _spool_paths(profile, shifts, encoder, process, spool):
+        diag.note("no_critical_path", "--critical-path: no step has device work or communication to run a "
+                  "path through; nothing drawn")
+        return ()
+    return (process,)
+
+
+def _spool_paths(profile: Profile, shifts: dict[int, int], encoder, process: JobProcess, spool: Spool) -> int:
+    """The paths spooled (``draw_paths``); how many."""
     quiet = dataclasses.replace(profile, options=dataclasses.replace(profile.options, kind=Kind.DETAIL),
                                 diag=Diagnostics())
     owner = profile.ranks[0].rank

@@ -146,16 +146,11 @@ def convert(
             spool = Spool()
             diag, interest, placed = encode(origins, spool)
         if critical_path and infos:
-            from .critical_drawing import draw_paths, job_process  # here: only this conversion needs it
+            from .critical_drawing import draw_paths  # here: only this conversion needs it
 
-            process = job_process(infos)
             # its encoder id past the ranks' (0 to n - 1) and their ops' (n to 2n - 1): its own sequences
-            own = encoder_for(out_format, _shared_origin(origins, infos), 2 * opened)
-            if draw_paths(profile, shifts, own, process, spool):
-                job = (process,)
-            else:
-                diag.note("no_critical_path", "--critical-path: no step has device work or communication to "
-                          "run a path through; nothing drawn")
+            own = encoder_for(out_format, origins.of(infos[0]), 2 * opened)
+            job = draw_paths(profile, shifts, own, spool, diag)
         if far := inexact(placed):
             diag.note("json_inexact", f"rank {format_ids(far)}: times more than {EXACT_NS // _DAY_NS} days "
                       "after the first, which Chrome JSON holds to the µs only (Perfetto reads them as "
@@ -194,12 +189,6 @@ def encoder_for(out_format: Format, origin_ns: int | None, rank_index: int = -1,
     if out_format is Format.PERFETTO:
         return PerfettoEncoder(rank_index)
     return ChromeJsonEncoder(origin_ns, first_tid, whole_hours=wall_clock)
-
-
-def _shared_origin(origins: Origins, infos: list[RankInfo]) -> int | None:
-    """Where the job's own JSON times count from: the ranks' origin (one, on wall time), else the
-    earliest (ranks on clocks of their own, which no path across them can share); None: its own."""
-    return min((o for o in map(origins.of, infos) if o is not None), default=None)
 
 
 def _placed(encoder: PerfettoEncoder | ChromeJsonEncoder) -> tuple[int | None, tuple[int, int] | None]:

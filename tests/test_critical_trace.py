@@ -25,6 +25,7 @@ from converters.critical_drawing import GROUP, LANE, TITLE
 from converters.errors import UsageError
 from converters.model import step_label
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
 
 WRITERS = ("out.pftrace", "out.json")
 
@@ -85,11 +86,10 @@ def _expected(paths: list[StepPath], offset: int) -> tuple[list[tuple], list[tup
     return slices, sorted(flows)
 
 
-def assert_draws(source: Path, tmp_path: Path, paths: list[StepPath], crosses: bool = True,
-                 **options) -> dict[str, list[tuple]]:
+def assert_draws(source: Path, tmp_path: Path, paths: list[StepPath], **options) -> dict[str, tuple]:
     """Both writers' ``--critical-path`` traces of ``source`` load with nothing repaired and hold
     exactly ``paths`` (the JSON to the ns from its origin); the project's checker reads both whole.
-    Returns the slices drawn, per writer."""
+    Returns the slices and arrows drawn, per writer."""
     assert paths and all(found.path for found in paths)
     drawn = {}
     for name in WRITERS:
@@ -104,8 +104,7 @@ def assert_draws(source: Path, tmp_path: Path, paths: list[StepPath], crosses: b
         offset = mine[0][0] - min(found.start_ns for found in paths) if name.endswith(".json") else 0
         slices, flows = _expected(paths, offset)
         assert (sorted(mine), sorted(arrows)) == (sorted(slices), flows), name
-        assert bool(arrows) == crosses, "the path changes rank" if arrows else "it never changes rank"
-        drawn[name] = mine
+        drawn[name] = (mine, arrows)
     return drawn
 
 
@@ -121,8 +120,8 @@ def slow_job(tmp_path_factory) -> Path:
 def test_the_path_of_a_slow_rank_is_drawn_whole_in_both_writers(slow_job, tmp_path):
     paths = list(critical_paths(slow_job))
     assert len(paths) == 2
-    assert_draws(slow_job, tmp_path, paths)
-    assert any(s.rank == 2 for found in paths for s in found.path)  # through the slow rank
+    _, arrows = assert_draws(slow_job, tmp_path, paths)["out.pftrace"]
+    assert any(s.rank == 2 for found in paths for s in found.path) and arrows  # through the slow rank
 
 
 def test_after_aligning_the_hosts_the_path_drawn_is_the_aligned_one_and_aligned_once(tmp_path):
@@ -136,6 +135,16 @@ def test_after_aligning_the_hosts_the_path_drawn_is_the_aligned_one_and_aligned_
     described = [p.track_descriptor.description for p in header.packet
                  if p.track_descriptor.HasField("process")]
     assert [text.count("aligned by collectives") for text in described if "profile" in text] == [1] * 4
+
+
+def test_ranks_on_clocks_of_their_own_have_no_path_unless_aligned(tmp_path):
+    root = tmp_path / "job"
+    write_mindspore1x_profile(root, ranks=2, steps=2, ops_per_step=40, seed=3)
+    (root / "profiler/host_start.log.1").unlink()  # rank 1: device SysCnt, not wall time
+    result = convert(root, tmp_path / "out.json", kind="detail", critical_path=True)
+    assert any("--critical-path: nothing drawn, rank 1 shares no clock" in w for w in result.warnings)
+    assert TITLE not in read_chrome_json((tmp_path / "out.json").read_bytes()).processes
+    assert_draws(root, tmp_path, list(critical_paths(root, align="collectives")), align="collectives")
 
 
 def test_the_protobuf_declares_the_path_s_process_above_the_ranks_with_its_arrows(slow_job, tmp_path):
@@ -220,6 +229,7 @@ def test_real_the_path_is_drawn_whole_in_both_writers(tmp_path):
     paths = list(critical_paths(source))
     drawn = assert_draws(source, tmp_path, paths)
     assert drawn["out.pftrace"] != drawn["out.json"]  # absolute in one, from an origin in the other
+    assert drawn["out.pftrace"][1]  # the path changes rank
     # a compute segment is a device task of its rank, drawn there at the same time
     segment = next(s for s in paths[0].path if s.kind == "compute")
     ranks = read_perfetto((tmp_path / "out.pftrace").read_bytes())
@@ -232,7 +242,7 @@ def test_real_steps_that_overlap_are_drawn_on_lanes_of_their_own(tmp_path):
     paths = list(critical_paths(source))
     spans = sorted((found.start_ns, found.start_ns + found.step_ns) for found in paths)
     assert any(end > start for (_, end), (start, _) in zip(spans, spans[1:], strict=False))
-    assert_draws(source, tmp_path, paths, crosses=False)  # rank 0's host work sets every step
+    assert assert_draws(source, tmp_path, paths)["out.json"][1] == []  # rank 0's host work sets every step
     lanes = {s.track for s in read_perfetto((tmp_path / "out.pftrace").read_bytes()).slices
              if s.process == TITLE}
     assert lanes == {(GROUP, LANE), (GROUP, f"{LANE} #2")}

@@ -199,6 +199,11 @@ def _convert_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host-level", type=int, choices=(0, 1), default=0,
                         help="host stages to draw from host_info (detail only): 0 = all, those for "
                         "framework developers too; 1 = those for users only (default: %(default)s)")
+    parser.add_argument("--critical-path", action="store_true",
+                        help="with --kind detail: draw each step's critical path across ranks (as "
+                        "`trace2perfetto critical` finds it) above the ranks, in a process of its own: per "
+                        "step its span with the top what-ifs, inside it one slice per segment (kind, rank "
+                        "and duration in args), an arrow where the path changes rank")
     parser.add_argument("--max-size", metavar="SIZE", type=_max_size, default="20M",
                         help="never write more than SIZE bytes (K, M, G are binary; 0 = unlimited; "
                         "default: %(default)s). The summary of every step comes first, then detail "
@@ -228,7 +233,8 @@ def _run_convert(args: argparse.Namespace) -> int:
     result = convert(
         args.profile, args.output, kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs,
         host_level=args.host_level, max_bytes=args.max_size, align=args.align, strict=args.strict,
-        progress=None if args.quiet or not sys.stderr.isatty() else _progress, **_selection(args),
+        critical_path=args.critical_path, **_selection(args),
+        progress=None if args.quiet or not sys.stderr.isatty() else _progress,
     )
     _end_progress()
     _warn(args, result.warnings)

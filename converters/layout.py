@@ -42,6 +42,15 @@ GROUPS[Layer.MEMORY] = MEMORY_GROUP
 MINDDATA_ORDER = CUT_ORDER + 2  # after the size cap's note and memory: no other group moves
 
 
+class JobProcess(NamedTuple):
+    """A process of the job's own, beside the ranks' (``--critical-path``'s), drawn above them (its
+    sort order -1, the ranks' their rank): its tracks carry ``rank``, a number no drawn rank has."""
+
+    rank: int
+    title: str
+    description: str
+
+
 class Track(NamedTuple):
     """One drawn lane: rank, group (``Ascend Hardware``) and lane (``Stream 2``)."""
 

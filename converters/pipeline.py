@@ -32,7 +32,7 @@ from .budget import (
 )
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
-from .layout import CUT_ORDER, Lanes, Track, by_lane_and_start
+from .layout import CUT_ORDER, JobProcess, Lanes, Track, by_lane_and_start
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
@@ -85,6 +85,7 @@ def convert(
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     strict: bool = False,
     align: str | None = None,
+    critical_path: bool = False,
     where: Where = LOCAL,
     progress: Progress | None = None,
 ) -> Result:
@@ -99,6 +100,8 @@ def convert(
     written. ``host_level`` 1 keeps only the host stages that MindSpore marks for users.
     ``align="collectives"`` moves each host's times by its clock offset as estimated from the ends
     of the collectives it shares with other hosts (``comm.clock_offsets``; read once more first).
+    ``critical_path`` (detail only) draws each step's critical path across ranks above the ranks
+    (``critical_drawing``; read once more, before writing).
     ``where``: the ranks' work runs on this machine's cores (default) or on a Dask cluster, and a
     rank that cannot be read fails the conversion or is left out (``executor.Where``).
     ``progress`` is called as each rank is read: (bytes read, of total, rank).
@@ -114,6 +117,10 @@ def convert(
     started = time.perf_counter()
     options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=kind, merge_graphs=merge_graphs,
                       host_level=host_level)
+    if critical_path and options.kind is not Kind.DETAIL:
+        raise UsageError("--critical-path runs through the device tasks, communication ops and host launches "
+                         "that only --kind detail draws: add --kind detail (or print the paths with "
+                         "trace2perfetto critical)")
     target = _default_output(Path(path)) if output is None else str(output)
     out_format = output_format(target, fmt)
     profile = Profile.open(path, options, where=where)
@@ -121,8 +128,10 @@ def convert(
     refuse_inputs(target, inputs)  # now, not after reading: the same check guards the opening
     shifts = profile.align() if aligning(align) else {}
     infos = profile.ranks
+    opened = len(infos)
     origins = Origins.from_starts(infos)
     spool = Spool()
+    job: tuple[JobProcess, ...] = ()  # the processes of the job's own (--critical-path)
     try:
         # detail past the cap is never encoded (a rank's alone could not fit); compressed, it might
         limit = max_bytes if options.kind is Kind.DETAIL and not target.endswith(".gz") else None
@@ -136,6 +145,12 @@ def convert(
             spool.close()
             spool = Spool()
             diag, interest, placed = encode(origins, spool)
+        if critical_path and infos:
+            from .critical_drawing import draw_paths  # here: only this conversion needs it
+
+            # its encoder id past the ranks' (0 to n - 1) and their ops' (n to 2n - 1): its own sequences
+            own = encoder_for(out_format, origins.of(infos[0]), 2 * opened)
+            job = draw_paths(profile, shifts, own, spool, diag)
         if far := inexact(placed):
             diag.note("json_inexact", f"rank {format_ids(far)}: times more than {EXACT_NS // _DAY_NS} days "
                       "after the first, which Chrome JSON holds to the µs only (Perfetto reads them as "
@@ -152,7 +167,8 @@ def convert(
         with open_output(target, inputs) as out:
             sink = Sink(out, max_bytes, compress=target.endswith(".gz"))
             kept = assemble(sink, spool, lambda ranks: encoder.header([i for i in infos if ranks is None
-                                                                       or i.rank in ranks]),
+                                                                       or i.rank in ranks],
+                                                                      job if ranks is None else ()),
                             encoder.footer, lambda kept: cut_marker(encoder, first_kept(infos, kept), kept),
                             None if options.ranks is not None or len(infos) < 2 else interest)
     finally:

@@ -98,6 +98,7 @@ def comparable(trace: DecodedTrace) -> set[tuple]:
 
 # ----------------------------------------------------------------------------- shared helpers
 
+JOB_PROCESSES = ("Critical path",)  # the job's own, drawn before the ranks (convert --critical-path)
 _RANK_RE = re.compile(r"(?:Rank|(BASE|NEW) rank) (\d+)(?!\d)")  # the second: diff -o, two runs
 
 
@@ -120,12 +121,17 @@ def _rank_of(name: str, where: str) -> tuple[str, int]:
 
 
 def _check_rank_order(processes: Iterable[tuple[str, int, str]], order_field: str) -> list[str]:
-    """Check the processes' order keys rise with their ranks; return the names in rank order.
+    """Check the processes' order keys rise with their ranks, the job's own processes before them;
+    return the names in that order.
 
     *processes* holds ``(name, order key, where)``; *order_field* names the key in messages.
     """
+    processes = list(processes)
+    job = [p for p in processes if p[0] in JOB_PROCESSES]
     by_rank: dict[tuple[str, int], tuple[str, int, str]] = {}
     for name, key, where in processes:
+        if name in JOB_PROCESSES:
+            continue
         rank = _rank_of(name, where)
         if rank in by_rank:
             side, number = rank
@@ -133,6 +139,10 @@ def _check_rank_order(processes: Iterable[tuple[str, int, str]], order_field: st
                   f"{name!r})")
         by_rank[rank] = (name, key, where)
     ordered = [by_rank[rank] for rank in sorted(by_rank)]
+    for name, key, where in job:
+        if ordered and key >= ordered[0][1]:
+            _fail(where, f"the job's process {name!r} has {order_field} {key}, not before the ranks'")
+    ordered = job + ordered
     for (prev_name, prev_key, _), (name, key, where) in pairwise(ordered):
         if key <= prev_key:
             _fail(
@@ -339,7 +349,8 @@ class _PerfettoReader:
             _fail(where, f"pid {desc.process.pid} already used by {self.pids[desc.process.pid]!r}")
         if name in self.pids.values():
             _fail(where, "two process tracks with one process_name")
-        _rank_of(name, where)
+        if name not in JOB_PROCESSES:
+            _rank_of(name, where)
         if not desc.HasField("sibling_order_rank"):
             _fail(where, "process track has no sibling_order_rank")
         if desc.child_ordering != pb.TrackDescriptor.EXPLICIT:

@@ -31,7 +31,7 @@ from ..profile import Kind, Options, Profile, aligning, read_profile, shifted
 from ..select import format_ids
 from .ops import op_type
 
-__all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "record"]
+__all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "keyed_paths", "record"]
 
 KINDS = ("compute", "communication", "wait", "idle", "host")
 
@@ -256,13 +256,22 @@ def critical_paths(
         profile = Profile.open(path, options, where=where, diag=diag)
     shifts = profile.align() if aligning(align) else {}
     _check_one_timeline(profile.ranks, aligning(align))
+    for _, found in keyed_paths(profile, shifts):
+        yield found
+
+
+def keyed_paths(profile: Profile, shifts: dict[int, int]) -> Iterator[tuple[StepKey | None, StepPath]]:
+    """``critical_paths`` of a profile whose clocks are already aligned (``shifts``: ns to add to
+    each rank's times, as ``Profile.align`` returned them), each step with its key as the
+    conversion files it (``convert --critical-path`` draws the paths in the steps' chunks). The
+    profile's options are read as they are: give it ``Kind.DETAIL``."""
     spool = Spool()
     try:
         stashed = _read_ranks(profile, spool, shifts)
         profile.check_steps()
         for step in sorted(stashed, key=lambda s: () if s is None else s):
             found = [pickle.loads(spool.unstash(file, *light)) for file, light, _ in stashed[step]]
-            yield step_path(found, _nodes_in(spool, found, stashed[step]))
+            yield step, step_path(found, _nodes_in(spool, found, stashed[step]))
     finally:
         spool.close()
 

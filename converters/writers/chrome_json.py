@@ -22,14 +22,14 @@ Reference: the Trace Event Format document (X, i and M events).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import orjson
 
-from ..layout import Begin, End, Track, Value
+from ..layout import Begin, End, JobProcess, Track, Value
 from ..model import RankInfo
 from ._chrome_json_core import encode_chunk
 
@@ -58,17 +58,14 @@ class ChromeJsonEncoder:
         self._next_tid: dict[int, int] = {}
         self._named: dict[int, set[int]] = {}  # sequence -> tids named on it
 
-    def header(self, ranks: list[RankInfo]) -> bytes:
-        """``[`` and each rank's process name and sort index, in rank order."""
+    def header(self, ranks: list[RankInfo], job: Iterable[JobProcess] = ()) -> bytes:
+        """``[`` and each rank's process name and sort index, in rank order; then the job's own
+        processes (``job``), sorted before the ranks."""
         events: list[dict[str, Any]] = []
         for info in ranks:
-            pid = info.rank + 1
-            events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": info.title}})
-            events.append({"ph": "M", "name": "process_sort_index", "pid": pid,
-                           "args": {"sort_index": info.rank}})
-            if info.clock:
-                labels = info.description
-                events.append({"ph": "M", "name": "process_labels", "pid": pid, "args": {"labels": labels}})
+            events += _process(info.rank, info.title, info.rank, info.description if info.clock else "")
+        for process in job:
+            events += _process(process.rank, process.title, -1, process.description)
         return b"[\n" + _SEPARATOR.join(map(orjson.dumps, events))
 
     def chunk(self, sequence: int, events: Sequence[Begin | End | Value]) -> bytes:
@@ -134,6 +131,16 @@ class ChromeJsonEncoder:
             {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
             {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": order}},
         ))
+
+
+def _process(rank: int, title: str, order: int, labels: str) -> list[dict[str, Any]]:
+    """The metadata records of one process: its name, sort index and labels."""
+    pid = rank + 1
+    events = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": title}},
+              {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": order}}]
+    if labels:
+        events.append({"ph": "M", "name": "process_labels", "pid": pid, "args": {"labels": labels}})
+    return events
 
 
 def held(ns: int) -> int:

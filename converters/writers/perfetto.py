@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..layout import End, Track, Value
+from ..layout import End, JobProcess, Track, Value
 from ..model import RankInfo, decoded_args
 from ._perfetto_core import MAX_INTERNED as _MAX_INTERNED
 from ._perfetto_core import encode_args, encode_chunk
@@ -149,24 +149,30 @@ class PerfettoEncoder:
         self._sequence_base = (rank_index + 1) << 12
         self._sequences: dict[int, _Sequence] = {}
 
-    def header(self, ranks: list[RankInfo]) -> bytes:
-        """The root descriptor and one process track per rank, in rank order."""
+    def header(self, ranks: list[RankInfo], job: Iterable[JobProcess] = ()) -> bytes:
+        """The root descriptor and one process track per rank, in rank order; then the job's own
+        processes (``job``), ordered before the ranks."""
         out = bytearray()
         root = _int(_UUID, 0) + _int(_PROCESS_ORDERING, _PROCESS_ORDERING_EXPLICIT)
         first = _len(_TRACK_DESC, root) + _int(_SEQ_FLAGS, _CLEARED) + _int(_FIRST_ON_SEQUENCE, 1)
         header_tail = _int(_SEQ_ID, _HEADER_SEQUENCE)
         _packet(out, first + header_tail)
         for info in ranks:
-            process = _int(_PID, info.rank + 1) + _str(_PROCESS_NAME, info.title)
-            desc = (
-                _int(_UUID, self._process_uuid(info.rank)) + _str(_NAME, info.title)
-                + _len(_PROCESS, process) + _int(_CHILD_ORDERING, _EXPLICIT)
-                + _int(_SIBLING_RANK, info.rank)
-            )
-            if info.clock:
-                desc += _str(_DESCRIPTION, info.description)
-            _packet(out, _len(_TRACK_DESC, desc) + header_tail)
+            self._process(out, info.rank, info.title, info.rank, info.description if info.clock else "")
+        for process in job:
+            self._process(out, process.rank, process.title, -1, process.description)
         return bytes(out)
+
+    def _process(self, out: bytearray, rank: int, title: str, order: int, description: str) -> None:
+        process = _int(_PID, rank + 1) + _str(_PROCESS_NAME, title)
+        desc = (
+            _int(_UUID, self._process_uuid(rank)) + _str(_NAME, title)
+            + _len(_PROCESS, process) + _int(_CHILD_ORDERING, _EXPLICIT)
+            + _int(_SIBLING_RANK, order)
+        )
+        if description:
+            desc += _str(_DESCRIPTION, description)
+        _packet(out, _len(_TRACK_DESC, desc) + _int(_SEQ_ID, _HEADER_SEQUENCE))
 
     def chunk(self, sequence: int, events: Iterable) -> bytes:
         """Encode layout events (``Begin``/``End``) on ``sequence`` (one per rank, part, graph)."""

@@ -111,6 +111,14 @@ def main() -> None:
                         except Exception as e:  # noqa: BLE001 - an input that fails is a line too
                             digest = f"error {type(e).__name__}: {e}"[:120]
                         print(f"{label} {kind} {suffix} cap={cap} {digest}", flush=True)
+            for suffix in (".pftrace", ".json"):  # detail with each step's critical path drawn
+                out = Path(tmp) / f"out{suffix}"
+                try:
+                    convert(source, out, kind="detail", max_bytes=None, critical_path=True)
+                    digest = hashlib.sha256(out.read_bytes()).hexdigest()[:16]
+                except Exception as e:  # noqa: BLE001 - an input that fails is a line too
+                    digest = f"error {type(e).__name__}: {e}"[:120]
+                print(f"{label} detail --critical-path {suffix} {digest}", flush=True)
             for command in ANALYSES:
                 argv = [command[0], str(source), *command[1:]]
                 if command[0] == "report":

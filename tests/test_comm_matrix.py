@@ -70,7 +70,7 @@ def test_every_op_and_link_equals_torch_npus_communication_matrix_json(tmp_path)
 
 def _sqlite_links(db: Path) -> dict[str, dict[tuple[int, int], list]]:
     """Per op name, its transit per (src, dst): [transport, bytes, ns], straight from the tables."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     strings = dict(con.execute("SELECT id, value FROM STRING_IDS"))
     links: dict[str, dict[tuple[int, int], list]] = defaultdict(dict)
     query = """SELECT o.opName, m.taskType, m.srcRank, m.dstRank, m.size, t.endNs - t.startNs, tt.name,

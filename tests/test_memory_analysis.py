@@ -124,7 +124,7 @@ def _db(sample: Path, rank: int) -> Path:
 
 def _sql_maxima(db: Path) -> dict[str, dict[str, float]]:
     """MEMORY_RECORD's maxima per component (MB), NPU_MEM's app HBM as APP Reserved: sqlite3 alone."""
-    con = sqlite3.connect(db)
+    con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)  # never write the sample's -shm
     out: dict[str, dict[str, float]] = defaultdict(dict)
     for name, allocated, reserved, active in con.execute(
             "SELECT s.value, max(totalAllocated), max(totalReserved), max(totalActive) FROM MEMORY_RECORD m "
@@ -174,7 +174,7 @@ def test_database_and_text_forms_have_the_same_shape():
 
 def test_cann_database_peaks_come_from_npu_op_mem():
     db = real_data("msprof-db") / "msprof_0.db"
-    con = sqlite3.connect(db)
+    con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)  # never write the sample's -shm
     expected = {name: {"Allocated": a / _MB, "Reserved": r / _MB} for name, a, r in con.execute(
         "SELECT s.value, max(totalAllocate), max(totalReserve) FROM NPU_OP_MEM n "
         "JOIN STRING_IDS s ON s.id = n.component GROUP BY s.value")}

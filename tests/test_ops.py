@@ -98,8 +98,9 @@ def test_across_ranks_equals_the_spread_of_each_ranks_op_statistic_csv(tmp_path)
 
 
 def _db_tasks(db_path: Path) -> dict[tuple[str, str], list[int]]:
-    """Compute tasks per (op type, task type), from the database's own tables, in SQL."""
-    with sqlite3.connect(db_path) as db:
+    """Compute tasks per (op type, task type), from the database's own tables, in SQL (read only: never
+    the sample's -shm)."""
+    with sqlite3.connect(f"file:{db_path}?mode=ro&immutable=1", uri=True) as db:
         query = """SELECT o.value, t2.value, t.endNs - t.startNs FROM COMPUTE_TASK_INFO c
                    JOIN TASK t ON t.globalTaskId = c.globalTaskId
                    JOIN STRING_IDS o ON o.id = c.opType JOIN STRING_IDS t2 ON t2.id = c.taskType"""

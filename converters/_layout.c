@@ -187,7 +187,64 @@ static PyObject *by_lane_and_start(PyObject *module, PyObject *const *argv, Py_s
     return key;
 }
 
+/* sorted_by_lane_and_start(slices) -> a new list: sorted(slices, key=by_lane_and_start), without a
+ * key tuple per slice. Ties keep their order (Python's sort is stable): the position decides last. */
+typedef struct { long long order, start, dur; PyObject *lane, *slice; Py_ssize_t at; } Placed;
+
+static int placed_order(const void *a, const void *b) {
+    const Placed *x = a, *y = b;
+    if (x->order != y->order) return x->order < y->order ? -1 : 1;
+    if (x->lane != y->lane) {
+        int lane = PyUnicode_Compare(x->lane, y->lane);  /* two str: never an error */
+        if (lane) return lane;
+    }
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->dur != y->dur) return x->dur > y->dur ? -1 : 1;  /* -dur: the longer first */
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+static PyObject *sorted_by_lane_and_start(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 1) {
+        PyErr_SetString(PyExc_TypeError, "sorted_by_lane_and_start(slices)");
+        return NULL;
+    }
+    PyObject *orders = PyDict_GetItemWithError(PyModule_GetDict(module), LAYER_ORDERS);
+    PyObject *slices = orders ? PySequence_List(argv[0]) : NULL;
+    if (!slices) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no layer_orders");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(slices);
+    Placed *placed = PyMem_Malloc((n ? n : 1) * sizeof(Placed));
+    if (!placed) { Py_DECREF(slices); return PyErr_NoMemory(); }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyList_GET_ITEM(slices, i), *order;
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_DUR_NS || !PyUnicode_CheckExact(PyTuple_GET_ITEM(s, SLICE_LANE))) {
+            PyErr_SetString(PyExc_TypeError, "sorted_by_lane_and_start: a Slice whose lane is a str");
+            goto fail;
+        }
+        if (!(order = PyDict_GetItemWithError(orders, PyTuple_GET_ITEM(s, SLICE_LAYER)))) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no order for this layer (layer_orders)");
+            goto fail;
+        }
+        placed[i] = (Placed){.lane = PyTuple_GET_ITEM(s, SLICE_LANE), .slice = s, .at = i};
+        if (as_ll(order, &placed[i].order) < 0 || as_ll(PyTuple_GET_ITEM(s, SLICE_START_NS), &placed[i].start) < 0 ||
+            as_ll(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &placed[i].dur) < 0)
+            goto fail;
+    }
+    qsort(placed, n, sizeof(Placed), placed_order);
+    for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(slices, i, placed[i].slice);  /* a permutation: refs kept */
+    PyMem_Free(placed);
+    return slices;
+fail:
+    PyMem_Free(placed);
+    Py_DECREF(slices);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"sorted_by_lane_and_start", (PyCFunction)(void (*)(void))sorted_by_lane_and_start, METH_FASTCALL,
+     "sorted_by_lane_and_start(slices) -> sorted(slices, key=by_lane_and_start), as a new list"},
     {"place", (PyCFunction)(void (*)(void))place, METH_FASTCALL,
      "place(slices, lanes, new_sublane, Begin, End) -> the Begin and End events of the slices"},
     {"by_lane_and_start", (PyCFunction)(void (*)(void))by_lane_and_start, METH_FASTCALL,

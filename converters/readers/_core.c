@@ -1036,7 +1036,7 @@ static int counter_args(const char *text, Py_ssize_t length, CounterArg *found) 
         if (s.p >= s.end || *s.p++ != ':') return -1;
         sc_ws(&s);
         const unsigned char *value = s.p;
-        int kind = sc_value(&s, 1);
+        int kind = sc_value(&s, 2);  /* an event is depth 0, its args 1, their values 2 */
         long long whole;
         if (kind == K_INT) {
             if (!small_int((const char *)value, s.p - value, &whole)) return -1;

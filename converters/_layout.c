@@ -66,7 +66,8 @@ static int fits(PyObject *sub, long long start, long long end) {
     return 1;
 }
 
-/* Put ``s`` on ``sub``: end what closed before it, then begin it. */
+/* Put ``s`` on ``sub``: end what closed before it, then begin it. Its start is the slice's own
+ * int, and its end that int too where it lasts no time: no int made for them. */
 static int push(PyObject *out, PyObject *sub, PyObject *s, long long start, long long end,
                 PyObject *begin_type, PyObject *end_type) {
     PyObject *track = PyList_GET_ITEM(sub, TRACK), *ends = PyList_GET_ITEM(sub, ENDS);
@@ -75,17 +76,18 @@ static int push(PyObject *out, PyObject *sub, PyObject *s, long long start, long
         PyObject *last = PyList_GET_ITEM(ends, n - 1);
         if (as_ll(last, &open_end) < 0) return -1;
         if (open_end > start) break;
-        if (emit(out, end_type, track, last) < 0 || PyList_SetSlice(ends, n - 1, n, NULL) < 0) return -1;
+        if (emit(out, end_type, track, last) < 0) return -1;
+        Py_SET_SIZE(ends, n - 1);  /* ends.pop(): the list's own reference goes with it */
+        Py_DECREF(last);
     }
-    PyObject *end_obj = PyLong_FromLongLong(end), *start_obj = PyLong_FromLongLong(start);
-    int rc = (!end_obj || !start_obj || PyList_Append(ends, end_obj) < 0) ? -1 : 0;
+    PyObject *start_obj = PyTuple_GET_ITEM(s, SLICE_START_NS);
+    PyObject *end_obj = end == start ? Py_NewRef(start_obj) : PyLong_FromLongLong(end);
+    int rc = (!end_obj || PyList_Append(ends, end_obj) < 0) ? -1 : 0;
     Py_XDECREF(end_obj);
     if (rc == 0) {
-        PyList_SetItem(sub, LAST_START, start_obj);  /* steals start_obj */
-        start_obj = NULL;
+        PyList_SetItem(sub, LAST_START, Py_NewRef(start_obj));  /* steals the new reference */
         rc = emit(out, begin_type, track, s);
     }
-    Py_XDECREF(start_obj);
     return rc;
 }
 

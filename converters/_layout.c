@@ -66,7 +66,8 @@ static int fits(PyObject *sub, long long start, long long end) {
     return 1;
 }
 
-/* Put ``s`` on ``sub``: end what closed before it, then begin it. */
+/* Put ``s`` on ``sub``: end what closed before it, then begin it. Its start is the slice's own
+ * int, and its end that int too where it lasts no time: no int made for them. */
 static int push(PyObject *out, PyObject *sub, PyObject *s, long long start, long long end,
                 PyObject *begin_type, PyObject *end_type) {
     PyObject *track = PyList_GET_ITEM(sub, TRACK), *ends = PyList_GET_ITEM(sub, ENDS);
@@ -75,17 +76,18 @@ static int push(PyObject *out, PyObject *sub, PyObject *s, long long start, long
         PyObject *last = PyList_GET_ITEM(ends, n - 1);
         if (as_ll(last, &open_end) < 0) return -1;
         if (open_end > start) break;
-        if (emit(out, end_type, track, last) < 0 || PyList_SetSlice(ends, n - 1, n, NULL) < 0) return -1;
+        if (emit(out, end_type, track, last) < 0) return -1;
+        Py_SET_SIZE(ends, n - 1);  /* ends.pop(): the list's own reference goes with it */
+        Py_DECREF(last);
     }
-    PyObject *end_obj = PyLong_FromLongLong(end), *start_obj = PyLong_FromLongLong(start);
-    int rc = (!end_obj || !start_obj || PyList_Append(ends, end_obj) < 0) ? -1 : 0;
+    PyObject *start_obj = PyTuple_GET_ITEM(s, SLICE_START_NS);
+    PyObject *end_obj = end == start ? Py_NewRef(start_obj) : PyLong_FromLongLong(end);
+    int rc = (!end_obj || PyList_Append(ends, end_obj) < 0) ? -1 : 0;
     Py_XDECREF(end_obj);
     if (rc == 0) {
-        PyList_SetItem(sub, LAST_START, start_obj);  /* steals start_obj */
-        start_obj = NULL;
+        PyList_SetItem(sub, LAST_START, Py_NewRef(start_obj));  /* steals the new reference */
         rc = emit(out, begin_type, track, s);
     }
-    Py_XDECREF(start_obj);
     return rc;
 }
 
@@ -187,7 +189,64 @@ static PyObject *by_lane_and_start(PyObject *module, PyObject *const *argv, Py_s
     return key;
 }
 
+/* sorted_by_lane_and_start(slices) -> a new list: sorted(slices, key=by_lane_and_start), without a
+ * key tuple per slice. Ties keep their order (Python's sort is stable): the position decides last. */
+typedef struct { long long order, start, dur; PyObject *lane, *slice; Py_ssize_t at; } Placed;
+
+static int placed_order(const void *a, const void *b) {
+    const Placed *x = a, *y = b;
+    if (x->order != y->order) return x->order < y->order ? -1 : 1;
+    if (x->lane != y->lane) {
+        int lane = PyUnicode_Compare(x->lane, y->lane);  /* two str: never an error */
+        if (lane) return lane;
+    }
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->dur != y->dur) return x->dur > y->dur ? -1 : 1;  /* -dur: the longer first */
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+static PyObject *sorted_by_lane_and_start(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 1) {
+        PyErr_SetString(PyExc_TypeError, "sorted_by_lane_and_start(slices)");
+        return NULL;
+    }
+    PyObject *orders = PyDict_GetItemWithError(PyModule_GetDict(module), LAYER_ORDERS);
+    PyObject *slices = orders ? PySequence_List(argv[0]) : NULL;
+    if (!slices) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no layer_orders");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(slices);
+    Placed *placed = PyMem_Malloc((n ? n : 1) * sizeof(Placed));
+    if (!placed) { Py_DECREF(slices); return PyErr_NoMemory(); }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyList_GET_ITEM(slices, i), *order;
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_DUR_NS || !PyUnicode_CheckExact(PyTuple_GET_ITEM(s, SLICE_LANE))) {
+            PyErr_SetString(PyExc_TypeError, "sorted_by_lane_and_start: a Slice whose lane is a str");
+            goto fail;
+        }
+        if (!(order = PyDict_GetItemWithError(orders, PyTuple_GET_ITEM(s, SLICE_LAYER)))) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no order for this layer (layer_orders)");
+            goto fail;
+        }
+        placed[i] = (Placed){.lane = PyTuple_GET_ITEM(s, SLICE_LANE), .slice = s, .at = i};
+        if (as_ll(order, &placed[i].order) < 0 || as_ll(PyTuple_GET_ITEM(s, SLICE_START_NS), &placed[i].start) < 0 ||
+            as_ll(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &placed[i].dur) < 0)
+            goto fail;
+    }
+    qsort(placed, n, sizeof(Placed), placed_order);
+    for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(slices, i, placed[i].slice);  /* a permutation: refs kept */
+    PyMem_Free(placed);
+    return slices;
+fail:
+    PyMem_Free(placed);
+    Py_DECREF(slices);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"sorted_by_lane_and_start", (PyCFunction)(void (*)(void))sorted_by_lane_and_start, METH_FASTCALL,
+     "sorted_by_lane_and_start(slices) -> sorted(slices, key=by_lane_and_start), as a new list"},
     {"place", (PyCFunction)(void (*)(void))place, METH_FASTCALL,
      "place(slices, lanes, new_sublane, Begin, End) -> the Begin and End events of the slices"},
     {"by_lane_and_start", (PyCFunction)(void (*)(void))by_lane_and_start, METH_FASTCALL,

@@ -11,7 +11,7 @@ before a begin at the same timestamp.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from . import _layout
@@ -161,3 +161,5 @@ class Lanes:
 # module.
 _layout.layer_orders = {layer: layer.order for layer in Layer}
 by_lane_and_start: Callable[[Slice], tuple] = _layout.by_lane_and_start
+# sorted(slices, key=by_lane_and_start) in one C call, with no key tuple made per slice
+sorted_by_lane_and_start: Callable[[Iterable[Slice]], list[Slice]] = _layout.sorted_by_lane_and_start

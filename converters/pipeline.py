@@ -32,7 +32,7 @@ from .budget import (
 )
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
-from .layout import CUT_ORDER, JobProcess, Lanes, Track, by_lane_and_start
+from .layout import CUT_ORDER, JobProcess, Lanes, Track, sorted_by_lane_and_start
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
@@ -303,7 +303,7 @@ class _OpsWriter:
         if slices:
             key = (part, graph, step is None)
             sequence = _COLLECTIVE_SEQUENCES + self.sequences.setdefault(key, len(self.sequences))
-            events = self.lanes.place(sorted(slices, key=by_lane_and_start))
+            events = self.lanes.place(sorted_by_lane_and_start(slices))
             data = self.encoder.chunk(sequence, events)
             file.add(step, start_ns, self.rank, part, data, len(slices), sequence, graph)
 
@@ -382,7 +382,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
                 batch = renumbered(batch, drawing.rank_offset)
             if batch.step is not None:
                 step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
-            summary, detail = _parts(sorted(records_to_write(batch, options), key=by_lane_and_start))
+            summary, detail = _parts(sorted_by_lane_and_start(records_to_write(batch, options)))
             ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
             if ops:  # without args in summary, where they are not drawn
                 kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:SLICE_ARGS]) for s in ops]

@@ -89,7 +89,9 @@
 #define READ_CONTEXT_SLICE_TYPE 8
 #define READ_CONTEXT_FLOW_END_TYPE 9
 #define READ_CONTEXT_PYTHON_CATS 10
-#define READ_CONTEXT_FIELDS 11
+#define READ_CONTEXT_PROCESSES 11
+#define READ_CONTEXT_SAMPLE_TYPE 12
+#define READ_CONTEXT_FIELDS 13
 
 /* chrome_trace.LeftOut: why _core.read_events leaves events out (ReadContext.reasons) */
 #define LEFT_OUT_HOST 0

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.layout import Begin, End, Lanes, by_lane_and_start
+from converters.layout import Begin, End, Lanes, by_lane_and_start, sorted_by_lane_and_start
 from converters.model import Layer, Slice
 
 
@@ -75,3 +75,17 @@ def test_a_closed_chunk_is_complete_and_later_chunks_never_nest_into_it():
                          Slice(0, Layer.COMM_TASK, "Plane 0", "after", 12, 2)])
     lanes_of = {e.slice.name: e.track.lane for e in later if isinstance(e, Begin)}
     assert lanes_of == {"late": "Plane 0 #2", "after": "Plane 0"}
+
+
+_LANES = st.sampled_from(["Plane 0", "Plane 1", "plane 0", "é", "", "Stream 10", "Stream 2"])
+
+
+@settings(max_examples=500)
+@given(st.lists(st.tuples(st.sampled_from(list(Layer)), _LANES, st.integers(-(2**62), 2**62),
+                          st.integers(0, 2**62), st.integers(0, 3)), max_size=40))
+def test_the_c_sort_orders_slices_as_sorted_by_their_key_ties_in_their_order(made):
+    slices = [Slice(0, layer, lane, f"s{i}", start % 50 if small else start, dur % 5 if small else dur)
+              for i, (layer, lane, start, dur, small) in enumerate(made)]
+    want = sorted(slices, key=by_lane_and_start)
+    got = sorted_by_lane_and_start(iter(slices))
+    assert [id(s) for s in got] == [id(s) for s in want]  # the same objects, ties in their order

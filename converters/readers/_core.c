@@ -242,7 +242,7 @@ static int escaped_code(const unsigned char *p, const unsigned char *end) {
 /* A string from its quote: K_STR, K_STR_ESC (it has escapes), or 0 */
 static unsigned char ORDINARY[256];  /* 1 for a byte a string holds as it is: not ", \\ or a control */
 
-static int sc_string(Scan *s) {
+static inline __attribute__((always_inline)) int sc_string(Scan *s) {  /* inlined: +8% scanned/s */
     const unsigned char *p = s->p + 1, *end = s->end;
     int kind = K_STR;
     for (;;) {
@@ -625,8 +625,10 @@ static long long double_ns(double value, int *ok) {
     return *ok ? (long long)nearbyint(value * 1000.0) : 0;
 }
 
+/* An int of µs is exact in ns at any size (Kineto writes epoch µs as ints): within ±2**62 ns
+ * (model.TIME_LIMIT_NS), else Python's rules say why it is no time */
 static long long int_ns(long long value, int *ok) {
-    *ok = value > -9000000000000LL && value < 9000000000000LL;
+    *ok = value >= -4611686018427387LL && value <= 4611686018427387LL;
     return *ok ? value * 1000 : 0;
 }
 
@@ -758,7 +760,8 @@ typedef struct { int reason; Span pid; long long count; } LeftSlot;
 typedef struct { char text[32]; Py_ssize_t n; PyObject *task; int compute; } TaskSlot;  /* compute -1: not asked */
 
 typedef struct {
-    PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *out;
+    PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *sample_type, *out;
+    PyObject *processes;  /* process names by pid (Records._processes), for counters */
     PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason: LEFT_OUT_*, pid) */
     PyObject *python_cats;  /* a set of categories whose events Python reads, or NULL */
     long long offset;
@@ -1008,6 +1011,125 @@ done:
     return result;
 }
 
+/* A counter's arguments: each key's text and, where the value is a number, the double it is */
+#define COUNTER_ARGS 16
+typedef struct { const unsigned char *key; Py_ssize_t key_len; int numeric; double value; } CounterArg;
+
+/* The arguments of a counter's raw JSON args (an object, already checked as JSON): how many, or
+ * -1 for Python's rules (a key escaped or twice, a number past the ordinary, more than
+ * COUNTER_ARGS arguments). A number is the double float() makes of what msgspec decodes. */
+static int counter_args(const char *text, Py_ssize_t length, CounterArg *found) {
+    Scan s = {(const unsigned char *)text, (const unsigned char *)text + length};
+    int n = 0;
+    sc_ws(&s);
+    if (s.p >= s.end || *s.p++ != '{') return -1;
+    sc_ws(&s);
+    if (s.p < s.end && *s.p == '}') return 0;
+    for (;;) {
+        const unsigned char *key = s.p;
+        if (n == COUNTER_ARGS || s.p >= s.end || *s.p != '"' || sc_string(&s) != K_STR) return -1;
+        CounterArg *arg = &found[n];
+        *arg = (CounterArg){key + 1, s.p - key - 2, 0, 0.0};
+        for (int i = 0; i < n; i++)
+            if (found[i].key_len == arg->key_len && !memcmp(found[i].key, arg->key, arg->key_len)) return -1;
+        sc_ws(&s);
+        if (s.p >= s.end || *s.p++ != ':') return -1;
+        sc_ws(&s);
+        const unsigned char *value = s.p;
+        int kind = sc_value(&s, 2);  /* an event is depth 0, its args 1, their values 2 */
+        long long whole;
+        if (kind == K_INT) {
+            if (!small_int((const char *)value, s.p - value, &whole)) return -1;
+            arg->value = (double)whole;
+        } else if (kind == K_NUM) {
+            if (!number_value((const char *)value, s.p - value, &arg->value) || !isfinite(arg->value)) return -1;
+        } else if (!kind) {
+            return -1;
+        }
+        arg->numeric = kind == K_INT || kind == K_NUM;
+        n++;
+        sc_ws(&s);
+        if (s.p >= s.end) return -1;
+        if (*s.p++ == '}') return n;
+        if (s.p[-1] != ',') return -1;
+        sc_ws(&s);
+    }
+}
+
+/* The counter's name as Records._counter makes it: "<process> <name>" unless the name starts
+ * with its process's; NULL with no error for Python's rules (a name that is no str) */
+static PyObject *counter_name(Batch *b, const Ev *ev) {
+    PyObject *name = field(ev, F_NAME), *pid = name ? field(ev, F_PID) : NULL;
+    if (!pid) { Py_XDECREF(name); return NULL; }
+    PyObject *process = PyUnicode_CheckExact(name) ? PyDict_GetItemWithError(b->processes, pid) : NULL;
+    Py_DECREF(pid);
+    if (!PyUnicode_CheckExact(name) || (!process && PyErr_Occurred())) { Py_DECREF(name); return NULL; }
+    if (!process || !PyUnicode_CheckExact(process) || !PyUnicode_GET_LENGTH(process) ||
+        PyUnicode_Tailmatch(name, process, 0, PY_SSIZE_T_MAX, -1))
+        return name;
+    PyObject *named = PyUnicode_FromFormat("%U %U", process, name);
+    Py_DECREF(name);
+    return named;
+}
+
+/* A "C" event as Records._counter takes it in detail: 1 done, 0 Python's, -1 error */
+static int fast_counter(Batch *b, const Ev *ev) {
+    long long start;
+    int result = event_ns(ev, F_TS, &start);
+    if (result <= 0) return result;
+    if (__builtin_add_overflow(start, b->offset, &start) || !model_time(start)) return 0;
+    PyObject *args = NULL, *name = NULL;
+    Py_buffer view = {.obj = NULL};
+    const char *text = NULL;
+    Py_ssize_t length = 0;
+    if (ev->obj) {
+        if (!(args = field(ev, F_ARGS)) || PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) {
+            Py_XDECREF(args);
+            PyErr_Clear();
+            return 0;
+        }
+        text = view.buf;
+        length = view.len;
+    } else if (ev->e->f[F_ARGS].kind != K_ABSENT) {
+        text = span_text(ev->raw, &ev->e->f[F_ARGS]);
+        length = ev->e->f[F_ARGS].len;
+    }
+    CounterArg found[COUNTER_ARGS];
+    int n = length ? counter_args(text, length, found) : 0;
+    result = 0;
+    if (n < 0) goto done;
+    if (n && !(name = counter_name(b, ev))) {
+        result = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    PyObject *made[COUNTER_ARGS] = {NULL};
+    for (int i = 0; i < n && result == 0; i++) {
+        if (!found[i].numeric) continue;
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)found[i].key, found[i].key_len, NULL);
+        PyObject *lane = key ? PyUnicode_FromFormat("%U [%U]", name, key) : NULL;
+        Py_XDECREF(key);
+        PyObject *items[SAMPLE_FIELDS] = {
+            [SAMPLE_RANK] = Py_NewRef(b->rank), [SAMPLE_LANE] = lane, [SAMPLE_START_NS] = PyLong_FromLongLong(start),
+            [SAMPLE_VALUE] = PyFloat_FromDouble(found[i].value)};
+        if (!lane) {  /* a key that is no UTF-8: Python's rules, before anything is made */
+            for (int k = 0; k < SAMPLE_FIELDS; k++) Py_XDECREF(items[k]);
+            result = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? (PyErr_Clear(), 2) : -1;
+            break;
+        }
+        if (!(made[i] = record(b->sample_type, items, SAMPLE_FIELDS))) result = -1;
+    }
+    if (result == 0)
+        for (int i = 0; i < n && result == 0; i++)
+            if (made[i] && PyList_Append(b->out, made[i]) < 0) result = -1;
+    for (int i = 0; i < n; i++) Py_XDECREF(made[i]);
+    result = result == 0 ? 1 : result == 2 ? 0 : -1;
+done:
+    if (view.obj) PyBuffer_Release(&view);
+    Py_XDECREF(args);
+    Py_XDECREF(name);
+    return result;
+}
+
 static RawEvents *raw_batch(PyObject *events) {
     return Py_IS_TYPE(events, &RawEventsType) ? (RawEvents *)events : NULL;
 }
@@ -1028,7 +1150,7 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
     RawEvents *raw = c ? raw_batch(argv[0]) : NULL;
     if (!c || !(raw || PyList_CheckExact(argv[0])) || !PyList_CheckExact(argv[2]) || !PyTuple_Check(c) ||
         PyTuple_GET_SIZE(c) != READ_CONTEXT_FIELDS || !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_ROUTES)) ||
-        !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_UNREAD)) ||
+        !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_UNREAD)) || !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_PROCESSES)) ||
         !PyTuple_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS)) ||
         PyTuple_GET_SIZE(PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS)) != LEFT_OUT_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "read_events(events: list | RawEvents, first_index, out: list, python, context)");
@@ -1042,7 +1164,9 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
                  .is_compute = PyTuple_GET_ITEM(c, READ_CONTEXT_IS_COMPUTE),
                  .layer_type = PyTuple_GET_ITEM(c, READ_CONTEXT_LAYER_TYPE),
                  .slice_type = PyTuple_GET_ITEM(c, READ_CONTEXT_SLICE_TYPE),
-                 .flow_end_type = PyTuple_GET_ITEM(c, READ_CONTEXT_FLOW_END_TYPE), .out = argv[2], .raw = raw,
+                 .flow_end_type = PyTuple_GET_ITEM(c, READ_CONTEXT_FLOW_END_TYPE),
+                 .sample_type = PyTuple_GET_ITEM(c, READ_CONTEXT_SAMPLE_TYPE),
+                 .processes = PyTuple_GET_ITEM(c, READ_CONTEXT_PROCESSES), .out = argv[2], .raw = raw,
                  .generation = 1};
     PyObject *python_cats = PyTuple_GET_ITEM(c, READ_CONTEXT_PYTHON_CATS);
     if (PyAnySet_Check(python_cats)) b->python_cats = python_cats;
@@ -1065,8 +1189,8 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
             done_here = fast_complete(b, &ev);
         } else if (ph == 's' || ph == 'f' || ph == 't') {
             done_here = b->detail ? fast_flow_end(b, &ev, ph == 's') : left_out(b, LEFT_OUT_FLOWS, &ev);
-        } else if (ph == 'C' && !b->detail) {
-            done_here = left_out(b, LEFT_OUT_COUNTERS, &ev);
+        } else if (ph == 'C') {
+            done_here = b->detail ? fast_counter(b, &ev) : left_out(b, LEFT_OUT_COUNTERS, &ev);
         }
         if (done_here < 0) goto done;
         if (!done_here) {  /* Python's: what C counted first, then Python, whose routes may change */
@@ -1792,28 +1916,69 @@ static PyObject *flow_id(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     return text ? PyLong_FromUnsignedLongLong(blake2b_64((const uint8_t *)text, (size_t)n)) : NULL;
 }
 
-/* slice.with_flows(slice.flows_out + (flow,) or slice.flows_in + (flow,)): a new Slice */
-static PyObject *with_flow(PyObject *slice, Py_ssize_t at, PyObject *flow) {
+/* slices[index] = slices[index].with_flows(its flows_out + (flow,) or flows_in + (flow,)), the
+ * Slice changed in place where the list holds the only reference to it (no one else can see it
+ * change: an arrow costs no copy of its slices), else a new one: 0, or -1 on error */
+static int add_flow(PyObject *slices, Py_ssize_t index, Py_ssize_t at, PyObject *flow) {
+    PyObject *slice = PyList_GET_ITEM(slices, index);
     if (!PyTuple_Check(slice) || PyTuple_GET_SIZE(slice) != SLICE_FIELDS ||
         !PyTuple_Check(PyTuple_GET_ITEM(slice, at))) {
         PyErr_Format(PyExc_TypeError, "not a Slice: %R", slice);
-        return NULL;
+        return -1;
     }
     PyObject *old = PyTuple_GET_ITEM(slice, at), *flows = PyTuple_New(PyTuple_GET_SIZE(old) + 1);
-    PyObject *made = flows ? Py_TYPE(slice)->tp_alloc(Py_TYPE(slice), SLICE_FIELDS) : NULL;
-    if (!made) { Py_XDECREF(flows); return NULL; }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(old); i++) {
-        Py_INCREF(PyTuple_GET_ITEM(old, i));
-        PyTuple_SET_ITEM(flows, i, PyTuple_GET_ITEM(old, i));
+    if (!flows) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(old); i++)
+        PyTuple_SET_ITEM(flows, i, Py_NewRef(PyTuple_GET_ITEM(old, i)));
+    PyTuple_SET_ITEM(flows, PyTuple_GET_SIZE(old), Py_NewRef(flow));
+    if (Py_REFCNT(slice) == 1) {
+        PyTuple_SET_ITEM(slice, at, flows);
+        Py_DECREF(old);
+        return 0;
     }
-    Py_INCREF(flow);
-    PyTuple_SET_ITEM(flows, PyTuple_GET_SIZE(old), flow);
-    for (Py_ssize_t i = 0; i < SLICE_FIELDS; i++) {
-        PyObject *item = i == at ? flows : PyTuple_GET_ITEM(slice, i);
-        if (i != at) Py_INCREF(item);
-        PyTuple_SET_ITEM(made, i, item);
+    PyObject *made = Py_TYPE(slice)->tp_alloc(Py_TYPE(slice), SLICE_FIELDS);
+    if (!made) { Py_DECREF(flows); return -1; }
+    for (Py_ssize_t i = 0; i < SLICE_FIELDS; i++)
+        PyTuple_SET_ITEM(made, i, i == at ? flows : Py_NewRef(PyTuple_GET_ITEM(slice, i)));
+    PyList_SetItem(slices, index, made);
+    return 0;
+}
+
+/* One arrow from source[first] to target[last], the k-th of its start (join's rules): k + 1 in
+ * *made, or k if it would end before it starts (not made); 0, or -1 on error */
+static int join(PyObject *source, Py_ssize_t first, PyObject *target, Py_ssize_t last, PyObject *key_text,
+                long long k, long long rank, long long *made) {
+    if (first < 0 || first >= PyList_GET_SIZE(source) || last < 0 || last >= PyList_GET_SIZE(target)) {
+        PyErr_SetString(PyExc_IndexError, "arrow: no such slice");
+        return -1;
     }
-    return made;
+    PyObject *begin = PyList_GET_ITEM(source, first), *end = PyList_GET_ITEM(target, last);
+    if (!PyUnicode_Check(key_text) || !PyTuple_Check(begin) || PyTuple_GET_SIZE(begin) != SLICE_FIELDS ||
+        !PyTuple_Check(end) || PyTuple_GET_SIZE(end) != SLICE_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "arrow: not a Slice, or a key that is no str");
+        return -1;
+    }
+    long long begin_ns = 0, end_ns = 0, dur = 0;
+    if (times_of(begin, &begin_ns, &dur) < 0 || times_of(end, &end_ns, &dur) < 0) return -1;
+    *made = k;
+    if (end_ns < begin_ns) return 0;
+    Py_ssize_t key_n;
+    const char *key = PyUnicode_AsUTF8AndSize(key_text, &key_n);
+    if (!key) return -1;
+    char small[256], *text = small;
+    size_t room = (size_t)key_n + 80;  /* the key, three 64-bit ints, their separators and a NUL */
+    if (room > sizeof small && !(text = PyMem_Malloc(room))) { PyErr_NoMemory(); return -1; }
+    int head = snprintf(text, room, "%lld|", rank);
+    memcpy(text + head, key, (size_t)key_n);
+    int tail = snprintf(text + head + key_n, room - head - key_n, "@%lld|%lld", begin_ns, k);
+    uint64_t id = blake2b_64((const uint8_t *)text, (size_t)head + (size_t)key_n + (size_t)tail);
+    if (text != small) PyMem_Free(text);
+    PyObject *flow = PyLong_FromUnsignedLongLong(id);
+    /* the arrow in after the arrow out: the same slice, if one, gets both */
+    int rc = flow && add_flow(source, first, SLICE_FLOWS_OUT, flow) == 0 ? add_flow(target, last, SLICE_FLOWS_IN, flow) : -1;
+    Py_XDECREF(flow);
+    *made = k + 1;
+    return rc;
 }
 
 /* arrow(source, first, target, last, key, k, rank) -> k + 1, or k if the arrow would end before
@@ -1825,44 +1990,43 @@ static PyObject *arrow(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_TypeError, "arrow(source: list, first, target: list, last, key: str, k, rank)");
         return NULL;
     }
-    PyObject *source = argv[0], *target = argv[2];
     Py_ssize_t first = PyLong_AsSsize_t(argv[1]), last = PyLong_AsSsize_t(argv[3]);
-    long long k = PyLong_AsLongLong(argv[5]), rank = PyLong_AsLongLong(argv[6]);
+    long long k = PyLong_AsLongLong(argv[5]), rank = PyLong_AsLongLong(argv[6]), made;
     if (PyErr_Occurred()) return NULL;
-    if (first < 0 || first >= PyList_GET_SIZE(source) || last < 0 || last >= PyList_GET_SIZE(target)) {
-        PyErr_SetString(PyExc_IndexError, "arrow: no such slice");
+    return join(argv[0], first, argv[2], last, argv[4], k, rank, &made) < 0 ? NULL : PyLong_FromLongLong(made);
+}
+
+/* arrows(slices, bound, made, rank) -> how many would end before they start (not made)
+ * The arrows of one step within it (flows.Bound.arrows: (key, start, end) slice indices), in
+ * order, as one ``arrow`` call each with k = made.get(start, 0), made[start] = its result. */
+static PyObject *arrows(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 4 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1]) || !PyDict_CheckExact(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "arrows(slices: list, bound: list, made: dict, rank)");
         return NULL;
     }
-    PyObject *begin = PyList_GET_ITEM(source, first), *end = PyList_GET_ITEM(target, last);
-    if (!PyTuple_Check(begin) || PyTuple_GET_SIZE(begin) != SLICE_FIELDS || !PyTuple_Check(end) ||
-        PyTuple_GET_SIZE(end) != SLICE_FIELDS) {
-        PyErr_SetString(PyExc_TypeError, "arrow: not a Slice");
-        return NULL;
+    PyObject *slices = argv[0], *bound = argv[1], *made = argv[2];
+    long long rank = PyLong_AsLongLong(argv[3]), backwards = 0;
+    if (PyErr_Occurred()) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(bound); i++) {
+        PyObject *item = PyList_GET_ITEM(bound, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_TypeError, "arrows: bound holds (key, start, end) tuples");
+            return NULL;
+        }
+        PyObject *first = PyTuple_GET_ITEM(item, 1), *before = PyDict_GetItemWithError(made, first);
+        if (!before && PyErr_Occurred()) return NULL;
+        long long k = before ? PyLong_AsLongLong(before) : 0, now;
+        Py_ssize_t start = PyLong_AsSsize_t(first), end = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 2));
+        if (PyErr_Occurred() || join(slices, start, slices, end, PyTuple_GET_ITEM(item, 0), k, rank, &now) < 0)
+            return NULL;
+        backwards += now == k;
+        PyObject *count = PyLong_FromLongLong(now);
+        int rc = count ? PyDict_SetItem(made, first, count) : -1;
+        Py_XDECREF(count);
+        if (rc < 0) return NULL;
     }
-    long long begin_ns = 0, end_ns = 0, dur = 0;
-    if (times_of(PyList_GET_ITEM(source, first), &begin_ns, &dur) < 0) return NULL;
-    if (times_of(PyList_GET_ITEM(target, last), &end_ns, &dur) < 0) return NULL;
-    if (end_ns < begin_ns) return PyLong_FromLongLong(k);
-    Py_ssize_t key_n;
-    const char *key = PyUnicode_AsUTF8AndSize(argv[4], &key_n);
-    if (!key) return NULL;
-    char small[256], *text = small;
-    size_t room = (size_t)key_n + 80;  /* the key, three 64-bit ints, their separators and a NUL */
-    if (room > sizeof small && !(text = PyMem_Malloc(room))) return PyErr_NoMemory();
-    int head = snprintf(text, room, "%lld|", rank);
-    memcpy(text + head, key, (size_t)key_n);
-    int tail = snprintf(text + head + key_n, room - head - key_n, "@%lld|%lld", begin_ns, k);
-    uint64_t id = blake2b_64((const uint8_t *)text, (size_t)head + (size_t)key_n + (size_t)tail);
-    if (text != small) PyMem_Free(text);
-    PyObject *flow = PyLong_FromUnsignedLongLong(id);
-    PyObject *out = flow ? with_flow(PyList_GET_ITEM(source, first), SLICE_FLOWS_OUT, flow) : NULL;
-    if (!out) { Py_XDECREF(flow); return NULL; }
-    PyList_SetItem(source, first, out);
-    PyObject *in = with_flow(PyList_GET_ITEM(target, last), SLICE_FLOWS_IN, flow);  /* the same slice, if one */
-    Py_DECREF(flow);
-    if (!in) return NULL;
-    PyList_SetItem(target, last, in);
-    return PyLong_FromLongLong(k + 1);
+    return PyLong_FromLongLong(backwards);
 }
 
 static int intern_all(void) {
@@ -1898,6 +2062,8 @@ static PyMethodDef methods[] = {
      "flow_id(text) -> the int of the 8-byte BLAKE2b digest of text (little-endian)"},
     {"arrow", (PyCFunction)(void (*)(void))arrow, METH_FASTCALL,
      "arrow(source, first, target, last, key, k, rank) -> k + 1, or k if the arrow would run backwards"},
+    {"arrows", (PyCFunction)(void (*)(void))arrows, METH_FASTCALL,
+     "arrows(slices, bound, made, rank) -> how many would run backwards: one step's arrows, as arrow does each"},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL,
      "pack(records, orders, Slice, Sample, FlowEnd) -> bytes, or None if a record has what it cannot pack"},
     {"unpack", (PyCFunction)(void (*)(void))unpack, METH_FASTCALL,

@@ -333,6 +333,8 @@ class ReadContext(NamedTuple):
     slice_type: type[Slice]
     flow_end_type: type[FlowEnd]
     python_cats: frozenset[str] | None  # categories whose events Python reads
+    processes: dict[Any, str]  # process names by pid, for counters' names
+    sample_type: type[Sample]
 
 
 class Records:
@@ -382,7 +384,8 @@ class Records:
         context = ReadContext(
             routes=self._routes, rank=self.rank.rank, offset_ns=self.rank.clock_offset_ns, detail=self.detail,
             unread=self._unread, reasons=_LEFT_OUT_IN_C, is_compute=is_compute, layer_type=Layer,
-            slice_type=Slice, flow_end_type=FlowEnd, python_cats=self.dialect.python_cats)
+            slice_type=Slice, flow_end_type=FlowEnd, python_cats=self.dialect.python_cats,
+            processes=self._processes, sample_type=Sample)
         # the common events in C (_core.c), by the rules of _event; the rest there
         read = read_events if slices else in_python
 
@@ -589,7 +592,8 @@ class Records:
         self.slices.append(FlowEnd(self.rank.rank, kind, lane, ts_ns, key, event.ph == "s"))
 
     def _counter(self, event: Event, index: int, path: Path, diag: Diagnostics) -> None:
-        """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]``."""
+        """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]`` (C:
+        ``_core.c``'s ``fast_counter`` where the args are plain)."""
         try:
             start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
             values = _ARGS.decode(event.args) if event.args else {}

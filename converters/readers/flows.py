@@ -2,7 +2,7 @@
 
 Shared by the readers that draw arrows: ``chrome_trace`` (and so ``msprof``, ``ascend_pt``,
 ``kineto``, ``paddle``) binds ends with ``Linker``; ``ascend_db`` joins its own and names them
-with ``flow_id``. The hot loops are C (``_core.c``: ``bind_ends``, ``arrow``, ``flow_id``).
+with ``flow_id``. The hot loops are C (``_core.c``: ``bind_ends``, ``arrow``, ``arrows``, ``flow_id``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from ..errors import Diagnostics
 from ..model import FlowEnd, Slice, StepRecords
-from ._core import arrow
+from ._core import arrow, arrows
 from ._core import bind_ends as _bind_ends
 from ._core import flow_id as _flow_id
 
@@ -72,8 +72,7 @@ class Linker:
         entry = [records, 0]
         bound = bind_ends(records.slices, ends)
         made: dict[int, int] = {}  # start slice -> its arrows so far
-        for key, first, target in bound.arrows:
-            made[first] = self._arrow(key, records, first, records, target, made.get(first, 0))
+        self._backwards += arrows(records.slices, bound.arrows, made, records.rank)  # C: _arrow's, each
         for key, target, fallback in bound.unstarted:
             pending = self._pending.get(key)
             if pending is not None:

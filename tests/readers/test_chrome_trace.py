@@ -428,6 +428,11 @@ def _odd_forms() -> list[dict]:
                 "args": {"Task Type": "A", "a": 1} | {"b": {"Task Type": "B"}}},
                at(task, name="ProfilerStep#x", pid=PYTHON, tid=1), at(task, name=5, pid=CANN, tid=7),
                at(task, pid=999, tid=1), at(task, pid=HCCL, tid=1)]
+    for name, pid, args in (("HBM", DEVICE, {"v": 1.5, "w": 2, "s": "x"}),
+                            ("Ascend Hardware HBM", DEVICE, {"v": 1}),
+                            (7, DEVICE, {"v": 1}), ("HBM", 999, {"v": -0.0, "n": {"v": 1}}),
+                            ("HBM", CANN, {})):
+        events.append({"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": task, "args": args})
     for flow_id in ("9", 9, 9.5, True, None):
         events += [{"ph": "s", "cat": "c", "id": flow_id, "pid": CANN, "tid": 7, "ts": task},
                    {"ph": "f", "cat": None, "id": flow_id, "pid": DEVICE, "tid": 2, "ts": task, "bp": "e"}]
@@ -549,6 +554,33 @@ def test_an_arrow_joins_its_slices_as_the_python_rules_did(rank, key, later_ns, 
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 3)), min_size=1, max_size=12), st.data())
+def test_a_steps_arrows_in_one_call_are_those_of_one_arrow_call_each(made, data):
+    """``arrows`` (one C call a step) against ``arrow`` per arrow, as Linker.add called it; slices
+    only the list holds are changed in place, those held elsewhere too are copied."""
+    def fresh() -> list[Slice]:
+        return [Slice(3, Layer.HOST, "CANN 1", f"s{i}", start, 5, flows_out=(7,) * flows)
+                for i, (start, flows) in enumerate(made)]
+    indices = st.integers(0, len(made) - 1)
+    keys = st.sampled_from(["c:1", "c:2", "é"])
+    bound = data.draw(st.lists(st.tuples(keys, indices, indices), max_size=20))
+    held = data.draw(st.lists(indices, max_size=3))
+    one_each, at_once = fresh(), fresh()
+    kept = [at_once[i] for i in held]  # referenced elsewhere: never changed in place
+    before = [tuple(s) for s in kept]  # copies of their fields
+    backwards, counts = 0, {}
+    for key, first, last in bound:
+        k = counts.get(first, 0)
+        counts[first] = _core.arrow(one_each, first, one_each, last, key, k, 3)
+        backwards += counts[first] == k
+    made_at_once = {}
+    assert _core.arrows(at_once, bound, made_at_once, 3) == backwards
+    assert at_once == one_each and made_at_once == counts
+    assert all(type(s) is Slice for s in at_once)
+    assert [tuple(s) for s in kept] == before
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 1000), min_size=1, max_size=8, unique=True),
        st.lists(st.tuples(st.integers(-50, 1100), st.integers(0, 2), st.sampled_from("xyz")), max_size=60))
 def test_records_are_filed_under_the_last_step_started_at_or_before_them(starts, made):
@@ -665,6 +697,39 @@ def _outcome(root: Path, kind: str) -> tuple:
         return _records_and_messages(root, kind)
     except InputError as e:  # a number that is no JSON makes the file none
         return str(e), ()
+
+
+_COUNTER_KEYS = st.sampled_from(['"value"', '"HBM"', '"a b"', '"\\u0061"', '"Total Reserved(MB)"', '""',
+                                 '"é"'])
+_COUNTER_VALUES = st.one_of(_NUMBERS, _NUMBERS, _json(_LEAVES))
+_COUNTER_ARGS = st.one_of(
+    st.lists(st.tuples(_COUNTER_KEYS, _WHITE, _COUNTER_VALUES), max_size=18).map(
+        lambda pairs: "{" + ",".join(f"{k}{w}:{w}{v}" for k, w, v in pairs) + "}"),
+    st.sampled_from(['{}', '{"v":1e400}', '{"v":-0}', '{"v":-0.0}', '{"v":123456789012345678901}',
+                     '{"v":0.1000000000000000055511151231257827}', '{"v":1,"v":2}']))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([DEVICE, CANN, 999, '"HBM"']),
+                          st.sampled_from(['"HBM"', '"Ascend Hardware HBM"', '"Ascend"', "7", '"\\u0041"']),
+                          st.one_of(_NUMBERS, st.just('"1736408883000001.5"'), st.just("null")),
+                          _COUNTER_ARGS), max_size=12))
+def test_counters_in_c_make_the_samples_and_messages_of_the_python_rules(tmp_path_factory, made):
+    events = [f'{{"ph":"C","name":{name},"pid":{pid},"tid":0,"ts":{ts},"args":{args}}}'
+              for pid, name, ts, args in [(DEVICE, '"HBM"', f'"{T0 + 1500}.5"', '{"value":1.5}'), *made]]
+    head = ",".join(orjson.dumps(e).decode() for e in NAMES + steps(2))
+    root = tmp_path_factory.mktemp("counters")
+    write_rank(root, [])
+    (root / "node_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_text(
+        "[" + ",".join([head, *events]) + "]")
+    fast = _outcome(root, "detail")
+    assert Sample(0, "Ascend Hardware HBM [value]", (T0 + 1500) * 1000 + 500, 1.5) in fast[0][0][1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chrome_trace, "read_events", chrome_trace.in_python)  # the Python rules alone
+        assert repr(_outcome(root, "detail")) == repr(fast)  # repr: -0.0 is not 0.0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chrome_trace, "scan", lambda *_: None)  # decoded by msgspec: C reads Events
+        assert repr(_outcome(root, "detail")) == repr(fast)
 
 
 def test_a_real_trace_is_scanned_whole():

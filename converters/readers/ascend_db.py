@@ -46,6 +46,7 @@ from ..errors import Diagnostics, InputError
 from ..model import (
     MEMORY_KINDS,
     MEMORY_SIZE_ARG,
+    TIME_LIMIT_NS,
     Layer,
     RankInfo,
     Sample,
@@ -290,6 +291,30 @@ _COMM_TASK = ("globalTaskId", "name", "taskType", "planeId", "groupName", "notif
               "dstRank", "transportType", "size", "dataType", "linkType", "opId")
 _OP = ("startNs", "endNs", "opName", "groupName", "opType", "algType", "dataType", "count", "connectionId",
        "opId", "relay", "retry", "waitNs")
+# TASK's fast read (``_Reader.tasks``): a device task's args, in the order drawn (the task's own, then its
+# compute info's), and the columns of the query, named by their place
+_COMPUTE_ARGS = ("opType", "blockDim", "mixBlockDim", "inputShapes", "inputDataTypes", "inputFormats",
+                 "outputShapes", "outputDataTypes", "outputFormats", "waitNs")
+_DEVICE_ARGS = ("Task Id", "Stream Id", "Model Id", "Context Id", "connection_id", "Task Type", "Op Type",
+                "Block Dim", "Mix Block Dim", "Input Shapes", "Input Data Types", "Input Formats",
+                "Output Shapes", "Output Data Types", "Output Formats", "Wait Time(ns)")
+_TASK_ARGS = 6  # of them the task's own
+_NOTHING = frozenset((None, "", "N/A"))  # values drawn as no arg
+_TASK_COLUMNS = ("ok", "kind", "start", "dur", "stream", *_DEVICE_ARGS, "startNs", "endNs", "taskType",
+                 "c name", "c taskType", *(f"m {n}" for n in _COMM_TASK))
+_OK, _KIND, _START, _DUR, _STREAM, _TASK_TYPE, _COMPUTE_NAME = (_TASK_COLUMNS.index(n) for n in (
+    "ok", "kind", "start", "dur", "stream", "Task Type", "c name"))
+_ARGS_AT = _TASK_COLUMNS.index(_DEVICE_ARGS[0])
+_TASK_ARGS_END, _ARGS_END = _ARGS_AT + _TASK_ARGS, _ARGS_AT + len(_DEVICE_ARGS)
+_COMM_AT = _TASK_COLUMNS.index(f"m {_COMM_TASK[0]}")
+# where the rules of _device_task and _comm_task find their columns
+_TASK_AT = {"startNs": _TASK_COLUMNS.index("startNs"), "endNs": _TASK_COLUMNS.index("endNs"),
+            "streamId": _STREAM, "taskId": _ARGS_AT, "modelId": _ARGS_AT + 2, "contextId": _ARGS_AT + 3,
+            "connectionId": _ARGS_AT + 4, "taskType": _TASK_COLUMNS.index("taskType")}
+_COMPUTE_AT = {"name": _COMPUTE_NAME, "taskType": _TASK_COLUMNS.index("c taskType"),
+               **{n: _ARGS_AT + _TASK_ARGS + i for i, n in enumerate(_COMPUTE_ARGS)}}
+_COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
+_LIMIT = TIME_LIMIT_NS - 1
 # host tables: (lane prefix, columns); name, globalTid and connectionId are read from each
 _HOST = {
     "PYTORCH_API": ("PyTorch", ("sequenceNumber", "fwdThreadId", "inputDtypes", "inputShapes", "type")),
@@ -353,40 +378,80 @@ class _Reader:
         return times
 
     def tasks(self, db: sqlite3.Connection) -> Iterator[Slice]:
-        """TASK rows, time-ordered, as stream or plane slices."""
-        schema = self.schema
-        joined = "globalTaskId" in schema.columns("TASK")
-        compute = joined and "globalTaskId" in schema.columns("COMPUTE_TASK_INFO")
-        comm = joined and "globalTaskId" in schema.columns("COMMUNICATION_TASK_INFO")
-        selected, strings = schema.select("t", "TASK", _TASK, ("taskType",))
-        fields, joins = [selected], ""
-        if compute:
-            selected, strings_c = schema.select("c", "COMPUTE_TASK_INFO", _COMPUTE, _COMPUTE_STRINGS)
-            fields.append(selected)
-            joins += " LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" + strings_c
-        else:
-            fields.append(", ".join("NULL" for _ in _COMPUTE))
-        if comm:
-            selected, strings_m = schema.select("m", "COMMUNICATION_TASK_INFO", _COMM_TASK,
-                                                ("name", "taskType", "groupName"))
-            fields.append(selected)
-            joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId" + strings_m
-        else:
-            fields.append(", ".join("NULL" for _ in _COMM_TASK))
-        query = f"SELECT {', '.join(fields)} FROM TASK t{joins}{strings} ORDER BY t.startNs"
-        n_task, n_compute = len(_TASK), len(_COMPUTE)
-        for row in db.execute(query):
-            task = dict(zip(_TASK, row[:n_task], strict=False))
-            c = dict(zip(_COMPUTE, row[n_task:n_task + n_compute], strict=False))
-            m = dict(zip(_COMM_TASK, row[n_task + n_compute:], strict=False))
-            if m["globalTaskId"] is not None:
-                record = self._comm_task(task, m) if self.all_tasks else None
-            elif c["globalTaskId"] is not None or self.all_tasks:
+        """TASK rows, time-ordered, as stream or plane slices. SQLite joins the task info and
+        resolves the strings; a device task whose times and strings are as expected (the query's
+        ``ok``) becomes its slice here, at once; any other row (an HCCL task, a bad time, an id
+        ``STRING_IDS`` lacks) is read by the rules of ``_device_task`` and ``_comm_task``."""
+        rank, all_tasks = self.rank.rank, self.all_tasks
+        lanes: dict[int, str] = {}
+        new = tuple.__new__
+        for row in db.execute(self._task_query(), {"offset": self.rank.clock_offset_ns}):
+            kind = row[_KIND]
+            if row[_OK] and kind != _COMM:
+                if kind == _COMPUTE_KIND:
+                    values = row[_ARGS_AT:_ARGS_END]
+                elif all_tasks:
+                    values = row[_ARGS_AT:_TASK_ARGS_END]
+                else:
+                    continue
+                args = dict(zip(_DEVICE_ARGS, values, strict=False)) if _NOTHING.isdisjoint(values) \
+                    else _kept(_DEVICE_ARGS, values)
+                task_type = row[_TASK_TYPE] or ""
+                stream = row[_STREAM]
+                lane = lanes.get(stream) or lanes.setdefault(stream, f"Stream {stream}")
+                name = row[_COMPUTE_NAME] or task_type or "Task"
+                yield new(Slice, (rank, Layer.STREAM, lane, name, row[_START], row[_DUR], args,
+                                  task_type if kind else NOT_COMPUTE, (), ()))
+                continue
+            task = {name: row[i] for name, i in _TASK_AT.items()}
+            if kind == _COMM:
+                record = self._comm_task(task, dict(zip(_COMM_TASK, row[_COMM_AT:], strict=True))) \
+                    if all_tasks else None
+            elif kind == _COMPUTE_KIND or all_tasks:
+                c = {name: row[i] for name, i in _COMPUTE_AT.items()}
+                c["globalTaskId"] = kind or None
                 record = self._device_task(task, c)
             else:
                 continue
             if record is not None:
                 yield record
+
+    def _task_query(self) -> str:
+        """The TASK query: its columns at the places ``_TASK_COLUMNS`` names. Summary (torch_npu's:
+        ``all_tasks`` off) reads only the compute tasks, and of the HCCL tasks only which they are."""
+        schema, all_tasks = self.schema, self.all_tasks
+        joined = "globalTaskId" in schema.columns("TASK")
+        t, t_strings = schema.expressions("t", "TASK", _TASK, ("taskType",))
+        c, m, joins = dict.fromkeys(_COMPUTE, "NULL"), dict.fromkeys(_COMM_TASK, "NULL"), ""
+        resolved = [schema.resolved("t", "taskType", t["taskType"])]
+        if joined and "globalTaskId" in schema.columns("COMPUTE_TASK_INFO"):
+            c, strings = schema.expressions("c", "COMPUTE_TASK_INFO", _COMPUTE, _COMPUTE_STRINGS)
+            joins += " LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" + strings
+            resolved += [schema.resolved("c", n, c[n]) for n in _COMPUTE_STRINGS]
+        if joined and "globalTaskId" in schema.columns("COMMUNICATION_TASK_INFO"):
+            names = _COMM_TASK if all_tasks else ("globalTaskId",)
+            found, strings = schema.expressions("m", "COMMUNICATION_TASK_INFO", names,
+                                                ("name", "taskType", "groupName"))
+            m.update(found)
+            joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId" + strings
+        kind = f"CASE WHEN {m['globalTaskId']} IS NOT NULL THEN {_COMM} " \
+               f"WHEN {c['globalTaskId']} IS NOT NULL THEN {_COMPUTE_KIND} ELSE 0 END"
+        ok = " AND ".join([
+            "typeof(t.startNs) = 'integer'", "typeof(t.endNs) = 'integer'", "t.endNs >= t.startNs",
+            f"t.startNs + :offset BETWEEN {-_LIMIT} AND {_LIMIT}", f"t.endNs - t.startNs <= {_LIMIT}",
+            f"typeof({t['streamId']}) = 'integer'", *resolved])
+        columns = {
+            "ok": ok, "kind": kind, "start": "t.startNs + :offset", "dur": "t.endNs - t.startNs",
+            "stream": t["streamId"], "Task Id": t["taskId"], "Stream Id": t["streamId"],
+            "Model Id": t["modelId"], "Context Id": t["contextId"], "connection_id": t["connectionId"],
+            "Task Type": f"COALESCE(NULLIF({c['taskType']}, ''), NULLIF({t['taskType']}, ''))",
+            **{arg: c[n] for arg, n in zip(_DEVICE_ARGS[_TASK_ARGS:], _COMPUTE_ARGS, strict=True)},
+            "startNs": t["startNs"], "endNs": t["endNs"], "taskType": t["taskType"], "c name": c["name"],
+            "c taskType": c["taskType"], **{f"m {n}": m[n] for n in _COMM_TASK},
+        }
+        assert tuple(columns) == _TASK_COLUMNS
+        where = "" if all_tasks else f" WHERE {kind} = {_COMPUTE_KIND}"
+        return f"SELECT {', '.join(columns.values())} FROM TASK t{joins}{t_strings}{where} ORDER BY t.startNs"
 
     def _device_task(self, task: dict[str, Any], c: dict[str, Any]) -> Slice | None:
         times = self._times("TASK", task["startNs"], task["endNs"])
@@ -524,6 +589,11 @@ class _Reader:
                     bad += 1
         if bad:
             self.diag.warn("bad_row", f"{self.path}: {table}: {bad} values without a number or time; skipped")
+
+
+def _kept(keys: tuple[str, ...], values: tuple) -> dict[str, Any]:
+    """The args a task draws: its values but those that say nothing (None, "", "N/A")."""
+    return {k: v for k, v in zip(keys, values, strict=False) if v is not None and v not in ("", "N/A")}
 
 
 # -- device memory ---------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from ..errors import Diagnostics, InputError
 from ..model import (
     MEMORY_KINDS,
     MEMORY_SIZE_ARG,
+    SLICE_FLOWS_OUT,
     TIME_LIMIT_NS,
     Layer,
     RankInfo,
@@ -251,28 +252,42 @@ class _Flows:
         self.rank, self.backwards = rank, 0
 
     def bind(self, slices: list[Slice]) -> list[Slice]:
+        """The step's slices with their arrows (a launch's to its targets in the order read, the
+        k-th numbered k), each slice rebuilt once, with both its ends."""
         launches: dict[int, int] = {}
         targets: dict[int, list[int]] = defaultdict(list)
+        host, device = Layer.HOST, (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)
         for i, s in enumerate(slices):
-            link = s.args.get("connection_id") if type(s.args) is dict else None
+            args = s.args
+            link = args.get("connection_id") if type(args) is dict else None
             if link is None:
                 continue
-            if s.layer is Layer.HOST and s.lane.startswith("CANN"):
-                launches[link] = i
-            elif s.layer in (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP):
+            layer = s.layer
+            if layer is host:
+                if s.lane.startswith("CANN"):
+                    launches[link] = i
+            elif layer in device:
                 targets[link].append(i)
         outs: dict[int, list[int]] = defaultdict(list)
         ins: dict[int, list[int]] = defaultdict(list)
+        rank = self.rank
         for link, first in launches.items():
-            for k, last in enumerate(targets.get(link, ())):
-                if slices[last].start_ns < slices[first].start_ns:  # clock skew: Perfetto drops it
+            ends = targets.get(link)
+            if not ends:
+                continue
+            start, key = slices[first].start_ns, f"HostToDevice:{link}"
+            for k, last in enumerate(ends):
+                if slices[last].start_ns < start:  # clock skew: Perfetto drops it
                     self.backwards += 1
                     continue
-                flow = flow_id(self.rank, f"HostToDevice:{link}", k)
+                flow = flow_id(rank, key, k)
                 outs[first].append(flow)
                 ins[last].append(flow)
+        new = tuple.__new__
         for i in outs.keys() | ins.keys():
-            slices[i] = slices[i].with_flows(tuple(outs.get(i, ())), tuple(ins.get(i, ())))
+            out, into = outs.get(i), ins.get(i)
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], tuple(out) if out else (),
+                                    tuple(into) if into else ()))
         return slices
 
     def report(self, path: Path, diag: Diagnostics) -> None:

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
-from collections import defaultdict
 from collections.abc import Iterator
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
         scans = [reader.tasks(db), reader.ops(db)]
         if detail:
             scans += [reader.host(db, table) for table in _HOST] + [reader.counters(db, t) for t in _COUNTERS]
-        stream = heapq.merge(*scans, key=lambda r: r.start_ns)
+        stream = heapq.merge(*scans, key=attrgetter("start_ns"))
         flows = _Flows(rank.rank)
         ops_recorded = {"startNs", "endNs"} <= schema.columns("COMMUNICATION_OP")
         for records in _by_step(rank, steps, stream):
@@ -217,11 +217,15 @@ def _by_step(rank: RankInfo, steps: list[Step], stream: Iterator[Slice | Sample]
     if not steps:
         yield _records(rank, None, list(stream))
         return
-    index, bucket = 0, []
+    # the start of the step after each, then one no record reaches (they start within ±2**62 ns)
+    after = [step.start_ns for step in steps[1:]] + [TIME_LIMIT_NS]
+    index, bucket, next_start = 0, [], after[0]
     for s in stream:
-        while index + 1 < len(steps) and s.start_ns >= steps[index + 1].start_ns:
-            yield _records(rank, steps[index], bucket)
-            index, bucket = index + 1, []
+        if s.start_ns >= next_start:
+            while s.start_ns >= next_start:
+                yield _records(rank, steps[index], bucket)
+                index, bucket = index + 1, []
+                next_start = after[index]
         bucket.append(s)
     yield _records(rank, steps[index], bucket)
     for step in steps[index + 1:]:
@@ -252,10 +256,11 @@ class _Flows:
         self.rank, self.backwards = rank, 0
 
     def bind(self, slices: list[Slice]) -> list[Slice]:
-        """The step's slices with their arrows (a launch's to its targets in the order read, the
-        k-th numbered k), each slice rebuilt once, with both its ends."""
+        """The step's slices with their arrows: from a launch (the last of its connectionId) to each
+        target of it in the order read, the k-th numbered k. A target has one launch, so one arrow
+        in; a launch's arrows out are made together: each slice is rebuilt once."""
         launches: dict[int, int] = {}
-        targets: dict[int, list[int]] = defaultdict(list)
+        targets: dict[int, int | list[int]] = {}  # most launches have one target: its index
         host, device = Layer.HOST, (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)
         for i, s in enumerate(slices):
             args = s.args
@@ -267,27 +272,34 @@ class _Flows:
                 if s.lane.startswith("CANN"):
                     launches[link] = i
             elif layer in device:
-                targets[link].append(i)
-        outs: dict[int, list[int]] = defaultdict(list)
-        ins: dict[int, list[int]] = defaultdict(list)
-        rank = self.rank
+                ends = targets.get(link)
+                if ends is None:
+                    targets[link] = i
+                elif type(ends) is int:
+                    targets[link] = [ends, i]
+                else:
+                    ends.append(i)
+        outs: dict[int, tuple[int, ...]] = {}
+        ins: dict[int, tuple[int]] = {}
         for link, first in launches.items():
             ends = targets.get(link)
-            if not ends:
+            if ends is None:
                 continue
-            start, key = slices[first].start_ns, f"HostToDevice:{link}"
-            for k, last in enumerate(ends):
+            start, key, flows = slices[first].start_ns, f"HostToDevice:{link}", []
+            for k, last in enumerate(ends if type(ends) is list else (ends,)):
                 if slices[last].start_ns < start:  # clock skew: Perfetto drops it
                     self.backwards += 1
                     continue
-                flow = flow_id(rank, key, k)
-                outs[first].append(flow)
-                ins[last].append(flow)
+                flow = flow_id(self.rank, key, k)
+                flows.append(flow)
+                ins[last] = (flow,)
+            if flows:
+                outs[first] = tuple(flows)
         new = tuple.__new__
-        for i in outs.keys() | ins.keys():
-            out, into = outs.get(i), ins.get(i)
-            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], tuple(out) if out else (),
-                                    tuple(into) if into else ()))
+        for i, flows in outs.items():
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ()))
+        for i, flow in ins.items():
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], (), flow))
         return slices
 
     def report(self, path: Path, diag: Diagnostics) -> None:

@@ -561,33 +561,64 @@ class _Reader:
             yield Slice(self.rank.rank, Layer.COMM_OP, group, name, *times, args)
 
     def host(self, db: sqlite3.Connection, table: str) -> Iterator[Slice]:
-        """A host API table, time-ordered, one lane per thread (``globalTid``: pid << 32 | tid)."""
+        """A host API table, time-ordered, one lane per thread (``globalTid``: pid << 32 | tid). A row
+        whose times, thread and strings are as expected (the query's first column) becomes its slice
+        here, at once; any other by the rules of ``_host_slice``."""
         prefix, extra = _HOST[table]
         columns = self.schema.columns(table)
         if not {"startNs", "endNs"} <= columns:
             return
         name_column = "message" if table == "MSTX_EVENTS" else "name"
         names = ("startNs", "endNs", name_column, "globalTid", "connectionId", *extra)
+        strings = (name_column, "inputDtypes", "inputShapes")
+        h, joins = self.schema.expressions("h", table, names, strings)
+        ok = " AND ".join([  # TEXT times (PYTORCH_API's in some versions) are read by _host_slice
+            "typeof(h.startNs) = 'integer'", "typeof(h.endNs) = 'integer'", "h.endNs >= h.startNs",
+            f"h.startNs + :offset BETWEEN {-_LIMIT} AND {_LIMIT}", f"h.endNs - h.startNs <= {_LIMIT}",
+            f"typeof({h['globalTid']}) = 'integer'",
+            *(self.schema.resolved("h", n, h[n]) for n in strings if n in h)])
+        given = " AND ".join(f"{h[n]} IS NOT NULL" for n in names[4:])  # every arg
         # startNs is TEXT in some versions: order by its value, not its spelling
-        fields, joins = self.schema.select("h", table, names, (name_column, "inputDtypes", "inputShapes"))
-        query = f"SELECT {fields} FROM {table} h{joins} ORDER BY CAST(h.startNs AS INTEGER)"
-        for row in db.execute(query):
-            start, end, name, tid, link, *values = row
-            times = self._times(table, start, end)
-            if times is None:
+        query = (f"SELECT {ok}, {given}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
+                 "ORDER BY CAST(h.startNs AS INTEGER)")
+        keys, api = ("connection_id", *extra), self.enums["API"] if table == "CANN_API" else None
+        rank, offset, lanes, new, layer = self.rank.rank, self.rank.clock_offset_ns, {}, tuple.__new__, \
+            Layer.HOST
+        for row in db.execute(query, {"offset": offset}):
+            if not row[0]:
+                record = self._host_slice(table, row[2:])
+                if record is not None:
+                    yield record
                 continue
-            thread = tid & 0xFFFF_FFFF if type(tid) is int else tid
-            args: dict[str, Any] = {"connection_id": link} if link is not None else {}
-            for key, value in zip(extra, values, strict=True):
-                if value is None:
-                    continue
-                if key == "type" and table == "CANN_API":
-                    value = self.enums["API"].get(value, value)
-                elif key in ("inputDtypes", "inputShapes"):
-                    value = self._string(value, table)
-                args[key] = value
-            yield Slice(self.rank.rank, Layer.HOST, f"{prefix} (thread {thread})",
-                        self._string(name, table) or prefix, *times, args)
+            args = dict(zip(keys, row[6:], strict=False)) if row[1] else \
+                {k: v for k, v in zip(keys, row[6:], strict=True) if v is not None}
+            if api is not None and (kind := args.get("type")) is not None:
+                args["type"] = api.get(kind, kind)
+            start, tid = row[2], row[5]
+            lane = lanes.get(tid) or lanes.setdefault(tid, f"{prefix} (thread {tid & 0xFFFF_FFFF})")
+            yield new(Slice, (rank, layer, lane, row[4] or prefix, start + offset, row[3] - start, args, "",
+                              (), ()))
+
+    def _host_slice(self, table: str, row: tuple) -> Slice | None:
+        """One host API row (startNs, endNs, name, globalTid, connectionId, then the table's own
+        columns) as its slice; None if it is skipped."""
+        prefix, extra = _HOST[table]
+        start, end, name, tid, link, *values = row
+        times = self._times(table, start, end)
+        if times is None:
+            return None
+        thread = tid & 0xFFFF_FFFF if type(tid) is int else tid
+        args: dict[str, Any] = {"connection_id": link} if link is not None else {}
+        for key, value in zip(extra, values, strict=True):
+            if value is None:
+                continue
+            if key == "type" and table == "CANN_API":
+                value = self.enums["API"].get(value, value)
+            elif key in ("inputDtypes", "inputShapes"):
+                value = self._string(value, table)
+            args[key] = value
+        return Slice(self.rank.rank, Layer.HOST, f"{prefix} (thread {thread})",
+                     self._string(name, table) or prefix, *times, args)
 
     def counters(self, db: sqlite3.Connection, table: str) -> Iterator[Sample]:
         """One counter table, time-ordered; a lane per (instance, value column)."""

@@ -30,7 +30,11 @@ links of ``CONNECTION_IDS``.
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
 one ``ORDER BY`` scan and the scans are merged by time; a step is yielded as soon as the merge
-passes the next step's start, so memory holds one step (plus the string table) at a time.
+passes the next step's start, so memory holds one step at a time. SQLite does the joins and
+resolves the strings, and says of each TASK and host API row whether it is as expected (integer
+times in range, a stream or thread, every string id found): those rows become slices at once,
+without per-row dicts or calls; any other row goes through the rules (``_device_task``,
+``_comm_task``, ``_host_slice``), which say what is skipped or warned about (BENCHMARKS.md, issue 28).
 """
 
 from __future__ import annotations

@@ -30,15 +30,19 @@ links of ``CONNECTION_IDS``.
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
 one ``ORDER BY`` scan and the scans are merged by time; a step is yielded as soon as the merge
-passes the next step's start, so memory holds one step (plus the string table) at a time.
+passes the next step's start, so memory holds one step at a time. SQLite does the joins and
+resolves the strings, and says of each TASK and host API row whether it is as expected (integer
+times in range, a stream or thread, every string id found): those rows become slices at once,
+without per-row dicts or calls; any other row goes through the rules (``_device_task``,
+``_comm_task``, ``_host_slice``), which say what is skipped or warned about (BENCHMARKS.md, issue 28).
 """
 
 from __future__ import annotations
 
 import heapq
 import sqlite3
-from collections import defaultdict
 from collections.abc import Iterator
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,8 @@ from ..errors import Diagnostics, InputError
 from ..model import (
     MEMORY_KINDS,
     MEMORY_SIZE_ARG,
+    SLICE_FLOWS_OUT,
+    TIME_LIMIT_NS,
     Layer,
     RankInfo,
     Sample,
@@ -101,7 +107,7 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
         scans = [reader.tasks(db), reader.ops(db)]
         if detail:
             scans += [reader.host(db, table) for table in _HOST] + [reader.counters(db, t) for t in _COUNTERS]
-        stream = heapq.merge(*scans, key=lambda r: r.start_ns)
+        stream = heapq.merge(*scans, key=attrgetter("start_ns"))
         flows = _Flows(rank.rank)
         ops_recorded = {"startNs", "endNs"} <= schema.columns("COMMUNICATION_OP")
         for records in _by_step(rank, steps, stream):
@@ -215,11 +221,15 @@ def _by_step(rank: RankInfo, steps: list[Step], stream: Iterator[Slice | Sample]
     if not steps:
         yield _records(rank, None, list(stream))
         return
-    index, bucket = 0, []
+    # the start of the step after each, then one no record reaches (they start within ±2**62 ns)
+    after = [step.start_ns for step in steps[1:]] + [TIME_LIMIT_NS]
+    index, bucket, next_start = 0, [], after[0]
     for s in stream:
-        while index + 1 < len(steps) and s.start_ns >= steps[index + 1].start_ns:
-            yield _records(rank, steps[index], bucket)
-            index, bucket = index + 1, []
+        if s.start_ns >= next_start:
+            while s.start_ns >= next_start:
+                yield _records(rank, steps[index], bucket)
+                index, bucket = index + 1, []
+                next_start = after[index]
         bucket.append(s)
     yield _records(rank, steps[index], bucket)
     for step in steps[index + 1:]:
@@ -250,28 +260,50 @@ class _Flows:
         self.rank, self.backwards = rank, 0
 
     def bind(self, slices: list[Slice]) -> list[Slice]:
+        """The step's slices with their arrows: from a launch (the last of its connectionId) to each
+        target of it in the order read, the k-th numbered k. A target has one launch, so one arrow
+        in; a launch's arrows out are made together: each slice is rebuilt once."""
         launches: dict[int, int] = {}
-        targets: dict[int, list[int]] = defaultdict(list)
+        targets: dict[int, int | list[int]] = {}  # most launches have one target: its index
+        host, device = Layer.HOST, (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)
         for i, s in enumerate(slices):
-            link = s.args.get("connection_id") if type(s.args) is dict else None
+            args = s.args
+            link = args.get("connection_id") if type(args) is dict else None
             if link is None:
                 continue
-            if s.layer is Layer.HOST and s.lane.startswith("CANN"):
-                launches[link] = i
-            elif s.layer in (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP):
-                targets[link].append(i)
-        outs: dict[int, list[int]] = defaultdict(list)
-        ins: dict[int, list[int]] = defaultdict(list)
+            layer = s.layer
+            if layer is host:
+                if s.lane.startswith("CANN"):
+                    launches[link] = i
+            elif layer in device:
+                ends = targets.get(link)
+                if ends is None:
+                    targets[link] = i
+                elif type(ends) is int:
+                    targets[link] = [ends, i]
+                else:
+                    ends.append(i)
+        outs: dict[int, tuple[int, ...]] = {}
+        ins: dict[int, tuple[int]] = {}
         for link, first in launches.items():
-            for k, last in enumerate(targets.get(link, ())):
-                if slices[last].start_ns < slices[first].start_ns:  # clock skew: Perfetto drops it
+            ends = targets.get(link)
+            if ends is None:
+                continue
+            start, key, flows = slices[first].start_ns, f"HostToDevice:{link}", []
+            for k, last in enumerate(ends if type(ends) is list else (ends,)):
+                if slices[last].start_ns < start:  # clock skew: Perfetto drops it
                     self.backwards += 1
                     continue
-                flow = flow_id(self.rank, f"HostToDevice:{link}", k)
-                outs[first].append(flow)
-                ins[last].append(flow)
-        for i in outs.keys() | ins.keys():
-            slices[i] = slices[i].with_flows(tuple(outs.get(i, ())), tuple(ins.get(i, ())))
+                flow = flow_id(self.rank, key, k)
+                flows.append(flow)
+                ins[last] = (flow,)
+            if flows:
+                outs[first] = tuple(flows)
+        new = tuple.__new__
+        for i, flows in outs.items():
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ()))
+        for i, flow in ins.items():
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], (), flow))
         return slices
 
     def report(self, path: Path, diag: Diagnostics) -> None:
@@ -290,6 +322,30 @@ _COMM_TASK = ("globalTaskId", "name", "taskType", "planeId", "groupName", "notif
               "dstRank", "transportType", "size", "dataType", "linkType", "opId")
 _OP = ("startNs", "endNs", "opName", "groupName", "opType", "algType", "dataType", "count", "connectionId",
        "opId", "relay", "retry", "waitNs")
+# TASK's fast read (``_Reader.tasks``): a device task's args, in the order drawn (the task's own, then its
+# compute info's), and the columns of the query, named by their place
+_COMPUTE_ARGS = ("opType", "blockDim", "mixBlockDim", "inputShapes", "inputDataTypes", "inputFormats",
+                 "outputShapes", "outputDataTypes", "outputFormats", "waitNs")
+_DEVICE_ARGS = ("Task Id", "Stream Id", "Model Id", "Context Id", "connection_id", "Task Type", "Op Type",
+                "Block Dim", "Mix Block Dim", "Input Shapes", "Input Data Types", "Input Formats",
+                "Output Shapes", "Output Data Types", "Output Formats", "Wait Time(ns)")
+_TASK_ARGS = 6  # of them the task's own
+_NOTHING = frozenset((None, "", "N/A"))  # values drawn as no arg
+_TASK_COLUMNS = ("ok", "kind", "start", "dur", "stream", *_DEVICE_ARGS, "startNs", "endNs", "taskType",
+                 "c name", "c taskType", *(f"m {n}" for n in _COMM_TASK))
+_OK, _KIND, _START, _DUR, _STREAM, _TASK_TYPE, _COMPUTE_NAME = (_TASK_COLUMNS.index(n) for n in (
+    "ok", "kind", "start", "dur", "stream", "Task Type", "c name"))
+_ARGS_AT = _TASK_COLUMNS.index(_DEVICE_ARGS[0])
+_TASK_ARGS_END, _ARGS_END = _ARGS_AT + _TASK_ARGS, _ARGS_AT + len(_DEVICE_ARGS)
+_COMM_AT = _TASK_COLUMNS.index(f"m {_COMM_TASK[0]}")
+# where the rules of _device_task and _comm_task find their columns
+_TASK_AT = {"startNs": _TASK_COLUMNS.index("startNs"), "endNs": _TASK_COLUMNS.index("endNs"),
+            "streamId": _STREAM, "taskId": _ARGS_AT, "modelId": _ARGS_AT + 2, "contextId": _ARGS_AT + 3,
+            "connectionId": _ARGS_AT + 4, "taskType": _TASK_COLUMNS.index("taskType")}
+_COMPUTE_AT = {"name": _COMPUTE_NAME, "taskType": _TASK_COLUMNS.index("c taskType"),
+               **{n: _ARGS_AT + _TASK_ARGS + i for i, n in enumerate(_COMPUTE_ARGS)}}
+_COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
+_LIMIT = TIME_LIMIT_NS - 1
 # host tables: (lane prefix, columns); name, globalTid and connectionId are read from each
 _HOST = {
     "PYTORCH_API": ("PyTorch", ("sequenceNumber", "fwdThreadId", "inputDtypes", "inputShapes", "type")),
@@ -353,40 +409,80 @@ class _Reader:
         return times
 
     def tasks(self, db: sqlite3.Connection) -> Iterator[Slice]:
-        """TASK rows, time-ordered, as stream or plane slices."""
-        schema = self.schema
-        joined = "globalTaskId" in schema.columns("TASK")
-        compute = joined and "globalTaskId" in schema.columns("COMPUTE_TASK_INFO")
-        comm = joined and "globalTaskId" in schema.columns("COMMUNICATION_TASK_INFO")
-        selected, strings = schema.select("t", "TASK", _TASK, ("taskType",))
-        fields, joins = [selected], ""
-        if compute:
-            selected, strings_c = schema.select("c", "COMPUTE_TASK_INFO", _COMPUTE, _COMPUTE_STRINGS)
-            fields.append(selected)
-            joins += " LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" + strings_c
-        else:
-            fields.append(", ".join("NULL" for _ in _COMPUTE))
-        if comm:
-            selected, strings_m = schema.select("m", "COMMUNICATION_TASK_INFO", _COMM_TASK,
-                                                ("name", "taskType", "groupName"))
-            fields.append(selected)
-            joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId" + strings_m
-        else:
-            fields.append(", ".join("NULL" for _ in _COMM_TASK))
-        query = f"SELECT {', '.join(fields)} FROM TASK t{joins}{strings} ORDER BY t.startNs"
-        n_task, n_compute = len(_TASK), len(_COMPUTE)
-        for row in db.execute(query):
-            task = dict(zip(_TASK, row[:n_task], strict=False))
-            c = dict(zip(_COMPUTE, row[n_task:n_task + n_compute], strict=False))
-            m = dict(zip(_COMM_TASK, row[n_task + n_compute:], strict=False))
-            if m["globalTaskId"] is not None:
-                record = self._comm_task(task, m) if self.all_tasks else None
-            elif c["globalTaskId"] is not None or self.all_tasks:
+        """TASK rows, time-ordered, as stream or plane slices. SQLite joins the task info and
+        resolves the strings; a device task whose times and strings are as expected (the query's
+        ``ok``) becomes its slice here, at once; any other row (an HCCL task, a bad time, an id
+        ``STRING_IDS`` lacks) is read by the rules of ``_device_task`` and ``_comm_task``."""
+        rank, all_tasks = self.rank.rank, self.all_tasks
+        lanes: dict[int, str] = {}
+        new = tuple.__new__
+        for row in db.execute(self._task_query(), {"offset": self.rank.clock_offset_ns}):
+            kind = row[_KIND]
+            if row[_OK] and kind != _COMM:
+                if kind == _COMPUTE_KIND:
+                    values = row[_ARGS_AT:_ARGS_END]
+                elif all_tasks:
+                    values = row[_ARGS_AT:_TASK_ARGS_END]
+                else:
+                    continue
+                args = dict(zip(_DEVICE_ARGS, values, strict=False)) if _NOTHING.isdisjoint(values) \
+                    else _kept(_DEVICE_ARGS, values)
+                task_type = row[_TASK_TYPE] or ""
+                stream = row[_STREAM]
+                lane = lanes.get(stream) or lanes.setdefault(stream, f"Stream {stream}")
+                name = row[_COMPUTE_NAME] or task_type or "Task"
+                yield new(Slice, (rank, Layer.STREAM, lane, name, row[_START], row[_DUR], args,
+                                  task_type if kind else NOT_COMPUTE, (), ()))
+                continue
+            task = {name: row[i] for name, i in _TASK_AT.items()}
+            if kind == _COMM:
+                record = self._comm_task(task, dict(zip(_COMM_TASK, row[_COMM_AT:], strict=True))) \
+                    if all_tasks else None
+            elif kind == _COMPUTE_KIND or all_tasks:
+                c = {name: row[i] for name, i in _COMPUTE_AT.items()}
+                c["globalTaskId"] = kind or None
                 record = self._device_task(task, c)
             else:
                 continue
             if record is not None:
                 yield record
+
+    def _task_query(self) -> str:
+        """The TASK query: its columns at the places ``_TASK_COLUMNS`` names. Summary (torch_npu's:
+        ``all_tasks`` off) reads only the compute tasks, and of the HCCL tasks only which they are."""
+        schema, all_tasks = self.schema, self.all_tasks
+        joined = "globalTaskId" in schema.columns("TASK")
+        t, t_strings = schema.expressions("t", "TASK", _TASK, ("taskType",))
+        c, m, joins = dict.fromkeys(_COMPUTE, "NULL"), dict.fromkeys(_COMM_TASK, "NULL"), ""
+        resolved = [schema.resolved("t", "taskType", t["taskType"])]
+        if joined and "globalTaskId" in schema.columns("COMPUTE_TASK_INFO"):
+            c, strings = schema.expressions("c", "COMPUTE_TASK_INFO", _COMPUTE, _COMPUTE_STRINGS)
+            joins += " LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" + strings
+            resolved += [schema.resolved("c", n, c[n]) for n in _COMPUTE_STRINGS]
+        if joined and "globalTaskId" in schema.columns("COMMUNICATION_TASK_INFO"):
+            names = _COMM_TASK if all_tasks else ("globalTaskId",)
+            found, strings = schema.expressions("m", "COMMUNICATION_TASK_INFO", names,
+                                                ("name", "taskType", "groupName"))
+            m.update(found)
+            joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId" + strings
+        kind = f"CASE WHEN {m['globalTaskId']} IS NOT NULL THEN {_COMM} " \
+               f"WHEN {c['globalTaskId']} IS NOT NULL THEN {_COMPUTE_KIND} ELSE 0 END"
+        ok = " AND ".join([
+            "typeof(t.startNs) = 'integer'", "typeof(t.endNs) = 'integer'", "t.endNs >= t.startNs",
+            f"t.startNs + :offset BETWEEN {-_LIMIT} AND {_LIMIT}", f"t.endNs - t.startNs <= {_LIMIT}",
+            f"typeof({t['streamId']}) = 'integer'", *resolved])
+        columns = {
+            "ok": ok, "kind": kind, "start": "t.startNs + :offset", "dur": "t.endNs - t.startNs",
+            "stream": t["streamId"], "Task Id": t["taskId"], "Stream Id": t["streamId"],
+            "Model Id": t["modelId"], "Context Id": t["contextId"], "connection_id": t["connectionId"],
+            "Task Type": f"COALESCE(NULLIF({c['taskType']}, ''), NULLIF({t['taskType']}, ''))",
+            **{arg: c[n] for arg, n in zip(_DEVICE_ARGS[_TASK_ARGS:], _COMPUTE_ARGS, strict=True)},
+            "startNs": t["startNs"], "endNs": t["endNs"], "taskType": t["taskType"], "c name": c["name"],
+            "c taskType": c["taskType"], **{f"m {n}": m[n] for n in _COMM_TASK},
+        }
+        assert tuple(columns) == _TASK_COLUMNS
+        where = "" if all_tasks else f" WHERE {kind} = {_COMPUTE_KIND}"
+        return f"SELECT {', '.join(columns.values())} FROM TASK t{joins}{t_strings}{where} ORDER BY t.startNs"
 
     def _device_task(self, task: dict[str, Any], c: dict[str, Any]) -> Slice | None:
         times = self._times("TASK", task["startNs"], task["endNs"])
@@ -469,33 +565,64 @@ class _Reader:
             yield Slice(self.rank.rank, Layer.COMM_OP, group, name, *times, args)
 
     def host(self, db: sqlite3.Connection, table: str) -> Iterator[Slice]:
-        """A host API table, time-ordered, one lane per thread (``globalTid``: pid << 32 | tid)."""
+        """A host API table, time-ordered, one lane per thread (``globalTid``: pid << 32 | tid). A row
+        whose times, thread and strings are as expected (the query's first column) becomes its slice
+        here, at once; any other by the rules of ``_host_slice``."""
         prefix, extra = _HOST[table]
         columns = self.schema.columns(table)
         if not {"startNs", "endNs"} <= columns:
             return
         name_column = "message" if table == "MSTX_EVENTS" else "name"
         names = ("startNs", "endNs", name_column, "globalTid", "connectionId", *extra)
+        strings = (name_column, "inputDtypes", "inputShapes")
+        h, joins = self.schema.expressions("h", table, names, strings)
+        ok = " AND ".join([  # TEXT times (PYTORCH_API's in some versions) are read by _host_slice
+            "typeof(h.startNs) = 'integer'", "typeof(h.endNs) = 'integer'", "h.endNs >= h.startNs",
+            f"h.startNs + :offset BETWEEN {-_LIMIT} AND {_LIMIT}", f"h.endNs - h.startNs <= {_LIMIT}",
+            f"typeof({h['globalTid']}) = 'integer'",
+            *(self.schema.resolved("h", n, h[n]) for n in strings if n in h)])
+        given = " AND ".join(f"{h[n]} IS NOT NULL" for n in names[4:])  # every arg
         # startNs is TEXT in some versions: order by its value, not its spelling
-        fields, joins = self.schema.select("h", table, names, (name_column, "inputDtypes", "inputShapes"))
-        query = f"SELECT {fields} FROM {table} h{joins} ORDER BY CAST(h.startNs AS INTEGER)"
-        for row in db.execute(query):
-            start, end, name, tid, link, *values = row
-            times = self._times(table, start, end)
-            if times is None:
+        query = (f"SELECT {ok}, {given}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
+                 "ORDER BY CAST(h.startNs AS INTEGER)")
+        keys, api = ("connection_id", *extra), self.enums["API"] if table == "CANN_API" else None
+        rank, offset, lanes, new, layer = self.rank.rank, self.rank.clock_offset_ns, {}, tuple.__new__, \
+            Layer.HOST
+        for row in db.execute(query, {"offset": offset}):
+            if not row[0]:
+                record = self._host_slice(table, row[2:])
+                if record is not None:
+                    yield record
                 continue
-            thread = tid & 0xFFFF_FFFF if type(tid) is int else tid
-            args: dict[str, Any] = {"connection_id": link} if link is not None else {}
-            for key, value in zip(extra, values, strict=True):
-                if value is None:
-                    continue
-                if key == "type" and table == "CANN_API":
-                    value = self.enums["API"].get(value, value)
-                elif key in ("inputDtypes", "inputShapes"):
-                    value = self._string(value, table)
-                args[key] = value
-            yield Slice(self.rank.rank, Layer.HOST, f"{prefix} (thread {thread})",
-                        self._string(name, table) or prefix, *times, args)
+            args = dict(zip(keys, row[6:], strict=False)) if row[1] else \
+                {k: v for k, v in zip(keys, row[6:], strict=True) if v is not None}
+            if api is not None and (kind := args.get("type")) is not None:
+                args["type"] = api.get(kind, kind)
+            start, tid = row[2], row[5]
+            lane = lanes.get(tid) or lanes.setdefault(tid, f"{prefix} (thread {tid & 0xFFFF_FFFF})")
+            yield new(Slice, (rank, layer, lane, row[4] or prefix, start + offset, row[3] - start, args, "",
+                              (), ()))
+
+    def _host_slice(self, table: str, row: tuple) -> Slice | None:
+        """One host API row (startNs, endNs, name, globalTid, connectionId, then the table's own
+        columns) as its slice; None if it is skipped."""
+        prefix, extra = _HOST[table]
+        start, end, name, tid, link, *values = row
+        times = self._times(table, start, end)
+        if times is None:
+            return None
+        thread = tid & 0xFFFF_FFFF if type(tid) is int else tid
+        args: dict[str, Any] = {"connection_id": link} if link is not None else {}
+        for key, value in zip(extra, values, strict=True):
+            if value is None:
+                continue
+            if key == "type" and table == "CANN_API":
+                value = self.enums["API"].get(value, value)
+            elif key in ("inputDtypes", "inputShapes"):
+                value = self._string(value, table)
+            args[key] = value
+        return Slice(self.rank.rank, Layer.HOST, f"{prefix} (thread {thread})",
+                     self._string(name, table) or prefix, *times, args)
 
     def counters(self, db: sqlite3.Connection, table: str) -> Iterator[Sample]:
         """One counter table, time-ordered; a lane per (instance, value column)."""
@@ -524,6 +651,11 @@ class _Reader:
                     bad += 1
         if bad:
             self.diag.warn("bad_row", f"{self.path}: {table}: {bad} values without a number or time; skipped")
+
+
+def _kept(keys: tuple[str, ...], values: tuple) -> dict[str, Any]:
+    """The args a task draws: its values but those that say nothing (None, "", "N/A")."""
+    return {k: v for k, v in zip(keys, values, strict=False) if v is not None and v not in ("", "N/A")}
 
 
 # -- device memory ---------------------------------------------------------------------------------

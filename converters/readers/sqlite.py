@@ -79,14 +79,33 @@ class Schema:
         the ``strings`` columns resolved through ``STRING_IDS`` by SQLite itself (a large
         database's table of strings grows with it, so it is never loaded; an id it lacks stays a
         number)."""
+        expressions, joins = self.expressions(alias, table, names, strings)
+        return ", ".join(expressions[n] for n in names), joins
+
+    def expressions(self, alias: str, table: str, names: tuple[str, ...],
+                    strings: tuple[str, ...] = ()) -> tuple[dict[str, str], str]:
+        """({name: SQL expression}, joins): what ``select`` selects, by name, for queries that
+        compute with the columns."""
         have, lookup = self.columns(table), {"id", "value"} <= self.columns("STRING_IDS")
-        fields, joins = [], ""
+        expressions, joins = {}, ""
         for n in names:
             if n not in have:
-                fields.append("NULL")
+                expressions[n] = "NULL"
             elif n in strings and lookup:
-                fields.append(f'COALESCE({alias}_{n}.value, {alias}."{n}")')
+                expressions[n] = f'COALESCE({alias}_{n}.value, {alias}."{n}")'
                 joins += f' LEFT JOIN STRING_IDS {alias}_{n} ON {alias}_{n}.id = {alias}."{n}"'
             else:
-                fields.append(f'{alias}."{n}"')
-        return ", ".join(fields), joins
+                expressions[n] = f'{alias}."{n}"'
+        return expressions, joins
+
+    def resolved(self, alias: str, name: str, expression: str) -> str:
+        """SQL: true where a string column's ``expression`` (from ``expressions``) is TEXT or NULL:
+        its id found in ``STRING_IDS`` with a text, or none given (cheaper than testing the value)."""
+        if not expression.startswith("COALESCE("):
+            return text(expression)
+        return f"(typeof({alias}_{name}.value) = 'text' OR {alias}.\"{name}\" IS NULL)"
+
+
+def text(expression: str) -> str:
+    """SQL: true where the value is TEXT or NULL (a string column's id ``STRING_IDS`` resolved)."""
+    return f"typeof({expression}) IN ('text', 'null')"

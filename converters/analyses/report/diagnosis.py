@@ -256,7 +256,8 @@ def verdict(report: Report) -> dict[str, Any]:
     return {"dominant": main, "rank_steps": len(report.steps), "summary": summary, "look_at": look_at,
             "counts": {k: counts[k] for k in (*KINDS, "balanced", "unknown") if counts[k]},
             "time_share": {k: round(weight[k] / total, 4) for k in (*KINDS, "balanced") if weight[k]} if total
-            else {}}
+            else {},
+            "what_if": [s.summary for s in report.critical]}
 
 
 # -- numbers --------------------------------------------------------------------------------------

@@ -314,7 +314,7 @@ def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
     assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     assert out.stat().st_size < 2 * 1024 * 1024
     page = out.read_text()
-    assert page.count('<svg role="img"') == 8  # the links' heatmap and the op types too
+    assert page.count('<svg role="img"') == 9  # the links' heatmap, the op types and the critical path too
     # 6,400 rank-steps: the findings tables list the worst of each kind, the JSON all of them
     assert re.search(r"and \d+ more \(all in --format json\)", page)
 

@@ -212,7 +212,8 @@ def verdict(report: Report) -> dict[str, Any]:
     a straggler instead where the others' communication bound steps mostly wait for it (the cause
     lies on the straggler, not on the links). ``look_at``: its worst rank and step. It rests on
     the rank-steps it can judge: those without a finding whose device side is unknown are
-    counted apart ("unknown") and said, never taken for balanced."""
+    counted apart ("unknown") and said, never taken for balanced. ``what_if``: per slowest step,
+    the sentence naming the what-ifs on its critical path that would save most (``critical.py``)."""
     counts: Counter[str] = Counter()
     weight: Counter[str] = Counter()
     dominant = report.dominant()

@@ -232,11 +232,11 @@ def test_html_holds_every_section_and_the_commands(slow_job, tmp_path):
     size = write_html(report, out, "trace2perfetto report X")
     page = out.read_text()
     assert size == len(page.encode())
-    for section in ("job", "verdict", "step-time", "breakdown", "diagnosis", "ranks", "links", "ops",
-                    "op-types", "method"):
+    for section in ("job", "verdict", "step-time", "breakdown", "diagnosis", "critical", "ranks", "links",
+                    "ops", "op-types", "method"):
         assert f'<section id="{section}">' in page
-    # heatmap, 2 breakdowns, diagnosis grid, waits, links, top ops, op types
-    assert page.count('<svg role="img"') == 8
+    # heatmap, 2 breakdowns, diagnosis grid, critical path, waits, links, top ops, op types
+    assert page.count('<svg role="img"') == 9
     straggler = next(d for d in report.diagnoses if d.kind == "straggler")
     assert straggler.command.replace("'", "&#x27;") in re.sub(r"</?span>", "", page)  # its words as written
     for name, value, _ in Thresholds().items():
@@ -314,7 +314,7 @@ def test_64_ranks_by_100_steps_stay_under_2_mb(tmp_path):
     assert main(["report", str(root), "-o", str(out), "-q"]) == 0
     assert out.stat().st_size < 2 * 1024 * 1024
     page = out.read_text()
-    assert page.count('<svg role="img"') == 8  # the links' heatmap and the op types too
+    assert page.count('<svg role="img"') == 9  # the links' heatmap, the op types and the critical path too
     # 6,400 rank-steps: the findings tables list the worst of each kind, the JSON all of them
     assert re.search(r"and \d+ more \(all in --format json\)", page)
 

@@ -20,7 +20,8 @@ BROWSER_ENV = "TRACE2PERFETTO_CHROMIUM"
 CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
-SECTIONS = ("job", "verdict", "step-time", "breakdown", "diagnosis", "ranks", "ops", "op-types", "method")
+SECTIONS = ("job", "verdict", "step-time", "breakdown", "diagnosis", "critical", "ranks", "ops", "op-types",
+            "method")
 # and where the job has them: "links" (HCCL plane tasks), "data" (MindData), "memory"
 
 
@@ -61,10 +62,11 @@ def _msprof_job(root: Path) -> None:
 # msprof job the step trace's phases
 CASES = {
     "slow-rank": (_slow_job, "report-screenshot.png",
-                  {"step-time": 1, "breakdown": 2, "diagnosis": 1, "ranks": 1, "links": 1, "ops": 1,
-                   "op-types": 1}),
+                  {"step-time": 1, "breakdown": 2, "diagnosis": 1, "critical": 1, "ranks": 1, "links": 1,
+                   "ops": 1, "op-types": 1}),
     "msprof": (_msprof_job, "report-screenshot-msprof.png",
-               {"step-time": 1, "breakdown": 3, "diagnosis": 1, "ranks": 1, "ops": 1, "op-types": 1}),
+               {"step-time": 1, "breakdown": 3, "diagnosis": 1, "critical": 1, "ranks": 1, "ops": 1,
+                "op-types": 1}),
 }
 
 
@@ -137,8 +139,8 @@ def test_the_report_needs_no_javascript(browser, tmp_path):
     context, page, messages, requests = _open(browser, out, javascript=False)
     try:
         assert messages == [] and requests == []
-        assert page.locator("svg.plot").count() == 8  # with the links' heatmap and the op types
-        assert all(page.locator("svg.plot").nth(i).is_visible() for i in range(8))
+        assert page.locator("svg.plot").count() == 9  # with the links, the op types, the critical path
+        assert all(page.locator("svg.plot").nth(i).is_visible() for i in range(9))
     finally:
         context.close()
 

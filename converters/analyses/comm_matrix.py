@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from .. import comm
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
-from ..model import RankInfo
+from ..model import RankInfo, StepRecords
 from ..profile import Kind, Options, Profile, read_profile
 
 COLUMNS = ("Rank", "Step", "Group", "Op", "Src Rank", "Dst Rank", "Transport Type", "Transit Size(MB)",
@@ -154,11 +154,17 @@ def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[li
     rows: list[LinkRow] = []
     planes = False
     for batch in read_profile([info], options, diag):
-        ops = [OpLinks(op.name, comm.group_of(op), comm.is_p2p(op.name), comm.op_links(op, tasks))
-               for op, tasks in comm.op_tasks(batch)]
-        planes |= any(op.links for op in ops)
-        rows += summarize(batch.rank, batch.graph, batch.step_id, ops)
+        found, has_planes = step_links(batch)
+        planes |= has_planes
+        rows += found
     return rows, planes
+
+
+def step_links(batch: StepRecords) -> tuple[list[LinkRow], bool]:
+    """One rank's step: its rows, and whether it had plane tasks on links."""
+    ops = [OpLinks(op.name, comm.group_of(op), comm.is_p2p(op.name), comm.op_links(op, tasks))
+           for op, tasks in comm.op_tasks(batch)]
+    return summarize(batch.rank, batch.graph, batch.step_id, ops), any(op.links for op in ops)
 
 
 def summarize(rank: int, graph: int | None, step: int | None, ops: Iterable[OpLinks]) -> list[LinkRow]:

@@ -27,11 +27,12 @@ from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Slice, StepKey, StepRecords, decoded_args
 from ..overlap import is_compute
-from ..profile import Kind, Options, Profile, aligning, read_profile, shifted
+from ..profile import Kind, Options, Profile, RankWork, aligning, read_profile, shifted
 from ..select import format_ids
 from .ops import op_type
 
-__all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "keyed_paths", "record"]
+__all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "keyed_paths", "paths_of", "read_ranks", "record",
+           "stash_step"]
 
 KINDS = ("compute", "communication", "wait", "idle", "host")
 
@@ -216,15 +217,21 @@ def rank_critical(info: RankInfo, options: Options, diag: Diagnostics, shift: in
 
 def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
                    path: str) -> tuple:
-    stashed = []
+    stashed: list = []
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
-            found = rank_step(shifted(batch, shift) if shift else batch, kept)
-            if found is not None:
-                light = spool.stash(pickle.dumps(found._replace(chains={}), pickle.HIGHEST_PROTOCOL))
-                nodes = spool.stash(pickle.dumps(found.chains, pickle.HIGHEST_PROTOCOL))
-                stashed.append((batch.key, light, nodes))
+            stash_step(spool, batch, shift, kept, stashed)
     return (stashed,)
+
+
+def stash_step(spool: SpoolFile, batch: StepRecords, shift: int, kept: frozenset[int], stashed: list) -> None:
+    """One rank's step contracted (``rank_step``, on its clock shifted by ``shift``) into ``spool``,
+    its place added to ``stashed``; nothing where it has no device work."""
+    found = rank_step(shifted(batch, shift) if shift else batch, kept)
+    if found is not None:
+        light = spool.stash(pickle.dumps(found._replace(chains={}), pickle.HIGHEST_PROTOCOL))
+        nodes = spool.stash(pickle.dumps(found.chains, pickle.HIGHEST_PROTOCOL))
+        stashed.append((batch.key, light, nodes))
 
 
 # -- across ranks, in the driver ------------------------------------------------------------------
@@ -265,13 +272,13 @@ def keyed_paths(profile: Profile, shifts: dict[int, int]) -> Iterator[tuple[Step
     each rank's times, as ``Profile.align`` returned them), each step with its key as the
     conversion files it (``convert --critical-path`` draws the paths in the steps' chunks). The
     profile's options are read as they are: give it ``Kind.DETAIL``."""
+    kept = frozenset(info.rank for info in profile.ranks)
     spool = Spool()
     try:
-        stashed = _read_ranks(profile, spool, shifts)
+        stashed = read_ranks(profile, spool, rank_critical,
+                             lambda index, info: (shifts.get(info.rank, 0), kept))
         profile.check_steps()
-        for step in sorted(stashed, key=lambda s: () if s is None else s):
-            found = [pickle.loads(spool.unstash(file, *light)) for file, light, _ in stashed[step]]
-            yield step, step_path(found, _nodes_in(spool, found, stashed[step]))
+        yield from keyed(spool, stashed)
     finally:
         spool.close()
 
@@ -287,25 +294,43 @@ def _check_one_timeline(infos: list[RankInfo], aligned: bool) -> None:
                          "where they share collectives")
 
 
+def keyed(spool: Spool, stashed: dict) -> Iterator[tuple[StepKey | None, StepPath]]:
+    """Per step of the ranks' stashes (``read_ranks``; the pseudo step first, then in step order),
+    its key and its critical path with what-ifs."""
+    for step in sorted(stashed, key=lambda s: () if s is None else s):
+        found = [pickle.loads(spool.unstash(file, *light)) for file, light, _ in stashed[step]]
+        yield step, step_path(found, _nodes_in(spool, found, stashed[step]))
+
+
+def paths_of(spool: Spool, stashed: dict) -> Iterator[StepPath]:
+    """``keyed`` without the keys: each step's critical path and what-ifs, in step order."""
+    for _, found in keyed(spool, stashed):
+        yield found
+
+
 def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], Chains]:
     """Where each rank's chain nodes of the step lie: read only for the ranks the path crosses."""
     held = {r.rank: (file, nodes) for r, (file, _, nodes) in zip(found, stashed, strict=True)}
     return lambda r: pickle.loads(spool.unstash(held[r.rank][0], *held[r.rank][1]))
 
 
-def _read_ranks(profile: Profile, spool: Spool, shifts: dict[int, int]) -> dict:
+def read_ranks(profile: Profile, spool: Spool, work: RankWork, args: Callable[[int, RankInfo], tuple],
+               each: Callable[[int, list], None] | None = None) -> dict:
+    """Every rank's contracted steps by step: ``work(info, options, diag, *args(index, info), path)``
+    stashes them (``stash_step``) in ``path`` and returns ``spooled``'s (their places, *more, data);
+    ``each(index, more)``: what else it found, in rank order."""
     infos = profile.ranks
     paths = [None if profile.where.remote else spool.new_file() for _ in infos]
     by_step: dict[StepKey | None, list[tuple[str, tuple[int, int], tuple[int, int]]]] = defaultdict(list)
     found: dict[int, tuple[str, list]] = {}
 
     def collect(index: int, result: tuple) -> None:
-        stashed, *data = result
-        found[index] = (paths[index] if not data or data[0] is None else spool.adopt(data[0]), stashed)
+        stashed, *more, data = result
+        found[index] = (paths[index] if data is None else spool.adopt(data), stashed)
+        if each is not None:
+            each(index, more)
 
-    kept = frozenset(info.rank for info in infos)
-    profile.map(rank_critical, lambda index, info: (shifts.get(info.rank, 0), kept, paths[index]),
-                each=collect)
+    profile.map(work, lambda index, info: (*args(index, info), paths[index]), each=collect, ordered=True)
     for index in sorted(found):
         file, stashed = found[index]
         for step, light, nodes in stashed:

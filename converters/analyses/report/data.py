@@ -21,12 +21,13 @@ from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
 from ...readers import for_ops
 from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
-from ..comm_matrix import MatrixReport, comm_matrix
+from ..comm_matrix import MatrixReport
 from ..memory import PeakRow, memory_overview
 from ..memory import record as memory_record
 from ..ops import OpRow, RankOps, combine, rank_ops
 from ..overlap import StepOverlap, overlap_row, step_span
 from .baseline import Baseline, baseline_json, compare_with
+from .critical import SlowStep, critical_json, detail_read
 from .dataprep import data_json, queue_at_start
 from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
 
@@ -164,6 +165,7 @@ class Report:
     memory: list[PeakRow] = field(default_factory=list)
     memory_series: dict[tuple[int, str], list[tuple[int, float]]] = field(default_factory=dict)
     baseline: Baseline | None = None  # ``--baseline``: what changed from that run
+    critical: list[SlowStep] = field(default_factory=list)  # the slowest steps' critical paths (critical.py)
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -222,7 +224,9 @@ def report_data(
     diagnosis of each step, slow ranks and collectives, and the top device ops; with ``baseline``
     (another run's profile), what changed from it (``diff``'s step phases and op types).
 
-    Reads every kept rank once, in worker processes, as a summary conversion does. ``align``
+    Reads every kept rank once, in worker processes, as a summary conversion does, then once in
+    detail for what no summary holds: the links (where the job communicates) and the slowest
+    steps' critical paths (``critical.detail_read``). ``align``
     ("collectives") measures the waits between ranks on clocks aligned by the collectives' ends.
     ``top``: how many device ops to keep over all ranks (and per rank). What needed recovery in
     the input is added to ``diag``. ``where``: the ranks' work runs on this machine's cores or on a
@@ -290,9 +294,9 @@ def report_data(
     span = report.span_ns
     report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
-    if all_ops:  # the plane tasks are in no summary: a detail read of its own, where there is communication
-        report.links = comm_matrix(path, ranks=ranks, graphs=graphs, steps=steps, where=where,
-                                   each=lambda rows: None)  # the links ranked only: no rows kept
+    # the plane tasks (where there is communication) and the host launches are in no summary: a detail read
+    shifts = {rank: -clock.offset_ns for clock in clocks for rank in clock.ranks} if aligned else {}
+    report.links, report.critical = detail_read(profile, facts, shifts, bool(all_ops))
     report.op_types_shown, report.op_types = op_types_by_rank(combine(r.op_types for r in results))
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     try:
@@ -522,6 +526,7 @@ def report_json(report: Report) -> dict[str, Any]:
                     "spread_us": c.spread_ns / 1000, "collectives": c.instances} for c in report.clocks],
         "links": _links_record(report.links),
         "warnings": report.warnings,
+        "critical": critical_json(report.critical),
         **({"data_preparation": prepared} if (prepared := data_json(report.steps)) else {}),
     } | ({"memory": [memory_record(row) for row in report.memory]} if report.memory else {}) | (
         {"baseline": baseline_json(report.baseline)} if report.baseline is not None else {})

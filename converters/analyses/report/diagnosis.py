@@ -212,7 +212,8 @@ def verdict(report: Report) -> dict[str, Any]:
     a straggler instead where the others' communication bound steps mostly wait for it (the cause
     lies on the straggler, not on the links). ``look_at``: its worst rank and step. It rests on
     the rank-steps it can judge: those without a finding whose device side is unknown are
-    counted apart ("unknown") and said, never taken for balanced."""
+    counted apart ("unknown") and said, never taken for balanced. ``what_if``: per slowest step,
+    the sentence naming the what-ifs on its critical path that would save most (``critical.py``)."""
     counts: Counter[str] = Counter()
     weight: Counter[str] = Counter()
     dominant = report.dominant()
@@ -256,7 +257,8 @@ def verdict(report: Report) -> dict[str, Any]:
     return {"dominant": main, "rank_steps": len(report.steps), "summary": summary, "look_at": look_at,
             "counts": {k: counts[k] for k in (*KINDS, "balanced", "unknown") if counts[k]},
             "time_share": {k: round(weight[k] / total, 4) for k in (*KINDS, "balanced") if weight[k]} if total
-            else {}}
+            else {},
+            "what_if": [s.summary for s in report.critical]}
 
 
 # -- numbers --------------------------------------------------------------------------------------

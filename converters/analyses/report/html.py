@@ -18,16 +18,19 @@ from ...select import format_ids
 from ..memory import record as memory_record
 from ..render import cell
 from .baseline import TYPES_SHOWN
+from .critical import SlowStep, change
 from .data import OpTotal, Report, report_json
 from .dataprep import DataStep, data_ops, data_steps
 from .diagnosis import KIND_TITLES, KINDS, Diagnosis, ms_text
 from .plots import (
     CHART_OPS,
+    CRITICAL_COLOURS,
     KIND_COLOURS,
     LANE_COLOURS,
     PHASE_COLOURS,
     Plots,
     breakdown,
+    critical_bars,
     delta_chart,
     diagnosis_grid,
     link_heatmap,
@@ -69,8 +72,8 @@ details { margin: 0.2em 0; } summary { cursor: pointer; }
 """
 
 _NAV = [("job", "Job"), ("verdict", "Verdict"), ("step-time", "Step time"), ("breakdown", "Breakdown"),
-        ("diagnosis", "Diagnosis"), ("ranks", "Slow ranks"), ("links", "Links"), ("ops", "Top ops"),
-        ("op-types", "Operator types"), ("method", "Method")]
+        ("diagnosis", "Diagnosis"), ("critical", "Critical path"), ("ranks", "Slow ranks"),
+        ("links", "Links"), ("ops", "Top ops"), ("op-types", "Operator types"), ("method", "Method")]
 ROWS_PER_KIND = 12  # findings listed per kind in the HTML (all of them are in --format json)
 
 
@@ -147,6 +150,7 @@ def _page(plots: Plots, report: Report, command: str) -> str:
         parts.append(_spread_table(report) + "</section>")
         parts.append(_breakdown_section(plots, report))
         parts.append(_diagnosis_section(plots, report))
+        parts.append(_critical_section(plots, report.critical))
     parts.append(_ranks_section(plots, report))
     parts.append(_links_section(plots, report))
     parts.append(_ops_section(plots, report))
@@ -213,8 +217,12 @@ def _verdict_section(report: Report) -> str:
         text += (f"<br>Worst: {where}. {_e(worst['summary'])}<br>Open it on the timeline: "
                  + _cmd(worst["command"]))
     counts = ", ".join(f"{_kind_badge(k)} {n}" for k, n in verdict["counts"].items())
+    what_if = "".join(f"<li>{_e(sentence)}</li>" for sentence in verdict["what_if"])
+    if what_if:
+        what_if = ('<p>What would save most in the slowest steps, recomputed on their critical paths '
+                   f'(<a href="#critical">Critical path</a>):</p><ul>{what_if}</ul>')
     return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict" style="border-color:'
-            f'{KIND_COLOURS[main]}">{text}</p><p>Rank-steps by their dominant finding: {counts}.</p>'
+            f'{KIND_COLOURS[main]}">{text}</p>{what_if}<p>Rank-steps by their dominant finding: {counts}.</p>'
             "</section>")
 
 
@@ -318,6 +326,39 @@ def _ranks_section(plots: Plots, report: Report) -> str:
                  f"{c.spread_ns / 1000:.3f}", c.instances] for c in report.clocks]
         header = ["Host", "Ranks", "Offset (µs)", "Spread (µs)", "Collectives"]
         out.append("<h3>Host clocks</h3>" + _table(header, rows, {2, 3, 4}))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _critical_section(plots: Plots, steps: list[SlowStep]) -> str:
+    """The slowest steps' critical paths: their time per rank and kind pictured, then each step's
+    what-ifs (``trace2perfetto critical``'s figures)."""
+    out = ['<section id="critical"><h2>Critical path</h2><p>For the slowest steps, the chain of work '
+           "across ranks that set the step's time (device work in stream order, host launches, each "
+           "collective from its last arrival), and what each change would save, recomputed on that "
+           "chain's graph. <code>trace2perfetto critical</code> gives every step, every segment and "
+           "every what-if.</p>"]
+    if not steps:
+        return "".join(out) + "<p>No step with a known time in this input.</p></section>"
+    labels, series = critical_bars(steps)
+    if labels:
+        out.append(_figure(stacked_bars(plots, labels, series, CRITICAL_COLOURS, "step and rank",
+                                        "Critical path per step and rank"),
+                           "Per slowest step (its id) and each rank the path crosses (r), the path's time "
+                           "there: compute, communication, wait (for another rank, in a collective), idle "
+                           "(the device between its tasks), host (the device waiting for a launch)."))
+    for s in steps:
+        title = f"<h3>{_e(s.name.capitalize())}: {_e(ms_text(s.step_ns))} (rank {s.slowest_rank})</h3>"
+        if s.found is None:
+            out.append(title + "<p>No rank recorded device work in this step: its critical path is "
+                       "unknown.</p>")
+            continue
+        rows = [[w.rank if w.rank is not None else "all",
+                 f'<span title="{_e(w.target)}">{_e(change(w, 90))}</span>', _num(w.saved_ns),
+                 f"{w.saved_ns / s.found.step_ns:.2%}" if s.found.step_ns else "-"] for w in s.what_if]
+        span = f"<p>The path spans {_e(ms_text(s.found.step_ns))} over the kept ranks.</p>"
+        out.append(title + span + (_table(["Rank", "What if", "Saves (ms)", "Share of the path"], rows,
+                                          {0, 2, 3}) if rows else "<p>No change on the path saves time.</p>"))
     out.append("</section>")
     return "".join(out)
 

@@ -8,13 +8,16 @@ import io
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
 from ...model import StepKey
 from .data import Report, StepFacts
 from .dataprep import DataStep
 from .diagnosis import KIND_TITLES, KINDS
+
+if TYPE_CHECKING:
+    from .critical import SlowStep
 
 # Colours of the findings, and of the breakdown's lanes (the page's badges share them)
 KIND_COLOURS = {"straggler": "#7b3294", "data_loading": "#2c7bb6", "communication": "#d7191c",
@@ -240,6 +243,25 @@ def phase_series(report: Report) -> tuple[list[str], dict[str, list[float]], lis
 PHASE_COLOURS = {"Iteration Interval": "#2c7bb6", "Dataloader": "#2c7bb6", "FP/BP": "#1a9641",
                  "Forward": "#1a9641", "Backward": "#a6d96a", "Optimization": "#fdae61", "Tail": "#d7191c",
                  "Not marked": "#d0d0d0"}
+
+
+# The critical path's kinds (``analyses.critical.KINDS``), coloured as the breakdown's lanes
+CRITICAL_COLOURS = {"compute": "#1a9641", "communication": "#d7191c", "wait": "#7b3294", "idle": "#bdbdbd",
+                    "host": "#fdae61"}
+
+
+def critical_bars(steps: list[SlowStep]) -> tuple[list[str], dict[str, list[float]]]:
+    """One bar per slowest step and rank its critical path crosses ("52 r1"): the path's time on
+    that rank by kind (ms); steps whose path is unknown have none."""
+    labels: list[str] = []
+    series: dict[str, list[float]] = {kind: [] for kind in CRITICAL_COLOURS}
+    for s in steps:
+        found = s.by_rank_and_kind()
+        for rank in sorted({rank for rank, _ in found}):
+            labels.append(f"{'-' if s.step is None else s.step} r{rank}")
+            for kind, values in series.items():
+                values.append(found.get((rank, kind), 0) / 1e6)
+    return labels, series
 
 
 def diagnosis_grid(plots: Plots, report: Report) -> str:

@@ -1,0 +1,185 @@
+"""The report's detail read (``detail_read``): for the job's slowest steps, the chain of work across
+ranks that set their time and the what-ifs that would save most (``analyses.critical``;
+docs/analysis.md, sections 6 and 11), and in the same read the links ranked (``comm_matrix``). The
+summary read the rest of the report rests on has no host launches and no HCCL tasks: one detail
+read of every rank gives both, on the profile the report opened."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...budget import Spool, SpoolFile, spooled
+from ...errors import Diagnostics
+from ...model import RankInfo, StepKey
+from ...profile import Kind, Options, Profile, read_profile
+from ..comm_matrix import LinkRow, MatrixReport, add_totals, ranked, step_links
+from ..critical import KINDS, StepPath, WhatIf, paths_of, read_ranks, stash_step
+from .diagnosis import ms, ms_text
+
+if TYPE_CHECKING:
+    from .data import StepFacts
+
+SLOWEST_STEPS = 3  # the job's steps whose critical path the report gives
+NAMED = 3  # what-ifs named per step in the verdict
+WHAT_IFS = 10  # what-ifs kept per step in the report (every one: ``trace2perfetto critical``)
+TARGET_CHARS = 80  # of an op's name in a sentence (the JSON's ``target``: all of it)
+
+
+@dataclass(frozen=True, slots=True)
+class SlowStep:
+    """One of the job's slowest steps: its time as the report gives it (its slowest rank's), and
+    its critical path over the kept ranks; ``found`` None: no rank recorded device work in it."""
+
+    key: StepKey | None
+    graph: int | None  # as its lowest rank names it
+    step: int | None  # None: the whole run (the job marks no steps)
+    step_ns: int
+    slowest_rank: int
+    found: StepPath | None
+    name: str  # as the verdict names it: "step 52", "step 3 of graph 1", "the whole run"
+
+    @property
+    def what_if(self) -> list[WhatIf]:
+        return [] if self.found is None else self.found.what_if[:WHAT_IFS]
+
+    def by_rank_and_kind(self) -> dict[tuple[int, str], int]:
+        """The path's time per (rank, kind), ranks in order, kinds in ``KINDS``' order."""
+        found: dict[tuple[int, str], int] = defaultdict(int)
+        for s in [] if self.found is None else self.found.path:
+            found[s.rank, s.kind] += s.dur_ns
+        return dict(sorted(found.items(), key=lambda item: (item[0][0], KINDS.index(item[0][1]))))
+
+    @property
+    def summary(self) -> str:
+        """One sentence: the step, its time, and the top what-ifs with what each would save."""
+        head = f"{self.name} ({ms_text(self.step_ns)})"
+        if self.found is None:
+            return f"{head}: no device work recorded, so its critical path is unknown"
+        tops = self.found.what_if[:NAMED]
+        if not tops:
+            return f"{head}: no change the critical path offers saves time"
+        said = (f"{change(w, TARGET_CHARS)} would save {ms_text(w.saved_ns)}" for w in tops)
+        return f"{head}: " + "; ".join(said)
+
+
+def change(w: WhatIf, limit: int | None = None) -> str:
+    """A what-if as the verdict says it; ``limit``: its target's characters at most (a kernel's
+    name can run to hundreds)."""
+    from .plots import short  # plots reads the report's data, which holds these steps
+
+    target = w.target if limit is None else short(w.target, limit)
+    if w.kind == "late_arrival":
+        return f"rank {w.rank} arriving at {target} with the others"
+    if w.kind == "overlap_comm":
+        return f"{target} on rank {w.rank} fully hidden"
+    return f"every {target} on rank {w.rank} 10% shorter"
+
+
+def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int], links: bool
+                ) -> tuple[MatrixReport | None, list[SlowStep]]:
+    """What the summary read cannot give, from one detail read of every kept rank (in workers):
+    where ``links`` (the job communicates), the links ranked (``comm_matrix``: the HCCL plane
+    tasks), and the slowest steps' critical paths (``analyses.critical``: host launches, device
+    tasks; ``shifts``: ns added to each rank's times, the clocks aligned). Where the job does not
+    communicate, only the slowest steps are read."""
+    slow = _slowest(facts, SLOWEST_STEPS)
+    if not slow and not links:
+        return None, []
+    keys = frozenset(f.key for f in slow)
+    marked = sorted({f.key.step for f in slow if f.key is not None})
+    steps = profile.options.steps if links or not marked else marked
+    options = dataclasses.replace(profile.options, kind=Kind.DETAIL, steps=steps)
+    detail = dataclasses.replace(profile, options=options, ranks=list(profile.ranks), diag=Diagnostics())
+    kept = frozenset(info.rank for info in detail.ranks)
+    sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0])
+    planes = False
+
+    def add_links(_: int, more: list) -> None:
+        nonlocal planes
+        rows, has_planes = more
+        planes |= has_planes
+        add_totals(sums, rows)
+
+    spool = Spool()
+    try:
+        stashed = read_ranks(detail, spool, rank_detail,
+                             lambda index, info: (shifts.get(info.rank, 0), kept, keys, links), add_links)
+        named = _names_by_lowest_rank(facts)
+        paths = {}
+        for found in paths_of(spool, stashed):
+            key = named.get((found.graph, found.step), ())
+            if key != () and key in keys:
+                paths[key] = found
+    finally:
+        spool.close()
+    several = len({f.key.graph for f in facts if f.key is not None}) > 1
+    critical = [SlowStep(f.key, f.graph, f.step, f.step_ns, f.rank, paths.get(f.key), _name(f, several))
+                for f in slow]
+    return (MatrixReport([], ranked(sums), planes) if links else None), critical
+
+
+def rank_detail(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
+                keys: frozenset[StepKey | None], links: bool, path: str | None) -> tuple:
+    """One rank's detail read for the report, in a worker: its link rows (where ``links``), and its
+    steps of ``keys`` contracted and stashed in ``path`` (``analyses.critical.stash_step``)."""
+    return spooled(lambda own: _detail_into(info, options, diag, shift, kept, keys, links, own), path)
+
+
+def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
+                 keys: frozenset[StepKey | None], links: bool, path: str) -> tuple:
+    stashed: list = []
+    rows: list[LinkRow] = []
+    planes = False
+    with SpoolFile(path) as spool:
+        for batch in read_profile([info], options, diag):
+            if links:
+                found, has_planes = step_links(batch)
+                rows += found
+                planes |= has_planes
+            if batch.key in keys:
+                stash_step(spool, batch, shift, kept, stashed)
+    return stashed, rows, planes
+
+
+def _slowest(facts: list[StepFacts], n: int) -> list[StepFacts]:
+    """Per step of the job its slowest rank's facts, the ``n`` slowest steps, slowest first; the
+    graph and step as the lowest rank names them."""
+    worst: dict[StepKey | None, StepFacts] = {}
+    lowest: dict[StepKey | None, StepFacts] = {}
+    for f in facts:
+        if f.step_ns > 0 and (f.key not in worst or f.step_ns > worst[f.key].step_ns):
+            worst[f.key] = f
+        if f.key not in lowest or f.rank < lowest[f.key].rank:
+            lowest[f.key] = f
+    ranked = sorted(worst.values(), key=lambda f: (-f.step_ns, f.key or (-1, -1)))[:n]
+    return [dataclasses.replace(f, graph=lowest[f.key].graph, step=lowest[f.key].step) for f in ranked]
+
+
+def _names_by_lowest_rank(facts: list[StepFacts]) -> dict[tuple[int | None, int | None], StepKey | None]:
+    """(graph, step) as a rank names them -> the job's step; where ranks name two steps alike, the
+    lower rank's naming (``critical`` names a step as the lowest rank with work in it does)."""
+    return {(f.graph, f.step): f.key for f in sorted(facts, key=lambda f: -f.rank)}
+
+
+def _name(f: StepFacts, several: bool) -> str:
+    if f.step is None:
+        return "the whole run"
+    return f"step {f.step}" + (f" of graph {f.graph}" if several and f.graph is not None else "")
+
+
+def critical_json(steps: list[SlowStep]) -> list[dict[str, Any]]:
+    """The report's ``critical`` key (``schemas/report.schema.json``): per slowest step, its path's
+    time per rank and kind and its top what-ifs; null where no device work was recorded."""
+    return [{
+        "graph": s.graph, "step": s.step, "step_ms": ms(s.step_ns), "slowest_rank": s.slowest_rank,
+        "summary": s.summary,
+        "path_ms": None if s.found is None else ms(s.found.step_ns),
+        "path_by_rank": None if s.found is None else [
+            {"rank": rank, "kind": kind, "ms": ms(ns)} for (rank, kind), ns in s.by_rank_and_kind().items()],
+        "what_if": None if s.found is None else [
+            {"rank": w.rank, "kind": w.kind, "what": change(w), "target": w.target,
+             "saved_ms": ms(w.saved_ns)} for w in s.what_if],
+    } for s in steps]

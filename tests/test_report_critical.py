@@ -109,6 +109,17 @@ def test_no_device_work_leaves_the_path_unknown_not_zero(tmp_path):
     assert "its critical path is unknown" in page[page.index('<section id="critical">'):]
 
 
+def test_ranks_on_clocks_of_their_own_leave_the_path_unknown(tmp_path):
+    """mindspore-1x: two profiles, each in device ticks since its device started. A path over both
+    made step 1 span 462,000 s, nearly all idle; the report says why it gives none."""
+    document = _report(tmp_path, real_data("mindspore-1x"))
+    assert document["critical"]
+    for mine in document["critical"]:
+        assert mine["path_ms"] is None and mine["what_if"] is None
+        assert mine["summary"].endswith("rank 1,6: times on clocks of their own, not aligned, so its critical "
+                                        "path is unknown")
+
+
 def test_aligned_the_report_gives_what_critical_aligned_gives(tmp_path, capsys):
     """The report's clocks aligned by the collectives (its own estimate, no second read for it) give
     each rank the shift ``critical --align collectives`` gives."""

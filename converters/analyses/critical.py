@@ -31,8 +31,8 @@ from ..profile import Kind, Options, Profile, RankWork, aligning, read_profile, 
 from ..select import format_ids
 from .ops import op_type
 
-__all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "keyed_paths", "paths_of", "read_ranks", "record",
-           "stash_step"]
+__all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "keyed_paths", "own_clocks", "paths_of",
+           "read_ranks", "record", "stash_step"]
 
 KINDS = ("compute", "communication", "wait", "idle", "host")
 
@@ -283,12 +283,16 @@ def keyed_paths(profile: Profile, shifts: dict[int, int]) -> Iterator[tuple[Step
         spool.close()
 
 
-def _check_one_timeline(infos: list[RankInfo], aligned: bool) -> None:
-    """A path crosses ranks only where their times can be laid on one timeline: a rank on a clock
-    of its own (MindSpore 1.x without host_start.log: device ticks since the device started) beside
-    others would make a step span of days, nearly all of it idle."""
+def own_clocks(infos: list[RankInfo], aligned: bool) -> list[int]:
+    """The ranks whose times cannot be laid on one timeline with the others': a path crosses ranks
+    only where they can. A rank on a clock of its own (MindSpore 1.x without host_start.log: device
+    ticks since the device started) beside others made a step span of days, nearly all idle."""
     own = [info.rank for info in infos if not info.wall_clock]
-    if own and len(infos) > 1 and not aligned:
+    return own if len(infos) > 1 and not aligned else []
+
+
+def _check_one_timeline(infos: list[RankInfo], aligned: bool) -> None:
+    if own := own_clocks(infos, aligned):
         raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time), not "
                          "comparable with the other ranks': keep one rank (--ranks), or --align collectives "
                          "where they share collectives")

@@ -15,8 +15,9 @@ from ...budget import Spool, SpoolFile, spooled
 from ...errors import Diagnostics
 from ...model import RankInfo, StepKey
 from ...profile import Kind, Options, Profile, read_profile
+from ...select import format_ids
 from ..comm_matrix import LinkRow, MatrixReport, add_totals, ranked, step_links
-from ..critical import KINDS, StepPath, WhatIf, paths_of, read_ranks, stash_step
+from ..critical import KINDS, StepPath, WhatIf, own_clocks, paths_of, read_ranks, stash_step
 from .diagnosis import ms, ms_text
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class SlowStep:
     slowest_rank: int
     found: StepPath | None
     name: str  # as the verdict names it: "step 52", "step 3 of graph 1", "the whole run"
+    unknown: str = "no device work recorded"  # why ``found`` is None
 
     @property
     def what_if(self) -> list[WhatIf]:
@@ -57,7 +59,7 @@ class SlowStep:
         """One sentence: the step, its time, and the top what-ifs with what each would save."""
         head = f"{self.name} ({ms_text(self.step_ns)})"
         if self.found is None:
-            return f"{head}: no device work recorded, so its critical path is unknown"
+            return f"{head}: {self.unknown}, so its critical path is unknown"
         tops = self.found.what_if[:NAMED]
         if not tops:
             return f"{head}: no change the critical path offers saves time"
@@ -88,7 +90,8 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
     slow = _slowest(facts, SLOWEST_STEPS)
     if not slow and not links:
         return None, []
-    keys = frozenset(f.key for f in slow)
+    own = own_clocks(profile.ranks, bool(shifts))
+    keys = frozenset() if own else frozenset(f.key for f in slow)  # no path across clocks of their own
     marked = sorted({f.key.step for f in slow if f.key is not None})
     steps = profile.options.steps if links or not marked else marked
     options = dataclasses.replace(profile.options, kind=Kind.DETAIL, steps=steps)
@@ -116,8 +119,10 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
     finally:
         spool.close()
     several = len({f.key.graph for f in facts if f.key is not None}) > 1
-    critical = [SlowStep(f.key, f.graph, f.step, f.step_ns, f.rank, paths.get(f.key), _name(f, several))
-                for f in slow]
+    unknown = (f"rank {format_ids(own)}: times on clocks of their own, not aligned" if own
+               else "no device work recorded")
+    critical = [SlowStep(f.key, f.graph, f.step, f.step_ns, f.rank, paths.get(f.key), _name(f, several),
+                         unknown) for f in slow]
     return (MatrixReport([], ranked(sums), planes) if links else None), critical
 
 

@@ -997,6 +997,18 @@ def test_slow_at_delays_one_collective_of_one_step(injected):
                 assert last - second < 300_000, c
 
 
+def test_injections_on_one_rank_keep_their_own_truth(tmp_path):
+    both = write_ascend_pt_profile(tmp_path, **INJECTED, slow_rank=1, slow_ns=SLOW_NS, slow_at=(51, 1),
+                                   slow_op=(1, "Conv2D", 3.0))
+    kinds = {(i.kind, i.step): i for i in both.injections}
+    assert sorted(kinds) == [("late_arrival", 51), ("op_type", 50), ("op_type", 51)]
+    ((_, start, end),) = kinds["late_arrival", 51].spans
+    assert end - start == kinds["late_arrival", 51].injected_ns
+    for step in (50, 51):   # only the slowed kernels, each 3x its draw: 2/3 of it added
+        mine = kinds["op_type", step]
+        assert len(mine.spans) == 10 and 3 * mine.injected_ns == 2 * sum(e - s for _, s, e in mine.spans)
+
+
 @pytest.mark.parametrize(("kw", "match"), [
     (dict(slow_at=(50, 0)), "slow_at needs slow_rank"),
     (dict(slow_rank=0, slow_at=(52, 0)), "slow_at must be"),

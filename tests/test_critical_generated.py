@@ -27,7 +27,8 @@ JITTER_US = 300   # the generator's natural arrival jitter ("up to ~0.3 ms")
 
 # 4 data-parallel ranks, 2 steps of 60 kernels and 3 allreduces each; small: ~3 MB, under a second
 DP = dict(ranks=4, steps=2, tasks_per_step=60, seed=1)
-LATE = dict(slow_rank=2, slow_ns=SLOW_NS, slow_at=(51, 1))   # late only at step 51's 2nd allreduce
+LATE = dict(slow_rank=2, slow_ns=SLOW_NS, slow_at=(51, 1))   # late only at step 51's 2nd allreduce (of 3)
+LATE_LAST = dict(slow_rank=2, slow_ns=SLOW_NS, slow_at=(51, 2))   # ... at its last
 SLOW_OP = dict(slow_op=(1, "Conv2D", 3.0))   # rank 1's Conv2D kernels last 3x: it is last everywhere
 # 2 stages of one rank: stage 0's forward of microbatch 1 stalls 2 ms before its hcom_batchSendRecv,
 # where stage 1 would otherwise have come later (it ends its backward of microbatch 0 first)
@@ -47,7 +48,8 @@ def jobs(tmp_path_factory) -> dict[str, tuple[Path, object]]:
     """Each injected job and the same job without injection (the control)."""
     root = tmp_path_factory.mktemp("critical-generated")
     made = {}
-    for name, kw in (("late", DP | LATE), ("slow_op", DP | SLOW_OP), ("stall", PP), ("control", DP)):
+    for name, kw in (("late", DP | LATE), ("late_last", DP | LATE_LAST), ("slow_op", DP | SLOW_OP),
+                     ("stall", PP), ("control", DP)):
         made[name] = (root / name, write_ascend_pt_profile(root / name, **kw))
     return made
 
@@ -163,11 +165,14 @@ def test_every_step_has_a_whole_path_and_sorted_what_ifs(jobs, capsys, name):
         _check_path(step, {r.rank for r in prof.ranks})
 
 
-def test_the_path_waits_for_the_late_rank_before_its_collective(jobs, capsys):
-    """Rank 2 arrives ~2 ms late at step 51's second allreduce only: the path runs through its
-    compute before that launch, and the what-if of it arriving with the one before it saves what
-    the generator's second run saves (all of it: everything after that allreduce waits for it)."""
-    root, prof = jobs["late"]
+@pytest.mark.parametrize("name", ["late", "late_last"])
+def test_the_path_waits_for_the_late_rank_before_its_collective(jobs, capsys, name):
+    """Rank 2 arrives ~2 ms late at one allreduce of step 51 only (the second of three, or the
+    last): the path runs through its compute before that launch, and the what-if of it arriving
+    with the one before it saves what the generator's second run saves: all of it, since
+    everything after that allreduce waits for it, rank 2's own later compute too (without its
+    delay, that compute comes 2 ms earlier: rank 2 is not late at the next allreduce either)."""
+    root, prof = jobs[name]
     steps = _critical(root, capsys)
     (truth,) = _injections(prof, "late_arrival")
     assert truth.step == 51 and truth.ranks == (2,) and truth.injected_ns > SLOW_NS // 2

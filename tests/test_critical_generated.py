@@ -32,12 +32,13 @@ LATE_LAST = dict(slow_rank=2, slow_ns=SLOW_NS, slow_at=(51, 2))   # ... at its l
 SLOW_OP = dict(slow_op=(1, "Conv2D", 3.0))   # rank 1's Conv2D kernels last 3x: it is last everywhere
 # 2 stages of one rank: stage 0's forward of microbatch 1 stalls 2 ms before its hcom_batchSendRecv,
 # where stage 1 would otherwise have come later (it ends its backward of microbatch 0 first)
+HOSTS = dict(ranks_per_host=2, host_offsets_ns=[0, 1_500_123])   # rank 2 on node1, 1.5 ms ahead
 PP = dict(ranks=2, pp=2, steps=2, tasks_per_step=60, seed=1, stall=(0, 1, SLOW_NS))
 
 
-def _critical(root: Path, capsys) -> dict[int, dict]:
+def _critical(root: Path, capsys, *options: str) -> dict[int, dict]:
     """``critical ROOT --format json``, schema-checked, by step."""
-    assert main(["critical", str(root), "--format", "json"]) == 0
+    assert main(["critical", str(root), "--format", "json", *options]) == 0
     document = json.loads(capsys.readouterr().out)
     jsonschema.validate(document, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
     return {step["step"]: step for step in document}
@@ -49,7 +50,7 @@ def jobs(tmp_path_factory) -> dict[str, tuple[Path, object]]:
     root = tmp_path_factory.mktemp("critical-generated")
     made = {}
     for name, kw in (("late", DP | LATE), ("late_last", DP | LATE_LAST), ("slow_op", DP | SLOW_OP),
-                     ("stall", PP), ("control", DP)):
+                     ("stall", PP), ("control", DP), ("hosts", DP | LATE_LAST | HOSTS)):
         made[name] = (root / name, write_ascend_pt_profile(root / name, **kw))
     return made
 
@@ -182,6 +183,20 @@ def test_the_path_waits_for_the_late_rank_before_its_collective(jobs, capsys, na
     late = _what_if(step, truth)
     assert late["saved_us"] == pytest.approx(truth.saved_ns / 1e3, rel=0.05), (late, truth)
     assert step["what_if"][0] is late   # the largest: nothing else in the step comes near 2 ms
+
+
+def test_on_hosts_whose_clocks_differ_align_collectives_finds_the_same(jobs, capsys):
+    """The late job on two hosts, rank 2's clock 1.5 ms ahead: with ``--align collectives`` the
+    times are node0's (true time), and the path and the what-if are those of one clock."""
+    root, prof = jobs["hosts"]
+    steps = _critical(root, capsys, "--align", "collectives")
+    (truth,) = _injections(prof, "late_arrival")
+    step = steps[truth.step]
+    _check_path(step, {0, 1, 2, 3})
+    for rank, start, end in truth.spans:
+        assert _covered(step["path"], rank, start / 1e3, end / 1e3) >= 0.95 * (end - start) / 1e3, truth
+    late = _what_if(step, truth)
+    assert late["saved_us"] == pytest.approx(truth.saved_ns / 1e3, rel=0.05), (late, truth)
 
 
 def test_the_path_runs_through_the_slow_op_type_and_its_what_if_saves_a_tenth(jobs, capsys):

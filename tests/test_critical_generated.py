@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from converters.cli import main
-from fixtures.ascend_pt_gen import InjectionTruth, write_ascend_pt_profile
+from fixtures.ascend_pt_gen import GeneratedAscendProfile, InjectionTruth, write_ascend_pt_profile
 
 SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "critical.schema.json"
 KINDS = {"compute", "communication", "wait", "idle", "host"}
@@ -30,9 +30,9 @@ DP = dict(ranks=4, steps=2, tasks_per_step=60, seed=1)
 LATE = dict(slow_rank=2, slow_ns=SLOW_NS, slow_at=(51, 1))   # late only at step 51's 2nd allreduce (of 3)
 LATE_LAST = dict(slow_rank=2, slow_ns=SLOW_NS, slow_at=(51, 2))   # ... at its last
 SLOW_OP = dict(slow_op=(1, "Conv2D", 3.0))   # rank 1's Conv2D kernels last 3x: it is last everywhere
+HOSTS = dict(ranks_per_host=2, host_offsets_ns=[0, 1_500_123])   # rank 2 on node1, 1.5 ms ahead
 # 2 stages of one rank: stage 0's forward of microbatch 1 stalls 2 ms before its hcom_batchSendRecv,
 # where stage 1 would otherwise have come later (it ends its backward of microbatch 0 first)
-HOSTS = dict(ranks_per_host=2, host_offsets_ns=[0, 1_500_123])   # rank 2 on node1, 1.5 ms ahead
 PP = dict(ranks=2, pp=2, steps=2, tasks_per_step=60, seed=1, stall=(0, 1, SLOW_NS))
 
 
@@ -45,7 +45,7 @@ def _critical(root: Path, capsys, *options: str) -> dict[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory) -> dict[str, tuple[Path, object]]:
+def jobs(tmp_path_factory) -> dict[str, tuple[Path, GeneratedAscendProfile]]:
     """Each injected job and the same job without injection (the control)."""
     root = tmp_path_factory.mktemp("critical-generated")
     made = {}
@@ -55,10 +55,10 @@ def jobs(tmp_path_factory) -> dict[str, tuple[Path, object]]:
     return made
 
 
-def _covered(path: list[dict], rank: int, start_us: float, end_us: float, kinds=("compute",)) -> float:
-    """How much of [start_us, end_us) the path's segments on ``rank`` of ``kinds`` cover, µs."""
+def _covered(path: list[dict], rank: int, start_us: float, end_us: float) -> float:
+    """How much of [start_us, end_us) the path's compute segments on ``rank`` cover, µs."""
     return sum(max(0.0, min(end_us, s["start_us"] + s["dur_us"]) - max(start_us, s["start_us"]))
-               for s in path if s["rank"] == rank and s["kind"] in kinds)
+               for s in path if s["rank"] == rank and s["kind"] == "compute")
 
 
 def _check_path(step: dict, ranks: set[int]) -> None:
@@ -89,13 +89,15 @@ def _what_if(step: dict, truth: InjectionTruth) -> dict:
     return found[0]
 
 
-def _injections(prof, kind: str) -> list[InjectionTruth]:
+def _injections(prof: GeneratedAscendProfile, kind: str) -> list[InjectionTruth]:
+    """The job's injections of one kind (there is one at least)."""
     found = [i for i in prof.injections if i.kind == kind]
     assert found
     return found
 
 
 def _json(capsys, *argv: str):
+    """A command's JSON output."""
     assert main(list(argv)) == 0
     return json.loads(capsys.readouterr().out)
 

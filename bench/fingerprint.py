@@ -62,6 +62,7 @@ ANALYSES = (
     *(["ops", "--format", f] for f in ("table", "csv", "json")),
     *(["ops", "--by", by, "--format", "json"] for by in ("name", "shape", "step")),
     *(["ops", "--across", "--format", f] for f in ("table", "json")),
+    ["critical", "--format", "json"],
     *(["report", "--format", f] for f in ("json", "html")),
     *(["diff", "--by", by, "--format", "json"] for by in diff.BY),  # the sample twice
     ["diff", "--by", "type", "--format", "csv", "--fail-above", "1"],

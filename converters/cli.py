@@ -596,6 +596,22 @@ def _write_comparison(args: argparse.Namespace) -> None:
          f"{count(result.slices, 'slice')}, {size(result.bytes_written)} in {result.seconds:.2f} s")
 
 
+# -- critical -------------------------------------------------------------------------------------
+
+def _run_critical(args: argparse.Namespace) -> int:
+    from .analyses import critical
+
+    diag = Diagnostics()
+    rows = Rows(args.format, list(critical.COLUMNS), critical.NOTE, cell_width=80)
+    as_record = critical.record if args.format == "json" else critical.table_record
+    for found in critical.critical_paths(args.profile, align=args.align, diag=diag, **_selection(args)):
+        rows.add([as_record(found)])
+    rows.close()
+    nothing = [] if rows.count else [f"{args.profile}: no device work in the kept ranks and steps"]
+    _warn(args, diag.messages() + nothing)
+    return 0
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 COMMANDS = {c.name: c for c in (
@@ -705,6 +721,29 @@ COMMANDS = {c.name: c for c in (
         "The JSON output is described by schemas/comm.schema.json (--matrix: "
         "schemas/comm_matrix.schema.json).",
         _comm_arguments, _run_comm, ("table", "csv", "json"), "output on stdout", align=True,
+    ),
+    Command(
+        "critical", "per step, the critical path across ranks and what fixing each piece would save",
+        "Per step, the chain of work across ranks that set the step's time, and what changing each piece "
+        "would save. Each rank's device work is a dependency graph: its tasks in stream order, each after "
+        "the latest work that ended before it began on the rank and after the host call that launched it; "
+        "each collective completes on every participant once the last one arrived; a receive once its "
+        "send arrived. The critical path is the longest path from the step's first start to its last end: "
+        "segments in time order adding up to the step, each on one rank: compute (a device task), "
+        "communication (a collective after its last participant arrived: its transit), wait (in a "
+        "collective after its last profiled participant arrived: for participants its tasks name outside "
+        "the kept ranks; else its handshake), idle (the device waiting for nothing recorded), host (a host "
+        "launch the device waited for, or the host's time between launches). What-ifs, each the same graph "
+        "recomputed with the same observed gaps: late_arrival (the last rank at a collective arrives with "
+        "the one before it), op_type (every op of a type on the path 10% shorter on that rank), "
+        "overlap_comm (a communication op on the path fully hidden on that rank); only those that save "
+        "time, largest first.",
+        "examples:\n"
+        "  trace2perfetto critical PROFILER_DIR                   one line per step\n"
+        "  trace2perfetto critical PROFILER_DIR --steps 50 --format json | jq '.[0].what_if[:3]'\n"
+        "  trace2perfetto critical PROFILER_DIR --align collectives --format csv > critical.csv\n\n"
+        "The JSON output is described by schemas/critical.schema.json.",
+        lambda parser: None, _run_critical, ("table", "csv", "json"), "output on stdout", align=True,
     ),
     Command(
         "report", "one HTML page (or JSON): where the time goes, and the bottleneck",

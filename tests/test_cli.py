@@ -388,7 +388,8 @@ def test_help_lists_every_subcommand_on_one_line_and_the_exit_codes(capsys):
     out = capsys.readouterr().out
     for name in ("convert", "info", "overlap", "ops", "memory", "comm", "report"):
         assert re.search(rf"^  {name} +\S.*$", out, re.MULTILINE), name
-    assert set(COMMANDS) == {"convert", "info", "overlap", "ops", "memory", "comm", "report", "diff"}
+    assert set(COMMANDS) == {"convert", "info", "overlap", "ops", "memory", "comm", "report", "diff",
+                             "critical"}
     assert "exit codes: 0 done, 1 input broken beyond recovery" in out and "2 usage error" in out
     for name in COMMANDS:
         assert main([name, "--help"]) == 0
@@ -399,6 +400,7 @@ def test_help_lists_every_subcommand_on_one_line_and_the_exit_codes(capsys):
     ("convert", "converters.pipeline.convert"), ("info", "converters.analyses.info.profile_info"),
     ("overlap", "converters.analyses.overlap.overlap_report"),
     ("comm", "converters.analyses.comm.comm_report"), ("report", "converters.analyses.report.report_data"),
+    ("critical", "converters.analyses.critical.critical_paths"),
 ])
 def test_an_internal_error_is_one_line_and_exit_1_in_every_command(profile, tmp_path, capsys, monkeypatch,
                                                                     command, target):

@@ -239,6 +239,11 @@ def _add(figures: dict[Key, Figures], key: Key, dur_ns: int) -> None:
             held[3] = dur_ns
 
 
+def op_type(s: Slice) -> str:
+    """A device task's op type as ``--by type`` names it (the critical path's op-type what-ifs)."""
+    return _op_type(s.args) or _mindspore_type(s.name)
+
+
 def _described(args: Any) -> tuple[str | None, str]:
     """A task's op type (None where its args name none) and input shapes ("" where none)."""
     if args is None:

@@ -1,0 +1,550 @@
+"""``trace2perfetto critical``: per step, the critical path across ranks and what fixing each piece
+of it would save (docs/analysis.md, section 11).
+
+Each rank is read in a worker, which builds its step's dependency graph (``converters.critical``)
+and contracts it to what crosses ranks: the longest local chain between each pair of its
+synchronisation points (its collectives' arrivals and completions, its sends and receives) and its
+end. Those go to a spool file step by step, as ``comm``'s ops do; the driver reads back one step of
+every rank at a time, joins the ranks at their collectives (``comm.match``) and send/receive pairs,
+walks the longest path and recomputes the step on that graph for each what-if.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import os
+import pickle
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .. import comm
+from ..budget import Spool, SpoolFile, spooled
+from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, segments
+from ..errors import Diagnostics
+from ..executor import LOCAL, Where
+from ..model import Layer, RankInfo, Slice, StepKey, StepRecords, decoded_args
+from ..overlap import is_compute
+from ..profile import Kind, Options, Profile, aligning, read_profile, shifted
+from .ops import op_type
+
+__all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "record"]
+
+KINDS = ("compute", "communication", "wait", "idle", "host")
+
+
+class WhatIf(NamedTuple):
+    """One change and the step time it saves, recomputed on the step's graph."""
+
+    rank: int | None  # the rank it applies to; None: every rank
+    kind: str  # late_arrival, op_type, overlap_comm
+    what: str
+    target: str  # the collective's name (late_arrival, overlap_comm) or the op type (op_type)
+    saved_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepPath:
+    """One step of the job: its span over the kept ranks, its critical path, its what-ifs."""
+
+    graph: int | None  # the graph id where the profile has graphs (as the lowest rank numbers it)
+    step: int | None  # the step id (None: the pseudo step)
+    step_ns: int
+    start_ns: int
+    path: list[Segment]
+    what_if: list[WhatIf] = field(default_factory=list)
+
+
+# -- one rank's step, in a worker -----------------------------------------------------------------
+
+class Sync(NamedTuple):
+    """One communication op of one rank: its arrival (a sink of the local graph) and completion (a
+    source), how the ranks name it, and what the driver needs to join it."""
+
+    key: comm.Key | None  # None: a send or receive
+    name: str
+    arrival: int  # local node indices
+    done: int
+    start_ns: int
+    end_ns: int
+    sync_ns: int | None  # its wait before its first transit (None: no plane tasks)
+    transit_ns: int | None  # its time in transit (None: no plane tasks)
+    outside: bool  # its tasks name a rank outside the kept ranks: a participant the profile lacks
+    group: str  # the communicator (``comm.group_of``)
+    peer: int | None  # a send's or receive's other rank, where its tasks name it
+    p2p: str  # "send", "receive", "both" (a batched send and receive); "" for a collective
+
+
+Chains = dict[tuple[int | None, int], tuple[Node, ...]]  # (source, sink) -> the slices of its chain
+
+
+class RankStep(NamedTuple):
+    """What crosses ranks of one rank's step: its synchronisation points, the contracted local
+    chains between them (their lags; ``Contracted.chain`` left empty), and the slices each chain
+    holds, by (source, sink) (kept apart in the spool: the driver reads only those of the ranks
+    its path crosses)."""
+
+    rank: int
+    graph: int | None
+    step: int | None
+    key: StepKey | None
+    first_ns: int
+    end: int  # the local node of the rank's end
+    syncs: list[Sync]
+    edges: list[Contracted]
+    chains: Chains
+
+
+def rank_step(batch: StepRecords, kept: frozenset[int] | None = None) -> RankStep | None:
+    """One rank's step as a dependency graph, contracted (``converters.critical.contract``);
+    None without device work. ``kept``: the ranks read (None: every rank its ops name)."""
+    tasks = [s for s in batch.slices if s.layer is Layer.STREAM and is_compute(s.task_type)]
+    pairs = comm.op_tasks(batch)
+    ops = [comm.op_comm(op, mine, batch.graph, batch.step_id, batch.key) for op, mine in pairs]
+    if not tasks and not ops:
+        return None
+    graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, _launches(batch.slices, tasks, pairs), kept)
+    return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {}), graph)
+
+
+def reduced(step: RankStep, graph: Graph) -> RankStep:
+    """``step`` (its rank, step and syncs) with its graph's start, end and contracted chains; the
+    chains' slices are the graph's own objects, so each is pickled once."""
+    ends = [i for i, n in enumerate(graph.nodes) if n.kind]
+    end = graph.add(Node(step.rank, "", "end", max(graph.nodes[i].end_ns for i in ends), 0), ends)
+    syncs = step.syncs
+    edges = contract(graph, [s.done for s in syncs], [s.arrival for s in syncs] + [end],
+                     {s.arrival: s.done for s in syncs})
+    chains = {(c.source, c.sink): tuple(graph.nodes[i] for i in c.chain) for c in edges}
+    return step._replace(first_ns=min(n.start_ns for n in graph.nodes), end=end,
+                         edges=[c._replace(chain=()) for c in edges], chains=chains)
+
+
+def _launches(slices: list[Slice], tasks: list[Slice], pairs: list) -> list[Slice]:
+    """The host slices that launched device work of the step (their arrows end on it)."""
+    landing = {f for s in tasks for f in s.flows_in} | {f for op, _ in pairs for f in op.flows_in}
+    return [s for s in slices if s.layer is Layer.HOST and not landing.isdisjoint(s.flows_out)]
+
+
+def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[comm.OpComm], launches: list[Slice],
+                kept: frozenset[int] | None) -> tuple[Graph, list[Sync]]:
+    """Device work in stream order, each after the latest work that ended before it began on the
+    rank (no holes in a path) and after its host launch; each host launch after the one before on
+    its thread and after the latest device work that ended before it began (a host that waited for
+    the device, in a sync the trace does not show); each op an arrival and a completion."""
+    keys = comm.keys(ops)
+    items: list[tuple[int, int, str, object]] = [(s.start_ns, 2, "host", s) for s in launches]
+    items += [(s.start_ns, 3, "task", s) for s in tasks]
+    items += [(op.start_ns, 1, "op", (op, slice_, tasks_, key))
+              for op, (slice_, tasks_), key in zip(ops, pairs, keys, strict=True)]
+    items.sort(key=lambda item: (item[0], item[1]))
+    graph = Graph()
+    last_on_lane: dict[tuple[str, str], int] = {}
+    ended: list[tuple[int, int]] = []  # (end, node) of device work so far, by end
+    launched: dict[int, int] = {}  # arrow -> host node
+    syncs: list[Sync] = []
+
+    def device_preds(s: Slice) -> list[int]:
+        preds = [launched[f] for f in s.flows_in if f in launched]
+        if (s.lane, "device") in last_on_lane:
+            preds.append(last_on_lane[s.lane, "device"])
+        at = bisect.bisect_right(ended, (s.start_ns, 1 << 62)) - 1
+        if at >= 0:
+            preds.append(ended[at][1])
+        return preds
+
+    for _, _, what, item in items:
+        if what == "host":
+            s = item
+            prev = [last_on_lane[s.lane, "host"]] if (s.lane, "host") in last_on_lane else []
+            at = bisect.bisect_right(ended, (s.start_ns, 1 << 62)) - 1
+            prev += [ended[at][1]] if at >= 0 else []  # a host that waited for the device (a sync)
+            i = graph.add(Node(rank, "host", s.name, s.start_ns, s.dur_ns), prev)
+            last_on_lane[s.lane, "host"] = i
+            for f in s.flows_out:
+                launched[f] = i
+        elif what == "task":
+            s = item
+            i = graph.add(Node(rank, "compute", s.name, s.start_ns, s.dur_ns, op_type(s)), device_preds(s))
+            last_on_lane[s.lane, "device"] = i
+            bisect.insort(ended, (s.end_ns, i))
+        else:
+            op, s, op_tasks, key = item
+            arrival = graph.add(Node(rank, "", op.name, op.start_ns, 0), device_preds(s))
+            done = graph.add_lagged(Node(rank, "communication", op.name, op.start_ns, op.elapse_ns), [])
+            last_on_lane[s.lane, "device"] = done
+            bisect.insort(ended, (s.end_ns, done))
+            named = _named(rank, op_tasks)
+            syncs.append(Sync(key, op.name, arrival, done, op.start_ns, op.start_ns + op.elapse_ns,
+                              op.sync_ns, op.transit_ns, kept is not None and not named.keys() <= kept,
+                              op.group, next(iter(named), None) if key is None else None,
+                              "" if key is not None else _p2p_kind(op.name)))
+    return graph, syncs
+
+
+def _named(rank: int, tasks: list[Slice]) -> dict[int, None]:
+    """The other ranks an op's tasks name (src and dst rank), in the order they name them (a send's
+    or receive's peer: the first)."""
+    named: dict[int, None] = {}
+    for t in tasks:
+        args = t.args if type(t.args) is dict else decoded_args(t.args) if t.args is not None else {}
+        if not isinstance(args, dict):
+            continue
+        for name in ("dst rank", "src rank"):
+            value = args.get(name)
+            if type(value) is int and value not in (rank, comm.NO_RANK):
+                named[value] = None
+    return named
+
+
+def _p2p_kind(name: str) -> str:
+    lowered = name.lower()
+    if "batch" in lowered:
+        return "both"
+    return "receive" if "receive" in lowered or "recv" in lowered else "send"
+
+
+def rank_critical(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
+                  path: str | None) -> tuple:
+    """One rank's contracted steps, stashed step by step in its spool file (``comm.rank_comm``'s
+    way). Runs in a worker process."""
+    return spooled(lambda own: _critical_into(info, options, diag, shift, kept, own), path)
+
+
+def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
+                   path: str) -> tuple:
+    stashed = []
+    with SpoolFile(path) as spool:
+        for batch in read_profile([info], options, diag):
+            found = rank_step(shifted(batch, shift) if shift else batch, kept)
+            if found is not None:
+                light = spool.stash(pickle.dumps(found._replace(chains={}), pickle.HIGHEST_PROTOCOL))
+                nodes = spool.stash(pickle.dumps(found.chains, pickle.HIGHEST_PROTOCOL))
+                stashed.append((batch.key, light, nodes))
+    return (stashed,)
+
+
+# -- across ranks, in the driver ------------------------------------------------------------------
+
+def critical_paths(
+    path: str | os.PathLike[str] | Profile,
+    *,
+    ranks: Iterable[int] | None = None,
+    graphs: Iterable[int] | None = None,
+    steps: Iterable[int] | None = None,
+    align: str | None = None,
+    diag: Diagnostics | None = None,
+    where: Where = LOCAL,
+) -> Iterator[StepPath]:
+    """Per step of the job (the pseudo step first, then in step order), its critical path over the
+    kept ranks and its what-ifs, largest saving first. ``path``: a profile's folder, or an open
+    ``Profile`` (its selection then stands; read in detail whatever its kind). One step of every
+    rank is in memory at a time.
+
+    Raises:
+        UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``.
+        InputError: an input file broken beyond recovery.
+    """
+    if isinstance(path, Profile):  # its selection, read in detail (the device tasks)
+        profile = dataclasses.replace(path, options=dataclasses.replace(path.options, kind=Kind.DETAIL))
+    else:
+        options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
+        profile = Profile.open(path, options, where=where, diag=diag)
+    shifts = profile.align() if aligning(align) else {}
+    spool = Spool()
+    try:
+        stashed = _read_ranks(profile, spool, shifts)
+        profile.check_steps()
+        for step in sorted(stashed, key=lambda s: () if s is None else s):
+            found = [pickle.loads(spool.unstash(file, *light)) for file, light, _ in stashed[step]]
+            yield step_path(found, _nodes_in(spool, found, stashed[step]))
+    finally:
+        spool.close()
+
+
+def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], Chains]:
+    """Where each rank's chain nodes of the step lie: read only for the ranks the path crosses."""
+    held = {r.rank: (file, nodes) for r, (file, _, nodes) in zip(found, stashed, strict=True)}
+    return lambda r: pickle.loads(spool.unstash(held[r.rank][0], *held[r.rank][1]))
+
+
+def _read_ranks(profile: Profile, spool: Spool, shifts: dict[int, int]) -> dict:
+    infos = profile.ranks
+    paths = [None if profile.where.remote else spool.new_file() for _ in infos]
+    by_step: dict[StepKey | None, list[tuple[str, tuple[int, int], tuple[int, int]]]] = defaultdict(list)
+    found: dict[int, tuple[str, list]] = {}
+
+    def collect(index: int, result: tuple) -> None:
+        stashed, *data = result
+        found[index] = (paths[index] if not data or data[0] is None else spool.adopt(data[0]), stashed)
+
+    kept = frozenset(info.rank for info in infos)
+    profile.map(rank_critical, lambda index, info: (shifts.get(info.rank, 0), kept, paths[index]),
+                each=collect)
+    for index in sorted(found):
+        file, stashed = found[index]
+        for step, light, nodes in stashed:
+            by_step[step].append((file, light, nodes))
+    return by_step
+
+
+class _Joined(NamedTuple):
+    graph: Graph
+    ends: list[int]  # per rank, its end node
+    edge_of: dict[tuple[int, int], tuple[RankStep, Contracted]]  # (source, sink) in graph -> its chain
+    dones: dict[tuple[int, str], list[int]]  # (rank, op name) -> its completion's nodes (wait, communication)
+    late: list[tuple[int, int, str, int]]  # per collective with a last rank: (rank, node, name, delay)
+
+
+def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], Chains] | None = None
+              ) -> StepPath:
+    """One step of every rank joined (``_join``), its longest path and its what-ifs. ``nodes_of``:
+    the slices of a rank's chains, where they are not in its ``RankStep``."""
+    joined = _join(found)
+    graph = joined.graph
+    durs = graph.durations()
+    starts = graph.schedule(durs)
+    end_node = max(joined.ends, key=lambda i: (starts[i], -i))
+    first = min(r.first_ns for r in found)
+    end_ns = starts[end_node]
+    chain = graph.chain(end_node, starts, durs)
+    path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.chains))
+    lowest = min(found, key=lambda r: r.rank)
+    return StepPath(lowest.graph, lowest.step, end_ns - first, first, path,
+                    what_ifs(joined, chain, path, end_ns))
+
+
+def _join(found: list[RankStep]) -> _Joined:
+    """The step's graph across ranks: per rank its syncs and end, the contracted chains between
+    them, each collective's completion after every participant's arrival (through one join node
+    per instance: edges linear in the ranks), each receive's after its send's."""
+    step = _StepGraph()
+    for r in found:
+        for s in r.syncs:
+            step.local[r.rank, s.arrival] = step.add(Node(r.rank, "", s.name, s.start_ns, 0), [])
+        step.local[r.rank, r.end] = step.add(Node(r.rank, "", "end", 0, 0), [])
+    instances = comm.match({r.rank: [_light(r, s) for s in r.syncs if s.key is not None] for r in found})
+    joins = {inst.key: step.add(Node(inst.last_rank, "", inst.key.name, max(inst.starts.values()), 0),
+                                [(step.arrival(found, rank, inst.key), 0) for rank in inst.starts])
+             for inst in instances}
+    members = {inst.key: inst for inst in instances}
+    partner = _pairs(found)
+    for r in found:
+        for s in r.syncs:
+            inst = members.get(s.key) if s.key is not None else None
+            if inst is not None:
+                step.complete(r, s, [joins[s.key]], max(inst.starts.values()))
+                if inst.last_rank == r.rank and inst.skew_ns:
+                    step.late.append((r.rank, step.local[r.rank, s.arrival], s.name,
+                                      s.start_ns - sorted(inst.starts.values())[-2]))
+            elif (r.rank, s.arrival) in partner:
+                step.complete_pair(r, s, *partner[r.rank, s.arrival])
+            else:
+                step.complete(r, s, [step.local[r.rank, s.arrival]], s.start_ns)
+    return step.joined(found)
+
+
+class _StepGraph:
+    """The step's graph across ranks as it is built: nodes in any order, then ``built``."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = [Node(-1, "", "start", 0, 0)]  # node 0: the step's origin, time 0
+        self.preds: list[list[tuple[int, int]]] = [[]]
+        self.local: dict[tuple[int, int], int] = {}  # (rank, local node) -> its node here
+        self.dones: dict[tuple[int, str], list[int]] = defaultdict(list)
+        self.late: list[tuple[int, int, str, int]] = []
+        self.arrivals: dict[tuple[int, comm.Key], int] | None = None
+
+    def add(self, node: Node, edges: list[tuple[int, int]]) -> int:
+        self.nodes.append(node)
+        self.preds.append(edges)
+        return len(self.nodes) - 1
+
+    def arrival(self, found: list[RankStep], rank: int, key: comm.Key) -> int:
+        if self.arrivals is None:
+            self.arrivals = {(r.rank, s.key): self.local[r.rank, s.arrival]
+                             for r in found for s in r.syncs if s.key is not None}
+        return self.arrivals[rank, key]
+
+    def complete(self, r: RankStep, s: Sync, after: list[int], latest: int) -> None:
+        """The op's completion on its rank: after ``after`` (arrivals, or a collective's join) at
+        ``latest``, its wait, then its communication, to its observed end."""
+        post = s.end_ns - latest
+        wait = _wait_share(s, latest, max(post, 0))
+        waiting = self.add(Node(r.rank, "wait", s.name, latest, wait), [(p, min(post, 0)) for p in after])
+        done = self.add(Node(r.rank, "communication", s.name, latest + wait, max(post, 0) - wait),
+                        [(waiting, 0)])
+        self.local[r.rank, s.done] = done
+        self.dones[r.rank, s.name] += [waiting, done]
+
+    def complete_pair(self, r: RankStep, s: Sync, other: RankStep, theirs: Sync) -> None:
+        """A receive completes after its send arrived; a send after its receive, where it ended
+        after that arrival (a rendezvous, as HCCL's); the later of the two arrived late."""
+        after, latest = [self.local[r.rank, s.arrival]], s.start_ns
+        if s.p2p != "send" or s.end_ns > theirs.start_ns:
+            after.append(self.local[other.rank, theirs.arrival])
+            latest = max(latest, theirs.start_ns)
+            if theirs.start_ns < s.start_ns and (s.p2p != "receive" or s.end_ns > theirs.start_ns):
+                delay = s.start_ns - theirs.start_ns
+                self.late.append((r.rank, self.local[r.rank, s.arrival], s.name, delay))
+        self.complete(r, s, after, latest)
+
+    def joined(self, found: list[RankStep]) -> _Joined:
+        """The graph with each rank's contracted chains between its points."""
+        edge_of = {}
+        for r in found:
+            for c in r.edges:
+                source = 0 if c.source is None else self.local[r.rank, c.source]
+                sink = self.local[r.rank, c.sink]
+                self.preds[sink].append((source, c.lag_ns))
+                edge_of[source, sink] = (r, c)
+        graph, where = built(self.nodes, self.preds)
+        ends = [where[self.local[r.rank, r.end]] for r in found]
+        return _Joined(graph, ends, {(where[a], where[b]): v for (a, b), v in edge_of.items()},
+                       {op: [where[i] for i in mine] for op, mine in self.dones.items()},
+                       [(rank, where[i], name, delay) for rank, i, name, delay in self.late])
+
+
+def _wait_share(s: Sync, latest: int, post: int) -> int:
+    """The part of an op after its last (profiled) arrival that waits: where participants are
+    outside the kept ranks, all but its transit (at its end); else its wait before its first
+    transit that follows that arrival (the handshake)."""
+    if s.outside:
+        return post - min(post, s.transit_ns or 0)
+    return 0 if s.sync_ns is None else min(max(s.start_ns + s.sync_ns - latest, 0), post)
+
+
+def _light(r: RankStep, s: Sync) -> comm.OpComm:
+    """A sync as ``comm.match`` takes an op; its key is made again from the name and group."""
+    op = comm.OpComm(r.rank, r.graph, r.step, s.key.group, s.name, s.start_ns, s.end_ns - s.start_ns, r.key)
+    return op
+
+
+def _pairs(found: list[RankStep]) -> dict[tuple[int, int], tuple[RankStep, Sync]]:
+    """Each send, receive or batched pair's other side, by (rank, its arrival node): the k-th send
+    from a to b pairs with the k-th receive on b from a (batches: the k-th both ways). The other
+    rank is the one its tasks name, else the other of the two ranks of the step that ran point-to-
+    point ops on its group."""
+    on_group: dict[str, set[int]] = defaultdict(set)
+    for r in found:
+        for s in r.syncs:
+            if s.p2p:
+                on_group[s.group].add(r.rank)
+    queues: dict[tuple[str, int, int], list[tuple[RankStep, Sync]]] = defaultdict(list)
+    for r in found:
+        for s in r.syncs:
+            peer = s.peer
+            if s.p2p and peer is None and len(on_group[s.group]) == 2:
+                peer = next(rank for rank in on_group[s.group] if rank != r.rank)
+            if s.p2p and peer is not None:
+                src, dst = (peer, r.rank) if s.p2p == "receive" else (r.rank, peer)
+                queues[s.p2p, src, dst].append((r, s))
+    out = {}
+    for (kind, src, dst), mine in queues.items():
+        if kind == "receive":
+            continue
+        others = queues.get(("receive", src, dst) if kind == "send" else ("both", dst, src), [])
+        for (r, s), (o, t) in zip(mine, others, strict=False):
+            out[r.rank, s.arrival] = (o, t)
+            out[o.rank, t.arrival] = (r, s)
+    return out
+
+
+def _path(joined: _Joined, chain: list[int], starts: list[int], durs: list[int], first: int,
+          end_ns: int, nodes_of: Callable[[RankStep], Chains]) -> list[Segment]:
+    """The longest path as segments: each contracted edge opened into its local chain of slices."""
+    items: list[tuple[Node, int, int]] = []
+    graph = joined.graph
+    loaded: dict[int, Chains] = {}
+    for a, b in zip(chain, chain[1:], strict=False):
+        held = joined.edge_of.get((a, b))
+        if held is not None:
+            r, c = held
+            if r.rank not in loaded:
+                loaded[r.rank] = nodes_of(r)
+            nodes = loaded[r.rank][c.source, c.sink]
+            inner = nodes[1:] if c.source is not None else nodes  # its source is the completion
+            items += [(node, node.start_ns, node.dur_ns) for node in inner]
+        else:
+            node = graph.nodes[b]
+            items.append((node, starts[b], durs[b]))
+    return segments(items, first, end_ns)
+
+
+def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int) -> list[WhatIf]:
+    """Each what-if recomputed on the step's graph (the same lags), those that save time, largest
+    saving first."""
+    graph = joined.graph
+    durs = graph.durations()
+    observed = graph.schedule(durs)
+    found: list[WhatIf] = []
+
+    def end_with(first: int, **change) -> int:
+        starts = graph.schedule(change.pop("durs", durs), first=first, known=observed, **change)
+        return max(starts[i] + durs[i] for i in joined.ends if starts[i] != NEVER)
+
+    on_chain = set(chain)
+    for rank, node, name, delay in joined.late:
+        if node not in on_chain:
+            continue  # a change off the longest path leaves it as long: it saves nothing
+        saved = end_ns - end_with(node, shift={node: -delay})
+        what = f"rank {rank} arrives at {name} with the others"
+        found.append(WhatIf(rank, "late_arrival", what, name, saved))
+    on_path = {(s.rank, s.name) for s in path if s.kind in ("communication", "wait")}
+    for (rank, name) in sorted(on_path):
+        nodes = joined.dones[rank, name]
+        saved = end_ns - end_with(min(nodes), durs=graph.durations(dict.fromkeys(nodes, 0)))
+        found.append(WhatIf(rank, "overlap_comm", f"{name} on rank {rank} fully hidden", name, saved))
+    by_rank: dict[int, list[tuple[tuple[int, int], Contracted]]] = defaultdict(list)
+    for pair, (r, c) in joined.edge_of.items():
+        by_rank[r.rank].append((pair, c))
+    for rank, op_type_ in sorted(_path_types(joined, chain)):
+        lags = {pair: c.by_type[op_type_] for pair, c in by_rank[rank] if op_type_ in c.by_type}
+        saved = end_ns - end_with(min(sink for _, sink in lags), lags=lags)
+        found.append(WhatIf(rank, "op_type", f"every {op_type_} on rank {rank} 10% shorter", op_type_, saved))
+    return sorted((w for w in found if w.saved_ns > 0), key=lambda w: (-w.saved_ns, w.kind, w.target))
+
+
+def _path_types(joined: _Joined, chain: list[int]) -> set[tuple[int, str]]:
+    """(rank, op type) of the compute slices on the path: those of its contracted chains."""
+    out = set()
+    for a, b in zip(chain, chain[1:], strict=False):
+        held = joined.edge_of.get((a, b))
+        if held is not None:
+            out.update((held[0].rank, op_type) for op_type in held[1].by_type)
+    return out
+
+
+# -- printing -------------------------------------------------------------------------------------
+
+def record(step_path: StepPath) -> dict:
+    """The JSON object of one step (schemas/critical.schema.json)."""
+    return {
+        "graph": step_path.graph, "step": step_path.step, "step_us": step_path.step_ns / 1000,
+        "start_us": step_path.start_ns / 1000,
+        "path": [{"rank": s.rank, "kind": s.kind, "name": s.name, "start_us": s.start_ns / 1000,
+                  "dur_us": s.dur_ns / 1000} for s in step_path.path],
+        "what_if": [{"rank": w.rank, "kind": w.kind, "what": w.what, "target": w.target,
+                     "saved_us": w.saved_ns / 1000} for w in step_path.what_if],
+    }
+
+
+NOTE = ("(per step: the critical path's time per kind, the ranks it crosses, the three what-ifs that save "
+        "most; --format json: every segment and what-if)")
+COLUMNS = ["Graph", "Step", "Step(us)", *(f"{k.capitalize()}(us)" for k in KINDS), "Ranks on path",
+           "What-if 1", "What-if 2", "What-if 3"]
+
+
+def table_record(step_path: StepPath) -> dict:
+    """One line per step: the path's time per kind and its ranks, the top three what-ifs."""
+    per_kind = dict.fromkeys(KINDS, 0)
+    for s in step_path.path:
+        per_kind[s.kind] += s.dur_ns
+    ranks = sorted({s.rank for s in step_path.path if s.rank >= 0})
+    tops = [f"{w.what}: -{w.saved_ns / 1000:.1f} us" for w in step_path.what_if[:3]]
+    return {"Graph": step_path.graph, "Step": step_path.step, "Step(us)": round(step_path.step_ns / 1000, 3),
+            **{f"{k.capitalize()}(us)": round(v / 1000, 3) for k, v in per_kind.items()},
+            "Ranks on path": ",".join(map(str, ranks)),
+            **{f"What-if {i + 1}": tops[i] if i < len(tops) else None for i in range(3)}}

@@ -1,0 +1,260 @@
+"""The critical path's algebra: a dependency graph of real slices, its as-soon-as-possible schedule,
+the longest path, and its contraction to what crosses ranks (docs/analysis.md, section 11).
+
+A node is one real slice (a device task, a host launch, a communication op's arrival or its
+completion) or a point (an arrival lasts 0 ns). A node without predecessors starts where it was
+observed (an anchor); any other starts at ``max(end(p) + lag(p, n))`` over its predecessors, and
+lasts its duration. The lag of each edge is what was observed: a node built with ``Graph.add``
+gets ``lag = its start - the latest end of its predecessors`` on every edge in, so the schedule of
+the unchanged graph is the observed one to the nanosecond, and a what-if is the same schedule with
+other durations, lags or shifts. Shortening a predecessor that did not end last saves nothing;
+shortening the one that did saves up to the slack to the next one.
+
+``contract`` reduces one rank's graph to edges between its synchronisation points (sources: the
+completions of its collectives, whose times other ranks set; sinks: its arrivals and its end),
+each the longest local chain between them, so the job's graph per step holds ranks x collectives
+nodes, not every task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+NEVER = -(1 << 62)  # no chain reaches the node
+
+
+class Node(NamedTuple):
+    """One slice of the graph. ``kind``: compute, communication, wait, host, or "" for a point
+    (an arrival, an end) that draws nothing; ``op_type`` the op type of a compute task."""
+
+    rank: int
+    kind: str
+    name: str
+    start_ns: int
+    dur_ns: int
+    op_type: str | None = None
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.dur_ns
+
+
+class Graph:
+    """A DAG whose nodes are added in a topological order (every predecessor before its node)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.preds: list[list[tuple[int, int]]] = []  # per node: (predecessor, lag ns)
+
+    def add(self, node: Node, preds: Iterable[int] = ()) -> int:
+        """Add ``node`` after ``preds``, with the lag observed: its start minus their latest end."""
+        preds = sorted(set(preds))
+        latest = max((self.nodes[p].end_ns for p in preds), default=0)
+        return self.add_lagged(node, [(p, node.start_ns - latest) for p in preds])
+
+    def add_lagged(self, node: Node, preds: Iterable[tuple[int, int]]) -> int:
+        """Add ``node`` with these edges in: (predecessor, lag ns)."""
+        edges = list(preds)
+        assert all(p < len(self.nodes) for p, _ in edges), "predecessors come first"
+        self.nodes.append(node)
+        self.preds.append(edges)
+        return len(self.nodes) - 1
+
+    def durations(self, changed: Mapping[int, int] | None = None) -> list[int]:
+        durs = [n.dur_ns for n in self.nodes]
+        for i, d in (changed or {}).items():
+            durs[i] = d
+        return durs
+
+    def schedule(self, durs: list[int] | None = None, shift: Mapping[int, int] | None = None,
+                 lags: Mapping[tuple[int, int], int] | None = None,
+                 anchors: Mapping[int, int] | None = None, first: int = 0,
+                 known: list[int] | None = None) -> list[int]:
+        """Each node's start, as soon as its predecessors allow: ``durs`` (default: observed),
+        ``shift``: ns added to a node's start (a rank arriving earlier: negative), ``lags``: an
+        edge's lag instead of the observed ((pred, node) -> ns), ``anchors``: the start of a node
+        without predecessors instead of the observed (None in it: the node is never reached);
+        ``first``: the nodes before it are never reached (a schedule from one source), or, with
+        ``known``, start as it says (a change from ``first`` on leaves them as they were)."""
+        durs = self.durations() if durs is None else durs
+        shift, lags, anchors = shift or {}, lags or {}, anchors or {}
+        starts = known[:first] + [NEVER] * (len(self.nodes) - first) if known else [NEVER] * len(self.nodes)
+        for i in range(first, len(self.nodes)):
+            node, edges = self.nodes[i], self.preds[i]
+            if edges:
+                start = NEVER
+                for p, lag in edges:
+                    if starts[p] != NEVER:
+                        start = max(start, starts[p] + durs[p] + lags.get((p, i), lag))
+            else:
+                start = anchors.get(i, node.start_ns)
+                start = NEVER if start is None else start
+            starts[i] = start if start == NEVER else start + shift.get(i, 0)
+        return starts
+
+    def binding(self, i: int, starts: list[int], durs: list[int]) -> int | None:
+        """The predecessor that set ``i``'s start (the latest end plus lag; ties: the latest added,
+        the nearest in the chain), None for an anchor."""
+        best, best_at = None, NEVER
+        for p, lag in self.preds[i]:
+            if starts[p] == NEVER:
+                continue
+            at = starts[p] + durs[p] + lag
+            if at > best_at or (at == best_at and best is not None and p > best):
+                best, best_at = p, at
+        return best
+
+    def chain(self, last: int, starts: list[int], durs: list[int]) -> list[int]:
+        """The longest path into ``last``, walked back along binding predecessors to an anchor,
+        first node first."""
+        out = [last]
+        while (p := self.binding(out[-1], starts, durs)) is not None:
+            out.append(p)
+        return out[::-1]
+
+
+class Segment(NamedTuple):
+    """One piece of a critical path: a real slice, or the gap between two (idle), on one rank."""
+
+    rank: int
+    kind: str  # compute, communication, wait, idle, host
+    name: str
+    start_ns: int
+    dur_ns: int
+
+
+def segments(chain: list[tuple[Node, int, int]], begin_ns: int, end_ns: int) -> list[Segment]:
+    """A chain of (node, start, duration) as segments tiling ``begin_ns``..``end_ns``: each node's
+    slice (clipped where the next one starts before it ends), the gaps between them idle on the
+    rank of the node after (before the first: its rank); before a host launch, the gap is the host's
+    own time between launches (host)."""
+    out: list[Segment] = []
+    cursor = begin_ns
+    for k, (node, start, dur) in enumerate(chain):
+        start = max(start, cursor)
+        if start > cursor:
+            host = node.kind == "host"
+            out.append(Segment(node.rank, "host" if host else "idle", "between launches" if host else "idle",
+                               cursor, start - cursor))
+        limit = chain[k + 1][1] if k + 1 < len(chain) else end_ns
+        end = max(start, min(start + dur, limit, end_ns))
+        if node.kind and end > start:
+            out.append(Segment(node.rank, node.kind, node.name, start, end - start))
+            cursor = end
+        else:
+            cursor = start
+    if end_ns > cursor:
+        out.append(Segment(chain[-1][0].rank if chain else -1, "idle", "idle", cursor, end_ns - cursor))
+    return out
+
+
+def topological(count: int, preds: list[list[tuple[int, int]]]) -> list[int]:
+    """An order of ``count`` nodes with every predecessor before its node (Kahn's)."""
+    succs: list[list[int]] = [[] for _ in range(count)]
+    waiting = [len(p) for p in preds]
+    for i, edges in enumerate(preds):
+        for p, _ in edges:
+            succs[p].append(i)
+    ready = [i for i in range(count) if not waiting[i]][::-1]
+    order = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for j in succs[i]:
+            waiting[j] -= 1
+            if not waiting[j]:
+                ready.append(j)
+    if len(order) != count:
+        raise ValueError("the dependency graph has a cycle")
+    return order
+
+
+def built(nodes: list[Node], preds: list[list[tuple[int, int]]]) -> tuple[Graph, list[int]]:
+    """A ``Graph`` of nodes given in any order with their edges in ((predecessor, lag) by the
+    given indices), and where each given node went in it."""
+    order = topological(len(nodes), preds)
+    where = [0] * len(nodes)
+    for new, old in enumerate(order):
+        where[old] = new
+    graph = Graph()
+    for old in order:
+        graph.add_lagged(nodes[old], [(where[p], lag) for p, lag in preds[old]])
+    return graph, where
+
+
+class Contracted(NamedTuple):
+    """The longest local chain from a source (None: the rank's anchors, time 0) to a sink:
+    ``lag_ns``, the sink's start minus the source's end along it; ``chain`` its nodes' indices
+    in the local graph; ``by_type``: per op type on it, the lag with that type 10% shorter."""
+
+    source: int | None
+    sink: int
+    lag_ns: int
+    chain: tuple[int, ...]
+    by_type: dict[str, int]
+
+
+SHORTER = 0.9  # the op-type what-if: each op of the type 10% shorter
+
+
+def shorter(dur_ns: int) -> int:
+    return round(dur_ns * SHORTER)
+
+
+def contract(graph: Graph, sources: list[int], sinks: list[int],
+             through: Mapping[int, int] | None = None) -> list[Contracted]:
+    """Per source (and the anchors, source None) and sink it reaches, the longest local chain.
+    ``sources`` are nodes without local predecessors whose start other ranks set; ``through``
+    maps an arrival (a sink) to its completion (a source). A pair is left out where the chain
+    through one synchronisation point (to its arrival, then from its completion) is as long: a
+    completion ends no earlier than its own rank's arrival in every what-if, so that pair never
+    sets a time."""
+    source_set = set(sources)
+    durs = graph.durations()
+    found: list[Contracted] = []
+    for source in [None, *sources]:
+        anchors = _anchors(graph, source_set, source)
+        first = 0 if source is None else source
+        starts = graph.schedule(durs, anchors=anchors, first=first)
+        base = 0 if source is None else starts[source] + durs[source]
+        chains = {sink: graph.chain(sink, starts, durs) for sink in sinks
+                  if sink != source and starts[sink] != NEVER}
+        types = {sink: {graph.nodes[i].op_type for i in chain} - {None} for sink, chain in chains.items()}
+        by_type: dict[int, dict[str, int]] = {sink: {} for sink in chains}
+        for op_type in sorted(set().union(*types.values())):  # one schedule per op type on a chain
+            changed = [shorter(d) if n.op_type == op_type else d
+                       for n, d in zip(graph.nodes, durs, strict=True)]
+            again = graph.schedule(changed, anchors=anchors, first=first)
+            began = 0 if source is None else again[source] + changed[source]
+            for sink in chains:
+                if op_type in types[sink]:
+                    by_type[sink][op_type] = again[sink] - began
+        found += [Contracted(source, sink, starts[sink] - base, tuple(chain), by_type[sink])
+                  for sink, chain in chains.items()]
+    return _undominated(found, through or {})
+
+
+def _undominated(found: list[Contracted], through: Mapping[int, int]) -> list[Contracted]:
+    lag = {(c.source, c.sink): c.lag_ns for c in found}
+    kept = []
+    for c in found:
+        if not any(arrival != c.sink and (c.source, arrival) in lag and (done, c.sink) in lag
+                   and lag[c.source, arrival] + lag[done, c.sink] >= c.lag_ns
+                   for arrival, done in through.items()):
+            kept.append(c)
+    return kept
+
+
+def _anchors(graph: Graph, sources: set[int], source: int | None) -> dict[int, int | None]:
+    """The local graph seen from one source: the other sources (and, from a source, the anchors)
+    never reached; the source itself at its observed start."""
+    out: dict[int, int | None] = {}
+    for i, edges in enumerate(graph.preds):
+        if edges:
+            continue
+        if source is None:
+            out[i] = None if i in sources else graph.nodes[i].start_ns
+        else:
+            out[i] = graph.nodes[i].start_ns if i == source else None
+    return out

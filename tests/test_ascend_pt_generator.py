@@ -894,3 +894,146 @@ def test_cli_hosts_and_slow_rank(tmp_path, capsys):
 def test_truth_options_are_checked(tmp_path, kw, match):
     with pytest.raises(ValueError, match=match):
         write_ascend_pt_profile(tmp_path, **{"ranks": 2, **kw})
+
+
+# --------------------------------------------------------------------------- injected delays
+# slow_at, slow_op and stall (issue 27's critical path): each changes only the kernels it names,
+# by what it says, and its truth (InjectionTruth) points at them in the files.
+
+INJECTED = dict(ranks=4, steps=2, tasks_per_step=60, seed=1)
+PIPELINE = dict(ranks=2, pp=2, steps=2, tasks_per_step=60, seed=1)
+
+
+@pytest.fixture(scope="module")
+def injected(tmp_path_factory):
+    root = tmp_path_factory.mktemp("injected")
+    kws = {"control": INJECTED, "late": INJECTED | dict(slow_rank=2, slow_ns=SLOW_NS, slow_at=(51, 1)),
+           "late_at_50": INJECTED | dict(slow_rank=2, slow_ns=SLOW_NS, slow_at=(50, 0)),
+           "slow_op": INJECTED | dict(slow_op=(1, "Conv2D", 3.0)),
+           "pipeline": PIPELINE, "stall": PIPELINE | dict(stall=(0, 1, SLOW_NS))}
+    return {name: write_ascend_pt_profile(root / name, **kw) for name, kw in kws.items()}
+
+
+def _kernels(prof, rank: int) -> dict[int, Counter]:
+    """Per step, the rank's compute kernels as a multiset of (type, duration ns), from kernel_details."""
+    out: dict[int, Counter] = defaultdict(Counter)
+    for row in Plain(prof.ranks[rank].path).kd:
+        if row["Accelerator Core"] != "HCCL":
+            out[int(row["Step Id"])][row["Type"], _dur_of(float(row["Duration(us)"]))] += 1
+    return out
+
+
+def _compute_tasks(rk: Plain) -> list[tuple[int, int]]:
+    """(start, end) ns of the rank's compute tasks on the Ascend Hardware lanes."""
+    return sorted((_ns_of(e["ts"]), _ns_of(e["ts"]) + _dur_of(e["dur"])) for e in rk.events
+                  if e["ph"] == "X" and rk.proc[e["pid"]] == "Ascend Hardware"
+                  and e["args"]["Task Type"] in ("AI_CORE", "MIX_AIV", "DSA_SQE"))
+
+
+def test_no_injection_no_truth(injected):
+    assert injected["control"].injections == [] and injected["pipeline"].injections == []
+
+
+def test_a_slow_op_type_lasts_factor_times_its_draw_and_nothing_else_changes(injected):
+    prof, control = injected["slow_op"], injected["control"]
+    for rank in range(4):
+        mine, theirs = _kernels(prof, rank), _kernels(control, rank)
+        for step in (50, 51):
+            expected = theirs[step] if rank != 1 else Counter(
+                {(t, round(d * 3) if t == "Conv2D" else d): n for (t, d), n in theirs[step].items()})
+            assert mine[step] == expected, (rank, step)
+    ranks = _plain(prof)
+    tasks = set(_compute_tasks(ranks[1]))
+    for truth in prof.injections:
+        conv = sum(n * d for (t, d), n in _kernels(prof, 1)[truth.step].items() if t == "Conv2D")
+        drawn = sum(n * d for (t, d), n in _kernels(control, 1)[truth.step].items() if t == "Conv2D")
+        assert (truth.kind, truth.ranks, truth.target) == ("op_type", (1,), "Conv2D")
+        assert truth.what_if == "op_type"
+        assert truth.injected_ns == conv - drawn
+        assert {(s, e) for _, s, e in truth.spans} <= tasks and len(truth.spans) == 10
+        assert sum(e - s for _, s, e in truth.spans) == conv
+        assert 0 < truth.saved_ns <= conv // 10 + 1_000
+
+
+def test_a_stall_lengthens_one_kernel_before_the_send_and_the_receiver_waits(injected):
+    prof, control = injected["stall"], injected["pipeline"]
+    assert _kernels(prof, 1) == _kernels(control, 1)
+    for step in (50, 51):
+        (longer,) = _kernels(prof, 0)[step] - _kernels(control, 0)[step]
+        (drawn,) = _kernels(control, 0)[step] - _kernels(prof, 0)[step]
+        assert longer[0] == drawn[0] and longer[1] == drawn[1] + SLOW_NS
+    ranks = _plain(prof)
+    for truth in prof.injections:
+        assert (truth.kind, truth.ranks, truth.injected_ns) == ("stall", (0,), SLOW_NS)
+        assert truth.what_if == "late_arrival"
+        ((rank, start, end),) = truth.spans
+        assert end - start == SLOW_NS and any(s < start and e == end for s, e in _compute_tasks(ranks[0]))
+        send = ranks[0].ops("Group 1 Communication")[truth.target]
+        receive = ranks[1].ops("Group 1 Communication")[truth.peer_target]
+        assert truth.target.startswith("hcom_batchSendRecv") and send[1] == receive[1]
+        assert 0 <= send[0] - end < 50_000   # the send leaves right after the stall
+        # the receiver came first and, without the stall, would have waited for no one
+        assert receive[0] < send[0] and send[0] - SLOW_NS < receive[0]
+        assert 0 < truth.saved_ns < SLOW_NS
+
+
+def test_slow_at_delays_one_collective_of_one_step(injected):
+    for name, (step, k) in (("late", (51, 1)), ("late_at_50", (50, 0))):
+        prof = injected[name]
+        (truth,) = prof.injections
+        per_step = len(prof.collectives) // 2
+        hit = prof.collectives[(step - 50) * per_step + k]
+        assert (truth.kind, truth.step, truth.ranks, truth.target) == ("late_arrival", step, (2,), hit.name)
+        assert SLOW_NS // 2 <= truth.injected_ns <= SLOW_NS * 3 // 2
+        ((rank, start, end),) = truth.spans
+        others = max(t for r, t in hit.starts_ns.items() if r != 2)
+        assert (start, end - start) == (others, truth.injected_ns)
+        assert 0 <= hit.starts_ns[2] - end < 50_000 and hit.last_rank == 2
+        assert truth.saved_ns == pytest.approx(hit.starts_ns[2] - others, rel=0.01)
+        assert any(s < start and e == end for s, e in _compute_tasks(_plain(prof)[2]))
+        for c in prof.collectives:   # late nowhere else: the ranks' own jitter
+            if c is not hit:
+                last, second = sorted(c.starts_ns.values())[-2:][::-1]
+                assert last - second < 300_000, c
+
+
+def test_injections_on_one_rank_keep_their_own_truth(tmp_path):
+    both = write_ascend_pt_profile(tmp_path, **INJECTED, slow_rank=1, slow_ns=SLOW_NS, slow_at=(51, 1),
+                                   slow_op=(1, "Conv2D", 3.0))
+    kinds = {(i.kind, i.step): i for i in both.injections}
+    assert sorted(kinds) == [("late_arrival", 51), ("op_type", 50), ("op_type", 51)]
+    ((_, start, end),) = kinds["late_arrival", 51].spans
+    assert end - start == kinds["late_arrival", 51].injected_ns
+    for step in (50, 51):   # only the slowed kernels, each 3x its draw: 2/3 of it added
+        mine = kinds["op_type", step]
+        assert len(mine.spans) == 10 and 3 * mine.injected_ns == 2 * sum(e - s for _, s, e in mine.spans)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    (dict(slow_at=(50, 0)), "slow_at needs slow_rank"),
+    (dict(slow_rank=0, slow_at=(52, 0)), "slow_at must be"),
+    (dict(slow_rank=0, slow_at=(50, 1)), "slow_at must be"),
+    (dict(ranks=4, pp=2, slow_rank=0, slow_at=(50, 0)), "slow_at needs"),
+    (dict(slow_op=(2, "Conv2D", 2.0)), "slow_op must be"),
+    (dict(slow_op=(0, "Conv3D", 2.0)), "slow_op must be"),
+    (dict(slow_op=(0, "Conv2D", 0)), "slow_op must be"),
+    (dict(stall=(0, 0, 1000)), "stall must be"),
+    (dict(pp=2, stall=(1, 0, 1000)), "stall must be"),
+    (dict(pp=2, stall=(0, 2, 1000)), "stall must be"),
+    (dict(pp=2, stall=(0, 0, -1)), "stall must be"),
+])
+def test_injection_options_are_checked(tmp_path, kw, match):
+    with pytest.raises(ValueError, match=match):
+        write_ascend_pt_profile(tmp_path, **{"ranks": 2, "tasks_per_step": 20, **kw})
+
+
+def test_cli_injections(tmp_path, capsys):
+    assert main([str(tmp_path / "a"), "--ranks", "2", "--steps", "1", "--slow-rank", "1", "--slow-ns",
+                 "1000000", "--slow-at", "50", "0", "--slow-op", "0", "MatMulV2", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "step 50: late_arrival on rank(s) 1 at hcom_allReduce__" in out
+    assert "step 50: op_type on rank(s) 0 at MatMulV2:" in out and "removing it saves" in out
+    assert main([str(tmp_path / "b"), "--ranks", "2", "--pp", "2", "--steps", "1", "--stall", "0", "1",
+                 "500000"]) == 0
+    assert "step 50: stall on rank(s) 0 at hcom_batchSendRecv__" in capsys.readouterr().out
+    assert main([str(tmp_path / "c"), "--stall", "0", "1", "500000"]) == 2

@@ -116,8 +116,8 @@ def test_ranks_on_clocks_of_their_own_leave_the_path_unknown(tmp_path):
     assert document["critical"]
     for mine in document["critical"]:
         assert mine["path_ms"] is None and mine["what_if"] is None
-        assert mine["summary"].endswith("rank 1,6: times on clocks of their own, not aligned, so its critical "
-                                        "path is unknown")
+        assert mine["summary"].endswith(
+            "rank 1,6: times on clocks of their own, not aligned, so its critical path is unknown")
 
 
 def test_aligned_the_report_gives_what_critical_aligned_gives(tmp_path, capsys):

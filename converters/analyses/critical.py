@@ -541,7 +541,9 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
     for rank, node, name, delay in joined.late:
         if node not in on_chain:
             continue  # a change off the longest path leaves it as long: it saves nothing
-        saved = end_ns - end_with(node, shift={node: -delay})
+        lags = _delay_removed(joined, observed, durs, rank, node, delay)
+        first = min((sink for _, sink in lags), default=node)
+        saved = end_ns - end_with(first, lags=lags) if lags else end_ns - end_with(node, shift={node: -delay})
         what = f"rank {rank} arrives at {name} with the others"
         found.append(WhatIf(rank, "late_arrival", what, name, saved))
     on_path = {(s.rank, s.name) for s in path if s.kind in ("communication", "wait")}
@@ -557,6 +559,22 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
         saved = end_ns - end_with(min(sink for _, sink in lags), lags=lags)
         found.append(WhatIf(rank, "op_type", f"every {op_type_} on rank {rank} 10% shorter", op_type_, saved))
     return sorted((w for w in found if w.saved_ns > 0), key=lambda w: (-w.saved_ns, w.kind, w.target))
+
+
+def _delay_removed(joined: _Joined, observed: list[int], durs: list[int], rank: int, arrival: int,
+                   delay: int) -> dict[tuple[int, int], int]:
+    """The lags of ``rank``'s chains without its delay before ``arrival``: the work that made it
+    late lies between the chain's source and that arrival, so every chain of the rank from a
+    source that ended before that work began (``delay`` before the arrival) to a point at or after
+    the arrival is ``delay`` shorter, the rank's later work moved up with it (a lag never drops
+    below 0: such a chain is at least ``delay`` long). Empty where no chain qualifies."""
+    at = observed[arrival]
+    out = {}
+    for (source, sink), (r, c) in joined.edge_of.items():
+        if (r.rank == rank and observed[source] + durs[source] <= at - delay and observed[sink] >= at
+                and c.lag_ns >= delay):
+            out[source, sink] = c.lag_ns - delay
+    return out
 
 
 def _path_types(joined: _Joined, chain: list[int]) -> set[tuple[int, str]]:

@@ -239,7 +239,7 @@ def verdict(report: Report) -> dict[str, Any]:
     elif main == "communication" and slow:
         bound = {(d.rank, d.graph, d.step) for d in by_kind["communication"]}
         mine = [f for f in report.steps if (f.rank, f.graph, f.step) in bound]
-        waiting = sum(f.waited_for.get(rank, 0) for f in mine for rank in slow)
+        waiting = sum(f.exposed_wait_for(slow) for f in mine)
         exposed = sum(f.overlap.not_overlapped_ns or 0 for f in mine)
         if exposed and waiting / exposed >= 0.5:
             summary = (f"Straggler: rank {format_ids(slow)} kept the others waiting. {counts[main]} of "

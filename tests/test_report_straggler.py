@@ -1,6 +1,7 @@
 """The verdict's straggler share ("N% of their communication not overlapped with compute is waiting
 for rank R") is a true share: the exposed wait for the straggler is a part of the not-overlapped
-communication it is divided by (docs/analysis.md section 6). Checked against an independent
+communication it is divided by (docs/analysis.md section 6), and so is a communication-bound
+step's "Y ms of it waiting for slower ranks". Checked against an independent
 computation from ``comm``'s waits and ``overlap``'s figures, and on a family of generated jobs
 (slow rank, its delay, seeds, hosts on clocks of their own, aligned or not)."""
 
@@ -20,6 +21,7 @@ from converters.analyses.report import report_data
 from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 
+OF_IT = re.compile(r"Communication bound: ([\d.,]+) ms .*; ([\d.,]+) ms of it waiting")
 SHARE = re.compile(r"(\d+)% of their communication not overlapped with compute is waiting for rank (\S+)\.")
 
 
@@ -93,3 +95,7 @@ def test_no_straggler_share_passes_100_percent(seed, slow_ns, offset_ns, align):
             assert exposed <= sum(f.waited_for.values())
         for share in SHARE.findall(report.verdict()["summary"]):
             assert 50 <= int(share[0]) <= 100
+        for d in report.diagnoses:  # "X ms (..) in communication not overlapped; Y ms of it waiting": Y <= X
+            if (found := OF_IT.match(d.summary)) is not None:
+                exposed, waiting = (float(v.replace(",", "")) for v in found.groups())
+                assert waiting <= exposed

@@ -57,6 +57,7 @@ class StepFacts:
     wait_suffered_ns: int = 0
     wait_caused_ns: int = 0
     waited_for: dict[int, int] = field(default_factory=dict)  # last rank -> wait for it, in this step
+    wait_spans: list[tuple[int, int, int]] = field(default_factory=list)  # (last rank, start, end), each wait
     last_arrivals: int = 0  # collectives of this step in which this rank came last (with a skew)
     key: StepKey | None = None  # the step as the job names it (graph and step above: as the rank does)
     data: dict[str, float] = field(default_factory=dict)  # MindData counters at its start (dataprep.py)
@@ -73,6 +74,21 @@ class StepFacts:
             return None
         busy = (o.preparing_ns or 0) + o.computing_ns + o.not_overlapped_ns + o.free_ns
         return max(0, self.step_ns - busy)
+
+    def exposed_wait_for(self, ranks: Iterable[int]) -> int:
+        """This step's not-overlapped communication spent waiting for any of ``ranks``: the union of
+        its waits for them (each from its op's start, cut at the op's end: collectives that overlap
+        each other count their common wait once), at most the not-overlapped communication (a wait
+        lies within communication, and its part under compute is not exposed). A part of that
+        communication, so the verdict's share of it never passes 100% (docs/analysis.md section 6)."""
+        wanted = set(ranks)
+        covered, reach = 0, None
+        for start, end in sorted((s, e) for last, s, e in self.wait_spans if last in wanted):
+            if reach is None or start > reach:
+                covered, reach = covered + end - start, end
+            elif end > reach:
+                covered, reach = covered + end - reach, end
+        return min(covered, self.overlap.not_overlapped_ns or 0)
 
     @property
     def data_loading(self) -> tuple[str, int] | None:
@@ -394,6 +410,8 @@ def _add_waits(facts: list[StepFacts], ops: list[comm.OpComm], instances: list[c
             if mine is not None:
                 mine.wait_suffered_ns += op.wait_for_last_ns
                 mine.waited_for[op.last_rank] = mine.waited_for.get(op.last_rank, 0) + op.wait_for_last_ns
+                mine.wait_spans.append((op.last_rank, op.start_ns,
+                                        op.start_ns + min(op.wait_for_last_ns, op.elapse_ns)))
             last = last_op[op.key]
             theirs = by_key.get((last.rank, last.step_key))
             if theirs is not None:

@@ -143,7 +143,8 @@ def _findings(f: StepFacts, peers: list[StepFacts], t: Thresholds) -> Iterable[t
             "where to look."
     if o.not_overlapped_ns / step >= t.communication_share:
         waited = max(f.waited_for.items(), key=lambda kv: kv[1], default=None)
-        text = (f"; {ms_text(f.wait_suffered_ns)} of it waiting for slower ranks (most for rank {waited[0]})"
+        exposed = f.exposed_wait_for(f.waited_for)  # a part of the not-overlapped communication
+        text = (f"; {ms_text(exposed)} of it waiting for slower ranks (most for rank {waited[0]})"
                 if waited else "")
         yield "communication", o.not_overlapped_ns / step, {
             "not_overlapped_ms": ms(o.not_overlapped_ns), "communication_ms": ms(o.communication_ns),
@@ -239,7 +240,7 @@ def verdict(report: Report) -> dict[str, Any]:
     elif main == "communication" and slow:
         bound = {(d.rank, d.graph, d.step) for d in by_kind["communication"]}
         mine = [f for f in report.steps if (f.rank, f.graph, f.step) in bound]
-        waiting = sum(f.waited_for.get(rank, 0) for f in mine for rank in slow)
+        waiting = sum(f.exposed_wait_for(slow) for f in mine)
         exposed = sum(f.overlap.not_overlapped_ns or 0 for f in mine)
         if exposed and waiting / exposed >= 0.5:
             summary = (f"Straggler: rank {format_ids(slow)} kept the others waiting. {counts[main]} of "

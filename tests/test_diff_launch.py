@@ -1,8 +1,9 @@
 """``diff --by op``: device time by the framework op that launched the kernels (docs/analysis.md,
 "diff"). A real torch_npu rank against a real Kineto rank, checked against the links read
 independently from the traces with orjson; a Kineto trace against itself; which real samples link
-their kernels to framework ops; the grouping's algebra (every kernel in exactly one row, under the
-outermost framework op of its launch); the command end to end."""
+their kernels to framework ops (the database form's, checked against an SQL query of its own);
+the grouping's algebra (every kernel in exactly one row, under the outermost framework op of its
+launch); the command end to end."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import csv
 import gzip
 import json
 import re
-from collections import defaultdict
+import sqlite3
+from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
 
@@ -84,6 +86,41 @@ def _torch_npu_launchers(path: Path) -> set[str]:
     return found
 
 
+def _db_launchers(path: Path) -> Counter:
+    """Per framework op, the compute tasks it launched in a torch_npu database: each task's
+    ``connectionId`` listed in ``CONNECTION_IDS`` for a ``PYTORCH_API`` row (its ``connectionId`` an
+    ``id`` there), and the outermost namespaced ``PYTORCH_API`` range of that row's thread holding
+    its start."""
+    db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    rows = db.execute("""
+        SELECT t.globalTaskId, name.value, CAST(o.startNs AS INTEGER), CAST(o.endNs AS INTEGER)
+        FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
+        JOIN CONNECTION_IDS i ON i.connectionId = t.connectionId
+        JOIN PYTORCH_API p ON p.connectionId = i.id
+        JOIN PYTORCH_API o ON o.globalTid = p.globalTid
+             AND CAST(p.startNs AS INTEGER) BETWEEN CAST(o.startNs AS INTEGER) AND CAST(o.endNs AS INTEGER)
+        JOIN STRING_IDS name ON name.id = o.name""").fetchall()
+    db.close()
+    holding: dict[int, list] = defaultdict(list)
+    for task, name, start, end in rows:
+        if NAMESPACED.match(name):
+            holding[task].append((start, start - end, name))
+    return Counter(min(found)[2] for found in holding.values())
+
+
+def test_the_database_form_links_its_kernels_to_the_ops_connection_ids_name():
+    """``ascend-pt-db``: each kernel under the op ``CONNECTION_IDS`` links it to (docs/formats.md
+    §5.10), as an SQL query of the two databases finds it; and so as its text form, the same job
+    family's ``ascend-pt-2rank``, groups its kernels (the same ops, the same counts)."""
+    sample = real_data("ascend-pt-db")
+    expected = sum((_db_launchers(db) for db in sorted(sample.glob("rank*/*/ascend_pytorch_profiler_*.db"))),
+                   Counter())
+    rows = diff_report(Side(sample), Side(real_data("ascend-pt-2rank")), by="op")
+    assert {r.name: r.base.count for r in rows if r.kind == FRAMEWORK_OP} == dict(expected)
+    assert sum(expected.values()) == 374
+    assert all(r.matched == "by framework op" and r.base.count == r.new.count for r in rows)
+
+
 def test_torch_npu_against_kineto_matches_the_framework_ops_both_launched_kernels_from(capsys):
     """The issue's fourth "done means": a real torch_npu rank (AlexNet, Ascend 910B) against a real
     Kineto rank (a recommendation model, GPU) runs and says what matched and what did not; the rows
@@ -114,7 +151,7 @@ def test_a_kineto_trace_against_itself_matches_every_row_with_delta_0():
 
 
 @pytest.mark.parametrize(("sample", "linked"), [
-    ("ascend-pt-2rank", 374), ("kineto-2rank", 2206), ("kineto-1.8-resnet50", 8772), ("ascend-pt-db", 0)])
+    ("ascend-pt-2rank", 374), ("kineto-2rank", 2206), ("kineto-1.8-resnet50", 8772), ("ascend-pt-db", 374)])
 def test_every_kernel_lands_in_one_row_and_which_samples_link_them(sample, linked):
     """Kernels (count and time) by op add up to the device rows by name (the same kernels:
     torch_npu's by name reads kernel_details.csv, whose times are rounded otherwise, within 10 ns a

@@ -25,6 +25,7 @@ import pytest
 from conftest import real_data
 
 from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile, step_overlap
+from converters.overlap import NOT_COMPUTE
 
 LANES = {0: "Computing", 1: "Communication", 2: "Communication (not overlapped)", 3: "Free"}
 
@@ -129,3 +130,28 @@ def test_text_and_database_forms_of_one_job_family_agree(torch_db):
     assert shapes[text][:3] == shapes[torch_db][:3]
     assert shapes[text][3] == pytest.approx(shapes[torch_db][3], abs=0.01)  # 0.084 and 0.087
     assert shapes[text][2] == [f"hcom_allReduce__N_{i}_1" for i in range(4)]
+
+
+def test_pytorch_ops_arrows_reach_the_tasks_and_ops_connection_ids_name(torch_db, tmp_path):
+    """A ``PYTORCH_API`` row's ``connectionId`` is an ``id`` of ``CONNECTION_IDS``, whose
+    ``connectionId``s are those of the tasks and communication ops it launched (torch_npu's
+    ``async_npu`` arrows of the text form; HCCL's plane tasks take none there, nor here)."""
+    batches = list(read_profile(discover(torch_db), Options(kind="detail"), Diagnostics()))
+    for rank in (0, 1):
+        db = _copy(_database(torch_db, rank), tmp_path)
+        launched = """SELECT p.startNs, s.value, x.startNs FROM PYTORCH_API p
+            JOIN STRING_IDS s ON s.id = p.name JOIN CONNECTION_IDS i ON i.id = p.connectionId JOIN ({}) x
+            ON x.connectionId = i.connectionId WHERE x.startNs >= CAST(p.startNs AS INTEGER)"""
+        tasks = ("SELECT startNs, connectionId FROM TASK WHERE globalTaskId NOT IN "
+                 "(SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)")
+        expected = sorted((int(start), name, at) for query in (tasks, "SELECT * FROM COMMUNICATION_OP")
+                          for start, name, at in db.execute(launched.format(query)))
+        slices = [s for b in batches if b.rank == rank for s in b.slices]
+        ends = {f: s for s in slices for f in s.flows_in}
+        got = sorted((s.start_ns, s.name, ends[f].start_ns) for s in slices
+                     if s.lane.startswith("PyTorch") for f in s.flows_out)
+        assert got == expected
+        assert len(got) == 208  # 187 compute tasks, 17 others (copies), the 4 allreduces
+        from_ops = {f for s in slices if s.lane.startswith("PyTorch") for f in s.flows_out}
+        compute = [s for s in slices if s.layer is Layer.STREAM and s.task_type != NOT_COMPUTE]
+        assert len(compute) == 187 and all(from_ops.intersection(s.flows_in) for s in compute)

@@ -17,15 +17,19 @@ Read, the profilers' own way (checked against their ``OVERLAP_ANALYSIS`` and ``S
   (``StepRecords.device_span``); torch_npu's from the first to the last compute or communication;
 * detail only: host API ranges (``PYTORCH_API``, ``CANN_API``, ``MSTX_EVENTS``) on one lane per
   table and thread; host-to-device arrows from a ``CANN_API`` launch to the tasks and ops that
-  share its ``connectionId`` (within one step, never backwards in time: Perfetto drops those);
-  counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``, ``NPU_MEM`` and ``NPU_MODULE_MEM``;
+  share its ``connectionId``, and from a ``PYTORCH_API`` op to the stream tasks and ops of the
+  connection ids ``CONNECTION_IDS`` lists for it (its ``connectionId`` is an ``id`` there: the text
+  form's ``async_npu`` arrows, which ``diff --by op`` follows), each within one step and never
+  backwards in time (Perfetto drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``,
+  ``NPU_MEM`` and ``NPU_MODULE_MEM``;
 * the rank from ``RANK_DEVICE_MAP``.
 
 Device memory (``MEMORY_RECORD``, ``OP_MEMORY``, ``NPU_OP_MEM``, ``NPU_MEM``'s app rows) is read
 apart, by ``memory``: it is not filed by step. Not read: ``OVERLAP_ANALYSIS`` (the project computes
 its own; tests compare the two), PMU (``TASK_PMU_INFO``, ``ACC_PMU``, ``SOC_BANDWIDTH_LEVEL``),
-call stacks (``PYTORCH_CALLCHAINS``), and the PyTorch-to-task
-links of ``CONNECTION_IDS``.
+call stacks (``PYTORCH_CALLCHAINS``), and the links of ``CONNECTION_IDS`` between host ops (a task
+queue's enqueue and dequeue, a forward op and its backward: the text form's ``async_task_queue``
+and ``fwdbwd`` arrows).
 
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
@@ -108,7 +112,7 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
         if detail:
             scans += [reader.host(db, table) for table in _HOST] + [reader.counters(db, t) for t in _COUNTERS]
         stream = heapq.merge(*scans, key=attrgetter("start_ns"))
-        flows = _Flows(rank.rank)
+        flows = _Flows(rank.rank, reader.links)
         ops_recorded = {"startNs", "endNs"} <= schema.columns("COMMUNICATION_OP")
         for records in _by_step(rank, steps, stream):
             records.ops_recorded = ops_recorded
@@ -254,16 +258,20 @@ def _device_span(slices: list[Slice]) -> tuple[int, int] | None:
 
 
 class _Flows:
-    """Host-to-device arrows: a CANN_API launch to the tasks and ops sharing its connectionId."""
+    """Host-to-device arrows: a CANN_API launch to the tasks and ops sharing its connectionId
+    (``HostToDevice``), and a PYTORCH_API op to the stream tasks and communication ops of the
+    connection ids ``CONNECTION_IDS`` lists for it (torch_npu's ``async_npu``, drawn as its text
+    form draws them: to tasks and ops, not to HCCL's plane tasks)."""
 
-    def __init__(self, rank: int) -> None:
-        self.rank, self.backwards = rank, 0
+    def __init__(self, rank: int, links: dict[int, str]) -> None:
+        self.rank, self.links, self.backwards = rank, links, 0
 
     def bind(self, slices: list[Slice]) -> list[Slice]:
         """The step's slices with their arrows: from a launch (the last of its connectionId) to each
-        target of it in the order read, the k-th numbered k. A target has one launch, so one arrow
-        in; a launch's arrows out are made together: each slice is rebuilt once."""
+        target of it in the order read, the k-th numbered k. A task's arrows in and a launch's arrows
+        out are made together: each slice is rebuilt once."""
         launches: dict[int, int] = {}
+        ops: dict[int, int] = {}  # a device connection id -> the PyTorch op that launched it
         targets: dict[int, int | list[int]] = {}  # most launches have one target: its index
         host, device = Layer.HOST, (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)
         for i, s in enumerate(slices):
@@ -275,6 +283,8 @@ class _Flows:
             if layer is host:
                 if s.lane.startswith("CANN"):
                     launches[link] = i
+                elif s.lane.startswith("PyTorch") and (found := self.links.pop(link, None)) is not None:
+                    ops.update(dict.fromkeys(map(int, found.split(",")), i))
             elif layer in device:
                 ends = targets.get(link)
                 if ends is None:
@@ -284,27 +294,37 @@ class _Flows:
                 else:
                     ends.append(i)
         outs: dict[int, tuple[int, ...]] = {}
-        ins: dict[int, tuple[int]] = {}
+        ins: dict[int, tuple[int, ...]] = {}
+        self._arrows(slices, launches, targets, "HostToDevice", device, outs, ins)
+        self._arrows(slices, ops, targets, "async_npu", (Layer.STREAM, Layer.COMM_OP), outs, ins)
+        new = tuple.__new__
+        for i, flows in outs.items():
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ()))
+        for i, flows in ins.items():
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], (), flows))
+        return slices
+
+    def _arrows(self, slices: list[Slice], launches: dict[int, int], targets: dict[int, int | list[int]],
+                kind: str, layers: tuple[Layer, ...], outs: dict[int, tuple[int, ...]],
+                ins: dict[int, tuple[int, ...]]) -> None:
+        """Add to ``outs`` and ``ins`` the arrows of one kind: from each launch to the targets of
+        its connection id on ``layers``, none backwards in time."""
         for link, first in launches.items():
             ends = targets.get(link)
             if ends is None:
                 continue
-            start, key, flows = slices[first].start_ns, f"HostToDevice:{link}", []
+            start, key, flows = slices[first].start_ns, f"{kind}:{link}", []
             for k, last in enumerate(ends if type(ends) is list else (ends,)):
+                if slices[last].layer not in layers:
+                    continue
                 if slices[last].start_ns < start:  # clock skew: Perfetto drops it
                     self.backwards += 1
                     continue
                 flow = flow_id(self.rank, key, k)
                 flows.append(flow)
-                ins[last] = (flow,)
+                ins[last] = ins.get(last, ()) + (flow,)
             if flows:
-                outs[first] = tuple(flows)
-        new = tuple.__new__
-        for i, flows in outs.items():
-            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ()))
-        for i, flow in ins.items():
-            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], (), flow))
-        return slices
+                outs[first] = outs.get(first, ()) + tuple(flows)
 
     def report(self, path: Path, diag: Diagnostics) -> None:
         warn_backwards_flows(diag, self.rank, self.backwards, f": {path}")
@@ -352,6 +372,9 @@ _HOST = {
     "CANN_API": ("CANN", ("type",)),
     "MSTX_EVENTS": ("MSTX", ("eventType", "category", "domainId")),
 }
+# a PYTORCH_API row's device connection ids (``_Reader._links``)
+_LINKS_JOIN = (" LEFT JOIN (SELECT id, group_concat(connectionId) AS links FROM CONNECTION_IDS"
+               " WHERE typeof(connectionId) = 'integer' GROUP BY id) k ON k.id = h.connectionId")
 # counters: (lane format over the row's columns, time column, [(value column, label)])
 _COUNTERS = {
     "HBM": ("HBM {hbmId}/{type}", "timestampNs", (("bandwidth", "Bandwidth(MB/s)"),)),
@@ -377,6 +400,9 @@ class _Reader:
         self.rank, self.path, self.diag, self.all_tasks = rank, path, diag, all_tasks
         self.schema, self.enums = schema, enums
         self.unknown_strings: dict[str, int] = {}
+        # PYTORCH_API's connectionId -> the device connection ids it links to, comma-separated,
+        # from the rows read until ``_Flows.bind`` takes them: a step's at most
+        self.links: dict[int, str] = {}
 
     def _string(self, value: Any, table: str = "") -> str | None:
         """A string column as SQLite resolved it; a number is an id ``STRING_IDS`` lacks."""
@@ -582,26 +608,39 @@ class _Reader:
             f"typeof({h['globalTid']}) = 'integer'",
             *(self.schema.resolved("h", n, h[n]) for n in strings if n in h)])
         given = " AND ".join(f"{h[n]} IS NOT NULL" for n in names[4:])  # every arg
+        links, joins = self._links(table, joins)
         # startNs is TEXT in some versions: order by its value, not its spelling
-        query = (f"SELECT {ok}, {given}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
+        query = (f"SELECT {ok}, {given}, {links}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
                  "ORDER BY CAST(h.startNs AS INTEGER)")
         keys, api = ("connection_id", *extra), self.enums["API"] if table == "CANN_API" else None
         rank, offset, lanes, new, layer = self.rank.rank, self.rank.clock_offset_ns, {}, tuple.__new__, \
             Layer.HOST
         for row in db.execute(query, {"offset": offset}):
             if not row[0]:
-                record = self._host_slice(table, row[2:])
+                record = self._host_slice(table, row[3:])
                 if record is not None:
+                    if row[2] is not None:
+                        self.links[row[7]] = row[2]
                     yield record
                 continue
-            args = dict(zip(keys, row[6:], strict=False)) if row[1] else \
-                {k: v for k, v in zip(keys, row[6:], strict=True) if v is not None}
+            args = dict(zip(keys, row[7:], strict=False)) if row[1] else \
+                {k: v for k, v in zip(keys, row[7:], strict=True) if v is not None}
             if api is not None and (kind := args.get("type")) is not None:
                 args["type"] = api.get(kind, kind)
-            start, tid = row[2], row[5]
+            if row[2] is not None:
+                self.links[row[7]] = row[2]
+            start, tid = row[3], row[6]
             lane = lanes.get(tid) or lanes.setdefault(tid, f"{prefix} (thread {tid & 0xFFFF_FFFF})")
-            yield new(Slice, (rank, layer, lane, row[4] or prefix, start + offset, row[3] - start, args, "",
+            yield new(Slice, (rank, layer, lane, row[5] or prefix, start + offset, row[4] - start, args, "",
                               (), ()))
+
+    def _links(self, table: str, joins: str) -> tuple[str, str]:
+        """(column, joins): for PYTORCH_API, the device connection ids its row's ``connectionId``
+        names in ``CONNECTION_IDS(id, connectionId)`` (one row per id and connection id: a
+        ``Conv2D`` launches four tasks), joined by commas, or NULL; NULL for any other table."""
+        if table != "PYTORCH_API" or not {"id", "connectionId"} <= self.schema.columns("CONNECTION_IDS"):
+            return "NULL", joins
+        return "k.links", joins + _LINKS_JOIN
 
     def _host_slice(self, table: str, row: tuple) -> Slice | None:
         """One host API row (startNs, endNs, name, globalTid, connectionId, then the table's own

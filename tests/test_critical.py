@@ -208,6 +208,17 @@ def test_real_the_path_enters_each_allreduce_from_the_rank_that_arrived_last(rea
             assert top.saved_ns <= lateness[found.step, top.target]
 
 
+def test_real_op_type_what_ifs_name_the_types_ops_lists(real, capsys):
+    """trace_view.json names each kernel, not its op type: the what-if takes it from
+    kernel_details.csv beside it, as ``ops --by type`` does (docs/analysis.md, section 11)."""
+    assert main(["ops", str(real), "--by", "type", "--format", "json", "-q"]) == 0
+    listed = {(row["Rank"], row["OP Type"]) for row in json.loads(capsys.readouterr().out)}
+    assert main(["critical", str(real), "--format", "json", "-q"]) == 0
+    (step,) = [d for d in json.loads(capsys.readouterr().out) if d["step"] == 50]
+    targets = {(w["rank"], w["target"]) for w in step["what_if"] if w["kind"] == "op_type"}
+    assert targets and targets <= listed, targets - listed
+
+
 def test_real_an_open_profile_gives_the_same_paths(real):
     opened = Profile.open(real, Options(ranks=[0, 1], kind=Kind.SUMMARY))
     assert list(analysis.critical_paths(opened)) == list(analysis.critical_paths(real))

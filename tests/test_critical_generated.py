@@ -10,7 +10,6 @@ what-if that undoes it saves the truth within 5%.
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -215,12 +214,9 @@ def test_the_path_runs_through_the_slow_op_type_and_its_what_if_saves_a_tenth(jo
         on_path = sum(_covered(step["path"], rank, start / 1e3, end / 1e3)
                       for rank, start, end in truth.spans)
         assert on_path >= 0.9 * slowed, (on_path, slowed)
-        # trace_view.json names each kernel, not its op type (kernel_details.csv's Type): the
-        # what-if names the kernels whose type is the truth's (docs/analysis.md, section 11)
-        types = {row["Name"]: row["Type"] for path in root.glob("*/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
-                 for row in csv.DictReader(path.open(newline=""))}
+        # named as ``ops --by type`` names it: kernel_details.csv's Type, beside trace_view.json
         (shorter,) = [w for w in step["what_if"] if w["kind"] == "op_type" and w["rank"] == 1
-                      and types.get(w["target"]) == truth.target]
+                      and w["target"] == truth.target]
         assert shorter["saved_us"] == pytest.approx(truth.saved_ns / 1e3, rel=0.05), (shorter, truth)
 
 

@@ -162,6 +162,19 @@ def test_ops_peak_rss_is_flat_as_the_input_grows(profiles, layout):
     assert large < 300
 
 
+def test_critical_peak_rss_is_flat_with_kernel_details_beside_the_trace(profiles):
+    """``critical`` reads torch_npu's kernel_details.csv beside trace_view.json for its tasks' op
+    types a step at a time, as the rank's steps come: nothing of it is kept for the whole run."""
+    def peak(root: Path) -> float:
+        return peak_mib([sys.executable, "-m", "converters", "critical", str(root), "--format", "csv"])
+
+    sizes = profiles["kernel_details"]
+    small, large = peak(sizes.small), peak(sizes.large)
+    bound = flat(small) + sizes.added_steps * STEP_BOOKKEEPING_MIB
+    assert large <= bound, (f"critical's peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x the "
+                            f"input ({sizes.added_steps} more steps a rank: at most {bound:.1f})")
+
+
 def test_the_peak_is_the_largest_process_s_and_not_the_callers(tmp_path):
     """The measure itself: a child that holds 200 MiB for a moment peaks at 200 MiB and more,
     whatever the caller holds; one that holds nothing, far below it."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .. import comm
+from .. import comm, readers
 from ..budget import Spool, SpoolFile, spooled
 from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, segments
 from ..errors import Diagnostics, UsageError
@@ -31,8 +31,8 @@ from ..profile import Kind, Options, Profile, RankWork, aligning, read_profile, 
 from ..select import format_ids
 from .ops import op_type
 
-__all__ = ["Segment", "StepPath", "WhatIf", "critical_paths", "keyed_paths", "own_clocks", "paths_of",
-           "read_ranks", "record", "stash_step"]
+__all__ = ["Segment", "StepPath", "TaskTypes", "WhatIf", "critical_paths", "keyed_paths", "own_clocks",
+           "paths_of", "read_ranks", "record", "stash_step"]
 
 KINDS = ("compute", "communication", "wait", "idle", "host")
 
@@ -99,15 +99,18 @@ class RankStep(NamedTuple):
     chains: Chains
 
 
-def rank_step(batch: StepRecords, kept: frozenset[int] | None = None) -> RankStep | None:
+def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
+              type_of: Callable[[Slice], str] = op_type) -> RankStep | None:
     """One rank's step as a dependency graph, contracted (``converters.critical.contract``);
-    None without device work. ``kept``: the ranks read (None: every rank its ops name)."""
+    None without device work. ``kept``: the ranks read (None: every rank its ops name);
+    ``type_of``: a device task's op type."""
     tasks = [s for s in batch.slices if s.layer is Layer.STREAM and is_compute(s.task_type)]
     pairs = comm.op_tasks(batch)
     ops = [comm.op_comm(op, mine, batch.graph, batch.step_id, batch.key) for op, mine in pairs]
     if not tasks and not ops:
         return None
-    graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, _launches(batch.slices, tasks, pairs), kept)
+    graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, _launches(batch.slices, tasks, pairs), kept,
+                               type_of)
     return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {}), graph)
 
 
@@ -131,7 +134,7 @@ def _launches(slices: list[Slice], tasks: list[Slice], pairs: list) -> list[Slic
 
 
 def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[comm.OpComm], launches: list[Slice],
-                kept: frozenset[int] | None) -> tuple[Graph, list[Sync]]:
+                kept: frozenset[int] | None, type_of: Callable[[Slice], str]) -> tuple[Graph, list[Sync]]:
     """Device work in stream order, each after the latest work that ended before it began on the
     rank (no holes in a path) and after its host launch; each host launch after the one before on
     its thread and after the latest device work that ended before it began (a host that waited for
@@ -169,7 +172,7 @@ def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[comm.OpCom
                 launched[f] = i
         elif what == "task":
             s = item
-            i = graph.add(Node(rank, "compute", s.name, s.start_ns, s.dur_ns, op_type(s)), device_preds(s))
+            i = graph.add(Node(rank, "compute", s.name, s.start_ns, s.dur_ns, type_of(s)), device_preds(s))
             last_on_lane[s.lane, "device"] = i
             bisect.insort(ended, (s.end_ns, i))
         else:
@@ -218,16 +221,49 @@ def rank_critical(info: RankInfo, options: Options, diag: Diagnostics, shift: in
 def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
                    path: str) -> tuple:
     stashed: list = []
+    types = TaskTypes(info)
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
-            stash_step(spool, batch, shift, kept, stashed)
+            stash_step(spool, batch, shift, kept, stashed, types)
     return (stashed,)
 
 
-def stash_step(spool: SpoolFile, batch: StepRecords, shift: int, kept: frozenset[int], stashed: list) -> None:
-    """One rank's step contracted (``rank_step``, on its clock shifted by ``shift``) into ``spool``,
-    its place added to ``stashed``; nothing where it has no device work."""
-    found = rank_step(shifted(batch, shift) if shift else batch, kept)
+class TaskTypes:
+    """A rank's device tasks' op types as ``ops --by type`` names them, where its reader finds
+    them in another file than the one it reads (torch_npu's kernel_details.csv beside
+    trace_view.json, ``readers.kernel_types``), else from the task itself (``ops.op_type``). That
+    file is read a step at a time as the rank's steps come, in time order: only its steps whose
+    time overlaps the step's tasks are held."""
+
+    def __init__(self, info: RankInfo) -> None:
+        self._steps = readers.kernel_types(info, Diagnostics())  # its warnings are ops' to give
+        self._next = next(self._steps, None)  # the file is read (filed by step) here, once
+        self._held: list[tuple[int, int, dict[tuple[int, str], str]]] = []
+
+    def of(self, batch: StepRecords, shift: int = 0) -> Callable[[Slice], str]:
+        """The op type of a task of ``batch`` (read on the rank's clock), once shifted by ``shift``."""
+        starts = [s.start_ns for s in batch.slices if s.layer is Layer.STREAM]
+        if not starts or (self._next is None and not self._held):
+            return op_type
+        first, last = min(starts), max(starts)
+        while self._next is not None and self._next[0] <= last:
+            self._held.append(self._next)
+            self._next = next(self._steps, None)
+        self._held = [held for held in self._held if held[1] >= first]
+        known = [types for _, _, types in self._held]
+
+        def type_of(s: Slice) -> str:
+            key = (s.start_ns - shift, s.name)
+            return next((types[key] for types in known if key in types), None) or op_type(s)
+        return type_of
+
+
+def stash_step(spool: SpoolFile, batch: StepRecords, shift: int, kept: frozenset[int], stashed: list,
+               types: TaskTypes) -> None:
+    """One rank's step contracted (``rank_step``, on its clock shifted by ``shift``, its tasks' op
+    types from ``types``) into ``spool``, its place added to ``stashed``; nothing where it has no
+    device work."""
+    found = rank_step(shifted(batch, shift) if shift else batch, kept, types.of(batch, shift))
     if found is not None:
         light = spool.stash(pickle.dumps(found._replace(chains={}), pickle.HIGHEST_PROTOCOL))
         nodes = spool.stash(pickle.dumps(found.chains, pickle.HIGHEST_PROTOCOL))

@@ -9,6 +9,9 @@ what it recognises, so discovery (``converters.discover``) holds no format knowl
 - ``OPS_IN_DETAIL_ONLY`` (optional, default False): its device tasks' op types (or the host
   operators that stand for them) are read in detail only; ``with_op_types(rank)`` (optional): the
   rank as read for its op types, where another of its files names them better (``for_ops``);
+- ``kernel_types(rank, diag)`` (optional): where the file it reads names no op type of its device
+  tasks and another file does, those op types by (start ns, name), a step of that file at a time
+  in time order with its first start and last end (``kernel_types``; the critical path's what-ifs);
 - ``memory(rank, diag)`` (optional): the rank's device memory records, read apart from its steps
   (they are not filed by step): counters (``model.memory_counter``) and allocations (``Layer.MEMORY``);
 - ``missing_data(folder)`` (optional): why a folder that is a rank's by its name holds nothing to
@@ -112,6 +115,13 @@ def for_ops(rank: RankInfo) -> tuple[RankInfo, bool]:
     with_op_types = getattr(module, "with_op_types", None)
     rank = rank if with_op_types is None else with_op_types(rank)
     return rank, getattr(module, "OPS_IN_DETAIL_ONLY", False)
+
+
+def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, dict[tuple[int, str], str]]]:
+    """The op types of a rank's device tasks that its reader finds in another file than the one
+    it reads (none for most readers)."""
+    found = getattr(reader(rank.format), "kernel_types", None)
+    return found(rank, diag) if found is not None else iter(())
 
 
 # Allocations drawn in detail traces: those of 1 MiB and more. A training step makes thousands of

@@ -327,6 +327,24 @@ def with_op_types(rank: RankInfo) -> RankInfo:
     return dataclasses.replace(rank, source_paths=(kernels,))
 
 
+def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, dict[tuple[int, str], str]]]:
+    """Where the rank is read from trace_view.json and kernel_details.csv is beside it, its compute
+    kernels' op types (``Type``), which trace_view.json lacks, keyed by (start ns on the rank's
+    clock, name): one kernel in both files, as both write its start to the ns (µs with 3
+    decimals; kernel_details' with a TAB) and its name alike. One kernel_details step at a time in
+    time order, each with its first start and last end (the caller's window); nothing elsewhere."""
+    kernels = with_op_types(rank)
+    if kernels is rank:
+        return
+    for batch in _read_kernel_details(kernels, kernels.source_paths[0], diag, detail=False):
+        typed = [s for s in batch.slices
+                 if s.layer is Layer.STREAM and type(s.args) is dict and "Type" in s.args]
+        if typed:
+            offset = rank.clock_offset_ns
+            yield (min(s.start_ns for s in typed) + offset, max(s.end_ns for s in typed) + offset,
+                   {(s.start_ns + offset, s.name): s.args["Type"] for s in typed})
+
+
 _NEEDED = ("Name", "Accelerator Core", "Start Time(us)", "Duration(us)")
 _KEPT = ("Type", "Accelerator Core", "Task ID", "Stream ID", "Model ID", "Block Dim", "Input Shapes",
          "Output Shapes")  # the args worth showing; the many PMU columns are left out

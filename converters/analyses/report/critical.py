@@ -17,7 +17,7 @@ from ...model import RankInfo, StepKey
 from ...profile import Kind, Options, Profile, read_profile
 from ...select import format_ids
 from ..comm_matrix import LinkRow, MatrixReport, add_totals, ranked, step_links
-from ..critical import KINDS, StepPath, WhatIf, own_clocks, paths_of, read_ranks, stash_step
+from ..critical import KINDS, StepPath, TaskTypes, WhatIf, own_clocks, paths_of, read_ranks, stash_step
 from .diagnosis import ms, ms_text
 
 if TYPE_CHECKING:
@@ -138,6 +138,7 @@ def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int
     stashed: list = []
     rows: list[LinkRow] = []
     planes = False
+    types = TaskTypes(info)
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
             if links:
@@ -145,7 +146,7 @@ def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int
                 rows += found
                 planes |= has_planes
             if batch.key in keys:
-                stash_step(spool, batch, shift, kept, stashed)
+                stash_step(spool, batch, shift, kept, stashed, types)
     return stashed, rows, planes
 
 

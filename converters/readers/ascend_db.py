@@ -52,8 +52,6 @@ from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import (
-    MEMORY_KINDS,
-    MEMORY_SIZE_ARG,
     SLICE_FLOWS_OUT,
     TIME_LIMIT_NS,
     Layer,
@@ -62,15 +60,13 @@ from ..model import (
     Slice,
     Step,
     StepRecords,
-    allocations_lane,
     checked_id,
     checked_ns,
-    memory_counter,
 )
 from ..overlap import NOT_COMPUTE
-from . import op_memory
+from .ascend_db_memory import memory  # noqa: F401 - the reader's memory hook (readers/__init__.py)
 from .flows import flow_id, warn_backwards_flows
-from .sqlite import DAMAGED, HINT, Schema, read_only
+from .sqlite import DAMAGED, HINT, Schema, enum_names, read_only
 
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
@@ -102,10 +98,10 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
         if "globalTaskId" not in schema.columns("COMPUTE_TASK_INFO"):
             diag.warn("no_compute_info", f"{path}: no table COMPUTE_TASK_INFO (or its globalTaskId): "
                       "compute cannot be told from other device tasks, so none counts as compute")
-        enums = {name: _enum(db, schema, f"ENUM_HCCL_{name}") for name in
+        enums = {name: enum_names(db, schema, f"ENUM_HCCL_{name}") for name in
                  ("TRANSPORT_TYPE", "LINK_TYPE", "DATA_TYPE", "RDMA_TYPE")}
-        enums["API"] = _enum(db, schema, "ENUM_API_TYPE")
-        enums["MODULE"] = _enum(db, schema, "ENUM_MODULE")
+        enums["API"] = enum_names(db, schema, "ENUM_API_TYPE")
+        enums["MODULE"] = enum_names(db, schema, "ENUM_MODULE")
         reader = _Reader(rank, path, diag, detail or cann, schema, enums)
         steps = _steps(db, schema, path, diag, rank)
         scans = [reader.tasks(db), reader.ops(db)]
@@ -190,13 +186,6 @@ def rank_info_for_file(path: Path, reader: str = "msprof", rank: int | None = No
     device, host = db_device_host(path)
     return RankInfo(rank=found if found is not None else (rank or 0), format=reader, path=path.parent,
                     device=device, host=host, clock=CLOCK, source_paths=(path,))
-
-
-def _enum(db: sqlite3.Connection, schema: Schema, table: str) -> dict[int, str]:
-    columns = schema.columns(table)
-    if "id" not in columns or "name" not in columns:
-        return {}
-    return {row[0]: row[1] for row in db.execute(f'SELECT id, name FROM "{table}"')}
 
 
 def _steps(db: sqlite3.Connection, schema: Schema, path: Path, diag: Diagnostics,
@@ -695,137 +684,3 @@ class _Reader:
 def _kept(keys: tuple[str, ...], values: tuple) -> dict[str, Any]:
     """The args a task draws: its values but those that say nothing (None, "", "N/A")."""
     return {k: v for k, v in zip(keys, values, strict=False) if v is not None and v not in ("", "N/A")}
-
-
-# -- device memory ---------------------------------------------------------------------------------
-
-def memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | Sample]:
-    """The rank's device memory (docs/formats.md §5.11), as ``ascend_pt.memory`` reads the text
-    form: counters per component from ``MEMORY_RECORD`` (else made from ``OP_MEMORY``'s totals), the
-    application's from ``NPU_MEM`` (its ``app`` rows: APP), allocations from ``OP_MEMORY``; where
-    neither of those is there (CANN's msprof database), counters and allocations from the raw
-    ``NPU_OP_MEM`` events, allocations paired with their releases by address.
-
-    Raises:
-        InputError: the file is not an SQLite database, or is damaged.
-    """
-    try:
-        with read_only(path, diag) as db:
-            schema = Schema(db, path)
-            records = _memory_record(db, schema, rank)
-            allocations = _op_memory(db, schema, rank)
-            if records is not None:
-                yield from records
-            if allocations is not None:
-                yield from op_memory.records(rank, allocations, counters=records is None)
-            elif records is None:
-                yield from _npu_op_mem(db, schema, rank)
-            yield from _npu_mem(db, schema, rank)
-    except DAMAGED as e:
-        raise InputError(path, "", f"damaged SQLite database ({e})", hint=HINT) from None
-
-
-_GE_ACTIVE = (op_memory.GE, "Active")  # GE records no active memory: the table says 0, the text form nothing
-_RECORD_COLUMNS = ("component", "timestamp", "totalAllocated", "totalReserved", "totalActive")
-
-
-def _memory_record(db: sqlite3.Connection, schema: Schema, rank: RankInfo) -> Iterator[Sample] | None:
-    """MEMORY_RECORD's totals (bytes) per component, time-ordered; None without the table."""
-    if not {"component", "timestamp"} <= schema.columns("MEMORY_RECORD"):
-        return None
-    fields, joins = schema.select("m", "MEMORY_RECORD", _RECORD_COLUMNS, ("component",))
-
-    def scan() -> Iterator[Sample]:
-        for component, ts, *values in db.execute(f"SELECT {fields} FROM MEMORY_RECORD m{joins} "
-                                                 "ORDER BY m.timestamp"):
-            ts_ns = _memory_ns(ts, rank)
-            for kind, value in zip(MEMORY_KINDS, values, strict=True):
-                if ts_ns is not None and value is not None and (component, kind) != _GE_ACTIVE:
-                    yield Sample(rank.rank, memory_counter(str(component), kind), ts_ns, float(value))
-    return scan()
-
-
-_OP_COLUMNS = ("name", "size", "allocationTime", "releaseTime", "allocationTotalAllocated",
-               "allocationTotalReserved", "allocationTotalActive", "releaseTotalAllocated",
-               "releaseTotalReserved", "releaseTotalActive", "streamPtr")
-
-
-def _op_memory(db: sqlite3.Connection, schema: Schema,
-               rank: RankInfo) -> Iterator[op_memory.Allocation] | None:
-    """OP_MEMORY's allocations (bytes, epoch ns), in allocation order; None without the table."""
-    if not {"name", "size", "allocationTime"} <= schema.columns("OP_MEMORY"):
-        return None
-    fields, joins = schema.select("o", "OP_MEMORY", _OP_COLUMNS, ("name",))
-
-    def scan() -> Iterator[op_memory.Allocation]:
-        for name, size, allocated, released, *totals, stream in db.execute(
-                f"SELECT {fields} FROM OP_MEMORY o{joins} ORDER BY o.allocationTime"):
-            start = _memory_ns(allocated, rank)
-            if start is None or size is None:
-                continue
-            component = op_memory.PTA if stream is not None else op_memory.GE
-            yield op_memory.Allocation(str(name), float(size), component, start, _memory_ns(released, rank),
-                                       _floats(totals[:3]), _floats(totals[3:]))
-    return scan()
-
-
-def _npu_op_mem(db: sqlite3.Connection, schema: Schema, rank: RankInfo) -> Iterator[Slice | Sample]:
-    """NPU_OP_MEM's raw events: each one's totals (Allocated, Reserved) as its component's counter;
-    an allocation paired with the release of its address as a slice (those never released at the
-    end, to the last event). Memory holds the allocations not yet released."""
-    columns = ("operatorName", "addr", "type", "size", "timestampNs", "totalAllocate", "totalReserve",
-               "component")
-    if not {"addr", "type", "timestampNs"} <= schema.columns("NPU_OP_MEM"):
-        return
-    kinds = _enum(db, schema, "ENUM_MEMORY")
-    strings = ("operatorName", "component") if kinds else ("operatorName", "component", "type")
-    fields, joins = schema.select("n", "NPU_OP_MEM", columns, strings)
-    live: dict[Any, tuple[str, str, int, Any]] = {}
-    last_ns = 0
-    for name, addr, kind, size, ts, allocated, reserved, component in db.execute(
-            f"SELECT {fields} FROM NPU_OP_MEM n{joins} ORDER BY n.timestampNs"):
-        ts_ns = _memory_ns(ts, rank)
-        if ts_ns is None:
-            continue
-        last_ns, component = max(last_ns, ts_ns), str(component)
-        for label, value in zip(MEMORY_KINDS, (allocated, reserved), strict=False):
-            if value is not None:
-                yield Sample(rank.rank, memory_counter(component, label), ts_ns, float(value))
-        kind = kinds.get(kind, kind) if kinds else kind
-        if kind == "allocate":
-            live[addr] = (str(name), component, ts_ns, size)
-        elif kind == "release" and addr in live:
-            name, component, start, size = live.pop(addr)
-            yield _allocation(rank, name, component, start, ts_ns - start, size, {})
-    for name, component, start, size in live.values():
-        yield _allocation(rank, name, component, start, last_ns - start, size, {"Released": False})
-
-
-def _allocation(rank: RankInfo, name: str, component: str, start: int, dur: int, size: Any,
-                args: dict) -> Slice:
-    return Slice(rank.rank, Layer.MEMORY, allocations_lane(component), name, start, dur,
-                 {MEMORY_SIZE_ARG: float(size or 0), **args})
-
-
-def _npu_mem(db: sqlite3.Connection, schema: Schema, rank: RankInfo) -> Iterator[Sample]:
-    """NPU_MEM's ``app`` rows: the application's device memory (HBM bytes) as the driver samples it,
-    the APP component's Reserved (memory_record.csv's APP rows in the text form)."""
-    if not {"type", "hbm", "timestampNs"} <= schema.columns("NPU_MEM"):
-        return
-    fields, joins = schema.select("k", "NPU_MEM", ("type", "hbm", "timestampNs"), ("type",))
-    for kind, hbm, ts in db.execute(f"SELECT {fields} FROM NPU_MEM k{joins} ORDER BY k.timestampNs"):
-        ts_ns = _memory_ns(ts, rank)
-        if str(kind).lower() == "app" and ts_ns is not None and hbm is not None:
-            yield Sample(rank.rank, memory_counter("APP", "Reserved"), ts_ns, float(hbm))
-
-
-def _memory_ns(ts: Any, rank: RankInfo) -> int | None:
-    """A time column (epoch ns, INTEGER or TEXT) as the rank's epoch ns; None where it holds none."""
-    try:
-        return checked_ns(int(ts) + rank.clock_offset_ns)
-    except (TypeError, ValueError, ArithmeticError):
-        return None
-
-
-def _floats(values: Any) -> tuple:
-    return tuple(None if v is None else float(v) for v in values)

@@ -109,3 +109,11 @@ class Schema:
 def text(expression: str) -> str:
     """SQL: true where the value is TEXT or NULL (a string column's id ``STRING_IDS`` resolved)."""
     return f"typeof({expression}) IN ('text', 'null')"
+
+
+def enum_names(db: sqlite3.Connection, schema: Schema, table: str) -> dict[int, str]:
+    """An ``ENUM_*`` table's names by id; empty where the table (or its id and name) is missing."""
+    columns = schema.columns(table)
+    if "id" not in columns or "name" not in columns:
+        return {}
+    return {row[0]: row[1] for row in db.execute(f'SELECT id, name FROM "{table}"')}

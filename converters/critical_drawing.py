@@ -19,7 +19,7 @@ import dataclasses
 import hashlib
 from collections.abc import Iterator
 
-from .analyses.critical import StepPath, keyed_paths
+from .analyses.critical import StepPath, keyed_paths, own_clocks
 from .budget import DETAIL, Spool, SpoolFile
 from .errors import Diagnostics
 from .layout import Begin, End, JobProcess, Track
@@ -50,7 +50,7 @@ def draw_paths(profile: Profile, shifts: dict[int, int], encoder, spool: Spool, 
     rank's origin); returns the process to declare, none where nothing was drawn (said in
     ``diag``). What the read finds to say, the conversion's own read of the same files says: not
     twice."""
-    apart = [info.rank for info in profile.ranks if not info.wall_clock] if len(profile.ranks) > 1 else []
+    apart = own_clocks(profile.ranks)
     if apart:  # a path across clocks that share no time would run through years
         diag.note("no_critical_path", f"--critical-path: nothing drawn, rank {format_ids(apart)} shares no "
                   "clock with the others (no path runs across ranks without a common time); --align "

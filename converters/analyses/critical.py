@@ -289,7 +289,8 @@ def critical_paths(
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``, a bad ``align``;
-            ranks on clocks of their own kept with others and not aligned.
+            ranks on clocks of their own kept with others and not aligned (``--align collectives``
+            aligns those that share collectives).
         InputError: an input file broken beyond recovery.
     """
     if isinstance(path, Profile):  # its selection, read in detail (the device tasks)
@@ -298,7 +299,7 @@ def critical_paths(
         options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
         profile = Profile.open(path, options, where=where, diag=diag)
     shifts = profile.align() if aligning(align) else {}
-    _check_one_timeline(profile.ranks, aligning(align))
+    _check_one_timeline(profile.ranks)  # after aligning: the ranks it could not align
     for _, found in keyed_paths(profile, shifts):
         yield found
 
@@ -319,16 +320,16 @@ def keyed_paths(profile: Profile, shifts: dict[int, int]) -> Iterator[tuple[Step
         spool.close()
 
 
-def own_clocks(infos: list[RankInfo], aligned: bool) -> list[int]:
-    """The ranks whose times cannot be laid on one timeline with the others': a path crosses ranks
-    only where they can. A rank on a clock of its own (MindSpore 1.x without host_start.log: device
-    ticks since the device started) beside others made a step span of days, nearly all idle."""
-    own = [info.rank for info in infos if not info.wall_clock]
-    return own if len(infos) > 1 and not aligned else []
+def own_clocks(infos: list[RankInfo]) -> list[int]:
+    """The ranks whose times cannot be laid on one timeline with the others' (after ``--align
+    collectives``: those it could not align): a path crosses ranks only where they can. A rank on a
+    clock of its own (MindSpore 1.x without host_start.log: device ticks since the device started)
+    beside others made a step span of days, nearly all idle."""
+    return [info.rank for info in infos if not info.wall_clock] if len(infos) > 1 else []
 
 
-def _check_one_timeline(infos: list[RankInfo], aligned: bool) -> None:
-    if own := own_clocks(infos, aligned):
+def _check_one_timeline(infos: list[RankInfo]) -> None:
+    if own := own_clocks(infos):
         raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time), not "
                          "comparable with the other ranks': keep one rank (--ranks), or --align collectives "
                          "where they share collectives")

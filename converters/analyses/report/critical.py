@@ -90,7 +90,7 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
     slow = _slowest(facts, SLOWEST_STEPS)
     if not slow and not links:
         return None, []
-    own = own_clocks(profile.ranks, bool(shifts))
+    own = own_clocks(profile.ranks)  # the report aligned them where it could
     keys = frozenset() if own else frozenset(f.key for f in slow)  # no path across clocks of their own
     marked = sorted({f.key.step for f in slow if f.key is not None})
     steps = profile.options.steps if links or not marked else marked

@@ -16,7 +16,7 @@ import dataclasses
 import os
 import pickle
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -320,12 +320,15 @@ def keyed_paths(profile: Profile, shifts: dict[int, int]) -> Iterator[tuple[Step
         spool.close()
 
 
-def own_clocks(infos: list[RankInfo]) -> list[int]:
+def own_clocks(infos: list[RankInfo], aligned: Collection[int] = ()) -> list[int]:
     """The ranks whose times cannot be laid on one timeline with the others' (after ``--align
-    collectives``: those it could not align): a path crosses ranks only where they can. A rank on a
-    clock of its own (MindSpore 1.x without host_start.log: device ticks since the device started)
-    beside others made a step span of days, nearly all idle."""
-    return [info.rank for info in infos if not info.wall_clock] if len(infos) > 1 else []
+    collectives``, which marks the ranks it aligned as on wall time, or those not in ``aligned``):
+    a path crosses ranks only where they can. A rank on a clock of its own (MindSpore 1.x without
+    host_start.log: device ticks since the device started) beside others made a step span of days,
+    nearly all idle."""
+    if len(infos) < 2:
+        return []
+    return [info.rank for info in infos if not info.wall_clock and info.rank not in aligned]
 
 
 def _check_one_timeline(infos: list[RankInfo]) -> None:

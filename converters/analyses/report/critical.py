@@ -90,7 +90,7 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
     slow = _slowest(facts, SLOWEST_STEPS)
     if not slow and not links:
         return None, []
-    own = own_clocks(profile.ranks)  # the report aligned them where it could
+    own = own_clocks(profile.ranks, aligned=shifts)  # the report's shifts, not Profile.align's
     keys = frozenset() if own else frozenset(f.key for f in slow)  # no path across clocks of their own
     marked = sorted({f.key.step for f in slow if f.key is not None})
     steps = profile.options.steps if links or not marked else marked
@@ -119,10 +119,9 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
     finally:
         spool.close()
     several = len({f.key.graph for f in facts if f.key is not None}) > 1
-    unknown = (f"rank {format_ids(own)}: times on clocks of their own, not aligned" if own
-               else "no device work recorded")
+    apart = {"unknown": f"rank {format_ids(own)}: times on clocks of their own, not aligned"} if own else {}
     critical = [SlowStep(f.key, f.graph, f.step, f.step_ns, f.rank, paths.get(f.key), _name(f, several),
-                         unknown) for f in slow]
+                         **apart) for f in slow]
     return (MatrixReport([], ranked(sums), planes) if links else None), critical
 
 

@@ -1841,13 +1841,12 @@ static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t a
                 Py_ssize_t mid = (low + high) / 2;
                 if (ts < starts[g][mid].ts) high = mid; else low = mid + 1;
             }
-            PyObject *item;
-            if (low > 0)
-                item = Py_BuildValue("(OnO)", key, starts[g][low - 1].slice, at);
-            else if (g >= 0)
-                item = Py_BuildValue("(OOn)", key, at, starts[g][0].slice);
-            else
-                item = Py_BuildValue("(OOO)", key, at, Py_None);
+            /* (key, start, end) or (key, end, a later start or None); no Py_BuildValue: its format is
+             * parsed at every call, and this is a call per arrow */
+            Py_ssize_t other = low > 0 ? starts[g][low - 1].slice : g >= 0 ? starts[g][0].slice : -1;
+            PyObject *number = other >= 0 ? PyLong_FromSsize_t(other) : Py_NewRef(Py_None), *item = NULL;
+            if (number) item = low > 0 ? PyTuple_Pack(3, key, number, at) : PyTuple_Pack(3, key, at, number);
+            Py_XDECREF(number);
             if (!item || PyList_Append(low > 0 ? arrows : unstarted, item) < 0) { Py_XDECREF(item); goto done; }
             Py_DECREF(item);
         }

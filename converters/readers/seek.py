@@ -2,13 +2,14 @@
 the events that may be steps, found by text each of them must hold (issue 28: a summary of
 torch_npu's ``trace_view.json`` is two scans of the file, the first one for ~100 events).
 
-A metadata event holds ``"M"`` (its phase); an event that may be a step ``ProfilerStep#``,
-``Iteration Time``, ``"Reduce"`` or ``"ProfileStep"`` (``_core.steps_and_names``' rules): as such,
-or written with a ``\\u`` escape. Each place one of these lies is read as the event around it
-(decoded alone, as ``_core.scan`` decodes each event) and sorted out by ``steps_and_names``, as
-the first pass does. What this finds is a guess: the records pass sees every event and says which
-are metadata and steps, and where the two differ (an event around a hit not found, one found
-inside an array of args) the reader reads the file again the usual way (``read_merged``).
+A metadata event holds ``"M"`` (its phase); an event that may be a step in Ascend's files
+``ProfilerStep#``, ``Iteration Time`` or ``"Reduce"`` (``_core.steps_and_names``' rules), unless
+written with escapes. Each place one of these lies is read as the event around it (decoded alone,
+as ``_core.scan`` decodes each event) and sorted out by ``steps_and_names``, as the first pass
+does. What this finds is a guess: the records pass sees every event and says which are metadata
+and steps, and where the two differ (an escaped word, an event around a hit not found, one found
+inside an array of args, Paddle's ``ProfileStep``) the reader reads the file again the usual way
+(``chrome_trace._sought``).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _hits(path: Path) -> list[int] | None:
             if len(hits) > _MOST_HITS:
                 return None
             kept = min(_OVERLAP, end)
-            buf[:kept] = view[end - kept:end]
+            buf[:kept] = bytes(view[end - kept:end])  # a copy: the two may overlap in a short file
             base += end - kept
     return sorted(hits)
 

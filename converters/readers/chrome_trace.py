@@ -40,7 +40,7 @@ from ..model import (
     checked_ns,
 )
 from ..overlap import NOT_COMPUTE, is_compute
-from . import jsonfile
+from . import jsonfile, seek
 from ._core import RawEvents, by_kind, by_step, read_events, scan, steps_and_names
 from .events import Event, is_profiler_step
 from .flows import Linker, linked
@@ -64,11 +64,23 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
     anywhere); the second turns every other event into a record, files it under the step it
     starts in (the last step started at or before it) in a spill file, and then each step is
     read back whole, its arrows bound (``flows.Linker``). The file need not be time-ordered.
+    A big file in Ascend's dialect has its first pass made from its text (``_sought``).
     """
-    records = Records(rank, None, detail, dialect or ASCEND)
+    dialect = dialect or ASCEND
+    sought = _sought(rank, files, detail, dialect)
+    if sought is not None:
+        records, steps, spill, notes = sought
+        for kind, text in notes.items():
+            diag.note(kind, text)
+        try:
+            yield from _linked_spill(records, steps, spill, diag)
+        finally:
+            spill.__exit__()
+        return
+    records = Records(rank, None, detail, dialect)
     for path in files:
         records.read_steps(path, diag)
-    steps = sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
+    steps = _steps(records)
     if not steps:  # no step trace: all of it is one pseudo step
         for path in files:
             records.read(path, diag, steps=False)
@@ -76,18 +88,78 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
         yield from linked([pseudo], diag)
         return
     with StepSpill() as spill:
-        starts = [step.start_ns for step, _ in steps]
-        for path in files:
-            for batch in records.read_batches(path, diag):
-                _file_by_step(batch, starts, spill)
-        device = records.saw_device  # known only now: the spill pass saw every event
+        _spill_pass(records, files, steps, spill, diag)
+        yield from _linked_spill(records, steps, spill, diag)
 
-        def load(index: int) -> tuple[StepRecords, list[FlowEnd]]:
-            step, phases = steps[index]
-            found = phases + spill.load(index, rank.rank)
-            return step_records(rank, step.graph, step.step, step, found, device)
 
-        yield from _link_spilled(len(steps), load, _SpilledFinishes(spill, len(steps)), diag)
+_Steps = list[tuple[Step, list[Slice]]]
+
+
+def _sought(rank: RankInfo, files: list[Path], detail: bool,
+            dialect: Dialect) -> tuple[Records, _Steps, StepSpill, dict[str, str]] | None:
+    """The records pass of ``read_merged`` on one big plain file in Ascend's dialect, after a first
+    pass made from the text every metadata event and step must hold (``seek``), not a scan of
+    every event: the records, steps, spill (open) and notes, if the records pass, which sees every
+    event, met the same metadata and steps, and nothing was warned of (then the usual way reads
+    the same, and says the same). None where the text does not tell, or the passes differ: then
+    the file is read the usual way."""
+    path = files[0]
+    if dialect is not ASCEND or len(files) != 1 or path.name.endswith(".gz"):
+        return None
+    try:  # a file that cannot be read is said so by the usual way
+        found = seek.names_and_steps(path) if path.stat().st_size > BATCH_BYTES else None
+    except OSError:
+        return None
+    if found is None:
+        return None
+    names, candidates = found
+    tried = Diagnostics()
+    records = Records(rank, None, detail, dialect)
+    records.take_sought(path, names, candidates, tried)
+    steps = _steps(records)
+    if not steps or tried.counts:
+        return None
+    spill = StepSpill().__enter__()
+    seen: tuple[list[str], list[str]] = ([], [])
+    try:
+        _spill_pass(records, files, steps, spill, tried, seen)
+    except Exception:  # the usual way meets it too, and says what it says before it
+        spill.__exit__()
+        return None
+    except BaseException:
+        spill.__exit__()
+        raise
+    if tried.counts or seen != (seek.keys(names), seek.keys(candidates)):
+        spill.__exit__()
+        return None
+    return records, steps, spill, tried.notes
+
+
+def _steps(records: Records) -> _Steps:
+    return sorted(((s, phases) for s, phases in records.steps.values() if s), key=lambda p: p[0].start_ns)
+
+
+def _spill_pass(records: Records, files: list[Path], steps: _Steps, spill: StepSpill, diag: Diagnostics,
+                seen: tuple[list[str], list[str]] | None = None) -> None:
+    """Every event but the first pass's into a record, filed under its step in ``spill``; ``seen``
+    takes the metadata and possible steps met (``seek.keys``)."""
+    starts = [step.start_ns for step, _ in steps]
+    for path in files:
+        for batch in records.read_batches(path, diag, seen=seen):
+            _file_by_step(batch, starts, spill)
+
+
+def _linked_spill(records: Records, steps: _Steps, spill: StepSpill,
+                  diag: Diagnostics) -> Iterator[StepRecords]:
+    """The spilled steps read back one at a time, their arrows bound."""
+    rank, device = records.rank, records.saw_device  # known only now: the spill pass saw every event
+
+    def load(index: int) -> tuple[StepRecords, list[FlowEnd]]:
+        step, phases = steps[index]
+        found = phases + spill.load(index, rank.rank)
+        return step_records(rank, step.graph, step.step, step, found, device)
+
+    return _link_spilled(len(steps), load, _SpilledFinishes(spill, len(steps)), diag)
 
 
 def in_python(events: list[Event] | RawEvents, index: int, out: list, python: Callable[[Event, int], None],
@@ -374,10 +446,12 @@ class Records:
         self._named.add(path)
 
     def read_batches(self, path: Path, diag: Diagnostics, *, steps: bool = False, slices: bool = True,
-                     keep: bool = False) -> Iterator[list[Slice | Sample | FlowEnd]]:
+                     keep: bool = False, seen: tuple[list[str], list[str]] | None = None,
+                     ) -> Iterator[list[Slice | Sample | FlowEnd]]:
         """Like ``read``, a batch of events at a time, yielding each batch's records (which are
         kept in ``self.slices`` too only if ``keep``). At the end, says what of the file was not
-        read, and why (``report``)."""
+        read, and why (``report``). ``seen`` takes the metadata events and possible steps met, as
+        ``seek.keys``."""
         self._steps_wanted, self._slices_wanted = steps, slices
         self._unread.clear()
         index = made = events_seen = 0
@@ -397,6 +471,10 @@ class Records:
             if path not in self._named:  # names first, wherever they lie in the batch
                 for event in steps_and_names(events, index)[0]:
                     self._metadata(event)
+            if seen is not None:
+                names, candidates = steps_and_names(events, index)
+                seen[0].extend(seek.keys(names))
+                seen[1].extend(seek.keys(event for _, event in candidates))
             kept_before = len(self.slices)
             metadata, device = read(events, index, self.slices, event_of, context)
             self.saw_device = self.saw_device or device
@@ -441,6 +519,15 @@ class Records:
             index += len(events)
         self._named.add(path)
         for index, event in candidates:
+            self._complete(event, index, path, diag)
+
+    def take_sought(self, path: Path, names: list[Event], candidates: list[Event], diag: Diagnostics) -> None:
+        """``read_steps`` from the metadata events and possible steps ``seek`` found in the file."""
+        for event in names:
+            self._metadata(event)
+        self._named.add(path)
+        self._steps_wanted, self._slices_wanted = True, False
+        for index, event in enumerate(candidates):
             self._complete(event, index, path, diag)
 
     def report(self, path: Path, events: int, made: int, diag: Diagnostics) -> None:

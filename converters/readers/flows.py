@@ -80,8 +80,11 @@ class Linker:
             elif fallback is not None:  # its only start here comes later: a backwards arrow
                 made[fallback] = self._arrow(key, records, fallback, records, target, made.get(fallback, 0))
         later = lasts(bound.last_starts) if bound.last_starts else {}
+        pending_of = self._pending.pop  # _release inlined: a call per start of a step
         for key, first in bound.last_starts.items():
-            self._release(key)  # an id used again: the ends still to come belong to this start
+            released = pending_of(key, None)  # an id used again: the ends still to come belong to this start
+            if released is not None:
+                released[0][1] -= 1
             if key in later:
                 self._pending[key] = [entry, first, made.get(first, 0), later[key]]
                 entry[1] += 1

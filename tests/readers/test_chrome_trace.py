@@ -748,3 +748,67 @@ def test_records_are_sorted_by_kind_in_their_order(kinds):
     records = [made[kind](i) for i, kind in enumerate(kinds)]
     assert _core.by_kind(records, Slice, Sample, FlowEnd) == tuple(
         [r for r in records if type(r) is kind] for kind in (Slice, Sample, FlowEnd))
+
+
+# ---------------------------------------------------------------- the first pass made from the text
+
+
+def _escaped(events: list[dict], old: bytes, new: bytes) -> bytes:
+    """The events' JSON with ``old`` written as ``new`` (an escape the needles cannot see)."""
+    return orjson.dumps(events).replace(old, new, 1)
+
+
+def _sought_cases() -> dict[str, list[dict] | bytes]:
+    body = steps(4) + [e for k in (1, 2, 3, 4) for e in device_step(k)]
+    shuffled = NAMES + body
+    random.Random(7).shuffle(shuffled)
+    named = {"ph": "M", "name": "process_name", "pid": DEVICE, "tid": 0, "args": {"name": "Python"}}
+    lookalike = x(PYTHON, 1, "op", 1500, 1, inner=[named])
+    return {
+        "names last": body + NAMES, "names first": NAMES + body, "shuffled": shuffled,
+        "metadata escaped": _escaped(body + NAMES, b'"ph":"M"', b'"ph":"\\u004d"'),
+        "a step escaped": _escaped(body + NAMES, b"ProfilerStep#2", b"Profiler\\u0053tep#2"),
+        "metadata inside args": body[:3] + [lookalike] + body[3:] + NAMES,
+        "odd forms": _odd_forms(), "cut off": orjson.dumps(body + NAMES)[:-40],
+        "no steps": [e for e in body if not e["name"].startswith("Profiler")] + NAMES,
+    }
+
+
+@pytest.mark.parametrize("kind", ["detail", "summary"])
+@pytest.mark.parametrize("case", [*_sought_cases(), "generated"])
+def test_the_first_pass_made_from_the_text_reads_what_scanning_every_event_reads(tmp_path, monkeypatch,
+                                                                                small_batches, kind, case):
+    root = tmp_path / "rank"
+    if case == "generated":
+        from fixtures.ascend_pt_gen import write_ascend_pt_profile
+
+        write_ascend_pt_profile(root, ranks=1, pp=1, steps=3, tasks_per_step=60, metadata_last=True, seed=3)
+    else:
+        events = _sought_cases()[case]
+        rank_dir = write_rank(root, [])
+        (rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_bytes(
+            events if isinstance(events, bytes) else orjson.dumps(events))
+    monkeypatch.setattr(chrome_trace.seek, "_CHUNK", 97)  # words across chunks
+    taken = []
+    sought = chrome_trace._sought
+    monkeypatch.setattr(chrome_trace, "_sought", lambda *a: taken.append(found := sought(*a)) or found)
+    read = _records_and_messages(root, kind)
+    assert len(taken) == 1
+    assert (taken[0] is not None) == (case in ("names last", "names first", "shuffled", "generated"))
+    monkeypatch.setattr(chrome_trace.seek, "names_and_steps", lambda *a: None)  # the scanning first pass
+    assert read == _records_and_messages(root, kind)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b'"M"', b"M", b'"', b"ProfilerStep#", b"Step#", b"Iteration Time", b" T",
+                                 b'"Reduce"', b"x", b"\\u", b"\n" * 7]), max_size=40),
+       st.integers(0, 1 << 40))
+def test_found_at_finds_every_needle_as_bytes_find_does(parts, base):
+    from converters.readers import seek
+
+    data = b"".join(parts)
+    expected = sorted({base + at for needle, _ in seek._NEEDLES for at in range(len(data))
+                       if data.startswith(needle, at)})
+    assert sorted(_core.found_at(data, seek._NEEDLES, base, 1 << 20)) == expected
+    if expected:  # one more than allowed
+        assert _core.found_at(data, seek._NEEDLES, base, len(expected) - 1) is None

@@ -74,8 +74,7 @@ packable = st.lists(st.one_of(packable_slices, samples, flow_ends), max_size=40)
 @settings(max_examples=300, deadline=None)
 @given(packable, st.lists(st.sampled_from([f"Stream {i}" for i in range(100)]), min_size=1, max_size=200))
 def test_records_without_dict_args_are_packed_and_come_back_whole(batch, lanes):
-    # lanes shared by many records (one str object each, as a reader's routes make them), more of
-    # them than the packer remembers
+    # lanes shared by many records (one str object each, as a reader's routes make them)
     shared = {text: text for text in lanes}
     batch = batch + [Slice(3, Layer.STREAM, shared[lane], "k", i, 1) for i, lane in enumerate(lanes)]
     packed = _core.pack(batch, _ORDER, Slice, Sample, FlowEnd)
@@ -83,6 +82,16 @@ def test_records_without_dict_args_are_packed_and_come_back_whole(batch, lanes):
     back = _core.unpack(packed, 3, _LAYERS, Slice, Sample, FlowEnd)
     assert back == [_as_filed(r) for r in batch]
     assert [type(r) for r in back] == [type(r) for r in batch]
+
+
+def test_more_shared_texts_than_the_packer_remembers_come_back_whole():
+    # the reader shares a batch's names among its records (_core.read_events): thousands of them
+    names = [f"kernel_{i}" for i in range(3000)]
+    batch = [Slice(3, Layer.STREAM, "Stream 1", name, i, 1) for i, name in enumerate(names + names)]
+    packed = _core.pack(batch, _ORDER, Slice, Sample, FlowEnd)
+    back = _core.unpack(packed, 3, _LAYERS, Slice, Sample, FlowEnd)
+    assert back == [_as_filed(r) for r in batch]
+    assert back[0].name is back[3000].name and back[-1].name == "kernel_2999"
 
 
 def test_what_cannot_be_packed_is_said_not_lost():

@@ -64,6 +64,8 @@ from ..model import (
     checked_ns,
 )
 from ..overlap import NOT_COMPUTE
+from ._core import flow_id as _flow_id
+from ._db_core import bind as _bind
 from .ascend_db_memory import memory  # noqa: F401 - the reader's memory hook (readers/__init__.py)
 from .flows import flow_id, warn_backwards_flows
 from .sqlite import DAMAGED, HINT, Schema, enum_names, read_only
@@ -71,6 +73,7 @@ from .sqlite import DAMAGED, HINT, Schema, enum_names, read_only
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
 _NA_ENUMS = (65534, 65535)
+_BIND_LAYERS = (Layer.HOST, Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)  # _db_core.bind's
 
 
 def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
@@ -256,9 +259,15 @@ class _Flows:
         self.rank, self.links, self.backwards = rank, links, 0
 
     def bind(self, slices: list[Slice]) -> list[Slice]:
+        """The step's slices with their arrows, by the rules of ``bind_rules``, in C
+        (``_db_core.bind``: BENCHMARKS.md, issue 28, round three)."""
+        self.backwards += _bind(slices, self.links, self.rank, _flow_id, _BIND_LAYERS)
+        return slices
+
+    def bind_rules(self, slices: list[Slice]) -> list[Slice]:
         """The step's slices with their arrows: from a launch (the last of its connectionId) to each
         target of it in the order read, the k-th numbered k. A task's arrows in and a launch's arrows
-        out are made together: each slice is rebuilt once."""
+        out are made together: each slice is rebuilt once. The reference ``bind`` follows."""
         launches: dict[int, int] = {}
         ops: dict[int, int] = {}  # a device connection id -> the PyTorch op that launched it
         targets: dict[int, int | list[int]] = {}  # most launches have one target: its index

@@ -34,18 +34,10 @@ static PyObject *with_flows(PyObject *s, PyObject *outs, PyObject *ins) {
     return made;
 }
 
-/* ends + (flow,) */
-static int add_flow(PyObject **ends, PyObject *flow) {
-    Py_ssize_t n = *ends ? PyTuple_GET_SIZE(*ends) : 0;
-    PyObject *grown = PyTuple_New(n + 1);
+/* *ends + flows (a tuple; *ends one too, or NULL for none) */
+static int add_flows(PyObject **ends, PyObject *flows) {
+    PyObject *grown = *ends ? PySequence_Concat(*ends, flows) : (Py_INCREF(flows), flows);
     if (!grown) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(*ends, i);
-        Py_INCREF(item);
-        PyTuple_SET_ITEM(grown, i, item);
-    }
-    Py_INCREF(flow);
-    PyTuple_SET_ITEM(grown, n, flow);
     Py_XSETREF(*ends, grown);
     return 0;
 }
@@ -63,7 +55,9 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
     PyObject *start = PyTuple_GET_ITEM(PyList_GET_ITEM(b->slices, first), SLICE_START_NS);
     PyObject *key = PyUnicode_FromFormat("%S|%s:%S|", b->rank, kind, link);
     if (!key) return -1;
+    PyObject *flows = PyList_New(0);  /* the launch's, added at once (a launch may have thousands) */
     int many = PyList_CheckExact(ends), rc = -1;
+    if (!flows) goto done;
     for (Py_ssize_t k = 0; k < (many ? PyList_GET_SIZE(ends) : 1); k++) {
         Py_ssize_t last = PyLong_AsSsize_t(many ? PyList_GET_ITEM(ends, k) : ends);
         if (last == -1 && PyErr_Occurred()) goto done;
@@ -77,16 +71,19 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
         }
         PyObject *text = PyUnicode_FromFormat("%U%zd", key, k);
         if (!text) goto done;
-        PyObject *flow = PyObject_CallOneArg(b->flow_id, text);
+        PyObject *flow = PyObject_CallOneArg(b->flow_id, text), *one = flow ? PyTuple_Pack(1, flow) : NULL;
         Py_DECREF(text);
-        if (!flow) goto done;
-        int failed = add_flow(&b->ins[last], flow) < 0 || add_flow(&b->outs[first], flow) < 0;
-        Py_DECREF(flow);
+        int failed = !one || add_flows(&b->ins[last], one) < 0 || PyList_Append(flows, flow) < 0;
+        Py_XDECREF(flow); Py_XDECREF(one);
         if (failed) goto done;
     }
-    rc = 0;
+    PyObject *out = PyList_GET_SIZE(flows) ? PyList_AsTuple(flows) : NULL;
+    rc = out ? add_flows(&b->outs[first], out) : 0;
+    Py_XDECREF(out);
+    if (PyErr_Occurred()) rc = -1;
 done:
     Py_DECREF(key);
+    Py_XDECREF(flows);
     return rc;
 }
 

@@ -16,6 +16,15 @@
 
 #include "../records.h"
 
+/* Leave a Slice whose args hold no container (a dict of numbers and strings, the collector leaves
+ * it alone too) to the collector's care no more: nothing it holds can lead back to it, so it is in
+ * no reference cycle, and a rank's 160,000 slices walked by every collection cost a tenth of a
+ * conversion (BENCHMARKS.md, issue 28, round three). */
+static void untrack(PyObject *s) {
+    PyObject *args = PyTuple_GET_ITEM(s, SLICE_ARGS);
+    if (!PyObject_IS_GC(args) || !PyObject_GC_IsTracked(args)) PyObject_GC_UnTrack(s);
+}
+
 /* A Slice of ``type``: tuple.__new__(type, (rank, layer, lane, name, start, dur, args, task_type, (), ())),
  * the references to ``start``, ``dur`` and ``args`` taken over (NULL: an error already set) */
 static PyObject *new_slice(PyTypeObject *type, PyObject *rank, PyObject *layer, PyObject *lane, PyObject *name,
@@ -32,6 +41,7 @@ static PyObject *new_slice(PyTypeObject *type, PyObject *rank, PyObject *layer, 
         PyTuple_SET_ITEM(made, i, items[i]);
     }
     Py_DECREF(none);
+    untrack(made);
     return made;
 }
 
@@ -54,6 +64,7 @@ static PyObject *with_flows(PyObject *s, PyObject *outs, PyObject *ins) {
     }
     Py_INCREF(outs); PyTuple_SET_ITEM(made, SLICE_FLOWS_OUT, outs);
     Py_INCREF(ins); PyTuple_SET_ITEM(made, SLICE_FLOWS_IN, ins);
+    untrack(made);
     return made;
 }
 

@@ -442,16 +442,21 @@ class _Reader:
         ``ok``) becomes its slice in C (``_db_core.task_slices``: what ``_task_rules`` makes of such a
         row, without a dict or call per row); any other row (an HCCL task, a bad time, an id
         ``STRING_IDS`` lacks) is read by ``_task_rules``, in its place."""
-        rank, all_tasks, lanes = self.rank.rank, self.all_tasks, {}
+        lanes: dict[int, str] = {}
         cursor = db.execute(self._task_query(), {"offset": self.rank.clock_offset_ns})
         while rows := cursor.fetchmany(_BATCH):
-            batch, i = [], 0
-            while (i := _task_slices(rows, i, batch, _TASK_SPEC, rank, lanes, all_tasks)) < len(rows):
-                record = self._task_rules(rows[i])
-                if record is not None:
-                    batch.append(record)
-                i += 1
-            yield batch
+            yield self.task_batch(rows, lanes)
+
+    def task_batch(self, rows: list[tuple], lanes: dict[int, str]) -> list[Slice]:
+        """Rows of the TASK query as their slices, in order; ``lanes`` the stream lanes named so far."""
+        batch: list[Slice] = []
+        i, rank, all_tasks = 0, self.rank.rank, self.all_tasks
+        while (i := _task_slices(rows, i, batch, _TASK_SPEC, rank, lanes, all_tasks)) < len(rows):
+            record = self._task_rules(rows[i])
+            if record is not None:
+                batch.append(record)
+            i += 1
+        return batch
 
     def _task_rules(self, row: tuple) -> Slice | None:
         """One row of the TASK query as its slice, by the rules; None if it is skipped (summary
@@ -589,7 +594,7 @@ class _Reader:
         tid). A row whose times, thread and strings are as expected (the query's first column)
         becomes its slice in C (``_db_core.host_slices``: what ``_host_slice`` makes of it); any
         other by the rules of ``_host_slice``, in its place."""
-        prefix, extra = _HOST[table]
+        extra = _HOST[table][1]
         columns = self.schema.columns(table)
         if not {"startNs", "endNs"} <= columns:
             return
@@ -606,22 +611,31 @@ class _Reader:
         # startNs is TEXT in some versions: order by its value, not its spelling
         query = (f"SELECT {ok}, {links}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
                  "ORDER BY CAST(h.startNs AS INTEGER)")
-        api = self.enums["API"] if table == "CANN_API" else None
-        spec, rank, offset, lanes = (Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, \
-            self.rank.clock_offset_ns, {}
-        cursor = db.execute(query, {"offset": offset})
+        lanes: dict[int, str] = {}
+        cursor = db.execute(query, {"offset": self.rank.clock_offset_ns})
         while rows := cursor.fetchmany(_BATCH):
-            batch, i = [], 0
-            while (i := _host_slices(rows, i, batch, spec, rank, offset, lanes, prefix, api, self.links)) \
-                    < len(rows):
-                row = rows[i]
-                record = self._host_slice(table, row[2:])
-                if record is not None:
-                    if row[1] is not None:
-                        self.links[row[6]] = row[1]
-                    batch.append(record)
-                i += 1
-            yield batch
+            yield self.host_batch(table, rows, lanes)
+
+    def host_batch(self, table: str, rows: list[tuple], lanes: dict[int, str]) -> list[Slice]:
+        """Rows of a host table's query (ok, links, then the columns ``_host_slice`` reads) as their
+        slices, in order, their links to device connection ids noted; ``lanes`` the thread lanes
+        named so far."""
+        prefix, extra = _HOST[table]
+        api = self.enums["API"] if table == "CANN_API" else None
+        spec, rank, offset = (Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, \
+            self.rank.clock_offset_ns
+        batch: list[Slice] = []
+        i = 0
+        while (i := _host_slices(rows, i, batch, spec, rank, offset, lanes, prefix, api, self.links)) \
+                < len(rows):
+            row = rows[i]
+            record = self._host_slice(table, row[2:])
+            if record is not None:
+                if row[1] is not None:
+                    self.links[row[6]] = row[1]
+                batch.append(record)
+            i += 1
+        return batch
 
     def _links(self, table: str, joins: str) -> tuple[str, str]:
         """(column, joins): for PYTORCH_API, the device connection ids its row's ``connectionId``

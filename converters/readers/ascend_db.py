@@ -235,10 +235,10 @@ def _by_step(rank: RankInfo, steps: list[Step],
         yield StepRecords(rank.rank, None, step.step, step, slices, samples)
 
 
-def _batches(records: Iterable[Slice | Sample], size: int = 4096) -> Iterator[list[Slice | Sample]]:
+def _batches(records: Iterable[Slice | Sample]) -> Iterator[list[Slice | Sample]]:
     """A scan made one record at a time (the small tables) as ``_by_step``'s batches."""
     records = iter(records)
-    while batch := list(islice(records, size)):
+    while batch := list(islice(records, _BATCH)):
         yield batch
 
 
@@ -366,7 +366,7 @@ _COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
 _TASK_SPEC = (Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, (_OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT,
                                                                _TASK_ARGS_END, _ARGS_END, _TASK_TYPE,
                                                                _COMPUTE_NAME))
-_BATCH = 4096  # rows fetched and made into slices at once
+_BATCH = 128  # rows fetched and made into slices at once (more: a step's memory grows, no faster)
 _LIMIT = TIME_LIMIT_NS - 1
 # host tables: (lane prefix, columns); name, globalTid and connectionId are read from each
 _HOST = {

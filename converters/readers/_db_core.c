@@ -52,8 +52,16 @@ typedef struct {
     Py_ssize_t backwards;
 } Bind;
 
-/* A slice rebuilt with its arrows: tuple.__new__(Slice, (*s[:SLICE_FLOWS_OUT], outs, ins)) */
+/* A slice with its arrows: tuple.__new__(Slice, (*s[:SLICE_FLOWS_OUT], outs, ins)); the slice itself,
+ * changed in place, where the caller holds the only reference to it (no one else can see it change:
+ * a conversion's slices are the step's list's alone, and an arrow then costs no copy) */
 static PyObject *with_flows(PyObject *s, PyObject *outs, PyObject *ins) {
+    if (Py_REFCNT(s) == 1) {
+        Py_INCREF(outs); Py_SETREF(((PyTupleObject *)s)->ob_item[SLICE_FLOWS_OUT], outs);
+        Py_INCREF(ins); Py_SETREF(((PyTupleObject *)s)->ob_item[SLICE_FLOWS_IN], ins);
+        Py_INCREF(s);
+        return s;
+    }
     PyTypeObject *type = Py_TYPE(s);
     PyObject *made = type->tp_alloc(type, SLICE_FIELDS);
     if (!made) return NULL;

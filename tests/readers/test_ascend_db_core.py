@@ -36,14 +36,18 @@ _OPS = st.dictionaries(st.integers(0, 3), st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(_STEP, min_size=1, max_size=3), _OPS, st.integers(0, 5))
-def test_bind_in_c_follows_the_rules(steps, links, rank):
+@given(st.lists(_STEP, min_size=1, max_size=3), _OPS, st.integers(0, 5), st.booleans())
+def test_bind_in_c_follows_the_rules(steps, links, rank, own):
     """Arrows out of CANN launches and PyTorch ops, into stream tasks, plane tasks and ops: the same
-    slices rebuilt, the same links taken, the same backwards arrows counted, step after step."""
+    slices rebuilt, the same links taken, the same backwards arrows counted, step after step; the
+    slices the step's list alone holds (``own``, as in a conversion) changed in place, others left
+    as they were."""
     c, rules = _Flows(rank, dict(links)), _Flows(rank, dict(links))
     for step in steps:
-        assert c.bind(list(step)) == rules.bind_rules(list(step))
+        given, before = ([Slice(*s) for s in step] if own else list(step)), [tuple(s) for s in step]
+        assert c.bind(given) == rules.bind_rules(list(step))
         assert c.links == rules.links
+        assert [tuple(s) for s in step] == before  # shared slices are left as they were
     assert c.backwards == rules.backwards
 
 

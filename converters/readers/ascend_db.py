@@ -33,12 +33,14 @@ and ``fwdbwd`` arrows).
 
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
-one ``ORDER BY`` scan and the scans are merged by time; a step is yielded as soon as the merge
-passes the next step's start, so memory holds one step at a time. SQLite does the joins and
-resolves the strings, and says of each TASK and host API row whether it is as expected (integer
-times in range, a stream or thread, every string id found): those rows become slices at once,
-without per-row dicts or calls; any other row goes through the rules (``_device_task``,
-``_comm_task``, ``_host_slice``), which say what is skipped or warned about (BENCHMARKS.md, issue 28).
+one ``ORDER BY`` scan, in batches of rows, and the scans are merged by time; a step is yielded as
+soon as the merge passes the next step's start, so memory holds one step at a time. SQLite does the
+joins and resolves the strings, and says of each TASK and host API row whether it is as expected
+(integer times in range, a stream or thread, every string id found): those rows become slices in C
+(``_db_core``), what the rules would make of them; any other row goes through the rules
+(``_device_task``, ``_comm_task``, ``_host_slice``), which say what is skipped or warned about. The
+merge by time and the step's arrows are C too (BENCHMARKS.md, issue 28; tests/readers/
+test_ascend_db_core.py pins each C path to its Python).
 """
 
 from __future__ import annotations
@@ -366,7 +368,7 @@ _COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
 _TASK_SPEC = (Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, (_OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT,
                                                                _TASK_ARGS_END, _ARGS_END, _TASK_TYPE,
                                                                _COMPUTE_NAME))
-_BATCH = 128  # rows fetched and made into slices at once (more: a step's memory grows, no faster)
+_BATCH = 64  # rows fetched and made into slices at once (more: a step's memory grows, no faster)
 _LIMIT = TIME_LIMIT_NS - 1
 # host tables: (lane prefix, columns); name, globalTid and connectionId are read from each
 _HOST = {

@@ -1,14 +1,14 @@
-/* The database form's per-slice work in C (readers/ascend_db.py), beside the Python rules it follows:
+/* The database form's per-record work in C (readers/ascend_db.py), beside the Python rules it follows:
  * - ascend_db._Flows.bind_rules: a step's host-to-device arrows (bind);
- * - ascend_db._Reader.task_rules, host_rules: the rows SQLite says are as expected to slices
- *   (task_slices, host_slices), until a row the rules must read;
- * - ascend_db._by_step_rules: the scans merged by time and filed under their steps (fill).
+ * - ascend_db._Reader._task_rules, _host_slice: the TASK and host API rows SQLite says are as
+ *   expected made into their slices (task_slices, host_slices), until a row the rules must read;
+ * - heapq.merge and the loop that filed its stream by step: the scans merged by time and filed
+ *   under their steps (fill, for ascend_db._by_step).
  *
- * A detail step of the database form has one arrow per device task (a CANN launch to each task of
- * its connectionId, a PyTorch op to the tasks CONNECTION_IDS lists for it): looking up every
- * slice's connection id and rebuilding the ends cost ~0.6 s per rank of 80,000 tasks in Python,
- * a quarter of the conversion. The rules stay those of the Python reference, which the tests
- * compare this with (tests/test_ascend_db_core.py).
+ * A rank of 80,000 device tasks has as many host launches and arrows: made one record at a time in
+ * Python (a dict and a call per row, a heap step per record, a lookup and a rebuild per arrow) they
+ * were most of a detail conversion (BENCHMARKS.md, issue 28, round three). tests/readers/
+ * test_ascend_db_core.py pins each function here to the Python it follows.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -33,20 +33,21 @@ and ``fwdbwd`` arrows).
 
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
-one ``ORDER BY`` scan and the scans are merged by time; a step is yielded as soon as the merge
-passes the next step's start, so memory holds one step at a time. SQLite does the joins and
-resolves the strings, and says of each TASK and host API row whether it is as expected (integer
-times in range, a stream or thread, every string id found): those rows become slices at once,
-without per-row dicts or calls; any other row goes through the rules (``_device_task``,
-``_comm_task``, ``_host_slice``), which say what is skipped or warned about (BENCHMARKS.md, issue 28).
+one ``ORDER BY`` scan, in batches of rows, and the scans are merged by time; a step is yielded as
+soon as the merge passes the next step's start, so memory holds one step at a time. SQLite does the
+joins and resolves the strings, and says of each TASK and host API row whether it is as expected
+(integer times in range, a stream or thread, every string id found): those rows become slices in C
+(``_db_core``), what the rules would make of them; any other row goes through the rules
+(``_device_task``, ``_comm_task``, ``_host_slice``), which say what is skipped or warned about. The
+merge by time and the step's arrows are C too (BENCHMARKS.md, issue 28; tests/readers/
+test_ascend_db_core.py pins each C path to its Python).
 """
 
 from __future__ import annotations
 
-import heapq
 import sqlite3
-from collections.abc import Iterator
-from operator import attrgetter
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,11 @@ from ..model import (
     checked_ns,
 )
 from ..overlap import NOT_COMPUTE
+from ._core import flow_id as _flow_id
+from ._db_core import bind as _bind
+from ._db_core import fill as _fill
+from ._db_core import host_slices as _host_slices
+from ._db_core import task_slices as _task_slices
 from .ascend_db_memory import memory  # noqa: F401 - the reader's memory hook (readers/__init__.py)
 from .flows import flow_id, warn_backwards_flows
 from .sqlite import DAMAGED, HINT, Schema, enum_names, read_only
@@ -71,6 +77,7 @@ from .sqlite import DAMAGED, HINT, Schema, enum_names, read_only
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
 _NA_ENUMS = (65534, 65535)
+_BIND_LAYERS = (Layer.HOST, Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)  # _db_core.bind's
 
 
 def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
@@ -104,13 +111,13 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
         enums["MODULE"] = enum_names(db, schema, "ENUM_MODULE")
         reader = _Reader(rank, path, diag, detail or cann, schema, enums)
         steps = _steps(db, schema, path, diag, rank)
-        scans = [reader.tasks(db), reader.ops(db)]
+        scans = [reader.tasks(db), _batches(reader.ops(db))]
         if detail:
-            scans += [reader.host(db, table) for table in _HOST] + [reader.counters(db, t) for t in _COUNTERS]
-        stream = heapq.merge(*scans, key=attrgetter("start_ns"))
+            scans += [reader.host(db, table) for table in _HOST] + \
+                [_batches(reader.counters(db, t)) for t in _COUNTERS]
         flows = _Flows(rank.rank, reader.links)
         ops_recorded = {"startNs", "endNs"} <= schema.columns("COMMUNICATION_OP")
-        for records in _by_step(rank, steps, stream):
+        for records in _by_step(rank, steps, scans):
             records.ops_recorded = ops_recorded
             if cann:
                 records.device_span = _device_span(records.slices)
@@ -208,35 +215,33 @@ def _steps(db: sqlite3.Connection, schema: Schema, path: Path, diag: Diagnostics
     return steps
 
 
-def _by_step(rank: RankInfo, steps: list[Step], stream: Iterator[Slice | Sample]) -> Iterator[StepRecords]:
-    """File time-ordered records under the last step started at or before them (the first step
-    for those before it); yield each step as soon as the stream passes the next one's start."""
+def _by_step(rank: RankInfo, steps: list[Step],
+             scans: list[Iterator[list[Slice | Sample]]]) -> Iterator[StepRecords]:
+    """File the scans' records (each scan a time-ordered iterator of batches), merged by time as
+    ``heapq.merge`` would (ties: the earlier scan's first), under the last step started at or
+    before them (the first step for those before it); yield each step as soon as the merge passes
+    the next one's start. The merge and filing are C (``_db_core.fill``): 160,000 records per
+    rank went through ``heapq.merge`` and a Python loop."""
+    heads: list[list] = [[iter(scan), [], 0] for scan in scans]
     if not steps:
-        yield _records(rank, None, list(stream))
+        slices, samples = [], []
+        _fill(heads, TIME_LIMIT_NS, slices, samples, Slice, Sample)
+        yield StepRecords(rank.rank, None, None, None, slices, samples)
         return
     # the start of the step after each, then one no record reaches (they start within ±2**62 ns)
-    after = [step.start_ns for step in steps[1:]] + [TIME_LIMIT_NS]
-    index, bucket, next_start = 0, [], after[0]
-    for s in stream:
-        if s.start_ns >= next_start:
-            while s.start_ns >= next_start:
-                yield _records(rank, steps[index], bucket)
-                index, bucket = index + 1, []
-                next_start = after[index]
-        bucket.append(s)
-    yield _records(rank, steps[index], bucket)
-    for step in steps[index + 1:]:
-        yield _records(rank, step, [])
+    for step, next_start in zip(steps, [step.start_ns for step in steps[1:]] + [TIME_LIMIT_NS], strict=True):
+        slices, samples = [], []
+        _fill(heads, next_start, slices, samples, Slice, Sample)
+        slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
+                            step.end_ns - step.start_ns, {"Step": step.step}))
+        yield StepRecords(rank.rank, None, step.step, step, slices, samples)
 
 
-def _records(rank: RankInfo, step: Step | None, records: list[Slice | Sample]) -> StepRecords:
-    slices = [r for r in records if type(r) is Slice]
-    samples = [r for r in records if type(r) is Sample] if len(slices) < len(records) else []
-    if step is None:
-        return StepRecords(rank.rank, None, None, None, slices, samples)
-    slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
-                        step.end_ns - step.start_ns, {"Step": step.step}))
-    return StepRecords(rank.rank, None, step.step, step, slices, samples)
+def _batches(records: Iterable[Slice | Sample]) -> Iterator[list[Slice | Sample]]:
+    """A scan made one record at a time (the small tables) as ``_by_step``'s batches."""
+    records = iter(records)
+    while batch := list(islice(records, _BATCH)):
+        yield batch
 
 
 def _device_span(slices: list[Slice]) -> tuple[int, int] | None:
@@ -256,9 +261,15 @@ class _Flows:
         self.rank, self.links, self.backwards = rank, links, 0
 
     def bind(self, slices: list[Slice]) -> list[Slice]:
+        """The step's slices with their arrows, by the rules of ``bind_rules``, in C
+        (``_db_core.bind``: BENCHMARKS.md, issue 28, round three)."""
+        self.backwards += _bind(slices, self.links, self.rank, _flow_id, _BIND_LAYERS)
+        return slices
+
+    def bind_rules(self, slices: list[Slice]) -> list[Slice]:
         """The step's slices with their arrows: from a launch (the last of its connectionId) to each
         target of it in the order read, the k-th numbered k. A task's arrows in and a launch's arrows
-        out are made together: each slice is rebuilt once."""
+        out are made together: each slice is rebuilt once. The reference ``bind`` follows."""
         launches: dict[int, int] = {}
         ops: dict[int, int] = {}  # a device connection id -> the PyTorch op that launched it
         targets: dict[int, int | list[int]] = {}  # most launches have one target: its index
@@ -339,7 +350,6 @@ _DEVICE_ARGS = ("Task Id", "Stream Id", "Model Id", "Context Id", "connection_id
                 "Block Dim", "Mix Block Dim", "Input Shapes", "Input Data Types", "Input Formats",
                 "Output Shapes", "Output Data Types", "Output Formats", "Wait Time(ns)")
 _TASK_ARGS = 6  # of them the task's own
-_NOTHING = frozenset((None, "", "N/A"))  # values drawn as no arg
 _TASK_COLUMNS = ("ok", "kind", "start", "dur", "stream", *_DEVICE_ARGS, "startNs", "endNs", "taskType",
                  "c name", "c taskType", *(f"m {n}" for n in _COMM_TASK))
 _OK, _KIND, _START, _DUR, _STREAM, _TASK_TYPE, _COMPUTE_NAME = (_TASK_COLUMNS.index(n) for n in (
@@ -354,6 +364,11 @@ _TASK_AT = {"startNs": _TASK_COLUMNS.index("startNs"), "endNs": _TASK_COLUMNS.in
 _COMPUTE_AT = {"name": _COMPUTE_NAME, "taskType": _TASK_COLUMNS.index("c taskType"),
                **{n: _ARGS_AT + _TASK_ARGS + i for i, n in enumerate(_COMPUTE_ARGS)}}
 _COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
+# what _db_core.task_slices makes a row into, and where it reads the row
+_TASK_SPEC = (Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, (_OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT,
+                                                               _TASK_ARGS_END, _ARGS_END, _TASK_TYPE,
+                                                               _COMPUTE_NAME))
+_BATCH = 64  # rows fetched and made into slices at once (more: a step's memory grows, no faster)
 _LIMIT = TIME_LIMIT_NS - 1
 # host tables: (lane prefix, columns); name, globalTid and connectionId are read from each
 _HOST = {
@@ -423,44 +438,41 @@ class _Reader:
             return None
         return times
 
-    def tasks(self, db: sqlite3.Connection) -> Iterator[Slice]:
-        """TASK rows, time-ordered, as stream or plane slices. SQLite joins the task info and
-        resolves the strings; a device task whose times and strings are as expected (the query's
-        ``ok``) becomes its slice here, at once; any other row (an HCCL task, a bad time, an id
-        ``STRING_IDS`` lacks) is read by the rules of ``_device_task`` and ``_comm_task``."""
-        rank, all_tasks = self.rank.rank, self.all_tasks
+    def tasks(self, db: sqlite3.Connection) -> Iterator[list[Slice]]:
+        """TASK rows, time-ordered, as stream or plane slices, in batches. SQLite joins the task info
+        and resolves the strings; a device task whose times and strings are as expected (the query's
+        ``ok``) becomes its slice in C (``_db_core.task_slices``: what ``_task_rules`` makes of such a
+        row, without a dict or call per row); any other row (an HCCL task, a bad time, an id
+        ``STRING_IDS`` lacks) is read by ``_task_rules``, in its place."""
         lanes: dict[int, str] = {}
-        new = tuple.__new__
-        for row in db.execute(self._task_query(), {"offset": self.rank.clock_offset_ns}):
-            kind = row[_KIND]
-            if row[_OK] and kind != _COMM:
-                if kind == _COMPUTE_KIND:
-                    values = row[_ARGS_AT:_ARGS_END]
-                elif all_tasks:
-                    values = row[_ARGS_AT:_TASK_ARGS_END]
-                else:
-                    continue
-                args = dict(zip(_DEVICE_ARGS, values, strict=False)) if _NOTHING.isdisjoint(values) \
-                    else _kept(_DEVICE_ARGS, values)
-                task_type = row[_TASK_TYPE] or ""
-                stream = row[_STREAM]
-                lane = lanes.get(stream) or lanes.setdefault(stream, f"Stream {stream}")
-                name = row[_COMPUTE_NAME] or task_type or "Task"
-                yield new(Slice, (rank, Layer.STREAM, lane, name, row[_START], row[_DUR], args,
-                                  task_type if kind else NOT_COMPUTE, (), ()))
-                continue
-            task = {name: row[i] for name, i in _TASK_AT.items()}
-            if kind == _COMM:
-                record = self._comm_task(task, dict(zip(_COMM_TASK, row[_COMM_AT:], strict=True))) \
-                    if all_tasks else None
-            elif kind == _COMPUTE_KIND or all_tasks:
-                c = {name: row[i] for name, i in _COMPUTE_AT.items()}
-                c["globalTaskId"] = kind or None
-                record = self._device_task(task, c)
-            else:
-                continue
+        cursor = db.execute(self._task_query(), {"offset": self.rank.clock_offset_ns})
+        while rows := cursor.fetchmany(_BATCH):
+            yield self.task_batch(rows, lanes)
+
+    def task_batch(self, rows: list[tuple], lanes: dict[int, str]) -> list[Slice]:
+        """Rows of the TASK query as their slices, in order; ``lanes`` the stream lanes named so far."""
+        batch: list[Slice] = []
+        i, rank, all_tasks = 0, self.rank.rank, self.all_tasks
+        while (i := _task_slices(rows, i, batch, _TASK_SPEC, rank, lanes, all_tasks)) < len(rows):
+            record = self._task_rules(rows[i])
             if record is not None:
-                yield record
+                batch.append(record)
+            i += 1
+        return batch
+
+    def _task_rules(self, row: tuple) -> Slice | None:
+        """One row of the TASK query as its slice, by the rules; None if it is skipped (summary
+        draws no HCCL task, nor, torch_npu's, a task that does not compute)."""
+        kind = row[_KIND]
+        task = {name: row[i] for name, i in _TASK_AT.items()}
+        if kind == _COMM:
+            return self._comm_task(task, dict(zip(_COMM_TASK, row[_COMM_AT:], strict=True))) \
+                if self.all_tasks else None
+        if kind == _COMPUTE_KIND or self.all_tasks:
+            c = {name: row[i] for name, i in _COMPUTE_AT.items()}
+            c["globalTaskId"] = kind or None
+            return self._device_task(task, c)
+        return None
 
     def _task_query(self) -> str:
         """The TASK query: its columns at the places ``_TASK_COLUMNS`` names. Summary (torch_npu's:
@@ -579,11 +591,12 @@ class _Reader:
                     args[key] = value
             yield Slice(self.rank.rank, Layer.COMM_OP, group, name, *times, args)
 
-    def host(self, db: sqlite3.Connection, table: str) -> Iterator[Slice]:
-        """A host API table, time-ordered, one lane per thread (``globalTid``: pid << 32 | tid). A row
-        whose times, thread and strings are as expected (the query's first column) becomes its slice
-        here, at once; any other by the rules of ``_host_slice``."""
-        prefix, extra = _HOST[table]
+    def host(self, db: sqlite3.Connection, table: str) -> Iterator[list[Slice]]:
+        """A host API table, time-ordered, in batches, one lane per thread (``globalTid``: pid << 32 |
+        tid). A row whose times, thread and strings are as expected (the query's first column)
+        becomes its slice in C (``_db_core.host_slices``: what ``_host_slice`` makes of it); any
+        other by the rules of ``_host_slice``, in its place."""
+        extra = _HOST[table][1]
         columns = self.schema.columns(table)
         if not {"startNs", "endNs"} <= columns:
             return
@@ -596,32 +609,35 @@ class _Reader:
             f"h.startNs + :offset BETWEEN {-_LIMIT} AND {_LIMIT}", f"h.endNs - h.startNs <= {_LIMIT}",
             f"typeof({h['globalTid']}) = 'integer'",
             *(self.schema.resolved("h", n, h[n]) for n in strings if n in h)])
-        given = " AND ".join(f"{h[n]} IS NOT NULL" for n in names[4:])  # every arg
         links, joins = self._links(table, joins)
         # startNs is TEXT in some versions: order by its value, not its spelling
-        query = (f"SELECT {ok}, {given}, {links}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
+        query = (f"SELECT {ok}, {links}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
                  "ORDER BY CAST(h.startNs AS INTEGER)")
-        keys, api = ("connection_id", *extra), self.enums["API"] if table == "CANN_API" else None
-        rank, offset, lanes, new, layer = self.rank.rank, self.rank.clock_offset_ns, {}, tuple.__new__, \
-            Layer.HOST
-        for row in db.execute(query, {"offset": offset}):
-            if not row[0]:
-                record = self._host_slice(table, row[3:])
-                if record is not None:
-                    if row[2] is not None:
-                        self.links[row[7]] = row[2]
-                    yield record
-                continue
-            args = dict(zip(keys, row[7:], strict=False)) if row[1] else \
-                {k: v for k, v in zip(keys, row[7:], strict=True) if v is not None}
-            if api is not None and (kind := args.get("type")) is not None:
-                args["type"] = api.get(kind, kind)
-            if row[2] is not None:
-                self.links[row[7]] = row[2]
-            start, tid = row[3], row[6]
-            lane = lanes.get(tid) or lanes.setdefault(tid, f"{prefix} (thread {tid & 0xFFFF_FFFF})")
-            yield new(Slice, (rank, layer, lane, row[5] or prefix, start + offset, row[4] - start, args, "",
-                              (), ()))
+        lanes: dict[int, str] = {}
+        cursor = db.execute(query, {"offset": self.rank.clock_offset_ns})
+        while rows := cursor.fetchmany(_BATCH):
+            yield self.host_batch(table, rows, lanes)
+
+    def host_batch(self, table: str, rows: list[tuple], lanes: dict[int, str]) -> list[Slice]:
+        """Rows of a host table's query (ok, links, then the columns ``_host_slice`` reads) as their
+        slices, in order, their links to device connection ids noted; ``lanes`` the thread lanes
+        named so far."""
+        prefix, extra = _HOST[table]
+        api = self.enums["API"] if table == "CANN_API" else None
+        spec, rank, offset = (Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, \
+            self.rank.clock_offset_ns
+        batch: list[Slice] = []
+        i = 0
+        while (i := _host_slices(rows, i, batch, spec, rank, offset, lanes, prefix, api, self.links)) \
+                < len(rows):
+            row = rows[i]
+            record = self._host_slice(table, row[2:])
+            if record is not None:
+                if row[1] is not None:
+                    self.links[row[6]] = row[1]
+                batch.append(record)
+            i += 1
+        return batch
 
     def _links(self, table: str, joins: str) -> tuple[str, str]:
         """(column, joins): for PYTORCH_API, the device connection ids its row's ``connectionId``
@@ -680,7 +696,3 @@ class _Reader:
         if bad:
             self.diag.warn("bad_row", f"{self.path}: {table}: {bad} values without a number or time; skipped")
 
-
-def _kept(keys: tuple[str, ...], values: tuple) -> dict[str, Any]:
-    """The args a task draws: its values but those that say nothing (None, "", "N/A")."""
-    return {k: v for k, v in zip(keys, values, strict=False) if v is not None and v not in ("", "N/A")}

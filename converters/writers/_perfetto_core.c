@@ -48,6 +48,9 @@ static int buf_double(Buf *b, double d) {
 #define K_A_INT 0x20         /* DebugAnnotation.int_value (4), varint */
 #define K_SEQ_FLAGS 0x68     /* TracePacket.sequence_flags (13), varint */
 #define NEEDS_STATE 2
+#define EVENT_NAME 23         /* TrackEvent.name, the inline fields of the interned strings */
+#define A_NAME 10             /* DebugAnnotation.name */
+#define A_STRING 6            /* DebugAnnotation.string_value */
 static const unsigned char K_DOUBLE_COUNTER[2] = {0xE1, 0x02};  /* double_counter_value (44), fixed64 */
 static const unsigned char K_FLOW_OUT[2] = {0xF9, 0x02};        /* flow_ids (47), fixed64 */
 static const unsigned char K_FLOW_IN[2] = {0x81, 0x03};         /* terminating_flow_ids (48), fixed64 */
@@ -99,11 +102,31 @@ fail:
     return -1;
 }
 
-/* An interned string's reference (``field: iid`` bytes), interning it in Python if new. */
-static PyObject *ref(State *st, PyObject *refs, PyObject *interner, PyObject *text) {
+/* ``text`` written inline in field ``field`` (perfetto._str); NULL with no error set for text with
+ * surrogates (Python replaces them). */
+static PyObject *inline_text(PyObject *text, unsigned field) {
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    if (!utf8) { PyErr_Clear(); return NULL; }
+    Buf b = {0};
+    PyObject *made = NULL;
+    if (buf_varint(&b, field << 3 | 2) == 0 && buf_varint(&b, n) == 0 && buf_put(&b, utf8, n) == 0)
+        made = PyBytes_FromStringAndSize(b.data, b.len);
+    PyMem_Free(b.data);
+    return made;
+}
+
+/* An interned string's reference (``field: iid`` bytes), interning it in Python if new; past the
+ * table's cap the text itself in field ``inline_key`` (as perfetto._Interner does, without its call:
+ * a trace of many distinct names, the database form's ``MatMulV2_302``, passes the cap). */
+static PyObject *ref(State *st, PyObject *refs, PyObject *interner, PyObject *text, unsigned inline_key) {
     PyObject *found = PyDict_GetItemWithError(refs, text);
     if (found) { Py_INCREF(found); return found; }
     if (PyErr_Occurred()) return NULL;
+    if (PyDict_GET_SIZE(refs) >= MAX_INTERNED && PyUnicode_CheckExact(text)) {
+        PyObject *field = inline_text(text, inline_key);
+        if (field) return field;
+    }
     st->touched = 1;
     PyObject *made = PyObject_CallOneArg(interner, text);
     if (made && !PyBytes_CheckExact(made)) {
@@ -114,30 +137,22 @@ static PyObject *ref(State *st, PyObject *refs, PyObject *interner, PyObject *te
     return made;
 }
 
-static int put_ref(State *st, Buf *b, PyObject *refs, PyObject *interner, PyObject *text) {
-    PyObject *r = ref(st, refs, interner, text);
+static int put_ref(State *st, Buf *b, PyObject *refs, PyObject *interner, PyObject *text, unsigned inline_key) {
+    PyObject *r = ref(st, refs, interner, text, inline_key);
     if (!r) return -1;
     int rc = buf_bytes(b, r);
     Py_DECREF(r);
     return rc;
 }
 
-/* A string value's field: its interned id, or past the table's cap the text itself (as
- * perfetto._Interner does); NULL with no error set: leave it to Python. */
+/* A string value's field: its interned id, or past the table's cap the text itself; NULL with no
+ * error set: leave it to Python. */
 static PyObject *string_value(State *st, PyObject *text) {
-    if (PyDict_GET_SIZE(st->string_refs) < MAX_INTERNED) return ref(st, st->string_refs, st->strings, text);
+    if (PyDict_GET_SIZE(st->string_refs) < MAX_INTERNED)
+        return ref(st, st->string_refs, st->strings, text, A_STRING);
     PyObject *found = PyDict_GetItemWithError(st->string_refs, text);
     if (found) { Py_INCREF(found); return found; }
-    if (PyErr_Occurred()) return NULL;
-    Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
-    if (!utf8) { PyErr_Clear(); return NULL; }  /* surrogates: Python replaces them */
-    Buf b = {0};
-    PyObject *field = NULL;
-    if (buf_put(&b, "\x32", 1) == 0 && buf_varint(&b, n) == 0 && buf_put(&b, utf8, n) == 0)
-        field = PyBytes_FromStringAndSize(b.data, b.len);  /* string_value (6), inline */
-    PyMem_Free(b.data);
-    return field;
+    return PyErr_Occurred() ? NULL : inline_text(text, A_STRING);
 }
 
 /* One argument as a DebugAnnotation: floats and ids never repeat and are encoded each time;
@@ -162,7 +177,7 @@ static int put_annotation(State *st, Buf *b, PyObject *key, PyObject *value) {
         }
         if (PyErr_Occurred()) goto fail;
     }
-    if (!(name = ref(st, st->arg_refs, st->arg_names, key))) goto fail;
+    if (!(name = ref(st, st->arg_refs, st->arg_names, key, A_NAME))) goto fail;
     unsigned char scalar[11];  /* an int_value (tag and a varint of up to 10 bytes) or a double_value */
     const char *value_bytes = (const char *)scalar;
     Py_ssize_t value_len = 0;
@@ -363,7 +378,7 @@ static int encode_event(State *st, Buf *out, Buf *body, Buf *payload, PyObject *
         PyObject *args = PyTuple_GET_ITEM(s, SLICE_ARGS), *flows_out = PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT),
                  *flows_in = PyTuple_GET_ITEM(s, SLICE_FLOWS_IN);
         if (buf_bytes(body, begin_prefix) < 0 ||
-            put_ref(st, body, st->name_refs, st->names, PyTuple_GET_ITEM(s, SLICE_NAME)) < 0)
+            put_ref(st, body, st->name_refs, st->names, PyTuple_GET_ITEM(s, SLICE_NAME), EVENT_NAME) < 0)
             goto done;
         int has_args = PyObject_IsTrue(args);
         if (has_args < 0 || (has_args && put_args(st, body, args) < 0)) goto done;

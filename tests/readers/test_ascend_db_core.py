@@ -1,0 +1,180 @@
+"""The database form's C helpers (readers/_db_core.c) against the Python rules they follow."""
+
+from __future__ import annotations
+
+import heapq
+from operator import attrgetter
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from converters.errors import Diagnostics
+from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Sample, Slice, Step, StepRecords
+from converters.readers.ascend_db import _TASK_COLUMNS, _by_step, _Flows, _Reader
+
+# (layer, lane), launches and their targets the most
+_LANES = ((Layer.HOST, "CANN (thread 1)"), (Layer.HOST, "PyTorch (thread 2)"), (Layer.STREAM, "Stream 1"),
+          (Layer.STREAM, "Stream 2"), (Layer.COMM_TASK, "Plane 0"), (Layer.COMM_OP, "group"),
+          (Layer.HOST, "MSTX (thread 3)"), (Layer.STEP, "Steps"))
+_LINKS = st.sampled_from((0, 1, 2, 3, None))  # few ids: launches share them, as steps do
+
+
+@st.composite
+def _slice(draw) -> Slice:
+    layer, lane = draw(st.sampled_from(_LANES))
+    linked = st.fixed_dictionaries({"connection_id": _LINKS}, optional={"x": st.integers()})
+    args = draw(st.one_of(linked, linked, linked, st.sampled_from(({}, None, b'{"connection_id": 1}'))))
+    start = draw(st.integers(0, 9) if layer is Layer.HOST else st.integers(8, 12))  # now and then backwards
+    return Slice(0, layer, lane, "s", start, 1, args, "", draw(st.sampled_from(((), (9,)))), ())
+
+
+_STEP = st.lists(_slice(), min_size=4, max_size=30)
+# PYTORCH_API's connectionId -> its device connection ids, as SQLite's group_concat writes them
+_OPS = st.dictionaries(st.integers(0, 3), st.one_of(
+    st.none(), st.lists(st.integers(0, 3), min_size=1, max_size=3).map(lambda ids: ",".join(map(str, ids)))))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_STEP, min_size=1, max_size=3), _OPS, st.integers(0, 5), st.booleans())
+def test_bind_in_c_follows_the_rules(steps, links, rank, own):
+    """Arrows out of CANN launches and PyTorch ops, into stream tasks, plane tasks and ops: the same
+    slices rebuilt, the same links taken, the same backwards arrows counted, step after step; the
+    slices the step's list alone holds (``own``, as in a conversion) changed in place, others left
+    as they were."""
+    c, rules = _Flows(rank, dict(links)), _Flows(rank, dict(links))
+    for step in steps:
+        given, before = ([Slice(*s) for s in step] if own else list(step)), [tuple(s) for s in step]
+        assert c.bind(given) == rules.bind_rules(list(step))
+        assert c.links == rules.links
+        assert [tuple(s) for s in step] == before  # shared slices are left as they were
+    assert c.backwards == rules.backwards
+
+
+# -- rows to slices: what C makes of the rows SQLite says are as expected is what the rules make ------
+
+_TEXT = st.sampled_from(("", "N/A", "MatMul", "FLOAT;FLOAT", '"1,2";"3"'))
+_MAYBE_TEXT = st.one_of(st.none(), _TEXT)
+_MAYBE_INT = st.one_of(st.none(), st.integers(-2, 70_000))
+_ENUMS = {name: {} for name in ("TRANSPORT_TYPE", "LINK_TYPE", "DATA_TYPE", "RDMA_TYPE", "MODULE")}
+
+
+def _reader(all_tasks: bool, offset: int, api: dict | None = None) -> _Reader:
+    rank = RankInfo(rank=3, format="ascend_pt", path=Path("."), clock_offset_ns=offset)
+    return _Reader(rank, Path("x.db"), Diagnostics(), all_tasks, None, {**_ENUMS, "API": api or {}})
+
+
+@st.composite
+def _task_row(draw, offset: int) -> tuple:
+    """A row of the TASK query as SQLite makes it (its columns from the same values), its ``ok`` now
+    and then false (the rules read it then) and its times now and then out of order."""
+    kind = draw(st.sampled_from((0, 1, 1, 2)))
+    start, dur = draw(st.integers(-10**12, 10**12)), draw(st.integers(-2, 10**6))
+    stream = draw(st.one_of(st.integers(0, 5), st.none()))
+    own = [draw(st.one_of(st.none(), st.integers(0, 9))) for _ in range(3)], draw(_MAYBE_INT)
+    task_type, c_type, c_name = draw(_MAYBE_TEXT), draw(_MAYBE_TEXT), draw(_MAYBE_TEXT)
+    compute = [draw(_MAYBE_TEXT), draw(_MAYBE_INT), draw(_MAYBE_INT), *(draw(_MAYBE_TEXT) for _ in range(6)),
+               draw(_MAYBE_INT)] if kind == 1 else [None] * 10
+    if kind != 1:
+        c_type = c_name = None
+    m = [None] * 14
+    if kind == 2:
+        m = [7, draw(_MAYBE_TEXT), draw(_MAYBE_TEXT), draw(st.integers(0, 7)), draw(_MAYBE_TEXT), -1, None,
+             0, 1, None, draw(_MAYBE_INT), None, None, 5]
+    ok = draw(st.booleans()) if dur >= 0 and stream is not None else False
+    chosen = (c_type or None) or (task_type or None)
+    (task_id, model, context), link = own
+    return (int(ok), kind, start + offset, dur, stream, task_id, stream, model, context, link, chosen,
+            *compute, start, start + dur, task_type, c_name, c_type, *m)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.booleans(), st.integers(-10**6, 10**6))
+def test_task_rows_in_c_follow_the_rules(data, all_tasks, offset):
+    rows = data.draw(st.lists(_task_row(offset), max_size=20))
+    assert len(rows[0]) == len(_TASK_COLUMNS) if rows else True
+    rules = _reader(all_tasks, offset)
+    expected = [s for row in rows if (s := rules._task_rules(row)) is not None]
+    assert _reader(all_tasks, offset).task_batch(rows, {}) == expected
+
+
+_HOST_EXTRA = {"PYTORCH_API": lambda: (_MAYBE_INT, _MAYBE_INT, _MAYBE_TEXT, _MAYBE_TEXT, _MAYBE_INT),
+               "CANN_API": lambda: (st.one_of(st.none(), st.integers(0, 3)),),
+               "MSTX_EVENTS": lambda: (_MAYBE_INT, _MAYBE_INT, _MAYBE_INT)}
+
+
+@st.composite
+def _host_row(draw, table: str) -> tuple:
+    """A row of a host table's query: ok, links, startNs, endNs, name, globalTid, connectionId, then
+    the table's own columns."""
+    start, dur = draw(st.integers(-10**12, 10**12)), draw(st.integers(-2, 10**6))
+    tid = draw(st.integers(-(1 << 63), (1 << 63) - 1) | st.integers(0, 3))
+    link = draw(st.one_of(st.none(), st.integers(0, 9)))
+    links = draw(st.one_of(st.none(), st.just("1,2"))) if table == "PYTORCH_API" else None
+    ok = draw(st.booleans()) if dur >= 0 else False
+    return (int(ok), links, start, start + dur, draw(_MAYBE_TEXT), tid, link,
+            *(draw(values) for values in _HOST_EXTRA[table]()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.sampled_from(sorted(_HOST_EXTRA)), st.integers(-10**6, 10**6))
+def test_host_rows_in_c_follow_the_rules(data, table, offset):
+    rows = data.draw(st.lists(_host_row(table), max_size=20))
+    api = {1: "ACL_OP", 2: "RUNTIME"}
+    rules, expected = _reader(True, offset, api), []
+    for row in rows:  # what host_batch does with a row it does not make in C
+        if (s := rules._host_slice(table, row[2:])) is not None:
+            if row[1] is not None:
+                rules.links[row[6]] = row[1]
+            expected.append(s)
+    c = _reader(True, offset, api)
+    assert c.host_batch(table, rows, {}) == expected
+    assert c.links == rules.links
+
+
+# -- the scans merged and filed by step: as heapq.merge and the loop that filed its stream ----------
+
+def _by_step_rules(rank: RankInfo, steps: list[Step], scans: list[list[list]]) -> list[StepRecords]:
+    """The reference: the scans' batches flattened, merged by ``heapq.merge`` and filed as it went."""
+    flat = ([r for batch in scan for r in batch] for scan in scans)
+    stream = heapq.merge(*flat, key=attrgetter("start_ns"))
+    if not steps:
+        records = list(stream)
+        return [StepRecords(rank.rank, None, None, None, [r for r in records if type(r) is Slice],
+                            [r for r in records if type(r) is Sample])]
+    out, after = [], [step.start_ns for step in steps[1:]] + [TIME_LIMIT_NS]
+    index, bucket = 0, []
+    for r in stream:
+        while r.start_ns >= after[index]:
+            out.append(bucket)
+            index, bucket = index + 1, []
+        bucket.append(r)
+    out += [bucket] + [[] for _ in steps[index + 1:]]
+    result = []
+    for step, records in zip(steps, out, strict=True):
+        slices = [r for r in records if type(r) is Slice]
+        slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
+                            step.end_ns - step.start_ns, {"Step": step.step}))
+        samples = [r for r in records if type(r) is Sample]
+        result.append(StepRecords(rank.rank, None, step.step, step, slices, samples))
+    return result
+
+
+_RECORD = st.one_of(
+    st.builds(lambda t, n: Slice(0, Layer.STREAM, "Stream 1", n, t, 1), st.integers(-5, 40),
+              st.text("ab", max_size=2)),
+    st.builds(lambda t, v: Sample(0, "HBM", t, v), st.integers(-5, 40), st.integers(0, 3).map(float)))
+_SCAN = st.lists(st.lists(_RECORD, max_size=5), max_size=4)  # batches, some empty
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_SCAN.map(lambda scan: [sorted(b, key=attrgetter("start_ns")) for b in scan]), max_size=4),
+       st.lists(st.integers(0, 40), max_size=5, unique=True).map(sorted), st.booleans())
+def test_steps_filed_in_c_as_heapq_merge_merged_them(scans, starts, sort_scans):
+    """Each scan in time order (or not: the merge takes whatever head is least); steps from the
+    first or none."""
+    if sort_scans:  # a scan's records in time order across its batches, as the queries give them
+        scans = [[sorted((r for b in scan for r in b), key=attrgetter("start_ns"))] for scan in scans]
+    rank = RankInfo(rank=0, format="ascend_pt", path=Path("."))
+    steps = [Step(None, i, start, start + 3) for i, start in enumerate(starts)]
+    assert list(_by_step(rank, steps, [iter(scan) for scan in scans])) == _by_step_rules(rank, steps, scans)

@@ -223,6 +223,226 @@ static int put_dict(State *st, Buf *b, PyObject *args) {
     return 0;
 }
 
+/* ``raw`` decoded by ``decoded_args`` (the rule), its annotations written as a dict's. */
+static int put_decoded(State *st, Buf *b, PyObject *raw) {
+    PyObject *decoded = PyObject_CallOneArg(st->decode, raw);
+    if (!decoded) return -1;
+    if (!PyDict_CheckExact(decoded)) {
+        PyObject *wrapped = Py_BuildValue("{sO}", "args", decoded);
+        Py_DECREF(decoded);
+        if (!(decoded = wrapped)) return -1;
+    }
+    int rc = put_dict(st, b, decoded);
+    Py_DECREF(decoded);
+    return rc;
+}
+
+/* Raw JSON args read without decoding them into a dict (``walk_args``): a flat object of strings,
+ * numbers, booleans and nulls, as most slices' args are. Each member becomes the key and value
+ * ``decoded_args`` would have made and goes through ``put_annotation`` as a dict's would; anything
+ * else (nested values, \u escapes, duplicate or escaped keys, ints past 18 digits, text that is no
+ * valid JSON) is left to ``decoded_args``, the rule, which the tests compare this against. */
+#define MAX_MEMBERS 64
+#define KEY_CACHE 512                 /* a power of two: keys' str objects, shared by every call */
+#define MAX_CACHED_KEY 64
+
+typedef struct { Py_hash_t hash; Py_ssize_t len; char text[MAX_CACHED_KEY]; PyObject *key; } CachedKey;
+static CachedKey key_cache[KEY_CACHE];
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static const char *skip_space(const char *p, const char *end) {
+    while (p < end && is_space(*p)) p++;
+    return p;
+}
+
+/* A key's str (new reference), from the cache where it is short; NULL with no error: not UTF-8. */
+static PyObject *key_of(const char *text, Py_ssize_t len) {
+    if (len > MAX_CACHED_KEY) {
+        PyObject *key = PyUnicode_DecodeUTF8(text, len, NULL);
+        if (!key) PyErr_Clear();
+        return key;
+    }
+    Py_hash_t hash = (Py_hash_t)len;
+    for (Py_ssize_t i = 0; i < len; i++) hash = hash * 1000003 ^ (unsigned char)text[i];
+    for (Py_ssize_t probe = 0; probe < KEY_CACHE; probe++) {
+        CachedKey *slot = &key_cache[(hash + probe) & (KEY_CACHE - 1)];
+        if (slot->key && slot->hash == hash && slot->len == len && memcmp(slot->text, text, len) == 0) {
+            Py_INCREF(slot->key);
+            return slot->key;
+        }
+        if (!slot->key) {
+            PyObject *key = PyUnicode_DecodeUTF8(text, len, NULL);
+            if (!key) { PyErr_Clear(); return NULL; }
+            slot->hash = hash; slot->len = len; memcpy(slot->text, text, len);
+            slot->key = key;
+            Py_INCREF(key);
+            return key;
+        }
+        if (probe > 8) break;  /* full enough: make it anew */
+    }
+    PyObject *key = PyUnicode_DecodeUTF8(text, len, NULL);
+    if (!key) PyErr_Clear();
+    return key;
+}
+
+/* A JSON string from after its opening quote: *at moves past its closing one. Escapes other than
+ * \u are unescaped into ``scratch``. New reference; NULL with no error set: left to the rule. */
+static PyObject *walk_string(const char **at, const char *end, Buf *scratch, int is_key) {
+    const char *p = *at, *start = p;
+    int escaped = 0;
+    while (p < end && *p != '"') {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20) return NULL;
+        if (c == '\\') {
+            if (is_key || p + 1 >= end || p[1] == 'u') return NULL;
+            escaped = 1;
+            p += 2;
+        } else {
+            p++;
+        }
+    }
+    if (p >= end) return NULL;
+    *at = p + 1;
+    if (is_key) return key_of(start, p - start);
+    if (!escaped) {
+        PyObject *text = PyUnicode_DecodeUTF8(start, p - start, NULL);
+        if (!text) PyErr_Clear();
+        return text;
+    }
+    scratch->len = 0;
+    if (buf_reserve(scratch, p - start) < 0) { PyErr_Clear(); return NULL; }
+    for (const char *q = start; q < p; q++) {
+        char c = *q;
+        if (c == '\\') {
+            switch (*++q) {
+            case '"': c = '"'; break;
+            case '\\': c = '\\'; break;
+            case '/': c = '/'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            default: return NULL;
+            }
+        }
+        scratch->data[scratch->len++] = c;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(scratch->data, scratch->len, NULL);
+    if (!text) PyErr_Clear();
+    return text;
+}
+
+static const char *digits(const char *p, const char *end) {
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p;
+}
+
+/* A JSON number: an int of up to 18 digits, or a float (read as float() reads it: past a double,
+ * ±inf). New reference; NULL with no error set: left to the rule. */
+static PyObject *walk_number(const char **at, const char *end) {
+    const char *p = *at, *start = p;
+    if (p < end && *p == '-') p++;
+    const char *first = p;
+    if (p < end && *p == '0') p++;
+    else if (p < end && *p >= '1' && *p <= '9') p = digits(p, end);
+    else return NULL;
+    int is_float = 0;
+    if (p < end && *p == '.') {
+        const char *frac = ++p;
+        if ((p = digits(p, end)) == frac) return NULL;
+        is_float = 1;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *exp = p;
+        if ((p = digits(p, end)) == exp) return NULL;
+        is_float = 1;
+    }
+    *at = p;
+    if (!is_float) {
+        if (p - first > 18) return NULL;
+        long long v = 0;
+        for (const char *q = first; q < p; q++) v = v * 10 + (*q - '0');
+        return PyLong_FromLongLong(*start == '-' ? -v : v);
+    }
+    char text[64];
+    if (p - start >= (Py_ssize_t)sizeof(text)) return NULL;
+    memcpy(text, start, p - start);
+    text[p - start] = '\0';
+    char *stop;
+    double d = PyOS_string_to_double(text, &stop, NULL);
+    if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return NULL; }
+    if (stop != text + (p - start)) return NULL;
+    return PyFloat_FromDouble(d);
+}
+
+static PyObject *walk_value(const char **at, const char *end, Buf *scratch) {
+    const char *p = *at;
+    if (p >= end) return NULL;
+    switch (*p) {
+    case '"': *at = p + 1; return walk_string(at, end, scratch, 0);
+    case 't': if (end - p >= 4 && memcmp(p, "true", 4) == 0) { *at = p + 4; Py_RETURN_TRUE; } return NULL;
+    case 'f': if (end - p >= 5 && memcmp(p, "false", 5) == 0) { *at = p + 5; Py_RETURN_FALSE; } return NULL;
+    case 'n': if (end - p >= 4 && memcmp(p, "null", 4) == 0) { *at = p + 4; Py_RETURN_NONE; } return NULL;
+    default: return walk_number(at, end);
+    }
+}
+
+/* The members of a flat JSON object into ``members`` (key, value, key, value ...; new references),
+ * their count; -1: left to the rule (nothing held). */
+static int walk_object(const char *p, const char *end, PyObject **members, Buf *scratch) {
+    int n = 0;
+    p = skip_space(p, end);
+    if (p >= end || *p++ != '{') return -1;
+    p = skip_space(p, end);
+    if (p < end && *p == '}') { p++; goto close; }
+    for (;;) {
+        if (n == MAX_MEMBERS || p >= end || *p++ != '"') goto fail;
+        PyObject *key = walk_string(&p, end, scratch, 1);
+        if (!key) goto fail;
+        for (int i = 0; i < n; i++)
+            if (members[2 * i] == key || PyUnicode_Compare(members[2 * i], key) == 0) {
+                Py_DECREF(key);  /* a repeated key: the dict keeps the first's place, the last's value */
+                goto fail;
+            }
+        members[2 * n] = key;
+        p = skip_space(p, end);
+        if (p >= end || *p++ != ':') { Py_DECREF(key); goto fail; }
+        p = skip_space(p, end);
+        PyObject *value = walk_value(&p, end, scratch);
+        if (!value) { Py_DECREF(key); goto fail; }
+        members[2 * n++ + 1] = value;
+        p = skip_space(p, end);
+        if (p < end && *p == ',') { p = skip_space(p + 1, end); continue; }
+        if (p < end && *p == '}') { p++; break; }
+        goto fail;
+    }
+close:
+    if (skip_space(p, end) == end) return n;
+fail:
+    for (int i = 0; i < 2 * n; i++) Py_DECREF(members[i]);
+    return -1;
+}
+
+/* ``raw``'s annotations without a dict: 1 written, 0 left to the rule, -1 error. */
+static int walk_args(State *st, Buf *b, PyObject *raw) {
+    PyObject *members[2 * MAX_MEMBERS];
+    Buf scratch = {0};
+    const char *text = PyBytes_AS_STRING(raw);
+    int n = walk_object(text, text + PyBytes_GET_SIZE(raw), members, &scratch);
+    PyMem_Free(scratch.data);
+    if (n < 0) return 0;
+    int rc = 1;
+    for (int i = 0; i < n; i++) {
+        if (rc > 0 && put_annotation(st, b, members[2 * i], members[2 * i + 1]) < 0) rc = -1;
+        Py_DECREF(members[2 * i]); Py_DECREF(members[2 * i + 1]);
+    }
+    return rc;
+}
+
 /* A slice's args: a dict, or raw JSON (bytes, msgspec.Raw) decoded now, encoded once per text. */
 static int put_args(State *st, Buf *b, PyObject *args) {
     if (PyDict_CheckExact(args)) return put_dict(st, b, args);
@@ -235,16 +455,10 @@ static int put_args(State *st, Buf *b, PyObject *args) {
         return rc;
     }
     if (PyErr_Occurred()) { Py_DECREF(raw); return -1; }
-    PyObject *decoded = PyObject_CallOneArg(st->decode, raw);
-    if (!decoded) { Py_DECREF(raw); return -1; }
-    if (!PyDict_CheckExact(decoded)) {
-        PyObject *wrapped = Py_BuildValue("{sO}", "args", decoded);
-        Py_DECREF(decoded);
-        if (!(decoded = wrapped)) { Py_DECREF(raw); return -1; }
-    }
     Py_ssize_t start = b->len;  /* encoded straight into ``b``, and remembered from there */
-    int rc = put_dict(st, b, decoded);
-    Py_DECREF(decoded);
+    int rc = walk_args(st, b, raw);
+    if (rc == 0) rc = put_decoded(st, b, raw);
+    else if (rc > 0) rc = 0;
     if (rc == 0 && PyDict_GET_SIZE(st->raw_cache) < MAX_RAW_CACHED) {
         PyObject *encoded = PyBytes_FromStringAndSize(b->data ? b->data + start : "", b->len - start);
         rc = encoded ? PyDict_SetItem(st->raw_cache, raw, encoded) : -1;

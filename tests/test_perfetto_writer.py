@@ -199,9 +199,11 @@ def _reference_args(raw: bytes, seq) -> bytes:
 @given(st.lists(raw_args(), min_size=1, max_size=6))
 def test_raw_args_are_encoded_as_their_decoded_dict_is(raws):
     """The C walk of raw JSON args (no dict made) writes what decoding them and encoding the dict
-    writes: the same annotation bytes and the same strings interned, in order; or the same error."""
+    writes: the same annotation bytes and the same strings interned, in order; or the same error;
+    also for members it remembers (constant on a sequence) rather than encodes again."""
     walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
-    for raw in raws:
+    for raw in raws + raws[::-1]:  # again, with the members the walk remembered
+        walked.raw_cache.clear()
         try:
             want = _reference_args(raw, decoded)
         except (msgspec.DecodeError, ValueError) as error:
@@ -218,3 +220,15 @@ def test_flat_raw_args_are_walked_without_decoding():
     walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
     assert encode_args(walked, raw, perfetto._annotation, calls.append) == _reference_args(raw, decoded)
     assert calls == []
+
+
+def test_raw_args_past_the_caps_are_encoded_as_their_decoded_dict_is():
+    """Past the string table's cap new strings are inline, past the member cache's they are
+    encoded each time: the same bytes as the rule's, the second time too."""
+    raws = [orjson.dumps({"k": f"v{i % (perfetto._MAX_INTERNED + 300)}", "n": i % 20000})
+            for i in range(2 * perfetto._MAX_INTERNED + 600)]
+    walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
+    for raw in raws:
+        walked.raw_cache.clear()
+        assert encode_args(walked, raw, perfetto._annotation, decoded_args) == _reference_args(raw, decoded)
+    assert walked.interned() == decoded.interned()

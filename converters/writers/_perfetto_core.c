@@ -63,12 +63,15 @@ typedef struct {
     PyObject *annotation;  /* perfetto._annotation(key, value, seq) -> bytes: the rare cases */
     PyObject *decode;      /* raw JSON args -> their value */
     PyObject *seq;
+    PyObject *last_track, *last_prefixes;  /* the track an event was last on: most run on one */
+    struct MemberCache *members;           /* the sequence's, once raw args are walked */
     int touched;           /* Python was called: the sequence may have new strings to define */
 } State;
 
 static void state_clear(State *st) {
     Py_CLEAR(st->tracks); Py_CLEAR(st->names); Py_CLEAR(st->name_refs); Py_CLEAR(st->arg_names);
     Py_CLEAR(st->arg_refs); Py_CLEAR(st->strings); Py_CLEAR(st->string_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->raw_cache); Py_CLEAR(st->tail);
+    Py_CLEAR(st->last_track); Py_CLEAR(st->last_prefixes);
 }
 
 static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *decode) {
@@ -238,16 +241,126 @@ static int put_decoded(State *st, Buf *b, PyObject *raw) {
 }
 
 /* Raw JSON args read without decoding them into a dict (``walk_args``): a flat object of strings,
- * numbers, booleans and nulls, as most slices' args are. Each member becomes the key and value
- * ``decoded_args`` would have made and goes through ``put_annotation`` as a dict's would; anything
- * else (nested values, \u escapes, duplicate or escaped keys, ints past 18 digits, text that is no
- * valid JSON) is left to ``decoded_args``, the rule, which the tests compare this against. */
+ * numbers, booleans and nulls, as most slices' args are. Each member is first checked (the whole
+ * object, before anything is written), then written as the key and value ``decoded_args`` would
+ * have made, through ``put_annotation`` as a dict's are; anything else (nested values, \u escapes,
+ * repeated or escaped keys, ints past 18 digits, text that is no valid JSON) is left to
+ * ``decoded_args``, the rule, which the tests compare this against. A member whose annotation is
+ * constant on a sequence (a string or a small int) is remembered by its text, in C
+ * (``MemberCache``): written again with no Python object made. */
 #define MAX_MEMBERS 64
 #define KEY_CACHE 512                 /* a power of two: keys' str objects, shared by every call */
 #define MAX_CACHED_KEY 64
+#define MEMBER_SLOTS (2 * MAX_INTERNED)  /* a power of two, at most half full */
 
-typedef struct { Py_hash_t hash; Py_ssize_t len; char text[MAX_CACHED_KEY]; PyObject *key; } CachedKey;
+static unsigned long long hash_text(const char *p, Py_ssize_t n, unsigned long long h) {
+    for (; n >= 8; p += 8, n -= 8) {
+        unsigned long long w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+    }
+    unsigned long long w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w ^ ((unsigned long long)n << 56)) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 32);
+}
+
+typedef struct { unsigned long long hash; Py_ssize_t len; char text[MAX_CACHED_KEY]; PyObject *key; } CachedKey;
 static CachedKey key_cache[KEY_CACHE];
+
+/* A key's str (new reference), from the cache where it is short; NULL with no error: not UTF-8. */
+static PyObject *key_of(const char *text, Py_ssize_t len) {
+    unsigned long long hash = hash_text(text, len, 0);
+    CachedKey *slot = NULL;
+    for (int probe = 0; len <= MAX_CACHED_KEY && probe < 8; probe++) {
+        slot = &key_cache[(hash + probe) & (KEY_CACHE - 1)];
+        if (!slot->key) break;
+        if (slot->hash == hash && slot->len == len && memcmp(slot->text, text, len) == 0) {
+            Py_INCREF(slot->key);
+            return slot->key;
+        }
+        slot = NULL;
+    }
+    PyObject *key = PyUnicode_DecodeUTF8(text, len, NULL);
+    if (!key) { PyErr_Clear(); return NULL; }
+    if (slot) {  /* an empty slot of the key's probe sequence */
+        slot->hash = hash; slot->len = len; memcpy(slot->text, text, len);
+        slot->key = key;
+        Py_INCREF(key);
+    }
+    return key;
+}
+
+/* One sequence's members written before: (key text, value text) -> annotation bytes, in ``arena``. */
+typedef struct { unsigned long long hash; Py_ssize_t key_len, value_len, text_at, bytes_at, bytes_len; } Member;
+typedef struct MemberCache { Member *slots; Py_ssize_t used; Buf arena; } MemberCache;
+
+static void member_cache_free(PyObject *capsule) {
+    MemberCache *cache = PyCapsule_GetPointer(capsule, "member_cache");
+    if (cache) { PyMem_Free(cache->slots); PyMem_Free(cache->arena.data); PyMem_Free(cache); }
+}
+
+/* The sequence's member cache (``seq.member_cache``, made on first use). */
+static MemberCache *member_cache_of(PyObject *seq) {
+    PyObject *held = PyObject_GetAttrString(seq, "member_cache");
+    if (!held) return NULL;
+    if (held == Py_None) {
+        Py_DECREF(held);
+        MemberCache *cache = PyMem_Calloc(1, sizeof(MemberCache));
+        if (cache) cache->slots = PyMem_Calloc(MEMBER_SLOTS, sizeof(Member));
+        if (!cache || !cache->slots) {
+            if (cache) PyMem_Free(cache);
+            PyErr_NoMemory();
+            return NULL;
+        }
+        if (!(held = PyCapsule_New(cache, "member_cache", member_cache_free))) {
+            PyMem_Free(cache->slots); PyMem_Free(cache);
+            return NULL;
+        }
+        if (PyObject_SetAttrString(seq, "member_cache", held) < 0) { Py_DECREF(held); return NULL; }
+    }
+    MemberCache *cache = PyCapsule_GetPointer(held, "member_cache");
+    Py_DECREF(held);  /* the sequence holds it */
+    return cache;
+}
+
+/* The member's slot: its own, or the empty one where it goes. */
+static Member *member_slot(MemberCache *cache, unsigned long long hash, const char *key, Py_ssize_t key_len,
+                           const char *value, Py_ssize_t value_len) {
+    for (Py_ssize_t i = hash & (MEMBER_SLOTS - 1);; i = (i + 1) & (MEMBER_SLOTS - 1)) {
+        Member *m = &cache->slots[i];
+        if (!m->bytes_len) return m;  /* an annotation is never empty */
+        const char *text = cache->arena.data + m->text_at;
+        if (m->hash == hash && m->key_len == key_len && m->value_len == value_len &&
+            memcmp(text, key, key_len) == 0 && memcmp(text + key_len, value, value_len) == 0)
+            return m;
+    }
+}
+
+static int member_remember(MemberCache *cache, Member *slot, unsigned long long hash, const char *key,
+                           Py_ssize_t key_len, const char *value, Py_ssize_t value_len, const char *bytes,
+                           Py_ssize_t bytes_len) {
+    if (cache->used >= MAX_INTERNED || bytes_len == 0) return 0;
+    Buf *arena = &cache->arena;
+    Member m = {hash, key_len, value_len, arena->len, arena->len + key_len + value_len, bytes_len};
+    if (buf_put(arena, key, key_len) < 0 || buf_put(arena, value, value_len) < 0 ||
+        buf_put(arena, bytes, bytes_len) < 0)
+        return -1;
+    *slot = m;
+    cache->used++;
+    return 0;
+}
+
+enum { J_STRING, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL };
+
+typedef struct {  /* one member of the object, checked */
+    const char *key, *value;   /* their text, without a string's quotes */
+    Py_ssize_t key_len, value_len;
+    int kind, escaped;
+    long long integer;
+    double number;
+} Field;
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -256,82 +369,37 @@ static const char *skip_space(const char *p, const char *end) {
     return p;
 }
 
-/* A key's str (new reference), from the cache where it is short; NULL with no error: not UTF-8. */
-static PyObject *key_of(const char *text, Py_ssize_t len) {
-    if (len > MAX_CACHED_KEY) {
-        PyObject *key = PyUnicode_DecodeUTF8(text, len, NULL);
-        if (!key) PyErr_Clear();
-        return key;
-    }
-    Py_hash_t hash = (Py_hash_t)len;
-    for (Py_ssize_t i = 0; i < len; i++) hash = hash * 1000003 ^ (unsigned char)text[i];
-    for (Py_ssize_t probe = 0; probe < KEY_CACHE; probe++) {
-        CachedKey *slot = &key_cache[(hash + probe) & (KEY_CACHE - 1)];
-        if (slot->key && slot->hash == hash && slot->len == len && memcmp(slot->text, text, len) == 0) {
-            Py_INCREF(slot->key);
-            return slot->key;
+static int is_utf8(const char *text, Py_ssize_t len) {
+    for (Py_ssize_t i = 0; i < len; i++)
+        if ((unsigned char)text[i] >= 0x80) {
+            PyObject *made = PyUnicode_DecodeUTF8(text, len, NULL);
+            if (!made) { PyErr_Clear(); return 0; }
+            Py_DECREF(made);
+            return 1;
         }
-        if (!slot->key) {
-            PyObject *key = PyUnicode_DecodeUTF8(text, len, NULL);
-            if (!key) { PyErr_Clear(); return NULL; }
-            slot->hash = hash; slot->len = len; memcpy(slot->text, text, len);
-            slot->key = key;
-            Py_INCREF(key);
-            return key;
-        }
-        if (probe > 8) break;  /* full enough: make it anew */
-    }
-    PyObject *key = PyUnicode_DecodeUTF8(text, len, NULL);
-    if (!key) PyErr_Clear();
-    return key;
+    return 1;
 }
 
-/* A JSON string from after its opening quote: *at moves past its closing one. Escapes other than
- * \u are unescaped into ``scratch``. New reference; NULL with no error set: left to the rule. */
-static PyObject *walk_string(const char **at, const char *end, Buf *scratch, int is_key) {
-    const char *p = *at, *start = p;
-    int escaped = 0;
+/* A JSON string from after its opening quote to past its closing one: 1, or 0 (left to the rule). */
+static int check_string(const char **at, const char *end, const char **text, Py_ssize_t *len, int *escaped) {
+    const char *p = *at;
+    *escaped = 0;
     while (p < end && *p != '"') {
         unsigned char c = (unsigned char)*p;
-        if (c < 0x20) return NULL;
+        if (c < 0x20) return 0;
         if (c == '\\') {
-            if (is_key || p + 1 >= end || p[1] == 'u') return NULL;
-            escaped = 1;
+            if (p + 1 >= end || !strchr("\"\\/bfnrt", p[1]) || !p[1]) return 0;
+            *escaped = 1;
             p += 2;
         } else {
             p++;
         }
     }
-    if (p >= end) return NULL;
+    if (p >= end) return 0;
+    *text = *at;
+    *len = p - *at;
     *at = p + 1;
-    if (is_key) return key_of(start, p - start);
-    if (!escaped) {
-        PyObject *text = PyUnicode_DecodeUTF8(start, p - start, NULL);
-        if (!text) PyErr_Clear();
-        return text;
-    }
-    scratch->len = 0;
-    if (buf_reserve(scratch, p - start) < 0) { PyErr_Clear(); return NULL; }
-    for (const char *q = start; q < p; q++) {
-        char c = *q;
-        if (c == '\\') {
-            switch (*++q) {
-            case '"': c = '"'; break;
-            case '\\': c = '\\'; break;
-            case '/': c = '/'; break;
-            case 'b': c = '\b'; break;
-            case 'f': c = '\f'; break;
-            case 'n': c = '\n'; break;
-            case 'r': c = '\r'; break;
-            case 't': c = '\t'; break;
-            default: return NULL;
-            }
-        }
-        scratch->data[scratch->len++] = c;
-    }
-    PyObject *text = PyUnicode_DecodeUTF8(scratch->data, scratch->len, NULL);
-    if (!text) PyErr_Clear();
-    return text;
+    return is_utf8(*text, *len);
 }
 
 static const char *digits(const char *p, const char *end) {
@@ -340,106 +408,165 @@ static const char *digits(const char *p, const char *end) {
 }
 
 /* A JSON number: an int of up to 18 digits, or a float (read as float() reads it: past a double,
- * ±inf). New reference; NULL with no error set: left to the rule. */
-static PyObject *walk_number(const char **at, const char *end) {
+ * ±inf): 1, or 0 (left to the rule). */
+static int check_number(const char **at, const char *end, Field *f) {
     const char *p = *at, *start = p;
     if (p < end && *p == '-') p++;
     const char *first = p;
     if (p < end && *p == '0') p++;
     else if (p < end && *p >= '1' && *p <= '9') p = digits(p, end);
-    else return NULL;
-    int is_float = 0;
+    else return 0;
+    f->kind = J_INT;
     if (p < end && *p == '.') {
         const char *frac = ++p;
-        if ((p = digits(p, end)) == frac) return NULL;
-        is_float = 1;
+        if ((p = digits(p, end)) == frac) return 0;
+        f->kind = J_FLOAT;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
         if (p < end && (*p == '+' || *p == '-')) p++;
         const char *exp = p;
-        if ((p = digits(p, end)) == exp) return NULL;
-        is_float = 1;
+        if ((p = digits(p, end)) == exp) return 0;
+        f->kind = J_FLOAT;
     }
     *at = p;
-    if (!is_float) {
-        if (p - first > 18) return NULL;
+    f->value = start;
+    f->value_len = p - start;
+    if (f->kind == J_INT) {
+        if (p - first > 18) return 0;
         long long v = 0;
         for (const char *q = first; q < p; q++) v = v * 10 + (*q - '0');
-        return PyLong_FromLongLong(*start == '-' ? -v : v);
+        f->integer = *start == '-' ? -v : v;
+        return 1;
     }
     char text[64];
-    if (p - start >= (Py_ssize_t)sizeof(text)) return NULL;
+    if (p - start >= (Py_ssize_t)sizeof(text)) return 0;
     memcpy(text, start, p - start);
     text[p - start] = '\0';
     char *stop;
-    double d = PyOS_string_to_double(text, &stop, NULL);
-    if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return NULL; }
-    if (stop != text + (p - start)) return NULL;
-    return PyFloat_FromDouble(d);
+    f->number = PyOS_string_to_double(text, &stop, NULL);
+    if (f->number == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return stop == text + (p - start);
 }
 
-static PyObject *walk_value(const char **at, const char *end, Buf *scratch) {
+static int check_value(const char **at, const char *end, Field *f) {
     const char *p = *at;
-    if (p >= end) return NULL;
-    switch (*p) {
-    case '"': *at = p + 1; return walk_string(at, end, scratch, 0);
-    case 't': if (end - p >= 4 && memcmp(p, "true", 4) == 0) { *at = p + 4; Py_RETURN_TRUE; } return NULL;
-    case 'f': if (end - p >= 5 && memcmp(p, "false", 5) == 0) { *at = p + 5; Py_RETURN_FALSE; } return NULL;
-    case 'n': if (end - p >= 4 && memcmp(p, "null", 4) == 0) { *at = p + 4; Py_RETURN_NONE; } return NULL;
-    default: return walk_number(at, end);
+    if (p >= end) return 0;
+    static const struct { const char *word; int kind; } words[] = {{"true", J_TRUE}, {"false", J_FALSE}, {"null", J_NULL}};
+    for (int i = 0; i < 3; i++) {
+        Py_ssize_t n = (Py_ssize_t)strlen(words[i].word);
+        if (*p == words[i].word[0]) {
+            if (end - p < n || memcmp(p, words[i].word, n) != 0) return 0;
+            f->kind = words[i].kind;
+            f->value = p;
+            f->value_len = n;
+            *at = p + n;
+            return 1;
+        }
     }
+    if (*p != '"') return check_number(at, end, f);
+    *at = p + 1;
+    f->kind = J_STRING;
+    return check_string(at, end, &f->value, &f->value_len, &f->escaped);
 }
 
-/* The members of a flat JSON object into ``members`` (key, value, key, value ...; new references),
- * their count; -1: left to the rule (nothing held). */
-static int walk_object(const char *p, const char *end, PyObject **members, Buf *scratch) {
+/* The members of a flat JSON object, checked: their count, or -1 (left to the rule). */
+static int check_object(const char *p, const char *end, Field *fields) {
     int n = 0;
     p = skip_space(p, end);
     if (p >= end || *p++ != '{') return -1;
     p = skip_space(p, end);
-    if (p < end && *p == '}') { p++; goto close; }
+    if (p < end && *p == '}') return skip_space(p + 1, end) == end ? 0 : -1;
     for (;;) {
-        if (n == MAX_MEMBERS || p >= end || *p++ != '"') goto fail;
-        PyObject *key = walk_string(&p, end, scratch, 1);
-        if (!key) goto fail;
-        for (int i = 0; i < n; i++)
-            if (members[2 * i] == key || PyUnicode_Compare(members[2 * i], key) == 0) {
-                Py_DECREF(key);  /* a repeated key: the dict keeps the first's place, the last's value */
-                goto fail;
-            }
-        members[2 * n] = key;
+        Field *f = &fields[n];
+        int key_escaped;
+        if (n == MAX_MEMBERS || p >= end || *p++ != '"' || !check_string(&p, end, &f->key, &f->key_len, &key_escaped) ||
+            key_escaped)
+            return -1;
+        for (int i = 0; i < n; i++)  /* a repeated key: the dict keeps the first's place, the last's value */
+            if (fields[i].key_len == f->key_len && memcmp(fields[i].key, f->key, f->key_len) == 0) return -1;
         p = skip_space(p, end);
-        if (p >= end || *p++ != ':') { Py_DECREF(key); goto fail; }
+        if (p >= end || *p++ != ':') return -1;
         p = skip_space(p, end);
-        PyObject *value = walk_value(&p, end, scratch);
-        if (!value) { Py_DECREF(key); goto fail; }
-        members[2 * n++ + 1] = value;
+        if (!check_value(&p, end, f)) return -1;
+        n++;
         p = skip_space(p, end);
         if (p < end && *p == ',') { p = skip_space(p + 1, end); continue; }
-        if (p < end && *p == '}') { p++; break; }
-        goto fail;
+        if (p < end && *p == '}') return skip_space(p + 1, end) == end ? n : -1;
+        return -1;
     }
-close:
-    if (skip_space(p, end) == end) return n;
-fail:
-    for (int i = 0; i < 2 * n; i++) Py_DECREF(members[i]);
-    return -1;
+}
+
+/* A checked string's str: unescaped (\u excepted, which the check refused). New reference. */
+static PyObject *string_of(const Field *f, Buf *scratch) {
+    if (!f->escaped) return PyUnicode_DecodeUTF8(f->value, f->value_len, NULL);
+    scratch->len = 0;
+    if (buf_reserve(scratch, f->value_len) < 0) return NULL;
+    for (const char *q = f->value; q < f->value + f->value_len; q++) {
+        char c = *q;
+        if (c == '\\') {
+            switch (*++q) {
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            default: c = *q;  /* " \ / */
+            }
+        }
+        scratch->data[scratch->len++] = c;
+    }
+    return PyUnicode_DecodeUTF8(scratch->data, scratch->len, NULL);
+}
+
+static PyObject *value_of(const Field *f, Buf *scratch) {
+    switch (f->kind) {
+    case J_STRING: return string_of(f, scratch);
+    case J_INT: return PyLong_FromLongLong(f->integer);
+    case J_FLOAT: return PyFloat_FromDouble(f->number);
+    case J_TRUE: Py_RETURN_TRUE;
+    case J_FALSE: Py_RETURN_FALSE;
+    default: Py_RETURN_NONE;
+    }
+}
+
+static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
+    if (f->kind == J_NULL) return 0;  /* None: left out */
+    int constant = f->kind == J_STRING || (f->kind == J_INT && f->integer >= 0 && f->integer < SMALL);
+    Member *slot = NULL;
+    unsigned long long hash = 0;
+    if (constant) {
+        hash = hash_text(f->value, f->value_len, hash_text(f->key, f->key_len, 0));
+        slot = member_slot(st->members, hash, f->key, f->key_len, f->value, f->value_len);
+        if (slot->bytes_len) return buf_put(b, st->members->arena.data + slot->bytes_at, slot->bytes_len);
+    }
+    PyObject *key = key_of(f->key, f->key_len), *value = key ? value_of(f, scratch) : NULL;
+    if (!key || !value) {
+        Py_XDECREF(key);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "args checked as UTF-8 were not");
+        return -1;
+    }
+    Py_ssize_t start = b->len;
+    int rc = put_annotation(st, b, key, value);
+    Py_DECREF(key); Py_DECREF(value);
+    if (rc == 0 && constant)
+        rc = member_remember(st->members, slot, hash, f->key, f->key_len, f->value, f->value_len,
+                             b->data + start, b->len - start);
+    return rc;
 }
 
 /* ``raw``'s annotations without a dict: 1 written, 0 left to the rule, -1 error. */
 static int walk_args(State *st, Buf *b, PyObject *raw) {
-    PyObject *members[2 * MAX_MEMBERS];
-    Buf scratch = {0};
+    Field fields[MAX_MEMBERS];
     const char *text = PyBytes_AS_STRING(raw);
-    int n = walk_object(text, text + PyBytes_GET_SIZE(raw), members, &scratch);
-    PyMem_Free(scratch.data);
+    int n = check_object(text, text + PyBytes_GET_SIZE(raw), fields);
     if (n < 0) return 0;
+    if (!st->members && !(st->members = member_cache_of(st->seq))) return -1;
+    Buf scratch = {0};
     int rc = 1;
-    for (int i = 0; i < n; i++) {
-        if (rc > 0 && put_annotation(st, b, members[2 * i], members[2 * i + 1]) < 0) rc = -1;
-        Py_DECREF(members[2 * i]); Py_DECREF(members[2 * i + 1]);
-    }
+    for (int i = 0; i < n && rc > 0; i++)
+        if (put_field(st, b, &fields[i], &scratch) < 0) rc = -1;
+    PyMem_Free(scratch.data);
     return rc;
 }
 
@@ -507,8 +634,14 @@ static int put_packet(Buf *out, Buf *payload) {
 /* Track prefixes (begin-event prefix, end-packet suffix), declaring the track in Python (which
  * writes its descriptor into a bytearray we append to ``out``) on its first use. */
 static PyObject *prefixes_of(State *st, Buf *out, PyObject *declare, PyObject *track) {
+    if (track == st->last_track) { Py_INCREF(st->last_prefixes); return st->last_prefixes; }
     PyObject *found = PyDict_GetItemWithError(st->tracks, track);
-    if (found) { Py_INCREF(found); return found; }
+    if (found) {
+        Py_INCREF(track); Py_XSETREF(st->last_track, track);
+        Py_INCREF(found); Py_XSETREF(st->last_prefixes, found);
+        Py_INCREF(found);
+        return found;
+    }
     if (PyErr_Occurred()) return NULL;
     PyObject *written = PyByteArray_FromStringAndSize(NULL, 0);
     if (!written) return NULL;

@@ -124,6 +124,7 @@ class _Sequence:
         self.strings = _Interner(_STRING_VALUES, _A_STRING_IID, _A_STRING)
         self.arg_cache: dict[tuple[str, Any], bytes] = {}  # (name, str or small int) -> bytes
         self.raw_cache: dict[bytes, bytes] = {}  # raw JSON args -> their annotations
+        self.member_cache: Any = None  # the C core's, of raw args' members (a capsule, made there)
         # track -> (begin-event prefix, end-packet suffix) once described on this sequence
         self.tracks: dict[Track, tuple[bytes, bytes]] = {}
 

@@ -530,9 +530,53 @@ static PyObject *value_of(const Field *f, Buf *scratch) {
     }
 }
 
+/* A number's annotation, written as put_annotation writes an int or a float, with its name's
+ * reference remembered by the key's text (as the member of value ``NAME_ONLY``, no JSON value). */
+static const char NAME_ONLY[1] = {'\0'};
+
+static int put_number(State *st, Buf *b, const Field *f) {
+    MemberCache *cache = st->members;
+    unsigned long long hash = hash_text(NAME_ONLY, 1, hash_text(f->key, f->key_len, 0));
+    Member *slot = member_slot(cache, hash, f->key, f->key_len, NAME_ONLY, 1);
+    PyObject *made = NULL;
+    if (!slot->bytes_len) {
+        PyObject *key = key_of(f->key, f->key_len);
+        if (!key) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a key checked as UTF-8 was not");
+            return -1;
+        }
+        made = ref(st, st->arg_refs, st->arg_names, key);
+        Py_DECREF(key);
+        if (!made || member_remember(cache, slot, hash, f->key, f->key_len, NAME_ONLY, 1, PyBytes_AS_STRING(made),
+                                     PyBytes_GET_SIZE(made)) < 0) {
+            Py_XDECREF(made);
+            return -1;
+        }
+    }
+    const char *name = made ? PyBytes_AS_STRING(made) : cache->arena.data + slot->bytes_at;
+    Py_ssize_t name_len = made ? PyBytes_GET_SIZE(made) : slot->bytes_len, value_len = 0;
+    unsigned char scalar[11];
+    if (f->kind == J_INT) {
+        unsigned long long v = (unsigned long long)f->integer;
+        scalar[value_len++] = K_A_INT;
+        while (v >= 0x80) { scalar[value_len++] = (unsigned char)(v | 0x80); v >>= 7; }
+        scalar[value_len++] = (unsigned char)v;
+    } else {
+        unsigned long long v;
+        memcpy(&v, &f->number, 8);
+        scalar[value_len++] = K_A_DOUBLE;
+        for (int i = 0; i < 8; i++) scalar[value_len++] = (unsigned char)(v >> (8 * i));
+    }
+    int rc = buf_put(b, "\x22", 1) || buf_varint(b, name_len + value_len) || buf_put(b, name, name_len) ||
+             buf_put(b, (const char *)scalar, value_len);
+    Py_XDECREF(made);
+    return rc ? -1 : 0;
+}
+
 static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
     if (f->kind == J_NULL) return 0;  /* None: left out */
     int constant = f->kind == J_STRING || (f->kind == J_INT && f->integer >= 0 && f->integer < SMALL);
+    if (!constant && (f->kind == J_INT || f->kind == J_FLOAT)) return put_number(st, b, f);
     Member *slot = NULL;
     unsigned long long hash = 0;
     if (constant) {

@@ -202,8 +202,8 @@ def test_raw_args_are_encoded_as_their_decoded_dict_is(raws):
     writes: the same annotation bytes and the same strings interned, in order; or the same error;
     also for members it remembers (constant on a sequence) rather than encodes again."""
     walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
-    for raw in raws + raws[::-1]:  # again, with the members the walk remembered
-        walked.raw_cache.clear()
+    # again, as the same text (remembered whole) and as another text of the same members (each remembered)
+    for raw in raws + raws[::-1] + [b" " + raw for raw in raws]:
         try:
             want = _reference_args(raw, decoded)
         except (msgspec.DecodeError, ValueError) as error:
@@ -223,12 +223,11 @@ def test_flat_raw_args_are_walked_without_decoding():
 
 
 def test_raw_args_past_the_caps_are_encoded_as_their_decoded_dict_is():
-    """Past the string table's cap new strings are inline, past the member cache's they are
-    encoded each time: the same bytes as the rule's, the second time too."""
-    raws = [orjson.dumps({"k": f"v{i % (perfetto._MAX_INTERNED + 300)}", "n": i % 20000})
-            for i in range(2 * perfetto._MAX_INTERNED + 600)]
+    """Past the string table's cap new strings are inline, past the caches' (raw texts, members)
+    they are encoded each time: the same bytes as the rule's, the second time too."""
+    texts = [orjson.dumps({"k": f"v{i % (perfetto._MAX_INTERNED + 300)}", "n": i % 20000})
+             for i in range(2 * perfetto._MAX_INTERNED + 600)]
     walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
-    for raw in raws:
-        walked.raw_cache.clear()
+    for raw in texts + [b" " + text for text in texts]:  # the second time other texts: members remembered
         assert encode_args(walked, raw, perfetto._annotation, decoded_args) == _reference_args(raw, decoded)
     assert walked.interned() == decoded.interned()

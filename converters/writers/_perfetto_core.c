@@ -59,18 +59,18 @@ static const unsigned char K_FLOW_IN[2] = {0x81, 0x03};         /* terminating_f
 /* What one call works with: the sequence's state (perfetto._Sequence) and the Python helpers. */
 typedef struct {
     PyObject *tracks, *names, *name_refs, *arg_names, *arg_refs, *strings, *string_refs;
-    PyObject *arg_cache, *raw_cache, *tail;
+    PyObject *arg_cache, *tail;
     PyObject *annotation;  /* perfetto._annotation(key, value, seq) -> bytes: the rare cases */
     PyObject *decode;      /* raw JSON args -> their value */
     PyObject *seq;
     PyObject *last_track, *last_prefixes;  /* the track an event was last on: most run on one */
-    struct MemberCache *members;           /* the sequence's, once raw args are walked */
+    struct MemberCache *members, *raws;    /* the sequence's (``raw_caches``), once raw args come */
     int touched;           /* Python was called: the sequence may have new strings to define */
 } State;
 
 static void state_clear(State *st) {
     Py_CLEAR(st->tracks); Py_CLEAR(st->names); Py_CLEAR(st->name_refs); Py_CLEAR(st->arg_names);
-    Py_CLEAR(st->arg_refs); Py_CLEAR(st->strings); Py_CLEAR(st->string_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->raw_cache); Py_CLEAR(st->tail);
+    Py_CLEAR(st->arg_refs); Py_CLEAR(st->strings); Py_CLEAR(st->string_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->tail);
     Py_CLEAR(st->last_track); Py_CLEAR(st->last_prefixes);
 }
 
@@ -87,12 +87,11 @@ static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *
     if (!(st->strings = PyObject_GetAttrString(seq, "strings"))) goto fail;
     if (!(st->string_refs = PyObject_GetAttrString(st->strings, "refs"))) goto fail;
     if (!(st->arg_cache = PyObject_GetAttrString(seq, "arg_cache"))) goto fail;
-    if (!(st->raw_cache = PyObject_GetAttrString(seq, "raw_cache"))) goto fail;
     if (!(st->tail = PyObject_GetAttrString(seq, "tail"))) goto fail;
     if (!PyDict_CheckExact(st->tracks) || !PyDict_CheckExact(st->name_refs) ||
         !PyDict_CheckExact(st->arg_refs) || !PyDict_CheckExact(st->string_refs) ||
         !PyDict_CheckExact(st->arg_cache) ||
-        !PyDict_CheckExact(st->raw_cache) || !PyBytes_CheckExact(st->tail)) {
+        !PyBytes_CheckExact(st->tail)) {
         PyErr_SetString(PyExc_TypeError, "unexpected sequence state");
         goto fail;
     }
@@ -251,7 +250,6 @@ static int put_decoded(State *st, Buf *b, PyObject *raw) {
 #define MAX_MEMBERS 64
 #define KEY_CACHE 512                 /* a power of two: keys' str objects, shared by every call */
 #define MAX_CACHED_KEY 64
-#define MEMBER_SLOTS (2 * MAX_INTERNED)  /* a power of two, at most half full */
 
 static unsigned long long hash_text(const char *p, Py_ssize_t n, unsigned long long h) {
     for (; n >= 8; p += 8, n -= 8) {
@@ -294,41 +292,52 @@ static PyObject *key_of(const char *text, Py_ssize_t len) {
 
 /* One sequence's members written before: (key text, value text) -> annotation bytes, in ``arena``. */
 typedef struct { unsigned long long hash; Py_ssize_t key_len, value_len, text_at, bytes_at, bytes_len; } Member;
-typedef struct MemberCache { Member *slots; Py_ssize_t used; Buf arena; } MemberCache;
+typedef struct MemberCache { Member *slots; Py_ssize_t used, cap, mask; Buf arena; } MemberCache;
+/* A sequence's: its raw args' members, and whole raw args (key: the text, value: none) */
+typedef struct { MemberCache members, raws; } RawCaches;
 
-static void member_cache_free(PyObject *capsule) {
-    MemberCache *cache = PyCapsule_GetPointer(capsule, "member_cache");
-    if (cache) { PyMem_Free(cache->slots); PyMem_Free(cache->arena.data); PyMem_Free(cache); }
+static void raw_caches_free(PyObject *capsule) {
+    RawCaches *caches = PyCapsule_GetPointer(capsule, "raw_caches");
+    if (!caches) return;
+    PyMem_Free(caches->members.slots); PyMem_Free(caches->members.arena.data);
+    PyMem_Free(caches->raws.slots); PyMem_Free(caches->raws.arena.data);
+    PyMem_Free(caches);
 }
 
-/* The sequence's member cache (``seq.member_cache``, made on first use). */
-static MemberCache *member_cache_of(PyObject *seq) {
-    PyObject *held = PyObject_GetAttrString(seq, "member_cache");
-    if (!held) return NULL;
+static int cache_init(MemberCache *cache, Py_ssize_t cap) {
+    cache->cap = cap;
+    cache->mask = 2 * cap - 1;  /* at most half full */
+    return (cache->slots = PyMem_Calloc(2 * cap, sizeof(Member))) ? 0 : -1;
+}
+
+/* The sequence's caches (``seq.raw_caches``, made on first use) into ``st``. */
+static int raw_caches_of(State *st) {
+    PyObject *held = PyObject_GetAttrString(st->seq, "raw_caches");
+    if (!held) return -1;
     if (held == Py_None) {
         Py_DECREF(held);
-        MemberCache *cache = PyMem_Calloc(1, sizeof(MemberCache));
-        if (cache) cache->slots = PyMem_Calloc(MEMBER_SLOTS, sizeof(Member));
-        if (!cache || !cache->slots) {
-            if (cache) PyMem_Free(cache);
+        RawCaches *caches = PyMem_Calloc(1, sizeof(RawCaches));
+        if (!caches) { PyErr_NoMemory(); return -1; }
+        if (!(held = PyCapsule_New(caches, "raw_caches", raw_caches_free))) { PyMem_Free(caches); return -1; }
+        if (cache_init(&caches->members, MAX_INTERNED) < 0 || cache_init(&caches->raws, MAX_RAW_CACHED) < 0) {
+            Py_DECREF(held);
             PyErr_NoMemory();
-            return NULL;
+            return -1;
         }
-        if (!(held = PyCapsule_New(cache, "member_cache", member_cache_free))) {
-            PyMem_Free(cache->slots); PyMem_Free(cache);
-            return NULL;
-        }
-        if (PyObject_SetAttrString(seq, "member_cache", held) < 0) { Py_DECREF(held); return NULL; }
+        if (PyObject_SetAttrString(st->seq, "raw_caches", held) < 0) { Py_DECREF(held); return -1; }
     }
-    MemberCache *cache = PyCapsule_GetPointer(held, "member_cache");
+    RawCaches *caches = PyCapsule_GetPointer(held, "raw_caches");
     Py_DECREF(held);  /* the sequence holds it */
-    return cache;
+    if (!caches) return -1;
+    st->members = &caches->members;
+    st->raws = &caches->raws;
+    return 0;
 }
 
 /* The member's slot: its own, or the empty one where it goes. */
 static Member *member_slot(MemberCache *cache, unsigned long long hash, const char *key, Py_ssize_t key_len,
                            const char *value, Py_ssize_t value_len) {
-    for (Py_ssize_t i = hash & (MEMBER_SLOTS - 1);; i = (i + 1) & (MEMBER_SLOTS - 1)) {
+    for (Py_ssize_t i = hash & cache->mask;; i = (i + 1) & cache->mask) {
         Member *m = &cache->slots[i];
         if (!m->bytes_len) return m;  /* an annotation is never empty */
         const char *text = cache->arena.data + m->text_at;
@@ -341,7 +350,7 @@ static Member *member_slot(MemberCache *cache, unsigned long long hash, const ch
 static int member_remember(MemberCache *cache, Member *slot, unsigned long long hash, const char *key,
                            Py_ssize_t key_len, const char *value, Py_ssize_t value_len, const char *bytes,
                            Py_ssize_t bytes_len) {
-    if (cache->used >= MAX_INTERNED || bytes_len == 0) return 0;
+    if (cache->used >= cache->cap || bytes_len == 0) return 0;
     Buf *arena = &cache->arena;
     Member m = {hash, key_len, value_len, arena->len, arena->len + key_len + value_len, bytes_len};
     if (buf_put(arena, key, key_len) < 0 || buf_put(arena, value, value_len) < 0 ||
@@ -605,7 +614,6 @@ static int walk_args(State *st, Buf *b, PyObject *raw) {
     const char *text = PyBytes_AS_STRING(raw);
     int n = check_object(text, text + PyBytes_GET_SIZE(raw), fields);
     if (n < 0) return 0;
-    if (!st->members && !(st->members = member_cache_of(st->seq))) return -1;
     Buf scratch = {0};
     int rc = 1;
     for (int i = 0; i < n && rc > 0; i++)
@@ -618,22 +626,19 @@ static int walk_args(State *st, Buf *b, PyObject *raw) {
 static int put_args(State *st, Buf *b, PyObject *args) {
     if (PyDict_CheckExact(args)) return put_dict(st, b, args);
     PyObject *raw = PyBytes_CheckExact(args) ? (Py_INCREF(args), args) : PyObject_Bytes(args);
-    if (!raw) return -1;
-    PyObject *found = PyDict_GetItemWithError(st->raw_cache, raw);
-    if (found) {
-        int rc = buf_bytes(b, found);
-        Py_DECREF(raw);
-        return rc;
-    }
-    if (PyErr_Occurred()) { Py_DECREF(raw); return -1; }
-    Py_ssize_t start = b->len;  /* encoded straight into ``b``, and remembered from there */
-    int rc = walk_args(st, b, raw);
-    if (rc == 0) rc = put_decoded(st, b, raw);
-    else if (rc > 0) rc = 0;
-    if (rc == 0 && PyDict_GET_SIZE(st->raw_cache) < MAX_RAW_CACHED) {
-        PyObject *encoded = PyBytes_FromStringAndSize(b->data ? b->data + start : "", b->len - start);
-        rc = encoded ? PyDict_SetItem(st->raw_cache, raw, encoded) : -1;
-        Py_XDECREF(encoded);
+    if (!raw || (!st->raws && raw_caches_of(st) < 0)) { Py_XDECREF(raw); return -1; }
+    const char *text = PyBytes_AS_STRING(raw);
+    Py_ssize_t len = PyBytes_GET_SIZE(raw), start = b->len;  /* encoded into ``b``, remembered from there */
+    unsigned long long hash = hash_text(text, len, 0);
+    Member *slot = member_slot(st->raws, hash, text, len, "", 0);
+    int rc;
+    if (slot->bytes_len) {
+        rc = buf_put(b, st->raws->arena.data + slot->bytes_at, slot->bytes_len);
+    } else {
+        rc = walk_args(st, b, raw);
+        if (rc == 0) rc = put_decoded(st, b, raw);
+        else if (rc > 0) rc = 0;
+        if (rc == 0) rc = member_remember(st->raws, slot, hash, text, len, "", 0, b->data + start, b->len - start);
     }
     Py_DECREF(raw);
     return rc;

@@ -123,8 +123,7 @@ class _Sequence:
         self.arg_names = _Interner(_ANNOTATION_NAMES, _A_NAME_IID, _A_NAME)
         self.strings = _Interner(_STRING_VALUES, _A_STRING_IID, _A_STRING)
         self.arg_cache: dict[tuple[str, Any], bytes] = {}  # (name, str or small int) -> bytes
-        self.raw_cache: dict[bytes, bytes] = {}  # raw JSON args -> their annotations
-        self.member_cache: Any = None  # the C core's, of raw args' members (a capsule, made there)
+        self.raw_caches: Any = None  # the C core's: raw JSON args and their members -> their annotations
         # track -> (begin-event prefix, end-packet suffix) once described on this sequence
         self.tracks: dict[Track, tuple[bytes, bytes]] = {}
 

@@ -5,7 +5,8 @@
  * encodes the common case itself (known tracks, interned names, float/int/string arguments
  * seen before) and calls back into Python for everything that changes the sequence's state
  * (a new track, a string to intern) or is rare (None, bools, huge ints, nested values), so the
- * interning rules and the bytes written stay those of perfetto.py. Field numbers there.
+ * interning rules and the bytes written stay those of perfetto.py. Field numbers there. A slice's
+ * raw JSON args are read here too, with no dict made, where they are a flat object (``walk_args``).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -188,9 +188,12 @@ class PerfettoEncoder:
     def reserve(self, sequence: int, events: Iterable) -> None:
         """Number the tracks ``chunk`` would number for ``events`` (in the same order), writing
         nothing: for a chunk the size cap can never take, so later ones come out the same."""
+        last = None  # a track's events run together: each run's track looked up once, not hashed per event
         for event in events:
-            if type(event) is not End and event.track not in self._uuids:
-                self._new_uuid(event.track)
+            if event.track is not last and type(event) is not End:
+                last = event.track
+                if last not in self._uuids:
+                    self._new_uuid(last)
 
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
         """An instant on its own track saying what the size cap left out."""

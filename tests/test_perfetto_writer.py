@@ -168,7 +168,7 @@ json_scalars = st.one_of(
     json_numbers, st.sampled_from(["true", "false", "null", "tru", "nul"]),
     st.builds(_json_string, st.text(max_size=8), st.booleans()),
     st.sampled_from(['"a\\"b\\\\c\\/d\\b\\f\\n\\r\\t"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\x"', '"a\tb"',
-                     '"float;\\r\\nNone"', '"名字"']),
+                     '"float;\\r\\nNone"', '"名字"', '"0"', '"true"', '"1.5"']),
 )
 json_values = st.one_of(
     json_scalars, st.lists(json_scalars, max_size=3).map(lambda v: "[" + ",".join(v) + "]"),
@@ -231,3 +231,10 @@ def test_raw_args_past_the_caps_are_encoded_as_their_decoded_dict_is():
     for raw in texts + [b" " + text for text in texts]:  # the second time other texts: members remembered
         assert encode_args(walked, raw, perfetto._annotation, decoded_args) == _reference_args(raw, decoded)
     assert walked.interned() == decoded.interned()
+
+
+def test_a_string_that_reads_as_a_number_is_no_number():
+    """The walk remembers members by their JSON text: the string "5" is not the int 5."""
+    walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
+    for raw in (b'{"x":5}', b'{"x":"5"}', b'{"x": 5}', b'{"x":"5" }', b'{"x":"5"}'):
+        assert encode_args(walked, raw, perfetto._annotation, decoded_args) == _reference_args(raw, decoded)

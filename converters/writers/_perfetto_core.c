@@ -589,9 +589,13 @@ static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
     if (!constant && (f->kind == J_INT || f->kind == J_FLOAT)) return put_number(st, b, f);
     Member *slot = NULL;
     unsigned long long hash = 0;
+    /* remembered by the value's JSON text, a string's with its quotes (the string "5" is no 5) */
+    int quoted = f->kind == J_STRING;
+    const char *text = f->value - quoted;
+    Py_ssize_t text_len = f->value_len + 2 * quoted;
     if (constant) {
-        hash = hash_text(f->value, f->value_len, hash_text(f->key, f->key_len, 0));
-        slot = member_slot(st->members, hash, f->key, f->key_len, f->value, f->value_len);
+        hash = hash_text(text, text_len, hash_text(f->key, f->key_len, 0));
+        slot = member_slot(st->members, hash, f->key, f->key_len, text, text_len);
         if (slot->bytes_len) return buf_put(b, st->members->arena.data + slot->bytes_at, slot->bytes_len);
     }
     PyObject *key = key_of(f->key, f->key_len), *value = key ? value_of(f, scratch) : NULL;
@@ -604,8 +608,8 @@ static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
     int rc = put_annotation(st, b, key, value);
     Py_DECREF(key); Py_DECREF(value);
     if (rc == 0 && constant)
-        rc = member_remember(st->members, slot, hash, f->key, f->key_len, f->value, f->value_len,
-                             b->data + start, b->len - start);
+        rc = member_remember(st->members, slot, hash, f->key, f->key_len, text, text_len, b->data + start,
+                             b->len - start);
     return rc;
 }
 

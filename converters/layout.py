@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import NamedTuple
 
 from . import _layout
@@ -115,8 +116,11 @@ class Lanes:
                     sub[3] = max(sub[3], ends[0])
                     while ends:
                         out.append(_new(End, (track, ends.pop())))
-        for sample in sorted(samples, key=lambda x: (x.lane, x.start_ns)):
-            out.append(_new(Value, (self._counter_track(sample), sample.start_ns, sample.value)))
+        track, lane = None, None  # a lane's samples run together: its track looked up once
+        for sample in sorted(samples, key=_LANE_AND_START):
+            if track is None or sample.lane != lane or sample.rank != track.rank:
+                track, lane = self._counter_track(sample), sample.lane
+            out.append(_new(Value, (track, sample.start_ns, sample.value)))
         return out
 
     def _new_sublane(self, s: Slice, index: int) -> list:
@@ -155,6 +159,8 @@ class Lanes:
             group = "GPU"
         return Track(s.rank, group, order_of_group, lane, order)
 
+
+_LANE_AND_START = attrgetter("lane", "start_ns")  # the order of a chunk's counter samples
 
 # The sort key that feeds ``Lanes.place`` correctly, parents before the children they hold:
 # (layer order, lane, start, -dur). C, as it runs once per slice; it reads the orders from its

@@ -8,14 +8,15 @@ from pathlib import Path
 
 import msgspec
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from trace_check import read_perfetto
 
 from converters.layout import Lanes, by_lane_and_start
-from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Sample, Slice
+from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Sample, Slice, decoded_args
 from converters.writers import perfetto
-from converters.writers.perfetto import PerfettoEncoder
+from converters.writers.perfetto import PerfettoEncoder, encode_args
 
 RANK = RankInfo(rank=0, format="test", path=Path("x"))
 T0 = 1_736_408_883_000_000_000  # epoch ns, as readers make them
@@ -144,3 +145,96 @@ def test_times_up_to_the_models_latest_read_back_exactly():
                                                                        ("longest", last, last)}
     assert [(ts, v) for _, _, ts, v in trace.counters] == [(0, 1.0), (last, 2.0)]
     assert trace.flows == 1
+
+
+# Raw JSON args as a file may write them: any spacing, escapes, unicode, numbers in any form a JSON
+# number takes (exponents, -0, past a double, past 64 bits), repeated keys, nesting, and text that
+# is no JSON at all
+def _json_string(text: str, ascii_only: bool) -> str:
+    """``text`` as JSON, non-ASCII characters (and newlines) as \\u escapes or as themselves."""
+    written = json.dumps(text, ensure_ascii=ascii_only)
+    return written.replace("\\n", "\\u000a") if ascii_only else written
+
+
+spaces = st.sampled_from(["", " ", "\n\t ", "\r\n"])
+json_numbers = st.one_of(
+    st.integers(min_value=-(1 << 70), max_value=1 << 70).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.sampled_from(["-0", "0", "-0.0", "1E5", "1e+5", "2.5e-3", "1e400", "-1e400", "1e-400", "0.1", "01",
+                     "1.", ".5", "-", "1e", "123456789012345678", "1234567890123456789",
+                     "-999999999999999999", "18446744073709551615", "4.9e-324", "1.7976931348623157e308"]),
+)
+json_scalars = st.one_of(
+    json_numbers, st.sampled_from(["true", "false", "null", "tru", "nul"]),
+    st.builds(_json_string, st.text(max_size=8), st.booleans()),
+    st.sampled_from(['"a\\"b\\\\c\\/d\\b\\f\\n\\r\\t"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\x"', '"a\tb"',
+                     '"float;\\r\\nNone"', '"名字"', '"0"', '"true"', '"1.5"']),
+)
+json_values = st.one_of(
+    json_scalars, st.lists(json_scalars, max_size=3).map(lambda v: "[" + ",".join(v) + "]"),
+    st.dictionaries(st.text(max_size=3), json_scalars, max_size=2).map(
+        lambda d: "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in d.items()) + "}"),
+)
+json_keys = st.one_of(keys.map(json.dumps), st.sampled_from(['"a\\"b"', '"\\u540d"', '"a']))
+
+
+@st.composite
+def raw_args(draw) -> bytes:
+    members = draw(st.lists(st.tuples(json_keys, json_values), max_size=8))
+    if draw(st.booleans()) and members:  # a key written twice
+        members.append((members[0][0], draw(json_values)))
+    gap = draw(spaces)
+    text = gap + "{" + gap + ("," + gap).join(f"{k}{gap}:{gap}{v}" for k, v in members) + gap + "}" + gap
+    return draw(st.sampled_from([text, text, text, "[1,2]", "3", "{}", text + "x", text[:-2]])).encode()
+
+
+def _reference_args(raw: bytes, seq) -> bytes:
+    """The rule: the args decoded by ``decoded_args``, then encoded as a dict."""
+    decoded = decoded_args(raw)
+    return encode_args(seq, decoded if isinstance(decoded, dict) else {"args": decoded}, perfetto._annotation,
+                       decoded_args)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(raw_args(), min_size=1, max_size=6))
+def test_raw_args_are_encoded_as_their_decoded_dict_is(raws):
+    """The C walk of raw JSON args (no dict made) writes what decoding them and encoding the dict
+    writes: the same annotation bytes and the same strings interned, in order; or the same error;
+    also for members it remembers (constant on a sequence) rather than encodes again."""
+    walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
+    # again, as the same text (remembered whole) and as another text of the same members (each remembered)
+    for raw in raws + raws[::-1] + [b" " + raw for raw in raws]:
+        try:
+            want = _reference_args(raw, decoded)
+        except (msgspec.DecodeError, ValueError) as error:
+            with pytest.raises(type(error)):
+                encode_args(walked, raw, perfetto._annotation, decoded_args)
+            continue
+        assert encode_args(walked, raw, perfetto._annotation, decoded_args) == want
+        assert walked.interned() == decoded.interned()
+
+
+def test_flat_raw_args_are_walked_without_decoding():
+    calls = []
+    raw = b'{"Task Type": "AI_CORE", "id": 7, "ratio": -2.5e-3, "ok": true, "none": null, "s": "a\\r\\nb"}'
+    walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
+    assert encode_args(walked, raw, perfetto._annotation, calls.append) == _reference_args(raw, decoded)
+    assert calls == []
+
+
+def test_raw_args_past_the_caps_are_encoded_as_their_decoded_dict_is():
+    """Past the string table's cap new strings are inline, past the caches' (raw texts, members)
+    they are encoded each time: the same bytes as the rule's, the second time too."""
+    texts = [orjson.dumps({"k": f"v{i % (perfetto._MAX_INTERNED + 300)}", "n": i % 20000})
+             for i in range(2 * perfetto._MAX_INTERNED + 600)]
+    walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
+    for raw in texts + [b" " + text for text in texts]:  # the second time other texts: members remembered
+        assert encode_args(walked, raw, perfetto._annotation, decoded_args) == _reference_args(raw, decoded)
+    assert walked.interned() == decoded.interned()
+
+
+def test_a_string_that_reads_as_a_number_is_no_number():
+    """The walk remembers members by their JSON text: the string "5" is not the int 5."""
+    walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
+    for raw in (b'{"x":5}', b'{"x":"5"}', b'{"x": 5}', b'{"x":"5" }', b'{"x":"5"}'):
+        assert encode_args(walked, raw, perfetto._annotation, decoded_args) == _reference_args(raw, decoded)

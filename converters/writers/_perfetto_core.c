@@ -5,7 +5,8 @@
  * encodes the common case itself (known tracks, interned names, float/int/string arguments
  * seen before) and calls back into Python for everything that changes the sequence's state
  * (a new track, a string to intern) or is rare (None, bools, huge ints, nested values), so the
- * interning rules and the bytes written stay those of perfetto.py. Field numbers there.
+ * interning rules and the bytes written stay those of perfetto.py. Field numbers there. A slice's
+ * raw JSON args are read here too, with no dict made, where they are a flat object (``walk_args``).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -62,16 +63,19 @@ static const unsigned char K_FLOW_IN[2] = {0x81, 0x03};         /* terminating_f
 /* What one call works with: the sequence's state (perfetto._Sequence) and the Python helpers. */
 typedef struct {
     PyObject *tracks, *names, *name_refs, *arg_names, *arg_refs, *strings, *string_refs;
-    PyObject *arg_cache, *raw_cache, *tail;
+    PyObject *arg_cache, *tail;
     PyObject *annotation;  /* perfetto._annotation(key, value, seq) -> bytes: the rare cases */
     PyObject *decode;      /* raw JSON args -> their value */
     PyObject *seq;
+    PyObject *last_track, *last_prefixes;  /* the track an event was last on: most run on one */
+    struct MemberCache *members, *raws;    /* the sequence's (``raw_caches``), once raw args come */
     int touched;           /* Python was called: the sequence may have new strings to define */
 } State;
 
 static void state_clear(State *st) {
     Py_CLEAR(st->tracks); Py_CLEAR(st->names); Py_CLEAR(st->name_refs); Py_CLEAR(st->arg_names);
-    Py_CLEAR(st->arg_refs); Py_CLEAR(st->strings); Py_CLEAR(st->string_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->raw_cache); Py_CLEAR(st->tail);
+    Py_CLEAR(st->arg_refs); Py_CLEAR(st->strings); Py_CLEAR(st->string_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->tail);
+    Py_CLEAR(st->last_track); Py_CLEAR(st->last_prefixes);
 }
 
 static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *decode) {
@@ -87,12 +91,11 @@ static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *
     if (!(st->strings = PyObject_GetAttrString(seq, "strings"))) goto fail;
     if (!(st->string_refs = PyObject_GetAttrString(st->strings, "refs"))) goto fail;
     if (!(st->arg_cache = PyObject_GetAttrString(seq, "arg_cache"))) goto fail;
-    if (!(st->raw_cache = PyObject_GetAttrString(seq, "raw_cache"))) goto fail;
     if (!(st->tail = PyObject_GetAttrString(seq, "tail"))) goto fail;
     if (!PyDict_CheckExact(st->tracks) || !PyDict_CheckExact(st->name_refs) ||
         !PyDict_CheckExact(st->arg_refs) || !PyDict_CheckExact(st->string_refs) ||
         !PyDict_CheckExact(st->arg_cache) ||
-        !PyDict_CheckExact(st->raw_cache) || !PyBytes_CheckExact(st->tail)) {
+        !PyBytes_CheckExact(st->tail)) {
         PyErr_SetString(PyExc_TypeError, "unexpected sequence state");
         goto fail;
     }
@@ -238,32 +241,424 @@ static int put_dict(State *st, Buf *b, PyObject *args) {
     return 0;
 }
 
+/* ``raw`` decoded by ``decoded_args`` (the rule), its annotations written as a dict's. */
+static int put_decoded(State *st, Buf *b, PyObject *raw) {
+    PyObject *decoded = PyObject_CallOneArg(st->decode, raw);
+    if (!decoded) return -1;
+    if (!PyDict_CheckExact(decoded)) {
+        PyObject *wrapped = Py_BuildValue("{sO}", "args", decoded);
+        Py_DECREF(decoded);
+        if (!(decoded = wrapped)) return -1;
+    }
+    int rc = put_dict(st, b, decoded);
+    Py_DECREF(decoded);
+    return rc;
+}
+
+/* Raw JSON args read without decoding them into a dict (``walk_args``): a flat object of strings,
+ * numbers, booleans and nulls, as most slices' args are. Each member is first checked (the whole
+ * object, before anything is written), then written as the key and value ``decoded_args`` would
+ * have made, through ``put_annotation`` as a dict's are; anything else (nested values, \u escapes,
+ * repeated or escaped keys, ints past 18 digits, text that is no valid JSON) is left to
+ * ``decoded_args``, the rule, which the tests compare this against. A member whose annotation is
+ * constant on a sequence (a string or a small int) is remembered by its text, in C
+ * (``MemberCache``): written again with no Python object made. */
+#define MAX_MEMBERS 64
+#define KEY_CACHE 512                 /* a power of two: keys' str objects, shared by every call */
+#define MAX_CACHED_KEY 64
+
+static unsigned long long hash_text(const char *p, Py_ssize_t n, unsigned long long h) {
+    for (; n >= 8; p += 8, n -= 8) {
+        unsigned long long w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+    }
+    unsigned long long w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w ^ ((unsigned long long)n << 56)) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 32);
+}
+
+typedef struct { unsigned long long hash; Py_ssize_t len; char text[MAX_CACHED_KEY]; PyObject *key; } CachedKey;
+static CachedKey key_cache[KEY_CACHE];
+
+/* A key's str (new reference), from the cache where it is short; NULL with no error: not UTF-8. */
+static PyObject *key_of(const char *text, Py_ssize_t len) {
+    unsigned long long hash = hash_text(text, len, 0);
+    CachedKey *slot = NULL;
+    for (int probe = 0; len <= MAX_CACHED_KEY && probe < 8; probe++) {
+        slot = &key_cache[(hash + probe) & (KEY_CACHE - 1)];
+        if (!slot->key) break;
+        if (slot->hash == hash && slot->len == len && memcmp(slot->text, text, len) == 0) {
+            Py_INCREF(slot->key);
+            return slot->key;
+        }
+        slot = NULL;
+    }
+    PyObject *key = PyUnicode_DecodeUTF8(text, len, NULL);
+    if (!key) { PyErr_Clear(); return NULL; }
+    if (slot) {  /* an empty slot of the key's probe sequence */
+        slot->hash = hash; slot->len = len; memcpy(slot->text, text, len);
+        slot->key = key;
+        Py_INCREF(key);
+    }
+    return key;
+}
+
+/* One sequence's members written before: (key text, value text) -> annotation bytes, in ``arena``. */
+typedef struct { unsigned long long hash; Py_ssize_t key_len, value_len, text_at, bytes_at, bytes_len; } Member;
+typedef struct MemberCache { Member *slots; Py_ssize_t used, cap, mask; Buf arena; } MemberCache;
+/* A sequence's: its raw args' members, and whole raw args (key: the text, value: none) */
+typedef struct { MemberCache members, raws; } RawCaches;
+
+static void raw_caches_free(PyObject *capsule) {
+    RawCaches *caches = PyCapsule_GetPointer(capsule, "raw_caches");
+    if (!caches) return;
+    PyMem_Free(caches->members.slots); PyMem_Free(caches->members.arena.data);
+    PyMem_Free(caches->raws.slots); PyMem_Free(caches->raws.arena.data);
+    PyMem_Free(caches);
+}
+
+static int cache_init(MemberCache *cache, Py_ssize_t cap) {
+    cache->cap = cap;
+    cache->mask = 2 * cap - 1;  /* at most half full */
+    return (cache->slots = PyMem_Calloc(2 * cap, sizeof(Member))) ? 0 : -1;
+}
+
+/* The sequence's caches (``seq.raw_caches``, made on first use) into ``st``. */
+static int raw_caches_of(State *st) {
+    PyObject *held = PyObject_GetAttrString(st->seq, "raw_caches");
+    if (!held) return -1;
+    if (held == Py_None) {
+        Py_DECREF(held);
+        RawCaches *caches = PyMem_Calloc(1, sizeof(RawCaches));
+        if (!caches) { PyErr_NoMemory(); return -1; }
+        if (!(held = PyCapsule_New(caches, "raw_caches", raw_caches_free))) { PyMem_Free(caches); return -1; }
+        if (cache_init(&caches->members, MAX_INTERNED) < 0 || cache_init(&caches->raws, MAX_RAW_CACHED) < 0) {
+            Py_DECREF(held);
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (PyObject_SetAttrString(st->seq, "raw_caches", held) < 0) { Py_DECREF(held); return -1; }
+    }
+    RawCaches *caches = PyCapsule_GetPointer(held, "raw_caches");
+    Py_DECREF(held);  /* the sequence holds it */
+    if (!caches) return -1;
+    st->members = &caches->members;
+    st->raws = &caches->raws;
+    return 0;
+}
+
+/* The member's slot: its own, or the empty one where it goes. */
+static Member *member_slot(MemberCache *cache, unsigned long long hash, const char *key, Py_ssize_t key_len,
+                           const char *value, Py_ssize_t value_len) {
+    for (Py_ssize_t i = hash & cache->mask;; i = (i + 1) & cache->mask) {
+        Member *m = &cache->slots[i];
+        if (!m->bytes_len) return m;  /* an annotation is never empty */
+        const char *text = cache->arena.data + m->text_at;
+        if (m->hash == hash && m->key_len == key_len && m->value_len == value_len &&
+            memcmp(text, key, key_len) == 0 && memcmp(text + key_len, value, value_len) == 0)
+            return m;
+    }
+}
+
+static int member_remember(MemberCache *cache, Member *slot, unsigned long long hash, const char *key,
+                           Py_ssize_t key_len, const char *value, Py_ssize_t value_len, const char *bytes,
+                           Py_ssize_t bytes_len) {
+    if (cache->used >= cache->cap || bytes_len == 0) return 0;
+    Buf *arena = &cache->arena;
+    Member m = {hash, key_len, value_len, arena->len, arena->len + key_len + value_len, bytes_len};
+    if (buf_put(arena, key, key_len) < 0 || buf_put(arena, value, value_len) < 0 ||
+        buf_put(arena, bytes, bytes_len) < 0)
+        return -1;
+    *slot = m;
+    cache->used++;
+    return 0;
+}
+
+enum { J_STRING, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL };
+
+typedef struct {  /* one member of the object, checked */
+    const char *key, *value;   /* their text, without a string's quotes */
+    Py_ssize_t key_len, value_len;
+    int kind, escaped;
+    long long integer;
+    double number;
+} Field;
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static const char *skip_space(const char *p, const char *end) {
+    while (p < end && is_space(*p)) p++;
+    return p;
+}
+
+static int is_utf8(const char *text, Py_ssize_t len) {
+    for (Py_ssize_t i = 0; i < len; i++)
+        if ((unsigned char)text[i] >= 0x80) {
+            PyObject *made = PyUnicode_DecodeUTF8(text, len, NULL);
+            if (!made) { PyErr_Clear(); return 0; }
+            Py_DECREF(made);
+            return 1;
+        }
+    return 1;
+}
+
+/* A JSON string from after its opening quote to past its closing one: 1, or 0 (left to the rule). */
+static int check_string(const char **at, const char *end, const char **text, Py_ssize_t *len, int *escaped) {
+    const char *p = *at;
+    *escaped = 0;
+    while (p < end && *p != '"') {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20) return 0;
+        if (c == '\\') {
+            if (p + 1 >= end || !strchr("\"\\/bfnrt", p[1]) || !p[1]) return 0;
+            *escaped = 1;
+            p += 2;
+        } else {
+            p++;
+        }
+    }
+    if (p >= end) return 0;
+    *text = *at;
+    *len = p - *at;
+    *at = p + 1;
+    return is_utf8(*text, *len);
+}
+
+static const char *digits(const char *p, const char *end) {
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p;
+}
+
+/* A JSON number: an int of up to 18 digits, or a float (read as float() reads it: past a double,
+ * ±inf): 1, or 0 (left to the rule). */
+static int check_number(const char **at, const char *end, Field *f) {
+    const char *p = *at, *start = p;
+    if (p < end && *p == '-') p++;
+    const char *first = p;
+    if (p < end && *p == '0') p++;
+    else if (p < end && *p >= '1' && *p <= '9') p = digits(p, end);
+    else return 0;
+    f->kind = J_INT;
+    if (p < end && *p == '.') {
+        const char *frac = ++p;
+        if ((p = digits(p, end)) == frac) return 0;
+        f->kind = J_FLOAT;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *exp = p;
+        if ((p = digits(p, end)) == exp) return 0;
+        f->kind = J_FLOAT;
+    }
+    *at = p;
+    f->value = start;
+    f->value_len = p - start;
+    if (f->kind == J_INT) {
+        if (p - first > 18) return 0;
+        long long v = 0;
+        for (const char *q = first; q < p; q++) v = v * 10 + (*q - '0');
+        f->integer = *start == '-' ? -v : v;
+        return 1;
+    }
+    char text[64];
+    if (p - start >= (Py_ssize_t)sizeof(text)) return 0;
+    memcpy(text, start, p - start);
+    text[p - start] = '\0';
+    char *stop;
+    f->number = PyOS_string_to_double(text, &stop, NULL);
+    if (f->number == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return stop == text + (p - start);
+}
+
+static int check_value(const char **at, const char *end, Field *f) {
+    const char *p = *at;
+    if (p >= end) return 0;
+    static const struct { const char *word; int kind; } words[] = {{"true", J_TRUE}, {"false", J_FALSE}, {"null", J_NULL}};
+    for (int i = 0; i < 3; i++) {
+        Py_ssize_t n = (Py_ssize_t)strlen(words[i].word);
+        if (*p == words[i].word[0]) {
+            if (end - p < n || memcmp(p, words[i].word, n) != 0) return 0;
+            f->kind = words[i].kind;
+            f->value = p;
+            f->value_len = n;
+            *at = p + n;
+            return 1;
+        }
+    }
+    if (*p != '"') return check_number(at, end, f);
+    *at = p + 1;
+    f->kind = J_STRING;
+    return check_string(at, end, &f->value, &f->value_len, &f->escaped);
+}
+
+/* The members of a flat JSON object, checked: their count, or -1 (left to the rule). */
+static int check_object(const char *p, const char *end, Field *fields) {
+    int n = 0;
+    p = skip_space(p, end);
+    if (p >= end || *p++ != '{') return -1;
+    p = skip_space(p, end);
+    if (p < end && *p == '}') return skip_space(p + 1, end) == end ? 0 : -1;
+    for (;;) {
+        Field *f = &fields[n];
+        int key_escaped;
+        if (n == MAX_MEMBERS || p >= end || *p++ != '"' || !check_string(&p, end, &f->key, &f->key_len, &key_escaped) ||
+            key_escaped)
+            return -1;
+        for (int i = 0; i < n; i++)  /* a repeated key: the dict keeps the first's place, the last's value */
+            if (fields[i].key_len == f->key_len && memcmp(fields[i].key, f->key, f->key_len) == 0) return -1;
+        p = skip_space(p, end);
+        if (p >= end || *p++ != ':') return -1;
+        p = skip_space(p, end);
+        if (!check_value(&p, end, f)) return -1;
+        n++;
+        p = skip_space(p, end);
+        if (p < end && *p == ',') { p = skip_space(p + 1, end); continue; }
+        if (p < end && *p == '}') return skip_space(p + 1, end) == end ? n : -1;
+        return -1;
+    }
+}
+
+/* A checked string's str: unescaped (\u excepted, which the check refused). New reference. */
+static PyObject *string_of(const Field *f, Buf *scratch) {
+    if (!f->escaped) return PyUnicode_DecodeUTF8(f->value, f->value_len, NULL);
+    scratch->len = 0;
+    if (buf_reserve(scratch, f->value_len) < 0) return NULL;
+    for (const char *q = f->value; q < f->value + f->value_len; q++) {
+        char c = *q;
+        if (c == '\\') {
+            switch (*++q) {
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            default: c = *q;  /* " \ / */
+            }
+        }
+        scratch->data[scratch->len++] = c;
+    }
+    return PyUnicode_DecodeUTF8(scratch->data, scratch->len, NULL);
+}
+
+static PyObject *value_of(const Field *f, Buf *scratch) {
+    switch (f->kind) {
+    case J_STRING: return string_of(f, scratch);
+    case J_INT: return PyLong_FromLongLong(f->integer);
+    case J_FLOAT: return PyFloat_FromDouble(f->number);
+    case J_TRUE: Py_RETURN_TRUE;
+    case J_FALSE: Py_RETURN_FALSE;
+    default: Py_RETURN_NONE;
+    }
+}
+
+/* A number's annotation, written as put_annotation writes an int or a float, with its name's
+ * reference remembered by the key's text (as the member of value ``NAME_ONLY``, no JSON value). */
+static const char NAME_ONLY[1] = {'\0'};
+
+static int put_number(State *st, Buf *b, const Field *f) {
+    MemberCache *cache = st->members;
+    unsigned long long hash = hash_text(NAME_ONLY, 1, hash_text(f->key, f->key_len, 0));
+    Member *slot = member_slot(cache, hash, f->key, f->key_len, NAME_ONLY, 1);
+    PyObject *made = NULL;
+    if (!slot->bytes_len) {
+        PyObject *key = key_of(f->key, f->key_len);
+        if (!key) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a key checked as UTF-8 was not");
+            return -1;
+        }
+        made = ref(st, st->arg_refs, st->arg_names, key);
+        Py_DECREF(key);
+        if (!made || member_remember(cache, slot, hash, f->key, f->key_len, NAME_ONLY, 1, PyBytes_AS_STRING(made),
+                                     PyBytes_GET_SIZE(made)) < 0) {
+            Py_XDECREF(made);
+            return -1;
+        }
+    }
+    const char *name = made ? PyBytes_AS_STRING(made) : cache->arena.data + slot->bytes_at;
+    Py_ssize_t name_len = made ? PyBytes_GET_SIZE(made) : slot->bytes_len, value_len = 0;
+    unsigned char scalar[11];
+    if (f->kind == J_INT) {
+        unsigned long long v = (unsigned long long)f->integer;
+        scalar[value_len++] = K_A_INT;
+        while (v >= 0x80) { scalar[value_len++] = (unsigned char)(v | 0x80); v >>= 7; }
+        scalar[value_len++] = (unsigned char)v;
+    } else {
+        unsigned long long v;
+        memcpy(&v, &f->number, 8);
+        scalar[value_len++] = K_A_DOUBLE;
+        for (int i = 0; i < 8; i++) scalar[value_len++] = (unsigned char)(v >> (8 * i));
+    }
+    int rc = buf_put(b, "\x22", 1) || buf_varint(b, name_len + value_len) || buf_put(b, name, name_len) ||
+             buf_put(b, (const char *)scalar, value_len);
+    Py_XDECREF(made);
+    return rc ? -1 : 0;
+}
+
+static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
+    if (f->kind == J_NULL) return 0;  /* None: left out */
+    int constant = f->kind == J_STRING || (f->kind == J_INT && f->integer >= 0 && f->integer < SMALL);
+    if (!constant && (f->kind == J_INT || f->kind == J_FLOAT)) return put_number(st, b, f);
+    Member *slot = NULL;
+    unsigned long long hash = 0;
+    /* remembered by the value's JSON text, a string's with its quotes (the string "5" is no 5) */
+    int quoted = f->kind == J_STRING;
+    const char *text = f->value - quoted;
+    Py_ssize_t text_len = f->value_len + 2 * quoted;
+    if (constant) {
+        hash = hash_text(text, text_len, hash_text(f->key, f->key_len, 0));
+        slot = member_slot(st->members, hash, f->key, f->key_len, text, text_len);
+        if (slot->bytes_len) return buf_put(b, st->members->arena.data + slot->bytes_at, slot->bytes_len);
+    }
+    PyObject *key = key_of(f->key, f->key_len), *value = key ? value_of(f, scratch) : NULL;
+    if (!key || !value) {
+        Py_XDECREF(key);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "args checked as UTF-8 were not");
+        return -1;
+    }
+    Py_ssize_t start = b->len;
+    int rc = put_annotation(st, b, key, value);
+    Py_DECREF(key); Py_DECREF(value);
+    if (rc == 0 && constant)
+        rc = member_remember(st->members, slot, hash, f->key, f->key_len, text, text_len, b->data + start,
+                             b->len - start);
+    return rc;
+}
+
+/* ``raw``'s annotations without a dict: 1 written, 0 left to the rule, -1 error. */
+static int walk_args(State *st, Buf *b, PyObject *raw) {
+    Field fields[MAX_MEMBERS];
+    const char *text = PyBytes_AS_STRING(raw);
+    int n = check_object(text, text + PyBytes_GET_SIZE(raw), fields);
+    if (n < 0) return 0;
+    Buf scratch = {0};
+    int rc = 1;
+    for (int i = 0; i < n && rc > 0; i++)
+        if (put_field(st, b, &fields[i], &scratch) < 0) rc = -1;
+    PyMem_Free(scratch.data);
+    return rc;
+}
+
 /* A slice's args: a dict, or raw JSON (bytes, msgspec.Raw) decoded now, encoded once per text. */
 static int put_args(State *st, Buf *b, PyObject *args) {
     if (PyDict_CheckExact(args)) return put_dict(st, b, args);
     PyObject *raw = PyBytes_CheckExact(args) ? (Py_INCREF(args), args) : PyObject_Bytes(args);
-    if (!raw) return -1;
-    PyObject *found = PyDict_GetItemWithError(st->raw_cache, raw);
-    if (found) {
-        int rc = buf_bytes(b, found);
-        Py_DECREF(raw);
-        return rc;
-    }
-    if (PyErr_Occurred()) { Py_DECREF(raw); return -1; }
-    PyObject *decoded = PyObject_CallOneArg(st->decode, raw);
-    if (!decoded) { Py_DECREF(raw); return -1; }
-    if (!PyDict_CheckExact(decoded)) {
-        PyObject *wrapped = Py_BuildValue("{sO}", "args", decoded);
-        Py_DECREF(decoded);
-        if (!(decoded = wrapped)) { Py_DECREF(raw); return -1; }
-    }
-    Py_ssize_t start = b->len;  /* encoded straight into ``b``, and remembered from there */
-    int rc = put_dict(st, b, decoded);
-    Py_DECREF(decoded);
-    if (rc == 0 && PyDict_GET_SIZE(st->raw_cache) < MAX_RAW_CACHED) {
-        PyObject *encoded = PyBytes_FromStringAndSize(b->data ? b->data + start : "", b->len - start);
-        rc = encoded ? PyDict_SetItem(st->raw_cache, raw, encoded) : -1;
-        Py_XDECREF(encoded);
+    if (!raw || (!st->raws && raw_caches_of(st) < 0)) { Py_XDECREF(raw); return -1; }
+    const char *text = PyBytes_AS_STRING(raw);
+    Py_ssize_t len = PyBytes_GET_SIZE(raw), start = b->len;  /* encoded into ``b``, remembered from there */
+    unsigned long long hash = hash_text(text, len, 0);
+    Member *slot = member_slot(st->raws, hash, text, len, "", 0);
+    int rc;
+    if (slot->bytes_len) {
+        rc = buf_put(b, st->raws->arena.data + slot->bytes_at, slot->bytes_len);
+    } else {
+        rc = walk_args(st, b, raw);
+        if (rc == 0) rc = put_decoded(st, b, raw);
+        else if (rc > 0) rc = 0;
+        if (rc == 0) rc = member_remember(st->raws, slot, hash, text, len, "", 0, b->data + start, b->len - start);
     }
     Py_DECREF(raw);
     return rc;
@@ -308,8 +703,14 @@ static int put_packet(Buf *out, Buf *payload) {
 /* Track prefixes (begin-event prefix, end-packet suffix), declaring the track in Python (which
  * writes its descriptor into a bytearray we append to ``out``) on its first use. */
 static PyObject *prefixes_of(State *st, Buf *out, PyObject *declare, PyObject *track) {
+    if (track == st->last_track) { Py_INCREF(st->last_prefixes); return st->last_prefixes; }
     PyObject *found = PyDict_GetItemWithError(st->tracks, track);
-    if (found) { Py_INCREF(found); return found; }
+    if (found) {
+        Py_INCREF(track); Py_XSETREF(st->last_track, track);
+        Py_INCREF(found); Py_XSETREF(st->last_prefixes, found);
+        Py_INCREF(found);
+        return found;
+    }
     if (PyErr_Occurred()) return NULL;
     PyObject *written = PyByteArray_FromStringAndSize(NULL, 0);
     if (!written) return NULL;

@@ -123,7 +123,7 @@ class _Sequence:
         self.arg_names = _Interner(_ANNOTATION_NAMES, _A_NAME_IID, _A_NAME)
         self.strings = _Interner(_STRING_VALUES, _A_STRING_IID, _A_STRING)
         self.arg_cache: dict[tuple[str, Any], bytes] = {}  # (name, str or small int) -> bytes
-        self.raw_cache: dict[bytes, bytes] = {}  # raw JSON args -> their annotations
+        self.raw_caches: Any = None  # the C core's: raw JSON args and their members -> their annotations
         # track -> (begin-event prefix, end-packet suffix) once described on this sequence
         self.tracks: dict[Track, tuple[bytes, bytes]] = {}
 
@@ -188,9 +188,12 @@ class PerfettoEncoder:
     def reserve(self, sequence: int, events: Iterable) -> None:
         """Number the tracks ``chunk`` would number for ``events`` (in the same order), writing
         nothing: for a chunk the size cap can never take, so later ones come out the same."""
+        last = None  # a track's events run together: each run's track looked up once, not hashed per event
         for event in events:
-            if type(event) is not End and event.track not in self._uuids:
-                self._new_uuid(event.track)
+            if event.track is not last and type(event) is not End:
+                last = event.track
+                if last not in self._uuids:
+                    self._new_uuid(last)
 
     def marker(self, track: Track, ts_ns: int, name: str, args: dict[str, Any]) -> bytes:
         """An instant on its own track saying what the size cap left out."""

@@ -570,7 +570,7 @@ static int put_number(State *st, Buf *b, const Field *f) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a key checked as UTF-8 was not");
             return -1;
         }
-        made = ref(st, st->arg_refs, st->arg_names, key);
+        made = ref(st, st->arg_refs, st->arg_names, key, A_NAME);
         Py_DECREF(key);
         if (!made || member_remember(cache, slot, hash, f->key, f->key_len, NAME_ONLY, 1, PyBytes_AS_STRING(made),
                                      PyBytes_GET_SIZE(made)) < 0) {

@@ -78,6 +78,8 @@ NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
 _NA_ENUMS = (65534, 65535)
 _BIND_LAYERS = (Layer.HOST, Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)  # _db_core.bind's
+_HOST_LINKS = ("async_task_queue", "fwdbwd")  # kinds of arrow between PyTorch ops, drawn in this order
+_QUEUE = ("Enqueue", "Dequeue")  # the names of a task queue's ops (_db_core.c's too)
 
 
 def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
@@ -252,10 +254,12 @@ def _device_span(slices: list[Slice]) -> tuple[int, int] | None:
 
 
 class _Flows:
-    """Host-to-device arrows: a CANN_API launch to the tasks and ops sharing its connectionId
-    (``HostToDevice``), and a PYTORCH_API op to the stream tasks and communication ops of the
-    connection ids ``CONNECTION_IDS`` lists for it (torch_npu's ``async_npu``, drawn as its text
-    form draws them: to tasks and ops, not to HCCL's plane tasks)."""
+    """Arrows from the links of a step's records: a CANN_API launch to the tasks and ops sharing its
+    connectionId (``HostToDevice``); a PYTORCH_API op to the stream tasks and communication ops of
+    the connection ids ``CONNECTION_IDS`` lists for it (torch_npu's ``async_npu``, drawn as its text
+    form draws them: to tasks and ops, not to HCCL's plane tasks); and a PYTORCH_API op to the later
+    ones listing a connection id it lists too: a task queue's ``Enqueue`` to its ``Dequeue@...``
+    (``async_task_queue``), else a forward op to its backward (``fwdbwd``)."""
 
     def __init__(self, rank: int, links: dict[int, str]) -> None:
         self.rank, self.links, self.backwards = rank, links, 0
@@ -268,10 +272,11 @@ class _Flows:
 
     def bind_rules(self, slices: list[Slice]) -> list[Slice]:
         """The step's slices with their arrows: from a launch (the last of its connectionId) to each
-        target of it in the order read, the k-th numbered k. A task's arrows in and a launch's arrows
-        out are made together: each slice is rebuilt once. The reference ``bind`` follows."""
+        target of it in the order read, the k-th numbered k; from the first PyTorch op listing a
+        connection id to each later one listing it. A slice's arrows in and out are made together:
+        each slice is rebuilt once. The reference ``bind`` follows."""
         launches: dict[int, int] = {}
-        ops: dict[int, int] = {}  # a device connection id -> the PyTorch op that launched it
+        ops: dict[int, int | list[int]] = {}  # a connection id -> the PyTorch ops listing it, in order
         targets: dict[int, int | list[int]] = {}  # most launches have one target: its index
         host, device = Layer.HOST, (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)
         for i, s in enumerate(slices):
@@ -284,22 +289,23 @@ class _Flows:
                 if s.lane.startswith("CANN"):
                     launches[link] = i
                 elif s.lane.startswith("PyTorch") and (found := self.links.pop(link, None)) is not None:
-                    ops.update(dict.fromkeys(map(int, found.split(",")), i))
+                    for connection in map(int, found.split(",")):
+                        _add_end(ops, connection, i)
             elif layer in device:
-                ends = targets.get(link)
-                if ends is None:
-                    targets[link] = i
-                elif type(ends) is int:
-                    targets[link] = [ends, i]
-                else:
-                    ends.append(i)
+                _add_end(targets, link, i)
         outs: dict[int, tuple[int, ...]] = {}
         ins: dict[int, tuple[int, ...]] = {}
         self._arrows(slices, launches, targets, "HostToDevice", device, outs, ins)
-        self._arrows(slices, ops, targets, "async_npu", (Layer.STREAM, Layer.COMM_OP), outs, ins)
+        last_ops = {link: ends if type(ends) is int else ends[-1] for link, ends in ops.items()}
+        self._arrows(slices, last_ops, targets, "async_npu", (Layer.STREAM, Layer.COMM_OP), outs, ins)
+        shared = {link: ends for link, ends in ops.items() if type(ends) is list}
+        for kind in _HOST_LINKS:
+            firsts = {link: ends[0] for link, ends in shared.items() if _host_link(slices, ends) == kind}
+            later = {link: shared[link][1:] for link in firsts}
+            self._arrows(slices, firsts, later, kind, (host,), outs, ins)
         new = tuple.__new__
         for i, flows in outs.items():
-            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ()))
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ins.pop(i, ())))
         for i, flows in ins.items():
             slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], (), flows))
         return slices
@@ -328,6 +334,24 @@ class _Flows:
 
     def report(self, path: Path, diag: Diagnostics) -> None:
         warn_backwards_flows(diag, self.rank, self.backwards, f": {path}")
+
+
+def _host_link(slices: list[Slice], ops: list[int]) -> str:
+    """The kind of a link between PyTorch ops: a task queue's (one of them its ``Enqueue`` or
+    ``Dequeue@...``), else a forward op's to its backward."""
+    return _HOST_LINKS[0] if any(slices[i].name.startswith(_QUEUE) for i in ops) else _HOST_LINKS[1]
+
+
+def _add_end(ends_of: dict[int, int | list[int]], link: int, i: int) -> None:
+    """ends_of[link]: i, or the indices so far and i (not twice: a PyTorch op listing an id twice)."""
+    ends = ends_of.get(link)
+    if ends is None:
+        ends_of[link] = i
+    elif type(ends) is int:
+        if ends != i:
+            ends_of[link] = [ends, i]
+    elif ends[-1] != i:
+        ends.append(i)
 
 
 # -- rows to records ------------------------------------------------------------------------------

@@ -19,17 +19,19 @@ Read, the profilers' own way (checked against their ``OVERLAP_ANALYSIS`` and ``S
   table and thread; host-to-device arrows from a ``CANN_API`` launch to the tasks and ops that
   share its ``connectionId``, and from a ``PYTORCH_API`` op to the stream tasks and ops of the
   connection ids ``CONNECTION_IDS`` lists for it (its ``connectionId`` is an ``id`` there: the text
-  form's ``async_npu`` arrows, which ``diff --by op`` follows), each within one step and never
-  backwards in time (Perfetto drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``,
-  ``NPU_MEM`` and ``NPU_MODULE_MEM``;
+  form's ``async_npu`` arrows, which ``diff --by op`` follows); host-to-host arrows between
+  ``PYTORCH_API`` ops whose ids list one connection id, from the earlier to each later one: a task
+  queue's ``Enqueue`` to its ``Dequeue@...`` (the text form's ``async_task_queue``), else a forward
+  op to its backward (``fwdbwd``); each arrow within one step and never backwards in time (Perfetto
+  drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``, ``NPU_MEM`` and
+  ``NPU_MODULE_MEM``;
 * the rank from ``RANK_DEVICE_MAP``.
 
 Device memory (``MEMORY_RECORD``, ``OP_MEMORY``, ``NPU_OP_MEM``, ``NPU_MEM``'s app rows) is read
 apart, by ``memory``: it is not filed by step. Not read: ``OVERLAP_ANALYSIS`` (the project computes
 its own; tests compare the two), PMU (``TASK_PMU_INFO``, ``ACC_PMU``, ``SOC_BANDWIDTH_LEVEL``),
-call stacks (``PYTORCH_CALLCHAINS``), and the links of ``CONNECTION_IDS`` between host ops (a task
-queue's enqueue and dequeue, a forward op and its backward: the text form's ``async_task_queue``
-and ``fwdbwd`` arrows).
+call stacks (``PYTORCH_CALLCHAINS``), and ``connectionCats`` (the kinds of the links, in some files:
+the ops' names tell them).
 
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
@@ -400,7 +402,7 @@ _HOST = {
     "CANN_API": ("CANN", ("type",)),
     "MSTX_EVENTS": ("MSTX", ("eventType", "category", "domainId")),
 }
-# a PYTORCH_API row's device connection ids (``_Reader._links``)
+# a PYTORCH_API row's connection ids, to device work and to other PyTorch ops (``_Reader._links``)
 _LINKS_JOIN = (" LEFT JOIN (SELECT id, group_concat(connectionId) AS links FROM CONNECTION_IDS"
                " WHERE typeof(connectionId) = 'integer' GROUP BY id) k ON k.id = h.connectionId")
 # counters: (lane format over the row's columns, time column, [(value column, label)])
@@ -428,7 +430,7 @@ class _Reader:
         self.rank, self.path, self.diag, self.all_tasks = rank, path, diag, all_tasks
         self.schema, self.enums = schema, enums
         self.unknown_strings: dict[str, int] = {}
-        # PYTORCH_API's connectionId -> the device connection ids it links to, comma-separated,
+        # PYTORCH_API's connectionId -> the connection ids it links to, comma-separated,
         # from the rows read until ``_Flows.bind`` takes them: a step's at most
         self.links: dict[int, str] = {}
 
@@ -644,7 +646,7 @@ class _Reader:
 
     def host_batch(self, table: str, rows: list[tuple], lanes: dict[int, str]) -> list[Slice]:
         """Rows of a host table's query (ok, links, then the columns ``_host_slice`` reads) as their
-        slices, in order, their links to device connection ids noted; ``lanes`` the thread lanes
+        slices, in order, their links to connection ids noted; ``lanes`` the thread lanes
         named so far."""
         prefix, extra = _HOST[table]
         api = self.enums["API"] if table == "CANN_API" else None
@@ -664,9 +666,10 @@ class _Reader:
         return batch
 
     def _links(self, table: str, joins: str) -> tuple[str, str]:
-        """(column, joins): for PYTORCH_API, the device connection ids its row's ``connectionId``
-        names in ``CONNECTION_IDS(id, connectionId)`` (one row per id and connection id: a
-        ``Conv2D`` launches four tasks), joined by commas, or NULL; NULL for any other table."""
+        """(column, joins): for PYTORCH_API, the connection ids its row's ``connectionId`` names in
+        ``CONNECTION_IDS(id, connectionId)`` (one row per id and connection id: a ``Conv2D`` launches
+        four tasks; an ``Enqueue`` shares one with its ``Dequeue@...``), joined by commas, or NULL;
+        NULL for any other table."""
         if table != "PYTORCH_API" or not {"id", "connectionId"} <= self.schema.columns("CONNECTION_IDS"):
             return "NULL", joins
         return "k.links", joins + _LINKS_JOIN

@@ -19,12 +19,22 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import real_data
 
-from converters import Diagnostics, Layer, Options, discover, overlap_report, read_profile, step_overlap
+from converters import (
+    Diagnostics,
+    Layer,
+    Options,
+    convert,
+    discover,
+    overlap_report,
+    read_profile,
+    step_overlap,
+)
 from converters.overlap import NOT_COMPUTE
 
 LANES = {0: "Computing", 1: "Communication", 2: "Communication (not overlapped)", 3: "Free"}
@@ -149,9 +159,88 @@ def test_pytorch_ops_arrows_reach_the_tasks_and_ops_connection_ids_name(torch_db
         slices = [s for b in batches if b.rank == rank for s in b.slices]
         ends = {f: s for s in slices for f in s.flows_in}
         got = sorted((s.start_ns, s.name, ends[f].start_ns) for s in slices
-                     if s.lane.startswith("PyTorch") for f in s.flows_out)
+                     if s.lane.startswith("PyTorch") for f in s.flows_out if ends[f].layer is not Layer.HOST)
         assert got == expected
         assert len(got) == 208  # 187 compute tasks, 17 others (copies), the 4 allreduces
         from_ops = {f for s in slices if s.lane.startswith("PyTorch") for f in s.flows_out}
         compute = [s for s in slices if s.layer is Layer.STREAM and s.task_type != NOT_COMPUTE]
         assert len(compute) == 187 and all(from_ops.intersection(s.flows_in) for s in compute)
+
+
+# The pairs of PyTorch ops two rows of CONNECTION_IDS join (one connection id, two ids PYTORCH_API
+# rows name), each op filed under its step as the reader files it (the last step started at or before
+# it, the first for those before), the first of a connection id in a step to each later one there.
+_OP_PAIRS = """
+WITH ops AS (
+    SELECT CAST(p.startNs AS INTEGER) AS start, s.value AS name, c.connectionId AS link,
+           COALESCE((SELECT id FROM STEP_TIME WHERE startNs <= CAST(p.startNs AS INTEGER)
+                     ORDER BY startNs DESC LIMIT 1),
+                    (SELECT id FROM STEP_TIME ORDER BY startNs LIMIT 1)) AS step
+    FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name JOIN CONNECTION_IDS c ON c.id = p.connectionId)
+SELECT a.link, a.name, a.start, b.name, b.start FROM ops a JOIN ops b
+    ON b.link = a.link AND b.step = a.step AND b.start > a.start
+WHERE NOT EXISTS (SELECT 1 FROM ops e WHERE e.link = a.link AND e.step = a.step AND e.start < a.start)
+"""
+# Each arrow between host slices in a trace: its rank's process, and the names and times of its ends
+_HOST_ARROWS = """
+select hex(p.name) as process, hex(so.name) as name_out, so.ts as ts_out, hex(si.name) as name_in,
+  si.ts as ts_in
+from flow f join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in
+  join track t_out on t_out.id = so.track_id join track t_in on t_in.id = si.track_id
+  left join thread_track tt on so.track_id = tt.id left join thread t using (utid)
+  left join process_track pt on so.track_id = pt.id
+  join process p on p.upid = coalesce(t.upid, pt.upid)
+where t_out.name like 'PyTorch%' and t_in.name like 'PyTorch%';
+"""
+
+
+def _op_pairs(db: sqlite3.Connection) -> dict[str, list[tuple]]:
+    """The database's pairs of linked PyTorch ops by kind: a task queue's Enqueue to its Dequeue@...,
+    else a forward op to its backward; where the sample's own ``connectionCats`` names the kind
+    (rank 0), it must agree."""
+    cats = dict(db.execute("SELECT connectionId, cat FROM connectionCats")) \
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'connectionCats'").fetchone() else {}
+    pairs: dict[str, list[tuple]] = {"async_task_queue": [], "fwdbwd": []}
+    for link, *pair in db.execute(_OP_PAIRS):
+        kind = "async_task_queue" if pair[0] == "Enqueue" and pair[2].startswith("Dequeue@") else "fwdbwd"
+        assert cats.get(link, kind) == kind
+        pairs[kind].append(tuple(pair))
+    return {kind: sorted(found) for kind, found in pairs.items()}
+
+
+def test_pytorch_ops_sharing_a_connection_id_are_linked_as_the_text_form_links_them(torch_db, tmp_path):
+    """Two ``PYTORCH_API`` rows whose ids ``CONNECTION_IDS`` lists with one connection id are linked:
+    the text form's ``async_task_queue`` (``Enqueue`` to its ``Dequeue@...``, 159 a rank, as in
+    ``ascend-pt-2rank``) and ``fwdbwd`` (forward op to its backward, 27). The detail trace holds
+    exactly the pairs a query of the database gives, from the earlier op to the later, and loads in
+    the trace processor with nothing repaired and every arrow we wrote."""
+    from test_trace_processor import imported, trace_processor
+    from trace_check import read_perfetto
+
+    copy = Path(shutil.copytree(torch_db, tmp_path / "ascend-pt-db"))
+    expected = {}
+    for rank in (0, 1):
+        db = sqlite3.connect(f"file:{_database(copy, rank)}?mode=ro&immutable=1", uri=True)
+        expected[rank] = _op_pairs(db)
+        db.close()
+        assert {kind: len(pairs) for kind, pairs in expected[rank].items()} == {"async_task_queue": 159,
+                                                                                 "fwdbwd": 27}
+    out = tmp_path / "out.pftrace"
+    convert(copy, out, kind="detail", max_bytes=None)
+    problems, (_, _, flows) = imported(out, tmp_path)
+    assert problems == []
+    assert flows == read_perfetto(out.read_bytes()).flows
+    query = tmp_path / "host_arrows.sql"
+    query.write_text(_HOST_ARROWS)
+    done = subprocess.run([str(trace_processor()), "-q", str(query), str(out)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    drawn: dict[int, list[tuple]] = {0: [], 1: []}
+    for row in done.stdout.split()[1:]:
+        process, name_out, ts_out, name_in, ts_in = (field.strip('"') for field in row.split(","))
+        rank = int(re.match(r"Rank (\d+)", bytes.fromhex(process).decode())[1])
+        drawn[rank].append((bytes.fromhex(name_out).decode(), int(ts_out), bytes.fromhex(name_in).decode(),
+                            int(ts_in)))
+    for rank, pairs in expected.items():
+        assert sorted(drawn[rank]) == sorted(pairs["async_task_queue"] + pairs["fwdbwd"])
+    assert flows == 1889  # 1,517 before these 2 x 186 (the rest: host to device, and the collectives')

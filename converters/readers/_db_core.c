@@ -1,5 +1,5 @@
 /* The database form's per-record work in C (readers/ascend_db.py), beside the Python rules it follows:
- * - ascend_db._Flows.bind_rules: a step's host-to-device arrows (bind);
+ * - ascend_db._Flows.bind_rules: a step's arrows (bind);
  * - ascend_db._Reader._task_rules, _host_slice: the TASK and host API rows SQLite says are as
  *   expected made into their slices (task_slices, host_slices), until a row the rules must read;
  * - heapq.merge and the loop that filed its stream by step: the scans merged by time and filed
@@ -129,8 +129,8 @@ done:
     return rc;
 }
 
-/* The arrows of one kind: from each launch (a dict link -> index, in its order) to the targets of its
- * link (a dict link -> index or list of them) */
+/* The arrows of one kind: from each launch (a dict link -> index, or a list of them: from the last,
+ * in its order) to the targets of its link (a dict link -> index or list of them) */
 static int arrows(Bind *b, PyObject *launches, PyObject *targets, const char *kind, PyObject *layers) {
     PyObject *link, *first;
     Py_ssize_t pos = 0;
@@ -140,6 +140,7 @@ static int arrows(Bind *b, PyObject *launches, PyObject *targets, const char *ki
             if (PyErr_Occurred()) return -1;
             continue;
         }
+        if (PyList_CheckExact(first)) first = PyList_GET_ITEM(first, PyList_GET_SIZE(first) - 1);
         Py_ssize_t i = PyLong_AsSsize_t(first);
         if (i == -1 && PyErr_Occurred()) return -1;
         if (launch_arrows(b, i, link, ends, kind, layers) < 0) return -1;
@@ -147,21 +148,60 @@ static int arrows(Bind *b, PyObject *launches, PyObject *targets, const char *ki
     return 0;
 }
 
-/* targets[link] = i, or [first, i], or its list + [i] */
-static int add_target(PyObject *targets, PyObject *link, PyObject *index) {
-    PyObject *ends = PyDict_GetItemWithError(targets, link);
-    if (!ends) return PyErr_Occurred() ? -1 : PyDict_SetItem(targets, link, index);
+/* The arrows between PyTorch ops of one kind (ascend_db._HOST_LINKS): from the first op of each
+ * link (a dict link -> index, or a list of them in order) that ``ops`` lists more than one of, to the
+ * later ones, where the link is a task queue's (``queue``: one of its ops named Enqueue... or
+ * Dequeue...) or not */
+static int host_arrows(Bind *b, PyObject *ops, int queue, const char *kind, PyObject *layers) {
+    static PyObject *enqueue, *dequeue;
+    if (!enqueue && !(enqueue = PyUnicode_InternFromString("Enqueue"))) return -1;
+    if (!dequeue && !(dequeue = PyUnicode_InternFromString("Dequeue"))) return -1;
+    PyObject *link, *ends;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(ops, &pos, &link, &ends)) {
+        if (!PyList_CheckExact(ends)) continue;
+        int queued = 0;
+        for (Py_ssize_t k = 0; !queued && k < PyList_GET_SIZE(ends); k++) {
+            Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(ends, k));
+            if (i == -1 && PyErr_Occurred()) return -1;
+            PyObject *name = PyTuple_GET_ITEM(PyList_GET_ITEM(b->slices, i), SLICE_NAME);
+            if (!PyUnicode_Check(name)) {
+                PyErr_SetString(PyExc_TypeError, "bind: a slice's name is no str");
+                return -1;
+            }
+            queued = PyUnicode_Tailmatch(name, enqueue, 0, PY_SSIZE_T_MAX, -1) == 1 ||
+                     PyUnicode_Tailmatch(name, dequeue, 0, PY_SSIZE_T_MAX, -1) == 1;
+        }
+        if (queued != queue) continue;
+        Py_ssize_t first = PyLong_AsSsize_t(PyList_GET_ITEM(ends, 0));
+        PyObject *later = first == -1 && PyErr_Occurred() ? NULL
+                                                          : PyList_GetSlice(ends, 1, PyList_GET_SIZE(ends));
+        int rc = later ? launch_arrows(b, first, link, later, kind, layers) : -1;
+        Py_XDECREF(later);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* ends_of[link] = i, or [first, i], or its list + [i]; not i again where it is the last (a PyTorch op
+ * listing a connection id twice) */
+static int add_end(PyObject *ends_of, PyObject *link, PyObject *index) {
+    PyObject *ends = PyDict_GetItemWithError(ends_of, link);
+    if (!ends) return PyErr_Occurred() ? -1 : PyDict_SetItem(ends_of, link, index);
+    PyObject *last = PyList_CheckExact(ends) ? PyList_GET_ITEM(ends, PyList_GET_SIZE(ends) - 1) : ends;
+    int same = PyObject_RichCompareBool(last, index, Py_EQ);
+    if (same) return same < 0 ? -1 : 0;
     if (PyList_CheckExact(ends)) return PyList_Append(ends, index);
     PyObject *both = PyList_New(2);
     if (!both) return -1;
     Py_INCREF(ends); PyList_SET_ITEM(both, 0, ends);
     Py_INCREF(index); PyList_SET_ITEM(both, 1, index);
-    int rc = PyDict_SetItem(targets, link, both);
+    int rc = PyDict_SetItem(ends_of, link, both);
     Py_DECREF(both);
     return rc;
 }
 
-/* ops[int(id)] = index for each id of a PyTorch op's comma-separated device connection ids */
+/* add_end(ops, int(id), index) for each id of a PyTorch op's comma-separated connection ids */
 static int add_ops(PyObject *ops, PyObject *found, PyObject *index) {
     static PyObject *comma;
     if (!comma && !(comma = PyUnicode_InternFromString(","))) return -1;
@@ -170,7 +210,7 @@ static int add_ops(PyObject *ops, PyObject *found, PyObject *index) {
     int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(parts); i++) {
         PyObject *id = PyNumber_Long(PyList_GET_ITEM(parts, i));
-        rc = id ? PyDict_SetItem(ops, id, index) : -1;
+        rc = id ? add_end(ops, id, index) : -1;
         Py_XDECREF(id);
     }
     Py_DECREF(parts);
@@ -215,7 +255,7 @@ static int collect(PyObject *slices, PyObject *links, PyObject *const *layer, Py
             }
             if (rc == 0 && PyErr_Occurred()) rc = -1;  /* a lane that is no str */
         } else if (kind == layer[1] || kind == layer[2] || kind == layer[3]) {
-            rc = add_target(targets, link, index);
+            rc = add_end(targets, link, index);
         }
         Py_DECREF(index);
         if (rc < 0) return -1;
@@ -224,7 +264,8 @@ static int collect(PyObject *slices, PyObject *links, PyObject *const *layer, Py
 }
 
 /* bind(slices, links, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> the arrows left out as
- * backwards: ascend_db._Flows.bind_rules, the slices rebuilt in place. */
+ * backwards: ascend_db._Flows.bind_rules, the slices rebuilt in place (a slice's arrows out and in at
+ * once). */
 static PyObject *bind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1]) || !PyTuple_Check(argv[4]) ||
@@ -245,24 +286,23 @@ static PyObject *bind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     PyObject *launches = PyDict_New(), *ops = PyDict_New(), *targets = PyDict_New(), *result = NULL;
     PyObject *device = PyTuple_GetSlice(layers, 1, 4), *async_layers = PyTuple_Pack(2, PyTuple_GET_ITEM(layers, 1),
                                                                                      PyTuple_GET_ITEM(layers, 3));
+    PyObject *host = PyTuple_GetSlice(layers, 0, 1);
     b.outs = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
     b.ins = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
-    if (!launches || !ops || !targets || !device || !async_layers || !b.outs || !b.ins) goto done;
+    if (!launches || !ops || !targets || !device || !async_layers || !host || !b.outs || !b.ins) goto done;
     if (collect(slices, argv[1], &PyTuple_GET_ITEM(layers, 0), launches, ops, targets) < 0 ||
         arrows(&b, launches, targets, "HostToDevice", device) < 0 ||
-        arrows(&b, ops, targets, "async_npu", async_layers) < 0)
+        arrows(&b, ops, targets, "async_npu", async_layers) < 0 ||
+        host_arrows(&b, ops, 1, "async_task_queue", host) < 0 || host_arrows(&b, ops, 0, "fwdbwd", host) < 0)
         goto done;
     PyObject *none = PyTuple_New(0);
     if (!none) goto done;
     int failed = 0;
-    for (Py_ssize_t pass = 0; pass < 2 && !failed; pass++) {  /* arrows out, then in, as the rules do */
-        for (Py_ssize_t i = 0; i < n && !failed; i++) {
-            PyObject *flows = pass ? b.ins[i] : b.outs[i];
-            if (!flows) continue;
-            PyObject *made = pass ? with_flows(PyList_GET_ITEM(slices, i), none, flows)
-                                  : with_flows(PyList_GET_ITEM(slices, i), flows, none);
-            failed = !made || PyList_SetItem(slices, i, made) < 0;
-        }
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        if (!b.outs[i] && !b.ins[i]) continue;
+        PyObject *made = with_flows(PyList_GET_ITEM(slices, i), b.outs[i] ? b.outs[i] : none,
+                                    b.ins[i] ? b.ins[i] : none);
+        failed = !made || PyList_SetItem(slices, i, made) < 0;
     }
     Py_DECREF(none);
     if (!failed) result = PyLong_FromSsize_t(b.backwards);
@@ -271,6 +311,7 @@ done:
         for (Py_ssize_t i = 0; i < n; i++) { Py_XDECREF(b.outs[i]); Py_XDECREF(b.ins[i]); }
     PyMem_Free(b.outs); PyMem_Free(b.ins);
     Py_XDECREF(launches); Py_XDECREF(ops); Py_XDECREF(targets); Py_XDECREF(device); Py_XDECREF(async_layers);
+    Py_XDECREF(host);
     return result;
 }
 
@@ -570,7 +611,7 @@ static PyObject *fill(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(slices, links, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> arrows left out as "
-     "backwards: a step's host-to-device arrows, the slices rebuilt in place"},
+     "backwards: a step's arrows, the slices rebuilt in place"},
     {"task_slices", (PyCFunction)(void (*)(void))task_slices, METH_FASTCALL,
      "task_slices(rows, i, out, spec, rank, lanes, all_tasks) -> the first row the rules must read"},
     {"host_slices", (PyCFunction)(void (*)(void))host_slices, METH_FASTCALL,

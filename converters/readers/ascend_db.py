@@ -19,17 +19,19 @@ Read, the profilers' own way (checked against their ``OVERLAP_ANALYSIS`` and ``S
   table and thread; host-to-device arrows from a ``CANN_API`` launch to the tasks and ops that
   share its ``connectionId``, and from a ``PYTORCH_API`` op to the stream tasks and ops of the
   connection ids ``CONNECTION_IDS`` lists for it (its ``connectionId`` is an ``id`` there: the text
-  form's ``async_npu`` arrows, which ``diff --by op`` follows), each within one step and never
-  backwards in time (Perfetto drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``,
-  ``NPU_MEM`` and ``NPU_MODULE_MEM``;
+  form's ``async_npu`` arrows, which ``diff --by op`` follows); host-to-host arrows between
+  ``PYTORCH_API`` ops whose ids list one connection id, from the earlier to each later one: a task
+  queue's ``Enqueue`` to its ``Dequeue@...`` (the text form's ``async_task_queue``), else a forward
+  op to its backward (``fwdbwd``); each arrow within one step and never backwards in time (Perfetto
+  drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``, ``NPU_MEM`` and
+  ``NPU_MODULE_MEM``;
 * the rank from ``RANK_DEVICE_MAP``.
 
 Device memory (``MEMORY_RECORD``, ``OP_MEMORY``, ``NPU_OP_MEM``, ``NPU_MEM``'s app rows) is read
 apart, by ``memory``: it is not filed by step. Not read: ``OVERLAP_ANALYSIS`` (the project computes
 its own; tests compare the two), PMU (``TASK_PMU_INFO``, ``ACC_PMU``, ``SOC_BANDWIDTH_LEVEL``),
-call stacks (``PYTORCH_CALLCHAINS``), and the links of ``CONNECTION_IDS`` between host ops (a task
-queue's enqueue and dequeue, a forward op and its backward: the text form's ``async_task_queue``
-and ``fwdbwd`` arrows).
+call stacks (``PYTORCH_CALLCHAINS``), and ``connectionCats`` (the kinds of the links, in some files:
+the ops' names tell them).
 
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
@@ -78,6 +80,8 @@ NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
 _NA_ENUMS = (65534, 65535)
 _BIND_LAYERS = (Layer.HOST, Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)  # _db_core.bind's
+_HOST_LINKS = ("async_task_queue", "fwdbwd")  # kinds of arrow between PyTorch ops, drawn in this order
+_QUEUE = ("Enqueue", "Dequeue")  # the names of a task queue's ops (_db_core.c's too)
 
 
 def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
@@ -252,10 +256,12 @@ def _device_span(slices: list[Slice]) -> tuple[int, int] | None:
 
 
 class _Flows:
-    """Host-to-device arrows: a CANN_API launch to the tasks and ops sharing its connectionId
-    (``HostToDevice``), and a PYTORCH_API op to the stream tasks and communication ops of the
-    connection ids ``CONNECTION_IDS`` lists for it (torch_npu's ``async_npu``, drawn as its text
-    form draws them: to tasks and ops, not to HCCL's plane tasks)."""
+    """Arrows from the links of a step's records: a CANN_API launch to the tasks and ops sharing its
+    connectionId (``HostToDevice``); a PYTORCH_API op to the stream tasks and communication ops of
+    the connection ids ``CONNECTION_IDS`` lists for it (torch_npu's ``async_npu``, drawn as its text
+    form draws them: to tasks and ops, not to HCCL's plane tasks); and a PYTORCH_API op to the later
+    ones listing a connection id it lists too: a task queue's ``Enqueue`` to its ``Dequeue@...``
+    (``async_task_queue``), else a forward op to its backward (``fwdbwd``)."""
 
     def __init__(self, rank: int, links: dict[int, str]) -> None:
         self.rank, self.links, self.backwards = rank, links, 0
@@ -268,10 +274,11 @@ class _Flows:
 
     def bind_rules(self, slices: list[Slice]) -> list[Slice]:
         """The step's slices with their arrows: from a launch (the last of its connectionId) to each
-        target of it in the order read, the k-th numbered k. A task's arrows in and a launch's arrows
-        out are made together: each slice is rebuilt once. The reference ``bind`` follows."""
+        target of it in the order read, the k-th numbered k; from the first PyTorch op listing a
+        connection id to each later one listing it. A slice's arrows in and out are made together:
+        each slice is rebuilt once. The reference ``bind`` follows."""
         launches: dict[int, int] = {}
-        ops: dict[int, int] = {}  # a device connection id -> the PyTorch op that launched it
+        ops: dict[int, int | list[int]] = {}  # a connection id -> the PyTorch ops listing it, in order
         targets: dict[int, int | list[int]] = {}  # most launches have one target: its index
         host, device = Layer.HOST, (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)
         for i, s in enumerate(slices):
@@ -284,22 +291,23 @@ class _Flows:
                 if s.lane.startswith("CANN"):
                     launches[link] = i
                 elif s.lane.startswith("PyTorch") and (found := self.links.pop(link, None)) is not None:
-                    ops.update(dict.fromkeys(map(int, found.split(",")), i))
+                    for connection in map(int, found.split(",")):
+                        _add_end(ops, connection, i)
             elif layer in device:
-                ends = targets.get(link)
-                if ends is None:
-                    targets[link] = i
-                elif type(ends) is int:
-                    targets[link] = [ends, i]
-                else:
-                    ends.append(i)
+                _add_end(targets, link, i)
         outs: dict[int, tuple[int, ...]] = {}
         ins: dict[int, tuple[int, ...]] = {}
         self._arrows(slices, launches, targets, "HostToDevice", device, outs, ins)
-        self._arrows(slices, ops, targets, "async_npu", (Layer.STREAM, Layer.COMM_OP), outs, ins)
+        last_ops = {link: ends if type(ends) is int else ends[-1] for link, ends in ops.items()}
+        self._arrows(slices, last_ops, targets, "async_npu", (Layer.STREAM, Layer.COMM_OP), outs, ins)
+        shared = {link: ends for link, ends in ops.items() if type(ends) is list}
+        for kind in _HOST_LINKS:
+            firsts = {link: ends[0] for link, ends in shared.items() if _host_link(slices, ends) == kind}
+            later = {link: shared[link][1:] for link in firsts}
+            self._arrows(slices, firsts, later, kind, (host,), outs, ins)
         new = tuple.__new__
         for i, flows in outs.items():
-            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ()))
+            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ins.pop(i, ())))
         for i, flows in ins.items():
             slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], (), flows))
         return slices
@@ -328,6 +336,24 @@ class _Flows:
 
     def report(self, path: Path, diag: Diagnostics) -> None:
         warn_backwards_flows(diag, self.rank, self.backwards, f": {path}")
+
+
+def _host_link(slices: list[Slice], ops: list[int]) -> str:
+    """The kind of a link between PyTorch ops: a task queue's (one of them its ``Enqueue`` or
+    ``Dequeue@...``), else a forward op's to its backward."""
+    return _HOST_LINKS[0] if any(slices[i].name.startswith(_QUEUE) for i in ops) else _HOST_LINKS[1]
+
+
+def _add_end(ends_of: dict[int, int | list[int]], link: int, i: int) -> None:
+    """ends_of[link]: i, or the indices so far and i (not twice: a PyTorch op listing an id twice)."""
+    ends = ends_of.get(link)
+    if ends is None:
+        ends_of[link] = i
+    elif type(ends) is int:
+        if ends != i:
+            ends_of[link] = [ends, i]
+    elif ends[-1] != i:
+        ends.append(i)
 
 
 # -- rows to records ------------------------------------------------------------------------------
@@ -376,7 +402,7 @@ _HOST = {
     "CANN_API": ("CANN", ("type",)),
     "MSTX_EVENTS": ("MSTX", ("eventType", "category", "domainId")),
 }
-# a PYTORCH_API row's device connection ids (``_Reader._links``)
+# a PYTORCH_API row's connection ids, to device work and to other PyTorch ops (``_Reader._links``)
 _LINKS_JOIN = (" LEFT JOIN (SELECT id, group_concat(connectionId) AS links FROM CONNECTION_IDS"
                " WHERE typeof(connectionId) = 'integer' GROUP BY id) k ON k.id = h.connectionId")
 # counters: (lane format over the row's columns, time column, [(value column, label)])
@@ -404,7 +430,7 @@ class _Reader:
         self.rank, self.path, self.diag, self.all_tasks = rank, path, diag, all_tasks
         self.schema, self.enums = schema, enums
         self.unknown_strings: dict[str, int] = {}
-        # PYTORCH_API's connectionId -> the device connection ids it links to, comma-separated,
+        # PYTORCH_API's connectionId -> the connection ids it links to, comma-separated,
         # from the rows read until ``_Flows.bind`` takes them: a step's at most
         self.links: dict[int, str] = {}
 
@@ -620,7 +646,7 @@ class _Reader:
 
     def host_batch(self, table: str, rows: list[tuple], lanes: dict[int, str]) -> list[Slice]:
         """Rows of a host table's query (ok, links, then the columns ``_host_slice`` reads) as their
-        slices, in order, their links to device connection ids noted; ``lanes`` the thread lanes
+        slices, in order, their links to connection ids noted; ``lanes`` the thread lanes
         named so far."""
         prefix, extra = _HOST[table]
         api = self.enums["API"] if table == "CANN_API" else None
@@ -640,9 +666,10 @@ class _Reader:
         return batch
 
     def _links(self, table: str, joins: str) -> tuple[str, str]:
-        """(column, joins): for PYTORCH_API, the device connection ids its row's ``connectionId``
-        names in ``CONNECTION_IDS(id, connectionId)`` (one row per id and connection id: a
-        ``Conv2D`` launches four tasks), joined by commas, or NULL; NULL for any other table."""
+        """(column, joins): for PYTORCH_API, the connection ids its row's ``connectionId`` names in
+        ``CONNECTION_IDS(id, connectionId)`` (one row per id and connection id: a ``Conv2D`` launches
+        four tasks; an ``Enqueue`` shares one with its ``Dequeue@...``), joined by commas, or NULL;
+        NULL for any other table."""
         if table != "PYTORCH_API" or not {"id", "connectionId"} <= self.schema.columns("CONNECTION_IDS"):
             return "NULL", joins
         return "k.links", joins + _LINKS_JOIN

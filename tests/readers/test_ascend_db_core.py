@@ -12,36 +12,46 @@ from hypothesis import strategies as st
 from converters.errors import Diagnostics
 from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from converters.readers.ascend_db import _TASK_COLUMNS, _by_step, _Flows, _Reader
+from converters.readers.flows import flow_id
 
 # (layer, lane), launches and their targets the most
 _LANES = ((Layer.HOST, "CANN (thread 1)"), (Layer.HOST, "PyTorch (thread 2)"), (Layer.STREAM, "Stream 1"),
           (Layer.STREAM, "Stream 2"), (Layer.COMM_TASK, "Plane 0"), (Layer.COMM_OP, "group"),
           (Layer.HOST, "MSTX (thread 3)"), (Layer.STEP, "Steps"))
+# a step of PyTorch ops the most: an enqueue and its dequeue on threads of their own, forward and backward
+_OP_LANES = ((Layer.HOST, "PyTorch (thread 2)"), (Layer.HOST, "PyTorch (thread 4)"),
+             (Layer.STREAM, "Stream 1"))
 _LINKS = st.sampled_from((0, 1, 2, 3, None))  # few ids: launches share them, as steps do
+_NAMES = st.sampled_from(("s", "Enqueue", "Dequeue@Conv2D", "aten::conv2d", "ConvolutionBackward0"))
 
 
 @st.composite
-def _slice(draw) -> Slice:
-    layer, lane = draw(st.sampled_from(_LANES))
-    linked = st.fixed_dictionaries({"connection_id": _LINKS}, optional={"x": st.integers()})
+def _slice(draw, lanes: tuple[tuple[Layer, str], ...] = _LANES, links: st.SearchStrategy = _LINKS) -> Slice:
+    layer, lane = draw(st.sampled_from(lanes))
+    linked = st.fixed_dictionaries({"connection_id": links}, optional={"x": st.integers()})
     args = draw(st.one_of(linked, linked, linked, st.sampled_from(({}, None, b'{"connection_id": 1}'))))
     start = draw(st.integers(0, 9) if layer is Layer.HOST else st.integers(8, 12))  # now and then backwards
-    return Slice(0, layer, lane, "s", start, 1, args, "", draw(st.sampled_from(((), (9,)))), ())
+    return Slice(0, layer, lane, draw(_NAMES), start, 1, args, "", draw(st.sampled_from(((), (9,)))), ())
 
 
-_STEP = st.lists(_slice(), min_size=4, max_size=30)
-# PYTORCH_API's connectionId -> its device connection ids, as SQLite's group_concat writes them
-_OPS = st.dictionaries(st.integers(0, 3), st.one_of(
-    st.none(), st.lists(st.integers(0, 3), min_size=1, max_size=3).map(lambda ids: ",".join(map(str, ids)))))
+_STEP = st.one_of(st.lists(_slice(), min_size=4, max_size=30),
+                  st.lists(_slice(_OP_LANES, st.integers(0, 3)), min_size=2, max_size=12))
+# PYTORCH_API's connectionId -> its connection ids, as SQLite's group_concat writes them (an id two
+# ops list is a link between them: a task queue's, a forward op's to its backward), now and then
+# one for each connectionId, so that ops share them
+_IDS = st.lists(st.integers(0, 3), min_size=1, max_size=3).map(lambda ids: ",".join(map(str, ids)))
+_OPS = st.one_of(st.dictionaries(st.integers(0, 3), st.one_of(st.none(), _IDS)),
+                 st.fixed_dictionaries(dict.fromkeys(range(4), _IDS)))
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_STEP, min_size=1, max_size=3), _OPS, st.integers(0, 5), st.booleans())
 def test_bind_in_c_follows_the_rules(steps, links, rank, own):
-    """Arrows out of CANN launches and PyTorch ops, into stream tasks, plane tasks and ops: the same
-    slices rebuilt, the same links taken, the same backwards arrows counted, step after step; the
-    slices the step's list alone holds (``own``, as in a conversion) changed in place, others left
-    as they were."""
+    """Arrows out of CANN launches and PyTorch ops, into stream tasks, plane tasks and ops, and
+    between PyTorch ops sharing a connection id (a task queue's, a forward op's to its backward): the
+    same slices rebuilt, the same links taken, the same backwards arrows counted, step after step;
+    the slices the step's list alone holds (``own``, as in a conversion) changed in place, others
+    left as they were."""
     c, rules = _Flows(rank, dict(links)), _Flows(rank, dict(links))
     for step in steps:
         given, before = ([Slice(*s) for s in step] if own else list(step)), [tuple(s) for s in step]
@@ -49,6 +59,33 @@ def test_bind_in_c_follows_the_rules(steps, links, rank, own):
         assert c.links == rules.links
         assert [tuple(s) for s in step] == before  # shared slices are left as they were
     assert c.backwards == rules.backwards
+
+
+def _op(name: str, start: int, link: int, lane: str = "PyTorch (thread 2)") -> Slice:
+    return Slice(0, Layer.HOST, lane, name, start, 1, {"connection_id": link})
+
+
+def test_pytorch_ops_sharing_a_connection_id_are_linked_from_the_earlier():
+    """The first op listing a connection id to each later one listing it, within the step: an
+    ``Enqueue`` to its ``Dequeue@...`` (``async_task_queue``), a forward op to its backward
+    (``fwdbwd``), a device connection id's arrows from the last op listing it (``async_npu``); an
+    op listing an id twice is no pair with itself; one whose later op starts before it is counted
+    as backwards, not drawn."""
+    step = [_op("aten::conv2d", 0, 10), _op("Enqueue", 1, 11),
+            _op("Dequeue@Conv2D", 3, 12, "PyTorch (thread 5)"),
+            Slice(0, Layer.STREAM, "Stream 1", "Conv2D", 4, 1, {"connection_id": 7}),
+            _op("ConvolutionBackward0", 6, 13), _op("aten::relu_", 8, 14), _op("ReluBackward0", 7, 15)]
+    links = {10: "100", 11: "101,101", 12: "101,7", 13: "100", 14: "102", 15: "102", 99: "5"}
+    for bind in ("bind", "bind_rules"):
+        flows = _Flows(3, dict(links))
+        slices = getattr(flows, bind)(list(step))
+        ends = {f: s.name for s in slices for f in s.flows_in}
+        arrows = sorted((s.name, ends[f], f) for s in slices for f in s.flows_out)
+        assert arrows == sorted([
+            ("aten::conv2d", "ConvolutionBackward0", flow_id(3, "fwdbwd:100", 0)),
+            ("Enqueue", "Dequeue@Conv2D", flow_id(3, "async_task_queue:101", 0)),
+            ("Dequeue@Conv2D", "Conv2D", flow_id(3, "async_npu:7", 0))]), bind
+        assert flows.backwards == 1 and flows.links == {99: "5"}, bind
 
 
 # -- rows to slices: what C makes of the rows SQLite says are as expected is what the rules make ------

@@ -33,6 +33,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from converters.writers.perfetto import _int, _len
+
 from .run import BUILD
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -57,22 +59,6 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
             return value, i
 
 
-def _enc(value: int) -> bytes:
-    value %= 1 << 64
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _int(field: int, value: int) -> bytes:
-    return _enc(field << 3) + _enc(value)
-
-
-def _len(field: int, payload: bytes) -> bytes:
-    return _enc(field << 3 | 2) + _enc(len(payload)) + payload
 
 
 def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes, bytes]]:

@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
+#include <sqlite3.h>
 
 #include "../records.h"
 
@@ -316,30 +317,267 @@ done:
 }
 
 
-/* -- rows to slices --------------------------------------------------------------------------- */
+/* -- rows read from SQLite straight into slices ------------------------------------------------- */
 
-/* A value drawn as no arg: None, "" or "N/A" (ascend_db._NOTHING) */
-static int nothing(PyObject *value) {
-    if (value == Py_None) return 1;
-    if (!PyUnicode_CheckExact(value)) return 0;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(value);
-    return n == 0 || (n == 3 && PyUnicode_CompareWithASCIIString(value, "N/A") == 0);
+/* The rows of one query, stepped on a connection of our own (read-only, on the URI sqlite.read_only
+ * opened), made into slices without a Python tuple per row; string ids resolved through STRING_IDS
+ * once each (a cache of the ids met), not by a join per string column. The sqlite3 module built ~40
+ * objects a row and SQLite looked up ten strings a row: most of a rank's reading (BENCHMARKS.md,
+ * issue 28, session 14). */
+
+static PyObject *database_error, *operational_error;  /* sqlite3's: sqlite.DAMAGED catches ours */
+
+/* An SQLite error as the sqlite3 module raises it: OperationalError for what the system did (I/O,
+ * busy, cannot open), DatabaseError for the rest ("database disk image is malformed") */
+static void raise_sqlite(sqlite3 *db, int code) {
+    const char *message = db ? sqlite3_errmsg(db) : sqlite3_errstr(code);
+    switch (code & 0xFF) {
+    case SQLITE_NOMEM:
+        PyErr_NoMemory();
+        return;
+    case SQLITE_ERROR: case SQLITE_PERM: case SQLITE_ABORT: case SQLITE_BUSY: case SQLITE_LOCKED:
+    case SQLITE_READONLY: case SQLITE_INTERRUPT: case SQLITE_IOERR: case SQLITE_FULL: case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL: case SQLITE_EMPTY: case SQLITE_SCHEMA:
+        PyErr_SetString(operational_error, message);
+        return;
+    default:
+        PyErr_SetString(database_error, message);
+    }
 }
 
-/* {key: value} of ``keys`` and the row's values from ``at`` on, but those that say nothing (or, if
- * ``only_none``, but None) */
-static PyObject *args_of(PyObject *row, Py_ssize_t at, PyObject *keys, Py_ssize_t count, int only_none) {
-    PyObject *args = PyDict_New();
-    if (!args) return NULL;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *value = PyTuple_GET_ITEM(row, at + i);
-        if (only_none ? value == Py_None : nothing(value)) continue;
-        if (PyDict_SetItem(args, PyTuple_GET_ITEM(keys, i), value) < 0) {
-            Py_DECREF(args);
+/* A column as the sqlite3 module makes it (a TEXT that is no UTF-8: its OperationalError) */
+static PyObject *value_of(sqlite3_stmt *st, int i) {
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_NULL:
+        Py_RETURN_NONE;
+    case SQLITE_INTEGER:
+        return PyLong_FromLongLong(sqlite3_column_int64(st, i));
+    case SQLITE_FLOAT:
+        return PyFloat_FromDouble(sqlite3_column_double(st, i));
+    case SQLITE_TEXT: {
+        const char *text = (const char *)sqlite3_column_text(st, i);
+        if (!text) return PyErr_NoMemory();
+        PyObject *s = PyUnicode_DecodeUTF8(text, sqlite3_column_bytes(st, i), NULL);
+        if (!s && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            PyErr_Format(operational_error, "Could not decode to UTF-8 column '%s' with text '%s'",
+                         sqlite3_column_name(st, i), text);
+        }
+        return s;
+    }
+    default:
+        return PyBytes_FromStringAndSize(sqlite3_column_blob(st, i), sqlite3_column_bytes(st, i));
+    }
+}
+
+/* What the join with STRING_IDS made of an integer id: its TEXT (``text``), another value held for it,
+ * or NULL for none (the id itself) */
+typedef struct {
+    long long id;
+    PyObject *value;
+    int used, text;
+} Entry;
+
+typedef struct {
+    PyObject_HEAD
+    sqlite3 *db;
+    sqlite3_stmt *rows, *lookup;  /* the query; STRING_IDS' value by id (NULL: the file has none) */
+    Entry *cache;                 /* open addressing, ``size`` a power of two, at most half full */
+    size_t size, count;
+    int columns, batch;
+    char *strings;                /* per column: it holds a string id */
+    PyObject **values;            /* per column: the row's value, made once (or NULL) */
+} Rows;
+
+/* STRING_IDS' value for ``id`` compared as the join compared it: *found a new reference (NULL for no
+ * row or a NULL value), *text whether it is TEXT */
+static int lookup(Rows *r, sqlite3_value *id, PyObject **found, int *text) {
+    sqlite3_stmt *q = r->lookup;
+    *found = NULL;
+    *text = 0;
+    int rc = sqlite3_bind_value(q, 1, id);
+    if (rc == SQLITE_OK) rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        int type = sqlite3_column_type(q, 0);
+        *text = type == SQLITE_TEXT;
+        if (type != SQLITE_NULL && !(*found = value_of(q, 0))) {
+            sqlite3_reset(q);
+            return -1;
+        }
+        rc = SQLITE_DONE;  /* ids are STRING_IDS' primary key */
+    }
+    if (rc != SQLITE_DONE) {
+        raise_sqlite(r->db, rc);
+        sqlite3_reset(q);
+        return -1;
+    }
+    sqlite3_reset(q);
+    return 0;
+}
+
+static Entry *slot(Entry *cache, size_t size, long long id) {
+    size_t h = (size_t)(((unsigned long long)id * 0x9E3779B97F4A7C15ULL) >> 32);
+    for (;; h++) {
+        Entry *e = &cache[h & (size - 1)];
+        if (!e->used || e->id == id) return e;
+    }
+}
+
+/* The cache's entry for ``id``, looked up in STRING_IDS the first time it is met */
+static Entry *cached(Rows *r, sqlite3_value *value) {
+    long long id = sqlite3_value_int64(value);
+    Entry *e = slot(r->cache, r->size, id);
+    if (e->used) return e;
+    if ((r->count + 1) * 2 > r->size) {
+        Entry *grown = PyMem_Calloc(r->size * 2, sizeof(Entry));
+        if (!grown) return (Entry *)PyErr_NoMemory();
+        for (size_t i = 0; i < r->size; i++)
+            if (r->cache[i].used) *slot(grown, r->size * 2, r->cache[i].id) = r->cache[i];
+        PyMem_Free(r->cache);
+        r->cache = grown;
+        r->size *= 2;
+        e = slot(r->cache, r->size, id);
+    }
+    if (lookup(r, value, &e->value, &e->text) < 0) return NULL;
+    e->id = id;
+    e->used = 1;
+    r->count++;
+    return e;
+}
+
+/* COALESCE(s.value, column) of the join with STRING_IDS for string column i, *unresolved set where it
+ * is no TEXT (an id STRING_IDS lacks: the rules count it) or NULL. A TEXT column (some versions
+ * store the text) is looked up as the join would, and is itself where STRING_IDS lacks it. */
+static PyObject *string_of(Rows *r, int i, int *unresolved) {
+    sqlite3_stmt *st = r->rows;
+    int type = sqlite3_column_type(st, i);
+    if (type == SQLITE_NULL) Py_RETURN_NONE;
+    if (!r->lookup) {
+        *unresolved |= type != SQLITE_TEXT;
+        return value_of(st, i);
+    }
+    PyObject *found;
+    int text;
+    if (type == SQLITE_INTEGER) {
+        Entry *e = cached(r, sqlite3_column_value(st, i));
+        if (!e) return NULL;
+        *unresolved |= !e->text;
+        if (!e->value) return PyLong_FromLongLong(e->id);
+        Py_INCREF(e->value);
+        return e->value;
+    }
+    if (lookup(r, sqlite3_column_value(st, i), &found, &text) < 0) return NULL;
+    if (found) {
+        *unresolved |= !text;
+        return found;
+    }
+    *unresolved |= type != SQLITE_TEXT;
+    return value_of(st, i);
+}
+
+/* Column i of the row (borrowed): made once a row */
+static PyObject *get(Rows *r, int i) {
+    int unresolved = 0;
+    if (!r->values[i]) r->values[i] = r->strings[i] ? string_of(r, i, &unresolved) : value_of(r->rows, i);
+    return r->values[i];
+}
+
+/* Every string column of the row resolved: 1 if one is no TEXT or NULL, -1 on error */
+static int resolve(Rows *r) {
+    int unresolved = 0;
+    for (int i = 0; i < r->columns; i++)
+        if (r->strings[i] && !r->values[i] && !(r->values[i] = string_of(r, i, &unresolved))) return -1;
+    return unresolved;
+}
+
+/* The next row: 1, or 0 past the last (the connection closed then), -1 on error */
+static int next_row(Rows *r) {
+    for (int i = 0; i < r->columns; i++) Py_CLEAR(r->values[i]);
+    int rc = sqlite3_step(r->rows);
+    if (rc == SQLITE_ROW) return 1;
+    if (rc == SQLITE_DONE) return 0;
+    raise_sqlite(r->db, rc);
+    return -1;
+}
+
+/* The row as the sqlite3 module would give it (its strings resolved as the join did): for the rules */
+static PyObject *row_tuple(Rows *r) {
+    PyObject *row = PyTuple_New(r->columns);
+    for (int i = 0; row && i < r->columns; i++) {
+        PyObject *value = get(r, i);
+        if (!value) Py_CLEAR(row);
+        else PyTuple_SET_ITEM(row, i, (Py_INCREF(value), value));
+    }
+    return row;
+}
+
+static void rows_close(Rows *r) {
+    for (int i = 0; r->values && i < r->columns; i++) Py_CLEAR(r->values[i]);
+    for (size_t i = 0; r->cache && i < r->size; i++) Py_XDECREF(r->cache[i].value);
+    PyMem_Free(r->cache); PyMem_Free(r->values); PyMem_Free(r->strings);
+    r->cache = NULL; r->values = NULL; r->strings = NULL;
+    sqlite3_finalize(r->rows); sqlite3_finalize(r->lookup);
+    sqlite3_close(r->db);
+    r->rows = r->lookup = NULL; r->db = NULL;
+}
+
+static void rows_dealloc(Rows *r) {
+    rows_close(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+/* Rows(uri, sql, offset, strings, string_ids, batch): ``sql``'s rows (``:offset`` bound to offset) on
+ * a read-only connection to ``uri``; ``strings`` the places of its columns of string ids, resolved
+ * through STRING_IDS if ``string_ids`` (else only TEXT is a string); ``batch`` rows a call. */
+static PyObject *rows_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    const char *uri, *sql;
+    long long offset;
+    PyObject *strings;
+    int string_ids, batch;
+    if ((kwargs && PyDict_GET_SIZE(kwargs)) ||
+        !PyArg_ParseTuple(args, "ssLO!pi", &uri, &sql, &offset, &PyTuple_Type, &strings, &string_ids, &batch))
+        return NULL;
+    if (!database_error) {
+        PyObject *sqlite = PyImport_ImportModule("sqlite3");
+        if (!sqlite) return NULL;
+        database_error = PyObject_GetAttrString(sqlite, "DatabaseError");
+        operational_error = PyObject_GetAttrString(sqlite, "OperationalError");
+        Py_DECREF(sqlite);
+        if (!database_error || !operational_error) return NULL;
+    }
+    Rows *r = (Rows *)type->tp_alloc(type, 0);
+    if (!r) return NULL;
+    r->batch = batch > 0 ? batch : 1;
+    int rc = sqlite3_open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(r->db, sql, -1, &r->rows, NULL);
+    if (rc == SQLITE_OK && string_ids)
+        rc = sqlite3_prepare_v2(r->db, "SELECT value FROM STRING_IDS WHERE id = ?", -1, &r->lookup, NULL);
+    int at = rc == SQLITE_OK ? sqlite3_bind_parameter_index(r->rows, ":offset") : 0;
+    if (at > 0) rc = sqlite3_bind_int64(r->rows, at, offset);
+    if (rc != SQLITE_OK) {
+        raise_sqlite(r->db, rc);
+        Py_DECREF(r);
+        return NULL;
+    }
+    r->columns = sqlite3_column_count(r->rows);
+    r->size = 1024;
+    r->cache = PyMem_Calloc(r->size, sizeof(Entry));
+    r->values = PyMem_Calloc(r->columns ? r->columns : 1, sizeof(PyObject *));
+    r->strings = PyMem_Calloc(r->columns ? r->columns : 1, 1);
+    if (!r->cache || !r->values || !r->strings) {
+        Py_DECREF(r);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(strings); i++) {
+        Py_ssize_t column = PyLong_AsSsize_t(PyTuple_GET_ITEM(strings, i));
+        if (column < 0 || column >= r->columns) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Rows: a string column the query lacks");
+            Py_DECREF(r);
             return NULL;
         }
+        r->strings[column] = 1;
     }
-    return args;
+    return (PyObject *)r;
 }
 
 /* ``a or b``: a new reference to the first true one, else to ``b`` (NULL on error) */
@@ -362,153 +600,228 @@ static PyObject *lane_of(PyObject *lanes, PyObject *key, const char *format, PyO
     return rc < 0 ? NULL : made;  /* the dict holds it */
 }
 
-/* The TASK query's columns task_slices reads (ascend_db._TASK_COLUMNS), as spec[4] gives them */
-enum { T_OK, T_KIND, T_START, T_DUR, T_STREAM, T_ARGS_AT, T_TASK_ARGS, T_ARGS, T_TASK_TYPE, T_NAME, T_PLACES };
-#define COMPUTE_KIND 1
-#define COMM_KIND 2
+/* A value drawn as no arg: None, "" or "N/A" (what ascend_db._Reader._device_task leaves out) */
+static int nothing(PyObject *value) {
+    if (value == Py_None) return 1;
+    if (!PyUnicode_CheckExact(value)) return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(value);
+    return n == 0 || (n == 3 && PyUnicode_CompareWithASCIIString(value, "N/A") == 0);
+}
 
-static int places(PyObject *spec_places, Py_ssize_t *at, Py_ssize_t count, Py_ssize_t width) {
+/* {key: value} of ``keys`` and the row's columns from ``at`` on, but those that say nothing (or, if
+ * ``only_none``, but None) */
+static PyObject *args_of(Rows *r, int at, PyObject *keys, Py_ssize_t count, int only_none) {
+    PyObject *args = PyDict_New();
+    for (Py_ssize_t i = 0; args && i < count; i++) {
+        PyObject *value = get(r, at + (int)i);
+        if (!value || (!(only_none ? value == Py_None : nothing(value)) &&
+                       PyDict_SetItem(args, PyTuple_GET_ITEM(keys, i), value) < 0))
+            Py_CLEAR(args);
+    }
+    return args;
+}
+
+static int places(PyObject *spec_places, int *at, int count, int columns) {
     if (!PyTuple_Check(spec_places) || PyTuple_GET_SIZE(spec_places) != count) return -1;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        at[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec_places, i));
-        if (at[i] < 0 || at[i] > width) return -1;
+    for (int i = 0; i < count; i++) {
+        long place = PyLong_AsLong(PyTuple_GET_ITEM(spec_places, i));
+        if (place < 0 || place >= columns) return -1;
+        at[i] = (int)place;
     }
     return 0;
 }
 
-/* task_slices(rows, i, out, spec, rank, lanes, all_tasks) -> the index of the first row from i on that
- * the rules must read (len(rows) if none): the rows before it that SQLite says are as expected
- * appended to ``out`` as their Slices (ascend_db._Reader.tasks). spec: (Slice, Layer.STREAM,
- * NOT_COMPUTE, the args' keys, the columns' places). */
-static PyObject *task_slices(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    (void)module;
-    PyObject *rows = argv[0], *out = argv[2], *spec = argv[3], *rank = argv[4], *lanes = argv[5];
-    Py_ssize_t at[T_PLACES];
-    if (argc != 7 || !PyList_CheckExact(rows) || !PyList_CheckExact(out) || !PyDict_CheckExact(lanes) ||
-        !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5 || !PyType_Check(PyTuple_GET_ITEM(spec, 0)) ||
-        !PyTuple_Check(PyTuple_GET_ITEM(spec, 3)) || places(PyTuple_GET_ITEM(spec, 4), at, T_PLACES, 1000) < 0) {
-        PyErr_SetString(PyExc_TypeError, "task_slices(rows, i, out, spec, rank, lanes, all_tasks)");
-        return NULL;
-    }
-    PyTypeObject *type = (PyTypeObject *)PyTuple_GET_ITEM(spec, 0);
-    PyObject *layer = PyTuple_GET_ITEM(spec, 1), *not_compute = PyTuple_GET_ITEM(spec, 2),
-             *keys = PyTuple_GET_ITEM(spec, 3);
-    int all_tasks = PyObject_IsTrue(argv[6]);
-    Py_ssize_t i = PyLong_AsSsize_t(argv[1]), width = at[T_ARGS];
-    if (all_tasks < 0 || (i == -1 && PyErr_Occurred())) return NULL;
-    if (at[T_ARGS] - at[T_ARGS_AT] != PyTuple_GET_SIZE(keys)) {
-        PyErr_SetString(PyExc_ValueError, "task_slices: as many keys as args");
-        return NULL;
-    }
-    for (Py_ssize_t p = 0; p < T_PLACES; p++) width = at[p] > width ? at[p] : width;
+static int is_empty(PyObject *value) { return PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) == 0; }
+
+/* The TASK query's columns (ascend_db._TASK_COLUMNS), as spec[4] gives their places: the args from
+ * T_ARGS_AT to T_ARGS (the task's own to T_TASK_ARGS), the task type drawn (T_TASK_TYPE: C sets it
+ * from the compute info's T_C_TYPE and the task's T_TYPE), the compute info's name */
+enum { T_OK, T_KIND, T_START, T_DUR, T_STREAM, T_ARGS_AT, T_TASK_ARGS, T_ARGS, T_TASK_TYPE, T_NAME, T_C_TYPE,
+       T_TYPE, T_PLACES };
+#define COMPUTE_KIND 1
+#define COMM_KIND 2
+
+/* An as-expected row of the TASK query as its Slice: what ascend_db._Reader._task_rules makes of it */
+static PyObject *task_slice(Rows *r, const int *at, long long kind, PyObject *spec, PyObject *rank,
+                            PyObject *lanes) {
     static PyObject *task, *empty;
     if (!task && !(task = PyUnicode_InternFromString("Task"))) return NULL;
     if (!empty && !(empty = PyUnicode_InternFromString(""))) return NULL;
-    for (; i < PyList_GET_SIZE(rows); i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i);
-        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) <= width) {
-            PyErr_SetString(PyExc_TypeError, "task_slices: a row of the TASK query");
-            return NULL;
-        }
-        int ok = PyObject_IsTrue(PyTuple_GET_ITEM(row, at[T_OK]));
-        if (ok < 0) return NULL;
-        PyObject *kind = PyTuple_GET_ITEM(row, at[T_KIND]);
-        long k = PyLong_CheckExact(kind) ? PyLong_AsLong(kind) : 0;
-        int computes = PyObject_IsTrue(kind);
-        if ((k == -1 && PyErr_Occurred()) || computes < 0) return NULL;
-        if (!ok || k == COMM_KIND) break;  /* the rules' */
-        if (k != COMPUTE_KIND && !all_tasks) continue;
-        PyObject *args = args_of(row, at[T_ARGS_AT], keys,
-                                 (k == COMPUTE_KIND ? at[T_ARGS] : at[T_TASK_ARGS]) - at[T_ARGS_AT], 0);
-        PyObject *task_type = either(PyTuple_GET_ITEM(row, at[T_TASK_TYPE]), empty), *name = NULL, *s = NULL;
-        PyObject *lane = lane_of(lanes, PyTuple_GET_ITEM(row, at[T_STREAM]), "Stream %S",
-                                 PyTuple_GET_ITEM(row, at[T_STREAM]), NULL);
-        if (task_type && lane) {
-            PyObject *named = either(PyTuple_GET_ITEM(row, at[T_NAME]), task_type);
-            name = named ? either(named, task) : NULL;
-            Py_XDECREF(named);
-        }
-        if (name) {
-            PyObject *start = PyTuple_GET_ITEM(row, at[T_START]), *dur = PyTuple_GET_ITEM(row, at[T_DUR]);
-            Py_INCREF(start); Py_INCREF(dur); Py_XINCREF(args);
-            s = new_slice(type, rank, layer, lane, name, start, dur, args, computes ? task_type : not_compute);
-        }
-        Py_XDECREF(args); Py_XDECREF(task_type); Py_XDECREF(name);
-        if (!s || PyList_Append(out, s) < 0) {
-            Py_XDECREF(s);
-            return NULL;
-        }
-        Py_DECREF(s);
+    PyObject *keys = PyTuple_GET_ITEM(spec, 3), *stream = get(r, at[T_STREAM]);
+    PyObject *lane = stream ? lane_of(lanes, stream, "Stream %S", stream, NULL) : NULL;
+    int args_end = kind == COMPUTE_KIND ? at[T_ARGS] : at[T_TASK_ARGS];
+    PyObject *args = lane ? args_of(r, at[T_ARGS_AT], keys, args_end - at[T_ARGS_AT], 0) : NULL;
+    PyObject *task_type = args ? either(r->values[at[T_TASK_TYPE]], empty) : NULL, *name = NULL;
+    PyObject *c_name = task_type ? get(r, at[T_NAME]) : NULL;
+    if (c_name) {
+        PyObject *named = either(c_name, task_type);
+        name = named ? either(named, task) : NULL;
+        Py_XDECREF(named);
     }
-    return PyLong_FromSsize_t(i);
+    PyObject *start = name ? get(r, at[T_START]) : NULL, *dur = start ? get(r, at[T_DUR]) : NULL, *s = NULL;
+    if (dur) {
+        Py_INCREF(start); Py_INCREF(dur); Py_INCREF(args);
+        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, 0), rank, PyTuple_GET_ITEM(spec, 1), lane, name,
+                      start, dur, args, kind == COMPUTE_KIND ? task_type : PyTuple_GET_ITEM(spec, 2));
+    }
+    Py_XDECREF(args); Py_XDECREF(task_type); Py_XDECREF(name);
+    return s;
+}
+
+/* rows.tasks(out, spec, rank, lanes, all_tasks) -> the number of rows left to the rules, or None past
+ * the last row: the next batch of the TASK query's rows appended to ``out`` in order, those SQLite
+ * and the strings say are as expected as their Slices, any other (an HCCL task, a bad time, an id
+ * STRING_IDS lacks) as its row, a tuple, for ascend_db._Reader._task_rules. spec: (Slice,
+ * Layer.STREAM, NOT_COMPUTE, the args' keys, the columns' places). */
+static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
+    int at[T_PLACES];
+    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 5 ||
+        !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 3)) ||
+        !PyDict_CheckExact(argv[3]) || places(PyTuple_GET_ITEM(argv[1], 4), at, T_PLACES, 1000) < 0 ||
+        at[T_ARGS] - at[T_ARGS_AT] != PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "tasks(out, spec, rank, lanes, all_tasks)");
+        return NULL;
+    }
+    for (int p = 0; r->rows && p < T_PLACES; p++)
+        if (at[p] >= r->columns) {
+            PyErr_SetString(PyExc_ValueError, "tasks: a place past the query's columns");
+            return NULL;
+        }
+    if (!r->rows) Py_RETURN_NONE;  /* past the last row */
+    PyObject *out = argv[0], *spec = argv[1], *rank = argv[2], *lanes = argv[3];
+    int all_tasks = PyObject_IsTrue(argv[4]), read = 0;
+    if (all_tasks < 0) return NULL;
+    Py_ssize_t rare = 0;
+    for (; read < r->batch; read++) {
+        int more = next_row(r);
+        if (more <= 0) {
+            if (more < 0) return NULL;
+            rows_close(r);
+            break;
+        }
+        long long kind = sqlite3_column_int64(r->rows, at[T_KIND]);
+        if (kind != COMPUTE_KIND && kind != COMM_KIND && !all_tasks) continue;  /* summary draws no other */
+        int unresolved = resolve(r);
+        PyObject *c_type = unresolved < 0 ? NULL : get(r, at[T_C_TYPE]);
+        PyObject *t_type = c_type ? get(r, at[T_TYPE]) : NULL;
+        if (!t_type) return NULL;
+        /* COALESCE(NULLIF(c.taskType, ''), NULLIF(t.taskType, '')) */
+        PyObject *chosen = c_type != Py_None && !is_empty(c_type) ? c_type
+                           : t_type != Py_None && !is_empty(t_type) ? t_type : Py_None;
+        Py_INCREF(chosen);
+        Py_XSETREF(r->values[at[T_TASK_TYPE]], chosen);
+        int fast = kind != COMM_KIND && !unresolved && sqlite3_column_int(r->rows, at[T_OK]);
+        PyObject *made = fast ? task_slice(r, at, kind, spec, rank, lanes) : row_tuple(r);
+        if (!made || PyList_Append(out, made) < 0) {
+            Py_XDECREF(made);
+            return NULL;
+        }
+        Py_DECREF(made);
+        rare += !fast;
+    }
+    if (!read) Py_RETURN_NONE;
+    return PyLong_FromSsize_t(rare);
 }
 
 /* A host query's columns (ascend_db._Reader.host): ok, links, startNs, endNs, name, globalTid, then
- * the args */
+ * the args (connectionId first) */
 enum { H_OK, H_LINKS, H_START, H_END, H_NAME, H_TID, H_ARGS };
 
-/* host_slices(rows, i, out, spec, rank, offset, lanes, prefix, api, links) -> the index of the first
- * row from i on that the rules must read (len(rows) if none): the rows before it that SQLite says are
- * as expected appended to ``out`` as their Slices (ascend_db._Reader.host), their PyTorch links
- * noted in ``links``. spec: (Slice, Layer.HOST, the args' keys); api: CANN's API types by id, or None. */
-static PyObject *host_slices(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    (void)module;
-    if (argc != 10 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[2]) || !PyTuple_Check(argv[3]) ||
-        PyTuple_GET_SIZE(argv[3]) != 3 || !PyType_Check(PyTuple_GET_ITEM(argv[3], 0)) ||
-        !PyTuple_Check(PyTuple_GET_ITEM(argv[3], 2)) || !PyDict_CheckExact(argv[6]) ||
-        !PyUnicode_Check(argv[7]) || (argv[8] != Py_None && !PyDict_CheckExact(argv[8])) ||
-        !PyDict_CheckExact(argv[9])) {
-        PyErr_SetString(PyExc_TypeError, "host_slices(rows, i, out, spec, rank, offset, lanes, prefix, api, links)");
-        return NULL;
-    }
-    PyObject *rows = argv[0], *out = argv[2], *rank = argv[4], *offset = argv[5], *lanes = argv[6],
-             *prefix = argv[7], *api = argv[8], *links = argv[9];
-    PyTypeObject *type = (PyTypeObject *)PyTuple_GET_ITEM(argv[3], 0);
-    PyObject *layer = PyTuple_GET_ITEM(argv[3], 1), *keys = PyTuple_GET_ITEM(argv[3], 2);
-    Py_ssize_t i = PyLong_AsSsize_t(argv[1]), count = PyTuple_GET_SIZE(keys);
-    if (i == -1 && PyErr_Occurred()) return NULL;
+/* An as-expected row of a host query as its Slice: what ascend_db._Reader._host_slice makes of it */
+static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     static PyObject *type_key, *empty;
     if (!type_key && !(type_key = PyUnicode_InternFromString("type"))) return NULL;
     if (!empty && !(empty = PyUnicode_InternFromString(""))) return NULL;
-    for (; i < PyList_GET_SIZE(rows); i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i);
-        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < H_ARGS + count) {
-            PyErr_SetString(PyExc_TypeError, "host_slices: a row of the host query");
-            return NULL;
-        }
-        int ok = PyObject_IsTrue(PyTuple_GET_ITEM(row, H_OK));
-        if (ok < 0) return NULL;
-        if (!ok) break;
-        PyObject *tid = PyTuple_GET_ITEM(row, H_TID), *start = PyTuple_GET_ITEM(row, H_START);
-        PyObject *args = args_of(row, H_ARGS, keys, count, 1), *s = NULL;
-        if (args && api != Py_None) {  /* args["type"] = api.get(kind, kind) */
-            PyObject *kind = PyDict_GetItemWithError(args, type_key);
-            PyObject *named = kind ? PyDict_GetItemWithError(api, kind) : NULL;
-            if (named && PyDict_SetItem(args, type_key, named) < 0) Py_CLEAR(args);
-            if (PyErr_Occurred()) Py_CLEAR(args);
-        }
-        PyObject *link = PyTuple_GET_ITEM(row, H_LINKS);
-        if (args && link != Py_None && PyDict_SetItem(links, PyTuple_GET_ITEM(row, H_ARGS), link) < 0)
-            Py_CLEAR(args);
-        unsigned long long thread = args ? PyLong_AsUnsignedLongLongMask(tid) & 0xFFFFFFFFULL : 0;
-        PyObject *number = args && !PyErr_Occurred() ? PyLong_FromUnsignedLongLong(thread) : NULL;
-        PyObject *lane = number ? lane_of(lanes, tid, "%U (thread %S)", prefix, number) : NULL;
-        PyObject *name = lane ? either(PyTuple_GET_ITEM(row, H_NAME), prefix) : NULL;
-        Py_XDECREF(number);
-        if (name) {
-            s = new_slice(type, rank, layer, lane, name, PyNumber_Add(start, offset),
-                          PyNumber_Subtract(PyTuple_GET_ITEM(row, H_END), start), args, empty);
-            args = NULL;
-        }
-        Py_XDECREF(args); Py_XDECREF(name);
-        if (!s || PyList_Append(out, s) < 0) {
-            Py_XDECREF(s);
-            return NULL;
-        }
-        Py_DECREF(s);
+    PyObject *spec = argv[1], *rank = argv[2], *offset = argv[3], *lanes = argv[4], *prefix = argv[5],
+             *api = argv[6], *links = argv[7];
+    PyObject *keys = PyTuple_GET_ITEM(spec, 2);
+    PyObject *args = args_of(r, H_ARGS, keys, PyTuple_GET_SIZE(keys), 1), *s = NULL;
+    if (args && api != Py_None) {  /* args["type"] = api.get(kind, kind) */
+        PyObject *kind = PyDict_GetItemWithError(args, type_key);
+        PyObject *named = kind ? PyDict_GetItemWithError(api, kind) : NULL;
+        if (named && PyDict_SetItem(args, type_key, named) < 0) Py_CLEAR(args);
+        if (PyErr_Occurred()) Py_CLEAR(args);
     }
-    return PyLong_FromSsize_t(i);
+    PyObject *link = args ? get(r, H_LINKS) : NULL;
+    if (link && link != Py_None && PyDict_SetItem(links, get(r, H_ARGS), link) < 0) Py_CLEAR(args);
+    PyObject *tid = args ? get(r, H_TID) : NULL;
+    unsigned long long thread = tid ? PyLong_AsUnsignedLongLongMask(tid) & 0xFFFFFFFFULL : 0;
+    PyObject *number = tid && !PyErr_Occurred() ? PyLong_FromUnsignedLongLong(thread) : NULL;
+    PyObject *lane = number ? lane_of(lanes, tid, "%U (thread %S)", prefix, number) : NULL;
+    PyObject *named = lane ? get(r, H_NAME) : NULL, *name = named ? either(named, prefix) : NULL;
+    PyObject *start = name ? get(r, H_START) : NULL, *end = start ? get(r, H_END) : NULL;
+    Py_XDECREF(number);
+    if (end) {
+        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, 0), rank, PyTuple_GET_ITEM(spec, 1), lane, name,
+                      PyNumber_Add(start, offset), PyNumber_Subtract(end, start), args, empty);
+        args = NULL;
+    }
+    Py_XDECREF(args); Py_XDECREF(name);
+    return s;
 }
+
+/* rows.host(out, spec, rank, offset, lanes, prefix, api, links) -> the number of rows left to the
+ * rules, or None past the last row: the next batch of a host table's rows appended to ``out`` in
+ * order, those SQLite and the strings say are as expected as their Slices (their PyTorch links noted
+ * in ``links``), any other as its row, a tuple, for ascend_db._Reader._host_slice. spec: (Slice,
+ * Layer.HOST, the args' keys); api: CANN's API types by id, or None. */
+static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 8 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 3 ||
+        !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 2)) ||
+        !PyDict_CheckExact(argv[4]) || !PyUnicode_Check(argv[5]) ||
+        (argv[6] != Py_None && !PyDict_CheckExact(argv[6])) ||
+        !PyDict_CheckExact(argv[7])) {
+        PyErr_SetString(PyExc_TypeError, "host(out, spec, rank, offset, lanes, prefix, api, links)");
+        return NULL;
+    }
+    if (!r->rows) Py_RETURN_NONE;  /* past the last row */
+    if (r->columns < H_ARGS + PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 2))) {
+        PyErr_SetString(PyExc_ValueError, "host: more args than the query has columns");
+        return NULL;
+    }
+    Py_ssize_t rare = 0;
+    int read = 0;
+    for (; read < r->batch; read++) {
+        int more = next_row(r);
+        if (more <= 0) {
+            if (more < 0) return NULL;
+            rows_close(r);
+            break;
+        }
+        int unresolved = resolve(r);
+        if (unresolved < 0) return NULL;
+        int fast = !unresolved && sqlite3_column_int(r->rows, H_OK);
+        PyObject *made = fast ? host_slice(r, argv) : row_tuple(r);
+        if (!made || PyList_Append(argv[0], made) < 0) {
+            Py_XDECREF(made);
+            return NULL;
+        }
+        Py_DECREF(made);
+        rare += !fast;
+    }
+    if (!read) Py_RETURN_NONE;
+    return PyLong_FromSsize_t(rare);
+}
+
+static PyMethodDef rows_methods[] = {
+    {"tasks", (PyCFunction)(void (*)(void))rows_tasks, METH_FASTCALL,
+     "tasks(out, spec, rank, lanes, all_tasks) -> rows left to the rules (None: no more rows)"},
+    {"host", (PyCFunction)(void (*)(void))rows_host, METH_FASTCALL,
+     "host(out, spec, rank, offset, lanes, prefix, api, links) -> rows left to the rules (None: no more rows)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RowsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "converters.readers._db_core.Rows",
+    .tp_basicsize = sizeof(Rows),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Rows(uri, sql, offset, strings, string_ids, batch): a query's rows read into slices in C",
+    .tp_new = rows_new,
+    .tp_dealloc = (destructor)rows_dealloc,
+    .tp_methods = rows_methods,
+};
 
 /* -- the scans merged and filed by step --------------------------------------------------------- */
 
@@ -612,11 +925,6 @@ static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(slices, links, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> arrows left out as "
      "backwards: a step's arrows, the slices rebuilt in place"},
-    {"task_slices", (PyCFunction)(void (*)(void))task_slices, METH_FASTCALL,
-     "task_slices(rows, i, out, spec, rank, lanes, all_tasks) -> the first row the rules must read"},
-    {"host_slices", (PyCFunction)(void (*)(void))host_slices, METH_FASTCALL,
-     "host_slices(rows, i, out, spec, rank, offset, lanes, prefix, api, links) -> the first row the "
-     "rules must read"},
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
      "fill(heads, next_start, slices, samples, Slice, Sample): the scans' records before next_start, "
      "merged by time"},
@@ -628,4 +936,9 @@ static struct PyModuleDef module = {
     .m_size = -1, .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__db_core(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__db_core(void) {
+    if (PyType_Ready(&RowsType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddObjectRef(m, "Rows", (PyObject *)&RowsType) < 0) Py_CLEAR(m);
+    return m;
+}

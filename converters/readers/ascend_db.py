@@ -48,7 +48,7 @@ test_ascend_db_core.py pins each C path to its Python).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -68,10 +68,9 @@ from ..model import (
 )
 from ..overlap import NOT_COMPUTE
 from ._core import flow_id as _flow_id
+from ._db_core import Rows as _Rows
 from ._db_core import bind as _bind
 from ._db_core import fill as _fill
-from ._db_core import host_slices as _host_slices
-from ._db_core import task_slices as _task_slices
 from .ascend_db_memory import memory  # noqa: F401 - the reader's memory hook (readers/__init__.py)
 from .flows import flow_id, warn_backwards_flows
 from .sqlite import DAMAGED, HINT, Schema, enum_names, read_only
@@ -99,7 +98,8 @@ def read_db(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iter
 
 def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterator[StepRecords]:
     cann = path.name.startswith("msprof")  # CANN's Free spans every device task
-    with read_only(path, diag) as db:
+    source = read_only(path, diag)
+    with source as db:
         schema = Schema(db, path)
         if "TASK" not in schema.tables:
             raise InputError(path, "", "no table TASK: no device tasks to draw", hint=HINT)
@@ -109,15 +109,11 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
         if "globalTaskId" not in schema.columns("COMPUTE_TASK_INFO"):
             diag.warn("no_compute_info", f"{path}: no table COMPUTE_TASK_INFO (or its globalTaskId): "
                       "compute cannot be told from other device tasks, so none counts as compute")
-        enums = {name: enum_names(db, schema, f"ENUM_HCCL_{name}") for name in
-                 ("TRANSPORT_TYPE", "LINK_TYPE", "DATA_TYPE", "RDMA_TYPE")}
-        enums["API"] = enum_names(db, schema, "ENUM_API_TYPE")
-        enums["MODULE"] = enum_names(db, schema, "ENUM_MODULE")
-        reader = _Reader(rank, path, diag, detail or cann, schema, enums)
+        reader = _Reader(rank, path, diag, detail or cann, schema, _enums(db, schema))
         steps = _steps(db, schema, path, diag, rank)
-        scans = [reader.tasks(db), _batches(reader.ops(db))]
+        scans = [reader.tasks(source.uri), _batches(reader.ops(db))]
         if detail:
-            scans += [reader.host(db, table) for table in _HOST] + \
+            scans += [reader.host(source.uri, table) for table in _HOST] + \
                 [_batches(reader.counters(db, t)) for t in _COUNTERS]
         flows = _Flows(rank.rank, reader.links)
         ops_recorded = {"startNs", "endNs"} <= schema.columns("COMMUNICATION_OP")
@@ -133,6 +129,15 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
             yield records
         reader.report_unknown_strings()
         flows.report(path, diag)
+
+
+def _enums(db: sqlite3.Connection, schema: Schema) -> dict[str, dict[int, str]]:
+    """The names of the HCCL enums (by their ``ENUM_HCCL_`` tables' suffix), ``API`` and ``MODULE``."""
+    enums = {name: enum_names(db, schema, f"ENUM_HCCL_{name}") for name in
+             ("TRANSPORT_TYPE", "LINK_TYPE", "DATA_TYPE", "RDMA_TYPE")}
+    enums["API"] = enum_names(db, schema, "ENUM_API_TYPE")
+    enums["MODULE"] = enum_names(db, schema, "ENUM_MODULE")
+    return enums
 
 
 def db_rank(path: Path) -> int | None:
@@ -246,6 +251,17 @@ def _batches(records: Iterable[Slice | Sample]) -> Iterator[list[Slice | Sample]
     records = iter(records)
     while batch := list(islice(records, _BATCH)):
         yield batch
+
+
+def _by_rules(batch: list[Slice | tuple], rules: Callable[[tuple], Slice | None]) -> list[Slice]:
+    """A batch of ``_db_core.Rows`` with each row it left to the rules (a tuple: a Slice is a
+    subclass) made by them, in its place, or left out."""
+    made = []
+    for record in batch:
+        if type(record) is tuple and (record := rules(record)) is None:
+            continue
+        made.append(record)
+    return made
 
 
 def _device_span(slices: list[Slice]) -> tuple[int, int] | None:
@@ -390,10 +406,15 @@ _TASK_AT = {"startNs": _TASK_COLUMNS.index("startNs"), "endNs": _TASK_COLUMNS.in
 _COMPUTE_AT = {"name": _COMPUTE_NAME, "taskType": _TASK_COLUMNS.index("c taskType"),
                **{n: _ARGS_AT + _TASK_ARGS + i for i, n in enumerate(_COMPUTE_ARGS)}}
 _COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
-# what _db_core.task_slices makes a row into, and where it reads the row
-_TASK_SPEC = (Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, (_OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT,
-                                                               _TASK_ARGS_END, _ARGS_END, _TASK_TYPE,
-                                                               _COMPUTE_NAME))
+# what _db_core.Rows.tasks makes a row into, and where it reads the row
+_TASK_SPEC = (Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, (
+    _OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT, _TASK_ARGS_END, _ARGS_END, _TASK_TYPE, _COMPUTE_NAME,
+    _TASK_COLUMNS.index("c taskType"), _TASK_COLUMNS.index("taskType")))
+# the TASK query's columns of string ids (Rows resolves them), and the tables' (SQLite's joins resolve them)
+_QUERY_STRINGS = {"t": ("taskType",), "c": _COMPUTE_STRINGS, "m": ("name", "taskType", "groupName")}
+_TASK_STRINGS = tuple(_TASK_COLUMNS.index(n) for n in (
+    "taskType", "c name", "c taskType", "Op Type", "Input Shapes", "Input Data Types", "Input Formats",
+    "Output Shapes", "Output Data Types", "Output Formats", "m name", "m taskType", "m groupName"))
 _BATCH = 64  # rows fetched and made into slices at once (more: a step's memory grows, no faster)
 _LIMIT = TIME_LIMIT_NS - 1
 # host tables: (lane prefix, columns); name, globalTid and connectionId are read from each
@@ -464,27 +485,29 @@ class _Reader:
             return None
         return times
 
-    def tasks(self, db: sqlite3.Connection) -> Iterator[list[Slice]]:
-        """TASK rows, time-ordered, as stream or plane slices, in batches. SQLite joins the task info
-        and resolves the strings; a device task whose times and strings are as expected (the query's
-        ``ok``) becomes its slice in C (``_db_core.task_slices``: what ``_task_rules`` makes of such a
-        row, without a dict or call per row); any other row (an HCCL task, a bad time, an id
-        ``STRING_IDS`` lacks) is read by ``_task_rules``, in its place."""
+    def tasks(self, uri: str) -> Iterator[list[Slice]]:
+        """TASK rows, time-ordered, as stream or plane slices, in batches. SQLite joins the task info;
+        C steps the query (``_db_core.Rows``: no Python tuple per row), resolves the string ids once
+        each, and makes a device task whose times and strings are as expected into its slice (what
+        ``_task_rules`` makes of such a row); any other row (an HCCL task, a bad time, an id
+        ``STRING_IDS`` lacks) it gives back as its row, which ``_task_rules`` reads, in its place."""
         lanes: dict[int, str] = {}
-        cursor = db.execute(self._task_query(), {"offset": self.rank.clock_offset_ns})
-        while rows := cursor.fetchmany(_BATCH):
-            yield self.task_batch(rows, lanes)
+        rows = _Rows(uri, self._task_query(sqlite_strings=False), self.rank.clock_offset_ns, _TASK_STRINGS,
+                     self._string_ids(), _BATCH)
+        args = (_TASK_SPEC, self.rank.rank, lanes, self.all_tasks)
+        while (rare := rows.tasks(batch := [], *args)) is not None:
+            yield _by_rules(batch, self._task_rules) if rare else batch
 
-    def task_batch(self, rows: list[tuple], lanes: dict[int, str]) -> list[Slice]:
-        """Rows of the TASK query as their slices, in order; ``lanes`` the stream lanes named so far."""
-        batch: list[Slice] = []
-        i, rank, all_tasks = 0, self.rank.rank, self.all_tasks
-        while (i := _task_slices(rows, i, batch, _TASK_SPEC, rank, lanes, all_tasks)) < len(rows):
-            record = self._task_rules(rows[i])
-            if record is not None:
-                batch.append(record)
-            i += 1
-        return batch
+    def tasks_by_rules(self, db: sqlite3.Connection) -> Iterator[list[Slice]]:
+        """What ``tasks`` yields, every row read by the rules from the sqlite3 module's rows, SQLite
+        resolving the strings by joins: the reference tests/readers/test_ascend_db_rows.py holds C to."""
+        cursor = db.execute(self._task_query(sqlite_strings=True), {"offset": self.rank.clock_offset_ns})
+        while rows := cursor.fetchmany(_BATCH):
+            yield [s for row in rows if (s := self._task_rules(row)) is not None]
+
+    def _string_ids(self) -> bool:
+        """Whether string columns hold ids into ``STRING_IDS`` (else only their TEXT is a string)."""
+        return {"id", "value"} <= self.schema.columns("STRING_IDS")
 
     def _task_rules(self, row: tuple) -> Slice | None:
         """One row of the TASK query as its slice, by the rules; None if it is skipped (summary
@@ -500,24 +523,26 @@ class _Reader:
             return self._device_task(task, c)
         return None
 
-    def _task_query(self) -> str:
+    def _task_query(self, sqlite_strings: bool) -> str:
         """The TASK query: its columns at the places ``_TASK_COLUMNS`` names. Summary (torch_npu's:
-        ``all_tasks`` off) reads only the compute tasks, and of the HCCL tasks only which they are."""
+        ``all_tasks`` off) reads only the compute tasks, and of the HCCL tasks only which they are.
+        Its string columns are the ids (``Rows`` resolves them, and sets "Task Type"), or, with
+        ``sqlite_strings``, resolved by SQLite's joins (``ok`` then says they all were)."""
         schema, all_tasks = self.schema, self.all_tasks
+        strings = _QUERY_STRINGS if sqlite_strings else dict.fromkeys(_QUERY_STRINGS, ())
         joined = "globalTaskId" in schema.columns("TASK")
-        t, t_strings = schema.expressions("t", "TASK", _TASK, ("taskType",))
+        t, t_strings = schema.expressions("t", "TASK", _TASK, strings["t"])
         c, m, joins = dict.fromkeys(_COMPUTE, "NULL"), dict.fromkeys(_COMM_TASK, "NULL"), ""
-        resolved = [schema.resolved("t", "taskType", t["taskType"])]
+        resolved = [schema.resolved("t", n, t[n]) for n in strings["t"]]
         if joined and "globalTaskId" in schema.columns("COMPUTE_TASK_INFO"):
-            c, strings = schema.expressions("c", "COMPUTE_TASK_INFO", _COMPUTE, _COMPUTE_STRINGS)
-            joins += " LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" + strings
-            resolved += [schema.resolved("c", n, c[n]) for n in _COMPUTE_STRINGS]
+            c, c_strings = schema.expressions("c", "COMPUTE_TASK_INFO", _COMPUTE, strings["c"])
+            joins += " LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" + c_strings
+            resolved += [schema.resolved("c", n, c[n]) for n in strings["c"]]
         if joined and "globalTaskId" in schema.columns("COMMUNICATION_TASK_INFO"):
             names = _COMM_TASK if all_tasks else ("globalTaskId",)
-            found, strings = schema.expressions("m", "COMMUNICATION_TASK_INFO", names,
-                                                ("name", "taskType", "groupName"))
+            found, m_strings = schema.expressions("m", "COMMUNICATION_TASK_INFO", names, strings["m"])
             m.update(found)
-            joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId" + strings
+            joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId" + m_strings
         kind = f"CASE WHEN {m['globalTaskId']} IS NOT NULL THEN {_COMM} " \
                f"WHEN {c['globalTaskId']} IS NOT NULL THEN {_COMPUTE_KIND} ELSE 0 END"
         ok = " AND ".join([
@@ -528,7 +553,8 @@ class _Reader:
             "ok": ok, "kind": kind, "start": "t.startNs + :offset", "dur": "t.endNs - t.startNs",
             "stream": t["streamId"], "Task Id": t["taskId"], "Stream Id": t["streamId"],
             "Model Id": t["modelId"], "Context Id": t["contextId"], "connection_id": t["connectionId"],
-            "Task Type": f"COALESCE(NULLIF({c['taskType']}, ''), NULLIF({t['taskType']}, ''))",
+            "Task Type": f"COALESCE(NULLIF({c['taskType']}, ''), NULLIF({t['taskType']}, ''))"
+                         if sqlite_strings else "NULL",
             **{arg: c[n] for arg, n in zip(_DEVICE_ARGS[_TASK_ARGS:], _COMPUTE_ARGS, strict=True)},
             "startNs": t["startNs"], "endNs": t["endNs"], "taskType": t["taskType"], "c name": c["name"],
             "c taskType": c["taskType"], **{f"m {n}": m[n] for n in _COMM_TASK},
@@ -617,53 +643,62 @@ class _Reader:
                     args[key] = value
             yield Slice(self.rank.rank, Layer.COMM_OP, group, name, *times, args)
 
-    def host(self, db: sqlite3.Connection, table: str) -> Iterator[list[Slice]]:
+    def host(self, uri: str, table: str) -> Iterator[list[Slice]]:
         """A host API table, time-ordered, in batches, one lane per thread (``globalTid``: pid << 32 |
-        tid). A row whose times, thread and strings are as expected (the query's first column)
-        becomes its slice in C (``_db_core.host_slices``: what ``_host_slice`` makes of it); any
-        other by the rules of ``_host_slice``, in its place."""
-        extra = _HOST[table][1]
-        columns = self.schema.columns(table)
-        if not {"startNs", "endNs"} <= columns:
+        tid). C steps the query (``_db_core.Rows``) and makes a row whose times, thread and strings are
+        as expected into its slice (what ``_host_row`` makes of it); any other it gives back as its
+        row, which ``_host_row`` reads, in its place."""
+        query = self._host_query(table, sqlite_strings=False)
+        if query is None:
             return
+        sql, strings = query
+        prefix, extra = _HOST[table]
+        rows = _Rows(uri, sql, self.rank.clock_offset_ns, strings, self._string_ids(), _BATCH)
+        args = ((Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, self.rank.clock_offset_ns, {},
+                prefix, self.enums["API"] if table == "CANN_API" else None, self.links)
+        while (rare := rows.host(batch := [], *args)) is not None:
+            yield _by_rules(batch, lambda row: self._host_row(table, row)) if rare else batch
+
+    def host_by_rules(self, db: sqlite3.Connection, table: str) -> Iterator[list[Slice]]:
+        """What ``host`` yields, every row read by ``_host_row`` from the sqlite3 module's rows, SQLite
+        resolving the strings by joins: the reference tests/readers/test_ascend_db_rows.py holds C to."""
+        query = self._host_query(table, sqlite_strings=True)
+        if query is None:
+            return
+        cursor = db.execute(query[0], {"offset": self.rank.clock_offset_ns})
+        while rows := cursor.fetchmany(_BATCH):
+            yield [s for row in rows if (s := self._host_row(table, row)) is not None]
+
+    def _host_query(self, table: str, sqlite_strings: bool) -> tuple[str, tuple[int, ...]] | None:
+        """(the query of a host table, the places of its string columns), None where the table has
+        no times: its columns ok, links (``_links``), startNs, endNs, the name, globalTid,
+        connectionId, then the table's own. The strings are ids (``Rows`` resolves them) or, with
+        ``sqlite_strings``, resolved by SQLite's joins (``ok`` then says they all were)."""
+        extra = _HOST[table][1]
+        if not {"startNs", "endNs"} <= self.schema.columns(table):
+            return None
         name_column = "message" if table == "MSTX_EVENTS" else "name"
         names = ("startNs", "endNs", name_column, "globalTid", "connectionId", *extra)
         strings = (name_column, "inputDtypes", "inputShapes")
-        h, joins = self.schema.expressions("h", table, names, strings)
-        ok = " AND ".join([  # TEXT times (PYTORCH_API's in some versions) are read by _host_slice
+        h, joins = self.schema.expressions("h", table, names, strings if sqlite_strings else ())
+        ok = " AND ".join([  # TEXT times (PYTORCH_API's in some versions) are read by _host_row
             "typeof(h.startNs) = 'integer'", "typeof(h.endNs) = 'integer'", "h.endNs >= h.startNs",
             f"h.startNs + :offset BETWEEN {-_LIMIT} AND {_LIMIT}", f"h.endNs - h.startNs <= {_LIMIT}",
             f"typeof({h['globalTid']}) = 'integer'",
-            *(self.schema.resolved("h", n, h[n]) for n in strings if n in h)])
+            *(self.schema.resolved("h", n, h[n]) for n in strings if n in h and sqlite_strings)])
         links, joins = self._links(table, joins)
         # startNs is TEXT in some versions: order by its value, not its spelling
         query = (f"SELECT {ok}, {links}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
                  "ORDER BY CAST(h.startNs AS INTEGER)")
-        lanes: dict[int, str] = {}
-        cursor = db.execute(query, {"offset": self.rank.clock_offset_ns})
-        while rows := cursor.fetchmany(_BATCH):
-            yield self.host_batch(table, rows, lanes)
+        return query, tuple(2 + names.index(n) for n in strings if n in names)
 
-    def host_batch(self, table: str, rows: list[tuple], lanes: dict[int, str]) -> list[Slice]:
-        """Rows of a host table's query (ok, links, then the columns ``_host_slice`` reads) as their
-        slices, in order, their links to connection ids noted; ``lanes`` the thread lanes
-        named so far."""
-        prefix, extra = _HOST[table]
-        api = self.enums["API"] if table == "CANN_API" else None
-        spec, rank, offset = (Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, \
-            self.rank.clock_offset_ns
-        batch: list[Slice] = []
-        i = 0
-        while (i := _host_slices(rows, i, batch, spec, rank, offset, lanes, prefix, api, self.links)) \
-                < len(rows):
-            row = rows[i]
-            record = self._host_slice(table, row[2:])
-            if record is not None:
-                if row[1] is not None:
-                    self.links[row[6]] = row[1]
-                batch.append(record)
-            i += 1
-        return batch
+    def _host_row(self, table: str, row: tuple) -> Slice | None:
+        """A row of a host table's query (ok, links, then the columns ``_host_slice`` reads) as its
+        slice by the rules, its links to connection ids noted; None if it is skipped."""
+        record = self._host_slice(table, row[2:])
+        if record is not None and row[1] is not None:
+            self.links[row[6]] = row[1]
+        return record
 
     def _links(self, table: str, joins: str) -> tuple[str, str]:
         """(column, joins): for PYTORCH_API, the connection ids its row's ``connectionId`` names in

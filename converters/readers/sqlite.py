@@ -26,10 +26,11 @@ DAMAGED = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 
 class read_only:
-    """The database, read-only, leaving nothing beside it; a non-empty WAL is read from a copy."""
+    """The database, read-only, leaving nothing beside it; a non-empty WAL is read from a copy.
+    ``uri`` is what it opened, for a connection of C's own (readers/_db_core.c's ``Rows``)."""
 
     def __init__(self, path: Path, diag: Diagnostics) -> None:
-        self.path, self.diag, self.copy = path, diag, None
+        self.path, self.diag, self.copy, self.uri = path, diag, None, ""
 
     def __enter__(self) -> sqlite3.Connection:
         path, wal = self.path, self.path.with_name(self.path.name + "-wal")
@@ -43,6 +44,7 @@ class read_only:
             uri = f"file:{path}?mode=ro"
         else:
             uri = f"file:{path}?mode=ro&immutable=1"
+        self.uri = uri
         try:
             self.db = sqlite3.connect(uri, uri=True)
         except sqlite3.Error as e:

@@ -9,9 +9,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.errors import Diagnostics
 from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Sample, Slice, Step, StepRecords
-from converters.readers.ascend_db import _TASK_COLUMNS, _by_step, _Flows, _Reader
+from converters.readers.ascend_db import _by_step, _Flows
 from converters.readers.flows import flow_id
 
 # (layer, lane), launches and their targets the most
@@ -88,86 +87,7 @@ def test_pytorch_ops_sharing_a_connection_id_are_linked_from_the_earlier():
         assert flows.backwards == 1 and flows.links == {99: "5"}, bind
 
 
-# -- rows to slices: what C makes of the rows SQLite says are as expected is what the rules make ------
-
-_TEXT = st.sampled_from(("", "N/A", "MatMul", "FLOAT;FLOAT", '"1,2";"3"'))
-_MAYBE_TEXT = st.one_of(st.none(), _TEXT)
-_MAYBE_INT = st.one_of(st.none(), st.integers(-2, 70_000))
-_ENUMS = {name: {} for name in ("TRANSPORT_TYPE", "LINK_TYPE", "DATA_TYPE", "RDMA_TYPE", "MODULE")}
-
-
-def _reader(all_tasks: bool, offset: int, api: dict | None = None) -> _Reader:
-    rank = RankInfo(rank=3, format="ascend_pt", path=Path("."), clock_offset_ns=offset)
-    return _Reader(rank, Path("x.db"), Diagnostics(), all_tasks, None, {**_ENUMS, "API": api or {}})
-
-
-@st.composite
-def _task_row(draw, offset: int) -> tuple:
-    """A row of the TASK query as SQLite makes it (its columns from the same values), its ``ok`` now
-    and then false (the rules read it then) and its times now and then out of order."""
-    kind = draw(st.sampled_from((0, 1, 1, 2)))
-    start, dur = draw(st.integers(-10**12, 10**12)), draw(st.integers(-2, 10**6))
-    stream = draw(st.one_of(st.integers(0, 5), st.none()))
-    own = [draw(st.one_of(st.none(), st.integers(0, 9))) for _ in range(3)], draw(_MAYBE_INT)
-    task_type, c_type, c_name = draw(_MAYBE_TEXT), draw(_MAYBE_TEXT), draw(_MAYBE_TEXT)
-    compute = [draw(_MAYBE_TEXT), draw(_MAYBE_INT), draw(_MAYBE_INT), *(draw(_MAYBE_TEXT) for _ in range(6)),
-               draw(_MAYBE_INT)] if kind == 1 else [None] * 10
-    if kind != 1:
-        c_type = c_name = None
-    m = [None] * 14
-    if kind == 2:
-        m = [7, draw(_MAYBE_TEXT), draw(_MAYBE_TEXT), draw(st.integers(0, 7)), draw(_MAYBE_TEXT), -1, None,
-             0, 1, None, draw(_MAYBE_INT), None, None, 5]
-    ok = draw(st.booleans()) if dur >= 0 and stream is not None else False
-    chosen = (c_type or None) or (task_type or None)
-    (task_id, model, context), link = own
-    return (int(ok), kind, start + offset, dur, stream, task_id, stream, model, context, link, chosen,
-            *compute, start, start + dur, task_type, c_name, c_type, *m)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.data(), st.booleans(), st.integers(-10**6, 10**6))
-def test_task_rows_in_c_follow_the_rules(data, all_tasks, offset):
-    rows = data.draw(st.lists(_task_row(offset), max_size=20))
-    assert len(rows[0]) == len(_TASK_COLUMNS) if rows else True
-    rules = _reader(all_tasks, offset)
-    expected = [s for row in rows if (s := rules._task_rules(row)) is not None]
-    assert _reader(all_tasks, offset).task_batch(rows, {}) == expected
-
-
-_HOST_EXTRA = {"PYTORCH_API": lambda: (_MAYBE_INT, _MAYBE_INT, _MAYBE_TEXT, _MAYBE_TEXT, _MAYBE_INT),
-               "CANN_API": lambda: (st.one_of(st.none(), st.integers(0, 3)),),
-               "MSTX_EVENTS": lambda: (_MAYBE_INT, _MAYBE_INT, _MAYBE_INT)}
-
-
-@st.composite
-def _host_row(draw, table: str) -> tuple:
-    """A row of a host table's query: ok, links, startNs, endNs, name, globalTid, connectionId, then
-    the table's own columns."""
-    start, dur = draw(st.integers(-10**12, 10**12)), draw(st.integers(-2, 10**6))
-    tid = draw(st.integers(-(1 << 63), (1 << 63) - 1) | st.integers(0, 3))
-    link = draw(st.one_of(st.none(), st.integers(0, 9)))
-    links = draw(st.one_of(st.none(), st.just("1,2"))) if table == "PYTORCH_API" else None
-    ok = draw(st.booleans()) if dur >= 0 else False
-    return (int(ok), links, start, start + dur, draw(_MAYBE_TEXT), tid, link,
-            *(draw(values) for values in _HOST_EXTRA[table]()))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.data(), st.sampled_from(sorted(_HOST_EXTRA)), st.integers(-10**6, 10**6))
-def test_host_rows_in_c_follow_the_rules(data, table, offset):
-    rows = data.draw(st.lists(_host_row(table), max_size=20))
-    api = {1: "ACL_OP", 2: "RUNTIME"}
-    rules, expected = _reader(True, offset, api), []
-    for row in rows:  # what host_batch does with a row it does not make in C
-        if (s := rules._host_slice(table, row[2:])) is not None:
-            if row[1] is not None:
-                rules.links[row[6]] = row[1]
-            expected.append(s)
-    c = _reader(True, offset, api)
-    assert c.host_batch(table, rows, {}) == expected
-    assert c.links == rules.links
-
+# -- rows to slices: tests/readers/test_ascend_db_rows.py (C's rows read from the databases themselves)
 
 # -- the scans merged and filed by step: as heapq.merge and the loop that filed its stream ----------
 

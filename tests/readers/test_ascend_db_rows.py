@@ -1,0 +1,250 @@
+"""The database form's rows read in C (readers/_db_core.c's ``Rows``: SQLite's C API, string ids
+resolved once each) against the reference: the sqlite3 module's rows, SQLite resolving the strings by
+joins, every row read by the rules (``_Reader.tasks_by_rules``, ``host_by_rules``)."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from converters.errors import Diagnostics, InputError
+from converters.model import RankInfo, Slice
+from converters.readers import ascend_db
+from converters.readers.ascend_db import _HOST, _enums, _Reader, read_db
+from converters.readers.sqlite import Schema, read_only
+from fixtures.ascend_db_gen import write_ascend_db
+
+_TABLES = ("TASK", *_HOST)
+
+
+def _read(file: Path, all_tasks: bool, offset: int, by_rules: bool) -> tuple:
+    """Every table's slices read one way, and what the reader noted: unknown string ids, PyTorch
+    links, warnings."""
+    diag = Diagnostics()
+    rank = RankInfo(rank=2, format="ascend_pt", path=file.parent, clock_offset_ns=offset)
+    source = read_only(file, diag)
+    with source as db:
+        schema = Schema(db, file)
+        reader = _Reader(rank, file, diag, all_tasks, schema, _enums(db, schema))
+        scans = {"TASK": reader.tasks_by_rules(db) if by_rules else reader.tasks(source.uri)}
+        for table in _HOST:
+            scans[table] = reader.host_by_rules(db, table) if by_rules else reader.host(source.uri, table)
+        read = {table: [s for batch in scan for s in batch] for table, scan in scans.items()}
+    return read, reader.unknown_strings, reader.links, diag
+
+
+def _same_both_ways(file: Path, all_tasks: bool, offset: int) -> dict[str, list[Slice]]:
+    c, rules = _read(file, all_tasks, offset, False), _read(file, all_tasks, offset, True)
+    for table in _TABLES:
+        assert all(type(s) is Slice for s in c[0][table]), table
+        # repr tells 1 from 1.0 and True, and each arg's place in its dict
+        assert [repr(s) for s in c[0][table]] == [repr(s) for s in rules[0][table]], table
+    assert c[1:] == rules[1:]
+    return c[0]
+
+
+def _untyped(db: sqlite3.Connection, table: str) -> None:
+    """The table's columns without a type: any value stays as written (some versions write TEXT
+    times and strings); its indexes dropped (SQLite then sorts)."""
+    columns = [row[1] for row in db.execute(f'PRAGMA table_info("{table}")')]
+    db.execute(f"ALTER TABLE {table} RENAME TO old")
+    db.execute(f"CREATE TABLE {table} ({', '.join(columns)})")
+    db.execute(f"INSERT INTO {table} SELECT * FROM old")
+    db.execute("DROP TABLE old")
+
+
+_ODD = """
+UPDATE TASK SET startNs = CAST(startNs AS TEXT) WHERE rowid % 17 = 1;
+UPDATE TASK SET endNs = startNs - 5 WHERE rowid % 19 = 2;
+UPDATE TASK SET startNs = NULL WHERE rowid % 23 = 3;
+UPDATE TASK SET startNs = 1e300 WHERE rowid % 29 = 4;
+UPDATE TASK SET streamId = NULL WHERE rowid % 31 = 5;
+UPDATE TASK SET streamId = 'two' WHERE rowid % 61 = 6;
+UPDATE TASK SET taskType = 'AI_CORE' WHERE rowid % 37 = 6;
+UPDATE TASK SET taskType = 555555 WHERE rowid % 41 = 7;
+UPDATE COMPUTE_TASK_INFO SET opType = 999999 WHERE rowid % 11 = 0;
+UPDATE COMPUTE_TASK_INFO SET name = 'Direct' WHERE rowid % 13 = 1;
+UPDATE COMPUTE_TASK_INFO SET name = '3' WHERE rowid % 13 = 2;
+UPDATE COMPUTE_TASK_INFO SET name = ' 7 ' WHERE rowid % 13 = 3;
+UPDATE COMPUTE_TASK_INFO SET inputShapes = NULL, taskType = NULL WHERE rowid % 7 = 3;
+UPDATE COMPUTE_TASK_INFO SET outputShapes = 4.0 WHERE rowid % 41 = 4;
+UPDATE COMPUTE_TASK_INFO SET outputShapes = 4.5 WHERE rowid % 41 = 5;
+UPDATE COMPUTE_TASK_INFO SET outputFormats = 900001 WHERE rowid % 43 = 5;
+UPDATE COMPUTE_TASK_INFO SET outputFormats = 900002 WHERE rowid % 47 = 6;
+UPDATE COMPUTE_TASK_INFO SET inputFormats = X'3132' WHERE rowid % 53 = 7;
+UPDATE COMPUTE_TASK_INFO SET opType = 900003, taskType = 900004 WHERE rowid % 59 = 8;
+UPDATE COMPUTE_TASK_INFO SET blockDim = 'x', waitNs = 2.5 WHERE rowid % 67 = 9;
+UPDATE COMMUNICATION_TASK_INFO SET name = 888888 WHERE rowid % 5 = 0;
+UPDATE COMMUNICATION_TASK_INFO SET groupName = 'direct group' WHERE rowid % 7 = 0;
+UPDATE CANN_API SET name = 777777 WHERE rowid % 13 = 0;
+UPDATE CANN_API SET startNs = CAST(startNs AS TEXT) WHERE rowid % 17 = 0;
+UPDATE CANN_API SET globalTid = NULL WHERE rowid % 19 = 0;
+UPDATE CANN_API SET type = 5000 WHERE rowid % 3 = 0;
+INSERT INTO STRING_IDS VALUES (900001, NULL), (900002, X'41'), (900003, ''), (900004, 'N/A');
+CREATE TABLE PYTORCH_API (startNs, endNs, globalTid, connectionId, name, sequenceNumber, fwdThreadId,
+                          inputDtypes, inputShapes, type);
+CREATE TABLE CONNECTION_IDS (id, connectionId);
+CREATE TABLE MSTX_EVENTS (startNs, endNs, message, globalTid, connectionId, eventType, category, domainId);
+"""
+
+
+def _odd_database(tmp_path: Path, seed: int) -> Path:
+    """A generated database with odd rows: TEXT, NULL, REAL and reversed times, unknown string ids,
+    strings stored as TEXT (one numeric, which the join finds as an id), REAL and BLOB ids, ids whose
+    value is NULL or a BLOB, empty and N/A strings, HCCL tasks; PyTorch ops (TEXT times and INTEGER
+    ones, their links) and MSTX events."""
+    file = write_ascend_db(tmp_path, steps=3, tasks_per_step=60, planes=2, seed=seed)["file"]
+    db = sqlite3.connect(file)
+    for table in ("TASK", "COMPUTE_TASK_INFO", "COMMUNICATION_TASK_INFO", "CANN_API"):
+        _untyped(db, table)
+    db.executescript(_ODD)
+    start = db.execute("SELECT MIN(startNs) FROM TASK WHERE typeof(startNs) = 'integer'").fetchone()[0]
+    names = db.execute("SELECT id FROM STRING_IDS ORDER BY id LIMIT 5").fetchall()
+    for i in range(200):
+        t = start + i * 7_000
+        times = (str(t), str(t + 900)) if i % 3 == 0 else (t, t + 900 + i % 2)
+        name = names[i % 5][0] if i % 4 else ("Enqueue" if i % 8 == 0 else 999_999)
+        db.execute("INSERT INTO PYTORCH_API VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (*times, 13471134862269421 + i % 3, i // 2, name, i, None if i % 5 else 7,
+                    names[1][0] if i % 6 else None, names[2][0], 1 if i % 2 else None))
+        db.execute("INSERT INTO CONNECTION_IDS VALUES (?, ?)", (i // 2, 1000 + i))
+        db.execute("INSERT INTO MSTX_EVENTS VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (t + 11, t + 500 - (i % 7 == 0) * 1000, names[i % 5][0] if i % 9 else "mark", 5, None,
+                    i % 3, None, 1))
+    db.commit()
+    db.close()
+    return file
+
+
+@pytest.mark.parametrize("all_tasks", [True, False])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_odd_rows_read_in_c_as_the_rules_read_them(tmp_path, seed, all_tasks):
+    read = _same_both_ways(_odd_database(tmp_path, seed), all_tasks, offset=-12_345 * seed)
+    assert len(read["TASK"]) > 100 and len(read["PYTORCH_API"]) > 100 and read["MSTX_EVENTS"]
+
+
+def test_generated_database_read_in_c_as_the_rules_read_it(tmp_path):
+    """The schema as the generator writes it, its indexes too (SQLite reads TASK in their order)."""
+    file = write_ascend_db(tmp_path, steps=4, tasks_per_step=100, planes=4, seed=5)["file"]
+    for all_tasks in (True, False):
+        read = _same_both_ways(file, all_tasks, offset=1_000)
+        assert len(read["CANN_API"]) == 4 * 100 + 4 * (1 + 4 * 4) + 1
+
+
+def test_without_string_ids_only_text_is_a_string(tmp_path):
+    """No STRING_IDS (or no id and value in it): a string column's TEXT is its string, a number an
+    unknown id."""
+    file = _odd_database(tmp_path, 2)
+    db = sqlite3.connect(file)
+    db.execute("ALTER TABLE STRING_IDS RENAME TO OTHER_IDS")
+    db.commit()
+    db.close()
+    _same_both_ways(file, True, 0)
+
+
+def test_a_damaged_page_met_by_c_is_a_damaged_database(tmp_path, monkeypatch):
+    """A page SQLite cannot read, met by C mid-query (the middle of the file: TASK's rows and
+    their info), ends as read_db's InputError, as the sqlite3 module's error did."""
+    file = write_ascend_db(tmp_path, steps=4, tasks_per_step=400, planes=2, seed=1)["file"]
+    data = bytearray(file.read_bytes())
+    db = sqlite3.connect(file)
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    at = len(data) // page_size // 2 * page_size
+    data[at:at + page_size] = b"\xa5" * page_size
+    file.write_bytes(bytes(data))
+    raised = []
+
+    class Spy:  # a Rows noting what its TASK rows raised
+        def __init__(self, *args: object) -> None:
+            self.rows = rows(*args)
+
+        def tasks(self, *args: object) -> int | None:
+            try:
+                return self.rows.tasks(*args)
+            except sqlite3.DatabaseError as e:
+                raised.append(str(e))
+                raise
+
+        def host(self, *args: object) -> int | None:
+            return self.rows.host(*args)
+
+    rows = ascend_db._Rows
+    monkeypatch.setattr(ascend_db, "_Rows", Spy)
+    rank = RankInfo(rank=0, format="ascend_pt", path=tmp_path)
+    with pytest.raises(InputError, match="damaged SQLite database .database disk image is malformed"):
+        list(read_db(rank, file, Diagnostics(), detail=True))
+    assert raised == ["database disk image is malformed"]
+
+
+_ID = st.integers(0, 6)  # STRING_IDS holds 0-4
+_STRING = st.one_of(st.none(), _ID, _ID.map(str), st.sampled_from(("MatMul", "", "N/A", " 2", "2.0", "x7")),
+                    st.sampled_from((2.0, 2.5, b"1", b"\xff")))
+_TIME = st.one_of(st.integers(-5, 50), st.integers(-5, 50).map(str), st.none(),
+                  st.sampled_from((1e300, 2.0, 2**62 + 3, -(2**62), "12abc")))
+_NUMBER = st.one_of(st.none(), st.integers(-2, 2**40), st.sampled_from(("", "N/A", 1.5)))
+_VALUES = st.one_of(st.none(), st.sampled_from(("MatMul", "", "N/A", "Enqueue", 7, 2.5, b"z", "\u4e2d")))
+
+
+@st.composite
+def _database(draw) -> dict[str, list[tuple]]:
+    """Rows of TASK, its compute and HCCL info, STRING_IDS, CANN_API and PYTORCH_API, any value of
+    any type where the schema expects ids and times."""
+    n = draw(st.integers(0, 12))
+    tasks, compute, comm = [], [], []
+    for g in range(n):
+        start = draw(_TIME)
+        end = draw(st.one_of(_TIME, st.integers(0, 9).map(lambda d, s=start: s + d if type(s) is int else s)))
+        tasks.append((start, end, draw(st.one_of(st.integers(0, 3), st.none(), st.just("s"))), draw(_NUMBER),
+                      draw(_NUMBER), draw(_NUMBER), draw(_NUMBER), draw(_STRING), g))
+        kind = draw(st.sampled_from("cmn"))
+        if kind == "c":
+            compute.append((g, *(draw(_STRING) for _ in range(3)), draw(_NUMBER), draw(_NUMBER),
+                            *(draw(_STRING) for _ in range(6)), draw(_NUMBER)))
+        elif kind == "m":
+            comm.append((g, draw(_STRING), draw(_STRING), draw(_NUMBER), draw(_STRING), draw(_NUMBER),
+                         *(draw(_NUMBER) for _ in range(8))))
+    tid = st.one_of(st.integers(-1, 2**40), st.none())
+    host = [(draw(_TIME), draw(_TIME), draw(tid), draw(_NUMBER), draw(_STRING),
+             draw(st.sampled_from((None, 5000, 20000)))) for _ in range(draw(st.integers(0, 8)))]
+    pytorch = [(draw(_TIME), draw(_TIME), draw(st.integers(0, 3)), draw(st.integers(0, 3)), draw(_STRING),
+                draw(_NUMBER), draw(_NUMBER), draw(_STRING), draw(_STRING), draw(_NUMBER))
+               for _ in range(draw(st.integers(0, 6)))]
+    strings = [(i, draw(_VALUES)) for i in range(5)]
+    return {"TASK": tasks, "COMPUTE_TASK_INFO": compute, "COMMUNICATION_TASK_INFO": comm,
+            "STRING_IDS": strings, "CANN_API": host, "PYTORCH_API": pytorch,
+            "CONNECTION_IDS": [(i, i + 1) for i in range(3)]}
+
+
+_COLUMNS = {
+    "TASK": "startNs, endNs, streamId, taskId, modelId, contextId, connectionId, taskType, globalTaskId",
+    "COMPUTE_TASK_INFO": "globalTaskId, name, taskType, opType, blockDim, mixBlockDim, inputShapes, "
+                         "inputDataTypes, inputFormats, outputShapes, outputDataTypes, outputFormats, waitNs",
+    "COMMUNICATION_TASK_INFO": "globalTaskId, name, taskType, planeId, groupName, notifyId, rdmaType, "
+                               "srcRank, dstRank, transportType, size, dataType, linkType, opId",
+    "STRING_IDS": "id INTEGER PRIMARY KEY, value",
+    "CANN_API": "startNs, endNs, globalTid, connectionId, name, type",
+    "PYTORCH_API": "startNs, endNs, globalTid, connectionId, name, sequenceNumber, fwdThreadId, inputDtypes, "
+                   "inputShapes, type",
+    "CONNECTION_IDS": "id, connectionId",
+}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_database(), st.booleans(), st.integers(-10**6, 10**6))
+def test_any_rows_read_in_c_as_the_rules_read_them(tables, all_tasks, offset):
+    with tempfile.TemporaryDirectory() as folder:
+        file = Path(folder) / "ascend_pytorch_profiler_0.db"
+        db = sqlite3.connect(file)
+        for table, rows in tables.items():
+            db.execute(f"CREATE TABLE {table} ({_COLUMNS[table]})")
+            if rows:
+                db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+        db.commit()
+        db.close()
+        _same_both_ways(file, all_tasks, offset)

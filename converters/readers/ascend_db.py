@@ -36,13 +36,16 @@ the ops' names tell them).
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
 one ``ORDER BY`` scan, in batches of rows, and the scans are merged by time; a step is yielded as
-soon as the merge passes the next step's start, so memory holds one step at a time. SQLite does the
-joins and resolves the strings, and says of each TASK and host API row whether it is as expected
-(integer times in range, a stream or thread, every string id found): those rows become slices in C
-(``_db_core``), what the rules would make of them; any other row goes through the rules
-(``_device_task``, ``_comm_task``, ``_host_slice``), which say what is skipped or warned about. The
-merge by time and the step's arrows are C too (BENCHMARKS.md, issue 28; tests/readers/
-test_ascend_db_core.py pins each C path to its Python).
+soon as the merge passes the next step's start, so memory holds one step at a time. The TASK and
+host API queries are stepped in C (``_db_core.Rows``, SQLite's C API on a read-only connection of
+its own): SQLite does the joins and says of each row whether its times and stream or thread are as
+expected, C resolves its string ids once each (a cache of the ids met, looked up in ``STRING_IDS``
+as the join would) and makes the rows that are as expected into slices, what the rules would make of
+them; any other row (an HCCL task, a bad time, an id ``STRING_IDS`` lacks) comes back as the sqlite3
+module would give it and goes through the rules (``_device_task``, ``_comm_task``, ``_host_slice``),
+which say what is skipped or warned about. The merge by time and the step's arrows are C too
+(BENCHMARKS.md, issue 28; tests/readers/test_ascend_db_core.py and test_ascend_db_rows.py pin each
+C path to its Python).
 """
 
 from __future__ import annotations

@@ -530,25 +530,22 @@ static void rows_dealloc(Rows *r) {
  * a read-only connection to ``uri``; ``strings`` the places of its columns of string ids, resolved
  * through STRING_IDS if ``string_ids`` (else only TEXT is a string); ``batch`` rows a call. */
 static PyObject *rows_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    const char *uri, *sql;
+    const char *sql;
     long long offset;
-    PyObject *strings;
+    PyObject *uri, *strings;  /* uri: its bytes as the sqlite3 module passes them (a path that is no UTF-8) */
     int string_ids, batch;
     if ((kwargs && PyDict_GET_SIZE(kwargs)) ||
-        !PyArg_ParseTuple(args, "ssLO!pi", &uri, &sql, &offset, &PyTuple_Type, &strings, &string_ids, &batch))
+        !PyArg_ParseTuple(args, "O&sLO!pi", PyUnicode_FSConverter, &uri, &sql, &offset, &PyTuple_Type, &strings,
+                          &string_ids, &batch))
         return NULL;
-    if (!database_error) {
-        PyObject *sqlite = PyImport_ImportModule("sqlite3");
-        if (!sqlite) return NULL;
-        database_error = PyObject_GetAttrString(sqlite, "DatabaseError");
-        operational_error = PyObject_GetAttrString(sqlite, "OperationalError");
-        Py_DECREF(sqlite);
-        if (!database_error || !operational_error) return NULL;
-    }
     Rows *r = (Rows *)type->tp_alloc(type, 0);
-    if (!r) return NULL;
+    if (!r) {
+        Py_DECREF(uri);
+        return NULL;
+    }
     r->batch = batch > 0 ? batch : 1;
-    int rc = sqlite3_open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    int rc = sqlite3_open_v2(PyBytes_AS_STRING(uri), &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    Py_DECREF(uri);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(r->db, sql, -1, &r->rows, NULL);
     if (rc == SQLITE_OK && string_ids)
         rc = sqlite3_prepare_v2(r->db, "SELECT value FROM STRING_IDS WHERE id = ?", -1, &r->lookup, NULL);
@@ -937,7 +934,12 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__db_core(void) {
-    if (PyType_Ready(&RowsType) < 0) return NULL;
+    PyObject *sqlite = PyImport_ImportModule("sqlite3");
+    if (!sqlite) return NULL;
+    database_error = PyObject_GetAttrString(sqlite, "DatabaseError");
+    operational_error = PyObject_GetAttrString(sqlite, "OperationalError");
+    Py_DECREF(sqlite);
+    if (!database_error || !operational_error || PyType_Ready(&RowsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddObjectRef(m, "Rows", (PyObject *)&RowsType) < 0) Py_CLEAR(m);
     return m;

@@ -4,6 +4,7 @@ joins, every row read by the rules (``_Reader.tasks_by_rules``, ``host_by_rules`
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -145,6 +146,14 @@ def test_without_string_ids_only_text_is_a_string(tmp_path):
     db.commit()
     db.close()
     _same_both_ways(file, True, 0)
+
+
+def test_a_database_under_a_folder_name_that_is_no_utf8_reads(tmp_path):
+    """C opens the URI's bytes as the sqlite3 module does (a path from a Latin-1 system)."""
+    folder = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"job-\xff\xfe")))
+    file = write_ascend_db(folder, steps=2, tasks_per_step=20, seed=1)["file"]
+    rank = RankInfo(rank=0, format="ascend_pt", path=folder)
+    assert sum(len(step.slices) for step in read_db(rank, file, Diagnostics(), detail=True)) > 40
 
 
 def test_a_damaged_page_met_by_c_is_a_damaged_database(tmp_path, monkeypatch):

@@ -495,8 +495,9 @@ class _Reader:
         ``_task_rules`` makes of such a row); any other row (an HCCL task, a bad time, an id
         ``STRING_IDS`` lacks) it gives back as its row, which ``_task_rules`` reads, in its place."""
         lanes: dict[int, str] = {}
-        rows = _Rows(uri, self._task_query(sqlite_strings=False), self.rank.clock_offset_ns, _TASK_STRINGS,
-                     self._string_ids(), _BATCH)
+        looked_up = self._ids_looked_up()
+        rows = _Rows(uri, self._task_query(sqlite_strings=not looked_up), self.rank.clock_offset_ns,
+                     _TASK_STRINGS, looked_up, _BATCH)
         args = (_TASK_SPEC, self.rank.rank, lanes, self.all_tasks)
         while (rare := rows.tasks(batch := [], *args)) is not None:
             yield _by_rules(batch, self._task_rules) if rare else batch
@@ -508,9 +509,16 @@ class _Reader:
         while rows := cursor.fetchmany(_BATCH):
             yield [s for row in rows if (s := self._task_rules(row)) is not None]
 
-    def _string_ids(self) -> bool:
-        """Whether string columns hold ids into ``STRING_IDS`` (else only their TEXT is a string)."""
-        return {"id", "value"} <= self.schema.columns("STRING_IDS")
+    def _ids_looked_up(self) -> bool:
+        """Whether ``Rows`` resolves the string ids, looking each up in ``STRING_IDS`` by its key (the
+        real schema's ``id INTEGER PRIMARY KEY``). Else SQLite's joins resolve them: a ``STRING_IDS``
+        without a key on ``id`` (a lookup would scan it, where a join gets an index of its own), or
+        without ``id`` and ``value`` (then a string column's TEXT is its string, a number an unknown
+        id: ``Schema.expressions``)."""
+        if not {"id", "value"} <= self.schema.columns("STRING_IDS"):
+            return False
+        plan = self.schema.db.execute("EXPLAIN QUERY PLAN SELECT value FROM STRING_IDS WHERE id = 1")
+        return any(str(row[-1]).startswith("SEARCH") for row in plan)
 
     def _task_rules(self, row: tuple) -> Slice | None:
         """One row of the TASK query as its slice, by the rules; None if it is skipped (summary
@@ -651,12 +659,13 @@ class _Reader:
         tid). C steps the query (``_db_core.Rows``) and makes a row whose times, thread and strings are
         as expected into its slice (what ``_host_row`` makes of it); any other it gives back as its
         row, which ``_host_row`` reads, in its place."""
-        query = self._host_query(table, sqlite_strings=False)
+        looked_up = self._ids_looked_up()
+        query = self._host_query(table, sqlite_strings=not looked_up)
         if query is None:
             return
         sql, strings = query
         prefix, extra = _HOST[table]
-        rows = _Rows(uri, sql, self.rank.clock_offset_ns, strings, self._string_ids(), _BATCH)
+        rows = _Rows(uri, sql, self.rank.clock_offset_ns, strings, looked_up, _BATCH)
         args = ((Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, self.rank.clock_offset_ns, {},
                 prefix, self.enums["API"] if table == "CANN_API" else None, self.links)
         while (rare := rows.host(batch := [], *args)) is not None:

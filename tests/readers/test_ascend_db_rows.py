@@ -137,12 +137,16 @@ def test_generated_database_read_in_c_as_the_rules_read_it(tmp_path):
         assert len(read["CANN_API"]) == 4 * 100 + 4 * (1 + 4 * 4) + 1
 
 
-def test_without_string_ids_only_text_is_a_string(tmp_path):
+@pytest.mark.parametrize("change", ["ALTER TABLE STRING_IDS RENAME TO OTHER_IDS", "unkeyed"])
+def test_string_ids_missing_or_without_a_key(tmp_path, change):
     """No STRING_IDS (or no id and value in it): a string column's TEXT is its string, a number an
-    unknown id."""
+    unknown id; one without a key on its id: SQLite's joins resolve the strings."""
     file = _odd_database(tmp_path, 2)
     db = sqlite3.connect(file)
-    db.execute("ALTER TABLE STRING_IDS RENAME TO OTHER_IDS")
+    if change == "unkeyed":
+        _untyped(db, "STRING_IDS")
+    else:
+        db.execute(change)
     db.commit()
     db.close()
     _same_both_ways(file, True, 0)
@@ -245,13 +249,15 @@ _COLUMNS = {
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_database(), st.booleans(), st.integers(-10**6, 10**6))
-def test_any_rows_read_in_c_as_the_rules_read_them(tables, all_tasks, offset):
+@given(_database(), st.booleans(), st.integers(-10**6, 10**6), st.booleans())
+def test_any_rows_read_in_c_as_the_rules_read_them(tables, all_tasks, offset, keyed):
+    """``keyed``: STRING_IDS' id its primary key (C looks ids up), or no key (SQLite's joins)."""
     with tempfile.TemporaryDirectory() as folder:
         file = Path(folder) / "ascend_pytorch_profiler_0.db"
         db = sqlite3.connect(file)
         for table, rows in tables.items():
-            db.execute(f"CREATE TABLE {table} ({_COLUMNS[table]})")
+            columns = _COLUMNS[table] if keyed or table != "STRING_IDS" else "id, value"
+            db.execute(f"CREATE TABLE {table} ({columns})")
             if rows:
                 db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
         db.commit()

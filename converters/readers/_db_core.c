@@ -249,8 +249,9 @@ static int add_end(PyObject *ends_of, PyObject *link, PyObject *index) {
     return rc;
 }
 
-/* add_end(ops, int(id), index) for each id of a PyTorch op's comma-separated connection ids */
-static int add_ops(PyObject *ops, PyObject *found, PyObject *index) {
+/* add_end(ops, int(id), index) for each id of a PyTorch op's comma-separated connection ids; ``known``:
+ * only for the ids ops holds already (the next step's ops: only the links of this step's reach them) */
+static int add_ops(PyObject *ops, PyObject *found, PyObject *index, int known) {
     static PyObject *comma;
     if (!comma && !(comma = PyUnicode_InternFromString(","))) return -1;
     PyObject *parts = PyUnicode_Split(found, comma, -1);
@@ -258,7 +259,8 @@ static int add_ops(PyObject *ops, PyObject *found, PyObject *index) {
     int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(parts); i++) {
         PyObject *id = PyNumber_Long(PyList_GET_ITEM(parts, i));
-        rc = id ? add_end(ops, id, index) : -1;
+        int wanted = !id ? -1 : known ? PyDict_Contains(ops, id) : 1;
+        rc = wanted < 0 ? -1 : wanted ? add_end(ops, id, index) : 0;
         Py_XDECREF(id);
     }
     Py_DECREF(parts);
@@ -283,6 +285,14 @@ static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject
         }
         if (link == Py_None) continue;
         PyObject *kind = PyTuple_GET_ITEM(s, SLICE_LAYER), *lane = PyTuple_GET_ITEM(s, SLICE_LANE);
+        if (i >= split && kind != host) {  /* the next step's: only the targets of this step's starts */
+            int wanted = PyDict_Contains(launches, link);
+            if (wanted == 0) wanted = PyDict_Contains(ops, link);
+            if (wanted <= 0) {
+                if (wanted < 0) return -1;
+                continue;
+            }
+        }
         PyObject *index = PyLong_FromSsize_t(i);
         if (!index) return -1;
         int rc = 0;
@@ -293,8 +303,8 @@ static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject
                 PyObject *found = PyDict_GetItemWithError(links, link);  /* taken by its own step only */
                 if (found && found != Py_None) {
                     Py_INCREF(found);
-                    rc = (i < split && PyDict_DelItem(links, link) < 0) || add_ops(ops, found, index) < 0
-                             ? -1 : 0;
+                    rc = (i < split && PyDict_DelItem(links, link) < 0) ||
+                         add_ops(ops, found, index, i >= split) < 0 ? -1 : 0;
                     Py_DECREF(found);
                 } else if (found) {
                     rc = i < split ? PyDict_DelItem(links, link) : 0;

@@ -22,8 +22,9 @@ Read, the profilers' own way (checked against their ``OVERLAP_ANALYSIS`` and ``S
   form's ``async_npu`` arrows, which ``diff --by op`` follows); host-to-host arrows between
   ``PYTORCH_API`` ops whose ids list one connection id, from the earlier to each later one: a task
   queue's ``Enqueue`` to its ``Dequeue@...`` (the text form's ``async_task_queue``), else a forward
-  op to its backward (``fwdbwd``); each arrow within one step and never backwards in time (Perfetto
-  drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``, ``NPU_MEM`` and
+  op to its backward (``fwdbwd``); each arrow ending in its start's step or the next one (a launch
+  at a step's end whose task runs in the next), as the text form's reach, and never backwards in
+  time (Perfetto drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``, ``NPU_MEM`` and
   ``NPU_MODULE_MEM``;
 * the rank from ``RANK_DEVICE_MAP``.
 
@@ -36,7 +37,8 @@ the ops' names tell them).
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
 one ``ORDER BY`` scan, in batches of rows, and the scans are merged by time; a step is yielded as
-soon as the merge passes the next step's start, so memory holds one step at a time. SQLite does the
+soon as the merge passes the next step's start, so memory holds one step at a time (two in detail:
+a step is held until the next is read, which its arrows may reach). SQLite does the
 joins and resolves the strings, and says of each TASK and host API row whether it is as expected
 (integer times in range, a stream or thread, every string id found): those rows become slices in C
 (``_db_core``), what the rules would make of them; any other row goes through the rules
@@ -489,7 +491,7 @@ class _Reader:
         self.schema, self.enums = schema, enums
         self.unknown_strings: dict[str, int] = {}
         # PYTORCH_API's connectionId -> the connection ids it links to, comma-separated,
-        # from the rows read until ``_Flows.bind`` takes them: a step's at most
+        # from the rows read until ``_Flows.bind`` takes them in the op's own step: two steps' at most
         self.links: dict[int, str] = {}
 
     def _string(self, value: Any, table: str = "") -> str | None:

@@ -1,5 +1,5 @@
 /* The database form's per-record work in C (readers/ascend_db.py), beside the Python rules it follows:
- * - ascend_db._Flows.bind_rules: a step's arrows (bind);
+ * - ascend_db._Flows.bind_rules: the arrows a step starts, into it and the next step (bind);
  * - ascend_db._Reader._task_rules, _host_slice: the TASK and host API rows SQLite says are as
  *   expected made into their slices (task_slices, host_slices), until a row the rules must read;
  * - heapq.merge and the loop that filed its stream by step: the scans merged by time and filed

@@ -25,6 +25,7 @@ from tp_tables import differences, plain, tables
 from trace_check import read_chrome_json, read_perfetto
 
 from converters import convert, discover
+from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 
@@ -217,6 +218,17 @@ def test_a_generated_job_of_many_steps_imports_as_if_written_in_full(tmp_path):
     out = tmp_path / "out.pftrace"
     convert(tmp_path / "job", out, kind="detail", max_bytes=None)
     assert_imports_as_plain(out, tmp_path, "generated")
+
+
+def test_a_generated_database_whose_arrows_cross_steps_imports_every_arrow(tmp_path):
+    """The database form's arrows into the next step (launches just before a step's start whose
+    tasks run in it) load with no error, every arrow written imported: all but the skewed first."""
+    made = write_ascend_db(tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT", steps=3,
+                           tasks_per_step=20, planes=2, seed=3)
+    out = tmp_path / "out.pftrace"
+    convert(tmp_path / "rank0_ascend_pt", out, kind="detail", max_bytes=None)
+    problems, (_, _, flows) = imported(out, tmp_path)
+    assert problems == [] and flows == made["device_tasks"] + made["comm_tasks"] - 1
 
 
 @pytest.mark.parametrize("kind", ["summary", "detail"])

@@ -1,5 +1,5 @@
 /* The database form's per-record work in C (readers/ascend_db.py), beside the Python rules it follows:
- * - ascend_db._Flows.bind_rules: a step's arrows (bind);
+ * - ascend_db._Flows.bind_rules: the arrows a step starts, into it and the next step (bind);
  * - ascend_db._Reader._task_rules, _host_slice: the TASK and host API rows SQLite says are as
  *   expected made into their slices (task_slices, host_slices), until a row the rules must read;
  * - heapq.merge and the loop that filed its stream by step: the scans merged by time and filed
@@ -50,32 +50,9 @@ static PyObject *new_slice(PyTypeObject *type, PyObject *rank, PyObject *layer, 
 typedef struct {
     PyObject *slices, *flow_id, *rank;
     PyObject **outs, **ins;  /* per slice: the flow ids out of it, into it (tuples), or NULL */
-    Py_ssize_t backwards;
+    Py_ssize_t backwards, split;  /* arrows start before split; those reaching past it are carried */
+    PyObject *carried, *carried_out;  /* kind -> the links drawn into this step before, into the next */
 } Bind;
-
-/* A slice with its arrows: tuple.__new__(Slice, (*s[:SLICE_FLOWS_OUT], outs, ins)); the slice itself,
- * changed in place, where the caller holds the only reference to it (no one else can see it change:
- * a conversion's slices are the step's list's alone, and an arrow then costs no copy) */
-static PyObject *with_flows(PyObject *s, PyObject *outs, PyObject *ins) {
-    if (Py_REFCNT(s) == 1) {
-        Py_INCREF(outs); Py_SETREF(((PyTupleObject *)s)->ob_item[SLICE_FLOWS_OUT], outs);
-        Py_INCREF(ins); Py_SETREF(((PyTupleObject *)s)->ob_item[SLICE_FLOWS_IN], ins);
-        Py_INCREF(s);
-        return s;
-    }
-    PyTypeObject *type = Py_TYPE(s);
-    PyObject *made = type->tp_alloc(type, SLICE_FIELDS);
-    if (!made) return NULL;
-    for (Py_ssize_t i = 0; i < SLICE_FLOWS_OUT; i++) {
-        PyObject *item = PyTuple_GET_ITEM(s, i);
-        Py_INCREF(item);
-        PyTuple_SET_ITEM(made, i, item);
-    }
-    Py_INCREF(outs); PyTuple_SET_ITEM(made, SLICE_FLOWS_OUT, outs);
-    Py_INCREF(ins); PyTuple_SET_ITEM(made, SLICE_FLOWS_IN, ins);
-    untrack(made);
-    return made;
-}
 
 /* *ends + flows (a tuple; *ends one too, or NULL for none) */
 static int add_flows(PyObject **ends, PyObject *flows) {
@@ -85,6 +62,60 @@ static int add_flows(PyObject **ends, PyObject *flows) {
     return 0;
 }
 
+/* A slice with arrows added: tuple.__new__(Slice, (*s[:SLICE_FLOWS_OUT], s.flows_out + outs,
+ * s.flows_in + ins)) (outs and ins NULL for none); the slice itself, changed in place, where the
+ * caller holds the only reference to it (no one else can see it change: a conversion's slices are
+ * the step's list's alone, and an arrow then costs no copy) */
+static PyObject *with_flows(PyObject *s, PyObject *outs, PyObject *ins) {
+    PyObject *now_out = PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT), *now_in = PyTuple_GET_ITEM(s, SLICE_FLOWS_IN);
+    PyObject *out = now_out, *in = now_in;
+    Py_INCREF(out); Py_INCREF(in);
+    if ((outs && add_flows(&out, outs) < 0) || (ins && add_flows(&in, ins) < 0)) {
+        Py_DECREF(out); Py_DECREF(in);
+        return NULL;
+    }
+    if (Py_REFCNT(s) == 1) {
+        Py_SETREF(((PyTupleObject *)s)->ob_item[SLICE_FLOWS_OUT], out);
+        Py_SETREF(((PyTupleObject *)s)->ob_item[SLICE_FLOWS_IN], in);
+        Py_INCREF(s);
+        return s;
+    }
+    PyTypeObject *type = Py_TYPE(s);
+    PyObject *made = type->tp_alloc(type, SLICE_FIELDS);
+    if (!made) {
+        Py_DECREF(out); Py_DECREF(in);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < SLICE_FLOWS_OUT; i++) {
+        PyObject *item = PyTuple_GET_ITEM(s, i);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(made, i, item);
+    }
+    PyTuple_SET_ITEM(made, SLICE_FLOWS_OUT, out);
+    PyTuple_SET_ITEM(made, SLICE_FLOWS_IN, in);
+    untrack(made);
+    return made;
+}
+
+/* link added to the set carried_out[kind] */
+static int carry(Bind *b, PyObject *kind, PyObject *link) {
+    PyObject *links = PyDict_GetItemWithError(b->carried_out, kind);
+    if (!links) {
+        if (PyErr_Occurred() || !(links = PySet_New(NULL))) return -1;
+        int rc = PyDict_SetItem(b->carried_out, kind, links);
+        Py_DECREF(links);
+        if (rc < 0) return -1;
+    }
+    return PySet_Add(links, link);
+}
+
+/* Whether link is in the set carried[kind]: drawn into this step from the one before */
+static int carried(Bind *b, PyObject *kind, PyObject *link) {
+    PyObject *links = PyDict_GetItemWithError(b->carried, kind);
+    if (!links) return PyErr_Occurred() ? -1 : 0;
+    return PySequence_Contains(links, link);
+}
+
 static int layer_in(PyObject *layer, PyObject *layers) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(layers); i++)
         if (PyTuple_GET_ITEM(layers, i) == layer) return 1;
@@ -92,11 +123,14 @@ static int layer_in(PyObject *layer, PyObject *layers) {
 }
 
 /* One launch's arrows: to each of its ``ends`` (an index, or a list of them) on ``layers``, the k-th
- * numbered k, none backwards in time (ascend_db._Flows._arrows) */
-static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *ends, const char *kind,
+ * numbered k, none backwards in time; its link carried if one reaches past the split, none drawn if
+ * it was carried (ascend_db._Arrows.draw) */
+static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *ends, PyObject *kind,
                          PyObject *layers) {
+    int done = carried(b, kind, link);
+    if (done) return done < 0 ? -1 : 0;
     PyObject *start = PyTuple_GET_ITEM(PyList_GET_ITEM(b->slices, first), SLICE_START_NS);
-    PyObject *key = PyUnicode_FromFormat("%S|%s:%S|", b->rank, kind, link);
+    PyObject *key = PyUnicode_FromFormat("%S|%U:%S|", b->rank, kind, link);
     if (!key) return -1;
     PyObject *flows = PyList_New(0);  /* the launch's, added at once (a launch may have thousands) */
     int many = PyList_CheckExact(ends), rc = -1;
@@ -106,6 +140,7 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
         if (last == -1 && PyErr_Occurred()) goto done;
         PyObject *target = PyList_GET_ITEM(b->slices, last);
         if (!layer_in(PyTuple_GET_ITEM(target, SLICE_LAYER), layers)) continue;
+        if (last >= b->split && carry(b, kind, link) < 0) goto done;
         int backwards = PyObject_RichCompareBool(PyTuple_GET_ITEM(target, SLICE_START_NS), start, Py_LT);
         if (backwards < 0) goto done;
         if (backwards) {  /* clock skew: Perfetto drops it */
@@ -130,20 +165,32 @@ done:
     return rc;
 }
 
-/* The arrows of one kind: from each launch (a dict link -> index, or a list of them: from the last,
- * in its order) to the targets of its link (a dict link -> index or list of them) */
-static int arrows(Bind *b, PyObject *launches, PyObject *targets, const char *kind, PyObject *layers) {
+/* The last of ``ends`` (an index, or a list of them ascending) before ``split``; -1 for none, -2 for
+ * an error (ascend_db._last_before) */
+static Py_ssize_t last_before(PyObject *ends, Py_ssize_t split) {
+    int many = PyList_CheckExact(ends);
+    for (Py_ssize_t k = many ? PyList_GET_SIZE(ends) - 1 : 0; k >= 0; k--) {
+        Py_ssize_t i = PyLong_AsSsize_t(many ? PyList_GET_ITEM(ends, k) : ends);
+        if (i == -1 && PyErr_Occurred()) return -2;
+        if (i < split) return i;
+    }
+    return -1;
+}
+
+/* The arrows of one kind: from each launch (a dict link -> index, or a list of them: from the last
+ * before the split) to the targets of its link (a dict link -> index or list of them) */
+static int arrows(Bind *b, PyObject *launches, PyObject *targets, PyObject *kind, PyObject *layers) {
     PyObject *link, *first;
     Py_ssize_t pos = 0;
     while (PyDict_Next(launches, &pos, &link, &first)) {
+        Py_ssize_t i = last_before(first, b->split);
+        if (i == -2) return -1;
+        if (i == -1) continue;
         PyObject *ends = PyDict_GetItemWithError(targets, link);
         if (!ends) {
             if (PyErr_Occurred()) return -1;
             continue;
         }
-        if (PyList_CheckExact(first)) first = PyList_GET_ITEM(first, PyList_GET_SIZE(first) - 1);
-        Py_ssize_t i = PyLong_AsSsize_t(first);
-        if (i == -1 && PyErr_Occurred()) return -1;
         if (launch_arrows(b, i, link, ends, kind, layers) < 0) return -1;
     }
     return 0;
@@ -153,7 +200,7 @@ static int arrows(Bind *b, PyObject *launches, PyObject *targets, const char *ki
  * link (a dict link -> index, or a list of them in order) that ``ops`` lists more than one of, to the
  * later ones, where the link is a task queue's (``queue``: one of its ops named Enqueue... or
  * Dequeue...) or not */
-static int host_arrows(Bind *b, PyObject *ops, int queue, const char *kind, PyObject *layers) {
+static int host_arrows(Bind *b, PyObject *ops, int queue, PyObject *kind, PyObject *layers) {
     static PyObject *enqueue, *dequeue;
     if (!enqueue && !(enqueue = PyUnicode_InternFromString("Enqueue"))) return -1;
     if (!dequeue && !(dequeue = PyUnicode_InternFromString("Dequeue"))) return -1;
@@ -161,6 +208,9 @@ static int host_arrows(Bind *b, PyObject *ops, int queue, const char *kind, PyOb
     Py_ssize_t pos = 0;
     while (PyDict_Next(ops, &pos, &link, &ends)) {
         if (!PyList_CheckExact(ends)) continue;
+        Py_ssize_t first = PyLong_AsSsize_t(PyList_GET_ITEM(ends, 0));
+        if (first == -1 && PyErr_Occurred()) return -1;
+        if (first >= b->split) continue;
         int queued = 0;
         for (Py_ssize_t k = 0; !queued && k < PyList_GET_SIZE(ends); k++) {
             Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(ends, k));
@@ -174,9 +224,7 @@ static int host_arrows(Bind *b, PyObject *ops, int queue, const char *kind, PyOb
                      PyUnicode_Tailmatch(name, dequeue, 0, PY_SSIZE_T_MAX, -1) == 1;
         }
         if (queued != queue) continue;
-        Py_ssize_t first = PyLong_AsSsize_t(PyList_GET_ITEM(ends, 0));
-        PyObject *later = first == -1 && PyErr_Occurred() ? NULL
-                                                          : PyList_GetSlice(ends, 1, PyList_GET_SIZE(ends));
+        PyObject *later = PyList_GetSlice(ends, 1, PyList_GET_SIZE(ends));
         int rc = later ? launch_arrows(b, first, link, later, kind, layers) : -1;
         Py_XDECREF(later);
         if (rc < 0) return -1;
@@ -202,8 +250,9 @@ static int add_end(PyObject *ends_of, PyObject *link, PyObject *index) {
     return rc;
 }
 
-/* add_end(ops, int(id), index) for each id of a PyTorch op's comma-separated connection ids */
-static int add_ops(PyObject *ops, PyObject *found, PyObject *index) {
+/* add_end(ops, int(id), index) for each id of a PyTorch op's comma-separated connection ids; ``known``:
+ * only for the ids ops holds already (the next step's ops: only the links of this step's reach them) */
+static int add_ops(PyObject *ops, PyObject *found, PyObject *index, int known) {
     static PyObject *comma;
     if (!comma && !(comma = PyUnicode_InternFromString(","))) return -1;
     PyObject *parts = PyUnicode_Split(found, comma, -1);
@@ -211,7 +260,8 @@ static int add_ops(PyObject *ops, PyObject *found, PyObject *index) {
     int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(parts); i++) {
         PyObject *id = PyNumber_Long(PyList_GET_ITEM(parts, i));
-        rc = id ? add_end(ops, id, index) : -1;
+        int wanted = !id ? -1 : known ? PyDict_Contains(ops, id) : 1;
+        rc = wanted < 0 ? -1 : wanted ? add_end(ops, id, index) : 0;
         Py_XDECREF(id);
     }
     Py_DECREF(parts);
@@ -219,8 +269,8 @@ static int add_ops(PyObject *ops, PyObject *found, PyObject *index) {
 }
 
 /* Which slices launch and which are launched: ascend_db._Flows.bind_rules' first loop */
-static int collect(PyObject *slices, PyObject *links, PyObject *const *layer, PyObject *launches,
-                   PyObject *ops, PyObject *targets) {
+static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject *const *layer,
+                   PyObject *launches, PyObject *ops, PyObject *targets) {
     static PyObject *connection_id, *cann, *pytorch;
     if (!connection_id && !(connection_id = PyUnicode_InternFromString("connection_id"))) return -1;
     if (!cann && !(cann = PyUnicode_InternFromString("CANN"))) return -1;
@@ -236,20 +286,29 @@ static int collect(PyObject *slices, PyObject *links, PyObject *const *layer, Py
         }
         if (link == Py_None) continue;
         PyObject *kind = PyTuple_GET_ITEM(s, SLICE_LAYER), *lane = PyTuple_GET_ITEM(s, SLICE_LANE);
+        if (i >= split && kind != host) {  /* the next step's: only the targets of this step's starts */
+            int wanted = PyDict_Contains(launches, link);
+            if (wanted == 0) wanted = PyDict_Contains(ops, link);
+            if (wanted <= 0) {
+                if (wanted < 0) return -1;
+                continue;
+            }
+        }
         PyObject *index = PyLong_FromSsize_t(i);
         if (!index) return -1;
         int rc = 0;
         if (kind == host) {
             if (PyUnicode_Tailmatch(lane, cann, 0, PY_SSIZE_T_MAX, -1) == 1) {
-                rc = PyDict_SetItem(launches, link, index);
+                rc = i < split ? PyDict_SetItem(launches, link, index) : 0;
             } else if (PyUnicode_Tailmatch(lane, pytorch, 0, PY_SSIZE_T_MAX, -1) == 1) {
-                PyObject *found = PyDict_GetItemWithError(links, link);
+                PyObject *found = PyDict_GetItemWithError(links, link);  /* taken by its own step only */
                 if (found && found != Py_None) {
                     Py_INCREF(found);
-                    rc = PyDict_DelItem(links, link) < 0 || add_ops(ops, found, index) < 0 ? -1 : 0;
+                    rc = (i < split && PyDict_DelItem(links, link) < 0) ||
+                         add_ops(ops, found, index, i >= split) < 0 ? -1 : 0;
                     Py_DECREF(found);
                 } else if (found) {
-                    rc = PyDict_DelItem(links, link);
+                    rc = i < split ? PyDict_DelItem(links, link) : 0;
                 } else if (PyErr_Occurred()) {
                     rc = -1;
                 }
@@ -264,18 +323,24 @@ static int collect(PyObject *slices, PyObject *links, PyObject *const *layer, Py
     return 0;
 }
 
-/* bind(slices, links, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> the arrows left out as
- * backwards: ascend_db._Flows.bind_rules, the slices rebuilt in place (a slice's arrows out and in at
- * once). */
+/* bind(slices, split, links, carried, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> (the arrows
+ * left out as backwards, the links carried into the next step): ascend_db._Flows.bind_rules, the
+ * slices rebuilt in place (a slice's arrows out and in added at once). */
 static PyObject *bind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1]) || !PyTuple_Check(argv[4]) ||
-        PyTuple_GET_SIZE(argv[4]) != 4) {
-        PyErr_SetString(PyExc_TypeError, "bind(slices: list, links: dict, rank, flow_id, layers: 4-tuple)");
+    static PyObject *kinds[4];
+    static const char *kind_names[4] = {"HostToDevice", "async_npu", "async_task_queue", "fwdbwd"};
+    for (int k = 0; k < 4; k++)
+        if (!kinds[k] && !(kinds[k] = PyUnicode_InternFromString(kind_names[k]))) return NULL;
+    if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyLong_Check(argv[1]) || !PyDict_CheckExact(argv[2]) ||
+        !PyDict_CheckExact(argv[3]) || !PyTuple_Check(argv[6]) || PyTuple_GET_SIZE(argv[6]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "bind(slices: list, split: int, links: dict, carried: dict, rank, "
+                                         "flow_id, layers: 4-tuple)");
         return NULL;
     }
-    PyObject *slices = argv[0], *layers = argv[4];
-    Py_ssize_t n = PyList_GET_SIZE(slices);
+    PyObject *slices = argv[0], *layers = argv[6];
+    Py_ssize_t n = PyList_GET_SIZE(slices), split = PyLong_AsSsize_t(argv[1]);
+    if (split == -1 && PyErr_Occurred()) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *s = PyList_GET_ITEM(slices, i);
         if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) != SLICE_FIELDS) {
@@ -283,34 +348,33 @@ static PyObject *bind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
             return NULL;
         }
     }
-    Bind b = {slices, argv[3], argv[2], NULL, NULL, 0};
+    Bind b = {slices, argv[5], argv[4], NULL, NULL, 0, split, argv[3], PyDict_New()};
     PyObject *launches = PyDict_New(), *ops = PyDict_New(), *targets = PyDict_New(), *result = NULL;
     PyObject *device = PyTuple_GetSlice(layers, 1, 4), *async_layers = PyTuple_Pack(2, PyTuple_GET_ITEM(layers, 1),
                                                                                      PyTuple_GET_ITEM(layers, 3));
     PyObject *host = PyTuple_GetSlice(layers, 0, 1);
     b.outs = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
     b.ins = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
-    if (!launches || !ops || !targets || !device || !async_layers || !host || !b.outs || !b.ins) goto done;
-    if (collect(slices, argv[1], &PyTuple_GET_ITEM(layers, 0), launches, ops, targets) < 0 ||
-        arrows(&b, launches, targets, "HostToDevice", device) < 0 ||
-        arrows(&b, ops, targets, "async_npu", async_layers) < 0 ||
-        host_arrows(&b, ops, 1, "async_task_queue", host) < 0 || host_arrows(&b, ops, 0, "fwdbwd", host) < 0)
+    if (!b.carried_out || !launches || !ops || !targets || !device || !async_layers || !host || !b.outs ||
+        !b.ins)
         goto done;
-    PyObject *none = PyTuple_New(0);
-    if (!none) goto done;
+    if (collect(slices, split, argv[2], &PyTuple_GET_ITEM(layers, 0), launches, ops, targets) < 0 ||
+        arrows(&b, launches, targets, kinds[0], device) < 0 ||
+        arrows(&b, ops, targets, kinds[1], async_layers) < 0 ||
+        host_arrows(&b, ops, 1, kinds[2], host) < 0 || host_arrows(&b, ops, 0, kinds[3], host) < 0)
+        goto done;
     int failed = 0;
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
         if (!b.outs[i] && !b.ins[i]) continue;
-        PyObject *made = with_flows(PyList_GET_ITEM(slices, i), b.outs[i] ? b.outs[i] : none,
-                                    b.ins[i] ? b.ins[i] : none);
+        PyObject *made = with_flows(PyList_GET_ITEM(slices, i), b.outs[i], b.ins[i]);
         failed = !made || PyList_SetItem(slices, i, made) < 0;
     }
-    Py_DECREF(none);
-    if (!failed) result = PyLong_FromSsize_t(b.backwards);
+    if (!failed) result = Py_BuildValue("nO", b.backwards, b.carried_out);
 done:
     if (b.outs && b.ins)
         for (Py_ssize_t i = 0; i < n; i++) { Py_XDECREF(b.outs[i]); Py_XDECREF(b.ins[i]); }
     PyMem_Free(b.outs); PyMem_Free(b.ins);
+    Py_XDECREF(b.carried_out);
     Py_XDECREF(launches); Py_XDECREF(ops); Py_XDECREF(targets); Py_XDECREF(device); Py_XDECREF(async_layers);
     Py_XDECREF(host);
     return result;
@@ -920,8 +984,8 @@ static PyObject *fill(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
 
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(slices, links, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> arrows left out as "
-     "backwards: a step's arrows, the slices rebuilt in place"},
+     "bind(slices, split, links, carried, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> (arrows left "
+     "out as backwards, links carried on): a step's arrows, the slices rebuilt in place"},
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
      "fill(heads, next_start, slices, samples, Slice, Sample): the scans' records before next_start, "
      "merged by time"},

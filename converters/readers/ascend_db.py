@@ -22,8 +22,9 @@ Read, the profilers' own way (checked against their ``OVERLAP_ANALYSIS`` and ``S
   form's ``async_npu`` arrows, which ``diff --by op`` follows); host-to-host arrows between
   ``PYTORCH_API`` ops whose ids list one connection id, from the earlier to each later one: a task
   queue's ``Enqueue`` to its ``Dequeue@...`` (the text form's ``async_task_queue``), else a forward
-  op to its backward (``fwdbwd``); each arrow within one step and never backwards in time (Perfetto
-  drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``, ``NPU_MEM`` and
+  op to its backward (``fwdbwd``); each arrow ending in its start's step or the next one (a launch
+  at a step's end whose task runs in the next), as the text form's reach, and never backwards in
+  time (Perfetto drops those); counters ``HBM``, ``LLC``, ``DDR``, ``AICORE_FREQ``, ``NPU_MEM`` and
   ``NPU_MODULE_MEM``;
 * the rank from ``RANK_DEVICE_MAP``.
 
@@ -36,7 +37,8 @@ the ops' names tell them).
 The file is opened by ``sqlite.read_only``, leaving nothing beside it; tables and columns are
 looked up by name (``sqlite.Schema``), since they drift between versions. Each table is read in
 one ``ORDER BY`` scan, in batches of rows, and the scans are merged by time; a step is yielded as
-soon as the merge passes the next step's start, so memory holds one step at a time. The TASK and
+soon as the merge passes the next step's start, so memory holds one step at a time (two in detail:
+a step is held until the next is read, which its arrows may reach). The TASK and
 host API queries are stepped in C (``_db_core.Rows``, SQLite's C API on a read-only connection of
 its own): SQLite does the joins and says of each row whether its times and stream or thread are as
 expected, C resolves its string ids once each (a cache of the ids met, looked up in ``STRING_IDS``
@@ -120,13 +122,12 @@ def _read(rank: RankInfo, path: Path, diag: Diagnostics, detail: bool) -> Iterat
                 [_batches(reader.counters(db, t)) for t in _COUNTERS]
         flows = _Flows(rank.rank, reader.links)
         ops_recorded = {"startNs", "endNs"} <= schema.columns("COMMUNICATION_OP")
-        for records in _by_step(rank, steps, scans):
+        filed = _by_step(rank, steps, scans)
+        for records in flows.linked(filed) if detail else filed:
             records.ops_recorded = ops_recorded
             if cann:
                 records.device_span = _device_span(records.slices)
-            if detail:
-                records.slices = flows.bind(records.slices)
-            elif cann:  # tasks read only for the device span: summary needs no more than compute
+            if cann and not detail:  # tasks read only for the device span: summary needs no more than compute
                 records.slices = [s for s in records.slices if s.layer is not Layer.STREAM
                                   or s.task_type != NOT_COMPUTE]
             yield records
@@ -280,22 +281,53 @@ class _Flows:
     the connection ids ``CONNECTION_IDS`` lists for it (torch_npu's ``async_npu``, drawn as its text
     form draws them: to tasks and ops, not to HCCL's plane tasks); and a PYTORCH_API op to the later
     ones listing a connection id it lists too: a task queue's ``Enqueue`` to its ``Dequeue@...``
-    (``async_task_queue``), else a forward op to its backward (``fwdbwd``)."""
+    (``async_task_queue``), else a forward op to its backward (``fwdbwd``). An arrow may end in the
+    step after its start's (a launch at the end of a step whose task runs in the next; a forward op
+    and its backward), as the text form's do (``flows.linked``): each step is bound with the next."""
 
     def __init__(self, rank: int, links: dict[int, str]) -> None:
         self.rank, self.links, self.backwards = rank, links, 0
+        # kind -> the links whose arrows reached into the step bound next: drawn already, not again
+        self.carried: dict[str, set[int]] = {}
 
-    def bind(self, slices: list[Slice]) -> list[Slice]:
-        """The step's slices with their arrows, by the rules of ``bind_rules``, in C
+    def linked(self, steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+        """The steps with their arrows, each held until the next is read: the arrows start in a
+        step and end in it or in the next one (slices of a step yielded can gain no arrow)."""
+        held = None
+        for records in steps:
+            if held is not None:
+                held.slices, records.slices = self.bind_pair(held.slices, records.slices)
+                yield held
+            held = records
+        if held is not None:
+            held.slices, _ = self.bind_pair(held.slices, [])
+            yield held
+
+    def bind_pair(self, slices: list[Slice], after: list[Slice]) -> tuple[list[Slice], list[Slice]]:
+        """The arrows that start in a step (``slices``), ending in it or in the next (``after``):
+        both lists with their slices rebuilt. Each list is emptied first, so that the joined list
+        alone holds its slices and ``bind`` changes them in place."""
+        both, split = slices + after, len(slices)
+        slices.clear()
+        after.clear()
+        self.bind(both, split)
+        return both[:split], both[split:]
+
+    def bind(self, slices: list[Slice], split: int) -> list[Slice]:
+        """The arrows starting in ``slices[:split]``, by the rules of ``bind_rules``, in C
         (``_db_core.bind``: BENCHMARKS.md, issue 28, round three)."""
-        self.backwards += _bind(slices, self.links, self.rank, _flow_id, _BIND_LAYERS)
+        backwards, self.carried = _bind(slices, split, self.links, self.carried, self.rank, _flow_id,
+                                        _BIND_LAYERS)
+        self.backwards += backwards
         return slices
 
-    def bind_rules(self, slices: list[Slice]) -> list[Slice]:
-        """The step's slices with their arrows: from a launch (the last of its connectionId) to each
+    def bind_rules(self, slices: list[Slice], split: int) -> list[Slice]:
+        """The arrows starting in a step (``slices[:split]``), ending in it or in the next one
+        (``slices[split:]``): from a launch (the last of its connectionId in the step) to each
         target of it in the order read, the k-th numbered k; from the first PyTorch op listing a
-        connection id to each later one listing it. A slice's arrows in and out are made together:
-        each slice is rebuilt once. The reference ``bind`` follows."""
+        connection id to each later one listing it. The links whose arrows reached into the next
+        step are ``carried``: they start nothing there (drawn already). A slice's arrows in and out
+        are added together: each slice is rebuilt once. The reference ``bind`` follows."""
         launches: dict[int, int] = {}
         ops: dict[int, int | list[int]] = {}  # a connection id -> the PyTorch ops listing it, in order
         targets: dict[int, int | list[int]] = {}  # most launches have one target: its index
@@ -308,53 +340,81 @@ class _Flows:
             layer = s.layer
             if layer is host:
                 if s.lane.startswith("CANN"):
-                    launches[link] = i
-                elif s.lane.startswith("PyTorch") and (found := self.links.pop(link, None)) is not None:
-                    for connection in map(int, found.split(",")):
+                    if i < split:
+                        launches[link] = i
+                elif s.lane.startswith("PyTorch"):
+                    # the next step's ops are bound again as its own: their links are kept for it
+                    found = self.links.pop(link, None) if i < split else self.links.get(link)
+                    for connection in map(int, found.split(",")) if found is not None else ():
                         _add_end(ops, connection, i)
             elif layer in device:
                 _add_end(targets, link, i)
         outs: dict[int, tuple[int, ...]] = {}
         ins: dict[int, tuple[int, ...]] = {}
-        self._arrows(slices, launches, targets, "HostToDevice", device, outs, ins)
-        last_ops = {link: ends if type(ends) is int else ends[-1] for link, ends in ops.items()}
-        self._arrows(slices, last_ops, targets, "async_npu", (Layer.STREAM, Layer.COMM_OP), outs, ins)
-        shared = {link: ends for link, ends in ops.items() if type(ends) is list}
+        carried, self.carried = self.carried, {}
+        arrows = _Arrows(self, slices, split, carried, outs, ins)
+        arrows.draw(launches, targets, "HostToDevice", device)
+        last_ops = {link: last for link, ends in ops.items()
+                    if (last := _last_before(ends, split)) is not None}
+        arrows.draw(last_ops, targets, "async_npu", (Layer.STREAM, Layer.COMM_OP))
+        shared = {link: ends for link, ends in ops.items() if type(ends) is list and ends[0] < split}
         for kind in _HOST_LINKS:
             firsts = {link: ends[0] for link, ends in shared.items() if _host_link(slices, ends) == kind}
             later = {link: shared[link][1:] for link in firsts}
-            self._arrows(slices, firsts, later, kind, (host,), outs, ins)
+            arrows.draw(firsts, later, kind, (host,))
         new = tuple.__new__
         for i, flows in outs.items():
-            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], flows, ins.pop(i, ())))
+            s = slices[i]
+            slices[i] = new(Slice, (*s[:SLICE_FLOWS_OUT], s.flows_out + flows, s.flows_in + ins.pop(i, ())))
         for i, flows in ins.items():
-            slices[i] = new(Slice, (*slices[i][:SLICE_FLOWS_OUT], (), flows))
+            s = slices[i]
+            slices[i] = new(Slice, (*s[:SLICE_FLOWS_OUT], s.flows_out, s.flows_in + flows))
         return slices
-
-    def _arrows(self, slices: list[Slice], launches: dict[int, int], targets: dict[int, int | list[int]],
-                kind: str, layers: tuple[Layer, ...], outs: dict[int, tuple[int, ...]],
-                ins: dict[int, tuple[int, ...]]) -> None:
-        """Add to ``outs`` and ``ins`` the arrows of one kind: from each launch to the targets of
-        its connection id on ``layers``, none backwards in time."""
-        for link, first in launches.items():
-            ends = targets.get(link)
-            if ends is None:
-                continue
-            start, key, flows = slices[first].start_ns, f"{kind}:{link}", []
-            for k, last in enumerate(ends if type(ends) is list else (ends,)):
-                if slices[last].layer not in layers:
-                    continue
-                if slices[last].start_ns < start:  # clock skew: Perfetto drops it
-                    self.backwards += 1
-                    continue
-                flow = flow_id(self.rank, key, k)
-                flows.append(flow)
-                ins[last] = ins.get(last, ()) + (flow,)
-            if flows:
-                outs[first] = outs.get(first, ()) + tuple(flows)
 
     def report(self, path: Path, diag: Diagnostics) -> None:
         warn_backwards_flows(diag, self.rank, self.backwards, f": {path}")
+
+
+class _Arrows:
+    """One ``bind_rules``' arrows, kind by kind, into ``outs`` and ``ins`` (slice index -> flow ids)."""
+
+    def __init__(self, flows: _Flows, slices: list[Slice], split: int, carried: dict[str, set[int]],
+                 outs: dict[int, tuple[int, ...]], ins: dict[int, tuple[int, ...]]) -> None:
+        self.flows, self.slices, self.split, self.carried = flows, slices, split, carried
+        self.outs, self.ins = outs, ins
+
+    def draw(self, launches: dict[int, int], targets: dict[int, int | list[int]], kind: str,
+             layers: tuple[Layer, ...]) -> None:
+        """The arrows of one kind: from each launch to the targets of its connection id on
+        ``layers``, none backwards in time, none from a link ``carried`` (drawn into this step
+        from the one before); the links reaching past ``split`` are carried on."""
+        slices, flows, done = self.slices, self.flows, self.carried.get(kind, ())
+        for link, first in launches.items():
+            ends = targets.get(link)
+            if ends is None or link in done:
+                continue
+            start, key, made = slices[first].start_ns, f"{kind}:{link}", []
+            for k, last in enumerate(ends if type(ends) is list else (ends,)):
+                if slices[last].layer not in layers:
+                    continue
+                if last >= self.split:
+                    flows.carried.setdefault(kind, set()).add(link)
+                if slices[last].start_ns < start:  # clock skew: Perfetto drops it
+                    flows.backwards += 1
+                    continue
+                flow = flow_id(flows.rank, key, k)
+                made.append(flow)
+                self.ins[last] = self.ins.get(last, ()) + (flow,)
+            if made:
+                self.outs[first] = self.outs.get(first, ()) + tuple(made)
+
+
+def _last_before(ends: int | list[int], split: int) -> int | None:
+    """The last of the indices ``ends`` (one or a list, ascending) before ``split``, if any."""
+    if type(ends) is int:
+        return ends if ends < split else None
+    found = [i for i in ends if i < split]
+    return found[-1] if found else None
 
 
 def _host_link(slices: list[Slice], ops: list[int]) -> str:
@@ -455,7 +515,7 @@ class _Reader:
         self.schema, self.enums = schema, enums
         self.unknown_strings: dict[str, int] = {}
         # PYTORCH_API's connectionId -> the connection ids it links to, comma-separated,
-        # from the rows read until ``_Flows.bind`` takes them: a step's at most
+        # from the rows read until ``_Flows.bind`` takes them in the op's own step: two steps' at most
         self.links: dict[int, str] = {}
 
     def _string(self, value: Any, table: str = "") -> str | None:

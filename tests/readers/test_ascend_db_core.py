@@ -47,16 +47,24 @@ _OPS = st.one_of(st.dictionaries(st.integers(0, 3), st.one_of(st.none(), _IDS)),
 @given(st.lists(_STEP, min_size=1, max_size=3), _OPS, st.integers(0, 5), st.booleans())
 def test_bind_in_c_follows_the_rules(steps, links, rank, own):
     """Arrows out of CANN launches and PyTorch ops, into stream tasks, plane tasks and ops, and
-    between PyTorch ops sharing a connection id (a task queue's, a forward op's to its backward): the
-    same slices rebuilt, the same links taken, the same backwards arrows counted, step after step;
-    the slices the step's list alone holds (``own``, as in a conversion) changed in place, others
-    left as they were."""
+    between PyTorch ops sharing a connection id (a task queue's, a forward op's to its backward),
+    each step bound with the next as ``_Flows.linked`` binds them: the same slices rebuilt, the same
+    links taken and carried, the same backwards arrows counted, step after step; the slices the
+    joined list alone holds (``own``, as in a conversion) changed in place, others left as they were."""
     c, rules = _Flows(rank, dict(links)), _Flows(rank, dict(links))
-    for step in steps:
-        given, before = ([Slice(*s) for s in step] if own else list(step)), [tuple(s) for s in step]
-        assert c.bind(given) == rules.bind_rules(list(step))
-        assert c.links == rules.links
-        assert [tuple(s) for s in step] == before  # shared slices are left as they were
+    c_step, r_step = [Slice(*s) for s in steps[0]], list(steps[0])
+    for after in [*steps[1:], []]:
+        expected = rules.bind_rules(r_step + list(after), len(r_step))
+        if own:
+            c_step, c_after = c.bind_pair(c_step, [Slice(*s) for s in after])
+            assert c_step + c_after == expected
+        else:
+            given, before = c_step + list(after), [tuple(s) for s in after]
+            assert c.bind(given, len(c_step)) == expected
+            assert [tuple(s) for s in after] == before  # shared slices are left as they were
+            c_after = given[len(c_step):]
+        assert c.links == rules.links and c.carried == rules.carried
+        c_step, r_step = c_after, expected[len(r_step):]
     assert c.backwards == rules.backwards
 
 
@@ -77,7 +85,7 @@ def test_pytorch_ops_sharing_a_connection_id_are_linked_from_the_earlier():
     links = {10: "100", 11: "101,101", 12: "101,7", 13: "100", 14: "102", 15: "102", 99: "5"}
     for bind in ("bind", "bind_rules"):
         flows = _Flows(3, dict(links))
-        slices = getattr(flows, bind)(list(step))
+        slices = getattr(flows, bind)(list(step), len(step))
         ends = {f: s.name for s in slices for f in s.flows_in}
         arrows = sorted((s.name, ends[f], f) for s in slices for f in s.flows_out)
         assert arrows == sorted([
@@ -85,6 +93,35 @@ def test_pytorch_ops_sharing_a_connection_id_are_linked_from_the_earlier():
             ("Enqueue", "Dequeue@Conv2D", flow_id(3, "async_task_queue:101", 0)),
             ("Dequeue@Conv2D", "Conv2D", flow_id(3, "async_npu:7", 0))]), bind
         assert flows.backwards == 1 and flows.links == {99: "5"}, bind
+
+
+def test_arrows_reach_into_the_next_step_once():
+    """A launch at the end of a step whose task runs in the next, and a forward op whose backwards
+    run in the next step, are drawn, as the text form draws them; the step they reach into starts
+    no second arrow of their ids (it would repeat a flow id, or end before it starts); the last
+    step is bound alone."""
+    launch = Slice(0, Layer.HOST, "CANN (thread 1)", "launch", 9, 1, {"connection_id": 5})
+    steps = [[_op("aten::linear", 1, 10), launch],
+             [Slice(0, Layer.STREAM, "Stream 1", "MatMul", 12, 1, {"connection_id": 5}),
+              _op("LinearBackward0", 14, 11), _op("AddBackward0", 15, 12), launch._replace(start_ns=16)],
+             [_op("aten::relu", 20, 13)]]
+    links = {10: "100", 11: "100", 12: "100", 13: "101"}
+    for bind in ("bind", "bind_rules"):
+        flows = _Flows(3, dict(links))
+        if bind == "bind_rules":
+            flows.bind_pair = lambda a, b, f=flows: _split(f.bind_rules(a + b, len(a)), len(a))
+        records = [StepRecords(0, None, i, None, list(step)) for i, step in enumerate(steps)]
+        got = [s for r in flows.linked(iter(records)) for s in r.slices]
+        ends = {f: s.name for s in got for f in s.flows_in}
+        arrows = sorted((s.name, s.start_ns, ends[f], f) for s in got for f in s.flows_out)
+        assert arrows == sorted([("launch", 9, "MatMul", flow_id(3, "HostToDevice:5", 0)),
+                                 ("aten::linear", 1, "LinearBackward0", flow_id(3, "fwdbwd:100", 0)),
+                                 ("aten::linear", 1, "AddBackward0", flow_id(3, "fwdbwd:100", 1))]), bind
+        assert flows.backwards == 0 and flows.links == {} and flows.carried == {}, bind
+
+
+def _split(slices: list[Slice], at: int) -> tuple[list[Slice], list[Slice]]:
+    return slices[:at], slices[at:]
 
 
 # -- rows to slices: tests/readers/test_ascend_db_rows.py (C's rows read from the databases themselves)

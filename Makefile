@@ -16,6 +16,9 @@ OUT ?= build/$(notdir $(abspath $(PROFILE))).pftrace
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml $(wildcard converters/*.c converters/*/*.c converters/*.h)
+	@echo '#include <sqlite3.h>' | $${CC:-cc} -E - >/dev/null 2>&1 || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsqlite3-dev >/dev/null) || \
+		echo "make: no sqlite3.h (libsqlite3-dev): the database reader's C core cannot compile"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .

@@ -124,6 +124,39 @@ def test_names_past_the_interning_cap_are_written_inline_and_read_back():
     assert [s.args for s in read] == [{f"k{i}": f"v{i}"} for i in range(count)]
 
 
+texts_with_surrogates = st.text(st.characters(exclude_categories=()), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(texts_with_surrogates, texts_with_surrogates), min_size=1, max_size=20),
+       st.integers(min_value=0, max_value=3))
+def test_strings_are_interned_in_c_as_the_interner_does(pairs, room):
+    """The C core interns new names and strings itself, into ``_Interner``'s state: the same
+    references, definitions and table as the interner's own (Python) rule, also past its cap
+    (``room``: how many strings the tables take before it) and for text with surrogates."""
+    in_c, in_python = perfetto._Sequence(1), perfetto._Sequence(1)
+    for seq in (in_c, in_python):  # tables nearly full: only ``room`` more strings are interned
+        for table in (seq.arg_names, seq.strings):
+            table.refs.update((f"filler {i}", b"") for i in range(perfetto._MAX_INTERNED - room))
+    for key, value in pairs:
+        written = encode_args(in_c, {key: value}, perfetto._annotation, decoded_args)
+        assert written == perfetto._annotation(key, value, in_python)
+        assert in_c.interned() == in_python.interned()
+    for table in ("arg_names", "strings"):
+        assert getattr(in_c, table).refs == getattr(in_python, table).refs
+
+
+def test_event_names_are_interned_in_c_as_the_interner_does():
+    names = ["launch", "kernel", "名", "launch", "\ud800 lone", "kernel", ""]
+    slices = [Slice(0, Layer.HOST, "Python 1", name, T0 + i * 10, 5) for i, name in enumerate(names)]
+    encoder = PerfettoEncoder(0)
+    encoder.chunk(0, Lanes().place(slices, []))
+    reference = perfetto._Sequence(1).names
+    for name in names:
+        reference(name)
+    assert encoder._sequences[0].names.refs == reference.refs
+
+
 def test_counters_flows_and_small_timestamps():
     begin = Slice(0, Layer.HOST, "CANN 1", "launch", 5, 10, flows_out=(0xFFFF_FFFF_FFFF_FFFF,))
     end = Slice(0, Layer.STREAM, "Stream 2", "kernel", 20, 3, flows_in=(0xFFFF_FFFF_FFFF_FFFF,))

@@ -3,9 +3,10 @@
  * A conversion's detail output is one TracePacket per slice begin, slice end and counter
  * value, each a few dozen bytes; in Python their encoding cost ~10 us per event. This loop
  * encodes the common case itself (known tracks, interned names, float/int/string arguments
- * seen before) and calls back into Python for everything that changes the sequence's state
- * (a new track, a string to intern) or is rare (None, bools, huge ints, nested values), so the
- * interning rules and the bytes written stay those of perfetto.py. Field numbers there. A slice's
+ * seen before, new strings interned into the tables perfetto._Interner holds, by its rules and
+ * with its field numbers) and calls back into Python for what else changes the sequence's state
+ * (a new track) or is rare (None, bools, huge ints, nested values), so the bytes written stay
+ * those of perfetto.py. Field numbers there. A slice's
  * raw JSON args are read here too, with no dict made, where they are a flat object (``walk_args``).
  */
 #define PY_SSIZE_T_CLEAN
@@ -48,10 +49,10 @@ static int buf_double(Buf *b, double d) {
 #define K_A_DOUBLE 0x29      /* DebugAnnotation.double_value (5), fixed64 */
 #define K_A_INT 0x20         /* DebugAnnotation.int_value (4), varint */
 #define K_SEQ_FLAGS 0x68     /* TracePacket.sequence_flags (13), varint */
+#define K_INTERNED 0x62      /* TracePacket.interned_data (12), length */
+#define K_IID 0x08           /* EventName, DebugAnnotationName, InternedString: iid (1), varint */
+#define K_TEXT 0x12          /* ... and name or str (2), length */
 #define NEEDS_STATE 2
-#define EVENT_NAME 23         /* TrackEvent.name, the inline fields of the interned strings */
-#define A_NAME 10             /* DebugAnnotation.name */
-#define A_STRING 6            /* DebugAnnotation.string_value */
 static const unsigned char K_DOUBLE_COUNTER[2] = {0xE1, 0x02};  /* double_counter_value (44), fixed64 */
 static const unsigned char K_FLOW_OUT[2] = {0xF9, 0x02};        /* flow_ids (47), fixed64 */
 static const unsigned char K_FLOW_IN[2] = {0x81, 0x03};         /* terminating_flow_ids (48), fixed64 */
@@ -60,22 +61,57 @@ static const unsigned char K_FLOW_IN[2] = {0x81, 0x03};         /* terminating_f
 #define MAX_INTERNED (1 << 13)   /* strings interned per sequence and table, args cached: bounds memory */
 #define MAX_RAW_CACHED (1 << 12) /* raw args remembered per sequence (most never repeat) */
 
+/* One of a sequence's string tables (a perfetto._Interner): text -> reference, the definitions
+ * still to write, and its fields. */
+typedef struct {
+    PyObject *interner, *refs, *pending, *ref_key;  /* the object, a dict, a bytearray, bytes */
+    unsigned long table_field, inline_field;
+} Table;
+
 /* What one call works with: the sequence's state (perfetto._Sequence) and the Python helpers. */
 typedef struct {
-    PyObject *tracks, *names, *name_refs, *arg_names, *arg_refs, *strings, *string_refs;
+    PyObject *tracks;
+    Table names, arg_names, strings;
     PyObject *arg_cache, *tail;
     PyObject *annotation;  /* perfetto._annotation(key, value, seq) -> bytes: the rare cases */
     PyObject *decode;      /* raw JSON args -> their value */
     PyObject *seq;
     PyObject *last_track, *last_prefixes;  /* the track an event was last on: most run on one */
     struct MemberCache *members, *raws;    /* the sequence's (``raw_caches``), once raw args come */
-    int touched;           /* Python was called: the sequence may have new strings to define */
+    int touched;           /* a string was interned, or Python called: new strings to define? */
 } State;
 
+static void table_clear(Table *t) {
+    Py_CLEAR(t->interner); Py_CLEAR(t->refs); Py_CLEAR(t->pending); Py_CLEAR(t->ref_key);
+}
+
 static void state_clear(State *st) {
-    Py_CLEAR(st->tracks); Py_CLEAR(st->names); Py_CLEAR(st->name_refs); Py_CLEAR(st->arg_names);
-    Py_CLEAR(st->arg_refs); Py_CLEAR(st->strings); Py_CLEAR(st->string_refs); Py_CLEAR(st->arg_cache); Py_CLEAR(st->tail);
+    Py_CLEAR(st->tracks); table_clear(&st->names); table_clear(&st->arg_names); table_clear(&st->strings);
+    Py_CLEAR(st->arg_cache); Py_CLEAR(st->tail);
     Py_CLEAR(st->last_track); Py_CLEAR(st->last_prefixes);
+}
+
+/* A field number of ``interner`` (an attribute) into ``field``. */
+static int field_of(PyObject *interner, const char *name, unsigned long *field) {
+    PyObject *value = PyObject_GetAttrString(interner, name);
+    *field = value ? PyLong_AsUnsignedLong(value) : 0;
+    Py_XDECREF(value);
+    return PyErr_Occurred() || *field >= 1 << 28 ? -1 : 0;
+}
+
+/* The table ``seq.<attr>``'s state into ``t``. */
+static int table_init(Table *t, PyObject *seq, const char *attr) {
+    if (!(t->interner = PyObject_GetAttrString(seq, attr))) return -1;
+    if (!(t->refs = PyObject_GetAttrString(t->interner, "refs"))) return -1;
+    if (!(t->pending = PyObject_GetAttrString(t->interner, "pending"))) return -1;
+    if (!(t->ref_key = PyObject_GetAttrString(t->interner, "ref_key"))) return -1;
+    if (field_of(t->interner, "table_field", &t->table_field) < 0 ||
+        field_of(t->interner, "inline_field", &t->inline_field) < 0 || !PyDict_CheckExact(t->refs) ||
+        !PyByteArray_CheckExact(t->pending) || !PyBytes_CheckExact(t->ref_key)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "unexpected interner state");
+        return -1;
+    }
+    return 0;
 }
 
 static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *decode) {
@@ -84,17 +120,12 @@ static int state_init(State *st, PyObject *seq, PyObject *annotation, PyObject *
     st->annotation = annotation;
     st->decode = decode;
     if (!(st->tracks = PyObject_GetAttrString(seq, "tracks"))) goto fail;
-    if (!(st->names = PyObject_GetAttrString(seq, "names"))) goto fail;
-    if (!(st->name_refs = PyObject_GetAttrString(st->names, "refs"))) goto fail;
-    if (!(st->arg_names = PyObject_GetAttrString(seq, "arg_names"))) goto fail;
-    if (!(st->arg_refs = PyObject_GetAttrString(st->arg_names, "refs"))) goto fail;
-    if (!(st->strings = PyObject_GetAttrString(seq, "strings"))) goto fail;
-    if (!(st->string_refs = PyObject_GetAttrString(st->strings, "refs"))) goto fail;
+    if (table_init(&st->names, seq, "names") < 0 || table_init(&st->arg_names, seq, "arg_names") < 0 ||
+        table_init(&st->strings, seq, "strings") < 0)
+        goto fail;
     if (!(st->arg_cache = PyObject_GetAttrString(seq, "arg_cache"))) goto fail;
     if (!(st->tail = PyObject_GetAttrString(seq, "tail"))) goto fail;
-    if (!PyDict_CheckExact(st->tracks) || !PyDict_CheckExact(st->name_refs) ||
-        !PyDict_CheckExact(st->arg_refs) || !PyDict_CheckExact(st->string_refs) ||
-        !PyDict_CheckExact(st->arg_cache) ||
+    if (!PyDict_CheckExact(st->tracks) || !PyDict_CheckExact(st->arg_cache) ||
         !PyBytes_CheckExact(st->tail)) {
         PyErr_SetString(PyExc_TypeError, "unexpected sequence state");
         goto fail;
@@ -119,19 +150,62 @@ static PyObject *inline_text(PyObject *text, unsigned field) {
     return made;
 }
 
-/* An interned string's reference (``field: iid`` bytes), interning it in Python if new; past the
- * table's cap the text itself in field ``inline_key`` (as perfetto._Interner does, without its call:
- * a trace of many distinct names, the database form's ``MatMulV2_302``, passes the cap). */
-static PyObject *ref(State *st, PyObject *refs, PyObject *interner, PyObject *text, unsigned inline_key) {
-    PyObject *found = PyDict_GetItemWithError(refs, text);
+static int varint_len(unsigned long long v) {
+    int n = 1;
+    while (v >= 0x80) { v >>= 7; n++; }
+    return n;
+}
+
+/* ``text`` (``n`` bytes of UTF-8) interned as ``t``'s string number ``iid``: its reference made and
+ * remembered, its definition added to the table's pending ones (as perfetto._Interner does). */
+static PyObject *intern_new(State *st, Table *t, PyObject *text, const char *utf8, Py_ssize_t n,
+                            unsigned long long iid) {
+    Buf b = {0};
+    PyObject *made = NULL;
+    if (buf_bytes(&b, t->ref_key) < 0 || buf_varint(&b, iid) < 0) goto done;
+    if (!(made = PyBytes_FromStringAndSize(b.data, b.len)) || PyDict_SetItem(t->refs, text, made) < 0) {
+        Py_CLEAR(made);
+        goto done;
+    }
+    b.len = 0;  /* the definition: InternedData.<table> { iid, text } */
+    Py_ssize_t entry_len = 1 + varint_len(iid) + 1 + varint_len(n) + n;
+    Py_ssize_t held = PyByteArray_GET_SIZE(t->pending);
+    if (buf_varint(&b, t->table_field << 3 | 2) < 0 || buf_varint(&b, entry_len) < 0 ||
+        buf_varint(&b, K_IID) < 0 || buf_varint(&b, iid) < 0 || buf_varint(&b, K_TEXT) < 0 ||
+        buf_varint(&b, n) < 0 || buf_put(&b, utf8, n) < 0 ||
+        PyByteArray_Resize(t->pending, held + b.len) < 0) {
+        Py_CLEAR(made);
+        goto done;
+    }
+    memcpy(PyByteArray_AS_STRING(t->pending) + held, b.data, b.len);
+    st->touched = 1;
+done:
+    PyMem_Free(b.data);
+    return made;
+}
+
+/* An interned string's reference (``field: iid`` bytes), interning it if new; past the table's cap
+ * the text itself in the table's inline field (as perfetto._Interner does, without its call: a
+ * trace of many distinct names, the database form's ``MatMulV2_302``, passes the cap). Strings
+ * with surrogates, and what is no str, are left to the interner. */
+static PyObject *ref(State *st, Table *t, PyObject *text) {
+    PyObject *found = PyDict_GetItemWithError(t->refs, text);
     if (found) { Py_INCREF(found); return found; }
     if (PyErr_Occurred()) return NULL;
-    if (PyDict_GET_SIZE(refs) >= MAX_INTERNED && PyUnicode_CheckExact(text)) {
-        PyObject *field = inline_text(text, inline_key);
-        if (field) return field;
+    if (PyUnicode_CheckExact(text)) {
+        Py_ssize_t size = PyDict_GET_SIZE(t->refs);
+        if (size >= MAX_INTERNED) {
+            PyObject *field = inline_text(text, t->inline_field);
+            if (field) return field;
+        } else {
+            Py_ssize_t n;
+            const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+            if (utf8) return intern_new(st, t, text, utf8, n, (unsigned long long)size + 1);
+            PyErr_Clear();
+        }
     }
     st->touched = 1;
-    PyObject *made = PyObject_CallOneArg(interner, text);
+    PyObject *made = PyObject_CallOneArg(t->interner, text);
     if (made && !PyBytes_CheckExact(made)) {
         Py_DECREF(made);
         PyErr_SetString(PyExc_TypeError, "an interner returned no bytes");
@@ -140,8 +214,8 @@ static PyObject *ref(State *st, PyObject *refs, PyObject *interner, PyObject *te
     return made;
 }
 
-static int put_ref(State *st, Buf *b, PyObject *refs, PyObject *interner, PyObject *text, unsigned inline_key) {
-    PyObject *r = ref(st, refs, interner, text, inline_key);
+static int put_ref(State *st, Buf *b, Table *t, PyObject *text) {
+    PyObject *r = ref(st, t, text);
     if (!r) return -1;
     int rc = buf_bytes(b, r);
     Py_DECREF(r);
@@ -151,11 +225,10 @@ static int put_ref(State *st, Buf *b, PyObject *refs, PyObject *interner, PyObje
 /* A string value's field: its interned id, or past the table's cap the text itself; NULL with no
  * error set: leave it to Python. */
 static PyObject *string_value(State *st, PyObject *text) {
-    if (PyDict_GET_SIZE(st->string_refs) < MAX_INTERNED)
-        return ref(st, st->string_refs, st->strings, text, A_STRING);
-    PyObject *found = PyDict_GetItemWithError(st->string_refs, text);
+    if (PyDict_GET_SIZE(st->strings.refs) < MAX_INTERNED) return ref(st, &st->strings, text);
+    PyObject *found = PyDict_GetItemWithError(st->strings.refs, text);
     if (found) { Py_INCREF(found); return found; }
-    return PyErr_Occurred() ? NULL : inline_text(text, A_STRING);
+    return PyErr_Occurred() ? NULL : inline_text(text, st->strings.inline_field);
 }
 
 /* One argument as a DebugAnnotation: floats and ids never repeat and are encoded each time;
@@ -180,7 +253,7 @@ static int put_annotation(State *st, Buf *b, PyObject *key, PyObject *value) {
         }
         if (PyErr_Occurred()) goto fail;
     }
-    if (!(name = ref(st, st->arg_refs, st->arg_names, key, A_NAME))) goto fail;
+    if (!(name = ref(st, &st->arg_names, key))) goto fail;
     unsigned char scalar[11];  /* an int_value (tag and a varint of up to 10 bytes) or a double_value */
     const char *value_bytes = (const char *)scalar;
     Py_ssize_t value_len = 0;
@@ -570,7 +643,7 @@ static int put_number(State *st, Buf *b, const Field *f) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a key checked as UTF-8 was not");
             return -1;
         }
-        made = ref(st, st->arg_refs, st->arg_names, key, A_NAME);
+        made = ref(st, &st->arg_names, key);
         Py_DECREF(key);
         if (!made || member_remember(cache, slot, hash, f->key, f->key_len, NAME_ONLY, 1, PyBytes_AS_STRING(made),
                                      PyBytes_GET_SIZE(made)) < 0) {
@@ -728,16 +801,23 @@ static PyObject *prefixes_of(State *st, Buf *out, PyObject *declare, PyObject *t
     return made;
 }
 
-/* The interned data the packet must carry, if a callback added any. */
+/* The interned data the packet must carry, if any was added: the tables' pending definitions in
+ * one InternedData (as perfetto._Sequence.interned), the tables then emptied. */
 static int put_interned(State *st, Buf *b) {
     if (!st->touched) return 0;
     st->touched = 0;
-    PyObject *defs = PyObject_CallMethod(st->seq, "interned", NULL);
-    if (!defs) return -1;
-    int rc = PyBytes_CheckExact(defs) ? buf_bytes(b, defs) : -1;
-    if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "interned() returned no bytes");
-    Py_DECREF(defs);
-    return rc;
+    Table *tables[3] = {&st->names, &st->arg_names, &st->strings};
+    Py_ssize_t total = 0;
+    for (int i = 0; i < 3; i++) total += PyByteArray_GET_SIZE(tables[i]->pending);
+    if (!total) return 0;
+    if (buf_varint(b, K_INTERNED) < 0 || buf_varint(b, total) < 0) return -1;
+    for (int i = 0; i < 3; i++) {
+        PyObject *pending = tables[i]->pending;
+        if (buf_put(b, PyByteArray_AS_STRING(pending), PyByteArray_GET_SIZE(pending)) < 0 ||
+            PyByteArray_Resize(pending, 0) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* Begin(track, slice), End(track, ts_ns) and Value(track, ts_ns, value) hold their track where an
@@ -779,7 +859,7 @@ static int encode_event(State *st, Buf *out, Buf *body, Buf *payload, PyObject *
         PyObject *args = PyTuple_GET_ITEM(s, SLICE_ARGS), *flows_out = PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT),
                  *flows_in = PyTuple_GET_ITEM(s, SLICE_FLOWS_IN);
         if (buf_bytes(body, begin_prefix) < 0 ||
-            put_ref(st, body, st->name_refs, st->names, PyTuple_GET_ITEM(s, SLICE_NAME), EVENT_NAME) < 0)
+            put_ref(st, body, &st->names, PyTuple_GET_ITEM(s, SLICE_NAME)) < 0)
             goto done;
         int has_args = PyObject_IsTrue(args);
         if (has_args < 0 || (has_args && put_args(st, body, args) < 0)) goto done;

@@ -15,9 +15,9 @@ descriptors are repeated once per sequence (identical), so no sequence depends o
 
 The per-event loop, the hot loop of a conversion, is C (``_perfetto_core.c``): it encodes what
 is constant for a track once, and what repeats (names, string and small-int arguments, the raw
-args of an op run many times) once per sequence, and calls back into this module for whatever
-changes a sequence's state (a track to declare, a string to intern) or is rare (``_annotation``),
-so the rules below are the only ones.
+args of an op run many times) once per sequence, interns new strings into ``_Interner``'s state
+by its rules, and calls back into this module for what else changes a sequence's state (a track to
+declare) or is rare (``_annotation``), so the rules below are the only ones.
 """
 
 from __future__ import annotations
@@ -95,12 +95,16 @@ class _Interner:
     """Ids for strings on one sequence, as ready-encoded ``field: iid`` bytes; collects the
     definitions the next packet must carry. Past ``_MAX_INTERNED`` strings, new ones are written
     inline (``inline_field``): strings that never repeat (op numbers in host info) would
-    otherwise grow the table, and memory, with the input."""
+    otherwise grow the table, and memory, with the input.
+
+    The C core interns through this state directly (``refs``, ``pending``, the three fields), as
+    ``__call__`` does, with no call per new string: these are the rules it follows, and where
+    their field numbers live; ``pending`` is therefore only ever emptied in place."""
 
     def __init__(self, table_field: int, ref_field: int, inline_field: int) -> None:
         self.refs: dict[str, bytes] = {}
         self.table_field, self.ref_key, self.inline_field = table_field, _key(ref_field, 0), inline_field
-        self.pending: list[bytes] = []
+        self.pending = bytearray()  # InternedData entries, encoded
 
     def __call__(self, text: str) -> bytes:
         ref = self.refs.get(text)
@@ -109,7 +113,7 @@ class _Interner:
                 return _str(self.inline_field, text)
             iid = len(self.refs) + 1
             ref = self.refs[text] = self.ref_key + _varint(iid)
-            self.pending.append(_len(self.table_field, _int(1, iid) + _str(2, text)))
+            self.pending += _len(self.table_field, _int(1, iid) + _str(2, text))
         return ref
 
 
@@ -128,11 +132,14 @@ class _Sequence:
         self.tracks: dict[Track, tuple[bytes, bytes]] = {}
 
     def interned(self) -> bytes:
-        pending = self.names.pending + self.arg_names.pending + self.strings.pending
-        if not pending:
+        """The pending definitions as one InternedData field (as the C core's ``put_interned``)."""
+        tables = (self.names.pending, self.arg_names.pending, self.strings.pending)
+        if not any(tables):
             return b""
-        self.names.pending, self.arg_names.pending, self.strings.pending = [], [], []
-        return _len(_INTERNED, b"".join(pending))
+        pending = b"".join(tables)
+        for table in tables:
+            table.clear()
+        return _len(_INTERNED, pending)
 
 
 class PerfettoEncoder:

@@ -1,5 +1,5 @@
 /* The database form's per-record work in C (readers/ascend_db.py), beside the Python rules it follows:
- * - ascend_db._Flows.bind_rules: the arrows a step starts, into it and the next step (bind);
+ * - ascend_db_flows.Flows.bind_rules: the arrows a step starts, into it and the next step (bind);
  * - ascend_db._Reader._task_rules, _host_slice: the TASK and host API rows SQLite says are as
  *   expected made into their slices (task_slices, host_slices), until a row the rules must read;
  * - heapq.merge and the loop that filed its stream by step: the scans merged by time and filed
@@ -124,7 +124,7 @@ static int layer_in(PyObject *layer, PyObject *layers) {
 
 /* One launch's arrows: to each of its ``ends`` (an index, or a list of them) on ``layers``, the k-th
  * numbered k, none backwards in time; its link carried if one reaches past the split, none drawn if
- * it was carried (ascend_db._Arrows.draw) */
+ * it was carried (ascend_db_flows._Arrows.draw) */
 static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *ends, PyObject *kind,
                          PyObject *layers) {
     int done = carried(b, kind, link);
@@ -166,7 +166,7 @@ done:
 }
 
 /* The last of ``ends`` (an index, or a list of them ascending) before ``split``; -1 for none, -2 for
- * an error (ascend_db._last_before) */
+ * an error (ascend_db_flows._last_before) */
 static Py_ssize_t last_before(PyObject *ends, Py_ssize_t split) {
     int many = PyList_CheckExact(ends);
     for (Py_ssize_t k = many ? PyList_GET_SIZE(ends) - 1 : 0; k >= 0; k--) {
@@ -268,7 +268,7 @@ static int add_ops(PyObject *ops, PyObject *found, PyObject *index, int known) {
     return rc;
 }
 
-/* Which slices launch and which are launched: ascend_db._Flows.bind_rules' first loop */
+/* Which slices launch and which are launched: ascend_db_flows.Flows.bind_rules' first loop */
 static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject *const *layer,
                    PyObject *launches, PyObject *ops, PyObject *targets) {
     static PyObject *connection_id, *cann, *pytorch;
@@ -324,7 +324,7 @@ static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject
 }
 
 /* bind(slices, split, links, carried, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> (the arrows
- * left out as backwards, the links carried into the next step): ascend_db._Flows.bind_rules, the
+ * left out as backwards, the links carried into the next step): ascend_db_flows.Flows.bind_rules, the
  * slices rebuilt in place (a slice's arrows out and in added at once). */
 static PyObject *bind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Sample, Slice, Step, StepRecords
-from converters.readers.ascend_db import _by_step, _Flows
+from converters.readers.ascend_db import _by_step
+from converters.readers.ascend_db_flows import Flows
 from converters.readers.flows import flow_id
 
 # (layer, lane), launches and their targets the most
@@ -48,10 +49,10 @@ _OPS = st.one_of(st.dictionaries(st.integers(0, 3), st.one_of(st.none(), _IDS)),
 def test_bind_in_c_follows_the_rules(steps, links, rank, own):
     """Arrows out of CANN launches and PyTorch ops, into stream tasks, plane tasks and ops, and
     between PyTorch ops sharing a connection id (a task queue's, a forward op's to its backward),
-    each step bound with the next as ``_Flows.linked`` binds them: the same slices rebuilt, the same
+    each step bound with the next as ``Flows.linked`` binds them: the same slices rebuilt, the same
     links taken and carried, the same backwards arrows counted, step after step; the slices the
     joined list alone holds (``own``, as in a conversion) changed in place, others left as they were."""
-    c, rules = _Flows(rank, dict(links)), _Flows(rank, dict(links))
+    c, rules = Flows(rank, dict(links)), Flows(rank, dict(links))
     c_step, r_step = [Slice(*s) for s in steps[0]], list(steps[0])
     for after in [*steps[1:], []]:
         expected = rules.bind_rules(r_step + list(after), len(r_step))
@@ -84,7 +85,7 @@ def test_pytorch_ops_sharing_a_connection_id_are_linked_from_the_earlier():
             _op("ConvolutionBackward0", 6, 13), _op("aten::relu_", 8, 14), _op("ReluBackward0", 7, 15)]
     links = {10: "100", 11: "101,101", 12: "101,7", 13: "100", 14: "102", 15: "102", 99: "5"}
     for bind in ("bind", "bind_rules"):
-        flows = _Flows(3, dict(links))
+        flows = Flows(3, dict(links))
         slices = getattr(flows, bind)(list(step), len(step))
         ends = {f: s.name for s in slices for f in s.flows_in}
         arrows = sorted((s.name, ends[f], f) for s in slices for f in s.flows_out)
@@ -107,7 +108,7 @@ def test_arrows_reach_into_the_next_step_once():
              [_op("aten::relu", 20, 13)]]
     links = {10: "100", 11: "100", 12: "100", 13: "101"}
     for bind in ("bind", "bind_rules"):
-        flows = _Flows(3, dict(links))
+        flows = Flows(3, dict(links))
         if bind == "bind_rules":
             flows.bind_pair = lambda a, b, f=flows: _split(f.bind_rules(a + b, len(a)), len(a))
         records = [StepRecords(0, None, i, None, list(step)) for i, step in enumerate(steps)]

@@ -1786,8 +1786,9 @@ done:
     return out;
 }
 
-/* bind_ends(slices, ends) -> (arrows, unstarted, last_starts), as flows.bind_ends says */
-typedef struct { long long ts; Py_ssize_t slice; } Start;
+/* bind_ends(slices, ends, pending) -> (arrows, unstarted, last_starts, open_lasts, unended, outside_starts,
+ * outside_ends), as flows.bind_ends says; ``pending``: the keys whose start an earlier step holds open */
+typedef struct { long long ts; Py_ssize_t slice; int joined; } Start;
 
 static int start_order(const void *a, const void *b) {
     const Start *x = a, *y = b;
@@ -1796,22 +1797,29 @@ static int start_order(const void *a, const void *b) {
 }
 
 static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    PyObject *found = enclosing(module, argv, argc);  /* checks the arguments too */
+    if (argc != 3 || !PyDict_CheckExact(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "bind_ends(slices: list, ends: list, pending: dict)");
+        return NULL;
+    }
+    PyObject *found = enclosing(module, argv, 2);  /* checks the arguments too */
     if (!found) return NULL;
-    PyObject *ends = argv[1], *groups = PyDict_New(), *keys = PyList_New(0);
+    PyObject *ends = argv[1], *pending = argv[2], *groups = PyDict_New(), *keys = PyList_New(0);
     PyObject *arrows = PyList_New(0), *unstarted = PyList_New(0), *last_starts = PyDict_New(), *result = NULL;
+    PyObject *open_lasts = PySet_New(NULL);
     Py_ssize_t n = PyList_GET_SIZE(ends), n_groups = 0, *sizes = NULL, *caps = NULL;
+    Py_ssize_t unended = 0, outside[2] = {0, 0};  /* outside[1]: starts in no slice, outside[0]: ends */
     Start **starts = PyMem_Calloc(n + 1, sizeof(Start *));
     sizes = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
     caps = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
-    if (!groups || !keys || !arrows || !unstarted || !last_starts) goto done;
+    if (!groups || !keys || !arrows || !unstarted || !last_starts || !open_lasts) goto done;
     if (!starts || !sizes || !caps) { PyErr_NoMemory(); goto done; }
     for (int pass = 0; pass < 2; pass++) {  /* the starts of each key, then each finish */
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *end = PyList_GET_ITEM(ends, i), *at = PyList_GET_ITEM(found, i);
-            if (at == Py_None) continue;
+            if (at == Py_None && pass == 1) continue;
             int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(end, FLOW_END_STARTS));
             if (starts_here < 0) goto done;
+            if (at == Py_None) { outside[starts_here]++; continue; }  /* counted once, in pass 0 */
             if (starts_here != (pass == 0)) continue;
             PyObject *key = PyTuple_GET_ITEM(end, FLOW_END_KEY), *group = PyDict_GetItemWithError(groups, key);
             if (!group && PyErr_Occurred()) goto done;
@@ -1833,7 +1841,7 @@ static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t a
                     if (!grown) { PyErr_NoMemory(); goto done; }
                     starts[g] = grown;
                 }
-                starts[g][sizes[g]++] = (Start){ts, slice};
+                starts[g][sizes[g]++] = (Start){ts, slice, 0};
                 continue;
             }
             Py_ssize_t low = 0, high = g < 0 ? 0 : sizes[g];
@@ -1844,6 +1852,13 @@ static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t a
             /* (key, start, end) or (key, end, a later start or None); no Py_BuildValue: its format is
              * parsed at every call, and this is a call per arrow */
             Py_ssize_t other = low > 0 ? starts[g][low - 1].slice : g >= 0 ? starts[g][0].slice : -1;
+            if (low > 0) {
+                starts[g][low - 1].joined = 1;
+            } else if (g >= 0) {  /* joins the start an earlier step holds open, else its first start here */
+                int held = PyDict_Contains(pending, key);
+                if (held < 0) goto done;
+                if (!held) starts[g][0].joined = 1;
+            }
             PyObject *number = other >= 0 ? PyLong_FromSsize_t(other) : Py_NewRef(Py_None), *item = NULL;
             if (number) item = low > 0 ? PyTuple_Pack(3, key, number, at) : PyTuple_Pack(3, key, at, number);
             Py_XDECREF(number);
@@ -1859,13 +1874,15 @@ static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t a
         int rc = last ? PyDict_SetItem(last_starts, PyList_GET_ITEM(keys, g), last) : -1;
         Py_XDECREF(last);
         if (rc < 0) goto done;
+        for (Py_ssize_t j = 0; j < sizes[g] - 1; j++) unended += !starts[g][j].joined;  /* its id used again */
+        if (!starts[g][sizes[g] - 1].joined && PySet_Add(open_lasts, PyList_GET_ITEM(keys, g)) < 0) goto done;
     }
-    result = PyTuple_Pack(3, arrows, unstarted, last_starts);
+    result = Py_BuildValue("(OOOOnnn)", arrows, unstarted, last_starts, open_lasts, unended, outside[1], outside[0]);
 done:
     for (Py_ssize_t g = 0; starts && g < n_groups; g++) PyMem_Free(starts[g]);
     PyMem_Free(starts); PyMem_Free(sizes); PyMem_Free(caps);
     Py_DECREF(found); Py_XDECREF(groups); Py_XDECREF(keys);
-    Py_XDECREF(arrows); Py_XDECREF(unstarted); Py_XDECREF(last_starts);
+    Py_XDECREF(arrows); Py_XDECREF(unstarted); Py_XDECREF(last_starts); Py_XDECREF(open_lasts);
     return result;
 }
 
@@ -2169,7 +2186,7 @@ static PyMethodDef methods[] = {
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
      "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"bind_ends", (PyCFunction)(void (*)(void))bind_ends, METH_FASTCALL,
-     "bind_ends(slices, ends) -> (arrows, unstarted, last_starts) of flows.bind_ends"},
+     "bind_ends(slices, ends, pending) -> flows.Bound of flows.bind_ends"},
     {"flow_id", (PyCFunction)(void (*)(void))flow_id, METH_FASTCALL,
      "flow_id(text) -> the int of the 8-byte BLAKE2b digest of text (little-endian)"},
     {"arrow", (PyCFunction)(void (*)(void))arrow, METH_FASTCALL,

@@ -85,7 +85,7 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
         for path in files:
             records.read(path, diag, steps=False)
         pseudo = step_records(rank, None, None, None, records.take_slices(), records.saw_device)
-        yield from linked([pseudo], diag)
+        yield from linked([pseudo], diag, events=dialect.flow_events)
         return
     with StepSpill() as spill:
         _spill_pass(records, files, steps, spill, diag)
@@ -159,7 +159,8 @@ def _linked_spill(records: Records, steps: _Steps, spill: StepSpill,
         found = phases + spill.load(index, rank.rank)
         return step_records(rank, step.graph, step.step, step, found, device)
 
-    return _link_spilled(len(steps), load, _SpilledFinishes(spill, len(steps)), diag)
+    finishes = _SpilledFinishes(spill, len(steps))
+    return _link_spilled(len(steps), load, finishes, diag, records.dialect.flow_events)
 
 
 def in_python(events: list[Event] | RawEvents, index: int, out: list, python: Callable[[Event, int], None],
@@ -215,8 +216,8 @@ class _SpilledFinishes:
 
 
 def _link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowEnd]]],
-                  finishes: _SpilledFinishes, diag: Diagnostics) -> Iterator[StepRecords]:
-    linker = Linker()
+                  finishes: _SpilledFinishes, diag: Diagnostics, events: bool) -> Iterator[StepRecords]:
+    linker = Linker(events)
     for index in range(count):
         records, ends = load(index)
         yield from linker.add(index, records, ends, lambda keys, i=index: finishes.lasts(i, keys))
@@ -250,6 +251,7 @@ class Dialect:
     events: msgspec.json.Decoder  # decodes a batch of events
     python_cats: frozenset[str] | None = None
     by_design: frozenset[str] = frozenset()  # reasons of ``convert`` said only when nothing is read
+    flow_events: bool = True  # its flow ends are the trace's flow events, not taken from slices' args
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> Route:
         if process == "Step Trace" or thread.startswith("Step Trace"):

@@ -19,12 +19,12 @@ from ._core import flow_id as _flow_id
 
 
 def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics,
-           window: int = 1) -> Iterator[StepRecords]:
+           window: int = 1, events: bool = True) -> Iterator[StepRecords]:
     """The steps (in time order) with their flow arrows bound, within a step and across up to
     ``window`` steps (a host launch at the end of one step whose kernel runs in the next): the
     next ``window`` steps are read ahead, and a step that starts such an arrow is held back until
-    the step where it ends is read. See ``Linker`` for how ends bind."""
-    linker = Linker()
+    the step where it ends is read. See ``Linker`` for how ends bind (and ``events``)."""
+    linker = Linker(events)
     upcoming = iter(steps)
     ahead: deque[tuple[StepRecords, list[FlowEnd], set[str]]] = deque()
     index = 0
@@ -56,12 +56,19 @@ class Linker:
     later starts new arrows; a start with several ends (a copy launched once, run twice) makes
     one arrow per end. An arrow whose end begins before its start is left out and counted:
     Perfetto drops such arrows without a word (host and device clocks disagree by a few µs).
+    So are the flow events that make no arrow (``Unjoined``): a start no end joins, an end that
+    joins no start, and either end outside every slice of its lane. They are warned of when the
+    ends are the profile's flow events (``events``), not when they are taken from slices that are
+    drawn anyway (Kineto's and Paddle's correlation ids: most runtime calls launch nothing).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, events: bool = True) -> None:
+        self._events = events
         self._held: deque[list] = deque()  # [StepRecords, arrows still open from it], in time order
-        self._pending: dict[str, list] = {}  # key -> [held entry, slice index, arrows made, last step]
+        # key -> [held entry, slice index, arrows made, last step, whether an end joined it]
+        self._pending: dict[str, list] = {}
         self._backwards = 0
+        self._unjoined = Unjoined()
         self._rank: int | None = None
 
     def add(self, index: int, records: StepRecords, ends: list[FlowEnd],
@@ -70,35 +77,46 @@ class Linker:
         such step. Yields the steps no arrow can reach any more, in order."""
         self._rank = records.rank
         entry = [records, 0]
-        bound = bind_ends(records.slices, ends)
+        bound = bind_ends(records.slices, ends, self._pending)
         made: dict[int, int] = {}  # start slice -> its arrows so far
         self._backwards += arrows(records.slices, bound.arrows, made, records.rank)  # C: _arrow's, each
+        unjoined = self._unjoined
+        unjoined.count(bound)
         for key, target, fallback in bound.unstarted:
             pending = self._pending.get(key)
             if pending is not None:
                 pending[2] = self._arrow(key, pending[0][0], pending[1], records, target, pending[2])
+                pending[4] = True
             elif fallback is not None:  # its only start here comes later: a backwards arrow
                 made[fallback] = self._arrow(key, records, fallback, records, target, made.get(fallback, 0))
+            else:
+                unjoined.ends += 1
         later = lasts(bound.last_starts) if bound.last_starts else {}
         pending_of = self._pending.pop  # _release inlined: a call per start of a step
         for key, first in bound.last_starts.items():
             released = pending_of(key, None)  # an id used again: the ends still to come belong to this start
             if released is not None:
                 released[0][1] -= 1
+                unjoined.starts += not released[4]
             if key in later:
-                self._pending[key] = [entry, first, made.get(first, 0), later[key]]
+                joined = key not in bound.open_lasts
+                self._pending[key] = [entry, first, made.get(first, 0), later[key], joined]
                 entry[1] += 1
+            elif key in bound.open_lasts:
+                unjoined.starts += 1
         for key in [key for key, pending in self._pending.items() if pending[3] <= index]:
             self._release(key)
         self._held.append(entry)
         yield from self._ready()
 
     def finish(self, diag: Diagnostics) -> Iterator[StepRecords]:
-        """The steps still held, then a warning counting the arrows left out."""
+        """The steps still held, then warnings counting the arrows and flow events left out."""
         for key in list(self._pending):
             self._release(key)
         yield from self._ready()
         warn_backwards_flows(diag, self._rank, self._backwards)
+        if self._events:
+            warn_unjoined_flows(diag, self._rank, self._unjoined)
 
     def _arrow(self, key: str, source: StepRecords, first: int, target: StepRecords, last: int,
                k: int) -> int:
@@ -110,9 +128,12 @@ class Linker:
         return made
 
     def _release(self, key: str) -> None:
+        """No later end can join ``key``'s start any more: its step may go, and the start is counted
+        if no end joined it."""
         pending = self._pending.pop(key, None)
         if pending is not None:
             pending[0][1] -= 1
+            self._unjoined.starts += not pending[4]
 
     def _ready(self) -> Iterator[StepRecords]:
         while self._held and self._held[0][1] == 0:
@@ -125,12 +146,40 @@ class Bound(NamedTuple):
     arrows: list[tuple[str, int, int]]  # (key, start, end): the end's last start of its key before it
     unstarted: list[tuple[str, int, int | None]]  # (key, end, a later start here): no start before it
     last_starts: dict[str, int]  # each key's last start, which later steps' ends may join
+    open_lasts: set[str]  # the keys whose last start no end of this step joins
+    unended: int  # starts no end joins whose id is used again later in the step: none ever will
+    outside_starts: int  # starts in no slice of their lane
+    outside_ends: int  # ends in no slice of their lane
 
 
-def bind_ends(slices: list[Slice], ends: list[FlowEnd]) -> Bound:
+def bind_ends(slices: list[Slice], ends: list[FlowEnd], pending: dict[str, object] | None = None) -> Bound:
     """Each flow end's slice (the innermost slice of its lane holding its time), and which start
-    each end joins within the step: the last start of its key at or before it (C: ``_core.c``)."""
-    return Bound(*_bind_ends(slices, ends)) if ends else Bound([], [], {})
+    each end joins within the step: the last start of its key at or before it, else (no start
+    before it) the start of its key an earlier step holds open (a key of ``pending``), else its
+    first start here (C: ``_core.c``)."""
+    return Bound(*_bind_ends(slices, ends, {} if pending is None else pending)) if ends else _NO_ENDS
+
+
+_NO_ENDS = Bound([], [], {}, set(), 0, 0, 0)
+
+
+class Unjoined:
+    """A rank's flow events that made no arrow: starts no end joined, ends that joined no start,
+    and ends of either kind in no slice of their lane."""
+
+    __slots__ = ("starts", "ends", "outside_starts", "outside_ends")
+
+    def __init__(self) -> None:
+        self.starts = self.ends = self.outside_starts = self.outside_ends = 0
+
+    def count(self, bound: Bound) -> None:
+        """Add a step's starts its id's reuse left unjoined, and its ends in no slice."""
+        self.starts += bound.unended
+        self.outside_starts += bound.outside_starts
+        self.outside_ends += bound.outside_ends
+
+    def total(self) -> int:
+        return self.starts + self.ends + self.outside_starts + self.outside_ends
 
 
 def warn_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:
@@ -139,6 +188,18 @@ def warn_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where:
     if count:
         diag.warn(f"backwards_flows {rank}", f"rank {rank}: {count} arrows whose end begins before their "
                   f"start (host and device clocks disagree) left out: Perfetto cannot draw them{where}")
+
+
+def warn_unjoined_flows(diag: Diagnostics, rank: int | None, unjoined: Unjoined) -> None:
+    """Count the rank's flow events that made no arrow: records not drawn, so a warning (the
+    project's rule: every record lands in the output or in a warning that counts it), though it
+    is normal at a profile's edges, where the other end was not recorded."""
+    if unjoined.total():
+        diag.warn(f"unjoined_flows {rank}", f"rank {rank}: {unjoined.total()} flow events made no arrow: "
+                  f"{unjoined.starts} starts no end joined, {unjoined.ends} ends that joined no start, "
+                  f"{unjoined.outside_starts} starts and {unjoined.outside_ends} ends in no slice of their "
+                  f"lane (normal at a profile's edges: the other end came before the profiler started or "
+                  f"after it stopped, or more than MAX_FLOW_STEPS steps away)")
 
 
 def flow_id(rank: int, key: str, k: int) -> int:

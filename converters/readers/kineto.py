@@ -187,6 +187,7 @@ class Kineto(Dialect):
 
     events = msgspec.json.Decoder(list[Event], float_hook=str)  # times exact: as text
     by_design = frozenset({_FLOWS})
+    flow_events = False  # its arrows are its launches' and device work's correlation ids
 
     def __init__(self, backend: str) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work

@@ -171,6 +171,7 @@ class Paddle(Dialect):
     python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication", "async",
                              _OPERATOR})
     by_design = frozenset({_FLOWS})
+    flow_events = False  # its arrows are its launches' and device work's correlation ids
 
     def __init__(self, base_ns: int) -> None:
         self.base_ns = base_ns  # the epoch ns of start_time zero: the rank's clock offset

@@ -193,7 +193,7 @@ def test_flows_become_arrows_between_the_slices_they_bind(sample, tmp_path, caps
 
     from trace_check import read_chrome_json
 
-    arrows = backwards_events = 0
+    arrows = backwards_events = finishes = unended = 0
     op_starts: dict[str, set[str]] = {}  # each collective's start on each rank
     for rank_dir in sorted(sample.glob("*_ascend_pt")):
         events = orjson.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_bytes())
@@ -202,6 +202,8 @@ def test_flows_become_arrows_between_the_slices_they_bind(sample, tmp_path, caps
                 op_starts.setdefault(e["name"], set()).add(e["ts"])
         ends = Counter((e["cat"], e["id"], e["ph"]) for e in events if e.get("ph") in ("s", "f"))
         arrows += sum(n for (cat, flow, ph), n in ends.items() if ph == "f" and (cat, flow, "s") in ends)
+        finishes += sum(n for (_, _, ph), n in ends.items() if ph == "f")
+        unended += sum(n for (cat, flow, ph), n in ends.items() if ph == "s" and (cat, flow, "f") not in ends)
         starts = {(e["cat"], e["id"]): float(e["ts"]) for e in events if e.get("ph") == "s"}
         backwards_events += sum(1 for e in events if e.get("ph") == "f" and float(e["ts"]) < starts.get(
             (e["cat"], e["id"]), float("-inf")))
@@ -209,11 +211,16 @@ def test_flows_become_arrows_between_the_slices_they_bind(sample, tmp_path, caps
     for out in (proto, js):
         assert main([str(sample), "--kind", "detail", "-o", str(out)]) == 0
     # arrows that would run backwards (clock skew: 72 end events lie before their start) are said
-    said = re.findall(r"(\d+) arrows whose end begins before", capsys.readouterr().err)
+    err = capsys.readouterr().err
+    said = re.findall(r"(\d+) arrows whose end begins before", err)
     assert len(said) == 4  # each rank, each output
     backwards = sum(map(int, said)) // 2
     assert 0 < backwards <= backwards_events
     arrows -= backwards
+    # every flow event is drawn or counted: each end joins a start (an arrow drawn, or one left out
+    # backwards), and each start is joined (a start may have two ends): no flow event made no arrow
+    assert "made no arrow" not in err and unended == 0
+    assert finishes == arrows + backwards
     # and one arrow per collective from the rank that came first to the one that came last
     arrows += sum(len(starts) == 2 for starts in op_starts.values())
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb

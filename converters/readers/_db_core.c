@@ -555,13 +555,25 @@ static int resolve(Rows *r) {
 }
 
 /* The next row: 1, or 0 past the last (the connection closed then), -1 on error */
+static void rows_close(Rows *r);
+
 static int next_row(Rows *r) {
     for (int i = 0; i < r->columns; i++) Py_CLEAR(r->values[i]);
     int rc = sqlite3_step(r->rows);
     if (rc == SQLITE_ROW) return 1;
-    if (rc == SQLITE_DONE) return 0;
+    if (rc == SQLITE_DONE) {
+        rows_close(r);
+        return 0;
+    }
     raise_sqlite(r->db, rc);
     return -1;
+}
+
+/* out.append(made), ``made`` a new reference (NULL: an error already raised), released: 0, or -1 */
+static int append_made(PyObject *out, PyObject *made) {
+    int rc = made ? PyList_Append(out, made) : -1;
+    Py_XDECREF(made);
+    return rc;
 }
 
 /* The row as the sqlite3 module would give it (its strings resolved as the join did): for the rules */
@@ -758,7 +770,6 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         int more = next_row(r);
         if (more <= 0) {
             if (more < 0) return NULL;
-            rows_close(r);
             break;
         }
         long long kind = sqlite3_column_int64(r->rows, at[T_KIND]);
@@ -774,11 +785,7 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         Py_XSETREF(r->values[at[T_TASK_TYPE]], chosen);
         int fast = kind != COMM_KIND && !unresolved && sqlite3_column_int(r->rows, at[T_OK]);
         PyObject *made = fast ? task_slice(r, at, kind, spec, rank, lanes) : row_tuple(r);
-        if (!made || PyList_Append(out, made) < 0) {
-            Py_XDECREF(made);
-            return NULL;
-        }
-        Py_DECREF(made);
+        if (append_made(out, made) < 0) return NULL;
         rare += !fast;
     }
     if (!read) Py_RETURN_NONE;
@@ -847,18 +854,13 @@ static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         int more = next_row(r);
         if (more <= 0) {
             if (more < 0) return NULL;
-            rows_close(r);
             break;
         }
         int unresolved = resolve(r);
         if (unresolved < 0) return NULL;
         int fast = !unresolved && sqlite3_column_int(r->rows, H_OK);
         PyObject *made = fast ? host_slice(r, argv) : row_tuple(r);
-        if (!made || PyList_Append(argv[0], made) < 0) {
-            Py_XDECREF(made);
-            return NULL;
-        }
-        Py_DECREF(made);
+        if (append_made(argv[0], made) < 0) return NULL;
         rare += !fast;
     }
     if (!read) Py_RETURN_NONE;

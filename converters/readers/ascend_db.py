@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
+from functools import cached_property
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -389,7 +390,7 @@ class _Reader:
         ``_task_rules`` makes of such a row); any other row (an HCCL task, a bad time, an id
         ``STRING_IDS`` lacks) it gives back as its row, which ``_task_rules`` reads, in its place."""
         lanes: dict[int, str] = {}
-        looked_up = self._ids_looked_up()
+        looked_up = self._ids_looked_up
         rows = _Rows(uri, self._task_query(sqlite_strings=not looked_up), self.rank.clock_offset_ns,
                      _TASK_STRINGS, looked_up, _BATCH)
         args = (_TASK_SPEC, self.rank.rank, lanes, self.all_tasks)
@@ -403,6 +404,7 @@ class _Reader:
         while rows := cursor.fetchmany(_BATCH):
             yield [s for row in rows if (s := self._task_rules(row)) is not None]
 
+    @cached_property
     def _ids_looked_up(self) -> bool:
         """Whether ``Rows`` resolves the string ids, looking each up in ``STRING_IDS`` by its key (the
         real schema's ``id INTEGER PRIMARY KEY``). Else SQLite's joins resolve them: a ``STRING_IDS``
@@ -553,7 +555,7 @@ class _Reader:
         tid). C steps the query (``_db_core.Rows``) and makes a row whose times, thread and strings are
         as expected into its slice (what ``_host_row`` makes of it); any other it gives back as its
         row, which ``_host_row`` reads, in its place."""
-        looked_up = self._ids_looked_up()
+        looked_up = self._ids_looked_up
         query = self._host_query(table, sqlite_strings=not looked_up)
         if query is None:
             return

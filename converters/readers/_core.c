@@ -1704,18 +1704,14 @@ static Py_ssize_t end_lane(PyObject *lanes, PyObject *end, Py_ssize_t *count) {
     return lane_number(lanes, PyTuple_GET_ITEM(end, FLOW_END_LAYER), PyTuple_GET_ITEM(end, FLOW_END_LANE), count);
 }
 
-/* enclosing(slices, ends) -> [index or None]: for each flow end, the innermost slice of its lane
- * (layer, lane) that holds its time, among the 65 that start last at or before it. */
-static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    (void)module;
-    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "enclosing(slices: list, ends: list)");
-        return NULL;
-    }
-    PyObject *slices = argv[0], *ends = argv[1], *lanes = PyDict_New(), *out = NULL;
-    Py_ssize_t n_lanes = 0, *sizes = NULL, *caps = NULL;
+/* For each flow end, the innermost slice of its lane (layer, lane) that holds its time, among the
+ * 65 that start last at or before it: its index in ``found`` (-1: none); 0, or -1 on error */
+static int enclosed(PyObject *slices, PyObject *ends, Py_ssize_t *found) {
+    PyObject *lanes = PyDict_New(), *seen_layer = NULL, *seen_lane = NULL;
+    Py_ssize_t n_lanes = 0, *sizes = NULL, *caps = NULL, seen_number = -1;
     Member **members = NULL;
-    if (!lanes) return NULL;
+    int rc = -1;
+    if (!lanes) return -1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ends); i++) {  /* the lanes that have ends */
         PyObject *end = PyList_GET_ITEM(ends, i);
         if (!PyTuple_Check(end) || PyTuple_GET_SIZE(end) < FLOW_END_FIELDS) {
@@ -1734,8 +1730,13 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
             PyErr_SetString(PyExc_TypeError, "not a Slice");
             goto done;
         }
-        Py_ssize_t lane = lane_number(lanes, PyTuple_GET_ITEM(s, SLICE_LAYER), PyTuple_GET_ITEM(s, SLICE_LANE), NULL);
-        if (lane == -2) goto done;
+        PyObject *layer = PyTuple_GET_ITEM(s, SLICE_LAYER), *lane_text = PyTuple_GET_ITEM(s, SLICE_LANE);
+        if (layer != seen_layer || lane_text != seen_lane) {  /* a lane's slices come in runs: no lookup a slice */
+            seen_number = lane_number(lanes, layer, lane_text, NULL);
+            if (seen_number == -2) goto done;
+            seen_layer = layer, seen_lane = lane_text;
+        }
+        Py_ssize_t lane = seen_number;
         if (lane == -1) continue;
         long long start = 0, dur = 0;
         if (times_of(s, &start, &dur) < 0) goto done;
@@ -1749,9 +1750,8 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     }
     for (Py_ssize_t lane = 0; lane < n_lanes; lane++)
         if (sizes[lane] > 1) qsort(members[lane], sizes[lane], sizeof(Member), member_order);
-    if (!(out = PyList_New(PyList_GET_SIZE(ends)))) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ends); i++) {
-        PyObject *end = PyList_GET_ITEM(ends, i), *found = Py_None;
+        PyObject *end = PyList_GET_ITEM(ends, i);
         Py_ssize_t lane = end_lane(lanes, end, NULL);
         int overflow = 0;
         long long ts = lane >= 0 ? PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, FLOW_END_START_NS), &overflow)
@@ -1759,7 +1759,6 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
         if (overflow) PyErr_SetString(PyExc_OverflowError, "a flow end past 2**63 ns");
         if (lane < 0 || PyErr_Occurred()) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "a flow end's lane was not numbered");
-            Py_CLEAR(out);
             goto done;
         }
         Py_ssize_t low = 0, high = sizes[lane];
@@ -1768,21 +1767,40 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
             Py_ssize_t mid = (low + high) / 2;
             if (ts < m[mid].start) high = mid; else low = mid + 1;
         }
+        found[i] = -1;
         for (Py_ssize_t j = low - 1; j >= 0 && j >= low - 1 - 64; j--) {
             if (m[j].start <= ts && ts <= m[j].start - m[j].neg_dur) {
-                found = PyLong_FromSsize_t(m[j].index);
-                if (!found) { Py_CLEAR(out); goto done; }
+                found[i] = m[j].index;
                 break;
             }
         }
-        if (found == Py_None) Py_INCREF(found);
-        PyList_SET_ITEM(out, i, found);
     }
+    rc = 0;
 done:
     if (members)
         for (Py_ssize_t lane = 0; lane < n_lanes; lane++) PyMem_Free(members[lane]);
     PyMem_Free(members); PyMem_Free(sizes); PyMem_Free(caps);
     Py_DECREF(lanes);
+    return rc;
+}
+
+/* enclosing(slices, ends) -> [index or None]: ``enclosed``'s slice of each flow end */
+static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "enclosing(slices: list, ends: list)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(argv[1]), *found = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
+    PyObject *out = NULL;
+    if (!found) return PyErr_NoMemory();
+    if (enclosed(argv[0], argv[1], found) == 0 && (out = PyList_New(n)))
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *index = found[i] >= 0 ? PyLong_FromSsize_t(found[i]) : Py_NewRef(Py_None);
+            if (!index) { Py_CLEAR(out); break; }
+            PyList_SET_ITEM(out, i, index);
+        }
+    PyMem_Free(found);
     return out;
 }
 
@@ -1797,12 +1815,14 @@ static int start_order(const void *a, const void *b) {
 }
 
 static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 3 || !PyDict_CheckExact(argv[2])) {
+    (void)module;
+    if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1]) || !PyDict_CheckExact(argv[2])) {
         PyErr_SetString(PyExc_TypeError, "bind_ends(slices: list, ends: list, pending: dict)");
         return NULL;
     }
-    PyObject *found = enclosing(module, argv, 2);  /* checks the arguments too */
-    if (!found) return NULL;
+    Py_ssize_t *found = PyMem_Malloc((PyList_GET_SIZE(argv[1]) + 1) * sizeof(Py_ssize_t));
+    if (!found) return PyErr_NoMemory();
+    if (enclosed(argv[0], argv[1], found) < 0) { PyMem_Free(found); return NULL; }
     PyObject *ends = argv[1], *pending = argv[2], *groups = PyDict_New(), *keys = PyList_New(0);
     PyObject *arrows = PyList_New(0), *unstarted = PyList_New(0), *last_starts = PyDict_New(), *result = NULL;
     PyObject *open_lasts = PySet_New(NULL);
@@ -1815,15 +1835,16 @@ static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t a
     if (!starts || !sizes || !caps) { PyErr_NoMemory(); goto done; }
     for (int pass = 0; pass < 2; pass++) {  /* the starts of each key, then each finish */
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *end = PyList_GET_ITEM(ends, i), *at = PyList_GET_ITEM(found, i);
-            if (at == Py_None && pass == 1) continue;
+            PyObject *end = PyList_GET_ITEM(ends, i);
+            Py_ssize_t slice = found[i];
+            if (slice < 0 && pass == 1) continue;
             int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(end, FLOW_END_STARTS));
             if (starts_here < 0) goto done;
-            if (at == Py_None) { outside[starts_here]++; continue; }  /* counted once, in pass 0 */
+            if (slice < 0) { outside[starts_here]++; continue; }  /* counted once, in pass 0 */
             if (starts_here != (pass == 0)) continue;
             PyObject *key = PyTuple_GET_ITEM(end, FLOW_END_KEY), *group = PyDict_GetItemWithError(groups, key);
             if (!group && PyErr_Occurred()) goto done;
-            Py_ssize_t g = group ? PyLong_AsSsize_t(group) : -1, slice = PyLong_AsSsize_t(at);
+            Py_ssize_t g = group ? PyLong_AsSsize_t(group) : -1;
             int overflow = 0;
             long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(end, FLOW_END_START_NS), &overflow);
             if (overflow) PyErr_SetString(PyExc_OverflowError, "a flow end past 2**63 ns");
@@ -1860,8 +1881,9 @@ static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t a
                 if (!held) starts[g][0].joined = 1;
             }
             PyObject *number = other >= 0 ? PyLong_FromSsize_t(other) : Py_NewRef(Py_None), *item = NULL;
-            if (number) item = low > 0 ? PyTuple_Pack(3, key, number, at) : PyTuple_Pack(3, key, at, number);
-            Py_XDECREF(number);
+            PyObject *at = number ? PyLong_FromSsize_t(slice) : NULL;
+            if (at) item = low > 0 ? PyTuple_Pack(3, key, number, at) : PyTuple_Pack(3, key, at, number);
+            Py_XDECREF(number); Py_XDECREF(at);
             if (!item || PyList_Append(low > 0 ? arrows : unstarted, item) < 0) { Py_XDECREF(item); goto done; }
             Py_DECREF(item);
         }
@@ -1881,7 +1903,7 @@ static PyObject *bind_ends(PyObject *module, PyObject *const *argv, Py_ssize_t a
 done:
     for (Py_ssize_t g = 0; starts && g < n_groups; g++) PyMem_Free(starts[g]);
     PyMem_Free(starts); PyMem_Free(sizes); PyMem_Free(caps);
-    Py_DECREF(found); Py_XDECREF(groups); Py_XDECREF(keys);
+    PyMem_Free(found); Py_XDECREF(groups); Py_XDECREF(keys);
     Py_XDECREF(arrows); Py_XDECREF(unstarted); Py_XDECREF(last_starts); Py_XDECREF(open_lasts);
     return result;
 }

@@ -17,9 +17,8 @@ MindSpore: epoch µs with 3 decimals), parsed exactly to ns. What is not read is
 from __future__ import annotations
 
 import re
-from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,10 +40,11 @@ from ..model import (
 )
 from ..overlap import NOT_COMPUTE, is_compute
 from . import jsonfile, seek
-from ._core import RawEvents, by_kind, by_step, read_events, scan, steps_and_names
+from ._core import RawEvents, by_kind, read_events, scan, steps_and_names
 from .events import Event, is_profiler_step
-from .flows import Linker, linked
+from .flows import linked
 from .spill import StepSpill
+from .spilled_flows import SpilledFinishes, file_by_step, link_spilled
 from .times import us_to_ns
 
 BATCH_BYTES = 2 << 20  # read and decoded at a time: memory holds about this much of a file
@@ -146,7 +146,7 @@ def _spill_pass(records: Records, files: list[Path], steps: _Steps, spill: StepS
     starts = [step.start_ns for step, _ in steps]
     for path in files:
         for batch in records.read_batches(path, diag, seen=seen):
-            _file_by_step(batch, starts, spill)
+            file_by_step(batch, starts, spill)
 
 
 def _linked_spill(records: Records, steps: _Steps, spill: StepSpill,
@@ -159,8 +159,8 @@ def _linked_spill(records: Records, steps: _Steps, spill: StepSpill,
         found = phases + spill.load(index, rank.rank)
         return step_records(rank, step.graph, step.step, step, found, device)
 
-    finishes = _SpilledFinishes(spill, len(steps))
-    return _link_spilled(len(steps), load, finishes, diag, records.dialect.flow_events)
+    finishes = SpilledFinishes(spill, len(steps), MAX_FLOW_STEPS)
+    return link_spilled(len(steps), load, finishes, diag, records.dialect.flow_events)
 
 
 def in_python(events: list[Event] | RawEvents, index: int, out: list, python: Callable[[Event, int], None],
@@ -173,55 +173,6 @@ def in_python(events: list[Event] | RawEvents, index: int, out: list, python: Ca
         else:
             python(event, at)
     return metadata, False
-
-
-def _file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spill: StepSpill) -> None:
-    """File a batch of records under the steps they start in (the last step started at or before
-    each; C: ``_core.by_step``), and the keys of the arrows that end in each step (as hashes: 8
-    bytes each) apart, so a step can look ahead for arrows it starts."""
-    buckets, finishes = by_step(batch, starts, Slice, Sample, FlowEnd)
-    for index, bucket in buckets.items():
-        spill.add(index, bucket)
-    for index, hashes in finishes.items():
-        spill.add_values((_FINISHES, index), array("q", hashes))
-
-
-_FINISHES = "finishes"
-
-
-class _SpilledFinishes:
-    """Which later steps hold arrow ends of a key: the spilled hashes of the next MAX_FLOW_STEPS
-    steps, loaded as the steps are reached (a collision only holds a step back needlessly)."""
-
-    def __init__(self, spill: StepSpill, count: int) -> None:
-        self._spill, self._count = spill, count
-        self._loaded: dict[int, array] = {}
-
-    def lasts(self, index: int, keys: Iterable[str]) -> dict[str, int]:
-        """For the ``keys`` that end in a step after ``index`` (at most MAX_FLOW_STEPS after it),
-        the last such step."""
-        for stale in [i for i in self._loaded if i <= index]:
-            del self._loaded[stale]
-        wanted = {hash(key): key for key in keys}
-        found: dict[str, int] = {}
-        for later in range(index + 1, min(index + MAX_FLOW_STEPS, self._count - 1) + 1):
-            hashes = self._loaded.get(later)
-            if hashes is None:
-                hashes = self._loaded[later] = array("q")
-                for part in self._spill.load_values((_FINISHES, later)):
-                    hashes.extend(part)
-            for h in wanted.keys() & set(hashes):  # a set for a moment: 8 bytes a hash are kept
-                found[wanted[h]] = later
-        return found
-
-
-def _link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowEnd]]],
-                  finishes: _SpilledFinishes, diag: Diagnostics, events: bool) -> Iterator[StepRecords]:
-    linker = Linker(events)
-    for index in range(count):
-        records, ends = load(index)
-        yield from linker.add(index, records, ends, lambda keys, i=index: finishes.lasts(i, keys))
-    yield from linker.finish(diag)
 
 
 def step_records(

@@ -1,4 +1,5 @@
-"""The step spill gives back every record as it was filed (its rows are C, written by marshal)."""
+"""The step spill gives back every record as it was filed (its rows are C, written by marshal), and
+the steps that end a key's arrows as filed beside them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from converters.model import FlowEnd, Layer, Sample, Slice
 from converters.readers import _core
 from converters.readers.spill import _LAYERS, _ORDER, StepSpill
+from converters.readers.spilled_flows import SpilledFinishes, file_by_step
 
 texts = st.text(max_size=6)
 times = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
@@ -105,3 +107,34 @@ def test_what_cannot_be_packed_is_said_not_lost():
     with pytest.raises(ValueError, match="ends early"):
         _core.unpack(_core.pack([huge._replace(start_ns=1)], _ORDER, Slice, Sample, FlowEnd)[:-3], 0, _LAYERS,
                      Slice, Sample, FlowEnd)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=6), min_size=1, max_size=12),
+       st.lists(st.sets(st.sampled_from("abcdefgh")), min_size=12, max_size=12), st.integers(1, 5))
+def test_the_spilled_finishes_say_the_last_step_in_reach_that_ends_a_key(finishing, asked, reach):
+    """``SpilledFinishes.lasts`` against the rule: for each key asked at a step, the last of the
+    next ``reach`` steps whose arrow ends have that key (its dict of hashes is rebuilt as steps pass)."""
+    count = len(finishing)
+    with StepSpill() as spill:
+        for index, keys in enumerate(finishing):
+            file_by_step([FlowEnd(3, Layer.HOST, "CANN 1", index, key, False) for key in keys],
+                         list(range(count)), spill)
+        finishes = SpilledFinishes(spill, count, reach)
+        for index in range(count):
+            want = {key: later for later in range(index + 1, min(index + reach, count - 1) + 1)
+                    for key in asked[index] if key in finishing[later]}
+            assert finishes.lasts(index, asked[index]) == want
+
+
+def test_the_spilled_finishes_forget_the_steps_passed():
+    """Memory holds the hashes of the steps within reach, not of every step passed."""
+    count, per = 40, 2000
+    with StepSpill() as spill:
+        for index in range(count):
+            ends = [FlowEnd(3, Layer.HOST, "CANN 1", index, f"{index}-{i}", False) for i in range(per)]
+            file_by_step(ends, list(range(count)), spill)
+        finishes = SpilledFinishes(spill, count, 4)
+        for index in range(count):
+            finishes.lasts(index, [f"{index + 1}-0"])
+            assert len(finishes._last) <= 2 * 4 * per + 4096

@@ -1,0 +1,72 @@
+"""A spilled Chrome trace's records filed by step, and its steps' arrows bound as they are read back
+(``chrome_trace.read_merged``): which later steps end the arrows a step starts is known from the
+hashes of their keys, filed beside each step's records, so a step need not wait for the next ones
+to be read."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+
+from ..errors import Diagnostics
+from ..model import FlowEnd, Sample, Slice, StepRecords
+from ._core import by_step
+from .flows import Linker
+from .spill import StepSpill
+
+
+def file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spill: StepSpill) -> None:
+    """File a batch of records under the steps they start in (the last step started at or before
+    each; C: ``_core.by_step``), and the keys of the arrows that end in each step (as hashes: 8
+    bytes each) apart, so a step can look ahead for arrows it starts."""
+    buckets, finishes = by_step(batch, starts, Slice, Sample, FlowEnd)
+    for index, bucket in buckets.items():
+        spill.add(index, bucket)
+    for index, hashes in finishes.items():
+        spill.add_values((_FINISHES, index), array("q", hashes))
+
+
+_FINISHES = "finishes"
+
+
+class SpilledFinishes:
+    """For a key, the last of the next ``reach`` steps that holds an arrow end of it: the spilled
+    hashes of the steps, loaded as each comes within reach into one dict, hash -> the last step
+    loaded with it (a collision only holds a step back needlessly). The dict is rebuilt from the
+    steps within reach when it holds twice their hashes: memory holds theirs, not the file's."""
+
+    def __init__(self, spill: StepSpill, count: int, reach: int) -> None:
+        self._spill, self._count, self._reach = spill, count, reach
+        self._loaded: dict[int, array] = {}  # the hashes of each step within reach, in step order
+        self._last: dict[int, int] = {}
+
+    def lasts(self, index: int, keys: Iterable[str]) -> dict[str, int]:
+        """For the ``keys`` that end in a step after ``index`` (at most ``reach`` after it), the
+        last such step."""
+        for passed in [i for i in self._loaded if i <= index]:
+            del self._loaded[passed]
+        reached = min(index + self._reach, self._count - 1)
+        for later in range(max(self._loaded, default=index) + 1, reached + 1):
+            hashes = self._loaded[later] = array("q")
+            for part in self._spill.load_values((_FINISHES, later)):
+                hashes.extend(part)
+            self._last.update(dict.fromkeys(hashes, later))  # in step order: the last step wins
+        if len(self._last) > 2 * sum(map(len, self._loaded.values())) + _SLACK:
+            self._last = {}
+            for later, hashes in self._loaded.items():
+                self._last.update(dict.fromkeys(hashes, later))
+        last = self._last.get  # a step at or before ``index``: a passed one, out of reach
+        return {key: step for key in keys if (step := last(hash(key), index)) > index}
+
+
+_SLACK = 4096  # hashes of passed steps kept before the dict is rebuilt, however small the steps
+
+
+def link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowEnd]]],
+                 finishes: SpilledFinishes, diag: Diagnostics, events: bool) -> Iterator[StepRecords]:
+    """The ``count`` steps ``load`` reads back, in order, their arrows bound (``flows.Linker``)."""
+    linker = Linker(events)
+    for index in range(count):
+        records, ends = load(index)
+        yield from linker.add(index, records, ends, lambda keys, i=index: finishes.lasts(i, keys))
+    yield from linker.finish(diag)

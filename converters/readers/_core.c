@@ -6,8 +6,9 @@
  * - times.us_to_ns: µs to ns (us_to_ns);
  * - flows.bind_ends: which slice and start each flow end binds to (enclosing, bind_ends);
  *   flows.Linker._arrow (arrow), flows.flow_id (flow_id);
- * - chrome_trace._file_by_step: records under their steps (by_step);
- * - spill.StepSpill: records to plain rows and back (rows, records).
+ * - spilled_flows.file_by_step: records under their steps (by_step), packed in the same pass
+ *   (pack_by_step: spill.StepSpill.add_by_step);
+ * - spill.StepSpill: records to plain rows and back (rows, records), packed and back (pack, unpack).
  *
  * A reader of a big file files every record it makes under its step on disk and reads it back
  * when the step is written: two conversions per record, about 2 us each in Python, a fifth of a
@@ -1547,7 +1548,7 @@ static PyObject *unpack(PyObject *module, PyObject *const *argv, Py_ssize_t argc
     return out;
 }
 
-/* -- chrome_trace._file_by_step: a batch's records filed under their steps --------------------- */
+/* -- spilled_flows.file_by_step: a batch's records filed under their steps ---------------------- */
 
 /* by_kind(records, Slice, Sample, FlowEnd) -> (slices, samples, flow ends), each in the order
  * given (chrome_trace.step_records): one pass, not a comprehension per kind */
@@ -1646,6 +1647,96 @@ static PyObject *by_step(PyObject *module, PyObject *const *argv, Py_ssize_t arg
 done:
     PyMem_Free(starts);
     Py_XDECREF(number); Py_XDECREF(buckets); Py_XDECREF(finishes);
+    return result;
+}
+
+/* pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> ({step: bytes}, {step: bytes}), or None:
+ * by_step's filing, each step's records packed as pack packs them (a packer a step, fresh each call)
+ * and the hashes of the keys of the arrows that end there as native 64-bit ints (an array("q")'s
+ * bytes): one pass, no list of a step's records, no int a hash. None where pack would give None
+ * for a record (then by_step and StepSpill.add file the batch). */
+typedef struct { Packer *packer; Buf hashes; } StepPack;
+
+static PyObject *step_bytes(const Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len); }
+
+static PyObject *pack_by_step(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1]) || !PyDict_Check(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "pack_by_step(records: list, starts: list, orders: dict, Slice, Sample, FlowEnd)");
+        return NULL;
+    }
+    PyObject *records = argv[0], *packed = PyDict_New(), *finishes = PyDict_New(), *result = NULL;
+    Py_ssize_t n_steps = PyList_GET_SIZE(argv[1]), index = -1, *order = NULL, n_order = 0;
+    long long *starts = PyMem_Calloc(n_steps + 1, sizeof(long long)), low = 0, high = 0;
+    StepPack *steps = PyMem_Calloc(n_steps + 1, sizeof(StepPack));
+    int rc = 0;
+    if (!packed || !finishes) goto done;
+    if (!starts || !steps || !(order = PyMem_Calloc(n_steps + 1, sizeof(Py_ssize_t)))) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n_steps; i++) {
+        starts[i] = PyLong_AsLongLong(PyList_GET_ITEM(argv[1], i));
+        if (starts[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(records); i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        PyTypeObject *type = Py_TYPE(r);
+        int flow_end = type == (PyTypeObject *)argv[5];
+        Py_ssize_t at = type == (PyTypeObject *)argv[3] ? SLICE_START_NS :
+                        type == (PyTypeObject *)argv[4] ? SAMPLE_START_NS : flow_end ? FLOW_END_START_NS : -1;
+        if (at < 0 || PyTuple_GET_SIZE(r) <= at || (flow_end && PyTuple_GET_SIZE(r) < FLOW_END_FIELDS)) {
+            PyErr_Format(PyExc_TypeError, "not a record: %R", r);
+            goto done;
+        }
+        int overflow = 0;
+        long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, at), &overflow);
+        if (overflow) PyErr_SetString(PyExc_OverflowError, "a record past 2**63 ns");
+        if (PyErr_Occurred()) goto done;
+        if (index < 0 || !(ts >= low && ts < high)) {  /* records come in runs of one step */
+            Py_ssize_t lo = 0, hi = n_steps;
+            while (lo < hi) {  /* bisect_right */
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (ts < starts[mid]) hi = mid; else lo = mid + 1;
+            }
+            index = lo > 0 ? lo - 1 : 0;
+            low = index ? starts[index] : LLONG_MIN;
+            high = index + 1 < n_steps ? starts[index + 1] : LLONG_MAX;
+            if (!steps[index].packer) {
+                if (!(steps[index].packer = PyMem_Calloc(1, sizeof(Packer)))) { PyErr_NoMemory(); goto done; }
+                order[n_order++] = index;  /* steps in the order first met, as by_step's dict */
+            }
+        }
+        rc = pk_record(steps[index].packer, r, argv + 1);  /* its argv[1..4]: orders, Slice, Sample, FlowEnd */
+        if (rc < 0 || !flow_end || rc) continue;
+        int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(r, FLOW_END_STARTS));
+        if (starts_here < 0) goto done;
+        if (starts_here) continue;  /* an arrow that ends here is looked for from earlier steps */
+        Py_hash_t h = PyObject_Hash(PyTuple_GET_ITEM(r, FLOW_END_KEY));
+        int64_t value = (int64_t)h;
+        if (h == -1 || buf_put(&steps[index].hashes, (const char *)&value, sizeof value) < 0) goto done;
+    }
+    if (rc < 0) goto done;
+    if (rc) { result = Py_NewRef(Py_None); goto done; }
+    for (Py_ssize_t k = 0; k < n_order; k++) {
+        StepPack *step = &steps[order[k]];
+        PyObject *number = PyLong_FromSsize_t(order[k]), *data = number ? step_bytes(&step->packer->out) : NULL;
+        int bad = !data || PyDict_SetItem(packed, number, data) < 0;
+        Py_XDECREF(data);
+        if (!bad && step->hashes.len) {
+            data = step_bytes(&step->hashes);
+            bad = !data || PyDict_SetItem(finishes, number, data) < 0;
+            Py_XDECREF(data);
+        }
+        Py_XDECREF(number);
+        if (bad) goto done;
+    }
+    result = PyTuple_Pack(2, packed, finishes);
+done:
+    for (Py_ssize_t k = 0; steps && k < n_steps; k++) {
+        if (steps[k].packer) PyMem_Free(steps[k].packer->out.data);
+        PyMem_Free(steps[k].packer);
+        PyMem_Free(steps[k].hashes.data);
+    }
+    PyMem_Free(starts); PyMem_Free(steps); PyMem_Free(order);
+    Py_XDECREF(packed); Py_XDECREF(finishes);
     return result;
 }
 
@@ -2205,6 +2296,8 @@ static PyMethodDef methods[] = {
      "us_to_ns(us, exact) -> int: µs (a number, or a string with at most 3 decimals) as ns"},
     {"by_kind", (PyCFunction)(void (*)(void))by_kind, METH_FASTCALL,
      "by_kind(records, Slice, Sample, FlowEnd) -> (slices, samples, flow ends)"},
+    {"pack_by_step", (PyCFunction)(void (*)(void))pack_by_step, METH_FASTCALL,
+     "pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> by_step's filing, packed; or None"},
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
      "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"bind_ends", (PyCFunction)(void (*)(void))bind_ends, METH_FASTCALL,

@@ -44,6 +44,19 @@ class StepSpill:
             data = _PICKLE + pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL)
         self._write(index, data)
 
+    def add_by_step(self, records: list[Slice | Sample | FlowEnd],
+                    starts: list[int]) -> dict[int, bytes] | None:
+        """File ``records`` under the steps they start in (the last of ``starts`` at or before each,
+        the first if none), packed in one pass (C: ``_core.pack_by_step``); returns for each step
+        the hashes of the keys of the arrows that end in it (an ``array("q")``'s bytes). None, and
+        nothing filed, if some record cannot be packed (``add`` files any)."""
+        filed = _core.pack_by_step(records, starts, _ORDER, Slice, Sample, FlowEnd)
+        if filed is None:
+            return None
+        for index, data in filed[0].items():
+            self._write(index, _PACKED + data)
+        return filed[1]
+
     def _write(self, index: Hashable, data: bytes) -> None:
         self._file.seek(self._end)
         self._file.write(data)

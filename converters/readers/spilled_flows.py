@@ -17,13 +17,17 @@ from .spill import StepSpill
 
 def file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spill: StepSpill) -> None:
     """File a batch of records under the steps they start in (the last step started at or before
-    each; C: ``_core.by_step``), and the keys of the arrows that end in each step (as hashes: 8
-    bytes each) apart, so a step can look ahead for arrows it starts."""
-    buckets, finishes = by_step(batch, starts, Slice, Sample, FlowEnd)
-    for index, bucket in buckets.items():
-        spill.add(index, bucket)
-    for index, hashes in finishes.items():
-        spill.add_values((_FINISHES, index), array("q", hashes))
+    each), and the keys of the arrows that end in each step (as hashes: 8 bytes each) apart, so a
+    step can look ahead for arrows it starts. Packed in one pass (``StepSpill.add_by_step``); a
+    batch it cannot pack is filed by ``_core.by_step`` and ``StepSpill.add``, a step at a time."""
+    finishes = spill.add_by_step(batch, starts)
+    if finishes is None:
+        buckets, hashes = by_step(batch, starts, Slice, Sample, FlowEnd)
+        for index, bucket in buckets.items():
+            spill.add(index, bucket)
+        finishes = {index: array("q", found).tobytes() for index, found in hashes.items()}
+    for index, found in finishes.items():
+        spill.add_values((_FINISHES, index), array("q", found))
 
 
 _FINISHES = "finishes"

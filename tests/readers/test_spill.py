@@ -3,6 +3,7 @@ the steps that end a key's arrows as filed beside them."""
 
 from __future__ import annotations
 
+from array import array
 from decimal import Decimal
 
 import msgspec
@@ -138,3 +139,19 @@ def test_the_spilled_finishes_forget_the_steps_passed():
         for index in range(count):
             finishes.lasts(index, [f"{index + 1}-0"])
             assert len(finishes._last) <= 2 * 4 * per + 4096
+
+
+@settings(max_examples=300, deadline=None)
+@given(records, st.lists(times, max_size=5).map(sorted))
+def test_packing_by_step_in_one_pass_files_as_by_step_and_pack_do(batch, starts):
+    """``_core.pack_by_step`` against the rule it fuses: ``by_step``'s steps, each packed by
+    ``pack``, with the hashes of the keys of the arrows ending there; None if any step's records
+    cannot be packed."""
+    buckets, hashes = _core.by_step(batch, starts, Slice, Sample, FlowEnd)
+    packed = {index: _core.pack(bucket, _ORDER, Slice, Sample, FlowEnd) for index, bucket in buckets.items()}
+    got = _core.pack_by_step(batch, starts, _ORDER, Slice, Sample, FlowEnd)
+    if None in packed.values():
+        assert got is None
+    else:
+        assert got == (packed, {index: array("q", found).tobytes() for index, found in hashes.items()})
+        assert list(got[0]) == list(packed)  # the steps in the order first met

@@ -1740,6 +1740,35 @@ done:
     return result;
 }
 
+/* later_steps(keys, last, index) -> {key: step}: for each key whose hash ``last`` maps to a step after
+ * ``index``, that step (spilled_flows.SpilledFinishes.lasts: {key: step for key in keys if
+ * (step := last.get(hash(key), index)) > index}, a lookup a key with no frame a key) */
+static PyObject *later_steps(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 3 || !PyDict_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "later_steps(keys, last: dict, index)");
+        return NULL;
+    }
+    long long index = PyLong_AsLongLong(argv[2]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    PyObject *found = PyDict_New(), *keys = found ? PyObject_GetIter(argv[0]) : NULL, *key;
+    if (!keys) { Py_XDECREF(found); return NULL; }
+    while (found && (key = PyIter_Next(keys))) {
+        Py_hash_t h = PyObject_Hash(key);
+        PyObject *number = h == -1 ? NULL : PyLong_FromSsize_t(h);
+        PyObject *step = number ? PyDict_GetItemWithError(argv[1], number) : NULL;  /* borrowed */
+        Py_XDECREF(number);
+        int overflow = 0;
+        long long at = step ? PyLong_AsLongLongAndOverflow(step, &overflow) : 0;
+        if (PyErr_Occurred() || (step && (overflow > 0 || at > index) && PyDict_SetItem(found, key, step) < 0))
+            Py_CLEAR(found);
+        Py_DECREF(key);
+    }
+    Py_DECREF(keys);
+    if (found && PyErr_Occurred()) Py_CLEAR(found);
+    return found;
+}
+
 /* -- flows.bind_ends: the slice each flow end binds to ------------------------------------------- */
 
 typedef struct {
@@ -2298,6 +2327,8 @@ static PyMethodDef methods[] = {
      "by_kind(records, Slice, Sample, FlowEnd) -> (slices, samples, flow ends)"},
     {"pack_by_step", (PyCFunction)(void (*)(void))pack_by_step, METH_FASTCALL,
      "pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> by_step's filing, packed; or None"},
+    {"later_steps", (PyCFunction)(void (*)(void))later_steps, METH_FASTCALL,
+     "later_steps(keys, last, index) -> {key: last[hash(key)]} for the keys it maps past index"},
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
      "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"bind_ends", (PyCFunction)(void (*)(void))bind_ends, METH_FASTCALL,

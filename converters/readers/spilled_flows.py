@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import Diagnostics
 from ..model import FlowEnd, Sample, Slice, StepRecords
-from ._core import by_step
+from ._core import by_step, later_steps
 from .flows import Linker
 from .spill import StepSpill
 
@@ -59,8 +59,9 @@ class SpilledFinishes:
             self._last = {}
             for later, hashes in self._loaded.items():
                 self._last.update(dict.fromkeys(hashes, later))
-        last = self._last.get  # a step at or before ``index``: a passed one, out of reach
-        return {key: step for key in keys if (step := last(hash(key), index)) > index}
+        # C: {key: step for key in keys if (step := self._last.get(hash(key), index)) > index}, as a
+        # step at or before ``index`` is a passed one, out of reach
+        return later_steps(keys, self._last, index)
 
 
 _SLACK = 4096  # hashes of passed steps kept before the dict is rebuilt, however small the steps

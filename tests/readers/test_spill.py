@@ -155,3 +155,13 @@ def test_packing_by_step_in_one_pass_files_as_by_step_and_pack_do(batch, starts)
     else:
         assert got == (packed, {index: array("q", found).tobytes() for index, found in hashes.items()})
         assert list(got[0]) == list(packed)  # the steps in the order first met
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(texts, max_size=20), st.dictionaries(texts, st.integers(-3, 8), max_size=20),
+       st.integers(-2, 6))
+def test_the_later_steps_of_keys_are_found_in_c_as_by_the_rule(keys, steps, index):
+    last = {hash(key): step for key, step in steps.items()}
+    want = {key: step for key in keys if (step := last.get(hash(key), index)) > index}
+    assert _core.later_steps(keys, last, index) == want
+    assert _core.later_steps(dict.fromkeys(keys), last, index) == want

@@ -1718,6 +1718,8 @@ static PyObject *pack_by_step(PyObject *module, PyObject *const *argv, Py_ssize_
     for (Py_ssize_t k = 0; k < n_order; k++) {
         StepPack *step = &steps[order[k]];
         PyObject *number = PyLong_FromSsize_t(order[k]), *data = number ? step_bytes(&step->packer->out) : NULL;
+        PyMem_Free(step->packer->out.data);  /* now: memory holds one step's packing twice at most */
+        step->packer->out = (Buf){0};
         int bad = !data || PyDict_SetItem(packed, number, data) < 0;
         Py_XDECREF(data);
         if (!bad && step->hashes.len) {
@@ -1740,32 +1742,61 @@ done:
     return result;
 }
 
-/* later_steps(keys, last, index) -> {key: step}: for each key whose hash ``last`` maps to a step after
- * ``index``, that step (spilled_flows.SpilledFinishes.lasts: {key: step for key in keys if
- * (step := last.get(hash(key), index)) > index}, a lookup a key with no frame a key) */
+/* later_steps(keys, loaded, index) -> {key: step}: for each key whose hash one of the steps after
+ * ``index`` in ``loaded`` ({step: array("q") of the hashes of the keys of the arrows ending there})
+ * holds, the last such step (spilled_flows.SpilledFinishes.lasts). The hashes go into a table
+ * made for the call: memory keeps only the arrays, 8 bytes a hash, and no int is made a hash. */
+typedef struct { long long hash, step; int used; } LaterSlot;
+
+static LaterSlot *later_slot(LaterSlot *table, size_t mask, long long hash) {
+    size_t at = (size_t)((unsigned long long)hash * 0x9E3779B97F4A7C15ULL >> 20) & mask;
+    while (table[at].used && table[at].hash != hash) at = (at + 1) & mask;
+    return &table[at];
+}
+
 static PyObject *later_steps(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 3 || !PyDict_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "later_steps(keys, last: dict, index)");
+        PyErr_SetString(PyExc_TypeError, "later_steps(keys, loaded: dict, index)");
         return NULL;
     }
     long long index = PyLong_AsLongLong(argv[2]);
     if (index == -1 && PyErr_Occurred()) return NULL;
-    PyObject *found = PyDict_New(), *keys = found ? PyObject_GetIter(argv[0]) : NULL, *key;
-    if (!keys) { Py_XDECREF(found); return NULL; }
-    while (found && (key = PyIter_Next(keys))) {
-        Py_hash_t h = PyObject_Hash(key);
-        PyObject *number = h == -1 ? NULL : PyLong_FromSsize_t(h);
-        PyObject *step = number ? PyDict_GetItemWithError(argv[1], number) : NULL;  /* borrowed */
-        Py_XDECREF(number);
-        int overflow = 0;
-        long long at = step ? PyLong_AsLongLongAndOverflow(step, &overflow) : 0;
-        if (PyErr_Occurred() || (step && (overflow > 0 || at > index) && PyDict_SetItem(found, key, step) < 0))
-            Py_CLEAR(found);
-        Py_DECREF(key);
+    Py_ssize_t total = 0, pos = 0;
+    PyObject *step, *hashes, *found = NULL, *keys = NULL, *key;
+    while (PyDict_Next(argv[1], &pos, &step, &hashes)) total += PyObject_Length(hashes);
+    if (PyErr_Occurred()) return NULL;
+    size_t size = 16;
+    while (size < 2 * (size_t)total) size *= 2;
+    LaterSlot *table = PyMem_Calloc(size, sizeof(LaterSlot));
+    if (!table) return PyErr_NoMemory();
+    for (pos = 0; PyDict_Next(argv[1], &pos, &step, &hashes);) {
+        long long number = PyLong_AsLongLong(step);
+        Py_buffer view;
+        if ((number == -1 && PyErr_Occurred()) || PyObject_GetBuffer(hashes, &view, PyBUF_SIMPLE) < 0) goto done;
+        const char *at = view.buf;
+        for (Py_ssize_t i = 0; number > index && i + 8 <= view.len; i += 8) {
+            long long hash;
+            memcpy(&hash, at + i, 8);
+            LaterSlot *slot = later_slot(table, size - 1, hash);
+            if (!slot->used || slot->step < number) *slot = (LaterSlot){hash, number, 1};
+        }
+        PyBuffer_Release(&view);
     }
-    Py_DECREF(keys);
-    if (found && PyErr_Occurred()) Py_CLEAR(found);
+    if (!(found = PyDict_New()) || !(keys = PyObject_GetIter(argv[0]))) goto done;
+    while ((key = PyIter_Next(keys))) {
+        Py_hash_t h = PyObject_Hash(key);
+        LaterSlot *slot = h == -1 ? NULL : later_slot(table, size - 1, (long long)h);
+        PyObject *number = slot && slot->used ? PyLong_FromLongLong(slot->step) : NULL;
+        int bad = h == -1 || (slot->used && (!number || PyDict_SetItem(found, key, number) < 0));
+        Py_XDECREF(number);
+        Py_DECREF(key);
+        if (bad) break;
+    }
+done:
+    PyMem_Free(table);
+    Py_XDECREF(keys);
+    if (PyErr_Occurred()) Py_CLEAR(found);
     return found;
 }
 
@@ -2328,7 +2359,7 @@ static PyMethodDef methods[] = {
     {"pack_by_step", (PyCFunction)(void (*)(void))pack_by_step, METH_FASTCALL,
      "pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> by_step's filing, packed; or None"},
     {"later_steps", (PyCFunction)(void (*)(void))later_steps, METH_FASTCALL,
-     "later_steps(keys, last, index) -> {key: last[hash(key)]} for the keys it maps past index"},
+     "later_steps(keys, loaded, index) -> {key: the last step after index whose hashes hold hash(key)}"},
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
      "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"bind_ends", (PyCFunction)(void (*)(void))bind_ends, METH_FASTCALL,

@@ -33,7 +33,7 @@ class StepSpill:
     def add(self, index: Hashable, records: list[Slice | Sample | FlowEnd]) -> None:
         packed = _core.pack(records, _ORDER, Slice, Sample, FlowEnd)
         if packed is not None:
-            self._write(index, _PACKED + packed)
+            self._write(index, packed, _PACKED)
             return
         found = _core.rows(records, _ORDER, Slice, Sample, FlowEnd)  # args as dicts, huge ints
         try:
@@ -54,14 +54,16 @@ class StepSpill:
         if filed is None:
             return None
         for index, data in filed[0].items():
-            self._write(index, _PACKED + data)
+            self._write(index, data, _PACKED)
         return filed[1]
 
-    def _write(self, index: Hashable, data: bytes) -> None:
+    def _write(self, index: Hashable, data: bytes, tag: bytes = b"") -> None:
+        """``data`` filed under ``index``, after ``tag`` (written apart: no copy of the data)."""
         self._file.seek(self._end)
+        self._file.write(tag)
         self._file.write(data)
-        self._segments[index].append((self._end, len(data)))
-        self._end += len(data)
+        self._segments[index].append((self._end, len(tag) + len(data)))
+        self._end += len(tag) + len(data)
 
     def add_values(self, index: Hashable, value: object) -> None:
         """File any picklable value (e.g. an array of hashes) under ``index``, beside the records."""

@@ -35,14 +35,12 @@ _FINISHES = "finishes"
 
 class SpilledFinishes:
     """For a key, the last of the next ``reach`` steps that holds an arrow end of it: the spilled
-    hashes of the steps, loaded as each comes within reach into one dict, hash -> the last step
-    loaded with it (a collision only holds a step back needlessly). The dict is rebuilt from the
-    steps within reach when it holds twice their hashes: memory holds theirs, not the file's."""
+    hashes of those steps, each loaded as it comes within reach (a collision only holds a step
+    back needlessly)."""
 
     def __init__(self, spill: StepSpill, count: int, reach: int) -> None:
         self._spill, self._count, self._reach = spill, count, reach
-        self._loaded: dict[int, array] = {}  # the hashes of each step within reach, in step order
-        self._last: dict[int, int] = {}
+        self._loaded: dict[int, array] = {}  # the hashes of each step within reach, 8 bytes each
 
     def lasts(self, index: int, keys: Iterable[str]) -> dict[str, int]:
         """For the ``keys`` that end in a step after ``index`` (at most ``reach`` after it), the
@@ -54,17 +52,7 @@ class SpilledFinishes:
             hashes = self._loaded[later] = array("q")
             for part in self._spill.load_values((_FINISHES, later)):
                 hashes.extend(part)
-            self._last.update(dict.fromkeys(hashes, later))  # in step order: the last step wins
-        if len(self._last) > 2 * sum(map(len, self._loaded.values())) + _SLACK:
-            self._last = {}
-            for later, hashes in self._loaded.items():
-                self._last.update(dict.fromkeys(hashes, later))
-        # C: {key: step for key in keys if (step := self._last.get(hash(key), index)) > index}, as a
-        # step at or before ``index`` is a passed one, out of reach
-        return later_steps(keys, self._last, index)
-
-
-_SLACK = 4096  # hashes of passed steps kept before the dict is rebuilt, however small the steps
+        return later_steps(keys, self._loaded, index)  # C: a table of the hashes for the call
 
 
 def link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowEnd]]],

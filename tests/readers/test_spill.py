@@ -115,7 +115,7 @@ def test_what_cannot_be_packed_is_said_not_lost():
        st.lists(st.sets(st.sampled_from("abcdefgh")), min_size=12, max_size=12), st.integers(1, 5))
 def test_the_spilled_finishes_say_the_last_step_in_reach_that_ends_a_key(finishing, asked, reach):
     """``SpilledFinishes.lasts`` against the rule: for each key asked at a step, the last of the
-    next ``reach`` steps whose arrow ends have that key (its dict of hashes is rebuilt as steps pass)."""
+    next ``reach`` steps whose arrow ends have that key."""
     count = len(finishing)
     with StepSpill() as spill:
         for index, keys in enumerate(finishing):
@@ -126,19 +126,6 @@ def test_the_spilled_finishes_say_the_last_step_in_reach_that_ends_a_key(finishi
             want = {key: later for later in range(index + 1, min(index + reach, count - 1) + 1)
                     for key in asked[index] if key in finishing[later]}
             assert finishes.lasts(index, asked[index]) == want
-
-
-def test_the_spilled_finishes_forget_the_steps_passed():
-    """Memory holds the hashes of the steps within reach, not of every step passed."""
-    count, per = 40, 2000
-    with StepSpill() as spill:
-        for index in range(count):
-            ends = [FlowEnd(3, Layer.HOST, "CANN 1", index, f"{index}-{i}", False) for i in range(per)]
-            file_by_step(ends, list(range(count)), spill)
-        finishes = SpilledFinishes(spill, count, 4)
-        for index in range(count):
-            finishes.lasts(index, [f"{index + 1}-0"])
-            assert len(finishes._last) <= 2 * 4 * per + 4096
 
 
 @settings(max_examples=300, deadline=None)
@@ -158,10 +145,12 @@ def test_packing_by_step_in_one_pass_files_as_by_step_and_pack_do(batch, starts)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(texts, max_size=20), st.dictionaries(texts, st.integers(-3, 8), max_size=20),
-       st.integers(-2, 6))
-def test_the_later_steps_of_keys_are_found_in_c_as_by_the_rule(keys, steps, index):
-    last = {hash(key): step for key, step in steps.items()}
-    want = {key: step for key in keys if (step := last.get(hash(key), index)) > index}
-    assert _core.later_steps(keys, last, index) == want
-    assert _core.later_steps(dict.fromkeys(keys), last, index) == want
+@given(st.lists(texts, max_size=20),
+       st.dictionaries(st.integers(-3, 8), st.lists(texts, max_size=8), max_size=6), st.integers(-2, 6))
+def test_the_later_steps_of_keys_are_found_in_c_as_by_the_rule(keys, ending, index):
+    loaded = {step: array("q", map(hash, ending[step])) for step in sorted(ending)}
+    want = {}
+    for step, hashes in loaded.items():
+        want.update({key: step for key in keys if step > index and hash(key) in hashes})
+    assert _core.later_steps(keys, loaded, index) == want
+    assert _core.later_steps(dict.fromkeys(keys), loaded, index) == want

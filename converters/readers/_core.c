@@ -1289,7 +1289,7 @@ enum { P_SLICE = 1, P_SAMPLE = 2, P_FLOW_END = 3 };
 
 #define PACK_SLOTS 4096  /* a table of the remembered str objects, by address: at most a quarter full */
 typedef struct { PyObject *text; int number; } PackRef;
-typedef struct { Buf out; PackRef slots[PACK_SLOTS]; int n_refs; } Packer;
+typedef struct { Buf out; PackRef slots[PACK_SLOTS]; int n_refs, used[PACK_REFS]; } Packer;  /* used: slots taken */
 
 static PackRef *pk_slot(Packer *p, PyObject *text) {  /* its slot, or the empty one it would take */
     size_t at = ((uintptr_t)text >> 4) % PACK_SLOTS;
@@ -1312,7 +1312,10 @@ static int pk_str(Packer *p, PyObject *text) {
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
     if (!utf8) { PyErr_Clear(); return 1; }
     int remember = Py_REFCNT(text) > 1 && p->n_refs < PACK_REFS;  /* shared: it may recur */
-    if (remember) *slot = (PackRef){text, p->n_refs++};
+    if (remember) {
+        p->used[p->n_refs] = (int)(slot - p->slots);
+        *slot = (PackRef){text, p->n_refs++};
+    }
     if (pk_u64(p, (unsigned long long)n << 2 | (unsigned long long)remember << 1) < 0 || buf_reserve(&p->out, n) < 0) return -1;
     memcpy(p->out.data + p->out.len, utf8, n);
     p->out.len += n;
@@ -1650,14 +1653,29 @@ done:
     return result;
 }
 
-/* pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> ({step: bytes}, {step: bytes}), or None:
- * by_step's filing, each step's records packed as pack packs them (a packer a step, fresh each call)
- * and the hashes of the keys of the arrows that end there as native 64-bit ints (an array("q")'s
- * bytes): one pass, no list of a step's records, no int a hash. None where pack would give None
- * for a record (then by_step and StepSpill.add file the batch). */
-typedef struct { Packer *packer; Buf hashes; } StepPack;
+/* pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> [(step, bytes, bytes)], or None:
+ * by_step's filing in one pass, a run of records of one step at a time: each run packed as pack
+ * packs it, with the hashes of the keys of the arrows that end in it as native 64-bit ints (an
+ * array("q")'s bytes). A step's runs in order hold its records in order; no list of a step's
+ * records is made, no int a hash, and memory holds one packer whatever the steps. None where
+ * pack would give None for a record (then by_step and StepSpill.add file the batch). */
+static void pk_reset(Packer *p) {
+    for (int i = 0; i < p->n_refs; i++) p->slots[p->used[i]].text = NULL;
+    p->n_refs = 0;
+    p->out.len = 0;
+}
 
-static PyObject *step_bytes(const Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len); }
+/* The run packed so far, as (step, packed, hashes), onto ``runs``; the packer and hashes emptied */
+static int end_run(PyObject *runs, Py_ssize_t step, Packer *p, Buf *hashes) {
+    if (!p->out.len) return 0;
+    PyObject *run = Py_BuildValue("(ny#y#)", step, p->out.data, p->out.len, hashes->data ? hashes->data : "",
+                                  hashes->len);
+    int rc = run ? PyList_Append(runs, run) : -1;
+    Py_XDECREF(run);
+    pk_reset(p);
+    hashes->len = 0;
+    return rc;
+}
 
 static PyObject *pack_by_step(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
@@ -1665,13 +1683,14 @@ static PyObject *pack_by_step(PyObject *module, PyObject *const *argv, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "pack_by_step(records: list, starts: list, orders: dict, Slice, Sample, FlowEnd)");
         return NULL;
     }
-    PyObject *records = argv[0], *packed = PyDict_New(), *finishes = PyDict_New(), *result = NULL;
-    Py_ssize_t n_steps = PyList_GET_SIZE(argv[1]), index = -1, *order = NULL, n_order = 0;
+    PyObject *records = argv[0], *runs = PyList_New(0), *result = NULL;
+    Py_ssize_t n_steps = PyList_GET_SIZE(argv[1]), index = -1;
     long long *starts = PyMem_Calloc(n_steps + 1, sizeof(long long)), low = 0, high = 0;
-    StepPack *steps = PyMem_Calloc(n_steps + 1, sizeof(StepPack));
+    Packer *p = PyMem_Calloc(1, sizeof(Packer));
+    Buf hashes = {0};
     int rc = 0;
-    if (!packed || !finishes) goto done;
-    if (!starts || !steps || !(order = PyMem_Calloc(n_steps + 1, sizeof(Py_ssize_t)))) { PyErr_NoMemory(); goto done; }
+    if (!runs) goto done;
+    if (!starts || !p) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < n_steps; i++) {
         starts[i] = PyLong_AsLongLong(PyList_GET_ITEM(argv[1], i));
         if (starts[i] == -1 && PyErr_Occurred()) goto done;
@@ -1696,49 +1715,27 @@ static PyObject *pack_by_step(PyObject *module, PyObject *const *argv, Py_ssize_
                 Py_ssize_t mid = (lo + hi) / 2;
                 if (ts < starts[mid]) hi = mid; else lo = mid + 1;
             }
-            index = lo > 0 ? lo - 1 : 0;
+            Py_ssize_t step = lo > 0 ? lo - 1 : 0;
+            if (step != index && end_run(runs, index, p, &hashes) < 0) goto done;
+            index = step;
             low = index ? starts[index] : LLONG_MIN;
             high = index + 1 < n_steps ? starts[index + 1] : LLONG_MAX;
-            if (!steps[index].packer) {
-                if (!(steps[index].packer = PyMem_Calloc(1, sizeof(Packer)))) { PyErr_NoMemory(); goto done; }
-                order[n_order++] = index;  /* steps in the order first met, as by_step's dict */
-            }
         }
-        rc = pk_record(steps[index].packer, r, argv + 1);  /* its argv[1..4]: orders, Slice, Sample, FlowEnd */
-        if (rc < 0 || !flow_end || rc) continue;
+        rc = pk_record(p, r, argv + 1);  /* its argv[1..4]: orders, Slice, Sample, FlowEnd */
+        if (rc || !flow_end) continue;
         int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(r, FLOW_END_STARTS));
         if (starts_here < 0) goto done;
         if (starts_here) continue;  /* an arrow that ends here is looked for from earlier steps */
         Py_hash_t h = PyObject_Hash(PyTuple_GET_ITEM(r, FLOW_END_KEY));
         int64_t value = (int64_t)h;
-        if (h == -1 || buf_put(&steps[index].hashes, (const char *)&value, sizeof value) < 0) goto done;
+        if (h == -1 || buf_put(&hashes, (const char *)&value, sizeof value) < 0) goto done;
     }
-    if (rc < 0) goto done;
-    if (rc) { result = Py_NewRef(Py_None); goto done; }
-    for (Py_ssize_t k = 0; k < n_order; k++) {
-        StepPack *step = &steps[order[k]];
-        PyObject *number = PyLong_FromSsize_t(order[k]), *data = number ? step_bytes(&step->packer->out) : NULL;
-        PyMem_Free(step->packer->out.data);  /* now: memory holds one step's packing twice at most */
-        step->packer->out = (Buf){0};
-        int bad = !data || PyDict_SetItem(packed, number, data) < 0;
-        Py_XDECREF(data);
-        if (!bad && step->hashes.len) {
-            data = step_bytes(&step->hashes);
-            bad = !data || PyDict_SetItem(finishes, number, data) < 0;
-            Py_XDECREF(data);
-        }
-        Py_XDECREF(number);
-        if (bad) goto done;
-    }
-    result = PyTuple_Pack(2, packed, finishes);
+    if (rc < 0 || (!rc && end_run(runs, index, p, &hashes) < 0)) goto done;
+    result = rc ? Py_NewRef(Py_None) : Py_NewRef(runs);
 done:
-    for (Py_ssize_t k = 0; steps && k < n_steps; k++) {
-        if (steps[k].packer) PyMem_Free(steps[k].packer->out.data);
-        PyMem_Free(steps[k].packer);
-        PyMem_Free(steps[k].hashes.data);
-    }
-    PyMem_Free(starts); PyMem_Free(steps); PyMem_Free(order);
-    Py_XDECREF(packed); Py_XDECREF(finishes);
+    if (p) PyMem_Free(p->out.data);
+    PyMem_Free(p); PyMem_Free(starts); PyMem_Free(hashes.data);
+    Py_XDECREF(runs);
     return result;
 }
 
@@ -2357,7 +2354,7 @@ static PyMethodDef methods[] = {
     {"by_kind", (PyCFunction)(void (*)(void))by_kind, METH_FASTCALL,
      "by_kind(records, Slice, Sample, FlowEnd) -> (slices, samples, flow ends)"},
     {"pack_by_step", (PyCFunction)(void (*)(void))pack_by_step, METH_FASTCALL,
-     "pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> by_step's filing, packed; or None"},
+     "pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> [(step, packed, hashes)] runs, or None"},
     {"later_steps", (PyCFunction)(void (*)(void))later_steps, METH_FASTCALL,
      "later_steps(keys, loaded, index) -> {key: the last step after index whose hashes hold hash(key)}"},
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,

@@ -45,17 +45,17 @@ class StepSpill:
         self._write(index, data)
 
     def add_by_step(self, records: list[Slice | Sample | FlowEnd],
-                    starts: list[int]) -> dict[int, bytes] | None:
+                    starts: list[int]) -> list[tuple[int, bytes]] | None:
         """File ``records`` under the steps they start in (the last of ``starts`` at or before each,
-        the first if none), packed in one pass (C: ``_core.pack_by_step``); returns for each step
-        the hashes of the keys of the arrows that end in it (an ``array("q")``'s bytes). None, and
-        nothing filed, if some record cannot be packed (``add`` files any)."""
-        filed = _core.pack_by_step(records, starts, _ORDER, Slice, Sample, FlowEnd)
-        if filed is None:
+        the first if none), packed in one pass (C: ``_core.pack_by_step``); returns the hashes of
+        the keys of the arrows that end in each step, as (step, an ``array("q")``'s bytes), a
+        step's in order. None, and nothing filed, if some record cannot be packed (``add`` files any)."""
+        runs = _core.pack_by_step(records, starts, _ORDER, Slice, Sample, FlowEnd)
+        if runs is None:
             return None
-        for index, data in filed[0].items():
+        for index, data, _ in runs:
             self._write(index, data, _PACKED)
-        return filed[1]
+        return [(index, hashes) for index, _, hashes in runs if hashes]
 
     def _write(self, index: Hashable, data: bytes, tag: bytes = b"") -> None:
         """``data`` filed under ``index``, after ``tag`` (written apart: no copy of the data)."""

@@ -4,6 +4,7 @@ the steps that end a key's arrows as filed beside them."""
 from __future__ import annotations
 
 from array import array
+from collections import defaultdict
 from decimal import Decimal
 
 import msgspec
@@ -131,17 +132,24 @@ def test_the_spilled_finishes_say_the_last_step_in_reach_that_ends_a_key(finishi
 @settings(max_examples=300, deadline=None)
 @given(records, st.lists(times, max_size=5).map(sorted))
 def test_packing_by_step_in_one_pass_files_as_by_step_and_pack_do(batch, starts):
-    """``_core.pack_by_step`` against the rule it fuses: ``by_step``'s steps, each packed by
-    ``pack``, with the hashes of the keys of the arrows ending there; None if any step's records
-    cannot be packed."""
+    """``_core.pack_by_step`` against the rules it fuses: each step's runs hold ``by_step``'s
+    records of the step, as ``pack`` packs them, and the hashes of the keys of the arrows ending
+    there; None if any step's records cannot be packed."""
     buckets, hashes = _core.by_step(batch, starts, Slice, Sample, FlowEnd)
     packed = {index: _core.pack(bucket, _ORDER, Slice, Sample, FlowEnd) for index, bucket in buckets.items()}
-    got = _core.pack_by_step(batch, starts, _ORDER, Slice, Sample, FlowEnd)
+    runs = _core.pack_by_step(batch, starts, _ORDER, Slice, Sample, FlowEnd)
     if None in packed.values():
-        assert got is None
-    else:
-        assert got == (packed, {index: array("q", found).tobytes() for index, found in hashes.items()})
-        assert list(got[0]) == list(packed)  # the steps in the order first met
+        assert runs is None
+        return
+    filed, finishes = defaultdict(list), defaultdict(bytes)
+    for index, data, found in runs:
+        filed[index] += _core.unpack(data, 3, _LAYERS, Slice, Sample, FlowEnd)
+        finishes[index] += found
+    assert filed == {index: _core.unpack(data, 3, _LAYERS, Slice, Sample, FlowEnd)
+                     for index, data in packed.items()}
+    assert {index: found for index, found in finishes.items() if found} == {
+        index: array("q", found).tobytes() for index, found in hashes.items()}
+    assert all(runs[i][0] != runs[i + 1][0] for i in range(len(runs) - 1))  # a run ends where its step does
 
 
 @settings(max_examples=300, deadline=None)

@@ -5,10 +5,14 @@
  * may nest into them any more). A slice goes on the first sub-lane of its lane where it starts
  * no earlier than the last slice there and, inside the innermost slice still open at its start,
  * ends within it; else on a new sub-lane made by Python (``new_sublane(slice, index)``). Ends of
- * slices that closed before it are emitted first (``End(track, ts)``), then ``Begin(track, s)``.
+ * slices that closed before it are placed first, then its begin; at the close, every slice still
+ * open ends. The events come out compact (``Codes``), not as a Python object each: the encoders
+ * read them as they are (layout.Placement).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <limits.h>
 
 #include "records.h"
 
@@ -24,24 +28,51 @@ static int as_ll(PyObject *value, long long *out) {
     return (overflow || (*out == -1 && PyErr_Occurred())) ? -1 : 0;
 }
 
-/* type(track, b) for Begin(track, slice) or End(track, ts_ns), without its Python __new__ */
-static PyObject *on_track(PyObject *type, PyObject *track, PyObject *b) {
-    PyObject *made = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, BEGIN_FIELDS);
-    if (!made) return NULL;
-    Py_INCREF(track); PyTuple_SET_ITEM(made, BEGIN_TRACK, track);
-    Py_INCREF(b); PyTuple_SET_ITEM(made, BEGIN_SLICE, b);
-    return made;
+/* The events placed, compact: per event two int64, (track position * 2 + 1 for an end, the end's
+ * time) or (track position * 2, the slice's index); a track's position is where it first began in
+ * this call's list of tracks. No Python object per event. */
+typedef struct { long long *data; Py_ssize_t len, cap; } Codes;
+
+static int code(Codes *c, long long kind, long long what) {
+    if (c->len + 2 > c->cap) {
+        Py_ssize_t cap = c->cap ? 2 * c->cap : 4096;
+        long long *grown = PyMem_Realloc(c->data, cap * sizeof *grown);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        c->data = grown, c->cap = cap;
+    }
+    c->data[c->len++] = kind;
+    c->data[c->len++] = what;
+    return 0;
 }
 
-_Static_assert(END_TRACK == BEGIN_TRACK && END_TS_NS == BEGIN_SLICE && END_FIELDS == BEGIN_FIELDS,
-               "on_track makes a Begin and an End alike");
+/* Each sub-lane's position in the call's tracks, by the sub-lane's address (open addressing) */
+typedef struct { PyObject *sub; Py_ssize_t position; } Seen;
+typedef struct { Seen *slots; size_t cap, used; PyObject *tracks; } Positions;
 
-static int emit(PyObject *out, PyObject *type, PyObject *a, PyObject *b) {
-    PyObject *event = on_track(type, a, b);
-    if (!event) return -1;
-    int rc = PyList_Append(out, event);
-    Py_DECREF(event);
-    return rc;
+static Seen *seen_slot(Seen *slots, size_t cap, PyObject *sub) {
+    size_t at = ((size_t)sub >> 4) * 0x9E3779B97F4A7C15ULL & (cap - 1);
+    while (slots[at].sub && slots[at].sub != sub) at = (at + 1) & (cap - 1);
+    return &slots[at];
+}
+
+/* The position of ``sub``'s track, added to the tracks on its first use: -1 on error */
+static Py_ssize_t position_of(Positions *p, PyObject *sub) {
+    if (2 * (p->used + 1) > p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        Seen *grown = PyMem_Calloc(cap, sizeof *grown);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        for (size_t i = 0; i < p->cap; i++)
+            if (p->slots[i].sub) *seen_slot(grown, cap, p->slots[i].sub) = p->slots[i];
+        PyMem_Free(p->slots);
+        p->slots = grown, p->cap = cap;
+    }
+    Seen *slot = seen_slot(p->slots, p->cap, sub);
+    if (!slot->sub) {
+        if (PyList_Append(p->tracks, PyList_GET_ITEM(sub, TRACK)) < 0) return -1;
+        *slot = (Seen){sub, PyList_GET_SIZE(p->tracks) - 1};
+        p->used++;
+    }
+    return slot->position;
 }
 
 static int is_sublane(PyObject *sub) {
@@ -66,29 +97,59 @@ static int fits(PyObject *sub, long long start, long long end) {
     return 1;
 }
 
-/* Put ``s`` on ``sub``: end what closed before it, then begin it. Its start is the slice's own
- * int, and its end that int too where it lasts no time: no int made for them. */
-static int push(PyObject *out, PyObject *sub, PyObject *s, long long start, long long end,
-                PyObject *begin_type, PyObject *end_type) {
-    PyObject *track = PyList_GET_ITEM(sub, TRACK), *ends = PyList_GET_ITEM(sub, ENDS);
+/* End the open slices of ``sub`` that close at or before ``until``, innermost first */
+static int end_until(Codes *out, PyObject *sub, Py_ssize_t position, long long until) {
+    PyObject *ends = PyList_GET_ITEM(sub, ENDS);
     long long open_end;
     for (Py_ssize_t n = PyList_GET_SIZE(ends); n > 0; n--) {
         PyObject *last = PyList_GET_ITEM(ends, n - 1);
         if (as_ll(last, &open_end) < 0) return -1;
-        if (open_end > start) break;
-        if (emit(out, end_type, track, last) < 0) return -1;
+        if (open_end > until) break;
+        if (code(out, 2 * position + 1, open_end) < 0) return -1;
         Py_SET_SIZE(ends, n - 1);  /* ends.pop(): the list's own reference goes with it */
         Py_DECREF(last);
     }
+    return 0;
+}
+
+/* Put slice ``i`` on ``sub``: end what closed before it, then begin it. Its start is the slice's
+ * own int, and its end that int too where it lasts no time: no int made for them. */
+static int push(Codes *out, Positions *p, PyObject *sub, PyObject *s, Py_ssize_t i, long long start,
+                long long end) {
+    Py_ssize_t position = position_of(p, sub);
+    if (position < 0 || end_until(out, sub, position, start) < 0) return -1;
     PyObject *start_obj = PyTuple_GET_ITEM(s, SLICE_START_NS);
     PyObject *end_obj = end == start ? Py_NewRef(start_obj) : PyLong_FromLongLong(end);
-    int rc = (!end_obj || PyList_Append(ends, end_obj) < 0) ? -1 : 0;
+    int rc = (!end_obj || PyList_Append(PyList_GET_ITEM(sub, ENDS), end_obj) < 0) ? -1 : 0;
     Py_XDECREF(end_obj);
     if (rc == 0) {
         PyList_SetItem(sub, LAST_START, Py_NewRef(start_obj));  /* steals the new reference */
-        rc = emit(out, begin_type, track, s);
+        rc = code(out, 2 * position, i);
     }
     return rc;
+}
+
+/* A chunk's close: every slice still open ends, and its sub-lane's floor rises to the outermost
+ * end (nothing may nest into a closed chunk's slices) */
+static int close_all(Codes *out, Positions *p, PyObject *lanes) {
+    PyObject *subs;
+    Py_ssize_t at = 0;
+    long long outer, floor;
+    while (PyDict_Next(lanes, &at, NULL, &subs)) {
+        if (!PyList_CheckExact(subs)) { PyErr_SetString(PyExc_TypeError, "a lane is a list of sub-lanes"); return -1; }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
+            PyObject *sub = PyList_GET_ITEM(subs, j);
+            if (!is_sublane(sub)) return -1;
+            PyObject *ends = PyList_GET_ITEM(sub, ENDS);
+            if (!PyList_GET_SIZE(ends)) continue;
+            if (as_ll(PyList_GET_ITEM(ends, 0), &outer) < 0 || as_ll(PyList_GET_ITEM(sub, FLOOR), &floor) < 0)
+                return -1;
+            if (outer > floor) PyList_SetItem(sub, FLOOR, Py_NewRef(PyList_GET_ITEM(ends, 0)));
+            Py_ssize_t position = position_of(p, sub);
+            if (position < 0 || end_until(out, sub, position, LLONG_MAX) < 0) return -1;
+        }
+    }
+    return 0;
 }
 
 /* A slice's lane is its first fields: (rank, layer, lane) */
@@ -105,67 +166,74 @@ static int same_lane(PyObject *key, PyObject *s) {
     return 1;
 }
 
+/* The sub-lane of ``s`` (its lane's ``subs``): the first it fits, else a new one, held by ``subs`` */
+static PyObject *sublane_for(PyObject *subs, PyObject *s, long long start, long long end, PyObject *new_sublane) {
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
+        PyObject *sub = PyList_GET_ITEM(subs, j);
+        if (!is_sublane(sub)) return NULL;
+        int ok = fits(sub, start, end);
+        if (ok < 0) return NULL;
+        if (ok) return sub;
+    }
+    PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(subs));
+    PyObject *made = index ? PyObject_CallFunctionObjArgs(new_sublane, s, index, NULL) : NULL;
+    Py_XDECREF(index);
+    if (!made) return NULL;
+    int rc = is_sublane(made) ? PyList_Append(subs, made) : -1;
+    Py_DECREF(made);
+    return rc < 0 ? NULL : made;  /* subs holds it */
+}
+
 static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, new_sublane, Begin, End)");
+    if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, new_sublane)");
         return NULL;
     }
     PyObject *slices = argv[0], *lanes = argv[1], *new_sublane = argv[2];
-    PyObject *out = PyList_New(0), *key = NULL, *subs = NULL;  /* subs: borrowed from lanes */
-    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(slices); i++) {
+    PyObject *key = NULL, *subs = NULL, *result = NULL;  /* subs: borrowed from lanes */
+    Codes out = {0};
+    Positions p = {.tracks = PyList_New(0)};
+    if (!p.tracks) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(slices); i++) {
         PyObject *s = PyList_GET_ITEM(slices, i);
         long long start, dur, end;
         if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_DUR_NS) {
             PyErr_SetString(PyExc_TypeError, "expected a Slice");
-            goto fail;
+            goto done;
         }
         int same = key ? same_lane(key, s) : 0;
-        if (same < 0) goto fail;
+        if (same < 0) goto done;
         if (!same) {  /* a lane's slices come together: its sub-lanes are looked up once */
             Py_XSETREF(key, PyTuple_GetSlice(s, 0, LANE_KEY_FIELDS));
-            if (!key) goto fail;
+            if (!key) goto done;
             subs = PyDict_GetItemWithError(lanes, key);
             if (!subs) {
-                if (PyErr_Occurred() || !(subs = PyList_New(0))) goto fail;
+                if (PyErr_Occurred() || !(subs = PyList_New(0))) goto done;
                 int rc = PyDict_SetItem(lanes, key, subs);
                 Py_DECREF(subs);
-                if (rc < 0) goto fail;
+                if (rc < 0) goto done;
             }
         }
         if (as_ll(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) < 0 ||
             as_ll(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &dur) < 0)
-            goto fail;
+            goto done;
         if (__builtin_add_overflow(start, dur, &end)) {
             PyErr_SetString(PyExc_OverflowError, "a slice ends past 2**63 ns");
-            goto fail;
+            goto done;
         }
-        PyObject *chosen = NULL;
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
-            PyObject *sub = PyList_GET_ITEM(subs, j);
-            if (!is_sublane(sub)) goto fail;
-            int ok = fits(sub, start, end);
-            if (ok < 0) goto fail;
-            if (ok) { chosen = sub; break; }
-        }
-        if (!chosen) {
-            PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(subs));
-            PyObject *made = index ? PyObject_CallFunctionObjArgs(new_sublane, s, index, NULL) : NULL;
-            Py_XDECREF(index);
-            if (!made) goto fail;
-            int rc = is_sublane(made) ? PyList_Append(subs, made) : -1;
-            Py_DECREF(made);
-            if (rc < 0) goto fail;
-            chosen = made;  /* subs holds it */
-        }
-        if (push(out, chosen, s, start, end, argv[3], argv[4]) < 0) goto fail;
+        PyObject *chosen = sublane_for(subs, s, start, end, new_sublane);
+        if (!chosen || push(&out, &p, chosen, s, i, start, end) < 0) goto done;
     }
+    if (close_all(&out, &p, lanes) == 0)
+        result = Py_BuildValue("(Ny#)", Py_NewRef(p.tracks), out.data ? (const char *)out.data : "",
+                               (Py_ssize_t)(out.len * sizeof(long long)));
+done:
     Py_XDECREF(key);
-    return out;
-fail:
-    Py_XDECREF(key);
-    Py_XDECREF(out);
-    return NULL;
+    Py_DECREF(p.tracks);
+    PyMem_Free(p.slots);
+    PyMem_Free(out.data);
+    return result;
 }
 
 /* The sort key that feeds ``place``: (layer order, lane, start, -dur), parents before children. */
@@ -248,7 +316,7 @@ static PyMethodDef methods[] = {
     {"sorted_by_lane_and_start", (PyCFunction)(void (*)(void))sorted_by_lane_and_start, METH_FASTCALL,
      "sorted_by_lane_and_start(slices) -> sorted(slices, key=by_lane_and_start), as a new list"},
     {"place", (PyCFunction)(void (*)(void))place, METH_FASTCALL,
-     "place(slices, lanes, new_sublane, Begin, End) -> the Begin and End events of the slices"},
+     "place(slices, lanes, new_sublane) -> (tracks, codes): the slices placed and every one ended, compact"},
     {"by_lane_and_start", (PyCFunction)(void (*)(void))by_lane_and_start, METH_FASTCALL,
      "by_lane_and_start(slice) -> (layer order, lane, start, -dur)"},
     {NULL, NULL, 0, NULL},

@@ -81,6 +81,29 @@ class Value(NamedTuple):
     value: float
 
 
+class Placement(NamedTuple):
+    """A chunk's events as ``Lanes.placement`` makes them, compact: no Python object per event.
+    ``codes`` holds two native int64 per event: (position * 2 + 1, its time) for an end,
+    (position * 2, the slice's index in ``slices``) for a begin, the position being the track's in
+    ``tracks`` (the slice tracks in the order of their first begin); the counter samples
+    (``values``) come after them. The encoders read it as it is; ``events()`` is the same as the
+    ``Begin``, ``End`` and ``Value`` events that ``Lanes.place`` gives."""
+
+    tracks: list[Track]
+    slices: list[Slice]
+    codes: bytes
+    values: list[Value]
+
+    def events(self) -> list[Begin | End | Value]:
+        codes = memoryview(self.codes).cast("q")
+        out: list[Begin | End | Value] = []
+        for at in range(0, len(codes), 2):
+            kind, what = codes[at], codes[at + 1]
+            track = self.tracks[kind >> 1]
+            out.append(End(track, what) if kind & 1 else Begin(track, self.slices[what]))
+        return out + self.values
+
+
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
 _NEVER = -(1 << 63)
 
@@ -90,8 +113,8 @@ class Lanes:
 
     Each lane has sub-lanes, each a list ``[track, ends, last_start, floor]``: the ends of its
     open slices (outermost first), the start of its last slice, and where the slices ended by a
-    chunk's close lie (nothing may nest into them any more). The loop over the slices is C
-    (``_layout.c``): it runs once per slice written.
+    chunk's close lie (nothing may nest into them any more). The loop over the slices, and the
+    close, are C (``_layout.c``): they run once per slice written.
     """
 
     def __init__(self) -> None:
@@ -108,20 +131,18 @@ class Lanes:
         sub-lane where it starts no earlier than the last one there and, inside the innermost
         slice still open at its start, ends within it; else on a new one (``Plane 0 #2``).
         """
-        out = _layout.place(slices, self._lanes, self._new_sublane, Begin, End)
-        for subs in self._lanes.values():
-            for sub in subs:
-                track, ends = sub[0], sub[1]
-                if ends:
-                    sub[3] = max(sub[3], ends[0])
-                    while ends:
-                        out.append(_new(End, (track, ends.pop())))
+        return self.placement(slices, samples).events()
+
+    def placement(self, slices: list[Slice], samples: list[Sample] = ()) -> Placement:
+        """``place``'s events in the compact form the encoders read (``Placement``)."""
+        tracks, codes = _layout.place(slices, self._lanes, self._new_sublane)
+        values = []
         track, lane = None, None  # a lane's samples run together: its track looked up once
         for sample in sorted(samples, key=_LANE_AND_START):
             if track is None or sample.lane != lane or sample.rank != track.rank:
                 track, lane = self._counter_track(sample), sample.lane
-            out.append(_new(Value, (track, sample.start_ns, sample.value)))
-        return out
+            values.append(_new(Value, (track, sample.start_ns, sample.value)))
+        return Placement(tracks, slices, codes, values)
 
     def _new_sublane(self, s: Slice, index: int) -> list:
         return [self._track(s, index), [], _NEVER, _NEVER]

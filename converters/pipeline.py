@@ -303,8 +303,7 @@ class _OpsWriter:
         if slices:
             key = (part, graph, step is None)
             sequence = _COLLECTIVE_SEQUENCES + self.sequences.setdefault(key, len(self.sequences))
-            events = self.lanes.place(sorted_by_lane_and_start(slices))
-            data = self.encoder.chunk(sequence, events)
+            data = self.encoder.chunk(sequence, self.lanes.placement(sorted_by_lane_and_start(slices)))
             file.add(step, start_ns, self.rank, part, data, len(slices), sequence, graph)
 
 
@@ -394,7 +393,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
                     # the pseudo step (no step trace) is a sequence apart: it has no place in time
                     key = (part, batch.graph, batch.step_id is None)
                     sequence = sequences.setdefault(key, len(sequences))
-                    events = lanes.place(mine, values)
+                    events = lanes.placement(mine, values)
                     if part is DETAIL and detail_limit is not None and detail_bytes > detail_limit:
                         encoder.reserve(sequence, events)
                         spool.add_unwritten(batch.key, batch.start_ns, batch.rank, part, len(mine), sequence,

@@ -1,10 +1,11 @@
 /* The slice placement loop of layout.Lanes.place, in C: it runs once per slice written.
  *
- * A sub-lane is a Python list [track, ends, last_start, floor]: ``ends`` holds the ends of its
- * open slices (outermost first), ``floor`` is where slices ended by a chunk's close lie (nothing
- * may nest into them any more). A slice goes on the first sub-lane of its lane where it starts
+ * A sub-lane is a Python list [track, state]; its state, a bytearray of C long longs: the start of
+ * its last slice, its floor (where slices ended by a chunk's close lie: nothing may nest into them
+ * any more), how many of its slices are open, and their ends (outermost first), with room for
+ * more: no int object per open end. A slice goes on the first sub-lane of its lane where it starts
  * no earlier than the last slice there and, inside the innermost slice still open at its start,
- * ends within it; else on a new sub-lane made by Python (``new_sublane(slice, index)``). Ends of
+ * ends within it; else on a new sub-lane, on the track Python names (``track_of(slice, index)``). Ends of
  * slices that closed before it are placed first, then its begin; at the close, every slice still
  * open ends. The events come out compact (``Codes``), not as a Python object each: the encoders
  * read them as they are (layout.Placement).
@@ -16,7 +17,32 @@
 
 #include "records.h"
 
-enum { TRACK, ENDS, LAST_START, FLOOR, SUBLANE_SIZE };
+enum { TRACK, STATE, SUBLANE_SIZE };  /* a sub-lane's items */
+enum { LAST_START, FLOOR, OPEN, FIRST_END };  /* its state's: then the open slices' ends */
+
+static long long *state_of(PyObject *sub) { return (long long *)PyByteArray_AS_STRING(PyList_GET_ITEM(sub, STATE)); }
+
+/* Room in ``sub``'s state for one more end: the state, or NULL on error */
+static long long *room(PyObject *sub) {
+    PyObject *state = PyList_GET_ITEM(sub, STATE);
+    long long *at = state_of(sub);
+    Py_ssize_t cap = PyByteArray_GET_SIZE(state) / (Py_ssize_t)sizeof(long long) - FIRST_END;
+    if (at[OPEN] < cap) return at;
+    if (PyByteArray_Resize(state, (FIRST_END + 2 * cap) * sizeof(long long)) < 0) return NULL;
+    return state_of(sub);
+}
+
+/* A new sub-lane on ``track``: nothing open, no floor */
+static PyObject *new_sublane(PyObject *track) {
+    enum { FIRST_ROOM = 4 };
+    long long state[FIRST_END + FIRST_ROOM] = {[LAST_START] = LLONG_MIN, [FLOOR] = LLONG_MIN, [OPEN] = 0};
+    PyObject *bytes = PyByteArray_FromStringAndSize((const char *)state, sizeof state);
+    PyObject *sub = bytes ? PyList_New(SUBLANE_SIZE) : NULL;
+    if (!sub) { Py_XDECREF(bytes); return NULL; }
+    PyList_SET_ITEM(sub, TRACK, Py_NewRef(track));
+    PyList_SET_ITEM(sub, STATE, bytes);
+    return sub;
+}
 
 static PyObject *LAYER_ORDERS;  /* the name of the {Layer: order} dict layout.py sets here */
 
@@ -76,22 +102,18 @@ static Py_ssize_t position_of(Positions *p, PyObject *sub) {
 }
 
 static int is_sublane(PyObject *sub) {
-    if (PyList_CheckExact(sub) && PyList_GET_SIZE(sub) == SUBLANE_SIZE &&
-        PyList_CheckExact(PyList_GET_ITEM(sub, ENDS)))
+    if (PyList_CheckExact(sub) && PyList_GET_SIZE(sub) == SUBLANE_SIZE && PyByteArray_CheckExact(PyList_GET_ITEM(sub, STATE)))
         return 1;
-    PyErr_SetString(PyExc_TypeError, "a sub-lane is [track, ends, last_start, floor]");
+    PyErr_SetString(PyExc_TypeError, "a sub-lane is [track, state]");
     return 0;
 }
 
-/* Whether slice [start, end] goes on ``sub``: -1 on error. */
+/* Whether slice [start, end] goes on ``sub`` */
 static int fits(PyObject *sub, long long start, long long end) {
-    long long last, floor, open_end;
-    if (as_ll(PyList_GET_ITEM(sub, LAST_START), &last) < 0 || as_ll(PyList_GET_ITEM(sub, FLOOR), &floor) < 0)
-        return -1;
-    if (start < last || start < floor) return 0;
-    PyObject *ends = PyList_GET_ITEM(sub, ENDS);
-    for (Py_ssize_t inner = PyList_GET_SIZE(ends) - 1; inner >= 0; inner--) {
-        if (as_ll(PyList_GET_ITEM(ends, inner), &open_end) < 0) return -1;
+    const long long *state = state_of(sub);
+    if (start < state[LAST_START] || start < state[FLOOR]) return 0;
+    for (long long inner = state[OPEN] - 1; inner >= 0; inner--) {
+        long long open_end = state[FIRST_END + inner];
         if (open_end > start) return end <= open_end;  /* the innermost slice open at start */
     }
     return 1;
@@ -99,34 +121,21 @@ static int fits(PyObject *sub, long long start, long long end) {
 
 /* End the open slices of ``sub`` that close at or before ``until``, innermost first */
 static int end_until(Codes *out, PyObject *sub, Py_ssize_t position, long long until) {
-    PyObject *ends = PyList_GET_ITEM(sub, ENDS);
-    long long open_end;
-    for (Py_ssize_t n = PyList_GET_SIZE(ends); n > 0; n--) {
-        PyObject *last = PyList_GET_ITEM(ends, n - 1);
-        if (as_ll(last, &open_end) < 0) return -1;
-        if (open_end > until) break;
-        if (code(out, 2 * position + 1, open_end) < 0) return -1;
-        Py_SET_SIZE(ends, n - 1);  /* ends.pop(): the list's own reference goes with it */
-        Py_DECREF(last);
-    }
+    long long *state = state_of(sub);
+    for (; state[OPEN] > 0 && state[FIRST_END + state[OPEN] - 1] <= until; state[OPEN]--)
+        if (code(out, 2 * position + 1, state[FIRST_END + state[OPEN] - 1]) < 0) return -1;
     return 0;
 }
 
-/* Put slice ``i`` on ``sub``: end what closed before it, then begin it. Its start is the slice's
- * own int, and its end that int too where it lasts no time: no int made for them. */
-static int push(Codes *out, Positions *p, PyObject *sub, PyObject *s, Py_ssize_t i, long long start,
-                long long end) {
+/* Put slice ``i`` on ``sub``: end what closed before it, then begin it */
+static int push(Codes *out, Positions *p, PyObject *sub, Py_ssize_t i, long long start, long long end) {
     Py_ssize_t position = position_of(p, sub);
     if (position < 0 || end_until(out, sub, position, start) < 0) return -1;
-    PyObject *start_obj = PyTuple_GET_ITEM(s, SLICE_START_NS);
-    PyObject *end_obj = end == start ? Py_NewRef(start_obj) : PyLong_FromLongLong(end);
-    int rc = (!end_obj || PyList_Append(PyList_GET_ITEM(sub, ENDS), end_obj) < 0) ? -1 : 0;
-    Py_XDECREF(end_obj);
-    if (rc == 0) {
-        PyList_SetItem(sub, LAST_START, Py_NewRef(start_obj));  /* steals the new reference */
-        rc = code(out, 2 * position, i);
-    }
-    return rc;
+    long long *state = room(sub);
+    if (!state) return -1;
+    state[FIRST_END + state[OPEN]++] = end;
+    state[LAST_START] = start;
+    return code(out, 2 * position, i);
 }
 
 /* A chunk's close: every slice still open ends, and its sub-lane's floor rises to the outermost
@@ -134,17 +143,14 @@ static int push(Codes *out, Positions *p, PyObject *sub, PyObject *s, Py_ssize_t
 static int close_all(Codes *out, Positions *p, PyObject *lanes) {
     PyObject *subs;
     Py_ssize_t at = 0;
-    long long outer, floor;
     while (PyDict_Next(lanes, &at, NULL, &subs)) {
         if (!PyList_CheckExact(subs)) { PyErr_SetString(PyExc_TypeError, "a lane is a list of sub-lanes"); return -1; }
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
             PyObject *sub = PyList_GET_ITEM(subs, j);
             if (!is_sublane(sub)) return -1;
-            PyObject *ends = PyList_GET_ITEM(sub, ENDS);
-            if (!PyList_GET_SIZE(ends)) continue;
-            if (as_ll(PyList_GET_ITEM(ends, 0), &outer) < 0 || as_ll(PyList_GET_ITEM(sub, FLOOR), &floor) < 0)
-                return -1;
-            if (outer > floor) PyList_SetItem(sub, FLOOR, Py_NewRef(PyList_GET_ITEM(ends, 0)));
+            long long *state = state_of(sub);
+            if (!state[OPEN]) continue;
+            if (state[FIRST_END] > state[FLOOR]) state[FLOOR] = state[FIRST_END];
             Py_ssize_t position = position_of(p, sub);
             if (position < 0 || end_until(out, sub, position, LLONG_MAX) < 0) return -1;
         }
@@ -167,19 +173,19 @@ static int same_lane(PyObject *key, PyObject *s) {
 }
 
 /* The sub-lane of ``s`` (its lane's ``subs``): the first it fits, else a new one, held by ``subs`` */
-static PyObject *sublane_for(PyObject *subs, PyObject *s, long long start, long long end, PyObject *new_sublane) {
+static PyObject *sublane_for(PyObject *subs, PyObject *s, long long start, long long end, PyObject *track_of) {
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
         PyObject *sub = PyList_GET_ITEM(subs, j);
         if (!is_sublane(sub)) return NULL;
-        int ok = fits(sub, start, end);
-        if (ok < 0) return NULL;
-        if (ok) return sub;
+        if (fits(sub, start, end)) return sub;
     }
     PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(subs));
-    PyObject *made = index ? PyObject_CallFunctionObjArgs(new_sublane, s, index, NULL) : NULL;
+    PyObject *track = index ? PyObject_CallFunctionObjArgs(track_of, s, index, NULL) : NULL;
     Py_XDECREF(index);
+    PyObject *made = track ? new_sublane(track) : NULL;
+    Py_XDECREF(track);
     if (!made) return NULL;
-    int rc = is_sublane(made) ? PyList_Append(subs, made) : -1;
+    int rc = PyList_Append(subs, made);
     Py_DECREF(made);
     return rc < 0 ? NULL : made;  /* subs holds it */
 }
@@ -187,10 +193,10 @@ static PyObject *sublane_for(PyObject *subs, PyObject *s, long long start, long 
 static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, new_sublane)");
+        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, track_of)");
         return NULL;
     }
-    PyObject *slices = argv[0], *lanes = argv[1], *new_sublane = argv[2];
+    PyObject *slices = argv[0], *lanes = argv[1], *track_of = argv[2];
     PyObject *key = NULL, *subs = NULL, *result = NULL;  /* subs: borrowed from lanes */
     Codes out = {0};
     Positions p = {.tracks = PyList_New(0)};
@@ -222,8 +228,8 @@ static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
             PyErr_SetString(PyExc_OverflowError, "a slice ends past 2**63 ns");
             goto done;
         }
-        PyObject *chosen = sublane_for(subs, s, start, end, new_sublane);
-        if (!chosen || push(&out, &p, chosen, s, i, start, end) < 0) goto done;
+        PyObject *chosen = sublane_for(subs, s, start, end, track_of);
+        if (!chosen || push(&out, &p, chosen, i, start, end) < 0) goto done;
     }
     if (close_all(&out, &p, lanes) == 0)
         result = Py_BuildValue("(Ny#)", Py_NewRef(p.tracks), out.data ? (const char *)out.data : "",
@@ -316,7 +322,7 @@ static PyMethodDef methods[] = {
     {"sorted_by_lane_and_start", (PyCFunction)(void (*)(void))sorted_by_lane_and_start, METH_FASTCALL,
      "sorted_by_lane_and_start(slices) -> sorted(slices, key=by_lane_and_start), as a new list"},
     {"place", (PyCFunction)(void (*)(void))place, METH_FASTCALL,
-     "place(slices, lanes, new_sublane) -> (tracks, codes): the slices placed and every one ended, compact"},
+     "place(slices, lanes, track_of) -> (tracks, codes): the slices placed and every one ended, compact"},
     {"by_lane_and_start", (PyCFunction)(void (*)(void))by_lane_and_start, METH_FASTCALL,
      "by_lane_and_start(slice) -> (layer order, lane, start, -dur)"},
     {NULL, NULL, 0, NULL},

@@ -105,16 +105,15 @@ class Placement(NamedTuple):
 
 
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
-_NEVER = -(1 << 63)
 
 
 class Lanes:
     """Assigns slices to tracks, one chunk of slices at a time.
 
-    Each lane has sub-lanes, each a list ``[track, ends, last_start, floor]``: the ends of its
-    open slices (outermost first), the start of its last slice, and where the slices ended by a
-    chunk's close lie (nothing may nest into them any more). The loop over the slices, and the
-    close, are C (``_layout.c``): they run once per slice written.
+    Each lane has sub-lanes, each a track and, kept by C as C numbers, the ends of its open slices
+    (outermost first), the start of its last slice, and where the slices ended by a chunk's close
+    lie (nothing may nest into them any more). The loop over the slices, and the close, are C
+    (``_layout.c``): they run once per slice written.
     """
 
     def __init__(self) -> None:
@@ -135,7 +134,7 @@ class Lanes:
 
     def placement(self, slices: list[Slice], samples: list[Sample] = ()) -> Placement:
         """``place``'s events in the compact form the encoders read (``Placement``)."""
-        tracks, codes = _layout.place(slices, self._lanes, self._new_sublane)
+        tracks, codes = _layout.place(slices, self._lanes, self._track)
         values = []
         track, lane = None, None  # a lane's samples run together: its track looked up once
         for sample in sorted(samples, key=_LANE_AND_START):
@@ -143,9 +142,6 @@ class Lanes:
                 track, lane = self._counter_track(sample), sample.lane
             values.append(_new(Value, (track, sample.start_ns, sample.value)))
         return Placement(tracks, slices, codes, values)
-
-    def _new_sublane(self, s: Slice, index: int) -> list:
-        return [self._track(s, index), [], _NEVER, _NEVER]
 
     def _counter_track(self, sample: Sample) -> Track:
         track = self._counters.get((sample.rank, sample.lane))

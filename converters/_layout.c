@@ -54,20 +54,21 @@ static int as_ll(PyObject *value, long long *out) {
     return (overflow || (*out == -1 && PyErr_Occurred())) ? -1 : 0;
 }
 
-/* The events placed, compact: per event two int64, (track position * 2 + 1 for an end, the end's
- * time) or (track position * 2, the slice's index); a track's position is where it first began in
- * this call's list of tracks. No Python object per event. */
+/* The events placed, compact: per event three int64, (track position * 2 + 1, -1, the end's time)
+ * for an end, (track position * 2, the slice's index, its start) for a begin; a track's position
+ * is where it first began in this call's list of tracks. No Python object per event. */
 typedef struct { long long *data; Py_ssize_t len, cap; } Codes;
 
-static int code(Codes *c, long long kind, long long what) {
-    if (c->len + 2 > c->cap) {
-        Py_ssize_t cap = c->cap ? 2 * c->cap : 4096;
+static int code(Codes *c, long long kind, long long index, long long ts) {
+    if (c->len + 3 > c->cap) {
+        Py_ssize_t cap = c->cap ? 2 * c->cap : 6144;
         long long *grown = PyMem_Realloc(c->data, cap * sizeof *grown);
         if (!grown) { PyErr_NoMemory(); return -1; }
         c->data = grown, c->cap = cap;
     }
     c->data[c->len++] = kind;
-    c->data[c->len++] = what;
+    c->data[c->len++] = index;
+    c->data[c->len++] = ts;
     return 0;
 }
 
@@ -123,7 +124,7 @@ static int fits(PyObject *sub, long long start, long long end) {
 static int end_until(Codes *out, PyObject *sub, Py_ssize_t position, long long until) {
     long long *state = state_of(sub);
     for (; state[OPEN] > 0 && state[FIRST_END + state[OPEN] - 1] <= until; state[OPEN]--)
-        if (code(out, 2 * position + 1, state[FIRST_END + state[OPEN] - 1]) < 0) return -1;
+        if (code(out, 2 * position + 1, -1, state[FIRST_END + state[OPEN] - 1]) < 0) return -1;
     return 0;
 }
 
@@ -135,7 +136,7 @@ static int push(Codes *out, Positions *p, PyObject *sub, Py_ssize_t i, long long
     if (!state) return -1;
     state[FIRST_END + state[OPEN]++] = end;
     state[LAST_START] = start;
-    return code(out, 2 * position, i);
+    return code(out, 2 * position, i, start);
 }
 
 /* A chunk's close: every slice still open ends, and its sub-lane's floor rises to the outermost
@@ -190,13 +191,18 @@ static PyObject *sublane_for(PyObject *subs, PyObject *s, long long start, long 
     return rc < 0 ? NULL : made;  /* subs holds it */
 }
 
+/* place(slices, lanes, track_of, times): ``times`` None, or the slices' (start, dur) as two native
+ * int64 each (``sorted_and_timed``'s): then their ints are not read again */
 static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 3 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, track_of)");
+    if (argc != 4 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1]) ||
+        (argv[3] != Py_None && (!PyBytes_CheckExact(argv[3]) ||
+                                PyBytes_GET_SIZE(argv[3]) != PyList_GET_SIZE(argv[0]) * 2 * (Py_ssize_t)sizeof(long long)))) {
+        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, track_of, times: bytes of 2 int64 a slice | None)");
         return NULL;
     }
     PyObject *slices = argv[0], *lanes = argv[1], *track_of = argv[2];
+    const long long *times = argv[3] == Py_None ? NULL : (const long long *)PyBytes_AS_STRING(argv[3]);
     PyObject *key = NULL, *subs = NULL, *result = NULL;  /* subs: borrowed from lanes */
     Codes out = {0};
     Positions p = {.tracks = PyList_New(0)};
@@ -221,8 +227,10 @@ static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
                 if (rc < 0) goto done;
             }
         }
-        if (as_ll(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) < 0 ||
-            as_ll(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &dur) < 0)
+        if (times)
+            start = times[2 * i], dur = times[2 * i + 1];
+        else if (as_ll(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) < 0 ||
+                 as_ll(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &dur) < 0)
             goto done;
         if (__builtin_add_overflow(start, dur, &end)) {
             PyErr_SetString(PyExc_OverflowError, "a slice ends past 2**63 ns");
@@ -279,13 +287,11 @@ static int placed_order(const void *a, const void *b) {
     return (x->at > y->at) - (x->at < y->at);
 }
 
-static PyObject *sorted_by_lane_and_start(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 1) {
-        PyErr_SetString(PyExc_TypeError, "sorted_by_lane_and_start(slices)");
-        return NULL;
-    }
+/* The slices of ``given`` as a new list in the order of by_lane_and_start; with ``times``, also
+ * their (start, dur) in that order as two native int64 each (bytes) */
+static PyObject *sort_slices(PyObject *module, PyObject *given, PyObject **times) {
     PyObject *orders = PyDict_GetItemWithError(PyModule_GetDict(module), LAYER_ORDERS);
-    PyObject *slices = orders ? PySequence_List(argv[0]) : NULL;
+    PyObject *slices = orders ? PySequence_List(given) : NULL;
     if (!slices) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no layer_orders");
         return NULL;
@@ -309,6 +315,11 @@ static PyObject *sorted_by_lane_and_start(PyObject *module, PyObject *const *arg
             goto fail;
     }
     qsort(placed, n, sizeof(Placed), placed_order);
+    if (times) {
+        if (!(*times = PyBytes_FromStringAndSize(NULL, n * 2 * (Py_ssize_t)sizeof(long long)))) goto fail;
+        long long *at = (long long *)PyBytes_AS_STRING(*times);
+        for (Py_ssize_t i = 0; i < n; i++) at[2 * i] = placed[i].start, at[2 * i + 1] = placed[i].dur;
+    }
     for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(slices, i, placed[i].slice);  /* a permutation: refs kept */
     PyMem_Free(placed);
     return slices;
@@ -318,11 +329,31 @@ fail:
     return NULL;
 }
 
+static PyObject *sorted_by_lane_and_start(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 1) {
+        PyErr_SetString(PyExc_TypeError, "sorted_by_lane_and_start(slices)");
+        return NULL;
+    }
+    return sort_slices(module, argv[0], NULL);
+}
+
+/* sorted_and_timed(slices) -> (sorted_by_lane_and_start(slices), their (start, dur) for place) */
+static PyObject *sorted_and_timed(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 1) {
+        PyErr_SetString(PyExc_TypeError, "sorted_and_timed(slices)");
+        return NULL;
+    }
+    PyObject *times = NULL, *slices = sort_slices(module, argv[0], &times);
+    return slices ? Py_BuildValue("(NN)", slices, times) : NULL;
+}
+
 static PyMethodDef methods[] = {
     {"sorted_by_lane_and_start", (PyCFunction)(void (*)(void))sorted_by_lane_and_start, METH_FASTCALL,
      "sorted_by_lane_and_start(slices) -> sorted(slices, key=by_lane_and_start), as a new list"},
+    {"sorted_and_timed", (PyCFunction)(void (*)(void))sorted_and_timed, METH_FASTCALL,
+     "sorted_and_timed(slices) -> (sorted_by_lane_and_start(slices), their (start, dur) as two int64 each)"},
     {"place", (PyCFunction)(void (*)(void))place, METH_FASTCALL,
-     "place(slices, lanes, track_of) -> (tracks, codes): the slices placed and every one ended, compact"},
+     "place(slices, lanes, track_of, times) -> (tracks, codes): the slices placed and every one ended, compact"},
     {"by_lane_and_start", (PyCFunction)(void (*)(void))by_lane_and_start, METH_FASTCALL,
      "by_lane_and_start(slice) -> (layer order, lane, start, -dur)"},
     {NULL, NULL, 0, NULL},

@@ -83,10 +83,10 @@ class Value(NamedTuple):
 
 class Placement(NamedTuple):
     """A chunk's events as ``Lanes.placement`` makes them, compact: no Python object per event.
-    ``codes`` holds two native int64 per event: (position * 2 + 1, its time) for an end,
-    (position * 2, the slice's index in ``slices``) for a begin, the position being the track's in
-    ``tracks`` (the slice tracks in the order of their first begin); the counter samples
-    (``values``) come after them. The encoders read it as it is; ``events()`` is the same as the
+    ``codes`` holds three native int64 per event: (position * 2 + 1, -1, its time) for an end,
+    (position * 2, the slice's index in ``slices``, its start) for a begin, the position being the
+    track's in ``tracks`` (the slice tracks in the order of their first begin); the counter
+    samples (``values``) come after them. The encoders read it as it is; ``events()`` is the same as the
     ``Begin``, ``End`` and ``Value`` events that ``Lanes.place`` gives."""
 
     tracks: list[Track]
@@ -97,10 +97,10 @@ class Placement(NamedTuple):
     def events(self) -> list[Begin | End | Value]:
         codes = memoryview(self.codes).cast("q")
         out: list[Begin | End | Value] = []
-        for at in range(0, len(codes), 2):
-            kind, what = codes[at], codes[at + 1]
+        for at in range(0, len(codes), 3):
+            kind, index, ts = codes[at:at + 3]
             track = self.tracks[kind >> 1]
-            out.append(End(track, what) if kind & 1 else Begin(track, self.slices[what]))
+            out.append(End(track, ts) if kind & 1 else Begin(track, self.slices[index]))
         return out + self.values
 
 
@@ -132,9 +132,11 @@ class Lanes:
         """
         return self.placement(slices, samples).events()
 
-    def placement(self, slices: list[Slice], samples: list[Sample] = ()) -> Placement:
-        """``place``'s events in the compact form the encoders read (``Placement``)."""
-        tracks, codes = _layout.place(slices, self._lanes, self._track)
+    def placement(self, slices: list[Slice], samples: list[Sample] = (),
+                  times: bytes | None = None) -> Placement:
+        """``place``'s events in the compact form the encoders read (``Placement``). ``times``: the
+        slices' (start, dur) as ``sorted_and_timed`` gives them, so that they are not read again."""
+        tracks, codes = _layout.place(slices, self._lanes, self._track, times)
         values = []
         track, lane = None, None  # a lane's samples run together: its track looked up once
         for sample in sorted(samples, key=_LANE_AND_START):
@@ -186,3 +188,6 @@ _layout.layer_orders = {layer: layer.order for layer in Layer}
 by_lane_and_start: Callable[[Slice], tuple] = _layout.by_lane_and_start
 # sorted(slices, key=by_lane_and_start) in one C call, with no key tuple made per slice
 sorted_by_lane_and_start: Callable[[Iterable[Slice]], list[Slice]] = _layout.sorted_by_lane_and_start
+# the same, and the slices' (start, dur) in that order as two native int64 each, for Lanes.placement
+sorted_and_timed: Callable[[Iterable[Slice]], tuple[list[Slice], bytes]] = _layout.sorted_and_timed
+TIMES_SIZE = 16  # bytes of sorted_and_timed's times per slice

@@ -4,10 +4,12 @@ as its ``events()`` do)."""
 
 from __future__ import annotations
 
+import struct
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.layout import Begin, End, Lanes, Placement, sorted_by_lane_and_start
+from converters.layout import Begin, End, Lanes, Placement, sorted_and_timed, sorted_by_lane_and_start
 from converters.model import Layer, Sample, Slice
 from converters.writers.chrome_json import ChromeJsonEncoder
 from converters.writers.perfetto import PerfettoEncoder
@@ -57,19 +59,26 @@ _SLICE = st.tuples(_LANES, st.integers(0, 120), st.integers(0, 40), st.booleans(
 _CHUNKS = st.lists(st.lists(_SLICE, max_size=30), min_size=1, max_size=4)
 
 
-def _chunks(made: list[list[tuple]]) -> list[list[Slice]]:
-    """Each chunk's slices sorted as ``place`` needs them; some with arrows, to be encoded."""
-    return [sorted_by_lane_and_start(
-        Slice(0, layer, lane, f"c{c}s{i}", start, dur, None, "", (c * 100 + i + 1,) if arrow else (), ())
-        for i, ((layer, lane), start, dur, arrow) in enumerate(chunk)) for c, chunk in enumerate(made)]
+def _chunks(made: list[list[tuple]]) -> list[tuple[list[Slice], bytes]]:
+    """Each chunk's slices sorted as ``place`` needs them, and their times (``sorted_and_timed``);
+    some with arrows, to be encoded."""
+    chunks = []
+    for c, chunk in enumerate(made):
+        slices = [Slice(0, layer, lane, f"c{c}s{i}", start, dur, None, "", (c * 100 + i + 1,) * arrow, ())
+                  for i, ((layer, lane), start, dur, arrow) in enumerate(chunk)]
+        ordered, times = sorted_and_timed(slices)
+        assert ordered == sorted_by_lane_and_start(slices)
+        assert times == b"".join(struct.pack("=qq", s.start_ns, s.dur_ns) for s in ordered)
+        chunks.append((ordered, times))
+    return chunks
 
 
 @settings(max_examples=400, deadline=None)
-@given(_CHUNKS)
-def test_the_c_placement_gives_the_rules_events_chunk_after_chunk(made):
+@given(_CHUNKS, st.booleans())
+def test_the_c_placement_gives_the_rules_events_chunk_after_chunk(made, timed):
     lanes, rule_lanes, namer = Lanes(), {}, Lanes()
-    for chunk in _chunks(made):
-        got = lanes.place(chunk)
+    for chunk, times in _chunks(made):
+        got = lanes.placement(chunk, times=times if timed else None).events()
         want = _rule_place(rule_lanes, chunk, namer._track)
         assert [type(e) for e in got] == [type(e) for e in want]
         assert [e.track for e in got] == [e.track for e in want]
@@ -82,7 +91,7 @@ def test_a_placement_names_each_track_at_its_first_begin_and_holds_every_slice()
          (("a", 0, 10), ("b", 5, 10), ("c", 20, 1))]
     placed = Lanes().placement(s)
     assert [t.lane for t in placed.tracks] == ["Plane 0", "Plane 0 #2"]
-    assert placed.slices is s and len(placed.codes) == 2 * 8 * 2 * len(s)  # a begin and an end each
+    assert placed.slices is s and len(placed.codes) == 3 * 8 * 2 * len(s)  # a begin and an end each
     assert [type(e).__name__ for e in placed.events()] == ["Begin", "Begin", "End", "Begin", "End", "End"]
 
 
@@ -101,8 +110,8 @@ def test_a_placement_encodes_and_reserves_as_its_events(made, samples, writer, r
     compact, spelled = encoder(), encoder()
     lanes = Lanes()
     values = [Sample(0, lane, ts, value) for lane, ts, value in samples]
-    for number, chunk in enumerate(_chunks(made)):
-        placed = lanes.placement(chunk, values if number == 0 else [])
+    for number, (chunk, times) in enumerate(_chunks(made)):
+        placed = lanes.placement(chunk, values if number == 0 else [], times)
         assert isinstance(placed, Placement)
         if number == reserved:
             compact.reserve(number % 2, placed)

@@ -212,17 +212,17 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
 }
 
 /* The slices of a layout.Placement (tracks, slices, codes: per event (position * 2 [+ 1 for an
- * end], slice index or time)), each as put_slice puts a Begin's; ends need nothing */
+ * end], slice index or -1, time)), each as put_slice puts a Begin's; ends need nothing */
 static int put_placed(Buf *b, PyObject *tracks, PyObject *slices, PyObject *codes, long long origin, Span *span,
                       TrackSlot *slots, PyObject *tid_of, PyObject *dumps, Py_ssize_t *timed) {
     if (!PyList_CheckExact(tracks) || !PyList_CheckExact(slices) || !PyBytes_CheckExact(codes) ||
-        PyBytes_GET_SIZE(codes) % (2 * sizeof(long long))) {
+        PyBytes_GET_SIZE(codes) % (3 * sizeof(long long))) {
         PyErr_SetString(PyExc_TypeError, "a Placement: tracks, slices (lists), codes (bytes)");
         return -1;
     }
     const long long *code = (const long long *)PyBytes_AS_STRING(codes);
     Py_ssize_t n = PyBytes_GET_SIZE(codes) / sizeof(long long);
-    for (Py_ssize_t at = 0; at < n; at += 2) {
+    for (Py_ssize_t at = 0; at < n; at += 3) {
         long long kind = code[at], what = code[at + 1], position = kind >> 1;
         if (kind & 1) continue;
         if (position < 0 || position >= PyList_GET_SIZE(tracks) || what < 0 || what >= PyList_GET_SIZE(slices)) {

@@ -836,8 +836,9 @@ static int put_end(Buf *out, Buf *payload, PyObject *end_suffix, long long ts) {
     return put_ns(payload, ts) < 0 || buf_bytes(payload, end_suffix) < 0 ? -1 : put_packet(out, payload);
 }
 
-/* The begin of slice ``s`` on the track whose begin-event prefix is ``begin_prefix`` */
-static int put_begin(State *st, Buf *out, Buf *body, Buf *payload, PyObject *begin_prefix, PyObject *s) {
+/* The begin of slice ``s``, starting at ``start``, on the track whose begin-event prefix is ``begin_prefix`` */
+static int put_begin(State *st, Buf *out, Buf *body, Buf *payload, PyObject *begin_prefix, PyObject *s,
+                     long long start) {
     if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < SLICE_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "expected a Slice");
         return -1;
@@ -850,7 +851,7 @@ static int put_begin(State *st, Buf *out, Buf *body, Buf *payload, PyObject *beg
     int has_args = PyObject_IsTrue(args);
     if (has_args < 0 || (has_args && put_args(st, body, args) < 0)) return -1;
     if (put_flows(body, flows_out, K_FLOW_OUT) < 0 || put_flows(body, flows_in, K_FLOW_IN) < 0) return -1;
-    if (put_timestamp(payload, PyTuple_GET_ITEM(s, SLICE_START_NS)) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
+    if (put_ns(payload, start) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
         buf_varint(payload, body->len) < 0 || buf_put(payload, body->data, body->len) < 0 ||
         put_interned(st, payload) < 0 || buf_put(payload, "\x68\x02", 2) < 0 || buf_bytes(payload, st->tail) < 0)
         return -1;
@@ -889,7 +890,14 @@ static int encode_event(State *st, Buf *out, Buf *body, Buf *payload, PyObject *
             goto done;
         rc = put_packet(out, payload);
     } else {  /* Begin(track, slice) */
-        rc = put_begin(st, out, body, payload, begin_prefix, PyTuple_GET_ITEM(event, BEGIN_SLICE));
+        PyObject *s = PyTuple_GET_ITEM(event, BEGIN_SLICE);
+        long long start;
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < SLICE_FIELDS) {
+            PyErr_SetString(PyExc_TypeError, "expected a Slice");
+            goto done;
+        }
+        if (ns_of(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) == 0)
+            rc = put_begin(st, out, body, payload, begin_prefix, s, start);
     }
 done:
     Py_DECREF(prefixes);
@@ -897,28 +905,29 @@ done:
 }
 
 /* The events of a layout.Placement (tracks, slices, codes: per event (position * 2 [+ 1 for an
- * end], slice index or time)), encoded as encode_event encodes them one by one */
+ * end], slice index or -1, time)), encoded as encode_event encodes them one by one; a begin's
+ * start is its code's, its int not read */
 static int encode_placed(State *st, Buf *out, Buf *body, Buf *payload, PyObject *tracks, PyObject *slices,
                          PyObject *codes, PyObject *declare) {
     if (!PyList_CheckExact(tracks) || !PyList_CheckExact(slices) || !PyBytes_CheckExact(codes) ||
-        PyBytes_GET_SIZE(codes) % (2 * sizeof(long long))) {
+        PyBytes_GET_SIZE(codes) % (3 * sizeof(long long))) {
         PyErr_SetString(PyExc_TypeError, "a Placement: tracks, slices (lists), codes (bytes)");
         return -1;
     }
     const long long *code = (const long long *)PyBytes_AS_STRING(codes);
     Py_ssize_t n = PyBytes_GET_SIZE(codes) / sizeof(long long);
-    for (Py_ssize_t at = 0; at < n; at += 2) {
-        long long kind = code[at], what = code[at + 1], position = kind >> 1;
+    for (Py_ssize_t at = 0; at < n; at += 3) {
+        long long kind = code[at], index = code[at + 1], ts = code[at + 2], position = kind >> 1;
         if (position < 0 || position >= PyList_GET_SIZE(tracks) ||
-            (!(kind & 1) && (what < 0 || what >= PyList_GET_SIZE(slices)))) {
+            (!(kind & 1) && (index < 0 || index >= PyList_GET_SIZE(slices)))) {
             PyErr_SetString(PyExc_IndexError, "a Placement's code past its tracks or slices");
             return -1;
         }
         PyObject *prefixes = prefixes_of(st, out, declare, PyList_GET_ITEM(tracks, position));
         if (!prefixes) return -1;
-        int rc = kind & 1 ? put_end(out, payload, PyTuple_GET_ITEM(prefixes, 1), what)
+        int rc = kind & 1 ? put_end(out, payload, PyTuple_GET_ITEM(prefixes, 1), ts)
                           : put_begin(st, out, body, payload, PyTuple_GET_ITEM(prefixes, 0),
-                                      PyList_GET_ITEM(slices, what));
+                                      PyList_GET_ITEM(slices, index), ts);
         Py_DECREF(prefixes);
         if (rc < 0) return -1;
     }

@@ -347,7 +347,31 @@ static PyObject *sorted_and_timed(PyObject *module, PyObject *const *argv, Py_ss
     return slices ? Py_BuildValue("(NN)", slices, times) : NULL;
 }
 
+/* of_layer(slices, layer) -> [s for s in slices if s.layer is layer], without a Python loop */
+static PyObject *of_layer(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "of_layer(slices, layer)");
+        return NULL;
+    }
+    PyObject *slices = PySequence_Fast(argv[0], "of_layer: slices must be a sequence");
+    PyObject *out = slices ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; out && i < PySequence_Fast_GET_SIZE(slices); i++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(slices, i);
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_LAYER) {
+            PyErr_SetString(PyExc_TypeError, "expected a Slice");
+            Py_CLEAR(out);
+        } else if (PyTuple_GET_ITEM(s, SLICE_LAYER) == argv[1] && PyList_Append(out, s) < 0) {
+            Py_CLEAR(out);
+        }
+    }
+    Py_XDECREF(slices);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"of_layer", (PyCFunction)(void (*)(void))of_layer, METH_FASTCALL,
+     "of_layer(slices, layer) -> the slices of that layer, in their order"},
     {"sorted_by_lane_and_start", (PyCFunction)(void (*)(void))sorted_by_lane_and_start, METH_FASTCALL,
      "sorted_by_lane_and_start(slices) -> sorted(slices, key=by_lane_and_start), as a new list"},
     {"sorted_and_timed", (PyCFunction)(void (*)(void))sorted_and_timed, METH_FASTCALL,

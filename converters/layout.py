@@ -191,3 +191,5 @@ sorted_by_lane_and_start: Callable[[Iterable[Slice]], list[Slice]] = _layout.sor
 # the same, and the slices' (start, dur) in that order as two native int64 each, for Lanes.placement
 sorted_and_timed: Callable[[Iterable[Slice]], tuple[list[Slice], bytes]] = _layout.sorted_and_timed
 TIMES_SIZE = 16  # bytes of sorted_and_timed's times per slice
+# [s for s in slices if s.layer is layer] (a list), in one C call
+of_layer: Callable[[list[Slice], Layer], list[Slice]] = _layout.of_layer

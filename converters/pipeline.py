@@ -32,7 +32,7 @@ from .budget import (
 )
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
-from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, sorted_and_timed
+from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, sorted_and_timed
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
@@ -383,7 +383,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
             if batch.step is not None:
                 step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
             summary, detail = _parts(*sorted_and_timed(records_to_write(batch, options)))
-            ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
+            ops = of_layer(batch.slices, Layer.COMM_OP)
             if ops:  # without args in summary, where they are not drawn
                 kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:SLICE_ARGS]) for s in ops]
                 held.append((batch.graph, batch.step_id, batch.key, batch.start_ns,

@@ -9,7 +9,15 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.layout import Begin, End, Lanes, Placement, sorted_and_timed, sorted_by_lane_and_start
+from converters.layout import (
+    Begin,
+    End,
+    Lanes,
+    Placement,
+    of_layer,
+    sorted_and_timed,
+    sorted_by_lane_and_start,
+)
 from converters.model import Layer, Sample, Slice
 from converters.writers.chrome_json import ChromeJsonEncoder
 from converters.writers.perfetto import PerfettoEncoder
@@ -119,3 +127,9 @@ def test_a_placement_encodes_and_reserves_as_its_events(made, samples, writer, r
         else:
             assert compact.chunk(number % 2, placed) == spelled.chunk(number % 2, placed.events())
     assert getattr(compact, "span", None) == getattr(spelled, "span", None)
+
+
+@given(st.lists(st.sampled_from(list(Layer)), max_size=30), st.sampled_from(list(Layer)))
+def test_of_layer_keeps_the_slices_of_one_layer_in_their_order(layers, layer):
+    slices = [Slice(0, each, "lane", f"s{i}", i, 1) for i, each in enumerate(layers)]
+    assert of_layer(slices, layer) == [s for s in slices if s.layer is layer]

@@ -1,18 +1,48 @@
 /* The slice placement loop of layout.Lanes.place, in C: it runs once per slice written.
  *
- * A sub-lane is a Python list [track, ends, last_start, floor]: ``ends`` holds the ends of its
- * open slices (outermost first), ``floor`` is where slices ended by a chunk's close lie (nothing
- * may nest into them any more). A slice goes on the first sub-lane of its lane where it starts
+ * A sub-lane is a Python list [track, state]; its state, a bytearray of C long longs: the start of
+ * its last slice, its floor (where slices ended by a chunk's close lie: nothing may nest into them
+ * any more), how many of its slices are open, and their ends (outermost first), with room for
+ * more: no int object per open end. A slice goes on the first sub-lane of its lane where it starts
  * no earlier than the last slice there and, inside the innermost slice still open at its start,
- * ends within it; else on a new sub-lane made by Python (``new_sublane(slice, index)``). Ends of
- * slices that closed before it are emitted first (``End(track, ts)``), then ``Begin(track, s)``.
+ * ends within it; else on a new sub-lane, on the track Python names (``track_of(slice, index)``). Ends of
+ * slices that closed before it are placed first, then its begin; at the close, every slice still
+ * open ends. The events come out compact (``Codes``), not as a Python object each: the encoders
+ * read them as they are (layout.Placement).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
+
 #include "records.h"
 
-enum { TRACK, ENDS, LAST_START, FLOOR, SUBLANE_SIZE };
+enum { TRACK, STATE, SUBLANE_SIZE };  /* a sub-lane's items */
+enum { LAST_START, FLOOR, OPEN, FIRST_END };  /* its state's: then the open slices' ends */
+
+static long long *state_of(PyObject *sub) { return (long long *)PyByteArray_AS_STRING(PyList_GET_ITEM(sub, STATE)); }
+
+/* Room in ``sub``'s state for one more end: the state, or NULL on error */
+static long long *room(PyObject *sub) {
+    PyObject *state = PyList_GET_ITEM(sub, STATE);
+    long long *at = state_of(sub);
+    Py_ssize_t cap = PyByteArray_GET_SIZE(state) / (Py_ssize_t)sizeof(long long) - FIRST_END;
+    if (at[OPEN] < cap) return at;
+    if (PyByteArray_Resize(state, (FIRST_END + 2 * cap) * sizeof(long long)) < 0) return NULL;
+    return state_of(sub);
+}
+
+/* A new sub-lane on ``track``: nothing open, no floor */
+static PyObject *new_sublane(PyObject *track) {
+    enum { FIRST_ROOM = 4 };
+    long long state[FIRST_END + FIRST_ROOM] = {[LAST_START] = LLONG_MIN, [FLOOR] = LLONG_MIN, [OPEN] = 0};
+    PyObject *bytes = PyByteArray_FromStringAndSize((const char *)state, sizeof state);
+    PyObject *sub = bytes ? PyList_New(SUBLANE_SIZE) : NULL;
+    if (!sub) { Py_XDECREF(bytes); return NULL; }
+    PyList_SET_ITEM(sub, TRACK, Py_NewRef(track));
+    PyList_SET_ITEM(sub, STATE, bytes);
+    return sub;
+}
 
 static PyObject *LAYER_ORDERS;  /* the name of the {Layer: order} dict layout.py sets here */
 
@@ -24,71 +54,109 @@ static int as_ll(PyObject *value, long long *out) {
     return (overflow || (*out == -1 && PyErr_Occurred())) ? -1 : 0;
 }
 
-/* type(track, b) for Begin(track, slice) or End(track, ts_ns), without its Python __new__ */
-static PyObject *on_track(PyObject *type, PyObject *track, PyObject *b) {
-    PyObject *made = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, BEGIN_FIELDS);
-    if (!made) return NULL;
-    Py_INCREF(track); PyTuple_SET_ITEM(made, BEGIN_TRACK, track);
-    Py_INCREF(b); PyTuple_SET_ITEM(made, BEGIN_SLICE, b);
-    return made;
-}
+/* The events placed, compact: per event three int64, (track position * 2 + 1, -1, the end's time)
+ * for an end, (track position * 2, the slice's index, its start) for a begin; a track's position
+ * is where it first began in this call's list of tracks. No Python object per event. */
+typedef struct { long long *data; Py_ssize_t len, cap; } Codes;
 
-_Static_assert(END_TRACK == BEGIN_TRACK && END_TS_NS == BEGIN_SLICE && END_FIELDS == BEGIN_FIELDS,
-               "on_track makes a Begin and an End alike");
-
-static int emit(PyObject *out, PyObject *type, PyObject *a, PyObject *b) {
-    PyObject *event = on_track(type, a, b);
-    if (!event) return -1;
-    int rc = PyList_Append(out, event);
-    Py_DECREF(event);
-    return rc;
-}
-
-static int is_sublane(PyObject *sub) {
-    if (PyList_CheckExact(sub) && PyList_GET_SIZE(sub) == SUBLANE_SIZE &&
-        PyList_CheckExact(PyList_GET_ITEM(sub, ENDS)))
-        return 1;
-    PyErr_SetString(PyExc_TypeError, "a sub-lane is [track, ends, last_start, floor]");
+static int code(Codes *c, long long kind, long long index, long long ts) {
+    if (c->len + 3 > c->cap) {
+        Py_ssize_t cap = c->cap ? 2 * c->cap : 6144;
+        long long *grown = PyMem_Realloc(c->data, cap * sizeof *grown);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        c->data = grown, c->cap = cap;
+    }
+    c->data[c->len++] = kind;
+    c->data[c->len++] = index;
+    c->data[c->len++] = ts;
     return 0;
 }
 
-/* Whether slice [start, end] goes on ``sub``: -1 on error. */
+/* Each sub-lane's position in the call's tracks, by the sub-lane's address (open addressing) */
+typedef struct { PyObject *sub; Py_ssize_t position; } Seen;
+typedef struct { Seen *slots; size_t cap, used; PyObject *tracks; } Positions;
+
+static Seen *seen_slot(Seen *slots, size_t cap, PyObject *sub) {
+    size_t at = ((size_t)sub >> 4) * 0x9E3779B97F4A7C15ULL & (cap - 1);
+    while (slots[at].sub && slots[at].sub != sub) at = (at + 1) & (cap - 1);
+    return &slots[at];
+}
+
+/* The position of ``sub``'s track, added to the tracks on its first use: -1 on error */
+static Py_ssize_t position_of(Positions *p, PyObject *sub) {
+    if (2 * (p->used + 1) > p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        Seen *grown = PyMem_Calloc(cap, sizeof *grown);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        for (size_t i = 0; i < p->cap; i++)
+            if (p->slots[i].sub) *seen_slot(grown, cap, p->slots[i].sub) = p->slots[i];
+        PyMem_Free(p->slots);
+        p->slots = grown, p->cap = cap;
+    }
+    Seen *slot = seen_slot(p->slots, p->cap, sub);
+    if (!slot->sub) {
+        if (PyList_Append(p->tracks, PyList_GET_ITEM(sub, TRACK)) < 0) return -1;
+        *slot = (Seen){sub, PyList_GET_SIZE(p->tracks) - 1};
+        p->used++;
+    }
+    return slot->position;
+}
+
+static int is_sublane(PyObject *sub) {
+    if (PyList_CheckExact(sub) && PyList_GET_SIZE(sub) == SUBLANE_SIZE && PyByteArray_CheckExact(PyList_GET_ITEM(sub, STATE)))
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "a sub-lane is [track, state]");
+    return 0;
+}
+
+/* Whether slice [start, end] goes on ``sub`` */
 static int fits(PyObject *sub, long long start, long long end) {
-    long long last, floor, open_end;
-    if (as_ll(PyList_GET_ITEM(sub, LAST_START), &last) < 0 || as_ll(PyList_GET_ITEM(sub, FLOOR), &floor) < 0)
-        return -1;
-    if (start < last || start < floor) return 0;
-    PyObject *ends = PyList_GET_ITEM(sub, ENDS);
-    for (Py_ssize_t inner = PyList_GET_SIZE(ends) - 1; inner >= 0; inner--) {
-        if (as_ll(PyList_GET_ITEM(ends, inner), &open_end) < 0) return -1;
+    const long long *state = state_of(sub);
+    if (start < state[LAST_START] || start < state[FLOOR]) return 0;
+    for (long long inner = state[OPEN] - 1; inner >= 0; inner--) {
+        long long open_end = state[FIRST_END + inner];
         if (open_end > start) return end <= open_end;  /* the innermost slice open at start */
     }
     return 1;
 }
 
-/* Put ``s`` on ``sub``: end what closed before it, then begin it. Its start is the slice's own
- * int, and its end that int too where it lasts no time: no int made for them. */
-static int push(PyObject *out, PyObject *sub, PyObject *s, long long start, long long end,
-                PyObject *begin_type, PyObject *end_type) {
-    PyObject *track = PyList_GET_ITEM(sub, TRACK), *ends = PyList_GET_ITEM(sub, ENDS);
-    long long open_end;
-    for (Py_ssize_t n = PyList_GET_SIZE(ends); n > 0; n--) {
-        PyObject *last = PyList_GET_ITEM(ends, n - 1);
-        if (as_ll(last, &open_end) < 0) return -1;
-        if (open_end > start) break;
-        if (emit(out, end_type, track, last) < 0) return -1;
-        Py_SET_SIZE(ends, n - 1);  /* ends.pop(): the list's own reference goes with it */
-        Py_DECREF(last);
+/* End the open slices of ``sub`` that close at or before ``until``, innermost first */
+static int end_until(Codes *out, PyObject *sub, Py_ssize_t position, long long until) {
+    long long *state = state_of(sub);
+    for (; state[OPEN] > 0 && state[FIRST_END + state[OPEN] - 1] <= until; state[OPEN]--)
+        if (code(out, 2 * position + 1, -1, state[FIRST_END + state[OPEN] - 1]) < 0) return -1;
+    return 0;
+}
+
+/* Put slice ``i`` on ``sub``: end what closed before it, then begin it */
+static int push(Codes *out, Positions *p, PyObject *sub, Py_ssize_t i, long long start, long long end) {
+    Py_ssize_t position = position_of(p, sub);
+    if (position < 0 || end_until(out, sub, position, start) < 0) return -1;
+    long long *state = room(sub);
+    if (!state) return -1;
+    state[FIRST_END + state[OPEN]++] = end;
+    state[LAST_START] = start;
+    return code(out, 2 * position, i, start);
+}
+
+/* A chunk's close: every slice still open ends, and its sub-lane's floor rises to the outermost
+ * end (nothing may nest into a closed chunk's slices) */
+static int close_all(Codes *out, Positions *p, PyObject *lanes) {
+    PyObject *subs;
+    Py_ssize_t at = 0;
+    while (PyDict_Next(lanes, &at, NULL, &subs)) {
+        if (!PyList_CheckExact(subs)) { PyErr_SetString(PyExc_TypeError, "a lane is a list of sub-lanes"); return -1; }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
+            PyObject *sub = PyList_GET_ITEM(subs, j);
+            if (!is_sublane(sub)) return -1;
+            long long *state = state_of(sub);
+            if (!state[OPEN]) continue;
+            if (state[FIRST_END] > state[FLOOR]) state[FLOOR] = state[FIRST_END];
+            Py_ssize_t position = position_of(p, sub);
+            if (position < 0 || end_until(out, sub, position, LLONG_MAX) < 0) return -1;
+        }
     }
-    PyObject *start_obj = PyTuple_GET_ITEM(s, SLICE_START_NS);
-    PyObject *end_obj = end == start ? Py_NewRef(start_obj) : PyLong_FromLongLong(end);
-    int rc = (!end_obj || PyList_Append(ends, end_obj) < 0) ? -1 : 0;
-    Py_XDECREF(end_obj);
-    if (rc == 0) {
-        PyList_SetItem(sub, LAST_START, Py_NewRef(start_obj));  /* steals the new reference */
-        rc = emit(out, begin_type, track, s);
-    }
-    return rc;
+    return 0;
 }
 
 /* A slice's lane is its first fields: (rank, layer, lane) */
@@ -105,67 +173,81 @@ static int same_lane(PyObject *key, PyObject *s) {
     return 1;
 }
 
+/* The sub-lane of ``s`` (its lane's ``subs``): the first it fits, else a new one, held by ``subs`` */
+static PyObject *sublane_for(PyObject *subs, PyObject *s, long long start, long long end, PyObject *track_of) {
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
+        PyObject *sub = PyList_GET_ITEM(subs, j);
+        if (!is_sublane(sub)) return NULL;
+        if (fits(sub, start, end)) return sub;
+    }
+    PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(subs));
+    PyObject *track = index ? PyObject_CallFunctionObjArgs(track_of, s, index, NULL) : NULL;
+    Py_XDECREF(index);
+    PyObject *made = track ? new_sublane(track) : NULL;
+    Py_XDECREF(track);
+    if (!made) return NULL;
+    int rc = PyList_Append(subs, made);
+    Py_DECREF(made);
+    return rc < 0 ? NULL : made;  /* subs holds it */
+}
+
+/* place(slices, lanes, track_of, times): ``times`` None, or the slices' (start, dur) as two native
+ * int64 each (``sorted_and_timed``'s): then their ints are not read again */
 static PyObject *place(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, new_sublane, Begin, End)");
+    if (argc != 4 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[1]) ||
+        (argv[3] != Py_None && (!PyBytes_CheckExact(argv[3]) ||
+                                PyBytes_GET_SIZE(argv[3]) != PyList_GET_SIZE(argv[0]) * 2 * (Py_ssize_t)sizeof(long long)))) {
+        PyErr_SetString(PyExc_TypeError, "place(slices: list, lanes: dict, track_of, times: bytes of 2 int64 a slice | None)");
         return NULL;
     }
-    PyObject *slices = argv[0], *lanes = argv[1], *new_sublane = argv[2];
-    PyObject *out = PyList_New(0), *key = NULL, *subs = NULL;  /* subs: borrowed from lanes */
-    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(slices); i++) {
+    PyObject *slices = argv[0], *lanes = argv[1], *track_of = argv[2];
+    const long long *times = argv[3] == Py_None ? NULL : (const long long *)PyBytes_AS_STRING(argv[3]);
+    PyObject *key = NULL, *subs = NULL, *result = NULL;  /* subs: borrowed from lanes */
+    Codes out = {0};
+    Positions p = {.tracks = PyList_New(0)};
+    if (!p.tracks) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(slices); i++) {
         PyObject *s = PyList_GET_ITEM(slices, i);
         long long start, dur, end;
         if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_DUR_NS) {
             PyErr_SetString(PyExc_TypeError, "expected a Slice");
-            goto fail;
+            goto done;
         }
         int same = key ? same_lane(key, s) : 0;
-        if (same < 0) goto fail;
+        if (same < 0) goto done;
         if (!same) {  /* a lane's slices come together: its sub-lanes are looked up once */
             Py_XSETREF(key, PyTuple_GetSlice(s, 0, LANE_KEY_FIELDS));
-            if (!key) goto fail;
+            if (!key) goto done;
             subs = PyDict_GetItemWithError(lanes, key);
             if (!subs) {
-                if (PyErr_Occurred() || !(subs = PyList_New(0))) goto fail;
+                if (PyErr_Occurred() || !(subs = PyList_New(0))) goto done;
                 int rc = PyDict_SetItem(lanes, key, subs);
                 Py_DECREF(subs);
-                if (rc < 0) goto fail;
+                if (rc < 0) goto done;
             }
         }
-        if (as_ll(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) < 0 ||
-            as_ll(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &dur) < 0)
-            goto fail;
+        if (times)
+            start = times[2 * i], dur = times[2 * i + 1];
+        else if (as_ll(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) < 0 ||
+                 as_ll(PyTuple_GET_ITEM(s, SLICE_DUR_NS), &dur) < 0)
+            goto done;
         if (__builtin_add_overflow(start, dur, &end)) {
             PyErr_SetString(PyExc_OverflowError, "a slice ends past 2**63 ns");
-            goto fail;
+            goto done;
         }
-        PyObject *chosen = NULL;
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(subs); j++) {
-            PyObject *sub = PyList_GET_ITEM(subs, j);
-            if (!is_sublane(sub)) goto fail;
-            int ok = fits(sub, start, end);
-            if (ok < 0) goto fail;
-            if (ok) { chosen = sub; break; }
-        }
-        if (!chosen) {
-            PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(subs));
-            PyObject *made = index ? PyObject_CallFunctionObjArgs(new_sublane, s, index, NULL) : NULL;
-            Py_XDECREF(index);
-            if (!made) goto fail;
-            int rc = is_sublane(made) ? PyList_Append(subs, made) : -1;
-            Py_DECREF(made);
-            if (rc < 0) goto fail;
-            chosen = made;  /* subs holds it */
-        }
-        if (push(out, chosen, s, start, end, argv[3], argv[4]) < 0) goto fail;
+        PyObject *chosen = sublane_for(subs, s, start, end, track_of);
+        if (!chosen || push(&out, &p, chosen, i, start, end) < 0) goto done;
     }
+    if (close_all(&out, &p, lanes) == 0)
+        result = Py_BuildValue("(Ny#)", Py_NewRef(p.tracks), out.data ? (const char *)out.data : "",
+                               (Py_ssize_t)(out.len * sizeof(long long)));
+done:
     Py_XDECREF(key);
-    return out;
-fail:
-    Py_XDECREF(key);
-    Py_XDECREF(out);
-    return NULL;
+    Py_DECREF(p.tracks);
+    PyMem_Free(p.slots);
+    PyMem_Free(out.data);
+    return result;
 }
 
 /* The sort key that feeds ``place``: (layer order, lane, start, -dur), parents before children. */
@@ -205,13 +287,11 @@ static int placed_order(const void *a, const void *b) {
     return (x->at > y->at) - (x->at < y->at);
 }
 
-static PyObject *sorted_by_lane_and_start(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 1) {
-        PyErr_SetString(PyExc_TypeError, "sorted_by_lane_and_start(slices)");
-        return NULL;
-    }
+/* The slices of ``given`` as a new list in the order of by_lane_and_start; with ``times``, also
+ * their (start, dur) in that order as two native int64 each (bytes) */
+static PyObject *sort_slices(PyObject *module, PyObject *given, PyObject **times) {
     PyObject *orders = PyDict_GetItemWithError(PyModule_GetDict(module), LAYER_ORDERS);
-    PyObject *slices = orders ? PySequence_List(argv[0]) : NULL;
+    PyObject *slices = orders ? PySequence_List(given) : NULL;
     if (!slices) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "no layer_orders");
         return NULL;
@@ -235,6 +315,11 @@ static PyObject *sorted_by_lane_and_start(PyObject *module, PyObject *const *arg
             goto fail;
     }
     qsort(placed, n, sizeof(Placed), placed_order);
+    if (times) {
+        if (!(*times = PyBytes_FromStringAndSize(NULL, n * 2 * (Py_ssize_t)sizeof(long long)))) goto fail;
+        long long *at = (long long *)PyBytes_AS_STRING(*times);
+        for (Py_ssize_t i = 0; i < n; i++) at[2 * i] = placed[i].start, at[2 * i + 1] = placed[i].dur;
+    }
     for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(slices, i, placed[i].slice);  /* a permutation: refs kept */
     PyMem_Free(placed);
     return slices;
@@ -244,11 +329,55 @@ fail:
     return NULL;
 }
 
+static PyObject *sorted_by_lane_and_start(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 1) {
+        PyErr_SetString(PyExc_TypeError, "sorted_by_lane_and_start(slices)");
+        return NULL;
+    }
+    return sort_slices(module, argv[0], NULL);
+}
+
+/* sorted_and_timed(slices) -> (sorted_by_lane_and_start(slices), their (start, dur) for place) */
+static PyObject *sorted_and_timed(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 1) {
+        PyErr_SetString(PyExc_TypeError, "sorted_and_timed(slices)");
+        return NULL;
+    }
+    PyObject *times = NULL, *slices = sort_slices(module, argv[0], &times);
+    return slices ? Py_BuildValue("(NN)", slices, times) : NULL;
+}
+
+/* of_layer(slices, layer) -> [s for s in slices if s.layer is layer], without a Python loop */
+static PyObject *of_layer(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "of_layer(slices, layer)");
+        return NULL;
+    }
+    PyObject *slices = PySequence_Fast(argv[0], "of_layer: slices must be a sequence");
+    PyObject *out = slices ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; out && i < PySequence_Fast_GET_SIZE(slices); i++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(slices, i);
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) <= SLICE_LAYER) {
+            PyErr_SetString(PyExc_TypeError, "expected a Slice");
+            Py_CLEAR(out);
+        } else if (PyTuple_GET_ITEM(s, SLICE_LAYER) == argv[1] && PyList_Append(out, s) < 0) {
+            Py_CLEAR(out);
+        }
+    }
+    Py_XDECREF(slices);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"of_layer", (PyCFunction)(void (*)(void))of_layer, METH_FASTCALL,
+     "of_layer(slices, layer) -> the slices of that layer, in their order"},
     {"sorted_by_lane_and_start", (PyCFunction)(void (*)(void))sorted_by_lane_and_start, METH_FASTCALL,
      "sorted_by_lane_and_start(slices) -> sorted(slices, key=by_lane_and_start), as a new list"},
+    {"sorted_and_timed", (PyCFunction)(void (*)(void))sorted_and_timed, METH_FASTCALL,
+     "sorted_and_timed(slices) -> (sorted_by_lane_and_start(slices), their (start, dur) as two int64 each)"},
     {"place", (PyCFunction)(void (*)(void))place, METH_FASTCALL,
-     "place(slices, lanes, new_sublane, Begin, End) -> the Begin and End events of the slices"},
+     "place(slices, lanes, track_of, times) -> (tracks, codes): the slices placed and every one ended, compact"},
     {"by_lane_and_start", (PyCFunction)(void (*)(void))by_lane_and_start, METH_FASTCALL,
      "by_lane_and_start(slice) -> (layer order, lane, start, -dur)"},
     {NULL, NULL, 0, NULL},

@@ -81,17 +81,39 @@ class Value(NamedTuple):
     value: float
 
 
+class Placement(NamedTuple):
+    """A chunk's events as ``Lanes.placement`` makes them, compact: no Python object per event.
+    ``codes`` holds three native int64 per event: (position * 2 + 1, -1, its time) for an end,
+    (position * 2, the slice's index in ``slices``, its start) for a begin, the position being the
+    track's in ``tracks`` (the slice tracks in the order of their first begin); the counter
+    samples (``values``) come after them. The encoders read it as it is; ``events()`` is the same as the
+    ``Begin``, ``End`` and ``Value`` events that ``Lanes.place`` gives."""
+
+    tracks: list[Track]
+    slices: list[Slice]
+    codes: bytes
+    values: list[Value]
+
+    def events(self) -> list[Begin | End | Value]:
+        codes = memoryview(self.codes).cast("q")
+        out: list[Begin | End | Value] = []
+        for at in range(0, len(codes), 3):
+            kind, index, ts = codes[at:at + 3]
+            track = self.tracks[kind >> 1]
+            out.append(End(track, ts) if kind & 1 else Begin(track, self.slices[index]))
+        return out + self.values
+
+
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
-_NEVER = -(1 << 63)
 
 
 class Lanes:
     """Assigns slices to tracks, one chunk of slices at a time.
 
-    Each lane has sub-lanes, each a list ``[track, ends, last_start, floor]``: the ends of its
-    open slices (outermost first), the start of its last slice, and where the slices ended by a
-    chunk's close lie (nothing may nest into them any more). The loop over the slices is C
-    (``_layout.c``): it runs once per slice written.
+    Each lane has sub-lanes, each a track and, kept by C as C numbers, the ends of its open slices
+    (outermost first), the start of its last slice, and where the slices ended by a chunk's close
+    lie (nothing may nest into them any more). The loop over the slices, and the close, are C
+    (``_layout.c``): they run once per slice written.
     """
 
     def __init__(self) -> None:
@@ -108,23 +130,20 @@ class Lanes:
         sub-lane where it starts no earlier than the last one there and, inside the innermost
         slice still open at its start, ends within it; else on a new one (``Plane 0 #2``).
         """
-        out = _layout.place(slices, self._lanes, self._new_sublane, Begin, End)
-        for subs in self._lanes.values():
-            for sub in subs:
-                track, ends = sub[0], sub[1]
-                if ends:
-                    sub[3] = max(sub[3], ends[0])
-                    while ends:
-                        out.append(_new(End, (track, ends.pop())))
+        return self.placement(slices, samples).events()
+
+    def placement(self, slices: list[Slice], samples: list[Sample] = (),
+                  times: bytes | None = None) -> Placement:
+        """``place``'s events in the compact form the encoders read (``Placement``). ``times``: the
+        slices' (start, dur) as ``sorted_and_timed`` gives them, so that they are not read again."""
+        tracks, codes = _layout.place(slices, self._lanes, self._track, times)
+        values = []
         track, lane = None, None  # a lane's samples run together: its track looked up once
         for sample in sorted(samples, key=_LANE_AND_START):
             if track is None or sample.lane != lane or sample.rank != track.rank:
                 track, lane = self._counter_track(sample), sample.lane
-            out.append(_new(Value, (track, sample.start_ns, sample.value)))
-        return out
-
-    def _new_sublane(self, s: Slice, index: int) -> list:
-        return [self._track(s, index), [], _NEVER, _NEVER]
+            values.append(_new(Value, (track, sample.start_ns, sample.value)))
+        return Placement(tracks, slices, codes, values)
 
     def _counter_track(self, sample: Sample) -> Track:
         track = self._counters.get((sample.rank, sample.lane))
@@ -169,3 +188,8 @@ _layout.layer_orders = {layer: layer.order for layer in Layer}
 by_lane_and_start: Callable[[Slice], tuple] = _layout.by_lane_and_start
 # sorted(slices, key=by_lane_and_start) in one C call, with no key tuple made per slice
 sorted_by_lane_and_start: Callable[[Iterable[Slice]], list[Slice]] = _layout.sorted_by_lane_and_start
+# the same, and the slices' (start, dur) in that order as two native int64 each, for Lanes.placement
+sorted_and_timed: Callable[[Iterable[Slice]], tuple[list[Slice], bytes]] = _layout.sorted_and_timed
+TIMES_SIZE = 16  # bytes of sorted_and_timed's times per slice
+# [s for s in slices if s.layer is layer] (a list), in one C call
+of_layer: Callable[[list[Slice], Layer], list[Slice]] = _layout.of_layer

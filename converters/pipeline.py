@@ -32,7 +32,7 @@ from .budget import (
 )
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
-from .layout import CUT_ORDER, JobProcess, Lanes, Track, sorted_by_lane_and_start
+from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, sorted_and_timed
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
@@ -303,8 +303,8 @@ class _OpsWriter:
         if slices:
             key = (part, graph, step is None)
             sequence = _COLLECTIVE_SEQUENCES + self.sequences.setdefault(key, len(self.sequences))
-            events = self.lanes.place(sorted_by_lane_and_start(slices))
-            data = self.encoder.chunk(sequence, events)
+            ordered, times = sorted_and_timed(slices)
+            data = self.encoder.chunk(sequence, self.lanes.placement(ordered, times=times))
             file.add(step, start_ns, self.rank, part, data, len(slices), sequence, graph)
 
 
@@ -382,19 +382,19 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
                 batch = renumbered(batch, drawing.rank_offset)
             if batch.step is not None:
                 step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
-            summary, detail = _parts(sorted_by_lane_and_start(records_to_write(batch, options)))
-            ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
+            summary, detail = _parts(*sorted_and_timed(records_to_write(batch, options)))
+            ops = of_layer(batch.slices, Layer.COMM_OP)
             if ops:  # without args in summary, where they are not drawn
                 kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:SLICE_ARGS]) for s in ops]
                 held.append((batch.graph, batch.step_id, batch.key, batch.start_ns,
                              *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []
-            for part, mine, values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
+            for part, (mine, times), values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
                 if mine or values:
                     # the pseudo step (no step trace) is a sequence apart: it has no place in time
                     key = (part, batch.graph, batch.step_id is None)
                     sequence = sequences.setdefault(key, len(sequences))
-                    events = lanes.place(mine, values)
+                    events = lanes.placement(mine, values, times)
                     if part is DETAIL and detail_limit is not None and detail_bytes > detail_limit:
                         encoder.reserve(sequence, events)
                         spool.add_unwritten(batch.key, batch.start_ns, batch.rank, part, len(mine), sequence,
@@ -408,15 +408,21 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
     return spool.chunks, RankOps(origin, path, held, step_ns, step_count, span)
 
 
-def _parts(ordered: list[Slice]) -> tuple[list[Slice], list[Slice]]:
-    """Slices sorted by ``by_lane_and_start`` (layer first) as (summary, detail) in that order,
-    without the communication ops (the driver encodes them, matched across ranks)."""
+Timed = tuple[list[Slice], bytes]  # slices and their times, as sorted_and_timed gives them
+
+
+def _parts(ordered: list[Slice], times: bytes) -> tuple[Timed, Timed]:
+    """Slices sorted by ``by_lane_and_start`` (layer first), and their times, as (summary, detail)
+    in that order, without the communication ops (the driver encodes them, matched across ranks)."""
     def first(layer: Layer) -> int:
         return bisect.bisect_left(ordered, layer.order, key=_layer_order)
 
     ops, after_ops = first(Layer.COMM_OP), first(_AFTER_OPS)
     summary_end = first(_FIRST_DETAIL)
-    return ordered[:summary_end], ordered[summary_end:ops] + ordered[after_ops:]
+    summary = ordered[:summary_end], times[:summary_end * TIMES_SIZE]
+    detail = (ordered[summary_end:ops] + ordered[after_ops:],
+              times[summary_end * TIMES_SIZE:ops * TIMES_SIZE] + times[after_ops * TIMES_SIZE:])
+    return summary, detail
 
 
 def _layer_order(s: Slice) -> int:

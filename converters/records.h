@@ -60,6 +60,13 @@
 #define VALUE_VALUE 2
 #define VALUE_FIELDS 3
 
+/* layout.Placement: a chunk's events, compact (two int64 per event in codes), then its values */
+#define PLACEMENT_TRACKS 0
+#define PLACEMENT_SLICES 1
+#define PLACEMENT_CODES 2
+#define PLACEMENT_VALUES 3
+#define PLACEMENT_FIELDS 4
+
 /* overlap.Interval: a half-open (start_ns, end_ns) pair, a plain tuple */
 #define INTERVAL_START 0
 #define INTERVAL_END 1

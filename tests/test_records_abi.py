@@ -19,7 +19,7 @@ HEADER = Path(converters.__file__).parent / "records.h"
 # The tuples records.h names, each by its class; a constant is <CLASS>_<FIELD> in upper snake case
 NAMED_TUPLES = (
     model.Slice, model.Sample, model.FlowEnd,
-    layout.Track, layout.Begin, layout.End, layout.Value,
+    layout.Track, layout.Begin, layout.End, layout.Value, layout.Placement,
     overlap.StepIntervals,
     chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut,
 )

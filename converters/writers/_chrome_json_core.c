@@ -211,10 +211,37 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
            put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_IN), "f", pid, tid, ts, dumps) < 0 ? -1 : 0;
 }
 
+/* The slices of a layout.Placement (tracks, slices, codes: per event (position * 2 [+ 1 for an
+ * end], slice index or -1, time)), each as put_slice puts a Begin's; ends need nothing */
+static int put_placed(Buf *b, PyObject *tracks, PyObject *slices, PyObject *codes, long long origin, Span *span,
+                      TrackSlot *slots, PyObject *tid_of, PyObject *dumps, Py_ssize_t *timed) {
+    if (!PyList_CheckExact(tracks) || !PyList_CheckExact(slices) || !PyBytes_CheckExact(codes) ||
+        PyBytes_GET_SIZE(codes) % (3 * sizeof(long long))) {
+        PyErr_SetString(PyExc_TypeError, "a Placement: tracks, slices (lists), codes (bytes)");
+        return -1;
+    }
+    const long long *code = (const long long *)PyBytes_AS_STRING(codes);
+    Py_ssize_t n = PyBytes_GET_SIZE(codes) / sizeof(long long);
+    for (Py_ssize_t at = 0; at < n; at += 3) {
+        long long kind = code[at], what = code[at + 1], position = kind >> 1;
+        if (kind & 1) continue;
+        if (position < 0 || position >= PyList_GET_SIZE(tracks) || what < 0 || what >= PyList_GET_SIZE(slices)) {
+            PyErr_SetString(PyExc_IndexError, "a Placement's code past its tracks or slices");
+            return -1;
+        }
+        if (put_slice(b, PyList_GET_ITEM(tracks, position), PyList_GET_ITEM(slices, what), origin, span, slots,
+                      tid_of, dumps) < 0)
+            return -1;
+        ++*timed;
+    }
+    return 0;
+}
+
 /* encode_chunk(events, origin_ns, tid_of, value_of, dumps, Begin, Value) -> (bytes, earliest, latest):
  * each Begin as an X event (and its arrows), each Value by ``value_of(event)``, every record after
  * ",\n"; and the earliest start and latest end written (None, None: no event), which the writer
- * checks against its origin. */
+ * checks against its origin. ``events``: a sequence of layout events, or a layout.Placement
+ * (tracks, slices, codes, values). */
 static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 7) {
@@ -225,11 +252,26 @@ static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_
     Span span = {LLONG_MAX, LLONG_MIN};
     Py_ssize_t timed = 0;  /* Begins and Values: the events that have a time in the output */
     if (long_of(argv[1], &origin) < 0) return NULL;
-    PyObject *events = PySequence_Fast(argv[0], "events must be a sequence"), *out = NULL, *data;
-    if (!events) return NULL;
+    PyObject *events = argv[0], *out = NULL, *data;
     TrackSlot *slots = PyMem_Calloc(TRACK_SLOTS, sizeof(TrackSlot));
     Buf b = {0};
-    if (!slots) { PyErr_NoMemory(); goto done; }
+    if (!slots) return PyErr_NoMemory();
+    if (PyTuple_Check(events) && PyTuple_GET_SIZE(events) == PLACEMENT_FIELDS &&
+        PyBytes_Check(PyTuple_GET_ITEM(events, PLACEMENT_CODES))) {  /* no event is bytes */
+        if (put_placed(&b, PyTuple_GET_ITEM(events, PLACEMENT_TRACKS), PyTuple_GET_ITEM(events, PLACEMENT_SLICES),
+                       PyTuple_GET_ITEM(events, PLACEMENT_CODES), origin, &span, slots, argv[2], argv[4],
+                       &timed) < 0) {
+            PyMem_Free(slots);
+            PyMem_Free(b.data);
+            return NULL;
+        }
+        events = PyTuple_GET_ITEM(events, PLACEMENT_VALUES);
+    }
+    if (!(events = PySequence_Fast(events, "events must be a sequence"))) {
+        PyMem_Free(slots);
+        PyMem_Free(b.data);
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(events); i++) {
         PyObject *event = PySequence_Fast_GET_ITEM(events, i);
         int rc = 0;

@@ -758,13 +758,22 @@ static int put_flows(Buf *b, PyObject *flows, const unsigned char *key) {
     return 0;
 }
 
-/* timestamp: ts (negative ones as their two's complement, as perfetto._varint writes them) */
-static int put_timestamp(Buf *b, PyObject *ts) {
+/* A time in ns as a C long long */
+static int ns_of(PyObject *ts, long long *out) {
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(ts, &overflow);
+    *out = PyLong_AsLongLongAndOverflow(ts, &overflow);
     if (overflow) PyErr_SetString(PyExc_OverflowError, "a time past 2**63 ns");
-    if (overflow || (v == -1 && PyErr_Occurred())) return -1;
-    return buf_put(b, "\x40", 1) < 0 || buf_varint(b, (unsigned long long)v) < 0 ? -1 : 0;
+    return overflow || (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* timestamp: ts (negative ones as their two's complement, as perfetto._varint writes them) */
+static int put_ns(Buf *b, long long ts) {
+    return buf_put(b, "\x40", 1) < 0 || buf_varint(b, (unsigned long long)ts) < 0 ? -1 : 0;
+}
+
+static int put_timestamp(Buf *b, PyObject *ts) {
+    long long v;
+    return ns_of(ts, &v) < 0 ? -1 : put_ns(b, v);
 }
 
 /* out += Trace.packet(payload) */
@@ -820,6 +829,35 @@ static int put_interned(State *st, Buf *b) {
     return 0;
 }
 
+
+/* An end at ``ts`` on the track whose end-packet suffix is ``end_suffix`` */
+static int put_end(Buf *out, Buf *payload, PyObject *end_suffix, long long ts) {
+    payload->len = 0;
+    return put_ns(payload, ts) < 0 || buf_bytes(payload, end_suffix) < 0 ? -1 : put_packet(out, payload);
+}
+
+/* The begin of slice ``s``, starting at ``start``, on the track whose begin-event prefix is ``begin_prefix`` */
+static int put_begin(State *st, Buf *out, Buf *body, Buf *payload, PyObject *begin_prefix, PyObject *s,
+                     long long start) {
+    if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < SLICE_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "expected a Slice");
+        return -1;
+    }
+    body->len = payload->len = 0;
+    PyObject *args = PyTuple_GET_ITEM(s, SLICE_ARGS), *flows_out = PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT),
+             *flows_in = PyTuple_GET_ITEM(s, SLICE_FLOWS_IN);
+    if (buf_bytes(body, begin_prefix) < 0 || put_ref(st, body, &st->names, PyTuple_GET_ITEM(s, SLICE_NAME)) < 0)
+        return -1;
+    int has_args = PyObject_IsTrue(args);
+    if (has_args < 0 || (has_args && put_args(st, body, args) < 0)) return -1;
+    if (put_flows(body, flows_out, K_FLOW_OUT) < 0 || put_flows(body, flows_in, K_FLOW_IN) < 0) return -1;
+    if (put_ns(payload, start) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
+        buf_varint(payload, body->len) < 0 || buf_put(payload, body->data, body->len) < 0 ||
+        put_interned(st, payload) < 0 || buf_put(payload, "\x68\x02", 2) < 0 || buf_bytes(payload, st->tail) < 0)
+        return -1;
+    return put_packet(out, payload);
+}
+
 /* Begin(track, slice), End(track, ts_ns) and Value(track, ts_ns, value) hold their track where an
  * End does, and their slice or time within an End's length: an event checked as long as an End
  * has them (a Value's value is read only from the Value type) */
@@ -835,12 +873,12 @@ static int encode_event(State *st, Buf *out, Buf *body, Buf *payload, PyObject *
     PyObject *prefixes = prefixes_of(st, out, declare, PyTuple_GET_ITEM(event, END_TRACK));
     if (!prefixes) return -1;
     PyObject *begin_prefix = PyTuple_GET_ITEM(prefixes, 0), *end_suffix = PyTuple_GET_ITEM(prefixes, 1);
-    body->len = payload->len = 0;
     int rc = -1;
     if (Py_IS_TYPE(event, end_type)) {  /* End(track, ts_ns) */
-        if (put_timestamp(payload, PyTuple_GET_ITEM(event, END_TS_NS)) < 0 || buf_bytes(payload, end_suffix) < 0)
-            goto done;
+        long long ts;
+        if (ns_of(PyTuple_GET_ITEM(event, END_TS_NS), &ts) == 0) rc = put_end(out, payload, end_suffix, ts);
     } else if (Py_IS_TYPE(event, value_type)) {  /* Value(track, ts_ns, value) */
+        body->len = payload->len = 0;
         double value = PyFloat_AsDouble(PyTuple_GET_ITEM(event, VALUE_VALUE));
         if (value == -1.0 && PyErr_Occurred()) goto done;
         if (buf_bytes(body, begin_prefix) < 0 || buf_put(body, (const char *)K_DOUBLE_COUNTER, 2) < 0 ||
@@ -850,33 +888,54 @@ static int encode_event(State *st, Buf *out, Buf *body, Buf *payload, PyObject *
             buf_varint(payload, body->len) < 0 || buf_put(payload, body->data, body->len) < 0 ||
             buf_bytes(payload, st->tail) < 0)
             goto done;
+        rc = put_packet(out, payload);
     } else {  /* Begin(track, slice) */
         PyObject *s = PyTuple_GET_ITEM(event, BEGIN_SLICE);
+        long long start;
         if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) < SLICE_FIELDS) {
             PyErr_SetString(PyExc_TypeError, "expected a Slice");
             goto done;
         }
-        PyObject *args = PyTuple_GET_ITEM(s, SLICE_ARGS), *flows_out = PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT),
-                 *flows_in = PyTuple_GET_ITEM(s, SLICE_FLOWS_IN);
-        if (buf_bytes(body, begin_prefix) < 0 ||
-            put_ref(st, body, &st->names, PyTuple_GET_ITEM(s, SLICE_NAME)) < 0)
-            goto done;
-        int has_args = PyObject_IsTrue(args);
-        if (has_args < 0 || (has_args && put_args(st, body, args) < 0)) goto done;
-        if (put_flows(body, flows_out, K_FLOW_OUT) < 0 || put_flows(body, flows_in, K_FLOW_IN) < 0)
-            goto done;
-        if (put_timestamp(payload, PyTuple_GET_ITEM(s, SLICE_START_NS)) < 0 || buf_put(payload, "\x5a", 1) < 0 ||
-            buf_varint(payload, body->len) < 0 || buf_put(payload, body->data, body->len) < 0 ||
-            put_interned(st, payload) < 0 || buf_put(payload, "\x68\x02", 2) < 0 ||
-            buf_bytes(payload, st->tail) < 0)
-            goto done;
+        if (ns_of(PyTuple_GET_ITEM(s, SLICE_START_NS), &start) == 0)
+            rc = put_begin(st, out, body, payload, begin_prefix, s, start);
     }
-    rc = put_packet(out, payload);
 done:
     Py_DECREF(prefixes);
     return rc;
 }
 
+/* The events of a layout.Placement (tracks, slices, codes: per event (position * 2 [+ 1 for an
+ * end], slice index or -1, time)), encoded as encode_event encodes them one by one; a begin's
+ * start is its code's, its int not read */
+static int encode_placed(State *st, Buf *out, Buf *body, Buf *payload, PyObject *tracks, PyObject *slices,
+                         PyObject *codes, PyObject *declare) {
+    if (!PyList_CheckExact(tracks) || !PyList_CheckExact(slices) || !PyBytes_CheckExact(codes) ||
+        PyBytes_GET_SIZE(codes) % (3 * sizeof(long long))) {
+        PyErr_SetString(PyExc_TypeError, "a Placement: tracks, slices (lists), codes (bytes)");
+        return -1;
+    }
+    const long long *code = (const long long *)PyBytes_AS_STRING(codes);
+    Py_ssize_t n = PyBytes_GET_SIZE(codes) / sizeof(long long);
+    for (Py_ssize_t at = 0; at < n; at += 3) {
+        long long kind = code[at], index = code[at + 1], ts = code[at + 2], position = kind >> 1;
+        if (position < 0 || position >= PyList_GET_SIZE(tracks) ||
+            (!(kind & 1) && (index < 0 || index >= PyList_GET_SIZE(slices)))) {
+            PyErr_SetString(PyExc_IndexError, "a Placement's code past its tracks or slices");
+            return -1;
+        }
+        PyObject *prefixes = prefixes_of(st, out, declare, PyList_GET_ITEM(tracks, position));
+        if (!prefixes) return -1;
+        int rc = kind & 1 ? put_end(out, payload, PyTuple_GET_ITEM(prefixes, 1), ts)
+                          : put_begin(st, out, body, payload, PyTuple_GET_ITEM(prefixes, 0),
+                                      PyList_GET_ITEM(slices, index), ts);
+        Py_DECREF(prefixes);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* encode_chunk(seq, events, declare, annotation, decode, End, Value): ``events`` an iterable of
+ * layout events, or a layout.Placement (tracks, slices, codes, values) */
 static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 7) {
@@ -891,9 +950,17 @@ static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_
     }
     State st;
     if (state_init(&st, seq, argv[3], argv[4]) < 0) return NULL;
-    PyObject *iterator = PyObject_GetIter(events), *event, *result = NULL;
+    PyObject *iterator = NULL, *event, *result = NULL;
     Buf out = {0}, body = {0}, payload = {0};
-    if (!iterator) goto done;
+    if (PyTuple_Check(events) && PyTuple_GET_SIZE(events) == PLACEMENT_FIELDS &&
+        PyBytes_Check(PyTuple_GET_ITEM(events, PLACEMENT_CODES))) {  /* no event is bytes */
+        if (encode_placed(&st, &out, &body, &payload, PyTuple_GET_ITEM(events, PLACEMENT_TRACKS),
+                          PyTuple_GET_ITEM(events, PLACEMENT_SLICES), PyTuple_GET_ITEM(events, PLACEMENT_CODES),
+                          declare) < 0)
+            goto done;
+        events = PyTuple_GET_ITEM(events, PLACEMENT_VALUES);
+    }
+    if (!(iterator = PyObject_GetIter(events))) goto done;
     while ((event = PyIter_Next(iterator))) {
         int rc = encode_event(&st, &out, &body, &payload, event, declare,
                               (PyTypeObject *)argv[5], (PyTypeObject *)argv[6]);

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from ..layout import Begin, End, JobProcess, Track, Value
+from ..layout import Begin, End, JobProcess, Placement, Track, Value
 from ..model import RankInfo
 from ._chrome_json_core import encode_chunk
 
@@ -38,6 +38,7 @@ _dumps = partial(orjson.dumps, option=orjson.OPT_NON_STR_KEYS)  # dict args, and
 ORIGIN_MARGIN_NS = 3600 * 10**9
 EXACT_NS = 10**15  # ns from the origin that JSON holds exactly for Perfetto; past it, µs (``held``)
 _MARKER_TID = 999_999
+Events = Sequence[Begin | End | Value] | Placement  # a chunk's layout events, or the same compact
 
 
 class ChromeJsonEncoder:
@@ -68,10 +69,10 @@ class ChromeJsonEncoder:
             events += _process(process.rank, process.title, -1, process.description)
         return b"[\n" + _SEPARATOR.join(map(orjson.dumps, events))
 
-    def chunk(self, sequence: int, events: Sequence[Begin | End | Value]) -> bytes:
+    def chunk(self, sequence: int, events: Events) -> bytes:
         """Complete (``X``) events for the begins, with the arrows bound to each at its start; ends
         need nothing, X carries its duration. Encoded in C (``_chrome_json_core``), as orjson
-        writes these records."""
+        writes these records; a ``Placement`` as its ``events()`` would be."""
         if self.origin_ns is None:
             self.origin_ns = own_origin(events, self._whole_hours)
         named = self._named.setdefault(sequence, set())
@@ -84,14 +85,18 @@ class ChromeJsonEncoder:
         return orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
                              "ts": held(event.ts_ns - self.origin_ns) / 1000, "args": {"value": event.value}})
 
-    def reserve(self, sequence: int, events: Sequence[Begin | End | Value]) -> None:
+    def reserve(self, sequence: int, events: Events) -> None:
         """Number the threads ``chunk`` would number for ``events``, writing nothing: for a chunk
         the size cap can never take, so later ones come out the same."""
         if self.origin_ns is None:
             self.origin_ns = own_origin(events, self._whole_hours)
-        for event in events:
-            if type(event) is Begin:
-                self._number(event.track)
+        if type(events) is Placement:  # its tracks in the order of their first begin
+            for track in events.tracks:
+                self._number(track)
+        else:
+            for event in events:
+                if type(event) is Begin:
+                    self._number(event.track)
         self._placed(*span_of(events))
 
     def _placed(self, first: int | None, last: int | None) -> None:
@@ -150,11 +155,14 @@ def held(ns: int) -> int:
     return ns if ns < EXACT_NS else ns - ns % 1000
 
 
-def span_of(events: Sequence[Begin | End | Value]) -> tuple[int | None, int | None]:
+def span_of(events: Events) -> tuple[int | None, int | None]:
     """The earliest start and the latest end of the slices and counter values in ``events``;
     (None, None): none."""
-    times = [(e.slice.start_ns, e.slice.end_ns) if type(e) is Begin else (e.ts_ns, e.ts_ns)
-             for e in events if type(e) is not End]
+    if type(events) is Placement:  # every slice placed has its begin
+        times = [(s.start_ns, s.end_ns) for s in events.slices] + [(v.ts_ns, v.ts_ns) for v in events.values]
+    else:
+        times = [(e.slice.start_ns, e.slice.end_ns) if type(e) is Begin else (e.ts_ns, e.ts_ns)
+                 for e in events if type(e) is not End]
     return (min(t[0] for t in times), max(t[1] for t in times)) if times else (None, None)
 
 
@@ -163,7 +171,7 @@ def before(ns: int) -> int:
     return max(ns - ORIGIN_MARGIN_NS, min(ns, 0))
 
 
-def own_origin(events: Sequence[Begin | End | Value], whole_hours: bool = False) -> int:
+def own_origin(events: Events, whole_hours: bool = False) -> int:
     """The origin of an encoder given none: an hour before the first event of its first chunk, or
     the whole hour before that."""
     first = span_of(events)[0]

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..layout import End, JobProcess, Track, Value
+from ..layout import Begin, End, JobProcess, Placement, Track, Value
 from ..model import RankInfo, decoded_args
 from ._perfetto_core import MAX_INTERNED as _MAX_INTERNED
 from ._perfetto_core import encode_args, encode_chunk
@@ -181,8 +181,9 @@ class PerfettoEncoder:
             desc += _str(_DESCRIPTION, description)
         _packet(out, _len(_TRACK_DESC, desc) + _int(_SEQ_ID, _HEADER_SEQUENCE))
 
-    def chunk(self, sequence: int, events: Iterable) -> bytes:
-        """Encode layout events (``Begin``/``End``) on ``sequence`` (one per rank, part, graph)."""
+    def chunk(self, sequence: int, events: Iterable[Begin | End | Value] | Placement) -> bytes:
+        """Encode layout events (``Begin``/``End``/``Value``, or a ``Placement`` as its ``events()``
+        would be) on ``sequence`` (one per rank, part, graph)."""
         seq = self._sequences.get(sequence)
         if seq is None:
             seq = self._sequences[sequence] = _Sequence(self._sequence_base + sequence + 1)
@@ -192,9 +193,14 @@ class PerfettoEncoder:
             seq.started = True
         return bytes(out) + encode_chunk(seq, events, self._declare, _annotation, decoded_args, End, Value)
 
-    def reserve(self, sequence: int, events: Iterable) -> None:
+    def reserve(self, sequence: int, events: Iterable[Begin | End | Value] | Placement) -> None:
         """Number the tracks ``chunk`` would number for ``events`` (in the same order), writing
         nothing: for a chunk the size cap can never take, so later ones come out the same."""
+        if type(events) is Placement:  # its tracks in the order of their first begin, then the values'
+            for track in events.tracks:
+                if track not in self._uuids:
+                    self._new_uuid(track)
+            events = events.values
         last = None  # a track's events run together: each run's track looked up once, not hashed per event
         for event in events:
             if event.track is not last and type(event) is not End:

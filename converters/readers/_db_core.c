@@ -12,7 +12,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sqlite3.h>
 
 #include "../records.h"
@@ -268,56 +271,89 @@ static int add_ops(PyObject *ops, PyObject *found, PyObject *index, int known) {
     return rc;
 }
 
+/* A slice's connection_id (new reference), or NULL (no error set: none): its args' where they are a
+ * dict, or where they are Rows' JSON text (whose connection_id is an int, written first or after
+ * another member: ``"connection_id":`` after ``{`` or ``,`` is a key, a string's quotes being escaped) */
+static PyObject *link_of(PyObject *args, PyObject *connection_id) {
+    if (PyDict_CheckExact(args)) {
+        PyObject *link = PyDict_GetItemWithError(args, connection_id);
+        Py_XINCREF(link);
+        return link;
+    }
+    if (!PyBytes_CheckExact(args)) return NULL;
+    static const char key[] = "\"connection_id\":";
+    const char *text = PyBytes_AS_STRING(args), *end = text + PyBytes_GET_SIZE(args), *at = text;
+    while ((at = memchr(at, '"', end - at)) && !(at > text && (at[-1] == '{' || at[-1] == ',') &&
+                                                 end - at > (Py_ssize_t)sizeof key &&
+                                                 memcmp(at, key, sizeof key - 1) == 0))
+        at++;
+    if (!at) return NULL;
+    char *past;
+    errno = 0;
+    long long link = strtoll(at + sizeof key - 1, &past, 10);
+    if (errno || past == at + sizeof key - 1 || (*past != ',' && *past != '}')) {
+        PyErr_SetString(PyExc_ValueError, "bind: raw args whose connection_id is no int");
+        return NULL;
+    }
+    return PyLong_FromLongLong(link);
+}
+
+/* The i-th slice's ``link`` noted where bind_rules' first loop notes it: a launch, an op, a target */
+static int linked(Py_ssize_t split, PyObject *links, PyObject *const *layer, PyObject *launches,
+                  PyObject *ops, PyObject *targets, Py_ssize_t i, PyObject *s, PyObject *link) {
+    static PyObject *cann, *pytorch;
+    if (!cann && !(cann = PyUnicode_InternFromString("CANN"))) return -1;
+    if (!pytorch && !(pytorch = PyUnicode_InternFromString("PyTorch"))) return -1;
+    PyObject *host = layer[0], *kind = PyTuple_GET_ITEM(s, SLICE_LAYER), *lane = PyTuple_GET_ITEM(s, SLICE_LANE);
+    if (i >= split && kind != host) {  /* the next step's: only the targets of this step's starts */
+        int wanted = PyDict_Contains(launches, link);
+        if (wanted == 0) wanted = PyDict_Contains(ops, link);
+        if (wanted <= 0) return wanted;
+    }
+    PyObject *index = PyLong_FromSsize_t(i);
+    if (!index) return -1;
+    int rc = 0;
+    if (kind == host) {
+        if (PyUnicode_Tailmatch(lane, cann, 0, PY_SSIZE_T_MAX, -1) == 1) {
+            rc = i < split ? PyDict_SetItem(launches, link, index) : 0;
+        } else if (PyUnicode_Tailmatch(lane, pytorch, 0, PY_SSIZE_T_MAX, -1) == 1) {
+            PyObject *found = PyDict_GetItemWithError(links, link);  /* taken by its own step only */
+            if (found && found != Py_None) {
+                Py_INCREF(found);
+                rc = (i < split && PyDict_DelItem(links, link) < 0) ||
+                     add_ops(ops, found, index, i >= split) < 0 ? -1 : 0;
+                Py_DECREF(found);
+            } else if (found) {
+                rc = i < split ? PyDict_DelItem(links, link) : 0;
+            } else if (PyErr_Occurred()) {
+                rc = -1;
+            }
+        }
+        if (rc == 0 && PyErr_Occurred()) rc = -1;  /* a lane that is no str */
+    } else if (kind == layer[1] || kind == layer[2] || kind == layer[3]) {
+        rc = add_end(targets, link, index);
+    }
+    Py_DECREF(index);
+    return rc;
+}
+
 /* Which slices launch and which are launched: ascend_db_flows.Flows.bind_rules' first loop */
 static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject *const *layer,
                    PyObject *launches, PyObject *ops, PyObject *targets) {
-    static PyObject *connection_id, *cann, *pytorch;
+    static PyObject *connection_id;
     if (!connection_id && !(connection_id = PyUnicode_InternFromString("connection_id"))) return -1;
-    if (!cann && !(cann = PyUnicode_InternFromString("CANN"))) return -1;
-    if (!pytorch && !(pytorch = PyUnicode_InternFromString("PyTorch"))) return -1;
-    PyObject *host = layer[0];
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(slices); i++) {
-        PyObject *s = PyList_GET_ITEM(slices, i), *args = PyTuple_GET_ITEM(s, SLICE_ARGS);
-        if (!PyDict_CheckExact(args)) continue;
-        PyObject *link = PyDict_GetItemWithError(args, connection_id);
+        PyObject *s = PyList_GET_ITEM(slices, i), *link = link_of(PyTuple_GET_ITEM(s, SLICE_ARGS), connection_id);
         if (!link) {
             if (PyErr_Occurred()) return -1;
             continue;
         }
-        if (link == Py_None) continue;
-        PyObject *kind = PyTuple_GET_ITEM(s, SLICE_LAYER), *lane = PyTuple_GET_ITEM(s, SLICE_LANE);
-        if (i >= split && kind != host) {  /* the next step's: only the targets of this step's starts */
-            int wanted = PyDict_Contains(launches, link);
-            if (wanted == 0) wanted = PyDict_Contains(ops, link);
-            if (wanted <= 0) {
-                if (wanted < 0) return -1;
-                continue;
-            }
+        if (link == Py_None) {
+            Py_DECREF(link);
+            continue;
         }
-        PyObject *index = PyLong_FromSsize_t(i);
-        if (!index) return -1;
-        int rc = 0;
-        if (kind == host) {
-            if (PyUnicode_Tailmatch(lane, cann, 0, PY_SSIZE_T_MAX, -1) == 1) {
-                rc = i < split ? PyDict_SetItem(launches, link, index) : 0;
-            } else if (PyUnicode_Tailmatch(lane, pytorch, 0, PY_SSIZE_T_MAX, -1) == 1) {
-                PyObject *found = PyDict_GetItemWithError(links, link);  /* taken by its own step only */
-                if (found && found != Py_None) {
-                    Py_INCREF(found);
-                    rc = (i < split && PyDict_DelItem(links, link) < 0) ||
-                         add_ops(ops, found, index, i >= split) < 0 ? -1 : 0;
-                    Py_DECREF(found);
-                } else if (found) {
-                    rc = i < split ? PyDict_DelItem(links, link) : 0;
-                } else if (PyErr_Occurred()) {
-                    rc = -1;
-                }
-            }
-            if (rc == 0 && PyErr_Occurred()) rc = -1;  /* a lane that is no str */
-        } else if (kind == layer[1] || kind == layer[2] || kind == layer[3]) {
-            rc = add_end(targets, link, index);
-        }
-        Py_DECREF(index);
+        int rc = linked(split, links, layer, launches, ops, targets, i, s, link);
+        Py_DECREF(link);
         if (rc < 0) return -1;
     }
     return 0;
@@ -681,17 +717,119 @@ static int nothing(PyObject *value) {
     return n == 0 || (n == 3 && PyUnicode_CompareWithASCIIString(value, "N/A") == 0);
 }
 
-/* {key: value} of ``keys`` and the row's columns from ``at`` on, but those that say nothing (or, if
- * ``only_none``, but None) */
-static PyObject *args_of(Rows *r, int at, PyObject *keys, Py_ssize_t count, int only_none) {
-    PyObject *args = PyDict_New();
-    for (Py_ssize_t i = 0; args && i < count; i++) {
-        PyObject *value = get(r, at + (int)i);
-        if (!value || (!(only_none ? value == Py_None : nothing(value)) &&
-                       PyDict_SetItem(args, PyTuple_GET_ITEM(keys, i), value) < 0))
-            Py_CLEAR(args);
+/* -- a slice's args as raw JSON text ---------------------------------------------------------- */
+
+/* A row's args are JSON text (bytes), as the Chrome-trace reader's are, not a dict: the text
+ * orjson.dumps makes of the dict the rules make (the Chrome JSON writer's output), read by the
+ * Perfetto writer with no dict made (``walk_args``). A dict per slice, filled, walked and freed was a
+ * tenth of a rank's conversion (BENCHMARKS.md, issue 28). Only ints and strs are written so; a row
+ * with any other value (a REAL, a BLOB, a connection_id that is no int) keeps its dict. */
+#define MAX_ARGS 32
+
+typedef struct { char *data; size_t len, cap; } Text;
+static Text json;  /* reused by every slice (the GIL held) */
+
+static int text_put(Text *t, const char *p, size_t n) {
+    if (t->len + n > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n) cap *= 2;
+        char *grown = PyMem_Realloc(t->data, cap);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        t->data = grown;
+        t->cap = cap;
     }
+    memcpy(t->data + t->len, p, n);
+    t->len += n;
+    return 0;
+}
+
+/* ``value`` as a JSON string, escaped as orjson escapes (\b \t \n \f \r, other controls \u00xx) */
+static int json_string(Text *t, PyObject *value) {
+    static const char hex[] = "0123456789abcdef";
+    Py_ssize_t n;
+    const char *p = PyUnicode_AsUTF8AndSize(value, &n), *run;
+    if (!p || text_put(t, "\"", 1) < 0) return -1;
+    const char *end = p + n;
+    for (run = p; p < end; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        char escaped[6] = {'\\', (char)c, 0};
+        size_t len = 2;
+        switch (c) {
+        case '"': case '\\': break;
+        case '\b': escaped[1] = 'b'; break;
+        case '\t': escaped[1] = 't'; break;
+        case '\n': escaped[1] = 'n'; break;
+        case '\f': escaped[1] = 'f'; break;
+        case '\r': escaped[1] = 'r'; break;
+        default:
+            memcpy(escaped + 1, "u00", 3);
+            escaped[4] = hex[c >> 4];
+            escaped[5] = hex[c & 15];
+            len = 6;
+        }
+        if (text_put(t, run, p - run) < 0 || text_put(t, escaped, len) < 0) return -1;
+        run = p + 1;
+    }
+    return text_put(t, run, p - run) < 0 || text_put(t, "\"", 1) < 0 ? -1 : 0;
+}
+
+/* ``value`` (an int within int64) in decimal: 0, or 1 where it is past int64 */
+static int json_int(Text *t, PyObject *value) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) return 1;
+    if (v == -1 && PyErr_Occurred()) return -1;
+    char digits[24], *at = digits + sizeof digits;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do { *--at = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) *--at = '-';
+    return text_put(t, at, digits + sizeof digits - at);
+}
+
+/* The args of n pairs as JSON text (new reference); NULL with no error set where a value is neither
+ * an int nor a str, or connection_id no int: the dict made instead */
+static PyObject *args_json(PyObject *const *names, PyObject *const *values, Py_ssize_t n) {
+    json.len = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = values[i];
+        int rc = text_put(&json, i ? "," : "{", 1);
+        if (rc == 0) rc = json_string(&json, names[i]);
+        if (rc == 0) rc = text_put(&json, ":", 1);
+        if (rc < 0) return NULL;
+        if (PyLong_CheckExact(value)) rc = json_int(&json, value);
+        else if (PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(names[i], "connection_id") != 0)
+            rc = json_string(&json, value);
+        else rc = 1;
+        if (rc) return NULL;
+    }
+    if (text_put(&json, "}", 1) < 0) return NULL;
+    return PyBytes_FromStringAndSize(json.data, (Py_ssize_t)json.len);
+}
+
+/* The args of n pairs: their JSON text, else their dict (none: an empty dict, no args) */
+static PyObject *args_made(PyObject *const *names, PyObject *const *values, Py_ssize_t n) {
+    PyObject *made = n ? args_json(names, values, n) : NULL;
+    if (made || PyErr_Occurred()) return made;
+    PyObject *args = PyDict_New();
+    for (Py_ssize_t i = 0; args && i < n; i++)
+        if (PyDict_SetItem(args, names[i], values[i]) < 0) Py_CLEAR(args);
     return args;
+}
+
+/* The pairs of ``keys`` and the row's columns from ``at`` on (borrowed), but those that say nothing
+ * (or, if ``only_none``, but None): how many, or -1 on error */
+static Py_ssize_t args_of(Rows *r, int at, PyObject *keys, Py_ssize_t count, int only_none, PyObject **names,
+                          PyObject **values) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *value = get(r, at + (int)i);
+        if (!value) return -1;
+        if (only_none ? value == Py_None : nothing(value)) continue;
+        names[n] = PyTuple_GET_ITEM(keys, i);
+        values[n++] = value;
+    }
+    return n;
 }
 
 static int places(PyObject *spec_places, int *at, int count, int columns) {
@@ -723,7 +861,9 @@ static PyObject *task_slice(Rows *r, const int *at, long long kind, PyObject *sp
     PyObject *keys = PyTuple_GET_ITEM(spec, 3), *stream = get(r, at[T_STREAM]);
     PyObject *lane = stream ? lane_of(lanes, stream, "Stream %S", stream, NULL) : NULL;
     int args_end = kind == COMPUTE_KIND ? at[T_ARGS] : at[T_TASK_ARGS];
-    PyObject *args = lane ? args_of(r, at[T_ARGS_AT], keys, args_end - at[T_ARGS_AT], 0) : NULL;
+    PyObject *names[MAX_ARGS], *values[MAX_ARGS];
+    Py_ssize_t n = lane ? args_of(r, at[T_ARGS_AT], keys, args_end - at[T_ARGS_AT], 0, names, values) : -1;
+    PyObject *args = n >= 0 ? args_made(names, values, n) : NULL;
     PyObject *task_type = args ? either(r->values[at[T_TASK_TYPE]], empty) : NULL, *name = NULL;
     PyObject *c_name = task_type ? get(r, at[T_NAME]) : NULL;
     if (c_name) {
@@ -751,7 +891,8 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
     if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 5 ||
         !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 3)) ||
         !PyDict_CheckExact(argv[3]) || places(PyTuple_GET_ITEM(argv[1], 4), at, T_PLACES, 1000) < 0 ||
-        at[T_ARGS] - at[T_ARGS_AT] != PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3))) {
+        at[T_ARGS] - at[T_ARGS_AT] != PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) > MAX_ARGS) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "tasks(out, spec, rank, lanes, all_tasks)");
         return NULL;
@@ -804,13 +945,16 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     PyObject *spec = argv[1], *rank = argv[2], *offset = argv[3], *lanes = argv[4], *prefix = argv[5],
              *api = argv[6], *links = argv[7];
     PyObject *keys = PyTuple_GET_ITEM(spec, 2);
-    PyObject *args = args_of(r, H_ARGS, keys, PyTuple_GET_SIZE(keys), 1), *s = NULL;
-    if (args && api != Py_None) {  /* args["type"] = api.get(kind, kind) */
-        PyObject *kind = PyDict_GetItemWithError(args, type_key);
-        PyObject *named = kind ? PyDict_GetItemWithError(api, kind) : NULL;
-        if (named && PyDict_SetItem(args, type_key, named) < 0) Py_CLEAR(args);
-        if (PyErr_Occurred()) Py_CLEAR(args);
+    PyObject *names[MAX_ARGS], *values[MAX_ARGS], *s = NULL;
+    Py_ssize_t n = args_of(r, H_ARGS, keys, PyTuple_GET_SIZE(keys), 1, names, values);
+    for (Py_ssize_t i = 0; api != Py_None && i < n; i++) {  /* args["type"] = api.get(kind, kind) */
+        int is_type = PyUnicode_Compare(names[i], type_key);
+        if (is_type == -1 && PyErr_Occurred()) n = -1;
+        PyObject *named = is_type == 0 ? PyDict_GetItemWithError(api, values[i]) : NULL;
+        if (named) values[i] = named;  /* the dict holds it, and no Python code runs while it is used */
+        else if (PyErr_Occurred()) n = -1;
     }
+    PyObject *args = n >= 0 ? args_made(names, values, n) : NULL;
     PyObject *link = args ? get(r, H_LINKS) : NULL;
     if (link && link != Py_None && PyDict_SetItem(links, get(r, H_ARGS), link) < 0) Py_CLEAR(args);
     PyObject *tid = args ? get(r, H_TID) : NULL;
@@ -837,6 +981,7 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
 static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
     if (argc != 8 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 3 ||
         !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 2)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 2)) > MAX_ARGS ||
         !PyDict_CheckExact(argv[4]) || !PyUnicode_Check(argv[5]) ||
         (argv[6] != Py_None && !PyDict_CheckExact(argv[6])) ||
         !PyDict_CheckExact(argv[7])) {

@@ -29,7 +29,10 @@ _NAMES = st.sampled_from(("s", "Enqueue", "Dequeue@Conv2D", "aten::conv2d", "Con
 def _slice(draw, lanes: tuple[tuple[Layer, str], ...] = _LANES, links: st.SearchStrategy = _LINKS) -> Slice:
     layer, lane = draw(st.sampled_from(lanes))
     linked = st.fixed_dictionaries({"connection_id": links}, optional={"x": st.integers()})
-    args = draw(st.one_of(linked, linked, linked, st.sampled_from(({}, None, b'{"connection_id": 1}'))))
+    # Rows' JSON text, a key's text inside a string too
+    raw = (b'{"connection_id": 1}', b'{"Task Id":3,"connection_id":-2}', b'{"x":"{\\"connection_id\\":7,"}',
+           b'{"x":",\\"connection_id\\":7","connection_id":2}', b'{"connection_id":3,"y":"a"}')
+    args = draw(st.one_of(linked, linked, linked, st.sampled_from(({}, None, *raw))))
     start = draw(st.integers(0, 9) if layer is Layer.HOST else st.integers(8, 12))  # now and then backwards
     return Slice(0, layer, lane, draw(_NAMES), start, 1, args, "", draw(st.sampled_from(((), (9,)))), ())
 

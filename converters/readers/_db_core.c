@@ -656,7 +656,9 @@ static PyObject *rows_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         return NULL;
     }
     r->batch = batch > 0 ? batch : 1;
-    int rc = sqlite3_open_v2(PyBytes_AS_STRING(uri), &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    /* no mutex: one thread, the GIL's holder, steps the connection */
+    int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+    int rc = sqlite3_open_v2(PyBytes_AS_STRING(uri), &r->db, flags, NULL);
     Py_DECREF(uri);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(r->db, sql, -1, &r->rows, NULL);
     if (rc == SQLITE_OK && string_ids)

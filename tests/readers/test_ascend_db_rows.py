@@ -148,6 +148,24 @@ def test_odd_rows_read_in_c_as_the_rules_read_them(tmp_path, seed, all_tasks):
     assert len(read["TASK"]) > 100 and len(read["PYTORCH_API"]) > 100 and read["MSTX_EVENTS"]
 
 
+@pytest.mark.parametrize("spread", [1, 1 << 20])
+def test_string_ids_far_apart_read_in_c_as_the_rules_read_them(tmp_path, spread):
+    """STRING_IDS' ids multiples of 2**20: placed by value in C's cache they would all collide, so
+    it hashes them; the same strings read either way."""
+    file = write_ascend_db(tmp_path, steps=3, tasks_per_step=150, planes=2, seed=3)["file"]
+    db = sqlite3.connect(file)
+    strings = {"STRING_IDS": ("id",), "TASK": ("taskType",), "COMPUTE_TASK_INFO": ascend_db._COMPUTE_STRINGS,
+               "COMMUNICATION_TASK_INFO": ("name", "taskType", "groupName"), "CANN_API": ("name",)}
+    for table, columns in strings.items():
+        for column in columns:
+            db.execute(f"UPDATE {table} SET {column} = {column} * ? WHERE typeof({column}) = 'integer'",
+                       (spread,))
+    db.commit()
+    db.close()
+    read = _same_both_ways(file, True, 0)
+    assert len(read["TASK"]) > 400
+
+
 def test_generated_database_read_in_c_as_the_rules_read_it(tmp_path):
     """The schema as the generator writes it, its indexes too (SQLite reads TASK in their order)."""
     file = write_ascend_db(tmp_path, steps=4, tasks_per_step=100, planes=4, seed=5)["file"]

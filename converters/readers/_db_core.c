@@ -794,12 +794,8 @@ static int json_string(Text *t, PyObject *value) {
     return text_put(t, run, p - run) < 0 || text_put(t, "\"", 1) < 0 ? -1 : 0;
 }
 
-/* ``value`` (an int within int64) in decimal: 0, or 1 where it is past int64 */
-static int json_int(Text *t, PyObject *value) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow) return 1;
-    if (v == -1 && PyErr_Occurred()) return -1;
+/* ``v`` in decimal */
+static int json_ll(Text *t, long long v) {
     char digits[24], *at = digits + sizeof digits;
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
     do { *--at = (char)('0' + u % 10); u /= 10; } while (u);
@@ -807,18 +803,36 @@ static int json_int(Text *t, PyObject *value) {
     return text_put(t, at, digits + sizeof digits - at);
 }
 
-/* The args of n pairs as JSON text (new reference); NULL with no error set where a value is neither
- * an int nor a str, or connection_id no int: the dict made instead */
-static PyObject *args_json(PyObject *const *names, PyObject *const *values, Py_ssize_t n) {
+/* ``value`` (an int) in decimal: 0, or 1 where it is past int64 */
+static int json_int(Text *t, PyObject *value) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) return 1;
+    if (v == -1 && PyErr_Occurred()) return -1;
+    return json_ll(t, v);
+}
+
+/* A slice's args: n keys and their values (borrowed), a NULL value the int of its row's ``columns[i]``
+ * (the INTEGER of a column that holds no string id: written from SQLite, no int made for it) */
+typedef struct {
+    PyObject *names[MAX_ARGS], *values[MAX_ARGS];
+    int columns[MAX_ARGS];
+    Py_ssize_t n;
+} Args;
+
+/* The args as JSON text (new reference); NULL with no error set where a value is neither an int nor
+ * a str, or connection_id no int: the dict made instead */
+static PyObject *args_json(Rows *r, const Args *a) {
     json.len = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *value = values[i];
+    for (Py_ssize_t i = 0; i < a->n; i++) {
+        PyObject *value = a->values[i];
         int rc = text_put(&json, i ? "," : "{", 1);
-        if (rc == 0) rc = json_string(&json, names[i]);
+        if (rc == 0) rc = json_string(&json, a->names[i]);
         if (rc == 0) rc = text_put(&json, ":", 1);
         if (rc < 0) return NULL;
-        if (PyLong_CheckExact(value)) rc = json_int(&json, value);
-        else if (PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(names[i], "connection_id") != 0)
+        if (!value) rc = json_ll(&json, sqlite3_column_int64(r->rows, a->columns[i]));
+        else if (PyLong_CheckExact(value)) rc = json_int(&json, value);
+        else if (PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(a->names[i], "connection_id") != 0)
             rc = json_string(&json, value);
         else rc = 1;
         if (rc) return NULL;
@@ -827,29 +841,34 @@ static PyObject *args_json(PyObject *const *names, PyObject *const *values, Py_s
     return PyBytes_FromStringAndSize(json.data, (Py_ssize_t)json.len);
 }
 
-/* The args of n pairs: their JSON text, else their dict (none: an empty dict, no args) */
-static PyObject *args_made(PyObject *const *names, PyObject *const *values, Py_ssize_t n) {
-    PyObject *made = n ? args_json(names, values, n) : NULL;
+/* The args' JSON text, else their dict (none: an empty dict, no args) */
+static PyObject *args_made(Rows *r, Args *a) {
+    PyObject *made = a->n ? args_json(r, a) : NULL;
     if (made || PyErr_Occurred()) return made;
     PyObject *args = PyDict_New();
-    for (Py_ssize_t i = 0; args && i < n; i++)
-        if (PyDict_SetItem(args, names[i], values[i]) < 0) Py_CLEAR(args);
+    for (Py_ssize_t i = 0; args && i < a->n; i++) {
+        PyObject *value = a->values[i] ? a->values[i] : get(r, a->columns[i]);
+        if (!value || PyDict_SetItem(args, a->names[i], value) < 0) Py_CLEAR(args);
+    }
     return args;
 }
 
-/* The pairs of ``keys`` and the row's columns from ``at`` on (borrowed), but those that say nothing
- * (or, if ``only_none``, but None): how many, or -1 on error */
-static Py_ssize_t args_of(Rows *r, int at, PyObject *keys, Py_ssize_t count, int only_none, PyObject **names,
-                          PyObject **values) {
-    Py_ssize_t n = 0;
+/* The pairs of ``keys`` and the row's columns from ``at`` on, but those that say nothing (or, if
+ * ``only_none``, but None): 0, or -1 on error */
+static int args_of(Rows *r, int at, PyObject *keys, Py_ssize_t count, int only_none, Args *a) {
+    a->n = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *value = get(r, at + (int)i);
-        if (!value) return -1;
-        if (only_none ? value == Py_None : nothing(value)) continue;
-        names[n] = PyTuple_GET_ITEM(keys, i);
-        values[n++] = value;
+        int column = at + (int)i;
+        PyObject *value = NULL;
+        if (r->values[column] || r->strings[column] || sqlite3_column_type(r->rows, column) != SQLITE_INTEGER) {
+            if (!(value = get(r, column))) return -1;
+            if (only_none ? value == Py_None : nothing(value)) continue;
+        }
+        a->names[a->n] = PyTuple_GET_ITEM(keys, i);
+        a->columns[a->n] = column;
+        a->values[a->n++] = value;
     }
-    return n;
+    return 0;
 }
 
 static int places(PyObject *spec_places, int *at, int count, int columns) {
@@ -881,9 +900,9 @@ static PyObject *task_slice(Rows *r, const int *at, long long kind, PyObject *sp
     PyObject *keys = PyTuple_GET_ITEM(spec, 3), *stream = get(r, at[T_STREAM]);
     PyObject *lane = stream ? lane_of(lanes, stream, "Stream %S", stream, NULL) : NULL;
     int args_end = kind == COMPUTE_KIND ? at[T_ARGS] : at[T_TASK_ARGS];
-    PyObject *names[MAX_ARGS], *values[MAX_ARGS];
-    Py_ssize_t n = lane ? args_of(r, at[T_ARGS_AT], keys, args_end - at[T_ARGS_AT], 0, names, values) : -1;
-    PyObject *args = n >= 0 ? args_made(names, values, n) : NULL;
+    Args a;
+    int ok = lane && args_of(r, at[T_ARGS_AT], keys, args_end - at[T_ARGS_AT], 0, &a) == 0;
+    PyObject *args = ok ? args_made(r, &a) : NULL;
     PyObject *task_type = args ? either(r->values[at[T_TASK_TYPE]], empty) : NULL, *name = NULL;
     PyObject *c_name = task_type ? get(r, at[T_NAME]) : NULL;
     if (c_name) {
@@ -965,16 +984,17 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     PyObject *spec = argv[1], *rank = argv[2], *offset = argv[3], *lanes = argv[4], *prefix = argv[5],
              *api = argv[6], *links = argv[7];
     PyObject *keys = PyTuple_GET_ITEM(spec, 2);
-    PyObject *names[MAX_ARGS], *values[MAX_ARGS], *s = NULL;
-    Py_ssize_t n = args_of(r, H_ARGS, keys, PyTuple_GET_SIZE(keys), 1, names, values);
-    for (Py_ssize_t i = 0; api != Py_None && i < n; i++) {  /* args["type"] = api.get(kind, kind) */
-        int is_type = PyUnicode_Compare(names[i], type_key);
-        if (is_type == -1 && PyErr_Occurred()) n = -1;
-        PyObject *named = is_type == 0 ? PyDict_GetItemWithError(api, values[i]) : NULL;
-        if (named) values[i] = named;  /* the dict holds it, and no Python code runs while it is used */
-        else if (PyErr_Occurred()) n = -1;
+    Args a;
+    PyObject *s = NULL;
+    int ok = args_of(r, H_ARGS, keys, PyTuple_GET_SIZE(keys), 1, &a) == 0;
+    for (Py_ssize_t i = 0; ok && api != Py_None && i < a.n; i++) {  /* args["type"] = api.get(kind, kind) */
+        int is_type = PyUnicode_Compare(a.names[i], type_key);
+        PyObject *kind = is_type == 0 && !a.values[i] ? (a.values[i] = get(r, a.columns[i])) : a.values[i];
+        PyObject *named = is_type == 0 && kind ? PyDict_GetItemWithError(api, kind) : NULL;
+        if (named) a.values[i] = named;  /* the dict holds it, and no Python code runs while it is used */
+        ok = !PyErr_Occurred();
     }
-    PyObject *args = n >= 0 ? args_made(names, values, n) : NULL;
+    PyObject *args = ok ? args_made(r, &a) : NULL;
     PyObject *link = args ? get(r, H_LINKS) : NULL;
     if (link && link != Py_None && PyDict_SetItem(links, get(r, H_ARGS), link) < 0) Py_CLEAR(args);
     PyObject *tid = args ? get(r, H_TID) : NULL;

@@ -486,6 +486,9 @@ typedef struct {
     int used, text;
 } Entry;
 
+typedef struct { char *data; size_t len, cap; } Text;
+#define MAX_ARGS 32
+
 typedef struct {
     PyObject_HEAD
     sqlite3 *db;
@@ -496,6 +499,9 @@ typedef struct {
     int columns, batch;
     char *strings;                /* per column: it holds a string id */
     PyObject **values;            /* per column: the row's value, made once (or NULL) */
+    PyObject *keys;               /* the args' keys ``names`` holds the JSON of (``"key":``, from name_at[i]) */
+    Text names;
+    size_t name_at[MAX_ARGS + 1];
 } Rows;
 
 /* STRING_IDS' value for ``id`` compared as the join compared it: *found a new reference (NULL for no
@@ -652,8 +658,9 @@ static PyObject *row_tuple(Rows *r) {
 static void rows_close(Rows *r) {
     for (int i = 0; r->values && i < r->columns; i++) Py_CLEAR(r->values[i]);
     for (size_t i = 0; r->cache && i < r->size; i++) Py_XDECREF(r->cache[i].value);
-    PyMem_Free(r->cache); PyMem_Free(r->values); PyMem_Free(r->strings);
-    r->cache = NULL; r->values = NULL; r->strings = NULL;
+    PyMem_Free(r->cache); PyMem_Free(r->values); PyMem_Free(r->strings); PyMem_Free(r->names.data);
+    r->cache = NULL; r->values = NULL; r->strings = NULL; r->names.data = NULL;
+    Py_CLEAR(r->keys);
     sqlite3_finalize(r->rows); sqlite3_finalize(r->lookup);
     sqlite3_close(r->db);
     r->rows = r->lookup = NULL; r->db = NULL;
@@ -752,9 +759,6 @@ static int nothing(PyObject *value) {
  * Perfetto writer with no dict made (``walk_args``). A dict per slice, filled, walked and freed was a
  * tenth of a rank's conversion (BENCHMARKS.md, issue 28). Only ints and strs are written so; a row
  * with any other value (a REAL, a BLOB, a connection_id that is no int) keeps its dict. */
-#define MAX_ARGS 32
-
-typedef struct { char *data; size_t len, cap; } Text;
 static Text json;  /* reused by every slice (the GIL held) */
 
 static int text_put(Text *t, const char *p, size_t n) {
@@ -824,9 +828,28 @@ static int json_int(Text *t, PyObject *value) {
  * (the INTEGER of a column that holds no string id: written from SQLite, no int made for it) */
 typedef struct {
     PyObject *names[MAX_ARGS], *values[MAX_ARGS];
-    int columns[MAX_ARGS];
+    int columns[MAX_ARGS], keys[MAX_ARGS];  /* keys: the name's place in the keys */
     Py_ssize_t n;
 } Args;
+
+/* The JSON of ``keys``' names into r->names (``"key":`` each), unless it holds theirs already */
+static int names_of(Rows *r, PyObject *keys) {
+    if (r->keys == keys) return 0;
+    Py_CLEAR(r->keys);
+    r->names.len = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+        r->name_at[i] = r->names.len;
+        PyObject *key = PyTuple_GET_ITEM(keys, i);
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "Rows: an arg's key is no str");
+            return -1;
+        }
+        if (json_string(&r->names, key) < 0 || text_put(&r->names, ":", 1) < 0) return -1;
+    }
+    r->name_at[PyTuple_GET_SIZE(keys)] = r->names.len;
+    r->keys = (Py_INCREF(keys), keys);
+    return 0;
+}
 
 /* The args as JSON text (new reference); NULL with no error set where a value is neither an int nor
  * a str, or connection_id no int: the dict made instead */
@@ -834,10 +857,11 @@ static PyObject *args_json(Rows *r, const Args *a) {
     json.len = 0;
     for (Py_ssize_t i = 0; i < a->n; i++) {
         PyObject *value = a->values[i];
-        int rc = text_put(&json, i ? "," : "{", 1);
-        if (rc == 0) rc = json_string(&json, a->names[i]);
-        if (rc == 0) rc = text_put(&json, ":", 1);
-        if (rc < 0) return NULL;
+        size_t at = r->name_at[a->keys[i]];
+        if (text_put(&json, i ? "," : "{", 1) < 0 ||
+            text_put(&json, r->names.data + at, r->name_at[a->keys[i] + 1] - at) < 0)
+            return NULL;
+        int rc;
         if (!value) rc = json_ll(&json, sqlite3_column_int64(r->rows, a->columns[i]));
         else if (PyLong_CheckExact(value)) rc = json_int(&json, value);
         else if (PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(a->names[i], "connection_id") != 0)
@@ -873,6 +897,7 @@ static int args_of(Rows *r, int at, PyObject *keys, Py_ssize_t count, int only_n
             if (only_none ? value == Py_None : nothing(value)) continue;
         }
         a->names[a->n] = PyTuple_GET_ITEM(keys, i);
+        a->keys[a->n] = (int)i;
         a->columns[a->n] = column;
         a->values[a->n++] = value;
     }
@@ -951,6 +976,7 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         }
     if (!r->rows) Py_RETURN_NONE;  /* past the last row */
     PyObject *out = argv[0], *spec = argv[1], *rank = argv[2], *lanes = argv[3];
+    if (names_of(r, PyTuple_GET_ITEM(spec, 3)) < 0) return NULL;
     int all_tasks = PyObject_IsTrue(argv[4]), read = 0;
     if (all_tasks < 0) return NULL;
     Py_ssize_t rare = 0;
@@ -1041,6 +1067,7 @@ static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         PyErr_SetString(PyExc_ValueError, "host: more args than the query has columns");
         return NULL;
     }
+    if (names_of(r, PyTuple_GET_ITEM(argv[1], 2)) < 0) return NULL;
     Py_ssize_t rare = 0;
     int read = 0;
     for (; read < r->batch; read++) {

@@ -135,6 +135,25 @@ static int layer_in(PyObject *layer, PyObject *layers) {
     return 0;
 }
 
+/* f"{rank}|{kind}:{link}|" into ``key`` where the rank and link are ints (and the kind ASCII): its
+ * length, or -1 (PyUnicode_FromFormat makes it then, no error set) */
+static int flow_key(char *key, size_t size, PyObject *rank, PyObject *kind, PyObject *link) {
+    if (!PyLong_CheckExact(rank) || !PyLong_CheckExact(link) || !PyUnicode_IS_ASCII(kind)) return -1;
+    int overflow_rank = 0, overflow_link = 0;
+    long long r = PyLong_AsLongLongAndOverflow(rank, &overflow_rank);
+    long long l = PyLong_AsLongLongAndOverflow(link, &overflow_link);
+    if (overflow_rank || overflow_link) return -1;  /* an exact int raises nothing */
+    int n = snprintf(key, size, "%lld|%s:%lld|", r, (const char *)PyUnicode_DATA(kind), l);
+    return n > 0 && (size_t)n < size ? n : -1;
+}
+
+/* key + str(k): an arrow's text, its flow id's */
+static PyObject *flow_text(const char *key, int key_len, Py_ssize_t k) {
+    char text[160];
+    int n = snprintf(text, sizeof text, "%.*s%zd", key_len, key, k);
+    return PyUnicode_DecodeASCII(text, n, NULL);
+}
+
 /* One launch's arrows: to each of its ``ends`` (an index, or a list of them) on ``layers``, the k-th
  * numbered k, none backwards in time; its link carried if one reaches past the split, none drawn if
  * it was carried (ascend_db_flows._Arrows.draw) */
@@ -143,8 +162,10 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
     int done = carried(b, kind, link);
     if (done) return done < 0 ? -1 : 0;
     PyObject *start = PyTuple_GET_ITEM(PyList_GET_ITEM(b->slices, first), SLICE_START_NS);
-    PyObject *key = PyUnicode_FromFormat("%S|%U:%S|", b->rank, kind, link);
-    if (!key) return -1;
+    char key[128];  /* the texts' start, "rank|kind:link|", where the rank and link are ints */
+    int key_len = flow_key(key, sizeof key, b->rank, kind, link);
+    PyObject *key_text = key_len < 0 ? PyUnicode_FromFormat("%S|%U:%S|", b->rank, kind, link) : NULL;
+    if (key_len < 0 && !key_text) return -1;
     PyObject *flows = PyList_New(0);  /* the launch's, added at once (a launch may have thousands) */
     int many = PyList_CheckExact(ends), rc = -1;
     if (!flows) goto done;
@@ -160,7 +181,7 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
             b->backwards++;
             continue;
         }
-        PyObject *text = PyUnicode_FromFormat("%U%zd", key, k);
+        PyObject *text = key_text ? PyUnicode_FromFormat("%U%zd", key_text, k) : flow_text(key, key_len, k);
         if (!text) goto done;
         PyObject *flow = PyObject_CallOneArg(b->flow_id, text), *one = flow ? PyTuple_Pack(1, flow) : NULL;
         Py_DECREF(text);
@@ -173,7 +194,7 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
     Py_XDECREF(out);
     if (PyErr_Occurred()) rc = -1;
 done:
-    Py_DECREF(key);
+    Py_XDECREF(key_text);
     Py_XDECREF(flows);
     return rc;
 }

@@ -21,7 +21,9 @@ _LANES = ((Layer.HOST, "CANN (thread 1)"), (Layer.HOST, "PyTorch (thread 2)"), (
 # a step of PyTorch ops the most: an enqueue and its dequeue on threads of their own, forward and backward
 _OP_LANES = ((Layer.HOST, "PyTorch (thread 2)"), (Layer.HOST, "PyTorch (thread 4)"),
              (Layer.STREAM, "Stream 1"))
-_LINKS = st.sampled_from((0, 1, 2, 3, None))  # few ids: launches share them, as steps do
+# few ids: launches share them, as steps do; one past int64 and a str: their arrows' texts are made by
+# PyUnicode_FromFormat, not in a buffer
+_LINKS = st.sampled_from((0, 1, 2, 3, None, 2**70, "3"))
 _NAMES = st.sampled_from(("s", "Enqueue", "Dequeue@Conv2D", "aten::conv2d", "ConvolutionBackward0"))
 
 

@@ -12,7 +12,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>  /* memmem: Python.h defines _GNU_SOURCE */
 #include <sqlite3.h>
 
 #include "../records.h"
@@ -54,10 +57,20 @@ typedef struct {
     PyObject *carried, *carried_out;  /* kind -> the links drawn into this step before, into the next */
 } Bind;
 
+/* A tuple of flow ids left to the collector's care no more: ints make no cycle, and a step's 11,000
+ * arrows' tuples, tracked, were walked by each collection the step's allocations set off (a tenth
+ * of its reading) */
+static void untrack_ints(PyObject *flows) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flows); i++)
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(flows, i))) return;
+    PyObject_GC_UnTrack(flows);
+}
+
 /* *ends + flows (a tuple; *ends one too, or NULL for none) */
 static int add_flows(PyObject **ends, PyObject *flows) {
     PyObject *grown = *ends ? PySequence_Concat(*ends, flows) : (Py_INCREF(flows), flows);
     if (!grown) return -1;
+    untrack_ints(grown);
     Py_XSETREF(*ends, grown);
     return 0;
 }
@@ -122,6 +135,25 @@ static int layer_in(PyObject *layer, PyObject *layers) {
     return 0;
 }
 
+/* f"{rank}|{kind}:{link}|" into ``key`` where the rank and link are ints (and the kind ASCII): its
+ * length, or -1 (PyUnicode_FromFormat makes it then, no error set) */
+static int flow_key(char *key, size_t size, PyObject *rank, PyObject *kind, PyObject *link) {
+    if (!PyLong_CheckExact(rank) || !PyLong_CheckExact(link) || !PyUnicode_IS_ASCII(kind)) return -1;
+    int overflow_rank = 0, overflow_link = 0;
+    long long r = PyLong_AsLongLongAndOverflow(rank, &overflow_rank);
+    long long l = PyLong_AsLongLongAndOverflow(link, &overflow_link);
+    if (overflow_rank || overflow_link) return -1;  /* an exact int raises nothing */
+    int n = snprintf(key, size, "%lld|%s:%lld|", r, (const char *)PyUnicode_DATA(kind), l);
+    return n > 0 && (size_t)n < size ? n : -1;
+}
+
+/* key + str(k): an arrow's text, its flow id's */
+static PyObject *flow_text(const char *key, int key_len, Py_ssize_t k) {
+    char text[160];
+    int n = snprintf(text, sizeof text, "%.*s%zd", key_len, key, k);
+    return PyUnicode_DecodeASCII(text, n, NULL);
+}
+
 /* One launch's arrows: to each of its ``ends`` (an index, or a list of them) on ``layers``, the k-th
  * numbered k, none backwards in time; its link carried if one reaches past the split, none drawn if
  * it was carried (ascend_db_flows._Arrows.draw) */
@@ -130,8 +162,10 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
     int done = carried(b, kind, link);
     if (done) return done < 0 ? -1 : 0;
     PyObject *start = PyTuple_GET_ITEM(PyList_GET_ITEM(b->slices, first), SLICE_START_NS);
-    PyObject *key = PyUnicode_FromFormat("%S|%U:%S|", b->rank, kind, link);
-    if (!key) return -1;
+    char key[128];  /* the texts' start, "rank|kind:link|", where the rank and link are ints */
+    int key_len = flow_key(key, sizeof key, b->rank, kind, link);
+    PyObject *key_text = key_len < 0 ? PyUnicode_FromFormat("%S|%U:%S|", b->rank, kind, link) : NULL;
+    if (key_len < 0 && !key_text) return -1;
     PyObject *flows = PyList_New(0);  /* the launch's, added at once (a launch may have thousands) */
     int many = PyList_CheckExact(ends), rc = -1;
     if (!flows) goto done;
@@ -147,7 +181,7 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
             b->backwards++;
             continue;
         }
-        PyObject *text = PyUnicode_FromFormat("%U%zd", key, k);
+        PyObject *text = key_text ? PyUnicode_FromFormat("%U%zd", key_text, k) : flow_text(key, key_len, k);
         if (!text) goto done;
         PyObject *flow = PyObject_CallOneArg(b->flow_id, text), *one = flow ? PyTuple_Pack(1, flow) : NULL;
         Py_DECREF(text);
@@ -160,7 +194,7 @@ static int launch_arrows(Bind *b, Py_ssize_t first, PyObject *link, PyObject *en
     Py_XDECREF(out);
     if (PyErr_Occurred()) rc = -1;
 done:
-    Py_DECREF(key);
+    Py_XDECREF(key_text);
     Py_XDECREF(flows);
     return rc;
 }
@@ -268,56 +302,87 @@ static int add_ops(PyObject *ops, PyObject *found, PyObject *index, int known) {
     return rc;
 }
 
+/* A slice's connection_id (new reference), or NULL (no error set: none): its args' where they are a
+ * dict, or where they are Rows' JSON text (whose connection_id is an int, written first or after
+ * another member: ``"connection_id":`` after ``{`` or ``,`` is a key, a string's quotes being escaped) */
+static PyObject *link_of(PyObject *args, PyObject *connection_id) {
+    if (PyDict_CheckExact(args)) {
+        PyObject *link = PyDict_GetItemWithError(args, connection_id);
+        Py_XINCREF(link);
+        return link;
+    }
+    if (!PyBytes_CheckExact(args)) return NULL;
+    static const char key[] = "\"connection_id\":";
+    const char *text = PyBytes_AS_STRING(args), *end = text + PyBytes_GET_SIZE(args), *at = text;
+    while ((at = memmem(at, end - at, key, sizeof key - 1)) && !(at > text && (at[-1] == '{' || at[-1] == ',')))
+        at++;
+    if (!at) return NULL;
+    char *past;
+    errno = 0;
+    long long link = strtoll(at + sizeof key - 1, &past, 10);
+    if (errno || past == at + sizeof key - 1 || (*past != ',' && *past != '}')) {
+        PyErr_SetString(PyExc_ValueError, "bind: raw args whose connection_id is no int");
+        return NULL;
+    }
+    return PyLong_FromLongLong(link);
+}
+
+/* The i-th slice's ``link`` noted where bind_rules' first loop notes it: a launch, an op, a target */
+static int linked(Py_ssize_t split, PyObject *links, PyObject *const *layer, PyObject *launches,
+                  PyObject *ops, PyObject *targets, Py_ssize_t i, PyObject *s, PyObject *link) {
+    static PyObject *cann, *pytorch;
+    if (!cann && !(cann = PyUnicode_InternFromString("CANN"))) return -1;
+    if (!pytorch && !(pytorch = PyUnicode_InternFromString("PyTorch"))) return -1;
+    PyObject *host = layer[0], *kind = PyTuple_GET_ITEM(s, SLICE_LAYER), *lane = PyTuple_GET_ITEM(s, SLICE_LANE);
+    if (i >= split && kind != host) {  /* the next step's: only the targets of this step's starts */
+        int wanted = PyDict_Contains(launches, link);
+        if (wanted == 0) wanted = PyDict_Contains(ops, link);
+        if (wanted <= 0) return wanted;
+    }
+    PyObject *index = PyLong_FromSsize_t(i);
+    if (!index) return -1;
+    int rc = 0;
+    if (kind == host) {
+        if (PyUnicode_Tailmatch(lane, cann, 0, PY_SSIZE_T_MAX, -1) == 1) {
+            rc = i < split ? PyDict_SetItem(launches, link, index) : 0;
+        } else if (PyUnicode_Tailmatch(lane, pytorch, 0, PY_SSIZE_T_MAX, -1) == 1) {
+            PyObject *found = PyDict_GetItemWithError(links, link);  /* taken by its own step only */
+            if (found && found != Py_None) {
+                Py_INCREF(found);
+                rc = (i < split && PyDict_DelItem(links, link) < 0) ||
+                     add_ops(ops, found, index, i >= split) < 0 ? -1 : 0;
+                Py_DECREF(found);
+            } else if (found) {
+                rc = i < split ? PyDict_DelItem(links, link) : 0;
+            } else if (PyErr_Occurred()) {
+                rc = -1;
+            }
+        }
+        if (rc == 0 && PyErr_Occurred()) rc = -1;  /* a lane that is no str */
+    } else if (kind == layer[1] || kind == layer[2] || kind == layer[3]) {
+        rc = add_end(targets, link, index);
+    }
+    Py_DECREF(index);
+    return rc;
+}
+
 /* Which slices launch and which are launched: ascend_db_flows.Flows.bind_rules' first loop */
 static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject *const *layer,
                    PyObject *launches, PyObject *ops, PyObject *targets) {
-    static PyObject *connection_id, *cann, *pytorch;
+    static PyObject *connection_id;
     if (!connection_id && !(connection_id = PyUnicode_InternFromString("connection_id"))) return -1;
-    if (!cann && !(cann = PyUnicode_InternFromString("CANN"))) return -1;
-    if (!pytorch && !(pytorch = PyUnicode_InternFromString("PyTorch"))) return -1;
-    PyObject *host = layer[0];
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(slices); i++) {
-        PyObject *s = PyList_GET_ITEM(slices, i), *args = PyTuple_GET_ITEM(s, SLICE_ARGS);
-        if (!PyDict_CheckExact(args)) continue;
-        PyObject *link = PyDict_GetItemWithError(args, connection_id);
+        PyObject *s = PyList_GET_ITEM(slices, i), *link = link_of(PyTuple_GET_ITEM(s, SLICE_ARGS), connection_id);
         if (!link) {
             if (PyErr_Occurred()) return -1;
             continue;
         }
-        if (link == Py_None) continue;
-        PyObject *kind = PyTuple_GET_ITEM(s, SLICE_LAYER), *lane = PyTuple_GET_ITEM(s, SLICE_LANE);
-        if (i >= split && kind != host) {  /* the next step's: only the targets of this step's starts */
-            int wanted = PyDict_Contains(launches, link);
-            if (wanted == 0) wanted = PyDict_Contains(ops, link);
-            if (wanted <= 0) {
-                if (wanted < 0) return -1;
-                continue;
-            }
+        if (link == Py_None) {
+            Py_DECREF(link);
+            continue;
         }
-        PyObject *index = PyLong_FromSsize_t(i);
-        if (!index) return -1;
-        int rc = 0;
-        if (kind == host) {
-            if (PyUnicode_Tailmatch(lane, cann, 0, PY_SSIZE_T_MAX, -1) == 1) {
-                rc = i < split ? PyDict_SetItem(launches, link, index) : 0;
-            } else if (PyUnicode_Tailmatch(lane, pytorch, 0, PY_SSIZE_T_MAX, -1) == 1) {
-                PyObject *found = PyDict_GetItemWithError(links, link);  /* taken by its own step only */
-                if (found && found != Py_None) {
-                    Py_INCREF(found);
-                    rc = (i < split && PyDict_DelItem(links, link) < 0) ||
-                         add_ops(ops, found, index, i >= split) < 0 ? -1 : 0;
-                    Py_DECREF(found);
-                } else if (found) {
-                    rc = i < split ? PyDict_DelItem(links, link) : 0;
-                } else if (PyErr_Occurred()) {
-                    rc = -1;
-                }
-            }
-            if (rc == 0 && PyErr_Occurred()) rc = -1;  /* a lane that is no str */
-        } else if (kind == layer[1] || kind == layer[2] || kind == layer[3]) {
-            rc = add_end(targets, link, index);
-        }
-        Py_DECREF(index);
+        int rc = linked(split, links, layer, launches, ops, targets, i, s, link);
+        Py_DECREF(link);
         if (rc < 0) return -1;
     }
     return 0;
@@ -442,15 +507,22 @@ typedef struct {
     int used, text;
 } Entry;
 
+typedef struct { char *data; size_t len, cap; } Text;
+#define MAX_ARGS 32
+
 typedef struct {
     PyObject_HEAD
     sqlite3 *db;
     sqlite3_stmt *rows, *lookup;  /* the query; STRING_IDS' value by id (NULL: the file has none) */
     Entry *cache;                 /* open addressing, ``size`` a power of two, at most half full */
     size_t size, count;
+    int mixed;                    /* ids placed by a hash, not by value (slot) */
     int columns, batch;
     char *strings;                /* per column: it holds a string id */
     PyObject **values;            /* per column: the row's value, made once (or NULL) */
+    PyObject *keys;               /* the args' keys ``names`` holds the JSON of (``"key":``, from name_at[i]) */
+    Text names;
+    size_t name_at[MAX_ARGS + 1];
 } Rows;
 
 /* STRING_IDS' value for ``id`` compared as the join compared it: *found a new reference (NULL for no
@@ -479,28 +551,45 @@ static int lookup(Rows *r, sqlite3_value *id, PyObject **found, int *text) {
     return 0;
 }
 
-static Entry *slot(Entry *cache, size_t size, long long id) {
-    size_t h = (size_t)(((unsigned long long)id * 0x9E3779B97F4A7C15ULL) >> 32);
-    for (;; h++) {
+/* The entry of ``id``, or the empty one where it goes. The ids are placed by their value (``mixed``
+ * 0), where STRING_IDS numbers its strings 0, 1, 2... in the order written, as the profilers do:
+ * the ids of rows read in time order then lie side by side, and a rank's 50,000 strings missed the
+ * CPU's cache at each lookup when hashed; by a hash once ids placed by value collide (``*probes``
+ * past MAX_PROBES: ids far apart, a multiple of the table's size). */
+#define MAX_PROBES 32
+
+static Entry *slot(Entry *cache, size_t size, long long id, int mixed, int *probes) {
+    size_t h = mixed ? (size_t)(((unsigned long long)id * 0x9E3779B97F4A7C15ULL) >> 32) : (size_t)id;
+    for (*probes = 0;; h++, ++*probes) {
         Entry *e = &cache[h & (size - 1)];
         if (!e->used || e->id == id) return e;
     }
 }
 
+/* The cache rebuilt in ``size`` entries, placed by a hash where ``mixed`` */
+static int rehash(Rows *r, size_t size, int mixed) {
+    Entry *grown = PyMem_Calloc(size, sizeof(Entry));
+    if (!grown) return PyErr_NoMemory(), -1;
+    int probes;
+    for (size_t i = 0; i < r->size; i++)
+        if (r->cache[i].used) *slot(grown, size, r->cache[i].id, mixed, &probes) = r->cache[i];
+    PyMem_Free(r->cache);
+    r->cache = grown;
+    r->size = size;
+    r->mixed = mixed;
+    return 0;
+}
+
 /* The cache's entry for ``id``, looked up in STRING_IDS the first time it is met */
 static Entry *cached(Rows *r, sqlite3_value *value) {
     long long id = sqlite3_value_int64(value);
-    Entry *e = slot(r->cache, r->size, id);
+    int probes;
+    Entry *e = slot(r->cache, r->size, id, r->mixed, &probes);
     if (e->used) return e;
-    if ((r->count + 1) * 2 > r->size) {
-        Entry *grown = PyMem_Calloc(r->size * 2, sizeof(Entry));
-        if (!grown) return (Entry *)PyErr_NoMemory();
-        for (size_t i = 0; i < r->size; i++)
-            if (r->cache[i].used) *slot(grown, r->size * 2, r->cache[i].id) = r->cache[i];
-        PyMem_Free(r->cache);
-        r->cache = grown;
-        r->size *= 2;
-        e = slot(r->cache, r->size, id);
+    int grow = (r->count + 1) * 2 > r->size, mix = !r->mixed && probes > MAX_PROBES;
+    if (grow || mix) {
+        if (rehash(r, grow ? r->size * 2 : r->size, r->mixed || mix) < 0) return NULL;
+        e = slot(r->cache, r->size, id, r->mixed, &probes);
     }
     if (lookup(r, value, &e->value, &e->text) < 0) return NULL;
     e->id = id;
@@ -590,8 +679,9 @@ static PyObject *row_tuple(Rows *r) {
 static void rows_close(Rows *r) {
     for (int i = 0; r->values && i < r->columns; i++) Py_CLEAR(r->values[i]);
     for (size_t i = 0; r->cache && i < r->size; i++) Py_XDECREF(r->cache[i].value);
-    PyMem_Free(r->cache); PyMem_Free(r->values); PyMem_Free(r->strings);
-    r->cache = NULL; r->values = NULL; r->strings = NULL;
+    PyMem_Free(r->cache); PyMem_Free(r->values); PyMem_Free(r->strings); PyMem_Free(r->names.data);
+    r->cache = NULL; r->values = NULL; r->strings = NULL; r->names.data = NULL;
+    Py_CLEAR(r->keys);
     sqlite3_finalize(r->rows); sqlite3_finalize(r->lookup);
     sqlite3_close(r->db);
     r->rows = r->lookup = NULL; r->db = NULL;
@@ -620,7 +710,9 @@ static PyObject *rows_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         return NULL;
     }
     r->batch = batch > 0 ? batch : 1;
-    int rc = sqlite3_open_v2(PyBytes_AS_STRING(uri), &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    /* no mutex: one thread, the GIL's holder, steps the connection */
+    int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+    int rc = sqlite3_open_v2(PyBytes_AS_STRING(uri), &r->db, flags, NULL);
     Py_DECREF(uri);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(r->db, sql, -1, &r->rows, NULL);
     if (rc == SQLITE_OK && string_ids)
@@ -681,17 +773,156 @@ static int nothing(PyObject *value) {
     return n == 0 || (n == 3 && PyUnicode_CompareWithASCIIString(value, "N/A") == 0);
 }
 
-/* {key: value} of ``keys`` and the row's columns from ``at`` on, but those that say nothing (or, if
- * ``only_none``, but None) */
-static PyObject *args_of(Rows *r, int at, PyObject *keys, Py_ssize_t count, int only_none) {
+/* -- a slice's args as raw JSON text ---------------------------------------------------------- */
+
+/* A row's args are JSON text (bytes), as the Chrome-trace reader's are, not a dict: the text
+ * orjson.dumps makes of the dict the rules make (the Chrome JSON writer's output), read by the
+ * Perfetto writer with no dict made (``walk_args``). A dict per slice, filled, walked and freed was a
+ * tenth of a rank's conversion (BENCHMARKS.md, issue 28). Only ints and strs are written so; a row
+ * with any other value (a REAL, a BLOB, a connection_id that is no int) keeps its dict. */
+static Text json;  /* reused by every slice (the GIL held) */
+
+static int text_put(Text *t, const char *p, size_t n) {
+    if (t->len + n > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n) cap *= 2;
+        char *grown = PyMem_Realloc(t->data, cap);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        t->data = grown;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, p, n);
+    t->len += n;
+    return 0;
+}
+
+/* ``value`` as a JSON string, escaped as orjson escapes (\b \t \n \f \r, other controls \u00xx) */
+static int json_string(Text *t, PyObject *value) {
+    static const char hex[] = "0123456789abcdef";
+    Py_ssize_t n;
+    const char *p = PyUnicode_AsUTF8AndSize(value, &n), *run;
+    if (!p || text_put(t, "\"", 1) < 0) return -1;
+    const char *end = p + n;
+    for (run = p; p < end; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        char escaped[6] = {'\\', (char)c, 0};
+        size_t len = 2;
+        switch (c) {
+        case '"': case '\\': break;
+        case '\b': escaped[1] = 'b'; break;
+        case '\t': escaped[1] = 't'; break;
+        case '\n': escaped[1] = 'n'; break;
+        case '\f': escaped[1] = 'f'; break;
+        case '\r': escaped[1] = 'r'; break;
+        default:
+            memcpy(escaped + 1, "u00", 3);
+            escaped[4] = hex[c >> 4];
+            escaped[5] = hex[c & 15];
+            len = 6;
+        }
+        if (text_put(t, run, p - run) < 0 || text_put(t, escaped, len) < 0) return -1;
+        run = p + 1;
+    }
+    return text_put(t, run, p - run) < 0 || text_put(t, "\"", 1) < 0 ? -1 : 0;
+}
+
+/* ``v`` in decimal */
+static int json_ll(Text *t, long long v) {
+    char digits[24], *at = digits + sizeof digits;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do { *--at = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) *--at = '-';
+    return text_put(t, at, digits + sizeof digits - at);
+}
+
+/* ``value`` (an int) in decimal: 0, or 1 where it is past int64 */
+static int json_int(Text *t, PyObject *value) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) return 1;
+    if (v == -1 && PyErr_Occurred()) return -1;
+    return json_ll(t, v);
+}
+
+/* A slice's args: n keys and their values (borrowed), a NULL value the int of its row's ``columns[i]``
+ * (the INTEGER of a column that holds no string id: written from SQLite, no int made for it) */
+typedef struct {
+    PyObject *names[MAX_ARGS], *values[MAX_ARGS];
+    int columns[MAX_ARGS], keys[MAX_ARGS];  /* keys: the name's place in the keys */
+    Py_ssize_t n;
+} Args;
+
+/* The JSON of ``keys``' names into r->names (``"key":`` each), unless it holds theirs already */
+static int names_of(Rows *r, PyObject *keys) {
+    if (r->keys == keys) return 0;
+    Py_CLEAR(r->keys);
+    r->names.len = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+        r->name_at[i] = r->names.len;
+        PyObject *key = PyTuple_GET_ITEM(keys, i);
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "Rows: an arg's key is no str");
+            return -1;
+        }
+        if (json_string(&r->names, key) < 0 || text_put(&r->names, ":", 1) < 0) return -1;
+    }
+    r->name_at[PyTuple_GET_SIZE(keys)] = r->names.len;
+    r->keys = (Py_INCREF(keys), keys);
+    return 0;
+}
+
+/* The args as JSON text (new reference); NULL with no error set where a value is neither an int nor
+ * a str, or connection_id no int: the dict made instead */
+static PyObject *args_json(Rows *r, const Args *a) {
+    json.len = 0;
+    for (Py_ssize_t i = 0; i < a->n; i++) {
+        PyObject *value = a->values[i];
+        size_t at = r->name_at[a->keys[i]];
+        if (text_put(&json, i ? "," : "{", 1) < 0 ||
+            text_put(&json, r->names.data + at, r->name_at[a->keys[i] + 1] - at) < 0)
+            return NULL;
+        int rc;
+        if (!value) rc = json_ll(&json, sqlite3_column_int64(r->rows, a->columns[i]));
+        else if (PyLong_CheckExact(value)) rc = json_int(&json, value);
+        else if (PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(a->names[i], "connection_id") != 0)
+            rc = json_string(&json, value);
+        else rc = 1;
+        if (rc) return NULL;
+    }
+    if (text_put(&json, "}", 1) < 0) return NULL;
+    return PyBytes_FromStringAndSize(json.data, (Py_ssize_t)json.len);
+}
+
+/* The args' JSON text, else their dict (none: an empty dict, no args) */
+static PyObject *args_made(Rows *r, Args *a) {
+    PyObject *made = a->n ? args_json(r, a) : NULL;
+    if (made || PyErr_Occurred()) return made;
     PyObject *args = PyDict_New();
-    for (Py_ssize_t i = 0; args && i < count; i++) {
-        PyObject *value = get(r, at + (int)i);
-        if (!value || (!(only_none ? value == Py_None : nothing(value)) &&
-                       PyDict_SetItem(args, PyTuple_GET_ITEM(keys, i), value) < 0))
-            Py_CLEAR(args);
+    for (Py_ssize_t i = 0; args && i < a->n; i++) {
+        PyObject *value = a->values[i] ? a->values[i] : get(r, a->columns[i]);
+        if (!value || PyDict_SetItem(args, a->names[i], value) < 0) Py_CLEAR(args);
     }
     return args;
+}
+
+/* The pairs of ``keys`` and the row's columns from ``at`` on, but those that say nothing (or, if
+ * ``only_none``, but None): 0, or -1 on error */
+static int args_of(Rows *r, int at, PyObject *keys, Py_ssize_t count, int only_none, Args *a) {
+    a->n = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int column = at + (int)i;
+        PyObject *value = NULL;
+        if (r->values[column] || r->strings[column] || sqlite3_column_type(r->rows, column) != SQLITE_INTEGER) {
+            if (!(value = get(r, column))) return -1;
+            if (only_none ? value == Py_None : nothing(value)) continue;
+        }
+        a->names[a->n] = PyTuple_GET_ITEM(keys, i);
+        a->keys[a->n] = (int)i;
+        a->columns[a->n] = column;
+        a->values[a->n++] = value;
+    }
+    return 0;
 }
 
 static int places(PyObject *spec_places, int *at, int count, int columns) {
@@ -723,7 +954,9 @@ static PyObject *task_slice(Rows *r, const int *at, long long kind, PyObject *sp
     PyObject *keys = PyTuple_GET_ITEM(spec, 3), *stream = get(r, at[T_STREAM]);
     PyObject *lane = stream ? lane_of(lanes, stream, "Stream %S", stream, NULL) : NULL;
     int args_end = kind == COMPUTE_KIND ? at[T_ARGS] : at[T_TASK_ARGS];
-    PyObject *args = lane ? args_of(r, at[T_ARGS_AT], keys, args_end - at[T_ARGS_AT], 0) : NULL;
+    Args a;
+    int ok = lane && args_of(r, at[T_ARGS_AT], keys, args_end - at[T_ARGS_AT], 0, &a) == 0;
+    PyObject *args = ok ? args_made(r, &a) : NULL;
     PyObject *task_type = args ? either(r->values[at[T_TASK_TYPE]], empty) : NULL, *name = NULL;
     PyObject *c_name = task_type ? get(r, at[T_NAME]) : NULL;
     if (c_name) {
@@ -751,7 +984,8 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
     if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 5 ||
         !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 3)) ||
         !PyDict_CheckExact(argv[3]) || places(PyTuple_GET_ITEM(argv[1], 4), at, T_PLACES, 1000) < 0 ||
-        at[T_ARGS] - at[T_ARGS_AT] != PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3))) {
+        at[T_ARGS] - at[T_ARGS_AT] != PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) > MAX_ARGS) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "tasks(out, spec, rank, lanes, all_tasks)");
         return NULL;
@@ -763,6 +997,7 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         }
     if (!r->rows) Py_RETURN_NONE;  /* past the last row */
     PyObject *out = argv[0], *spec = argv[1], *rank = argv[2], *lanes = argv[3];
+    if (names_of(r, PyTuple_GET_ITEM(spec, 3)) < 0) return NULL;
     int all_tasks = PyObject_IsTrue(argv[4]), read = 0;
     if (all_tasks < 0) return NULL;
     Py_ssize_t rare = 0;
@@ -804,13 +1039,17 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     PyObject *spec = argv[1], *rank = argv[2], *offset = argv[3], *lanes = argv[4], *prefix = argv[5],
              *api = argv[6], *links = argv[7];
     PyObject *keys = PyTuple_GET_ITEM(spec, 2);
-    PyObject *args = args_of(r, H_ARGS, keys, PyTuple_GET_SIZE(keys), 1), *s = NULL;
-    if (args && api != Py_None) {  /* args["type"] = api.get(kind, kind) */
-        PyObject *kind = PyDict_GetItemWithError(args, type_key);
-        PyObject *named = kind ? PyDict_GetItemWithError(api, kind) : NULL;
-        if (named && PyDict_SetItem(args, type_key, named) < 0) Py_CLEAR(args);
-        if (PyErr_Occurred()) Py_CLEAR(args);
+    Args a;
+    PyObject *s = NULL;
+    int ok = args_of(r, H_ARGS, keys, PyTuple_GET_SIZE(keys), 1, &a) == 0;
+    for (Py_ssize_t i = 0; ok && api != Py_None && i < a.n; i++) {  /* args["type"] = api.get(kind, kind) */
+        int is_type = PyUnicode_Compare(a.names[i], type_key);
+        PyObject *kind = is_type == 0 && !a.values[i] ? (a.values[i] = get(r, a.columns[i])) : a.values[i];
+        PyObject *named = is_type == 0 && kind ? PyDict_GetItemWithError(api, kind) : NULL;
+        if (named) a.values[i] = named;  /* the dict holds it, and no Python code runs while it is used */
+        ok = !PyErr_Occurred();
     }
+    PyObject *args = ok ? args_made(r, &a) : NULL;
     PyObject *link = args ? get(r, H_LINKS) : NULL;
     if (link && link != Py_None && PyDict_SetItem(links, get(r, H_ARGS), link) < 0) Py_CLEAR(args);
     PyObject *tid = args ? get(r, H_TID) : NULL;
@@ -837,6 +1076,7 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
 static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
     if (argc != 8 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 3 ||
         !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 2)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 2)) > MAX_ARGS ||
         !PyDict_CheckExact(argv[4]) || !PyUnicode_Check(argv[5]) ||
         (argv[6] != Py_None && !PyDict_CheckExact(argv[6])) ||
         !PyDict_CheckExact(argv[7])) {
@@ -848,6 +1088,7 @@ static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         PyErr_SetString(PyExc_ValueError, "host: more args than the query has columns");
         return NULL;
     }
+    if (names_of(r, PyTuple_GET_ITEM(argv[1], 2)) < 0) return NULL;
     Py_ssize_t rare = 0;
     int read = 0;
     for (; read < r->batch; read++) {

@@ -43,11 +43,12 @@ host API queries are stepped in C (``_db_core.Rows``, SQLite's C API on a read-o
 its own): SQLite does the joins and says of each row whether its times and stream or thread are as
 expected, C resolves its string ids once each (a cache of the ids met, looked up in ``STRING_IDS``
 as the join would) and makes the rows that are as expected into slices, what the rules would make of
-them; any other row (an HCCL task, a bad time, an id ``STRING_IDS`` lacks) comes back as the sqlite3
-module would give it and goes through the rules (``_device_task``, ``_comm_task``, ``_host_slice``),
-which say what is skipped or warned about. The merge by time is C too, as are the step's arrows
-(``ascend_db_flows``; BENCHMARKS.md, issue 28; tests/readers/test_ascend_db_core.py and
-test_ascend_db_rows.py pin each C path to its Python).
+them, their args the JSON text orjson makes of the rules' dict (as the Chrome-trace reader's raw
+args: no dict per slice; the writers read the text); any other row (an HCCL task, a bad time, an id
+``STRING_IDS`` lacks) comes back as the sqlite3 module would give it and goes through the rules
+(``_device_task``, ``_comm_task``, ``_host_slice``), which say what is skipped or warned about. The
+merge by time is C too, as are the step's arrows (``ascend_db_flows``; BENCHMARKS.md, issue 28;
+tests/readers/test_ascend_db_core.py and test_ascend_db_rows.py pin each C path to its Python).
 """
 
 from __future__ import annotations

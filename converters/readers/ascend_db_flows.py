@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import Diagnostics
-from ..model import SLICE_FLOWS_OUT, Layer, Slice, StepRecords
+from ..model import SLICE_FLOWS_OUT, Layer, Slice, StepRecords, decoded_args
 from ._core import flow_id as _flow_id
 from ._db_core import bind as _bind
 from .flows import flow_id, warn_backwards_flows
@@ -78,7 +78,7 @@ class Flows:
         targets: dict[int, int | list[int]] = {}  # most launches have one target: its index
         host, device = Layer.HOST, (Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)
         for i, s in enumerate(slices):
-            args = s.args
+            args = s.args if type(s.args) is not bytes else decoded_args(s.args)  # Rows' are JSON text
             link = args.get("connection_id") if type(args) is dict else None
             if link is None:
                 continue

@@ -21,7 +21,9 @@ _LANES = ((Layer.HOST, "CANN (thread 1)"), (Layer.HOST, "PyTorch (thread 2)"), (
 # a step of PyTorch ops the most: an enqueue and its dequeue on threads of their own, forward and backward
 _OP_LANES = ((Layer.HOST, "PyTorch (thread 2)"), (Layer.HOST, "PyTorch (thread 4)"),
              (Layer.STREAM, "Stream 1"))
-_LINKS = st.sampled_from((0, 1, 2, 3, None))  # few ids: launches share them, as steps do
+# few ids: launches share them, as steps do; one past int64 and a str: their arrows' texts are made by
+# PyUnicode_FromFormat, not in a buffer
+_LINKS = st.sampled_from((0, 1, 2, 3, None, 2**70, "3"))
 _NAMES = st.sampled_from(("s", "Enqueue", "Dequeue@Conv2D", "aten::conv2d", "ConvolutionBackward0"))
 
 
@@ -29,7 +31,10 @@ _NAMES = st.sampled_from(("s", "Enqueue", "Dequeue@Conv2D", "aten::conv2d", "Con
 def _slice(draw, lanes: tuple[tuple[Layer, str], ...] = _LANES, links: st.SearchStrategy = _LINKS) -> Slice:
     layer, lane = draw(st.sampled_from(lanes))
     linked = st.fixed_dictionaries({"connection_id": links}, optional={"x": st.integers()})
-    args = draw(st.one_of(linked, linked, linked, st.sampled_from(({}, None, b'{"connection_id": 1}'))))
+    # Rows' JSON text, a key's text inside a string too
+    raw = (b'{"connection_id": 1}', b'{"Task Id":3,"connection_id":-2}', b'{"x":"{\\"connection_id\\":7,"}',
+           b'{"x":",\\"connection_id\\":7","connection_id":2}', b'{"connection_id":3,"y":"a"}')
+    args = draw(st.one_of(linked, linked, linked, st.sampled_from(({}, None, *raw))))
     start = draw(st.integers(0, 9) if layer is Layer.HOST else st.integers(8, 12))  # now and then backwards
     return Slice(0, layer, lane, draw(_NAMES), start, 1, args, "", draw(st.sampled_from(((), (9,)))), ())
 

@@ -9,12 +9,13 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from converters.errors import Diagnostics, InputError
-from converters.model import RankInfo, Slice
+from converters.model import RankInfo, Slice, decoded_args
 from converters.readers import ascend_db
 from converters.readers.ascend_db import _HOST, _enums, _Reader, read_db
 from converters.readers.sqlite import Schema, read_only
@@ -44,9 +45,25 @@ def _same_both_ways(file: Path, all_tasks: bool, offset: int) -> dict[str, list[
     for table in _TABLES:
         assert all(type(s) is Slice for s in c[0][table]), table
         # repr tells 1 from 1.0 and True, and each arg's place in its dict
-        assert [repr(s) for s in c[0][table]] == [repr(s) for s in rules[0][table]], table
+        assert [repr(s) for s in _as_dicts(c[0][table], rules[0][table])] == \
+            [repr(s) for s in rules[0][table]], table
     assert c[1:] == rules[1:]
     return c[0]
+
+
+def _as_dicts(c: list[Slice], rules: list[Slice]) -> list[Slice]:
+    """C's slices with their args as JSON text (most of them) given the rules' dict, where the text is
+    what orjson makes of that dict (the Chrome JSON writer's output: each key, its place, its value
+    and the value's type) and decodes to it (the Perfetto writer's args)."""
+    same = []
+    for s, rule in zip(c, rules, strict=False):
+        if type(s.args) is bytes:
+            assert type(rule.args) is dict and rule.args, (s, rule)
+            assert s.args == orjson.dumps(rule.args), (s, rule)
+            assert repr(decoded_args(s.args)) == repr(rule.args), (s, rule)
+            s = s._replace(args=rule.args)
+        same.append(s)
+    return same
 
 
 def _untyped(db: sqlite3.Connection, table: str) -> None:
@@ -87,6 +104,8 @@ UPDATE CANN_API SET startNs = CAST(startNs AS TEXT) WHERE rowid % 17 = 0;
 UPDATE CANN_API SET globalTid = NULL WHERE rowid % 19 = 0;
 UPDATE CANN_API SET type = 5000 WHERE rowid % 3 = 0;
 INSERT INTO STRING_IDS VALUES (900001, NULL), (900002, X'41'), (900003, ''), (900004, 'N/A');
+UPDATE STRING_IDS SET value = value || '"\\' || char(1, 0, 31, 127, 233, 8232, 128512) || '\n'
+    WHERE id % 4 = 1;
 CREATE TABLE PYTORCH_API (startNs, endNs, globalTid, connectionId, name, sequenceNumber, fwdThreadId,
                           inputDtypes, inputShapes, type);
 CREATE TABLE CONNECTION_IDS (id, connectionId);
@@ -127,6 +146,24 @@ def _odd_database(tmp_path: Path, seed: int) -> Path:
 def test_odd_rows_read_in_c_as_the_rules_read_them(tmp_path, seed, all_tasks):
     read = _same_both_ways(_odd_database(tmp_path, seed), all_tasks, offset=-12_345 * seed)
     assert len(read["TASK"]) > 100 and len(read["PYTORCH_API"]) > 100 and read["MSTX_EVENTS"]
+
+
+@pytest.mark.parametrize("spread", [1, 1 << 20])
+def test_string_ids_far_apart_read_in_c_as_the_rules_read_them(tmp_path, spread):
+    """STRING_IDS' ids multiples of 2**20: placed by value in C's cache they would all collide, so
+    it hashes them; the same strings read either way."""
+    file = write_ascend_db(tmp_path, steps=3, tasks_per_step=150, planes=2, seed=3)["file"]
+    db = sqlite3.connect(file)
+    strings = {"STRING_IDS": ("id",), "TASK": ("taskType",), "COMPUTE_TASK_INFO": ascend_db._COMPUTE_STRINGS,
+               "COMMUNICATION_TASK_INFO": ("name", "taskType", "groupName"), "CANN_API": ("name",)}
+    for table, columns in strings.items():
+        for column in columns:
+            db.execute(f"UPDATE {table} SET {column} = {column} * ? WHERE typeof({column}) = 'integer'",
+                       (spread,))
+    db.commit()
+    db.close()
+    read = _same_both_ways(file, True, 0)
+    assert len(read["TASK"]) > 400
 
 
 def test_generated_database_read_in_c_as_the_rules_read_it(tmp_path):
@@ -197,11 +234,13 @@ def test_a_damaged_page_met_by_c_is_a_damaged_database(tmp_path, monkeypatch):
 
 _ID = st.integers(0, 6)  # STRING_IDS holds 0-4
 _STRING = st.one_of(st.none(), _ID, _ID.map(str), st.sampled_from(("MatMul", "", "N/A", " 2", "2.0", "x7")),
+                    st.text(st.characters(blacklist_categories=("Cs",)), max_size=4),
                     st.sampled_from((2.0, 2.5, b"1", b"\xff")))
 _TIME = st.one_of(st.integers(-5, 50), st.integers(-5, 50).map(str), st.none(),
                   st.sampled_from((1e300, 2.0, 2**62 + 3, -(2**62), "12abc")))
 _NUMBER = st.one_of(st.none(), st.integers(-2, 2**40), st.sampled_from(("", "N/A", 1.5)))
-_VALUES = st.one_of(st.none(), st.sampled_from(("MatMul", "", "N/A", "Enqueue", 7, 2.5, b"z", "\u4e2d")))
+_VALUES = st.one_of(st.none(), st.sampled_from(("MatMul", "", "N/A", "Enqueue", 7, 2.5, b"z", "\u4e2d")),
+                    st.text(st.characters(blacklist_categories=("Cs",)), max_size=6))  # quotes, controls...
 
 
 @st.composite

@@ -340,7 +340,20 @@ static int put_decoded(State *st, Buf *b, PyObject *raw) {
 #define KEY_CACHE 512                 /* a power of two: keys' str objects, shared by every call */
 #define MAX_CACHED_KEY 64
 
-static unsigned long long hash_text(const char *p, Py_ssize_t n, unsigned long long h) {
+/* Two words a step in two lanes, their multiplies overlapping: an args text is ~120 bytes. The
+ * hash only places texts in the caches, never decides what is written. */
+static unsigned long long hash_text(const char *p, Py_ssize_t n) {
+    unsigned long long h = 0, g = 0x243F6A8885A308D3ULL;
+    for (; n >= 16; p += 16, n -= 16) {
+        unsigned long long w, v;
+        memcpy(&w, p, 8);
+        memcpy(&v, p + 8, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        g = (g ^ v) * 0xC2B2AE3D27D4EB4FULL;
+        h ^= h >> 29;
+        g ^= g >> 31;
+    }
+    h ^= g;
     for (; n >= 8; p += 8, n -= 8) {
         unsigned long long w;
         memcpy(&w, p, 8);
@@ -358,7 +371,7 @@ static CachedKey key_cache[KEY_CACHE];
 
 /* A key's str (new reference), from the cache where it is short; NULL with no error: not UTF-8. */
 static PyObject *key_of(const char *text, Py_ssize_t len) {
-    unsigned long long hash = hash_text(text, len, 0);
+    unsigned long long hash = hash_text(text, len);
     CachedKey *slot = NULL;
     for (int probe = 0; len <= MAX_CACHED_KEY && probe < 8; probe++) {
         slot = &key_cache[(hash + probe) & (KEY_CACHE - 1)];
@@ -379,8 +392,8 @@ static PyObject *key_of(const char *text, Py_ssize_t len) {
     return key;
 }
 
-/* One sequence's members written before: (key text, value text) -> annotation bytes, in ``arena``. */
-typedef struct { unsigned long long hash; Py_ssize_t key_len, value_len, text_at, bytes_at, bytes_len; } Member;
+/* One sequence's members written before: their text -> annotation bytes, in ``arena``. */
+typedef struct { unsigned long long hash; Py_ssize_t text_len, text_at, bytes_at, bytes_len; } Member;
 typedef struct MemberCache { Member *slots; Py_ssize_t used, cap, mask; Buf arena; } MemberCache;
 /* A sequence's: its raw args' members, and whole raw args (key: the text, value: none) */
 typedef struct { MemberCache members, raws; } RawCaches;
@@ -423,28 +436,23 @@ static int raw_caches_of(State *st) {
     return 0;
 }
 
-/* The member's slot: its own, or the empty one where it goes. */
-static Member *member_slot(MemberCache *cache, unsigned long long hash, const char *key, Py_ssize_t key_len,
-                           const char *value, Py_ssize_t value_len) {
+/* The text's slot: its own, or the empty one where it goes. */
+static Member *member_slot(MemberCache *cache, unsigned long long hash, const char *text, Py_ssize_t text_len) {
     for (Py_ssize_t i = hash & cache->mask;; i = (i + 1) & cache->mask) {
         Member *m = &cache->slots[i];
         if (!m->bytes_len) return m;  /* an annotation is never empty */
-        const char *text = cache->arena.data + m->text_at;
-        if (m->hash == hash && m->key_len == key_len && m->value_len == value_len &&
-            memcmp(text, key, key_len) == 0 && memcmp(text + key_len, value, value_len) == 0)
+        if (m->hash == hash && m->text_len == text_len &&
+            memcmp(cache->arena.data + m->text_at, text, text_len) == 0)
             return m;
     }
 }
 
-static int member_remember(MemberCache *cache, Member *slot, unsigned long long hash, const char *key,
-                           Py_ssize_t key_len, const char *value, Py_ssize_t value_len, const char *bytes,
-                           Py_ssize_t bytes_len) {
+static int member_remember(MemberCache *cache, Member *slot, unsigned long long hash, const char *text,
+                           Py_ssize_t text_len, const char *bytes, Py_ssize_t bytes_len) {
     if (cache->used >= cache->cap || bytes_len == 0) return 0;
     Buf *arena = &cache->arena;
-    Member m = {hash, key_len, value_len, arena->len, arena->len + key_len + value_len, bytes_len};
-    if (buf_put(arena, key, key_len) < 0 || buf_put(arena, value, value_len) < 0 ||
-        buf_put(arena, bytes, bytes_len) < 0)
-        return -1;
+    Member m = {hash, text_len, arena->len, arena->len + text_len, bytes_len};
+    if (buf_put(arena, text, text_len) < 0 || buf_put(arena, bytes, bytes_len) < 0) return -1;
     *slot = m;
     cache->used++;
     return 0;
@@ -467,37 +475,53 @@ static const char *skip_space(const char *p, const char *end) {
     return p;
 }
 
+/* Text with bytes past ASCII: 1 where it is UTF-8 */
 static int is_utf8(const char *text, Py_ssize_t len) {
-    for (Py_ssize_t i = 0; i < len; i++)
-        if ((unsigned char)text[i] >= 0x80) {
-            PyObject *made = PyUnicode_DecodeUTF8(text, len, NULL);
-            if (!made) { PyErr_Clear(); return 0; }
-            Py_DECREF(made);
-            return 1;
-        }
+    PyObject *made = PyUnicode_DecodeUTF8(text, len, NULL);
+    if (!made) { PyErr_Clear(); return 0; }
+    Py_DECREF(made);
     return 1;
 }
 
-/* A JSON string from after its opening quote to past its closing one: 1, or 0 (left to the rule). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* 8 bytes of a string none of which needs a look: no quote, backslash, control char or byte past
+ * ASCII (a zero byte of ``w ^ c`` sets its high bit in ``(x - ONES) & ~x``; a byte below 0x20 in
+ * ``w - 0x20..``, the borrow only ever flagging bytes past one already flagged) */
+static int plain8(const char *p) {
+    unsigned long long w, quote, slash;
+    memcpy(&w, p, 8);
+    quote = w ^ (ONES * '"');
+    slash = w ^ (ONES * '\\');
+    return !((((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | (w - ONES * 0x20) | w) & HIGHS);
+}
+
+/* A JSON string from after its opening quote to past its closing one: 1, or 0 (left to the rule).
+ * Its plain runs are skipped 8 bytes at a time; only text past ASCII is decoded, to check it. */
 static int check_string(const char **at, const char *end, const char **text, Py_ssize_t *len, int *escaped) {
     const char *p = *at;
+    int ascii = 1;
     *escaped = 0;
-    while (p < end && *p != '"') {
+    for (;;) {
+        while (end - p >= 8 && plain8(p)) p += 8;
+        if (p >= end) return 0;
         unsigned char c = (unsigned char)*p;
+        if (c == '"') break;
         if (c < 0x20) return 0;
         if (c == '\\') {
             if (p + 1 >= end || !strchr("\"\\/bfnrt", p[1]) || !p[1]) return 0;
             *escaped = 1;
             p += 2;
         } else {
+            ascii &= c < 0x80;
             p++;
         }
     }
-    if (p >= end) return 0;
     *text = *at;
     *len = p - *at;
     *at = p + 1;
-    return is_utf8(*text, *len);
+    return ascii || is_utf8(*text, *len);
 }
 
 static const char *digits(const char *p, const char *end) {
@@ -568,6 +592,12 @@ static int check_value(const char **at, const char *end, Field *f) {
     return check_string(at, end, &f->value, &f->value_len, &f->escaped);
 }
 
+/* Keys of one length seldom share their last byte ("Model Id", "Batch Id"): memcmp only where they do */
+static int same_key(const Field *a, const Field *b) {
+    Py_ssize_t n = a->key_len;
+    return n == b->key_len && (n == 0 || (a->key[n - 1] == b->key[n - 1] && memcmp(a->key, b->key, n) == 0));
+}
+
 /* The members of a flat JSON object, checked: their count, or -1 (left to the rule). */
 static int check_object(const char *p, const char *end, Field *fields) {
     int n = 0;
@@ -582,7 +612,7 @@ static int check_object(const char *p, const char *end, Field *fields) {
             key_escaped)
             return -1;
         for (int i = 0; i < n; i++)  /* a repeated key: the dict keeps the first's place, the last's value */
-            if (fields[i].key_len == f->key_len && memcmp(fields[i].key, f->key, f->key_len) == 0) return -1;
+            if (same_key(&fields[i], f)) return -1;
         p = skip_space(p, end);
         if (p >= end || *p++ != ':') return -1;
         p = skip_space(p, end);
@@ -629,13 +659,12 @@ static PyObject *value_of(const Field *f, Buf *scratch) {
 }
 
 /* A number's annotation, written as put_annotation writes an int or a float, with its name's
- * reference remembered by the key's text (as the member of value ``NAME_ONLY``, no JSON value). */
-static const char NAME_ONLY[1] = {'\0'};
-
+ * reference remembered by the key's text alone (a member's text holds the key's closing quote,
+ * which a key's never does: no member's). */
 static int put_number(State *st, Buf *b, const Field *f) {
     MemberCache *cache = st->members;
-    unsigned long long hash = hash_text(NAME_ONLY, 1, hash_text(f->key, f->key_len, 0));
-    Member *slot = member_slot(cache, hash, f->key, f->key_len, NAME_ONLY, 1);
+    unsigned long long hash = hash_text(f->key, f->key_len);
+    Member *slot = member_slot(cache, hash, f->key, f->key_len);
     PyObject *made = NULL;
     if (!slot->bytes_len) {
         PyObject *key = key_of(f->key, f->key_len);
@@ -645,7 +674,7 @@ static int put_number(State *st, Buf *b, const Field *f) {
         }
         made = ref(st, &st->arg_names, key);
         Py_DECREF(key);
-        if (!made || member_remember(cache, slot, hash, f->key, f->key_len, NAME_ONLY, 1, PyBytes_AS_STRING(made),
+        if (!made || member_remember(cache, slot, hash, f->key, f->key_len, PyBytes_AS_STRING(made),
                                      PyBytes_GET_SIZE(made)) < 0) {
             Py_XDECREF(made);
             return -1;
@@ -677,13 +706,13 @@ static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
     if (!constant && (f->kind == J_INT || f->kind == J_FLOAT)) return put_number(st, b, f);
     Member *slot = NULL;
     unsigned long long hash = 0;
-    /* remembered by the value's JSON text, a string's with its quotes (the string "5" is no 5) */
-    int quoted = f->kind == J_STRING;
-    const char *text = f->value - quoted;
-    Py_ssize_t text_len = f->value_len + 2 * quoted;
+    /* remembered by the member's JSON text from its key to the end of its value, a string's with
+     * its closing quote (the string "5" is no 5): one text, hashed and compared once */
+    const char *text = f->key;
+    Py_ssize_t text_len = f->value + f->value_len + (f->kind == J_STRING) - f->key;
     if (constant) {
-        hash = hash_text(text, text_len, hash_text(f->key, f->key_len, 0));
-        slot = member_slot(st->members, hash, f->key, f->key_len, text, text_len);
+        hash = hash_text(text, text_len);
+        slot = member_slot(st->members, hash, text, text_len);
         if (slot->bytes_len) return buf_put(b, st->members->arena.data + slot->bytes_at, slot->bytes_len);
     }
     PyObject *key = key_of(f->key, f->key_len), *value = key ? value_of(f, scratch) : NULL;
@@ -696,8 +725,7 @@ static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
     int rc = put_annotation(st, b, key, value);
     Py_DECREF(key); Py_DECREF(value);
     if (rc == 0 && constant)
-        rc = member_remember(st->members, slot, hash, f->key, f->key_len, text, text_len, b->data + start,
-                             b->len - start);
+        rc = member_remember(st->members, slot, hash, text, text_len, b->data + start, b->len - start);
     return rc;
 }
 
@@ -722,8 +750,8 @@ static int put_args(State *st, Buf *b, PyObject *args) {
     if (!raw || (!st->raws && raw_caches_of(st) < 0)) { Py_XDECREF(raw); return -1; }
     const char *text = PyBytes_AS_STRING(raw);
     Py_ssize_t len = PyBytes_GET_SIZE(raw), start = b->len;  /* encoded into ``b``, remembered from there */
-    unsigned long long hash = hash_text(text, len, 0);
-    Member *slot = member_slot(st->raws, hash, text, len, "", 0);
+    unsigned long long hash = hash_text(text, len);
+    Member *slot = member_slot(st->raws, hash, text, len);
     int rc;
     if (slot->bytes_len) {
         rc = buf_put(b, st->raws->arena.data + slot->bytes_at, slot->bytes_len);
@@ -731,7 +759,7 @@ static int put_args(State *st, Buf *b, PyObject *args) {
         rc = walk_args(st, b, raw);
         if (rc == 0) rc = put_decoded(st, b, raw);
         else if (rc > 0) rc = 0;
-        if (rc == 0) rc = member_remember(st->raws, slot, hash, text, len, "", 0, b->data + start, b->len - start);
+        if (rc == 0) rc = member_remember(st->raws, slot, hash, text, len, b->data + start, b->len - start);
     }
     Py_DECREF(raw);
     return rc;

@@ -197,9 +197,14 @@ json_numbers = st.one_of(
                      "1.", ".5", "-", "1e", "123456789012345678", "1234567890123456789",
                      "-999999999999999999", "18446744073709551615", "4.9e-324", "1.7976931348623157e308"]),
 )
+# strings long enough for the walk's 8-byte steps, with what stops a step anywhere in them: quotes,
+# backslashes, control chars, bytes past ASCII; written as JSON, or raw (mostly no JSON: an error)
+string_bytes = "ab \"\\/\t\x1f\x7f\u00e9\u540d"
+long_strings = st.one_of(st.builds(_json_string, st.text(string_bytes, max_size=40), st.booleans()),
+                         st.text(string_bytes, max_size=40).map(lambda t: '"' + t + '"'))
 json_scalars = st.one_of(
     json_numbers, st.sampled_from(["true", "false", "null", "tru", "nul"]),
-    st.builds(_json_string, st.text(max_size=8), st.booleans()),
+    st.builds(_json_string, st.text(max_size=8), st.booleans()), long_strings,
     st.sampled_from(['"a\\"b\\\\c\\/d\\b\\f\\n\\r\\t"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\x"', '"a\tb"',
                      '"float;\\r\\nNone"', '"名字"', '"0"', '"true"', '"1.5"']),
 )

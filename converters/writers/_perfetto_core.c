@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "../_buffer.h"
@@ -392,8 +393,9 @@ static PyObject *key_of(const char *text, Py_ssize_t len) {
     return key;
 }
 
-/* One sequence's members written before: their text -> annotation bytes, in ``arena``. */
-typedef struct { unsigned long long hash; Py_ssize_t text_len, text_at, bytes_at, bytes_len; } Member;
+/* One sequence's members written before: their text -> annotation bytes, in ``arena``. 20 bytes
+ * (the arena kept under 4 GiB), so that more slots share a cache line: most lookups miss it. */
+typedef struct { uint32_t hash, text_len, text_at, bytes_at, bytes_len; } Member;
 typedef struct MemberCache { Member *slots; Py_ssize_t used, cap, mask; Buf arena; } MemberCache;
 /* A sequence's: its raw args' members, and whole raw args (key: the text, value: none) */
 typedef struct { MemberCache members, raws; } RawCaches;
@@ -441,7 +443,7 @@ static Member *member_slot(MemberCache *cache, unsigned long long hash, const ch
     for (Py_ssize_t i = hash & cache->mask;; i = (i + 1) & cache->mask) {
         Member *m = &cache->slots[i];
         if (!m->bytes_len) return m;  /* an annotation is never empty */
-        if (m->hash == hash && m->text_len == text_len &&
+        if (m->hash == (uint32_t)hash && m->text_len == text_len &&
             memcmp(cache->arena.data + m->text_at, text, text_len) == 0)
             return m;
     }
@@ -449,9 +451,10 @@ static Member *member_slot(MemberCache *cache, unsigned long long hash, const ch
 
 static int member_remember(MemberCache *cache, Member *slot, unsigned long long hash, const char *text,
                            Py_ssize_t text_len, const char *bytes, Py_ssize_t bytes_len) {
-    if (cache->used >= cache->cap || bytes_len == 0) return 0;
     Buf *arena = &cache->arena;
-    Member m = {hash, text_len, arena->len, arena->len + text_len, bytes_len};
+    if (cache->used >= cache->cap || bytes_len == 0 || arena->len + text_len + bytes_len > UINT32_MAX) return 0;
+    Member m = {(uint32_t)hash, (uint32_t)text_len, (uint32_t)arena->len, (uint32_t)(arena->len + text_len),
+                (uint32_t)bytes_len};
     if (buf_put(arena, text, text_len) < 0 || buf_put(arena, bytes, bytes_len) < 0) return -1;
     *slot = m;
     cache->used++;

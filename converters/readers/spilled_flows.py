@@ -25,7 +25,7 @@ def file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spill
         buckets, hashes = by_step(batch, starts, Slice, Sample, FlowEnd)
         for index, bucket in buckets.items():
             spill.add(index, bucket)
-        finishes = [(index, array("q", found).tobytes()) for index, found in hashes.items()]
+        finishes = hashes.items()  # lists of ints, where add_by_step gives bytes: array takes either
     for index, found in finishes:
         spill.add_values((_FINISHES, index), array("q", found))
 

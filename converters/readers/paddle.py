@@ -293,7 +293,7 @@ def _pb_events(path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
                     diag.warn("bad_event", f"{path}: byte {body.start}: not Paddle's extra info ({e}); a "
                               "thread name left out")
                     continue
-                names[entry.key] = entry.value
+                names[_text(entry.key)] = _text(entry.value)
         pid, batch = None, []
         for field, tree in _fields(_Wire(f, path, 0), size, diag):
             if field != 3:
@@ -469,30 +469,37 @@ def _node_events(node: Any, root: bool = False) -> list[Event]:
     """A host node (not the root), its memory events, its runtime calls and their device work, as
     JSON-export events. The root holds the runtime calls no host event encloses."""
     host = node.host_trace_event
+    name = _text(host.name)
     cat = _event_types().get(host.type, "Operator")
-    if cat == _OPERATOR and host.name.endswith(" kernel launch"):  # the protobuf's schema has no type for
+    if cat == _OPERATOR and name.endswith(" kernel launch"):  # the protobuf's schema has no type for
         cat = "DygraphKernelLaunch"  # an operator's kernel launch: the JSON export's category for it
     tid = f"{host.thread_id}({'Python' if cat in _PYTHON_SIDE else 'C++'})"
-    made = [] if root else [Event("X", host.name, host.process_id, tid, _ns_text(host.start_ns),
+    made = [] if root else [Event("X", name, host.process_id, tid, _ns_text(host.start_ns),
                                    _ns_text(host.end_ns - host.start_ns), cat)]
     for memory_node in node.mem_nodes:
         memory = memory_node.mem_event
         made.append(Event(ph="i", name="[memory]", pid=memory.process_id, tid=f"{memory.thread_id}(C++)",
                            ts=_ns_text(memory.timestamp_ns), cat=_MEMORY_TYPES.get(memory.type, "Memory"),
-                           args=_raw({"place": memory.place, "increase_bytes": memory.increase_bytes,
+                           args=_raw({"place": _text(memory.place), "increase_bytes": memory.increase_bytes,
                                       "current_allocated": memory.current_allocated})))
     for runtime_node in node.runtime_nodes:
         call = runtime_node.runtime_trace_event
-        made.append(Event("X", call.name, call.process_id, f"{call.thread_id}(C++)", _ns_text(call.start_ns),
-                           _ns_text(call.end_ns - call.start_ns), "CudaRuntime", None,
-                           _raw({"correlation id": call.correlation_id})))
+        made.append(Event("X", _text(call.name), call.process_id, f"{call.thread_id}(C++)",
+                           _ns_text(call.start_ns), _ns_text(call.end_ns - call.start_ns), "CudaRuntime",
+                           None, _raw({"correlation id": call.correlation_id})))
         for device_node in runtime_node.device_nodes:
             work = device_node.device_event
-            made.append(Event("X", work.name, work.device_id, work.stream_id, _ns_text(work.start_ns),
+            made.append(Event("X", _text(work.name), work.device_id, work.stream_id, _ns_text(work.start_ns),
                                _ns_text(work.end_ns - work.start_ns), _event_types()[work.type], None,
                                _raw({"correlation id": work.correlation_id, "device": work.device_id,
                                      "stream": work.stream_id})))
     return made
+
+
+def _text(value: str | bytes) -> str:
+    """A string field's text. Protobuf hands back a proto2 string that is not UTF-8 (a damaged file)
+    as bytes; it is read as the text files are, the bytes that are not UTF-8 as U+FFFD."""
+    return value if type(value) is str else value.decode("utf-8", "replace")
 
 
 def _raw(args: dict) -> msgspec.Raw:

@@ -99,3 +99,25 @@ def test_shuffled_and_cut_off_files_convert_with_what_they_hold(tmp_path, form):
     assert not results["shuffled"].warnings
     assert 0 < results["cut"].slices < results["ordered"].slices
     assert any("cut off" in w for w in results["cut"].warnings)
+
+
+def test_a_protobuf_name_that_is_not_utf8_is_read_with_replacement_characters(tmp_path):
+    """Protobuf hands a proto2 string that is not UTF-8 back as bytes: a damaged name (a host
+    event's, a runtime call's) is read as the text files are, not an internal error, and its event kept."""
+    generate_profile(tmp_path / "whole", form="protobuf", steps=2, seed=3, gpu=True)
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    [path] = (tmp_path / "whole").glob("*.pb")
+    data = path.read_bytes()
+    for name in (b"_DataLoaderIterSingleProcess", b"cudaSetDevice_v3020"):  # same length: framing holds
+        assert name in data
+        data = data.replace(name, name[:5] + b"\xff" + name[6:])
+    (damaged / path.name).write_bytes(data)
+
+    def names(root):
+        return Counter(s.name for b in _batches(root) for s in b.slices)
+
+    whole, read = names(tmp_path / "whole"), names(damaged)
+    assert read["_Data\ufffdoaderIterSingleProcess"] == whole["_DataLoaderIterSingleProcess"] > 0
+    assert read["cudaS\ufffdtDevice_v3020"] == whole["cudaSetDevice_v3020"] > 0
+    assert sum(read.values()) == sum(whole.values())

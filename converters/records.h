@@ -60,7 +60,7 @@
 #define VALUE_VALUE 2
 #define VALUE_FIELDS 3
 
-/* layout.Placement: a chunk's events, compact (two int64 per event in codes), then its values */
+/* layout.Placement: a chunk's events, compact (three int64 per event in codes), then its values */
 #define PLACEMENT_TRACKS 0
 #define PLACEMENT_SLICES 1
 #define PLACEMENT_CODES 2

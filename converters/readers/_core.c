@@ -1574,6 +1574,64 @@ done:
     return result;
 }
 
+/* The steps' starts as C numbers, with room for one more: NULL with an error set */
+static long long *step_starts(PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    long long *starts = PyMem_Calloc(n + 1, sizeof(long long));
+    if (!starts) return (long long *)PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        starts[i] = PyLong_AsLongLong(PyList_GET_ITEM(list, i));
+        if (starts[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(starts);
+            return NULL;
+        }
+    }
+    return starts;
+}
+
+/* Where record ``r`` starts (``types``: Slice, Sample, FlowEnd), and whether it is a FlowEnd: 0, or
+ * -1 with an error */
+static int record_start(PyObject *r, PyObject *const *types, long long *ts, int *flow_end) {
+    PyTypeObject *type = Py_TYPE(r);
+    *flow_end = type == (PyTypeObject *)types[2];
+    Py_ssize_t at = type == (PyTypeObject *)types[0] ? SLICE_START_NS :
+                    type == (PyTypeObject *)types[1] ? SAMPLE_START_NS : *flow_end ? FLOW_END_START_NS : -1;
+    if (at < 0 || PyTuple_GET_SIZE(r) <= at || (*flow_end && PyTuple_GET_SIZE(r) < FLOW_END_FIELDS)) {
+        PyErr_Format(PyExc_TypeError, "not a record: %R", r);
+        return -1;
+    }
+    int overflow = 0;
+    *ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, at), &overflow);
+    if (overflow) PyErr_SetString(PyExc_OverflowError, "a record past 2**63 ns");
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The step a time falls in: the last whose start is at or before it (the first if none). The last
+ * step found is kept with its bounds: records come in runs of one step. */
+typedef struct { const long long *starts; Py_ssize_t n, index; long long low, high; } StepOf;
+
+static Py_ssize_t step_of(StepOf *f, long long ts) {
+    if (f->index >= 0 && ts >= f->low && ts < f->high) return f->index;
+    Py_ssize_t lo = 0, hi = f->n;
+    while (lo < hi) {  /* bisect_right */
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (ts < f->starts[mid]) hi = mid; else lo = mid + 1;
+    }
+    f->index = lo > 0 ? lo - 1 : 0;
+    f->low = f->index ? f->starts[f->index] : LLONG_MIN;
+    f->high = f->index + 1 < f->n ? f->starts[f->index + 1] : LLONG_MAX;
+    return f->index;
+}
+
+/* A flow end that ends an arrow (an arrow ending here is looked for from earlier steps): 1 and the
+ * hash of its key; 0 for one that starts an arrow; -1 on error */
+static int ending_hash(PyObject *r, Py_hash_t *h) {
+    int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(r, FLOW_END_STARTS));
+    if (starts_here) return starts_here < 0 ? -1 : 0;
+    *h = PyObject_Hash(PyTuple_GET_ITEM(r, FLOW_END_KEY));
+    return *h == -1 ? -1 : 1;
+}
+
 /* by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: [records]}, {step: [hash(key)]}):
  * each record under the last step that starts at or before it (the first step if none), and
  * the hashes of the keys of the arrows that end there. */
@@ -1585,38 +1643,16 @@ static PyObject *by_step(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     }
     PyObject *records = argv[0], *buckets = PyDict_New(), *finishes = PyDict_New(), *result = NULL;
     PyObject *bucket = NULL, *number = NULL;  /* the step of the last record, and its list */
-    Py_ssize_t n_steps = PyList_GET_SIZE(argv[1]), index = -1;
-    long long *starts = PyMem_Calloc(n_steps + 1, sizeof(long long)), low = 0, high = 0;
-    if (!buckets || !finishes) goto done;
-    if (!starts) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t i = 0; i < n_steps; i++) {
-        starts[i] = PyLong_AsLongLong(PyList_GET_ITEM(argv[1], i));
-        if (starts[i] == -1 && PyErr_Occurred()) goto done;
-    }
+    StepOf steps = {step_starts(argv[1]), PyList_GET_SIZE(argv[1]), -1, 0, 0};
+    if (!buckets || !finishes || !steps.starts) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
         PyObject *r = PyList_GET_ITEM(records, i);
-        PyTypeObject *type = Py_TYPE(r);
-        int flow_end = type == (PyTypeObject *)argv[4];
-        Py_ssize_t at = type == (PyTypeObject *)argv[2] ? SLICE_START_NS :
-                        type == (PyTypeObject *)argv[3] ? SAMPLE_START_NS : flow_end ? FLOW_END_START_NS : -1;
-        if (at < 0 || PyTuple_GET_SIZE(r) <= at || (flow_end && PyTuple_GET_SIZE(r) < FLOW_END_FIELDS)) {
-            PyErr_Format(PyExc_TypeError, "not a record: %R", r);
-            goto done;
-        }
-        int overflow = 0;
-        long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, at), &overflow);
-        if (overflow) PyErr_SetString(PyExc_OverflowError, "a record past 2**63 ns");
-        if (PyErr_Occurred()) goto done;
-        if (index < 0 || !(ts >= low && ts < high)) {  /* records come in runs of one step */
-            Py_ssize_t lo = 0, hi = n_steps;
-            while (lo < hi) {  /* bisect_right */
-                Py_ssize_t mid = (lo + hi) / 2;
-                if (ts < starts[mid]) hi = mid; else lo = mid + 1;
-            }
-            index = lo > 0 ? lo - 1 : 0;
-            low = index ? starts[index] : LLONG_MIN;
-            high = index + 1 < n_steps ? starts[index + 1] : LLONG_MAX;
-            Py_XSETREF(number, PyLong_FromSsize_t(index));
+        long long ts;
+        int flow_end;
+        if (record_start(r, argv + 2, &ts, &flow_end) < 0) goto done;
+        Py_ssize_t before = steps.index;
+        if (step_of(&steps, ts) != before) {
+            Py_XSETREF(number, PyLong_FromSsize_t(steps.index));
             if (!number) goto done;
             bucket = PyDict_GetItemWithError(buckets, number);  /* borrowed */
             if (!bucket) {
@@ -1627,28 +1663,27 @@ static PyObject *by_step(PyObject *module, PyObject *const *argv, Py_ssize_t arg
             }
         }
         if (PyList_Append(bucket, r) < 0) goto done;
-        if (flow_end) {  /* an arrow that ends here is looked for from earlier steps */
-            int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(r, FLOW_END_STARTS));
-            if (starts_here < 0) goto done;
-            if (starts_here) continue;
-            Py_hash_t h = PyObject_Hash(PyTuple_GET_ITEM(r, FLOW_END_KEY));
-            PyObject *hashes = h == -1 ? NULL : PyDict_GetItemWithError(finishes, number);
-            if (h == -1 || (!hashes && PyErr_Occurred())) goto done;
-            if (!hashes) {
-                if (!(hashes = PyList_New(0))) goto done;
-                int rc = PyDict_SetItem(finishes, number, hashes);
-                Py_DECREF(hashes);
-                if (rc < 0) goto done;
-            }
-            PyObject *value = PyLong_FromSsize_t(h);
-            int rc = value ? PyList_Append(hashes, value) : -1;
-            Py_XDECREF(value);
+        Py_hash_t h;
+        int ends = flow_end ? ending_hash(r, &h) : 0;
+        if (ends <= 0) {
+            if (ends < 0) goto done;
+            continue;
+        }
+        PyObject *hashes = PyDict_GetItemWithError(finishes, number);
+        if (!hashes) {
+            if (PyErr_Occurred() || !(hashes = PyList_New(0))) goto done;
+            int rc = PyDict_SetItem(finishes, number, hashes);
+            Py_DECREF(hashes);
             if (rc < 0) goto done;
         }
+        PyObject *value = PyLong_FromSsize_t(h);
+        int rc = value ? PyList_Append(hashes, value) : -1;
+        Py_XDECREF(value);
+        if (rc < 0) goto done;
     }
     result = PyTuple_Pack(2, buckets, finishes);
 done:
-    PyMem_Free(starts);
+    PyMem_Free((void *)steps.starts);
     Py_XDECREF(number); Py_XDECREF(buckets); Py_XDECREF(finishes);
     return result;
 }
@@ -1684,57 +1719,32 @@ static PyObject *pack_by_step(PyObject *module, PyObject *const *argv, Py_ssize_
         return NULL;
     }
     PyObject *records = argv[0], *runs = PyList_New(0), *result = NULL;
-    Py_ssize_t n_steps = PyList_GET_SIZE(argv[1]), index = -1;
-    long long *starts = PyMem_Calloc(n_steps + 1, sizeof(long long)), low = 0, high = 0;
+    StepOf steps = {step_starts(argv[1]), PyList_GET_SIZE(argv[1]), -1, 0, 0};
     Packer *p = PyMem_Calloc(1, sizeof(Packer));
     Buf hashes = {0};
     int rc = 0;
-    if (!runs) goto done;
-    if (!starts || !p) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t i = 0; i < n_steps; i++) {
-        starts[i] = PyLong_AsLongLong(PyList_GET_ITEM(argv[1], i));
-        if (starts[i] == -1 && PyErr_Occurred()) goto done;
-    }
+    if (!runs || !steps.starts) goto done;
+    if (!p) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(records); i++) {
         PyObject *r = PyList_GET_ITEM(records, i);
-        PyTypeObject *type = Py_TYPE(r);
-        int flow_end = type == (PyTypeObject *)argv[5];
-        Py_ssize_t at = type == (PyTypeObject *)argv[3] ? SLICE_START_NS :
-                        type == (PyTypeObject *)argv[4] ? SAMPLE_START_NS : flow_end ? FLOW_END_START_NS : -1;
-        if (at < 0 || PyTuple_GET_SIZE(r) <= at || (flow_end && PyTuple_GET_SIZE(r) < FLOW_END_FIELDS)) {
-            PyErr_Format(PyExc_TypeError, "not a record: %R", r);
-            goto done;
-        }
-        int overflow = 0;
-        long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, at), &overflow);
-        if (overflow) PyErr_SetString(PyExc_OverflowError, "a record past 2**63 ns");
-        if (PyErr_Occurred()) goto done;
-        if (index < 0 || !(ts >= low && ts < high)) {  /* records come in runs of one step */
-            Py_ssize_t lo = 0, hi = n_steps;
-            while (lo < hi) {  /* bisect_right */
-                Py_ssize_t mid = (lo + hi) / 2;
-                if (ts < starts[mid]) hi = mid; else lo = mid + 1;
-            }
-            Py_ssize_t step = lo > 0 ? lo - 1 : 0;
-            if (step != index && end_run(runs, index, p, &hashes) < 0) goto done;
-            index = step;
-            low = index ? starts[index] : LLONG_MIN;
-            high = index + 1 < n_steps ? starts[index + 1] : LLONG_MAX;
-        }
+        long long ts;
+        int flow_end;
+        if (record_start(r, argv + 3, &ts, &flow_end) < 0) goto done;
+        Py_ssize_t before = steps.index;
+        if (step_of(&steps, ts) != before && end_run(runs, before, p, &hashes) < 0) goto done;
         rc = pk_record(p, r, argv + 1);  /* its argv[1..4]: orders, Slice, Sample, FlowEnd */
         if (rc || !flow_end) continue;
-        int starts_here = PyObject_IsTrue(PyTuple_GET_ITEM(r, FLOW_END_STARTS));
-        if (starts_here < 0) goto done;
-        if (starts_here) continue;  /* an arrow that ends here is looked for from earlier steps */
-        Py_hash_t h = PyObject_Hash(PyTuple_GET_ITEM(r, FLOW_END_KEY));
-        int64_t value = (int64_t)h;
-        if (h == -1 || buf_put(&hashes, (const char *)&value, sizeof value) < 0) goto done;
+        Py_hash_t h;
+        int ends = ending_hash(r, &h);
+        if (ends < 0) goto done;
+        int64_t value = ends ? (int64_t)h : 0;
+        if (ends && buf_put(&hashes, (const char *)&value, sizeof value) < 0) goto done;
     }
-    if (rc < 0 || (!rc && end_run(runs, index, p, &hashes) < 0)) goto done;
+    if (rc < 0 || (!rc && end_run(runs, steps.index, p, &hashes) < 0)) goto done;
     result = rc ? Py_NewRef(Py_None) : Py_NewRef(runs);
 done:
     if (p) PyMem_Free(p->out.data);
-    PyMem_Free(p); PyMem_Free(starts); PyMem_Free(hashes.data);
+    PyMem_Free(p); PyMem_Free((void *)steps.starts); PyMem_Free(hashes.data);
     Py_XDECREF(runs);
     return result;
 }

@@ -18,6 +18,7 @@
 #include <string.h>  /* memmem: Python.h defines _GNU_SOURCE */
 #include <sqlite3.h>
 
+#include "../_buffer.h"
 #include "../records.h"
 
 /* Leave a Slice whose args hold no container (a dict of numbers and strings, the collector leaves
@@ -507,7 +508,6 @@ typedef struct {
     int used, text;
 } Entry;
 
-typedef struct { char *data; size_t len, cap; } Text;
 #define MAX_ARGS 32
 
 typedef struct {
@@ -521,8 +521,8 @@ typedef struct {
     char *strings;                /* per column: it holds a string id */
     PyObject **values;            /* per column: the row's value, made once (or NULL) */
     PyObject *keys;               /* the args' keys ``names`` holds the JSON of (``"key":``, from name_at[i]) */
-    Text names;
-    size_t name_at[MAX_ARGS + 1];
+    Buf names;
+    Py_ssize_t name_at[MAX_ARGS + 1];
 } Rows;
 
 /* STRING_IDS' value for ``id`` compared as the join compared it: *found a new reference (NULL for no
@@ -780,28 +780,14 @@ static int nothing(PyObject *value) {
  * Perfetto writer with no dict made (``walk_args``). A dict per slice, filled, walked and freed was a
  * tenth of a rank's conversion (BENCHMARKS.md, issue 28). Only ints and strs are written so; a row
  * with any other value (a REAL, a BLOB, a connection_id that is no int) keeps its dict. */
-static Text json;  /* reused by every slice (the GIL held) */
-
-static int text_put(Text *t, const char *p, size_t n) {
-    if (t->len + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n) cap *= 2;
-        char *grown = PyMem_Realloc(t->data, cap);
-        if (!grown) { PyErr_NoMemory(); return -1; }
-        t->data = grown;
-        t->cap = cap;
-    }
-    memcpy(t->data + t->len, p, n);
-    t->len += n;
-    return 0;
-}
+static Buf json;  /* reused by every slice (the GIL held) */
 
 /* ``value`` as a JSON string, escaped as orjson escapes (\b \t \n \f \r, other controls \u00xx) */
-static int json_string(Text *t, PyObject *value) {
+static int json_string(Buf *t, PyObject *value) {
     static const char hex[] = "0123456789abcdef";
     Py_ssize_t n;
     const char *p = PyUnicode_AsUTF8AndSize(value, &n), *run;
-    if (!p || text_put(t, "\"", 1) < 0) return -1;
+    if (!p || buf_put(t, "\"", 1) < 0) return -1;
     const char *end = p + n;
     for (run = p; p < end; p++) {
         unsigned char c = (unsigned char)*p;
@@ -821,23 +807,23 @@ static int json_string(Text *t, PyObject *value) {
             escaped[5] = hex[c & 15];
             len = 6;
         }
-        if (text_put(t, run, p - run) < 0 || text_put(t, escaped, len) < 0) return -1;
+        if (buf_put(t, run, p - run) < 0 || buf_put(t, escaped, len) < 0) return -1;
         run = p + 1;
     }
-    return text_put(t, run, p - run) < 0 || text_put(t, "\"", 1) < 0 ? -1 : 0;
+    return buf_put(t, run, p - run) < 0 || buf_put(t, "\"", 1) < 0 ? -1 : 0;
 }
 
 /* ``v`` in decimal */
-static int json_ll(Text *t, long long v) {
+static int json_ll(Buf *t, long long v) {
     char digits[24], *at = digits + sizeof digits;
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
     do { *--at = (char)('0' + u % 10); u /= 10; } while (u);
     if (v < 0) *--at = '-';
-    return text_put(t, at, digits + sizeof digits - at);
+    return buf_put(t, at, digits + sizeof digits - at);
 }
 
 /* ``value`` (an int) in decimal: 0, or 1 where it is past int64 */
-static int json_int(Text *t, PyObject *value) {
+static int json_int(Buf *t, PyObject *value) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (overflow) return 1;
@@ -865,7 +851,7 @@ static int names_of(Rows *r, PyObject *keys) {
             PyErr_SetString(PyExc_TypeError, "Rows: an arg's key is no str");
             return -1;
         }
-        if (json_string(&r->names, key) < 0 || text_put(&r->names, ":", 1) < 0) return -1;
+        if (json_string(&r->names, key) < 0 || buf_put(&r->names, ":", 1) < 0) return -1;
     }
     r->name_at[PyTuple_GET_SIZE(keys)] = r->names.len;
     r->keys = (Py_INCREF(keys), keys);
@@ -878,9 +864,9 @@ static PyObject *args_json(Rows *r, const Args *a) {
     json.len = 0;
     for (Py_ssize_t i = 0; i < a->n; i++) {
         PyObject *value = a->values[i];
-        size_t at = r->name_at[a->keys[i]];
-        if (text_put(&json, i ? "," : "{", 1) < 0 ||
-            text_put(&json, r->names.data + at, r->name_at[a->keys[i] + 1] - at) < 0)
+        Py_ssize_t at = r->name_at[a->keys[i]];
+        if (buf_put(&json, i ? "," : "{", 1) < 0 ||
+            buf_put(&json, r->names.data + at, r->name_at[a->keys[i] + 1] - at) < 0)
             return NULL;
         int rc;
         if (!value) rc = json_ll(&json, sqlite3_column_int64(r->rows, a->columns[i]));
@@ -890,8 +876,8 @@ static PyObject *args_json(Rows *r, const Args *a) {
         else rc = 1;
         if (rc) return NULL;
     }
-    if (text_put(&json, "}", 1) < 0) return NULL;
-    return PyBytes_FromStringAndSize(json.data, (Py_ssize_t)json.len);
+    if (buf_put(&json, "}", 1) < 0) return NULL;
+    return PyBytes_FromStringAndSize(json.data, json.len);
 }
 
 /* The args' JSON text, else their dict (none: an empty dict, no args) */

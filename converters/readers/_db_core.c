@@ -148,11 +148,16 @@ static int flow_key(char *key, size_t size, PyObject *rank, PyObject *kind, PyOb
     return n > 0 && (size_t)n < size ? n : -1;
 }
 
-/* key + str(k): an arrow's text, its flow id's */
+/* key + str(k) (k >= 0): an arrow's text, its flow id's; the digits written by hand, as snprintf's
+ * format parsing was a tenth of bind */
 static PyObject *flow_text(const char *key, int key_len, Py_ssize_t k) {
-    char text[160];
-    int n = snprintf(text, sizeof text, "%.*s%zd", key_len, key, k);
-    return PyUnicode_DecodeASCII(text, n, NULL);
+    char text[160], digits[24], *at = digits + sizeof digits;
+    size_t u = (size_t)k;
+    do { *--at = (char)('0' + u % 10); u /= 10; } while (u);
+    size_t n = digits + sizeof digits - at;
+    memcpy(text, key, key_len);
+    memcpy(text + key_len, at, n);
+    return PyUnicode_DecodeASCII(text, key_len + (Py_ssize_t)n, NULL);
 }
 
 /* One launch's arrows: to each of its ``ends`` (an index, or a list of them) on ``layers``, the k-th
@@ -518,6 +523,7 @@ typedef struct {
     size_t size, count;
     int mixed;                    /* ids placed by a hash, not by value (slot) */
     int columns, batch;
+    long long offset;             /* the clock offset bound to the query's :offset */
     char *strings;                /* per column: it holds a string id */
     PyObject **values;            /* per column: the row's value, made once (or NULL) */
     PyObject *keys;               /* the args' keys ``names`` holds the JSON of (``"key":``, from name_at[i]) */
@@ -710,6 +716,7 @@ static PyObject *rows_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         return NULL;
     }
     r->batch = batch > 0 ? batch : 1;
+    r->offset = offset;
     /* no mutex: one thread, the GIL's holder, steps the connection */
     int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
     int rc = sqlite3_open_v2(PyBytes_AS_STRING(uri), &r->db, flags, NULL);
@@ -923,11 +930,29 @@ static int places(PyObject *spec_places, int *at, int count, int columns) {
 
 static int is_empty(PyObject *value) { return PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) == 0; }
 
+#define LIMIT_NS ((1LL << 62) - 1)  /* model.TIME_LIMIT_NS - 1 */
+
+/* Whether the row's times and its stream or thread are as expected, what SQLite's ``typeof(startNs) =
+ * 'integer' AND typeof(endNs) = 'integer' AND endNs >= startNs AND startNs + :offset BETWEEN -LIMIT AND
+ * LIMIT AND endNs - startNs <= LIMIT AND typeof(id) = 'integer'`` says (a sum past int64 is out of range
+ * there too: SQLite makes it a REAL), read from the columns: evaluated in the query, per row, those
+ * terms were a sixth of SQLite's work on the TASK query */
+static int times_ok(Rows *r, int start, int end, int id) {
+    sqlite3_stmt *st = r->rows;
+    if (sqlite3_column_type(st, start) != SQLITE_INTEGER || sqlite3_column_type(st, end) != SQLITE_INTEGER ||
+        sqlite3_column_type(st, id) != SQLITE_INTEGER)
+        return 0;
+    long long s = sqlite3_column_int64(st, start), e = sqlite3_column_int64(st, end), shifted, dur;
+    return e >= s && !__builtin_add_overflow(s, r->offset, &shifted) && shifted >= -LIMIT_NS &&
+           shifted <= LIMIT_NS && !__builtin_sub_overflow(e, s, &dur) && dur <= LIMIT_NS;
+}
+
 /* The TASK query's columns (ascend_db._TASK_COLUMNS), as spec[4] gives their places: the args from
  * T_ARGS_AT to T_ARGS (the task's own to T_TASK_ARGS), the task type drawn (T_TASK_TYPE: C sets it
- * from the compute info's T_C_TYPE and the task's T_TYPE), the compute info's name */
+ * from the compute info's T_C_TYPE and the task's T_TYPE), the compute info's name, the task's own
+ * startNs and endNs (T_START_NS, T_END_NS: for times_ok) */
 enum { T_OK, T_KIND, T_START, T_DUR, T_STREAM, T_ARGS_AT, T_TASK_ARGS, T_ARGS, T_TASK_TYPE, T_NAME, T_C_TYPE,
-       T_TYPE, T_PLACES };
+       T_TYPE, T_START_NS, T_END_NS, T_PLACES };
 #define COMPUTE_KIND 1
 #define COMM_KIND 2
 
@@ -961,8 +986,8 @@ static PyObject *task_slice(Rows *r, const int *at, long long kind, PyObject *sp
 }
 
 /* rows.tasks(out, spec, rank, lanes, all_tasks) -> the number of rows left to the rules, or None past
- * the last row: the next batch of the TASK query's rows appended to ``out`` in order, those SQLite
- * and the strings say are as expected as their Slices, any other (an HCCL task, a bad time, an id
+ * the last row: the next batch of the TASK query's rows appended to ``out`` in order, those whose
+ * times and stream (times_ok), strings and ``ok`` are as expected as their Slices, any other (an HCCL task, a bad time, an id
  * STRING_IDS lacks) as its row, a tuple, for ascend_db._Reader._task_rules. spec: (Slice,
  * Layer.STREAM, NOT_COMPUTE, the args' keys, the columns' places). */
 static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
@@ -1004,7 +1029,8 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
                            : t_type != Py_None && !is_empty(t_type) ? t_type : Py_None;
         Py_INCREF(chosen);
         Py_XSETREF(r->values[at[T_TASK_TYPE]], chosen);
-        int fast = kind != COMM_KIND && !unresolved && sqlite3_column_int(r->rows, at[T_OK]);
+        int fast = kind != COMM_KIND && !unresolved && sqlite3_column_int(r->rows, at[T_OK]) &&
+                   times_ok(r, at[T_START_NS], at[T_END_NS], at[T_STREAM]);
         PyObject *made = fast ? task_slice(r, at, kind, spec, rank, lanes) : row_tuple(r);
         if (append_made(out, made) < 0) return NULL;
         rare += !fast;
@@ -1056,8 +1082,8 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
 
 /* rows.host(out, spec, rank, offset, lanes, prefix, api, links) -> the number of rows left to the
  * rules, or None past the last row: the next batch of a host table's rows appended to ``out`` in
- * order, those SQLite and the strings say are as expected as their Slices (their PyTorch links noted
- * in ``links``), any other as its row, a tuple, for ascend_db._Reader._host_slice. spec: (Slice,
+ * order, those whose times and thread (times_ok), strings and ``ok`` are as expected as their Slices
+ * (their PyTorch links noted in ``links``), any other as its row, a tuple, for ascend_db._Reader._host_slice. spec: (Slice,
  * Layer.HOST, the args' keys); api: CANN's API types by id, or None. */
 static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
     if (argc != 8 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 3 ||
@@ -1085,7 +1111,7 @@ static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         }
         int unresolved = resolve(r);
         if (unresolved < 0) return NULL;
-        int fast = !unresolved && sqlite3_column_int(r->rows, H_OK);
+        int fast = !unresolved && sqlite3_column_int(r->rows, H_OK) && times_ok(r, H_START, H_END, H_TID);
         PyObject *made = fast ? host_slice(r, argv) : row_tuple(r);
         if (append_made(argv[0], made) < 0) return NULL;
         rare += !fast;

@@ -40,8 +40,8 @@ one ``ORDER BY`` scan, in batches of rows, and the scans are merged by time; a s
 soon as the merge passes the next step's start, so memory holds one step at a time (two in detail:
 a step is held until the next is read, which its arrows may reach). The TASK and
 host API queries are stepped in C (``_db_core.Rows``, SQLite's C API on a read-only connection of
-its own): SQLite does the joins and says of each row whether its times and stream or thread are as
-expected, C resolves its string ids once each (a cache of the ids met, looked up in ``STRING_IDS``
+its own): SQLite does the joins, C says of each row whether its times and stream or thread are as
+expected, resolves its string ids once each (a cache of the ids met, looked up in ``STRING_IDS``
 as the join would) and makes the rows that are as expected into slices, what the rules would make of
 them, their args the JSON text orjson makes of the rules' dict (as the Chrome-trace reader's raw
 args: no dict per slice; the writers read the text); any other row (an HCCL task, a bad time, an id
@@ -308,14 +308,13 @@ _COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
 # what _db_core.Rows.tasks makes a row into, and where it reads the row
 _TASK_SPEC = (Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, (
     _OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT, _TASK_ARGS_END, _ARGS_END, _TASK_TYPE, _COMPUTE_NAME,
-    _TASK_COLUMNS.index("c taskType"), _TASK_COLUMNS.index("taskType")))
+    *(_TASK_COLUMNS.index(n) for n in ("c taskType", "taskType", "startNs", "endNs"))))
 # the TASK query's columns of string ids (Rows resolves them), and the tables' (SQLite's joins resolve them)
 _QUERY_STRINGS = {"t": ("taskType",), "c": _COMPUTE_STRINGS, "m": ("name", "taskType", "groupName")}
 _TASK_STRINGS = tuple(_TASK_COLUMNS.index(n) for n in (
     "taskType", "c name", "c taskType", "Op Type", "Input Shapes", "Input Data Types", "Input Formats",
     "Output Shapes", "Output Data Types", "Output Formats", "m name", "m taskType", "m groupName"))
 _BATCH = 64  # rows fetched and made into slices at once (more: a step's memory grows, no faster)
-_LIMIT = TIME_LIMIT_NS - 1
 # host tables: (lane prefix, columns); name, globalTid and connectionId are read from each
 _HOST = {
     "PYTORCH_API": ("PyTorch", ("sequenceNumber", "fwdThreadId", "inputDtypes", "inputShapes", "type")),
@@ -435,7 +434,9 @@ class _Reader:
         """The TASK query: its columns at the places ``_TASK_COLUMNS`` names. Summary (torch_npu's:
         ``all_tasks`` off) reads only the compute tasks, and of the HCCL tasks only which they are.
         Its string columns are the ids (``Rows`` resolves them, and sets "Task Type"), or, with
-        ``sqlite_strings``, resolved by SQLite's joins (``ok`` then says they all were)."""
+        ``sqlite_strings``, resolved by SQLite's joins (``ok`` then says they all were; else it is 1).
+        ``Rows`` checks the times and the stream from the columns (``_db_core.c``'s ``times_ok``):
+        as terms of ``ok`` SQLite evaluated them per row, a sixth of its work on this query."""
         schema, all_tasks = self.schema, self.all_tasks
         strings = _QUERY_STRINGS if sqlite_strings else dict.fromkeys(_QUERY_STRINGS, ())
         joined = "globalTaskId" in schema.columns("TASK")
@@ -453,12 +454,9 @@ class _Reader:
             joins += " LEFT JOIN COMMUNICATION_TASK_INFO m ON m.globalTaskId = t.globalTaskId" + m_strings
         kind = f"CASE WHEN {m['globalTaskId']} IS NOT NULL THEN {_COMM} " \
                f"WHEN {c['globalTaskId']} IS NOT NULL THEN {_COMPUTE_KIND} ELSE 0 END"
-        ok = " AND ".join([
-            "typeof(t.startNs) = 'integer'", "typeof(t.endNs) = 'integer'", "t.endNs >= t.startNs",
-            f"t.startNs + :offset BETWEEN {-_LIMIT} AND {_LIMIT}", f"t.endNs - t.startNs <= {_LIMIT}",
-            f"typeof({t['streamId']}) = 'integer'", *resolved])
         columns = {
-            "ok": ok, "kind": kind, "start": "t.startNs + :offset", "dur": "t.endNs - t.startNs",
+            "ok": " AND ".join(resolved) or "1", "kind": kind, "start": "t.startNs + :offset",
+            "dur": "t.endNs - t.startNs",
             "stream": t["streamId"], "Task Id": t["taskId"], "Stream Id": t["streamId"],
             "Model Id": t["modelId"], "Context Id": t["contextId"], "connection_id": t["connectionId"],
             "Task Type": f"COALESCE(NULLIF({c['taskType']}, ''), NULLIF({t['taskType']}, ''))"
@@ -582,7 +580,9 @@ class _Reader:
         """(the query of a host table, the places of its string columns), None where the table has
         no times: its columns ok, links (``_links``), startNs, endNs, the name, globalTid,
         connectionId, then the table's own. The strings are ids (``Rows`` resolves them) or, with
-        ``sqlite_strings``, resolved by SQLite's joins (``ok`` then says they all were)."""
+        ``sqlite_strings``, resolved by SQLite's joins (``ok`` then says they all were; else it is
+        1). ``Rows`` checks the times and the thread (TEXT times, PYTORCH_API's in some versions, go
+        to ``_host_row``)."""
         extra = _HOST[table][1]
         if not {"startNs", "endNs"} <= self.schema.columns(table):
             return None
@@ -590,14 +590,10 @@ class _Reader:
         names = ("startNs", "endNs", name_column, "globalTid", "connectionId", *extra)
         strings = (name_column, "inputDtypes", "inputShapes")
         h, joins = self.schema.expressions("h", table, names, strings if sqlite_strings else ())
-        ok = " AND ".join([  # TEXT times (PYTORCH_API's in some versions) are read by _host_row
-            "typeof(h.startNs) = 'integer'", "typeof(h.endNs) = 'integer'", "h.endNs >= h.startNs",
-            f"h.startNs + :offset BETWEEN {-_LIMIT} AND {_LIMIT}", f"h.endNs - h.startNs <= {_LIMIT}",
-            f"typeof({h['globalTid']}) = 'integer'",
-            *(self.schema.resolved("h", n, h[n]) for n in strings if n in h and sqlite_strings)])
+        ok = " AND ".join(self.schema.resolved("h", n, h[n]) for n in strings if n in h and sqlite_strings)
         links, joins = self._links(table, joins)
         # startNs is TEXT in some versions: order by its value, not its spelling
-        query = (f"SELECT {ok}, {links}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
+        query = (f"SELECT {ok or 1}, {links}, {', '.join(h[n] for n in names)} FROM {table} h{joins} "
                  "ORDER BY CAST(h.startNs AS INTEGER)")
         return query, tuple(2 + names.index(n) for n in strings if n in names)
 

@@ -237,7 +237,8 @@ _STRING = st.one_of(st.none(), _ID, _ID.map(str), st.sampled_from(("MatMul", "",
                     st.text(st.characters(blacklist_categories=("Cs",)), max_size=4),
                     st.sampled_from((2.0, 2.5, b"1", b"\xff")))
 _TIME = st.one_of(st.integers(-5, 50), st.integers(-5, 50).map(str), st.none(),
-                  st.sampled_from((1e300, 2.0, 2**62 + 3, -(2**62), "12abc")))
+                  st.sampled_from((1e300, 2.0, 2**62 + 3, -(2**62), "12abc", 2**62 - 1, 1 - 2**62,
+                                   2**63 - 10, -(2**63))))  # the limits, and past int64 with the offset
 _NUMBER = st.one_of(st.none(), st.integers(-2, 2**40), st.sampled_from(("", "N/A", 1.5)))
 _VALUES = st.one_of(st.none(), st.sampled_from(("MatMul", "", "N/A", "Enqueue", 7, 2.5, b"z", "\u4e2d")),
                     st.text(st.characters(blacklist_categories=("Cs",)), max_size=6))  # quotes, controls...

@@ -529,6 +529,7 @@ typedef struct {
     PyObject *keys;               /* the args' keys ``names`` holds the JSON of (``"key":``, from name_at[i]) */
     Buf names;
     Py_ssize_t name_at[MAX_ARGS + 1];
+    unsigned long long link_keys; /* the places of "connection_id" in the keys, a bit each */
 } Rows;
 
 /* STRING_IDS' value for ``id`` compared as the join compared it: *found a new reference (NULL for no
@@ -851,6 +852,7 @@ static int names_of(Rows *r, PyObject *keys) {
     if (r->keys == keys) return 0;
     Py_CLEAR(r->keys);
     r->names.len = 0;
+    r->link_keys = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
         r->name_at[i] = r->names.len;
         PyObject *key = PyTuple_GET_ITEM(keys, i);
@@ -858,6 +860,7 @@ static int names_of(Rows *r, PyObject *keys) {
             PyErr_SetString(PyExc_TypeError, "Rows: an arg's key is no str");
             return -1;
         }
+        if (PyUnicode_CompareWithASCIIString(key, "connection_id") == 0) r->link_keys |= 1ULL << i;
         if (json_string(&r->names, key) < 0 || buf_put(&r->names, ":", 1) < 0) return -1;
     }
     r->name_at[PyTuple_GET_SIZE(keys)] = r->names.len;
@@ -878,7 +881,7 @@ static PyObject *args_json(Rows *r, const Args *a) {
         int rc;
         if (!value) rc = json_ll(&json, sqlite3_column_int64(r->rows, a->columns[i]));
         else if (PyLong_CheckExact(value)) rc = json_int(&json, value);
-        else if (PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(a->names[i], "connection_id") != 0)
+        else if (PyUnicode_CheckExact(value) && !(r->link_keys >> a->keys[i] & 1))
             rc = json_string(&json, value);
         else rc = 1;
         if (rc) return NULL;

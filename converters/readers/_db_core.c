@@ -1051,8 +1051,8 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     static PyObject *type_key, *empty;
     if (!type_key && !(type_key = PyUnicode_InternFromString("type"))) return NULL;
     if (!empty && !(empty = PyUnicode_InternFromString(""))) return NULL;
-    PyObject *spec = argv[1], *rank = argv[2], *offset = argv[3], *lanes = argv[4], *prefix = argv[5],
-             *api = argv[6], *links = argv[7];
+    PyObject *spec = argv[1], *rank = argv[2], *lanes = argv[3], *prefix = argv[4], *api = argv[5],
+             *links = argv[6];
     PyObject *keys = PyTuple_GET_ITEM(spec, 2);
     Args a;
     PyObject *s = NULL;
@@ -1072,30 +1072,30 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     PyObject *number = tid && !PyErr_Occurred() ? PyLong_FromUnsignedLongLong(thread) : NULL;
     PyObject *lane = number ? lane_of(lanes, tid, "%U (thread %S)", prefix, number) : NULL;
     PyObject *named = lane ? get(r, H_NAME) : NULL, *name = named ? either(named, prefix) : NULL;
-    PyObject *start = name ? get(r, H_START) : NULL, *end = start ? get(r, H_END) : NULL;
     Py_XDECREF(number);
-    if (end) {
+    if (name) {  /* the times as times_ok read them: integers whose sum and difference fit */
+        long long start = sqlite3_column_int64(r->rows, H_START), end = sqlite3_column_int64(r->rows, H_END);
         s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, 0), rank, PyTuple_GET_ITEM(spec, 1), lane, name,
-                      PyNumber_Add(start, offset), PyNumber_Subtract(end, start), args, empty);
+                      PyLong_FromLongLong(start + r->offset), PyLong_FromLongLong(end - start), args, empty);
         args = NULL;
     }
     Py_XDECREF(args); Py_XDECREF(name);
     return s;
 }
 
-/* rows.host(out, spec, rank, offset, lanes, prefix, api, links) -> the number of rows left to the
- * rules, or None past the last row: the next batch of a host table's rows appended to ``out`` in
- * order, those whose times and thread (times_ok), strings and ``ok`` are as expected as their Slices
- * (their PyTorch links noted in ``links``), any other as its row, a tuple, for ascend_db._Reader._host_slice. spec: (Slice,
- * Layer.HOST, the args' keys); api: CANN's API types by id, or None. */
+/* rows.host(out, spec, rank, lanes, prefix, api, links) -> the number of rows left to the rules, or
+ * None past the last row: the next batch of a host table's rows appended to ``out`` in order, those
+ * whose times and thread (times_ok), strings and ``ok`` are as expected as their Slices (their
+ * PyTorch links noted in ``links``), any other as its row, a tuple, for ascend_db._Reader._host_slice.
+ * spec: (Slice, Layer.HOST, the args' keys); api: CANN's API types by id, or None. */
 static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 8 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 3 ||
+    if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 3 ||
         !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 2)) ||
         PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 2)) > MAX_ARGS ||
-        !PyDict_CheckExact(argv[4]) || !PyUnicode_Check(argv[5]) ||
-        (argv[6] != Py_None && !PyDict_CheckExact(argv[6])) ||
-        !PyDict_CheckExact(argv[7])) {
-        PyErr_SetString(PyExc_TypeError, "host(out, spec, rank, offset, lanes, prefix, api, links)");
+        !PyDict_CheckExact(argv[3]) || !PyUnicode_Check(argv[4]) ||
+        (argv[5] != Py_None && !PyDict_CheckExact(argv[5])) ||
+        !PyDict_CheckExact(argv[6])) {
+        PyErr_SetString(PyExc_TypeError, "host(out, spec, rank, lanes, prefix, api, links)");
         return NULL;
     }
     if (!r->rows) Py_RETURN_NONE;  /* past the last row */
@@ -1127,7 +1127,7 @@ static PyMethodDef rows_methods[] = {
     {"tasks", (PyCFunction)(void (*)(void))rows_tasks, METH_FASTCALL,
      "tasks(out, spec, rank, lanes, all_tasks) -> rows left to the rules (None: no more rows)"},
     {"host", (PyCFunction)(void (*)(void))rows_host, METH_FASTCALL,
-     "host(out, spec, rank, offset, lanes, prefix, api, links) -> rows left to the rules (None: no more rows)"},
+     "host(out, spec, rank, lanes, prefix, api, links) -> rows left to the rules (None: no more rows)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -561,8 +561,8 @@ class _Reader:
         sql, strings = query
         prefix, extra = _HOST[table]
         rows = _Rows(uri, sql, self.rank.clock_offset_ns, strings, looked_up, _BATCH)
-        args = ((Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, self.rank.clock_offset_ns, {},
-                prefix, self.enums["API"] if table == "CANN_API" else None, self.links)
+        args = ((Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, {}, prefix,
+                self.enums["API"] if table == "CANN_API" else None, self.links)
         while (rare := rows.host(batch := [], *args)) is not None:
             yield _by_rules(batch, lambda row: self._host_row(table, row)) if rare else batch
 

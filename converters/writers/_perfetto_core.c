@@ -334,9 +334,10 @@ static int put_decoded(State *st, Buf *b, PyObject *raw) {
  * object, before anything is written), then written as the key and value ``decoded_args`` would
  * have made, through ``put_annotation`` as a dict's are; anything else (nested values, \u escapes,
  * repeated or escaped keys, ints past 18 digits, text that is no valid JSON) is left to
- * ``decoded_args``, the rule, which the tests compare this against. A member whose annotation is
- * constant on a sequence (a string or a small int) is remembered by its text, in C
- * (``MemberCache``): written again with no Python object made. */
+ * ``decoded_args``, the rule, which the tests compare this against. A string member's annotation,
+ * constant on a sequence, is remembered by its text, in C (``MemberCache``): written again with
+ * no Python object made; a number's is encoded each time, its name's reference remembered by its
+ * key (``put_number``). */
 #define MAX_MEMBERS 64
 #define KEY_CACHE 512                 /* a power of two: keys' str objects, shared by every call */
 #define MAX_CACHED_KEY 64
@@ -705,8 +706,10 @@ static int put_number(State *st, Buf *b, const Field *f) {
 
 static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
     if (f->kind == J_NULL) return 0;  /* None: left out */
-    int constant = f->kind == J_STRING || (f->kind == J_INT && f->integer >= 0 && f->integer < SMALL);
-    if (!constant && (f->kind == J_INT || f->kind == J_FLOAT)) return put_number(st, b, f);
+    /* a number, small int or not, as put_annotation would write it: with its text remembered, ids
+     * (``correlation_id``) would fill the cache, and those past it go through Python objects */
+    if (f->kind == J_INT || f->kind == J_FLOAT) return put_number(st, b, f);
+    int constant = f->kind == J_STRING;
     Member *slot = NULL;
     unsigned long long hash = 0;
     /* remembered by the member's JSON text from its key to the end of its value, a string's with

@@ -490,25 +490,39 @@ static int is_utf8(const char *text, Py_ssize_t len) {
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* 8 bytes of a string none of which needs a look: no quote, backslash, control char or byte past
- * ASCII (a zero byte of ``w ^ c`` sets its high bit in ``(x - ONES) & ~x``; a byte below 0x20 in
- * ``w - 0x20..``, the borrow only ever flagging bytes past one already flagged) */
-static int plain8(const char *p) {
-    unsigned long long w, quote, slash;
+/* How many of the 8 bytes of a string at ``p`` need no look: before the first quote, backslash,
+ * control char or byte past ASCII (a zero byte of ``w ^ c`` sets its high bit in ``(x - ONES) & ~x``;
+ * a byte below 0x20 in ``w - 0x20..``, the borrow only ever flagging bytes past one already flagged,
+ * so the lowest flag is a true one); 8: none does. Where bytes are not little-endian, a block
+ * with any flag counts 0 (looked at byte by byte). */
+static int plain_run8(const char *p) {
+    unsigned long long w, quote, slash, flags;
     memcpy(&w, p, 8);
     quote = w ^ (ONES * '"');
     slash = w ^ (ONES * '\\');
-    return !((((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | (w - ONES * 0x20) | w) & HIGHS);
+    flags = (((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | (w - ONES * 0x20) | w) & HIGHS;
+    if (!flags) return 8;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return __builtin_ctzll(flags) >> 3;
+#else
+    return 0;
+#endif
 }
 
 /* A JSON string from after its opening quote to past its closing one: 1, or 0 (left to the rule).
- * Its plain runs are skipped 8 bytes at a time; only text past ASCII is decoded, to check it. */
+ * Its plain runs are skipped 8 bytes at a time, up to the byte that needs a look (an escape every
+ * few bytes, ``Input Dims``' \r\n, is reached in a step, not byte by byte); only text past ASCII is
+ * decoded, to check it. */
 static int check_string(const char **at, const char *end, const char **text, Py_ssize_t *len, int *escaped) {
     const char *p = *at;
     int ascii = 1;
     *escaped = 0;
     for (;;) {
-        while (end - p >= 8 && plain8(p)) p += 8;
+        while (end - p >= 8) {
+            int run = plain_run8(p);
+            p += run;
+            if (run < 8) break;
+        }
         if (p >= end) return 0;
         unsigned char c = (unsigned char)*p;
         if (c == '"') break;

@@ -407,7 +407,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
             # the step's slices freed now, while what encoding read of them is in the cache: the
             # generators that read the step hold it until they have read the next one (~0.03 CPU s
             # a torch_npu rank, most of its dealloc's cache misses)
-            del summary, detail, mine, times, events, ops
+            summary = detail = mine = events = ops = kept = None
             batch.slices.clear()
     origin, span = _placed(encoder)
     return spool.chunks, RankOps(origin, path, held, step_ns, step_count, span)

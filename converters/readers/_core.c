@@ -2162,6 +2162,18 @@ static int add_flow(PyObject *slices, Py_ssize_t index, Py_ssize_t at, PyObject 
     return 0;
 }
 
+/* ``v`` in decimal at ``p`` (as "%lld" writes it, with no NUL): past its last digit (a call per
+ * arrow, where snprintf's format parsing cost more than the digits). */
+static char *decimal(char *p, long long v) {
+    char digits[20];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int n = 0;
+    do { digits[n++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) *p++ = '-';
+    while (n) *p++ = digits[--n];
+    return p;
+}
+
 /* One arrow from source[first] to target[last], the k-th of its start (join's rules): k + 1 in
  * *made, or k if it would end before it starts (not made); 0, or -1 on error */
 static int join(PyObject *source, Py_ssize_t first, PyObject *target, Py_ssize_t last, PyObject *key_text,
@@ -2186,10 +2198,15 @@ static int join(PyObject *source, Py_ssize_t first, PyObject *target, Py_ssize_t
     char small[256], *text = small;
     size_t room = (size_t)key_n + 80;  /* the key, three 64-bit ints, their separators and a NUL */
     if (room > sizeof small && !(text = PyMem_Malloc(room))) { PyErr_NoMemory(); return -1; }
-    int head = snprintf(text, room, "%lld|", rank);
-    memcpy(text + head, key, (size_t)key_n);
-    int tail = snprintf(text + head + key_n, room - head - key_n, "@%lld|%lld", begin_ns, k);
-    uint64_t id = blake2b_64((const uint8_t *)text, (size_t)head + (size_t)key_n + (size_t)tail);
+    char *at = decimal(text, rank);  /* "{rank}|{key}@{begin_ns}|{k}", as f"" writes it */
+    *at++ = '|';
+    memcpy(at, key, (size_t)key_n);
+    at += key_n;
+    *at++ = '@';
+    at = decimal(at, begin_ns);
+    *at++ = '|';
+    at = decimal(at, k);
+    uint64_t id = blake2b_64((const uint8_t *)text, (size_t)(at - text));
     if (text != small) PyMem_Free(text);
     PyObject *flow = PyLong_FromUnsignedLongLong(id);
     /* the arrow in after the arrow out: the same slice, if one, gets both */

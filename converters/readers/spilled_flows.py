@@ -59,7 +59,6 @@ def link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowE
                  finishes: SpilledFinishes, diag: Diagnostics, events: bool) -> Iterator[StepRecords]:
     """The ``count`` steps ``load`` reads back, in order, their arrows bound (``flows.Linker``)."""
     linker = Linker(events)
-    for index in range(count):
-        records, ends = load(index)
-        yield from linker.add(index, records, ends, lambda keys, i=index: finishes.lasts(i, keys))
+    for index in range(count):  # the step held by no name here: freed once bound and written
+        yield from linker.add(index, *load(index), lambda keys, i=index: finishes.lasts(i, keys))
     yield from linker.finish(diag)

@@ -287,6 +287,18 @@ def test_arrow_ids_are_deterministic_and_unique_across_ranks(out_dir, tmp_path):
     assert read_perfetto(out.read_bytes()).flows == 2 * 8  # every arrow bound at both ends
 
 
+@settings(max_examples=200, deadline=None)
+@given(rank=st.integers(0, 2**31), key=st.text(min_size=1, max_size=300), k=st.integers(0, 2**40),
+       begin=st.integers(-(2**62), 2**62))
+def test_an_arrows_id_is_flow_id_of_its_rank_key_start_and_number(rank, key, k, begin):
+    """``_core.arrow`` writes ``{rank}|{key}@{start}|{k}`` itself (no snprintf): the id ``flow_id`` makes."""
+    key = key.encode("utf-8", "replace").decode()  # no lone surrogates: the readers' keys are UTF-8
+    source = [Slice(rank, Layer.HOST, "h", "launch", begin, 10)]
+    target = [Slice(rank, Layer.STREAM, "s", "task", begin + 5, 10)]
+    assert _core.arrow(source, 0, target, 0, key, k, rank) == k + 1
+    assert source[0].flows_out == target[0].flows_in == (flows.flow_id(rank, f"{key}@{begin}", k),)
+
+
 def _step(index: int, ends: list[FlowEnd]) -> tuple[StepRecords, list[FlowEnd]]:
     start = index * 1_000_000
     slices = [Slice(0, Layer.HOST, "h", f"launch {index}", start, 10),

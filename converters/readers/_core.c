@@ -1,6 +1,7 @@
 /* The readers' per-event work in C, each beside the Python rules it follows:
  * - chrome_trace._batches: a batch of events scanned, not decoded (scan, RawEvents);
- * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events),
+ * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events), or,
+ *   in the spill pass, packed under their steps as they are read (read_events' by_step: pack_made),
  *   the first pass's names and possible steps (steps_and_names);
  *   chrome_trace.step_records: records by kind (by_kind);
  * - times.us_to_ns: µs to ns (us_to_ns);

@@ -147,6 +147,7 @@ def _spill_pass(records: Records, files: list[Path], steps: _Steps, spill: StepS
     for path in files:
         for batch in records.read_batches(path, diag, seen=seen, by_step=spill.by_step(starts)):
             file_by_step(batch, starts, spill)
+            del batch  # its runs freed before the next batch is read: ~1 MB less at the peak
 
 
 def _linked_spill(records: Records, steps: _Steps, spill: StepSpill,
@@ -438,6 +439,7 @@ class Records:
             if filed is not None:
                 made += filed[1]
                 yield Packed(*filed)
+                filed = None  # not held while the next batch is read: peak RSS
                 continue
             made += len(self.slices) - kept_before
             yield self.slices if keep else self.take_slices()

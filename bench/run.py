@@ -90,9 +90,17 @@ def _tree_rss_kib(root: int) -> int:
     return total
 
 
+# Bytecode cached as an installed package has it (pip compiles it on install): this machine sets
+# PYTHONDONTWRITEBYTECODE, under which every run of an editable install would compile the package again
+# (~0.05 CPU s a run). The first run of each program writes it.
+INSTALLED = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+INSTALLED["PYTHONPYCACHEPREFIX"] = str(BUILD / "pycache")
+
+
 def measure(label: str, argv: list[str], output: Path | None = None,
             env: dict[str, str] | None = None) -> Run:
-    """Wall time and peak RSS (process tree) of ``argv`` (in ``env``, or this process's)."""
+    """Wall time and peak RSS (process tree) of ``argv`` (in ``env``, or ``INSTALLED``'s)."""
+    env = INSTALLED if env is None else env
     started = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
@@ -300,20 +308,17 @@ def startup() -> tuple[str, float, float]:
     """What ``info`` on a ~200 KB profile costs against starting Python: (the profile, in words;
     both CPU s, the minimum of ``STARTS`` runs each). The real Paddle sample (170 KB) where
     TRACE2PERFETTO_REALDATA is set, else a generated Paddle CPU profile of that size. Bytecode is
-    cached as an installed package has it (this machine sets PYTHONDONTWRITEBYTECODE, under which
-    every run would compile the package again)."""
+    cached as an installed package has it (``INSTALLED``)."""
     real = os.environ.get("TRACE2PERFETTO_REALDATA")
     if real and (Path(real) / "paddle-cpu-chrome").is_dir():
         root, what = Path(real) / "paddle-cpu-chrome", "the real sample paddle-cpu-chrome"
     else:
         root = generated("gen-paddle-cpu-small", _write_small_paddle)
         what = "a generated Paddle CPU profile (TRACE2PERFETTO_REALDATA unset)"
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(BUILD / "pycache")
 
     def least(argv: list[str]) -> float:
-        measure("warm-up", argv, env=env)  # writes the bytecode
-        return min(measure("start", argv, env=env).cpu_seconds for _ in range(STARTS))
+        measure("warm-up", argv)  # writes the bytecode
+        return min(measure("start", argv).cpu_seconds for _ in range(STARTS))
 
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     info = least([sys.executable, "-m", "converters", "info", str(root)])

@@ -193,3 +193,5 @@ sorted_and_timed: Callable[[Iterable[Slice]], tuple[list[Slice], bytes]] = _layo
 TIMES_SIZE = 16  # bytes of sorted_and_timed's times per slice
 # [s for s in slices if s.layer is layer] (a list), in one C call
 of_layer: Callable[[list[Slice], Layer], list[Slice]] = _layout.of_layer
+# list.clear(), the slices freed with their objects asked for ahead (the step's records, once written)
+release: Callable[[list[Slice]], None] = _layout.release

@@ -32,7 +32,7 @@ from .budget import (
 )
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
-from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, sorted_and_timed
+from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, release, sorted_and_timed
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
@@ -404,6 +404,11 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
                     detail_bytes += len(data) if part is DETAIL else 0
                     spool.add(batch.key, batch.start_ns, batch.rank, part, data, len(mine), sequence,
                               batch.graph)
+            # the step's slices freed now, while what encoding read of them is in the cache (the
+            # generators that read the step hold it until they have read the next one), the rest of
+            # each asked for ahead (``release``): 0.06 -> 0.03 CPU s a torch_npu rank
+            summary = detail = mine = events = ops = kept = None
+            release(batch.slices)
     origin, span = _placed(encoder)
     return spool.chunks, RankOps(origin, path, held, step_ns, step_count, span)
 

@@ -100,6 +100,11 @@
 #define READ_CONTEXT_SAMPLE_TYPE 12
 #define READ_CONTEXT_FIELDS 13
 
+/* spill.ByStep: what _core.read_events packs a batch's records by, as pack_by_step does */
+#define BY_STEP_STARTS 0
+#define BY_STEP_ORDERS 1
+#define BY_STEP_FIELDS 2
+
 /* chrome_trace.LeftOut: why _core.read_events leaves events out (ReadContext.reasons) */
 #define LEFT_OUT_HOST 0
 #define LEFT_OUT_TASKS 1

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.layout import Begin, End, Lanes, by_lane_and_start, sorted_by_lane_and_start
+from converters.layout import Begin, End, Lanes, by_lane_and_start, release, sorted_by_lane_and_start
 from converters.model import Layer, Slice
 
 
@@ -89,3 +90,19 @@ def test_the_c_sort_orders_slices_as_sorted_by_their_key_ties_in_their_order(mad
     want = sorted(slices, key=by_lane_and_start)
     got = sorted_by_lane_and_start(iter(slices))
     assert [id(s) for s in got] == [id(s) for s in want]  # the same objects, ties in their order
+
+
+def test_release_empties_the_list_and_leaves_what_others_hold():
+    """``release`` is ``list.clear``: the list empty and usable, a slice held elsewhere intact."""
+    slices = [Slice(0, Layer.STREAM, "Stream 1", f"k{i}", 10**18 + i, 10 + i, b'{"a":1}') for i in range(40)]
+    kept, copy = slices[25], list(slices)
+    release(slices)
+    assert slices == []
+    slices.append(kept)
+    assert slices == [kept] and kept.start_ns == 10**18 + 25 and copy[25] is kept
+    release(copy)
+    assert copy == [] and kept.name == "k25"
+    release([])
+    with pytest.raises(TypeError):
+        release((kept,))
+

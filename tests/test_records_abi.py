@@ -12,7 +12,7 @@ import pytest
 
 import converters
 from converters import layout, model, overlap
-from converters.readers import chrome_trace
+from converters.readers import chrome_trace, spill
 
 HEADER = Path(converters.__file__).parent / "records.h"
 
@@ -21,7 +21,7 @@ NAMED_TUPLES = (
     model.Slice, model.Sample, model.FlowEnd,
     layout.Track, layout.Begin, layout.End, layout.Value, layout.Placement,
     overlap.StepIntervals,
-    chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut,
+    chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut, spill.ByStep,
 )
 # overlap.Interval is a plain pair, (start_ns, end_ns)
 RECORDS = {**{cls.__name__: cls._fields for cls in NAMED_TUPLES}, "Interval": ("start", "end")}

@@ -1,6 +1,7 @@
 /* The readers' per-event work in C, each beside the Python rules it follows:
  * - chrome_trace._batches: a batch of events scanned, not decoded (scan, RawEvents);
- * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events),
+ * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events), or,
+ *   in the spill pass, packed under their steps as they are read (read_events' by_step: pack_made),
  *   the first pass's names and possible steps (steps_and_names);
  *   chrome_trace.step_records: records by kind (by_kind);
  * - times.us_to_ns: µs to ns (us_to_ns);
@@ -762,8 +763,25 @@ typedef struct { char text[32]; Py_ssize_t n; PyObject *task; int compute; } Tas
 #define NAME_SLOTS 1024
 typedef struct { const char *text; Py_ssize_t n; PyObject *name; } NameSlot;
 
+enum { P_SLICE = 1, P_SAMPLE = 2, P_FLOW_END = 3 };  /* a record's tag: in Made, and packed (pack) */
+
+/* A record read_events made, before it is a NamedTuple or packed (``pack_made``): a Slice, Sample or
+ * FlowEnd by its tag, holding the str objects its tuple would hold (a str shared by records is
+ * packed once: pk_str asks its references), times as C numbers, a scanned event's args as where
+ * they lie in the batch's text; tag 0 for a record Python made (``record``). */
+typedef struct {
+    char tag, starts;  /* P_SLICE, P_SAMPLE, P_FLOW_END or 0; a FlowEnd's starts */
+    PyObject *layer, *lane, *name, *task, *args, *record;  /* owned; name: a FlowEnd's key; args: an object's */
+    const char *text;  /* a scanned event's raw args (args NULL), NULL for None */
+    Py_ssize_t text_len;
+    long long start, dur;
+    double value;
+} Made;
+typedef struct { Made *at; Py_ssize_t n, cap; } MadeList;
+
 typedef struct {
     PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *sample_type, *out;
+    MadeList *filed;  /* where records go to be packed by step (read_events' ``by_step``), or NULL: to ``out`` */
     PyObject *processes;  /* process names by pid (Records._processes), for counters */
     PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason: LEFT_OUT_*, pid) */
     PyObject *python_cats;  /* a set of categories whose events Python reads, or NULL */
@@ -826,11 +844,58 @@ static int left_out(Batch *b, int reason, const Ev *ev) {
     return 1;
 }
 
-static int append_record(Batch *b, PyObject *type, PyObject **items, Py_ssize_t n) {
-    PyObject *made = record(type, items, n);
-    if (!made) return -1;
-    int rc = PyList_Append(b->out, made);
-    Py_DECREF(made);
+static void made_clear(Made *m) {
+    Py_XDECREF(m->layer); Py_XDECREF(m->lane); Py_XDECREF(m->name); Py_XDECREF(m->task); Py_XDECREF(m->args);
+    Py_XDECREF(m->record);
+}
+
+/* The NamedTuple of a record made in C, as the reader's rules make it (a new reference) */
+static PyObject *made_record(Batch *b, const Made *m) {
+    if (m->tag == P_SLICE) {
+        PyObject *args = m->args ? Py_NewRef(m->args) : m->text ? PyBytes_FromStringAndSize(m->text, m->text_len) :
+                         Py_NewRef(Py_None);
+        PyObject *items[SLICE_FIELDS] = {
+            [SLICE_RANK] = Py_NewRef(b->rank), [SLICE_LAYER] = Py_NewRef(m->layer), [SLICE_LANE] = Py_NewRef(m->lane),
+            [SLICE_NAME] = Py_NewRef(m->name), [SLICE_START_NS] = PyLong_FromLongLong(m->start),
+            [SLICE_DUR_NS] = PyLong_FromLongLong(m->dur), [SLICE_ARGS] = args, [SLICE_TASK_TYPE] = Py_NewRef(m->task),
+            [SLICE_FLOWS_OUT] = Py_NewRef(EMPTY_TUPLE), [SLICE_FLOWS_IN] = Py_NewRef(EMPTY_TUPLE)};
+        return record(b->slice_type, items, SLICE_FIELDS);
+    }
+    if (m->tag == P_SAMPLE) {
+        PyObject *items[SAMPLE_FIELDS] = {
+            [SAMPLE_RANK] = Py_NewRef(b->rank), [SAMPLE_LANE] = Py_NewRef(m->lane),
+            [SAMPLE_START_NS] = PyLong_FromLongLong(m->start), [SAMPLE_VALUE] = PyFloat_FromDouble(m->value)};
+        return record(b->sample_type, items, SAMPLE_FIELDS);
+    }
+    if (m->tag == P_FLOW_END) {
+        PyObject *items[FLOW_END_FIELDS] = {
+            [FLOW_END_RANK] = Py_NewRef(b->rank), [FLOW_END_LAYER] = Py_NewRef(m->layer),
+            [FLOW_END_LANE] = Py_NewRef(m->lane), [FLOW_END_START_NS] = PyLong_FromLongLong(m->start),
+            [FLOW_END_KEY] = Py_NewRef(m->name), [FLOW_END_STARTS] = PyBool_FromLong(m->starts)};
+        return record(b->flow_end_type, items, FLOW_END_FIELDS);
+    }
+    return Py_NewRef(m->record);
+}
+
+/* A record made: onto ``filed`` (which takes its references), or as its NamedTuple onto ``out``.
+ * 0, or -1 on error; its references are taken either way. */
+static int emit(Batch *b, Made *m) {
+    MadeList *list = b->filed;
+    if (list && list->n == list->cap) {
+        Py_ssize_t cap = list->cap ? list->cap * 2 : 1024;
+        Made *at = PyMem_Realloc(list->at, cap * sizeof(Made));
+        if (!at) { made_clear(m); PyErr_NoMemory(); return -1; }
+        list->at = at;
+        list->cap = cap;
+    }
+    if (list) {
+        list->at[list->n++] = *m;
+        return 0;
+    }
+    PyObject *made = made_record(b, m);
+    made_clear(m);
+    int rc = made ? PyList_Append(b->out, made) : -1;
+    Py_XDECREF(made);
     return rc;
 }
 
@@ -991,17 +1056,13 @@ static int fast_complete(Batch *b, const Ev *ev) {
     if ((result = event_ns(ev, F_TS, &start)) <= 0 || (result = event_ns(ev, F_DUR, &length)) <= 0) goto done;
     result = 0;
     if (length < 0 || __builtin_add_overflow(start, b->offset, &start) || !model_time(start)) goto done;
-    if (!ev->obj) args = args_length ? PyBytes_FromStringAndSize(args_text, args_length) : Py_NewRef(Py_None);
-    else if (!args_length) Py_SETREF(args, Py_NewRef(Py_None));
+    if (ev->obj && !args_length) Py_SETREF(args, Py_NewRef(Py_None));
     if (!(name = event_name(b, ev))) { result = -1; goto done; }
-    PyObject *items[SLICE_FIELDS] = {
-        [SLICE_RANK] = Py_NewRef(b->rank), [SLICE_LAYER] = Py_NewRef(kind), [SLICE_LANE] = Py_NewRef(lane),
-        [SLICE_NAME] = name, [SLICE_START_NS] = PyLong_FromLongLong(start),
-        [SLICE_DUR_NS] = PyLong_FromLongLong(length), [SLICE_ARGS] = args,
-        [SLICE_TASK_TYPE] = task ? Py_NewRef(task->task) : Py_NewRef(EMPTY),
-        [SLICE_FLOWS_OUT] = Py_NewRef(EMPTY_TUPLE), [SLICE_FLOWS_IN] = Py_NewRef(EMPTY_TUPLE)};
-    name = args = NULL;  /* stolen */
-    result = append_record(b, b->slice_type, items, SLICE_FIELDS) < 0 ? -1 : 1;
+    Made m = {.tag = P_SLICE, .layer = Py_NewRef(kind), .lane = Py_NewRef(lane), .name = name,
+              .task = Py_NewRef(task ? task->task : EMPTY), .args = args,
+              .text = ev->obj || !args_length ? NULL : args_text, .text_len = args_length, .start = start, .dur = length};
+    name = args = NULL;  /* taken */
+    result = emit(b, &m) < 0 ? -1 : 1;
 done:
     if (view.obj) PyBuffer_Release(&view);
     Py_XDECREF(args);
@@ -1023,11 +1084,10 @@ static int fast_flow_end(Batch *b, const Ev *ev, int starts) {
     result = 0;  /* the key is f"{cat}:{id}": str() gives the same for these types */
     if (!(cat == Py_None || PyUnicode_CheckExact(cat)) || !(PyUnicode_CheckExact(id) || PyLong_CheckExact(id)))
         goto done;
-    PyObject *items[FLOW_END_FIELDS] = {
-        [FLOW_END_RANK] = Py_NewRef(b->rank), [FLOW_END_LAYER] = Py_NewRef(kind), [FLOW_END_LANE] = Py_NewRef(lane),
-        [FLOW_END_START_NS] = PyLong_FromLongLong(at), [FLOW_END_KEY] = PyUnicode_FromFormat("%S:%S", cat, id),
-        [FLOW_END_STARTS] = PyBool_FromLong(starts)};
-    result = append_record(b, b->flow_end_type, items, FLOW_END_FIELDS) < 0 ? -1 : 1;
+    PyObject *key = PyUnicode_FromFormat("%S:%S", cat, id);
+    Made m = {.tag = P_FLOW_END, .starts = (char)starts, .layer = Py_NewRef(kind), .lane = Py_NewRef(lane),
+              .name = key, .start = at};
+    result = !key ? (made_clear(&m), -1) : emit(b, &m) < 0 ? -1 : 1;
 done:
     Py_XDECREF(cat); Py_XDECREF(id);
     return result;
@@ -1124,26 +1184,22 @@ static int fast_counter(Batch *b, const Ev *ev) {
         result = PyErr_Occurred() ? -1 : 0;
         goto done;
     }
-    PyObject *made[COUNTER_ARGS] = {NULL};
+    Made made[COUNTER_ARGS] = {{0}};
     for (int i = 0; i < n && result == 0; i++) {
         if (!found[i].numeric) continue;
         PyObject *key = PyUnicode_DecodeUTF8((const char *)found[i].key, found[i].key_len, NULL);
         PyObject *lane = key ? PyUnicode_FromFormat("%U [%U]", name, key) : NULL;
         Py_XDECREF(key);
-        PyObject *items[SAMPLE_FIELDS] = {
-            [SAMPLE_RANK] = Py_NewRef(b->rank), [SAMPLE_LANE] = lane, [SAMPLE_START_NS] = PyLong_FromLongLong(start),
-            [SAMPLE_VALUE] = PyFloat_FromDouble(found[i].value)};
-        if (!lane) {  /* a key that is no UTF-8: Python's rules, before anything is made */
-            for (int k = 0; k < SAMPLE_FIELDS; k++) Py_XDECREF(items[k]);
+        if (!lane)  /* a key that is no UTF-8: Python's rules, before anything is made */
             result = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? (PyErr_Clear(), 2) : -1;
-            break;
-        }
-        if (!(made[i] = record(b->sample_type, items, SAMPLE_FIELDS))) result = -1;
+        else
+            made[i] = (Made){.tag = P_SAMPLE, .lane = lane, .start = start, .value = found[i].value};
     }
-    if (result == 0)
-        for (int i = 0; i < n && result == 0; i++)
-            if (made[i] && PyList_Append(b->out, made[i]) < 0) result = -1;
-    for (int i = 0; i < n; i++) Py_XDECREF(made[i]);
+    for (int i = 0; i < n; i++) {
+        if (!made[i].tag) continue;
+        if (result == 0) result = emit(b, &made[i]);  /* takes its references */
+        else made_clear(&made[i]);
+    }
     result = result == 0 ? 1 : result == 2 ? 0 : -1;
 done:
     if (view.obj) PyBuffer_Release(&view);
@@ -1160,26 +1216,40 @@ static Ev event_at(PyObject *events, const RawEvents *raw, Py_ssize_t i) {
     return raw ? (Ev){NULL, raw, &raw->events[i]} : (Ev){PyList_GET_ITEM(events, i), NULL, NULL};
 }
 
-/* read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)
+static PyObject *pack_made(Batch *b, PyObject *by_step, Py_ssize_t from);
+
+/* read_events(events, first_index, out, python, context[, by_step]) -> (metadata events, saw a device
+ * event, filed)
  * The records of a batch's events (a list of events.Event, or RawEvents: Records.read_batches), appended
  * to ``out``: the common events in C, every other one by ``python(event, index)``
  * (Records._event); metadata is counted.
  * ``context``: a chrome_trace.ReadContext, the reader's state and rules; events of a category in
- * its ``python_cats`` (a set, or None) are all Python's. */
+ * its ``python_cats`` (a set, or None) are all Python's.
+ * ``by_step`` (a spill.ByStep: starts, orders): the records packed under their steps as pack_by_step packs them,
+ * in the same pass, no NamedTuple made of what C reads: ``filed`` is (pack_by_step's runs, how
+ * many records), ``out`` as it was. ``filed`` is None without ``by_step``, or where some record
+ * cannot be packed: then ``out`` holds them all. */
 static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    PyObject *c = argc == 5 ? argv[4] : NULL;
+    PyObject *c = argc == 5 || argc == 6 ? argv[4] : NULL, *by_step = argc == 6 ? argv[5] : Py_None;
     RawEvents *raw = c ? raw_batch(argv[0]) : NULL;
+    if (by_step != Py_None && (!PyTuple_Check(by_step) || PyTuple_GET_SIZE(by_step) != BY_STEP_FIELDS ||
+                               !PyList_CheckExact(PyTuple_GET_ITEM(by_step, BY_STEP_STARTS)) ||
+                               !PyDict_Check(PyTuple_GET_ITEM(by_step, BY_STEP_ORDERS))))
+        c = NULL;
     if (!c || !(raw || PyList_CheckExact(argv[0])) || !PyList_CheckExact(argv[2]) || !PyTuple_Check(c) ||
         PyTuple_GET_SIZE(c) != READ_CONTEXT_FIELDS || !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_ROUTES)) ||
         !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_UNREAD)) || !PyDict_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_PROCESSES)) ||
         !PyTuple_Check(PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS)) ||
         PyTuple_GET_SIZE(PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS)) != LEFT_OUT_FIELDS) {
-        PyErr_SetString(PyExc_TypeError, "read_events(events: list | RawEvents, first_index, out: list, python, context)");
+        PyErr_SetString(PyExc_TypeError, "read_events(events: list | RawEvents, first_index, out: list, python, "
+                                         "context[, by_step: (starts: list, orders: dict)])");
         return NULL;
     }
     Batch *b = PyMem_Calloc(1, sizeof(Batch));  /* zeroed: no route is remembered (generation 0) */
     if (!b) return PyErr_NoMemory();
+    MadeList filed = {NULL, 0, 0};
+    Py_ssize_t first_out = PyList_GET_SIZE(argv[2]);
     *b = (Batch){.routes = PyTuple_GET_ITEM(c, READ_CONTEXT_ROUTES), .rank = PyTuple_GET_ITEM(c, READ_CONTEXT_RANK),
                  .unread = PyTuple_GET_ITEM(c, READ_CONTEXT_UNREAD),
                  .reasons = PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS),
@@ -1189,7 +1259,7 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
                  .flow_end_type = PyTuple_GET_ITEM(c, READ_CONTEXT_FLOW_END_TYPE),
                  .sample_type = PyTuple_GET_ITEM(c, READ_CONTEXT_SAMPLE_TYPE),
                  .processes = PyTuple_GET_ITEM(c, READ_CONTEXT_PROCESSES), .out = argv[2], .raw = raw,
-                 .generation = 1};
+                 .generation = 1, .filed = by_step == Py_None ? NULL : &filed};
     PyObject *python_cats = PyTuple_GET_ITEM(c, READ_CONTEXT_PYTHON_CATS);
     if (PyAnySet_Check(python_cats)) b->python_cats = python_cats;
     Py_ssize_t index = PyLong_AsSsize_t(argv[1]), metadata = 0;
@@ -1218,18 +1288,29 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
         if (!done_here) {  /* Python's: what C counted first, then Python, whose routes may change */
             if (flush_left(b) < 0) goto done;
             b->generation++;
+            Py_ssize_t made_before = PyList_GET_SIZE(argv[2]);
             PyObject *event = event_object(&ev), *at = event ? PyLong_FromSsize_t(index) : NULL;
             PyObject *ignored = at ? PyObject_CallFunctionObjArgs(argv[3], event, at, NULL) : NULL;
             Py_XDECREF(event); Py_XDECREF(at);
             if (!ignored) goto done;
             Py_DECREF(ignored);
+            for (Py_ssize_t k = made_before; b->filed && k < PyList_GET_SIZE(argv[2]); k++) {
+                Made m = {.record = Py_NewRef(PyList_GET_ITEM(argv[2], k))};  /* in order among C's */
+                if (emit(b, &m) < 0) goto done;
+            }
         }
     }
-    if (flush_left(b) == 0) result = Py_BuildValue("(nO)", metadata, b->saw_device ? Py_True : Py_False);
+    if (flush_left(b) < 0) goto done;
+    for (int i = 0; i < b->n_tasks; i++) Py_CLEAR(b->tasks[i].task);  /* as pack_by_step's records would be: */
+    for (int i = 0; i < NAME_SLOTS; i++) Py_CLEAR(b->names[i].name);  /* a str is shared if records share it */
+    PyObject *runs = b->filed ? pack_made(b, by_step, first_out) : Py_NewRef(Py_None);
+    if (runs) result = Py_BuildValue("(nON)", metadata, b->saw_device ? Py_True : Py_False, runs);
 done:
     Py_XDECREF(b->host); Py_XDECREF(b->stream);
-    for (int i = 0; i < b->n_tasks; i++) Py_DECREF(b->tasks[i].task);
+    for (int i = 0; i < b->n_tasks; i++) Py_XDECREF(b->tasks[i].task);
     for (int i = 0; i < NAME_SLOTS; i++) Py_XDECREF(b->names[i].name);
+    for (Py_ssize_t i = 0; i < filed.n; i++) made_clear(&filed.at[i]);
+    PyMem_Free(filed.at);
     PyMem_Free(b);
     return result;
 }
@@ -1284,7 +1365,6 @@ done:
  * not know (args that are not raw JSON, an int past 64 bits, a str that is not UTF-8): those
  * batches go by marshal. */
 
-enum { P_SLICE = 1, P_SAMPLE = 2, P_FLOW_END = 3 };
 #define PACK_REFS 1024  /* str objects remembered per batch, by identity: lanes, task types, names */
 
 #define PACK_SLOTS 4096  /* a table of the remembered str objects, by address: at most a quarter full */
@@ -1359,33 +1439,59 @@ static int pk_tag(Packer *p, char tag) {
     return 0;
 }
 
+/* A record's fields in the order they are packed, shared by a NamedTuple's packing (pk_record) and
+ * that of a record read_events made (pk_made): 0 packed, 1 not packable, -1 error */
+static int pk_slice_head(Packer *p, PyObject *orders, PyObject *layer, PyObject *lane, PyObject *name) {
+    int rc;
+    if ((rc = pk_tag(p, P_SLICE)) || (rc = pk_layer(p, orders, layer)) || (rc = pk_str(p, lane))) return rc;
+    return pk_str(p, name);  /* then its start and length */
+}
+
+/* A Slice's args (``args``: None, or raw JSON; NULL: ``text``, NULL for None), task type and flows */
+static int pk_slice_tail(Packer *p, PyObject *args, const char *text, Py_ssize_t text_len, PyObject *task,
+                         PyObject *flows_out, PyObject *flows_in) {
+    int rc;
+    Py_buffer view = {.obj = NULL};
+    if (args && args != Py_None) {  /* bytes, or msgspec.Raw: raw JSON */
+        if (PyDict_Check(args) || PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) { PyErr_Clear(); return 1; }
+        text = view.buf;
+        text_len = view.len;
+    } else if (args) {
+        text = NULL;
+    }
+    rc = !text ? pk_u64(p, 0) : pk_u64(p, (unsigned long long)text_len + 1) < 0 ? -1 : buf_put(&p->out, text, text_len);
+    if (view.obj) PyBuffer_Release(&view);
+    if (rc || (rc = pk_str(p, task)) || (rc = pk_flows(p, flows_out))) return rc;
+    return pk_flows(p, flows_in);
+}
+
+static int pk_sample_head(Packer *p, PyObject *lane) {
+    int rc = pk_tag(p, P_SAMPLE);
+    return rc ? rc : pk_str(p, lane);  /* then its start and value */
+}
+
+static int pk_flow_end_head(Packer *p, PyObject *orders, PyObject *layer, PyObject *lane) {
+    int rc;
+    if ((rc = pk_tag(p, P_FLOW_END)) || (rc = pk_layer(p, orders, layer))) return rc;
+    return pk_str(p, lane);  /* then its start */
+}
+
+static int pk_flow_end_tail(Packer *p, PyObject *key, int starts) {
+    int rc = pk_str(p, key);
+    return rc ? rc : pk_tag(p, (char)starts);
+}
+
 static int pk_record(Packer *p, PyObject *r, PyObject *const *argv) {
     PyTypeObject *type = Py_TYPE(r);
     int rc;
     if (type == (PyTypeObject *)argv[2] && PyTuple_GET_SIZE(r) == SLICE_FIELDS) {
-        PyObject *args = PyTuple_GET_ITEM(r, SLICE_ARGS);
-        if ((rc = pk_tag(p, P_SLICE)) || (rc = pk_layer(p, argv[1], PyTuple_GET_ITEM(r, SLICE_LAYER))) ||
-            (rc = pk_str(p, PyTuple_GET_ITEM(r, SLICE_LANE))) || (rc = pk_str(p, PyTuple_GET_ITEM(r, SLICE_NAME))) ||
+        if ((rc = pk_slice_head(p, argv[1], PyTuple_GET_ITEM(r, SLICE_LAYER), PyTuple_GET_ITEM(r, SLICE_LANE),
+                                PyTuple_GET_ITEM(r, SLICE_NAME))) ||
             (rc = pk_int(p, PyTuple_GET_ITEM(r, SLICE_START_NS), 0)) ||
             (rc = pk_int(p, PyTuple_GET_ITEM(r, SLICE_DUR_NS), 0)))
             return rc;
-        if (args == Py_None) {
-            rc = pk_u64(p, 0);
-        } else {
-            Py_buffer view;  /* bytes, or msgspec.Raw: raw JSON */
-            if (PyDict_Check(args) || PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) < 0) { PyErr_Clear(); return 1; }
-            rc = pk_u64(p, (unsigned long long)view.len + 1) < 0 || buf_reserve(&p->out, view.len) < 0 ? -1 : 0;  /* 0: None */
-            if (!rc) {
-                memcpy(p->out.data + p->out.len, view.buf, view.len);
-                p->out.len += view.len;
-            }
-            PyBuffer_Release(&view);
-        }
-        if (rc || (rc = pk_str(p, PyTuple_GET_ITEM(r, SLICE_TASK_TYPE))) ||
-            (rc = pk_flows(p, PyTuple_GET_ITEM(r, SLICE_FLOWS_OUT))) ||
-            (rc = pk_flows(p, PyTuple_GET_ITEM(r, SLICE_FLOWS_IN))))
-            return rc;
-        return 0;
+        return pk_slice_tail(p, PyTuple_GET_ITEM(r, SLICE_ARGS), NULL, 0, PyTuple_GET_ITEM(r, SLICE_TASK_TYPE),
+                             PyTuple_GET_ITEM(r, SLICE_FLOWS_OUT), PyTuple_GET_ITEM(r, SLICE_FLOWS_IN));
     }
     if (type == (PyTypeObject *)argv[3] && PyTuple_GET_SIZE(r) == SAMPLE_FIELDS) {
         PyObject *value = PyTuple_GET_ITEM(r, SAMPLE_VALUE);
@@ -1393,7 +1499,7 @@ static int pk_record(Packer *p, PyObject *r, PyObject *const *argv) {
         double d = PyFloat_AS_DOUBLE(value);
         unsigned long long bits;
         memcpy(&bits, &d, 8);
-        if ((rc = pk_tag(p, P_SAMPLE)) || (rc = pk_str(p, PyTuple_GET_ITEM(r, SAMPLE_LANE))) ||
+        if ((rc = pk_sample_head(p, PyTuple_GET_ITEM(r, SAMPLE_LANE))) ||
             (rc = pk_int(p, PyTuple_GET_ITEM(r, SAMPLE_START_NS), 0)))
             return rc;
         return pk_u64(p, bits);
@@ -1401,15 +1507,34 @@ static int pk_record(Packer *p, PyObject *r, PyObject *const *argv) {
     if (type == (PyTypeObject *)argv[4] && PyTuple_GET_SIZE(r) == FLOW_END_FIELDS) {
         PyObject *starts = PyTuple_GET_ITEM(r, FLOW_END_STARTS);
         if (!PyBool_Check(starts)) return 1;
-        if ((rc = pk_tag(p, P_FLOW_END)) || (rc = pk_layer(p, argv[1], PyTuple_GET_ITEM(r, FLOW_END_LAYER))) ||
-            (rc = pk_str(p, PyTuple_GET_ITEM(r, FLOW_END_LANE))) ||
-            (rc = pk_int(p, PyTuple_GET_ITEM(r, FLOW_END_START_NS), 0)) ||
-            (rc = pk_str(p, PyTuple_GET_ITEM(r, FLOW_END_KEY))))
+        if ((rc = pk_flow_end_head(p, argv[1], PyTuple_GET_ITEM(r, FLOW_END_LAYER), PyTuple_GET_ITEM(r, FLOW_END_LANE))) ||
+            (rc = pk_int(p, PyTuple_GET_ITEM(r, FLOW_END_START_NS), 0)))
             return rc;
-        return pk_tag(p, starts == Py_True);
+        return pk_flow_end_tail(p, PyTuple_GET_ITEM(r, FLOW_END_KEY), starts == Py_True);
     }
     PyErr_Format(PyExc_TypeError, "not a record: %R", r);
     return -1;
+}
+
+/* A record read_events made in C, packed as pk_record packs its NamedTuple */
+static int pk_made(Packer *p, const Made *m, PyObject *orders) {
+    int rc;
+    unsigned long long bits;
+    switch (m->tag) {
+    case P_SLICE:
+        if ((rc = pk_slice_head(p, orders, m->layer, m->lane, m->name)) || (rc = pk_u64(p, (unsigned long long)m->start)) ||
+            (rc = pk_u64(p, (unsigned long long)m->dur)))
+            return rc;
+        return pk_slice_tail(p, m->args, m->text, m->text_len, m->task, EMPTY_TUPLE, EMPTY_TUPLE);
+    case P_SAMPLE:
+        memcpy(&bits, &m->value, 8);
+        if ((rc = pk_sample_head(p, m->lane)) || (rc = pk_u64(p, (unsigned long long)m->start))) return rc;
+        return pk_u64(p, bits);
+    default:
+        if ((rc = pk_flow_end_head(p, orders, m->layer, m->lane)) || (rc = pk_u64(p, (unsigned long long)m->start)))
+            return rc;
+        return pk_flow_end_tail(p, m->name, m->starts);
+    }
 }
 
 /* pack(records, orders, Slice, Sample, FlowEnd) -> bytes, or None: see above */
@@ -1688,64 +1813,122 @@ done:
     return result;
 }
 
-/* pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> [(step, bytes, bytes)], or None:
- * by_step's filing in one pass, a run of records of one step at a time: each run packed as pack
- * packs it, with the hashes of the keys of the arrows that end in it as native 64-bit ints (an
- * array("q")'s bytes). A step's runs in order hold its records in order; no list of a step's
- * records is made, no int a hash, and memory holds one packer whatever the steps. None where
- * pack would give None for a record (then by_step and StepSpill.add file the batch). */
 static void pk_reset(Packer *p) {
     for (int i = 0; i < p->n_refs; i++) p->slots[p->used[i]].text = NULL;
     p->n_refs = 0;
     p->out.len = 0;
 }
 
-/* The run packed so far, as (step, packed, hashes), onto ``runs``; the packer and hashes emptied */
-static int end_run(PyObject *runs, Py_ssize_t step, Packer *p, Buf *hashes) {
+/* A batch being packed by step: its steps, the run packed so far, the hashes of the arrows ending
+ * in it, and the runs done */
+typedef struct { StepOf steps; Packer *p; Buf hashes; PyObject *runs; } StepPack;
+
+static int sp_open(StepPack *sp, PyObject *starts) {
+    *sp = (StepPack){{step_starts(starts), PyList_GET_SIZE(starts), -1, 0, 0}, NULL, {NULL, 0, 0}, NULL};
+    if (!sp->steps.starts || !(sp->runs = PyList_New(0))) return -1;
+    if (!(sp->p = PyMem_Calloc(1, sizeof(Packer)))) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+static void sp_close(StepPack *sp) {
+    if (sp->p) PyMem_Free(sp->p->out.data);
+    PyMem_Free(sp->p); PyMem_Free((void *)sp->steps.starts); PyMem_Free(sp->hashes.data);
+    Py_XDECREF(sp->runs);
+}
+
+/* The run packed so far, as (step, packed, hashes), onto the runs; the packer and hashes emptied */
+static int end_run(StepPack *sp, Py_ssize_t step) {
+    Packer *p = sp->p;
     if (!p->out.len) return 0;
-    PyObject *run = Py_BuildValue("(ny#y#)", step, p->out.data, p->out.len, hashes->data ? hashes->data : "",
-                                  hashes->len);
-    int rc = run ? PyList_Append(runs, run) : -1;
+    PyObject *run = Py_BuildValue("(ny#y#)", step, p->out.data, p->out.len,
+                                  sp->hashes.data ? sp->hashes.data : "", sp->hashes.len);
+    int rc = run ? PyList_Append(sp->runs, run) : -1;
     Py_XDECREF(run);
     pk_reset(p);
-    hashes->len = 0;
+    sp->hashes.len = 0;
     return rc;
 }
 
+/* The next record starts at ``ts``: the run ends if its step is another. 0, or -1 on error */
+static int sp_at(StepPack *sp, long long ts) {
+    Py_ssize_t before = sp->steps.index;
+    return step_of(&sp->steps, ts) != before ? end_run(sp, before) : 0;
+}
+
+/* The hash of the key of an arrow that ends in the run, after its record */
+static int sp_ending(StepPack *sp, Py_hash_t h) {
+    int64_t value = (int64_t)h;
+    return buf_put(&sp->hashes, (const char *)&value, sizeof value);
+}
+
+/* pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> [(step, bytes, bytes)], or None:
+ * by_step's filing in one pass, a run of records of one step at a time: each run packed as pack
+ * packs it, with the hashes of the keys of the arrows that end in it as native 64-bit ints (an
+ * array("q")'s bytes). A step's runs in order hold its records in order; no list of a step's
+ * records is made, no int a hash, and memory holds one packer whatever the steps. None where
+ * pack would give None for a record (then by_step and StepSpill.add file the batch). */
 static PyObject *pack_by_step(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1]) || !PyDict_Check(argv[2])) {
         PyErr_SetString(PyExc_TypeError, "pack_by_step(records: list, starts: list, orders: dict, Slice, Sample, FlowEnd)");
         return NULL;
     }
-    PyObject *records = argv[0], *runs = PyList_New(0), *result = NULL;
-    StepOf steps = {step_starts(argv[1]), PyList_GET_SIZE(argv[1]), -1, 0, 0};
-    Packer *p = PyMem_Calloc(1, sizeof(Packer));
-    Buf hashes = {0};
+    PyObject *records = argv[0], *result = NULL;
+    StepPack sp;
     int rc = 0;
-    if (!runs || !steps.starts) goto done;
-    if (!p) { PyErr_NoMemory(); goto done; }
+    if (sp_open(&sp, argv[1]) < 0) goto done;
     for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(records); i++) {
         PyObject *r = PyList_GET_ITEM(records, i);
         long long ts;
         int flow_end;
-        if (record_start(r, argv + 3, &ts, &flow_end) < 0) goto done;
-        Py_ssize_t before = steps.index;
-        if (step_of(&steps, ts) != before && end_run(runs, before, p, &hashes) < 0) goto done;
-        rc = pk_record(p, r, argv + 1);  /* its argv[1..4]: orders, Slice, Sample, FlowEnd */
+        if (record_start(r, argv + 3, &ts, &flow_end) < 0 || sp_at(&sp, ts) < 0) goto done;
+        rc = pk_record(sp.p, r, argv + 1);  /* its argv[1..4]: orders, Slice, Sample, FlowEnd */
         if (rc || !flow_end) continue;
         Py_hash_t h;
         int ends = ending_hash(r, &h);
-        if (ends < 0) goto done;
-        int64_t value = ends ? (int64_t)h : 0;
-        if (ends && buf_put(&hashes, (const char *)&value, sizeof value) < 0) goto done;
+        if (ends < 0 || (ends && sp_ending(&sp, h) < 0)) goto done;
     }
-    if (rc < 0 || (!rc && end_run(runs, steps.index, p, &hashes) < 0)) goto done;
-    result = rc ? Py_NewRef(Py_None) : Py_NewRef(runs);
+    if (rc < 0 || (!rc && end_run(&sp, sp.steps.index) < 0)) goto done;
+    result = rc ? Py_NewRef(Py_None) : Py_NewRef(sp.runs);
 done:
-    if (p) PyMem_Free(p->out.data);
-    PyMem_Free(p); PyMem_Free((void *)steps.starts); PyMem_Free(hashes.data);
-    Py_XDECREF(runs);
+    sp_close(&sp);
+    return result;
+}
+
+/* read_events' records (``b->filed``, from ``out``'s item ``from`` on those Python made) packed
+ * by step as pack_by_step packs their NamedTuples (``by_step``: a spill.ByStep). (runs, how
+ * many records), ``out`` as it was; or None with every record in ``out`` where one cannot be packed */
+static PyObject *pack_made(Batch *b, PyObject *by_step, Py_ssize_t from) {
+    PyObject *orders = PyTuple_GET_ITEM(by_step, BY_STEP_ORDERS), *result = NULL;
+    PyObject *const types[5] = {NULL, orders, b->slice_type, b->sample_type, b->flow_end_type};  /* pk_record's */
+    PyObject *all = NULL;  /* the records, where pack_by_step would not pack them */
+    StepPack sp;
+    int rc = 0;
+    if (sp_open(&sp, PyTuple_GET_ITEM(by_step, BY_STEP_STARTS)) < 0) goto done;
+    for (Py_ssize_t i = 0; !rc && i < b->filed->n; i++) {
+        const Made *m = &b->filed->at[i];
+        long long ts = m->start;
+        int flow_end = m->tag == P_FLOW_END, ends = 0;
+        if ((!m->tag && record_start(m->record, types + 2, &ts, &flow_end) < 0) || sp_at(&sp, ts) < 0) goto done;
+        rc = m->tag ? pk_made(sp.p, m, orders) : pk_record(sp.p, m->record, types);
+        if (rc || !flow_end) continue;
+        Py_hash_t h = 0;
+        if (!m->tag) ends = ending_hash(m->record, &h);
+        else if ((ends = !m->starts) && (h = PyObject_Hash(m->name)) == -1) goto done;
+        if (ends < 0 || (ends && sp_ending(&sp, h) < 0)) goto done;
+    }
+    if (rc < 0 || (!rc && end_run(&sp, sp.steps.index) < 0)) goto done;
+    if (rc && !(all = PyList_New(b->filed->n))) goto done;
+    for (Py_ssize_t i = 0; all && i < b->filed->n; i++) {
+        PyObject *r = made_record(b, &b->filed->at[i]);
+        if (!r) goto done;
+        PyList_SET_ITEM(all, i, r);
+    }
+    if (PyList_SetSlice(b->out, from, PyList_GET_SIZE(b->out), all) == 0)
+        result = rc ? Py_NewRef(Py_None) : Py_BuildValue("(On)", sp.runs, b->filed->n);
+done:
+    Py_XDECREF(all);
+    sp_close(&sp);
     return result;
 }
 
@@ -2162,6 +2345,18 @@ static int add_flow(PyObject *slices, Py_ssize_t index, Py_ssize_t at, PyObject 
     return 0;
 }
 
+/* ``v`` in decimal at ``p`` (as "%lld" writes it, with no NUL): past its last digit (a call per
+ * arrow, where snprintf's format parsing cost more than the digits). */
+static char *decimal(char *p, long long v) {
+    char digits[20];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int n = 0;
+    do { digits[n++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) *p++ = '-';
+    while (n) *p++ = digits[--n];
+    return p;
+}
+
 /* One arrow from source[first] to target[last], the k-th of its start (join's rules): k + 1 in
  * *made, or k if it would end before it starts (not made); 0, or -1 on error */
 static int join(PyObject *source, Py_ssize_t first, PyObject *target, Py_ssize_t last, PyObject *key_text,
@@ -2186,10 +2381,15 @@ static int join(PyObject *source, Py_ssize_t first, PyObject *target, Py_ssize_t
     char small[256], *text = small;
     size_t room = (size_t)key_n + 80;  /* the key, three 64-bit ints, their separators and a NUL */
     if (room > sizeof small && !(text = PyMem_Malloc(room))) { PyErr_NoMemory(); return -1; }
-    int head = snprintf(text, room, "%lld|", rank);
-    memcpy(text + head, key, (size_t)key_n);
-    int tail = snprintf(text + head + key_n, room - head - key_n, "@%lld|%lld", begin_ns, k);
-    uint64_t id = blake2b_64((const uint8_t *)text, (size_t)head + (size_t)key_n + (size_t)tail);
+    char *at = decimal(text, rank);  /* "{rank}|{key}@{begin_ns}|{k}", as f"" writes it */
+    *at++ = '|';
+    memcpy(at, key, (size_t)key_n);
+    at += key_n;
+    *at++ = '@';
+    at = decimal(at, begin_ns);
+    *at++ = '|';
+    at = decimal(at, k);
+    uint64_t id = blake2b_64((const uint8_t *)text, (size_t)(at - text));
     if (text != small) PyMem_Free(text);
     PyObject *flow = PyLong_FromUnsignedLongLong(id);
     /* the arrow in after the arrow out: the same slice, if one, gets both */
@@ -2358,7 +2558,7 @@ static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(data, decode_event, decode_value) -> RawEvents, or None if the batch is not plain JSON events"},
     {"read_events", (PyCFunction)(void (*)(void))read_events, METH_FASTCALL,
-     "read_events(events, first_index, out, python, context) -> (metadata events, saw a device event)"},
+     "read_events(events, first_index, out, python, context[, by_step]) -> (metadata events, saw a device event, filed)"},
     {"us_to_ns", (PyCFunction)(void (*)(void))us_to_ns, METH_FASTCALL,
      "us_to_ns(us, exact) -> int: µs (a number, or a string with at most 3 decimals) as ns"},
     {"by_kind", (PyCFunction)(void (*)(void))by_kind, METH_FASTCALL,

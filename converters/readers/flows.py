@@ -78,6 +78,7 @@ class Linker:
         self._rank = records.rank
         entry = [records, 0]
         bound = bind_ends(records.slices, ends, self._pending)
+        del ends  # freed now, while in the cache (where the caller holds no other reference)
         made: dict[int, int] = {}  # start slice -> its arrows so far
         self._backwards += arrows(records.slices, bound.arrows, made, records.rank)  # C: _arrow's, each
         unjoined = self._unjoined
@@ -92,18 +93,15 @@ class Linker:
             else:
                 unjoined.ends += 1
         later = lasts(bound.last_starts) if bound.last_starts else {}
-        pending_of = self._pending.pop  # _release inlined: a call per start of a step
-        for key, first in bound.last_starts.items():
-            released = pending_of(key, None)  # an id used again: the ends still to come belong to this start
-            if released is not None:
-                released[0][1] -= 1
-                unjoined.starts += not released[4]
-            if key in later:
-                joined = key not in bound.open_lasts
-                self._pending[key] = [entry, first, made.get(first, 0), later[key], joined]
-                entry[1] += 1
-            elif key in bound.open_lasts:
-                unjoined.starts += 1
+        # by set operations, not a loop over every start of the step (most are neither pending
+        # nor ended later); the order of _pending counts for nothing
+        for key in self._pending.keys() & bound.last_starts.keys():
+            self._release(key)  # an id used again: the ends still to come belong to this start
+        for key, last in later.items():
+            first = bound.last_starts[key]
+            self._pending[key] = [entry, first, made.get(first, 0), last, key not in bound.open_lasts]
+            entry[1] += 1
+        unjoined.starts += len(bound.open_lasts - later.keys())  # no end joins them, here or later
         for key in [key for key, pending in self._pending.items() if pending[3] <= index]:
             self._release(key)
         self._held.append(entry)

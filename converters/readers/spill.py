@@ -13,9 +13,20 @@ import marshal
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import NamedTuple
 
 from ..model import FlowEnd, Layer, Sample, Slice, StepRecords
 from . import _core
+
+Runs = list[tuple[int, bytes, bytes]]  # (step, packed records, hashes of the arrows ending there): a batch's
+
+
+class ByStep(NamedTuple):
+    """What records are packed by as they are read (``_core.read_events``, read by position:
+    records.h), as ``StepSpill.add_by_step`` packs them: the runs ``add_runs`` files."""
+
+    starts: list[int]  # the steps' starts, in order
+    orders: dict[Layer, int]
 
 
 class StepSpill:
@@ -51,8 +62,16 @@ class StepSpill:
         the keys of the arrows that end in each step, as (step, an ``array("q")``'s bytes), a
         step's in order. None, and nothing filed, if some record cannot be packed (``add`` files any)."""
         runs = _core.pack_by_step(records, starts, _ORDER, Slice, Sample, FlowEnd)
-        if runs is None:
-            return None
+        return None if runs is None else self.add_runs(runs)
+
+    def by_step(self, starts: list[int]) -> ByStep:
+        """What a reader packs its records by, for ``add_runs``, with steps that start at ``starts``."""
+        return ByStep(starts, _ORDER)
+
+    def add_runs(self, runs: Runs) -> list[tuple[int, bytes]]:
+        """File records already packed by step (``_core.pack_by_step``, or ``_core.read_events`` by
+        ``by_step``); returns the hashes of the keys of the arrows that end in each step, as
+        ``add_by_step`` does."""
         for index, data, _ in runs:
             self._write(index, data, _PACKED)
         return [(index, hashes) for index, _, hashes in runs if hashes]

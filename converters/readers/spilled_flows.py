@@ -7,21 +7,31 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from ..errors import Diagnostics
 from ..model import FlowEnd, Sample, Slice, StepRecords
 from ._core import by_step, later_steps
 from .flows import Linker
-from .spill import StepSpill
+from .spill import Runs, StepSpill
 
 
-def file_by_step(batch: list[Slice | Sample | FlowEnd], starts: list[int], spill: StepSpill) -> None:
+class Packed(NamedTuple):
+    """A batch's records packed by step as they were read (``StepSpill.by_step``)."""
+
+    runs: Runs
+    count: int  # records
+
+
+def file_by_step(batch: list[Slice | Sample | FlowEnd] | Packed, starts: list[int], spill: StepSpill) -> None:
     """File a batch of records under the steps they start in (the last step started at or before
     each), and the keys of the arrows that end in each step (as hashes: 8 bytes each) apart, so a
-    step can look ahead for arrows it starts. Packed in one pass (``StepSpill.add_by_step``); a
-    batch it cannot pack is filed by ``_core.by_step`` and ``StepSpill.add``, a step at a time."""
-    finishes = spill.add_by_step(batch, starts)
-    if finishes is None:
+    step can look ahead for arrows it starts. Packed in one pass (``StepSpill.add_by_step``), or
+    as they were read (``Packed``); a batch it cannot pack is filed by ``_core.by_step`` and
+    ``StepSpill.add``, a step at a time."""
+    if isinstance(batch, Packed):
+        finishes = spill.add_runs(batch.runs)
+    elif (finishes := spill.add_by_step(batch, starts)) is None:
         buckets, hashes = by_step(batch, starts, Slice, Sample, FlowEnd)
         for index, bucket in buckets.items():
             spill.add(index, bucket)
@@ -59,7 +69,6 @@ def link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowE
                  finishes: SpilledFinishes, diag: Diagnostics, events: bool) -> Iterator[StepRecords]:
     """The ``count`` steps ``load`` reads back, in order, their arrows bound (``flows.Linker``)."""
     linker = Linker(events)
-    for index in range(count):
-        records, ends = load(index)
-        yield from linker.add(index, records, ends, lambda keys, i=index: finishes.lasts(i, keys))
+    for index in range(count):  # the step held by no name here: freed once bound and written
+        yield from linker.add(index, *load(index), lambda keys, i=index: finishes.lasts(i, keys))
     yield from linker.finish(diag)

@@ -334,9 +334,10 @@ static int put_decoded(State *st, Buf *b, PyObject *raw) {
  * object, before anything is written), then written as the key and value ``decoded_args`` would
  * have made, through ``put_annotation`` as a dict's are; anything else (nested values, \u escapes,
  * repeated or escaped keys, ints past 18 digits, text that is no valid JSON) is left to
- * ``decoded_args``, the rule, which the tests compare this against. A member whose annotation is
- * constant on a sequence (a string or a small int) is remembered by its text, in C
- * (``MemberCache``): written again with no Python object made. */
+ * ``decoded_args``, the rule, which the tests compare this against. A string member's annotation,
+ * constant on a sequence, is remembered by its text, in C (``MemberCache``): written again with
+ * no Python object made; a number's is encoded each time, its name's reference remembered by its
+ * key (``put_number``). */
 #define MAX_MEMBERS 64
 #define KEY_CACHE 512                 /* a power of two: keys' str objects, shared by every call */
 #define MAX_CACHED_KEY 64
@@ -489,25 +490,39 @@ static int is_utf8(const char *text, Py_ssize_t len) {
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* 8 bytes of a string none of which needs a look: no quote, backslash, control char or byte past
- * ASCII (a zero byte of ``w ^ c`` sets its high bit in ``(x - ONES) & ~x``; a byte below 0x20 in
- * ``w - 0x20..``, the borrow only ever flagging bytes past one already flagged) */
-static int plain8(const char *p) {
-    unsigned long long w, quote, slash;
+/* How many of the 8 bytes of a string at ``p`` need no look: before the first quote, backslash,
+ * control char or byte past ASCII (a zero byte of ``w ^ c`` sets its high bit in ``(x - ONES) & ~x``;
+ * a byte below 0x20 in ``w - 0x20..``, the borrow only ever flagging bytes past one already flagged,
+ * so the lowest flag is a true one); 8: none does. Where bytes are not little-endian, a block
+ * with any flag counts 0 (looked at byte by byte). */
+static int plain_run8(const char *p) {
+    unsigned long long w, quote, slash, flags;
     memcpy(&w, p, 8);
     quote = w ^ (ONES * '"');
     slash = w ^ (ONES * '\\');
-    return !((((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | (w - ONES * 0x20) | w) & HIGHS);
+    flags = (((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | (w - ONES * 0x20) | w) & HIGHS;
+    if (!flags) return 8;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return __builtin_ctzll(flags) >> 3;
+#else
+    return 0;
+#endif
 }
 
 /* A JSON string from after its opening quote to past its closing one: 1, or 0 (left to the rule).
- * Its plain runs are skipped 8 bytes at a time; only text past ASCII is decoded, to check it. */
+ * Its plain runs are skipped 8 bytes at a time, up to the byte that needs a look (an escape every
+ * few bytes, ``Input Dims``' \r\n, is reached in a step, not byte by byte); only text past ASCII is
+ * decoded, to check it. */
 static int check_string(const char **at, const char *end, const char **text, Py_ssize_t *len, int *escaped) {
     const char *p = *at;
     int ascii = 1;
     *escaped = 0;
     for (;;) {
-        while (end - p >= 8 && plain8(p)) p += 8;
+        while (end - p >= 8) {
+            int run = plain_run8(p);
+            p += run;
+            if (run < 8) break;
+        }
         if (p >= end) return 0;
         unsigned char c = (unsigned char)*p;
         if (c == '"') break;
@@ -705,8 +720,10 @@ static int put_number(State *st, Buf *b, const Field *f) {
 
 static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
     if (f->kind == J_NULL) return 0;  /* None: left out */
-    int constant = f->kind == J_STRING || (f->kind == J_INT && f->integer >= 0 && f->integer < SMALL);
-    if (!constant && (f->kind == J_INT || f->kind == J_FLOAT)) return put_number(st, b, f);
+    /* a number, small int or not, as put_annotation would write it: with its text remembered, ids
+     * (``correlation_id``) would fill the cache, and those past it go through Python objects */
+    if (f->kind == J_INT || f->kind == J_FLOAT) return put_number(st, b, f);
+    int constant = f->kind == J_STRING;
     Member *slot = NULL;
     unsigned long long hash = 0;
     /* remembered by the member's JSON text from its key to the end of its value, a string's with
@@ -935,6 +952,32 @@ done:
     return rc;
 }
 
+/* Events are encoded in lane order, their slices made in read order long before: most are no longer
+ * in the cache. ``PREFETCH_FAR`` events ahead the slice a begin will read is asked for, and
+ * ``PREFETCH_NEAR`` ahead (the slice arrived by then) the objects it holds that ``put_begin`` reads:
+ * their loads overlap rather than stall one after another. Only ever a hint: nothing depends on it. */
+#define PREFETCH_FAR 12
+#define PREFETCH_NEAR 6
+
+static inline PyObject *slice_at(const long long *code, Py_ssize_t at, Py_ssize_t n, PyObject *slices) {
+    if (at >= n || code[at] & 1 || code[at + 1] < 0 || code[at + 1] >= PyList_GET_SIZE(slices)) return NULL;
+    return PyList_GET_ITEM(slices, code[at + 1]);
+}
+
+static inline void prefetch_slice(const long long *code, Py_ssize_t at, Py_ssize_t n, PyObject *slices) {
+    PyObject *far = slice_at(code, at + 3 * PREFETCH_FAR, n, slices);
+    if (far) {
+        __builtin_prefetch(far);
+        __builtin_prefetch((char *)far + 64);
+    }
+    PyObject *near = slice_at(code, at + 3 * PREFETCH_NEAR, n, slices);
+    if (near && PyTuple_Check(near) && PyTuple_GET_SIZE(near) >= SLICE_FIELDS) {
+        __builtin_prefetch(PyTuple_GET_ITEM(near, SLICE_ARGS));
+        __builtin_prefetch(PyTuple_GET_ITEM(near, SLICE_FLOWS_OUT));
+        __builtin_prefetch(PyTuple_GET_ITEM(near, SLICE_FLOWS_IN));
+    }
+}
+
 /* The events of a layout.Placement (tracks, slices, codes: per event (position * 2 [+ 1 for an
  * end], slice index or -1, time)), encoded as encode_event encodes them one by one; a begin's
  * start is its code's, its int not read */
@@ -949,6 +992,7 @@ static int encode_placed(State *st, Buf *out, Buf *body, Buf *payload, PyObject 
     Py_ssize_t n = PyBytes_GET_SIZE(codes) / sizeof(long long);
     for (Py_ssize_t at = 0; at < n; at += 3) {
         long long kind = code[at], index = code[at + 1], ts = code[at + 2], position = kind >> 1;
+        prefetch_slice(code, at, n, slices);
         if (position < 0 || position >= PyList_GET_SIZE(tracks) ||
             (!(kind & 1) && (index < 0 || index >= PyList_GET_SIZE(slices)))) {
             PyErr_SetString(PyExc_IndexError, "a Placement's code past its tracks or slices");

@@ -9,6 +9,7 @@ import hashlib
 import json
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from converters import Diagnostics, Layer, Options, discover, overlap_report, re
 from converters.cli import main
 from converters.errors import InputError
 from converters.model import FlowEnd, RankInfo, Sample, Slice, StepRecords
-from converters.readers import _core, chrome_trace, flows, times
+from converters.readers import _core, chrome_trace, flows, spill, times
+from converters.readers.spilled_flows import Packed
 
 T0 = 1_736_408_883_000_000  # µs since the epoch: step k runs from T0 + k ms to T0 + (k + 1) ms
 PYTHON, CANN, DEVICE, HCCL = 101, 102, 103, 104
@@ -285,6 +287,18 @@ def test_arrow_ids_are_deterministic_and_unique_across_ranks(out_dir, tmp_path):
     out = out_dir / "f.pftrace"
     assert main([str(tmp_path), "--kind", "detail", "-o", str(out)]) == 0
     assert read_perfetto(out.read_bytes()).flows == 2 * 8  # every arrow bound at both ends
+
+
+@settings(max_examples=200, deadline=None)
+@given(rank=st.integers(0, 2**31), key=st.text(min_size=1, max_size=300), k=st.integers(0, 2**40),
+       begin=st.integers(-(2**62), 2**62))
+def test_an_arrows_id_is_flow_id_of_its_rank_key_start_and_number(rank, key, k, begin):
+    """``_core.arrow`` writes ``{rank}|{key}@{start}|{k}`` itself (no snprintf): the id ``flow_id`` makes."""
+    key = key.encode("utf-8", "replace").decode()  # no lone surrogates: the readers' keys are UTF-8
+    source = [Slice(rank, Layer.HOST, "h", "launch", begin, 10)]
+    target = [Slice(rank, Layer.STREAM, "s", "task", begin + 5, 10)]
+    assert _core.arrow(source, 0, target, 0, key, k, rank) == k + 1
+    assert source[0].flows_out == target[0].flows_in == (flows.flow_id(rank, f"{key}@{begin}", k),)
 
 
 def _step(index: int, ends: list[FlowEnd]) -> tuple[StepRecords, list[FlowEnd]]:
@@ -750,6 +764,76 @@ def test_counters_in_c_make_the_samples_and_messages_of_the_python_rules(tmp_pat
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(chrome_trace, "scan", lambda *_: None)  # decoded by msgspec: C reads Events
         assert repr(_outcome(root, "detail")) == repr(fast)
+
+
+_SPILL_NAMES = st.one_of(st.sampled_from(['"MatMul"', '"MatMul"', '"Add"', '"\\u0041dd"', '"é"', '""']),
+                         st.integers(0, 40).map(lambda i: f'"op_{i}"'))
+_SPILL_LANES = st.sampled_from([(DEVICE, 2), (DEVICE, 2), (CANN, 7), (PYTHON, 1), (HCCL, 0), (HCCL, 1),
+                                (999, 1)]).map(lambda lane: f'"pid":{lane[0]},"tid":{lane[1]}')
+_SPILL_TIMES = st.integers(0, 4999).map(lambda us: f'"{_us(us)}"')
+_SPILL_ARGS = st.sampled_from(['{}', '{"Task Type":"AI_CORE"}', '{"Task Type":"AI_CORE"}',
+                               '{"Task Type":"HCCL"}', '{"Task Type":"AI_CPU","x":1}',
+                               '{"Task Type":"\\u0041"}', '{"a":[1,{"b":2}]}'])
+_SPILL_EVENTS = st.one_of(
+    st.builds(lambda name, lane, ts, dur, args: f'{{"ph":"X","name":{name},{lane},"ts":{ts},"dur":{dur},'
+              f'"args":{args}}}', _SPILL_NAMES, _SPILL_LANES, _SPILL_TIMES,
+              st.sampled_from(["1", "2.5", '"3"', "-1", '"x"']), _SPILL_ARGS),
+    st.builds(lambda name, lane, ts, args: f'{{"ph":"i","s":"t","name":{name},{lane},"ts":{ts},'
+              f'"args":{args}}}', _SPILL_NAMES, _SPILL_LANES, _SPILL_TIMES, _SPILL_ARGS),
+    st.builds(lambda name, ts, args: f'{{"ph":"C","name":{name},"pid":{DEVICE},"tid":0,"ts":{ts},'
+              f'"args":{args}}}', _SPILL_NAMES, _SPILL_TIMES,
+              st.sampled_from(['{"v":1.5}', '{"v":2,"w":"s"}', '{"a b":3,"v":-0.0}'])),
+    st.builds(lambda ph, flow_id, lane, ts: f'{{"ph":"{ph}","cat":"c","id":{flow_id},{lane},"ts":{ts},'
+              '"bp":"e"}', st.sampled_from("sft"), st.sampled_from(["1", '"2"', "3.5"]), _SPILL_LANES,
+              _SPILL_TIMES))
+
+
+def _odd_instants(read: Callable) -> Callable:
+    """``Records._event`` whose instants have dict args: records ``pack_by_step`` cannot pack."""
+    def event(self, event, *rest) -> None:
+        made = len(self.slices)
+        read(self, event, *rest)
+        if event.ph == "i" and len(self.slices) > made:
+            self.slices[-1] = self.slices[-1]._replace(args={"odd": [1]})
+    return event
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_SPILL_EVENTS, max_size=40), st.booleans(), st.sampled_from([1 << 9, 1 << 10, 1 << 20]),
+       st.booleans())
+def test_records_packed_as_they_are_read_are_the_bytes_of_packing_them_made(tmp_path_factory, events, detail,
+                                                                              batch_bytes, odd):
+    """The spill pass packs the records C reads as it reads them, and Python's in their order among
+    them (``read_events``' ``by_step``): the runs are those ``pack_by_step`` makes of the records
+    made as tuples, a batch it cannot pack (``odd``) comes as those records, and the reading says
+    the same."""
+    root = tmp_path_factory.mktemp("packed")
+    write_rank(root, [])
+    path = root / "node_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    head = [orjson.dumps(e).decode() for e in NAMES + steps(3)]
+    path.write_text("[" + ",".join(head + events) + "]")
+    orders = spill.StepSpill().by_step([]).orders
+
+    def spill_pass(packing: bool) -> tuple[list, list[str]]:
+        chrome_trace.is_compute.cache_clear()  # it keeps the task types it met: a str held is packed once
+        records, diag = chrome_trace.Records(RankInfo(0, "ascend_pt", path), None, detail), Diagnostics()
+        records.read_steps(path, diag)
+        starts = [step.start_ns for step, _ in chrome_trace._steps(records)]
+        filed = []
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(chrome_trace, "BATCH_BYTES", batch_bytes)
+            if odd:
+                patch.setattr(chrome_trace.Records, "_event", _odd_instants(chrome_trace.Records._event))
+            by_step = spill.ByStep(starts, orders) if packing else None
+            for batch in records.read_batches(path, diag, by_step=by_step):
+                if isinstance(batch, Packed):
+                    filed.append((batch.runs, batch.count))
+                    continue
+                runs = _core.pack_by_step(batch, starts, orders, Slice, Sample, FlowEnd)
+                filed.append((runs, len(batch)) if runs is not None else (None, batch))
+        return filed, diag.messages()
+
+    assert spill_pass(True) == spill_pass(False)
 
 
 def test_a_real_trace_is_scanned_whole():

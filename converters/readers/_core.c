@@ -2345,18 +2345,6 @@ static int add_flow(PyObject *slices, Py_ssize_t index, Py_ssize_t at, PyObject 
     return 0;
 }
 
-/* ``v`` in decimal at ``p`` (as "%lld" writes it, with no NUL): past its last digit (a call per
- * arrow, where snprintf's format parsing cost more than the digits). */
-static char *decimal(char *p, long long v) {
-    char digits[20];
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    int n = 0;
-    do { digits[n++] = (char)('0' + u % 10); u /= 10; } while (u);
-    if (v < 0) *p++ = '-';
-    while (n) *p++ = digits[--n];
-    return p;
-}
-
 /* One arrow from source[first] to target[last], the k-th of its start (join's rules): k + 1 in
  * *made, or k if it would end before it starts (not made); 0, or -1 on error */
 static int join(PyObject *source, Py_ssize_t first, PyObject *target, Py_ssize_t last, PyObject *key_text,

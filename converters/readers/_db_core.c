@@ -148,16 +148,11 @@ static int flow_key(char *key, size_t size, PyObject *rank, PyObject *kind, PyOb
     return n > 0 && (size_t)n < size ? n : -1;
 }
 
-/* key + str(k) (k >= 0): an arrow's text, its flow id's; the digits written by hand, as snprintf's
- * format parsing was a tenth of bind */
+/* key + str(k): an arrow's text, its flow id's (``decimal``: snprintf's format parsing was a tenth of bind) */
 static PyObject *flow_text(const char *key, int key_len, Py_ssize_t k) {
-    char text[160], digits[24], *at = digits + sizeof digits;
-    size_t u = (size_t)k;
-    do { *--at = (char)('0' + u % 10); u /= 10; } while (u);
-    size_t n = digits + sizeof digits - at;
+    char text[160 + DECIMAL_ROOM];
     memcpy(text, key, key_len);
-    memcpy(text + key_len, at, n);
-    return PyUnicode_DecodeASCII(text, key_len + (Py_ssize_t)n, NULL);
+    return PyUnicode_DecodeASCII(text, decimal(text + key_len, k) - text, NULL);
 }
 
 /* One launch's arrows: to each of its ``ends`` (an index, or a list of them) on ``layers``, the k-th
@@ -823,22 +818,13 @@ static int json_string(Buf *t, PyObject *value) {
     return buf_put(t, run, p - run) < 0 || buf_put(t, "\"", 1) < 0 ? -1 : 0;
 }
 
-/* ``v`` in decimal */
-static int json_ll(Buf *t, long long v) {
-    char digits[24], *at = digits + sizeof digits;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do { *--at = (char)('0' + u % 10); u /= 10; } while (u);
-    if (v < 0) *--at = '-';
-    return buf_put(t, at, digits + sizeof digits - at);
-}
-
 /* ``value`` (an int) in decimal: 0, or 1 where it is past int64 */
 static int json_int(Buf *t, PyObject *value) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (overflow) return 1;
     if (v == -1 && PyErr_Occurred()) return -1;
-    return json_ll(t, v);
+    return buf_decimal(t, v);
 }
 
 /* A slice's args: n keys and their values (borrowed), a NULL value the int of its row's ``columns[i]``
@@ -881,7 +867,7 @@ static PyObject *args_json(Rows *r, const Args *a) {
             buf_put(&json, r->names.data + at, r->name_at[a->keys[i] + 1] - at) < 0)
             return NULL;
         int rc;
-        if (!value) rc = json_ll(&json, sqlite3_column_int64(r->rows, a->columns[i]));
+        if (!value) rc = buf_decimal(&json, sqlite3_column_int64(r->rows, a->columns[i]));
         else if (PyLong_CheckExact(value)) rc = json_int(&json, value);
         else if (PyUnicode_CheckExact(value) && !(r->link_keys >> a->keys[i] & 1))
             rc = json_string(&json, value);

@@ -20,18 +20,6 @@ static int put_bytes(Buf *b, PyObject *bytes) {  /* steals the reference; NULL: 
     return rc;
 }
 
-/* The digits of an unsigned number, at the end of ``text`` (24 bytes): where they start */
-static char *digits(char *end, unsigned long long value) {
-    do *--end = (char)('0' + value % 10); while (value /= 10);
-    return end;
-}
-
-static int put_int(Buf *b, long long value) {
-    char text[24], *end = text + sizeof text, *at = digits(end, value < 0 ? -(unsigned long long)value : (unsigned long long)value);
-    if (value < 0) *--at = '-';
-    return buf_put(b, at, end - at);
-}
-
 /* A str as orjson writes it: UTF-8, with ", \ and control characters escaped */
 static int put_str(Buf *b, PyObject *text, PyObject *dumps) {
     Py_ssize_t n;
@@ -86,7 +74,7 @@ static int put_us(Buf *b, Wide ns, PyObject *dumps) {
         char text[32], *end = text + 24, *at;
         unsigned long long magnitude = ns < 0 ? (unsigned long long)-ns : (unsigned long long)ns;
         unsigned fraction = (unsigned)(magnitude % 1000);
-        at = digits(end, magnitude / 1000);
+        at = digits_before(end, magnitude / 1000);
         if (ns < 0) *--at = '-';
         *end++ = '.';
         *end++ = (char)('0' + fraction / 100);
@@ -153,8 +141,8 @@ static int put_flows(Buf *b, PyObject *flows, const char *phase, long long pid, 
         char hex[16], *at = hex + sizeof hex;
         do *--at = "0123456789abcdef"[id & 15]; while (id >>= 4);
         if (PUT(b, ",\n{\"ph\":\"") < 0 || buf_put(b, phase, 1) < 0 || PUT(b, "\",\"id\":\"") < 0 ||
-            buf_put(b, at, hex + sizeof hex - at) < 0 || PUT(b, "\",\"bp\":\"e\",\"pid\":") < 0 || put_int(b, pid) < 0 ||
-            PUT(b, ",\"tid\":") < 0 || put_int(b, tid) < 0 || PUT(b, ",\"ts\":") < 0 || put_us(b, ns, dumps) < 0 ||
+            buf_put(b, at, hex + sizeof hex - at) < 0 || PUT(b, "\",\"bp\":\"e\",\"pid\":") < 0 || buf_decimal(b, pid) < 0 ||
+            PUT(b, ",\"tid\":") < 0 || buf_decimal(b, tid) < 0 || PUT(b, ",\"ts\":") < 0 || put_us(b, ns, dumps) < 0 ||
             PUT(b, ",\"cat\":\"flow\",\"name\":\"flow\"}") < 0)
             return -1;
     }
@@ -186,8 +174,8 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
     span_add(span, start, __builtin_add_overflow(start, dur, &end) ? LLONG_MAX : end);
     Wide from_origin = (Wide)start - origin, ts = held(from_origin);
     Wide length = held(held(from_origin + dur) - ts);
-    if (PUT(b, ",\n{\"ph\":\"X\",\"pid\":") < 0 || put_int(b, pid) < 0 || PUT(b, ",\"tid\":") < 0 ||
-        put_int(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, SLICE_NAME), dumps) < 0 ||
+    if (PUT(b, ",\n{\"ph\":\"X\",\"pid\":") < 0 || buf_decimal(b, pid) < 0 || PUT(b, ",\"tid\":") < 0 ||
+        buf_decimal(b, tid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, PyTuple_GET_ITEM(s, SLICE_NAME), dumps) < 0 ||
         PUT(b, ",\"ts\":") < 0 || put_us(b, ts, dumps) < 0 ||
         PUT(b, ",\"dur\":") < 0 || put_us(b, length, dumps) < 0)
         return -1;

@@ -8,6 +8,9 @@
 #ifndef TRACE2PERFETTO_RECORDS_H
 #define TRACE2PERFETTO_RECORDS_H
 
+/* model.TIME_LIMIT_NS: a time the model holds lies strictly within ±this (tests/test_records_abi.py) */
+#define TIME_LIMIT_NS (1LL << 62)
+
 /* model.Slice: one interval on one lane of one rank */
 #define SLICE_RANK 0
 #define SLICE_LAYER 1

@@ -53,6 +53,11 @@ def test_the_header_names_each_field_at_its_position(record):
     assert named == expected, f"records.h does not match {record}'s fields {fields}"
 
 
+def test_the_time_limit_is_the_models():
+    shift = re.search(r"^#define\s+TIME_LIMIT_NS\s+\(1LL << (\d+)\)\s*$", HEADER.read_text(), re.MULTILINE)
+    assert shift is not None and 1 << int(shift.group(1)) == model.TIME_LIMIT_NS
+
+
 def test_every_constant_of_the_header_is_a_field():
     assert [name for name in _header() if _owner(name) is None] == []
 

@@ -676,7 +676,7 @@ static int number_value(const char *text, Py_ssize_t n, double *value) {
 
 /* Whether a time (after the rank's clock offset) is one the model holds: within ±2**62 ns
  * (model.TIME_LIMIT_NS); Python says why another is left out */
-static inline int model_time(long long ns) { return ns > -(1LL << 62) && ns < (1LL << 62); }
+static inline int model_time(long long ns) { return ns > -TIME_LIMIT_NS && ns < TIME_LIMIT_NS; }
 
 /* A time field in ns: 1 (and *ns), 0 if Python's rules must read it, -1 on error */
 static int event_ns(const Ev *ev, int f, long long *ns) {

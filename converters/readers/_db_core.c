@@ -921,7 +921,7 @@ static int places(PyObject *spec_places, int *at, int count, int columns) {
 
 static int is_empty(PyObject *value) { return PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) == 0; }
 
-#define LIMIT_NS ((1LL << 62) - 1)  /* model.TIME_LIMIT_NS - 1 */
+#define LIMIT_NS (TIME_LIMIT_NS - 1)
 
 /* Whether the row's times and its stream or thread are as expected, what SQLite's ``typeof(startNs) =
  * 'integer' AND typeof(endNs) = 'integer' AND endNs >= startNs AND startNs + :offset BETWEEN -LIMIT AND

@@ -155,7 +155,8 @@ def input_stats(root: Path) -> tuple[int, int]:
             size += path.stat().st_size
             db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
             events += sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for (t,) in db.execute(
-                "SELECT name FROM sqlite_master WHERE name IN ('TASK', 'CANN_API', 'COMMUNICATION_OP')"))
+                "SELECT name FROM sqlite_master WHERE name IN ('TASK', 'CANN_API', 'COMMUNICATION_OP', "
+                "'PYTORCH_API', 'MSTX_EVENTS')"))
             db.close()
             continue
         if path.suffix == ".pb":  # Paddle's protobuf: its host, runtime and device nodes
@@ -441,8 +442,8 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     lines: list[str] = [] if lean else everything_else(args.quick, args.no_peer)
     database: list[Target] = []
-    for name, steps in _database_plan(args.quick):
-        root = generated(f"gen-database-{steps}", _write_databases, steps=steps)
+    for name, slug, write, options in _database_plan(args.quick):
+        root = generated(slug, write, **options)
         measured = Measured()
         lines += bench_profile(name, root, False, measured, lean)
         per_core = measured.size / 1e6 / measured.runs["detail.pftrace0"].cpu_seconds
@@ -541,11 +542,19 @@ def _legacy_plan(quick: bool) -> list[tuple[str, dict]]:
     return plan
 
 
-def _database_plan(quick: bool) -> list[tuple[str, int]]:
-    """torch_npu's database form (no peer: MindInsight reads no database)."""
-    plan = [("~100 MB, torch_npu database form (8 ranks, 8 steps of 10,000 tasks)", 8)]
+def _database_plan(quick: bool) -> list[tuple[str, str, object, dict]]:
+    """torch_npu's database form (no peer: MindInsight reads no database): (name, folder under
+    build/bench, writer, its options). Generated, and with TRACE2PERFETTO_REALDATA set, at a real
+    job's shape (``bench/real_db.py``: the generated one has device tasks only, 2-3x denser)."""
+    plan = [("~100 MB, torch_npu database form (8 ranks, 8 steps of 10,000 tasks)", "gen-database-8",
+             _write_databases, dict(steps=8))]
+    if real := os.environ.get("TRACE2PERFETTO_REALDATA"):
+        plan.append(("~95 MB, torch_npu database form at a real job's shape (8 ranks: ascend-pt-db's "
+                     "two tiled 20 times)", "real-database-8x20", _write_tiled_databases,
+                     dict(real=Path(real), tiles=20)))
     if not quick:
-        plan.append(("~500 MB, torch_npu database form (8 ranks, 46 steps of 10,000 tasks)", 46))
+        plan.append(("~500 MB, torch_npu database form (8 ranks, 46 steps of 10,000 tasks)",
+                     "gen-database-46", _write_databases, dict(steps=46)))
     return plan
 
 
@@ -602,6 +611,12 @@ def _write_databases(root: Path, steps: int) -> None:
         write_ascend_db(folder / "ASCEND_PROFILER_OUTPUT", rank=rank, steps=steps, tasks_per_step=10_000,
                         planes=8, seed=rank)
         (folder / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
+
+
+def _write_tiled_databases(root: Path, real: Path, tiles: int) -> None:
+    from bench.real_db import write_tiled_databases
+
+    write_tiled_databases(root, real, ranks=8, tiles=tiles)
 
 
 def _write_legacy(root: Path, **options) -> None:

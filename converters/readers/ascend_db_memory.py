@@ -63,12 +63,19 @@ def _memory_record(db: sqlite3.Connection, schema: Schema, rank: RankInfo) -> It
     fields, joins = schema.select("m", "MEMORY_RECORD", _RECORD_COLUMNS, ("component",))
 
     def scan() -> Iterator[Sample]:
+        lanes: dict[Any, tuple[str | None, ...]] = {}  # a component's, by kind: said once each
         for component, ts, *values in db.execute(f"SELECT {fields} FROM MEMORY_RECORD m{joins} "
                                                  "ORDER BY m.timestamp"):
             ts_ns = _memory_ns(ts, rank)
-            for kind, value in zip(MEMORY_KINDS, values, strict=True):
-                if ts_ns is not None and value is not None and (component, kind) != _GE_ACTIVE:
-                    yield Sample(rank.rank, memory_counter(str(component), kind), ts_ns, float(value))
+            if ts_ns is None:
+                continue
+            if (names := lanes.get(component)) is None:
+                names = lanes[component] = tuple(
+                    None if (component, kind) == _GE_ACTIVE else memory_counter(str(component), kind)
+                    for kind in MEMORY_KINDS)
+            for lane, value in zip(names, values, strict=True):
+                if lane is not None and value is not None:
+                    yield Sample(rank.rank, lane, ts_ns, float(value))
     return scan()
 
 

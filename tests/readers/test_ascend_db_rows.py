@@ -174,6 +174,36 @@ def test_generated_database_read_in_c_as_the_rules_read_it(tmp_path):
         assert len(read["CANN_API"]) == 4 * 100 + 4 * (1 + 4 * 4) + 1
 
 
+def test_text_times_spelled_as_integers_are_read_in_c(tmp_path, monkeypatch):
+    """PYTORCH_API's times are TEXT in torch_npu's databases (ascend-pt-db): the rows C reads, not
+    the rules (~4x the CPU; the largest table of a real database), giving the slices the rules give."""
+    file = _odd_database(tmp_path, 0)
+    db = sqlite3.connect(file)
+    db.execute("UPDATE PYTORCH_API SET startNs = CAST(startNs AS TEXT), endNs = CAST(endNs AS TEXT)")
+    db.commit()
+    db.close()
+    ruled: list[tuple] = []
+    monkeypatch.setattr(_Reader, "_host_row",
+                        lambda self, table, row: ruled.append(row) if table == "PYTORCH_API" else None)
+    read = _read(file, True, 0, by_rules=False)[0]
+    # what the rules got: the 25 rows naming an id STRING_IDS lacks (999999), none for its times
+    assert len(ruled) == 25 and {row[4] for row in ruled} == {999_999}
+    assert len(read["PYTORCH_API"]) == 200 - 25
+
+
+@given(st.one_of(st.integers(-(2**63), 2**63 - 1).map(str), st.text(max_size=24),
+                 st.from_regex(r"\A[ +-]?0*[0-9]{1,21}(\.0*)?\s*\Z")))
+@settings(max_examples=300)
+def test_a_time_spelled_as_an_integer_is_that_integer_any_other_text_is_kept(text):
+    """``_integer``: what Python's int() reads from an exact spelling, else the text untouched."""
+    db = sqlite3.connect(":memory:")
+    value = db.execute(f"SELECT {ascend_db._integer('?1')}", (text,)).fetchone()[0]
+    if type(value) is int:
+        assert str(value) == text and value == int(text)
+    else:
+        assert value == text
+
+
 @pytest.mark.parametrize("change", ["ALTER TABLE STRING_IDS RENAME TO OTHER_IDS", "unkeyed"])
 def test_string_ids_missing_or_without_a_key(tmp_path, change):
     """No STRING_IDS (or no id and value in it): a string column's TEXT is its string, a number an

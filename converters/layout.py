@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from operator import attrgetter
 from typing import NamedTuple
 
 from . import _layout
@@ -104,9 +103,6 @@ class Placement(NamedTuple):
         return out + self.values
 
 
-_new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
-
-
 class Lanes:
     """Assigns slices to tracks, one chunk of slices at a time.
 
@@ -137,13 +133,8 @@ class Lanes:
         """``place``'s events in the compact form the encoders read (``Placement``). ``times``: the
         slices' (start, dur) as ``sorted_and_timed`` gives them, so that they are not read again."""
         tracks, codes = _layout.place(slices, self._lanes, self._track, times)
-        values = []
-        track, lane = None, None  # a lane's samples run together: its track looked up once
-        for sample in sorted(samples, key=_LANE_AND_START):
-            if track is None or sample.lane != lane or sample.rank != track.rank:
-                track, lane = self._counter_track(sample), sample.lane
-            values.append(_new(Value, (track, sample.start_ns, sample.value)))
-        return Placement(tracks, slices, codes, values)
+        # sorted by (lane, start); a lane's samples run together: its track looked up once
+        return Placement(tracks, slices, codes, _layout.counter_values(samples, self._counter_track, Value))
 
     def _counter_track(self, sample: Sample) -> Track:
         track = self._counters.get((sample.rank, sample.lane))
@@ -178,8 +169,6 @@ class Lanes:
             group = "GPU"
         return Track(s.rank, group, order_of_group, lane, order)
 
-
-_LANE_AND_START = attrgetter("lane", "start_ns")  # the order of a chunk's counter samples
 
 # The sort key that feeds ``Lanes.place`` correctly, parents before the children they hold:
 # (layer order, lane, start, -dur). C, as it runs once per slice; it reads the orders from its

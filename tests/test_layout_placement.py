@@ -14,6 +14,7 @@ from converters.layout import (
     End,
     Lanes,
     Placement,
+    Value,
     of_layer,
     sorted_and_timed,
     sorted_by_lane_and_start,
@@ -133,3 +134,36 @@ def test_a_placement_encodes_and_reserves_as_its_events(made, samples, writer, r
 def test_of_layer_keeps_the_slices_of_one_layer_in_their_order(layers, layer):
     slices = [Slice(0, each, "lane", f"s{i}", i, 1) for i, each in enumerate(layers)]
     assert of_layer(slices, layer) == [s for s in slices if s.layer is layer]
+
+
+def _rule_values(samples: list[Sample], track_of) -> list[Value]:
+    """The rule: the samples by (lane, start), ties in their order; a lane's run (of one rank) on the
+    track ``track_of`` gives its first sample."""
+    values, track, lane = [], None, None
+    for sample in sorted(samples, key=lambda s: (s.lane, s.start_ns)):
+        if track is None or sample.lane != lane or sample.rank != track.rank:
+            track, lane = track_of(sample), sample.lane
+        values.append(Value(track, sample.start_ns, sample.value))
+    return values
+
+
+# lanes that sort apart by code point (not by locale), equal lanes as distinct str objects
+_COUNTER_LANES = st.sampled_from(["hbm", "HBM", "host memory", "Memory PTA [Allocated]", "é", "a" * 3])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), _COUNTER_LANES,
+                          st.integers(-(2**62) + 1, 2**62 - 1) | st.integers(0, 5),
+                          st.floats(allow_nan=False) | st.integers(-3, 3)), max_size=60))
+def test_the_c_counter_values_are_the_rules(drawn):
+    """``Lanes.placement``'s samples (C: ``counter_values``): sorted stably by lane and start, each run
+    of a lane and rank on the track its first sample names, each Value holding the sample's own
+    time and value objects."""
+    samples = [Sample(rank, "".join(lane), ts, value) for rank, lane, ts, value in drawn]
+    lanes, rule_lanes, asked, rule_asked = Lanes(), Lanes(), [], []
+    lanes._counter_track = lambda s: asked.append(s) or Lanes._counter_track(lanes, s)
+    got = lanes.placement([], samples).values
+    want = _rule_values(samples, lambda s: rule_asked.append(s) or rule_lanes._counter_track(s))
+    assert got == want and [type(v) for v in got] == [Value] * len(want)
+    assert all(g.ts_ns is w.ts_ns and g.value is w.value for g, w in zip(got, want, strict=True))
+    assert [id(s) for s in asked] == [id(s) for s in rule_asked]

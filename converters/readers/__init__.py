@@ -156,18 +156,21 @@ def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics)
     if getattr(reader(rank.format), "memory", None) is None:
         return steps
 
+    def drawn(batch: list[Slice | Sample]) -> list[Slice | Sample]:
+        return [r for r in batch if type(r) is Sample or r.layer is not Layer.MEMORY
+                or _size(r) >= DRAWN_ALLOCATION_BYTES]
+
     def fill(add) -> None:
         batch: list[Slice | Sample] = []
         try:
             for r in memory(rank, diag):
-                if type(r) is Sample or r.layer is not Layer.MEMORY or _size(r) >= DRAWN_ALLOCATION_BYTES:
-                    batch.append(r)
+                batch.append(r)
                 if len(batch) >= 10_000:
-                    add(batch)
+                    add(drawn(batch))
                     batch = []
         except InputError as e:  # broken memory files cost the trace its memory, not the rank
             diag.warn("bad_memory", f"{e}; rank {rank.rank}'s memory is drawn only up to there")
-        add(batch)
+        add(drawn(batch))
 
     return by_time(steps, rank.rank, fill)
 

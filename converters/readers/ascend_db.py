@@ -660,9 +660,9 @@ class _Reader:
         fields, joins = self.schema.select("k", table, names, ("type", "mode"))
         query = f"SELECT {fields} FROM {table} k{joins} ORDER BY k.{time_column}"
         bad, lanes, modules = 0, {}, self.enums["MODULE"]  # lanes: an instance's, by value column
-        for ts, *rest in db.execute(query):
-            instance = tuple(rest[:len(keys)])
-            if (names := lanes.get(instance)) is None:
+        new, number, offset, n = tuple.__new__, self.rank.rank, self.rank.clock_offset_ns, len(keys)
+        for row in db.execute(query):
+            if (names := lanes.get(instance := row[1:n + 1])) is None:
                 unknown = sum(self.unknown_strings.values())
                 labels = {k: self._string(v, table) if k in ("type", "mode") else modules.get(v, v)
                           for k, v in zip(keys, instance, strict=True)}
@@ -670,10 +670,14 @@ class _Reader:
                 names = tuple(f"{lane} [{label}]" for _, label in values)
                 if sum(self.unknown_strings.values()) == unknown:  # ids STRING_IDS lacks count per row
                     lanes[instance] = names
-            for name, value in zip(names, rest[len(keys):], strict=True):
-                try:
-                    yield Sample(self.rank.rank, name, checked_ns(int(ts) + self.rank.clock_offset_ns),
-                                 float(value))
+            try:
+                ts = checked_ns(int(row[0]) + offset)
+            except (TypeError, ValueError, ArithmeticError):
+                bad += len(names)
+                continue
+            for name, value in zip(names, row[n + 1:], strict=True):
+                try:  # a Sample without its Python __new__: ~20,000 a rank
+                    yield new(Sample, (number, name, ts, float(value)))
                 except (TypeError, ValueError, ArithmeticError):
                     bad += 1
         if bad:

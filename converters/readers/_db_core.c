@@ -1130,6 +1130,110 @@ static PyTypeObject RowsType = {
     .tp_methods = rows_methods,
 };
 
+/* -- counter and memory rows into samples --------------------------------------------------------- */
+
+/* The row's key: its first column (keys == 1), else a tuple of its first ``keys`` (new reference); NULL,
+ * no error set, where one is no str, int or None: 1 == 1.0 == True would find another's lanes */
+static PyObject *key_of(PyObject *row, Py_ssize_t keys) {
+    for (Py_ssize_t i = 0; i < keys; i++) {
+        PyObject *part = PyTuple_GET_ITEM(row, i);
+        if (!PyUnicode_CheckExact(part) && !PyLong_CheckExact(part) && part != Py_None) return NULL;
+    }
+    return keys == 1 ? Py_NewRef(PyTuple_GET_ITEM(row, 0)) : PyTuple_GetSlice(row, 0, keys);
+}
+
+/* A sample's value as float(value) makes it, for an int or a float (new reference); NULL, no error set,
+ * for any other value or an int past a double: the rules' */
+static PyObject *plain_float(PyObject *value) {
+    if (PyFloat_CheckExact(value)) return Py_NewRef(value);
+    if (!PyLong_CheckExact(value)) return NULL;
+    double d = PyLong_AsDouble(value);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return PyFloat_FromDouble(d);
+}
+
+/* The row's time shifted by ``offset`` as an int within the model's limit (new reference); NULL, no
+ * error set, for any other value: the rules' */
+static PyObject *plain_time(PyObject *ts, long long offset) {
+    int overflow = 0;
+    long long t = PyLong_CheckExact(ts) ? PyLong_AsLongLongAndOverflow(ts, &overflow) : 0, shifted;
+    if (!PyLong_CheckExact(ts) || overflow || __builtin_add_overflow(t, offset, &shifted) ||
+        shifted <= -TIME_LIMIT_NS || shifted >= TIME_LIMIT_NS)
+        return NULL;
+    return PyLong_FromLongLong(shifted);
+}
+
+/* The samples of one row whose key ``lanes`` holds, time and values plain: 1 made, 0 left to the rules
+ * (nothing appended), -1 on error */
+static int row_samples(PyObject *row, Py_ssize_t keys, PyObject *names, PyObject *rank, long long offset,
+                       PyTypeObject *sample_type, PyObject *out) {
+    Py_ssize_t n = PyTuple_GET_SIZE(row) - keys - 1;
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) != n || n > 16) return 0;
+    PyObject *values[16] = {NULL}, *ts = plain_time(PyTuple_GET_ITEM(row, keys), offset);
+    int made = ts != NULL;
+    for (Py_ssize_t j = 0; made && j < n; j++)
+        made = (values[j] = plain_float(PyTuple_GET_ITEM(row, keys + 1 + j))) != NULL;
+    if (PyErr_Occurred()) made = -1;
+    for (Py_ssize_t j = 0; made == 1 && j < n; j++) {
+        PyObject *name = PyTuple_GET_ITEM(names, j), *sample;
+        if (name == Py_None) continue;
+        if (!(sample = sample_type->tp_alloc(sample_type, SAMPLE_FIELDS))) {
+            made = -1;
+            break;
+        }
+        PyTuple_SET_ITEM(sample, SAMPLE_RANK, Py_NewRef(rank));
+        PyTuple_SET_ITEM(sample, SAMPLE_LANE, Py_NewRef(name));
+        PyTuple_SET_ITEM(sample, SAMPLE_START_NS, Py_NewRef(ts));
+        PyTuple_SET_ITEM(sample, SAMPLE_VALUE, Py_NewRef(values[j]));
+        if (append_made(out, sample) < 0) made = -1;
+    }
+    Py_XDECREF(ts);
+    for (Py_ssize_t j = 0; j < n; j++) Py_XDECREF(values[j]);
+    return made;
+}
+
+/* samples(rows, keys, lanes, rank, offset, Sample, rules, out): each row (its ``keys`` first columns,
+ * the time, then the values) as ascend_db's counter and memory rules make it, appended to ``out``: a
+ * Sample for each value whose lane ``lanes[key]`` names (None: no sample), at the time + offset, of
+ * float(value); a row whose key ``lanes`` lacks, whose time is no int within the model's limit or a value
+ * no int or float goes to ``rules(row)``, whose samples are appended in its place. A real rank holds
+ * ~80,000 such samples, a Python loop and a NamedTuple each (BENCHMARKS.md, issue 28, session 17). */
+static PyObject *samples(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    Py_ssize_t keys = argc == 8 ? PyLong_AsSsize_t(argv[1]) : -1;
+    long long offset = argc == 8 ? PyLong_AsLongLong(argv[4]) : 0;
+    if (PyErr_Occurred()) return NULL;
+    if (argc != 8 || !PyList_Check(argv[0]) || keys < 0 || !PyDict_Check(argv[2]) || !PyType_Check(argv[5]) ||
+        !PyList_Check(argv[7])) {
+        PyErr_SetString(PyExc_TypeError, "samples(rows, keys, lanes, rank, offset, Sample, rules, out)");
+        return NULL;
+    }
+    PyObject *rows = argv[0], *lanes = argv[2], *rules = argv[6], *out = argv[7];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *key, *names;
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) <= keys) {
+            PyErr_SetString(PyExc_TypeError, "samples: a row of its keys, its time and its values");
+            return NULL;
+        }
+        key = key_of(row, keys);
+        if (!key && PyErr_Occurred()) return NULL;
+        names = key ? PyDict_GetItemWithError(lanes, key) : NULL;
+        Py_XDECREF(key);
+        int made = names ? row_samples(row, keys, names, argv[3], offset, (PyTypeObject *)argv[5], out)
+                         : PyErr_Occurred() ? -1 : 0;
+        if (made < 0) return NULL;
+        if (!made) {
+            PyObject *ruled = PyObject_CallOneArg(rules, row);
+            int extended = ruled ? PyList_SetSlice(out, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, ruled) : -1;
+            Py_XDECREF(ruled);
+            if (extended < 0) return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 /* -- the scans merged and filed by step --------------------------------------------------------- */
 
 typedef struct {
@@ -1232,6 +1336,9 @@ static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(slices, split, links, carried, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> (arrows left "
      "out as backwards, links carried on): a step's arrows, the slices rebuilt in place"},
+    {"samples", (PyCFunction)(void (*)(void))samples, METH_FASTCALL,
+     "samples(rows, keys, lanes, rank, offset, Sample, rules, out): counter and memory rows as Samples, "
+     "the rows C cannot make given to rules in their place"},
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
      "fill(heads, next_start, slices, samples, Slice, Sample): the scans' records before next_start, "
      "merged by time"},

@@ -75,9 +75,10 @@ from ..model import (
 from ..overlap import NOT_COMPUTE
 from ._db_core import Rows as _Rows
 from ._db_core import fill as _fill
+from ._db_core import samples as _samples
 from .ascend_db_flows import Flows
 from .ascend_db_memory import memory  # noqa: F401 - the reader's memory hook (readers/__init__.py)
-from .sqlite import DAMAGED, HINT, Schema, enum_names, read_only
+from .sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
 
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"
@@ -647,7 +648,8 @@ class _Reader:
                      self._string(name, table) or prefix, *times, args)
 
     def counters(self, db: sqlite3.Connection, table: str) -> Iterator[Sample]:
-        """One counter table, time-ordered; a lane per (instance, value column)."""
+        """One counter table, time-ordered; a lane per (instance, value column). C makes the samples
+        (``_db_core.samples``), leaving to ``rules`` the rows it cannot read."""
         lane_format, time_column, values = _COUNTERS[table]
         columns = self.schema.columns(table)
         if time_column not in columns:
@@ -656,30 +658,42 @@ class _Reader:
         if not set(keys) <= columns:
             return
         values = tuple((c, label) for c, label in values if c in columns)
-        names = (time_column, *keys, *(c for c, _ in values))
+        names = (*keys, time_column, *(c for c, _ in values))
         fields, joins = self.schema.select("k", table, names, ("type", "mode"))
-        query = f"SELECT {fields} FROM {table} k{joins} ORDER BY k.{time_column}"
-        bad, lanes, modules = 0, {}, self.enums["MODULE"]  # lanes: an instance's, by value column
-        new, number, offset, n = tuple.__new__, self.rank.rank, self.rank.clock_offset_ns, len(keys)
-        for row in db.execute(query):
-            if (names := lanes.get(instance := row[1:n + 1])) is None:
+        lanes: dict[Any, tuple[str, ...]] = {}  # an instance's (its key columns), by value column
+        bad, modules, n = 0, self.enums["MODULE"], len(keys)
+        number, offset = self.rank.rank, self.rank.clock_offset_ns
+
+        def rules(row: tuple) -> list[Sample]:
+            """A row C left (an instance met first, a time or a value it cannot read) as its samples;
+            its instance's lanes noted for C where they are the same for every row of it."""
+            nonlocal bad
+            key = row[0] if n == 1 else row[:n]
+            if (names := lanes.get(key)) is None or not plain_key(key):
                 unknown = sum(self.unknown_strings.values())
                 labels = {k: self._string(v, table) if k in ("type", "mode") else modules.get(v, v)
-                          for k, v in zip(keys, instance, strict=True)}
+                          for k, v in zip(keys, row[:n], strict=True)}
                 lane = lane_format.format(**labels)
                 names = tuple(f"{lane} [{label}]" for _, label in values)
-                if sum(self.unknown_strings.values()) == unknown:  # ids STRING_IDS lacks count per row
-                    lanes[instance] = names
+                if sum(self.unknown_strings.values()) == unknown and plain_key(key):  # unknown ids: per row
+                    lanes[key] = names
             try:
-                ts = checked_ns(int(row[0]) + offset)
+                ts = checked_ns(int(row[n]) + offset)
             except (TypeError, ValueError, ArithmeticError):
                 bad += len(names)
-                continue
+                return []
+            made = []
             for name, value in zip(names, row[n + 1:], strict=True):
-                try:  # a Sample without its Python __new__: ~20,000 a rank
-                    yield new(Sample, (number, name, ts, float(value)))
+                try:
+                    made.append(Sample(number, name, ts, float(value)))
                 except (TypeError, ValueError, ArithmeticError):
                     bad += 1
+            return made
+
+        cursor = db.execute(f"SELECT {fields} FROM {table} k{joins} ORDER BY k.{time_column}")
+        while rows := cursor.fetchmany(SAMPLE_ROWS):
+            _samples(rows, n, lanes, number, offset, Sample, rules, made := [])
+            yield from made
         if bad:
             self.diag.warn("bad_row", f"{self.path}: {table}: {bad} values without a number or time; skipped")
 

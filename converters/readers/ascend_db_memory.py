@@ -23,7 +23,8 @@ from ..model import (
     memory_counter,
 )
 from . import op_memory
-from .sqlite import DAMAGED, HINT, Schema, enum_names, read_only
+from ._db_core import samples
+from .sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
 
 
 def memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | Sample]:
@@ -57,26 +58,34 @@ _RECORD_COLUMNS = ("component", "timestamp", "totalAllocated", "totalReserved", 
 
 
 def _memory_record(db: sqlite3.Connection, schema: Schema, rank: RankInfo) -> Iterator[Sample] | None:
-    """MEMORY_RECORD's totals (bytes) per component, time-ordered; None without the table."""
+    """MEMORY_RECORD's totals (bytes) per component, time-ordered; None without the table. C makes
+    the samples (``_db_core.samples``: a real rank holds ~60,000), leaving to ``rules`` the rows it
+    cannot read."""
     if not {"component", "timestamp"} <= schema.columns("MEMORY_RECORD"):
         return None
     fields, joins = schema.select("m", "MEMORY_RECORD", _RECORD_COLUMNS, ("component",))
+    lanes: dict[Any, tuple[str | None, ...]] = {}  # a component's, by kind (GE's Active: None)
+
+    def rules(row: tuple) -> list[Sample]:
+        """A row C left (a component met first, a time or a value it cannot read) as its samples;
+        the component's lanes noted for C."""
+        component, ts, *values = row
+        if (names := lanes.get(component)) is None or not plain_key(component):
+            names = tuple(None if (component, kind) == _GE_ACTIVE else memory_counter(str(component), kind)
+                          for kind in MEMORY_KINDS)
+            if plain_key(component):
+                lanes[component] = names
+        ts_ns = _memory_ns(ts, rank)
+        if ts_ns is None:
+            return []
+        return [Sample(rank.rank, lane, ts_ns, float(value))
+                for lane, value in zip(names, values, strict=True) if lane is not None and value is not None]
 
     def scan() -> Iterator[Sample]:
-        lanes: dict[Any, tuple[str | None, ...]] = {}  # a component's, by kind: said once each
-        new, number = tuple.__new__, rank.rank  # a Sample without its Python __new__: ~60,000 a rank
-        for component, ts, *values in db.execute(f"SELECT {fields} FROM MEMORY_RECORD m{joins} "
-                                                 "ORDER BY m.timestamp"):
-            ts_ns = _memory_ns(ts, rank)
-            if ts_ns is None:
-                continue
-            if (names := lanes.get(component)) is None:
-                names = lanes[component] = tuple(
-                    None if (component, kind) == _GE_ACTIVE else memory_counter(str(component), kind)
-                    for kind in MEMORY_KINDS)
-            for lane, value in zip(names, values, strict=True):
-                if lane is not None and value is not None:
-                    yield new(Sample, (number, lane, ts_ns, float(value)))
+        cursor = db.execute(f"SELECT {fields} FROM MEMORY_RECORD m{joins} ORDER BY m.timestamp")
+        while rows := cursor.fetchmany(SAMPLE_ROWS):
+            samples(rows, 1, lanes, rank.rank, rank.clock_offset_ns, Sample, rules, made := [])
+            yield from made
     return scan()
 
 

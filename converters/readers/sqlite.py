@@ -15,9 +15,11 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..errors import Diagnostics, InputError
 
+SAMPLE_ROWS = 1024  # counter and memory rows fetched and made into samples at once (_db_core.samples)
 # said with every error of a database file
 HINT = "expected a profiler database (ascend_pytorch_profiler_{rank}.db or msprof_*.db)"
 # A damaged file: a page SQLite cannot read, or text that is not UTF-8 (a table's name with a byte
@@ -119,3 +121,10 @@ def enum_names(db: sqlite3.Connection, schema: Schema, table: str) -> dict[int, 
     if "id" not in columns or "name" not in columns:
         return {}
     return {row[0]: row[1] for row in db.execute(f'SELECT id, name FROM "{table}"')}
+
+
+def plain_key(key: Any) -> bool:
+    """Whether the rows of a counter's key (a value, or a tuple of them) may share their lanes, as
+    ``_db_core.samples`` finds them: str, int or None each (1 == 1.0 == True, but their lanes differ)."""
+    parts = key if type(key) is tuple else (key,)
+    return all(part is None or type(part) in (str, int) for part in parts)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from converters.errors import Diagnostics, InputError
 from converters.model import RankInfo, Slice, decoded_args
-from converters.readers import ascend_db
+from converters.readers import ascend_db, ascend_db_memory
 from converters.readers.ascend_db import _HOST, _enums, _Reader, read_db
 from converters.readers.sqlite import Schema, read_only
 from fixtures.ascend_db_gen import write_ascend_db
@@ -333,3 +333,76 @@ def test_any_rows_read_in_c_as_the_rules_read_them(tables, all_tasks, offset, ke
         db.commit()
         db.close()
         _same_both_ways(file, all_tasks, offset)
+
+
+_SAMPLE_VALUE = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False),
+                          st.sampled_from(("7", b"1", True, 2**53 + 1)))
+_COUNTER_VALUE = st.one_of(_SAMPLE_VALUE, st.just("x"))  # the counters' rules count it: the memory's raise
+_SAMPLE_TIME = st.one_of(_TIME, st.integers(-(2**63), 2**63 - 1))
+_SAMPLE_KEY = st.sampled_from((None, 0, 1, 1.0, True, "1", 2, "GE", "PTA", 7, b"1", 2.5))
+
+
+@st.composite
+def _sample_tables(draw) -> dict[str, tuple[str, list[tuple]]]:
+    """Counter and memory tables (their columns, their rows): any value of any type where the schema
+    expects ids, times and numbers; ids that STRING_IDS holds (7 is unknown) and equal keys of other
+    types (1, 1.0, "1")."""
+    def rows(*columns):
+        return [tuple(draw(c) for c in columns) for _ in range(draw(st.integers(0, 10)))]
+    return {
+        "HBM": ("deviceId, timestampNs, bandwidth, hbmId, type",
+                rows(st.just(0), _SAMPLE_TIME, _COUNTER_VALUE, _SAMPLE_KEY, st.sampled_from((0, 1)))),
+        "NPU_MODULE_MEM": ("moduleId, timestampNs, totalReserved, deviceId",
+                           rows(_SAMPLE_KEY, _SAMPLE_TIME, _COUNTER_VALUE, st.just(0))),
+        "AICORE_FREQ": ("deviceId, timestampNs, freq", rows(st.just(0), _SAMPLE_TIME, _COUNTER_VALUE)),
+        "MEMORY_RECORD": ("component, timestamp, totalAllocated, totalReserved, totalActive",
+                          rows(_SAMPLE_KEY, _SAMPLE_TIME, _SAMPLE_VALUE, _SAMPLE_VALUE, _SAMPLE_VALUE)),
+        "STRING_IDS": ("id INTEGER PRIMARY KEY, value", [(0, "Read"), (1, "PTA"), (2, "GE"), (3, "")]),
+        "ENUM_MODULE": ("id INTEGER PRIMARY KEY, name", [(0, "APP"), (1, "SLOG")]),
+    }
+
+
+def _samples_read(file: Path, offset: int) -> tuple:
+    """The counters' samples and what the reader noted, the memory's samples or the error its rules
+    raise (on a value float() refuses: C must leave them that row too), and the warnings."""
+    diag = Diagnostics()
+    rank = RankInfo(rank=1, format="ascend_pt", path=file.parent, clock_offset_ns=offset)
+    with read_only(file, diag) as db:
+        schema = Schema(db, file)
+        reader = _Reader(rank, file, diag, True, schema, _enums(db, schema))
+        counters = [repr(s) for table in ("HBM", "NPU_MODULE_MEM", "AICORE_FREQ")
+                    for s in reader.counters(db, table)]
+    try:
+        memory = [repr(s) for s in ascend_db.memory(rank, file, diag)]
+    except ValueError as e:
+        memory = [repr(e)]
+    return counters, reader.unknown_strings, memory, diag.messages()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_sample_tables(), st.sampled_from((0, -5, 2**62 - 10, 1 - 2**62)))
+@example({"HBM": ("deviceId, timestampNs, bandwidth, hbmId, type",
+                  [(0, 10, 5, 1, 0), (0, 11, 6, 1.0, 0)] * 2),  # 1 == 1.0: their lanes differ
+          "MEMORY_RECORD": ("component, timestamp, totalAllocated, totalReserved, totalActive",
+                            [(1, 10, 1, 2, 3), (1.0, 11, 1, 2, 3), ("1", 12, 1, 2, 3)] * 2)}, 0)
+def test_any_counter_and_memory_rows_read_in_c_as_the_rules_read_them(tables, offset):
+    """``_db_core.samples`` against the rules it leaves rows to, every row given to them."""
+    def every_row_to_the_rules(rows, keys, lanes, rank, offset, sample, rules, out):
+        for row in rows:
+            out.extend(rules(row))
+
+    with tempfile.TemporaryDirectory() as folder:
+        file = Path(folder) / "ascend_pytorch_profiler_0.db"
+        db = sqlite3.connect(file)
+        for table, (columns, rows) in tables.items():
+            db.execute(f"CREATE TABLE {table} ({columns})")
+            if rows:
+                db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+        db.commit()
+        db.close()
+        c = _samples_read(file, offset)
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(ascend_db, "_samples", every_row_to_the_rules)
+            patched.setattr(ascend_db_memory, "samples", every_row_to_the_rules)
+            rules = _samples_read(file, offset)
+    assert c == rules

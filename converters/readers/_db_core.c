@@ -923,6 +923,31 @@ static int is_empty(PyObject *value) { return PyUnicode_CheckExact(value) && PyU
 
 #define LIMIT_NS (TIME_LIMIT_NS - 1)
 
+/* A time column as an int64: an INTEGER, or a TEXT that spells one as SQLite prints it (torch_npu writes
+ * PYTORCH_API's times as TEXT in some versions: the largest table of a real database); 0 for any other
+ * value, which the rules read (int() takes " 7" and "007" too). In SQL, the same test was a third of
+ * SQLite's work on PYTORCH_API's query. */
+static int column_time(sqlite3_stmt *st, int i, long long *out) {
+    int type = sqlite3_column_type(st, i);
+    if (type == SQLITE_INTEGER) {
+        *out = sqlite3_column_int64(st, i);
+        return 1;
+    }
+    if (type != SQLITE_TEXT) return 0;
+    const unsigned char *text = sqlite3_column_text(st, i);
+    int n = sqlite3_column_bytes(st, i), negative = n > 0 && text[0] == '-', at = negative;
+    if (!text || at >= n || (text[at] == '0' && (negative || n - at > 1))) return 0;  /* "", "-", "-0", "07" */
+    long long value = 0;
+    for (; at < n; at++) {
+        int digit = text[at] - '0';
+        if (digit < 0 || digit > 9 || __builtin_mul_overflow(value, 10, &value) ||
+            __builtin_add_overflow(value, negative ? -digit : digit, &value))
+            return 0;
+    }
+    *out = value;
+    return 1;
+}
+
 /* Whether the row's times and its stream or thread are as expected, what SQLite's ``typeof(startNs) =
  * 'integer' AND typeof(endNs) = 'integer' AND endNs >= startNs AND startNs + :offset BETWEEN -LIMIT AND
  * LIMIT AND endNs - startNs <= LIMIT AND typeof(id) = 'integer'`` says (a sum past int64 is out of range
@@ -930,10 +955,9 @@ static int is_empty(PyObject *value) { return PyUnicode_CheckExact(value) && PyU
  * terms were a sixth of SQLite's work on the TASK query */
 static int times_ok(Rows *r, int start, int end, int id) {
     sqlite3_stmt *st = r->rows;
-    if (sqlite3_column_type(st, start) != SQLITE_INTEGER || sqlite3_column_type(st, end) != SQLITE_INTEGER ||
-        sqlite3_column_type(st, id) != SQLITE_INTEGER)
+    long long s, e, shifted, dur;
+    if (!column_time(st, start, &s) || !column_time(st, end, &e) || sqlite3_column_type(st, id) != SQLITE_INTEGER)
         return 0;
-    long long s = sqlite3_column_int64(st, start), e = sqlite3_column_int64(st, end), shifted, dur;
     return e >= s && !__builtin_add_overflow(s, r->offset, &shifted) && shifted >= -LIMIT_NS &&
            shifted <= LIMIT_NS && !__builtin_sub_overflow(e, s, &dur) && dur <= LIMIT_NS;
 }
@@ -1061,8 +1085,9 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     PyObject *lane = number ? lane_of(lanes, tid, "%U (thread %S)", prefix, number) : NULL;
     PyObject *named = lane ? get(r, H_NAME) : NULL, *name = named ? either(named, prefix) : NULL;
     Py_XDECREF(number);
-    if (name) {  /* the times as times_ok read them: integers whose sum and difference fit */
-        long long start = sqlite3_column_int64(r->rows, H_START), end = sqlite3_column_int64(r->rows, H_END);
+    long long start, end;
+    if (name && column_time(r->rows, H_START, &start) && column_time(r->rows, H_END, &end)) {
+        /* the times as times_ok read them: integers whose sum and difference fit */
         s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, 0), rank, PyTuple_GET_ITEM(spec, 1), lane, name,
                       PyLong_FromLongLong(start + r->offset), PyLong_FromLongLong(end - start), args, empty);
         args = NULL;

@@ -345,14 +345,6 @@ def module_memory_lane(module: str) -> str:
 
 
 
-def _integer(column: str) -> str:
-    """SQL: a TEXT column that spells an integer exactly (``"1736410576395167660"``, as torch_npu
-    writes PYTORCH_API's times in some versions) as that INTEGER, so that C reads its row rather than
-    the rules (~4x the CPU); any other value as it is: ``int()`` in the rules reads those the same."""
-    return (f"CASE WHEN typeof({column}) = 'text' AND CAST(CAST({column} AS INTEGER) AS TEXT) = {column} "
-            f"THEN CAST({column} AS INTEGER) ELSE {column} END")
-
-
 class _Reader:
     def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, all_tasks: bool, schema: Schema,
                  enums: dict[str, dict[int, str]]) -> None:
@@ -591,9 +583,8 @@ class _Reader:
         no times: its columns ok, links (``_links``), startNs, endNs, the name, globalTid,
         connectionId, then the table's own. The strings are ids (``Rows`` resolves them) or, with
         ``sqlite_strings``, resolved by SQLite's joins (``ok`` then says they all were; else it is
-        1). ``Rows`` checks the times and the thread; a TEXT time (PYTORCH_API's, in some versions)
-        that spells an integer is selected as that integer (``_integer``), any other goes to
-        ``_host_row``."""
+        1). ``Rows`` checks the times and the thread (a TEXT time, PYTORCH_API's in some versions,
+        that spells an integer exactly it reads; any other goes to ``_host_row``)."""
         extra = _HOST[table][1]
         if not {"startNs", "endNs"} <= self.schema.columns(table):
             return None
@@ -601,7 +592,6 @@ class _Reader:
         names = ("startNs", "endNs", name_column, "globalTid", "connectionId", *extra)
         strings = (name_column, "inputDtypes", "inputShapes")
         h, joins = self.schema.expressions("h", table, names, strings if sqlite_strings else ())
-        h["startNs"], h["endNs"] = _integer(h["startNs"]), _integer(h["endNs"])
         ok = " AND ".join(self.schema.resolved("h", n, h[n]) for n in strings if n in h and sqlite_strings)
         links, joins = self._links(table, joins)
         # startNs is TEXT in some versions: order by its value, not its spelling

@@ -1191,13 +1191,15 @@ static PyObject *plain_time(PyObject *ts, long long offset) {
     return PyLong_FromLongLong(shifted);
 }
 
+#define MAX_VALUES 16  /* a row's value columns (the tables have 1 to 3) */
+
 /* The samples of one row whose key ``lanes`` holds, time and values plain: 1 made, 0 left to the rules
  * (nothing appended), -1 on error */
 static int row_samples(PyObject *row, Py_ssize_t keys, PyObject *names, PyObject *rank, long long offset,
                        PyTypeObject *sample_type, PyObject *out) {
     Py_ssize_t n = PyTuple_GET_SIZE(row) - keys - 1;
-    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) != n || n > 16) return 0;
-    PyObject *values[16] = {NULL}, *ts = plain_time(PyTuple_GET_ITEM(row, keys), offset);
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) != n || n > MAX_VALUES) return 0;
+    PyObject *values[MAX_VALUES] = {NULL}, *ts = plain_time(PyTuple_GET_ITEM(row, keys), offset);
     int made = ts != NULL;
     for (Py_ssize_t j = 0; made && j < n; j++)
         made = (values[j] = plain_float(PyTuple_GET_ITEM(row, keys + 1 + j))) != NULL;

@@ -344,7 +344,6 @@ def module_memory_lane(module: str) -> str:
     return f"{lane_format.format(moduleId=module)} [{label}]"
 
 
-
 class _Reader:
     def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, all_tasks: bool, schema: Schema,
                  enums: dict[str, dict[int, str]]) -> None:

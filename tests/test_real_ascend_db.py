@@ -20,6 +20,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,30 @@ def test_pytorch_ops_sharing_a_connection_id_are_linked_as_the_text_form_links_t
     for rank, pairs in expected.items():
         assert sorted(drawn[rank]) == sorted(pairs["async_task_queue"] + pairs["fwdbwd"])
     assert flows == 1889  # 1,517 before these 2 x 186 (the rest: host to device, and the collectives')
+
+
+def test_a_tiled_database_reads_as_that_many_copies_of_the_sample(torch_db, tmp_path):
+    """``bench/real_db.py`` (the database form at a real job's shape, for ``make bench``): the sample
+    tiled three times reads as three steps holding three times each slice (its lane, name and
+    duration) and each counter value of the sample, and three times its arrows."""
+    from bench.real_db import tile
+
+    def read(root: Path) -> list:
+        return list(read_profile(discover(root), Options(kind="detail"), Diagnostics()))
+
+    def records(steps: list) -> Counter:  # ids (connection_id) and times differ from copy to copy
+        # an allocation never released lasts to the profile's end: the last copy's
+        return Counter([(s.layer.value, s.lane, s.name, s.dur_ns if s.layer is not Layer.MEMORY else None)
+                        for step in steps for s in step.slices if s.layer is not Layer.STEP] +
+                       [("sample", c.lane, c.value) for step in steps for c in step.samples])
+
+    shutil.copytree(torch_db / "rank0_ascend_pt", tmp_path / "one/rank0_ascend_pt")
+    shutil.copytree(torch_db / "rank0_ascend_pt", tmp_path / "tiled/rank0_ascend_pt")
+    tile(_database(torch_db, 0), _database(tmp_path / "tiled", 0), 3)
+    (sample,), tiled = read(tmp_path / "one"), read(tmp_path / "tiled")
+    assert [s.step_id for s in tiled] == [sample.step_id + k for k in range(3)]
+    once = records([sample])
+    assert sum(once.values()) > 5000
+    assert records(tiled) == Counter({record: 3 * n for record, n in once.items()})
+    arrows = sum(len(s.flows_out) for s in sample.slices)
+    assert sum(len(s.flows_out) for step in tiled for s in step.slices) == 3 * arrows > 500

@@ -512,6 +512,8 @@ class _Reader:
                      task_type if computes else NOT_COMPUTE)
 
     def _comm_task(self, task: dict[str, Any], m: dict[str, Any]) -> Slice | None:
+        """An HCCL task's row as its slice on its plane's lane: the rules ``_db_core.c``'s ``comm_slice``
+        follows for the rows it makes (tests/readers/test_ascend_db_rows.py)."""
         times = self._times("TASK", task["startNs"], task["endNs"])
         if times is None:
             return None

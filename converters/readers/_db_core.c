@@ -1000,24 +1000,157 @@ static PyObject *task_slice(Rows *r, const int *at, long long kind, PyObject *sp
     return s;
 }
 
-/* rows.tasks(out, spec, rank, lanes, all_tasks) -> the number of rows left to the rules, or None past
- * the last row: the next batch of the TASK query's rows appended to ``out`` in order, those whose
- * times and stream (times_ok), strings and ``ok`` are as expected as their Slices, any other (an HCCL task, a bad time, an id
- * STRING_IDS lacks) as its row, a tuple, for ascend_db._Reader._task_rules. spec: (Slice,
- * Layer.STREAM, NOT_COMPUTE, the args' keys, the columns' places). */
+/* An HCCL task's columns of the TASK query (ascend_db._COMM_PLACES), in its args' order (the keys'
+ * order, ascend_db._COMM_KEYS, the bandwidth's last), then its name and plane */
+enum { M_NOTIFY, M_STREAM, M_TASK, M_CONTEXT, M_LINK, M_TASK_TYPE, M_GROUP, M_SRC, M_DST, M_TRANSPORT,
+       M_SIZE, M_DATA, M_LINK_TYPE, M_RDMA, M_MODEL, M_OP, M_NAME, M_PLANE, M_PLACES };
+#define M_ARGS M_NAME      /* the args taken from the columns */
+#define M_KEYS (M_ARGS + 1)  /* and the bandwidth */
+#define EXACT (1LL << 53)  /* ints a double holds exactly: their quotient is the double's, correctly rounded */
+
+/* The family (its place in the enums' tuple) of the args that are HCCL enums, else -1 */
+static int enum_family(int arg) {
+    switch (arg) {
+    case M_TRANSPORT: return 0;
+    case M_DATA: return 1;
+    case M_LINK_TYPE: return 2;
+    case M_RDMA: return 3;
+    default: return -1;
+    }
+}
+
+/* Whether C draws an HCCL task whose times, stream and strings are as expected: its enums and plane
+ * INTEGER or NULL (the rules read another by Python's equality, 65534.0 N/A; the plane by format()) */
+static int comm_ok(Rows *r, const int *m) {
+    static const int columns[] = {M_TRANSPORT, M_DATA, M_LINK_TYPE, M_RDMA, M_PLANE};
+    for (size_t i = 0; i < sizeof columns / sizeof *columns; i++) {
+        int type = sqlite3_column_type(r->rows, m[columns[i]]);
+        if (type != SQLITE_INTEGER && type != SQLITE_NULL) return 0;
+    }
+    return 1;
+}
+
+/* A new reference to an HCCL enum's name as ascend_db._Reader._enum gives it (``enums`` its family's
+ * names by id): NULL with no error set for none (NULL, N/A, INVALID, a name that is NULL) */
+static PyObject *enum_name(Rows *r, int column, PyObject *enums) {
+    if (sqlite3_column_type(r->rows, column) == SQLITE_NULL) return NULL;
+    long long id = sqlite3_column_int64(r->rows, column);
+    if (id == 65534 || id == 65535) return NULL;
+    PyObject *value = get(r, column);
+    PyObject *name = value ? PyDict_GetItemWithError(enums, value) : NULL;
+    if (name) return name == Py_None ? NULL : (Py_INCREF(name), name);
+    return PyErr_Occurred() ? NULL : PyObject_Str(value);
+}
+
+/* args[key] = value (a new reference; NULL: none, unless an error is set): 0, or -1 on error */
+static int put_arg(PyObject *args, PyObject *key, PyObject *value) {
+    if (!value) return PyErr_Occurred() ? -1 : 0;
+    int rc = PyDict_SetItem(args, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* The bandwidth of an HCCL task (GB/s: bytes per ns), size / dur as Python divides ints (a new reference) */
+static PyObject *bandwidth(Rows *r, int size_column, PyObject *dur) {
+    long long size = sqlite3_column_int64(r->rows, size_column), ns = PyLong_AsLongLong(dur);
+    if (ns == -1 && PyErr_Occurred()) return NULL;
+    if (size >= -EXACT && size <= EXACT && ns <= EXACT) return PyFloat_FromDouble((double)size / (double)ns);
+    PyObject *bytes = get(r, size_column);
+    return bytes ? PyNumber_TrueDivide(bytes, dur) : NULL;
+}
+
+/* An HCCL task's args as ascend_db._Reader._comm_task makes them: every value but None, the notify
+ * id unsigned, the enums named, the task type drawn; the bandwidth where the size is an int and the
+ * task lasts. A dict, not JSON text as a compute task's: the bandwidth, a float, takes a repr and
+ * orjson's spelling to write, and the Perfetto writer a parse to read (walk_args), which cost more
+ * than the dict (callgrind, a real-shape rank: 18M instructions more, of 4,000M) */
+static PyObject *comm_args(Rows *r, const int *m, PyObject *keys, PyObject *enums, PyObject *task_type,
+                           PyObject *dur) {
+    PyObject *args = PyDict_New();
+    for (int i = 0; args && i < M_ARGS; i++) {
+        int family = enum_family(i), column = m[i];
+        long long notify = i == M_NOTIFY && sqlite3_column_type(r->rows, column) == SQLITE_INTEGER
+                           ? sqlite3_column_int64(r->rows, column) : 0;
+        PyObject *value;
+        if (family >= 0) value = enum_name(r, column, PyTuple_GET_ITEM(enums, family));
+        else if (i == M_TASK_TYPE) value = PyUnicode_GET_LENGTH(task_type) ? Py_NewRef(task_type) : NULL;
+        else if (notify < 0)  /* SQLite holds signed 64-bit ints: -1 is 2**64 - 1 */
+            value = PyLong_FromUnsignedLongLong((unsigned long long)notify);
+        else if ((value = get(r, column)))
+            value = value == Py_None ? NULL : Py_NewRef(value);
+        if (put_arg(args, PyTuple_GET_ITEM(keys, i), value) < 0) Py_CLEAR(args);
+    }
+    if (args && sqlite3_column_type(r->rows, m[M_SIZE]) == SQLITE_INTEGER && PyObject_IsTrue(dur) &&
+        put_arg(args, PyTuple_GET_ITEM(keys, M_ARGS), bandwidth(r, m[M_SIZE], dur)) < 0)
+        Py_CLEAR(args);
+    return args;
+}
+
+/* An as-expected HCCL task row of the TASK query as its Slice: what ascend_db._Reader._comm_task makes
+ * of it. comm: (Layer.COMM_TASK, the args' keys, the columns' places, the enums' names by id (a dict a
+ * family), the plane lanes made) */
+static PyObject *comm_slice(Rows *r, const int *at, const int *m, PyObject *spec, PyObject *comm,
+                            PyObject *rank) {
+    static PyObject *hccl_task, *empty, *unknown;
+    if (!hccl_task && !(hccl_task = PyUnicode_InternFromString("HCCL task"))) return NULL;
+    if (!empty && !(empty = PyUnicode_InternFromString(""))) return NULL;
+    if (!unknown && !(unknown = PyUnicode_InternFromString("?"))) return NULL;
+    PyObject *plane = get(r, m[M_PLANE]), *planes = PyTuple_GET_ITEM(comm, 4);
+    PyObject *lane = plane ? lane_of(planes, plane, "Plane %S", plane == Py_None ? unknown : plane, NULL) : NULL;
+    /* its strings resolved: str or None */
+    PyObject *m_type = lane ? get(r, m[M_TASK_TYPE]) : NULL, *t_type = m_type ? get(r, at[T_TYPE]) : NULL;
+    PyObject *typed = t_type ? either(m_type, t_type) : NULL, *task_type = typed ? either(typed, empty) : NULL;
+    PyObject *m_name = task_type ? get(r, m[M_NAME]) : NULL, *named = m_name ? either(m_name, task_type) : NULL;
+    PyObject *name = named ? either(named, hccl_task) : NULL;
+    PyObject *start = name ? get(r, at[T_START]) : NULL, *dur = start ? get(r, at[T_DUR]) : NULL, *s = NULL;
+    PyObject *keys = PyTuple_GET_ITEM(comm, 1), *enums = PyTuple_GET_ITEM(comm, 3);
+    PyObject *args = dur ? comm_args(r, m, keys, enums, task_type, dur) : NULL;
+    if (args) {
+        Py_INCREF(start); Py_INCREF(dur);
+        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, 0), rank, PyTuple_GET_ITEM(comm, 0), lane, name,
+                      start, dur, args, task_type);
+    }
+    Py_XDECREF(typed); Py_XDECREF(task_type); Py_XDECREF(named); Py_XDECREF(name);
+    return s;
+}
+
+/* The comm argument of rows.tasks, its places read into ``m``: 0, or -1 (an error set) */
+static int comm_spec(PyObject *comm, int *m, int columns) {
+    if (!PyTuple_Check(comm) || PyTuple_GET_SIZE(comm) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(comm, 1)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(comm, 1)) != M_KEYS || !PyTuple_Check(PyTuple_GET_ITEM(comm, 3)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(comm, 3)) != 4 || !PyDict_CheckExact(PyTuple_GET_ITEM(comm, 4)) ||
+        places(PyTuple_GET_ITEM(comm, 2), m, M_PLACES, columns) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "tasks: comm (layer, keys, places, enums, planes)");
+        return -1;
+    }
+    for (int i = 0; i < 4; i++)
+        if (!PyDict_CheckExact(PyTuple_GET_ITEM(PyTuple_GET_ITEM(comm, 3), i))) {
+            PyErr_SetString(PyExc_TypeError, "tasks: an HCCL enum's names are no dict");
+            return -1;
+        }
+    return 0;
+}
+
+/* rows.tasks(out, spec, rank, lanes, all_tasks, comm) -> the number of rows left to the rules, or None
+ * past the last row: the next batch of the TASK query's rows appended to ``out`` in order, those whose
+ * times and stream (times_ok), strings and ``ok`` are as expected as their Slices (an HCCL task's plane
+ * and enums INTEGER or NULL too: comm_ok), any other (a bad time, an id STRING_IDS lacks) as its row, a
+ * tuple, for ascend_db._Reader._task_rules. spec: (Slice, Layer.STREAM, NOT_COMPUTE, the args' keys, the
+ * columns' places); comm: what comm_slice reads. Summary (all_tasks off) draws only the compute tasks. */
 static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
-    int at[T_PLACES];
-    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 5 ||
+    int at[T_PLACES], m[M_PLACES];
+    if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 5 ||
         !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 3)) ||
         !PyDict_CheckExact(argv[3]) || places(PyTuple_GET_ITEM(argv[1], 4), at, T_PLACES, 1000) < 0 ||
         at[T_ARGS] - at[T_ARGS_AT] != PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) ||
-        PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) > MAX_ARGS) {
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) > MAX_ARGS || comm_spec(argv[5], m, 1000) < 0) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "tasks(out, spec, rank, lanes, all_tasks)");
+            PyErr_SetString(PyExc_TypeError, "tasks(out, spec, rank, lanes, all_tasks, comm)");
         return NULL;
     }
-    for (int p = 0; r->rows && p < T_PLACES; p++)
-        if (at[p] >= r->columns) {
+    for (int p = 0; r->rows && p < T_PLACES + M_PLACES; p++)
+        if ((p < T_PLACES ? at[p] : m[p - T_PLACES]) >= r->columns) {
             PyErr_SetString(PyExc_ValueError, "tasks: a place past the query's columns");
             return NULL;
         }
@@ -1034,7 +1167,7 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
             break;
         }
         long long kind = sqlite3_column_int64(r->rows, at[T_KIND]);
-        if (kind != COMPUTE_KIND && kind != COMM_KIND && !all_tasks) continue;  /* summary draws no other */
+        if (kind != COMPUTE_KIND && !all_tasks) continue;  /* summary draws no other */
         int unresolved = resolve(r);
         PyObject *c_type = unresolved < 0 ? NULL : get(r, at[T_C_TYPE]);
         PyObject *t_type = c_type ? get(r, at[T_TYPE]) : NULL;
@@ -1044,9 +1177,12 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
                            : t_type != Py_None && !is_empty(t_type) ? t_type : Py_None;
         Py_INCREF(chosen);
         Py_XSETREF(r->values[at[T_TASK_TYPE]], chosen);
-        int fast = kind != COMM_KIND && !unresolved && sqlite3_column_int(r->rows, at[T_OK]) &&
-                   times_ok(r, at[T_START_NS], at[T_END_NS], at[T_STREAM]);
-        PyObject *made = fast ? task_slice(r, at, kind, spec, rank, lanes) : row_tuple(r);
+        int fast = !unresolved && sqlite3_column_int(r->rows, at[T_OK]) &&
+                   times_ok(r, at[T_START_NS], at[T_END_NS], at[T_STREAM]) &&
+                   (kind != COMM_KIND || comm_ok(r, m));
+        PyObject *made = !fast ? row_tuple(r)
+                         : kind == COMM_KIND ? comm_slice(r, at, m, spec, argv[5], rank)
+                         : task_slice(r, at, kind, spec, rank, lanes);
         if (append_made(out, made) < 0) return NULL;
         rare += !fast;
     }
@@ -1138,7 +1274,7 @@ static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
 
 static PyMethodDef rows_methods[] = {
     {"tasks", (PyCFunction)(void (*)(void))rows_tasks, METH_FASTCALL,
-     "tasks(out, spec, rank, lanes, all_tasks) -> rows left to the rules (None: no more rows)"},
+     "tasks(out, spec, rank, lanes, all_tasks, comm) -> rows left to the rules (None: no more rows)"},
     {"host", (PyCFunction)(void (*)(void))rows_host, METH_FASTCALL,
      "host(out, spec, rank, lanes, prefix, api, links) -> rows left to the rules (None: no more rows)"},
     {NULL, NULL, 0, NULL},

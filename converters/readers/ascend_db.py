@@ -43,10 +43,11 @@ host API queries are stepped in C (``_db_core.Rows``, SQLite's C API on a read-o
 its own): SQLite does the joins, C says of each row whether its times and stream or thread are as
 expected, resolves its string ids once each (a cache of the ids met, looked up in ``STRING_IDS``
 as the join would) and makes the rows that are as expected into slices, what the rules would make of
-them, their args the JSON text orjson makes of the rules' dict (as the Chrome-trace reader's raw
-args: no dict per slice; the writers read the text); any other row (an HCCL task, a bad time, an id
-``STRING_IDS`` lacks) comes back as the sqlite3 module would give it and goes through the rules
-(``_device_task``, ``_comm_task``, ``_host_slice``), which say what is skipped or warned about. The
+them, a device task's args the JSON text orjson makes of the rules' dict (as the Chrome-trace reader's
+raw args: no dict per slice; the writers read the text), an HCCL task's the rules' dict; any other
+row (a bad time, an id ``STRING_IDS`` lacks, an HCCL enum that is no INTEGER) comes back as the
+sqlite3 module would give it and goes through the rules (``_device_task``, ``_comm_task``,
+``_host_slice``), which say what is skipped or warned about. The
 merge by time is C too, as are the step's arrows (``ascend_db_flows``; BENCHMARKS.md, issue 28;
 tests/readers/test_ascend_db_core.py and test_ascend_db_rows.py pin each C path to its Python).
 """
@@ -310,6 +311,16 @@ _COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
 _TASK_SPEC = (Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, (
     _OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT, _TASK_ARGS_END, _ARGS_END, _TASK_TYPE, _COMPUTE_NAME,
     *(_TASK_COLUMNS.index(n) for n in ("c taskType", "taskType", "startNs", "endNs"))))
+# what it makes an HCCL task's row into (``_comm_task``'s slice): the args' keys, in order, the columns
+# they are read from (the task type drawn from "m taskType" and TASK's), then its name's and plane's
+_COMM_KEYS = ("notify_id", "stream id", "task id", "context id", "connection_id", "task type", "group",
+              "src rank", "dst rank", "transport type", "size(Byte)", "data type", "link type", "rdma type",
+              "model id", "op id", "bandwidth(GB/s)")
+_COMM_PLACES = tuple(_TASK_COLUMNS.index(n) for n in (
+    "m notifyId", "Stream Id", "Task Id", "Context Id", "connection_id", "m taskType", "m groupName",
+    "m srcRank", "m dstRank", "m transportType", "m size", "m dataType", "m linkType", "m rdmaType",
+    "Model Id", "m opId", "m name", "m planeId"))
+_COMM_ENUMS = ("TRANSPORT_TYPE", "DATA_TYPE", "LINK_TYPE", "RDMA_TYPE")  # in the order of their args
 # the TASK query's columns of string ids (Rows resolves them), and the tables' (SQLite's joins resolve them)
 _QUERY_STRINGS = {"t": ("taskType",), "c": _COMPUTE_STRINGS, "m": ("name", "taskType", "groupName")}
 _TASK_STRINGS = tuple(_TASK_COLUMNS.index(n) for n in (
@@ -387,14 +398,16 @@ class _Reader:
     def tasks(self, uri: str) -> Iterator[list[Slice]]:
         """TASK rows, time-ordered, as stream or plane slices, in batches. SQLite joins the task info;
         C steps the query (``_db_core.Rows``: no Python tuple per row), resolves the string ids once
-        each, and makes a device task whose times and strings are as expected into its slice (what
-        ``_task_rules`` makes of such a row); any other row (an HCCL task, a bad time, an id
-        ``STRING_IDS`` lacks) it gives back as its row, which ``_task_rules`` reads, in its place."""
+        each, and makes a device or HCCL task whose times and strings are as expected into its slice
+        (what ``_task_rules`` makes of such a row); any other row (a bad time, an id ``STRING_IDS``
+        lacks, an HCCL plane or enum that is no INTEGER) it gives back as its row, which
+        ``_task_rules`` reads, in its place."""
         lanes: dict[int, str] = {}
         looked_up = self._ids_looked_up
         rows = _Rows(uri, self._task_query(sqlite_strings=not looked_up), self.rank.clock_offset_ns,
                      _TASK_STRINGS, looked_up, _BATCH)
-        args = (_TASK_SPEC, self.rank.rank, lanes, self.all_tasks)
+        comm = (Layer.COMM_TASK, _COMM_KEYS, _COMM_PLACES, tuple(self.enums[e] for e in _COMM_ENUMS), {})
+        args = (_TASK_SPEC, self.rank.rank, lanes, self.all_tasks, comm)
         while (rare := rows.tasks(batch := [], *args)) is not None:
             yield _by_rules(batch, self._task_rules) if rare else batch
 
@@ -498,6 +511,8 @@ class _Reader:
                      task_type if computes else NOT_COMPUTE)
 
     def _comm_task(self, task: dict[str, Any], m: dict[str, Any]) -> Slice | None:
+        """An HCCL task's row as its slice on its plane's lane: the rules ``_db_core.c``'s ``comm_slice``
+        follows for the rows it makes (tests/readers/test_ascend_db_rows.py)."""
         times = self._times("TASK", task["startNs"], task["endNs"])
         if times is None:
             return None

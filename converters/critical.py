@@ -151,6 +151,14 @@ def segments(chain: list[tuple[Node, int, int]], begin_ns: int, end_ns: int) -> 
 
 def topological(count: int, preds: list[list[tuple[int, int]]]) -> list[int]:
     """An order of ``count`` nodes with every predecessor before its node (Kahn's)."""
+    order = _ordered(count, preds)
+    if len(order) != count:
+        raise ValueError("the dependency graph has a cycle")
+    return order
+
+
+def _ordered(count: int, preds: list[list[tuple[int, int]]]) -> list[int]:
+    """Kahn's order of the nodes that have one: all but those on a cycle or after one."""
     succs: list[list[int]] = [[] for _ in range(count)]
     waiting = [len(p) for p in preds]
     for i, edges in enumerate(preds):
@@ -165,9 +173,22 @@ def topological(count: int, preds: list[list[tuple[int, int]]]) -> list[int]:
             waiting[j] -= 1
             if not waiting[j]:
                 ready.append(j)
-    if len(order) != count:
-        raise ValueError("the dependency graph has a cycle")
     return order
+
+
+def cycle(count: int, preds: list[list[tuple[int, int]]]) -> list[int]:
+    """The nodes of one cycle of the graph (each a predecessor of the next, the last of the first);
+    empty where it has none."""
+    left = set(range(count)) - set(_ordered(count, preds))  # on a cycle, or after one
+    if not left:
+        return []
+    seen: dict[int, int] = {}
+    node = min(left)
+    while node not in seen:  # back along predecessors that are left: each has one, so it loops
+        seen[node] = len(seen)
+        node = next(p for p, _ in preds[node] if p in left)
+    walked = list(seen)
+    return walked[seen[node]:][::-1]
 
 
 def built(nodes: list[Node], preds: list[list[tuple[int, int]]]) -> tuple[Graph, list[int]]:

@@ -19,7 +19,7 @@ import dataclasses
 import hashlib
 from collections.abc import Iterator
 
-from .analyses.critical import StepPath, keyed_paths, own_clocks
+from .analyses.critical import StepPath, keyed_paths, own_clocks, warn_unjoined
 from .budget import DETAIL, Spool, SpoolFile
 from .errors import Diagnostics
 from .layout import Begin, End, JobProcess, Track
@@ -73,6 +73,7 @@ def _spool_paths(profile: Profile, shifts: dict[int, int], encoder, process: Job
     sequences: dict[tuple[int | None, bool], int] = {}
     with SpoolFile(spool.new_file()) as file:
         for key, found in keyed_paths(quiet, shifts):
+            warn_unjoined(profile.diag, found)
             # a sequence per graph, and the pseudo step apart, as the ranks' own chunks
             sequence = _SEQUENCES + sequences.setdefault((None if key is None else key.graph, key is None),
                                                          len(sequences))

@@ -104,6 +104,31 @@ def test_a_straggler_before_a_collective_sets_the_path():
     assert (top.kind, top.rank, top.saved_ns) == ("late_arrival", 1, 30)
 
 
+def test_collectives_matched_against_a_ranks_own_order_are_left_unjoined_not_a_crash():
+    """Rank 0 runs the allReduce then the broadcast, rank 1 the broadcast then the allReduce (an
+    NCCL kernel of one step run late into the next on one rank: the bench's 2-rank Paddle GPU job).
+    Matched by name and index, each waits on the other: a cycle. The path leaves the matches on it
+    out (each side completes after its own arrival), says how many, and still tiles the step."""
+    steps = []
+    keys = [comm.Key("hccl group 1", StepKey(0, 1), name, 0)
+            for name in ("hcom_allReduce__1_0_1", "hcom_broadcast__1_0_1")]
+    for rank, order in ((0, keys), (1, keys[::-1])):
+        graph = Graph()
+        a = graph.add(Node(rank, "compute", "matmul", 0, 100, "MatMul"))
+        syncs = []
+        for (arrive, end_ns), key in zip(((100, 150), (160, 200)), order, strict=True):
+            arrival = graph.add(Node(rank, "", key.name, arrive, 0), [a])
+            a = graph.add_lagged(Node(rank, "communication", key.name, arrive, end_ns - arrive), [])
+            syncs.append(analysis.Sync(key, key.name, arrival, a, arrive, end_ns, None, None, False,
+                                       key.group, None, ""))
+        graph.add(Node(rank, "compute", "add", 200, 10, "Add"), [a])
+        bare = analysis.RankStep(rank, None, 1, StepKey(0, 1), 0, 0, syncs, [], {})
+        steps.append(analysis.reduced(bare, graph))
+    found = analysis.step_path(steps)
+    assert found.unjoined >= 1
+    assert found.step_ns == 210 and sum(s.dur_ns for s in found.path) == 210
+
+
 def _stage(rank: int, before: tuple[int, int] | None, op: tuple[str, int, int], after: tuple[int, int] | None,
            peer: int) -> analysis.RankStep:
     """One pipeline stage's step: compute, a send or receive (name, arrival, end), compute."""

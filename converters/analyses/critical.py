@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from .. import comm, readers
 from ..budget import Spool, SpoolFile, spooled
-from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, segments
+from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, cycle, segments
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Slice, StepKey, StepRecords, decoded_args
@@ -57,6 +57,9 @@ class StepPath:
     start_ns: int
     path: list[Segment]
     what_if: list[WhatIf] = field(default_factory=list)
+    # collectives (and sends or receives) whose matching across ranks contradicted a rank's own order
+    # (a cycle: ``_join``), each rank's side left to complete after its own arrival
+    unjoined: int = 0
 
 
 # -- one rank's step, in a worker -----------------------------------------------------------------
@@ -301,7 +304,16 @@ def critical_paths(
     shifts = profile.align() if aligning(align) else {}
     _check_one_timeline(profile.ranks)  # after aligning: the ranks it could not align
     for _, found in keyed_paths(profile, shifts):
+        warn_unjoined(profile.diag, found)
         yield found
+
+
+def warn_unjoined(diag: Diagnostics, found: StepPath) -> None:
+    """Say where the step's path left matches of collectives out (``_join``)."""
+    if found.unjoined:
+        diag.warn("critical_unjoined", f"step {found.step}: {found.unjoined} collective(s) matched across "
+                  "ranks against a rank's own order of its collectives (one ran an op of another step "
+                  "late); there the critical path waits only on the op's own rank")
 
 
 def keyed_paths(profile: Profile, shifts: dict[int, int]) -> Iterator[tuple[StepKey | None, StepPath]]:
@@ -388,6 +400,7 @@ class _Joined(NamedTuple):
     edge_of: dict[tuple[int, int], tuple[RankStep, Contracted]]  # (source, sink) in graph -> its chain
     dones: dict[tuple[int, str], list[int]]  # (rank, op name) -> its completion's nodes (wait, communication)
     late: list[tuple[int, int, str, int]]  # per collective with a last rank: (rank, node, name, delay)
+    unjoined: int  # matches left out: they made a cycle
 
 
 def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], Chains] | None = None
@@ -405,24 +418,44 @@ def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], Chains] | No
     path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.chains))
     lowest = min(found, key=lambda r: r.rank)
     return StepPath(lowest.graph, lowest.step, end_ns - first, first, path,
-                    what_ifs(joined, chain, path, end_ns))
+                    what_ifs(joined, chain, path, end_ns), joined.unjoined)
 
 
 def _join(found: list[RankStep]) -> _Joined:
     """The step's graph across ranks: per rank its syncs and end, the contracted chains between
     them, each collective's completion after every participant's arrival (through one join node
-    per instance: edges linear in the ranks), each receive's after its send's."""
+    per instance: edges linear in the ranks), each receive's after its send's. Where that makes a
+    cycle (the k-th instance of a collective matched across ranks that ran their collectives in
+    different orders: an NCCL kernel of one step run after the next one began on one rank only),
+    the matches on it are left out, one cycle at a time: each side completes after its own arrival."""
+    unjoined: set = set()
+    while True:
+        step = _step_graph(found, unjoined)
+        try:
+            return step.joined(found, len(unjoined))
+        except ValueError:
+            crossing = {step.crossing[n] for n in cycle(len(step.nodes), step.preds) if n in step.crossing}
+            if not crossing - unjoined:
+                raise  # a cycle no match closes: a bug
+            unjoined |= crossing
+
+
+def _step_graph(found: list[RankStep], unjoined: set) -> _StepGraph:
+    """``_join``'s graph with the matches in ``unjoined`` left out (a collective by its key, a send or
+    receive by (rank, its arrival))."""
     step = _StepGraph()
     for r in found:
         for s in r.syncs:
             step.local[r.rank, s.arrival] = step.add(Node(r.rank, "", s.name, s.start_ns, 0), [])
         step.local[r.rank, r.end] = step.add(Node(r.rank, "", "end", 0, 0), [])
-    instances = comm.match({r.rank: [_light(r, s) for s in r.syncs if s.key is not None] for r in found})
+    instances = [inst for inst in comm.match({r.rank: [_light(r, s) for s in r.syncs if s.key is not None]
+                                              for r in found}) if inst.key not in unjoined]
     joins = {inst.key: step.add(Node(inst.last_rank, "", inst.key.name, max(inst.starts.values()), 0),
                                 [(step.arrival(found, rank, inst.key), 0) for rank in inst.starts])
              for inst in instances}
+    step.crossing.update({node: key for key, node in joins.items()})
     members = {inst.key: inst for inst in instances}
-    partner = _pairs(found)
+    partner = {side: other for side, other in _pairs(found).items() if side not in unjoined}
     for r in found:
         for s in r.syncs:
             inst = members.get(s.key) if s.key is not None else None
@@ -435,7 +468,7 @@ def _join(found: list[RankStep]) -> _Joined:
                 step.complete_pair(r, s, *partner[r.rank, s.arrival])
             else:
                 step.complete(r, s, [step.local[r.rank, s.arrival]], s.start_ns)
-    return step.joined(found)
+    return step
 
 
 class _StepGraph:
@@ -448,6 +481,7 @@ class _StepGraph:
         self.dones: dict[tuple[int, str], list[int]] = defaultdict(list)
         self.late: list[tuple[int, int, str, int]] = []
         self.arrivals: dict[tuple[int, comm.Key], int] | None = None
+        self.crossing: dict[int, object] = {}  # a node that joins ranks -> its match (_step_graph's)
 
     def add(self, node: Node, edges: list[tuple[int, int]]) -> int:
         self.nodes.append(node)
@@ -482,9 +516,14 @@ class _StepGraph:
                 delay = s.start_ns - theirs.start_ns
                 self.late.append((r.rank, self.local[r.rank, s.arrival], s.name, delay))
         self.complete(r, s, after, latest)
+        self.crossing[self.dones[r.rank, s.name][-2]] = (r.rank, s.arrival)  # its wait: the edge in
 
-    def joined(self, found: list[RankStep]) -> _Joined:
-        """The graph with each rank's contracted chains between its points."""
+    def joined(self, found: list[RankStep], unjoined: int) -> _Joined:
+        """The graph with each rank's contracted chains between its points.
+
+        Raises:
+            ValueError: it has a cycle.
+        """
         edge_of = {}
         for r in found:
             for c in r.edges:
@@ -496,7 +535,7 @@ class _StepGraph:
         ends = [where[self.local[r.rank, r.end]] for r in found]
         return _Joined(graph, ends, {(where[a], where[b]): v for (a, b), v in edge_of.items()},
                        {op: [where[i] for i in mine] for op, mine in self.dones.items()},
-                       [(rank, where[i], name, delay) for rank, i, name, delay in self.late])
+                       [(rank, where[i], name, delay) for rank, i, name, delay in self.late], unjoined)
 
 
 def _wait_share(s: Sync, latest: int, post: int) -> int:

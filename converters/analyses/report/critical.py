@@ -17,7 +17,17 @@ from ...model import RankInfo, StepKey
 from ...profile import Kind, Options, Profile, read_profile
 from ...select import format_ids
 from ..comm_matrix import LinkRow, MatrixReport, add_totals, ranked, step_links
-from ..critical import KINDS, StepPath, TaskTypes, WhatIf, own_clocks, paths_of, read_ranks, stash_step
+from ..critical import (
+    KINDS,
+    StepPath,
+    TaskTypes,
+    WhatIf,
+    own_clocks,
+    paths_of,
+    read_ranks,
+    stash_step,
+    warn_unjoined,
+)
 from .diagnosis import ms, ms_text
 
 if TYPE_CHECKING:
@@ -113,6 +123,7 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
         named = _names_by_lowest_rank(facts)
         paths = {}
         for found in paths_of(spool, stashed):
+            warn_unjoined(profile.diag, found)
             key = named.get((found.graph, found.step), ())
             if key != () and key in keys:
                 paths[key] = found

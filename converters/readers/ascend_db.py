@@ -662,8 +662,8 @@ class _Reader:
         if not set(keys) <= columns:
             return
         values = tuple((c, label) for c, label in values if c in columns)
-        names = (*keys, time_column, *(c for c, _ in values))
-        fields, joins = self.schema.select("k", table, names, ("type", "mode"))
+        selected = (*keys, time_column, *(c for c, _ in values))  # as _db_core.samples reads a row
+        fields, joins = self.schema.select("k", table, selected, ("type", "mode"))
         lanes: dict[Any, tuple[str, ...]] = {}  # an instance's (its key columns), by value column
         bad, modules, n = 0, self.enums["MODULE"], len(keys)
         number, offset = self.rank.rank, self.rank.clock_offset_ns

@@ -923,6 +923,11 @@ static int is_empty(PyObject *value) { return PyUnicode_CheckExact(value) && PyU
 
 #define LIMIT_NS (TIME_LIMIT_NS - 1)
 
+/* Whether ``ns`` + ``offset`` is a time the model holds (model.checked_ns: within ±LIMIT_NS), into *shifted */
+static int shifted_ok(long long ns, long long offset, long long *shifted) {
+    return !__builtin_add_overflow(ns, offset, shifted) && *shifted >= -LIMIT_NS && *shifted <= LIMIT_NS;
+}
+
 /* A time column as an int64: an INTEGER, or a TEXT that spells one as SQLite prints it (torch_npu writes
  * PYTORCH_API's times as TEXT in some versions: the largest table of a real database); 0 for any other
  * value, which the rules read (int() takes " 7" and "007" too). In SQL, the same test was a third of
@@ -958,8 +963,8 @@ static int times_ok(Rows *r, int start, int end, int id) {
     long long s, e, shifted, dur;
     if (!column_time(st, start, &s) || !column_time(st, end, &e) || sqlite3_column_type(st, id) != SQLITE_INTEGER)
         return 0;
-    return e >= s && !__builtin_add_overflow(s, r->offset, &shifted) && shifted >= -LIMIT_NS &&
-           shifted <= LIMIT_NS && !__builtin_sub_overflow(e, s, &dur) && dur <= LIMIT_NS;
+    return e >= s && shifted_ok(s, r->offset, &shifted) && !__builtin_sub_overflow(e, s, &dur) &&
+           dur <= LIMIT_NS;
 }
 
 /* The TASK query's columns (ascend_db._TASK_COLUMNS), as spec[4] gives their places: the args from
@@ -1321,9 +1326,7 @@ static PyObject *plain_float(PyObject *value) {
 static PyObject *plain_time(PyObject *ts, long long offset) {
     int overflow = 0;
     long long t = PyLong_CheckExact(ts) ? PyLong_AsLongLongAndOverflow(ts, &overflow) : 0, shifted;
-    if (!PyLong_CheckExact(ts) || overflow || __builtin_add_overflow(t, offset, &shifted) ||
-        shifted <= -TIME_LIMIT_NS || shifted >= TIME_LIMIT_NS)
-        return NULL;
+    if (!PyLong_CheckExact(ts) || overflow || !shifted_ok(t, offset, &shifted)) return NULL;
     return PyLong_FromLongLong(shifted);
 }
 

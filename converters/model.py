@@ -132,6 +132,32 @@ SLICE_ARGS = Slice._fields.index("args")
 SLICE_FLOWS_OUT = Slice._fields.index("flows_out")
 
 
+# What a communication op (a ``Layer.COMM_OP`` slice) does, in the model's words: its ``task_type``,
+# set by the reader that knows the format (from the op's name where that is all the input says,
+# from the launching framework op where the trace records one). The analyses read these and never
+# a vendor's names. An op whose reader knows nothing of what it does has ``COLLECTIVE``.
+ALLREDUCE = "allreduce"
+ALLGATHER = "allgather"
+REDUCESCATTER = "reducescatter"
+BROADCAST = "broadcast"
+REDUCE = "reduce"
+ALLTOALL = "alltoall"
+BARRIER = "barrier"
+GATHER = "gather"
+SCATTER = "scatter"
+COLLECTIVE = "collective"  # a collective of a type the input does not say
+SEND = "send"
+RECV = "recv"
+SENDRECV = "sendrecv"  # sends and receives with peers in one op (HCCL's batchSendRecv)
+POINT_TO_POINT = frozenset({SEND, RECV, SENDRECV})
+COMM_KINDS = frozenset({ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, ALLTOALL, BARRIER, GATHER,
+                        SCATTER, COLLECTIVE}) | POINT_TO_POINT
+# Where the input says them, a communication op's args carry which instance of its group's
+# collectives it is, under these keys (the analyses match ops across ranks by them first):
+COMM_GROUP_ARG = "Process Group Name"  # the communicator as every rank of it names it
+COMM_SEQ_ARG = "Seq"  # the op's sequence number on its communicator
+
+
 # The task type of a host range that is an operator (Paddle's Operator events): what the operator
 # statistics count where a rank ran no device work (``analyses.ops``); drawn as any host range.
 HOST_OPERATOR = "Operator"

@@ -12,10 +12,12 @@ Three parts, each a small pure function of what the readers give:
   SDMA adds up all three; RDMA apart). MindSpore 1.x numbers its planes by thread: without
   Plane 0 or 1, every plane counts (its own hccl_raw csv agrees).
 * ``match``: one collective across the ranks of its communicator is the same key on each: group
-  (the group tag in an HCCL op's name ``hcom_allReduce__586_3_1``, else its lane), step (as the
-  job names it: ``model.StepKey``), name and how many ops of that name came before it in the step.
-  Per instance: arrival skew, the last-arriving rank, and each rank's wait for it. Send and receive
-  pair two ranks: no instance.
+  (the communicator its reader found in the op's name, ``model.comm_group``, else its lane), step
+  (as the job names it: ``model.StepKey``), and its sequence number on the communicator where its
+  args give one (``model.COMM_SEQ_ARG``), else its name and how many ops of that name came before
+  it in the step. Per instance: arrival skew, the last-arriving rank, and each rank's wait for it.
+  Point-to-point ops (``model.POINT_TO_POINT``: send, receive) pair two ranks: no instance.
+  What an op does is its reader's word (``model.comm_kind``), never read from its name here.
 * ``clock_offsets``: a collective's ends are nearly simultaneous on all its ranks, so the median
   difference of ends between two hosts over many instances is their clock offset.
 """
@@ -23,25 +25,30 @@ Three parts, each a small pure function of what the readers give:
 from __future__ import annotations
 
 import bisect
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import overlap
-from .model import SLICE_ARGS, Layer, Slice, StepKey, StepRecords, decoded_args
+from .model import (
+    COLLECTIVE,
+    COMM_SEQ_ARG,
+    POINT_TO_POINT,
+    SLICE_ARGS,
+    Layer,
+    Slice,
+    StepKey,
+    StepRecords,
+    comm_group,
+    comm_kind,
+    decoded_args,
+)
 
 MASTER_PLANES = frozenset({"Plane 0", "Plane 1"})  # the planes CANN marks is_master (not exported)
 TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 _SDMA_TRANSIT = frozenset({"Memcpy", "Reduce_Inline"})
 _LARGE_PACKET_MB = {"RDMA": 0.5}  # CANN's message size thresholds; 32 MB for the others
-_HCCL_NAME = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_(\d+)_\d+$")  # hcom_<op>__<group tag>_<index>_1
-# point-to-point ops (HCCL, MindSpore's Send-op12 / Receive-op12 of the step trace, NCCL kernels,
-# c10d, gloo): a pair of ranks, no collective
-_P2P = re.compile(r"hcom_send|hcom_receive|hcom_batchsendrecv|(Mux)?(Send|Receive)(-op\d+)?$|"
-                  r"nccl(Dev)?Kernel_(Send|Recv|SendRecv)(?![a-z])|c10d::(send|recv)|gloo:(send|recv)",
-                  re.IGNORECASE)
 
 
 # -- one op on one rank ---------------------------------------------------------------------------
@@ -96,6 +103,9 @@ class OpComm:
     last_rank: int | None = None
     wait_for_last_ns: int | None = None
     key: Key | None = None
+    kind: str = COLLECTIVE  # what the op does (``model.comm_kind``)
+    seq: int | None = None  # its sequence number on its communicator, where its args give one
+
 
     @property
     def idle_ns(self) -> int | None:
@@ -103,7 +113,8 @@ class OpComm:
 
     @property
     def p2p(self) -> bool:
-        return is_p2p(self.name)
+        """A point-to-point op (send, receive): it pairs two ranks, no collective."""
+        return self.kind in POINT_TO_POINT
 
     @property
     def wait_ratio(self) -> float | None:
@@ -112,11 +123,6 @@ class OpComm:
     @property
     def sync_ratio(self) -> float | None:
         return _ratio(self.sync_ns, self.transit_ns)
-
-
-def is_p2p(name: str) -> bool:
-    """A point-to-point op (send, receive): it pairs two ranks, no collective."""
-    return _P2P.match(name) is not None
 
 
 def _ratio(part: int | None, transit: int | None) -> float | None:
@@ -151,7 +157,7 @@ def _int(value: Any) -> int:
 def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None,
             step_key: StepKey | None) -> OpComm:
     """The figures of ``communication.json`` for ``op`` from its plane tasks (any order)."""
-    result = OpComm(op.rank, graph, step, group_of(op), op.name, op.start_ns, op.dur_ns, step_key)
+    result = light_op(op, graph, step, step_key)
     if not tasks:
         return _from_args(result, _args(op))
     planes = _planes(tasks)
@@ -280,7 +286,7 @@ def op_links(op: Slice, tasks: list[Slice]) -> dict[tuple[int, int], Link]:
     task names (a dst rank of 0xFFFFFFFF is the src rank); a task without both ranks is on no link.
     Transport: LOCAL within a rank, else RDMA, else the link type (HCCS, PCIE, SIO; else SDMA)."""
     links: dict[tuple[int, int], Link] = {}
-    runs = _rdma_runs(is_p2p(op.name))
+    runs = _rdma_runs(comm_kind(op) in POINT_TO_POINT)
     for items in _planes(tasks).values():
         for kind, _, ns, size, link, args in _transits(items, runs):
             src, dst = args.get("src rank"), args.get("dst rank")
@@ -345,10 +351,26 @@ def op_tasks(batch: StepRecords) -> list[tuple[Slice, list[Slice]]]:
 
 
 def group_of(op: Slice) -> str:
-    """The communicator an op ran on, as all its ranks name it: HCCL's group tag from the op name
-    (each rank numbers its group lanes itself), else the lane (a process group's name)."""
-    found = _HCCL_NAME.match(op.name)
-    return f"hccl group {found.group(1)}" if found else op.lane
+    """The communicator an op ran on, as all its ranks name it: what its reader found in its name
+    (HCCL's group tag: each rank numbers its group lanes itself), else the lane (a process group's
+    name)."""
+    return comm_group(op) or op.lane
+
+
+def seq_of(op: Slice) -> int | None:
+    """The op's sequence number on its communicator, where its args give one (``COMM_SEQ_ARG``);
+    raw args are decoded only where their text holds the key (most hold none)."""
+    args = op.args
+    if args is None or (type(args) is not dict and b'"' + _SEQ_KEY + b'"' not in bytes(args)):
+        return None
+    try:
+        seq = _args(op).get(COMM_SEQ_ARG)
+    except (ValueError, AttributeError):
+        return None
+    return seq if type(seq) is int else None
+
+
+_SEQ_KEY = COMM_SEQ_ARG.encode()
 
 
 # -- one collective across ranks ------------------------------------------------------------------
@@ -360,8 +382,9 @@ class Key(NamedTuple):
 
     group: str
     step: StepKey | None
-    name: str
-    occurrence: int  # ops of this name on this group earlier in the step
+    name: str  # the op's name; by_seq: what it does
+    occurrence: int  # ops of this name on this group earlier in the step; by_seq: its sequence number
+    by_seq: bool = False  # known by its sequence number on its communicator
 
 
 @dataclass(slots=True)
@@ -388,12 +411,17 @@ class Instance:
 
 def keys(ops: Iterable[OpComm]) -> list[Key | None]:
     """Each op's instance key, for one rank's ops in time order; None for point-to-point ops
-    (send, receive), which pair with one peer, not with every rank of their group."""
+    (send, receive), which pair with one peer, not with every rank of their group. An op whose
+    args give its sequence number is known by it (and what it does); any other by its name and
+    how many ops of that name came before it on its group in the step."""
     seen: dict[tuple, int] = defaultdict(int)
     out: list[Key | None] = []
     for op in ops:
         if op.p2p:
             out.append(None)
+            continue
+        if op.seq is not None:
+            out.append(Key(op.group, op.step_key, op.kind, op.seq, True))
             continue
         base = (op.group, op.step_key, op.name)
         out.append(Key(*base, seen[base]))
@@ -509,9 +537,15 @@ WAIT_LANE = "Wait"  # in the summary's Overlap Analysis group: time spent waitin
 
 def light_ops(rank: int, graph: int | None, step: int | None, step_key: StepKey | None,
               slices: Iterable[Slice]) -> list[OpComm]:
-    """The ops of one rank's step as matching needs them: no plane tasks, no args decoded."""
-    return [OpComm(rank, graph, step, group_of(s), s.name, s.start_ns, s.dur_ns, step_key)
-            for s in sorted(slices, key=lambda s: s.start_ns)]
+    """The ops of one rank's step as matching needs them: no plane tasks, no args decoded (but
+    for a sequence number)."""
+    return [light_op(s, graph, step, step_key) for s in sorted(slices, key=lambda s: s.start_ns)]
+
+
+def light_op(op: Slice, graph: int | None, step: int | None, step_key: StepKey | None) -> OpComm:
+    """One op as matching needs it: who, when, what it does, on which communicator."""
+    return OpComm(op.rank, graph, step, group_of(op), op.name, op.start_ns, op.dur_ns, step_key,
+                  kind=comm_kind(op), seq=seq_of(op))
 
 
 def flow_id(key: Key, rank: int) -> int:

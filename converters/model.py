@@ -156,6 +156,30 @@ COMM_KINDS = frozenset({ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, 
 # collectives it is, under these keys (the analyses match ops across ranks by them first):
 COMM_GROUP_ARG = "Process Group Name"  # the communicator as every rank of it names it
 COMM_SEQ_ARG = "Seq"  # the op's sequence number on its communicator
+# Where the op's name, not its args, says its communicator (HCCL's group tag), the reader puts it in
+# the task_type after the kind (``comm_type``): args are written out as the input gave them.
+_IN_GROUP = " in "
+
+
+def comm_type(kind: str, group: str | None = None) -> str:
+    """A communication op's ``task_type``: what it does (one of ``COMM_KINDS``) and, where its
+    reader knows it from the op's name, the communicator as every rank of it names it."""
+    return f"{kind}{_IN_GROUP}{group}" if group else kind
+
+
+def comm_kind(op: Slice) -> str:
+    """What a communication op does (``COMM_KINDS``); ``COLLECTIVE`` where its reader does not say."""
+    kind = op.task_type.partition(_IN_GROUP)[0]
+    return kind if kind in COMM_KINDS else COLLECTIVE
+
+
+def comm_group(op: Slice) -> str | None:
+    """The communicator a communication op's reader found in its name (``comm_type``); else None."""
+    return op.task_type.partition(_IN_GROUP)[2] or None
+
+
+# The task type of a GPU kernel (``Layer.STREAM``), as the readers of GPU traces set it: it computes.
+GPU_KERNEL = "GPU kernel"
 
 
 # The task type of a host range that is an operator (Paddle's Operator events): what the operator

@@ -6,12 +6,12 @@ Three pure parts:
 
 * per op, its transit per link from its HCCL plane tasks (``comm.op_links``: CANN's
   ``CommunicationMatrixParser``);
-* per rank and step, ``summarize``: the ops of one type on one group (``allreduce`` on ``hccl group
-  586``), link by link, as the profiler writes them: the op with the highest bandwidth on the link
-  (``top1``), the one in the middle (``middle``: index n // 2 from the highest), the three lowest
-  (``bottom1`` the lowest, ``bottom2``, ``bottom3``, as many as there are ops) and their sum
-  (``total``: sizes and times added, bandwidth of the sums); collectives and point-to-point ops
-  (``p2p``: send, receive) apart;
+* per rank and step, ``summarize``: the ops of one type (what each does, ``model.comm_kind``:
+  ``allreduce``) on one group (``hccl group 586``), link by link, as the profiler writes them: the
+  op with the highest bandwidth on the link (``top1``), the one in the middle (``middle``: index
+  n // 2 from the highest), the three lowest (``bottom1`` the lowest, ``bottom2``, ``bottom3``, as
+  many as there are ops) and their sum (``total``: sizes and times added, bandwidth of the sums);
+  collectives and point-to-point ops (``p2p``: send, receive) apart;
 * over the job, ``slowest_links``: each link's ``total`` over every step and op type, its bandwidth
   against the median bandwidth of the links of the same transport, lowest ratio first.
 
@@ -22,7 +22,6 @@ zeros; ``MatrixReport.plane_tasks`` says whether any kept rank had them.
 from __future__ import annotations
 
 import os
-import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -31,14 +30,13 @@ from dataclasses import dataclass, field
 from .. import comm
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
-from ..model import RankInfo, StepRecords
+from ..model import POINT_TO_POINT, RankInfo, StepRecords, comm_kind
 from ..profile import Kind, Options, Profile, read_profile
 
 COLUMNS = ("Rank", "Step", "Group", "Op", "Src Rank", "Dst Rank", "Transport Type", "Transit Size(MB)",
            "Transit Time(ms)", "Bandwidth(GB/s)")
 LABELS = ("top1", "middle", "bottom1", "bottom2", "bottom3", "total")
 COLLECTIVE, P2P = "collective", "p2p"
-_OP_TYPE = re.compile(r"^(?:hcom_)?([A-Za-z]+)")  # hcom_allReduce__586_0_1, AllReduce-op534_0: allreduce
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,21 +45,12 @@ class OpLinks:
 
     name: str
     group: str
-    p2p: bool
+    op_type: str  # what it does (``model.comm_kind``): ``hcom_allReduce__586_0_1`` is ``allreduce``
     links: dict[tuple[int, int], comm.Link]
 
     @property
-    def op_type(self) -> str:
-        """The op's type as the matrix names it: ``hcom_allReduce__586_0_1`` is ``allreduce``, and
-        MindSpore's ``Default/AllReduce-op534_0`` too (its scope left out)."""
-        return op_type(self.name)
-
-
-def op_type(name: str) -> str:
-    """A communication op's type: ``hcom_allReduce__586_0_1`` is ``allreduce``, and MindSpore's
-    ``Default/AllReduce-op534_0`` too (its scope left out)."""
-    found = _OP_TYPE.match(name.rsplit("/", 1)[-1])
-    return (found.group(1) if found else name).lower()
+    def p2p(self) -> bool:
+        return self.op_type in POINT_TO_POINT
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +151,7 @@ def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[li
 
 def step_links(batch: StepRecords) -> tuple[list[LinkRow], bool]:
     """One rank's step: its rows, and whether it had plane tasks on links."""
-    ops = [OpLinks(op.name, comm.group_of(op), comm.is_p2p(op.name), comm.op_links(op, tasks))
+    ops = [OpLinks(op.name, comm.group_of(op), comm_kind(op), comm.op_links(op, tasks))
            for op, tasks in comm.op_tasks(batch)]
     return summarize(batch.rank, batch.graph, batch.step_id, ops), any(op.links for op in ops)
 

@@ -25,7 +25,18 @@ from ..budget import Spool, SpoolFile, spooled
 from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, cycle, segments
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
-from ..model import Layer, RankInfo, Slice, StepKey, StepRecords, decoded_args
+from ..model import (
+    COLLECTIVE,
+    RECV,
+    SEND,
+    SENDRECV,
+    Layer,
+    RankInfo,
+    Slice,
+    StepKey,
+    StepRecords,
+    decoded_args,
+)
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, RankWork, aligning, read_profile, shifted
 from ..select import format_ids
@@ -188,7 +199,7 @@ def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[comm.OpCom
             syncs.append(Sync(key, op.name, arrival, done, op.start_ns, op.start_ns + op.elapse_ns,
                               op.sync_ns, op.transit_ns, kept is not None and not named.keys() <= kept,
                               op.group, next(iter(named), None) if key is None else None,
-                              "" if key is not None else _p2p_kind(op.name)))
+                              "" if key is not None else _P2P_KINDS.get(op.kind, "send")))
     return graph, syncs
 
 
@@ -207,11 +218,7 @@ def _named(rank: int, tasks: list[Slice]) -> dict[int, None]:
     return named
 
 
-def _p2p_kind(name: str) -> str:
-    lowered = name.lower()
-    if "batch" in lowered:
-        return "both"
-    return "receive" if "receive" in lowered or "recv" in lowered else "send"
+_P2P_KINDS = {RECV: "receive", SENDRECV: "both", SEND: "send"}  # a Sync's p2p by what its op does
 
 
 def rank_critical(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
@@ -548,9 +555,11 @@ def _wait_share(s: Sync, latest: int, post: int) -> int:
 
 
 def _light(r: RankStep, s: Sync) -> comm.OpComm:
-    """A sync as ``comm.match`` takes an op; its key is made again from the name and group."""
-    op = comm.OpComm(r.rank, r.graph, r.step, s.key.group, s.name, s.start_ns, s.end_ns - s.start_ns, r.key)
-    return op
+    """A sync as ``comm.match`` takes an op; its key is made again from the name and group (or
+    from what it does and its sequence number)."""
+    key, dur = s.key, s.end_ns - s.start_ns
+    kind, seq = (key.name, key.occurrence) if key.by_seq else (COLLECTIVE, None)
+    return comm.OpComm(r.rank, r.graph, r.step, key.group, s.name, s.start_ns, dur, r.key, kind=kind, seq=seq)
 
 
 def _pairs(found: list[RankStep]) -> dict[tuple[int, int], tuple[RankStep, Sync]]:

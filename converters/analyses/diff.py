@@ -33,7 +33,6 @@ from ..model import RankInfo, StepRecords
 from ..profile import Kind, Options, Profile, read_profile
 from ..readers import for_ops
 from . import ops, overlap
-from .comm_matrix import op_type
 from .launches import Launchers
 
 BY = ("step", "type", "name", "comm", "op")
@@ -236,24 +235,12 @@ def launched_sample(rank: int, batch: StepRecords, launchers: Launchers) -> Step
     return StepSample(rank, batch.step_id, (), found)
 
 
-def comm_type(name: str) -> str:
-    """A communication op's type, the same across vendors: ``comm_matrix.op_type`` (``allreduce`` of
-    ``hcom_allReduce__586_0_1``), and of NCCL's kernels the collective they run
-    (``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllGather_RING_LL``: ``allreduce``,
-    ``allgather``)."""
-    found = _NCCL_KERNEL.match(name)
-    return found.group(1).lower() if found else op_type(name)
-
-
-_NCCL_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
-
-
 def comm_sample(rank: int, batch: StepRecords) -> StepSample:
     """One step's communication ops summed by type and group: count and Elapse, and their parts."""
     found: dict[tuple[str, str], tuple[int, int]] = {}
     parts: dict[tuple[str, str], CommParts] = {}
     for op in comm.step_ops(batch):
-        key = (comm_type(op.name), op.group)
+        key = (op.kind, op.group)  # what it does, the same across vendors (``model.comm_kind``)
         held = found.get(key, (0, 0))
         found[key] = (held[0] + 1, held[1] + op.elapse_ns)
         moved = list(op.transports.values())

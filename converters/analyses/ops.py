@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import NOTHING_DRAWN, Diagnostics, UsageError
 from ..executor import LOCAL, Where
-from ..model import HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, decoded_args
+from ..model import GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, decoded_args
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, read_profile
 from ..readers import for_ops
@@ -40,7 +40,6 @@ from ..readers import for_ops
 BY = ("type", "name", "shape", "step")
 HOST_CORE = "CPU"
 GPU_CORE = "GPU"
-_GPU_TASKS = frozenset({"KERNEL"})  # the task type Kineto and Paddle give a GPU kernel
 _MINDSPORE_OP = re.compile(r"(?:^|/)([^/]+)-op\d+$")  # Default/network/.../Cast-op239: a Cast
 
 Key = tuple  # (name, core, shapes) or (name, core, (step run, step id, graph id))
@@ -68,7 +67,7 @@ class RankOps:
         step = _step_of(batch) if self.by == "step" else None
         for s in batch.slices:
             if s.layer is Layer.STREAM and is_compute(s.task_type):
-                _add_op(self.device, s, GPU_CORE if s.task_type in _GPU_TASKS else s.task_type, self.by, step)
+                _add_op(self.device, s, GPU_CORE if s.task_type == GPU_KERNEL else s.task_type, self.by, step)
             elif s.layer is Layer.HOST and s.task_type == HOST_OPERATOR:
                 _add_op(self.host, s, HOST_CORE, self.by, step)
 

@@ -13,7 +13,7 @@ from .. import overlap
 from .._overlap import slices as overlap_as_slices
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
-from ..model import Layer, RankInfo, Slice, StepRecords
+from ..model import RECV, Layer, RankInfo, Slice, StepRecords, comm_kind
 from ..profile import Options, Profile, owned, read_profile, step_intervals_of
 
 COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
@@ -36,7 +36,7 @@ class StepOverlap:
     communication_ns: int
     free_ns: int | None
     stage_ns: int | None  # the step's device span minus Bubble
-    bubble_ns: int  # time in receive ops (pipeline bubbles): their durations added up
+    bubble_ns: int  # time in receive ops (pipeline bubbles): their union (an op recorded twice once)
     not_overlapped_excluding_receive_ns: int | None  # Communication (not overlapped) - Bubble
     preparing_ns: int | None  # from the host's step start to the first compute or communication
 
@@ -88,8 +88,8 @@ def overlap_row(batch: StepRecords) -> StepOverlap:
     profiler's own figures where they stand for the step's records."""
     o = step_overlap(batch)
     low, high = owned(batch.step, o.computing) or (None, None)
-    bubble = sum(overlap.total_ns(overlap.clip([(s.start_ns, s.end_ns)], low, high)) for s in batch.slices
-                 if s.layer is Layer.COMM_OP and is_receive(s.name))
+    receiving = overlap.union((s.start_ns, s.end_ns) for s in batch.slices if is_receive(s))
+    bubble = overlap.total_ns(overlap.clip(receiving, low, high))
     if batch.figures is not None:
         f = batch.figures
         communication = o.communication_ns if f.communication_ns is None else f.communication_ns
@@ -127,11 +127,10 @@ def step_span(batch: StepRecords) -> tuple[int, int, bool]:
     return start, (max(b for _, b in busy) - start) if busy else 0, False
 
 
-def is_receive(op_name: str) -> bool:
-    """A receive op, whose time is a pipeline bubble: torch_npu counts ``hcom_receive*`` only (not
-    ``hcom_batchSendRecv``); MindSpore names them ``Receive-op12``."""
-    name = op_name.lower()
-    return name.startswith(("hcom_receive", "receive"))
+def is_receive(s: Slice) -> bool:
+    """A receive op, whose time is a pipeline bubble: what its reader says it does (``RECV``), as
+    torch_npu counts its receives only (not the batched send-and-receive, ``SENDRECV``)."""
+    return s.layer is Layer.COMM_OP and comm_kind(s) == RECV
 
 
 def overlap_slices(batch: StepRecords) -> list[Slice]:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
-from ..model import Layer, RankInfo, Slice, StepFigures, StepRecords, checked_ns
-from . import jsonfile
+from ..model import Layer, RankInfo, Slice, StepFigures, StepRecords, checked_ns, comm_type
+from . import collectives, jsonfile
 from .sqlite import DAMAGED, Schema, read_only
 from .textfile import csv_header, csv_rows, whole_lines
 
@@ -150,7 +150,8 @@ def _op(rank: RankInfo, key: str, kind: str, start: Any, times: dict[str, Any], 
         return None
     args = {"from": f"the profiler's analysis ({source})", "type": kind,
             **{k: v for k, v in times.items() if v is not None}}
-    return Slice(rank.rank, Layer.COMM_OP, group or "Communication", name, start_ns, elapse_ns, args)
+    return Slice(rank.rank, Layer.COMM_OP, group or "Communication", name, start_ns, elapse_ns, args,
+                 comm_type(collectives.hccl(name), collectives.hccl_group(name)))
 
 
 # -- analysis.db ------------------------------------------------------------------------------------

@@ -72,8 +72,10 @@ from ..model import (
     StepRecords,
     checked_id,
     checked_ns,
+    comm_type,
 )
 from ..overlap import NOT_COMPUTE
+from . import collectives
 from ._db_core import Rows as _Rows
 from ._db_core import fill as _fill
 from ._db_core import samples as _samples
@@ -563,7 +565,9 @@ class _Reader:
                                ("Wait Time(ns)", op["waitNs"])):
                 if value is not None:
                     args[key] = value
-            yield Slice(self.rank.rank, Layer.COMM_OP, group, name, *times, args)
+            kind = collectives.hccl(args.get("op_type") or name)  # the database's type, else the name's
+            yield Slice(self.rank.rank, Layer.COMM_OP, group, name, *times, args,
+                        comm_type(kind, collectives.hccl_group(name)))
 
     def host(self, uri: str, table: str) -> Iterator[list[Slice]]:
         """A host API table, time-ordered, in batches, one lane per thread (``globalTid``: pid << 32 |

@@ -36,10 +36,11 @@ from ..model import (
     StepRecords,
     checked_id,
     checked_ns,
+    comm_type,
     memory_counter,
 )
 from ..overlap import is_compute
-from . import ascend_analysis, ascend_db, chrome_trace, jsonfile, op_memory, times
+from . import ascend_analysis, ascend_db, chrome_trace, collectives, jsonfile, op_memory, times
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 
@@ -420,7 +421,8 @@ def _kernel(row: dict[str, str], rank: RankInfo, path: Path, line: int, diag: Di
     args = {key: value for key, value in values.items() if value not in ("", "N/A")}
     name = row.get("Name") or "?"
     if communication:
-        return Slice(rank.rank, Layer.COMM_OP, "Communication", name, start_ns, dur_ns, args)
+        return Slice(rank.rank, Layer.COMM_OP, "Communication", name, start_ns, dur_ns, args,
+                     comm_type(collectives.hccl(name), collectives.hccl_group(name)))
     lane = f"Stream {values['Stream ID'] or '?'}"
     return Slice(rank.rank, Layer.STREAM, lane, name, start_ns, dur_ns, args, core)
 

@@ -37,9 +37,10 @@ from ..model import (
     StepRecords,
     checked_id,
     checked_ns,
+    comm_type,
 )
 from ..overlap import NOT_COMPUTE, is_compute
-from . import jsonfile, seek
+from . import collectives, jsonfile, seek
 from ._core import RawEvents, by_kind, read_events, scan, steps_and_names
 from .events import Event, is_profiler_step
 from .flows import linked
@@ -214,7 +215,7 @@ class Dialect:
         if process in ("HCCL", "Communication"):
             if thread.startswith("Plane"):
                 return Route(Layer.COMM_TASK, thread)
-            return Route(Layer.COMM_OP, thread or "Communication")
+            return Route(_HCCL_OP, thread or "Communication")  # read in Python: what each op does
         if process in ("CANN", "Python", "MindSpore"):
             return Route(Layer.HOST, f"{process} {thread or tid}")
         if process == "Overlap Analysis":  # CANN's own lanes: the project computes its own
@@ -233,8 +234,11 @@ class Dialect:
 
     def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         """An event of the dialect's own kinds or categories: where it is drawn, or why it is
-        left out (counted, and said by ``Records.report``)."""
-        raise NotImplementedError
+        left out (counted, and said by ``Records.report``). Ascend's: an HCCL op, what it does and
+        its communicator from its name."""
+        name = str(event.name)
+        return Converted(Layer.COMM_OP, lane, name, meaning=comm_type(collectives.hccl(name),
+                                                                       collectives.hccl_group(name)))
 
 
 class Converted(NamedTuple):
@@ -246,11 +250,15 @@ class Converted(NamedTuple):
     task_type: str = ""
     flow: tuple[str, bool] | None = None  # (key, starts): an arrow end at the event's start
     on_device: bool = True  # False: not device activity (a collective run by the CPU, on gloo)
+    # the record's task_type where it is not the Task Type its args show (``task_type``): what a
+    # communication op does (``model.comm_type``), a GPU kernel's ``model.GPU_KERNEL``
+    meaning: str = ""
 
 
 # -- events to records --------------------------------------------------------------------------
 
 _STEP_TRACE = "step trace"  # a route's kind besides the layers; None skips the events
+_HCCL_OP = "HCCL op"  # Ascend's communication ops: Layer.COMM_OP, each read by ``Dialect.convert``
 
 
 class Route(NamedTuple):
@@ -576,9 +584,10 @@ class Records:
             if type(converted) is str:
                 self._unread[converted, event.pid] += 1
                 return
-            kind, lane, name, task_type, flow, on_device = converted
+            kind, lane, name, task_type, flow, on_device, meaning = converted
             if task_type and kind is not Layer.HOST:  # shown as Ascend's device tasks show theirs
                 args = _with_task_type(args, task_type)
+            task_type = meaning or task_type
         # what summary leaves out is left before its times are parsed: most of a file
         if kind is Layer.HOST:
             if not self.detail:
@@ -627,6 +636,8 @@ class Records:
                 self._unread[converted, event.pid] += 1
                 return
             kind, lane = converted.layer, converted.lane
+        elif kind is _HCCL_OP:
+            kind = Layer.COMM_OP
         if not isinstance(kind, Layer) or event.id is None:
             why = _STEP_TRACE_FLOWS if kind is _STEP_TRACE else _VENDOR_OVERLAP if kind is None else _NO_ID
             self._unread[why, event.pid] += 1

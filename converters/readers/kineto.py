@@ -10,8 +10,10 @@ floats with up to 3 decimals: decoded as text and parsed exactly to ns.
 Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 - GPU kernels, memcpy and memset: one lane per device stream (``GPU 0 Stream 7``), their kind
   as the task type (only kernels compute);
-- NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``): communication ops, on the lane of their
-  process group where the kernel's args name it;
+- NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``) and the GPU kernels that communicate
+  without NCCL (SymmetricMemory's ``multimem_*``, vLLM's custom all-reduce, DeepEP's dispatch and
+  combine: ``collectives.gpu``): communication ops, on the lane of their process group where the
+  kernel's args name it, what each does from its name (``_communication``);
 - on CPU backends (gloo), the collectives themselves (``c10d::*`` ops, ``gloo:*`` ranges) are
   the communication ops, drawn as host work (no device activity);
 - CPU ops, Python functions, annotations and CUDA runtime calls: host lanes, one per thread;
@@ -39,6 +41,8 @@ import msgspec
 
 from ..errors import Diagnostics
 from ..model import (
+    COLLECTIVE,
+    GPU_KERNEL,
     MEMORY_SIZE_ARG,
     Layer,
     RankInfo,
@@ -47,10 +51,11 @@ from ..model import (
     StepRecords,
     allocations_lane,
     checked_ns,
+    comm_type,
     memory_counter,
 )
 from ..overlap import NOT_COMPUTE
-from . import chrome_trace, jsonfile
+from . import chrome_trace, collectives, jsonfile
 from .chrome_trace import Converted, Dialect
 from .events import Event, is_profiler_step
 from .lanes import gpu_stream
@@ -72,7 +77,6 @@ _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 # a thread name): read as today's
 _CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
                 "Operator": "cpu_op", "async": "ac2g"}
-_NCCL = ("ncclKernel", "ncclDevKernel")
 _STEP_CATS = ("user_annotation", "cpu_op")
 _GPU = "GPU stream"  # a route of the dialect's own
 _FLOWS = "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
@@ -218,11 +222,13 @@ class Kineto(Dialect):
         if cat in _DEVICE_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
-            if cat == "kernel" and isinstance(name, str) and name.startswith(_NCCL):
+            if cat == "kernel" and (communicates := _communication(name)) is not None:
                 group = args.group_description or args.group
-                return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else "NCCL",
-                                 name, "NCCL", flow)
-            return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow)
+                shown, lane, meaning = communicates
+                return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else lane, name,
+                                 shown, flow, meaning=meaning)
+            return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow,
+                             meaning=GPU_KERNEL if cat == "kernel" else "")
         if cat in _LAUNCH_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", True) if args.correlation is not None else None
@@ -230,10 +236,23 @@ class Kineto(Dialect):
         if isinstance(name, str) and ((cat == "cpu_op" and name.startswith("c10d::")) or
                                       (cat == "user_annotation" and name.startswith("gloo:"))):
             return Converted(Layer.COMM_OP, "Collectives (c10d)" if cat == "cpu_op" else "Collectives (gloo)",
-                             name, "", None, on_device=False)
+                             name, "", None, on_device=False, meaning=collectives.host(name) or COLLECTIVE)
         if kind is _GPU:  # on a stream, of a category not known to compute
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
         return Converted(Layer.HOST, lane, name)
+
+
+def _communication(name: Any) -> tuple[str, str, str] | None:
+    """A kernel that communicates, by its name: (the Task Type it shows, its lane where its args
+    name no process group, what it does: ``model.comm_type``); None for a kernel that computes.
+    NCCL's show ``NCCL`` on the ``NCCL`` lane (as they always have); the others stay kernels."""
+    if not isinstance(name, str):
+        return None
+    if (kind := collectives.nccl(name)) is not None:
+        return "NCCL", "NCCL", comm_type(kind)
+    if (kind := collectives.gpu(name)) is not None:
+        return _DEVICE_CATS["kernel"], "GPU Communication", comm_type(kind)
+    return None
 
 
 def _category(event: Event) -> Any:

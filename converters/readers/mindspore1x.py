@@ -39,9 +39,9 @@ from typing import Any
 import orjson
 
 from ..errors import Diagnostics, InputError, as_text
-from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns
+from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns, comm_type
 from ..select import format_ids
-from . import jsonfile, minddata
+from . import collectives, jsonfile, minddata
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 from .times import us_to_ns
@@ -368,7 +368,7 @@ def _step_row(rank: RankInfo, row: list[str], column: dict[str, int], ops: list[
             found = _COMM_COLUMN.match(name)
             lane, op = (f"Stream {found.group(1)}", found.group(2)) if found else ("Communication", name)
             records.append(Slice(r, Layer.COMM_OP, lane, op, at, finish - begin,
-                                 {"step trace column": name}))
+                                 {"step trace column": name}, comm_type(collectives.hccl(op))))
     return Step(None, n, start, end), records
 
 

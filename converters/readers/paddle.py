@@ -32,9 +32,9 @@ from typing import Any, NamedTuple
 import msgspec
 
 from ..errors import Diagnostics, InputError
-from ..model import HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords
+from ..model import COLLECTIVE, GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, comm_type
 from ..overlap import NOT_COMPUTE
-from . import chrome_trace, jsonfile
+from . import chrome_trace, collectives, jsonfile
 from .chrome_trace import Converted, Dialect
 from .events import Event
 from .lanes import gpu_stream
@@ -52,7 +52,6 @@ _SUFFIX = re.compile(r"\[\d+(?:\.\d+)? (?:ns|us|ms|s)\]$")  # the duration Paddl
 _PHASES = ("Dataloader", "Forward", "Backward", "Optimization")
 _OPERATOR = "Operator"  # an operator, as Paddle's operator summary counts them (not its inner parts)
 _DEVICE_CATS = {"Kernel": "KERNEL", "Memcpy": "MEMCPY", "Memset": "MEMSET"}
-_NCCL = ("ncclKernel", "ncclDevKernel")
 _PROBE_BYTES = 1 << 16
 _GPU = "GPU stream"  # a route of the dialect's own
 _SLACK_NS = 10  # float32 rounding, and the error of the zero found from the first events
@@ -229,14 +228,16 @@ class Paddle(Dialect):
             return Converted(Layer.STEP, cat, name, "", None, on_device=False)
         if cat in _DEVICE_CATS or kind is _GPU:
             flow = _launch_flow(event, starts=False)
-            if isinstance(name, str) and name.startswith(_NCCL):
-                return Converted(Layer.COMM_OP, "NCCL", name, "NCCL", flow)
+            if isinstance(name, str) and (communicates := collectives.nccl(name)) is not None:
+                return Converted(Layer.COMM_OP, "NCCL", name, "NCCL", flow, meaning=comm_type(communicates))
             return Converted(Layer.STREAM, lane if kind is _GPU else gpu_stream(event.pid, event.tid),
-                             name, _DEVICE_CATS.get(cat, NOT_COMPUTE), flow)
+                             name, _DEVICE_CATS.get(cat, NOT_COMPUTE), flow,
+                             meaning=GPU_KERNEL if cat == "Kernel" else "")
         if cat == "CudaRuntime":
             return Converted(Layer.HOST, lane, name, "", _launch_flow(event, starts=True))
         if cat == "Communication":  # a collective as the host records it
-            return Converted(Layer.COMM_OP, "Communication", name, "", None, on_device=False)
+            return Converted(Layer.COMM_OP, "Communication", name, "", None, on_device=False,
+                             meaning=comm_type(collectives.framework(str(name)) or COLLECTIVE))
         if cat == _OPERATOR:  # its task type marks it for the operator statistics (never drawn)
             return Converted(Layer.HOST, lane, name, HOST_OPERATOR)
         return Converted(Layer.HOST, lane, name)

@@ -164,14 +164,58 @@ def test_ops_of_other_steps_groups_or_names_are_other_collectives():
     assert a[0].skew_ns is None and b[1].last_rank is None  # found on one rank only
 
 
-def test_group_of_an_hccl_op_is_its_tag_whatever_the_lane():
-    from converters.model import Layer, Slice
+def test_group_of_an_op_is_what_its_reader_found_whatever_the_lane():
+    """The communicator is the reader's word (HCCL's group tag, said in the task type), else the
+    lane; the analysis reads no name."""
+    from converters.model import ALLREDUCE, Layer, Slice, comm_type
+    from converters.readers import collectives
 
-    op = Slice(0, Layer.COMM_OP, "Group 3 Communication", "hcom_allReduce__586_3_1", 0, 1)
+    name = "hcom_allReduce__586_3_1"
+    op = Slice(0, Layer.COMM_OP, "Group 3 Communication", name, 0, 1, None,
+               comm_type(collectives.hccl(name), collectives.hccl_group(name)))
     same = op._replace(lane="17522688603477080586")
     assert comm.group_of(op) == comm.group_of(same) == "hccl group 586"
-    nccl = op._replace(name="ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)", lane="Group 0 Communication")
+    unsaid = op._replace(task_type=comm_type(ALLREDUCE))  # a name alone says nothing here
+    assert comm.group_of(unsaid) == "Group 3 Communication"
+    nccl = op._replace(name="ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)", lane="Group 0 Communication",
+                       task_type=comm_type(ALLREDUCE))
     assert comm.group_of(nccl) == "Group 0 Communication"
+
+
+def _op(rank: int, name: str, kind: str, start: int, args: dict | None = None):
+    from converters.model import Layer, Slice, comm_type
+
+    return Slice(rank, Layer.COMM_OP, "Group 0 Communication", name, start, 10, args, comm_type(kind))
+
+
+def test_ops_are_matched_by_what_they_do_not_by_their_names():
+    """A collective of a name no vendor spells is matched across ranks; a send whose name sounds
+    like a collective is not (point-to-point: no instance)."""
+    from converters.model import ALLREDUCE, SEND
+
+    one = StepKey(0, 1)
+    ops = {rank: comm.light_ops(rank, None, 1, one, [_op(rank, "hcom_send_weird", ALLREDUCE, 100 + rank),
+                                                     _op(rank, "AllReduce-op9", SEND, 200 + rank)])
+           for rank in (0, 1)}
+    (inst,) = comm.match(ops)
+    assert inst.key.name == "hcom_send_weird" and inst.skew_ns == 1
+    assert [op.p2p for op in ops[0]] == [False, True] and ops[0][1].key is None
+
+
+def test_ops_with_a_sequence_number_are_matched_by_it():
+    """Where the args give the op's sequence number on its communicator, it is the instance: ops
+    of another name (or one missing on a rank) do not shift which ops pair."""
+    from converters.model import ALLREDUCE, COMM_SEQ_ARG
+
+    one = StepKey(0, 1)
+    first = [_op(0, "kernel_a", ALLREDUCE, 0, {COMM_SEQ_ARG: 7}),
+             _op(0, "kernel_a", ALLREDUCE, 50, {COMM_SEQ_ARG: 8})]
+    second = [_op(1, "kernel_b", ALLREDUCE, 55, {COMM_SEQ_ARG: 8})]  # rank 1's trace lost seq 7
+    ops = {0: comm.light_ops(0, None, 1, one, first), 1: comm.light_ops(1, None, 1, one, second)}
+    (inst,) = comm.match(ops)
+    assert inst.key.by_seq and inst.key.occurrence == 8 and inst.starts == {0: 50, 1: 55}
+    raw = _op(0, "k", ALLREDUCE, 0, b'{"Seq": 3, "x": 1}')
+    assert comm.seq_of(raw) == 3 and comm.seq_of(raw._replace(args=b'{"x": 1}')) is None
 
 
 # -- the command -------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import re
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -255,7 +256,8 @@ def test_by_comm_sums_what_comm_reports_per_op_type_and_group(capsys):
     report = comm_report(sample)
     expected: dict[tuple[str, str], list] = {}
     for op in report.ops:
-        held = expected.setdefault((diff.comm_type(op.name), op.group), [0, 0, 0, 0, 0, 0])
+        hccl_type = re.match(r"hcom_([A-Za-z]+)_", op.name)[1].lower()  # the sample's: all HCCL ops
+        held = expected.setdefault((hccl_type, op.group), [0, 0, 0, 0, 0, 0])
         moved = list(op.transports.values())
         for i, value in enumerate((1, op.elapse_ns, op.wait_ns, op.transit_ns,
                                    sum(t.size_bytes for t in moved), sum(t.time_ns for t in moved))):
@@ -273,9 +275,25 @@ def test_by_comm_sums_what_comm_reports_per_op_type_and_group(capsys):
 
 
 def test_comm_types_are_the_same_across_vendors():
-    assert {diff.comm_type(name) for name in ("hcom_allReduce__586_0_1", "Default/AllReduce-op534_0",
-                                              "ncclKernel_AllReduce_RING_LL_Sum_float",
-                                              "ncclDevKernel_AllReduce_Sum_f32_RING_LL")} == {"allreduce"}
+    """The readers give one kind to one collective whatever the vendor calls it; --by comm rows
+    are that kind."""
+    from converters.readers import collectives
+
+    assert {collectives.hccl(name) for name in ("hcom_allReduce__586_0_1", "Default/AllReduce-op534_0")} | {
+        collectives.nccl(name) for name in ("ncclKernel_AllReduce_RING_LL_Sum_float",
+                                            "ncclDevKernel_AllReduce_Sum_f32_RING_LL")} | {
+        collectives.host(name) for name in ("c10d::allreduce_", "gloo:all_reduce")} == {"allreduce"}
+
+
+def test_by_comm_names_the_collectives_of_a_cpu_run_by_what_they_do(capsys):
+    """c10d's and gloo's collectives are rows of their kind (allreduce, barrier), not of the
+    vendor's prefix: the kinds of the raw trace's c10d ops."""
+    sample = real_data("kineto-gloo-2rank")
+    raw = json.loads(next(sample.glob("*.pt.trace.json")).read_text())
+    expected = {re.sub(r"_$", "", e["name"].removeprefix("c10d::")) for e in raw["traceEvents"]
+                if e.get("cat") == "cpu_op" and e.get("name", "").startswith("c10d::")}
+    _, rows = _json(capsys, ["diff", str(sample), str(sample), "--by", "comm"])
+    assert {row["Name"] for row in rows} == expected == {"allreduce", "barrier"}
 
 
 def test_a_run_without_plane_tasks_has_no_wait_transit_or_bandwidth_not_zero(capsys):

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from converters.analyses.ops import BY, OpRow, RankOps, accumulate, across, combine, merge, ops_report
 from converters.cli import main
 from converters.errors import Diagnostics
-from converters.model import HOST_OPERATOR, Layer, Slice, Step, StepKey, StepRecords
+from converters.model import GPU_KERNEL, HOST_OPERATOR, Layer, Slice, Step, StepKey, StepRecords
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from tests.conftest import real_data
 
@@ -302,7 +302,7 @@ def test_table_empty_input_and_errors(profile, tmp_path, capsys):
 
 # -- the algebra: partial sums in any split and order ---------------------------------------------------
 
-_TASKS = ("AI_CORE", "AI_VECTOR_CORE", "KERNEL", "HCCL", "NOTIFY_WAIT", "MEMCPY")  # the last 3: no compute
+_TASKS = ("AI_CORE", "AI_VECTOR_CORE", GPU_KERNEL, "HCCL", "NOTIFY_WAIT", "MEMCPY")  # the last 3: no compute
 
 
 def _records(draw_steps: list[list[tuple[str, str, int, str]]], rank: int) -> list[StepRecords]:
@@ -336,7 +336,7 @@ def test_partial_sums_combine_to_the_same_rows_in_any_split_and_order(steps, by,
     for part in parts[1:]:
         folded = merge(folded, part)
     assert combine([folded]) == whole
-    assert all(r.core_type not in ("HCCL", "NOTIFY_WAIT", "MEMCPY", "KERNEL") for r in whole)
+    assert all(r.core_type not in ("HCCL", "NOTIFY_WAIT", "MEMCPY", GPU_KERNEL) for r in whole)
 
 
 _rank_rows = st.dictionaries(  # rank -> its total per op type (a rank may lack a type)

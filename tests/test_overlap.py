@@ -161,3 +161,29 @@ def test_each_step_counts_the_communication_within_its_time_whatever_step_it_beg
         o = step_overlap(batch)
         assert points(o.communication) == {p for p in points(ops) if low <= p < high}
         assert o.computing_ns + o.not_overlapped_ns + o.free_ns <= high - low  # never more than the step
+
+
+# -- the bubble: time in receive ops, by what the reader says an op does -------------------------------
+
+def _pipeline_step(ops: list[tuple[str, str, int, int]]) -> StepRecords:
+    from converters.model import comm_type
+
+    slices = [Slice(0, Layer.STREAM, "Stream 1", "mm", 0, 1000, None, "AI_CORE")]
+    slices += [Slice(0, Layer.COMM_OP, "Group 1 Communication", name, start, dur, None, comm_type(kind))
+               for name, kind, start, dur in ops]
+    return StepRecords(0, None, 1, Step(None, 1, 0, 2000), slices)
+
+
+def test_the_bubble_is_the_time_in_receive_ops_whatever_their_name():
+    """A receive op (RECV) is a bubble however its vendor names it; a batched send-and-receive
+    (SENDRECV) is none, as torch_npu counts; two records of one wait (c10d's op and gloo's range)
+    count once."""
+    from converters.analyses.overlap import overlap_row
+    from converters.model import RECV, SEND, SENDRECV
+
+    row = overlap_row(_pipeline_step([("xfer_in", RECV, 1000, 100), ("hcom_receive_dup", RECV, 1050, 100),
+                                      ("hcom_receive_but_batched", SENDRECV, 1300, 100),
+                                      ("Receive-op3", SEND, 1500, 100)]))
+    assert row.bubble_ns == 150  # 1000-1150: the two receives' union
+    assert row.stage_ns == 1600 - 150
+    assert row.not_overlapped_excluding_receive_ns == row.not_overlapped_ns - 150

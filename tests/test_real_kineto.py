@@ -289,3 +289,26 @@ def test_both_writers_draw_the_same_slices_of_a_gpu_job(tmp_path):
     assert len(decoded[0].slices) > 9000 and decoded[0].flows == decoded[1].flows > 2000
     groups = {s.track[0] for s in decoded[0].slices}
     assert "GPU" in groups and "Ascend Hardware" not in groups
+
+
+def test_communication_not_named_nccl_is_communication_not_compute():
+    """``kineto-b200-vllm``'s all-reduce is torch SymmetricMemory's ``multimem_all_reduce_kernel``
+    (73 kernels): Communication in ``overlap`` (with the one NCCL kernel), not in Computing, and
+    absent from ``ops``' compute rows, which hold every other kernel of the raw trace."""
+    from converters.analyses.ops import ops_report
+    from converters.overlap import union
+
+    [path] = _traces("kineto-b200-vllm")
+    data, events = _events(path)
+    base = int(data.get("baseTimeNanoseconds", 0))
+    kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    talking = [e for e in kernels if "multimem_all_reduce_kernel" in e["name"] or e["name"].startswith("nccl")]
+    assert sum("multimem_all_reduce_kernel" in e["name"] for e in talking) == 73
+    spans = {id(e): (_ns(e["ts"], base), _ns(e["ts"] + e["dur"], base)) for e in kernels}
+    rows = overlap_report(real_data("kineto-b200-vllm"))
+    assert sum(r.communication_ns for r in rows) == total_ns(union(spans[id(e)] for e in talking))
+    computing = [spans[id(e)] for e in kernels if e not in talking]
+    assert sum(r.computing_ns for r in rows) == total_ns(union(computing))
+    named = Counter(r.name for r in ops_report(real_data("kineto-b200-vllm"), by="name"))
+    assert not any("multimem" in name for name in named)
+    assert sum(named.values()) == len({e["name"] for e in kernels if e not in talking})

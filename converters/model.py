@@ -100,7 +100,8 @@ class Slice(NamedTuple):
 
     Which graph and step it belongs to is said once by the ``StepRecords`` that holds it.
     ``task_type`` is the device task's type (``AI_CORE``, ``NOTIFY_WAIT``, ``GPU_KERNEL``, ...) where
-    there is one; a communication op's is what it does (``comm_type``). ``args`` is a dict, or the raw JSON text of one, decoded only if it is written.
+    there is one; a communication op's is what it does (``comm_type``). ``args`` is a dict, or the
+    raw JSON text of one, decoded only if it is written.
     A NamedTuple rather than a dataclass: millions are made per conversion, 3x faster.
     """
 

@@ -302,7 +302,8 @@ def test_communication_not_named_nccl_is_communication_not_compute():
     data, events = _events(path)
     base = int(data.get("baseTimeNanoseconds", 0))
     kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
-    talking = [e for e in kernels if "multimem_all_reduce_kernel" in e["name"] or e["name"].startswith("nccl")]
+    talking = [e for e in kernels
+               if "multimem_all_reduce_kernel" in e["name"] or e["name"].startswith("nccl")]
     assert sum("multimem_all_reduce_kernel" in e["name"] for e in talking) == 73
     spans = {id(e): (_ns(e["ts"], base), _ns(e["ts"] + e["dur"], base)) for e in kernels}
     rows = overlap_report(real_data("kineto-b200-vllm"))

@@ -27,7 +27,7 @@ from converters.analyses.diff import FAMILY, FRAMEWORK_OP, KERNEL, Side, StepSam
 from converters.analyses.launches import Launchers
 from converters.cli import main
 from converters.errors import Diagnostics
-from converters.model import Layer, Slice, StepRecords
+from converters.model import GPU_KERNEL, Layer, Slice, StepRecords
 from tests.conftest import real_data
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "diff.schema.json").read_text())
@@ -225,7 +225,7 @@ def _steps(draw) -> list[StepRecords]:
         ends = launches + [f for s in earlier for f in s.flows_out] + [-1]
         for _ in range(draw(st.integers(0, 8))):
             slices.append(Slice(0, Layer.STREAM, "Stream 7", draw(st.sampled_from(("gemm", "relu_kernel"))),
-                                base + 60_000, draw(st.integers(0, 10**6)), task_type="KERNEL",
+                                base + 60_000, draw(st.integers(0, 10**6)), task_type=GPU_KERNEL,
                                 flows_in=tuple(draw(st.lists(st.sampled_from(ends), max_size=2)))))
         steps.append(StepRecords(0, None, index, None, slices))
     return steps

@@ -31,6 +31,7 @@ from converters import (
     step_overlap,
 )
 from converters.cli import main
+from converters.model import GPU_KERNEL, SENDRECV, comm_kind
 from converters.overlap import intersect, total_ns
 
 
@@ -95,11 +96,11 @@ def test_a_pytorch_1_8_trace_has_its_steps_and_every_kernel_as_compute():
     assert [b.step_id for b in summary] == steps and all(b.has_device for b in summary)
     drawn = [s for b in summary for s in b.slices if s.layer is Layer.STREAM]
     assert sorted((s.start_ns, s.end_ns) for s in drawn) == sorted(kernels)
-    assert {(s.lane, s.task_type) for s in drawn} == {("GPU 0 Stream 7", "KERNEL")}
+    assert {(s.lane, s.task_type) for s in drawn} == {("GPU 0 Stream 7", GPU_KERNEL)}
     detail = [s for b in read_profile(discover(path), Options(kind="detail"), Diagnostics())
               for s in b.slices]
     assert Counter(s.task_type for s in detail if s.layer is Layer.STREAM) == {
-        "KERNEL": 8772, "MEMCPY": copies["Memcpy"], "MEMSET": copies["Memset"]}
+        GPU_KERNEL: 8772, "MEMCPY": copies["Memcpy"], "MEMSET": copies["Memset"]}
     assert sum(step_overlap(b).computing_ns for b in summary) == _union_ns(kernels)
     rows = overlap_report(path)
     assert [r.step for r in rows] == steps and all(r.computing_ns > 0 and r.free_ns is not None for r in rows)
@@ -117,7 +118,7 @@ def test_a_pytorch_1_8_trace_launches_the_gpu_work_holistic_trace_analysis_count
     launched = {f for b in batches if b.step_id in range(5, 10) for s in b.slices
                 if s.layer is Layer.HOST for f in s.flows_out}
     work = [s for b in batches for s in b.slices if s.layer is Layer.STREAM and set(s.flows_in) & launched]
-    compute_us = sum(s.dur_ns for s in work if s.task_type == "KERNEL") / 1000
+    compute_us = sum(s.dur_ns for s in work if s.task_type == GPU_KERNEL) / 1000
     copies_us = sum(s.dur_ns for s in work if s.task_type in ("MEMCPY", "MEMSET")) / 1000
     assert compute_us == pytest.approx(theirs["compute_time(us)"], rel=0.005) and compute_us > 400_000
     assert copies_us == pytest.approx(theirs["non_compute_time(us)"], rel=0.005) and copies_us > 1000
@@ -141,7 +142,7 @@ def test_a_pytorch_1_8_trace_reads_the_same_in_any_event_order(tmp_path):
 
     found = drawn(shuffled)
     assert found == drawn(source)
-    assert sum(n for key, n in found.items() if key[6] == "KERNEL") == 8772
+    assert sum(n for key, n in found.items() if key[6] == GPU_KERNEL) == 8772
     assert {key[0] for key in found} == set(range(5, 11))
 
 
@@ -156,7 +157,7 @@ def test_a_trace_exported_under_any_json_name_converts_alone_and_in_its_folder(t
         assert [(r.rank, r.format, r.path) for r in discover(given)] == [(0, "kineto", trace)]
         assert main([str(given), "-o", str(tmp_path / "out.pftrace"), "--strict", "-q"]) == 0
     batches = list(read_profile(discover(trace), Options(), Diagnostics()))
-    assert len(batches) == 6 and sum(s.task_type == "KERNEL" for b in batches for s in b.slices) == 8772
+    assert len(batches) == 6 and sum(s.task_type == GPU_KERNEL for b in batches for s in b.slices) == 8772
 
 
 def test_ranks_come_from_distributed_info_not_file_names(tmp_path):
@@ -196,9 +197,13 @@ def test_nccl_kernels_are_communication_and_gpu_streams_are_lanes_of_their_own()
                      if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "nccl" not in e["name"]}
     assert lanes == expected and len(lanes) >= 6
     tasks = Counter(s.task_type for b in batches for s in b.slices if s.layer is Layer.STREAM)
-    assert set(tasks) == {"KERNEL", "MEMCPY", "MEMSET"}
-    device = [s for b in batches for s in b.slices if s.layer in (Layer.STREAM, Layer.COMM_OP)]
-    assert all(json.loads(bytes(s.args))["Task Type"] == s.task_type for s in device)  # shown in the UI
+    assert set(tasks) == {GPU_KERNEL, "MEMCPY", "MEMSET"}
+    device = [s for b in batches for s in b.slices if s.layer is Layer.STREAM]
+    shown = {GPU_KERNEL: "KERNEL"}  # the args show Kineto's word, the record says the model's
+    assert all(json.loads(bytes(s.args))["Task Type"] == shown.get(s.task_type, s.task_type) for s in device)
+    communication = [s for b in batches for s in b.slices if s.layer is Layer.COMM_OP]
+    assert all(json.loads(bytes(s.args))["Task Type"] == "NCCL" for s in communication)
+    assert {comm_kind(s) for s in communication} == {SENDRECV}  # ncclKernel_SendRecv_*
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")  # HTA's use of pandas

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from converters import step_overlap
 from converters.cli import main
 from converters.errors import Diagnostics, InputError
-from converters.model import Layer, RankInfo, Slice, decoded_args
+from converters.model import Layer, RankInfo, Slice, comm_type, decoded_args
 from converters.overlap import NOT_COMPUTE, is_compute, total_ns
 from converters.readers.ascend_db import db_rank, read_db
 from fixtures.ascend_db_gen import GROUP, write_ascend_db
@@ -45,9 +46,12 @@ def _expected(file):
             out.append((Layer.STREAM, f"Stream {stream}", s[ttype], start, end - start, NOT_COMPUTE))
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
     if "COMMUNICATION_OP" in tables:
-        ops = db.execute("SELECT opName, startNs, endNs, groupName FROM COMMUNICATION_OP")
-        for name, start, end, group in ops:
-            out.append((Layer.COMM_OP, s[group], s[name], start, end - start, ""))
+        ops = db.execute("SELECT opName, startNs, endNs, groupName, opType FROM COMMUNICATION_OP")
+        for name, start, end, group, op_type in ops:  # what it does: its opType's; its group: the name's tag
+            kind = re.match(r"hcom_([A-Za-z]+)", s[op_type])[1].lower()
+            tag = re.match(r"hcom_[A-Za-z]+__(\d+)_", s[name])
+            out.append((Layer.COMM_OP, s[group], s[name], start, end - start,
+                        comm_type(kind, tag and f"hccl group {tag[1]}")))
     for start, end, tid, name in db.execute("SELECT startNs, endNs, globalTid, name FROM CANN_API"):
         out.append((Layer.HOST, f"CANN (thread {tid & 0xFFFFFFFF})", s[name], start, end - start, ""))
     steps = []

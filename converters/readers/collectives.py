@@ -65,9 +65,9 @@ _HCCL_GROUP = re.compile(r"^hcom_[A-Za-z]+_+(\d+)_\d+_\d+$")  # hcom_<op>__<grou
 _MINDSPORE = re.compile(r"^(?:Mux)?([A-Za-z]+)(?:-op\d+(?:_\d+)?)?$")  # AllReduce-op534_0, MuxSend
 
 
-# Neither this nor of_word is cached (one call an Ascend op): a cache would hold the op's name (a word may be all of
-# it), and the spill packs a name held elsewhere by reference: one file's records would pack to
-# other bytes on a second read (tests/readers/test_chrome_trace.py).
+# Neither this nor of_word is cached (one call an Ascend op): a cache would hold the op's name (a
+# word may be all of it), and the spill packs a name held elsewhere by reference: one file's
+# records would pack to other bytes on a second read (tests/readers/test_chrome_trace.py).
 def hccl(name: str) -> str:
     """The kind of an Ascend communication op (HCCL's name, or MindSpore's without its scope);
     ``COLLECTIVE`` where the name says none (an op the profiler calls communication all the same)."""

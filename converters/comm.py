@@ -542,6 +542,12 @@ def light_ops(rank: int, graph: int | None, step: int | None, step_key: StepKey 
     return [light_op(s, graph, step, step_key) for s in sorted(slices, key=lambda s: s.start_ns)]
 
 
+def for_matching(op: Slice) -> Slice:
+    """An op as ``light_op`` reads it, with no more: its args only where they give its sequence
+    number (what it does is its task type)."""
+    return Slice(*op[:SLICE_ARGS], op.args if seq_of(op) is not None else None, op.task_type)
+
+
 def light_op(op: Slice, graph: int | None, step: int | None, step_key: StepKey | None) -> OpComm:
     """One op as matching needs it: who, when, what it does, on which communicator."""
     return OpComm(op.rank, graph, step, group_of(op), op.name, op.start_ns, op.dur_ns, step_key,

@@ -33,7 +33,7 @@ from .budget import (
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
 from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, release, sorted_and_timed
-from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
+from .model import Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
@@ -384,8 +384,8 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
                 step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
             summary, detail = _parts(*sorted_and_timed(records_to_write(batch, options)))
             ops = of_layer(batch.slices, Layer.COMM_OP)
-            if ops:  # without args in summary, where they are not drawn
-                kept = ops if options.kind is Kind.DETAIL else [Slice(*s[:SLICE_ARGS]) for s in ops]
+            if ops:  # in summary, where they are not drawn, as matching needs them (comm.for_matching)
+                kept = ops if options.kind is Kind.DETAIL else [comm.for_matching(s) for s in ops]
                 held.append((batch.graph, batch.step_id, batch.key, batch.start_ns,
                              *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []

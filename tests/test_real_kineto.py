@@ -318,3 +318,15 @@ def test_communication_not_named_nccl_is_communication_not_compute():
     named = Counter(r.name for r in ops_report(real_data("kineto-b200-vllm"), by="name"))
     assert not any("multimem" in name for name in named)
     assert sum(named.values()) == len({e["name"] for e in kernels if e not in talking})
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+def test_point_to_point_kernels_are_never_matched_as_collectives_in_either_kind(tmp_path, kind):
+    """``kineto-2rank``'s communication is all NCCL SendRecv kernels (the raw traces'), point to
+    point: no Wait lane in summary or detail, as the ops keep what they do in both."""
+    names = {e["name"] for path in _traces("kineto-2rank") for e in _events(path)[1]
+             if e.get("cat") == "kernel" and e["name"].startswith("nccl")}
+    assert names and all(name.startswith("ncclKernel_SendRecv_") for name in names)
+    convert(real_data("kineto-2rank"), tmp_path / "job.json", kind=kind, max_bytes=None)
+    drawn = read_chrome_json((tmp_path / "job.json").read_bytes())
+    assert not any(s.name.startswith("Wait for rank") for s in drawn.slices)

@@ -39,7 +39,7 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import is_compute
-from . import ascend_analysis, ascend_db, chrome_trace, jsonfile, op_memory, times
+from . import MatrixLink, ascend_analysis, ascend_db, chrome_trace, jsonfile, op_memory, times
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 
@@ -316,6 +316,12 @@ def _need(path: Path, header: list[str], columns: tuple[str, ...]) -> None:
                          hint="expected torch_npu's memory files")
 
 
+def links(rank: RankInfo, diag: Diagnostics) -> tuple[str, Iterator[MatrixLink]] | None:
+    """The link matrix the profiler wrote beside the rank's records (``ascend_analysis.links``)."""
+    output = rank.path / _OUTPUT if (rank.path / _OUTPUT).is_dir() else rank.path
+    return ascend_analysis.links(rank, output, diag)
+
+
 def with_op_types(rank: RankInfo) -> RankInfo:
     """The rank as read for its op types (``trace2perfetto ops``): from kernel_details.csv where
     trace_view.json would be read, since that names only each task's type (AI_CORE for cube and
@@ -354,8 +360,10 @@ _COMMUNICATION = ("HCCL", "COMMUNICATION")
 def _read_kernel_details(
     rank: RankInfo, path: Path, diag: Diagnostics, detail: bool
 ) -> Iterator[StepRecords]:
-    """kernel_details.csv, filed by ``Step Id`` in a spill file, then one step at a time."""
+    """kernel_details.csv, filed by ``Step Id`` in a spill file, then one step at a time; each
+    communication op with the profiler's figures of it where its analysis lies beside (``_Analysed``)."""
     bounds: dict[int | None, list[int]] = {}
+    analysed = _Analysed(rank, path.parent, diag)
     with StepSpill() as spill, open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.DictReader(whole_lines(f, path, diag))
         missing = [c for c in _NEEDED if c not in csv_header(rows, path)]
@@ -369,6 +377,8 @@ def _read_kernel_details(
             if record is None:
                 continue
             step = _int_or_none(row.get("Step Id"))
+            if record.layer is Layer.COMM_OP:
+                record = analysed.figured(step, record)
             bound = bounds.setdefault(step, [record.start_ns, record.end_ns])
             bound[0], bound[1] = min(bound[0], record.start_ns), max(bound[1], record.end_ns)
             batch.setdefault(step, []).append(record)
@@ -386,6 +396,37 @@ def _read_kernel_details(
                 slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step_id}", start, end - start,
                                     {"Step": step_id, "bounds": "first to last device activity"}))
             yield StepRecords(rank.rank, None, step_id, step, slices)
+
+
+class _Analysed:
+    """The profiler's figures of each communication op (``communication.json``, ``analysis.db``:
+    Transit, Wait, Synchronization, Idle, per transport), which kernel_details.csv lacks, for its
+    ops: the op of the same step and name whose start is nearest, within ``_NEAR_NS`` (the
+    analysis writes starts as floats of epoch µs, a 0.25 µs grain)."""
+
+    def __init__(self, rank: RankInfo, output: Path, diag: Diagnostics) -> None:
+        self.ops: dict[tuple[int | None, str], list[Slice]] = {}
+        self.offset = rank.clock_offset_ns  # the analysis' times are shifted by it, kernel_details' not yet
+        paths = tuple(p for p in ascend_analysis.sources(output) if p.name != ascend_analysis.STEP_TRACE)
+        if paths:
+            _, by_step = ascend_analysis.analysed(rank, paths, diag)
+            for step, ops in by_step.items():
+                for op in ops:
+                    self.ops.setdefault((step, op.name), []).append(op)
+
+    def figured(self, step: int | None, op: Slice) -> Slice:
+        """``op`` with the figures of its analysed op in its args (as they were: none found)."""
+        found = self.ops.get((step, op.name))
+        if not found:
+            return op
+        nearest = min(found, key=lambda o: abs(o.start_ns - self.offset - op.start_ns))
+        if abs(nearest.start_ns - self.offset - op.start_ns) > _NEAR_NS:
+            return op
+        figures = {k: v for k, v in nearest.args.items() if k not in ("type",)}
+        return op._replace(args={**op.args, **figures})
+
+
+_NEAR_NS = 1_000
 
 
 def _say_nothing_read(path: Path, rows: int, rank: RankInfo, diag: Diagnostics, detail: bool) -> None:

@@ -554,10 +554,14 @@ def _links_record(links: MatrixReport | None) -> dict[str, Any]:
     """The job's links, slowest against their transport's median first (``comm_matrix``);
     ``plane_tasks`` null: no communication ops, so none looked for."""
     ranked = [] if links is None else links.slowest
-    return {"plane_tasks": None if links is None else links.plane_tasks,
-            "ranked": [{"src_rank": s.src, "dst_rank": s.dst, "transport": s.transport,
-                        "size_mb": s.size_bytes / 1e6, "time_ms": ms(s.time_ns), "bandwidth_gb_s": s.gb_per_s,
-                        "median_gb_s": s.median_gb_per_s, "ratio_to_median": s.ratio} for s in ranked]}
+    found = {"plane_tasks": None if links is None else links.plane_tasks,
+             "ranked": [{"src_rank": s.src, "dst_rank": s.dst, "transport": s.transport,
+                         "size_mb": s.size_bytes / 1e6, "time_ms": ms(s.time_ns),
+                         "bandwidth_gb_s": s.gb_per_s, "median_gb_s": s.median_gb_per_s,
+                         "ratio_to_median": s.ratio} for s in ranked]}
+    if links is not None and links.from_profiler:  # ranks without plane tasks: their profiler's matrix
+        found["from_profiler"] = {str(rank): source for rank, source in links.from_profiler.items()}
+    return found
 
 
 def _step_record(f: StepFacts, found: list[Diagnosis], judged: bool = True) -> dict[str, Any]:

@@ -1,0 +1,179 @@
+"""Files of the profiler's own analysis read where they are the only answer (issue 40): a torch_npu
+rank that kept only kernel_details.csv, or only the analysis, has the links of its
+communication_matrix.json and the figures of its communication.json (each compared here with the
+file, read with json), their source said; with those files gone too, the figures are unknown."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import real_data
+
+from converters import comm_report
+from converters.analyses.comm_matrix import comm_matrix
+from converters.analyses.report import render_html, report_data, report_json
+from converters.cli import main
+
+OUTPUT = "ASCEND_PROFILER_OUTPUT"
+SCHEMAS = Path(__file__).parent.parent / "schemas"
+
+
+def _copy(tmp_path: Path, *removed: str) -> Path:
+    """ascend-pt-2rank copied, ``removed`` deleted from every rank of the copy."""
+    root = tmp_path / "job"
+    shutil.copytree(real_data("ascend-pt-2rank"), root)
+    for name in removed:
+        for found in root.rglob(name):
+            found.chmod(0o644)
+            found.unlink()
+    return root
+
+
+def _ns(value, per: int = 1_000_000) -> int:
+    """ms (or MB: ``per`` the same) as written, in ns (bytes), rounded to the unit."""
+    return round(Decimal(repr(value)) * per)
+
+
+KERNELS_ONLY = ("trace_view.json",)
+ANALYSIS_ONLY = ("trace_view.json", "kernel_details.csv")
+
+
+@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY], ids=["kernel_details", "analysis"])
+def test_every_link_is_communication_matrix_jsons(tmp_path, removed):
+    root = _copy(tmp_path, *removed)
+    report = comm_matrix(root)
+    assert not report.plane_tasks and report.from_profiler == {0: "communication_matrix.json",
+                                                                1: "communication_matrix.json"}
+    compared = 0
+    for rank in (0, 1):
+        path = root / f"rank{rank}_ascend_pt" / OUTPUT / "communication_matrix.json"
+        theirs = {(step, kind, key.split("@")[0], link): figures
+                  for step, kinds in json.loads(path.read_text()).items()
+                  for kind, ops in kinds.items() for key, links in ops.items()
+                  for link, figures in links.items()}
+        mine = {(f"step{r.step}", r.kind, r.op, f"{r.src}-{r.dst}"): r for r in report.rows if r.rank == rank}
+        assert mine.keys() == theirs.keys()
+        for key, figures in theirs.items():
+            row = mine[key]
+            assert row.transport == figures["Transport Type"]
+            assert row.source_op == figures.get("Op Name")
+            assert row.size_bytes == _ns(figures["Transit Size(MB)"])
+            assert row.time_ns == _ns(figures["Transit Time(ms)"])
+            assert row.gb_per_s == figures["Bandwidth(GB/s)"]
+            assert row.group == "hccl group 586"  # as the plane tasks' rows name it
+            compared += 1
+    assert compared == 96
+
+
+def test_the_matrix_says_its_source_in_the_note_and_the_json(tmp_path, capsys):
+    root = str(_copy(tmp_path, *KERNELS_ONLY))
+    assert main(["comm", root, "--matrix", "--format", "json"]) == 0
+    out = capsys.readouterr()
+    document = json.loads(out.out)
+    jsonschema.validate(document, json.loads((SCHEMAS / "comm_matrix.schema.json").read_text()))
+    assert len(document["matrix"]) == 96 and document["plane_tasks"] is False
+    assert document["from_profiler"] == {"0": "communication_matrix.json", "1": "communication_matrix.json"}
+    assert "no HCCL plane tasks" not in out.err
+    assert main(["comm", root, "--matrix"]) == 0
+    assert "rank 0-1: no plane tasks; the rows of the profiler's own communication_matrix.json" in \
+        capsys.readouterr().out
+
+
+def test_the_report_ranks_the_profilers_links(tmp_path):
+    report = report_data(_copy(tmp_path, *KERNELS_ONLY))
+    document = report_json(report)
+    jsonschema.validate(document, json.loads((SCHEMAS / "report.schema.json").read_text()))
+    assert len(document["links"]["ranked"]) == 16 and document["links"]["from_profiler"]["1"]
+    page = render_html(report, "report")
+    assert "No HCCL plane tasks" not in page and "the profiler's own communication_matrix.json" in page
+
+
+@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY], ids=["kernel_details", "analysis"])
+def test_every_figure_of_every_op_is_communication_jsons(tmp_path, removed):
+    root = _copy(tmp_path, *removed)
+    ops = comm_report(root).ops
+    compared = 0
+    for rank in (0, 1):
+        path = root / f"rank{rank}_ascend_pt" / OUTPUT / "communication.json"
+        found = json.loads(path.read_text())["step50"]["collective"]
+        theirs = {key.split("@")[0]: op for key, op in found.items() if key != "Total Op Info"}
+        mine = {op.name: op for op in ops if op.rank == rank}
+        assert mine.keys() == theirs.keys()
+        for name, op in theirs.items():
+            times, found = op["Communication Time Info"], mine[name]
+            assert found.figures_from == "the profiler's analysis (communication.json)"
+            assert found.transit_ns == _ns(times["Transit Time(ms)"])
+            assert found.wait_ns == _ns(times["Wait Time(ms)"])
+            assert found.sync_ns == _ns(times["Synchronization Time(ms)"])
+            # Idle: Elapse less Transit and Wait, each rounded to the ns: within 2 ns of the file's
+            assert abs(found.idle_ns - _ns(times["Idle Time(ms)"])) <= 2
+            assert abs(found.elapse_ns - _ns(times["Elapse Time(ms)"])) <= 1
+            assert found.wait_ratio == times["Wait Time Ratio"]
+            assert found.sync_ratio == times["Synchronization Time Ratio"]
+            for transport, figures in op["Communication Bandwidth Info"].items():
+                t = found.transports[transport]
+                assert t.size_bytes == _ns(figures["Transit Size(MB)"])
+                assert t.time_ns == _ns(figures["Transit Time(ms)"])
+                assert t.gb_per_s == figures["Bandwidth(GB/s)"]
+                assert t.large_packet_ratio(transport) == figures["Large Packet Ratio"]
+                distribution = figures["Size Distribution"].items()
+                assert {size: [count, ns] for size, (count, ns) in t.sizes.items()} == {
+                    _ns(float(size)): [count, _ns(ms)] for size, (count, ms) in distribution}
+            compared += 1
+    assert compared == 8
+
+
+def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsys):
+    root = str(_copy(tmp_path, *KERNELS_ONLY))
+    assert main(["comm", root]) == 0
+    table = capsys.readouterr().out
+    assert "rank 0-1: the profiler's analysis (communication.json), no plane tasks" in table
+    assert "HCCS 15.7676" in table  # rank 0's first all-reduce, as communication.json has it
+    assert main(["comm", root, "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    jsonschema.validate(document, json.loads((SCHEMAS / "comm.schema.json").read_text()))
+    assert {op["Figures From"] for op in document["ops"]} == {"the profiler's analysis (communication.json)"}
+
+
+def test_without_the_analysis_files_the_figures_are_unknown(tmp_path, capsys):
+    root = _copy(tmp_path, *KERNELS_ONLY, "communication.json", "communication_matrix.json")
+    ops = comm_report(root).ops
+    assert len(ops) == 8
+    assert all(op.transit_ns is None and op.wait_ns is None and op.sync_ns is None and op.idle_ns is None
+               and op.figures_from is None and not op.transports for op in ops)
+    report = comm_matrix(root)
+    assert report.rows == [] and not report.has_links
+    assert main(["comm", str(root), "--matrix"]) == 0
+    assert "no HCCL plane tasks" in capsys.readouterr().err
+
+
+def test_an_analysis_db_rank_has_its_comm_analyzer_matrix_and_bandwidth(tmp_path):
+    import sqlite3
+
+    root = tmp_path / "db"
+    shutil.copytree(real_data("ascend-pt-db"), root)
+    for found in root.rglob("ascend_pytorch_profiler_*"):
+        found.chmod(0o644)
+        found.unlink()
+    rows = comm_matrix(root).rows
+    ops = comm_report(root).ops
+    for rank in (0, 1):
+        path = root / f"rank{rank}_ascend_pt" / OUTPUT / "analysis.db"
+        with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as db:
+            links = db.execute("SELECT step, type, hccl_op_name, src_rank, dst_rank, transport_type, "
+                               "transit_size, transit_time, bandwidth, op_name "
+                               "FROM CommAnalyzerMatrix").fetchall()
+            bandwidth = db.execute("SELECT hccl_op_name, transport_type, transit_size, transit_time, "
+                                   "bandwidth FROM CommAnalyzerBandwidth").fetchall()
+        mine = sorted((f"step{r.step}", r.kind, r.op, str(r.src), str(r.dst), r.transport, r.size_bytes,
+                       r.time_ns, r.gb_per_s, r.source_op or None) for r in rows if r.rank == rank)
+        assert mine == sorted((s, k, o, a, b, t, _ns(size), _ns(ms), gb, name or None)
+                              for s, k, o, a, b, t, size, ms, gb, name in links)
+        figures = {(op.name, name): t for op in ops if op.rank == rank for name, t in op.transports.items()}
+        assert {(o, t): (_ns(size), _ns(ms), gb) for o, t, size, ms, gb in bandwidth} == \
+            {key: (t.size_bytes, t.time_ns, t.gb_per_s) for key, t in figures.items()}

@@ -43,7 +43,7 @@ from ..errors import Diagnostics, InputError
 from ..model import MEMORY_SIZE_ARG, Layer, RankInfo, Sample, Slice, StepRecords, memory_counter
 from .spill import by_time
 
-READERS = ("ascend_pt", "msprof", "mindspore1x", "host_info", "kineto", "paddle")
+READERS = ("ascend_pt", "msprof", "mindspore1x", "mindspore_cpu", "host_info", "kineto", "paddle")
 
 
 class Clue(NamedTuple):
@@ -62,6 +62,7 @@ CLUES = {
     "msprof": Clue(named=("device_*",), holds=("msprof_*.db", "mindstudio_profiler_output")),
     "mindspore1x": Clue(holds=("output_timeline_data_*.txt", "step_trace_raw_*_detail_time.csv",
                                "hccl_info")),
+    "mindspore_cpu": Clue(holds=("cpu_timeline_display_*.json",)),
     "host_info": Clue(named=("host_info",)),
     "kineto": Clue(holds=("*.json", "*.json.gz")),
     "paddle": Clue(holds=("*.paddle_trace.json", "*.paddle_trace.pb")),

@@ -39,7 +39,7 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import is_compute
-from . import MatrixLink, ascend_analysis, ascend_db, chrome_trace, jsonfile, op_memory, times
+from . import MatrixLink, ascend_analysis, ascend_db, chrome_trace, jsonfile, mindspore_cpu, op_memory, times
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 
@@ -193,6 +193,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     source = rank.source_paths[0]
     if ascend_analysis.is_analysis(source):
         yield from ascend_analysis.read(rank, rank.source_paths, diag)
+    elif source.name.startswith(_CPU_OPS):  # for ops only (with_op_types)
+        yield from mindspore_cpu.framework_ops(rank, source, diag)
     elif source.suffix == ".json":
         yield from chrome_trace.read_merged(rank, [source], diag, detail)
     elif source.suffix == ".db":
@@ -224,6 +226,9 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
         yield from op_memory.records(rank, found, counters=not recorded)
     if (output / "npu_module_mem.csv").is_file():
         yield from _npu_module_mem(rank, output / "npu_module_mem.csv", diag)
+    cpu = mindspore_cpu.framework_file(rank.path, "cpu_ms_memory_record", rank.rank)
+    if cpu is not None:  # MindSpore on CPU: its allocator's totals
+        yield from mindspore_cpu.framework_memory(rank, cpu, diag)
 
 
 _RECORD_KINDS = tuple(f"Total {kind}(MB)" for kind in MEMORY_KINDS)
@@ -322,15 +327,23 @@ def links(rank: RankInfo, diag: Diagnostics) -> tuple[str, Iterator[MatrixLink]]
     return ascend_analysis.links(rank, output, diag)
 
 
+_CPU_OPS = "cpu_op_execute_timestamp"
+
+
 def with_op_types(rank: RankInfo) -> RankInfo:
     """The rank as read for its op types (``trace2perfetto ops``): from kernel_details.csv where
     trace_view.json would be read, since that names only each task's type (AI_CORE for cube and
-    vector kernels alike), not its op type, core or shapes; else as it is."""
+    vector kernels alike), not its op type, core or shapes; a MindSpore CPU run's (no device
+    tasks) from its ``FRAMEWORK/cpu_op_execute_timestamp_N.txt``, every CPU op run to the ns with
+    its type; else as it is."""
     source = rank.source_paths[0] if rank.source_paths else None
-    kernels = source.parent / "kernel_details.csv" if source is not None else None
-    if source is None or source.name != "trace_view.json" or not kernels.is_file():
+    if source is None or source.name != "trace_view.json":
         return rank
-    return dataclasses.replace(rank, source_paths=(kernels,))
+    kernels = source.parent / "kernel_details.csv"
+    if kernels.is_file():
+        return dataclasses.replace(rank, source_paths=(kernels,))
+    cpu = mindspore_cpu.framework_file(rank.path, _CPU_OPS, rank.rank)
+    return rank if cpu is None else dataclasses.replace(rank, source_paths=(cpu,))
 
 
 def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, dict[tuple[int, str], str]]]:
@@ -340,7 +353,7 @@ def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, 
     decimals; kernel_details' with a TAB) and its name alike. One kernel_details step at a time in
     time order, each with its first start and last end (the caller's window); nothing elsewhere."""
     kernels = with_op_types(rank)
-    if kernels is rank:
+    if kernels.source_paths[0].name != "kernel_details.csv":
         return
     for batch in _read_kernel_details(kernels, kernels.source_paths[0], diag, detail=False):
         typed = [s for s in batch.slices

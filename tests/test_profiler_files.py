@@ -177,3 +177,34 @@ def test_an_analysis_db_rank_has_its_comm_analyzer_matrix_and_bandwidth(tmp_path
         figures = {(op.name, name): t for op in ops if op.rank == rank for name, t in op.transports.items()}
         assert {(o, t): (_ns(size), _ns(ms), gb) for o, t, size, ms, gb in bandwidth} == \
             {key: (t.size_bytes, t.time_ns, t.gb_per_s) for key, t in figures.items()}
+
+
+# -- a loose trace_view.json and kernel_details.csv ---------------------------------------------------
+
+def _loose(tmp_path: Path, kernels_of: int) -> Path:
+    """rank 0's trace_view.json beside rank ``kernels_of``'s kernel_details.csv, in a plain folder."""
+    folder = tmp_path / f"loose{kernels_of}"
+    folder.mkdir()
+    sample = real_data("ascend-pt-2rank")
+    shutil.copy(sample / "rank0_ascend_pt" / OUTPUT / "trace_view.json", folder)
+    shutil.copy(sample / f"rank{kernels_of}_ascend_pt" / OUTPUT / "kernel_details.csv", folder)
+    return folder
+
+
+def test_a_loose_pair_of_one_run_is_one_rank(tmp_path):
+    from converters import discover
+    from converters.analyses.ops import ops_report
+
+    folder = _loose(tmp_path, 0)
+    [info] = discover(folder)
+    assert info.source_paths == (folder / "trace_view.json",)
+    rank_folder = real_data("ascend-pt-2rank") / "rank0_ascend_pt"
+    assert ops_report(folder) == ops_report(rank_folder)  # the op types of kernel_details.csv beside
+    assert [s.step for s in comm_report(folder).steps] == [50]
+
+
+def test_a_loose_pair_of_two_runs_is_refused_in_a_sentence(capsys, tmp_path):
+    folder = _loose(tmp_path, 1)
+    assert main(["info", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "do not belong together" in err and "pass one file" in err and len(err) < 300

@@ -58,7 +58,8 @@ class Clue(NamedTuple):
 
 
 CLUES = {
-    "ascend_pt": Clue(named=("*_ascend_pt", "*_ascend_ms"), holds=("profiler_info*.json",)),
+    "ascend_pt": Clue(named=("*_ascend_pt", "*_ascend_ms"),
+                      holds=("profiler_info*.json", "kernel_details.csv")),  # a loose pair too
     "msprof": Clue(named=("device_*",), holds=("msprof_*.db", "mindstudio_profiler_output")),
     "mindspore1x": Clue(holds=("output_timeline_data_*.txt", "step_trace_raw_*_detail_time.csv",
                                "hccl_info")),

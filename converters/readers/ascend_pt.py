@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import NOTHING_DRAWN, Diagnostics, InputError
+from ..errors import NOTHING_DRAWN, Diagnostics, InputError, UsageError
 from ..model import (
     MEMORY_KINDS,
     Layer,
@@ -45,7 +45,8 @@ from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"
-FOLDER = "*_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json"
+FOLDER = ("*_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json, or a folder with "
+          "trace_view.json and kernel_details.csv")
 LONE_FILES = ("trace_view.json", "kernel_details.csv", "ascend_pytorch_profiler_*.db")
 _OUTPUT = "ASCEND_PROFILER_OUTPUT"
 _LONE_FILE = re.compile(
@@ -54,8 +55,35 @@ _LONE_FILE = re.compile(
 
 def sniff(rank_dir: Path) -> bool:
     """A rank directory holding trace_view.json, the database, kernel_details.csv or at least the
-    profiler's analysis files."""
-    return _named(rank_dir) and bool(_sources(rank_dir))
+    profiler's analysis files; or a folder holding a loose trace_view.json and kernel_details.csv
+    (copied out of their rank's folder), one rank."""
+    return (_named(rank_dir) and bool(_sources(rank_dir))) or _loose(rank_dir)
+
+
+def _loose(folder: Path) -> bool:
+    return not _named(folder) and all((folder / name).is_file() for name in _PAIR)
+
+
+_PAIR = ("trace_view.json", "kernel_details.csv")
+_KERNELS_LOOKED_AT = 50  # kernel_details' first rows sought in trace_view.json
+
+
+def _belong_together(folder: Path) -> bool:
+    """Whether the loose trace_view.json and kernel_details.csv are of one run: one of
+    kernel_details' first kernels starts in trace_view.json too (both write a task's start as
+    the same µs text with 3 decimals: one task's, to the ns)."""
+    import mmap  # here: only a loose pair needs it
+
+    trace, kernels = (folder / name for name in _PAIR)
+    with open(kernels, newline="", encoding="utf-8", errors="replace") as f:
+        rows = csv.DictReader(f)
+        starts = [(row.get("Start Time(us)") or "").strip() for _, row in zip(range(_KERNELS_LOOKED_AT), rows,
+                                                                               strict=False)]
+    starts = [s for s in starts if s]
+    if not starts or trace.stat().st_size == 0:
+        return False
+    with open(trace, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return any(data.find(f'"{start}"'.encode()) >= 0 for start in starts)
 
 
 def _named(rank_dir: Path) -> bool:
@@ -123,7 +151,14 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
 
     Raises:
         InputError: ``profiler_info_*.json`` is not a JSON object.
+        UsageError: a loose trace_view.json and kernel_details.csv of two runs.
     """
+    if _loose(rank_dir):
+        if not _belong_together(rank_dir):
+            raise UsageError(f"{rank_dir}: trace_view.json and kernel_details.csv do not belong together "
+                             f"(none of kernel_details.csv's first {_KERNELS_LOOKED_AT} kernels is in "
+                             "trace_view.json: two runs); pass one file")
+        return [lone_file(rank_dir / "trace_view.json", None)]
     info_path, info = _profiler_info(rank_dir)
     sources = _sources(rank_dir)
     analysis = bool(sources) and ascend_analysis.is_analysis(sources[0])

@@ -208,3 +208,31 @@ def test_a_loose_pair_of_two_runs_is_refused_in_a_sentence(capsys, tmp_path):
     assert main(["info", str(folder)]) == 2
     err = capsys.readouterr().err
     assert "do not belong together" in err and "pass one file" in err and len(err) < 300
+
+
+# -- silences that became warnings --------------------------------------------------------------------
+
+def test_a_cut_memory_record_takes_the_exact_peaks_of_operator_memory_and_says_so(tmp_path):
+    import csv
+
+    from converters.analyses.memory import memory_report
+    from converters.errors import Diagnostics
+
+    root = _copy(tmp_path)
+    record = root / "rank0_ascend_pt" / OUTPUT / "memory_record.csv"
+    whole = record.read_bytes()
+    record.chmod(0o644)
+    record.write_bytes(whole[:len(whole) * 6 // 10])  # cut inside a line, as a job dying writes it
+    truth: dict[str, float] = {}
+    for row in csv.DictReader(whole.decode().splitlines()):
+        value = row["Total Allocated(MB)"].strip()
+        if value:
+            truth[row["Component"]] = max(truth.get(row["Component"], 0.0), float(value))
+    diag = Diagnostics()
+    rows = {r.component: r for r in memory_report(root, ranks=[0], diag=diag)}
+    for component in ("PTA", "GE", "PTA+GE"):  # the complete file's peaks, not the cut one's
+        assert rows[component].peaks["Allocated"] / (1 << 20) == pytest.approx(truth[component], abs=1e-6)
+    said = [m for m in diag.messages() if "cut off (its last line has no line end)" in m]
+    assert said and "operator_memory.csv" in said[0] and str(record) in said[0]
+    document = report_json(report_data(root))
+    assert any("operator_memory.csv" in w and "cut off" in w for w in document["warnings"])

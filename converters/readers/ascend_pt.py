@@ -253,12 +253,20 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
         yield from ascend_db.memory(rank, source, diag)
         return
     output = rank.path / _OUTPUT if (rank.path / _OUTPUT).is_dir() else rank.path
-    recorded = (output / "memory_record.csv").is_file()
+    record, allocations = output / "memory_record.csv", output / "operator_memory.csv"
+    recorded = record.is_file()
+    # a memory_record.csv cut off (the job died writing it) lacks the totals after the cut, maybe the
+    # peak: where operator_memory.csv is whole, its totals make the allocators' counters instead
+    remade = recorded and _cut(record) and allocations.is_file() and not _cut(allocations)
+    if remade:
+        diag.warn("cut_memory_record", f"{record}: cut off (its last line has no line end): rank {rank.rank}'s "
+                  f"PTA and GE counters and peaks are made from the complete {allocations.name}'s totals "
+                  "instead")
     if recorded:
-        yield from _memory_record(rank, output / "memory_record.csv", diag)
-    if (output / "operator_memory.csv").is_file():
-        found = _operator_memory(rank, output / "operator_memory.csv", diag)
-        yield from op_memory.records(rank, found, counters=not recorded)
+        yield from _memory_record(rank, record, diag, skip=op_memory.COMPONENTS if remade else ())
+    if allocations.is_file():
+        found = _operator_memory(rank, allocations, diag)
+        yield from op_memory.records(rank, found, counters=not recorded or remade)
     if (output / "npu_module_mem.csv").is_file():
         yield from _npu_module_mem(rank, output / "npu_module_mem.csv", diag)
     cpu = mindspore_cpu.framework_file(rank.path, "cpu_ms_memory_record", rank.rank)
@@ -270,9 +278,20 @@ _RECORD_KINDS = tuple(f"Total {kind}(MB)" for kind in MEMORY_KINDS)
 _MB = float(1 << 20)
 
 
-def _memory_record(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Sample]:
+def _cut(path: Path) -> bool:
+    """Whether a text file ends inside a line (the profilers end every line)."""
+    with open(path, "rb") as f:
+        if f.seek(0, 2) == 0:
+            return False
+        f.seek(-1, 2)
+        return f.read(1) != b"\n"
+
+
+def _memory_record(rank: RankInfo, path: Path, diag: Diagnostics, skip: tuple[str, ...] = ()
+                   ) -> Iterator[Sample]:
     """memory_record.csv: the allocators' totals after each of their events (PTA, GE), their sum
-    (PTA+GE) and the application's device memory as the driver samples it (APP), in MB."""
+    (PTA+GE) and the application's device memory as the driver samples it (APP), in MB; the
+    components of ``skip`` left out."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.DictReader(whole_lines(f, path, diag))
         _need(path, csv_header(rows, path), ("Component", "Timestamp(us)"))
@@ -284,6 +303,8 @@ def _memory_record(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Sa
                 diag.warn("bad_row", f"{path}: line {line}: expected a Timestamp(us), totals in MB; skipped")
                 continue
             component = (row.get("Component") or "?").strip()
+            if component in skip:
+                continue
             for kind, value in zip(MEMORY_KINDS, values, strict=True):
                 if value is not None:
                     yield Sample(rank.rank, memory_counter(component, kind), ts_ns, value)

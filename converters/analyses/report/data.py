@@ -316,7 +316,7 @@ def report_data(
     report.op_types_shown, report.op_types = op_types_by_rank(combine(r.op_types for r in results))
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     try:
-        report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where)
+        report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where, diag=diag)
     except InputError as e:  # broken memory files cost the report its memory section, not the rest
         diag.warn("no_memory", f"memory left out of the report: {e}")
     if baseline is not None:

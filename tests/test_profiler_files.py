@@ -236,3 +236,16 @@ def test_a_cut_memory_record_takes_the_exact_peaks_of_operator_memory_and_says_s
     assert said and "operator_memory.csv" in said[0] and str(record) in said[0]
     document = report_json(report_data(root))
     assert any("operator_memory.csv" in w and "cut off" in w for w in document["warnings"])
+
+
+def test_a_rank_read_from_its_analysis_only_is_said(tmp_path):
+    from converters.analyses.overlap import overlap_report
+    from converters.errors import Diagnostics
+
+    root = _copy(tmp_path, *ANALYSIS_ONLY)
+    diag = Diagnostics()
+    overlap_report(root, diag=diag)
+    [said] = [m for m in diag.messages() if "analysis only" in m]
+    assert str(root / "rank0_ascend_pt" / OUTPUT) in said and "step_trace_time.csv" in said
+    assert "1 more like it: rank 1" in said
+    assert any("analysis only" in w for w in report_json(report_data(root))["warnings"])

@@ -73,8 +73,8 @@ def read(rank: RankInfo, paths: tuple[Path, ...], diag: Diagnostics) -> Iterator
     """
     names = ", ".join(p.name for p in paths)
     diag.warn("analysis_only", f"{paths[0].parent}: no trace_view.json, database or kernel_details.csv "
-              f"(deleted?): rank {rank.rank} is read from the profiler's analysis only ({names}): each step as "
-              "its figures, without step bounds or device tasks", f"rank {rank.rank}")
+              f"(deleted?): rank {rank.rank} is read from the profiler's analysis only ({names}): each step "
+              "as its figures, without step bounds or device tasks", f"rank {rank.rank}")
     figures, ops = analysed(rank, paths, diag)
     if not figures and not ops:
         diag.warn("nothing_read", f"{', '.join(map(str, paths))}: no step and no communication op "

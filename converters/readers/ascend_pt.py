@@ -259,9 +259,9 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
     # peak: where operator_memory.csv is whole, its totals make the allocators' counters instead
     remade = recorded and _cut(record) and allocations.is_file() and not _cut(allocations)
     if remade:
-        diag.warn("cut_memory_record", f"{record}: cut off (its last line has no line end): rank {rank.rank}'s "
-                  f"PTA and GE counters and peaks are made from the complete {allocations.name}'s totals "
-                  "instead")
+        diag.warn("cut_memory_record", f"{record}: cut off (its last line has no line end): rank "
+                  f"{rank.rank}'s PTA and GE counters and peaks are made from the complete "
+                  f"{allocations.name}'s totals instead")
     if recorded:
         yield from _memory_record(rank, record, diag, skip=op_memory.COMPONENTS if remade else ())
     if allocations.is_file():

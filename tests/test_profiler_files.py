@@ -249,3 +249,23 @@ def test_a_rank_read_from_its_analysis_only_is_said(tmp_path):
     assert str(root / "rank0_ascend_pt" / OUTPUT) in said and "step_trace_time.csv" in said
     assert "1 more like it: rank 1" in said
     assert any("analysis only" in w for w in report_json(report_data(root))["warnings"])
+
+
+def test_a_damaged_database_says_skip_unreadable_reads_the_others(tmp_path, capsys):
+    root = tmp_path / "db"
+    shutil.copytree(real_data("ascend-pt-db"), root)
+    output = root / "rank0_ascend_pt" / OUTPUT
+    for found in output.glob("ascend_pytorch_profiler_0.db*"):
+        found.chmod(0o644)
+    for side in output.glob("ascend_pytorch_profiler_0.db-*"):
+        side.unlink()
+    db = output / "ascend_pytorch_profiler_0.db"
+    data = bytearray(db.read_bytes())
+    for i in range(3 * 4096, len(data), 997):  # pages past the first two: the schema's, the tables'
+        data[i] ^= 0x5A
+    db.write_bytes(bytes(data))
+    assert main(["overlap", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert str(db) in err and "--skip-unreadable leaves rank 0 out" in err
+    assert main(["overlap", str(root), "--skip-unreadable", "--format", "csv"]) == 0
+    assert {line.split(",")[0] for line in capsys.readouterr().out.splitlines()[1:]} == {"1"}

@@ -269,3 +269,29 @@ def test_a_damaged_database_says_skip_unreadable_reads_the_others(tmp_path, caps
     assert str(db) in err and "--skip-unreadable leaves rank 0 out" in err
     assert main(["overlap", str(root), "--skip-unreadable", "--format", "csv"]) == 0
     assert {line.split(",")[0] for line in capsys.readouterr().out.splitlines()[1:]} == {"1"}
+
+
+def test_arrow_warnings_only_from_commands_that_draw_arrows(tmp_path, capsys):
+    sample = str(real_data("ascend-pt-2rank"))
+    for command in (["comm"], ["comm", "--slow-ranks"], ["comm", "--matrix"]):
+        assert main([*command, sample]) == 0
+        assert "arrows" not in capsys.readouterr().err
+    assert main(["convert", sample, "-o", str(tmp_path / "out.pftrace"), "--kind", "detail"]) == 0
+    assert "arrows whose end begins before their start" in capsys.readouterr().err  # drawn: said
+
+
+def test_a_group_larger_than_the_ranks_profiled_is_said(capsys):
+    sample = real_data("ascend-pt-2rank")
+    peers = set()
+    for rank in (0, 1):
+        path = sample / f"rank{rank}_ascend_pt" / OUTPUT / "communication_matrix.json"
+        for kinds in json.loads(path.read_text()).values():
+            for ops in kinds.values():
+                for links in ops.values():
+                    peers |= {int(end) for link in links for end in link.split("-")}
+    others = sorted(peers - {0, 1})
+    assert others == list(range(2, 8))
+    assert main(["comm", str(sample), "--matrix", "--format", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert "reach rank 2-7, which this input does not hold (it holds rank 0-1)" in err
+    assert any("reach rank 2-7" in w for w in report_json(report_data(sample))["warnings"])

@@ -36,6 +36,8 @@ from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RankInfo, StepRecords
 from ..profile import Kind, Options, Profile, read_profile
+from ..readers.flows import forget_flow_warnings
+from ..select import format_ids
 
 COLUMNS = ("Rank", "Step", "Group", "Op", "Src Rank", "Dst Rank", "Transport Type", "Transit Size(MB)",
            "Transit Time(ms)", "Bandwidth(GB/s)")
@@ -160,7 +162,23 @@ def comm_matrix(
     profile.map(rank_matrix, each=collect, ordered=True)
     profile.check_steps()
     report.slowest = ranked(sums)
+    warn_unprofiled_peers(profile.diag, report.slowest, profile.ranks)
     return report
+
+
+def warn_unprofiled_peers(diag: Diagnostics, links: Iterable[SlowLink], infos: Iterable[RankInfo]) -> None:
+    """Say where the links, or the groups the ranks name, reach ranks not in the input (two ranks of
+    an 8-rank job): the group is larger than the ranks profiled, so each such link is seen from its
+    profiled end only, and the ranks not profiled are in no other figure."""
+    infos = list(infos)
+    kept = {info.rank for info in infos}
+    peers = {end for link in links for end in (link.src, link.dst)}
+    peers |= {rank for info in infos for members in info.groups.values() for rank in members}
+    others = sorted(peers - kept)
+    if others:
+        diag.warn("unprofiled_peers", f"the communication groups reach rank {format_ids(others)}, which this "
+                  f"input does not hold (it holds rank {format_ids(kept)}): the groups are larger than the "
+                  "ranks profiled; a link to them is seen from its profiled end only")
 
 
 def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics
@@ -173,6 +191,7 @@ def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics
         found, has_planes = step_links(batch)
         planes |= has_planes
         rows += found
+    forget_flow_warnings(diag, info.rank)  # the matrix draws no arrows: their loss is no loss here
     if planes:
         return rows, planes, None
     rows, source = profiler_rows(info, options, diag)

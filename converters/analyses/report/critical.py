@@ -16,7 +16,15 @@ from ...errors import Diagnostics
 from ...model import RankInfo, StepKey
 from ...profile import Kind, Options, Profile, read_profile
 from ...select import format_ids
-from ..comm_matrix import LinkRow, MatrixReport, add_totals, profiler_rows, ranked, step_links
+from ..comm_matrix import (
+    LinkRow,
+    MatrixReport,
+    add_totals,
+    profiler_rows,
+    ranked,
+    step_links,
+    warn_unprofiled_peers,
+)
 from ..critical import (
     KINDS,
     StepPath,
@@ -136,7 +144,11 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
     apart = {"unknown": f"rank {format_ids(own)}: times on clocks of their own, not aligned"} if own else {}
     critical = [SlowStep(f.key, f.graph, f.step, f.step_ns, f.rank, paths.get(f.key), _name(f, several),
                          **apart) for f in slow]
-    return (MatrixReport([], ranked(sums), planes, from_profiler) if links else None), critical
+    if not links:
+        return None, critical
+    found = MatrixReport([], ranked(sums), planes, from_profiler)
+    warn_unprofiled_peers(profile.diag, found.slowest, profile.ranks)
+    return found, critical
 
 
 def rank_detail(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],

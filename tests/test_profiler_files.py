@@ -295,3 +295,32 @@ def test_a_group_larger_than_the_ranks_profiled_is_said(capsys):
     err = capsys.readouterr().err
     assert "reach rank 2-7, which this input does not hold (it holds rank 0-1)" in err
     assert any("reach rank 2-7" in w for w in report_json(report_data(sample))["warnings"])
+
+
+def test_ops_of_tasks_without_op_types_are_by_name_with_a_note(tmp_path):
+    """Unverified against a real level-0 profile (no sample): kernel_details.csv with its Type
+    column N/A, as a profile that records no op types writes it."""
+    import csv
+
+    from converters.analyses.ops import ops_report
+    from converters.errors import Diagnostics
+
+    root = _copy(tmp_path, *KERNELS_ONLY)
+    path = root / "rank0_ascend_pt" / OUTPUT / "kernel_details.csv"
+    path.chmod(0o644)
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**row, "Type": "N/A"} for row in rows)
+    diag = Diagnostics()
+    mine = {r.name for r in ops_report(root, ranks=[0], diag=diag)}
+    computing = {row["Name"] for row in rows
+                 if row["Accelerator Core"].strip() not in ("HCCL", "COMMUNICATION")}
+    assert mine <= computing and mine  # the tasks' names, not types
+    [said] = [m for m in diag.messages() if "name no op type" in m]
+    assert said.startswith("rank 0:") and "by task name" in said
+    diag = Diagnostics()
+    ops_report(root, ranks=[1], diag=diag)  # the untouched rank names its types: no note
+    assert not any("name no op type" in m for m in diag.messages())

@@ -113,3 +113,14 @@ def test_the_2_0_clock_is_said_not_wall_clock(capsys):
     assert main(["info", str(_v2())]) == 0
     out = capsys.readouterr()
     assert "monotonic" in out.out + out.err
+
+
+def test_every_2_0_event_lands_once_in_detail(tmp_path):
+    """Every complete event of the timeline but MindSpore's own overlap lanes (pid 12000, "Op
+    Overlap Analyse": the converter draws its own) is one slice of the detail trace."""
+    events = json.loads((_v2() / "cpu_timeline_display_0.json").read_text())
+    truth = sum(1 for e in events if e.get("ph") == "X" and str(e.get("pid")) != "12000")
+    out = tmp_path / "v2.pftrace"
+    convert(_v2(), out, kind="detail", max_bytes=None)
+    drawn = [s for s in read_perfetto(out.read_bytes()).slices if s.track[0] != "Overlap Analysis"]
+    assert len(drawn) == truth == 492

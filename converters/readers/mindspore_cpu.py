@@ -98,8 +98,10 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     types = op_types(path.parent / f"cpu_op_detail_info_{_rank_of(path)}.csv", diag, key="op_name")
     steps: list[Step] = []
     records: list[Slice] = []
+    others = 0  # events neither metadata nor complete: none in the sample; counted, not dropped unsaid
     for index, event in enumerate(jsonfile.load_events(path, diag)):
         if not isinstance(event, dict) or event.get("ph") != "X":
+            others += not isinstance(event, dict) or event.get("ph") != "M"
             continue
         made = _record(rank, event, index, path, diag, types)
         if made is None:
@@ -108,6 +110,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
             steps.append(Step(None, made.args["Step"], made.start_ns, made.end_ns))
         if detail or made.layer is Layer.STEP:
             records.append(made)
+    if others:
+        diag.warn("bad_event", f"{path}: {others} events neither metadata (M) nor complete (X), which this "
+                  "reader does not convert; left out")
     yield from _by_step(rank, steps, records)
 
 

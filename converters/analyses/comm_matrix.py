@@ -167,18 +167,23 @@ def comm_matrix(
 
 
 def warn_unprofiled_peers(diag: Diagnostics, links: Iterable[SlowLink], infos: Iterable[RankInfo]) -> None:
-    """Say where the links, or the groups the ranks name, reach ranks not in the input (two ranks of
-    an 8-rank job): the group is larger than the ranks profiled, so each such link is seen from its
-    profiled end only, and the ranks not profiled are in no other figure."""
+    """Say where the job's groups are larger than the ranks profiled (two ranks of an 8-rank job):
+    the groups the ranks name (``RankInfo.groups``, global ranks) hold ranks the input does not, or
+    the links reach more ranks than it holds (their ends may be ranks within a communicator, as
+    MindSpore 1.x numbers them: counted, not named). Each link to a rank not profiled is seen from
+    its profiled end only, and that rank is in no other figure."""
     infos = list(infos)
     kept = {info.rank for info in infos}
-    peers = {end for link in links for end in (link.src, link.dst)}
-    peers |= {rank for info in infos for members in info.groups.values() for rank in members}
-    others = sorted(peers - kept)
-    if others:
-        diag.warn("unprofiled_peers", f"the communication groups reach rank {format_ids(others)}, which this "
-                  f"input does not hold (it holds rank {format_ids(kept)}): the groups are larger than the "
-                  "ranks profiled; a link to them is seen from its profiled end only")
+    named = sorted({rank for info in infos for members in info.groups.values() for rank in members} - kept)
+    ends = {end for link in links for end in (link.src, link.dst)}
+    if named:
+        found = f"the communication groups hold rank {format_ids(named)}, which this input does not"
+    elif len(ends) > len(kept):
+        found = f"the links reach {len(ends)} ranks"
+    else:
+        return
+    diag.warn("unprofiled_peers", f"{found} (it holds {len(kept)}: rank {format_ids(kept)}): the groups are "
+              "larger than the ranks profiled; a link to the others is seen from its profiled end only")
 
 
 def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics

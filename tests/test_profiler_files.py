@@ -273,7 +273,7 @@ def test_a_damaged_database_says_skip_unreadable_reads_the_others(tmp_path, caps
 
 def test_arrow_warnings_only_from_commands_that_draw_arrows(tmp_path, capsys):
     sample = str(real_data("ascend-pt-2rank"))
-    for command in (["comm"], ["comm", "--slow-ranks"], ["comm", "--matrix"]):
+    for command in (["comm"], ["comm", "--slow-ranks"], ["comm", "--matrix"], ["info"]):
         assert main([*command, sample]) == 0
         assert "arrows" not in capsys.readouterr().err
     assert main(["convert", sample, "-o", str(tmp_path / "out.pftrace"), "--kind", "detail"]) == 0

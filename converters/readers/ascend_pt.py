@@ -72,18 +72,17 @@ def _belong_together(folder: Path) -> bool:
     """Whether the loose trace_view.json and kernel_details.csv are of one run: one of
     kernel_details' first kernels starts in trace_view.json too (both write a task's start as
     the same µs text with 3 decimals: one task's, to the ns)."""
-    import mmap  # here: only a loose pair needs it
+    import mmap  # here: only a loose pair needs them
 
     trace, kernels = (folder / name for name in _PAIR)
     with open(kernels, newline="", encoding="utf-8", errors="replace") as f:
-        rows = csv.DictReader(f)
-        starts = [(row.get("Start Time(us)") or "").strip() for _, row in zip(range(_KERNELS_LOOKED_AT), rows,
-                                                                               strict=False)]
-    starts = [s for s in starts if s]
+        rows = zip(range(_KERNELS_LOOKED_AT), csv.DictReader(f), strict=False)
+        starts = {(row.get("Start Time(us)") or "").strip() for _, row in rows} - {""}
     if not starts or trace.stat().st_size == 0:
         return False
+    sought = re.compile(b'"(?:' + b"|".join(re.escape(s.encode()) for s in sorted(starts)) + b')"')
     with open(trace, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        return any(data.find(f'"{start}"'.encode()) >= 0 for start in starts)
+        return sought.search(data) is not None  # one pass over the file, whatever its size
 
 
 def _named(rank_dir: Path) -> bool:

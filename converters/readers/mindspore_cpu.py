@@ -58,6 +58,7 @@ MEMORY_COMPONENT = "MindSpore CPU"
 _TIMELINE = re.compile(r"^cpu_timeline_display_(\d+)\.json$")
 _STEPS_TID, _SCOPES_TID = 100000, 100001
 _OVERLAP_PID = 12000  # "Op Overlap Analyse": MindSpore's own lanes
+_OVERLAPPING = 8  # steps looked back at for one holding a record (the sample overlaps two)
 _MINDSPORE_OP = re.compile(r"(?:^|/)([^/]+)-op\d+$")
 
 
@@ -160,7 +161,9 @@ def _by_step(rank: RankInfo, steps: list[Step], records: list[Slice]) -> Iterato
         if last < 0:
             loose.append(r)
             continue
-        holding = [i for i in range(last + 1) if steps[i].end_ns > r.start_ns]
+        # the steps started at or before it that hold it: the few before the latest (steps 1 and 2
+        # overlap; the others follow each other), so a record costs no scan of every step
+        holding = [i for i in range(last, max(last - _OVERLAPPING, -1), -1) if steps[i].end_ns > r.start_ns]
         at = min(holding, key=lambda i: (steps[i].end_ns - steps[i].start_ns, -i)) if holding else last
         filed[at].append(r)
     if loose or not steps:

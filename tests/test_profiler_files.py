@@ -323,3 +323,16 @@ def test_ops_of_tasks_without_op_types_are_by_name_with_a_note(tmp_path):
     diag = Diagnostics()
     ops_report(root, ranks=[1], diag=diag)  # the untouched rank names its types: no note
     assert not any("name no op type" in m for m in diag.messages())
+
+
+def test_a_broken_communication_json_costs_the_ops_their_figures_not_the_rank(tmp_path):
+    from converters.errors import Diagnostics
+
+    root = _copy(tmp_path, *KERNELS_ONLY)
+    path = root / "rank0_ascend_pt" / OUTPUT / "communication.json"
+    path.chmod(0o644)
+    path.write_text("[1, 2")  # no JSON object
+    diag = Diagnostics()
+    ops = [op for op in comm_report(root, diag=diag).ops if op.rank == 0]
+    assert len(ops) == 4 and all(op.transit_ns is None and op.figures_from is None for op in ops)
+    assert any(str(path) in m and "unknown" in m for m in diag.messages())

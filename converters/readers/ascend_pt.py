@@ -476,11 +476,17 @@ class _Analysed:
         self.ops: dict[tuple[int | None, str], list[Slice]] = {}
         self.offset = rank.clock_offset_ns  # the analysis' times are shifted by it, kernel_details' not yet
         paths = tuple(p for p in ascend_analysis.sources(output) if p.name != ascend_analysis.STEP_TRACE)
-        if paths:
+        if not paths:
+            return
+        try:
             _, by_step = ascend_analysis.analysed(rank, paths, diag)
-            for step, ops in by_step.items():
-                for op in ops:
-                    self.ops.setdefault((step, op.name), []).append(op)
+        except InputError as e:  # a broken analysis costs the ops their figures, not the rank
+            diag.warn("bad_analysis", f"{e}; rank {rank.rank}'s communication ops keep Transit, Wait, "
+                      "Synchronization and Idle unknown")
+            return
+        for step, ops in by_step.items():
+            for op in ops:
+                self.ops.setdefault((step, op.name), []).append(op)
 
     def figured(self, step: int | None, op: Slice) -> Slice:
         """``op`` with the figures of its analysed op in its args (as they were: none found)."""

@@ -131,6 +131,8 @@ BASES = (
     Base("mindspore-1x/hccl-rank6", real="mindspore-1x/hccl-rank6"),
     Base("mindspore-cpu/pynative", real="mindspore-cpu/pynative-profile"),
     Base("mindspore-cpu/graph", real="mindspore-cpu/graph-legacy-Profiler"),
+    Base("mindspore-cpu/memory", real="mindspore-cpu/pynative-profile-memory"),
+    Base("mindspore-2.0-cpu", real="mindspore-2.0-cpu"),
     Base("kineto-2rank", real="kineto-2rank"),
     Base("kineto-1.8-resnet50", real="kineto-1.8-resnet50"),
     Base("kineto-gloo-2rank", real="kineto-gloo-2rank"),
@@ -156,11 +158,14 @@ FORMATS = (
     ("metadata", re.compile(r"^(profiler_info\w*\.json|profiler_metadata\.json|info\.json\.\d+|"
                             r"(start|end)_info\.\d+)$")),
     ("csv", re.compile(r"^(kernel_details|framework_raw_\d+|aicpu_intermediate_\d+|"
-                       r"step_trace_raw_\d+_detail_time|hccl_raw_\d+|host_(info|memory)_\d+)\.csv$")),
+                       r"step_trace_raw_\d+_detail_time|hccl_raw_\d+|host_(info|memory)_\d+|"
+                       r"cpu_op_detail_info_\d+)\.csv$|^cpu_ms_memory_record_\d+\.txt$")),
     ("text", re.compile(r"^(output_timeline_data_\d+\.txt|output_data_preprocess_aicpu_\d+\.txt|"
-                        r"host_start\.log\.\d+|min_cycle_counter_\d+\.txt)$")),
+                        r"host_start\.log\.\d+|min_cycle_counter_\d+\.txt|"
+                        r"cpu_op_execute_timestamp_\d+\.txt)$")),
     ("chrome json", re.compile(r"(^trace_view|^msprof_.*|^task_time_.*|^hccl_.*|^step_trace_.*|"
-                               r"^timeline_\d+|\.pt\.trace|\.paddle_trace)\.json$|^iter\d+\.trace$")),
+                               r"^timeline_\d+|^cpu_timeline_display_\d+|\.pt\.trace|\.paddle_trace)\.json$|"
+                               r"^iter\d+\.trace$")),
 )
 LAYOUT = "folder layout"
 

@@ -329,7 +329,7 @@ def _print_matrix(args: argparse.Namespace) -> int:
     printer = comm_tables.MatrixPrinter(args.format)
     report = comm_matrix.comm_matrix(args.profile, diag=diag, each=printer.add, **_selection(args))
     _warn(args, diag.messages())
-    if not report.plane_tasks:
+    if not report.has_links:
         _warn(args, [f"{args.profile}: no HCCL plane tasks on links in the kept ranks and steps (Kineto, "
                      "msprof or torch_npu without them): no link matrix"])
     printer.close(report)

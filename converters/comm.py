@@ -97,6 +97,7 @@ class OpComm:
     wait_ns: int | None = None
     sync_ns: int | None = None
     transports: dict[str, Transport] = field(default_factory=dict)
+    figures_from: str | None = None  # where Transit to Idle come from: None, the plane tasks; else in words
     # filled in by ``match`` where the op was found on other ranks too
     ranks: int = 1  # ranks that recorded this instance
     skew_ns: int | None = None
@@ -313,17 +314,43 @@ _ANALYSED = (("transit_ns", "Transit Time(ms)"), ("wait_ns", "Wait Time(ms)"),
 
 def _from_args(result: OpComm, args: dict[str, Any]) -> OpComm:
     """What an op's args say without its tasks: the profiler's own figures where its analysis gave
-    the op (``ascend_analysis``), a GPU collective's size where Kineto's args give it (``In msg
-    nelems`` and ``dtype``)."""
+    the op (``ascend_analysis``: its times, its transit per transport, where they come from), a GPU
+    collective's size where Kineto's args give it (``In msg nelems`` and ``dtype``)."""
     if all(isinstance(args.get(key), int | float) for _, key in _ANALYSED):
         for name, key in _ANALYSED:
             setattr(result, name, round(args[key] * 1_000_000))
+        result.figures_from = str(args.get("from") or "the profiler's analysis")
+        result.transports = _analysed_transports(args.get(_BANDWIDTH))
     nelems, dtype = args.get("In msg nelems"), str(args.get("dtype", "")).lower()
     if isinstance(nelems, int) and dtype in _DTYPE_BYTES and result.elapse_ns > 0:
         transport = Transport()
         transport.add(nelems * _DTYPE_BYTES[dtype], result.elapse_ns)
         result.transports = {"NCCL": transport}
     return result
+
+
+_BANDWIDTH = "Communication Bandwidth Info"  # communication.json's, in an op's args (ascend_analysis)
+
+
+def _analysed_transports(found: Any) -> dict[str, Transport]:
+    """communication.json's ``Communication Bandwidth Info`` of one op (MB, ms) as its transports;
+    a transport whose figures are no numbers is left out."""
+    transports = {}
+    for name, figures in (found.items() if isinstance(found, dict) else ()):
+        figures = figures if isinstance(figures, dict) else {}
+        size, ms = figures.get("Transit Size(MB)"), figures.get("Transit Time(ms)")
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (size, ms)):
+            continue
+        transport = Transport(round(size * 1_000_000), round(ms * 1_000_000))
+        distribution = figures.get("Size Distribution")
+        for packet, entry in (distribution.items() if isinstance(distribution, dict) else ()):
+            try:
+                count, total = entry
+                transport.sizes[round(float(packet) * 1_000_000)] = [int(count), round(total * 1_000_000)]
+            except (TypeError, ValueError, OverflowError):
+                continue
+        transports[str(name)] = transport
+    return transports
 
 
 def step_ops(batch: StepRecords) -> list[OpComm]:

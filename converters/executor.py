@@ -95,7 +95,7 @@ def each_rank(work: Callable[[tuple], Any], jobs: list[tuple], ranks: list[int],
             if unreadable is None:
                 raise ClusterError(f"rank {ranks[index]}: {type(error).__name__}: {error}") from error
             if not where.skip_unreadable:
-                raise unreadable from error
+                raise _with_way_out(unreadable, len(jobs)) from error
             skipped.append(index)
             problems[index] = unreadable
     if skipped and len(skipped) == len(jobs):  # nothing left to convert or analyse: no "0 ranks"
@@ -127,6 +127,17 @@ def _unreadable(rank: int, error: BaseException) -> InputError | None:
     if isinstance(error, OSError) and not _is_cluster_failure(error):
         return InputError(error.filename or "?", f"rank {rank}", f"cannot read: {error.strerror or error}")
     return None
+
+
+def _with_way_out(error: InputError, ranks: int) -> InputError:
+    """An unreadable rank's error, saying where other ranks are left that ``--skip-unreadable``
+    reads without it (a damaged database fails one rank, not the job)."""
+    if ranks < 2:
+        return error
+    rank = error.where.split(":")[0]
+    hint = f"{error.hint}; " if error.hint else ""
+    return InputError(error.path, error.where, error.reason,
+                      f"{hint}--skip-unreadable leaves {rank} out and reads the other ranks")
 
 
 def _is_cluster_failure(error: BaseException) -> bool:

@@ -38,6 +38,7 @@ from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.kineto_gen import write_kineto_traces
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
+from fixtures.mindspore_cpu_gen import write_mindspore2_cpu_profile
 from fixtures.msprof_gen import write_msprof_profile
 from fixtures.paddle_gen import generate_profile
 
@@ -153,6 +154,13 @@ def _mindspore1x(root: Path, **kw) -> Truth:
                  {r.rank: {(None, s) for s, _, _ in r.step_bounds_ns} for r in made.ranks})
 
 
+def _mindspore2_cpu(root: Path, **kw) -> Truth:
+    made = write_mindspore2_cpu_profile(root, **kw)
+    events = _events(made.folder / f"cpu_timeline_display_{made.rank}.json")
+    drawn = sum(1 for e in events if e.get("ph") == "X" and str(e.get("pid")) != "12000")  # not its overlap
+    return Truth({made.rank: {ALL: drawn}}, {made.rank: {(None, s) for s in made.steps}})
+
+
 def _kineto(root: Path, **kw) -> Truth:
     made = write_kineto_traces(root, **kw)
     records, steps, cut = {}, {}, False
@@ -218,6 +226,7 @@ CASES = [
          lambda root: _mindspore1x(root, ranks=2, steps=4, timeline_ends_in_step=2, seed=2)),
     Case("MindSpore 1.x, no AI CPU file, HCCL on one line",
          lambda root: _mindspore1x(root, ranks=2, aicpu="none", hccl_one_line=True, seed=3)),
+    Case("MindSpore 2.0 on CPU, shuffled", lambda root: _mindspore2_cpu(root, steps=4, shuffle=True, seed=1)),
     Case("Kineto, 2 ranks", lambda root: _kineto(root, ranks=2, steps=3)),
     Case("Kineto, shuffled, metadata last, gzip",
          lambda root: _kineto(root, ranks=2, steps=2, shuffle=True, metadata_last=True, gzip=True, seed=1)),

@@ -15,8 +15,11 @@ Three pure parts:
 * over the job, ``slowest_links``: each link's ``total`` over every step and op type, its bandwidth
   against the median bandwidth of the links of the same transport, lowest ratio first.
 
-A rank whose input has no plane tasks (Kineto, msprof or torch_npu without them) has no rows, never
-zeros; ``MatrixReport.plane_tasks`` says whether any kept rank had them.
+A rank whose input has no plane tasks has the rows of the link matrix its profiler wrote, where
+its reader finds one (``readers.links``: torch_npu's ``communication_matrix.json`` of a rank that
+kept only ``kernel_details.csv`` or the analysis), as written (``MatrixReport.from_profiler`` says
+which ranks, from which file); else no rows, never zeros (Kineto, msprof). ``MatrixReport.plane_tasks``
+says whether any kept rank had plane tasks.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .. import comm
+from .. import comm, readers
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import POINT_TO_POINT, RankInfo, StepRecords, comm_kind
 from ..profile import Kind, Options, Profile, read_profile
+from ..readers.flows import forget_flow_warnings
+from ..select import format_ids
 
 COLUMNS = ("Rank", "Step", "Group", "Op", "Src Rank", "Dst Rank", "Transport Type", "Transit Size(MB)",
            "Transit Time(ms)", "Bandwidth(GB/s)")
@@ -70,9 +75,12 @@ class LinkRow:
     size_bytes: int
     time_ns: int
     source_op: str | None
+    stated_gb_per_s: float | None = None  # the bandwidth a profiler's own matrix writes (else computed)
 
     @property
     def gb_per_s(self) -> float:
+        if self.stated_gb_per_s is not None:
+            return self.stated_gb_per_s
         return comm.Link(self.transport, self.size_bytes, self.time_ns).gb_per_s
 
 
@@ -96,6 +104,12 @@ class MatrixReport:
     rows: list[LinkRow]
     slowest: list[SlowLink] = field(default_factory=list)  # every link, slowest (lowest ratio) first
     plane_tasks: bool = False  # whether any kept rank had plane tasks on links
+    from_profiler: dict[int, str] = field(default_factory=dict)  # rank -> the profiler's file its rows are
+
+    @property
+    def has_links(self) -> bool:
+        """Whether any kept rank has rows: from its plane tasks or its profiler's own matrix."""
+        return self.plane_tasks or bool(self.from_profiler)
 
 
 def comm_matrix(
@@ -126,27 +140,71 @@ def comm_matrix(
     report = MatrixReport([])
     sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0])
 
-    def collect(_: int, result: tuple[list[LinkRow], bool]) -> None:
-        found, planes = result
+    def collect(index: int, result: tuple[list[LinkRow], bool, str | None]) -> None:
+        found, planes, source = result
         report.plane_tasks |= planes
+        if source is not None:
+            report.from_profiler[profile.ranks[index].rank] = source
         add_totals(sums, found)
         (each or report.rows.extend)(found)
 
     profile.map(rank_matrix, each=collect, ordered=True)
     profile.check_steps()
     report.slowest = ranked(sums)
+    warn_unprofiled_peers(profile.diag, report.slowest, profile.ranks)
     return report
 
 
-def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[list[LinkRow], bool]:
-    """One rank's rows, step by step, and whether it had plane tasks on links. Runs in a worker."""
+def warn_unprofiled_peers(diag: Diagnostics, links: Iterable[SlowLink], infos: Iterable[RankInfo]) -> None:
+    """Say where the job's groups are larger than the ranks profiled (two ranks of an 8-rank job):
+    the groups the ranks name (``RankInfo.groups``, global ranks) hold ranks the input does not, or
+    the links reach more ranks than it holds (their ends may be ranks within a communicator, as
+    MindSpore 1.x numbers them: counted, not named). Each link to a rank not profiled is seen from
+    its profiled end only, and that rank is in no other figure."""
+    infos = list(infos)
+    kept = {info.rank for info in infos}
+    named = sorted({rank for info in infos for members in info.groups.values() for rank in members} - kept)
+    ends = {end for link in links for end in (link.src, link.dst)}
+    if named:
+        found = f"the communication groups hold rank {format_ids(named)}, which this input does not"
+    elif len(ends) > len(kept):
+        found = f"the links reach {len(ends)} ranks"
+    else:
+        return
+    diag.warn("unprofiled_peers", f"{found} (it holds {len(kept)}: rank {format_ids(kept)}): the groups are "
+              "larger than the ranks profiled; a link to the others is seen from its profiled end only")
+
+
+def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics
+                ) -> tuple[list[LinkRow], bool, str | None]:
+    """One rank's rows, step by step, whether it had plane tasks on links, and where it had none,
+    the file of its profiler's own matrix its rows are (``profiler_rows``). Runs in a worker."""
     rows: list[LinkRow] = []
     planes = False
     for batch in read_profile([info], options, diag):
         found, has_planes = step_links(batch)
         planes |= has_planes
         rows += found
-    return rows, planes
+    forget_flow_warnings(diag, info.rank)  # the matrix draws no arrows: their loss is no loss here
+    if planes:
+        return rows, planes, None
+    rows, source = profiler_rows(info, options, diag)
+    return rows, False, source
+
+
+def profiler_rows(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[list[LinkRow], str | None]:
+    """A rank's rows as the link matrix its profiler wrote gives them (``readers.links``), of the
+    kept steps, and that file's name; none where there is none. Each group named as the plane tasks'
+    rows name it (``readers.links``), the figures as written."""
+    found = readers.links(info, diag)
+    if found is None:
+        return [], None
+    source, links = found
+    links = [link for link in links if options.steps is None or link.step in options.steps]
+    rows = [LinkRow(info.rank, None, link.step, link.kind, link.group, link.op,
+                    link.src, link.dst, link.transport, link.size_bytes, link.time_ns, link.source_op,
+                    link.gb_per_s) for link in links]
+    return rows, source if rows else None
 
 
 def step_links(batch: StepRecords) -> tuple[list[LinkRow], bool]:

@@ -11,6 +11,7 @@ import orjson
 
 from ..comm import TRANSPORTS, OpComm
 from ..model import step_label
+from ..select import format_ids
 from . import comm_matrix as matrix
 from .render import Rows, cell, clock_records, ms, print_clocks, print_table
 
@@ -26,6 +27,8 @@ def op_record(op: OpComm) -> dict:
         "Ranks": op.ranks, "Arrival Skew(ms)": ms(op.skew_ns), "Last Rank": op.last_rank,
         "Wait For Last Rank(ms)": ms(op.wait_for_last_ns),
     }
+    if op.figures_from is not None:  # the plane tasks' figures say nothing: their source is the rule
+        record["Figures From"] = op.figures_from
     record["Bandwidth"] = {
         name: {"Transit Size(MB)": t.size_bytes / 1e6, "Transit Time(ms)": ms(t.time_ns),
                "Bandwidth(GB/s)": t.gb_per_s, "Large Packet Ratio": t.large_packet_ratio(name),
@@ -34,6 +37,15 @@ def op_record(op: OpComm) -> dict:
         for name, t in op.transports.items()
     }
     return record
+
+
+def figures_sources(ops: list[OpComm]) -> dict[str, list[int]]:
+    """Where the ops' figures come from other than their plane tasks, and the ranks of each."""
+    found: dict[str, set[int]] = {}
+    for op in ops:
+        if op.figures_from is not None:
+            found.setdefault(op.figures_from, set()).add(op.rank)
+    return {source: sorted(ranks) for source, ranks in found.items()}
 
 
 _BANDWIDTH_FIELDS = ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")
@@ -56,6 +68,7 @@ class OpsStream:
                 if not self.count:
                     self.writer.writeheader()
                 bandwidth = record.pop("Bandwidth")
+                record.pop("Figures From", None)  # said on stderr (the CSV's columns are fixed)
                 self.writer.writerow({**record, **{f"{name} {field}": figures.get(field)
                                                    for name, figures in bandwidth.items()
                                                    for field in _BANDWIDTH_FIELDS}})
@@ -93,6 +106,9 @@ def print_ops_table(report) -> None:
     print_table(rows)
     print(f"(ms; {report.instances} collectives matched across ranks; Skew: last arrival - first; "
           "Waited: this rank's wait for the last; - : not known from this input)")
+    for source, ranks in figures_sources(report.ops).items():
+        print(f"Transit, Wait, Sync, Idle and bandwidth of rank {format_ids(ranks)}: {source}, "
+              "no plane tasks")
     print_clocks(report.clocks, report.aligned)
 
 
@@ -153,9 +169,17 @@ class MatrixPrinter:
     def close(self, report: matrix.MatrixReport) -> None:
         slowest = [matrix.slow_record(link) for link in report.slowest]
         if self.json:
-            tail = orjson.dumps({"slowest_links": slowest, "plane_tasks": report.plane_tasks}).decode()[1:]
+            tail = {"slowest_links": slowest, "plane_tasks": report.plane_tasks}
+            if report.from_profiler:  # ranks without plane tasks: their profiler's matrix, as written
+                tail["from_profiler"] = {str(rank): source for rank, source in report.from_profiler.items()}
+            tail = orjson.dumps(tail).decode()[1:]
             sys.stdout.write(("\n]," if self.written else '{"matrix": [],') + tail + "\n")
             return
+        by_source: dict[str, list[int]] = {}
+        for rank, source in report.from_profiler.items():
+            by_source.setdefault(source, []).append(rank)
+        self.rows.note += "".join(f"\nrank {format_ids(ranks)}: no plane tasks; the rows of the profiler's "
+                                  f"own {source}, as written" for source, ranks in by_source.items())
         self.rows.close()
         if self.fmt == "table" and slowest:
             print("slowest links (bandwidth against the median of their transport's links, over the kept "

@@ -200,12 +200,15 @@ def memory_overview(
     *,
     ranks: Iterable[int] | None = None,
     where: Where = LOCAL,
+    diag: Diagnostics | None = None,
 ) -> tuple[list[PeakRow], dict[tuple[int, str], list[tuple[int, float]]]]:
-    """The peaks (as ``memory_report``, without warnings: a profile without memory has none) and,
-    per rank and component, its peak kind's counter over time (Allocated, else Reserved; bytes), at
-    most ``2 * SERIES_POINTS`` points, each the largest of the span it stands for (the peak stays)."""
+    """The peaks (as ``memory_report``, without its warning of no memory: a profile without memory
+    has none) and, per rank and component, its peak kind's counter over time (Allocated, else
+    Reserved; bytes), at most ``2 * SERIES_POINTS`` points, each the largest of the span it stands
+    for (the peak stays). ``diag``: what reading the memory files warned of (a file cut off, a
+    figure made from another file), for the report to carry."""
     profile = Profile.open(path, Options(ranks=ranks), where=where, diag=Diagnostics())
-    found: list[tuple[list[PeakRow], dict[str, list]]] = profile.map(rank_overview)
+    found: list[tuple[list[PeakRow], dict[str, list]]] = profile.map(rank_overview, diag=diag)
     rows = [row for peaks_of, _ in found for row in peaks_of]
     series = {(info.rank, component): points for info, (_, mine) in zip(profile.ranks, found, strict=True)
               for component, points in mine.items()}

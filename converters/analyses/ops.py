@@ -15,7 +15,9 @@ Type`` (the databases) or ``type`` (MindSpore 1.x framework_raw); else MindSpore
 without its ``-opN`` suffix (msprof); else its name (GPU kernels). Its core type is its task type
 (AI_CORE, AI_VECTOR_CORE, MIX_AIV, AI_CPU, ...), GPU for a GPU kernel. Where a rank ran no device
 work, the host ranges a reader marks as operators (``HOST_OPERATOR``: Paddle's Operator events, its
-operator summary) stand in, as CPU ops. A rank with neither has no rows (never zeros).
+operator summary; MindSpore's CPU ops) stand in, as CPU ops. A rank with neither has no rows (never
+zeros). A rank none of whose NPU tasks names its op type (torch_npu at profiler level 0) has its
+rows by task name, and ``ops_report`` says so.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class RankOps:
     by: str
     device: dict[Key, Figures] = dataclasses.field(default_factory=dict)
     host: dict[Key, Figures] = dataclasses.field(default_factory=dict)
+    typed: bool = False  # whether any of its NPU tasks names its op type (torch_npu at level 0: none)
 
     @property
     def empty(self) -> bool:
@@ -67,7 +70,9 @@ class RankOps:
         step = _step_of(batch) if self.by == "step" else None
         for s in batch.slices:
             if s.layer is Layer.STREAM and is_compute(s.task_type):
-                _add_op(self.device, s, GPU_CORE if s.task_type == GPU_KERNEL else s.task_type, self.by, step)
+                gpu = s.task_type == GPU_KERNEL
+                named = _add_op(self.device, s, GPU_CORE if gpu else s.task_type, self.by, step)
+                self.typed = self.typed or named or gpu
             elif s.layer is Layer.HOST and s.task_type == HOST_OPERATOR:
                 _add_op(self.host, s, HOST_CORE, self.by, step)
 
@@ -112,7 +117,7 @@ def merge(a: RankOps, b: RankOps) -> RankOps:
     if (a.rank, a.by) != (b.rank, b.by):
         raise ValueError(f"cannot merge rank {a.rank} by {a.by} with rank {b.rank} by {b.by}")
     out = RankOps(a.rank, a.by, {k: v.copy() for k, v in a.device.items()},
-                  {k: v.copy() for k, v in a.host.items()})
+                  {k: v.copy() for k, v in a.host.items()}, a.typed or b.typed)
     for mine, theirs in ((out.device, b.device), (out.host, b.host)):
         for key, (count, total, low, high) in theirs.items():
             held = mine.get(key)
@@ -213,16 +218,17 @@ def _step_of(batch: StepRecords) -> tuple[int, int | None, int | None]:
     return (key.graph if key is not None else 0, batch.step_id, batch.graph)
 
 
-def _add_op(figures: dict[Key, Figures], s: Slice, core: str, by: str, step: tuple | None) -> None:
-    """Add one op's run under its key."""
+def _add_op(figures: dict[Key, Figures], s: Slice, core: str, by: str, step: tuple | None) -> bool:
+    """Add one op's run under its key; whether it names its op type (by name: not asked, True)."""
     if by == "name":
         _add(figures, (s.name, core, None), s.dur_ns)
-        return
+        return True
     if by == "shape":
         op_type, extra = _described(s.args)
     else:
         op_type, extra = _op_type(s.args), step
     _add(figures, (op_type or _mindspore_type(s.name), core, extra), s.dur_ns)
+    return op_type is not None or _MINDSPORE_OP.search(s.name) is not None
 
 
 def _add(figures: dict[Key, Figures], key: Key, dur_ns: int) -> None:
@@ -320,6 +326,10 @@ def ops_report(
         if part.empty:
             diag.warn("no_ops", f"rank {part.rank}: the input records no device tasks (nor host "
                       "operators) in the kept steps: no operator statistics", f"rank {part.rank}")
+        elif part.device and not part.typed and by != "name":
+            diag.warn("no_op_types", f"rank {part.rank}: its device tasks name no op type (torch_npu at "
+                      "profiler level 0 records none): its rows are by task name, as --by name gives them, "
+                      "not by op type", f"rank {part.rank}")
     return combine(partials)
 
 

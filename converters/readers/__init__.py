@@ -12,6 +12,9 @@ what it recognises, so discovery (``converters.discover``) holds no format knowl
 - ``kernel_types(rank, diag)`` (optional): where the file it reads names no op type of its device
   tasks and another file does, those op types by (start ns, name), a step of that file at a time
   in time order with its first start and last end (``kernel_types``; the critical path's what-ifs);
+- ``links(rank, diag)`` (optional): the link matrix the profiler itself wrote for the rank
+  (``MatrixLink``s), for ranks whose records hold no plane tasks to compute it from; ``LINKS_FROM``:
+  that file, in words;
 - ``memory(rank, diag)`` (optional): the rank's device memory records, read apart from its steps
   (they are not filed by step): counters (``model.memory_counter``) and allocations (``Layer.MEMORY``);
 - ``missing_data(folder)`` (optional): why a folder that is a rank's by its name holds nothing to
@@ -38,9 +41,10 @@ from typing import NamedTuple
 
 from ..errors import Diagnostics, InputError
 from ..model import MEMORY_SIZE_ARG, Layer, RankInfo, Sample, Slice, StepRecords, memory_counter
+from . import collectives
 from .spill import by_time
 
-READERS = ("ascend_pt", "msprof", "mindspore1x", "host_info", "kineto", "paddle")
+READERS = ("ascend_pt", "msprof", "mindspore1x", "mindspore_cpu", "host_info", "kineto", "paddle")
 
 
 class Clue(NamedTuple):
@@ -55,10 +59,12 @@ class Clue(NamedTuple):
 
 
 CLUES = {
-    "ascend_pt": Clue(named=("*_ascend_pt", "*_ascend_ms"), holds=("profiler_info*.json",)),
+    "ascend_pt": Clue(named=("*_ascend_pt", "*_ascend_ms"),
+                      holds=("profiler_info*.json", "kernel_details.csv")),  # a loose pair too
     "msprof": Clue(named=("device_*",), holds=("msprof_*.db", "mindstudio_profiler_output")),
     "mindspore1x": Clue(holds=("output_timeline_data_*.txt", "step_trace_raw_*_detail_time.csv",
                                "hccl_info")),
+    "mindspore_cpu": Clue(holds=("cpu_timeline_display_*.json",)),
     "host_info": Clue(named=("host_info",)),
     "kineto": Clue(holds=("*.json", "*.json.gz")),
     "paddle": Clue(holds=("*.paddle_trace.json", "*.paddle_trace.pb")),
@@ -115,6 +121,42 @@ def for_ops(rank: RankInfo) -> tuple[RankInfo, bool]:
     with_op_types = getattr(module, "with_op_types", None)
     rank = rank if with_op_types is None else with_op_types(rank)
     return rank, getattr(module, "OPS_IN_DETAIL_ONLY", False)
+
+
+class MatrixLink(NamedTuple):
+    """One link of one op (``allreduce-top1``) or of the sum of an op type (``allreduce-total``) as a
+    profiler's own link matrix gives it: ``group`` as the file names it, ``source_op`` the op the
+    figures are of (None for a sum), ``gb_per_s`` as written."""
+
+    step: int | None
+    kind: str  # "collective" or "p2p"
+    op: str
+    group: str
+    src: int
+    dst: int
+    transport: str
+    size_bytes: int
+    time_ns: int
+    gb_per_s: float
+    source_op: str | None
+
+
+def links(rank: RankInfo, diag: Diagnostics) -> tuple[str, list[MatrixLink]] | None:
+    """The link matrix the rank's profiler wrote (where its reader reads one), and the file's name
+    in words; None where there is none."""
+    found = getattr(reader(rank.format), "links", None)
+    found = None if found is None else found(rank, diag)
+    return None if found is None else (found[0], _communicators(list(found[1])))
+
+
+def _communicators(links: list[MatrixLink]) -> list[MatrixLink]:
+    """The links with each group named as the plane tasks' rows name it: by the communicator its
+    ops' names say (HCCL's group tag, alike on every rank), where one of them says one."""
+    named: dict[str, str] = {}
+    for link in links:
+        if link.source_op is not None and link.group not in named:
+            named[link.group] = collectives.hccl_group(link.source_op) or link.group
+    return [link._replace(group=named.get(link.group, link.group)) for link in links]
 
 
 def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, dict[tuple[int, str], str]]]:

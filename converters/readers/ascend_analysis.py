@@ -30,11 +30,13 @@ from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, StepFigures, StepRecords, checked_ns, comm_type
-from . import collectives, jsonfile
+from . import MatrixLink, collectives, jsonfile
 from .sqlite import DAMAGED, Schema, read_only
 from .textfile import csv_header, csv_rows, whole_lines
 
 DB, STEP_TRACE, COMMUNICATION = "analysis.db", "step_trace_time.csv", "communication.json"
+MATRIX = "communication_matrix.json"
+BANDWIDTH = "Communication Bandwidth Info"  # an op's arg: its transit per transport, as the file writes it
 CLOCK = "epoch µs of the profiler's analysis only (no step bounds, no device tasks: per step its figures)"
 # StepFigures' fields as step_trace_time.csv and the StepTraceTime table name them
 _FIGURES = (("Computing", "computing"), ("Communication(Not Overlapped)", "communication_not_overlapped"),
@@ -69,6 +71,27 @@ def read(rank: RankInfo, paths: tuple[Path, ...], diag: Diagnostics) -> Iterator
     Raises:
         InputError: a file that is not what its name says (no CSV header, no JSON object, no SQLite).
     """
+    names = ", ".join(p.name for p in paths)
+    diag.warn("analysis_only", f"{paths[0].parent}: no trace_view.json, database or kernel_details.csv "
+              f"(deleted?): rank {rank.rank} is read from the profiler's analysis only ({names}): each step "
+              "as its figures, without step bounds or device tasks", f"rank {rank.rank}")
+    figures, ops = analysed(rank, paths, diag)
+    if not figures and not ops:
+        diag.warn("nothing_read", f"{', '.join(map(str, paths))}: no step and no communication op "
+                  f"(the profiler's analysis of rank {rank.rank}, its only files); rank {rank.rank} has "
+                  "nothing to show")
+    for step in sorted(figures.keys() | ops.keys(), key=lambda s: (s is not None, s or 0)):
+        mine = sorted(ops.get(step, []), key=lambda s: s.start_ns)
+        yield StepRecords(rank.rank, None, step, None, mine, has_device=False, ops_recorded=True,
+                          figures=figures.get(step))
+
+
+def analysed(rank: RankInfo, paths: tuple[Path, ...], diag: Diagnostics) -> tuple[Figures, Ops]:
+    """The figures per step and the ops per step (each with its figures in its args) of ``paths``.
+
+    Raises:
+        InputError: a file that is not what its name says.
+    """
     figures: Figures = {}
     ops: Ops = {}
     for path in paths:
@@ -78,14 +101,7 @@ def read(rank: RankInfo, paths: tuple[Path, ...], diag: Diagnostics) -> Iterator
             _step_trace(path, diag, figures)
         else:
             _communication(rank, path, diag, ops)
-    if not figures and not ops:
-        diag.warn("nothing_read", f"{', '.join(map(str, paths))}: no step and no communication op "
-                  f"(the profiler's analysis of rank {rank.rank}, its only files); rank {rank.rank} has "
-                  "nothing to show")
-    for step in sorted(figures.keys() | ops.keys(), key=lambda s: (s is not None, s or 0)):
-        mine = sorted(ops.get(step, []), key=lambda s: s.start_ns)
-        yield StepRecords(rank.rank, None, step, None, mine, has_device=False, ops_recorded=True,
-                          figures=figures.get(step))
+    return figures, ops
 
 
 # -- per step: the overlap figures -----------------------------------------------------------------
@@ -127,15 +143,18 @@ def _communication(rank: RankInfo, path: Path, diag: Diagnostics, ops: Ops) -> N
                     continue
                 times = info.get("Communication Time Info") if isinstance(info, dict) else None
                 times = times if isinstance(times, dict) else {}
+                bandwidth = info.get(BANDWIDTH) if isinstance(info, dict) else None
                 op = _op(rank, name, kind, times.get("Start Timestamp(us)"),
-                         {k: times.get(k) for k, _ in _TIMES}, f"{path}: {key}: {name}", COMMUNICATION, diag)
+                         {k: times.get(k) for k, _ in _TIMES}, f"{path}: {key}: {name}", COMMUNICATION, diag,
+                         bandwidth if isinstance(bandwidth, dict) else None)
                 if op is not None:
                     ops.setdefault(step, []).append(op)
 
 
 def _op(rank: RankInfo, key: str, kind: str, start: Any, times: dict[str, Any], where: str, source: str,
-        diag: Diagnostics) -> Slice | None:
-    """One op: ``name@group`` (or the name and group apart), from its start for its Elapse."""
+        diag: Diagnostics, bandwidth: dict[str, Any] | None = None) -> Slice | None:
+    """One op: ``name@group`` (or the name and group apart), from its start for its Elapse; its
+    transit per transport (``bandwidth``, as communication.json writes it) in its args too."""
     name, _, group = key.partition("@")
     try:
         start_ns = _ns(start, 1)
@@ -150,6 +169,8 @@ def _op(rank: RankInfo, key: str, kind: str, start: Any, times: dict[str, Any], 
         return None
     args = {"from": f"the profiler's analysis ({source})", "type": kind,
             **{k: v for k, v in times.items() if v is not None}}
+    if bandwidth:
+        args[BANDWIDTH] = bandwidth
     return Slice(rank.rank, Layer.COMM_OP, group or "Communication", name, start_ns, elapse_ns, args,
                  comm_type(collectives.hccl(name), collectives.hccl_group(name)))
 
@@ -183,6 +204,7 @@ def _comm_table(rank: RankInfo, db: sqlite3.Connection, schema: Schema, path: Pa
     if not {"hccl_op_name", "start_timestamp", "elapse_time", "step"} <= schema.columns("CommAnalyzerTime"):
         return
     fields, _ = schema.select("c", "CommAnalyzerTime", _COMM_COLUMNS)
+    bandwidth = _bandwidth_table(db, schema)
     rows = db.execute(f"SELECT {fields} FROM CommAnalyzerTime c")  # read() puts each step's in time order
     for n, (name, group, kind, step, start, *values) in enumerate(rows):
         where = f"{path}: CommAnalyzerTime row {n + 1}"
@@ -193,9 +215,103 @@ def _comm_table(rank: RankInfo, db: sqlite3.Connection, schema: Schema, path: Pa
             continue
         key = str(name) if group is None else f"{name}@{group}"
         times = dict(zip((k for k, _ in _TIMES), values, strict=True))
-        op = _op(rank, key, str(kind or ""), start, times, where, f"{DB} CommAnalyzerTime", diag)
+        op = _op(rank, key, str(kind or ""), start, times, where, f"{DB} CommAnalyzerTime", diag,
+                 bandwidth.get((str(step), str(name), str(group))))
         if op is not None:
             ops.setdefault(step_id, []).append(op)
+
+
+_BANDWIDTH_COLUMNS = ("step", "hccl_op_name", "group_name", "transport_type", "transit_size", "transit_time",
+                      "bandwidth", "package_size", "count", "total_duration")
+
+
+def _bandwidth_table(db: sqlite3.Connection, schema: Schema) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """CommAnalyzerBandwidth as communication.json's ``Communication Bandwidth Info`` of each op,
+    by (step, op name, group): per transport its transit, one row per packet size."""
+    if not set(_BANDWIDTH_COLUMNS) <= schema.columns("CommAnalyzerBandwidth"):
+        return {}
+    fields, _ = schema.select("b", "CommAnalyzerBandwidth", _BANDWIDTH_COLUMNS)
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for step, name, group, transport, size, ns, gb, package, count, total in db.execute(
+            f"SELECT {fields} FROM CommAnalyzerBandwidth b"):
+        per = found.setdefault((str(step), str(name), str(group)), {})
+        entry = per.setdefault(str(transport), {"Transit Size(MB)": size, "Transit Time(ms)": ns,
+                                                "Bandwidth(GB/s)": gb, "Size Distribution": {}})
+        if count:  # a transport's row without packets (SDMA, the sum) holds no size
+            entry["Size Distribution"][str(package)] = [count, total]
+    return found
+
+
+# -- communication_matrix.json: the links ------------------------------------------------------------
+
+def links(rank: RankInfo, output: Path, diag: Diagnostics) -> tuple[str, Iterator[MatrixLink]] | None:
+    """The link matrix the profiler wrote for the rank in ``output`` (``analysis.db``'s
+    CommAnalyzerMatrix, else ``communication_matrix.json``) as it writes it: per step, kind, op type
+    and label (``allreduce-top1``), and link; with the file's name. None where neither is there."""
+    database = output / DB
+    if database.is_file():
+        with read_only(database, diag) as db:
+            held = set(_MATRIX_COLUMNS) <= Schema(db, database).columns("CommAnalyzerMatrix")
+        if held:
+            return f"{DB} CommAnalyzerMatrix", _matrix_table(rank, database, diag)
+    if (output / MATRIX).is_file():
+        return MATRIX, _matrix_json(rank, output / MATRIX, diag)
+    return None
+
+
+def _matrix_json(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[MatrixLink]:
+    for key, kinds in jsonfile.load_object(path).items():
+        for kind, ops in (kinds.items() if isinstance(kinds, dict) else ()):
+            for name, found in (ops.items() if isinstance(ops, dict) else ()):
+                label, _, group = name.partition("@")
+                for link, figures in (found.items() if isinstance(found, dict) else ()):
+                    figures = figures if isinstance(figures, dict) else {}
+                    where = f"{path}: {key}: {name}: {link}"
+                    made = _link(rank, key, kind, label, group, *str(link).partition("-")[::2],
+                                 *(figures.get(k) for k in _MATRIX_FIGURES), where, diag)
+                    if made is not None:
+                        yield made
+
+
+_MATRIX_FIGURES = ("Transport Type", "Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)", "Op Name")
+_MATRIX_COLUMNS = ("step", "type", "hccl_op_name", "group_name", "src_rank", "dst_rank", "transport_type",
+                   "transit_size", "transit_time", "bandwidth", "op_name")
+
+
+def _matrix_table(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[MatrixLink]:
+    with read_only(path, diag) as db:
+        fields, _ = Schema(db, path).select("m", "CommAnalyzerMatrix", _MATRIX_COLUMNS)
+        try:
+            rows = db.execute(f"SELECT {fields} FROM CommAnalyzerMatrix m").fetchall()
+        except DAMAGED as e:
+            raise InputError(path, "", f"cannot read the profiler's analysis tables: {e}") from None
+    for n, row in enumerate(rows):
+        made = _link(rank, *row, f"{path}: CommAnalyzerMatrix row {n + 1}", diag)
+        if made is not None:
+            yield made
+
+
+def _link(rank: RankInfo, step: Any, kind: Any, label: Any, group: Any, src: Any, dst: Any, transport: Any,
+          size: Any, time: Any, gb: Any, op: Any, where: str, diag: Diagnostics) -> MatrixLink | None:
+    """One link of the matrix; one that is not as expected is warned of and skipped."""
+    try:
+        step_id = _step_id(None if step is None else _STEP_KEY.sub(r"\1", str(step)))
+        ends = [_rank_id(src), _rank_id(dst)]
+        size_bytes, time_ns = _ns(size, 1000), _ns(time, 1000)  # MB: 10^6 bytes, as ms are 10^6 ns
+        if size_bytes is None or time_ns is None or not isinstance(gb, int | float) or isinstance(gb, bool):
+            raise ValueError("expected a Transit Size(MB), a Transit Time(ms) and a Bandwidth(GB/s)")
+    except ValueError as e:
+        diag.warn("bad_event", f"{where}: {e}; skipped")
+        return None
+    return MatrixLink(step_id, str(kind), str(label), str(group), *ends, str(transport or "?"), size_bytes,
+                      time_ns, float(gb), None if op in (None, "") else str(op))
+
+
+def _rank_id(value: Any) -> int:
+    text = str(value).strip()
+    if not text.isdigit():
+        raise ValueError(f"expected a rank, got {text[:20]!r}")
+    return int(text)
 
 
 # -- values ---------------------------------------------------------------------------------------

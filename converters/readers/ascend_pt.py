@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import NOTHING_DRAWN, Diagnostics, InputError
+from ..errors import NOTHING_DRAWN, Diagnostics, InputError, UsageError
 from ..model import (
     MEMORY_KINDS,
     Layer,
@@ -40,13 +40,14 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import is_compute
-from . import ascend_analysis, ascend_db, chrome_trace, collectives, jsonfile, op_memory, times
+from . import MatrixLink, ascend_analysis, ascend_db, chrome_trace, collectives, jsonfile, mindspore_cpu, op_memory, times
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"
-FOLDER = "*_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json"
+FOLDER = ("*_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json, or a folder with "
+          "trace_view.json and kernel_details.csv")
 LONE_FILES = ("trace_view.json", "kernel_details.csv", "ascend_pytorch_profiler_*.db")
 _OUTPUT = "ASCEND_PROFILER_OUTPUT"
 _LONE_FILE = re.compile(
@@ -55,8 +56,34 @@ _LONE_FILE = re.compile(
 
 def sniff(rank_dir: Path) -> bool:
     """A rank directory holding trace_view.json, the database, kernel_details.csv or at least the
-    profiler's analysis files."""
-    return _named(rank_dir) and bool(_sources(rank_dir))
+    profiler's analysis files; or a folder holding a loose trace_view.json and kernel_details.csv
+    (copied out of their rank's folder), one rank."""
+    return (_named(rank_dir) and bool(_sources(rank_dir))) or _loose(rank_dir)
+
+
+def _loose(folder: Path) -> bool:
+    return not _named(folder) and all((folder / name).is_file() for name in _PAIR)
+
+
+_PAIR = ("trace_view.json", "kernel_details.csv")
+_KERNELS_LOOKED_AT = 50  # kernel_details' first rows sought in trace_view.json
+
+
+def _belong_together(folder: Path) -> bool:
+    """Whether the loose trace_view.json and kernel_details.csv are of one run: one of
+    kernel_details' first kernels starts in trace_view.json too (both write a task's start as
+    the same µs text with 3 decimals: one task's, to the ns)."""
+    import mmap  # here: only a loose pair needs them
+
+    trace, kernels = (folder / name for name in _PAIR)
+    with open(kernels, newline="", encoding="utf-8", errors="replace") as f:
+        rows = zip(range(_KERNELS_LOOKED_AT), csv.DictReader(f), strict=False)
+        starts = {(row.get("Start Time(us)") or "").strip() for _, row in rows} - {""}
+    if not starts or trace.stat().st_size == 0:
+        return False
+    sought = re.compile(b'"(?:' + b"|".join(re.escape(s.encode()) for s in sorted(starts)) + b')"')
+    with open(trace, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return sought.search(data) is not None  # one pass over the file, whatever its size
 
 
 def _named(rank_dir: Path) -> bool:
@@ -124,7 +151,14 @@ def rank_infos(rank_dir: Path) -> list[RankInfo]:
 
     Raises:
         InputError: ``profiler_info_*.json`` is not a JSON object.
+        UsageError: a loose trace_view.json and kernel_details.csv of two runs.
     """
+    if _loose(rank_dir):
+        if not _belong_together(rank_dir):
+            raise UsageError(f"{rank_dir}: trace_view.json and kernel_details.csv do not belong together "
+                             f"(none of kernel_details.csv's first {_KERNELS_LOOKED_AT} kernels is in "
+                             "trace_view.json: two runs); pass one file")
+        return [lone_file(rank_dir / "trace_view.json", None)]
     info_path, info = _profiler_info(rank_dir)
     sources = _sources(rank_dir)
     analysis = bool(sources) and ascend_analysis.is_analysis(sources[0])
@@ -194,6 +228,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     source = rank.source_paths[0]
     if ascend_analysis.is_analysis(source):
         yield from ascend_analysis.read(rank, rank.source_paths, diag)
+    elif source.name.startswith(_CPU_OPS):  # for ops only (with_op_types)
+        yield from mindspore_cpu.framework_ops(rank, source, diag)
     elif source.suffix == ".json":
         yield from chrome_trace.read_merged(rank, [source], diag, detail)
     elif source.suffix == ".db":
@@ -217,23 +253,45 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
         yield from ascend_db.memory(rank, source, diag)
         return
     output = rank.path / _OUTPUT if (rank.path / _OUTPUT).is_dir() else rank.path
-    recorded = (output / "memory_record.csv").is_file()
+    record, allocations = output / "memory_record.csv", output / "operator_memory.csv"
+    recorded = record.is_file()
+    # a memory_record.csv cut off (the job died writing it) lacks the totals after the cut, maybe the
+    # peak: where operator_memory.csv is whole, its totals make the allocators' counters instead
+    remade = recorded and _cut(record) and allocations.is_file() and not _cut(allocations)
+    if remade:
+        diag.warn("cut_memory_record", f"{record}: cut off (its last line has no line end): rank "
+                  f"{rank.rank}'s PTA and GE counters and peaks are made from the complete "
+                  f"{allocations.name}'s totals instead")
     if recorded:
-        yield from _memory_record(rank, output / "memory_record.csv", diag)
-    if (output / "operator_memory.csv").is_file():
-        found = _operator_memory(rank, output / "operator_memory.csv", diag)
-        yield from op_memory.records(rank, found, counters=not recorded)
+        yield from _memory_record(rank, record, diag, skip=op_memory.COMPONENTS if remade else ())
+    if allocations.is_file():
+        found = _operator_memory(rank, allocations, diag)
+        yield from op_memory.records(rank, found, counters=not recorded or remade)
     if (output / "npu_module_mem.csv").is_file():
         yield from _npu_module_mem(rank, output / "npu_module_mem.csv", diag)
+    cpu = mindspore_cpu.framework_file(rank.path, "cpu_ms_memory_record", rank.rank)
+    if cpu is not None:  # MindSpore on CPU: its allocator's totals
+        yield from mindspore_cpu.framework_memory(rank, cpu, diag)
 
 
 _RECORD_KINDS = tuple(f"Total {kind}(MB)" for kind in MEMORY_KINDS)
 _MB = float(1 << 20)
 
 
-def _memory_record(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Sample]:
+def _cut(path: Path) -> bool:
+    """Whether a text file ends inside a line (the profilers end every line)."""
+    with open(path, "rb") as f:
+        if f.seek(0, 2) == 0:
+            return False
+        f.seek(-1, 2)
+        return f.read(1) != b"\n"
+
+
+def _memory_record(rank: RankInfo, path: Path, diag: Diagnostics, skip: tuple[str, ...] = ()
+                   ) -> Iterator[Sample]:
     """memory_record.csv: the allocators' totals after each of their events (PTA, GE), their sum
-    (PTA+GE) and the application's device memory as the driver samples it (APP), in MB."""
+    (PTA+GE) and the application's device memory as the driver samples it (APP), in MB; the
+    components of ``skip`` left out."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.DictReader(whole_lines(f, path, diag))
         _need(path, csv_header(rows, path), ("Component", "Timestamp(us)"))
@@ -245,6 +303,8 @@ def _memory_record(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Sa
                 diag.warn("bad_row", f"{path}: line {line}: expected a Timestamp(us), totals in MB; skipped")
                 continue
             component = (row.get("Component") or "?").strip()
+            if component in skip:
+                continue
             for kind, value in zip(MEMORY_KINDS, values, strict=True):
                 if value is not None:
                     yield Sample(rank.rank, memory_counter(component, kind), ts_ns, value)
@@ -317,15 +377,29 @@ def _need(path: Path, header: list[str], columns: tuple[str, ...]) -> None:
                          hint="expected torch_npu's memory files")
 
 
+def links(rank: RankInfo, diag: Diagnostics) -> tuple[str, Iterator[MatrixLink]] | None:
+    """The link matrix the profiler wrote beside the rank's records (``ascend_analysis.links``)."""
+    output = rank.path / _OUTPUT if (rank.path / _OUTPUT).is_dir() else rank.path
+    return ascend_analysis.links(rank, output, diag)
+
+
+_CPU_OPS = "cpu_op_execute_timestamp"
+
+
 def with_op_types(rank: RankInfo) -> RankInfo:
     """The rank as read for its op types (``trace2perfetto ops``): from kernel_details.csv where
     trace_view.json would be read, since that names only each task's type (AI_CORE for cube and
-    vector kernels alike), not its op type, core or shapes; else as it is."""
+    vector kernels alike), not its op type, core or shapes; a MindSpore CPU run's (no device
+    tasks) from its ``FRAMEWORK/cpu_op_execute_timestamp_N.txt``, every CPU op run to the ns with
+    its type; else as it is."""
     source = rank.source_paths[0] if rank.source_paths else None
-    kernels = source.parent / "kernel_details.csv" if source is not None else None
-    if source is None or source.name != "trace_view.json" or not kernels.is_file():
+    if source is None or source.name != "trace_view.json":
         return rank
-    return dataclasses.replace(rank, source_paths=(kernels,))
+    kernels = source.parent / "kernel_details.csv"
+    if kernels.is_file():
+        return dataclasses.replace(rank, source_paths=(kernels,))
+    cpu = mindspore_cpu.framework_file(rank.path, _CPU_OPS, rank.rank)
+    return rank if cpu is None else dataclasses.replace(rank, source_paths=(cpu,))
 
 
 def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, dict[tuple[int, str], str]]]:
@@ -335,7 +409,7 @@ def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, 
     decimals; kernel_details' with a TAB) and its name alike. One kernel_details step at a time in
     time order, each with its first start and last end (the caller's window); nothing elsewhere."""
     kernels = with_op_types(rank)
-    if kernels is rank:
+    if kernels.source_paths[0].name != "kernel_details.csv":
         return
     for batch in _read_kernel_details(kernels, kernels.source_paths[0], diag, detail=False):
         typed = [s for s in batch.slices
@@ -355,8 +429,10 @@ _COMMUNICATION = ("HCCL", "COMMUNICATION")
 def _read_kernel_details(
     rank: RankInfo, path: Path, diag: Diagnostics, detail: bool
 ) -> Iterator[StepRecords]:
-    """kernel_details.csv, filed by ``Step Id`` in a spill file, then one step at a time."""
+    """kernel_details.csv, filed by ``Step Id`` in a spill file, then one step at a time; each
+    communication op with the profiler's figures of it where its analysis lies beside (``_Analysed``)."""
     bounds: dict[int | None, list[int]] = {}
+    analysed = _Analysed(rank, path.parent, diag)
     with StepSpill() as spill, open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.DictReader(whole_lines(f, path, diag))
         missing = [c for c in _NEEDED if c not in csv_header(rows, path)]
@@ -370,6 +446,8 @@ def _read_kernel_details(
             if record is None:
                 continue
             step = _int_or_none(row.get("Step Id"))
+            if record.layer is Layer.COMM_OP:
+                record = analysed.figured(step, record)
             bound = bounds.setdefault(step, [record.start_ns, record.end_ns])
             bound[0], bound[1] = min(bound[0], record.start_ns), max(bound[1], record.end_ns)
             batch.setdefault(step, []).append(record)
@@ -387,6 +465,43 @@ def _read_kernel_details(
                 slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step_id}", start, end - start,
                                     {"Step": step_id, "bounds": "first to last device activity"}))
             yield StepRecords(rank.rank, None, step_id, step, slices)
+
+
+class _Analysed:
+    """The profiler's figures of each communication op (``communication.json``, ``analysis.db``:
+    Transit, Wait, Synchronization, Idle, per transport), which kernel_details.csv lacks, for its
+    ops: the op of the same step and name whose start is nearest, within ``_NEAR_NS`` (the
+    analysis writes starts as floats of epoch µs, a 0.25 µs grain)."""
+
+    def __init__(self, rank: RankInfo, output: Path, diag: Diagnostics) -> None:
+        self.ops: dict[tuple[int | None, str], list[Slice]] = {}
+        self.offset = rank.clock_offset_ns  # the analysis' times are shifted by it, kernel_details' not yet
+        paths = tuple(p for p in ascend_analysis.sources(output) if p.name != ascend_analysis.STEP_TRACE)
+        if not paths:
+            return
+        try:
+            _, by_step = ascend_analysis.analysed(rank, paths, diag)
+        except InputError as e:  # a broken analysis costs the ops their figures, not the rank
+            diag.warn("bad_analysis", f"{e}; rank {rank.rank}'s communication ops keep Transit, Wait, "
+                      "Synchronization and Idle unknown")
+            return
+        for step, ops in by_step.items():
+            for op in ops:
+                self.ops.setdefault((step, op.name), []).append(op)
+
+    def figured(self, step: int | None, op: Slice) -> Slice:
+        """``op`` with the figures of its analysed op in its args (as they were: none found)."""
+        found = self.ops.get((step, op.name))
+        if not found:
+            return op
+        nearest = min(found, key=lambda o: abs(o.start_ns - self.offset - op.start_ns))
+        if abs(nearest.start_ns - self.offset - op.start_ns) > _NEAR_NS:
+            return op
+        figures = {k: v for k, v in nearest.args.items() if k not in ("type",)}
+        return op._replace(args={**op.args, **figures})
+
+
+_NEAR_NS = 1_000
 
 
 def _say_nothing_read(path: Path, rows: int, rank: RankInfo, diag: Diagnostics, detail: bool) -> None:

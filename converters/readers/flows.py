@@ -200,6 +200,14 @@ def warn_unjoined_flows(diag: Diagnostics, rank: int | None, unjoined: Unjoined)
                   f"after it stopped, or more than MAX_FLOW_STEPS steps away)")
 
 
+def forget_flow_warnings(diag: Diagnostics, rank: int) -> None:
+    """Take back the rank's warnings of arrows left out (``warn_backwards_flows``,
+    ``warn_unjoined_flows``): for a read whose command draws no arrows and uses none (``comm``'s
+    tables), of which they are not true."""
+    diag.forget(f"backwards_flows {rank}")
+    diag.forget(f"unjoined_flows {rank}")
+
+
 def flow_id(rank: int, key: str, k: int) -> int:
     """A flow id unique across ranks: the profilers' ids are unique within one rank only (the
     8-byte BLAKE2b of ``rank|key|k`` as a little-endian int, computed in C: ``_core.flow_id``)."""

@@ -29,6 +29,7 @@ from ..model import (
 from .spill import ByTime, StepSpill
 
 PTA, GE, PTA_GE = "PTA", "GE", "PTA+GE"
+COMPONENTS = (PTA, GE, PTA_GE)  # the counters ``records`` makes
 Totals = tuple  # (allocated, reserved, active) in bytes, None where the row gives none
 _BATCH = 10_000
 

@@ -16,7 +16,15 @@ from ...errors import Diagnostics
 from ...model import RankInfo, StepKey
 from ...profile import Kind, Options, Profile, read_profile
 from ...select import format_ids
-from ..comm_matrix import LinkRow, MatrixReport, add_totals, ranked, step_links
+from ..comm_matrix import (
+    LinkRow,
+    MatrixReport,
+    add_totals,
+    profiler_rows,
+    ranked,
+    step_links,
+    warn_unprofiled_peers,
+)
 from ..critical import (
     KINDS,
     StepPath,
@@ -109,11 +117,14 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
     kept = frozenset(info.rank for info in detail.ranks)
     sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0])
     planes = False
+    from_profiler: dict[int, str] = {}
 
-    def add_links(_: int, more: list) -> None:
+    def add_links(index: int, more: list) -> None:
         nonlocal planes
-        rows, has_planes = more
+        rows, has_planes, source = more
         planes |= has_planes
+        if source is not None:
+            from_profiler[detail.ranks[index].rank] = source
         add_totals(sums, rows)
 
     spool = Spool()
@@ -133,7 +144,11 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
     apart = {"unknown": f"rank {format_ids(own)}: times on clocks of their own, not aligned"} if own else {}
     critical = [SlowStep(f.key, f.graph, f.step, f.step_ns, f.rank, paths.get(f.key), _name(f, several),
                          **apart) for f in slow]
-    return (MatrixReport([], ranked(sums), planes) if links else None), critical
+    if not links:
+        return None, critical
+    found = MatrixReport([], ranked(sums), planes, from_profiler)
+    warn_unprofiled_peers(profile.diag, found.slowest, profile.ranks)
+    return found, critical
 
 
 def rank_detail(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
@@ -157,7 +172,10 @@ def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int
                 planes |= has_planes
             if batch.key in keys:
                 stash_step(spool, batch, shift, kept, stashed, types)
-    return stashed, rows, planes
+    source = None
+    if links and not planes:  # the link matrix the profiler wrote, where it did
+        rows, source = profiler_rows(info, options, diag)
+    return stashed, rows, planes, source
 
 
 def _slowest(facts: list[StepFacts], n: int) -> list[StepFacts]:

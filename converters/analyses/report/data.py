@@ -316,7 +316,7 @@ def report_data(
     report.op_types_shown, report.op_types = op_types_by_rank(combine(r.op_types for r in results))
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     try:
-        report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where)
+        report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where, diag=diag)
     except InputError as e:  # broken memory files cost the report its memory section, not the rest
         diag.warn("no_memory", f"memory left out of the report: {e}")
     if baseline is not None:
@@ -554,10 +554,14 @@ def _links_record(links: MatrixReport | None) -> dict[str, Any]:
     """The job's links, slowest against their transport's median first (``comm_matrix``);
     ``plane_tasks`` null: no communication ops, so none looked for."""
     ranked = [] if links is None else links.slowest
-    return {"plane_tasks": None if links is None else links.plane_tasks,
-            "ranked": [{"src_rank": s.src, "dst_rank": s.dst, "transport": s.transport,
-                        "size_mb": s.size_bytes / 1e6, "time_ms": ms(s.time_ns), "bandwidth_gb_s": s.gb_per_s,
-                        "median_gb_s": s.median_gb_per_s, "ratio_to_median": s.ratio} for s in ranked]}
+    found = {"plane_tasks": None if links is None else links.plane_tasks,
+             "ranked": [{"src_rank": s.src, "dst_rank": s.dst, "transport": s.transport,
+                         "size_mb": s.size_bytes / 1e6, "time_ms": ms(s.time_ns),
+                         "bandwidth_gb_s": s.gb_per_s, "median_gb_s": s.median_gb_per_s,
+                         "ratio_to_median": s.ratio} for s in ranked]}
+    if links is not None and links.from_profiler:  # ranks without plane tasks: their profiler's matrix
+        found["from_profiler"] = {str(rank): source for rank, source in links.from_profiler.items()}
+    return found
 
 
 def _step_record(f: StepFacts, found: list[Diagnosis], judged: bool = True) -> dict[str, Any]:

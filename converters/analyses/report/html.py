@@ -363,10 +363,19 @@ def _critical_section(plots: Plots, steps: list[SlowStep]) -> str:
     return "".join(out)
 
 
+def _profiler_links(links) -> str:
+    """Which ranks' links are their profiler's own matrix (no plane tasks), in words; "" for none."""
+    by_source: dict[str, list[int]] = {}
+    for rank, source in links.from_profiler.items():
+        by_source.setdefault(source, []).append(rank)
+    return "".join(f" Rank {format_ids(ranks)}: no plane tasks; the profiler's own {_e(source)}, as written."
+                   for source, ranks in by_source.items())
+
+
 def _links_section(plots: Plots, report: Report) -> str:
     out = ['<section id="links"><h2>Links</h2>']
     links = report.links
-    if links is None or not links.plane_tasks:
+    if links is None or not links.has_links:
         why = ("No communication ops in this input." if links is None else
                "No HCCL plane tasks on links in this input (Kineto, msprof or torch_npu without them): the "
                "link matrix needs them.")
@@ -376,7 +385,7 @@ def _links_section(plots: Plots, report: Report) -> str:
                            "Each cell the transit from one rank (row) to another (column) over the kept "
                            "steps, coloured by its bandwidth (transit size / transit time, from the HCCL "
                            "plane tasks, as communication_matrix.json); copies within a rank (LOCAL) left "
-                           "out."))
+                           "out." + _profiler_links(links)))
     rows = [[s.src, s.dst, _e(s.transport), f"{s.size_bytes / 1e6:,.1f}", _num(s.time_ns),
              f"{s.gb_per_s:g}", f"{s.median_gb_per_s:g}", "-" if s.ratio is None else f"{s.ratio:.2f}"]
             for s in links.slowest[:10]]

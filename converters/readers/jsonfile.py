@@ -264,6 +264,59 @@ def header(path: Path, limit: int = 1 << 20) -> dict[str, Any]:
     return header_of(first_bytes(path, limit))
 
 
+def trailer(path: Path, limit: int = 1 << 20) -> dict[str, Any]:
+    """The keys of an object-form trace that come after its ``traceEvents`` array (Kineto of
+    PyTorch 2.1-2.5 writes ``baseTimeNanoseconds`` there; a harness that rewrites the file may put
+    any key there), read from its last ``limit`` bytes; {} where none can be read. Streamed: a
+    ``.gz`` is inflated to its end in chunks, holding only the last ``limit`` bytes."""
+    return trailer_of(last_bytes(path, limit))
+
+
+def last_bytes(path: Path, limit: int) -> bytes:
+    """The last ``limit`` bytes of the file (inflated), or b"" if it cannot be read."""
+    try:
+        with open(path, "rb") as raw:
+            if not path.name.endswith(".gz"):
+                size = raw.seek(0, 2)
+                raw.seek(max(0, size - limit))
+                return raw.read(limit)
+        window = b""
+        with open_bytes(path) as f:
+            while part := f.read(max(limit, 1 << 20)):
+                window = (window + part)[-limit:]
+        return window
+    except (OSError, InputError):
+        return b""
+
+
+_TRAILER_TRIES = 64  # "]" that close no array of events, tried before the earliest one that does
+
+
+def trailer_of(data: bytes) -> dict[str, Any]:
+    """``trailer`` of the last bytes of a file: what follows the ``]`` that ends the events, the
+    earliest ``]`` after which the rest of the data is the rest of an object (a ``]`` in a later
+    key's value, ``deviceProperties``' own, is followed by such a rest too)."""
+    found: dict[str, Any] = {}
+    end, misses = len(data), 0
+    while misses < _TRAILER_TRIES:
+        end = data.rfind(b"]", 0, end)
+        if end < 0:
+            break
+        rest = data[end + 1 :].strip()
+        last = _last_non_space(data, end)
+        value: Any = None
+        if (last < 0 or data[last] in b"}[") and rest[:1] == b",":
+            try:
+                value = orjson.loads(b"{" + rest[1:])
+            except orjson.JSONDecodeError:
+                pass
+        if isinstance(value, dict):
+            found, misses = value, 0
+        else:
+            misses += 1
+    return found
+
+
 def first_bytes(path: Path, limit: int) -> bytes:
     """The first ``limit`` bytes of the file (inflated), or b"" if it cannot be read."""
     try:
@@ -271,6 +324,13 @@ def first_bytes(path: Path, limit: int) -> bytes:
             return f.read(limit)
     except (OSError, InputError):
         return b""
+
+
+def events_key(data: bytes) -> int | None:
+    """Where the events of an object-form trace begin in its first bytes (after its
+    ``"traceEvents": [``); None for an array, or where they do not begin in ``data``."""
+    found = _EVENTS_KEY.search(data)
+    return found.end() if found and data.lstrip()[:1] == b"{" else None
 
 
 def header_of(data: bytes) -> dict[str, Any]:

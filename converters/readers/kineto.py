@@ -53,7 +53,7 @@ from ..overlap import NOT_COMPUTE
 from . import chrome_trace, jsonfile
 from .chrome_trace import Converted, Dialect
 from .events import Event, is_profiler_step
-from .lanes import gpu_stream
+from .lanes import gpu_stream, mtia_lane
 from .times import us_to_ns
 
 NAME = "kineto"
@@ -75,7 +75,10 @@ _PADDLE = (".paddle_trace.json", ".paddle_trace.json.gz")
 _HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(\.gz)?$")
 _DEVICE_CATS = {"kernel": "KERNEL", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET",
                 "gpu_user_annotation": NOT_COMPUTE}
-_LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+_LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "mtia_runtime")
+# an MTIA device's work (its process "MTIA N"): kernels, and DMA requests, which are copies (as HTA
+# counts them: its memory kernels are those named dma*)
+_MTIA_CAT = "mtia_ccp_events"
 # PyTorch 1.8-1.9 wrote the categories by other names (and a stream's tid as "stream 7", without
 # a thread name): read as today's
 _CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
@@ -253,7 +256,7 @@ class Kineto(Dialect):
 
     def __init__(self, backend: str) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
-        cats = {*_DEVICE_CATS, *_LAUNCH_CATS, "ac2g"}
+        cats = {*_DEVICE_CATS, *_LAUNCH_CATS, _MTIA_CAT, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
         self.python_cats = frozenset(cats | {old for old, new in _CATS_OF_1_8.items() if new in cats})
@@ -268,6 +271,8 @@ class Kineto(Dialect):
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
         if thread.startswith("stream ") or str(tid).startswith("stream "):  # a GPU stream: events by category
             return chrome_trace.Route(_GPU, _stream_lane(pid, tid))
+        if process.startswith("MTIA "):  # an MTIA device: its queues ("Stream 1 FW", "DMA_REQUEST")
+            return chrome_trace.Route(_GPU, mtia_lane(process, thread.strip() or f"Stream {tid}"))
         if type(pid) is not int:  # the profiler's own spans and markers ("Spans", "Traces", "")
             named = " ".join(str(part) for part in (pid, tid) if part != "")
             return chrome_trace.Route(Layer.HOST, named or "Profiler")
@@ -277,6 +282,12 @@ class Kineto(Dialect):
         cat, name = _category(event), event.name
         if event.ph in ("s", "f", "t"):
             return _FLOWS
+        if cat == _MTIA_CAT:
+            args = _args(event)
+            flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
+            task = "MEMCPY" if isinstance(name, str) and name.startswith("dma") else "KERNEL"
+            return Converted(Layer.STREAM, lane if kind is _GPU else mtia_lane(str(event.pid), f"Stream {event.tid}"),
+                             name, task, flow)
         if cat in _DEVICE_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None

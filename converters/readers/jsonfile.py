@@ -52,6 +52,9 @@ def integer(value: Any, path: Path, key: str) -> int:
     raise InputError(path, key, f"expected an integer, got {value!r:.40}")
 
 
+WHOLE_LIMIT = 256 << 20  # a file of events read whole (one that cannot be streamed) is at most this long
+
+
 def load_events(path: Path, diag: Diagnostics) -> list[Any]:
     """The events of a Chrome-trace file: a JSON array, or an object with ``traceEvents``.
 
@@ -60,9 +63,13 @@ def load_events(path: Path, diag: Diagnostics) -> list[Any]:
     """
     try:
         with open_bytes(path, diag) as f:
-            data = f.read()
+            data = f.read(WHOLE_LIMIT + 1)
     except OSError as e:
         raise InputError(path, "", f"cannot read: {e.strerror or e}") from e
+    if len(data) > WHOLE_LIMIT:  # read whole only where it cannot be streamed: a bounded size
+        raise InputError(path, "", f"expected a JSON array of trace events, or an object whose traceEvents "
+                         f"begin within its first {_HEADER_CHUNKS * 2} MiB; this one is over "
+                         f"{WHOLE_LIMIT >> 20} MiB, too big to read whole")
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
@@ -170,7 +177,7 @@ def _split_array(
     path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], chunk_bytes: int
 ) -> Iterator[list[Any]]:
     with open_bytes(path, diag) as f:
-        buf = f.read(chunk_bytes)
+        buf, skipped = _past_space(f, chunk_bytes)
         start = len(buf) - len(buf.lstrip())
         in_object = buf[start : start + 1] == b"{"
         if in_object:
@@ -180,8 +187,8 @@ def _split_array(
             buf, start = found
         elif buf[start : start + 1] != b"[":
             raise _NotPlain
-        base, buf = start + 1, buf[start + 1 :]  # base: where buf starts in the file
-        check_at, count = 8 * chunk_bytes, 0  # count: the events yielded
+        base, buf = skipped + start + 1, buf[start + 1 :]  # base: where buf starts in the file
+        count = 0  # the events yielded
         while True:
             more = f.read(chunk_bytes)
             if not more:
@@ -201,9 +208,133 @@ def _split_array(
                 buf = buf[match.end() - 1 :]
                 break
             else:
-                if len(buf) > check_at:  # no event ends in a long stretch: broken, or one huge event
+                if len(buf) > _LONG * chunk_bytes:  # no event ends in a long stretch: broken, or huge
                     _raise_if_broken(path, buf, base, in_object)
-                    check_at *= 2
+                    stretch = _Stretch(f, path, diag, chunk_bytes)
+                    events, buf, base, ended = stretch.read(buf, base, count)
+                    events = stretch.decoded(events, decode)
+                    count += len(events)
+                    yield events
+                    if ended:
+                        return
+
+
+def _past_space(f: BinaryIO, chunk_bytes: int) -> tuple[bytes, int]:
+    """The first chunk that holds more than whitespace, and how many bytes of it came before."""
+    skipped = 0
+    while (buf := f.read(chunk_bytes)) and not buf.strip():
+        skipped += len(buf)
+    return buf, skipped
+
+
+_LONG = 4  # chunks without a boundary between events: a long stretch, read by _Stretch
+MAX_EVENT_BYTES = 16 << 20  # an event longer than this (a name, a number that long) is left out
+_STRUCTURE = re.compile(rb'[{}\[\]"]')
+
+
+class _Stretch:
+    """A stretch of an event array where no boundary between events came for several chunks:
+    whitespace between events (any amount: valid JSON), or an event too long to hold (a string or
+    number of gigabytes, which no profiler writes). Read by its structure, a chunk at a time, so
+    memory holds a chunk and the events kept, never the stretch: whitespace between events is
+    passed over; an event past ``MAX_EVENT_BYTES`` is left out with a warning naming the file
+    and its byte offset; the rest is each event's own bytes."""
+
+    def __init__(self, f: BinaryIO, path: Path, diag: Diagnostics, chunk_bytes: int) -> None:
+        self._f, self._path, self._diag, self._chunk = f, path, diag, chunk_bytes
+        self._at: list[int] = []  # where each event kept begins in the file
+
+    def read(self, buf: bytes, base: int, before: int) -> tuple[list[bytes], bytes, int, bool]:
+        """The whole events from ``buf`` (at byte ``base``, between events) on: those ``buf`` holds
+        and the one it ends in; then the rest of the buffer from the next event's start, where
+        that lies, and whether the array (or the file) has ended there. ``before``: the events
+        read before it (for the warning of a file cut off)."""
+        data, offset, pos, end = buf, base, 0, base + len(buf)
+        texts: list[bytes] = []
+        parts: list[bytes] | None = []  # the event's bytes of the chunks before; None: too long, left out
+        depth, size, start, in_string, done = 0, 0, 0, False, 0
+        while True:
+            if pos >= len(data):
+                if depth and parts is not None:
+                    parts.append(data[start:])
+                    size += len(data) - start
+                    if size > MAX_EVENT_BYTES:
+                        parts = None
+                pos, start, offset = pos - len(data), 0, offset + len(data)  # past an escape's second byte
+                data = self._f.read(self._chunk)
+                if not data:
+                    if depth:
+                        self._at.pop()  # the event cut off
+                    self._diag.warn("truncated_file", f"{self._path}: cut off at byte {offset}; converted the "
+                                    f"{before + len(texts)} whole events before it")
+                    return texts, b"", offset, True
+                continue
+            if in_string:  # memchr, not a regex: a string may be gigabytes long
+                quote = data.find(b'"', pos)
+                escape = data.find(b"\\", pos, len(data) if quote < 0 else quote)
+                if escape >= 0:  # a backslash: the next byte is escaped
+                    pos = escape + 2
+                elif quote < 0:
+                    pos = len(data)
+                else:
+                    in_string, pos = False, quote + 1
+                continue
+            if not depth:
+                was, pos = pos, len(data) - len(data[pos:].lstrip())  # whitespace of any length, at C speed
+                for other in (b"\x0b", b"\x0c"):  # ASCII's whitespace, not JSON's
+                    if (bad := data.find(other, was, pos)) >= 0:
+                        raise InputError(self._path, f"byte {offset + bad}", "not valid JSON (a control "
+                                         "character between events)")
+                if pos == len(data):
+                    continue
+                byte = data[pos]
+                if byte == 0x2C:  # ","
+                    pos += 1
+                elif byte == 0x5D:  # "]": the array ends
+                    return texts, data[pos:], offset + pos, True
+                elif byte != 0x7B:
+                    raise InputError(self._path, f"byte {offset + pos}", "not valid JSON (expected an event, "
+                                     "\",\" or \"]\")")
+                elif done and offset + pos >= end:  # past what was buffered: back to batches
+                    return texts, data[pos:], offset + pos, False
+                else:
+                    depth, size, start, parts, pos = 1, 0, pos, [], pos + 1
+                    self._at.append(offset + start)
+                continue
+            found = _STRUCTURE.search(data, pos)
+            if found is None:
+                pos = len(data)
+                continue
+            pos, byte = found.end(), data[found.start()]
+            if byte == 0x22:
+                in_string = True
+            elif byte in b"{[":
+                depth += 1
+            elif (depth := depth - 1) == 0:
+                done += 1
+                if parts is None:
+                    self._diag.warn("long_event", f"{self._path}: byte {self._at.pop()}: an event of more than "
+                                    f"{MAX_EVENT_BYTES >> 20} MiB (a string or number that long, which no "
+                                    "profiler writes); left out")
+                else:
+                    texts.append(b"".join((*parts, data[start:pos])))
+
+    def decoded(self, texts: list[bytes], decode: Callable[[bytes], list[Any]]) -> list[Any]:
+        """The events kept, decoded in one call (one by one where that fails, to name the bad one)."""
+        if not texts:
+            return []
+        try:
+            return decode(_utf8(self._path, b"".join((b"[", b",".join(texts), b"]")), self._at[0], self._diag))
+        except ValueError:
+            pass
+        for text, at in zip(texts, self._at, strict=True):
+            try:
+                decode(b"[" + text + b"]")
+            except ValueError:
+                error = _error(b"[" + text + b"]")
+                raise InputError(self._path, f"byte {at + max(error.pos - 1, 0)}",
+                                 f"not valid JSON ({error.msg})") from None
+        return decode(b"[" + b",".join(texts) + b"]")
 
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')

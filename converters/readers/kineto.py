@@ -30,6 +30,7 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,7 +214,18 @@ def _keys(path: Path, data: bytes) -> dict[str, Any]:
     head = jsonfile.header_of(data)
     if "distributedInfo" in head and "baseTimeNanoseconds" in head or data.lstrip()[:1] != b"{":
         return head
-    return {**jsonfile.trailer(path), **head}
+    try:
+        found = path.stat()
+    except OSError:
+        return head
+    return {**_trailer(path, found.st_size, found.st_mtime_ns), **head}
+
+
+@functools.lru_cache(maxsize=64)
+def _trailer(path: Path, size: int, mtime_ns: int) -> dict[str, Any]:
+    """``jsonfile.trailer``, once per version of a file: a ``.gz`` is inflated to its end for it,
+    and discovery and the read (in this process, or in workers forked after discovery) both ask."""
+    return jsonfile.trailer(path)
 
 
 def _device_name_of(properties: Any) -> str | None:

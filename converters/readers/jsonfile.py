@@ -3,8 +3,14 @@
 A job killed mid-write leaves ``[{...}, {...}, {"na`` behind. Such a file converts up to its
 last whole event, with a warning naming the file and the byte offset where it was cut. Both
 forms stream: a plain array of events, and an object whose ``traceEvents`` array lies between
-other keys (PyTorch's Kineto and Paddle write that; ``header`` reads the keys before it).
-Files ending ``.gz`` are inflated as they are read (byte offsets are then the inflated ones).
+other keys (PyTorch's Kineto and Paddle write that; ``header`` reads the keys before it,
+``trailer`` those after it). Files ending ``.gz`` are inflated as they are read (byte offsets
+are then the inflated ones).
+
+Memory stays flat on any input, valid or hostile: whitespace of any length between events is
+passed over, an event longer than ``MAX_EVENT_BYTES`` (a string or number of gigabytes, which no
+profiler writes) is left out with a warning naming its byte offset (``_Stretch``), and what must
+be read whole (a small file, events that cannot be streamed) is refused past ``WHOLE_LIMIT``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import orjson
 from ..errors import Diagnostics, InputError
 
 _MAX_RECOVERY_TRIES = 64  # closing braces to try from the end; an event nests only a few deep
+WHOLE_LIMIT = 256 << 20  # a file read whole (a small one, or events that cannot be streamed) is at most this long
 
 
 def load_object(path: Path) -> dict[str, Any]:
@@ -29,7 +36,11 @@ def load_object(path: Path) -> dict[str, Any]:
         InputError: the file cannot be read, is not JSON, or holds no object.
     """
     try:
-        value = orjson.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            data = f.read(WHOLE_LIMIT + 1)
+        if len(data) > WHOLE_LIMIT:  # no profiler's small file is that long: memory stays bounded
+            raise InputError(path, "", f"expected a small JSON object; this file is over {WHOLE_LIMIT >> 20} MiB")
+        value = orjson.loads(data)
     except (OSError, orjson.JSONDecodeError) as e:
         raise InputError(path, "", f"cannot read JSON: {e}") from e
     if not isinstance(value, dict):
@@ -50,9 +61,6 @@ def integer(value: Any, path: Path, key: str) -> int:
     except ValueError:
         pass
     raise InputError(path, key, f"expected an integer, got {value!r:.40}")
-
-
-WHOLE_LIMIT = 256 << 20  # a file of events read whole (one that cannot be streamed) is at most this long
 
 
 def load_events(path: Path, diag: Diagnostics) -> list[Any]:

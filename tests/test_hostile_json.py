@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 from test_memory import peak_mib
+from test_trace_processor import imported
 
 from converters.errors import Diagnostics, InputError
 from converters.readers import jsonfile
@@ -128,3 +129,5 @@ def test_gigabytes_of_padding_end_in_bounded_memory(hostile, tmp_path, what, com
     argv = [sys.executable, "-m", "converters", *(["info", str(path)] if command == "info" else
                                                  [str(path), "-o", str(tmp_path / "out.pftrace")])]
     assert peak_mib(argv) < 400
+    if command == "convert":
+        assert imported(tmp_path / "out.pftrace", tmp_path)[0] == []

@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from converters import budget, output
+from converters import budget
 from converters.cli import main
 from converters.readers import spill
 from fixtures.kineto_gen import write_kineto_traces

@@ -16,9 +16,9 @@ from converters.cli import main
 
 _HOST, _DEVICE = 3100453, 9
 # (queue's tid, name, start µs, dur µs): kernels on "Stream 1 FW", DMA requests there and on their own queue
-_WORK = [(4, "fc-dtype_Float", 120.5, 300.25), (4, "dma_request", 200.0, 40.0), (4, "add-dtype_Float", 400.0, 50.5),
-         (801, "dma_request", 130.0, 500.0), (408, "cumsum-dtype_Int", 600.125, 100.0),
-         (4, "fc-dtype_Float", 900.0, 80.0)]
+_WORK = [(4, "fc-dtype_Float", 120.5, 300.25), (4, "dma_request", 200.0, 40.0),
+         (4, "add-dtype_Float", 400.0, 50.5), (801, "dma_request", 130.0, 500.0),
+         (408, "cumsum-dtype_Int", 600.125, 100.0), (4, "fc-dtype_Float", 900.0, 80.0)]
 _QUEUES = {4: "Stream 1 FW", 801: "DMA_REQUEST", 408: "Stream 102 FW"}
 
 

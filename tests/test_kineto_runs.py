@@ -12,7 +12,6 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
-import orjson
 import pytest
 from conftest import real_data
 from test_trace_processor import imported

@@ -26,7 +26,7 @@ import orjson
 from ..errors import Diagnostics, InputError
 
 _MAX_RECOVERY_TRIES = 64  # closing braces to try from the end; an event nests only a few deep
-WHOLE_LIMIT = 256 << 20  # a file read whole (a small one, or events that cannot be streamed) is at most this long
+WHOLE_LIMIT = 256 << 20  # the most read whole: a small file, or events that cannot be streamed
 
 
 def load_object(path: Path) -> dict[str, Any]:
@@ -39,7 +39,8 @@ def load_object(path: Path) -> dict[str, Any]:
         with open(path, "rb") as f:
             data = f.read(WHOLE_LIMIT + 1)
         if len(data) > WHOLE_LIMIT:  # no profiler's small file is that long: memory stays bounded
-            raise InputError(path, "", f"expected a small JSON object; this file is over {WHOLE_LIMIT >> 20} MiB")
+            raise InputError(path, "", f"expected a small JSON object; this file is over "
+                             f"{WHOLE_LIMIT >> 20} MiB")
         value = orjson.loads(data)
     except (OSError, orjson.JSONDecodeError) as e:
         raise InputError(path, "", f"cannot read JSON: {e}") from e
@@ -273,8 +274,8 @@ class _Stretch:
                 if not data:
                     if depth:
                         self._at.pop()  # the event cut off
-                    self._diag.warn("truncated_file", f"{self._path}: cut off at byte {offset}; converted the "
-                                    f"{before + len(texts)} whole events before it")
+                    self._diag.warn("truncated_file", f"{self._path}: cut off at byte {offset}; converted "
+                                    f"the {before + len(texts)} whole events before it")
                     return texts, b"", offset, True
                 continue
             if in_string:  # memchr, not a regex: a string may be gigabytes long
@@ -321,9 +322,9 @@ class _Stretch:
             elif (depth := depth - 1) == 0:
                 done += 1
                 if parts is None:
-                    self._diag.warn("long_event", f"{self._path}: byte {self._at.pop()}: an event of more than "
-                                    f"{MAX_EVENT_BYTES >> 20} MiB (a string or number that long, which no "
-                                    "profiler writes); left out")
+                    self._diag.warn("long_event", f"{self._path}: byte {self._at.pop()}: an event of more "
+                                    f"than {MAX_EVENT_BYTES >> 20} MiB (a string or number that long, which "
+                                    "no profiler writes); left out")
                 else:
                     texts.append(b"".join((*parts, data[start:pos])))
 
@@ -332,7 +333,8 @@ class _Stretch:
         if not texts:
             return []
         try:
-            return decode(_utf8(self._path, b"".join((b"[", b",".join(texts), b"]")), self._at[0], self._diag))
+            joined = b"".join((b"[", b",".join(texts), b"]"))
+            return decode(_utf8(self._path, joined, self._at[0], self._diag))
         except ValueError:
             pass
         for text, at in zip(texts, self._at, strict=True):

@@ -3,13 +3,16 @@
 ``tensorboard_trace_handler`` names a rank's file ``<worker>.<id>.pt.trace.json``; any number of
 them may lie in a folder (and its subfolders), beside other profilers' output. The file is an
 object: ``distributedInfo`` (``rank``, ``backend``, process groups) and ``baseTimeNanoseconds``
-come before ``traceEvents``, so a rank is known from the file's first bytes (``jsonfile.header``).
+come before ``traceEvents`` (``jsonfile.header``: the file's first bytes) or after it (PyTorch
+2.1-2.5 write the clock base last; a harness that rewrites the file anything: ``jsonfile.trailer``).
 ``ts`` is µs relative to ``baseTimeNanoseconds`` where that key is present (else epoch µs),
 floats with up to 3 decimals: decoded as text and parsed exactly to ns.
 
 Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 - GPU kernels, memcpy and memset: one lane per device stream (``GPU 0 Stream 7``), their kind
   as the task type (only kernels compute);
+- an MTIA's work (``mtia_ccp_events`` of a process ``MTIA N``): one lane per queue (``MTIA 9
+  Stream 1 FW``), kernels computing, DMA requests (``dma*``) copies;
 - NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``): communication ops, on the lane of their
   process group where the kernel's args name it;
 - on CPU backends (gloo), the collectives themselves (``c10d::*`` ops, ``gloo:*`` ranges) are
@@ -169,9 +172,9 @@ def _one_run_per_worker(folder: Path, unranked: list[RankInfo]) -> None:
             apart = (f", started {(second.start_ns - first.start_ns) / 1e9:.0f} s apart"
                      if first.start_ns is not None and second.start_ns is not None else "")
             raise UsageError(
-                f"{folder}: {len(infos)} runs of worker {worker!r}, not ranks of one job: {first.path.name} and "
-                f"{second.path.name}{apart}, neither saying a rank (distributedInfo); pass one of the files, "
-                "or a folder holding one run")
+                f"{folder}: {len(infos)} runs of worker {worker!r}, not ranks of one job: {first.path.name} "
+                f"and {second.path.name}{apart}, neither saying a rank (distributedInfo); pass one of the "
+                "files, or a folder holding one run")
 
 
 def rank_info(path: Path, data: bytes | None = None, keys: dict[str, Any] | None = None) -> RankInfo:
@@ -298,8 +301,8 @@ class Kineto(Dialect):
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
             task = "MEMCPY" if isinstance(name, str) and name.startswith("dma") else "KERNEL"
-            return Converted(Layer.STREAM, lane if kind is _GPU else mtia_lane(str(event.pid), f"Stream {event.tid}"),
-                             name, task, flow)
+            on = lane if kind is _GPU else mtia_lane(str(event.pid), f"Stream {event.tid}")
+            return Converted(Layer.STREAM, on, name, task, flow)
         if cat in _DEVICE_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import UsageError
+from .errors import UsageError, temporary_writes
 from .model import StepKey
 from .select import format_ids
 
@@ -88,16 +88,19 @@ class SpoolFile:
         self._ordinals: dict[tuple[int, int], int] = {}
 
     def __enter__(self) -> SpoolFile:
-        self._file = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115
+        with temporary_writes(self.path):
+            self._file = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._file.close()
+        with temporary_writes(self.path):
+            self._file.close()
 
     def add(self, step: StepKey | None, start_ns: int, rank: int, part: str, data: bytes, slices: int,
             sequence: int = 0, graph: int | None = None) -> None:
         if data:
-            self._file.write(data)
+            with temporary_writes(self.path):
+                self._file.write(data)
             ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
             self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices,
                                      (rank, sequence), ordinal, graph))
@@ -113,7 +116,8 @@ class SpoolFile:
 
     def stash(self, data: bytes) -> tuple[int, int]:
         """Keep ``data`` (no chunk) for ``Spool.unstash``: where it lies, as (offset, length)."""
-        self._file.write(data)
+        with temporary_writes(self.path):
+            self._file.write(data)
         self._end += len(data)
         return self._end - len(data), len(data)
 
@@ -124,7 +128,8 @@ def spooled(run: Callable[[str], tuple], path: str | None) -> tuple:
     file's bytes for ``Spool.adopt``."""
     if path is not None:
         return (*run(path), None)
-    with tempfile.NamedTemporaryFile(prefix="trace2perfetto-", suffix=".spool", delete=False) as own:
+    with temporary_writes(), tempfile.NamedTemporaryFile(prefix="trace2perfetto-", suffix=".spool",
+                                                         delete=False) as own:
         pass
     try:
         return (*run(own.name), Path(own.name).read_bytes())
@@ -136,7 +141,8 @@ class Spool:
     """A temporary directory of spool files, and the index of every chunk in them."""
 
     def __init__(self) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="trace2perfetto-")
+        with temporary_writes():
+            self._dir = tempfile.TemporaryDirectory(prefix="trace2perfetto-")
         self.chunks: list[Chunk] = []
         self._paths = 0
         self._open: dict[str, BinaryIO] = {}
@@ -160,7 +166,7 @@ class Spool:
     def adopt(self, data: bytes) -> str:
         """A new spool file holding ``data`` (a remote worker's spool, see ``spooled``): its path."""
         path = self.new_file()
-        with open(path, "wb") as file:
+        with temporary_writes(path), open(path, "wb") as file:
             file.write(data)
         return path
 

@@ -7,6 +7,8 @@ once, prints one line and returns ``exit_code``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +35,33 @@ class InputError(Trace2PerfettoError):
 
     def __reduce__(self):  # raised in worker processes: pickle with the constructor's arguments
         return (InputError, (self.path, self.where, self.reason, self.hint))
+
+
+class TemporaryWriteError(Trace2PerfettoError):
+    """A temporary file (the conversion's spool, a reader's spill) could not be written, most often
+    as its disk is full: names the folder it goes to and ``TMPDIR``, which moves it."""
+
+    def __init__(self, folder: str, reason: str) -> None:
+        self.folder, self.reason = folder, reason
+        super().__init__(f"{folder}: cannot write temporary files: {reason} (set TMPDIR to a folder with "
+                         "room for them; the output is not written there)")
+
+    def __reduce__(self):  # raised in worker processes
+        return (TemporaryWriteError, (self.folder, self.reason))
+
+
+@contextmanager
+def temporary_writes(path: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """Writes to the temporary file ``path`` (None: the temporary folder): an OSError they raise
+    (``No space left on device``) becomes a ``TemporaryWriteError`` naming its folder, not a
+    failure to read an input."""
+    try:
+        yield
+    except OSError as e:
+        import tempfile  # for this message only
+
+        folder = os.path.dirname(os.fspath(path)) if path is not None else tempfile.gettempdir()
+        raise TemporaryWriteError(as_text(folder), e.strerror or str(e)) from None
 
 
 # The warning a reader gives of a file of which its summary read keeps nothing, all of it left out

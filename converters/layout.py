@@ -17,7 +17,7 @@ from typing import NamedTuple
 from . import _layout
 from .model import HOST_MEMORY, MINDDATA, Layer, Sample, Slice, memory_counter_of, minddata_figure
 from .overlap import LANES as OVERLAP_LANES
-from .readers.lanes import on_gpu
+from .readers.lanes import accelerator
 
 _SUBLANES = 64  # order slots per lane: sub-lanes beyond this share the last slot
 _COMM_TASK_BASE = 1 << 22  # planes are drawn after the communication op lanes
@@ -165,8 +165,8 @@ class Lanes:
         order = base + min(index, _SUBLANES - 1)
         group = GROUPS[s.layer]
         order_of_group = GROUP_ORDER[group]
-        if s.layer is Layer.STREAM and on_gpu(s.lane):  # a GPU's streams, where NPUs' would be
-            group = "GPU"
+        if s.layer is Layer.STREAM and (device := accelerator(s.lane)):  # a GPU's, where NPUs' would be
+            group = device
         return Track(s.rank, group, order_of_group, lane, order)
 
 

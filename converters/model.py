@@ -369,6 +369,7 @@ class RankInfo:
     path: Path
     device: int | None = None
     host: str | None = None
+    device_name: str | None = None  # the device's model where the profile names it ("NVIDIA H100 ...")
     graphs: tuple[int, ...] = ()
     start_ns: int | None = None  # earliest time the profile can hold (collection start)
     clock: str = ""  # how times were converted to epoch, for the rank's description

@@ -8,6 +8,7 @@ conversion is data lost, and a file added inside a profile would be read as part
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -18,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import UsageError
+from .errors import Trace2PerfettoError, UsageError
 from .model import RankInfo
 
 
@@ -115,6 +116,16 @@ def open_output(target: str, inputs: Iterable[str | os.PathLike[str]] = ()) -> I
             yield raw
         os.chmod(temp, 0o644)
         os.replace(temp, final)
+    except OSError as e:
+        Path(temp).unlink(missing_ok=True)
+        if e.errno not in _FULL:
+            raise
+        raise Trace2PerfettoError(f"cannot write {final}: {e.strerror}; nothing written (the partial file "
+                                  "was removed)") from None
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+# what only a write fails with (the temporary files' writes say theirs: errors.temporary_writes)
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)

@@ -174,6 +174,28 @@ def _kineto(root: Path, **kw) -> Truth:
     return Truth(records, steps, cut)
 
 
+def _kineto_keys_last(root: Path) -> Truth:
+    """Kineto traces rewritten with every key after ``traceEvents`` (valid JSON: key order means
+    nothing; ``distributedInfo`` and ``baseTimeNanoseconds`` last), each rank's under the other's
+    name (``rank1.pt.trace.json`` holds rank 0): the ranks come from the keys, wherever they lie,
+    never from the names."""
+    truth = _kineto(root / "written", ranks=2, steps=3, seed=6)
+    paths = sorted((root / "written").iterdir())
+    for path in paths:
+        document = orjson.loads(path.read_bytes())
+        rank = document["distributedInfo"]["rank"]
+        if rank == 1:  # a few host events fewer, so that ranks taken for each other show
+            ops = [i for i, e in enumerate(document["traceEvents"]) if e.get("cat") == "cpu_op"][:5]
+            document["traceEvents"] = [e for i, e in enumerate(document["traceEvents"]) if i not in ops]
+            truth.records[rank][ALL] -= len(ops)
+        moved = {"traceEvents": document.pop("traceEvents"), **document}
+        (root / f"rank{1 - rank}.pt.trace.json").write_bytes(orjson.dumps(moved))
+    for path in paths:
+        path.unlink()
+    (root / "written").rmdir()
+    return truth
+
+
 def _paddle(root: Path, **kw) -> Truth:
     made = generate_profile(root, **kw)
     records, steps = {}, {}
@@ -230,6 +252,8 @@ CASES = [
     Case("Kineto, 2 ranks", lambda root: _kineto(root, ranks=2, steps=3)),
     Case("Kineto, shuffled, metadata last, gzip",
          lambda root: _kineto(root, ranks=2, steps=2, shuffle=True, metadata_last=True, gzip=True, seed=1)),
+    Case("Kineto, distributedInfo and the clock base after the events, files named the other way",
+         _kineto_keys_last),
     Case("Kineto, cut off", lambda root: _kineto(root, ranks=2, steps=3, truncate=True, seed=2)),
     Case("Kineto, gzip cut off",
          lambda root: _kineto(root, ranks=2, steps=3, truncate=True, gzip=True, seed=3)),

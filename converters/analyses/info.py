@@ -53,6 +53,7 @@ class RankContents:
     input_bytes: int
     groups: dict[str, list[int]]
     host_info: str | None = None  # the MindSpore host_info file read with this rank, if any
+    device_name: str | None = None  # the device's model where the profile names it
     steps: list[StepRange] = field(default_factory=list)
     lanes: dict[str, list[str]] = field(default_factory=dict)  # layer -> lane names
     records: dict[str, int] = field(default_factory=dict)  # layer -> slices (and "Counters")
@@ -98,7 +99,7 @@ def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
     contents = RankContents(
         info.rank, info.format, as_text(info.path), info.device, info.host, input_bytes(info),
         {name: list(ranks) for name, ranks in info.groups.items()},
-        as_text(info.host_paths[0]) if info.host_paths else None,
+        as_text(info.host_paths[0]) if info.host_paths else None, info.device_name,
     )
     lanes: dict[str, set[str]] = {}
     counts: dict[str, int] = {}
@@ -133,6 +134,13 @@ def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
     return contents, ops
 
 
+def _device(r: RankContents) -> str:
+    """The Device column: the device's number and model, as far as the profile says them."""
+    if r.device_name is None:
+        return cell(r.device)
+    return r.device_name if r.device is None else f"{r.device} ({r.device_name})"
+
+
 def _args_bytes(args: object) -> int:
     """The length of a slice's args as JSON (raw JSON as the reader kept it, or a dict)."""
     if args is None:
@@ -156,7 +164,7 @@ def print_info(contents: ProfileContents, fmt: str) -> None:
         graphs = sorted({s.graph for s in r.steps if s.graph is not None})
         rows.append([
             str(r.rank), r.format + (" + host_info" if r.host_info and r.format != "host_info" else ""),
-            cell(r.device), cell(r.host), ",".join(map(str, graphs)) or "-", str(len(r.steps)),
+            _device(r), cell(r.host), ",".join(map(str, graphs)) or "-", str(len(r.steps)),
             str(len(r.lanes.get("Ascend Hardware", []))), str(len(r.lanes.get("HCCL", []))),
             f"{sum(r.records.values()):,}", size(r.input_bytes), size(r.estimated_bytes["summary"]),
             size(r.estimated_bytes["detail"]),

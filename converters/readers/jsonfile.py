@@ -3,8 +3,14 @@
 A job killed mid-write leaves ``[{...}, {...}, {"na`` behind. Such a file converts up to its
 last whole event, with a warning naming the file and the byte offset where it was cut. Both
 forms stream: a plain array of events, and an object whose ``traceEvents`` array lies between
-other keys (PyTorch's Kineto and Paddle write that; ``header`` reads the keys before it).
-Files ending ``.gz`` are inflated as they are read (byte offsets are then the inflated ones).
+other keys (PyTorch's Kineto and Paddle write that; ``header`` reads the keys before it,
+``trailer`` those after it). Files ending ``.gz`` are inflated as they are read (byte offsets
+are then the inflated ones).
+
+Memory stays flat on any input, valid or hostile: whitespace of any length between events is
+passed over, an event longer than ``MAX_EVENT_BYTES`` (a string or number of gigabytes, which no
+profiler writes) is left out with a warning naming its byte offset (``_Stretch``), and what must
+be read whole (a small file, events that cannot be streamed) is refused past ``WHOLE_LIMIT``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import orjson
 from ..errors import Diagnostics, InputError
 
 _MAX_RECOVERY_TRIES = 64  # closing braces to try from the end; an event nests only a few deep
+WHOLE_LIMIT = 256 << 20  # the most read whole: a small file, or events that cannot be streamed
 
 
 def load_object(path: Path) -> dict[str, Any]:
@@ -29,7 +36,12 @@ def load_object(path: Path) -> dict[str, Any]:
         InputError: the file cannot be read, is not JSON, or holds no object.
     """
     try:
-        value = orjson.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            data = f.read(WHOLE_LIMIT + 1)
+        if len(data) > WHOLE_LIMIT:  # no profiler's small file is that long: memory stays bounded
+            raise InputError(path, "", f"expected a small JSON object; this file is over "
+                             f"{WHOLE_LIMIT >> 20} MiB")
+        value = orjson.loads(data)
     except (OSError, orjson.JSONDecodeError) as e:
         raise InputError(path, "", f"cannot read JSON: {e}") from e
     if not isinstance(value, dict):
@@ -60,9 +72,13 @@ def load_events(path: Path, diag: Diagnostics) -> list[Any]:
     """
     try:
         with open_bytes(path, diag) as f:
-            data = f.read()
+            data = f.read(WHOLE_LIMIT + 1)
     except OSError as e:
         raise InputError(path, "", f"cannot read: {e.strerror or e}") from e
+    if len(data) > WHOLE_LIMIT:  # read whole only where it cannot be streamed: a bounded size
+        raise InputError(path, "", f"expected a JSON array of trace events, or an object whose traceEvents "
+                         f"begin within its first {_HEADER_CHUNKS * 2} MiB; this one is over "
+                         f"{WHOLE_LIMIT >> 20} MiB, too big to read whole")
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
@@ -170,7 +186,7 @@ def _split_array(
     path: Path, diag: Diagnostics, decode: Callable[[bytes], list[Any]], chunk_bytes: int
 ) -> Iterator[list[Any]]:
     with open_bytes(path, diag) as f:
-        buf = f.read(chunk_bytes)
+        buf, skipped = _past_space(f, chunk_bytes)
         start = len(buf) - len(buf.lstrip())
         in_object = buf[start : start + 1] == b"{"
         if in_object:
@@ -180,8 +196,8 @@ def _split_array(
             buf, start = found
         elif buf[start : start + 1] != b"[":
             raise _NotPlain
-        base, buf = start + 1, buf[start + 1 :]  # base: where buf starts in the file
-        check_at, count = 8 * chunk_bytes, 0  # count: the events yielded
+        base, buf = skipped + start + 1, buf[start + 1 :]  # base: where buf starts in the file
+        count = 0  # the events yielded
         while True:
             more = f.read(chunk_bytes)
             if not more:
@@ -201,9 +217,134 @@ def _split_array(
                 buf = buf[match.end() - 1 :]
                 break
             else:
-                if len(buf) > check_at:  # no event ends in a long stretch: broken, or one huge event
+                if len(buf) > _LONG * chunk_bytes:  # no event ends in a long stretch: broken, or huge
                     _raise_if_broken(path, buf, base, in_object)
-                    check_at *= 2
+                    stretch = _Stretch(f, path, diag, chunk_bytes)
+                    events, buf, base, ended = stretch.read(buf, base, count)
+                    events = stretch.decoded(events, decode)
+                    count += len(events)
+                    yield events
+                    if ended:
+                        return
+
+
+def _past_space(f: BinaryIO, chunk_bytes: int) -> tuple[bytes, int]:
+    """The first chunk that holds more than whitespace, and how many bytes of it came before."""
+    skipped = 0
+    while (buf := f.read(chunk_bytes)) and not buf.strip():
+        skipped += len(buf)
+    return buf, skipped
+
+
+_LONG = 4  # chunks without a boundary between events: a long stretch, read by _Stretch
+MAX_EVENT_BYTES = 16 << 20  # an event longer than this (a name, a number that long) is left out
+_STRUCTURE = re.compile(rb'[{}\[\]"]')
+
+
+class _Stretch:
+    """A stretch of an event array where no boundary between events came for several chunks:
+    whitespace between events (any amount: valid JSON), or an event too long to hold (a string or
+    number of gigabytes, which no profiler writes). Read by its structure, a chunk at a time, so
+    memory holds a chunk and the events kept, never the stretch: whitespace between events is
+    passed over; an event past ``MAX_EVENT_BYTES`` is left out with a warning naming the file
+    and its byte offset; the rest is each event's own bytes."""
+
+    def __init__(self, f: BinaryIO, path: Path, diag: Diagnostics, chunk_bytes: int) -> None:
+        self._f, self._path, self._diag, self._chunk = f, path, diag, chunk_bytes
+        self._at: list[int] = []  # where each event kept begins in the file
+
+    def read(self, buf: bytes, base: int, before: int) -> tuple[list[bytes], bytes, int, bool]:
+        """The whole events from ``buf`` (at byte ``base``, between events) on: those ``buf`` holds
+        and the one it ends in; then the rest of the buffer from the next event's start, where
+        that lies, and whether the array (or the file) has ended there. ``before``: the events
+        read before it (for the warning of a file cut off)."""
+        data, offset, pos, end = buf, base, 0, base + len(buf)
+        texts: list[bytes] = []
+        parts: list[bytes] | None = []  # the event's bytes of the chunks before; None: too long, left out
+        depth, size, start, in_string, done = 0, 0, 0, False, 0
+        while True:
+            if pos >= len(data):
+                if depth and parts is not None:
+                    parts.append(data[start:])
+                    size += len(data) - start
+                    if size > MAX_EVENT_BYTES:
+                        parts = None
+                pos, start, offset = pos - len(data), 0, offset + len(data)  # past an escape's second byte
+                data = self._f.read(self._chunk)
+                if not data:
+                    if depth:
+                        self._at.pop()  # the event cut off
+                    self._diag.warn("truncated_file", f"{self._path}: cut off at byte {offset}; converted "
+                                    f"the {before + len(texts)} whole events before it")
+                    return texts, b"", offset, True
+                continue
+            if in_string:  # memchr, not a regex: a string may be gigabytes long
+                quote = data.find(b'"', pos)
+                escape = data.find(b"\\", pos, len(data) if quote < 0 else quote)
+                if escape >= 0:  # a backslash: the next byte is escaped
+                    pos = escape + 2
+                elif quote < 0:
+                    pos = len(data)
+                else:
+                    in_string, pos = False, quote + 1
+                continue
+            if not depth:
+                was, pos = pos, len(data) - len(data[pos:].lstrip())  # whitespace of any length, at C speed
+                for other in (b"\x0b", b"\x0c"):  # ASCII's whitespace, not JSON's
+                    if (bad := data.find(other, was, pos)) >= 0:
+                        raise InputError(self._path, f"byte {offset + bad}", "not valid JSON (a control "
+                                         "character between events)")
+                if pos == len(data):
+                    continue
+                byte = data[pos]
+                if byte == 0x2C:  # ","
+                    pos += 1
+                elif byte == 0x5D:  # "]": the array ends
+                    return texts, data[pos:], offset + pos, True
+                elif byte != 0x7B:
+                    raise InputError(self._path, f"byte {offset + pos}", "not valid JSON (expected an event, "
+                                     "\",\" or \"]\")")
+                elif done and offset + pos >= end:  # past what was buffered: back to batches
+                    return texts, data[pos:], offset + pos, False
+                else:
+                    depth, size, start, parts, pos = 1, 0, pos, [], pos + 1
+                    self._at.append(offset + start)
+                continue
+            found = _STRUCTURE.search(data, pos)
+            if found is None:
+                pos = len(data)
+                continue
+            pos, byte = found.end(), data[found.start()]
+            if byte == 0x22:
+                in_string = True
+            elif byte in b"{[":
+                depth += 1
+            elif (depth := depth - 1) == 0:
+                done += 1
+                if parts is None:
+                    self._diag.warn("long_event", f"{self._path}: byte {self._at.pop()}: an event of more "
+                                    f"than {MAX_EVENT_BYTES >> 20} MiB (a string or number that long, which "
+                                    "no profiler writes); left out")
+                else:
+                    texts.append(b"".join((*parts, data[start:pos])))
+
+    def decoded(self, texts: list[bytes], decode: Callable[[bytes], list[Any]]) -> list[Any]:
+        """The events kept, decoded in one call (one by one where that fails, to name the bad one)."""
+        if not texts:
+            return []
+        try:
+            joined = b"".join((b"[", b",".join(texts), b"]"))
+            return decode(_utf8(self._path, joined, self._at[0], self._diag))
+        except ValueError:
+            pass
+        for text, at in zip(texts, self._at, strict=True):
+            try:
+                decode(b"[" + text + b"]")
+            except ValueError:
+                error = _error(b"[" + text + b"]")
+                raise InputError(self._path, f"byte {at + max(error.pos - 1, 0)}",
+                                 f"not valid JSON ({error.msg})") from None
+        return decode(b"[" + b",".join(texts) + b"]")
 
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -264,6 +405,59 @@ def header(path: Path, limit: int = 1 << 20) -> dict[str, Any]:
     return header_of(first_bytes(path, limit))
 
 
+def trailer(path: Path, limit: int = 1 << 20) -> dict[str, Any]:
+    """The keys of an object-form trace that come after its ``traceEvents`` array (Kineto of
+    PyTorch 2.1-2.5 writes ``baseTimeNanoseconds`` there; a harness that rewrites the file may put
+    any key there), read from its last ``limit`` bytes; {} where none can be read. Streamed: a
+    ``.gz`` is inflated to its end in chunks, holding only the last ``limit`` bytes."""
+    return trailer_of(last_bytes(path, limit))
+
+
+def last_bytes(path: Path, limit: int) -> bytes:
+    """The last ``limit`` bytes of the file (inflated), or b"" if it cannot be read."""
+    try:
+        with open(path, "rb") as raw:
+            if not path.name.endswith(".gz"):
+                size = raw.seek(0, 2)
+                raw.seek(max(0, size - limit))
+                return raw.read(limit)
+        window = b""
+        with open_bytes(path) as f:
+            while part := f.read(max(limit, 1 << 20)):
+                window = (window + part)[-limit:]
+        return window
+    except (OSError, InputError):
+        return b""
+
+
+_TRAILER_TRIES = 64  # "]" that close no array of events, tried before the earliest one that does
+
+
+def trailer_of(data: bytes) -> dict[str, Any]:
+    """``trailer`` of the last bytes of a file: what follows the ``]`` that ends the events, the
+    earliest ``]`` after which the rest of the data is the rest of an object (a ``]`` in a later
+    key's value, ``deviceProperties``' own, is followed by such a rest too)."""
+    found: dict[str, Any] = {}
+    end, misses = len(data), 0
+    while misses < _TRAILER_TRIES:
+        end = data.rfind(b"]", 0, end)
+        if end < 0:
+            break
+        rest = data[end + 1 :].strip()
+        last = _last_non_space(data, end)
+        value: Any = None
+        if (last < 0 or data[last] in b"}[") and rest[:1] == b",":
+            try:
+                value = orjson.loads(b"{" + rest[1:])
+            except orjson.JSONDecodeError:
+                pass
+        if isinstance(value, dict):
+            found, misses = value, 0
+        else:
+            misses += 1
+    return found
+
+
 def first_bytes(path: Path, limit: int) -> bytes:
     """The first ``limit`` bytes of the file (inflated), or b"" if it cannot be read."""
     try:
@@ -271,6 +465,13 @@ def first_bytes(path: Path, limit: int) -> bytes:
             return f.read(limit)
     except (OSError, InputError):
         return b""
+
+
+def events_key(data: bytes) -> int | None:
+    """Where the events of an object-form trace begin in its first bytes (after its
+    ``"traceEvents": [``); None for an array, or where they do not begin in ``data``."""
+    found = _EVENTS_KEY.search(data)
+    return found.end() if found and data.lstrip()[:1] == b"{" else None
 
 
 def header_of(data: bytes) -> dict[str, Any]:

@@ -3,13 +3,16 @@
 ``tensorboard_trace_handler`` names a rank's file ``<worker>.<id>.pt.trace.json``; any number of
 them may lie in a folder (and its subfolders), beside other profilers' output. The file is an
 object: ``distributedInfo`` (``rank``, ``backend``, process groups) and ``baseTimeNanoseconds``
-come before ``traceEvents``, so a rank is known from the file's first bytes (``jsonfile.header``).
+come before ``traceEvents`` (``jsonfile.header``: the file's first bytes) or after it (PyTorch
+2.1-2.5 write the clock base last; a harness that rewrites the file anything: ``jsonfile.trailer``).
 ``ts`` is µs relative to ``baseTimeNanoseconds`` where that key is present (else epoch µs),
 floats with up to 3 decimals: decoded as text and parsed exactly to ns.
 
 Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 - GPU kernels, memcpy and memset: one lane per device stream (``GPU 0 Stream 7``), their kind
   as the task type (only kernels compute);
+- an MTIA's work (``mtia_ccp_events`` of a process ``MTIA N``): one lane per queue (``MTIA 9
+  Stream 1 FW``), kernels computing, DMA requests (``dma*``) copies;
 - NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``) and the GPU kernels that communicate
   without NCCL (SymmetricMemory's ``multimem_*``, vLLM's custom all-reduce, DeepEP's dispatch and
   combine: ``collectives.gpu``): communication ops, on the lane of their process group where the
@@ -32,6 +35,7 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +43,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import Diagnostics
+from ..errors import Diagnostics, UsageError
 from ..model import (
     COLLECTIVE,
     GPU_KERNEL,
@@ -58,7 +62,7 @@ from ..overlap import NOT_COMPUTE
 from . import chrome_trace, collectives, jsonfile
 from .chrome_trace import Converted, Dialect
 from .events import Event, is_profiler_step
-from .lanes import gpu_stream
+from .lanes import gpu_stream, mtia_lane
 from .times import us_to_ns
 
 NAME = "kineto"
@@ -70,9 +74,20 @@ _OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle write
 MEMORY_FROM = "[memory] events: they are written with profile_memory=True"
 _SNIFF_BYTES = 1 << 16
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
+_CAT = re.compile(rb'"cat"\s*:\s*"([^"\\]{1,40})"')
+# categories only Kineto writes in an object's events (``libkineto::ActivityType``'s names)
+_KINETO_CATS = {cat.encode() for cat in ("cpu_op", "user_annotation", "python_function", "cuda_runtime",
+                                         "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset",
+                                         "gpu_user_annotation", "ac2g", "mtia_runtime", "mtia_ccp_events")}
+_PADDLE = (".paddle_trace.json", ".paddle_trace.json.gz")
+# tensorboard_trace_handler's names: <worker>.<ms since the epoch>.pt.trace.json[.gz]
+_HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(\.gz)?$")
 _DEVICE_CATS = {"kernel": "KERNEL", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET",
                 "gpu_user_annotation": NOT_COMPUTE}
-_LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+_LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "mtia_runtime")
+# an MTIA device's work (its process "MTIA N"): kernels, and DMA requests, which are copies (as HTA
+# counts them: its memory kernels are those named dma*)
+_MTIA_CAT = "mtia_ccp_events"
 # PyTorch 1.8-1.9 wrote the categories by other names (and a stream's tid as "stream 7", without
 # a thread name): read as today's
 _CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
@@ -98,14 +113,23 @@ def _head(path: Path) -> bytes | None:
     """The first bytes of a Kineto trace; None if ``path`` is none. A ``*.pt.trace.json`` is one
     by its name (one cut off or broken is read and said to be so, never passed over); any other
     ``*.json`` or ``*.json.gz`` (``export_chrome_trace`` takes any name) by a header with Kineto's
-    keys: its own ones, or its schemaVersion, a number (Paddle's is a string)."""
+    keys (its own ones, or its schemaVersion, a number: Paddle's is a string), or, where the
+    header says neither (older exports; a harness's own keys first), by its first events: an
+    object whose ``traceEvents`` hold Kineto's categories (torch_npu writes some of them too, in
+    an array; Paddle in its own ``*.paddle_trace.json``)."""
     if not _FILE.search(path.name):
         return None
     data = jsonfile.first_bytes(path, _SNIFF_BYTES)
+    if ".pt.trace.json" in path.name:
+        return data
     head = jsonfile.header_of(data)
-    named = ".pt.trace.json" in path.name
-    kineto = type(head.get("schemaVersion")) is int or any(key in head for key in _OWN_KEYS)
-    return data if named or kineto else None
+    if type(head.get("schemaVersion")) is int or any(key in head for key in _OWN_KEYS):
+        return data
+    if path.name.endswith(_PADDLE) or type(head.get("schemaVersion")) is str:
+        return None
+    events = jsonfile.events_key(data)
+    cats = {m[1] for m in _CAT.finditer(data, events)} if events is not None else set()
+    return data if cats & _KINETO_CATS else None
 
 
 def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
@@ -116,11 +140,17 @@ def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
 
 def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     """One rank per trace of the folder: its ``distributedInfo.rank``; traces that say no rank
-    take, in name order, the ranks after those that do (said in a note)."""
-    found = list(_traces(folder))
-    infos = [rank_info(path, data) for path, data in found]
-    unranked = [info for info, (_, data) in zip(infos, found, strict=True)
-                if _rank(jsonfile.header_of(data)) is None]
+    take, in name order, the ranks after those that do (said in a note). Two traces of one
+    worker that say no rank (``tensorboard_trace_handler``'s ``<worker>.<ms>.pt.trace.json``) are
+    two runs of one process, never two ranks: an error naming both.
+
+    Raises:
+        UsageError: two traces of one worker without a rank.
+    """
+    found = [(path, _keys(path, data), data) for path, data in _traces(folder)]
+    infos = [rank_info(path, data, keys) for path, keys, data in found]
+    unranked = [info for info, (_, keys, _) in zip(infos, found, strict=True) if _rank(keys) is None]
+    _one_run_per_worker(folder, unranked)
     if unranked:
         taken = {info.rank for info in infos if info not in unranked}
         free = (r for r in range(len(infos) + len(taken)) if r not in taken)
@@ -132,35 +162,84 @@ def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     return infos
 
 
-def rank_info(path: Path, data: bytes | None = None) -> RankInfo:
-    """The rank of one trace, from its first bytes (rank 0 where they say none)."""
+def _one_run_per_worker(folder: Path, unranked: list[RankInfo]) -> None:
+    """Refuse two traces of one worker name that say no rank: the handler names a process's
+    trace ``<worker>.<ms>`` (``<host>_<pid>`` by default, unique to a process), so two of them are
+    two captures of that one process (two runs, or a schedule's repeats), not two ranks."""
+    by_worker: dict[str, list[RankInfo]] = {}
+    for info in unranked:
+        if named := _HANDLER_NAME.match(info.path.name):
+            by_worker.setdefault(named["worker"], []).append(info)
+    for worker, infos in by_worker.items():
+        if len(infos) > 1:
+            first, second = sorted(infos, key=lambda i: (i.start_ns or 0, i.path.name))[:2]
+            apart = (f", started {(second.start_ns - first.start_ns) / 1e9:.0f} s apart"
+                     if first.start_ns is not None and second.start_ns is not None else "")
+            raise UsageError(
+                f"{folder}: {len(infos)} runs of worker {worker!r}, not ranks of one job: {first.path.name} "
+                f"and {second.path.name}{apart}, neither saying a rank (distributedInfo); pass one of the "
+                "files, or a folder holding one run")
+
+
+def rank_info(path: Path, data: bytes | None = None, keys: dict[str, Any] | None = None) -> RankInfo:
+    """The rank of one trace, from its keys (rank 0 where they say none) and its first event."""
     data = (_head(path) or b"") if data is None else data
-    head = jsonfile.header_of(data)
-    base = head.get("baseTimeNanoseconds")
+    keys = _keys(path, data) if keys is None else keys
+    base = keys.get("baseTimeNanoseconds")
     base = base if type(base) is int else 0
-    first = _FIRST_TS.search(data)  # where the JSON writer's origin goes when nothing else says
+    events = jsonfile.events_key(data)
+    first = _FIRST_TS.search(data, events or 0)  # where the JSON writer's origin goes when nothing else says
     try:
         start_ns = checked_ns(base + round(float(first[1]) * 1000)) if first else base or None
     except (ValueError, OverflowError):
         start_ns = None  # not known
-    distributed = head.get("distributedInfo") if isinstance(head.get("distributedInfo"), dict) else {}
+    distributed = keys.get("distributedInfo") if isinstance(keys.get("distributedInfo"), dict) else {}
     groups = {}
     for group in distributed.get("pg_config") or ():
         ranks = group.get("ranks") if isinstance(group, dict) else None
         if isinstance(ranks, list) and all(type(r) is int for r in ranks):
             groups[str(group.get("pg_desc") or group.get("pg_name"))] = tuple(ranks)
-    rank = _rank(head)
+    rank = _rank(keys)
     return RankInfo(
         rank=0 if rank is None else rank,
         format=NAME,
         path=path,
-        host=head.get("host_name") if isinstance(head.get("host_name"), str) else None,
+        host=keys.get("host_name") if isinstance(keys.get("host_name"), str) else None,
         start_ns=start_ns,
         clock="µs relative to baseTimeNanoseconds" if base else "epoch µs",
         source_paths=(path,),
         clock_offset_ns=base,
         groups=groups,
+        device_name=_device_name_of(keys.get("deviceProperties")),
     )
+
+
+def _keys(path: Path, data: bytes) -> dict[str, Any]:
+    """The trace's keys other than ``traceEvents``, wherever they lie: those before the events
+    (from its first bytes), and, unless those hold both the rank and the clock, those after them
+    (Kineto of PyTorch 2.1-2.5 writes ``baseTimeNanoseconds`` last; a rewritten file anything)."""
+    head = jsonfile.header_of(data)
+    if "distributedInfo" in head and "baseTimeNanoseconds" in head or data.lstrip()[:1] != b"{":
+        return head
+    try:
+        found = path.stat()
+    except OSError:
+        return head
+    return {**_trailer(path, found.st_size, found.st_mtime_ns), **head}
+
+
+@functools.lru_cache(maxsize=64)
+def _trailer(path: Path, size: int, mtime_ns: int) -> dict[str, Any]:
+    """``jsonfile.trailer``, once per version of a file: a ``.gz`` is inflated to its end for it,
+    and discovery and the read (in this process, or in workers forked after discovery) both ask."""
+    return jsonfile.trailer(path)
+
+
+def _device_name_of(properties: Any) -> str | None:
+    """The devices' names as ``deviceProperties`` gives them (the GPUs of the node), each once."""
+    names = [d["name"] for d in properties if isinstance(d, dict) and isinstance(d.get("name"), str)] \
+        if isinstance(properties, list) else []
+    return ", ".join(dict.fromkeys(names)) or None
 
 
 def _rank(head: dict[str, Any]) -> int | None:
@@ -171,8 +250,9 @@ def _rank(head: dict[str, Any]) -> int | None:
 
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:
     """Yield the rank's records one step at a time, steps in time order."""
-    head = jsonfile.header(rank.source_paths[0], _SNIFF_BYTES)
-    distributed = head.get("distributedInfo") if isinstance(head.get("distributedInfo"), dict) else {}
+    path = rank.source_paths[0]
+    keys = _keys(path, jsonfile.first_bytes(path, _SNIFF_BYTES))
+    distributed = keys.get("distributedInfo") if isinstance(keys.get("distributedInfo"), dict) else {}
     dialect = Kineto(str(distributed.get("backend") or ""))
     yield from chrome_trace.read_merged(rank, list(rank.source_paths), diag, detail, dialect)
 
@@ -195,7 +275,7 @@ class Kineto(Dialect):
 
     def __init__(self, backend: str) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
-        cats = {*_DEVICE_CATS, *_LAUNCH_CATS, "ac2g"}
+        cats = {*_DEVICE_CATS, *_LAUNCH_CATS, _MTIA_CAT, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
         self.python_cats = frozenset(cats | {old for old, new in _CATS_OF_1_8.items() if new in cats})
@@ -210,6 +290,8 @@ class Kineto(Dialect):
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> chrome_trace.Route:
         if thread.startswith("stream ") or str(tid).startswith("stream "):  # a GPU stream: events by category
             return chrome_trace.Route(_GPU, _stream_lane(pid, tid))
+        if process.startswith("MTIA "):  # an MTIA device: its queues ("Stream 1 FW", "DMA_REQUEST")
+            return chrome_trace.Route(_GPU, mtia_lane(process, thread.strip() or f"Stream {tid}"))
         if type(pid) is not int:  # the profiler's own spans and markers ("Spans", "Traces", "")
             named = " ".join(str(part) for part in (pid, tid) if part != "")
             return chrome_trace.Route(Layer.HOST, named or "Profiler")
@@ -219,6 +301,13 @@ class Kineto(Dialect):
         cat, name = _category(event), event.name
         if event.ph in ("s", "f", "t"):
             return _FLOWS
+        if cat == _MTIA_CAT:
+            args = _args(event)
+            flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
+            copies = isinstance(name, str) and name.startswith("dma")
+            on = lane if kind is _GPU else mtia_lane(str(event.pid), f"Stream {event.tid}")
+            return Converted(Layer.STREAM, on, name, "MEMCPY" if copies else "KERNEL", flow,
+                             meaning="" if copies else GPU_KERNEL)
         if cat in _DEVICE_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None

@@ -1,9 +1,11 @@
-"""Lane names whose meaning reaches past their reader: a GPU's streams, which the layout draws in
-a group of their own, where an NPU's streams would be."""
+"""Lane names whose meaning reaches past their reader: an accelerator's streams (a GPU's, an
+MTIA's), which the layout draws in a group of their own, where an NPU's streams would be."""
 
 from __future__ import annotations
 
 _PREFIX = "GPU "
+_MTIA = "MTIA "
+_GROUPS = {_PREFIX: "GPU", _MTIA: "MTIA"}
 
 
 def gpu_stream(device: object, stream: object) -> str:
@@ -11,7 +13,14 @@ def gpu_stream(device: object, stream: object) -> str:
     return f"{_PREFIX}{device} Stream {stream}"
 
 
-def on_gpu(lane: str) -> bool:
-    """Whether a device lane is a GPU's: the readers' GPU streams, or a device process a Chrome
-    trace names ``GPU ...`` (``GPU 0 / 7``)."""
-    return lane.startswith(_PREFIX)
+def mtia_lane(device: str, queue: str) -> str:
+    """The lane of an MTIA device's queue as Kineto names both: ``MTIA 9 Stream 1 FW``,
+    ``MTIA 9 DMA_REQUEST``."""
+    return f"{device} {queue}" if device.startswith(_MTIA) else f"{_MTIA}{device} {queue}"
+
+
+def accelerator(lane: str) -> str | None:
+    """The group of a device lane that is an accelerator's (``GPU``, ``MTIA``): the readers' GPU
+    and MTIA lanes, or a device process a Chrome trace names ``GPU ...`` (``GPU 0 / 7``); None
+    for others (an NPU's streams)."""
+    return next((group for prefix, group in _GROUPS.items() if lane.startswith(prefix)), None)

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import NamedTuple
 
+from ..errors import temporary_writes
 from ..model import FlowEnd, Layer, Sample, Slice, StepRecords
 from . import _core
 
@@ -33,7 +34,8 @@ class StepSpill:
     """Slices filed by step (any key) in a temporary file; memory keeps only where each lies."""
 
     def __enter__(self) -> StepSpill:
-        self._file = tempfile.TemporaryFile(prefix="trace2perfetto-spill-")
+        with temporary_writes():  # a full temporary disk is said as such, not as an unreadable input
+            self._file = tempfile.TemporaryFile(prefix="trace2perfetto-spill-")
         self._segments: dict[Hashable, list[tuple[int, int]]] = defaultdict(list)
         self._end = 0
         return self
@@ -78,9 +80,10 @@ class StepSpill:
 
     def _write(self, index: Hashable, data: bytes, tag: bytes = b"") -> None:
         """``data`` filed under ``index``, after ``tag`` (written apart: no copy of the data)."""
-        self._file.seek(self._end)
-        self._file.write(tag)
-        self._file.write(data)
+        with temporary_writes():
+            self._file.seek(self._end)
+            self._file.write(tag)
+            self._file.write(data)
         self._segments[index].append((self._end, len(tag) + len(data)))
         self._end += len(tag) + len(data)
 
@@ -96,14 +99,16 @@ class StepSpill:
 
         values = []
         for offset, length in self._segments.pop(index, []):
-            self._file.seek(offset)
+            with temporary_writes():  # a seek writes out what the buffer still holds
+                self._file.seek(offset)
             values.append(pickle.loads(self._file.read(length)))
         return values
 
     def load(self, index: Hashable, rank: int) -> list[Slice | Sample | FlowEnd]:
         out: list[Slice | Sample | FlowEnd] = []
         for offset, length in self._segments.pop(index, []):
-            self._file.seek(offset)
+            with temporary_writes():  # a seek writes out what the buffer still holds
+                self._file.seek(offset)
             data = memoryview(self._file.read(length))
             if data[:1] == _PACKED:
                 out += _core.unpack(data[1:], rank, _LAYERS, Slice, Sample, FlowEnd)

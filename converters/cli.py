@@ -442,15 +442,16 @@ def _run_ops(args: argparse.Namespace) -> int:
     of = "its step's" if args.by == "step" else "the rank's"
     note = ("(µs: each rank's total time in the key; rows by max minus median, largest first)" if args.across
             else f"(µs; Ratio: share of {of} time in these ops)")
-    rows = Rows(args.format, ops.columns(args.by, args.across), note,
-                cell_width=60)  # a GPU kernel's name runs to a thousand characters
     diag = Diagnostics()
     found = ops.ops_report(args.profile, by=args.by, diag=diag, **_selection(args))
+    host = ops.with_self_time(found)
+    rows = Rows(args.format, ops.columns(args.by, args.across, host), note,
+                cell_width=60)  # a GPU kernel's name runs to a thousand characters
     _warn(args, diag.messages())
     if args.across:
         rows.add(ops.spread_record(row, args.by) for row in ops.across(found))
     else:
-        rows.add(ops.record(row, args.by) for row in found)
+        rows.add(ops.record(row, args.by, host) for row in found)
     rows.close()
     return 0
 

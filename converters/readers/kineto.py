@@ -15,7 +15,8 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 - on CPU backends (gloo), the collectives themselves (``c10d::*`` ops, ``gloo:*`` ranges) are
   the communication ops, drawn as host work (no device activity);
 - CPU ops, Python functions, annotations and CUDA runtime calls: host lanes, one per thread;
-  each launch is linked to its kernel by an arrow, from the ``correlation`` id both carry (the
+  on a CPU run (``deviceProperties`` names no device) the CPU ops are the host operators
+  (``HOST_OPERATOR``) that ``ops`` counts where there is no device work; each launch is linked to its kernel by an arrow, from the ``correlation`` id both carry (the
   ``ac2g`` flow events repeat it and are not read twice);
 - steps: ``ProfilerStep#N``; instants become slices of no length;
 - memory (``memory``, read apart from the steps as every reader's memory records are): the
@@ -39,6 +40,7 @@ import msgspec
 
 from ..errors import Diagnostics
 from ..model import (
+    HOST_OPERATOR,
     MEMORY_SIZE_ARG,
     Layer,
     RankInfo,
@@ -60,6 +62,7 @@ NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
 FOLDER = "PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's header"
 LONE_FILES = ("a PyTorch profiler trace",)
+HOST_OPS_IN_DETAIL = True  # a CPU run's CPU ops, drawn in detail only: its operator statistics
 _FILE = re.compile(r"\.json(\.gz)?$")
 _OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
 MEMORY_FROM = "[memory] events: they are written with profile_memory=True"
@@ -169,7 +172,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     """Yield the rank's records one step at a time, steps in time order."""
     head = jsonfile.header(rank.source_paths[0], _SNIFF_BYTES)
     distributed = head.get("distributedInfo") if isinstance(head.get("distributedInfo"), dict) else {}
-    dialect = Kineto(str(distributed.get("backend") or ""))
+    dialect = Kineto(str(distributed.get("backend") or ""), host_only=not head.get("deviceProperties"))
     yield from chrome_trace.read_merged(rank, list(rank.source_paths), diag, detail, dialect)
 
 
@@ -189,11 +192,13 @@ class Kineto(Dialect):
     by_design = frozenset({_FLOWS})
     flow_events = False  # its arrows are its launches' and device work's correlation ids
 
-    def __init__(self, backend: str) -> None:
+    def __init__(self, backend: str, host_only: bool = False) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
         cats = {*_DEVICE_CATS, *_LAUNCH_CATS, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
+        if host_only:  # a CPU run: its CPU ops are its operators (Python marks them; a GPU run's are many)
+            cats |= {"cpu_op"}
         self.python_cats = frozenset(cats | {old for old, new in _CATS_OF_1_8.items() if new in cats})
 
     def step_number(self, event: Event, kind: Layer | str) -> int | None:
@@ -233,7 +238,7 @@ class Kineto(Dialect):
                              name, "", None, on_device=False)
         if kind is _GPU:  # on a stream, of a category not known to compute
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
-        return Converted(Layer.HOST, lane, name)
+        return Converted(Layer.HOST, lane, name, HOST_OPERATOR if cat == "cpu_op" else "")
 
 
 def _category(event: Event) -> Any:

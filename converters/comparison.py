@@ -51,8 +51,8 @@ def step_bounds(info: RankInfo, options: Options, diag: Diagnostics) -> Bounds:
 
 def _bounds(profile: Profile) -> dict[int, Bounds]:
     summary = Profile(profile.path, Options(ranks=profile.options.ranks, graphs=profile.options.graphs,
-                                            steps=profile.options.steps), profile.ranks, profile.diag,
-                      profile.where)
+                                            steps=profile.options.steps, step_marker=profile.options.step_marker),
+                      profile.ranks, profile.diag, profile.where)
     found = summary.map(step_bounds)
     return {info.rank: mine for info, mine in zip(summary.ranks, found, strict=True)}
 
@@ -139,7 +139,8 @@ def write_comparison(
     diag = diag if diag is not None else Diagnostics()
     out_format = pipeline.output_format(output, None)
     profiles = [Profile.open(side.path, Options(ranks=side.ranks, graphs=graphs, steps=side.steps,
-                                                kind=Kind.DETAIL), where=where, diag=diag)
+                                                kind=Kind.DETAIL, step_marker=side.step_marker),
+                                where=where, diag=diag)
                 for side in (base, new)]
     inputs = [found for side, profile in zip((base, new), profiles, strict=True)
               for found in inputs_of(side.path, profile.ranks)]

@@ -72,6 +72,7 @@ class ProfileContents:
 
 def profile_info(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = None,
                  graphs: Iterable[int] | None = None, steps: Iterable[int] | None = None,
+                 step_marker: str | None = None,
                  where: Where = LOCAL) -> ProfileContents:
     """Everything ``info`` shows about the kept ranks, graphs and steps of the profile under
     ``path`` (the estimates are those of converting just them); each rank is read by a worker of
@@ -81,7 +82,7 @@ def profile_info(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = 
         UsageError: unknown ranks, graphs or steps, nothing recognisable under ``path``.
         InputError: an input file broken beyond recovery.
     """
-    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL, step_marker=step_marker)
     profile = Profile.open(path, options, where=where)
     found = profile.map(rank_contents)
     profile.check_steps()

@@ -332,6 +332,7 @@ def ops_report(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
 ) -> list[OpRow]:
@@ -344,7 +345,8 @@ def ops_report(
     """
     if by not in BY:
         raise UsageError(f"--by: {by!r} is not one of {', '.join(BY)}")
-    profile = Profile.open(path, Options(ranks=ranks, graphs=graphs, steps=steps), where=where, diag=diag)
+    profile = Profile.open(path, Options(ranks=ranks, graphs=graphs, steps=steps, step_marker=step_marker),
+                           where=where, diag=diag)
     partials: list[RankOps] = profile.map(rank_ops, lambda *_: (by,))
     profile.check_steps()
     diag = profile.diag

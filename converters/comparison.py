@@ -182,7 +182,7 @@ def write_comparison(
             kept = assemble(sink, spool, lambda ranks: encoder.header([i for i in infos if ranks is None
                                                                        or i.rank in ranks]),
                             encoder.footer, lambda kept: pipeline.cut_marker(
-                                encoder, pipeline.first_kept(infos, kept), kept), None)
+                                encoder, pipeline.first_kept(infos, kept), kept), None, output)
     finally:
         spool.close()
     return pipeline.Result(

@@ -172,7 +172,7 @@ def convert(
                                                                        or i.rank in ranks],
                                                                       job if ranks is None else ()),
                             encoder.footer, lambda kept: cut_marker(encoder, first_kept(infos, kept), kept),
-                            None if options.ranks is not None or len(infos) < 2 else interest)
+                            None if options.ranks is not None or len(infos) < 2 else interest, target)
     finally:
         spool.close()
     return Result(

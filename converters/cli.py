@@ -548,7 +548,8 @@ def _write_comparison(args: argparse.Namespace) -> None:
     if args.output == "-":
         raise UsageError("diff -o writes a file (the table goes to stdout); give -o FILE, not -o -")
     result = write_comparison(diff.Side(args.base, args.base_ranks, args.base_steps, args.step_marker),
-                              diff.Side(args.new, args.new_ranks, args.new_steps, args.step_marker), args.output,
+                              diff.Side(args.new, args.new_ranks, args.new_steps, args.step_marker),
+                              args.output,
                               graphs=args.graphs, max_bytes=args.max_size, where=_where(args))
     _warn(args, result.warnings)
     if result.cut:

@@ -50,9 +50,10 @@ def step_bounds(info: RankInfo, options: Options, diag: Diagnostics) -> Bounds:
 
 
 def _bounds(profile: Profile) -> dict[int, Bounds]:
-    summary = Profile(profile.path, Options(ranks=profile.options.ranks, graphs=profile.options.graphs,
-                                            steps=profile.options.steps, step_marker=profile.options.step_marker),
-                      profile.ranks, profile.diag, profile.where)
+    chosen = profile.options
+    summary = Profile(profile.path, Options(ranks=chosen.ranks, graphs=chosen.graphs, steps=chosen.steps,
+                                            step_marker=chosen.step_marker), profile.ranks, profile.diag,
+                      profile.where)
     found = summary.map(step_bounds)
     return {info.rank: mine for info, mine in zip(summary.ranks, found, strict=True)}
 

@@ -200,8 +200,8 @@ def check_marker(ranks: list[RankInfo], marker: str | None) -> None:
     checked(marker)
     others = sorted({info.format for info in ranks if not getattr(reader(info.format), "STEP_MARKER", False)})
     if others:
-        raise UsageError(f"--step-marker: {', '.join(others)} profiles have steps of their own only (it takes a "
-                         "range of a PyTorch profiler trace as the step)")
+        raise UsageError(f"--step-marker: {', '.join(others)} profiles have steps of their own only (it "
+                         "takes a range of a PyTorch profiler trace as the step)")
 
 
 def _rank_work(job: tuple) -> tuple[Any, Diagnostics]:

@@ -154,16 +154,18 @@ def _adversarial_trace(path: Path, seed: int) -> list[dict]:
             held.remove(addr)
             instant.append((addr, -4096))
         for _ in range(rng.randint(0, 3)):
-            addr = rng.choice([a for a, _ in instant if a not in held] or [0x7F00_0000 + rng.randrange(64) * 4096])
+            freed = [a for a, _ in instant if a not in held]
+            addr = rng.choice(freed or [0x7F00_0000 + rng.randrange(64) * 4096])
             if addr not in held:
                 held.append(addr)
                 instant.append((addr, 4096))
         rng.shuffle(instant)
         for addr, size in instant:
             total += size
-            events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1,
-                           "ts": ts, "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": size,
-                                              "Total Allocated": total, "Total Reserved": 1 << 30}})
+            events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1,
+                           "tid": 1, "ts": ts, "args": {"Device Type": 1, "Device Id": 0, "Addr": addr,
+                                                        "Bytes": size, "Total Allocated": total,
+                                                        "Total Reserved": 1 << 30}})
     path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU"}],
                                 "baseTimeNanoseconds": 1_700_000_000_000_000_000, "traceEvents": events}))
     return events

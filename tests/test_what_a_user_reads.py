@@ -21,9 +21,11 @@ SCHEMA = json.loads((Path(__file__).parent.parent / "schemas" / "info.schema.jso
 
 _KERNELS = [  # three kernels of kineto-2rank that differ only in their middle
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
-    "at::detail::Array<char*, 2> >(int, at::native::CUDAFunctorOnSelf_add<float>, at::detail::Array<char*, 2>)",
+    "at::detail::Array<char*, 2> >(int, at::native::CUDAFunctorOnSelf_add<float>, "
+    "at::detail::Array<char*, 2>)",
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnOther_add<float>, "
-    "at::detail::Array<char*, 2> >(int, at::native::CUDAFunctorOnOther_add<float>, at::detail::Array<char*, 2>)",
+    "at::detail::Array<char*, 2> >(int, at::native::CUDAFunctorOnOther_add<float>, "
+    "at::detail::Array<char*, 2>)",
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
     "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
 ]
@@ -81,9 +83,9 @@ def test_the_size_cap_advises_what_can_help_a_one_step_json(tmp_path, capsys):
 
 # -- info: each output format's size, estimated -------------------------------------------------
 
-_SAMPLES = ["kineto-2rank", "kineto-gloo-2rank", "kineto-1.8-resnet50", "kineto-b200-vllm", "kineto-rocm-mi300",
-            "msprof-2rank", "ascend-pt-2rank", "ascend-pt-db", "msprof-db", "mindspore-1x/single-device",
-            "paddle-cpu-chrome", "pp-gpipe-2stage-dev"]
+_SAMPLES = ["kineto-2rank", "kineto-gloo-2rank", "kineto-1.8-resnet50", "kineto-b200-vllm",
+            "kineto-rocm-mi300", "msprof-2rank", "ascend-pt-2rank", "ascend-pt-db", "msprof-db",
+            "mindspore-1x/single-device", "paddle-cpu-chrome", "pp-gpipe-2stage-dev"]
 
 
 @pytest.mark.parametrize("sample", _SAMPLES)
@@ -97,6 +99,7 @@ def test_info_estimates_each_output_formats_size_within_a_quarter(sample, tmp_pa
     for kind in ("summary", "detail"):
         for suffix in (".pftrace", ".json", ".json.gz"):
             out = tmp_path / f"{kind}{suffix}"
-            assert main(["convert", str(folder), "--kind", kind, "--max-size", "0", "-o", str(out), "-q"]) == 0
+            assert main(["convert", str(folder), "--kind", kind, "--max-size", "0", "-o", str(out),
+                         "-q"]) == 0
             written, guess = out.stat().st_size, estimated[kind][suffix]
             assert abs(guess - written) <= 0.25 * written, (kind, suffix, guess, written)

@@ -101,7 +101,8 @@ def comm_report(
         InputError: an input file broken beyond recovery.
     """
     aligned = aligning(align)
-    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL, step_marker=step_marker)  # detail: the plane tasks
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL,  # detail: the plane tasks
+                      step_marker=step_marker)
     profile = Profile.open(path, options, where=where, diag=diag)
     spool = Spool()
     try:

@@ -57,7 +57,8 @@ class _Sizes:
         self.deflate = {kind: zlib.compressobj(6, zlib.DEFLATED, -15) for kind in KINDS}
         self._deflate("summary", b'{"ph":"M","name":"process_name","pid":1,"args":{"name":"Rank 0"}},\n'
                       b'{"ph":"M","name":"process_sort_index","pid":1,"args":{"sort_index":0}},\n'
-                      b'{"ph":"M","name":"process_labels","pid":1,"args":{"labels":%s}},\n' % orjson.dumps(label))
+                      b'{"ph":"M","name":"process_labels","pid":1,"args":{"labels":%s}},\n'
+                      % orjson.dumps(label))
 
     def add(self, slices: list[Slice], kind: str) -> None:
         """A step's slices of one kind (summary: the step trace and overlap lanes)."""
@@ -79,7 +80,8 @@ class _Sizes:
                 if s.name not in self.names:
                     self.names.add(s.name)
                     pf += _PF["name byte"] * len(name)
-            json += _JSON["slice"] + len(name) + (len(args) + _JSON["args"] if args else 0) + _JSON["flow"] * flows
+            json += (_JSON["slice"] + len(name) + (len(args) + _JSON["args"] if args else 0)
+                     + _JSON["flow"] * flows)
             if self.text[kind] < _GZ_TEXT:
                 records.append(b'{"ph":"X","pid":1,"tid":%d,"name":%s,"ts":%d.%03d,"dur":%d.%03d%s},\n' % (
                     len(lanes), name, *divmod(s.start_ns, 1000), *divmod(s.dur_ns, 1000),
@@ -116,8 +118,9 @@ class _Sizes:
         self.pftrace["detail"] += len(samples) * _PF["sample"]
         self.json["detail"] += len(samples) * _JSON["sample"]
         if samples and self.text["detail"] < _GZ_TEXT:
-            self._deflate("detail", b"".join(b'{"ph":"C","pid":1,"name":%s,"ts":%d.%03d,"args":{"value":%r}},\n' % (
-                orjson.dumps(v.lane), *divmod(v.start_ns, 1000), v.value) for v in samples))
+            record = b'{"ph":"C","pid":1,"name":%s,"ts":%d.%03d,"args":{"value":%r}},\n'
+            self._deflate("detail", b"".join(
+                record % (orjson.dumps(v.lane), *divmod(v.start_ns, 1000), v.value) for v in samples))
 
     def _deflate(self, kind: str, text: bytes) -> None:
         self.text[kind] += len(text)
@@ -149,7 +152,7 @@ def _with_waits(contents: RankContents, waits: list[Slice]) -> None:
     for sizes in contents.estimated_by_format.values():
         for fmt, more in added.items():
             sizes[fmt] += round(more)
-    contents.estimated_bytes = {kind: sizes[".pftrace"] for kind, sizes in contents.estimated_by_format.items()}
+    contents.estimated_bytes = {kind: by[".pftrace"] for kind, by in contents.estimated_by_format.items()}
 
 
 _WAIT_DEFLATED = 0.15  # a Wait slice's record, deflated among the others
@@ -265,7 +268,7 @@ def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
     contents.lanes = {layer: sorted(lanes[layer]) for layer in sorted(lanes, key=order.__getitem__)}
     contents.records = counts
     contents.estimated_by_format = sizes.estimate()
-    contents.estimated_bytes = {kind: sizes[".pftrace"] for kind, sizes in contents.estimated_by_format.items()}
+    contents.estimated_bytes = {kind: by[".pftrace"] for kind, by in contents.estimated_by_format.items()}
     return contents, ops
 
 

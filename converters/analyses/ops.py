@@ -367,8 +367,8 @@ def rank_ops(info: RankInfo, options: Options, diag: Diagnostics, by: str) -> Ra
     found = accumulate(info.rank, read_profile([info], dataclasses.replace(options, kind=kind), read), by)
     if not detail and not found.device and host_ops_in_detail(info):  # a CPU run: its host operators
         read = Diagnostics()
-        found = accumulate(info.rank, read_profile([info], dataclasses.replace(options, kind=Kind.DETAIL), read),
-                           by)
+        detailed = dataclasses.replace(options, kind=Kind.DETAIL)
+        found = accumulate(info.rank, read_profile([info], detailed, read), by)
     read.forget(NOTHING_DRAWN)
     diag.merge(read)
     return found

@@ -205,7 +205,7 @@ class Dialect:
 
     events: msgspec.json.Decoder  # decodes a batch of events
     python_cats: frozenset[str] | None = None
-    step_marker: str | None = None  # the user's range that is a step (``--step-marker``), in place of the profiler's
+    step_marker: str | None = None  # the user's range that is the step (--step-marker), not the profiler's
     by_design: frozenset[str] = frozenset()  # reasons of ``convert`` said only when nothing is read
     flow_events: bool = True  # its flow ends are the trace's flow events, not taken from slices' args
 
@@ -683,8 +683,8 @@ class Records:
         if not self._marked:
             held = markers.most_frequent(self.dialect, files, diag, lambda e: self._route(e.pid, e.tid).kind)
             diag.warn(markers.UNMATCHED, f"rank {rank}: no host range named {marker!r} (--step-marker) in "
-                      f"{', '.join(p.name for p in files)}; the most frequent there: {held}; read as one step",
-                      f"rank {rank}")
+                      f"{', '.join(p.name for p in files)}; the most frequent there: {held}; read as one "
+                      "step", f"rank {rank}")
         self._marked = []
 
     def _profiler_step(self, number: int, start_ns: int, dur_ns: int) -> None:

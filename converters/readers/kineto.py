@@ -16,7 +16,8 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
   the communication ops, drawn as host work (no device activity);
 - CPU ops, Python functions, annotations and CUDA runtime calls: host lanes, one per thread;
   on a CPU run (``deviceProperties`` is there and empty) the CPU ops are the host operators
-  (``HOST_OPERATOR``) that ``ops`` counts where there is no device work; each launch is linked to its kernel by an arrow, from the ``correlation`` id both carry (the
+  (``HOST_OPERATOR``) that ``ops`` counts where there is no device work; each launch is linked
+  to its kernel by an arrow, from the ``correlation`` id both carry (the
   ``ac2g`` flow events repeat it and are not read twice);
 - steps: ``ProfilerStep#N``, or the user's own ranges with ``--step-marker`` (serving traces have
   none: vLLM's ``execute_model``), numbered in time order; instants become slices of no length;
@@ -373,7 +374,8 @@ class _Pairs:
         """The last instant's pairs, then the allocations never released, lasting to ``end_ns``."""
         yield from self._pair()
         for (component, addr), (start_ns, size) in self.live.items():
-            yield _allocation(self.rank, component, addr, start_ns, end_ns - start_ns, size, {"Released": False})
+            yield _allocation(self.rank, component, addr, start_ns, end_ns - start_ns, size,
+                              {"Released": False})
 
     def _pair(self) -> Iterator[Slice]:
         instant, self.instant = self.instant, []

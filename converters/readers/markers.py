@@ -27,7 +27,8 @@ def checked(marker: str | None) -> str | None:
         UsageError: it is empty (or only ``*``).
     """
     if marker is not None and not marker.rstrip("*"):
-        raise UsageError(f"--step-marker: {marker!r} names no range (give a range's name, or its start and *)")
+        raise UsageError(f"--step-marker: {marker!r} names no range (give a range's name, or its start "
+                         "and *)")
     return marker
 
 

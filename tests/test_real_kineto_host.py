@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import jsonschema
+import pytest
 from conftest import real_data
 
 from converters.cli import main
@@ -276,3 +277,15 @@ def test_a_trace_converted_with_a_marker_loads_clean_in_the_trace_processor(tmp_
                  "execute_model", "-o", str(out), "-q"]) == 0
     problems, (slices, _, _) = imported(out, tmp_path)
     assert problems == [] and slices > 20_000
+
+
+@pytest.mark.parametrize("command", ["info", "overlap", "ops", "comm", "critical"])
+def test_every_command_takes_the_step_marker(command, capsys):
+    folder = str(real_data("kineto-gloo-2rank"))
+    assert main([command, folder, "--step-marker", "explicit_allreduce_loss", "--format", "json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+def test_memory_says_the_step_marker_does_not_apply(capsys):
+    assert main(["memory", str(real_data("kineto-gloo-2rank")), "--step-marker", "x"]) == 2
+    assert "--step-marker" in capsys.readouterr().err

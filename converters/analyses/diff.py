@@ -220,7 +220,7 @@ def sample(rank: int, batch: StepRecords, by: str) -> StepSample:
     summed = ops.accumulate(rank, [batch], by)
     found: dict[tuple[str, str], tuple[int, int]] = {}
     for kind, figures in ((DEVICE, summed.device), (HOST, summed.host)):
-        for (name, _core, _), (count, total, _, _) in figures.items():
+        for (name, _core, _), (count, total, *_) in figures.items():
             held = found.get((name, kind), (0, 0))
             found[(name, kind)] = (held[0] + count, held[1] + total)
     return StepSample(rank, batch.step_id, (), found)

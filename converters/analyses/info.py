@@ -3,8 +3,8 @@
 One read of every rank (as a detail conversion would, one step at a time) gathers per rank its
 format, device and host, graphs and their steps with time ranges, lanes per layer, record
 counts, input bytes, each host's clock offset as the collectives show it, and an estimate of the
-output size of summary and detail, so a user can
-choose ``--steps`` and ``--ranks`` under the size cap.
+output size of summary and detail as each format (``.pftrace``, ``.json``, ``.json.gz``), so a user
+can choose ``--steps``, ``--ranks`` and the format under the size cap.
 """
 
 from __future__ import annotations

@@ -262,6 +262,7 @@ class Kept:
     ranks_left_out: list[int] = field(default_factory=list)  # by the policy of interest
     policy: str = ""  # why the kept ranks, where some were left out
     graph_names: dict[int, int | None] = field(default_factory=dict)  # StepKey.graph -> id on its lowest rank
+    output: str = ""  # the output's name: what a smaller format of it would be
 
     @property
     def complete(self) -> bool:
@@ -290,14 +291,34 @@ class Kept:
                 "summary for all steps")
 
     def hint(self) -> str:
-        """How to see what was left out (``--steps`` keeps those step ids of every graph)."""
+        """How to see what was left out, in ways that can: ``--steps`` the steps left out (ids of
+        every graph) where some were kept, fewer steps where none was, none where the output is
+        one step; ``--ranks`` where there are several; a denser output format; ``--max-size 0``."""
         left = [s for s in self.steps if s not in self.summary_steps
                 or (self.has_detail and s not in self.detail_steps)]
         numbered = [s.step for s in left if s is not None]
-        ways = ([f"--steps {format_ids(numbered)}" if numbered else "--steps"] if left else []) + ["--ranks"]
+        ways = []
+        if len(left) < len(self.steps):  # the rest, apart from what fitted
+            ways.append(f"--steps {format_ids(numbered)}" if numbered else "--steps")
+        elif len(numbered) > 1:  # nothing of them fitted: fewer at a time
+            ways.append(f"fewer steps (--steps {numbered[0]})")
+        if self.ranks + len(self.ranks_left_out) > 1:
+            ways.append("--ranks")
         if self.has_detail:
             ways.append("--kind summary")
+        ways += _denser(self.output)
         return f"to see the rest use {', '.join(ways)}, or --max-size 0 (unlimited)"
+
+
+def _denser(output: str) -> list[str]:
+    """The output formats that hold the same trace in fewer bytes than ``output``'s: a ``.pftrace``
+    (protobuf: a fraction of JSON) and the compressed forms, whose cap counts compressed bytes."""
+    name = output.lower()
+    if name.endswith(".json"):
+        return ["a .pftrace or .json.gz output"]
+    if name.endswith(".pftrace"):
+        return ["a .pftrace.gz output"]
+    return []
 
 
 def _steps(steps: list[StepKey | None], graph_names: dict[int, int | None]) -> str:
@@ -324,13 +345,13 @@ def _graph_name(graph: int | None, place: int) -> str:
 
 def assemble(
     sink: Sink, spool: Spool, header: Callable[[set[int] | None], bytes], footer: bytes,
-    marker: Callable[[Kept], bytes], interest: tuple[list[int], str] | None = None,
+    marker: Callable[[Kept], bytes], interest: tuple[list[int], str] | None = None, output: str = "",
 ) -> Kept:
     """Write header, the chunks that fit by policy, the cut marker if anything was left out, footer.
 
     ``header(ranks)`` is the header for those ranks (None: all). ``interest``: the ranks in the
     order to keep them, and that policy in words, where whole ranks may be left out (the ranks
-    were not chosen by hand); see ``interest_order``.
+    were not chosen by hand); see ``interest_order``. ``output``: the output's name, for the hint.
 
     Raises:
         UsageError: the limit is too small for even the header.
@@ -340,7 +361,7 @@ def assemble(
     order = _steps_in_time_order(chunks_kept)
     kept = Kept(steps=order, ranks=len({c.rank for c in chunks_kept}),
                 has_detail=any(c.part == DETAIL for c in spool.chunks), ranks_left_out=left_out,
-                policy=interest[1] if left_out else "", graph_names=_graph_names(spool.chunks))
+                policy=interest[1] if left_out else "", graph_names=_graph_names(spool.chunks), output=output)
     if not sink.write([header({c.rank for c in chunks_kept} if left_out else None)], reserve):
         raise UsageError(f"--max-size {sink.limit} is too small: the trace header alone needs more")
     groups = _groups(chunks_kept, order)

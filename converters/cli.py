@@ -79,6 +79,10 @@ def _parser(command: Command, prog: str) -> argparse.ArgumentParser:
                             help="steps (iterations) to keep, e.g. 3-5 (default: all)")
     parser.add_argument("--graphs", metavar="LIST", type=_ids("graphs"),
                         help="graphs (CANN model ids) to keep, e.g. 2 (default: all)")
+    parser.add_argument("--step-marker", metavar="NAME",
+                        help="PyTorch traces: the ranges (record_function, user annotation, Python function) "
+                        "named NAME, or beginning so for NAME*, are the steps, numbered 1, 2, ... in time "
+                        "order, in place of ProfilerStep#N (serving traces have none: vLLM's execute_model)")
     if command.align:
         parser.add_argument("--align", choices=("none", "collectives"), default="none",
                             help="collectives: move each host's clock by its offset to the host of the "
@@ -112,7 +116,8 @@ def _where(args: argparse.Namespace) -> Where:
 
 
 def _selection(args: argparse.Namespace) -> dict:
-    return {"ranks": args.ranks, "graphs": args.graphs, "steps": args.steps, "where": _where(args)}
+    return {"ranks": args.ranks, "graphs": args.graphs, "steps": args.steps, "step_marker": args.step_marker,
+            "where": _where(args)}
 
 
 # -- the one error boundary -----------------------------------------------------------------------
@@ -442,15 +447,16 @@ def _run_ops(args: argparse.Namespace) -> int:
     of = "its step's" if args.by == "step" else "the rank's"
     note = ("(µs: each rank's total time in the key; rows by max minus median, largest first)" if args.across
             else f"(µs; Ratio: share of {of} time in these ops)")
-    rows = Rows(args.format, ops.columns(args.by, args.across), note,
-                cell_width=60)  # a GPU kernel's name runs to a thousand characters
     diag = Diagnostics()
     found = ops.ops_report(args.profile, by=args.by, diag=diag, **_selection(args))
+    host = ops.with_self_time(found)
+    rows = Rows(args.format, ops.columns(args.by, args.across, host), note,
+                cell_width=60)  # a GPU kernel's name runs to a thousand characters
     _warn(args, diag.messages())
     if args.across:
         rows.add(ops.spread_record(row, args.by) for row in ops.across(found))
     else:
-        rows.add(ops.record(row, args.by) for row in found)
+        rows.add(ops.record(row, args.by, host) for row in found)
     rows.close()
     return 0
 
@@ -466,7 +472,7 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_memory(args: argparse.Namespace) -> int:
     from .analyses import memory
 
-    memory.no_selection(args.steps, args.graphs)
+    memory.no_selection(args.steps, args.graphs, args.step_marker)
     diag = Diagnostics()
     if args.allocations:
         rows = Rows(args.format, memory.ALLOCATION_COLUMNS, "(KB; epoch µs; Release -: never within the "
@@ -524,8 +530,8 @@ def _run_diff(args: argparse.Namespace) -> int:
         _write_comparison(args)
     rows = Rows(args.format, list(diff.columns(args.by)), diff.NOTE, cell_width=60)
     diag = Diagnostics()
-    found = diff.diff_report(diff.Side(args.base, args.base_ranks, args.base_steps),
-                             diff.Side(args.new, args.new_ranks, args.new_steps),
+    found = diff.diff_report(diff.Side(args.base, args.base_ranks, args.base_steps, args.step_marker),
+                             diff.Side(args.new, args.new_ranks, args.new_steps, args.step_marker),
                              by=args.by, graphs=args.graphs, diag=diag, where=_where(args))
     _warn(args, diag.messages())
     rows.add(map(diff.record, found))
@@ -541,8 +547,9 @@ def _write_comparison(args: argparse.Namespace) -> None:
 
     if args.output == "-":
         raise UsageError("diff -o writes a file (the table goes to stdout); give -o FILE, not -o -")
-    result = write_comparison(diff.Side(args.base, args.base_ranks, args.base_steps),
-                              diff.Side(args.new, args.new_ranks, args.new_steps), args.output,
+    result = write_comparison(diff.Side(args.base, args.base_ranks, args.base_steps, args.step_marker),
+                              diff.Side(args.new, args.new_ranks, args.new_steps, args.step_marker),
+                              args.output,
                               graphs=args.graphs, max_bytes=args.max_size, where=_where(args))
     _warn(args, result.warnings)
     if result.cut:

@@ -50,8 +50,9 @@ def step_bounds(info: RankInfo, options: Options, diag: Diagnostics) -> Bounds:
 
 
 def _bounds(profile: Profile) -> dict[int, Bounds]:
-    summary = Profile(profile.path, Options(ranks=profile.options.ranks, graphs=profile.options.graphs,
-                                            steps=profile.options.steps), profile.ranks, profile.diag,
+    chosen = profile.options
+    summary = Profile(profile.path, Options(ranks=chosen.ranks, graphs=chosen.graphs, steps=chosen.steps,
+                                            step_marker=chosen.step_marker), profile.ranks, profile.diag,
                       profile.where)
     found = summary.map(step_bounds)
     return {info.rank: mine for info, mine in zip(summary.ranks, found, strict=True)}
@@ -139,7 +140,8 @@ def write_comparison(
     diag = diag if diag is not None else Diagnostics()
     out_format = pipeline.output_format(output, None)
     profiles = [Profile.open(side.path, Options(ranks=side.ranks, graphs=graphs, steps=side.steps,
-                                                kind=Kind.DETAIL), where=where, diag=diag)
+                                                kind=Kind.DETAIL, step_marker=side.step_marker),
+                                where=where, diag=diag)
                 for side in (base, new)]
     inputs = [found for side, profile in zip((base, new), profiles, strict=True)
               for found in inputs_of(side.path, profile.ranks)]
@@ -181,7 +183,7 @@ def write_comparison(
             kept = assemble(sink, spool, lambda ranks: encoder.header([i for i in infos if ranks is None
                                                                        or i.rank in ranks]),
                             encoder.footer, lambda kept: pipeline.cut_marker(
-                                encoder, pipeline.first_kept(infos, kept), kept), None)
+                                encoder, pipeline.first_kept(infos, kept), kept), None, output)
     finally:
         spool.close()
     return pipeline.Result(

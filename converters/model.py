@@ -209,7 +209,9 @@ def minddata_figure(lane: str) -> tuple[str, str] | None:
 # component's allocations lane (Layer.MEMORY) from its allocation to its release, its size in args.
 MEMORY_KINDS = ("Allocated", "Reserved", "Active")
 MEMORY_SIZE_ARG = "Size(B)"  # an allocation slice's size; "Released": False where the profile never saw
-# its release (it then lasts to the profile's last memory record)
+# its release (it then lasts to the profile's last memory record), RELEASE_NOT_RECORDED where it did not
+# record the release but the address was allocated again (it lasts to then; its release time unknown)
+RELEASE_NOT_RECORDED = "not recorded"
 _MEMORY_COUNTER = re.compile(r"^Memory (.+) \[(Allocated|Reserved|Active)\]$")
 
 

@@ -78,6 +78,7 @@ def convert(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     kind: Kind | str = Kind.SUMMARY,
     fmt: Format | str | None = None,
     merge_graphs: bool = False,
@@ -116,6 +117,7 @@ def convert(
     """
     started = time.perf_counter()
     options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=kind, merge_graphs=merge_graphs,
+                      step_marker=step_marker,
                       host_level=host_level)
     if critical_path and options.kind is not Kind.DETAIL:
         raise UsageError("--critical-path runs through the device tasks, communication ops and host launches "
@@ -156,7 +158,7 @@ def convert(
                       "after the first, which Chrome JSON holds to the µs only (Perfetto reads them as "
                       "doubles); a .pftrace holds them to the ns")
         diag.merge(profile.diag)
-        check_steps(options.steps, diag)
+        check_steps(options.steps, diag, options.step_marker)
         if not spool.chunks:  # not one slice or counter value
             diag.warn("empty_output", f"{path}: nothing to draw in {options.kind.value} from rank "
                       f"{format_ids(r.rank for r in infos)}" + ("" if options.kind is Kind.DETAIL else
@@ -170,7 +172,7 @@ def convert(
                                                                        or i.rank in ranks],
                                                                       job if ranks is None else ()),
                             encoder.footer, lambda kept: cut_marker(encoder, first_kept(infos, kept), kept),
-                            None if options.ranks is not None or len(infos) < 2 else interest)
+                            None if options.ranks is not None or len(infos) < 2 else interest, target)
     finally:
         spool.close()
     return Result(

@@ -47,6 +47,7 @@ class Options:
     kind: Kind = Kind.SUMMARY
     merge_graphs: bool = False
     host_level: int = 0  # host stages of lower levels are left out (1: the users' stages only)
+    step_marker: str | None = None  # the user's range that is a step, where the reader takes one
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
@@ -97,6 +98,7 @@ class Profile:
         diag = Diagnostics() if diag is None else diag
         ranks = select_ranks(discover(Path(path), diag), options.ranks)
         check_graphs(ranks, options.graphs)
+        check_marker(ranks, options.step_marker)
         return cls(Path(path), options, ranks, diag, where)
 
     def map(self, work: RankWork, args: Callable[[int, RankInfo], tuple] | None = None, *,
@@ -151,7 +153,7 @@ class Profile:
     def check_steps(self) -> None:
         """After reading: ``--steps`` of which the kept ranks and graphs hold none is an error, some
         of them absent a warning (``select.check_steps``)."""
-        check_steps(self.options.steps, self.diag)
+        check_steps(self.options.steps, self.diag, self.options.step_marker)
 
     def align(self) -> dict[int, int]:
         """Move each host's clock by its offset to the host of the lowest rank, estimated from the
@@ -183,6 +185,23 @@ class Profile:
         self.ranks = summary.ranks
         by_rank = {info.rank: mine for info, mine in zip(self.ranks, ops, strict=True)}
         return comm.clock_offsets(comm.match(by_rank), comm.host_names(self.ranks))
+
+
+def check_marker(ranks: list[RankInfo], marker: str | None) -> None:
+    """``--step-marker`` where every rank's reader takes one (``STEP_MARKER``: Kineto's).
+
+    Raises:
+        UsageError: it names no range, or a rank's format has steps of its own only.
+    """
+    if marker is None:
+        return
+    from .readers.markers import checked  # its Event type needs msgspec: only where a marker is given
+
+    checked(marker)
+    others = sorted({info.format for info in ranks if not getattr(reader(info.format), "STEP_MARKER", False)})
+    if others:
+        raise UsageError(f"--step-marker: {', '.join(others)} profiles have steps of their own only (it "
+                         "takes a range of a PyTorch profiler trace as the step)")
 
 
 def _rank_work(job: tuple) -> tuple[Any, Diagnostics]:
@@ -234,8 +253,9 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
     with the key that names it across the job (``keyed``). The ids of the steps of the kept graphs
     go to ``diag.steps``, kept or not (``select.check_steps``)."""
     detail = options.kind is Kind.DETAIL
+    marker = {} if options.step_marker is None else {"step_marker": options.step_marker}
     for info in infos:
-        steps = reader(info.format).read(info, diag, detail=detail)
+        steps = reader(info.format).read(info, diag, detail=detail, **marker)
         if detail and info.host_paths:
             steps = reader("host_info").attach(steps, info, diag, min_level=options.host_level)
         if detail:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import Diagnostics, UsageError
+from .errors import STEP_MARKER_UNMATCHED, Diagnostics, UsageError
 from .model import RankInfo
 
 
@@ -68,7 +68,7 @@ def check_graphs(ranks: list[RankInfo], wanted: frozenset[int] | None) -> None:
         raise UsageError(f"unknown graph {format_ids(missing)}; graphs (model ids) present: {listed}")
 
 
-def check_steps(wanted: frozenset[int] | None, diag: Diagnostics) -> None:
+def check_steps(wanted: frozenset[int] | None, diag: Diagnostics, marker: str | None = None) -> None:
     """After reading: the steps asked for against those the kept ranks and graphs hold
     (``diag.steps``, gathered by ``read_profile``). Steps are known only once read, so this comes
     after reading, never as a second read; the output is not written yet.
@@ -76,7 +76,13 @@ def check_steps(wanted: frozenset[int] | None, diag: Diagnostics) -> None:
     Raises:
         UsageError: none of the wanted steps is there (the output would be empty); the message
             lists the steps present. Some absent: a warning naming them (an error with --strict).
+            A ``marker`` (``--step-marker``) that no kept rank holds: the message says what the
+            first such rank holds.
     """
+    if marker is not None and not diag.steps:
+        said = diag.examples.get(STEP_MARKER_UNMATCHED, "")
+        raise UsageError(f"--step-marker {marker!r}: no kept rank holds a range of that name" +
+                         (f" ({said.removesuffix('; read as one step')})" if said else ""))
     if wanted is None:
         return
     present = format_ids(diag.steps) or "none (no step is marked in the kept ranks and graphs)"

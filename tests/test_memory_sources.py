@@ -141,8 +141,9 @@ _ADDRESSES = st.integers(0, 5)
 @given(st.lists(st.tuples(_ADDRESSES, st.integers(-3, 3).filter(bool)), max_size=40))
 def test_kineto_allocations_pair_each_release_with_the_last_allocation_of_its_address(tmp_path_factory, ops):
     """Whatever the order: a slice per allocation whose address is released later (its size, from
-    its allocation to that release), the others unreleased to the last event; a release of an
-    address with nothing allocated pairs with none; the counter is the running sum."""
+    its allocation to that release), one whose address is allocated again first up to then (its
+    release not recorded), the others unreleased to the last event; a release of an address with
+    nothing allocated pairs with none; the counter is the running sum."""
     folder = tmp_path_factory.mktemp("pairs")
     events = [{"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": i + 1,
                "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": size * 1024}}
@@ -155,6 +156,9 @@ def test_kineto_allocations_pair_each_release_with_the_last_allocation_of_its_ad
         total += size * 1024
         sums.append(float(total))
         if size > 0:
+            if addr in live:  # every allocation once: the one before ends here, its release unknown
+                start, allocated = live.pop(addr)
+                expected.append((start * 1000, (i + 1 - start) * 1000, float(allocated), "not recorded"))
             live[addr] = (i + 1, size * 1024)
         elif addr in live:
             start, allocated = live.pop(addr)

@@ -81,6 +81,7 @@ def comm_report(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     align: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
@@ -101,7 +102,8 @@ def comm_report(
         InputError: an input file broken beyond recovery.
     """
     aligned = aligning(align)
-    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)  # detail: the plane tasks
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL,  # detail: the plane tasks
+                      step_marker=step_marker)
     profile = Profile.open(path, options, where=where, diag=diag)
     spool = Spool()
     try:

@@ -118,6 +118,7 @@ def comm_matrix(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
     each: Callable[[list[LinkRow]], None] | None = None,
@@ -135,7 +136,8 @@ def comm_matrix(
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
         InputError: an input file broken beyond recovery.
     """
-    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)  # detail: the plane tasks
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL,  # detail: the plane tasks
+                      step_marker=step_marker)
     profile = Profile.open(path, options, where=where, diag=diag)
     report = MatrixReport([])
     sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0])

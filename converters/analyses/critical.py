@@ -288,6 +288,7 @@ def critical_paths(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     align: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
@@ -306,7 +307,8 @@ def critical_paths(
     if isinstance(path, Profile):  # its selection, read in detail (the device tasks)
         profile = dataclasses.replace(path, options=dataclasses.replace(path.options, kind=Kind.DETAIL))
     else:
-        options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
+        options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL,
+                          step_marker=step_marker)
         profile = Profile.open(path, options, where=where, diag=diag)
     shifts = profile.align() if aligning(align) else {}
     _check_one_timeline(profile.ranks)  # after aligning: the ranks it could not align

@@ -52,11 +52,13 @@ FAMILIES = Path(__file__).with_name("op_families.json")
 
 @dataclass(frozen=True)
 class Side:
-    """One run to compare: its path and the ranks and steps kept (None: all)."""
+    """One run to compare: its path and the ranks and steps kept (None: all), and the range that
+    is its step where its profiler marks none (``--step-marker``)."""
 
     path: str | os.PathLike[str]
     ranks: Iterable[int] | None = None
     steps: Iterable[int] | None = None
+    step_marker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,7 @@ def sample(rank: int, batch: StepRecords, by: str) -> StepSample:
     summed = ops.accumulate(rank, [batch], by)
     found: dict[tuple[str, str], tuple[int, int]] = {}
     for kind, figures in ((DEVICE, summed.device), (HOST, summed.host)):
-        for (name, _core, _), (count, total, _, _) in figures.items():
+        for (name, _core, _), (count, total, *_) in figures.items():
             held = found.get((name, kind), (0, 0))
             found[(name, kind)] = (held[0] + count, held[1] + total)
     return StepSample(rank, batch.step_id, (), found)
@@ -252,8 +254,8 @@ def comm_sample(rank: int, batch: StepRecords) -> StepSample:
 def read_side(side: Side, by: str, graphs: Iterable[int] | None, diag: Diagnostics,
               where: Where) -> tuple[list[StepSample], set[str]]:
     """Every kept step of every kept rank of one side, and the formats it was read from."""
-    profile = Profile.open(side.path, Options(ranks=side.ranks, graphs=graphs, steps=side.steps), where=where,
-                           diag=diag)
+    profile = Profile.open(side.path, Options(ranks=side.ranks, graphs=graphs, steps=side.steps,
+                                              step_marker=side.step_marker), where=where, diag=diag)
     formats = {info.format for info in profile.ranks}
     found: list[list[StepSample]] = profile.map(side_samples, lambda *_: (by,))
     profile.check_steps()

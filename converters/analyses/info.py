@@ -3,8 +3,8 @@
 One read of every rank (as a detail conversion would, one step at a time) gathers per rank its
 format, device and host, graphs and their steps with time ranges, lanes per layer, record
 counts, input bytes, each host's clock offset as the collectives show it, and an estimate of the
-output size of summary and detail, so a user can
-choose ``--steps`` and ``--ranks`` under the size cap.
+output size of summary and detail as each format (``.pftrace``, ``.json``, ``.json.gz``), so a user
+can choose ``--steps``, ``--ranks`` and the format under the size cap.
 """
 
 from __future__ import annotations
@@ -12,25 +12,158 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import orjson
 
-from ..comm import HostClock, OpComm, clock_offsets, host_names, light_ops, match
+from ..comm import HostClock, OpComm, clock_offsets, host_names, light_ops, match, wait_slices
 from ..errors import Diagnostics, as_text
 from ..executor import LOCAL, Where
-from ..model import Layer, RankInfo
+from ..model import Layer, RankInfo, Sample, Slice
 from ..profile import Kind, Options, Profile, input_bytes, read_profile
 from ..readers.flows import forget_flow_warnings
 from .overlap import overlap_slices
 from .render import cell, clock_records, print_clocks, print_table, size
 
-# Perfetto bytes per slice, fitted on the real samples and generated profiles of every format
-# (within 15% of each): summary slices carry no args (~57 B); a detail slice ~20 B plus 0.6 B per
-# byte of its args as JSON (interned names and strings make it less than their text).
-_SUMMARY_BYTES, _SAMPLE_BYTES = 58, 24
-_DETAIL_BYTES, _DETAIL_BYTES_PER_ARGS_BYTE = 20, 0.6
+# The output's size per format, from what it will hold, with costs fitted on the real samples
+# (tests/test_what_a_user_reads.py: within 25% of what converting writes, each format and kind).
+# Perfetto interns names and strings: a slice costs a few bytes, each distinct name and string
+# once, each arg key and number a few bytes. Chrome JSON: the writer's record of each event, its
+# name and args as their text. Compressed JSON: the JSON estimate times the ratio zlib (as the
+# writer deflates) gives the records as written (each lane's in time order), up to ``_GZ_TEXT``.
+_PF = {"slice": 57, "summary slice": 55, "flow": 15, "name byte": 1.57, "key": 5.75, "string byte": 1.37,
+       "number": 1.67, "sample": 34, "lane": 340, "summary lane": 60, "rank": 300}
+_JSON = {"slice": 66, "args": 9, "flow": 116, "sample": 101, "lane": 110, "rank": 250}
+_GZ_TEXT = 64 << 20
+_GZIP = 18  # its header and trailer
+FORMATS = (".pftrace", ".json", ".json.gz")
+KINDS = ("summary", "detail")
+
+
+class _Sizes:
+    """What one rank adds to each output format's size, per kind (``estimate``)."""
+
+    def __init__(self, label: str) -> None:
+        self.pftrace = {kind: 0.0 for kind in KINDS}
+        self.json = {kind: 0.0 for kind in KINDS}
+        self.pftrace["summary"] = _PF["rank"] + len(label)
+        self.json["summary"] = _JSON["rank"] + len(label)
+        self.names: set[str] = set()
+        self.strings: set[str] = set()
+        self.lanes: dict[str, set[tuple]] = {kind: set() for kind in KINDS}
+        self.text = {kind: 0 for kind in KINDS}  # the JSON records' bytes deflated so far, and what they made
+        self.deflated = {kind: 0 for kind in KINDS}
+        self.deflate = {kind: zlib.compressobj(6, zlib.DEFLATED, -15) for kind in KINDS}
+        self._deflate("summary", b'{"ph":"M","name":"process_name","pid":1,"args":{"name":"Rank 0"}},\n'
+                      b'{"ph":"M","name":"process_sort_index","pid":1,"args":{"sort_index":0}},\n'
+                      b'{"ph":"M","name":"process_labels","pid":1,"args":{"labels":%s}},\n'
+                      % orjson.dumps(label))
+
+    def add(self, slices: list[Slice], kind: str) -> None:
+        """A step's slices of one kind (summary: the step trace and overlap lanes)."""
+        pf = json = 0.0
+        lanes, records = self.lanes[kind], []
+        for s in sorted(slices, key=lambda s: (s.layer.order, s.lane, s.start_ns)):
+            args, name = _args_text(s.args), orjson.dumps(s.name)
+            flows = len(s.flows_out) + len(s.flows_in)
+            if (s.layer, s.lane) not in lanes:
+                lanes.add((s.layer, s.lane))
+                pf += (_PF["summary lane"] if kind == "summary" else _PF["lane"]) + len(s.lane)
+                json += _JSON["lane"] + len(s.lane)
+                records.append(b'{"ph":"M","name":"thread_name","pid":1,"tid":%d,"args":{"name":%s}},\n'
+                               % (len(lanes), orjson.dumps(s.lane)))
+            if kind == "summary":
+                pf += _PF["summary slice"] + (self._interned(args) if args else 0)
+            else:
+                pf += _PF["slice"] + _PF["flow"] * flows + (self._interned(args) if args else 0)
+                if s.name not in self.names:
+                    self.names.add(s.name)
+                    pf += _PF["name byte"] * len(name)
+            json += (_JSON["slice"] + len(name) + (len(args) + _JSON["args"] if args else 0)
+                     + _JSON["flow"] * flows)
+            if self.text[kind] < _GZ_TEXT:
+                records.append(b'{"ph":"X","pid":1,"tid":%d,"name":%s,"ts":%d.%03d,"dur":%d.%03d%s},\n' % (
+                    len(lanes), name, *divmod(s.start_ns, 1000), *divmod(s.dur_ns, 1000),
+                    b',"args":' + args if args else b""))
+        if records:
+            self._deflate(kind, b"".join(records))
+        self.pftrace[kind] += pf
+        self.json[kind] += json
+
+    def _interned(self, args: bytes) -> float:
+        """A slice's args in Perfetto's bytes: each key and number a few, each string once."""
+        try:
+            found = orjson.loads(args)
+        except orjson.JSONDecodeError:
+            return _PF["string byte"] * len(args)
+        cost, stack = 0.0, [found]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                cost += _PF["key"] * len(value)
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+            elif isinstance(value, str):
+                if value not in self.strings:
+                    self.strings.add(value)
+                    cost += _PF["string byte"] * len(value)
+            else:
+                cost += _PF["number"]
+        return cost
+
+    def add_samples(self, samples: list[Sample]) -> None:
+        """A step's counter values (detail only)."""
+        self.pftrace["detail"] += len(samples) * _PF["sample"]
+        self.json["detail"] += len(samples) * _JSON["sample"]
+        if samples and self.text["detail"] < _GZ_TEXT:
+            record = b'{"ph":"C","pid":1,"name":%s,"ts":%d.%03d,"args":{"value":%r}},\n'
+            self._deflate("detail", b"".join(
+                record % (orjson.dumps(v.lane), *divmod(v.start_ns, 1000), v.value) for v in samples))
+
+    def _deflate(self, kind: str, text: bytes) -> None:
+        self.text[kind] += len(text)
+        self.deflated[kind] += len(self.deflate[kind].compress(text))
+
+    def estimate(self) -> dict[str, dict[str, int]]:
+        """Bytes per kind and format; detail holds the summary too."""
+        ratio = {}
+        for kind in KINDS:
+            self.deflated[kind] += len(self.deflate[kind].flush())
+            ratio[kind] = self.deflated[kind] / self.text[kind] if self.text[kind] else 0.0
+        out = {}
+        for kind, parts in (("summary", ("summary",)), ("detail", KINDS)):
+            out[kind] = {".pftrace": round(sum(self.pftrace[p] for p in parts)),
+                         ".json": round(sum(self.json[p] for p in parts)),
+                         ".json.gz": _GZIP + round(sum(self.json[p] * ratio[p] for p in parts))}
+        return out
+
+
+def _with_waits(contents: RankContents, waits: list[Slice]) -> None:
+    """A rank's estimate with its Wait slices (the conversion draws them where the collectives of
+    several ranks meet, on a lane of their own), in every kind and format."""
+    if not waits:
+        return
+    json = _JSON["lane"] + sum(_JSON["slice"] + _JSON["args"] + len(w.name) + len(orjson.dumps(w.args))
+                               for w in waits)
+    added = {".pftrace": _PF["summary lane"] + len(waits) * (_PF["summary slice"] + 3 * _PF["key"]),
+             ".json": json, ".json.gz": json * _WAIT_DEFLATED}
+    for sizes in contents.estimated_by_format.values():
+        for fmt, more in added.items():
+            sizes[fmt] += round(more)
+    contents.estimated_bytes = {kind: by[".pftrace"] for kind, by in contents.estimated_by_format.items()}
+
+
+_WAIT_DEFLATED = 0.15  # a Wait slice's record, deflated among the others
+
+
+def _args_text(args: object) -> bytes:
+    """A slice's args as JSON text (raw JSON as the reader kept it, or a dict)."""
+    if args is None:
+        return b""
+    return orjson.dumps(args) if isinstance(args, dict) else bytes(args)
 
 
 @dataclass
@@ -58,6 +191,7 @@ class RankContents:
     lanes: dict[str, list[str]] = field(default_factory=dict)  # layer -> lane names
     records: dict[str, int] = field(default_factory=dict)  # layer -> slices (and "Counters")
     estimated_bytes: dict[str, int] = field(default_factory=dict)  # kind -> Perfetto bytes
+    estimated_by_format: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> format -> bytes
 
 
 @dataclass
@@ -69,11 +203,19 @@ class ProfileContents:
 
     @property
     def estimated_bytes(self) -> dict[str, int]:
-        return {kind: sum(r.estimated_bytes[kind] for r in self.ranks) for kind in ("summary", "detail")}
+        return {kind: sum(r.estimated_bytes[kind] for r in self.ranks) for kind in KINDS}
+
+    @property
+    def estimated_by_format(self) -> dict[str, dict[str, int]]:
+        """Per kind and output format (``.pftrace``, ``.json``, ``.json.gz``), the bytes converting
+        the kept ranks and steps would write."""
+        return {kind: {f: sum(r.estimated_by_format[kind][f] for r in self.ranks) for f in FORMATS}
+                for kind in KINDS}
 
 
 def profile_info(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = None,
                  graphs: Iterable[int] | None = None, steps: Iterable[int] | None = None,
+                 step_marker: str | None = None,
                  where: Where = LOCAL) -> ProfileContents:
     """Everything ``info`` shows about the kept ranks, graphs and steps of the profile under
     ``path`` (the estimates are those of converting just them); each rank is read by a worker of
@@ -83,12 +225,14 @@ def profile_info(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = 
         UsageError: unknown ranks, graphs or steps, nothing recognisable under ``path``.
         InputError: an input file broken beyond recovery.
     """
-    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL, step_marker=step_marker)
     profile = Profile.open(path, options, where=where)
     found = profile.map(rank_contents)
     profile.check_steps()
     ops = {contents.rank: mine for contents, mine in found}
     clocks = clock_offsets(match(ops), host_names(profile.ranks)) if len(profile.ranks) > 1 else []
+    for contents, mine in found:  # the Wait slices of the collectives matched across ranks (match's)
+        _with_waits(contents, wait_slices(mine))
     return ProfileContents(as_text(path), [contents for contents, _ in found], profile.diag.messages(),
                            clocks)
 
@@ -103,7 +247,8 @@ def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
     )
     lanes: dict[str, set[str]] = {}
     counts: dict[str, int] = {}
-    summary = detail = samples = 0
+    samples = 0
+    sizes = _Sizes(f"{info.format} profile {as_text(info.path)}; times: {info.clock}")
     for batch in read_profile([info], options, diag):
         if batch.step is not None:
             contents.steps.append(StepRange(batch.graph, batch.step_id, batch.step.start_ns,
@@ -113,11 +258,9 @@ def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
         for s in batch.slices:
             lanes.setdefault(s.layer.value, set()).add(s.lane)
             counts[s.layer.value] = counts.get(s.layer.value, 0) + 1
-            if s.layer.is_summary:
-                summary += 1
-            else:
-                detail += _DETAIL_BYTES + _DETAIL_BYTES_PER_ARGS_BYTE * _args_bytes(s.args)
-        summary += len(overlap_slices(batch))
+        sizes.add([*(s for s in batch.slices if s.layer.is_summary), *overlap_slices(batch)], "summary")
+        sizes.add([s for s in batch.slices if not s.layer.is_summary], "detail")
+        sizes.add_samples(batch.samples)
         ops += light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
                          (s for s in batch.slices if s.layer is Layer.COMM_OP))
         samples += len(batch.samples)
@@ -127,10 +270,8 @@ def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
     order = {layer.value: layer.order for layer in Layer}
     contents.lanes = {layer: sorted(lanes[layer]) for layer in sorted(lanes, key=order.__getitem__)}
     contents.records = counts
-    contents.estimated_bytes = {
-        "summary": summary * _SUMMARY_BYTES,
-        "detail": summary * _SUMMARY_BYTES + round(detail) + samples * _SAMPLE_BYTES,
-    }
+    contents.estimated_by_format = sizes.estimate()
+    contents.estimated_bytes = {kind: by[".pftrace"] for kind, by in contents.estimated_by_format.items()}
     return contents, ops
 
 
@@ -141,18 +282,12 @@ def _device(r: RankContents) -> str:
     return r.device_name if r.device is None else f"{r.device} ({r.device_name})"
 
 
-def _args_bytes(args: object) -> int:
-    """The length of a slice's args as JSON (raw JSON as the reader kept it, or a dict)."""
-    if args is None:
-        return 0
-    return len(orjson.dumps(args)) if isinstance(args, dict) else len(args)
-
-
 def print_info(contents: ProfileContents, fmt: str) -> None:
     """``info``'s output on stdout: the JSON document (``schemas/info.schema.json``), or a table of
     the ranks with the estimated output sizes and each rank's steps under it."""
     if fmt == "json":
         document = {"path": contents.path, "estimated_bytes": contents.estimated_bytes,
+                    "estimated_by_format": contents.estimated_by_format,
                     "ranks": [dataclasses.asdict(r) for r in contents.ranks],
                     "clocks": clock_records(contents.clocks)}
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -170,9 +305,10 @@ def print_info(contents: ProfileContents, fmt: str) -> None:
             size(r.estimated_bytes["detail"]),
         ])
     print_table(rows)
-    total = contents.estimated_bytes
-    print(f"\nestimated output (Perfetto): summary {size(total['summary'])}, "
-          f"detail {size(total['detail'])}; the default --max-size is 20 MiB")
+    total = contents.estimated_by_format
+    print("\nestimated output: " + "; ".join(
+        f"{kind} " + ", ".join(f"{size(total[kind][f])} as {f}" for f in FORMATS) for kind in KINDS) +
+        "; the default --max-size is 20 MiB")
     for r in contents.ranks:
         if r.steps:
             first, last = r.steps[0], r.steps[-1]

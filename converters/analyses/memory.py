@@ -27,6 +27,7 @@ from ..executor import LOCAL, Where
 from ..model import (
     MEMORY_KINDS,
     MEMORY_SIZE_ARG,
+    RELEASE_NOT_RECORDED,
     Layer,
     RankInfo,
     Sample,
@@ -129,7 +130,7 @@ def allocation_rows(info: RankInfo, records: Iterable[Slice | Sample]) -> Iterat
     """Each allocation as the reader gives it, in its order."""
     for r in records:
         if type(r) is Slice and r.layer is Layer.MEMORY:
-            released = None if _unreleased(r) else r.end_ns
+            released = None if _unreleased(r) or _release_unknown(r) else r.end_ns
             yield AllocationRow(info.rank, component_of(r.lane), info.device, r.name, _size(r), r.start_ns,
                                 released)
 
@@ -155,6 +156,11 @@ def _size(s: Slice) -> float:
 def _unreleased(s: Slice) -> bool:
     """Never released within the profile: alive to its end and after."""
     return isinstance(s.args, dict) and s.args.get("Released") is False
+
+
+def _release_unknown(s: Slice) -> bool:
+    """Released when, the profile does not say: gone by the slice's end (its address allocated again)."""
+    return isinstance(s.args, dict) and s.args.get("Released") == RELEASE_NOT_RECORDED
 
 
 # -- the driver -----------------------------------------------------------------------------------
@@ -267,15 +273,15 @@ def allocations_report(
         yield from allocation_rows(info, device_memory(info, profile.diag))
 
 
-def no_selection(steps: object, graphs: object) -> None:
-    """Memory records are not filed by step: say so where steps or graphs are asked for.
+def no_selection(steps: object, graphs: object, step_marker: object = None) -> None:
+    """Memory records are not filed by step: say so where steps, graphs or a step marker are asked for.
 
     Raises:
-        UsageError: ``--steps`` or ``--graphs`` given.
+        UsageError: ``--steps``, ``--graphs`` or ``--step-marker`` given.
     """
-    if steps is not None or graphs is not None:
-        raise UsageError("memory: --steps and --graphs do not apply: memory records are not filed by step "
-                         "(the whole collection counts)")
+    if steps is not None or graphs is not None or step_marker is not None:
+        raise UsageError("memory: --steps, --graphs and --step-marker do not apply: memory records are not "
+                         "filed by step (the whole collection counts)")
 
 
 # -- its rows as records ---------------------------------------------------------------------------

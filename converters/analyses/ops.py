@@ -15,9 +15,11 @@ Type`` (the databases) or ``type`` (MindSpore 1.x framework_raw); else MindSpore
 without its ``-opN`` suffix (msprof); else its name (GPU kernels). Its core type is its task type
 (AI_CORE, AI_VECTOR_CORE, MIX_AIV, AI_CPU, ...), GPU for a GPU kernel. Where a rank ran no device
 work, the host ranges a reader marks as operators (``HOST_OPERATOR``: Paddle's Operator events, its
-operator summary; MindSpore's CPU ops) stand in, as CPU ops. A rank with neither has no rows (never
-zeros). A rank none of whose NPU tasks names its op type (torch_npu at profiler level 0) has its
-rows by task name, and ``ops_report`` says so.
+operator summary; MindSpore's CPU ops; the CPU ops of a PyTorch CPU run) stand in, as CPU ops, with
+their self time too: an operator's time less that of the operators directly inside it on its thread, as
+PyTorch's ``key_averages()`` gives it. A rank with neither has no rows (never zeros). A rank none of
+whose NPU tasks names its op type (torch_npu at profiler level 0) has its rows by task name, and
+``ops_report`` says so.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import os
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +39,7 @@ from ..executor import LOCAL, Where
 from ..model import GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, decoded_args
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, read_profile
-from ..readers import for_ops
+from ..readers import for_ops, host_ops_in_detail
 
 BY = ("type", "name", "shape", "step")
 HOST_CORE = "CPU"
@@ -45,7 +47,7 @@ GPU_CORE = "GPU"
 _MINDSPORE_OP = re.compile(r"(?:^|/)([^/]+)-op\d+$")  # Default/network/.../Cast-op239: a Cast
 
 Key = tuple  # (name, core, shapes) or (name, core, (step run, step id, graph id))
-Figures = list[int]  # [count, total_ns, min_ns, max_ns]
+Figures = list[int]  # [count, total_ns, min_ns, max_ns, self_ns]
 
 
 @dataclass(slots=True)
@@ -68,13 +70,37 @@ class RankOps:
         """Add one step's ops: what ``accumulate`` does per step, for a read that does more with
         each step (the report's summary read)."""
         step = _step_of(batch) if self.by == "step" else None
+        host: list[Slice] = []
         for s in batch.slices:
             if s.layer is Layer.STREAM and is_compute(s.task_type):
                 gpu = s.task_type == GPU_KERNEL
                 named = _add_op(self.device, s, GPU_CORE if gpu else s.task_type, self.by, step)
                 self.typed = self.typed or named or gpu
             elif s.layer is Layer.HOST and s.task_type == HOST_OPERATOR:
-                _add_op(self.host, s, HOST_CORE, self.by, step)
+                host.append(s)
+        for s, self_ns in self_times(host):
+            _add_op(self.host, s, HOST_CORE, self.by, step, self_ns)
+
+
+def self_times(operators: list[Slice]) -> Iterator[tuple[Slice, int]]:
+    """Each host operator with its self time: its time less that of the operators directly inside
+    it on its thread (lane), as ``key_averages()`` counts self CPU time. One that only partly
+    overlaps another (clocks rounded to the µs) is inside none."""
+    by_lane: dict[str, list[Slice]] = defaultdict(list)
+    for s in operators:
+        by_lane[s.lane].append(s)
+    for ops in by_lane.values():
+        ops.sort(key=lambda s: (s.start_ns, -s.dur_ns))
+        inside = [0] * len(ops)  # the time of each op's direct children
+        open_: list[int] = []  # the ops (indices) holding the one at hand, outermost first
+        for i, s in enumerate(ops):
+            while open_ and ops[open_[-1]].start_ns + ops[open_[-1]].dur_ns <= s.start_ns:
+                open_.pop()
+            if open_ and s.start_ns + s.dur_ns <= ops[open_[-1]].start_ns + ops[open_[-1]].dur_ns:
+                inside[open_[-1]] += s.dur_ns
+            open_.append(i)
+        for s, children in zip(ops, inside, strict=True):
+            yield s, max(0, s.dur_ns - children)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +117,7 @@ class OpRow:
     min_ns: int
     max_ns: int
     ratio: float
+    self_ns: int | None = None  # host operators': their time less their child operators' (device: None)
     shapes: str | None = None  # by shape: the input shapes as the profiler writes them ("" if none)
     graph: int | None = None  # by step: the step's graph and id (None: activity no step bounds)
     step: int | None = None
@@ -119,15 +146,16 @@ def merge(a: RankOps, b: RankOps) -> RankOps:
     out = RankOps(a.rank, a.by, {k: v.copy() for k, v in a.device.items()},
                   {k: v.copy() for k, v in a.host.items()}, a.typed or b.typed)
     for mine, theirs in ((out.device, b.device), (out.host, b.host)):
-        for key, (count, total, low, high) in theirs.items():
+        for key, (count, total, low, high, own) in theirs.items():
             held = mine.get(key)
             if held is None:
-                mine[key] = [count, total, low, high]
+                mine[key] = [count, total, low, high, own]
             else:
                 held[0] += count
                 held[1] += total
                 held[2] = min(held[2], low)
                 held[3] = max(held[3], high)
+                held[4] += own
     return out
 
 
@@ -148,13 +176,13 @@ def _rows(ops: RankOps) -> list[OpRow]:
     its step's)."""
     figures, by_step = ops.device or ops.host, ops.by == "step"
     totals: dict[Any, int] = defaultdict(int)
-    for (_, _, extra), (_, total, _, _) in figures.items():
+    for (_, _, extra), (_, total, *_) in figures.items():
         totals[extra if by_step else None] += total
     rows = []
-    for (name, core, extra), (count, total, low, high) in figures.items():
+    for (name, core, extra), (count, total, low, high, own) in figures.items():
         whole = totals[extra if by_step else None]
         row = OpRow(ops.rank, name, core, count, total, low, high, total / whole * 100 if whole else 0.0,
-                    shapes=extra if ops.by == "shape" else None,
+                    self_ns=None if ops.device else own, shapes=extra if ops.by == "shape" else None,
                     graph=extra[2] if by_step else None, step=extra[1] if by_step else None)
         # steps in order (activity no step bounds last), then by total time, largest first
         step = (extra[1] is None, extra[0], extra[1] or 0) if by_step else ()
@@ -218,23 +246,26 @@ def _step_of(batch: StepRecords) -> tuple[int, int | None, int | None]:
     return (key.graph if key is not None else 0, batch.step_id, batch.graph)
 
 
-def _add_op(figures: dict[Key, Figures], s: Slice, core: str, by: str, step: tuple | None) -> bool:
-    """Add one op's run under its key; whether it names its op type (by name: not asked, True)."""
+def _add_op(figures: dict[Key, Figures], s: Slice, core: str, by: str, step: tuple | None,
+            self_ns: int | None = None) -> bool:
+    """Add one op's run under its key (its self time: its own time where none is given); whether it
+    names its op type (by name: not asked, True)."""
+    own = s.dur_ns if self_ns is None else self_ns
     if by == "name":
-        _add(figures, (s.name, core, None), s.dur_ns)
+        _add(figures, (s.name, core, None), s.dur_ns, own)
         return True
     if by == "shape":
         op_type, extra = _described(s.args)
     else:
         op_type, extra = _op_type(s.args), step
-    _add(figures, (op_type or _mindspore_type(s.name), core, extra), s.dur_ns)
+    _add(figures, (op_type or _mindspore_type(s.name), core, extra), s.dur_ns, own)
     return op_type is not None or _MINDSPORE_OP.search(s.name) is not None
 
 
-def _add(figures: dict[Key, Figures], key: Key, dur_ns: int) -> None:
+def _add(figures: dict[Key, Figures], key: Key, dur_ns: int, self_ns: int) -> None:
     held = figures.get(key)
     if held is None:
-        figures[key] = [1, dur_ns, dur_ns, dur_ns]
+        figures[key] = [1, dur_ns, dur_ns, dur_ns, self_ns]
     else:
         held[0] += 1
         held[1] += dur_ns
@@ -242,6 +273,7 @@ def _add(figures: dict[Key, Figures], key: Key, dur_ns: int) -> None:
             held[2] = dur_ns
         if dur_ns > held[3]:
             held[3] = dur_ns
+        held[4] += self_ns
 
 
 def op_type(s: Slice) -> str:
@@ -306,6 +338,7 @@ def ops_report(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
 ) -> list[OpRow]:
@@ -318,7 +351,8 @@ def ops_report(
     """
     if by not in BY:
         raise UsageError(f"--by: {by!r} is not one of {', '.join(BY)}")
-    profile = Profile.open(path, Options(ranks=ranks, graphs=graphs, steps=steps), where=where, diag=diag)
+    profile = Profile.open(path, Options(ranks=ranks, graphs=graphs, steps=steps, step_marker=step_marker),
+                           where=where, diag=diag)
     partials: list[RankOps] = profile.map(rank_ops, lambda *_: (by,))
     profile.check_steps()
     diag = profile.diag
@@ -341,6 +375,10 @@ def rank_ops(info: RankInfo, options: Options, diag: Diagnostics, by: str) -> Ra
     kind = Kind.DETAIL if detail else Kind.SUMMARY
     read = Diagnostics()
     found = accumulate(info.rank, read_profile([info], dataclasses.replace(options, kind=kind), read), by)
+    if not detail and not found.device and host_ops_in_detail(info):  # a CPU run: its host operators
+        read = Diagnostics()
+        detailed = dataclasses.replace(options, kind=Kind.DETAIL)
+        found = accumulate(info.rank, read_profile([info], detailed, read), by)
     read.forget(NOTHING_DRAWN)
     diag.merge(read)
     return found
@@ -358,17 +396,33 @@ SPREAD = ("Core Type", "Ranks", "Min Total Time(us)", "Median Total Time(us)", "
           "Max/Median", "Slowest Rank", "Fastest Rank")  # --across: the spread of the ranks' totals
 
 
-def columns(by: str, spread: bool = False) -> list[str]:
-    """The columns of the table ``by`` gives: ``Rank``, its keys, then op_statistic.csv's figures;
-    ``spread`` (``--across``): its keys, then the spread of the ranks' totals."""
-    return [*KEYS[by], *SPREAD] if spread else ["Rank", *KEYS[by], *FIGURES]
+SELF = "Self Time(us)"  # host operators' (key_averages()'s self CPU time), after Total Time(us)
 
 
-def record(row: OpRow, by: str) -> dict:
-    """One row of the ops table, in µs to the ns, under op_statistic.csv's column names."""
+def columns(by: str, spread: bool = False, host: bool = False) -> list[str]:
+    """The columns of the table ``by`` gives: ``Rank``, its keys, then op_statistic.csv's figures
+    (``host``: rows of host operators among them, with their self time); ``spread`` (``--across``):
+    its keys, then the spread of the ranks' totals."""
+    if spread:
+        return [*KEYS[by], *SPREAD]
+    figures = [*FIGURES[:3], SELF, *FIGURES[3:]] if host else list(FIGURES)
+    return ["Rank", *KEYS[by], *figures]
+
+
+def with_self_time(rows: Iterable[OpRow]) -> bool:
+    """Whether rows of host operators are among ``rows``: their table has a self time column."""
+    return any(row.self_ns is not None for row in rows)
+
+
+def record(row: OpRow, by: str, host: bool = False) -> dict:
+    """One row of the ops table, in µs to the ns, under op_statistic.csv's column names (``host``:
+    with the self time column, None for a device op's row)."""
     times = (_us(ns) for ns in (row.total_ns, row.min_ns, row.avg_ns, row.max_ns))
-    figures = (row.core_type, row.count, *times, round(row.ratio, 3))
-    return {"Rank": row.rank, **_keys(row, by), **dict(zip(FIGURES, figures, strict=True))}
+    figures = dict(zip(FIGURES, (row.core_type, row.count, *times, round(row.ratio, 3)), strict=True))
+    if host:
+        own = None if row.self_ns is None else _us(row.self_ns)
+        figures = {key: figures[key] for key in FIGURES[:3]} | {SELF: own} | figures
+    return {"Rank": row.rank, **_keys(row, by), **figures}
 
 
 def spread_record(row: SpreadRow, by: str) -> dict:

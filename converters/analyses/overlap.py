@@ -47,6 +47,7 @@ def overlap_report(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
     each: Callable[[list[StepOverlap]], None] | None = None,
@@ -61,7 +62,8 @@ def overlap_report(
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
         InputError: an input file broken beyond recovery.
     """
-    profile = Profile.open(path, Options(ranks=ranks, graphs=graphs, steps=steps), where=where, diag=diag)
+    profile = Profile.open(path, Options(ranks=ranks, graphs=graphs, steps=steps, step_marker=step_marker),
+                           where=where, diag=diag)
     kept: list[StepOverlap] = []
     hand = each or kept.extend
     profile.map(rank_rows, each=lambda _, rows: hand(rows), ordered=True)

@@ -5,6 +5,7 @@ and the small formatting rules they share (``-`` for what the input cannot give,
 from __future__ import annotations
 
 import csv
+import os
 import sys
 from collections.abc import Iterable
 from typing import TextIO
@@ -20,7 +21,7 @@ FORMATS = ("table", "csv", "json")
 class Rows:
     """One table of records (dicts with the same keys, in column order), written as they come:
     CSV rows and JSON array items at once, the aligned table at ``close``, with ``note`` below it
-    and its cells cut to ``cell_width`` characters (None: whole)."""
+    and its text cells cut to ``cell_width`` characters (None: whole; ``cut``), figures never."""
 
     def __init__(self, fmt: str, header: list[str], note: str = "", out: TextIO | None = None,
                  cell_width: int | None = None) -> None:
@@ -39,12 +40,8 @@ class Rows:
                     self.writer.writeheader()
                 self.writer.writerow(record)
             else:
-                self.table.append([self._cut(cell(record[h])) for h in self.header])
+                self.table.append([record[h] for h in self.header])  # cut and spelled at close
             self.count += 1
-
-    def _cut(self, text: str) -> str:
-        width = self.cell_width
-        return text if width is None or len(text) <= width else text[:width - 3] + "..."
 
     def close(self) -> None:
         if self.fmt == "json":
@@ -53,9 +50,90 @@ class Rows:
             if not self.count:
                 self.writer.writeheader()
         else:
+            rows = self.table[1:]
+            columns = [_column([row[i] for row in rows], self.cell_width) for i in range(len(self.header))]
+            self.table[1:] = [list(row) for row in zip(*columns, strict=True)] if rows else []
             print_table(self.table, self.out)
             if self.note:
                 print(self.note, file=self.out)
+
+
+_MORE = "..."
+
+
+def _column(values: list[object], width: int | None) -> list[str]:
+    """A column's cells: its texts cut to ``width`` together (``cut``), its figures whole."""
+    texts = [value for value in values if type(value) is str]
+    shown = iter(cut(texts, width) if width is not None else texts)
+    return [next(shown) if type(value) is str else cell(value) for value in values]
+
+
+def cut(texts: list[str], width: int) -> list[str]:
+    """A column's texts, each longer than ``width`` cut to it by its middle: its start and its end
+    (where kernel names and what-if lines say what they are, and how much), so that no two texts
+    become one. Texts that still would (they differ only in their middle) show, after their start,
+    the part from where they depart from one another (``_apart``); any still alike are numbered."""
+    out = [_ends(text, width) for text in texts]
+    alike: dict[str, set[str]] = {}
+    for text, shown in zip(texts, out, strict=True):
+        if shown is not text:
+            alike.setdefault(shown, set()).add(text)
+    shown_as: dict[str, str] = {}
+    for group in alike.values():
+        if len(group) > 1:
+            _apart(sorted(group), width, -1, shown_as)
+    for _ in range(4):  # two groups' parts alike (what set them apart is in neither): numbered
+        seen: dict[str, list[str]] = {}
+        for text, shown in shown_as.items():
+            seen.setdefault(shown, []).append(text)
+        if all(len(same) == 1 for same in seen.values()):
+            break
+        for same in seen.values():
+            _numbered(sorted(same), width, shown_as)
+    return [shown_as.get(text, shown) for text, shown in zip(texts, out, strict=True)]
+
+
+def _numbered(same: list[str], width: int, shown_as: dict[str, str]) -> None:
+    """Texts shown alike: the second on with its number in place of its last characters."""
+    for n, text in enumerate(same[1:], 2):
+        mark = f" #{n}"
+        shown_as[text] = shown_as[same[0]][:width - len(mark)] + mark
+
+
+def _apart(group: list[str], width: int, before: int, shown_as: dict[str, str]) -> None:
+    """Texts alike when cut: each as its start and the part from where the group departs (their
+    common prefix's end); those alike again, the same from where they depart, further on; texts
+    that depart nowhere further are numbered, in name order."""
+    at = len(os.path.commonprefix(group))
+    if at <= before:
+        _numbered(group, width, shown_as)
+        return
+    by_shown: dict[str, list[str]] = {}
+    for text in group:
+        shown_as[text] = shown = _around(text, at, width)
+        by_shown.setdefault(shown, []).append(text)
+    for same in by_shown.values():
+        if len(same) > 1:
+            _apart(same, width, at, shown_as)
+
+
+def _ends(text: str, width: int) -> str:
+    """``text``, or its start and its end with ``...`` between, ``width`` characters in all."""
+    if len(text) <= width:
+        return text
+    keep = width - len(_MORE)
+    return text[:keep - keep // 2] + _MORE + text[len(text) - keep // 2:]
+
+
+def _around(text: str, at: int, width: int) -> str:
+    """``text`` as its start, then the part from a little before ``at`` on, ``width`` characters in all."""
+    keep = width - 2 * len(_MORE)
+    head = keep // 3
+    window = keep - head
+    start = max(head, at - window // 3)  # some of what comes before it, for context
+    if start + window + len(_MORE) >= len(text):  # the rest fits: to the end
+        return text[:head] + _MORE + text[len(text) - (window + len(_MORE)):]
+    return text[:head] + _MORE + text[start:start + window] + _MORE
 
 
 def frame(records: Iterable[dict]):

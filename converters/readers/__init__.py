@@ -9,6 +9,8 @@ what it recognises, so discovery (``converters.discover``) holds no format knowl
 - ``OPS_IN_DETAIL_ONLY`` (optional, default False): its device tasks' op types (or the host
   operators that stand for them) are read in detail only; ``with_op_types(rank)`` (optional): the
   rank as read for its op types, where another of its files names them better (``for_ops``);
+  ``HOST_OPS_IN_DETAIL`` (optional): where a rank shows no device work, its host operators are
+  there in a detail read (Kineto's CPU runs; ``host_ops_in_detail``);
 - ``kernel_types(rank, diag)`` (optional): where the file it reads names no op type of its device
   tasks and another file does, those op types by (start ns, name), a step of that file at a time
   in time order with its first start and last end (``kernel_types``; the critical path's what-ifs);
@@ -157,6 +159,12 @@ def _communicators(links: list[MatrixLink]) -> list[MatrixLink]:
         if link.source_op is not None and link.group not in named:
             named[link.group] = collectives.hccl_group(link.source_op) or link.group
     return [link._replace(group=named.get(link.group, link.group)) for link in links]
+
+
+def host_ops_in_detail(rank: RankInfo) -> bool:
+    """Whether a rank whose summary read shows no device work has host operators in a detail read
+    (``analyses.ops`` reads it again for them)."""
+    return getattr(reader(rank.format), "HOST_OPS_IN_DETAIL", False)
 
 
 def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, dict[tuple[int, str], str]]]:

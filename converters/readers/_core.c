@@ -589,6 +589,23 @@ static int step_name(const Ev *ev) {
     return found;
 }
 
+/* 1 if the name is a str holding ``marker`` (its UTF-8 ``text``, ``n`` bytes), 0 if not, -1 on error:
+ * the events that may be a user's step marker (Dialect.marks_step decides) */
+static int name_holds(const Ev *ev, PyObject *marker, const char *text, Py_ssize_t n) {
+    Py_ssize_t length;
+    const char *name = plain_str(ev, F_NAME, &length);  /* plain: no escapes, its UTF-8 as written */
+    if (name) {
+        for (Py_ssize_t at = 0; at + n <= length; at++)
+            if (name[at] == text[0] && !memcmp(name + at, text, n)) return 1;
+        return 0;
+    }
+    PyObject *value = field(ev, F_NAME);
+    if (!value) return -1;
+    Py_ssize_t found = PyUnicode_CheckExact(value) ? PyUnicode_Find(value, marker, 0, PY_SSIZE_T_MAX, 1) : -1;
+    Py_DECREF(value);
+    return found == -2 ? -1 : found >= 0;
+}
+
 /* The event's phase: 'M', 'X', 's', 'f', 't' or 'C'; 0 for any other; -1 on error */
 static int phase(const Ev *ev) {
     Py_ssize_t n;
@@ -1315,19 +1332,23 @@ done:
     return result;
 }
 
-/* steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])
+/* steps_and_names(events, first_index, marker=None) -> ([metadata events], [(index, event) of possible steps])
  * The first pass over a batch (a list of Event, or RawEvents: Records.read_steps): "M" events,
  * and the "X" events that may be steps (category "Iteration Time", "Reduce" or Paddle's
- * "ProfileStep", or a name starting "ProfilerStep#"), as Events. */
+ * "ProfileStep", or a name starting "ProfilerStep#"; with a ``marker``, a name holding it), as Events. */
 static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    RawEvents *raw = argc == 2 ? raw_batch(argv[0]) : NULL;
-    if (argc != 2 || !(raw || PyList_CheckExact(argv[0]))) {
-        PyErr_SetString(PyExc_TypeError, "steps_and_names(events: list | RawEvents, first_index)");
+    RawEvents *raw = argc == 2 || argc == 3 ? raw_batch(argv[0]) : NULL;
+    PyObject *marker = argc == 3 && argv[2] != Py_None ? argv[2] : NULL;
+    if ((argc != 2 && argc != 3) || !(raw || PyList_CheckExact(argv[0])) ||
+        (marker && (!PyUnicode_CheckExact(marker) || !PyUnicode_GET_LENGTH(marker)))) {
+        PyErr_SetString(PyExc_TypeError, "steps_and_names(events: list | RawEvents, first_index, marker: str = None)");
         return NULL;
     }
-    Py_ssize_t index = PyLong_AsSsize_t(argv[1]);
+    Py_ssize_t index = PyLong_AsSsize_t(argv[1]), marker_n = 0;
     if (index == -1 && PyErr_Occurred()) return NULL;
+    const char *marker_text = marker ? PyUnicode_AsUTF8AndSize(marker, &marker_n) : NULL;
+    if (marker && !marker_text) return NULL;
     PyObject *names = PyList_New(0), *steps = PyList_New(0), *result = NULL;
     if (!names || !steps) goto done;
     for (Py_ssize_t i = 0; i < (raw ? raw->n : PyList_GET_SIZE(argv[0])); i++, index++) {
@@ -1340,6 +1361,7 @@ static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssi
                 step = step_name(&ev);
             if (step < 0) goto done;
             step = step == 1;
+            if (!step && marker && (step = name_holds(&ev, marker, marker_text, marker_n)) < 0) goto done;
         }
         if (ph == 'M' || step) {
             PyObject *event = event_object(&ev), *item = NULL;
@@ -2542,7 +2564,7 @@ static PyMethodDef methods[] = {
     {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
      "enclosing(slices, ends) -> for each flow end the index of its slice, or None"},
     {"steps_and_names", (PyCFunction)(void (*)(void))steps_and_names, METH_FASTCALL,
-     "steps_and_names(events, first_index) -> ([metadata events], [(index, event) of possible steps])"},
+     "steps_and_names(events, first_index, marker=None) -> ([metadata events], [(index, event) of possible steps])"},
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(data, decode_event, decode_value) -> RawEvents, or None if the batch is not plain JSON events"},
     {"read_events", (PyCFunction)(void (*)(void))read_events, METH_FASTCALL,

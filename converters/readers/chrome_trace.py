@@ -40,7 +40,7 @@ from ..model import (
     comm_type,
 )
 from ..overlap import NOT_COMPUTE, is_compute
-from . import collectives, jsonfile, seek
+from . import collectives, jsonfile, markers, seek
 from ._core import RawEvents, by_kind, read_events, scan, steps_and_names
 from .events import Event, is_profiler_step
 from .flows import linked
@@ -81,6 +81,8 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
     records = Records(rank, None, detail, dialect)
     for path in files:
         records.read_steps(path, diag)
+    if dialect.step_marker is not None:
+        records.number_marked(files, diag)
     steps = _steps(records)
     if not steps:  # no step trace: all of it is one pseudo step
         for path in files:
@@ -204,6 +206,7 @@ class Dialect:
 
     events: msgspec.json.Decoder  # decodes a batch of events
     python_cats: frozenset[str] | None = None
+    step_marker: str | None = None  # the user's range that is the step (--step-marker), not the profiler's
     by_design: frozenset[str] = frozenset()  # reasons of ``convert`` said only when nothing is read
     flow_events: bool = True  # its flow ends are the trace's flow events, not taken from slices' args
 
@@ -231,6 +234,10 @@ class Dialect:
     def step_number(self, event: Event, kind: Layer | str) -> int | None:
         """The step an event starts, if it is one: torch_npu's ``ProfilerStep#N`` on the host."""
         return int(event.name[13:]) if kind is Layer.HOST and is_profiler_step(event.name) else None
+
+    def marks_step(self, event: Event, kind: Layer | str) -> bool:
+        """Whether an event is a host range of the user's ``step_marker`` (``markers.marks``)."""
+        return kind is Layer.HOST and markers.marks(self.step_marker, event)
 
     def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         """An event of the dialect's own kinds or categories: where it is drawn, or why it is
@@ -392,6 +399,7 @@ class Records:
         self._named: set[Path] = set()  # files whose metadata has all been read
         self._steps_wanted = self._slices_wanted = True
         self._unread: Counter[tuple[str, Any]] = Counter()  # (why, pid) of events left out, per file
+        self._marked: list[tuple[int, int]] = []  # (start, dur) of the ranges of the dialect's step marker
 
     def read(self, path: Path, diag: Diagnostics, *, steps: bool = True, slices: bool = True) -> None:
         """Read a file's metadata, then its step trace (if ``steps``) and other events (if
@@ -478,8 +486,9 @@ class Records:
         self._steps_wanted, self._slices_wanted = True, False
         candidates: list[tuple[int, Event]] = []
         index = 0
+        marker = self.dialect.step_marker
         for events in self.dialect.batches(path, diag):  # C sorts out the few events this pass takes
-            names, steps = steps_and_names(events, index)
+            names, steps = steps_and_names(events, index, None if marker is None else marker.rstrip("*"))
             for event in names:
                 self._metadata(event)
             for _, event in steps:  # its args apart: a msgspec.Raw keeps its whole batch alive
@@ -555,7 +564,11 @@ class Records:
         if kind is None:
             self._unread[_VENDOR_OVERLAP, event.pid] += 1
             return
-        number = None if kind is _STEP_TRACE else self.dialect.step_number(event, kind)
+        marker = self.dialect.step_marker  # the user's ranges are the steps, drawn too as the ranges they are
+        if marker is not None and self._steps_wanted and self.dialect.marks_step(event, kind) and (
+                times := self._times(event, index, path, diag)):
+            self._marked.append(times)
+        number = None if kind is _STEP_TRACE or marker is not None else self.dialect.step_number(event, kind)
         if number is not None and not -ID_LIMIT < number < ID_LIMIT:
             diag.warn("bad_event", f"{path}: event {index}: a step numbered past ±2**31; skipped")
             self._unread[_BAD_TIMES, event.pid] += 1
@@ -667,6 +680,23 @@ class Records:
         for key, value in values.items() if isinstance(values, dict) else ():
             if type(value) is float or (type(value) is int and abs(value) < 1 << 1023):  # within a double
                 self.slices.append(Sample(self.rank.rank, f"{name} [{key}]", start_ns, float(value)))
+
+    def number_marked(self, files: list[Path], diag: Diagnostics) -> None:
+        """The ranges of the step marker the first pass met, as steps 1, 2, ... in time order
+        (``markers.numbered``); none met: a warning naming the marker and what the files hold."""
+        marker, rank = self.dialect.step_marker, self.rank.rank
+        kept = markers.numbered(self._marked)
+        for number, (start_ns, dur_ns) in enumerate(kept, 1):
+            self._profiler_step(number, start_ns, dur_ns)
+        if len(kept) < len(self._marked):
+            diag.note(f"step_marker_nested {rank}", f"rank {rank}: {len(self._marked) - len(kept)} ranges of "
+                      f"--step-marker {marker!r} inside or across an earlier one are no steps of their own")
+        if not self._marked:
+            held = markers.most_frequent(self.dialect, files, diag, lambda e: self._route(e.pid, e.tid).kind)
+            diag.warn(markers.UNMATCHED, f"rank {rank}: no host range named {marker!r} (--step-marker) in "
+                      f"{', '.join(p.name for p in files)}; the most frequent there: {held}; read as one "
+                      "step", f"rank {rank}")
+        self._marked = []
 
     def _profiler_step(self, number: int, start_ns: int, dur_ns: int) -> None:
         """torch_npu's ``ProfilerStep#N`` on the Python thread bounds step N."""

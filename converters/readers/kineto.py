@@ -20,9 +20,12 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 - on CPU backends (gloo), the collectives themselves (``c10d::*`` ops, ``gloo:*`` ranges) are
   the communication ops, drawn as host work (no device activity);
 - CPU ops, Python functions, annotations and CUDA runtime calls: host lanes, one per thread;
-  each launch is linked to its kernel by an arrow, from the ``correlation`` id both carry (the
+  on a CPU run (``deviceProperties`` is there and empty) the CPU ops are the host operators
+  (``HOST_OPERATOR``) that ``ops`` counts where there is no device work; each launch is linked
+  to its kernel by an arrow, from the ``correlation`` id both carry (the
   ``ac2g`` flow events repeat it and are not read twice);
-- steps: ``ProfilerStep#N``; instants become slices of no length;
+- steps: ``ProfilerStep#N``, or the user's own ranges with ``--step-marker`` (serving traces have
+  none: vLLM's ``execute_model``), numbered in time order; instants become slices of no length;
 - memory (``memory``, read apart from the steps as every reader's memory records are): the
   ``[memory]`` instants ``profile_memory=True`` writes, one per allocation (``Bytes`` > 0) or
   release (< 0) of a device (``Device Type``, c10's enum; ``Device Id``), as counters per device
@@ -30,7 +33,9 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
   event gives them (PyTorch 1.10 and later: absolute), else the running sum of ``Bytes`` from the
   trace's first event, which is relative: its component says so (``GPU 0 (since the trace
   began)``), as what was allocated before the profiler started is not in the trace. Where ``Addr``
-  is given, an allocation and the release of the same address on the same device pair into a slice.
+  is given, an allocation and the release of the same address on the same device pair into a slice,
+  in time order: at one instant (µs), releases before allocations, whatever their order in the file
+  (the allocator reuses a block the moment it is freed; ``_Pairs``).
 """
 
 from __future__ import annotations
@@ -47,7 +52,9 @@ from ..errors import Diagnostics, UsageError
 from ..model import (
     COLLECTIVE,
     GPU_KERNEL,
+    HOST_OPERATOR,
     MEMORY_SIZE_ARG,
+    RELEASE_NOT_RECORDED,
     Layer,
     RankInfo,
     Sample,
@@ -69,6 +76,8 @@ NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
 FOLDER = "PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's header"
 LONE_FILES = ("a PyTorch profiler trace",)
+HOST_OPS_IN_DETAIL = True  # a CPU run's CPU ops, drawn in detail only: its operator statistics
+STEP_MARKER = True  # ``read`` takes the user's annotation as the step (--step-marker)
 _FILE = re.compile(r"\.json(\.gz)?$")
 _OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
 MEMORY_FROM = "[memory] events: they are written with profile_memory=True"
@@ -248,12 +257,15 @@ def _rank(head: dict[str, Any]) -> int | None:
     return rank if type(rank) is int and rank >= 0 else None
 
 
-def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[StepRecords]:
-    """Yield the rank's records one step at a time, steps in time order."""
+def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
+         step_marker: str | None = None) -> Iterator[StepRecords]:
+    """Yield the rank's records one step at a time, steps in time order: ``ProfilerStep#N``, or
+    the ranges named ``step_marker`` (``readers.markers``) numbered 1, 2, ... in time order."""
     path = rank.source_paths[0]
     keys = _keys(path, jsonfile.first_bytes(path, _SNIFF_BYTES))
     distributed = keys.get("distributedInfo") if isinstance(keys.get("distributedInfo"), dict) else {}
-    dialect = Kineto(str(distributed.get("backend") or ""))
+    dialect = Kineto(str(distributed.get("backend") or ""), host_only=keys.get("deviceProperties") == [])
+    dialect.step_marker = step_marker
     yield from chrome_trace.read_merged(rank, list(rank.source_paths), diag, detail, dialect)
 
 
@@ -273,11 +285,13 @@ class Kineto(Dialect):
     by_design = frozenset({_FLOWS})
     flow_events = False  # its arrows are its launches' and device work's correlation ids
 
-    def __init__(self, backend: str) -> None:
+    def __init__(self, backend: str, host_only: bool = False) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
         cats = {*_DEVICE_CATS, *_LAUNCH_CATS, _MTIA_CAT, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
+        if host_only:  # a CPU run: its CPU ops are its operators (Python marks them; a GPU run's are many)
+            cats |= {"cpu_op"}
         self.python_cats = frozenset(cats | {old for old, new in _CATS_OF_1_8.items() if new in cats})
 
     def step_number(self, event: Event, kind: Layer | str) -> int | None:
@@ -328,7 +342,7 @@ class Kineto(Dialect):
                              name, "", None, on_device=False, meaning=collectives.host(name) or COLLECTIVE)
         if kind is _GPU:  # on a stream, of a category not known to compute
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
-        return Converted(Layer.HOST, lane, name)
+        return Converted(Layer.HOST, lane, name, HOST_OPERATOR if cat == "cpu_op" else "")
 
 
 def _communication(name: Any) -> tuple[str, str, str] | None:
@@ -394,7 +408,7 @@ def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | S
     if not _mentions(path, b'"' + MEMORY_EVENT.encode() + b'"'):
         return  # most traces: a byte search costs a tenth of decoding their events
     running: dict[str, float] = {}  # device -> the sum of its deltas so far
-    live: dict[tuple[str, Any], tuple[int, float]] = {}  # (component, address) -> (allocated at, size)
+    pairs = _Pairs(rank)
     last_ns: dict[str, int] = {}
     bad = disordered = 0
     for events in Kineto("").batches(path, diag):  # decoded as the steps' pass decodes them
@@ -421,10 +435,11 @@ def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | S
                 running[device] = total = running.get(device, 0.0) + size
                 yield Sample(rank.rank, memory_counter(component, "Allocated"), ts_ns, total)
             if type(args.addr) is int and size:
-                yield from _pair(rank, live, component, args.addr, ts_ns, size)
-    end_ns = max(last_ns.values(), default=0)
-    for (component, addr), (start_ns, size) in live.items():
-        yield _allocation(rank, component, addr, start_ns, end_ns - start_ns, size, {"Released": False})
+                yield from pairs.add(component, args.addr, ts_ns, size)
+    yield from pairs.end(max(last_ns.values(), default=0))
+    if pairs.unseen:
+        diag.warn("memory_pairs", f"{path}: {pairs.unseen} allocations' addresses were allocated again with "
+                  f"no release recorded between: each is drawn up to then, its release time unknown")
     if bad:
         diag.warn("bad_event", f"{path}: {bad} {MEMORY_EVENT} events without a time or a number of Bytes; "
                   "skipped")
@@ -444,15 +459,43 @@ def _mentions(path: Path, text: bytes, chunk: int = 1 << 22) -> bool:
     return False
 
 
-def _pair(rank: RankInfo, live: dict[tuple[str, Any], tuple[int, float]], component: str, addr: int,
-          ts_ns: int, size: float) -> Iterator[Slice]:
-    """An allocation waits for its release; a release ends the allocation of its address, if the
-    trace saw it (a release of memory allocated before the trace began pairs with none)."""
-    if size > 0:
-        live[component, addr] = (ts_ns, size)
-    elif (found := live.pop((component, addr), None)) is not None:
-        start_ns, allocated = found
-        yield _allocation(rank, component, addr, start_ns, ts_ns - start_ns, allocated, {})
+class _Pairs:
+    """Allocations paired with the releases of their addresses, in time order. The events of one
+    instant are held until the next instant begins, then paired releases first: PyTorch writes a
+    block's release and its reuse at the same µs in either order. An allocation waits for its
+    release; a release ends the allocation of its address, if the trace saw it (a release of memory
+    allocated before the trace began pairs with none); an allocation at an address still held
+    (its release not recorded) ends the one before, whose release time is unknown (``unseen``)."""
+
+    def __init__(self, rank: RankInfo) -> None:
+        self.rank = rank
+        self.live: dict[tuple[str, int], tuple[int, float]] = {}  # (component, address) -> (at, size)
+        self.instant: list[tuple[str, int, int, float]] = []  # (component, address, ts, size) of one µs
+        self.unseen = 0
+
+    def add(self, component: str, addr: int, ts_ns: int, size: float) -> Iterator[Slice]:
+        if self.instant and self.instant[0][2] != ts_ns:
+            yield from self._pair()
+        self.instant.append((component, addr, ts_ns, size))
+
+    def end(self, end_ns: int) -> Iterator[Slice]:
+        """The last instant's pairs, then the allocations never released, lasting to ``end_ns``."""
+        yield from self._pair()
+        for (component, addr), (start_ns, size) in self.live.items():
+            yield _allocation(self.rank, component, addr, start_ns, end_ns - start_ns, size,
+                              {"Released": False})
+
+    def _pair(self) -> Iterator[Slice]:
+        instant, self.instant = self.instant, []
+        for component, addr, ts_ns, size in sorted(instant, key=lambda event: event[3] > 0):  # stable
+            held = self.live.pop((component, addr), None)
+            if held is not None:
+                start_ns, allocated = held
+                args = {} if size < 0 else {"Released": RELEASE_NOT_RECORDED}  # allocated again: gone by then
+                self.unseen += size > 0
+                yield _allocation(self.rank, component, addr, start_ns, ts_ns - start_ns, allocated, args)
+            if size > 0:
+                self.live[component, addr] = (ts_ns, size)
 
 
 def _allocation(rank: RankInfo, component: str, addr: int, start_ns: int, dur_ns: int, size: float,

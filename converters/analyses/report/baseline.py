@@ -27,9 +27,10 @@ class Baseline:
 
 def compare_with(baseline: str | os.PathLike[str], path: str | os.PathLike[str], *,
                  ranks: Iterable[int] | None, steps: Iterable[int] | None, graphs: Iterable[int] | None,
-                 diag: Diagnostics, where: Where = LOCAL) -> Baseline:
-    """The baseline (all its ranks and steps) against the report's profile (its selection)."""
-    base, new = diff.Side(baseline), diff.Side(path, ranks, steps)
+                 diag: Diagnostics, where: Where = LOCAL, step_marker: str | None = None) -> Baseline:
+    """The baseline (all its ranks and steps) against the report's profile (its selection); both
+    with the report's ``step_marker``."""
+    base, new = diff.Side(baseline, step_marker=step_marker), diff.Side(path, ranks, steps, step_marker)
     return Baseline(as_text(baseline),
                     diff.diff_report(base, new, by="step", graphs=graphs, diag=diag, where=where),
                     diff.diff_report(base, new, by="type", graphs=graphs, diag=diag, where=where))

@@ -229,6 +229,7 @@ def report_data(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     align: str | None = None,
     thresholds: Thresholds | None = None,
     top: int = 20,
@@ -258,7 +259,7 @@ def report_data(
         InputError: an input file broken beyond recovery.
     """
     aligned = aligning(align)
-    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.SUMMARY)
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.SUMMARY, step_marker=step_marker)
     profile = Profile.open(path, options, where=where, diag=diag)
     inputs = inputs_of(path, profile.ranks)
     results: list[_RankResult] = profile.map(rank_facts)
@@ -321,7 +322,7 @@ def report_data(
         diag.warn("no_memory", f"memory left out of the report: {e}")
     if baseline is not None:
         report.baseline = compare_with(baseline, path, ranks=ranks, steps=steps, graphs=graphs, diag=diag,
-                                       where=where)
+                                       where=where, step_marker=step_marker)
         report.inputs.append(Path(baseline))  # read too: the report is never written over or inside it
     report.warnings = diag.messages()
     if not facts:

@@ -34,6 +34,7 @@ id a string or below 2**63), both inside a slice of their thread.
 from __future__ import annotations
 
 import gzip
+from decimal import Decimal
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -621,6 +622,8 @@ def _ns_field(event: dict, key: str, where: str) -> int:
     value = event.get(key)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         _fail(where, f"{key!r} must be a number, got {value!r}")
+    if abs(value) >= 2**53 / 1000:  # ns past what a double holds: the µs as written (JSON to the µs)
+        return int(Decimal(repr(value)) * 1000)
     ns = round(value * 1000)
     if abs(value * 1000 - ns) > _NS_TOLERANCE:
         _fail(where, f"{key!r} = {value!r} µs is not a whole number of ns")

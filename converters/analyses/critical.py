@@ -27,7 +27,7 @@ from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Slice, StepKey, StepRecords, decoded_args
 from ..overlap import is_compute
-from ..profile import Kind, Options, Profile, RankWork, aligning, read_profile, shifted
+from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted
 from ..select import format_ids
 from .ops import op_type
 
@@ -311,8 +311,8 @@ def critical_paths(
     else:
         options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)
         profile = Profile.open(path, options, where=where, diag=diag)
-    shifts = profile.align() if aligning(align) else {}
-    _check_one_timeline(profile.ranks)  # after aligning: the ranks it could not align
+    shifts = profile.timeline(align)
+    _check_one_timeline(profile.ranks)  # after the clock policy: the ranks it could not align
     for _, found in keyed_paths(profile, shifts):
         warn_unjoined(profile.diag, found)
         warn_unknown(profile.diag, found)
@@ -368,9 +368,9 @@ def own_clocks(infos: list[RankInfo], aligned: Collection[int] = ()) -> list[int
 
 def _check_one_timeline(infos: list[RankInfo]) -> None:
     if own := own_clocks(infos):
-        raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time), not "
-                         "comparable with the other ranks': keep one rank (--ranks), or --align collectives "
-                         "where they share collectives")
+        raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time) that no "
+                         "collective ties to the other ranks' (no offset to estimate), so no path runs across "
+                         "them: keep ranks that share collectives or a clock (--ranks)")
 
 
 def keyed(spool: Spool, stashed: dict) -> Iterator[tuple[StepKey | None, StepPath]]:

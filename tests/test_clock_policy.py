@@ -102,3 +102,17 @@ def test_convert_draws_no_wait_across_clocks_it_leaves_as_recorded(own_clocks, t
                                        for w in result.warnings)
         else:
             assert sum(s.dur_ns for s in waits) == pytest.approx(_true_waits_ns(job), abs=2000)
+
+
+def test_a_straggler_by_step_time_alone_is_not_said_to_keep_others_waiting(own_clocks):
+    """The verdict claims a wait only where its steps show one: a rank found a straggler by its
+    step time, in a job whose table shows no wait, "took longer", not "kept the others waiting"."""
+    from converters.analyses.report.diagnosis import Diagnosis, verdict
+
+    root, _ = own_clocks
+    report = report_data(root)
+    assert not any(f.wait_caused_ns for f in report.steps)
+    report.diagnoses = [Diagnosis("straggler", 1, f.graph, f.step, 0.3, {}, "Straggler: its step took longer.",
+                                  "") for f in report.steps if f.rank == 1]
+    summary = verdict(report)["summary"]
+    assert summary.startswith("Straggler: rank 1 took longer than the other ranks") and "waiting" not in summary

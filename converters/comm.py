@@ -497,8 +497,10 @@ def clock_offsets(instances: Iterable[Instance], host_of: dict[int, str]) -> lis
 
 
 def host_names(infos: Iterable[Any]) -> dict[int, str]:
-    """Each rank's clock domain: its host, or the rank alone where the host is not known."""
-    return {info.rank: info.host or f"rank {info.rank}" for info in infos}
+    """Each rank's clock domain: its host, or the rank alone where the host is not known or the rank
+    keeps a clock of its own (a device's ticks since it started: every device its own, on any host)."""
+    return {info.rank: (info.host if getattr(info, "wall_clock", True) else None) or f"rank {info.rank}"
+            for info in infos}
 
 
 def rank_offsets(clocks: Iterable[HostClock]) -> dict[int, int]:

@@ -553,16 +553,16 @@ def say_timeline(diag: Any, found: Timeline) -> None:
 
     if found.aligned:
         moved = ", ".join(f"rank {rank} {-found.offsets[rank] / 1000:+.3f} µs" for rank in found.aligned)
-        diag.note("own_clocks_aligned", f"rank {format_ids(found.aligned)}: on a clock of its own, put on the "
-                  f"other ranks' by the ends of their collectives ({moved})")
+        diag.note("own_clocks_aligned", f"rank {format_ids(found.aligned)}: on a clock of its own, put on "
+                  f"the other ranks' by the ends of their collectives ({moved})")
     if found.apart and not found.moved:
         diag.note("own_clocks_apart", f"rank {format_ids(found.apart)}: on a clock of its own, drawn as "
                   "recorded: no wait between it and the other ranks is drawn (--align collectives puts it "
                   "on theirs by the collectives)")
     elif found.apart:
-        diag.warn("own_clocks_apart", f"rank {format_ids(found.apart)}: a clock of its own that no collective "
-                  "ties to the other ranks' (no offset to estimate): waits between it and them cannot be "
-                  "judged, and none is given")
+        diag.warn("own_clocks_apart", f"rank {format_ids(found.apart)}: a clock of its own that no "
+                  "collective ties to the other ranks' (no offset to estimate): waits between it and them "
+                  "cannot be judged, and none is given")
 
 
 def matched(ops_by_rank: dict[int, list[OpComm]], found: Timeline) -> list[Instance]:

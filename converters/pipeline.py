@@ -35,7 +35,7 @@ from .executor import LOCAL, Where
 from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, release, sorted_and_timed
 from .model import SLICE_ARGS, Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
-from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
+from .profile import Kind, Options, Profile, input_bytes, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
 from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
 from .writers.perfetto import PerfettoEncoder
@@ -261,7 +261,8 @@ def encode_ranks(
     held = [mine for mine in held if mine is not None]
     writers = [_OpsWriter(info, out_format, mine.origin_ns, drawing.first_encoder + ranks_read + index)
                for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
-    apart = {drawn.rank for drawn, info in zip(infos, profile.ranks, strict=True) if info.rank in profile.apart}
+    apart = {drawn.rank for drawn, info in zip(infos, profile.ranks, strict=True)
+             if info.rank in profile.apart}
     caused = _encode_collectives(infos, held, writers, options, spool, apart)
     step_ns = {info.rank: mine.step_ns / mine.step_count for info, mine in zip(infos, held, strict=True)
                if mine.step_count}

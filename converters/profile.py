@@ -26,7 +26,7 @@ from .executor import LOCAL, Where, each_rank
 from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
 from .overlap import Interval, StepIntervals
 from .readers import reader, with_memory
-from .select import check_graphs, check_steps, format_ids, select_ranks
+from .select import check_graphs, check_steps, select_ranks
 
 
 class Kind(str, Enum):

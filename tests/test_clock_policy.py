@@ -55,7 +55,8 @@ def test_comm_and_report_measure_waits_on_one_clock_and_say_by_how_much(own_cloc
     rows = json.loads(out.out)["slow_ranks"]
     caused_ms = sum(r["Wait Caused(ms)"] for r in rows)
     assert caused_ms == pytest.approx(_true_waits_ns(job) / 1e6, abs=0.002)  # was 164,431,668 ms
-    assert "rank 1: on a clock of its own, put on the other ranks' by the ends of their collectives" in out.err
+    said = "rank 1: on a clock of its own, put on the other ranks' by the ends of their collectives"
+    assert said in out.err
     document = report_json(report_data(root))
     assert not document["verdict"]["summary"].startswith("Straggler")
     suffered = sum(s["wait_suffered_ms"] for s in document["steps"])
@@ -89,8 +90,9 @@ def test_ranks_no_collective_ties_get_no_waits_and_a_word(capsys):
 def test_convert_draws_no_wait_across_clocks_it_leaves_as_recorded(own_clocks, tmp_path):
     """Without --align the trace keeps each rank's device ticks: a wait measured across them (six
     'Wait for rank 1' slices of hours) is not drawn, and a note says how to get them."""
-    from converters import convert
     from trace_check import read_perfetto
+
+    from converters import convert
 
     root, job = own_clocks
     for align in (None, "collectives"):
@@ -112,7 +114,8 @@ def test_a_straggler_by_step_time_alone_is_not_said_to_keep_others_waiting(own_c
     root, _ = own_clocks
     report = report_data(root)
     assert not any(f.wait_caused_ns for f in report.steps)
-    report.diagnoses = [Diagnosis("straggler", 1, f.graph, f.step, 0.3, {}, "Straggler: its step took longer.",
-                                  "") for f in report.steps if f.rank == 1]
+    report.diagnoses = [Diagnosis("straggler", 1, f.graph, f.step, 0.3, {}, "Straggler: it took longer.", "")
+                        for f in report.steps if f.rank == 1]
     summary = verdict(report)["summary"]
-    assert summary.startswith("Straggler: rank 1 took longer than the other ranks") and "waiting" not in summary
+    assert summary.startswith("Straggler: rank 1 took longer than the other ranks")
+    assert "waiting" not in summary

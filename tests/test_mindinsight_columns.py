@@ -100,7 +100,7 @@ def test_mindsporess_cluster_columns_beside_stage_and_bubble(pipeline, capsys):
             for name, value in figures.items():
                 assert row[name] == pytest.approx(value, abs=0.002), (rank.rank, step, name)
             compared += 1
-            assert row["receive_alone_time"] < row["Bubble"]  # a receive overlapped by other work is no bubble
+            assert row["receive_alone_time"] < row["Bubble"]  # a receive under other work is no bubble
     assert compared == 4 * 3
 
 

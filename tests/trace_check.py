@@ -34,11 +34,11 @@ id a string or below 2**63), both inside a slice of their thread.
 from __future__ import annotations
 
 import gzip
-from decimal import Decimal
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from itertools import pairwise
 from typing import Any, NoReturn
 

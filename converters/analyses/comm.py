@@ -153,8 +153,11 @@ def _read_ranks(profile: Profile, spool: Spool
     return by_step, times
 
 
+_AS_RECORDED = comm.Timeline({})  # no offset, no rank apart
+
+
 def _steps(stashed: dict[StepKey | None, list[tuple[str, int, int]]], spool: Spool,
-           policy: comm.Timeline = comm.Timeline({})):
+           policy: comm.Timeline = _AS_RECORDED):
     """Step by step (the pseudo step first, then by graph and step), every rank's ops of the step
     and its collectives, matched under the clock policy (``comm.matched``)."""
     for step in sorted(stashed, key=lambda s: () if s is None else s):

@@ -369,8 +369,8 @@ def own_clocks(infos: list[RankInfo], aligned: Collection[int] = ()) -> list[int
 def _check_one_timeline(infos: list[RankInfo]) -> None:
     if own := own_clocks(infos):
         raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time) that no "
-                         "collective ties to the other ranks' (no offset to estimate), so no path runs across "
-                         "them: keep ranks that share collectives or a clock (--ranks)")
+                         "collective ties to the other ranks' (no offset to estimate), so no path runs "
+                         "across them: keep ranks that share collectives or a clock (--ranks)")
 
 
 def keyed(spool: Spool, stashed: dict) -> Iterator[tuple[StepKey | None, StepPath]]:
@@ -735,6 +735,7 @@ def table_record(step_path: StepPath) -> dict:
     ranks = sorted({s.rank for s in step_path.path if s.rank >= 0})
     tops = [f"{w.what}: -{w.saved_ns / 1000:.1f} us" for w in step_path.what_if[:3]]
     return {"Graph": step_path.graph, "Step": step_path.step, "Step(us)": round(step_path.step_ns / 1000, 3),
-            **{f"{k.capitalize()}(us)": None if v is None else round(v / 1000, 3) for k, v in per_kind.items()},
+            **{f"{k.capitalize()}(us)": None if v is None else round(v / 1000, 3)
+               for k, v in per_kind.items()},
             "Ranks on path": ",".join(map(str, ranks)),
             **{f"What-if {i + 1}": tops[i] if i < len(tops) else None for i in range(3)}}

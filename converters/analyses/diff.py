@@ -30,9 +30,9 @@ from .. import comm
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, StepRecords
-from ..select import format_ids
 from ..profile import Kind, Options, Profile, read_profile
 from ..readers import for_ops
+from ..select import format_ids
 from . import ops, overlap
 from .comm_matrix import op_type
 from .launches import Launchers
@@ -309,7 +309,8 @@ def placed_groups(samples: list[StepSample]) -> list[StepSample]:
     if not names:
         return samples
     return [dataclasses.replace(s, ops={(k, names.get(g, g)): v for (k, g), v in s.ops.items()},
-                                comm={(k, names.get(g, g)): v for (k, g), v in s.comm.items()}) for s in samples]
+                                comm={(k, names.get(g, g)): v for (k, g), v in s.comm.items()})
+            for s in samples]
 
 
 # -- the comparison --------------------------------------------------------------------------------

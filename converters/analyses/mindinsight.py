@@ -16,6 +16,7 @@ that none of them covers (``_get_merged_time_list(get_interval_time=True)``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from .. import overlap
@@ -36,9 +37,10 @@ class ClusterStep(NamedTuple):
 
 
 def cluster_step(batch: StepRecords, step_ns: int, computing: list[overlap.Interval],
-                 is_receive) -> ClusterStep | None:
-    """The step's figures (``step_ns`` its time, ``computing`` the union of its compute tasks);
-    None where its device tasks are not recorded (every figure rests on them)."""
+                 is_receive: Callable[[str], bool]) -> ClusterStep | None:
+    """The step's figures (``step_ns`` its time, ``computing`` the union of its compute tasks,
+    ``is_receive`` which ops are receives); None where its device tasks are not recorded (every
+    figure rests on them)."""
     if not batch.has_device:
         return None
     ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]

@@ -58,10 +58,10 @@ def overlap_report(
 ) -> list[StepOverlap]:
     """The compute/communication overlap of every kept step of every kept rank; what needed
     recovery in the input is added to ``diag``. ``mindinsight``: each row with MindSpore's own
-    cluster step trace figures too (``analyses.mindinsight``). ``where``: the ranks' work runs on this machine,
-    or on a Dask cluster (``executor.Where``). ``each``: the rows are handed to it rank by rank, in
-    rank order, as soon as they are known, and not kept (tables of thousands of ranks in flat
-    memory); the list returned is then empty.
+    cluster step trace figures too (``analyses.mindinsight``). ``where``: the ranks' work runs on
+    this machine, or on a Dask cluster (``executor.Where``). ``each``: the rows are handed to it
+    rank by rank, in rank order, as soon as they are known, and not kept (tables of thousands of
+    ranks in flat memory); the list returned is then empty.
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.

@@ -266,14 +266,26 @@ def _run_convert(args: argparse.Namespace) -> int:
 
 # -- overlap --------------------------------------------------------------------------------------
 
+def _overlap_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mindinsight", action="store_true",
+                        help="add MindSpore's own cluster step trace columns as MindInsight's cluster page "
+                             "shows them (computation_time, communication_alone_time, stage_time, "
+                             "receive_alone_time, collective_communication_alone_time), which count receive "
+                             "ops otherwise than Stage and Bubble (docs/analysis.md section 2)")
+
+
 def _run_overlap(args: argparse.Namespace) -> int:
     from .analyses import overlap
 
-    rows = Rows(args.format, ["Rank", "Graph", "Step", *overlap.COLUMNS],
-                "(µs; Stage = the step's device span - Bubble; - : not known from this input)")
+    theirs: tuple[str, ...] = ()
+    if args.mindinsight:
+        from .analyses.mindinsight import COLUMNS as theirs
+    rows = Rows(args.format, ["Rank", "Graph", "Step", *overlap.COLUMNS, *theirs],
+                "(µs; Stage = the step's device span - Bubble; - : not known from this input" +
+                ("; *_time: MindSpore's cluster step trace, as MindInsight shows it)" if theirs else ")"))
     diag = Diagnostics()
     overlap.overlap_report(args.profile, diag=diag, each=lambda found: rows.add(map(overlap.record, found)),
-                           **_selection(args))
+                           mindinsight=args.mindinsight, **_selection(args))
     _warn(args, diag.messages())
     rows.close()
     return 0
@@ -617,7 +629,7 @@ COMMANDS = {c.name: c for c in (
         "start to first device activity).",
         "example:\n  trace2perfetto overlap PROFILER_DIR --ranks 0-7 --format csv > overlap.csv\n\n"
         "The CSV has the columns of torch_npu's step_trace_time.csv, plus Rank and Graph.",
-        lambda parser: None, _run_overlap, ("table", "csv", "json"), "output on stdout",
+        _overlap_arguments, _run_overlap, ("table", "csv", "json"), "output on stdout",
     ),
     Command(
         "ops", "operator statistics per rank: count and time by op type, name, shapes or step",

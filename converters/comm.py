@@ -377,6 +377,8 @@ def op_tasks(batch: StepRecords) -> list[tuple[Slice, list[Slice]]]:
     return list(zip(ops, tasks, strict=True))
 
 
+
+
 def group_of(op: Slice) -> str:
     """The communicator an op ran on, as all its ranks name it: what its reader found in its name
     (HCCL's group tag: each rank numbers its group lanes itself), else the lane (a process group's
@@ -549,12 +551,82 @@ def clock_offsets(instances: Iterable[Instance], host_of: dict[int, str]) -> lis
 
 
 def host_names(infos: Iterable[Any]) -> dict[int, str]:
-    """Each rank's clock domain: its host, or the rank alone where the host is not known."""
-    return {info.rank: info.host or f"rank {info.rank}" for info in infos}
+    """Each rank's clock domain: its host, or the rank alone where the host is not known or the rank
+    keeps a clock of its own (a device's ticks since it started: every device its own, on any host)."""
+    return {info.rank: (info.host if getattr(info, "wall_clock", True) else None) or f"rank {info.rank}"
+            for info in infos}
 
 
 def rank_offsets(clocks: Iterable[HostClock]) -> dict[int, int]:
     return {rank: clock.offset_ns for clock in clocks for rank in clock.ranks}
+
+
+class Timeline(NamedTuple):
+    """How the ranks' times are laid side by side to compare them (``timeline``)."""
+
+    offsets: dict[int, int]  # ns to take off each rank's times (``match``'s offsets); absent: 0
+    apart: tuple[int, ...] = ()  # ranks whose waits with the others cannot be judged (none given)
+    aligned: tuple[int, ...] = ()  # ranks on clocks of their own that the offsets put on the others'
+    moved: bool = True  # False: ranks on clocks of their own left as recorded (``move_own``)
+
+
+def timeline(infos: list[Any], clocks: list[HostClock], align: bool, move_own: bool = True) -> Timeline:
+    """The one clock policy for comparing ranks (``comm``, ``critical``, ``report``, ``convert``): with
+    ``align`` (``--align collectives``) every host's estimated offset is taken off. Without it, ranks
+    on wall time are compared as they are, and ranks on clocks of their own (``wall_clock`` False:
+    device ticks since the device started, whose differences mean nothing) are put on the others'
+    by the offsets the collectives give, against the lowest rank on wall time where there is one;
+    those no collective ties to the others are ``apart``: their waits cannot be judged, and none is
+    given (raw, they made waits of 45 hours and a straggler verdict). ``move_own`` False (a trace
+    drawn on the times as recorded: ``convert`` without ``--align``): none moved, every rank on a
+    clock of its own apart."""
+    offsets = rank_offsets(clocks)
+    own = [info.rank for info in infos if not info.wall_clock]
+    if len(infos) < 2:
+        return Timeline({})
+    reference = min(offsets, default=None)  # the lowest rank's host: the clock the others go on
+    if align:
+        return Timeline(offsets, tuple(r for r in own if r not in offsets),
+                        tuple(r for r in own if r in offsets and r != reference))
+    if not own:
+        return Timeline({})
+    if not move_own:
+        return Timeline({}, tuple(own), moved=False)
+    anchor = next((info.rank for info in infos if info.wall_clock and info.rank in offsets), None)
+    if anchor is None and len(own) < len(infos):  # ranks on wall time that no collective ties to them
+        return Timeline({}, tuple(own))
+    anchor = reference if anchor is None else anchor
+    chosen = {rank: offsets[rank] - offsets[anchor] for rank in own if rank in offsets}
+    apart = tuple(r for r in own if r not in chosen)
+    return Timeline(chosen, apart, tuple(r for r in chosen if r != anchor))
+
+
+def say_timeline(diag: Any, found: Timeline) -> None:
+    """What ``timeline`` did, in ``diag``: by how much it moved each rank, which it could not judge."""
+    from .select import format_ids
+
+    if found.aligned:
+        moved = ", ".join(f"rank {rank} {-found.offsets[rank] / 1000:+.3f} µs" for rank in found.aligned)
+        diag.note("own_clocks_aligned", f"rank {format_ids(found.aligned)}: on a clock of its own, put on "
+                  f"the other ranks' by the ends of their collectives ({moved})")
+    if found.apart and not found.moved:
+        diag.note("own_clocks_apart", f"rank {format_ids(found.apart)}: on a clock of its own, drawn as "
+                  "recorded: no wait between it and the other ranks is drawn (--align collectives puts it "
+                  "on theirs by the collectives)")
+    elif found.apart:
+        diag.warn("own_clocks_apart", f"rank {format_ids(found.apart)}: a clock of its own that no "
+                  "collective ties to the other ranks' (no offset to estimate): waits between it and them "
+                  "cannot be judged, and none is given")
+
+
+def matched(ops_by_rank: dict[int, list[OpComm]], found: Timeline) -> list[Instance]:
+    """``match`` under the clock policy: the ranks ``apart`` matched with no other (their ops' figures
+    across ranks unknown), the others' times less their offsets. Each op's figures are made afresh."""
+    for ops in ops_by_rank.values():
+        for op in ops:
+            op.ranks, op.skew_ns, op.last_rank, op.wait_for_last_ns, op.key = 1, None, None, None, None
+    kept = {rank: ops for rank, ops in ops_by_rank.items() if rank not in found.apart}
+    return match(kept, found.offsets)
 
 
 # -- in the timeline ------------------------------------------------------------------------------

@@ -74,6 +74,8 @@ def _spool_paths(profile: Profile, shifts: dict[int, int], encoder, process: Job
     with SpoolFile(spool.new_file()) as file:
         for key, found in keyed_paths(quiet, shifts):
             warn_unjoined(profile.diag, found)
+            if found.unknown is not None:  # no path to draw: a rank's device side is not recorded
+                continue
             # a sequence per graph, and the pseudo step apart, as the ranks' own chunks
             sequence = _SEQUENCES + sequences.setdefault((None if key is None else key.graph, key is None),
                                                          len(sequences))

@@ -157,6 +157,9 @@ COMM_KINDS = frozenset({ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, 
 # collectives it is, under these keys (the analyses match ops across ranks by them first):
 COMM_GROUP_ARG = "Process Group Name"  # the communicator as every rank of it names it
 COMM_SEQ_ARG = "Seq"  # the op's sequence number on its communicator
+# A communicator named by the hash its ops' names carry (HCCL's group tag): the same in every rank of
+# one run, another in each run (``diff`` compares such groups by their place in the job).
+HASHED_GROUP = "hccl group "
 # Where the op's name, not its args, says its communicator (HCCL's group tag), the reader puts it in
 # the task_type after the kind (``comm_type``): args are written out as the input gave them.
 _IN_GROUP = " in "

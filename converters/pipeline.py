@@ -35,7 +35,7 @@ from .executor import LOCAL, Where
 from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, release, sorted_and_timed
 from .model import Layer, RankInfo, Slice, StepKey, StepRecords, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
-from .profile import Kind, Options, Profile, aligning, input_bytes, read_profile, renumbered, shifted
+from .profile import Kind, Options, Profile, input_bytes, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
 from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
 from .writers.perfetto import PerfettoEncoder
@@ -128,7 +128,7 @@ def convert(
     profile = Profile.open(path, options, where=where)
     inputs = inputs_of(path, profile.ranks)
     refuse_inputs(target, inputs)  # now, not after reading: the same check guards the opening
-    shifts = profile.align() if aligning(align) else {}
+    shifts = profile.timeline(align, move_own=False)  # drawn as recorded unless --align
     infos = profile.ranks
     opened = len(infos)
     origins = Origins.from_starts(infos)
@@ -263,7 +263,9 @@ def encode_ranks(
     held = [mine for mine in held if mine is not None]
     writers = [_OpsWriter(info, out_format, mine.origin_ns, drawing.first_encoder + ranks_read + index)
                for index, (info, mine) in enumerate(zip(infos, held, strict=True))]
-    caused = _encode_collectives(infos, held, writers, options, spool)
+    apart = {drawn.rank for drawn, info in zip(infos, profile.ranks, strict=True)
+             if info.rank in profile.apart}
+    caused = _encode_collectives(infos, held, writers, options, spool, apart)
     step_ns = {info.rank: mine.step_ns / mine.step_count for info, mine in zip(infos, held, strict=True)
                if mine.step_count}
     placed = {info.rank: [(origin, span) for origin, span in ((mine.origin_ns, mine.span),
@@ -311,10 +313,12 @@ class _OpsWriter:
 
 
 def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: list[_OpsWriter],
-                        options: Options, spool: Spool) -> dict[int, int]:
+                        options: Options, spool: Spool, apart: set[int]) -> dict[int, int]:
     """Step by step (one step's ops of every rank in memory), match the ops across ranks, then
     spool per rank (by its writer) the op slices (detail) with their instance's skew, last rank
-    and arrows, and the Wait lane (summary). Returns the wait each rank caused the others, in ns."""
+    and arrows, and the Wait lane (summary); the ranks ``apart`` are matched with no other (a clock
+    of its own no collective ties to the others': ``comm.timeline``). Returns the wait each rank
+    caused the others, in ns."""
     caused: dict[int, int] = defaultdict(int)
     # the step's key -> rank index -> that rank's parts of the step (graph, step as it numbers them)
     parts_of: dict[StepKey | None, dict[int, list[tuple]]] = {}
@@ -332,7 +336,7 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: lis
             ops = {index: [comm.light_ops(infos[index].rank, graph, step, key, slices)
                            for graph, step, _, slices in found] for index, found in parts.items()}
             instances = comm.match({infos[i].rank: [op for part in mine for op in part]
-                                    for i, mine in ops.items()})
+                                    for i, mine in ops.items() if infos[i].rank not in apart})
             for inst in instances:
                 caused[inst.last_rank] += sum(inst.wait_ns(rank) for rank in inst.starts)
             waiters = comm.waiting_ranks(instances)

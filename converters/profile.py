@@ -26,7 +26,7 @@ from .executor import LOCAL, Where, each_rank
 from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
 from .overlap import Interval, StepIntervals
 from .readers import reader, with_memory
-from .select import check_graphs, check_steps, format_ids, select_ranks
+from .select import check_graphs, check_steps, select_ranks
 
 
 class Kind(str, Enum):
@@ -85,6 +85,7 @@ class Profile:
     ranks: list[RankInfo]
     diag: Diagnostics
     where: Where = LOCAL
+    apart: tuple[int, ...] = ()  # ranks whose waits with the others cannot be judged (``timeline``)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], options: Options, *, where: Where = LOCAL,
@@ -156,26 +157,38 @@ class Profile:
         check_steps(self.options.steps, self.diag, self.options.step_marker)
 
     def align(self) -> dict[int, int]:
-        """Move each host's clock by its offset to the host of the lowest rank, estimated from the
-        ends of the collectives of the kept steps (one summary read of every rank); say it in each
-        rank's clock description, and return the shift per rank (ns to add to its times)."""
-        clocks = self.collective_clocks()
-        shifts = {rank: -clock.offset_ns for clock in clocks for rank in clock.ranks}
+        """``--align collectives``: ``timeline`` moving every host's clock."""
+        return self.timeline("collectives")
+
+    def timeline(self, align: str | None, move_own: bool = True) -> dict[int, int]:
+        """The one clock policy (``comm.timeline``) applied: with ``align`` every host's clock moved
+        by its offset to the host of the lowest rank, else only the ranks on clocks of their own put
+        on the others' (``move_own``; only where the kept ranks mix clocks: no read otherwise), the offsets
+        estimated from the ends of the collectives of the kept steps (one summary read of every
+        rank); said in each moved rank's clock description. Returns the shift per rank (ns to add to
+        its times); the ranks whose waits cannot be judged are ``self.apart``.
+
+        Raises:
+            UsageError: ``align`` names no alignment.
+        """
+        wanted = aligning(align)
+        if not wanted and (len(self.ranks) < 2 or all(info.wall_clock for info in self.ranks)):
+            return {}
+        clocks = self.collective_clocks() if wanted or move_own else []
+        found = comm.timeline(self.ranks, clocks, wanted, move_own)
+        shifts = {rank: -offset for rank, offset in found.offsets.items()}
         infos = self.ranks
-        own_clocks = [info.rank for info in infos if info.rank in shifts and not info.wall_clock]
         for i, info in enumerate(infos):
             if info.rank in shifts:  # on the reference rank's clock now, one timebase with the others
                 infos[i] = dataclasses.replace(
                     info, start_ns=None if info.start_ns is None else info.start_ns + shifts[info.rank],
                     clock=f"{info.clock}; aligned by collectives: {shifts[info.rank] / 1000:+.3f} µs",
                     wall_clock=True)
-            else:
+            elif wanted and info.rank not in found.apart:
                 self.diag.warn("not_aligned", f"rank {info.rank}: shares no collective with the host of rank "
                                f"{infos[0].rank}, so its clock was not aligned", f"rank {info.rank}")
-        if own_clocks:
-            self.diag.warn("aligned", f"rank {format_ids(own_clocks)}: own clocks aligned to rank "
-                           f"{infos[0].rank}'s by their collectives (each rank's description says by how "
-                           "much)")
+        self.apart = found.apart
+        comm.say_timeline(self.diag, found)
         return shifts
 
     def collective_clocks(self) -> list[comm.HostClock]:

@@ -85,7 +85,7 @@ def test_cap_is_never_exceeded_and_keeps_whole_steps_summary_first(
     cap = max(int(full.bytes_written * fraction), 6000)
     result = convert(profile, out, kind="detail", max_bytes=cap)
     assert out.stat().st_size == result.bytes_written <= cap
-    origin = Origins.from_starts(discover(profile)).wall
+    origin = Origins.from_starts(discover(profile)).origin
     summary, detail, decoded = _read(out, origin)
     # whole ranks are left out first (in order of interest), then whole steps of what is left
     kept = set(result.ranks)

@@ -172,7 +172,7 @@ def test_every_time_reads_back_from_the_json_text_to_the_ns_from_any_given_origi
     text = encoder.chunk(0, events)
     origins, again = Origins(given_origin).settle([rank], {0: [(encoder.origin_ns, encoder.span)]})
     if again:  # an event before the origin given: encoded once more, as the pipeline does
-        encoder = ChromeJsonEncoder(origins.wall)
+        encoder = ChromeJsonEncoder(origins.origin)
         text = encoder.chunk(0, events)
         assert origins.settle([rank], {0: [(encoder.origin_ns, encoder.span)]}) == (origins, False)
     read = [tuple(perfetto_ns(number) for number in found.groups() if number is not None)

@@ -156,7 +156,7 @@ def test_a_two_stage_pipeline_runs_through_the_send_and_its_receive():
                                 _stage(1, None, ("hcom_receive__9_0_1", 20, 150), (150, 100), 0)])
     assert found.step_ns == 250
     assert [(s.rank, s.kind, s.start_ns, s.dur_ns) for s in found.path] == [
-        (0, "compute", 0, 100), (1, "communication", 100, 50), (1, "compute", 150, 100)]
+        (0, "compute", 0, 100), (1, analysis.UNSPLIT, 100, 50), (1, "compute", 150, 100)]  # no plane tasks
     saved = {(w.kind, w.rank): w.saved_ns for w in found.what_if}
     assert saved[("late_arrival", 0)] == 80  # the send arrives with its receive: at 20
     assert saved[("overlap_comm", 1)] == 50
@@ -192,7 +192,8 @@ def test_a_pipeline_s_path_crosses_its_stages_through_send_and_receive(tmp_path)
     for found in analysis.critical_paths(tmp_path):
         ranks = {s.rank for s in found.path}
         assert any(stage <= ranks for stage in stages), ranks
-        assert any("send" in s.name or "receive" in s.name for s in found.path if s.kind == "communication")
+        assert any("send" in s.name or "receive" in s.name for s in found.path
+                   if s.kind in ("communication", analysis.UNSPLIT))
         assert sum(s.dur_ns for s in found.path) == found.step_ns
         pairs = zip(found.path, found.path[1:], strict=False)
         assert all(a.start_ns + a.dur_ns == b.start_ns for a, b in pairs)

@@ -20,7 +20,7 @@ from converters.cli import main
 from fixtures.ascend_pt_gen import GeneratedAscendProfile, InjectionTruth, write_ascend_pt_profile
 
 SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "critical.schema.json"
-KINDS = {"compute", "communication", "wait", "idle", "host"}
+KINDS = {"compute", "communication", "wait", "communication_or_wait", "idle", "host"}
 WHAT_IFS = {"late_arrival", "op_type", "overlap_comm"}
 SLOW_NS = 2_000_000
 JITTER_US = 300   # the generator's natural arrival jitter ("up to ~0.3 ms")

@@ -237,15 +237,22 @@ def test_real_the_path_is_drawn_whole_in_both_writers(tmp_path):
         f"Rank {segment.rank} ") for r in ranks.slices)
 
 
-def test_real_steps_that_overlap_are_drawn_on_lanes_of_their_own(tmp_path):
-    source = real_data("kineto-gloo-2rank")  # step 2 on rank 0 ends after step 3 begins on rank 1
-    paths = list(critical_paths(source))
-    spans = sorted((found.start_ns, found.start_ns + found.step_ns) for found in paths)
-    assert any(end > start for (_, end), (start, _) in zip(spans, spans[1:], strict=False))
-    assert assert_draws(source, tmp_path, paths)["out.json"][1] == []  # rank 0's host work sets every step
-    lanes = {s.track for s in read_perfetto((tmp_path / "out.pftrace").read_bytes()).slices
-             if s.process == TITLE}
-    assert lanes == {(GROUP, LANE), (GROUP, f"{LANE} #2")}
+def test_steps_that_overlap_go_on_lanes_of_their_own():
+    """kineto-gloo-2rank's step 2 on rank 0 ends after step 3 begins on rank 1 (its paths are unknown
+    now: no device task, its CPU ops would show as idle), so the lanes are checked on their spans."""
+    from converters.critical_drawing import _Lanes
+
+    lanes = _Lanes()
+    assert [lanes.place(*span) for span in ((0, 10), (8, 20), (20, 30), (9, 12))] == [0, 1, 0, 2]
+
+
+def test_real_steps_whose_device_side_is_unknown_are_not_drawn(tmp_path):
+    source = real_data("kineto-gloo-2rank")
+    assert all(found.unknown for found in critical_paths(source))
+    out = tmp_path / "out.pftrace"
+    result = convert(source, out, kind="detail", critical_path=True)
+    assert any("--critical-path: no step has device work" in w for w in result.warnings)
+    assert TITLE not in read_perfetto(out.read_bytes()).processes
 
 
 def test_real_without_device_work_nothing_is_drawn_and_that_is_said(tmp_path):

@@ -255,9 +255,14 @@ def test_by_comm_sums_what_comm_reports_per_op_type_and_group(capsys):
     sample = real_data("ascend-pt-2rank")
     report = comm_report(sample)
     expected: dict[tuple[str, str], list] = {}
+    ran: dict[str, set[int]] = {}
     for op in report.ops:
+        ran.setdefault(op.group, set()).add(op.rank)
+    assert all(group.startswith("hccl group ") for group in ran)  # named by a hash: by their ranks here
+    for op in report.ops:
+        group = "ranks " + "-".join(map(str, sorted(ran[op.group])))  # the sample's groups: ranks 0-1
         hccl_type = re.match(r"hcom_([A-Za-z]+)_", op.name)[1].lower()  # the sample's: all HCCL ops
-        held = expected.setdefault((hccl_type, op.group), [0, 0, 0, 0, 0, 0])
+        held = expected.setdefault((hccl_type, group), [0, 0, 0, 0, 0, 0])
         moved = list(op.transports.values())
         for i, value in enumerate((1, op.elapse_ns, op.wait_ns, op.transit_ns,
                                    sum(t.size_bytes for t in moved), sum(t.time_ns for t in moved))):

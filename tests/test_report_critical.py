@@ -15,6 +15,7 @@ from converters.analyses.comm import comm_report
 from converters.analyses.report.diagnosis import ms_text
 from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.paddle_gen import generate_profile
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "report.schema.json").read_text())
@@ -109,15 +110,19 @@ def test_no_device_work_leaves_the_path_unknown_not_zero(tmp_path):
     assert "its critical path is unknown" in page[page.index('<section id="critical">'):]
 
 
-def test_ranks_on_clocks_of_their_own_leave_the_path_unknown(tmp_path):
-    """mindspore-1x: two profiles, each in device ticks since its device started. A path over both
-    made step 1 span 462,000 s, nearly all idle; the report says why it gives none."""
-    document = _report(tmp_path, real_data("mindspore-1x"))
+def test_ranks_on_clocks_of_their_own_are_put_on_one_by_their_collectives(tmp_path):
+    """MindSpore 1.x ranks without host_start.log, each in device ticks since its device started: a
+    path over such clocks as they are made a step span 462,000 s, nearly all idle. The clock policy
+    puts them on one by their collectives, so the slowest steps have their paths; mindspore-1x's
+    two profiles share none (and its rank 6 records no device task: its steps are not ranked)."""
+    root = tmp_path / "ms1x"
+    write_mindspore1x_profile(root, ranks=2, steps=3, comm_ops=2, host_start=False, seed=4)
+    document = _report(tmp_path, root)
     assert document["critical"]
     for mine in document["critical"]:
-        assert mine["path_ms"] is None and mine["what_if"] is None
-        assert mine["summary"].endswith(
-            "rank 1,6: times on clocks of their own, not aligned, so its critical path is unknown")
+        assert mine["path_ms"] is not None and mine["path_ms"] < 10
+        assert {p["rank"] for p in mine["path_by_rank"]} <= {0, 1}
+    assert _report(tmp_path, real_data("mindspore-1x"))["critical"] == []
 
 
 def test_aligned_the_report_gives_what_critical_aligned_gives(tmp_path, capsys):

@@ -38,6 +38,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from itertools import pairwise
 from typing import Any, NoReturn
 
@@ -621,6 +622,8 @@ def _ns_field(event: dict, key: str, where: str) -> int:
     value = event.get(key)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         _fail(where, f"{key!r} must be a number, got {value!r}")
+    if abs(value) >= 2**53 / 1000:  # ns past what a double holds: the µs as written (JSON to the µs)
+        return int(Decimal(repr(value)) * 1000)
     ns = round(value * 1000)
     if abs(value * 1000 - ns) > _NS_TOLERANCE:
         _fail(where, f"{key!r} = {value!r} µs is not a whole number of ns")

@@ -113,12 +113,13 @@ def comm_report(
         hosts = comm.host_names(infos)
         clocks = comm.clock_offsets((inst for _, instances in _steps(stashed, spool) for inst in instances),
                                     hosts)
-        offsets = comm.rank_offsets(clocks) if aligned else None
+        policy = comm.timeline(infos, clocks, aligned)  # the one clock policy: offsets, ranks apart
+        comm.say_timeline(profile.diag, policy)
         report = CommReport([], 0, clocks, aligned)
         hand = each or report.ops.extend
         waits = Waits()
         last: dict[int, int] = defaultdict(int)
-        for ops, instances in _steps(stashed, spool, offsets):
+        for ops, instances in _steps(stashed, spool, policy):
             report.instances += len(instances)
             for rank, count in last_arrivals(instances).items():
                 last[rank] += count
@@ -155,16 +156,19 @@ def _read_ranks(profile: Profile, spool: Spool
     return by_step, times
 
 
+_AS_RECORDED = comm.Timeline({})  # no offset, no rank apart
+
+
 def _steps(stashed: dict[StepKey | None, list[tuple[str, int, int]]], spool: Spool,
-           offsets: dict[int, int] | None = None):
+           policy: comm.Timeline = _AS_RECORDED):
     """Step by step (the pseudo step first, then by graph and step), every rank's ops of the step
-    and its collectives, matched."""
+    and its collectives, matched under the clock policy (``comm.matched``)."""
     for step in sorted(stashed, key=lambda s: () if s is None else s):
         by_rank: dict[int, list[comm.OpComm]] = {}
         for path, offset, length in stashed[step]:
             for op in pickle.loads(spool.unstash(path, offset, length)):
                 by_rank.setdefault(op.rank, []).append(op)
-        yield [op for ops in by_rank.values() for op in ops], comm.match(by_rank, offsets)
+        yield [op for ops in by_rank.values() for op in ops], comm.matched(by_rank, policy)
 
 
 def rank_comm(info: RankInfo, options: Options, diag: Diagnostics, path: str | None) -> tuple:

@@ -38,7 +38,7 @@ from ..model import (
     decoded_args,
 )
 from ..overlap import is_compute
-from ..profile import Kind, Options, Profile, RankWork, aligning, read_profile, shifted
+from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted
 from ..select import format_ids
 from .ops import op_type
 
@@ -46,6 +46,11 @@ __all__ = ["Segment", "StepPath", "TaskTypes", "WhatIf", "critical_paths", "keye
            "paths_of", "read_ranks", "record", "stash_step"]
 
 KINDS = ("compute", "communication", "wait", "idle", "host")
+# after an op's last profiled arrival, its time where no task of it splits wait from transfer (no
+# HCCL plane tasks: profiler level 0, an NCCL kernel): communication or wait, the input cannot say
+UNSPLIT = "communication_or_wait"
+SEGMENT_KINDS = (*KINDS[:3], UNSPLIT, *KINDS[3:])
+NO_DEVICE = "the device side of the step is not recorded on rank {ranks}"
 
 
 class WhatIf(NamedTuple):
@@ -71,6 +76,9 @@ class StepPath:
     # collectives (and sends or receives) whose matching across ranks contradicted a rank's own order
     # (a cycle: ``_join``), each rank's side left to complete after its own arrival
     unjoined: int = 0
+    # why the path is unknown (a rank whose device tasks of the step are not recorded: the path and
+    # the what-ifs would run through work the input lacks, shown as idle); None: known
+    unknown: str | None = None
 
 
 # -- one rank's step, in a worker -----------------------------------------------------------------
@@ -111,6 +119,7 @@ class RankStep(NamedTuple):
     syncs: list[Sync]
     edges: list[Contracted]
     chains: Chains
+    has_device: bool = True  # False: its device tasks are not recorded (``StepRecords.has_device``)
 
 
 def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
@@ -125,7 +134,8 @@ def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
         return None
     graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, _launches(batch.slices, tasks, pairs), kept,
                                type_of)
-    return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {}), graph)
+    return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {},
+                            batch.has_device), graph)
 
 
 def reduced(step: RankStep, graph: Graph) -> RankStep:
@@ -310,10 +320,11 @@ def critical_paths(
         options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL,
                           step_marker=step_marker)
         profile = Profile.open(path, options, where=where, diag=diag)
-    shifts = profile.align() if aligning(align) else {}
-    _check_one_timeline(profile.ranks)  # after aligning: the ranks it could not align
+    shifts = profile.timeline(align)
+    _check_one_timeline(profile.ranks)  # after the clock policy: the ranks it could not align
     for _, found in keyed_paths(profile, shifts):
         warn_unjoined(profile.diag, found)
+        warn_unknown(profile.diag, found)
         yield found
 
 
@@ -323,6 +334,18 @@ def warn_unjoined(diag: Diagnostics, found: StepPath) -> None:
         diag.warn("critical_unjoined", f"step {found.step}: {found.unjoined} collective(s) matched across "
                   "ranks against a rank's own order of its collectives (one ran an op of another step "
                   "late); there the critical path waits only on the op's own rank")
+
+
+def warn_unknown(diag: Diagnostics, found: StepPath) -> None:
+    """Say, once per kind, where the input cannot give the path or its split of an op."""
+    if found.unknown is not None:
+        diag.warn("critical_unknown", f"step {found.step}: {found.unknown}, so its critical path is "
+                  "unknown (that work would show as idle): no figures or what-ifs for it")
+    elif any(s.kind == UNSPLIT for s in found.path):
+        diag.note("critical_unsplit", "ops without HCCL plane tasks (profiler level 0) or other tasks that "
+                  "split their wait from their transfer: their time after the last profiled arrival is "
+                  f"'{UNSPLIT}' in the JSON, and Communication and Wait are unknown (-) where the path "
+                  "crosses one")
 
 
 def keyed_paths(profile: Profile, shifts: dict[int, int]) -> Iterator[tuple[StepKey | None, StepPath]]:
@@ -354,9 +377,9 @@ def own_clocks(infos: list[RankInfo], aligned: Collection[int] = ()) -> list[int
 
 def _check_one_timeline(infos: list[RankInfo]) -> None:
     if own := own_clocks(infos):
-        raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time), not "
-                         "comparable with the other ranks': keep one rank (--ranks), or --align collectives "
-                         "where they share collectives")
+        raise UsageError(f"rank {format_ids(own)}: times on a clock of its own (no wall time) that no "
+                         "collective ties to the other ranks' (no offset to estimate), so no path runs "
+                         "across them: keep ranks that share collectives or a clock (--ranks)")
 
 
 def keyed(spool: Spool, stashed: dict) -> Iterator[tuple[StepKey | None, StepPath]]:
@@ -424,8 +447,12 @@ def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], Chains] | No
     first = min(r.first_ns for r in found)
     end_ns = starts[end_node]
     chain = graph.chain(end_node, starts, durs)
-    path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.chains))
     lowest = min(found, key=lambda r: r.rank)
+    blind = [r.rank for r in found if not r.has_device]
+    if blind:  # its path would cross the work the input lacks as idle: unknown, and not ranked
+        return StepPath(lowest.graph, lowest.step, end_ns - first, first, [], [], joined.unjoined,
+                        NO_DEVICE.format(ranks=format_ids(blind)))
+    path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.chains))
     return StepPath(lowest.graph, lowest.step, end_ns - first, first, path,
                     what_ifs(joined, chain, path, end_ns), joined.unjoined)
 
@@ -508,9 +535,10 @@ class _StepGraph:
         ``latest``, its wait, then its communication, to its observed end."""
         post = s.end_ns - latest
         wait = _wait_share(s, latest, max(post, 0))
+        kind = "communication" if wait is not None else UNSPLIT
+        wait = wait or 0
         waiting = self.add(Node(r.rank, "wait", s.name, latest, wait), [(p, min(post, 0)) for p in after])
-        done = self.add(Node(r.rank, "communication", s.name, latest + wait, max(post, 0) - wait),
-                        [(waiting, 0)])
+        done = self.add(Node(r.rank, kind, s.name, latest + wait, max(post, 0) - wait), [(waiting, 0)])
         self.local[r.rank, s.done] = done
         self.dones[r.rank, s.name] += [waiting, done]
 
@@ -547,13 +575,14 @@ class _StepGraph:
                        [(rank, where[i], name, delay) for rank, i, name, delay in self.late], unjoined)
 
 
-def _wait_share(s: Sync, latest: int, post: int) -> int:
+def _wait_share(s: Sync, latest: int, post: int) -> int | None:
     """The part of an op after its last (profiled) arrival that waits: where participants are
     outside the kept ranks, all but its transit (at its end); else its wait before its first
-    transit that follows that arrival (the handshake)."""
-    if s.outside:
+    transit that follows that arrival (the handshake). None where the op has no tasks to say
+    (no plane tasks: neither its transit nor whether it waits for ranks the profile lacks)."""
+    if s.outside:  # its tasks named them: it has tasks
         return post - min(post, s.transit_ns or 0)
-    return 0 if s.sync_ns is None else min(max(s.start_ns + s.sync_ns - latest, 0), post)
+    return None if s.sync_ns is None else min(max(s.start_ns + s.sync_ns - latest, 0), post)
 
 
 def _light(r: RankStep, s: Sync) -> comm.OpComm:
@@ -636,7 +665,7 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
         saved = end_ns - end_with(first, lags=lags) if lags else end_ns - end_with(node, shift={node: -delay})
         what = f"rank {rank} arrives at {name} with the others"
         found.append(WhatIf(rank, "late_arrival", what, name, saved))
-    on_path = {(s.rank, s.name) for s in path if s.kind in ("communication", "wait")}
+    on_path = {(s.rank, s.name) for s in path if s.kind in ("communication", "wait", UNSPLIT)}
     for (rank, name) in sorted(on_path):
         nodes = joined.dones[rank, name]
         saved = end_ns - end_with(min(nodes), durs=graph.durations(dict.fromkeys(nodes, 0)))
@@ -680,7 +709,11 @@ def _path_types(joined: _Joined, chain: list[int]) -> set[tuple[int, str]]:
 # -- printing -------------------------------------------------------------------------------------
 
 def record(step_path: StepPath) -> dict:
-    """The JSON object of one step (schemas/critical.schema.json)."""
+    """The JSON object of one step (schemas/critical.schema.json); a step whose path is unknown has
+    null span, path and what-ifs, and says why."""
+    if step_path.unknown is not None:
+        return {"graph": step_path.graph, "step": step_path.step, "step_us": None, "start_us": None,
+                "path": None, "what_if": None, "unknown": step_path.unknown}
     return {
         "graph": step_path.graph, "step": step_path.step, "step_us": step_path.step_ns / 1000,
         "start_us": step_path.start_ns / 1000,
@@ -698,13 +731,22 @@ COLUMNS = ["Graph", "Step", "Step(us)", *(f"{k.capitalize()}(us)" for k in KINDS
 
 
 def table_record(step_path: StepPath) -> dict:
-    """One line per step: the path's time per kind and its ranks, the top three what-ifs."""
-    per_kind = dict.fromkeys(KINDS, 0)
+    """One line per step: the path's time per kind and its ranks, the top three what-ifs; unknown
+    (``-``) where the input cannot give them: every figure of a step whose path is unknown, and
+    Communication and Wait where the path holds an op that nothing splits (``UNSPLIT``)."""
+    if step_path.unknown is not None:
+        return {"Graph": step_path.graph, "Step": step_path.step, "Step(us)": None,
+                **{f"{k.capitalize()}(us)": None for k in KINDS}, "Ranks on path": None,
+                **{f"What-if {i + 1}": None for i in range(3)}}
+    per_kind: dict[str, int | None] = dict.fromkeys(SEGMENT_KINDS, 0)
     for s in step_path.path:
         per_kind[s.kind] += s.dur_ns
+    if per_kind.pop(UNSPLIT):
+        per_kind["communication"] = per_kind["wait"] = None
     ranks = sorted({s.rank for s in step_path.path if s.rank >= 0})
     tops = [f"{w.what}: -{w.saved_ns / 1000:.1f} us" for w in step_path.what_if[:3]]
     return {"Graph": step_path.graph, "Step": step_path.step, "Step(us)": round(step_path.step_ns / 1000, 3),
-            **{f"{k.capitalize()}(us)": round(v / 1000, 3) for k, v in per_kind.items()},
+            **{f"{k.capitalize()}(us)": None if v is None else round(v / 1000, 3)
+               for k, v in per_kind.items()},
             "Ranks on path": ",".join(map(str, ranks)),
             **{f"What-if {i + 1}": tops[i] if i < len(tops) else None for i in range(3)}}

@@ -29,9 +29,10 @@ from pathlib import Path
 from .. import comm
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
-from ..model import RankInfo, StepRecords
+from ..model import HASHED_GROUP, Layer, RankInfo, StepRecords
 from ..profile import Kind, Options, Profile, read_profile
 from ..readers import for_ops
+from ..select import format_ids
 from . import ops, overlap
 from .launches import Launchers
 
@@ -97,6 +98,7 @@ class StepSample:
     phases: tuple[int | None, ...]
     ops: dict[tuple[str, str], tuple[int, int]]
     comm: dict[tuple[str, str], CommParts] = dataclasses.field(default_factory=dict)
+    typed: bool = True  # by type: the input names some device task's op type (``ops.typed``)
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,9 @@ class DiffRow:
     new: Figure
     base_comm: CommParts | None = None
     new_comm: CommParts | None = None
+    # False: a side cannot have it (it records no op types, and the other side's type is absent
+    # from it for that reason): never significant
+    judged: bool = True
 
     @property
     def delta_mean(self) -> float | None:
@@ -169,7 +174,7 @@ class DiffRow:
 
     @property
     def significant(self) -> bool:
-        return significant(self.delta_mean, self.noise)
+        return self.judged and significant(self.delta_mean, self.noise)
 
 
 def noise(base: Figure, new: Figure) -> float | None:
@@ -222,7 +227,8 @@ def sample(rank: int, batch: StepRecords, by: str) -> StepSample:
         for (name, _core, _), (count, total, *_) in figures.items():
             held = found.get((name, kind), (0, 0))
             found[(name, kind)] = (held[0] + count, held[1] + total)
-    return StepSample(rank, batch.step_id, (), found)
+    typed = by != "type" or any(ops.typed(s) for s in batch.slices if s.layer is Layer.STREAM)
+    return StepSample(rank, batch.step_id, (), found, typed=typed)
 
 
 def launched_sample(rank: int, batch: StepRecords, launchers: Launchers) -> StepSample:
@@ -259,7 +265,41 @@ def read_side(side: Side, by: str, graphs: Iterable[int] | None, diag: Diagnosti
     formats = {info.format for info in profile.ranks}
     found: list[list[StepSample]] = profile.map(side_samples, lambda *_: (by,))
     profile.check_steps()
-    return [s for rank in found for s in rank], formats
+    samples = [s for rank in found for s in rank]
+    return (placed_groups(samples) if by == "comm" else samples), formats
+
+
+def placed_groups(samples: list[StepSample]) -> list[StepSample]:
+    """By comm: each HCCL group (named by a hash of its own, another in every run: "hccl group 868"
+    in one, "hccl group 271" in the next for the same all-reduce) named by its place in the job:
+    the ranks that ran its ops ("ranks 0-7"), where several groups share them with their op types
+    ("ranks 0-7 (allgather+allreduce)"), where still several with the order they first ran in
+    ("#2"). Other groups (a process group's name, a stream) are the same in every run and stay."""
+    ranks: dict[str, set[int]] = defaultdict(set)
+    types: dict[str, set[str]] = defaultdict(set)
+    for s in sorted(samples, key=lambda s: (s.step is not None, s.step or 0, s.rank)):  # first run first
+        for kind, group in s.ops:
+            if group.startswith(HASHED_GROUP):
+                ranks[group].add(s.rank)
+                types[group].add(kind)
+    by_ranks: dict[str, list[str]] = defaultdict(list)
+    for group in ranks:
+        by_ranks[format_ids(ranks[group])].append(group)
+    names = {}
+    for place, groups in by_ranks.items():
+        for group in groups:
+            name = f"ranks {place}"
+            alike = [g for g in groups if types[g] == types[group]]
+            if len(groups) > 1:
+                name += f" ({'+'.join(sorted(types[group]))})"
+            if len(alike) > 1:
+                name += f" #{alike.index(group) + 1}"
+            names[group] = name
+    if not names:
+        return samples
+    return [dataclasses.replace(s, ops={(k, names.get(g, g)): v for (k, g), v in s.ops.items()},
+                                comm={(k, names.get(g, g)): v for (k, g), v in s.comm.items()})
+            for s in samples]
 
 
 # -- the comparison --------------------------------------------------------------------------------
@@ -372,11 +412,30 @@ def diff_report(
     if by in ("type", "name", "op") and base_formats != new_formats:
         families = families_of(base_samples, by) | families_of(new_samples, by)
     rows = compare(base_samples, new_samples, by, families)
+    if by == "type":
+        rows = _judged_by_type(rows, base_samples, new_samples, diag)
     if by == "op":
         diag.note("diff_matched", matched_line(rows))
     elif families is not None:
         _say_unmatched(rows, base_formats, new_formats, diag)
     return rows
+
+
+def _judged_by_type(rows: list[DiffRow], base: list[StepSample], new: list[StepSample],
+                    diag: Diagnostics) -> list[DiffRow]:
+    """By type: where a side records no op types (torch_npu at profiler level 0: its device ops go
+    by task name), a device row found on one side only is absent from the other for that reason,
+    not a change: said, and never significant (against a level-0 base every type was "new,
+    significant")."""
+    untyped = [label for label, samples in (("BASE", base), ("NEW", new))
+               if any(s.ops for s in samples) and not any(s.typed for s in samples)]
+    if not untyped:
+        return rows
+    diag.warn("diff_no_types", f"{' and '.join(untyped)}: the input records no op types of its device tasks "
+              "(profiler level 0 records none): its rows go by task name, and a device row on one side "
+              "only is not judged (never significant)", "diff")
+    return [dataclasses.replace(r, judged=False) if r.kind == DEVICE and not (r.base.count and r.new.count)
+            else r for r in rows]
 
 
 def how_matched(rows: Iterable[DiffRow]) -> dict[str, tuple[int, ...]]:

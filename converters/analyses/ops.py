@@ -281,6 +281,12 @@ def op_type(s: Slice) -> str:
     return _op_type(s.args) or _mindspore_type(s.name)
 
 
+def typed(s: Slice) -> bool:
+    """Whether the input names a device task's op type (its args, or MindSpore's scope name), not
+    ``op_type``'s fallback to the task's name (torch_npu at profiler level 0 records no op types)."""
+    return _op_type(s.args) is not None or _MINDSPORE_OP.search(s.name) is not None
+
+
 def _described(args: Any) -> tuple[str | None, str]:
     """A task's op type (None where its args name none) and input shapes ("" where none)."""
     if args is None:

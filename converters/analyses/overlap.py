@@ -5,6 +5,7 @@ conversion draws the same figures as the overlap lanes (``overlap_slices``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ class StepOverlap:
     bubble_ns: int  # time in receive ops (pipeline bubbles): their union (an op recorded twice once)
     not_overlapped_excluding_receive_ns: int | None  # Communication (not overlapped) - Bubble
     preparing_ns: int | None  # from the host's step start to the first compute or communication
+    # MindSpore's own cluster step trace figures (``overlap_report(mindinsight=True)``, in
+    # ``mindinsight.COLUMNS``' order; each None where the device side is unknown); None: not asked for
+    mindinsight: tuple[int | None, ...] | None = None
 
 
 def overlap_report(
@@ -51,12 +55,14 @@ def overlap_report(
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
     each: Callable[[list[StepOverlap]], None] | None = None,
+    mindinsight: bool = False,
 ) -> list[StepOverlap]:
     """The compute/communication overlap of every kept step of every kept rank; what needed
-    recovery in the input is added to ``diag``. ``where``: the ranks' work runs on this machine,
-    or on a Dask cluster (``executor.Where``). ``each``: the rows are handed to it rank by rank, in
-    rank order, as soon as they are known, and not kept (tables of thousands of ranks in flat
-    memory); the list returned is then empty.
+    recovery in the input is added to ``diag``. ``mindinsight``: each row with MindSpore's own
+    cluster step trace figures too (``analyses.mindinsight``). ``where``: the ranks' work runs on
+    this machine, or on a Dask cluster (``executor.Where``). ``each``: the rows are handed to it
+    rank by rank, in rank order, as soon as they are known, and not kept (tables of thousands of
+    ranks in flat memory); the list returned is then empty.
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
@@ -66,23 +72,43 @@ def overlap_report(
                            where=where, diag=diag)
     kept: list[StepOverlap] = []
     hand = each or kept.extend
-    profile.map(rank_rows, each=lambda _, rows: hand(rows), ordered=True)
+    profile.map(rank_rows, lambda *_: (mindinsight,), each=lambda _, rows: hand(rows), ordered=True)
     profile.check_steps()
     return kept
 
 
-def rank_rows(info: RankInfo, options: Options, diag: Diagnostics) -> list[StepOverlap]:
+def rank_rows(info: RankInfo, options: Options, diag: Diagnostics, mindinsight: bool = False
+              ) -> list[StepOverlap]:
     """One rank's rows of the overlap report. Runs in a worker process."""
-    return [overlap_row(batch) for batch in read_profile([info], options, diag)]
+    if not mindinsight:
+        return [overlap_row(batch) for batch in read_profile([info], options, diag)]
+    from . import mindinsight as ms
+
+    rows = []
+    for batch in read_profile([info], options, diag):
+        row = overlap_row(batch)
+        found = ms.cluster_step(batch, step_span(batch)[1], step_overlap(batch).computing, is_receive)
+        rows.append(dataclasses.replace(row, mindinsight=(None,) * 5 if found is None else tuple(found)))
+    return rows
 
 
 def record(r: StepOverlap) -> dict:
-    """One row of the overlap table, in µs, under torch_npu's column names."""
-    return {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
-            **dict(zip(COLUMNS, (None if v is None else round(v / 1000, 3) for v in (
-                r.computing_ns, r.not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
-                r.stage_ns, r.bubble_ns, r.not_overlapped_excluding_receive_ns, r.preparing_ns)),
-                strict=True))}
+    """One row of the overlap table, in µs, under torch_npu's column names (and MindSpore's, for
+    its own figures)."""
+    out = {"Rank": r.rank, "Graph": r.graph, "Step": r.step,
+           **dict(zip(COLUMNS, (_us(v) for v in (
+               r.computing_ns, r.not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
+               r.stage_ns, r.bubble_ns, r.not_overlapped_excluding_receive_ns, r.preparing_ns)),
+               strict=True))}
+    if r.mindinsight is not None:
+        from .mindinsight import COLUMNS as THEIRS
+
+        out.update(zip(THEIRS, map(_us, r.mindinsight), strict=True))
+    return out
+
+
+def _us(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1000, 3)
 
 
 def overlap_row(batch: StepRecords) -> StepOverlap:

@@ -34,6 +34,7 @@ from ..model import (
     BROADCAST,
     COLLECTIVE,
     GATHER,
+    HASHED_GROUP,
     RECV,
     REDUCE,
     REDUCESCATTER,
@@ -79,7 +80,7 @@ def hccl_group(name: str) -> str | None:
     """The communicator an HCCL op's name says (``hcom_allReduce__586_3_1``: ``hccl group 586``);
     each rank numbers its group lanes itself, so this is how ranks agree."""
     found = _HCCL_GROUP.match(name)
-    return f"hccl group {found.group(1)}" if found else None
+    return f"{HASHED_GROUP}{found.group(1)}" if found else None
 
 
 _NCCL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")

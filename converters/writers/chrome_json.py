@@ -6,12 +6,12 @@ nothing), so this is exact to the ns for 10**15 ns (11 days) from the origin, an
 are written to the µs, rounded down alike so slices still nest (``held``); absolute epoch µs
 would come out to 0.25 µs, some up, some down, so touching slices would overlap. Perfetto drops
 events before 0, so each event must lie at or after its origin (``Origins``): one for all ranks
-on wall time, an hour before their earliest collection start, and one per rank on its own clock,
-an hour before its first event. Where that is not known before encoding (no start known, events
-before the start), an encoder takes an hour before the first event of its first chunk (on wall
+(each event where the Perfetto writer puts it), an hour before their earliest collection start.
+Where that is not known before encoding (no start known, events before the start, a rank on a
+clock of its own), an encoder takes an hour before the first event of its first chunk (on wall
 time, the whole hour before that, which ranks of one job share but by chance); each notes
 the span of the events it placed, and ``Origins.settle`` says whether they must be encoded again
-from other origins. Flow ids are
+from another origin. Flow ids are
 written as hex strings: Perfetto rejects numeric ids of 2**63 and more. Each rank is a process
 (pid = rank + 1) and each lane a thread named ``<group> / <lane>``, with sort indices in the
 Perfetto writer's order.
@@ -23,7 +23,7 @@ Reference: the Trace Event Format document (X, i and M events).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -184,39 +184,37 @@ Placed = Mapping[int, list[tuple[int, tuple[int, int]]]]  # rank -> (origin, spa
 
 @dataclass(frozen=True)
 class Origins:
-    """Where each rank's JSON times count from, in ns: one origin for all ranks on wall time and
-    one per rank on its own clock. None: not known before encoding (no collection start known, a
-    rank on its own clock), so the rank's encoders take their own (``own_origin``)."""
+    """Where the JSON times count from, in ns: one origin for every rank, so each event lies where
+    the Perfetto writer puts it (which writes each time as it is). Ranks on clocks of their own
+    once had an origin each: on a MindSpore 1.x job without host_start.log the JSON drew ranks
+    2.2 s apart that the .pftrace drew 0.17 ms apart, and the trace processor dropped the arrows
+    whose end then came before their start. None: not known before encoding (no collection
+    start known, a rank on its own clock), so the encoders take their own (``own_origin``) and
+    ``settle`` makes them one."""
 
-    wall: int | None
-    own: Mapping[int, int] = field(default_factory=dict)
+    origin: int | None
 
     @classmethod
     def from_starts(cls, ranks: list[RankInfo]) -> Origins:
-        """An hour before the earliest collection start of the ranks on wall time."""
+        """An hour before the earliest collection start of the ranks on wall time (a rank on its
+        own clock knows none: ``settle`` moves the origin before its events where they are earlier)."""
         starts = [r.start_ns for r in ranks if r.wall_clock and r.start_ns is not None]
         return cls(before(min(starts)) if starts else None)
 
     def of(self, rank: RankInfo) -> int | None:
-        return self.wall if rank.wall_clock else self.own.get(rank.rank)
+        return self.origin
 
     def settle(self, ranks: list[RankInfo], placed: Placed) -> tuple[Origins, bool]:
-        """The origins the events placed should count from, and whether any encoder counted from
-        another: one per group (all ranks on wall time, each rank on its own clock), the earliest
-        its encoders used, or an hour before its earliest event if that is earlier or the
-        origin too far from its latest (``EXACT_NS``)."""
-        groups: dict[int | None, list[tuple[int, tuple[int, int]]]] = {}  # None: the ranks on wall time
-        for rank in ranks:
-            groups.setdefault(None if rank.wall_clock else rank.rank, []).extend(placed.get(rank.rank, ()))
-        chosen: dict[int | None, int | None] = {None: self.wall, **self.own}
-        for group, used in groups.items():
-            if used:
-                origin = min(o for o, _ in used)
-                first, last = min(first for _, (first, _) in used), max(last for _, (_, last) in used)
-                chosen[group] = origin if first >= origin and last - origin < EXACT_NS else before(first)
-        again = any(o != chosen[group] for group, used in groups.items() for o, _ in used)
-        wall = chosen.pop(None)
-        return Origins(wall, {rank: origin for rank, origin in chosen.items() if origin is not None}), again
+        """The origin the events placed should count from, and whether any encoder counted from
+        another: the earliest its encoders used, or an hour before the earliest event if that is
+        earlier or the origin too far from the latest (``EXACT_NS``)."""
+        used = [found for rank in ranks for found in placed.get(rank.rank, ())]
+        chosen = self.origin
+        if used:
+            origin = min(o for o, _ in used)
+            first, last = min(first for _, (first, _) in used), max(last for _, (_, last) in used)
+            chosen = origin if first >= origin and last - origin < EXACT_NS else before(first)
+        return Origins(chosen), any(o != chosen for o, _ in used)
 
 
 def inexact(placed: Placed) -> list[int]:

@@ -26,7 +26,7 @@ from ..comm_matrix import (
     warn_unprofiled_peers,
 )
 from ..critical import (
-    KINDS,
+    SEGMENT_KINDS,
     StepPath,
     TaskTypes,
     WhatIf,
@@ -70,7 +70,7 @@ class SlowStep:
         found: dict[tuple[int, str], int] = defaultdict(int)
         for s in [] if self.found is None else self.found.path:
             found[s.rank, s.kind] += s.dur_ns
-        return dict(sorted(found.items(), key=lambda item: (item[0][0], KINDS.index(item[0][1]))))
+        return dict(sorted(found.items(), key=lambda item: (item[0][0], SEGMENT_KINDS.index(item[0][1]))))
 
     @property
     def summary(self) -> str:
@@ -142,13 +142,18 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
         spool.close()
     several = len({f.key.graph for f in facts if f.key is not None}) > 1
     apart = {"unknown": f"rank {format_ids(own)}: times on clocks of their own, not aligned"} if own else {}
-    critical = [SlowStep(f.key, f.graph, f.step, f.step_ns, f.rank, paths.get(f.key), _name(f, several),
-                         **apart) for f in slow]
+    critical = [_slow_step(f, paths.get(f.key), _name(f, several), apart) for f in slow]
     if not links:
         return None, critical
     found = MatrixReport([], ranked(sums), planes, from_profiler)
     warn_unprofiled_peers(profile.diag, found.slowest, profile.ranks)
     return found, critical
+
+
+def _slow_step(f: StepFacts, found: StepPath | None, name: str, apart: dict[str, str]) -> SlowStep:
+    if found is not None and found.unknown is not None:  # a path the input cannot give
+        found, apart = None, {"unknown": found.unknown}
+    return SlowStep(f.key, f.graph, f.step, f.step_ns, f.rank, found, name, **apart)
 
 
 def rank_detail(info: RankInfo, options: Options, diag: Diagnostics, shift: int, kept: frozenset[int],
@@ -180,9 +185,14 @@ def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int
 
 def _slowest(facts: list[StepFacts], n: int) -> list[StepFacts]:
     """Per step of the job its slowest rank's facts, the ``n`` slowest steps, slowest first; the
-    graph and step as the lowest rank names them."""
+    graph and step as the lowest rank names them. A step whose device side a rank does not record
+    is not ranked (its critical path would run through that work as idle), unless no rank records
+    any device work (the steps are then what the report can name)."""
     worst: dict[StepKey | None, StepFacts] = {}
     lowest: dict[StepKey | None, StepFacts] = {}
+    if any(f.has_device for f in facts):
+        blind = {f.key for f in facts if not f.has_device}
+        facts = [f for f in facts if f.key not in blind]
     for f in facts:
         if f.step_ns > 0 and (f.key not in worst or f.step_ns > worst[f.key].step_ns):
             worst[f.key] = f

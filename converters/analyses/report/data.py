@@ -276,8 +276,10 @@ def report_data(
     ops = {info.rank: r.comm_ops for info, r in zip(infos, results, strict=True)}
     instances = comm.match(ops)
     clocks = comm.clock_offsets(instances, hosts) if len(infos) > 1 else []
-    if aligned:
-        instances = comm.match(ops, comm.rank_offsets(clocks))
+    policy = comm.timeline(infos, clocks, aligned)  # the one clock policy: offsets, ranks apart
+    comm.say_timeline(diag, policy)
+    if policy.offsets or policy.apart:
+        instances = comm.matched(ops, policy)
     all_ops = [op for info in infos for op in ops[info.rank]]
     _add_waits(facts + outside, all_ops, instances)
     times = with_waits([_step_time(f) for f in facts], all_ops)
@@ -312,7 +314,7 @@ def report_data(
     report.wall_clock &= span is None or span[0] >= WALL_TIME_SINCE_NS  # a clock of its own otherwise
     _top_ops(report, [(info.rank, r.ops) for info, r in zip(infos, results, strict=True)], top)
     # the plane tasks (where there is communication) and the host launches are in no summary: a detail read
-    shifts = {rank: -clock.offset_ns for clock in clocks for rank in clock.ranks} if aligned else {}
+    shifts = {rank: -offset for rank, offset in policy.offsets.items()}
     report.links, report.critical = detail_read(profile, facts, shifts, bool(all_ops))
     report.op_types_shown, report.op_types = op_types_by_rank(combine(r.op_types for r in results))
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
@@ -327,7 +329,7 @@ def report_data(
     report.warnings = diag.messages()
     if not facts:
         report.warnings.append(f"{path}: no steps in the kept ranks, graphs and steps")
-    worst = max((abs(c.offset_ns) for c in clocks), default=0)
+    worst = max((abs(c.offset_ns) for c in clocks if not set(c.ranks) & set(policy.offsets)), default=0)
     if not aligned and worst > 50_000:
         report.warnings.append(
             f"the hosts' clocks differ by up to {worst / 1000:.0f} µs (estimated from the collectives' "

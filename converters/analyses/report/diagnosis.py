@@ -235,7 +235,11 @@ def verdict(report: Report) -> dict[str, Any]:
                f"rank-steps ({weight[main] / total:.0%} of the step time)." if found else
                "No bottleneck passed its threshold in any step.")
     if main == "straggler":
-        summary = (f"Straggler: rank {format_ids(slow)} kept the others waiting; the dominant finding in "
+        # a wait only where the steps it names show one (a straggler by step time alone kept no one
+        # waiting that the input shows: on clocks not comparable, the waits are none)
+        waited = any(f.wait_caused_ns for f in report.steps if f.rank in slow)
+        did = "kept the others waiting" if waited else "took longer than the other ranks"
+        summary = (f"Straggler: rank {format_ids(slow)} {did}; the dominant finding in "
                    f"{counts[main]} of {steps} rank-steps.")
     elif main == "communication" and slow:
         bound = {(d.rank, d.graph, d.step) for d in by_kind["communication"]}

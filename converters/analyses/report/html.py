@@ -350,7 +350,7 @@ def _critical_section(plots: Plots, steps: list[SlowStep]) -> str:
     for s in steps:
         title = f"<h3>{_e(s.name.capitalize())}: {_e(ms_text(s.step_ns))} (rank {s.slowest_rank})</h3>"
         if s.found is None:
-            out.append(title + "<p>No rank recorded device work in this step: its critical path is "
+            out.append(title + f"<p>{_e(s.unknown[:1].upper() + s.unknown[1:])}: its critical path is "
                        "unknown.</p>")
             continue
         rows = [[w.rank if w.rank is not None else "all",

@@ -246,8 +246,8 @@ PHASE_COLOURS = {"Iteration Interval": "#2c7bb6", "Dataloader": "#2c7bb6", "FP/B
 
 
 # The critical path's kinds (``analyses.critical.KINDS``), coloured as the breakdown's lanes
-CRITICAL_COLOURS = {"compute": "#1a9641", "communication": "#d7191c", "wait": "#7b3294", "idle": "#bdbdbd",
-                    "host": "#fdae61"}
+CRITICAL_COLOURS = {"compute": "#1a9641", "communication": "#d7191c", "wait": "#7b3294",
+                    "communication_or_wait": "#c2a5cf", "idle": "#bdbdbd", "host": "#fdae61"}
 
 
 def critical_bars(steps: list[SlowStep]) -> tuple[list[str], dict[str, list[float]]]:

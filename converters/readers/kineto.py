@@ -39,18 +39,21 @@ import msgspec
 
 from ..errors import Diagnostics
 from ..model import (
+    COLLECTIVE,
+    COMM_GROUP_ARG,
     MEMORY_SIZE_ARG,
     Layer,
     RankInfo,
     Sample,
     Slice,
+    Step,
     StepRecords,
     allocations_lane,
     checked_ns,
     memory_counter,
 )
 from ..overlap import NOT_COMPUTE
-from . import chrome_trace, jsonfile
+from . import chrome_trace, jsonfile, launches
 from .chrome_trace import Converted, Dialect
 from .events import Event, is_profiler_step
 from .lanes import gpu_stream
@@ -74,6 +77,9 @@ _CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memse
                 "Operator": "cpu_op", "async": "ac2g"}
 _NCCL = ("ncclKernel", "ncclDevKernel")
 _STEP_CATS = ("user_annotation", "cpu_op")
+# the categories a launch and a communication op come in, by any generation's name (launches.Survey)
+_LAUNCH_CATS_ANY = frozenset({*_LAUNCH_CATS, *(old for old, new in _CATS_OF_1_8.items() if new in _LAUNCH_CATS)})
+_OP_CATS_ANY = frozenset({"cpu_op", *(old for old, new in _CATS_OF_1_8.items() if new == "cpu_op")})
 _GPU = "GPU stream"  # a route of the dialect's own
 _FLOWS = "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
 
@@ -191,6 +197,9 @@ class Kineto(Dialect):
 
     def __init__(self, backend: str) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
+        self._survey: launches.Survey | None = None  # the first pass's launches and collectives
+        self.launches: launches.Launches | None = None  # then, by correlation id
+        self._steps = False  # whether device work is filed by its launch: the trace marks steps
         cats = {*_DEVICE_CATS, *_LAUNCH_CATS, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
@@ -211,6 +220,22 @@ class Kineto(Dialect):
             return chrome_trace.Route(Layer.HOST, named or "Profiler")
         return chrome_trace.Route(Layer.HOST, thread.strip() or f"thread {tid}")
 
+    def survey(self, events: list[Event], rank: RankInfo) -> None:
+        if self._survey is None:
+            self._survey = launches.Survey(rank.clock_offset_ns, _LAUNCH_CATS_ANY, _OP_CATS_ANY)
+        self._survey.add(events, _category)
+
+    def steps_known(self, steps: list[Step], diag: Diagnostics) -> None:
+        if self._survey is not None:
+            self.launches = self._survey.launches(steps)
+            self._steps = bool(steps)
+
+    def finish(self, rank: RankInfo, diag: Diagnostics) -> None:
+        if self.launches is not None and (empty := self.launches.empty_replays()):
+            diag.note(f"graph_replays {rank.rank}", f"{rank.path}: {empty} CUDA graph replays "
+                      "(cudaGraphLaunch) of which the trace holds no kernel: their device work is not in it "
+                      "(profile with the graph's kernels traced to see it)")
+
     def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = _category(event), event.name
         if event.ph in ("s", "f", "t"):
@@ -218,11 +243,7 @@ class Kineto(Dialect):
         if cat in _DEVICE_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
-            if cat == "kernel" and isinstance(name, str) and name.startswith(_NCCL):
-                group = args.group_description or args.group
-                return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else "NCCL",
-                                 name, "NCCL", flow)
-            return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow)
+            return self._by_launch(event, cat, args, _device_work(event, cat, args, flow))
         if cat in _LAUNCH_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", True) if args.correlation is not None else None
@@ -234,6 +255,35 @@ class Kineto(Dialect):
         if kind is _GPU:  # on a stream, of a category not known to compute
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
         return Converted(Layer.HOST, lane, name)
+
+
+    def _by_launch(self, event: Event, cat: str, args: _Args, converted: Converted) -> Converted:
+        """Device work as its launch says it (``launches``), over what its own event says: filed
+        under the step that launched it, and a kernel a communication op launched drawn as that
+        op's collective, its kind and the op's args taking precedence over the kernel's name."""
+        found = self.launches
+        if found is None:
+            return converted
+        if self._steps:
+            converted = converted._replace(step=found.step(args.correlation))
+        collective = found.collective(args.correlation) if cat == "kernel" else None
+        if collective is None:
+            return converted
+        group = (collective.args.get("Process Group Description") or collective.args.get(COMM_GROUP_ARG)
+                 or args.group_description or args.group)
+        return converted._replace(layer=Layer.COMM_OP, lane=f"Group {group} Communication" if group else "NCCL",
+                                  task_type=collective.kind or COLLECTIVE,
+                                  args=launches.with_collective(event.args, collective))
+
+
+def _device_work(event: Event, cat: str, args: _Args, flow: tuple[str, bool] | None) -> Converted:
+    """A kernel, memcpy or memset as its own event says it: NCCL kernels (by name) communication
+    ops, on the lane of their process group where the kernel's args name it."""
+    name = event.name
+    if cat == "kernel" and isinstance(name, str) and name.startswith(_NCCL):
+        group = args.group_description or args.group
+        return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else "NCCL", name, "NCCL", flow)
+    return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow)
 
 
 def _category(event: Event) -> Any:

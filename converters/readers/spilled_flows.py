@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..errors import Diagnostics
-from ..model import FlowEnd, Sample, Slice, StepRecords
+from ..model import FlowEnd, RankInfo, Sample, Slice, Step, StepRecords
 from ._core import by_step, later_steps
 from .flows import Linker
+from .launches import OUTSIDE
 from .spill import Runs, StepSpill
 
 
@@ -72,3 +73,60 @@ def link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowE
     for index in range(count):  # the step held by no name here: freed once bound and written
         yield from linker.add(index, *load(index), lambda keys, i=index: finishes.lasts(i, keys))
     yield from linker.finish(diag)
+
+
+class Launched:
+    """Device records filed under the step that launched them, not the one they start in
+    (``chrome_trace.Dialect.steps_known``): each step's (with the keys of the arrows that end
+    there, as ``file_by_step`` files them), and the latest end among them, which ends the step's
+    time (``extended``); those launched in no step go apart, as activity outside the steps
+    (``outside``)."""
+
+    def __init__(self, count: int) -> None:
+        self._ends: list[int | None] = [None] * count  # per step, the latest end of its launched work
+        self._outside: list[int] = []  # the spill's keys of the records launched in no step, in order
+        self._outside_slices = 0
+
+    def file(self, launched: dict[int, list[Slice | FlowEnd]], spill: StepSpill) -> None:
+        for index, records in launched.items():
+            if index == OUTSIDE:
+                self._outside.append(len(self._outside))
+                spill.add((_OUTSIDE, self._outside[-1]), records)
+                self._outside_slices += sum(type(r) is Slice for r in records)
+                continue
+            spill.add(index, records)
+            finishes = [hash(r.key) for r in records if type(r) is FlowEnd and not r.starts]
+            if finishes:
+                spill.add_values((_FINISHES, index), array("q", finishes))
+            last = max((r.start_ns + r.dur_ns for r in records if type(r) is Slice), default=None)
+            if last is not None and (self._ends[index] is None or last > self._ends[index]):
+                self._ends[index] = last
+
+    def extended(self, steps: list[tuple[Step, list[Slice]]]) -> list[tuple[Step, list[Slice]]]:
+        """The steps, each ending at its host window's end or at the end of the last device work it
+        launched, if later (docs/analysis.md §1)."""
+        return [(step if end is None or end <= step.end_ns else
+                 Step(step.graph, step.step, step.start_ns, end, step.host_start), phases)
+                for (step, phases), end in zip(steps, self._ends, strict=True)]
+
+    def outside(self, rank: RankInfo, spill: StepSpill, has_device: bool,
+                diag: Diagnostics) -> Iterator[StepRecords]:
+        """The device records launched in no step, as steps without a number (``_OUTSIDE_BATCH``
+        records at most each), said in a note."""
+        if not self._outside:
+            return
+        diag.note(f"launched_outside {rank.rank}", f"{rank.path}: {self._outside_slices} device records "
+                  f"(kernels, copies, memsets) of rank {rank.rank} were launched in no step's window, or "
+                  "before the capture began: shown apart, outside the steps")
+        taken: list[Slice | Sample | FlowEnd] = []
+        for key in self._outside:
+            taken += [r for r in spill.load((_OUTSIDE, key), rank.rank) if type(r) is not FlowEnd]
+            if len(taken) >= _OUTSIDE_BATCH:
+                yield StepRecords(rank.rank, None, None, None, taken, has_device=has_device)
+                taken = []
+        if taken:
+            yield StepRecords(rank.rank, None, None, None, taken, has_device=has_device)
+
+
+_OUTSIDE = "launched outside the steps"
+_OUTSIDE_BATCH = 100_000

@@ -1,0 +1,276 @@
+"""Device work filed to the step that launched it, and a kernel's collective known from the op
+that launched it: PyTorch profiler (Kineto) traces (docs/analysis.md §1, docs/formats.md §6).
+
+A kernel, memcpy or memset carries the ``correlation`` id of its launch (a ``cuda_runtime`` /
+``cuda_driver`` event: ``cudaLaunchKernel``, ``hipLaunchKernel``, ``cudaGraphLaunch``, ...). A GPU
+runs behind its host, so the device work a step launched often runs in the next step's host
+window: it belongs to the step whose ``ProfilerStep#N`` window holds its launch, as Holistic Trace
+Analysis and TensorBoard's plugin file it. Device work whose launch the trace does not hold
+(queued before the capture began) or whose launch lies in no step's window belongs to no step.
+
+``Survey`` takes, in the reader's first pass, every launch (its correlation id, time and thread)
+and every communication op of the host (``record_param_comms``, ``nccl:*``, ``c10d::*``);
+``Survey.launches`` turns them, once the steps are known, into ``Launches``: the launches' ids in
+order beside the index of their step (12 bytes a launch, no Python object each), and the few
+launches that lie in a communication op with what that op says of its collective.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+import msgspec
+
+from ..model import (
+    ALLGATHER,
+    ALLREDUCE,
+    ALLTOALL,
+    BARRIER,
+    BROADCAST,
+    COMM_GROUP_ARG,
+    COMM_SEQ_ARG,
+    GATHER,
+    RECV,
+    REDUCE,
+    REDUCESCATTER,
+    SCATTER,
+    SEND,
+    Step,
+    checked_ns,
+)
+from .events import Event
+from .times import us_to_ns
+
+OUTSIDE = -1  # the step of device work launched in no step's window, or whose launch is not recorded
+COMM_OPS = ("record_param_comms", "nccl:", "c10d::")  # the host ops that launch a collective's kernels
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")  # replays: their kernels share the launch's id
+# What a collective's op says of it, copied onto its kernels where they lack it (PyTorch's
+# record_param_comms args, torch/csrc/profiler/util.cpp saveNcclMeta)
+COLLECTIVE_ARGS = ("Collective name", COMM_GROUP_ARG, "Process Group Description", "Process Group Ranks",
+                   "In msg nelems", "Out msg nelems", "In split size", "Out split size", "dtype", "Group size",
+                   COMM_SEQ_ARG)
+# A collective's name (record_param_comms' "Collective name", or the op's name after "nccl:" /
+# "c10d::"), lower-cased without "_", by its beginning: the model's kind; the first match counts
+_KINDS = (("allreduce", ALLREDUCE), ("allgather", ALLGATHER), ("reducescatter", REDUCESCATTER),
+          ("alltoall", ALLTOALL), ("broadcast", BROADCAST), ("reduce", REDUCE), ("barrier", BARRIER),
+          ("gather", GATHER), ("scatter", SCATTER), ("send", SEND), ("recv", RECV))
+
+
+def collective_kind(name: str) -> str | None:
+    """The model's kind of a collective PyTorch names ``name`` (``allreduce``, ``_allgather_base``,
+    ``all_to_all``, ``alltoall_base``, ``reduce_scatter_tensor_coalesced``, ``recv_any_source``,
+    ...); None for names that say no collective (``wait``, ``coalesced``)."""
+    key = name.lower().replace("_", "")
+    return next((kind for prefix, kind in _KINDS if key.startswith(prefix)), None)
+
+
+class Collective(NamedTuple):
+    """What the communication ops around a launch say of the collective its kernel runs."""
+
+    kind: str | None  # the model's kind; None: they do not say
+    args: dict[str, Any]  # COLLECTIVE_ARGS as the op gives them
+
+
+class _CommOp(NamedTuple):
+    start_ns: int
+    end_ns: int
+    name: str
+    args: dict[str, Any]
+
+
+class _OpArgs(msgspec.Struct):
+    correlation: Any = None
+
+
+_CORRELATION = msgspec.json.Decoder(_OpArgs)
+_ANY = msgspec.json.Decoder()
+
+
+class Survey:
+    """The first pass's view of a trace's launches and communication ops (``add``, a batch at a
+    time, in any order); ``launches`` once the steps are known."""
+
+    def __init__(self, offset_ns: int, launch_cats: Iterable[str], op_cats: Iterable[str]) -> None:
+        self._offset = offset_ns
+        self._launch_cats, self._op_cats = frozenset(launch_cats), frozenset(op_cats)
+        self._ids, self._times, self._threads = array("q"), array("q"), array("l")
+        self._thread_index: dict[Any, int] = {}
+        self._ops: dict[int, list[_CommOp]] = {}  # by thread index
+        self.graphs: set[int] = set()  # correlation ids of graph replays
+
+    def add(self, events: Iterable[Event], category: Any) -> None:
+        """A batch's launches and communication ops (``category``: an event's category by today's
+        name); events without a usable id or time are left to the records pass, which says so."""
+        launch_cats, op_cats = self._launch_cats, self._op_cats
+        for event in events:
+            cat = event.cat
+            if cat not in launch_cats and cat not in op_cats:
+                continue
+            if event.ph != "X" or not event.args:
+                continue
+            cat = category(event)
+            name = event.name
+            if cat in launch_cats:
+                self._launch(event, name)
+            elif type(name) is str and name.startswith(COMM_OPS):
+                self._op(event, name)
+
+    def _thread(self, tid: Any) -> int:
+        return self._thread_index.setdefault(tid, len(self._thread_index))
+
+    def _launch(self, event: Event, name: Any) -> None:
+        try:
+            correlation = _CORRELATION.decode(event.args).correlation
+            ts_ns = checked_ns(us_to_ns(event.ts) + self._offset)
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError, ArithmeticError):
+            return
+        if type(correlation) is not int or not -(1 << 63) <= correlation < 1 << 63:
+            return
+        self._ids.append(correlation)
+        self._times.append(ts_ns)
+        self._threads.append(self._thread(event.tid))
+        if type(name) is str and name.startswith(GRAPH_LAUNCHES):
+            self.graphs.add(correlation)
+
+    def _op(self, event: Event, name: str) -> None:
+        try:
+            start_ns = checked_ns(us_to_ns(event.ts) + self._offset)
+            end_ns = start_ns + us_to_ns(event.dur)
+            args = _ANY.decode(event.args)
+        except (msgspec.DecodeError, TypeError, ValueError, ArithmeticError):
+            return
+        kept = {key: args[key] for key in COLLECTIVE_ARGS if key in args} if isinstance(args, dict) else {}
+        self._ops.setdefault(self._thread(event.tid), []).append(_CommOp(start_ns, end_ns, name, kept))
+
+    def launches(self, steps: list[Step]) -> Launches:
+        """The launches filed by step (``steps`` in order of their start), the survey's arrays
+        freed."""
+        ids, times, threads = self._ids, self._times, self._threads
+        self._ids, self._times, self._threads = array("q"), array("q"), array("l")
+        if any(ids[i] > ids[i + 1] for i in range(len(ids) - 1)):  # a file not in launch order
+            order = sorted(range(len(ids)), key=ids.__getitem__)
+            ids, times, threads = (array(a.typecode, (a[i] for i in order)) for a in (ids, times, threads))
+        windows = _Windows(steps)
+        ops = {thread: _Ops(found) for thread, found in self._ops.items()}
+        filed = array("i", (windows.index(t) for t in times))
+        collectives: dict[int, Collective] = {}
+        for i, thread in enumerate(threads) if ops else ():
+            if (around := ops.get(thread)) is not None and (found := around.holding(times[i])):
+                collectives[ids[i]] = _collective(found)
+        return Launches(ids, filed, collectives, self.graphs)
+
+
+class Launches:
+    """Which step launched each device record, by its correlation id, and the collective of the
+    kernels a communication op launched."""
+
+    def __init__(self, ids: array, steps: array, collectives: dict[int, Collective], graphs: set[int]) -> None:
+        self._ids, self._steps, self._collectives = ids, steps, collectives
+        self._graphs = graphs
+        self._replayed: set[int] = set()
+        self.filed = bool(len(ids))
+
+    def step(self, correlation: Any) -> int:
+        """The index of the step whose window holds the launch of ``correlation``; OUTSIDE where no
+        step's does or the trace holds no such launch."""
+        if type(correlation) is not int:
+            return OUTSIDE
+        at = bisect_left(self._ids, correlation)
+        if at == len(self._ids) or self._ids[at] != correlation:
+            return OUTSIDE
+        if self._graphs and correlation in self._graphs:
+            self._replayed.add(correlation)
+        return self._steps[at]
+
+    def collective(self, correlation: Any) -> Collective | None:
+        """What the communication op that launched ``correlation`` says of its collective, if one did."""
+        return self._collectives.get(correlation) if type(correlation) is int else None
+
+    def empty_replays(self) -> int:
+        """Graph replays (``cudaGraphLaunch``) of which the trace holds no kernel, among those asked for."""
+        return len(self._graphs - self._replayed)
+
+
+class _Windows:
+    """The steps' host windows: the latest-starting step whose window holds a time. Windows may
+    overlap (real traces): each launch goes to one step, never two."""
+
+    def __init__(self, steps: list[Step]) -> None:
+        self._starts = [s.start_ns for s in steps]
+        self._ends = [s.end_ns for s in steps]
+        self._reach, last = [], None  # the latest end of any window starting at or before each one
+        for end in self._ends:
+            last = end if last is None else max(last, end)
+            self._reach.append(last)
+
+    def index(self, ts_ns: int) -> int:
+        k = bisect_right(self._starts, ts_ns) - 1
+        while k >= 0 and self._reach[k] > ts_ns:
+            if ts_ns < self._ends[k]:
+                return k
+            k -= 1
+        return OUTSIDE
+
+
+class _Ops:
+    """One thread's communication ops, for the ops around a time: grouped into runs of ops that
+    overlap (an op nests in its caller: ``c10d::allreduce_`` > ``record_param_comms`` >
+    ``nccl:all_reduce``), found by bisection."""
+
+    def __init__(self, ops: list[_CommOp]) -> None:
+        ops.sort(key=lambda op: (op.start_ns, -op.end_ns))
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._runs: list[list[_CommOp]] = []
+        for op in ops:
+            if self._runs and op.start_ns < self._ends[-1]:
+                self._runs[-1].append(op)
+                self._ends[-1] = max(self._ends[-1], op.end_ns)
+            else:
+                self._starts.append(op.start_ns)
+                self._ends.append(op.end_ns)
+                self._runs.append([op])
+
+    def holding(self, ts_ns: int) -> list[_CommOp]:
+        """The ops whose time holds ``ts_ns``, innermost (latest start) first."""
+        k = bisect_right(self._starts, ts_ns) - 1
+        if k < 0 or ts_ns >= self._ends[k]:
+            return []
+        return [op for op in reversed(self._runs[k]) if op.start_ns <= ts_ns < op.end_ns]
+
+
+def _collective(ops: list[_CommOp]) -> Collective:
+    """The collective the ops around a launch (innermost first) run: its kind from the innermost
+    ``record_param_comms`` that names it (``Collective name``), else from the innermost
+    ``nccl:*`` / ``c10d::*`` op's name that says one; its args from the ``record_param_comms``
+    that gives most of them."""
+    kind = None
+    for op in ops:
+        if op.name == "record_param_comms" and isinstance(op.args.get("Collective name"), str):
+            kind = collective_kind(op.args["Collective name"])
+            if kind is not None:
+                break
+    if kind is None:
+        kind = next((k for op in ops if op.name != "record_param_comms"
+                     and (k := collective_kind(op.name.partition(":")[2].lstrip(":"))) is not None), None)
+    args = max((op.args for op in ops if op.name == "record_param_comms"), key=len, default={})
+    return Collective(kind, args)
+
+
+def with_collective(raw: bytes | memoryview, collective: Collective) -> bytes:
+    """A kernel's raw JSON args with what its communication op says of its collective added,
+    where the kernel's own do not say it (newer Kineto copies them onto NCCL kernels)."""
+    try:
+        args = _ANY.decode(raw) if raw else {}
+    except msgspec.DecodeError:
+        args = None
+    if not isinstance(args, dict):
+        return bytes(raw) if raw else b"{}"
+    missing = {key: value for key, value in collective.args.items() if key not in args}
+    try:
+        return msgspec.json.encode({**args, **missing}) if missing else bytes(raw)
+    except (TypeError, OverflowError):  # a number msgspec does not write back: the kernel's own args
+        return bytes(raw)

@@ -66,7 +66,8 @@ def read(path: Path) -> Truth:
     cat = lambda e: _OLD.get(e.get("cat"), e.get("cat"))  # noqa: E731
     complete = [e for e in events if e.get("ph") == "X" and "ts" in e]
     steps = {int(e["name"][13:]): (_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in complete
-             if str(e.get("name", "")).startswith("ProfilerStep#") and cat(e) in ("user_annotation", "cpu_op")}
+             if str(e.get("name", "")).startswith("ProfilerStep#")
+             and cat(e) in ("user_annotation", "cpu_op")}
     launches = {e["args"]["correlation"]: e for e in complete
                 if cat(e) in ("cuda_runtime", "cuda_driver") and "correlation" in (e.get("args") or {})}
     ops = defaultdict(list)
@@ -87,7 +88,8 @@ def read(path: Path) -> Truth:
                              if _ns(op["ts"]) <= at < _ns(op["ts"]) + _ns(op.get("dur", 0))),
                             key=lambda op: -_ns(op["ts"]))
         named = next((op["args"]["Collective name"] for op in around or ()
-                      if op["name"] == "record_param_comms" and "Collective name" in (op.get("args") or {})), None)
+                      if op["name"] == "record_param_comms" and "Collective name" in (op.get("args") or {})),
+                     None)
         start = _ns(e["ts"])
         truth.kernels.append(Kernel(e["name"], start, start + _ns(e.get("dur", 0)), step, named,
                                     bool(around) or e["name"].startswith("nccl")))

@@ -166,8 +166,8 @@ def _kineto(root: Path, **kw) -> Truth:
                                 if e.get("ph") == "X" and str(e.get("name")).startswith("ProfilerStep#")
                                 and e.get("cat") == "user_annotation"}
         cut |= entry["truncated_at"] is not None
-    return Truth(records, steps, cut, kineto=None if cut else
-                 {entry["rank"]: path for entry, path in zip(made.manifest["rank_files"], made.paths, strict=True)})
+    paths = {entry["rank"]: path for entry, path in zip(made.manifest["rank_files"], made.paths, strict=True)}
+    return Truth(records, steps, cut, kineto=None if cut else paths)
 
 
 def _paddle(root: Path, **kw) -> Truth:

@@ -55,7 +55,8 @@ def test_computing_is_the_union_of_the_compute_kernels_each_step_launched(sample
     for path, rank in files:
         truth = read(path)
         assert truth.steps, path
-        mine = {row["Step"]: row for row in rows[path.parent] if row["Rank"] == rank and row["Step"] is not None}
+        mine = {row["Step"]: row for row in rows[path.parent]
+                if row["Rank"] == rank and row["Step"] is not None}
         assert set(mine) == set(truth.steps)
         expected = truth.computing_ns()
         for step, row in mine.items():

@@ -78,8 +78,10 @@ _CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memse
 _NCCL = ("ncclKernel", "ncclDevKernel")
 _STEP_CATS = ("user_annotation", "cpu_op")
 # the categories a launch and a communication op come in, by any generation's name (launches.Survey)
-_LAUNCH_CATS_ANY = frozenset({*_LAUNCH_CATS, *(old for old, new in _CATS_OF_1_8.items() if new in _LAUNCH_CATS)})
-_OP_CATS_ANY = frozenset({"cpu_op", *(old for old, new in _CATS_OF_1_8.items() if new == "cpu_op")})
+_LAUNCH_CATS_ANY = frozenset({*_LAUNCH_CATS, *(old for old, new in _CATS_OF_1_8.items()
+                                               if new in _LAUNCH_CATS)})
+_OP_CATS_ANY = frozenset({"cpu_op", "user_annotation", *(old for old, new in _CATS_OF_1_8.items()
+                                                          if new == "cpu_op")})
 _GPU = "GPU stream"  # a route of the dialect's own
 _FLOWS = "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
 
@@ -264,14 +266,15 @@ class Kineto(Dialect):
         found = self.launches
         if found is None:
             return converted
-        if self._steps:
+        if self._steps and found.filed:  # a trace with steps and launches
             converted = converted._replace(step=found.step(args.correlation))
         collective = found.collective(args.correlation) if cat == "kernel" else None
         if collective is None:
             return converted
         group = (collective.args.get("Process Group Description") or collective.args.get(COMM_GROUP_ARG)
                  or args.group_description or args.group)
-        return converted._replace(layer=Layer.COMM_OP, lane=f"Group {group} Communication" if group else "NCCL",
+        lane = f"Group {group} Communication" if group else "NCCL"
+        return converted._replace(layer=Layer.COMM_OP, lane=lane,
                                   task_type=collective.kind or COLLECTIVE,
                                   args=launches.with_collective(event.args, collective))
 
@@ -282,7 +285,8 @@ def _device_work(event: Event, cat: str, args: _Args, flow: tuple[str, bool] | N
     name = event.name
     if cat == "kernel" and isinstance(name, str) and name.startswith(_NCCL):
         group = args.group_description or args.group
-        return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else "NCCL", name, "NCCL", flow)
+        lane = f"Group {group} Communication" if group else "NCCL"
+        return Converted(Layer.COMM_OP, lane, name, "NCCL", flow)
     return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow)
 
 

@@ -50,8 +50,8 @@ GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")  # replays: their kernels
 # What a collective's op says of it, copied onto its kernels where they lack it (PyTorch's
 # record_param_comms args, torch/csrc/profiler/util.cpp saveNcclMeta)
 COLLECTIVE_ARGS = ("Collective name", COMM_GROUP_ARG, "Process Group Description", "Process Group Ranks",
-                   "In msg nelems", "Out msg nelems", "In split size", "Out split size", "dtype", "Group size",
-                   COMM_SEQ_ARG)
+                   "In msg nelems", "Out msg nelems", "In split size", "Out split size", "dtype",
+                   "Group size", COMM_SEQ_ARG)
 # A collective's name (record_param_comms' "Collective name", or the op's name after "nccl:" /
 # "c10d::"), lower-cased without "_", by its beginning: the model's kind; the first match counts
 _KINDS = (("allreduce", ALLREDUCE), ("allgather", ALLGATHER), ("reducescatter", REDUCESCATTER),
@@ -167,7 +167,8 @@ class Launches:
     """Which step launched each device record, by its correlation id, and the collective of the
     kernels a communication op launched."""
 
-    def __init__(self, ids: array, steps: array, collectives: dict[int, Collective], graphs: set[int]) -> None:
+    def __init__(self, ids: array, steps: array, collectives: dict[int, Collective],
+                 graphs: set[int]) -> None:
         self._ids, self._steps, self._collectives = ids, steps, collectives
         self._graphs = graphs
         self._replayed: set[int] = set()

@@ -119,3 +119,78 @@ def test_device_work_launched_in_no_step_is_kept_apart_and_said(tmp_path):
             out = tmp_path / f"{kind}{suffix}"
             convert(path, out, kind=kind, max_bytes=None)
             assert imported(out, tmp_path)[0] == [], out.name
+
+
+# -- small traces written here: what no real sample shows ------------------------------------------
+
+def _trace(tmp_path: Path, events: list[dict]) -> Path:
+    meta = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+            {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+            {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}}]
+    path = tmp_path / "worker0.1.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0},
+                                "traceEvents": meta + events}))
+    return path
+
+
+def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0 if cat in ("kernel", "gpu_memcpy") else 1,
+            "tid": 7 if cat in ("kernel", "gpu_memcpy") else tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _launch(corr: int, ts: float, kernel_ts: float, name: str = "k", dur: float = 10) -> list[dict]:
+    return [_x("cuda_runtime", "cudaLaunchKernel", ts, 2, correlation=corr),
+            _x("kernel", name, kernel_ts, dur, correlation=corr)]
+
+
+def _rows(path: Path, capsys) -> dict:
+    return {row["Step"]: row for row in _overlap(path, capsys)}
+
+
+def test_overlapping_step_windows_file_each_launch_once(tmp_path, capsys):
+    """ProfilerStep#1 [0, 100) and #2 [90, 200) (real H100 traces overlap so): a launch at 95 is
+    step 2's (the latest-starting window holding it), never both steps'; one at 85 is step 1's,
+    though its kernel runs in step 2's window."""
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 100),
+              _x("user_annotation", "ProfilerStep#2", 90, 110), *_launch(1, 10, 20), *_launch(2, 85, 95, dur=20), *_launch(3, 95, 150, dur=30),
+              *_launch(4, 120, 300, dur=40)]
+    rows = _rows(_trace(tmp_path, events), capsys)
+    assert (rows[1]["Computing"], rows[2]["Computing"]) == (30.0, 70.0)  # µs
+
+
+def test_a_graph_replay_whose_kernels_the_trace_lacks_is_said(tmp_path):
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 100), *_launch(1, 10, 20),
+              _x("cuda_runtime", "cudaGraphLaunch", 30, 2, correlation=2),  # its kernels are not traced
+              _x("cuda_runtime", "cudaGraphLaunch", 40, 2, correlation=3),
+              _x("kernel", "g", 50, 5, correlation=3)]
+    diag = Diagnostics()
+    path = _trace(tmp_path, events)
+    steps = list(read_profile(discover(path), Options(kind="detail"), diag))
+    assert [s.name for b in steps for s in b.slices if s.layer is Layer.STREAM] == ["k", "g"]
+    assert any("1 CUDA graph replays" in text for text in diag.notes.values()), diag.notes
+
+
+@pytest.mark.parametrize(("ops", "kind"), [
+    ((("c10d::alltoall_base_", {}), ("record_param_comms", {})), "alltoall"),  # SendRecv kernels
+    ((("c10d::send", {}), ("record_param_comms", {"Collective name": "send"})), "send"),
+    ((("c10d::allreduce_", {}), ("record_param_comms", {"Collective name": "allreduce", "Seq": 7,
+                                                          "Process Group Name": "3", "In msg nelems": 64,
+                                                          "dtype": "Float", "Group size": 8})), "allreduce"),
+    ((("nccl:_reduce_scatter_base", {}),), "reducescatter"),
+    ((("record_param_comms", {"Collective name": "wait"}),), "collective"),  # says no kind: unknown
+])
+def test_a_kernel_is_the_collective_of_the_op_that_launched_it(tmp_path, ops, kind):
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 100)]
+    events += [_x("cpu_op", name, 10 + i, 40 - 2 * i, **args) for i, (name, args) in enumerate(ops)]
+    events += _launch(1, 20, 30, name="ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)")
+    events += _launch(2, 60, 70, name="not_launched_by_a_collective")
+    infos = discover(_trace(tmp_path, events))
+    found = [s for b in read_profile(infos, Options(kind="detail"), Diagnostics())
+             for s in b.slices if s.layer in (Layer.COMM_OP, Layer.STREAM)]
+    comm, = (s for s in found if s.layer is Layer.COMM_OP)
+    assert comm.task_type == kind
+    args = json.loads(bytes(comm.args))
+    for key, value in ops[-1][1].items():
+        assert args[key] == value
+    assert [s.name for s in found if s.layer is Layer.STREAM] == ["not_launched_by_a_collective"]

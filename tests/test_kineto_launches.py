@@ -153,8 +153,8 @@ def test_overlapping_step_windows_file_each_launch_once(tmp_path, capsys):
     step 2's (the latest-starting window holding it), never both steps'; one at 85 is step 1's,
     though its kernel runs in step 2's window."""
     events = [_x("user_annotation", "ProfilerStep#1", 0, 100),
-              _x("user_annotation", "ProfilerStep#2", 90, 110), *_launch(1, 10, 20), *_launch(2, 85, 95, dur=20), *_launch(3, 95, 150, dur=30),
-              *_launch(4, 120, 300, dur=40)]
+              _x("user_annotation", "ProfilerStep#2", 90, 110), *_launch(1, 10, 20),
+              *_launch(2, 85, 95, dur=20), *_launch(3, 95, 150, dur=30), *_launch(4, 120, 300, dur=40)]
     rows = _rows(_trace(tmp_path, events), capsys)
     assert (rows[1]["Computing"], rows[2]["Computing"]) == (30.0, 70.0)  # µs
 

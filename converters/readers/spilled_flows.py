@@ -162,7 +162,7 @@ def _union(pairs: array) -> tuple[list[int], list[int]]:
     """The union of (start, end) pairs laid flat, as sorted disjoint starts and ends."""
     starts: list[int] = []
     ends: list[int] = []
-    for a, b in sorted(zip(pairs[::2], pairs[1::2])):
+    for a, b in sorted(zip(pairs[::2], pairs[1::2], strict=True)):
         if ends and a <= ends[-1]:
             ends[-1] = max(ends[-1], b)
         else:

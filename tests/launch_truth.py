@@ -26,6 +26,7 @@ class Kernel:
     step: int | None  # the ProfilerStep#N that launched it; None: no step did, or no launch is recorded
     collective: str | None  # the innermost record_param_comms' "Collective name" around its launch
     comm: bool  # a collective's kernel: launched in a communication op, or named nccl*
+    cat: str = "kernel"  # or gpu_memcpy, gpu_memset
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Truth:
         """Per step, the union of the compute kernels it launched."""
         by_step: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for k in self.kernels:
-            if k.step is not None and not k.comm:
+            if k.step is not None and not k.comm and k.cat == "kernel":
                 by_step[k.step].append((k.start_ns, k.end_ns))
         return {n: _union_ns(by_step.get(n, [])) for n in self.steps}
 
@@ -77,7 +78,7 @@ def read(path: Path) -> Truth:
     order = sorted(steps.items(), key=lambda item: item[1][0])
     truth = Truth(steps)
     for e in complete:
-        if cat(e) != "kernel":
+        if cat(e) not in ("kernel", "gpu_memcpy", "gpu_memset"):
             continue
         launch = launches.get((e.get("args") or {}).get("correlation"))
         step = around = None
@@ -91,6 +92,8 @@ def read(path: Path) -> Truth:
                       if op["name"] == "record_param_comms" and "Collective name" in (op.get("args") or {})),
                      None)
         start = _ns(e["ts"])
-        truth.kernels.append(Kernel(e["name"], start, start + _ns(e.get("dur", 0)), step, named,
-                                    bool(around) or e["name"].startswith("nccl")))
+        truth.kernels.append(Kernel(e["name"], start, start + _ns(e.get("dur", 0)), step,
+                                    named if cat(e) == "kernel" else None,
+                                    cat(e) == "kernel" and (bool(around) or e["name"].startswith("nccl")),
+                                    cat(e)))
     return truth

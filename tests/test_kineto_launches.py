@@ -107,13 +107,16 @@ def test_every_rccl_kernel_carries_the_collective_of_its_record_param_comms():
 def test_device_work_launched_in_no_step_is_kept_apart_and_said(tmp_path):
     path = next(p for p in real_data("kineto-rocm-mi300").iterdir() if p.name.endswith(".json.gz"))
     truth = read(path)
-    unstepped = sum(k.step is None and not k.comm for k in truth.kernels)
+    unstepped = sum(k.step is None and not k.comm and k.cat == "kernel" for k in truth.kernels)
     assert unstepped > 700  # queued before the capture began, or launched after the last step
     diag = Diagnostics()
     outside = [s for batch in read_profile(discover(path), Options(), diag) if batch.step is None
                for s in batch.slices if s.layer is Layer.STREAM and s.task_type == "KERNEL"]
     assert len(outside) == unstepped
     assert any("launched in no step" in text for text in diag.notes.values())
+    detail = [s for batch in read_profile(discover(path), Options(kind="detail"), Diagnostics())
+              if batch.step is None for s in batch.slices]  # kernels, copies and memsets; no annotation
+    assert len(detail) == sum(k.step is None for k in truth.kernels)
     for kind in ("summary", "detail"):
         for suffix in (".pftrace", ".json"):
             out = tmp_path / f"{kind}{suffix}"

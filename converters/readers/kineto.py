@@ -266,7 +266,7 @@ class Kineto(Dialect):
         found = self.launches
         if found is None:
             return converted
-        if self._steps and found.filed:  # a trace with steps and launches
+        if self._steps and found.filed and args.correlation is not None:  # else filed by time (annotations)
             converted = converted._replace(step=found.step(args.correlation))
         collective = found.collective(args.correlation) if cat == "kernel" else None
         if collective is None:

@@ -225,7 +225,7 @@ class Kineto(Dialect):
     def survey(self, events: list[Event], rank: RankInfo) -> None:
         if self._survey is None:
             self._survey = launches.Survey(rank.clock_offset_ns, _LAUNCH_CATS_ANY, _OP_CATS_ANY)
-        self._survey.add(events, _category)
+        self._survey.add(events)
 
     def steps_known(self, steps: list[Step], diag: Diagnostics) -> None:
         if self._survey is not None:
@@ -245,7 +245,8 @@ class Kineto(Dialect):
         if cat in _DEVICE_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
-            return self._by_launch(event, cat, args, _device_work(event, cat, args, flow))
+            converted = _device_work(event, cat, args, flow, self._step_of(args))
+            return self._by_launch(event, cat, args, converted)
         if cat in _LAUNCH_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", True) if args.correlation is not None else None
@@ -259,16 +260,19 @@ class Kineto(Dialect):
         return Converted(Layer.HOST, lane, name)
 
 
-    def _by_launch(self, event: Event, cat: str, args: _Args, converted: Converted) -> Converted:
-        """Device work as its launch says it (``launches``), over what its own event says: filed
-        under the step that launched it, and a kernel a communication op launched drawn as that
-        op's collective, its kind and the op's args taking precedence over the kernel's name."""
+    def _step_of(self, args: _Args) -> int | None:
+        """The index of the step that launched a device record (or OUTSIDE); None: filed by its
+        time (a trace without steps or launches, a record without a correlation id: annotations)."""
         found = self.launches
-        if found is None:
-            return converted
-        if self._steps and found.filed and args.correlation is not None:  # else filed by time (annotations)
-            converted = converted._replace(step=found.step(args.correlation))
-        collective = found.collective(args.correlation) if cat == "kernel" else None
+        if found is None or not self._steps or not found.filed or args.correlation is None:
+            return None
+        return found.step(args.correlation)
+
+    def _by_launch(self, event: Event, cat: str, args: _Args, converted: Converted) -> Converted:
+        """A kernel a communication op launched (``launches``) drawn as that op's collective, its
+        kind and the op's args taking precedence over what the kernel's own event says."""
+        found = self.launches
+        collective = found.collective(args.correlation) if found is not None and cat == "kernel" else None
         if collective is None:
             return converted
         group = (collective.args.get("Process Group Description") or collective.args.get(COMM_GROUP_ARG)
@@ -279,15 +283,18 @@ class Kineto(Dialect):
                                   args=launches.with_collective(event.args, collective))
 
 
-def _device_work(event: Event, cat: str, args: _Args, flow: tuple[str, bool] | None) -> Converted:
-    """A kernel, memcpy or memset as its own event says it: NCCL kernels (by name) communication
-    ops, on the lane of their process group where the kernel's args name it."""
+def _device_work(event: Event, cat: str, args: _Args, flow: tuple[str, bool] | None,
+                 step: int | None) -> Converted:
+    """A kernel, memcpy or memset as its own event says it, filed under ``step`` (``Converted.step``):
+    NCCL kernels (by name) communication ops, on the lane of their process group where the
+    kernel's args name it."""
     name = event.name
     if cat == "kernel" and isinstance(name, str) and name.startswith(_NCCL):
         group = args.group_description or args.group
         lane = f"Group {group} Communication" if group else "NCCL"
-        return Converted(Layer.COMM_OP, lane, name, "NCCL", flow)
-    return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow)
+        return Converted(Layer.COMM_OP, lane, name, "NCCL", flow, True, step)
+    lane = _stream_lane(event.pid, event.tid)
+    return Converted(Layer.STREAM, lane, name, _DEVICE_CATS[cat], flow, True, step)
 
 
 def _category(event: Event) -> Any:

@@ -8,15 +8,16 @@ window: it belongs to the step whose ``ProfilerStep#N`` window holds its launch,
 Analysis and TensorBoard's plugin file it. Device work whose launch the trace does not hold
 (queued before the capture began) or whose launch lies in no step's window belongs to no step.
 
-``Survey`` takes, in the reader's first pass, every launch (its correlation id, time and thread)
-and every communication op of the host (``record_param_comms``, ``nccl:*``, ``c10d::*``);
-``Survey.launches`` turns them, once the steps are known, into ``Launches``: the launches' ids in
-order beside the index of their step (12 bytes a launch, no Python object each), and the few
-launches that lie in a communication op with what that op says of its collective.
+``Survey`` takes, in the reader's first pass, every launch (its correlation id, time and thread:
+20 bytes in arrays, no Python object each) and every communication op of the host
+(``record_param_comms``, ``nccl:*``, ``c10d::*``); ``Survey.launches`` turns them, once the steps
+are known, into ``Launches``: the launch ids as runs of one step each (about one run a step), and
+the few launches that lie in a communication op with what that op says of its collective.
 """
 
 from __future__ import annotations
 
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
@@ -86,6 +87,15 @@ class _OpArgs(msgspec.Struct):
 
 
 _CORRELATION = msgspec.json.Decoder(_OpArgs)
+_CORRELATIONS = msgspec.json.Decoder(list[_OpArgs])
+
+
+def _correlation(raw: msgspec.Raw) -> _OpArgs | None:
+    try:
+        return _CORRELATION.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+_NO_ARGS: dict[str, Any] = {}  # shared by the ops that give none: never changed
 _ANY = msgspec.json.Decoder()
 
 
@@ -94,46 +104,50 @@ class Survey:
     time, in any order); ``launches`` once the steps are known."""
 
     def __init__(self, offset_ns: int, launch_cats: Iterable[str], op_cats: Iterable[str]) -> None:
+        """``launch_cats``, ``op_cats``: the categories of launches and of host ops, by every name
+        the profiler's generations gave them."""
         self._offset = offset_ns
         self._launch_cats, self._op_cats = frozenset(launch_cats), frozenset(op_cats)
-        self._ids, self._times, self._threads = array("q"), array("q"), array("l")
+        self._ids, self._times, self._threads = array("q"), array("q"), array("i")
         self._thread_index: dict[Any, int] = {}
         self._ops: dict[int, list[_CommOp]] = {}  # by thread index
         self.graphs: set[int] = set()  # correlation ids of graph replays
 
-    def add(self, events: Iterable[Event], category: Any) -> None:
-        """A batch's launches and communication ops (``category``: an event's category by today's
-        name); events without a usable id or time are left to the records pass, which says so."""
+    def add(self, events: list[Event]) -> None:
+        """A batch's launches and communication ops; events without a usable id or time are left
+        to the records pass, which says so. Every event passes here: sorted out by comprehension,
+        the launches' ids decoded in one call."""
         launch_cats, op_cats = self._launch_cats, self._op_cats
-        for event in events:
-            cat = event.cat
-            if cat not in launch_cats and cat not in op_cats:
+        launches = [e for e in events if e.cat in launch_cats and e.ph == "X" and e.args]
+        ops = [e for e in events if e.cat in op_cats and type(e.name) is str and e.name.startswith(COMM_OPS)]
+        for event in ops:
+            if event.ph == "X" and event.args:
+                self._op(event, event.name)
+        if not launches:
+            return
+        try:
+            found = _CORRELATIONS.decode(b"[" + b",".join(bytes(e.args) for e in launches) + b"]")
+        except (msgspec.DecodeError, msgspec.ValidationError):  # one at a time: those that decode
+            found = [_correlation(e.args) for e in launches]
+        offset, threads = self._offset, self._thread_index
+        for event, args in zip(launches, found, strict=True):
+            correlation = args.correlation if args is not None else None
+            if type(correlation) is not int or not -(1 << 63) <= correlation < 1 << 63:
                 continue
-            if event.ph != "X" or not event.args:
+            try:
+                ts_ns = checked_ns(us_to_ns(event.ts) + offset)
+            except (TypeError, ValueError, ArithmeticError):
                 continue
-            cat = category(event)
-            name = event.name
-            if cat in launch_cats:
-                self._launch(event, name)
-            elif type(name) is str and name.startswith(COMM_OPS):
-                self._op(event, name)
+            self._ids.append(correlation)
+            self._times.append(ts_ns)
+            if (thread := threads.get(event.tid)) is None:
+                thread = threads[event.tid] = len(threads)
+            self._threads.append(thread)
+            if type(event.name) is str and event.name.startswith(GRAPH_LAUNCHES):
+                self.graphs.add(correlation)
 
     def _thread(self, tid: Any) -> int:
         return self._thread_index.setdefault(tid, len(self._thread_index))
-
-    def _launch(self, event: Event, name: Any) -> None:
-        try:
-            correlation = _CORRELATION.decode(event.args).correlation
-            ts_ns = checked_ns(us_to_ns(event.ts) + self._offset)
-        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError, ArithmeticError):
-            return
-        if type(correlation) is not int or not -(1 << 63) <= correlation < 1 << 63:
-            return
-        self._ids.append(correlation)
-        self._times.append(ts_ns)
-        self._threads.append(self._thread(event.tid))
-        if type(name) is str and name.startswith(GRAPH_LAUNCHES):
-            self.graphs.add(correlation)
 
     def _op(self, event: Event, name: str) -> None:
         try:
@@ -142,49 +156,96 @@ class Survey:
             args = _ANY.decode(event.args)
         except (msgspec.DecodeError, TypeError, ValueError, ArithmeticError):
             return
-        kept = {key: args[key] for key in COLLECTIVE_ARGS if key in args} if isinstance(args, dict) else {}
-        self._ops.setdefault(self._thread(event.tid), []).append(_CommOp(start_ns, end_ns, name, kept))
+        kept = {key: args[key] for key in COLLECTIVE_ARGS if key in args} if isinstance(args, dict) else None
+        op = _CommOp(start_ns, end_ns, sys.intern(name), kept or _NO_ARGS)  # many ops, few names
+        self._ops.setdefault(self._thread(event.tid), []).append(op)
 
     def launches(self, steps: list[Step]) -> Launches:
         """The launches filed by step (``steps`` in order of their start), the survey's arrays
         freed."""
         ids, times, threads = self._ids, self._times, self._threads
-        self._ids, self._times, self._threads = array("q"), array("q"), array("l")
+        self._ids, self._times, self._threads = array("q"), array("q"), array("i")
         if any(ids[i] > ids[i + 1] for i in range(len(ids) - 1)):  # a file not in launch order
             order = sorted(range(len(ids)), key=ids.__getitem__)
             ids, times, threads = (array(a.typecode, (a[i] for i in order)) for a in (ids, times, threads))
-        windows = _Windows(steps)
+        runs = _Runs(ids, map(_Windows(steps).index, times))
         ops = {thread: _Ops(found) for thread, found in self._ops.items()}
-        filed = array("i", (windows.index(t) for t in times))
-        collectives: dict[int, Collective] = {}
+        self._ops = {}
+        collectives = _Collectives()
         for i, thread in enumerate(threads) if ops else ():
             if (around := ops.get(thread)) is not None and (found := around.holding(times[i])):
-                collectives[ids[i]] = _collective(found)
-        return Launches(ids, filed, collectives, self.graphs)
+                collectives.add(ids[i], found)
+        return Launches(runs, collectives, self.graphs)
+
+
+class _Runs:
+    """Launch ids in order, as runs of one step: (first id, last id, step index) each, so memory
+    holds about one run a step, not an entry a launch. An id within a run that no recorded launch
+    has (a launch the profiler dropped) is taken as the run's step; one between runs, below the
+    first or past the last has no recorded launch."""
+
+    def __init__(self, ids: array, steps: Iterable[int]) -> None:
+        """``ids`` in order, each with its step."""
+        self.firsts, self.lasts, self.steps = firsts, lasts, numbers = array("q"), array("q"), array("i")
+        last_step = last = None
+        for correlation, step in zip(ids, steps, strict=True):
+            if step == last_step:
+                lasts[-1] = correlation
+            elif correlation != last:  # an id given twice: its first launch counts
+                firsts.append(correlation)
+                lasts.append(correlation)
+                numbers.append(step)
+                last_step = step
+            last = correlation
+
+    def step(self, correlation: int) -> int | None:
+        """The step of ``correlation``'s run; None where it is in none."""
+        k = bisect_right(self.firsts, correlation) - 1
+        return None if k < 0 or correlation > self.lasts[k] else self.steps[k]
+
+
+class _Collectives:
+    """The launches that lie in a communication op, in order of their id, each with the collective
+    of the ops around it (one ``Collective`` for all the launches of one op)."""
+
+    def __init__(self) -> None:
+        self.ids, self.which = array("q"), array("i")
+        self.found: list[Collective] = []
+        self._known: dict[tuple[int, ...], int] = {}  # the ops around a launch -> their collective
+
+    def add(self, correlation: int, ops: list[_CommOp]) -> None:
+        key = tuple(map(id, ops))
+        if (at := self._known.get(key)) is None:
+            at = self._known[key] = len(self.found)
+            self.found.append(_collective(ops))
+        self.ids.append(correlation)
+        self.which.append(at)
+
+    def get(self, correlation: int) -> Collective | None:
+        k = bisect_left(self.ids, correlation)
+        return self.found[self.which[k]] if k < len(self.ids) and self.ids[k] == correlation else None
 
 
 class Launches:
     """Which step launched each device record, by its correlation id, and the collective of the
     kernels a communication op launched."""
 
-    def __init__(self, ids: array, steps: array, collectives: dict[int, Collective],
-                 graphs: set[int]) -> None:
-        self._ids, self._steps, self._collectives = ids, steps, collectives
+    def __init__(self, runs: _Runs, collectives: _Collectives, graphs: set[int]) -> None:
+        self._runs, self._collectives = runs, collectives
+        self._collectives._known = {}  # the ops it held are freed
         self._graphs = graphs
         self._replayed: set[int] = set()
-        self.filed = bool(len(ids))
+        self.filed = bool(len(runs.steps))
 
     def step(self, correlation: Any) -> int:
         """The index of the step whose window holds the launch of ``correlation``; OUTSIDE where no
         step's does or the trace holds no such launch."""
         if type(correlation) is not int:
             return OUTSIDE
-        at = bisect_left(self._ids, correlation)
-        if at == len(self._ids) or self._ids[at] != correlation:
-            return OUTSIDE
         if self._graphs and correlation in self._graphs:
             self._replayed.add(correlation)
-        return self._steps[at]
+        step = self._runs.step(correlation)
+        return OUTSIDE if step is None else step
 
     def collective(self, correlation: Any) -> Collective | None:
         """What the communication op that launched ``correlation`` says of its collective, if one did."""

@@ -104,13 +104,11 @@ class Launched:
             finishes = [hash(r.key) for r in records if type(r) is FlowEnd and not r.starts]
             if finishes:
                 spill.add_values((_FINISHES, index), array("q", finishes))
-            for r in records:
-                if type(r) is Slice and _works(r):
-                    span = self._spans[index]
-                    if span is None:
-                        self._spans[index] = [r.start_ns, r.start_ns + r.dur_ns]
-                    else:
-                        span[0], span[1] = min(span[0], r.start_ns), max(span[1], r.start_ns + r.dur_ns)
+            works = [(r.start_ns, r.start_ns + r.dur_ns) for r in records if type(r) is Slice and _works(r)]
+            if works:
+                low, high = min(a for a, _ in works), max(b for _, b in works)
+                span = self._spans[index]
+                self._spans[index] = [low, high] if span is None else [min(span[0], low), max(span[1], high)]
 
     def extended(self, steps: list[tuple[Step, list[Slice]]]) -> list[tuple[Step, list[Slice]]]:
         """The steps' times on a device that runs behind its host (docs/analysis.md §1): each ends

@@ -79,7 +79,12 @@ class _CommOp(NamedTuple):
     start_ns: int
     end_ns: int
     name: str
-    args: dict[str, Any]
+    shared: dict[str, Any]  # COLLECTIVE_ARGS but Seq, one dict for the ops that give the same
+    seq: Any  # Seq, where given
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return self.shared if self.seq is None else {**self.shared, COMM_SEQ_ARG: self.seq}
 
 
 class _OpArgs(msgspec.Struct):
@@ -111,6 +116,7 @@ class Survey:
         self._ids, self._times, self._threads = array("q"), array("q"), array("i")
         self._thread_index: dict[Any, int] = {}
         self._ops: dict[int, list[_CommOp]] = {}  # by thread index
+        self._shared: dict[bytes, dict[str, Any]] = {}  # the ops' args but Seq, each kind once
         self.graphs: set[int] = set()  # correlation ids of graph replays
 
     def add(self, events: list[Event]) -> None:
@@ -156,8 +162,14 @@ class Survey:
             args = _ANY.decode(event.args)
         except (msgspec.DecodeError, TypeError, ValueError, ArithmeticError):
             return
-        kept = {key: args[key] for key in COLLECTIVE_ARGS if key in args} if isinstance(args, dict) else None
-        op = _CommOp(start_ns, end_ns, sys.intern(name), kept or _NO_ARGS)  # many ops, few names
+        if not isinstance(args, dict):
+            args = {}
+        kept = {key: args[key] for key in COLLECTIVE_ARGS if key in args and key != COMM_SEQ_ARG}
+        try:
+            shared = self._shared.setdefault(msgspec.json.encode(kept), kept) if kept else _NO_ARGS
+        except (TypeError, OverflowError):  # a value msgspec does not write back: this op's own
+            shared = kept
+        op = _CommOp(start_ns, end_ns, sys.intern(name), shared, args.get(COMM_SEQ_ARG))  # few names
         self._ops.setdefault(self._thread(event.tid), []).append(op)
 
     def launches(self, steps: list[Step]) -> Launches:
@@ -170,7 +182,7 @@ class Survey:
             ids, times, threads = (array(a.typecode, (a[i] for i in order)) for a in (ids, times, threads))
         runs = _Runs(ids, map(_Windows(steps).index, times))
         ops = {thread: _Ops(found) for thread, found in self._ops.items()}
-        self._ops = {}
+        self._ops, self._shared = {}, {}
         collectives = _Collectives()
         for i, thread in enumerate(threads) if ops else ():
             if (around := ops.get(thread)) is not None and (found := around.holding(times[i])):
@@ -318,7 +330,7 @@ def _collective(ops: list[_CommOp]) -> Collective:
     if kind is None:
         kind = next((k for op in ops if op.name != "record_param_comms"
                      and (k := collective_kind(op.name.partition(":")[2].lstrip(":"))) is not None), None)
-    args = max((op.args for op in ops if op.name == "record_param_comms"), key=len, default={})
+    args = max((op.args for op in ops if op.name == "record_param_comms"), key=len, default=_NO_ARGS)
     return Collective(kind, args)
 
 

@@ -28,11 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import launch_truth
 import orjson
 import pytest
+from test_trace_processor import imported
 from trace_check import read_perfetto
 
-from converters import convert, discover
+from converters import Diagnostics, Layer, Options, convert, discover, read_profile
 from converters.cli import main
 from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
@@ -58,6 +60,7 @@ class Truth:
     steps: dict[int, set[tuple[int | None, int]]]
     cut: bool = False
     unbounded: frozenset[int] = frozenset()  # ranks whose steps have no bounds to draw (analysis only)
+    kineto: dict[int, Path] | None = None  # Kineto ranks' traces, whose device work is read by launch
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,8 @@ def _kineto(root: Path, **kw) -> Truth:
                                 if e.get("ph") == "X" and str(e.get("name")).startswith("ProfilerStep#")
                                 and e.get("cat") == "user_annotation"}
         cut |= entry["truncated_at"] is not None
-    return Truth(records, steps, cut)
+    paths = {entry["rank"]: path for entry, path in zip(made.manifest["rank_files"], made.paths, strict=True)}
+    return Truth(records, steps, cut, kineto=None if cut else paths)
 
 
 def _kineto_keys_last(root: Path) -> Truth:
@@ -257,6 +261,12 @@ CASES = [
     Case("Kineto, cut off", lambda root: _kineto(root, ranks=2, steps=3, truncate=True, seed=2)),
     Case("Kineto, gzip cut off",
          lambda root: _kineto(root, ranks=2, steps=3, truncate=True, gzip=True, seed=3)),
+    Case("Kineto, the device a step behind its host",
+         lambda root: _kineto(root, ranks=2, steps=3, device_lag_ns=450_000_000, seed=6)),
+    Case("Kineto, kernels launched between the steps and after the last",
+         lambda root: _kineto(root, ranks=2, steps=3, unstepped_kernels=3, seed=7)),
+    Case("Kineto, RCCL's generic collective kernels, a step behind",
+         lambda root: _kineto(root, ranks=2, steps=2, nccl="rccl", device_lag_ns=200_000_000, seed=8)),
     Case("Kineto, CPU gloo running past its step",
          lambda root: _kineto(root, ranks=2, steps=3, cpu_gloo=True, gloo_overrun_ns=300_000_000, seed=4)),
     Case("Paddle, GPU", lambda root: _paddle(root, steps=4)),
@@ -306,3 +316,38 @@ def test_summary_and_overlap_hold_every_step_of_every_rank(profile, out_dir, cap
     rows = json.loads(capsys.readouterr().out)
     covered = {(row["Rank"], row["Graph"], row["Step"]) for row in rows if row["Step"] is not None}
     assert covered == {(rank, graph, step) for rank, mine in truth.steps.items() for graph, step in mine}
+
+
+# record_param_comms' "Collective name" -> the model's kind (converters.model), written out here
+_KINDS = {"allreduce": "allreduce", "broadcast": "broadcast", "allgather": "allgather"}
+
+
+def test_kineto_device_work_is_filed_to_the_step_that_launched_it(profile, out_dir, capsys):
+    """Per step, Computing is the union of the compute kernels the step launched (the truth joins
+    kernels to launches by correlation id, ``launch_truth``), wherever they ran; no share of the
+    report exceeds its step; a collective's kernel has the kind its record_param_comms names."""
+    root, truth = profile
+    if not truth.kineto:
+        pytest.skip("not a whole Kineto profile")
+    found = {rank: launch_truth.read(path) for rank, path in truth.kineto.items()}
+    capsys.readouterr()
+    assert main(["overlap", str(root), "--format", "json", "-q"]) == 0
+    for row in json.loads(capsys.readouterr().out):
+        if row["Step"] is not None and found[row["Rank"]].kernels:
+            expected = found[row["Rank"]].computing_ns()[row["Step"]]
+            assert row["Computing"] == round(expected / 1000, 3), (row["Rank"], row["Step"])
+    assert main(["report", str(root), "--format", "json", "-o", str(out_dir / "report.json"), "-q"]) == 0
+    for step in json.loads((out_dir / "report.json").read_text())["steps"]:
+        for key in ("computing_ms", "communication_ms", "free_ms", "preparing_ms", "other_ms"):
+            assert step[key] is None or step[key] <= step["step_ms"] + 1e-6, (step["rank"], step["step"], key)
+    kinds = {(rank, k.start_ns): _KINDS[k.collective] for rank, t in found.items() for k in t.kernels
+             if k.collective is not None}
+    infos = discover(root)
+    typed = {(info.rank, s.start_ns - info.clock_offset_ns): s.task_type
+             for batch in read_profile(infos, Options(kind="detail"), Diagnostics())
+             for info in infos if info.rank == batch.rank
+             for s in batch.slices if s.layer is Layer.COMM_OP}
+    assert {key: typed.get(key) for key in kinds} == kinds
+    for name in ("launched.pftrace", "launched.json"):  # steps whose times overlap import clean
+        convert(root, out_dir / name, kind="detail", max_bytes=None)
+        assert imported(out_dir / name, out_dir)[0] == [], name

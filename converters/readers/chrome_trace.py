@@ -45,7 +45,7 @@ from ._core import RawEvents, by_kind, read_events, scan, steps_and_names
 from .events import Event, is_profiler_step
 from .flows import linked
 from .spill import ByStep, StepSpill
-from .spilled_flows import Packed, SpilledFinishes, file_by_step, link_spilled
+from .spilled_flows import Launched, Packed, SpilledFinishes, file_by_step, link_spilled
 from .times import us_to_ns
 
 BATCH_BYTES = 2 << 20  # read and decoded at a time: memory holds about this much of a file
@@ -84,15 +84,19 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
     if dialect.step_marker is not None:
         records.number_marked(files, diag)
     steps = _steps(records)
+    dialect.steps_known([step for step, _ in steps], diag)
     if not steps:  # no step trace: all of it is one pseudo step
         for path in files:
             records.read(path, diag, steps=False)
+        dialect.finish(rank, diag)
         pseudo = step_records(rank, None, None, None, records.take_slices(), records.saw_device)
         yield from linked([pseudo], diag, events=dialect.flow_events)
         return
     with StepSpill() as spill:
-        _spill_pass(records, files, steps, spill, diag)
-        yield from _linked_spill(records, steps, spill, diag)
+        launched = _spill_pass(records, files, steps, spill, diag)
+        dialect.finish(rank, diag)
+        yield from _linked_spill(records, launched.extended(steps), spill, diag)
+        yield from launched.outside(rank, spill, records.saw_device, diag)
 
 
 _Steps = list[tuple[Step, list[Slice]]]
@@ -143,14 +147,20 @@ def _steps(records: Records) -> _Steps:
 
 
 def _spill_pass(records: Records, files: list[Path], steps: _Steps, spill: StepSpill, diag: Diagnostics,
-                seen: tuple[list[str], list[str]] | None = None) -> None:
+                seen: tuple[list[str], list[str]] | None = None) -> Launched:
     """Every event but the first pass's into a record, filed under its step in ``spill`` (packed as
-    it is read: ``by_step``); ``seen`` takes the metadata and possible steps met (``seek.keys``)."""
+    it is read: ``by_step``), the device work a dialect files by its launch under the step that
+    launched it (``Dialect.steps_known``, ``Launched``); ``seen`` takes the metadata and possible steps met
+    (``seek.keys``)."""
     starts = [step.start_ns for step, _ in steps]
+    launched = Launched(len(steps))
     for path in files:
         for batch in records.read_batches(path, diag, seen=seen, by_step=spill.by_step(starts)):
             file_by_step(batch, starts, spill)
             del batch  # its runs freed before the next batch is read: ~1 MB less at the peak
+            if records.launched:
+                launched.file(records.take_launched(), spill)
+    return launched
 
 
 def _linked_spill(records: Records, steps: _Steps, spill: StepSpill,
@@ -247,6 +257,17 @@ class Dialect:
         return Converted(Layer.COMM_OP, lane, name, meaning=comm_type(collectives.hccl(name),
                                                                        collectives.hccl_group(name)))
 
+    def survey(self, events: list[Event] | RawEvents, rank: RankInfo) -> None:
+        """The first pass's look at a batch of events, besides its steps and metadata (Kineto's
+        launches)."""
+
+    def steps_known(self, steps: list[Step], diag: Diagnostics) -> None:
+        """After the first pass: the steps (in order of their start; none: the pseudo step), by
+        which ``convert`` may file device work under the step that launched it (``Converted.step``)."""
+
+    def finish(self, rank: RankInfo, diag: Diagnostics) -> None:
+        """After the records pass over the rank's files: what the dialect has to say of them."""
+
 
 class Converted(NamedTuple):
     """A dialect's reading of one event: where it is drawn, and the arrow end it makes, if any."""
@@ -257,6 +278,8 @@ class Converted(NamedTuple):
     task_type: str = ""
     flow: tuple[str, bool] | None = None  # (key, starts): an arrow end at the event's start
     on_device: bool = True  # False: not device activity (a collective run by the CPU, on gloo)
+    step: int | None = None  # device work filed by its launch: the index of its step (or OUTSIDE)
+    args: bytes | None = None  # its args as the dialect completed them (None: the event's own)
     # the record's task_type where it is not the Task Type its args show (``task_type``): what a
     # communication op does (``model.comm_type``), a GPU kernel's ``model.GPU_KERNEL``
     meaning: str = ""
@@ -400,6 +423,8 @@ class Records:
         self._steps_wanted = self._slices_wanted = True
         self._unread: Counter[tuple[str, Any]] = Counter()  # (why, pid) of events left out, per file
         self._marked: list[tuple[int, int]] = []  # (start, dur) of the ranges of the dialect's step marker
+        # device records a dialect files by their launch (``Converted.step``), by step index
+        self.launched: defaultdict[int, list[Slice | FlowEnd]] = defaultdict(list)
 
     def read(self, path: Path, diag: Diagnostics, *, steps: bool = True, slices: bool = True) -> None:
         """Read a file's metadata, then its step trace (if ``steps``) and other events (if
@@ -453,11 +478,11 @@ class Records:
             events_seen -= metadata
             index += len(events)
             if filed is not None:
-                made += filed[1]
+                made += filed[1] + sum(map(len, self.launched.values()))
                 yield Packed(*filed)
                 filed = None  # not held while the next batch is read: peak RSS
                 continue
-            made += len(self.slices) - kept_before
+            made += len(self.slices) - kept_before + sum(map(len, self.launched.values()))
             yield self.slices if keep else self.take_slices()
         self.report(path, events_seen, made + len(self.steps), diag)
 
@@ -491,6 +516,7 @@ class Records:
             names, steps = steps_and_names(events, index, None if marker is None else marker.rstrip("*"))
             for event in names:
                 self._metadata(event)
+            self.dialect.survey(events, self.rank)
             for _, event in steps:  # its args apart: a msgspec.Raw keeps its whole batch alive
                 event.args = msgspec.Raw(bytes(event.args))
             candidates += steps
@@ -537,6 +563,11 @@ class Records:
     def take_slices(self) -> list[Slice | Sample | FlowEnd]:
         slices, self.slices = self.slices, []
         return slices
+
+    def take_launched(self) -> dict[int, list[Slice | FlowEnd]]:
+        """The device records filed by their launch since the last call, by step index."""
+        launched, self.launched = self.launched, defaultdict(list)
+        return launched
 
     def _metadata(self, event: Event) -> None:
         try:
@@ -592,12 +623,14 @@ class Records:
             args = None
         cats = self.dialect.python_cats
         own = type(kind) is str or (cats is not None and event.cat in cats)
+        launched = None
         if own:
             converted = self.dialect.convert(event, kind, lane)
             if type(converted) is str:
                 self._unread[converted, event.pid] += 1
                 return
-            kind, lane, name, task_type, flow, on_device, meaning = converted
+            kind, lane, name, task_type, flow, on_device, launched, completed, meaning = converted
+            args = args if completed is None else completed
             if task_type and kind is not Layer.HOST:  # shown as Ascend's device tasks show theirs
                 args = _with_task_type(args, task_type)
             task_type = meaning or task_type
@@ -617,9 +650,10 @@ class Records:
                     self._unread[_DETAIL_ONLY_TASKS, event.pid] += 1
                     return
         if times := self._times(event, index, path, diag):
-            self.slices.append(Slice(self.rank.rank, kind, lane, str(name), *times, args, task_type))
+            out = self.slices if launched is None else self.launched[launched]
+            out.append(Slice(self.rank.rank, kind, lane, str(name), *times, args, task_type))
             if flow is not None and self.detail:
-                self.slices.append(FlowEnd(self.rank.rank, kind, lane, times[0], *flow))
+                out.append(FlowEnd(self.rank.rank, kind, lane, times[0], *flow))
 
     def _times(self, event: Event, index: int, path: Path, diag: Diagnostics) -> tuple[int, int] | None:
         """An event's start (epoch ns) and duration (ns), or None with a warning."""

@@ -51,6 +51,7 @@ import msgspec
 from ..errors import Diagnostics, UsageError
 from ..model import (
     COLLECTIVE,
+    COMM_GROUP_ARG,
     GPU_KERNEL,
     HOST_OPERATOR,
     MEMORY_SIZE_ARG,
@@ -59,6 +60,7 @@ from ..model import (
     RankInfo,
     Sample,
     Slice,
+    Step,
     StepRecords,
     allocations_lane,
     checked_ns,
@@ -66,7 +68,7 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import NOT_COMPUTE
-from . import chrome_trace, collectives, jsonfile
+from . import chrome_trace, collectives, jsonfile, launches
 from .chrome_trace import Converted, Dialect
 from .events import Event, is_profiler_step
 from .lanes import gpu_stream, mtia_lane
@@ -102,6 +104,11 @@ _MTIA_CAT = "mtia_ccp_events"
 _CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
                 "Operator": "cpu_op", "async": "ac2g"}
 _STEP_CATS = ("user_annotation", "cpu_op")
+# the categories a launch and a communication op come in, by any generation's name (launches.Survey)
+_LAUNCH_CATS_ANY = frozenset({*_LAUNCH_CATS, *(old for old, new in _CATS_OF_1_8.items()
+                                               if new in _LAUNCH_CATS)})
+_OP_CATS_ANY = frozenset({"cpu_op", "user_annotation", *(old for old, new in _CATS_OF_1_8.items()
+                                                          if new == "cpu_op")})
 _GPU = "GPU stream"  # a route of the dialect's own
 _FLOWS = "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
 
@@ -287,6 +294,9 @@ class Kineto(Dialect):
 
     def __init__(self, backend: str, host_only: bool = False) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
+        self._survey: launches.Survey | None = None  # the first pass's launches and collectives
+        self.launches: launches.Launches | None = None  # then, by correlation id
+        self._steps = False  # whether device work is filed by its launch: the trace marks steps
         cats = {*_DEVICE_CATS, *_LAUNCH_CATS, _MTIA_CAT, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
@@ -311,6 +321,22 @@ class Kineto(Dialect):
             return chrome_trace.Route(Layer.HOST, named or "Profiler")
         return chrome_trace.Route(Layer.HOST, thread.strip() or f"thread {tid}")
 
+    def survey(self, events: list[Event], rank: RankInfo) -> None:
+        if self._survey is None:
+            self._survey = launches.Survey(rank.clock_offset_ns, _LAUNCH_CATS_ANY, _OP_CATS_ANY)
+        self._survey.add(events)
+
+    def steps_known(self, steps: list[Step], diag: Diagnostics) -> None:
+        if self._survey is not None:
+            self.launches = self._survey.launches(steps)
+            self._steps = bool(steps)
+
+    def finish(self, rank: RankInfo, diag: Diagnostics) -> None:
+        if self.launches is not None and (empty := self.launches.empty_replays()):
+            diag.note(f"graph_replays {rank.rank}", f"{rank.path}: {empty} CUDA graph replays "
+                      "(cudaGraphLaunch) of which the trace holds no kernel: their device work is not in it "
+                      "(profile with the graph's kernels traced to see it)")
+
     def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = _category(event), event.name
         if event.ph in ("s", "f", "t"):
@@ -325,13 +351,8 @@ class Kineto(Dialect):
         if cat in _DEVICE_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
-            if cat == "kernel" and (communicates := _communication(name)) is not None:
-                group = args.group_description or args.group
-                shown, lane, meaning = communicates
-                return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else lane, name,
-                                 shown, flow, meaning=meaning)
-            return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow,
-                             meaning=GPU_KERNEL if cat == "kernel" else "")
+            converted = _device_work(event, cat, args, flow, self._step_of(args))
+            return self._by_launch(event, cat, args, converted)
         if cat in _LAUNCH_CATS:
             args = _args(event)
             flow = (f"launch:{args.correlation}", True) if args.correlation is not None else None
@@ -344,6 +365,46 @@ class Kineto(Dialect):
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
         return Converted(Layer.HOST, lane, name, HOST_OPERATOR if cat == "cpu_op" else "")
 
+
+
+    def _step_of(self, args: _Args) -> int | None:
+        """The index of the step that launched a device record (or OUTSIDE); None: filed by its
+        time (a trace without steps or launches, a record without a correlation id: annotations)."""
+        found = self.launches
+        if found is None or not self._steps or not found.filed or args.correlation is None:
+            return None
+        return found.step(args.correlation)
+
+    def _by_launch(self, event: Event, cat: str, args: _Args, converted: Converted) -> Converted:
+        """A kernel a communication op launched (``launches``) drawn as that op's collective, its
+        kind and the op's args taking precedence over what the kernel's own event says."""
+        found = self.launches
+        collective = found.collective(args.correlation) if found is not None and cat == "kernel" else None
+        if collective is None:
+            return converted
+        group = (collective.args.get("Process Group Description") or collective.args.get(COMM_GROUP_ARG)
+                 or args.group_description or args.group)
+        lane = f"Group {group} Communication" if group else "NCCL"
+        named = converted.meaning if converted.layer is Layer.COMM_OP else None  # its name's kind
+        return converted._replace(layer=Layer.COMM_OP, lane=lane,
+                                  task_type=converted.task_type if converted.layer is Layer.COMM_OP else "NCCL",
+                                  meaning=comm_type(collective.kind or named or COLLECTIVE),
+                                  args=launches.with_collective(event.args, collective))
+
+
+def _device_work(event: Event, cat: str, args: _Args, flow: tuple[str, bool] | None,
+                 step: int | None) -> Converted:
+    """A kernel, memcpy or memset as its own event says it, filed under ``step`` (``Converted.step``):
+    a kernel that communicates by its name (``_communication``) a communication op, on the lane of its
+    process group where the kernel's args name it."""
+    name = event.name
+    if cat == "kernel" and (communicates := _communication(name)) is not None:
+        group = args.group_description or args.group
+        shown, lane, meaning = communicates
+        return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else lane, name, shown, flow,
+                         True, step, meaning=meaning)
+    return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow, True, step,
+                     meaning=GPU_KERNEL if cat == "kernel" else "")
 
 def _communication(name: Any) -> tuple[str, str, str] | None:
     """A kernel that communicates, by its name: (the Task Type it shows, its lane where its args

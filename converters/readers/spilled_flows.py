@@ -6,13 +6,16 @@ to be read."""
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..errors import Diagnostics
-from ..model import FlowEnd, Sample, Slice, StepRecords
+from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
+from ..overlap import is_compute
 from ._core import by_step, later_steps
 from .flows import Linker
+from .launches import OUTSIDE
 from .spill import Runs, StepSpill
 
 
@@ -72,3 +75,105 @@ def link_spilled(count: int, load: Callable[[int], tuple[StepRecords, list[FlowE
     for index in range(count):  # the step held by no name here: freed once bound and written
         yield from linker.add(index, *load(index), lambda keys, i=index: finishes.lasts(i, keys))
     yield from linker.finish(diag)
+
+
+class Launched:
+    """Device records filed under the step that launched them, not the one they start in
+    (``chrome_trace.Dialect.steps_known``): each step's (with the keys of the arrows that end
+    there, as ``file_by_step`` files them), and the first start and last end of its compute and
+    communication, which bound the step's time (``extended``); those launched in no step go
+    apart, as activity outside the steps (``outside``)."""
+
+    def __init__(self, count: int) -> None:
+        self._spans: list[list[int] | None] = [None] * count  # per step, [first start, last end] of its work
+        self._outside: list[int] = []  # the spill's keys of the records launched in no step, in order
+        self._outside_slices = 0
+        self._outside_work = array("q")  # start, end of each compute or communication launched in no step
+
+    def file(self, launched: dict[int, list[Slice | FlowEnd]], spill: StepSpill) -> None:
+        for index, records in launched.items():
+            if index == OUTSIDE:
+                self._outside.append(len(self._outside))
+                spill.add((_OUTSIDE, self._outside[-1]), records)
+                self._outside_slices += sum(type(r) is Slice for r in records)
+                for r in records:
+                    if type(r) is Slice and _works(r):
+                        self._outside_work.extend((r.start_ns, r.start_ns + r.dur_ns))
+                continue
+            spill.add(index, records)
+            finishes = [hash(r.key) for r in records if type(r) is FlowEnd and not r.starts]
+            if finishes:
+                spill.add_values((_FINISHES, index), array("q", finishes))
+            works = [(r.start_ns, r.start_ns + r.dur_ns) for r in records if type(r) is Slice and _works(r)]
+            if works:
+                low, high = min(a for a, _ in works), max(b for _, b in works)
+                span = self._spans[index]
+                self._spans[index] = [low, high] if span is None else [min(span[0], low), max(span[1], high)]
+
+    def extended(self, steps: list[tuple[Step, list[Slice]]]) -> list[tuple[Step, list[Slice]]]:
+        """The steps' times on a device that runs behind its host (docs/analysis.md §1): each ends
+        at its host window's end or at the end of the last work it launched, if later; and starts
+        at its host window's start or, if later, where the device is done with the work of the
+        steps before, but never after its own first work. So the step holds all the work it
+        launched, and the time its device spent on earlier steps' work (or on work launched in no
+        step: queued before the capture began) is no part of it."""
+        outside = _union(self._outside_work)
+        out, busy = [], None  # busy: the latest end of the earlier steps' work
+        for (step, phases), span in zip(steps, self._spans, strict=True):
+            if span is None:
+                out.append((step, phases))
+                continue
+            free = _busy_until(outside, span[0])
+            free = busy if free is None else free if busy is None else max(busy, free)
+            start = step.start_ns if free is None else max(step.start_ns, min(free, span[0]))
+            end = max(step.end_ns, span[1])
+            same = start == step.start_ns and end == step.end_ns
+            out.append((step if same else Step(step.graph, step.step, start, end, step.host_start), phases))
+            busy = span[1] if busy is None else max(busy, span[1])
+        return out
+
+    def outside(self, rank: RankInfo, spill: StepSpill, has_device: bool,
+                diag: Diagnostics) -> Iterator[StepRecords]:
+        """The device records launched in no step, as steps without a number (``_OUTSIDE_BATCH``
+        records at most each), said in a note."""
+        if not self._outside:
+            return
+        diag.note(f"launched_outside {rank.rank}", f"{rank.path}: {self._outside_slices} device records "
+                  f"(kernels, copies, memsets) of rank {rank.rank} were launched in no step's window, or "
+                  "before the capture began: shown apart, outside the steps")
+        taken: list[Slice | Sample | FlowEnd] = []
+        for key in self._outside:
+            taken += [r for r in spill.load((_OUTSIDE, key), rank.rank) if type(r) is not FlowEnd]
+            if len(taken) >= _OUTSIDE_BATCH:
+                yield StepRecords(rank.rank, None, None, None, taken, has_device=has_device)
+                taken = []
+        if taken:
+            yield StepRecords(rank.rank, None, None, None, taken, has_device=has_device)
+
+
+def _works(r: Slice) -> bool:
+    """Compute or communication: what a summary keeps too, so both bound the steps alike."""
+    return r.layer is Layer.COMM_OP or (r.layer is Layer.STREAM and is_compute(r.task_type))
+
+
+def _union(pairs: array) -> tuple[list[int], list[int]]:
+    """The union of (start, end) pairs laid flat, as sorted disjoint starts and ends."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for a, b in sorted(zip(pairs[::2], pairs[1::2], strict=True)):
+        if ends and a <= ends[-1]:
+            ends[-1] = max(ends[-1], b)
+        else:
+            starts.append(a)
+            ends.append(b)
+    return starts, ends
+
+
+def _busy_until(union: tuple[list[int], list[int]], at: int) -> int | None:
+    """The end of the last interval of ``union`` that starts before ``at`` (None: none does)."""
+    k = bisect_left(union[0], at) - 1
+    return None if k < 0 else union[1][k]
+
+
+_OUTSIDE = "launched outside the steps"
+_OUTSIDE_BATCH = 100_000

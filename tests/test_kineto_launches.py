@@ -15,6 +15,7 @@ from launch_truth import read
 from test_trace_processor import imported
 
 from converters import Diagnostics, Layer, Options, convert, discover, read_profile
+from converters.model import GPU_KERNEL
 from converters.cli import main
 
 # the real samples with ProfilerStep markers; the H100/MI300 pair's files under names this reader
@@ -111,7 +112,7 @@ def test_device_work_launched_in_no_step_is_kept_apart_and_said(tmp_path):
     assert unstepped > 700  # queued before the capture began, or launched after the last step
     diag = Diagnostics()
     outside = [s for batch in read_profile(discover(path), Options(), diag) if batch.step is None
-               for s in batch.slices if s.layer is Layer.STREAM and s.task_type == "KERNEL"]
+               for s in batch.slices if s.layer is Layer.STREAM and s.task_type == GPU_KERNEL]
     assert len(outside) == unstepped
     assert any("launched in no step" in text for text in diag.notes.values())
     detail = [s for batch in read_profile(discover(path), Options(kind="detail"), Diagnostics())

@@ -54,6 +54,7 @@ from ..model import (
     COMM_GROUP_ARG,
     GPU_KERNEL,
     HOST_OPERATOR,
+    POINT_TO_POINT,
     MEMORY_SIZE_ARG,
     RELEASE_NOT_RECORDED,
     Layer,
@@ -385,7 +386,10 @@ class Kineto(Dialect):
         group = (collective.args.get("Process Group Description") or collective.args.get(COMM_GROUP_ARG)
                  or args.group_description or args.group)
         lane = f"Group {group} Communication" if group else "NCCL"
-        named = converted.meaning if converted.layer is Layer.COMM_OP else None  # its name's kind
+        # where the op says no kind, the kernel's name's, but for point-to-point: SendRecv kernels
+        # run all-to-alls and gathers too, which only the launching op tells apart
+        named = converted.meaning if converted.layer is Layer.COMM_OP else None
+        named = None if named in POINT_TO_POINT else named
         return converted._replace(layer=Layer.COMM_OP, lane=lane,
                                   task_type=converted.task_type if converted.layer is Layer.COMM_OP else "NCCL",
                                   meaning=comm_type(collective.kind or named or COLLECTIVE),

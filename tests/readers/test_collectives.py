@@ -13,6 +13,7 @@ from converters.model import (
     ALLREDUCE,
     ALLTOALL,
     BARRIER,
+    BROADCAST,
     COLLECTIVE,
     RECV,
     REDUCESCATTER,
@@ -88,8 +89,10 @@ def test_host_collectives(name, kind):
     ("ascend-pt-2rank", {(ALLREDUCE, "hccl group 586")}),
     ("ascend-pt-db", {(ALLREDUCE, "hccl group 210")}),
     ("msprof-2rank", {(ALLREDUCE, None)}),
-    ("kineto-2rank", {(SENDRECV, None)}),
-    ("kineto-rocm-mi300", {(COLLECTIVE, None)}),
+    # SendRecv kernels typed by the c10d op that launched them (alltoall_base_, allreduce_, ...)
+    ("kineto-2rank", {(ALLTOALL, None), (ALLREDUCE, None), (ALLGATHER, None)}),
+    # RCCL's generic kernels by their record_param_comms; those queued before the capture unknown
+    ("kineto-rocm-mi300", {(ALLREDUCE, None), (BROADCAST, None), (COLLECTIVE, None)}),
     ("kineto-b200-vllm", {(ALLREDUCE, None), (ALLGATHER, None)}),
     ("kineto-gloo-2rank", {(ALLREDUCE, None), (BARRIER, None)}),
     ("pp-gpipe-2stage-dev", {(SEND, None), (RECV, None)}),

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import real_data
+from test_trace_processor import imported
 from trace_check import comparable, read_chrome_json, read_perfetto
 
 from converters import (
@@ -296,10 +297,11 @@ def test_both_writers_draw_the_same_slices_of_a_gpu_job(tmp_path):
     assert "GPU" in groups and "Ascend Hardware" not in groups
 
 
-def test_communication_not_named_nccl_is_communication_not_compute():
+def test_communication_not_named_nccl_is_communication_not_compute(tmp_path):
     """``kineto-b200-vllm``'s all-reduce is torch SymmetricMemory's ``multimem_all_reduce_kernel``
     (73 kernels): Communication in ``overlap`` (with the one NCCL kernel), not in Computing, and
-    absent from ``ops``' compute rows, which hold every other kernel of the raw trace."""
+    absent from ``ops``' compute rows, which hold every other kernel of the raw trace; drawn in the
+    Communication group of a trace that loads clean."""
     from converters.analyses.ops import ops_report
     from converters.overlap import union
 
@@ -318,6 +320,12 @@ def test_communication_not_named_nccl_is_communication_not_compute():
     named = Counter(r.name for r in ops_report(real_data("kineto-b200-vllm"), by="name"))
     assert not any("multimem" in name for name in named)
     assert sum(named.values()) == len({e["name"] for e in kernels if e not in talking})
+    convert(real_data("kineto-b200-vllm"), tmp_path / "job.pftrace", kind="detail", max_bytes=None)
+    problems, _ = imported(tmp_path / "job.pftrace", tmp_path)
+    assert not problems
+    drawn = read_perfetto((tmp_path / "job.pftrace").read_bytes())
+    assert sum("multimem_all_reduce_kernel" in s.name and s.track[0] == "Communication"
+               for s in drawn.slices) == 73
 
 
 @pytest.mark.parametrize("kind", ["summary", "detail"])
@@ -328,5 +336,7 @@ def test_point_to_point_kernels_are_never_matched_as_collectives_in_either_kind(
              if e.get("cat") == "kernel" and e["name"].startswith("nccl")}
     assert names and all(name.startswith("ncclKernel_SendRecv_") for name in names)
     convert(real_data("kineto-2rank"), tmp_path / "job.json", kind=kind, max_bytes=None)
+    problems, _ = imported(tmp_path / "job.json", tmp_path)
+    assert not problems
     drawn = read_chrome_json((tmp_path / "job.json").read_bytes())
     assert not any(s.name.startswith("Wait for rank") for s in drawn.slices)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import real_data
+from test_trace_processor import imported
 from trace_check import comparable, read_chrome_json, read_perfetto
 
 from converters import (
@@ -297,10 +298,11 @@ def test_both_writers_draw_the_same_slices_of_a_gpu_job(tmp_path):
     assert "GPU" in groups and "Ascend Hardware" not in groups
 
 
-def test_communication_not_named_nccl_is_communication_not_compute():
+def test_communication_not_named_nccl_is_communication_not_compute(tmp_path):
     """``kineto-b200-vllm``'s all-reduce is torch SymmetricMemory's ``multimem_all_reduce_kernel``
     (73 kernels): Communication in ``overlap`` (with the one NCCL kernel), not in Computing, and
-    absent from ``ops``' compute rows, which hold every other kernel of the raw trace."""
+    absent from ``ops``' compute rows, which hold every other kernel of the raw trace; drawn in the
+    Communication group of a trace that loads clean."""
     from converters.analyses.ops import ops_report
     from converters.overlap import union
 
@@ -319,6 +321,12 @@ def test_communication_not_named_nccl_is_communication_not_compute():
     named = Counter(r.name for r in ops_report(real_data("kineto-b200-vllm"), by="name"))
     assert not any("multimem" in name for name in named)
     assert sum(named.values()) == len({e["name"] for e in kernels if e not in talking})
+    convert(real_data("kineto-b200-vllm"), tmp_path / "job.pftrace", kind="detail", max_bytes=None)
+    problems, _ = imported(tmp_path / "job.pftrace", tmp_path)
+    assert not problems
+    drawn = read_perfetto((tmp_path / "job.pftrace").read_bytes())
+    assert sum("multimem_all_reduce_kernel" in s.name and s.track[0] == "Communication"
+               for s in drawn.slices) == 73
 
 
 def test_summary_and_detail_match_the_same_collectives(tmp_path):
@@ -331,6 +339,8 @@ def test_summary_and_detail_match_the_same_collectives(tmp_path):
     waits = {}
     for kind in ("summary", "detail"):
         convert(real_data("kineto-2rank"), tmp_path / f"{kind}.json", kind=kind, max_bytes=None)
+        problems, _ = imported(tmp_path / f"{kind}.json", tmp_path)
+        assert not problems
         drawn = read_chrome_json((tmp_path / f"{kind}.json").read_bytes())
         waits[kind] = {(s.process, s.name, s.start_ns) for s in drawn.slices if s.name.startswith("Wait for rank")}
     assert waits["summary"] and waits["summary"] == waits["detail"]

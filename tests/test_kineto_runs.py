@@ -164,3 +164,17 @@ def test_two_runs_of_one_worker_are_refused_naming_both(tmp_path, capsys):
     assert main(["overlap", str(tmp_path)]) == 2
     assert first.name in capsys.readouterr().err
     assert [info.rank for info in discover(first)] == [0]
+
+
+def test_other_profilers_json_with_kinetos_categories_is_not_taken_for_kineto(tmp_path):
+    """torch_npu's trace_view.json holds cpu_op and python_function events too (in an array), and
+    Paddle writes an object with a schemaVersion of its own (text): under any name, neither is
+    recognised as Kineto's by its events."""
+    from converters.readers import kineto
+
+    npu = real_data("ascend-pt-2rank") / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    paddle = next(real_data("paddle-cpu-chrome").glob("*.paddle_trace.json"))
+    for source, name in ((npu, "trace.json"), (paddle, "trace.json"), (paddle, "trace.pt.json")):
+        (tmp_path / name).write_bytes(source.read_bytes())
+        assert kineto.lone_file(tmp_path / name, None) is None, (source, name)
+        (tmp_path / name).unlink()

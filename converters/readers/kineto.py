@@ -17,7 +17,10 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
 - CPU ops, Python functions, annotations and CUDA runtime calls: host lanes, one per thread;
   each launch is linked to its kernel by an arrow, from the ``correlation`` id both carry (the
   ``ac2g`` flow events repeat it and are not read twice);
-- steps: ``ProfilerStep#N``; instants become slices of no length;
+- steps: ``ProfilerStep#N``; instants become slices of no length. Device work goes to the step
+  that launched it (its ``correlation`` id's launch in the step's host window), work launched in
+  no step apart; a kernel a ``record_param_comms`` / ``nccl:*`` / ``c10d::*`` op launched is that
+  op's collective, whatever its name (``launches``; docs/analysis.md §1);
 - memory (``memory``, read apart from the steps as every reader's memory records are): the
   ``[memory]`` instants ``profile_memory=True`` writes, one per allocation (``Bytes`` > 0) or
   release (< 0) of a device (``Device Type``, c10's enum; ``Device Id``), as counters per device
@@ -258,7 +261,6 @@ class Kineto(Dialect):
         if kind is _GPU:  # on a stream, of a category not known to compute
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
         return Converted(Layer.HOST, lane, name)
-
 
     def _step_of(self, args: _Args) -> int | None:
         """The index of the step that launched a device record (or OUTSIDE); None: filed by its

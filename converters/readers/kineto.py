@@ -266,9 +266,10 @@ class Kineto(Dialect):
         """The index of the step that launched a device record (or OUTSIDE); None: filed by its
         time (a trace without steps or launches, a record without a correlation id: annotations)."""
         found = self.launches
-        if found is None or not self._steps or not found.filed or args.correlation is None:
+        if found is None or args.correlation is None:
             return None
-        return found.step(args.correlation)
+        found.ran(args.correlation)
+        return found.step(args.correlation) if self._steps and found.filed else None
 
     def _by_launch(self, event: Event, cat: str, args: _Args, converted: Converted) -> Converted:
         """A kernel a communication op launched (``launches``) drawn as that op's collective, its

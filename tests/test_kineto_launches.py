@@ -163,15 +163,17 @@ def test_overlapping_step_windows_file_each_launch_once(tmp_path, capsys):
     assert (rows[1]["Computing"], rows[2]["Computing"]) == (30.0, 70.0)  # µs
 
 
-def test_a_graph_replay_whose_kernels_the_trace_lacks_is_said(tmp_path):
-    events = [_x("user_annotation", "ProfilerStep#1", 0, 100), *_launch(1, 10, 20),
-              _x("cuda_runtime", "cudaGraphLaunch", 30, 2, correlation=2),  # its kernels are not traced
-              _x("cuda_runtime", "cudaGraphLaunch", 40, 2, correlation=3),
-              _x("kernel", "g", 50, 5, correlation=3)]
+@pytest.mark.parametrize("steps", [True, False])
+def test_a_graph_replay_whose_kernels_the_trace_lacks_is_said(tmp_path, steps):
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 100)] if steps else []
+    events += [*_launch(1, 10, 20),
+               _x("cuda_runtime", "cudaGraphLaunch", 30, 2, correlation=2),  # its kernels are not traced
+               _x("cuda_runtime", "cudaGraphLaunch", 40, 2, correlation=3),
+               _x("kernel", "g", 50, 5, correlation=3)]
     diag = Diagnostics()
     path = _trace(tmp_path, events)
-    steps = list(read_profile(discover(path), Options(kind="detail"), diag))
-    assert [s.name for b in steps for s in b.slices if s.layer is Layer.STREAM] == ["k", "g"]
+    read = list(read_profile(discover(path), Options(kind="detail"), diag))
+    assert [s.name for b in read for s in b.slices if s.layer is Layer.STREAM] == ["k", "g"]
     assert any("1 CUDA graph replays" in text for text in diag.notes.values()), diag.notes
 
 

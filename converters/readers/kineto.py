@@ -25,7 +25,10 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
   to its kernel by an arrow, from the ``correlation`` id both carry (the
   ``ac2g`` flow events repeat it and are not read twice);
 - steps: ``ProfilerStep#N``, or the user's own ranges with ``--step-marker`` (serving traces have
-  none: vLLM's ``execute_model``), numbered in time order; instants become slices of no length;
+  none: vLLM's ``execute_model``), numbered in time order; instants become slices of no length.
+  Device work goes to the step that launched it (its ``correlation`` id's launch in the step's host
+  window), work launched in no step apart; a kernel a ``record_param_comms`` / ``nccl:*`` /
+  ``c10d::*`` op launched is that op's collective, whatever its name (``launches``; docs/analysis.md §1);
 - memory (``memory``, read apart from the steps as every reader's memory records are): the
   ``[memory]`` instants ``profile_memory=True`` writes, one per allocation (``Bytes`` > 0) or
   release (< 0) of a device (``Device Type``, c10's enum; ``Device Id``), as counters per device
@@ -367,14 +370,14 @@ class Kineto(Dialect):
         return Converted(Layer.HOST, lane, name, HOST_OPERATOR if cat == "cpu_op" else "")
 
 
-
     def _step_of(self, args: _Args) -> int | None:
         """The index of the step that launched a device record (or OUTSIDE); None: filed by its
         time (a trace without steps or launches, a record without a correlation id: annotations)."""
         found = self.launches
-        if found is None or not self._steps or not found.filed or args.correlation is None:
+        if found is None or args.correlation is None:
             return None
-        return found.step(args.correlation)
+        found.ran(args.correlation)
+        return found.step(args.correlation) if self._steps and found.filed else None
 
     def _by_launch(self, event: Event, cat: str, args: _Args, converted: Converted) -> Converted:
         """A kernel a communication op launched (``launches``) drawn as that op's collective, its

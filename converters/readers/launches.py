@@ -254,14 +254,17 @@ class Launches:
         step's does or the trace holds no such launch."""
         if type(correlation) is not int:
             return OUTSIDE
-        if self._graphs and correlation in self._graphs:
-            self._replayed.add(correlation)
         step = self._runs.step(correlation)
         return OUTSIDE if step is None else step
 
     def collective(self, correlation: Any) -> Collective | None:
         """What the communication op that launched ``correlation`` says of its collective, if one did."""
         return self._collectives.get(correlation) if type(correlation) is int else None
+
+    def ran(self, correlation: Any) -> None:
+        """A device record of ``correlation`` is in the trace (a graph replay's kernels are)."""
+        if self._graphs and correlation in self._graphs:
+            self._replayed.add(correlation)
 
     def empty_replays(self) -> int:
         """Graph replays (``cudaGraphLaunch``) of which the trace holds no kernel, among those asked for."""

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .. import comm, readers
-from ..errors import Diagnostics
+from ..errors import Diagnostics, InputError
 from ..executor import LOCAL, Where
 from ..model import RankInfo, StepRecords
 from ..profile import Kind, Options, Profile, read_profile
@@ -207,11 +207,15 @@ def profiler_rows(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
     """A rank's rows as the link matrix its profiler wrote gives them (``readers.links``), of the
     kept steps, and that file's name; none where there is none. Each group named as the plane tasks'
     rows name it (the HCCL group tag of its ops' names), the figures as written."""
-    found = readers.links(info, diag)
-    if found is None:
+    try:
+        found = readers.links(info, diag)
+        if found is None:
+            return [], None
+        source, links = found
+        links = [link for link in links if options.steps is None or link.step in options.steps]
+    except InputError as e:  # a broken matrix file costs the rank its links, not its other figures
+        diag.warn("bad_analysis", f"{e}; rank {info.rank} has no links")
         return [], None
-    source, links = found
-    links = [link for link in links if options.steps is None or link.step in options.steps]
     named: dict[str, str] = {}
     for link in links:
         if link.source_op is not None:

@@ -336,3 +336,16 @@ def test_a_broken_communication_json_costs_the_ops_their_figures_not_the_rank(tm
     ops = [op for op in comm_report(root, diag=diag).ops if op.rank == 0]
     assert len(ops) == 4 and all(op.transit_ns is None and op.figures_from is None for op in ops)
     assert any(str(path) in m and "unknown" in m for m in diag.messages())
+
+
+def test_a_broken_communication_matrix_json_costs_the_rank_its_links_only(tmp_path):
+    from converters.errors import Diagnostics
+
+    root = _copy(tmp_path, *KERNELS_ONLY)
+    path = root / "rank0_ascend_pt" / OUTPUT / "communication_matrix.json"
+    path.chmod(0o644)
+    path.write_text('{"step50": ')
+    diag = Diagnostics()
+    report = comm_matrix(root, diag=diag)
+    assert {r.rank for r in report.rows} == {1} and report.from_profiler == {1: "communication_matrix.json"}
+    assert any(str(path) in m and "rank 0 has no links" in m for m in diag.messages())

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .. import comm, readers
-from ..errors import Diagnostics
+from ..errors import Diagnostics, InputError
 from ..executor import LOCAL, Where
 from ..model import POINT_TO_POINT, RankInfo, StepRecords, comm_kind
 from ..profile import Kind, Options, Profile, read_profile
@@ -198,11 +198,15 @@ def profiler_rows(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
     """A rank's rows as the link matrix its profiler wrote gives them (``readers.links``), of the
     kept steps, and that file's name; none where there is none. Each group named as the plane tasks'
     rows name it (``readers.links``), the figures as written."""
-    found = readers.links(info, diag)
-    if found is None:
+    try:
+        found = readers.links(info, diag)
+        if found is None:
+            return [], None
+        source, links = found
+        links = [link for link in links if options.steps is None or link.step in options.steps]
+    except InputError as e:  # a broken matrix file costs the rank its links, not its other figures
+        diag.warn("bad_analysis", f"{e}; rank {info.rank} has no links")
         return [], None
-    source, links = found
-    links = [link for link in links if options.steps is None or link.step in options.steps]
     rows = [LinkRow(info.rank, None, link.step, link.kind, link.group, link.op,
                     link.src, link.dst, link.transport, link.size_bytes, link.time_ns, link.source_op,
                     link.gb_per_s) for link in links]

@@ -41,6 +41,7 @@ from .diagnosis import ms, ms_text
 if TYPE_CHECKING:
     from .data import StepFacts
 
+NO_DEVICE_WORK = "no device work recorded"  # why a slow step's path is unknown, where nothing else says
 SLOWEST_STEPS = 3  # the job's steps whose critical path the report gives
 NAMED = 3  # what-ifs named per step in the verdict
 WHAT_IFS = 10  # what-ifs kept per step in the report (every one: ``trace2perfetto critical``)
@@ -59,7 +60,7 @@ class SlowStep:
     slowest_rank: int
     found: StepPath | None
     name: str  # as the verdict names it: "step 52", "step 3 of graph 1", "the whole run"
-    unknown: str = "no device work recorded"  # why ``found`` is None
+    unknown: str = NO_DEVICE_WORK  # why ``found`` is None
 
     @property
     def what_if(self) -> list[WhatIf]:

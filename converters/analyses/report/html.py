@@ -18,7 +18,7 @@ from ...select import format_ids
 from ..memory import record as memory_record
 from ..render import cell
 from .baseline import TYPES_SHOWN
-from .critical import SlowStep, change
+from .critical import NO_DEVICE_WORK, SlowStep, change
 from .data import OpTotal, Report, report_json
 from .dataprep import DataStep, data_ops, data_steps
 from .diagnosis import KIND_TITLES, KINDS, Diagnosis, ms_text
@@ -350,8 +350,9 @@ def _critical_section(plots: Plots, steps: list[SlowStep]) -> str:
     for s in steps:
         title = f"<h3>{_e(s.name.capitalize())}: {_e(ms_text(s.step_ns))} (rank {s.slowest_rank})</h3>"
         if s.found is None:
-            out.append(title + f"<p>{_e(s.unknown[:1].upper() + s.unknown[1:])}: its critical path is "
-                       "unknown.</p>")
+            why = ("No rank recorded device work in this step" if s.unknown == NO_DEVICE_WORK
+                   else s.unknown[:1].upper() + s.unknown[1:])
+            out.append(title + f"<p>{_e(why)}: its critical path is unknown.</p>")
             continue
         rows = [[w.rank if w.rank is not None else "all",
                  f'<span title="{_e(w.target)}">{_e(change(w, 90))}</span>', _num(w.saved_ns),

@@ -100,6 +100,8 @@ def _correlation(raw: msgspec.Raw) -> _OpArgs | None:
         return _CORRELATION.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
 _NO_ARGS: dict[str, Any] = {}  # shared by the ops that give none: never changed
 _ANY = msgspec.json.Decoder()
 
@@ -152,9 +154,6 @@ class Survey:
             if type(event.name) is str and event.name.startswith(GRAPH_LAUNCHES):
                 self.graphs.add(correlation)
 
-    def _thread(self, tid: Any) -> int:
-        return self._thread_index.setdefault(tid, len(self._thread_index))
-
     def _op(self, event: Event, name: str) -> None:
         try:
             start_ns = checked_ns(us_to_ns(event.ts) + self._offset)
@@ -169,8 +168,9 @@ class Survey:
             shared = self._shared.setdefault(msgspec.json.encode(kept), kept) if kept else _NO_ARGS
         except (TypeError, OverflowError):  # a value msgspec does not write back: this op's own
             shared = kept
-        op = _CommOp(start_ns, end_ns, sys.intern(name), shared, args.get(COMM_SEQ_ARG))  # few names
-        self._ops.setdefault(self._thread(event.tid), []).append(op)
+        op = _CommOp(start_ns, end_ns, sys.intern(name), shared, args.get(COMM_SEQ_ARG))  # names repeat
+        threads = self._thread_index
+        self._ops.setdefault(threads.setdefault(event.tid, len(threads)), []).append(op)
 
     def launches(self, steps: list[Step]) -> Launches:
         """The launches filed by step (``steps`` in order of their start), the survey's arrays

@@ -15,8 +15,8 @@ from launch_truth import read
 from test_trace_processor import imported
 
 from converters import Diagnostics, Layer, Options, convert, discover, read_profile
-from converters.model import GPU_KERNEL
 from converters.cli import main
+from converters.model import GPU_KERNEL
 
 # the real samples with ProfilerStep markers; the H100/MI300 pair's files under names this reader
 # takes alone (their harness's header hides Kineto's: another part of issue 39)

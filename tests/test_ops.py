@@ -220,7 +220,7 @@ def test_a_cpu_only_run_counts_its_cpu_ops_and_warns_of_nothing(capsys):
 
 
 def test_no_device_tasks_nor_host_operators_gives_no_rows_and_says_so():
-    diag = Diagnostics()  # a step trace only (CPU runs' CPU ops are their host operators: test_real_kineto_host.py)
+    diag = Diagnostics()  # a step trace only (a CPU run's CPU ops are its host operators)
     assert ops_report(real_data("mindspore-1x") / "hccl-rank6", diag=diag) == []
     assert any("no device tasks" in m for m in diag.messages())
 

@@ -342,5 +342,6 @@ def test_summary_and_detail_match_the_same_collectives(tmp_path):
         problems, _ = imported(tmp_path / f"{kind}.json", tmp_path)
         assert not problems
         drawn = read_chrome_json((tmp_path / f"{kind}.json").read_bytes())
-        waits[kind] = {(s.process, s.name, s.start_ns) for s in drawn.slices if s.name.startswith("Wait for rank")}
+        waits[kind] = {(s.process, s.name, s.start_ns) for s in drawn.slices
+                       if s.name.startswith("Wait for rank")}
     assert waits["summary"] and waits["summary"] == waits["detail"]

@@ -428,7 +428,8 @@ def _judged_by_type(rows: list[DiffRow], base: list[StepSample], new: list[StepS
     not a change: said, and never significant (against a level-0 base every type was "new,
     significant")."""
     untyped = [label for label, samples in (("BASE", base), ("NEW", new))
-               if any(kind == DEVICE for s in samples for _, kind in s.ops) and not any(s.typed for s in samples)]
+               if any(kind == DEVICE for s in samples for _, kind in s.ops)
+               and not any(s.typed for s in samples)]
     if not untyped:
         return rows
     diag.warn("diff_no_types", f"{' and '.join(untyped)}: the input records no op types of its device tasks "

@@ -1,5 +1,5 @@
 /* The readers' per-event work in C, each beside the Python rules it follows:
- * - chrome_trace._batches: a batch of events scanned, not decoded (scan, RawEvents);
+ * - events.batches: a batch of events scanned, not decoded (scan, RawEvents);
  * - chrome_trace.Records.read_batches: the common events of a batch to records (read_events), or,
  *   in the spill pass, packed under their steps as they are read (read_events' by_step: pack_made),
  *   the first pass's names and possible steps (steps_and_names);
@@ -197,7 +197,7 @@ static PyObject *slot_field(PyObject *event, int f) {
     return PyObject_GetAttr(event, *FIELD_NAMES[f]);
 }
 
-/* -- events scanned, not decoded (chrome_trace._batches) -----------------------------------------
+/* -- events scanned, not decoded (events.batches) -----------------------------------------
  *
  * msgspec makes an Event of nine objects for every event, and most events are then left out at
  * once (the vendor's overlap lanes; host events and tasks that do not compute, in a summary).
@@ -358,7 +358,7 @@ static int field_number(const unsigned char *key, Py_ssize_t n) {
 
 /* Whether a field's value is of a type events.Event takes: ts and dur any (us_to_ns says
  * what it cannot read), args an object, the others a number, text or null. An event with
- * another makes its batch msgspec's, whose types and errors decide (chrome_trace._batches). */
+ * another makes its batch msgspec's, whose types and errors decide (events.batches). */
 static int typed_as_event(int f, int kind, const unsigned char *value) {
     if (f == F_TS || f == F_DUR) return 1;
     if (f == F_ARGS) return *value == '{';

@@ -40,7 +40,17 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import is_compute
-from . import MatrixLink, ascend_analysis, ascend_db, chrome_trace, collectives, jsonfile, mindspore_cpu, op_memory, times
+from . import (
+    MatrixLink,
+    ascend_analysis,
+    ascend_db,
+    chrome_trace,
+    collectives,
+    jsonfile,
+    mindspore_cpu,
+    op_memory,
+    times,
+)
 from .spill import StepSpill
 from .textfile import csv_header, csv_rows, whole_lines
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
-import orjson
 
 from ..errors import NOTHING_DRAWN, Diagnostics
 from ..model import (
@@ -40,9 +39,9 @@ from ..model import (
     comm_type,
 )
 from ..overlap import NOT_COMPUTE, is_compute
-from . import collectives, jsonfile, markers, seek
-from ._core import RawEvents, by_kind, read_events, scan, steps_and_names
-from .events import Event, is_profiler_step
+from . import collectives, markers, seek
+from ._core import RawEvents, by_kind, read_events, steps_and_names
+from .events import ANY, EVENTS, Event, batches, is_profiler_step
 from .flows import linked
 from .spill import ByStep, StepSpill
 from .spilled_flows import Launched, Packed, SpilledFinishes, file_by_step, link_spilled
@@ -239,7 +238,7 @@ class Dialect:
 
     def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event] | RawEvents]:
         """The file's events, a batch at a time (a dialect of another file format makes them)."""
-        return _batches(path, diag, self.events)
+        return batches(path, diag, self.events, BATCH_BYTES)
 
     def step_number(self, event: Event, kind: Layer | str) -> int | None:
         """The step an event starts, if it is one: torch_npu's ``ProfilerStep#N`` on the host."""
@@ -304,83 +303,9 @@ class _TaskArgs(msgspec.Struct):
     task_type: Any = msgspec.field(default="", name="Task Type")
 
 
-_EVENTS = msgspec.json.Decoder(list[Event])
-_EVENT = msgspec.json.Decoder(Event)
-_EACH = msgspec.json.Decoder(list[msgspec.Raw])  # a batch's events, each one's own text
-Dialect.events = _EVENTS
+Dialect.events = EVENTS
 ASCEND = Dialect()
 _TASK_ARGS = msgspec.json.Decoder(_TaskArgs)
-_ARGS = msgspec.json.Decoder()
-
-
-def _batches(path: Path, diag: Diagnostics,
-             events: msgspec.json.Decoder = _EVENTS) -> Iterator[list[Event] | RawEvents]:
-    """The file's events in batches, with memory bounded by the batch size: in Ascend's dialect
-    scanned in C (``_core.scan``: where each event's fields lie, objects made only for what is
-    kept), else decoded only as far as ``Event`` needs (3x faster than decoding all of it). A
-    batch ``scan`` finds out of the ordinary (escaped keys, a key twice, huge numbers) is decoded.
-
-    Anything unusual (cut off, a bad event) takes the careful path of ``jsonfile``, which
-    recovers what can be recovered and says where the problem is. A batch that is JSON but holds
-    an event that is not one as ``Event`` types it (a pid that is an array or past a double,
-    nesting deeper than msgspec decodes) is read event by event, those events left out with a
-    warning.
-    """
-    def decode(data: bytes) -> list[Event] | RawEvents | list[Any]:
-        if events is _EVENTS and (scanned := scan(data, _EVENT.decode, _ARGS.decode)) is not None:
-            return scanned
-        try:
-            return events.decode(data)
-        except (msgspec.ValidationError, RecursionError):
-            pass
-        except msgspec.DecodeError as e:
-            raise ValueError(str(e)) from None
-        try:  # then event by event, below: each one's text (any numbers), or as orjson decodes it
-            return _EACH.decode(data)
-        except RecursionError:
-            pass
-        except msgspec.DecodeError as e:
-            raise ValueError(str(e)) from None
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError as e:
-            raise ValueError(str(e)) from None
-
-    def one(item: Any) -> Event:
-        if type(item) is msgspec.Raw:
-            return events.decode(b"".join((b"[", item, b"]")))[0]  # the dialect's types and hooks
-        return msgspec.convert(_raw_args(item), Event)
-
-    seen = 0
-    for batch in jsonfile.iter_batches(path, diag, decode, BATCH_BYTES):
-        if type(batch) is RawEvents or (batch and type(batch[0]) is Event):
-            seen += len(batch)
-            yield batch
-            continue
-        decoded = []
-        for index, item in enumerate(batch, seen):
-            try:
-                decoded.append(one(item))
-            except (msgspec.ValidationError, TypeError, ValueError, RecursionError) as e:
-                diag.warn("bad_event", f"{path}: event {index}: expected a trace event: an object whose ph, "
-                          f"name, pid, tid, cat and id are numbers or text and whose args are an object "
-                          f"({str(e)[:80]}); skipped")
-        seen += len(batch)
-        yield decoded
-
-
-def _raw_args(event: Any) -> Any:
-    """A decoded event with its args as undecoded JSON, as ``Event`` holds them (null: none).
-
-    Raises:
-        TypeError: its args are no object.
-    """
-    if isinstance(event, dict) and "args" in event:
-        args = event["args"]
-        if args is not None and type(args) is not dict:
-            raise TypeError(f"args is a {type(args).__name__}")
-        return {**event, "args": msgspec.Raw(b"" if args is None else msgspec.json.encode(args))}
-    return event
 
 
 class ReadContext(NamedTuple):
@@ -571,7 +496,7 @@ class Records:
 
     def _metadata(self, event: Event) -> None:
         try:
-            name = str(_ARGS.decode(event.args).get("name"))
+            name = str(ANY.decode(event.args).get("name"))
         except (msgspec.DecodeError, AttributeError):
             return
         if event.name == "process_name":
@@ -702,7 +627,7 @@ class Records:
         ``_core.c``'s ``fast_counter`` where the args are plain)."""
         try:
             start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
-            values = _ARGS.decode(event.args) if event.args else {}
+            values = ANY.decode(event.args) if event.args else {}
         except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError):
             diag.warn("bad_event", f"{path}: event {index}: expected a counter with ts and args; skipped")
             self._unread[_BAD_TIMES, event.pid] += 1
@@ -828,7 +753,7 @@ def _with_task_type(args: Any, task_type: str) -> bytes:
 
 def _decode_object(args: bytes | None) -> dict[str, Any]:
     try:
-        decoded = _ARGS.decode(args) if args else {}
+        decoded = ANY.decode(args) if args else {}
     except msgspec.DecodeError:
         return {}
     return decoded if isinstance(decoded, dict) else {}

@@ -57,8 +57,8 @@ from ..model import (
     COMM_GROUP_ARG,
     GPU_KERNEL,
     HOST_OPERATOR,
-    POINT_TO_POINT,
     MEMORY_SIZE_ARG,
+    POINT_TO_POINT,
     RELEASE_NOT_RECORDED,
     Layer,
     RankInfo,
@@ -391,10 +391,10 @@ class Kineto(Dialect):
         lane = f"Group {group} Communication" if group else "NCCL"
         # where the op says no kind, the kernel's name's, but for point-to-point: SendRecv kernels
         # run all-to-alls and gathers too, which only the launching op tells apart
-        named = converted.meaning if converted.layer is Layer.COMM_OP else None
-        named = None if named in POINT_TO_POINT else named
+        by_name = converted.layer is Layer.COMM_OP
+        named = converted.meaning if by_name and converted.meaning not in POINT_TO_POINT else None
         return converted._replace(layer=Layer.COMM_OP, lane=lane,
-                                  task_type=converted.task_type if converted.layer is Layer.COMM_OP else "NCCL",
+                                  task_type=converted.task_type if by_name else "NCCL",
                                   meaning=comm_type(collective.kind or named or COLLECTIVE),
                                   args=launches.with_collective(event.args, collective))
 
@@ -410,7 +410,8 @@ def _device_work(event: Event, cat: str, args: _Args, flow: tuple[str, bool] | N
         shown, lane, meaning = communicates
         return Converted(Layer.COMM_OP, f"Group {group} Communication" if group else lane, name, shown, flow,
                          True, step, meaning=meaning)
-    return Converted(Layer.STREAM, _stream_lane(event.pid, event.tid), name, _DEVICE_CATS[cat], flow, True, step,
+    lane = _stream_lane(event.pid, event.tid)
+    return Converted(Layer.STREAM, lane, name, _DEVICE_CATS[cat], flow, True, step,
                      meaning=GPU_KERNEL if cat == "kernel" else "")
 
 def _communication(name: Any) -> tuple[str, str, str] | None:

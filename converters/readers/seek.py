@@ -107,7 +107,7 @@ _VALUE = msgspec.json.Decoder()
 
 
 def _decode(data: bytes) -> list[Event] | RawEvents:
-    """A batch's events as ``chrome_trace._batches`` decodes a plain one (msgspec's errors for any
+    """A batch's events as ``events.batches`` decodes a plain one (msgspec's errors for any
     other)."""
     scanned = scan(data, _EVENT.decode, _VALUE.decode)
     return _EVENTS.decode(data) if scanned is None else scanned

@@ -25,6 +25,7 @@ from converters.cli import main
 from converters.errors import InputError
 from converters.model import FlowEnd, RankInfo, Sample, Slice, StepRecords
 from converters.readers import _core, chrome_trace, flows, spill, times
+from converters.readers import events as event_decoding
 from converters.readers.spilled_flows import Packed
 
 T0 = 1_736_408_883_000_000  # µs since the epoch: step k runs from T0 + k ms to T0 + (k + 1) ms
@@ -677,13 +678,13 @@ def _fields(event) -> tuple:
 
 
 def _scanned(data: bytes) -> list | None:
-    found = _core.scan(data, chrome_trace._EVENT.decode, chrome_trace._ARGS.decode)
+    found = _core.scan(data, event_decoding.EVENT.decode, event_decoding.ANY.decode)
     return None if found is None else [_fields(event) for event in found]
 
 
 def _decoded(data: bytes) -> list | None:
     try:
-        return [_fields(event) for event in chrome_trace._EVENTS.decode(data)]
+        return [_fields(event) for event in event_decoding.EVENTS.decode(data)]
     except msgspec.DecodeError:
         return None
 
@@ -722,7 +723,7 @@ def test_scanned_events_make_the_records_and_messages_of_decoded_ones(tmp_path_f
         "[" + ",".join([head, *events]) + "]")
     scanned = _outcome(root, kind)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(chrome_trace, "scan", lambda *_: None)  # every batch decoded by msgspec
+        patch.setattr(event_decoding, "scan", lambda *_: None)  # every batch decoded by msgspec
         assert _outcome(root, kind) == scanned
 
 
@@ -762,7 +763,7 @@ def test_counters_in_c_make_the_samples_and_messages_of_the_python_rules(tmp_pat
         patch.setattr(chrome_trace, "read_events", chrome_trace.in_python)  # the Python rules alone
         assert repr(_outcome(root, "detail")) == repr(fast)  # repr: -0.0 is not 0.0
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(chrome_trace, "scan", lambda *_: None)  # decoded by msgspec: C reads Events
+        patch.setattr(event_decoding, "scan", lambda *_: None)  # decoded by msgspec: C reads Events
         assert repr(_outcome(root, "detail")) == repr(fast)
 
 

@@ -109,7 +109,8 @@ def rank_pipeline(info: RankInfo, options: Options, diag: Diagnostics) -> list[S
             parts.append(part)
     if device and parts:
         diag.warn("pipeline_host_time", f"rank {info.rank}: the pipeline's compute is the host's time in "
-                  "each micro-batch (its launches); the device's execution is not split from it", f"rank {info.rank}")
+                  "each micro-batch (its launches); the device's execution is not split from it",
+                  f"rank {info.rank}")
     return parts
 
 
@@ -127,7 +128,8 @@ def stage_part(batch: StepRecords) -> StagePart:
         phases, found_by = _from_transfers(transfers), P2P
     work = HostWork(batch.slices, (s for s, _ in ranges))
     phases = [work.tighten(p) for p in phases]
-    part = StagePart(batch.rank, batch.key, batch.step_id, batch.graph, start, dur, found_by, phases, transfers)
+    part = StagePart(batch.rank, batch.key, batch.step_id, batch.graph, start, dur, found_by, phases,
+                     transfers)
     part.compute_ns = _union(phases)
     return part
 
@@ -385,8 +387,8 @@ def record(part: StagePart) -> dict:
     ideal = round((p - 1) / (m + p - 1) * 100, 3) if p and m else None
     return {"Rank": part.rank, "Stage": part.stage, "Stages": p, "Graph": part.graph, "Step": part.step,
             "Schedule": part.schedule, "Order": " ".join(ph.label for ph in part.phases), "Micro-batches": m,
-            "Found By": part.found_by, "Step Time(us)": _us(part.step_ns), "Compute(us)": _us(part.compute_ns),
-            "Bubble(us)": _us(bubble),
+            "Found By": part.found_by, "Step Time(us)": _us(part.step_ns),
+            "Compute(us)": _us(part.compute_ns), "Bubble(us)": _us(bubble),
             "Bubble(%)": None if bubble is None or not part.step_ns else round(bubble / part.step_ns * 100, 3),
             "Ideal Bubble(%)": ideal}
 

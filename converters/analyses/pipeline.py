@@ -383,14 +383,14 @@ def record(part: StagePart) -> dict:
     """One stage and step: its schedule, compute, bubble and the ideal bubble."""
     m = len({p.microbatch for p in part.phases if p.kind == FORWARD})
     bubble = None if part.compute_ns is None else part.step_ns - part.compute_ns
+    share = None if bubble is None or not part.step_ns else round(bubble / part.step_ns * 100, 3)
     p = part.stages
     ideal = round((p - 1) / (m + p - 1) * 100, 3) if p and m else None
     return {"Rank": part.rank, "Stage": part.stage, "Stages": p, "Graph": part.graph, "Step": part.step,
             "Schedule": part.schedule, "Order": " ".join(ph.label for ph in part.phases), "Micro-batches": m,
             "Found By": part.found_by, "Step Time(us)": _us(part.step_ns),
             "Compute(us)": _us(part.compute_ns), "Bubble(us)": _us(bubble),
-            "Bubble(%)": None if bubble is None or not part.step_ns else round(bubble / part.step_ns * 100, 3),
-            "Ideal Bubble(%)": ideal}
+            "Bubble(%)": share, "Ideal Bubble(%)": ideal}
 
 
 def phase_record(part: StagePart, p: Phase) -> dict:

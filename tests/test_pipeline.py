@@ -192,9 +192,11 @@ def test_no_pipeline_is_said(tmp_path, capsys):
 
 
 def test_schedule_names():
-    """GPipe, 1F1B (at most p - stage in flight), else unknown."""
-    assert pipeline.schedule_of("F0 F1 F2 B0 B1 B2".split(), 0, 2) == pipeline.GPIPE
-    assert pipeline.schedule_of("F0 F1 B0 F2 B1 B2".split(), 0, 2) == pipeline.ONE_F_ONE_B
-    assert pipeline.schedule_of("F0 B0 F1 B1 F2 B2".split(), 1, 2) == pipeline.ONE_F_ONE_B
-    assert pipeline.schedule_of("F0 F1 F2 B0 F3 B1 B2 B3".split(), 1, 2) == pipeline.UNKNOWN
-    assert pipeline.schedule_of("F1 F0 B0 B1".split(), 0, 2) == pipeline.UNKNOWN
+    """GPipe on every stage; 1F1B (at most p - stage in flight on each; a first stage with as many
+    micro-batches as stages runs like GPipe); else unknown."""
+    gpipe, first, last = "F0 F1 F2 B0 B1 B2".split(), "F0 F1 B0 F2 B1 B2".split(), "F0 B0 F1 B1 F2 B2".split()
+    assert pipeline.schedule_of([gpipe, gpipe]) == pipeline.GPIPE
+    assert pipeline.schedule_of([first, last]) == pipeline.ONE_F_ONE_B
+    assert pipeline.schedule_of([["F0", "F1", "B0", "B1"], ["F0", "B0", "F1", "B1"]]) == pipeline.ONE_F_ONE_B
+    assert pipeline.schedule_of([first, first]) == pipeline.UNKNOWN  # 2 in flight on the last stage
+    assert pipeline.schedule_of([["F1", "F0", "B0", "B1"]]) == pipeline.UNKNOWN

@@ -217,9 +217,11 @@ def _from_transfers(transfers: list[Transfer]) -> list[Phase]:
                 continue
             start = got.end_ns if got else _boundary_before(transfers, put.start_ns)
             end = put.start_ns if put else _boundary_after(transfers, got.end_ns)
-            phases.append(Phase(kind, mb, start, end))
-    phases.sort(key=lambda p: (p.start_ns if p.start_ns is not None else p.end_ns))
-    return _unshared(phases)
+            # two phases in one window: the one its receive opens runs first, the one whose send
+            # closes it last (1F1B's first stage: a backward, then a forward; its last: the reverse)
+            phases.append(((start if start is not None else end, got is None), Phase(kind, mb, start, end)))
+    phases.sort(key=lambda pair: pair[0])
+    return _unshared([phase for _, phase in phases])
 
 
 def _boundary_before(transfers: list[Transfer], at: int) -> int | None:
@@ -311,7 +313,7 @@ def pipeline_report(
 
 def _order_stages(parts: list[StagePart]) -> None:
     """Each rank's place in its pipeline: a rank whose first transfer is a receive is fed by that
-    peer; chains from the ranks fed by none. Then each stage's schedule, from its order."""
+    peer; chains from the ranks fed by none. Then the pipeline's schedule, from its stages' orders."""
     by_rank = {p.rank: p for p in parts}
     fed_by = {p.rank: (p.transfers[0].peer if p.transfers and p.transfers[0].kind == RECV else None)
               for p in parts}
@@ -320,27 +322,43 @@ def _order_stages(parts: list[StagePart]) -> None:
         chain = [first]
         while feeds.get(chain[-1]) in by_rank and feeds[chain[-1]] not in chain:
             chain.append(feeds[chain[-1]])
+        schedule = schedule_of([[p.label for p in by_rank[rank].phases] for rank in chain])
         for stage, rank in enumerate(chain):
-            by_rank[rank].stage, by_rank[rank].stages = stage, len(chain)
-            by_rank[rank].schedule = schedule_of([p.label for p in by_rank[rank].phases], stage, len(chain))
+            by_rank[rank].stage, by_rank[rank].stages, by_rank[rank].schedule = stage, len(chain), schedule
 
 
-def schedule_of(order: list[str], stage: int, stages: int) -> str:
-    """The schedule a stage's order of phases shows: GPipe (every forward, then every backward),
-    1F1B (forwards and backwards alternate once the pipeline is full: at most ``stages - stage``
-    micro-batches in flight), else unknown."""
+def schedule_of(orders: list[list[str]]) -> str:
+    """The schedule a pipeline's stages show, from each one's order of phases (stage by stage):
+    GPipe (every forward, then every backward, on every stage), 1F1B (forwards and backwards
+    alternate once the pipeline is full: at most ``p - stage`` micro-batches in flight on each
+    stage, and not GPipe on all: a first stage with as few micro-batches as stages runs both
+    alike), else unknown."""
+    if not orders or not all(_in_order(order) for order in orders):
+        return UNKNOWN
+    if all(_all_forwards_first(order) for order in orders):
+        return GPIPE
+    stages = len(orders)
+    return ONE_F_ONE_B if all(_in_flight(order) <= stages - s for s, order in enumerate(orders)) else UNKNOWN
+
+
+def _in_order(order: list[str]) -> bool:
     fwd = [int(x[1:]) for x in order if x[0] == FORWARD]
     bwd = [int(x[1:]) for x in order if x[0] == BACKWARD]
-    if not order or fwd != sorted(fwd) or bwd != sorted(bwd):
-        return UNKNOWN
+    return bool(order) and fwd == sorted(fwd) and bwd == sorted(bwd)
+
+
+def _all_forwards_first(order: list[str]) -> bool:
     first_b = next((i for i, x in enumerate(order) if x[0] == BACKWARD), len(order))
-    if all(x[0] == BACKWARD for x in order[first_b:]):
-        return GPIPE
-    flight, most = 0, 0
+    return all(x[0] == BACKWARD for x in order[first_b:])
+
+
+def _in_flight(order: list[str]) -> int:
+    """The most micro-batches whose forward ran and backward not yet."""
+    flight = most = 0
     for x in order:
         flight += 1 if x[0] == FORWARD else -1
         most = max(most, flight)
-    return ONE_F_ONE_B if most <= stages - stage else UNKNOWN
+    return most
 
 
 def match(parts: list[StagePart]) -> None:

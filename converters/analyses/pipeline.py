@@ -275,6 +275,24 @@ def _union(phases: list[Phase]) -> int | None:
     return total
 
 
+# -- drawn ----------------------------------------------------------------------------------------
+
+PIPELINE_LANE = "Pipeline"  # in each rank's Host group (--kind detail)
+
+
+def pipeline_slices(batch: StepRecords) -> list[Slice]:
+    """One step of one rank drawn on its *Pipeline* lane: a slice per micro-batch phase whose
+    compute the records bound (``F3``, ``B3``); nothing where the step sends and receives nothing
+    (every job that is no pipeline: its trace as it was)."""
+    if not any(s.layer is Layer.COMM_OP and comm_kind(s) in (SEND, RECV) for s in batch.slices):
+        return []
+    part = stage_part(batch)
+    return [Slice(batch.rank, Layer.HOST, PIPELINE_LANE, p.label, p.start_ns, p.compute_ns,
+                  {"Phase": "forward" if p.kind == FORWARD else "backward", "Micro-batch": p.microbatch,
+                   "Found by": part.found_by})
+            for p in part.phases if p.compute_ns is not None]
+
+
 # -- across ranks ---------------------------------------------------------------------------------
 
 def pipeline_report(

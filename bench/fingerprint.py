@@ -10,8 +10,8 @@ Inputs: every real sample, and every folder in one, under ``$TRACE2PERFETTO_REAL
 makes them; pass ``--quick`` to take only the real samples and one generated rank), each in
 summary and detail, Perfetto and JSON, capped at 1 MiB and uncapped; and what every analysis
 command prints or writes for them (``info``, ``overlap``, ``comm`` and ``comm --slow-ranks`` in
-each of their formats, ``ops`` in each format, by name, shape and step, and ``--across``, ``pipeline`` by each, ``report``
-as JSON and HTML), through the CLI as a user runs it, stdout and exit code alike; and ``diff -o``'s
+each of their formats, ``ops`` in each format, by name, shape and step, and ``--across``,
+``pipeline`` by each, ``report`` as JSON and HTML), through the CLI as a user runs it, stdout and exit code alike; and ``diff -o``'s
 comparison trace of each input against itself, Perfetto and JSON.
 """
 

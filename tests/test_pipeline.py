@@ -221,8 +221,8 @@ def test_the_pipeline_lane_in_detail(sample, variants, tmp_path):
         # slice_times counts from the trace's first slice: durations, names and the gaps between them
         want = sorted((p.start_ns, p.compute_ns, p.label) for part in report.parts for p in part.phases)
         assert [(dur, name) for _, dur, name in drawn] == [(dur, name) for _, dur, name in want]
-        gaps = [b[0] - a[0] for a, b in zip(drawn, drawn[1:])]
-        assert gaps == [b[0] - a[0] for a, b in zip(want, want[1:])]
+        gaps = [b[0] - a[0] for a, b in zip(drawn, drawn[1:], strict=False)]
+        assert gaps == [b[0] - a[0] for a, b in zip(want, want[1:], strict=False)]
     summary = tmp_path / "summary.pftrace"
     convert(sample, summary, kind="summary", max_bytes=None)
     assert not any(re.fullmatch(r"[FB]\d", name) for rows in slice_times(summary, tmp_path).values()

@@ -11,8 +11,8 @@ makes them; pass ``--quick`` to take only the real samples and one generated ran
 summary and detail, Perfetto and JSON, capped at 1 MiB and uncapped; and what every analysis
 command prints or writes for them (``info``, ``overlap``, ``comm`` and ``comm --slow-ranks`` in
 each of their formats, ``ops`` in each format, by name, shape and step, and ``--across``,
-``pipeline`` by each, ``report`` as JSON and HTML), through the CLI as a user runs it, stdout and exit code alike; and ``diff -o``'s
-comparison trace of each input against itself, Perfetto and JSON.
+``pipeline`` by each, ``report`` as JSON and HTML), through the CLI as a user runs it, stdout and
+exit code alike; and ``diff -o``'s comparison trace of each input against itself, Perfetto and JSON.
 """
 
 from __future__ import annotations

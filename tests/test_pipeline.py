@@ -204,8 +204,8 @@ def test_schedule_names():
 
 def test_the_pipeline_lane_in_detail(sample, variants, tmp_path):
     """``--kind detail`` draws each rank's micro-batches on a *Pipeline* lane (``F0``, ``B1``),
-    exactly the analysis's compute windows, and the trace processor imports them with no error
-    or data loss; a summary draws none."""
+    exactly the analysis's compute windows, and the bubble between them (adding up to each step's
+    bubble); the trace processor imports them with no error or data loss; a summary draws none."""
     from test_trace_processor import imported, slice_times
 
     from converters import convert
@@ -223,6 +223,9 @@ def test_the_pipeline_lane_in_detail(sample, variants, tmp_path):
         assert [(dur, name) for _, dur, name in drawn] == [(dur, name) for _, dur, name in want]
         gaps = [b[0] - a[0] for a, b in zip(drawn, drawn[1:], strict=False)]
         assert gaps == [b[0] - a[0] for a, b in zip(want, want[1:], strict=False)]
+        bubbles = sum(dur for rows in slice_times(out, tmp_path).values() for _, dur, name in rows
+                      if name == pipeline.BUBBLE)
+        assert bubbles == sum(part.step_ns - part.compute_ns for part in report.parts)
     summary = tmp_path / "summary.pftrace"
     convert(sample, summary, kind="summary", max_bytes=None)
     assert not any(re.fullmatch(r"[FB]\d", name) for rows in slice_times(summary, tmp_path).values()

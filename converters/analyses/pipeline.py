@@ -280,17 +280,27 @@ def _union(phases: list[Phase]) -> int | None:
 PIPELINE_LANE = "Pipeline"  # in each rank's Host group (--kind detail)
 
 
+BUBBLE = "bubble"
+
+
 def pipeline_slices(batch: StepRecords) -> list[Slice]:
     """One step of one rank drawn on its *Pipeline* lane: a slice per micro-batch phase whose
-    compute the records bound (``F3``, ``B3``); nothing where the step sends and receives nothing
-    (every job that is no pipeline: its trace as it was)."""
+    compute the records bound (``F3``, ``B3``) and, where every phase's are known, the bubble
+    between them (``bubble``: they add up to the step's time minus its compute); nothing where
+    the step sends and receives nothing (every job that is no pipeline: its trace as it was)."""
     if not any(s.layer is Layer.COMM_OP and comm_kind(s) in (SEND, RECV) for s in batch.slices):
         return []
     part = stage_part(batch)
-    return [Slice(batch.rank, Layer.HOST, PIPELINE_LANE, p.label, p.start_ns, p.compute_ns,
-                  {"Phase": "forward" if p.kind == FORWARD else "backward", "Micro-batch": p.microbatch,
-                   "Found by": part.found_by})
-            for p in part.phases if p.compute_ns is not None]
+    known = [p for p in part.phases if p.compute_ns is not None]
+    out = [Slice(batch.rank, Layer.HOST, PIPELINE_LANE, p.label, p.start_ns, p.compute_ns,
+                 {"Phase": "forward" if p.kind == FORWARD else "backward", "Micro-batch": p.microbatch,
+                  "Found by": part.found_by}) for p in known]
+    if known and len(known) == len(part.phases):
+        edges = [part.start_ns, *(t for p in sorted(known, key=lambda p: p.start_ns)
+                                  for t in (p.start_ns, p.end_ns)), part.start_ns + part.step_ns]
+        out.extend(Slice(batch.rank, Layer.HOST, PIPELINE_LANE, BUBBLE, a, b - a)
+                   for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a)
+    return out
 
 
 # -- across ranks ---------------------------------------------------------------------------------

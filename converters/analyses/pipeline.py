@@ -126,8 +126,9 @@ def stage_part(batch: StepRecords) -> StagePart:
         found_by = RANGES
     else:
         phases, found_by = _from_transfers(transfers), P2P
-    work = HostWork(batch.slices, (s for s, _ in ranges))
-    phases = [work.tighten(p) for p in phases]
+    if phases:
+        work = HostWork(batch.slices, (s for s, _ in ranges))
+        phases = [work.tighten(p) for p in phases]
     part = StagePart(batch.rank, batch.key, batch.step_id, batch.graph, start, dur, found_by, phases,
                      transfers)
     part.compute_ns = _union(phases)

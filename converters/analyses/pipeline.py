@@ -187,11 +187,10 @@ class HostWork:
             return p
         lo = bisect.bisect_left(self.starts, p.start_ns)
         hi = bisect.bisect_right(self.starts, p.end_ns)
-        ends = [end for _, end in self.work[lo:hi] if end <= p.end_ns]
-        if not ends:
+        inside = [(start, end) for start, end in self.work[lo:hi] if end <= p.end_ns]
+        if not inside:
             return p
-        first = next(start for start, end in self.work[lo:hi] if end <= p.end_ns)
-        return Phase(p.kind, p.microbatch, first, max(ends))
+        return Phase(p.kind, p.microbatch, inside[0][0], max(end for _, end in inside))
 
 
 def _from_transfers(transfers: list[Transfer]) -> list[Phase]:

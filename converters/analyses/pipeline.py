@@ -277,7 +277,7 @@ def _union(phases: list[Phase]) -> int | None:
 
 # -- drawn ----------------------------------------------------------------------------------------
 
-PIPELINE_LANE = "Pipeline"  # in each rank's Host group (--kind detail)
+PIPELINE_LANE = "Pipeline"  # with the converter's own lanes, in each rank's Overlap Analysis group
 
 
 BUBBLE = "bubble"
@@ -292,13 +292,13 @@ def pipeline_slices(batch: StepRecords) -> list[Slice]:
         return []
     part = stage_part(batch)
     known = [p for p in part.phases if p.compute_ns is not None]
-    out = [Slice(batch.rank, Layer.HOST, PIPELINE_LANE, p.label, p.start_ns, p.compute_ns,
+    out = [Slice(batch.rank, Layer.OVERLAP, PIPELINE_LANE, p.label, p.start_ns, p.compute_ns,
                  {"Phase": "forward" if p.kind == FORWARD else "backward", "Micro-batch": p.microbatch,
                   "Found by": part.found_by}) for p in known]
     if known and len(known) == len(part.phases):
         edges = [part.start_ns, *(t for p in sorted(known, key=lambda p: p.start_ns)
                                   for t in (p.start_ns, p.end_ns)), part.start_ns + part.step_ns]
-        out.extend(Slice(batch.rank, Layer.HOST, PIPELINE_LANE, BUBBLE, a, b - a)
+        out.extend(Slice(batch.rank, Layer.OVERLAP, PIPELINE_LANE, BUBBLE, a, b - a)
                    for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a)
     return out
 

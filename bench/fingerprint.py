@@ -10,9 +10,9 @@ Inputs: every real sample, and every folder in one, under ``$TRACE2PERFETTO_REAL
 makes them; pass ``--quick`` to take only the real samples and one generated rank), each in
 summary and detail, Perfetto and JSON, capped at 1 MiB and uncapped; and what every analysis
 command prints or writes for them (``info``, ``overlap``, ``comm`` and ``comm --slow-ranks`` in
-each of their formats, ``ops`` in each format, by name, shape and step, and ``--across``, ``report``
-as JSON and HTML), through the CLI as a user runs it, stdout and exit code alike; and ``diff -o``'s
-comparison trace of each input against itself, Perfetto and JSON.
+each of their formats, ``ops`` in each format, by name, shape and step, and ``--across``,
+``pipeline`` by each, ``report`` as JSON and HTML), through the CLI as a user runs it, stdout and
+exit code alike; and ``diff -o``'s comparison trace of each input against itself, Perfetto and JSON.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ ANALYSES = (
     *(["ops", "--by", by, "--format", "json"] for by in ("name", "shape", "step")),
     *(["ops", "--across", "--format", f] for f in ("table", "json")),
     ["critical", "--format", "json"],
+    *(["pipeline", "--by", by, "--format", "json"] for by in ("stage", "microbatch", "p2p")),
     *(["report", "--format", f] for f in ("json", "html")),
     *(["diff", "--by", by, "--format", "json"] for by in diff.BY),  # the sample twice
     ["diff", "--by", "type", "--format", "csv", "--fail-above", "1"],

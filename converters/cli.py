@@ -586,6 +586,18 @@ def _run_critical(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    from .analyses import pipeline
+
+    pipeline.arguments(parser)
+
+
+def _run_pipeline(args: argparse.Namespace) -> int:
+    from .analyses import pipeline
+
+    return pipeline.run(args, _selection(args), _warn)
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 COMMANDS = {c.name: c for c in (
@@ -721,6 +733,22 @@ COMMANDS = {c.name: c for c in (
         "  trace2perfetto critical PROFILER_DIR --align collectives --format csv > critical.csv\n\n"
         "The JSON output is described by schemas/critical.schema.json.",
         lambda parser: None, _run_critical, ("table", "csv", "json"), "output on stdout", align=True,
+    ),
+    Command(
+        "pipeline", "pipeline parallelism: each micro-batch per stage, the schedule, the bubble, p2p waits",
+        "Per step and stage (rank) of a pipeline-parallel job: each micro-batch's forward and backward "
+        "(start, end, compute), found from the framework's own micro-batch ranges where the trace holds "
+        "them, else from the order and peers of the sends and receives (no user ranges needed); the "
+        "schedule it shows (GPipe, 1F1B, or unknown with the order seen); the stage's bubble (step time "
+        "minus its compute) beside the ideal (p-1)/(m+p-1); each send and receive split into its wait for "
+        "the peer's matching op and its transfer. Compute is host time: the records of a CPU job are its "
+        "compute; on a GPU or NPU job, the host's launches.",
+        "examples:\n"
+        "  trace2perfetto pipeline PROFILER_DIR                  per stage and step\n"
+        "  trace2perfetto pipeline PROFILER_DIR --by microbatch  each forward and backward\n"
+        "  trace2perfetto pipeline PROFILER_DIR --by p2p --format csv > p2p.csv\n\n"
+        "The JSON output is described by schemas/pipeline.schema.json.",
+        _pipeline_arguments, _run_pipeline, ("table", "csv", "json"), "output on stdout",
     ),
     Command(
         "report", "one HTML page (or JSON): where the time goes, and the bottleneck",

@@ -33,7 +33,7 @@ from .budget import (
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
 from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, release, sorted_and_timed
-from .model import Layer, RankInfo, Slice, StepKey, StepRecords, step_label
+from .model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, comm_kind, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, input_bytes, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
@@ -467,7 +467,19 @@ def records_to_write(batch: StepRecords, options: Options) -> list[Slice]:
         if options.kind is Kind.DETAIL:
             out.extend(s for s in batch.slices if s.layer is not Layer.STEP)
     out.extend(overlap_slices(batch))
+    if options.kind is Kind.DETAIL:
+        out.extend(_pipeline_slices(batch))
     return out
+
+
+def _pipeline_slices(batch: StepRecords) -> list[Slice]:
+    """The step's micro-batches on a *Pipeline* lane (``analyses.pipeline``), where it sends or
+    receives: the analysis is loaded only then."""
+    if not any(s.layer is Layer.COMM_OP and comm_kind(s) in (SEND, RECV) for s in batch.slices):
+        return []
+    from .analyses.pipeline import pipeline_slices
+
+    return pipeline_slices(batch)
 
 
 def _merged_step(s: Slice, batch: StepRecords) -> Slice:

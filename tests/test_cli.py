@@ -386,10 +386,10 @@ def test_help_lists_every_subcommand_on_one_line_and_the_exit_codes(capsys):
 
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("convert", "info", "overlap", "ops", "memory", "comm", "report"):
+    for name in ("convert", "info", "overlap", "ops", "memory", "comm", "report", "pipeline"):
         assert re.search(rf"^  {name} +\S.*$", out, re.MULTILINE), name
     assert set(COMMANDS) == {"convert", "info", "overlap", "ops", "memory", "comm", "report", "diff",
-                             "critical"}
+                             "critical", "pipeline"}
     assert "exit codes: 0 done, 1 input broken beyond recovery" in out and "2 usage error" in out
     for name in COMMANDS:
         assert main([name, "--help"]) == 0

@@ -439,10 +439,13 @@ _COMMUNICATION = ("HCCL", "COMMUNICATION")
 def _read_kernel_details(
     rank: RankInfo, path: Path, diag: Diagnostics, detail: bool
 ) -> Iterator[StepRecords]:
-    """kernel_details.csv, filed by ``Step Id`` in a spill file, then one step at a time; each
-    communication op with the profiler's figures of it where its analysis lies beside (``_Analysed``)."""
+    """kernel_details.csv, filed by ``Step Id`` in a spill file, then one step at a time; in detail,
+    each communication op with the profiler's figures of it where its analysis lies beside
+    (``_Analysed``)."""
     bounds: dict[int | None, list[int]] = {}
-    analysed = _Analysed(rank, path.parent, diag)
+    # the figures are for comm's detail read; a summary read (ops' op types, the critical path's
+    # kernel types beside trace_view.json) holds nothing of them, in flat memory
+    analysed = _Analysed(rank, path.parent, diag) if detail else None
     with StepSpill() as spill, open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.DictReader(whole_lines(f, path, diag))
         missing = [c for c in _NEEDED if c not in csv_header(rows, path)]
@@ -456,7 +459,7 @@ def _read_kernel_details(
             if record is None:
                 continue
             step = _int_or_none(row.get("Step Id"))
-            if record.layer is Layer.COMM_OP:
+            if analysed is not None and record.layer is Layer.COMM_OP:
                 record = analysed.figured(step, record)
             bound = bounds.setdefault(step, [record.start_ns, record.end_ns])
             bound[0], bound[1] = min(bound[0], record.start_ns), max(bound[1], record.end_ns)

@@ -102,9 +102,8 @@ def read(path: Path) -> Truth:
         symm = cat(e) == "kernel" and _SYMM_ALL_REDUCE in e["name"]
         if symm:
             named = "allreduce"
+        comm = cat(e) == "kernel" and (bool(around) or e["name"].startswith("nccl") or symm)
         start = _ns(e["ts"])
         truth.kernels.append(Kernel(e["name"], start, start + _ns(e.get("dur", 0)), step,
-                                    named if cat(e) == "kernel" else None,
-                                    cat(e) == "kernel" and (bool(around) or e["name"].startswith("nccl") or symm),
-                                    cat(e)))
+                                    named if cat(e) == "kernel" else None, comm, cat(e)))
     return truth

@@ -198,6 +198,7 @@ def _kineto_keys_last(root: Path) -> Truth:
     for path in paths:
         path.unlink()
     (root / "written").rmdir()
+    truth.kineto = {rank: root / f"rank{1 - rank}.pt.trace.json" for rank in truth.records}  # where they went
     return truth
 
 

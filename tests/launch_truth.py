@@ -2,7 +2,9 @@
 converter): each kernel joined to its launch by the ``correlation`` id, filed under the step
 whose ``ProfilerStep#N`` host window holds the launch (the latest-starting one, where windows
 overlap), and a collective where its launch lies in a ``record_param_comms`` / ``nccl:*`` /
-``c10d::*`` op on the launch's thread or its name starts with ``nccl``."""
+``c10d::*`` op on the launch's thread or its name starts with ``nccl`` or is torch SymmetricMemory's
+all-reduce (``...::multimem_all_reduce_kernel<...>``, launched by no communication op: an all-reduce
+by its name alone)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 _OLD = {"Kernel": "kernel", "Runtime": "cuda_runtime", "Operator": "cpu_op", "Memcpy": "gpu_memcpy",
         "Memset": "gpu_memset"}
 _COMM_OPS = ("record_param_comms", "nccl:", "c10d::")
+_SYMM_ALL_REDUCE = "::multimem_all_reduce_kernel<"
 
 
 @dataclass
@@ -25,6 +28,7 @@ class Kernel:
     end_ns: int
     step: int | None  # the ProfilerStep#N that launched it; None: no step did, or no launch is recorded
     collective: str | None  # the innermost record_param_comms' "Collective name" around its launch
+    # ("allreduce" for a SymmetricMemory all-reduce kernel)
     comm: bool  # a collective's kernel: launched in a communication op, or named nccl*
     cat: str = "kernel"  # or gpu_memcpy, gpu_memset
 
@@ -41,6 +45,10 @@ class Truth:
             if k.step is not None and not k.comm and k.cat == "kernel":
                 by_step[k.step].append((k.start_ns, k.end_ns))
         return {n: _union_ns(by_step.get(n, [])) for n in self.steps}
+
+    def computing_all_ns(self) -> int:
+        """The union of every compute kernel, launched in a step or not (a trace without steps)."""
+        return _union_ns([(k.start_ns, k.end_ns) for k in self.kernels if not k.comm and k.cat == "kernel"])
 
 
 def _union_ns(spans: list[tuple[int, int]]) -> int:
@@ -91,9 +99,11 @@ def read(path: Path) -> Truth:
         named = next((op["args"]["Collective name"] for op in around or ()
                       if op["name"] == "record_param_comms" and "Collective name" in (op.get("args") or {})),
                      None)
+        symm = cat(e) == "kernel" and _SYMM_ALL_REDUCE in e["name"]
+        if symm:
+            named = "allreduce"
+        comm = cat(e) == "kernel" and (bool(around) or e["name"].startswith("nccl") or symm)
         start = _ns(e["ts"])
         truth.kernels.append(Kernel(e["name"], start, start + _ns(e.get("dur", 0)), step,
-                                    named if cat(e) == "kernel" else None,
-                                    cat(e) == "kernel" and (bool(around) or e["name"].startswith("nccl")),
-                                    cat(e)))
+                                    named if cat(e) == "kernel" else None, comm, cat(e)))
     return truth

@@ -368,6 +368,40 @@ def test_old_nccl_names_and_launch(tmp_path):
     assert not [e for e in ev if e.get("cat") == "cuda_driver"]
 
 
+def test_symmetric_memory_all_reduce_is_launched_by_no_communication_op(tmp_path):
+    made = write_kineto_traces(tmp_path / "symm", ranks=2, steps=1, seed=3, nccl="symm")
+    ev = load(made.paths[0])["traceEvents"]
+    kernels = [e for e in ev if e.get("cat") == "kernel" and "multimem_all_reduce_kernel<" in e["name"]]
+    assert kernels and not [e for e in ev if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+    assert {e["args"]["stream"] for e in kernels} == {7}  # the compute stream, as in the vLLM sample
+    assert not [e for e in ev if str(e.get("name")).startswith(("record_param_comms", "nccl:", "c10d::"))]
+    assert not [e for e in kernels if "Collective name" in e["args"]]
+    launches = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime"}
+    ops = [e for e in ev if e.get("name") == "symm_mem::multimem_all_reduce_"]
+    for k in kernels:
+        launch = launches[k["args"]["correlation"]]
+        assert launch["name"] == "cudaLaunchKernel"
+        assert any(o["tid"] == launch["tid"] and o["ts"] <= launch["ts"] <= o["ts"] + o["dur"] for o in ops)
+
+
+def test_symmetric_memory_kernel_named_as_the_real_sample(tmp_path):
+    real = load(real_data("kineto-b200-vllm") / "eager_trace.json.gz")["traceEvents"]
+    names = {e["name"] for e in real if e.get("cat") == "kernel" and "multimem" in e["name"]}
+    made = write_kineto_traces(tmp_path / "symm", ranks=1, steps=1, seed=3, nccl="symm")
+    ev = load(made.paths[0])["traceEvents"]
+    assert names and names <= {e["name"] for e in ev if e.get("cat") == "kernel"}
+
+
+def test_no_steps_writes_the_same_work_without_step_ranges(tmp_path):
+    def kernels(**kw) -> int:
+        made = write_kineto_traces(tmp_path / ("bare" if kw else "stepped"), ranks=1, steps=2, seed=3, **kw)
+        ev = load(made.paths[0])["traceEvents"]
+        assert bool(kw) != any(str(e.get("name")).startswith("ProfilerStep#") for e in ev)
+        return sum(e.get("cat") == "kernel" for e in ev)
+
+    assert kernels(no_steps=True) == kernels()
+
+
 # --------------------------------------------------------------------------- adversarial options
 
 

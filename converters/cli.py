@@ -374,17 +374,10 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 def _threshold(text: str) -> tuple[str, float]:
     from .analyses.report import Thresholds
 
-    name, _, value = text.partition("=")
-    names = [f.name for f in dataclasses.fields(Thresholds)]
-    if name not in names:
-        raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(names)}")
     try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=NUMBER") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a threshold is >= 0")
-    return name, number
+        return Thresholds.setting(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _count_of(option: str):

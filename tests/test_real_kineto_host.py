@@ -124,10 +124,12 @@ def _reader_pairs(path: Path) -> Counter:
     return found
 
 
-def _as_lanes(pairs: Counter) -> Counter:
+def _as_lanes(pairs: Counter, base_us: Decimal = Decimal(0)) -> Counter:
+    """The pairs as the reader's lanes, at epoch µs (``ts`` counts from ``baseTimeNanoseconds``)."""
     names = {0: "CPU", 1: "GPU", 6: "GPU"}
     lane = lambda kind, index: (names[kind] if kind == 0 else f"{names[kind]} {index}") + " allocations"  # noqa: E731
-    return Counter({(lane(k, i), addr, at, gone): n for (k, i, addr, at, gone), n in pairs.items()})
+    return Counter({(lane(k, i), addr, at + base_us, None if gone is None else gone + base_us): n
+                    for (k, i, addr, at, gone), n in pairs.items()})
 
 
 def test_every_allocation_of_a_real_trace_is_paired_once_with_the_release_of_its_address():
@@ -136,7 +138,8 @@ def test_every_allocation_of_a_real_trace_is_paired_once_with_the_release_of_its
         pairs, _ = _pairs_by_time(data["traceEvents"])
         assert sum(pairs.values()) == sum(1 for e in data["traceEvents"]
                                           if e.get("name") == "[memory]" and e["args"].get("Bytes", 0) > 0)
-        assert _reader_pairs(path) == _as_lanes(pairs)
+        base_us = Decimal(data.get("baseTimeNanoseconds", 0)) / 1000  # where the file gives it, after the events
+        assert _reader_pairs(path) == _as_lanes(pairs, base_us)
 
 
 def _adversarial_trace(path: Path, seed: int) -> list[dict]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .. import overlap
-from ..model import Layer, StepRecords
+from ..model import Layer, Slice, StepRecords
 
 COLUMNS = ("computation_time", "communication_alone_time", "stage_time", "receive_alone_time",
            "collective_communication_alone_time")  # the header of MindSpore's file, in its order
@@ -37,15 +37,15 @@ class ClusterStep(NamedTuple):
 
 
 def cluster_step(batch: StepRecords, step_ns: int, computing: list[overlap.Interval],
-                 is_receive: Callable[[str], bool]) -> ClusterStep | None:
+                 is_receive: Callable[[Slice], bool]) -> ClusterStep | None:
     """The step's figures (``step_ns`` its time, ``computing`` the union of its compute tasks,
     ``is_receive`` which ops are receives); None where its device tasks are not recorded (every
     figure rests on them)."""
     if not batch.has_device:
         return None
     ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
-    receive = overlap.union((s.start_ns, s.end_ns) for s in ops if is_receive(s.name))
-    collective = overlap.union((s.start_ns, s.end_ns) for s in ops if not is_receive(s.name))
+    receive = overlap.union((s.start_ns, s.end_ns) for s in ops if is_receive(s))
+    collective = overlap.union((s.start_ns, s.end_ns) for s in ops if not is_receive(s))
     compute_gaps = _gaps(computing)
     comm_alone = overlap.total_ns(overlap.intersect(overlap.union(receive + collective), compute_gaps))
     receive_alone = overlap.total_ns(overlap.intersect(receive, _gaps(overlap.union(computing + collective))))

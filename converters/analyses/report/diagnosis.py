@@ -54,6 +54,25 @@ class Thresholds:
         "share (2 ranks or more in the step)",
     }
 
+    @classmethod
+    def setting(cls, text: str) -> tuple[str, float]:
+        """``NAME=NUMBER`` as ``--threshold`` takes it: one threshold and its value.
+
+        Raises:
+            ValueError: no such threshold, no number, or a negative one (the message says which).
+        """
+        name, _, value = text.partition("=")
+        names = [f.name for f in dataclasses.fields(cls)]
+        if name not in names:
+            raise ValueError(f"{name!r} is not one of {', '.join(names)}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{text!r}: expected NAME=NUMBER") from None
+        if number < 0:
+            raise ValueError(f"{text!r}: a threshold is >= 0")
+        return name, number
+
     def items(self) -> list[tuple[str, float, str]]:
         """(name, value, meaning) of each threshold, in order."""
         return [(f.name, getattr(self, f.name), self.MEANING[f.name]) for f in dataclasses.fields(self)]

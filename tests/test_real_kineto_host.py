@@ -138,7 +138,7 @@ def test_every_allocation_of_a_real_trace_is_paired_once_with_the_release_of_its
         pairs, _ = _pairs_by_time(data["traceEvents"])
         assert sum(pairs.values()) == sum(1 for e in data["traceEvents"]
                                           if e.get("name") == "[memory]" and e["args"].get("Bytes", 0) > 0)
-        base_us = Decimal(data.get("baseTimeNanoseconds", 0)) / 1000  # where the file gives it, after the events
+        base_us = Decimal(data.get("baseTimeNanoseconds", 0)) / 1000  # the file's, after the events
         assert _reader_pairs(path) == _as_lanes(pairs, base_us)
 
 

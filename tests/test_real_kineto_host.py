@@ -289,6 +289,21 @@ def test_every_command_takes_the_step_marker(command, capsys):
     assert json.loads(capsys.readouterr().out)
 
 
+def test_pipeline_takes_the_step_marker(capsys):
+    """The ``ProfilerStep#N`` ranges named as the marker are the same steps, numbered 1, 2, ...: the
+    same stages, schedules and bubbles, step by step."""
+    folder = str(real_data("pp-gpipe-2stage-dev"))
+    rows = {}
+    for marker in ([], ["--step-marker", "ProfilerStep*"]):
+        assert main(["pipeline", folder, "--format", "json", "-q", *marker]) == 0
+        rows[bool(marker)] = json.loads(capsys.readouterr().out)
+    assert rows[False] and len(rows[False]) == len(rows[True])
+    steps = sorted({row["Step"] for row in rows[False]})
+    for plain, marked in zip(rows[False], rows[True], strict=True):
+        assert marked["Step"] == steps.index(plain["Step"]) + 1
+        assert {**marked, "Step": None} == {**plain, "Step": None}
+
+
 def test_memory_says_the_step_marker_does_not_apply(capsys):
     assert main(["memory", str(real_data("kineto-gloo-2rank")), "--step-marker", "x"]) == 2
     assert "--step-marker" in capsys.readouterr().err

@@ -311,17 +311,19 @@ def pipeline_report(
     ranks: Iterable[int] | None = None,
     graphs: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
+    step_marker: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
 ) -> PipelineReport:
     """The pipeline of every kept rank and step: stages ordered, schedules named, sends matched
-    with receives.
+    with receives. ``step_marker``: the user's range that is the step (``--step-marker``).
 
     Raises:
         UsageError: unknown ranks or graphs, nothing recognisable under ``path``.
         InputError: an input file broken beyond recovery.
     """
-    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL)  # detail: host ranges
+    options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=Kind.DETAIL,  # detail: host ranges
+                      step_marker=step_marker)
     profile = Profile.open(path, options, where=where, diag=diag)
     found: list[list[StagePart]] = profile.map(rank_pipeline)
     profile.check_steps()

@@ -414,6 +414,7 @@ def _device_work(event: Event, cat: str, args: _Args, flow: tuple[str, bool] | N
     return Converted(Layer.STREAM, lane, name, _DEVICE_CATS[cat], flow, True, step,
                      meaning=GPU_KERNEL if cat == "kernel" else "")
 
+
 def _communication(name: Any) -> tuple[str, str, str] | None:
     """A kernel that communicates, by its name: (the Task Type it shows, its lane where its args
     name no process group, what it does: ``model.comm_type``); None for a kernel that computes.

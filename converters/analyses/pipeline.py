@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .. import overlap
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, comm_kind
@@ -264,15 +265,7 @@ def _union(phases: list[Phase]) -> int | None:
         else:
             return None
         i += 1
-    if not spans:
-        return None
-    total, reach = 0, None
-    for lo, hi in sorted(spans):
-        if reach is None or lo > reach:
-            total, reach = total + hi - lo, hi
-        elif hi > reach:
-            total, reach = total + hi - reach, hi
-    return total
+    return overlap.total_ns(overlap.union(spans)) if spans else None
 
 
 # -- drawn ----------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ OUT ?= build/$(notdir $(abspath $(PROFILE))).pftrace
 # What running needs, and no more (`make run`); the C extensions recompile when a .c file changes.
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml $(wildcard converters/*.c converters/*/*.c converters/*.h)
+$(VENV)/.installed: pyproject.toml $(wildcard converters/*.[ch] converters/*/*.[ch] converters/*/*/*.[ch])
 	@echo '#include <sqlite3.h>' | $${CC:-cc} -E - >/dev/null 2>&1 || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsqlite3-dev >/dev/null) || \
 		echo "make: no sqlite3.h (libsqlite3-dev): the database reader's C core cannot compile"

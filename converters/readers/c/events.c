@@ -1,0 +1,412 @@
+/* events.batches in C: a batch of events scanned, not decoded (scan, RawEvents), and the JSON
+ * text a scanned event's fields hold read as msgspec would decode it.
+ *
+ * msgspec makes an Event of nine objects for every event, and most events are then left out at
+ * once (the vendor's overlap lanes; host events and tasks that do not compute, in a summary).
+ * ``scan`` checks a batch as JSON and notes where each event's fields lie in its text; read_events
+ * and steps_and_names (chrome_trace.c) make objects only for what they keep, by the same rules.
+ * Only what is plain is scanned: keys without escapes, each field once and of the type Event takes
+ * (typed_as_event), numbers of ordinary size, no lone surrogate escapes, nesting under 64 deep;
+ * anything else gives None, and msgspec decodes the batch (with its rules and its errors). An event
+ * that Python reads is decoded by msgspec from its own text, so it is the Event the batch would
+ * have given. The rule: msgspec's decoding of events.Event (events.batches); held to it by
+ * tests/readers/test_chrome_trace.py (scanned batches against decoded ones). */
+#include "core.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct { const unsigned char *p, *end; } Scan;
+#define MAX_DEPTH 64
+
+static inline void sc_ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+}
+
+static int hex_digit(unsigned char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The code of a \\uXXXX escape at p, or -1 */
+static int escaped_code(const unsigned char *p, const unsigned char *end) {
+    int code = 0;
+    for (int k = 2; k < 6; k++) {
+        int digit = p + k < end ? hex_digit(p[k]) : -1;
+        if (digit < 0) return -1;
+        code = code * 16 + digit;
+    }
+    return code;
+}
+
+/* A string from its quote: K_STR, K_STR_ESC (it has escapes), or 0 */
+static unsigned char ORDINARY[256];  /* 1 for a byte a string holds as it is: not ", \\ or a control */
+
+static inline __attribute__((always_inline)) int sc_string(Scan *s) {  /* inlined: +8% scanned/s */
+    const unsigned char *p = s->p + 1, *end = s->end;
+    int kind = K_STR;
+    for (;;) {
+        while (end - p >= 4 && ORDINARY[p[0]] && ORDINARY[p[1]] && ORDINARY[p[2]] && ORDINARY[p[3]]) p += 4;
+        while (p < end && ORDINARY[*p]) p++;
+        if (p >= end || *p < 0x20) return 0;
+        if (*p == '"') {
+            s->p = p + 1;
+            return kind;
+        }
+        kind = K_STR_ESC;
+        if (end - p < 2) return 0;
+        if (p[1] == 'u') {
+            int code = escaped_code(p, end);
+            if (code >= 0xD800 && code <= 0xDBFF) {  /* a surrogate pair, or no text */
+                p += 6;
+                code = end - p >= 2 && p[0] == '\\' && p[1] == 'u' ? escaped_code(p, end) : -1;
+                if (code < 0xDC00 || code > 0xDFFF) return 0;
+            } else if (code < 0 || (code >= 0xDC00 && code <= 0xDFFF)) {
+                return 0;
+            }
+            p += 6;
+        } else if (p[1] && strchr("\"\\/bfnrt", p[1])) {
+            p += 2;
+        } else {
+            return 0;
+        }
+    }
+}
+
+static int is_digit(const Scan *s) { return s->p < s->end && *s->p >= '0' && *s->p <= '9'; }
+
+/* A number: K_INT, K_NUM (a fraction or an exponent), or 0 (not JSON's, or out of the ordinary) */
+static int sc_number(Scan *s) {
+    const unsigned char *start = s->p;
+    int kind = K_INT;
+    if (*s->p == '-') s->p++;
+    if (!is_digit(s)) return 0;
+    if (*s->p++ != '0')
+        while (is_digit(s)) s->p++;
+    if (s->p < s->end && *s->p == '.') {
+        s->p++;
+        if (!is_digit(s)) return 0;
+        while (is_digit(s)) s->p++;
+        kind = K_NUM;
+    }
+    if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+        s->p++;
+        if (s->p < s->end && (*s->p == '+' || *s->p == '-')) s->p++;
+        int exponent = 0, digits = 0;
+        for (; is_digit(s); s->p++, digits++) exponent = exponent * 10 + (*s->p - '0');
+        if (!digits || digits > 3 || exponent > 250) return 0;  /* 40 characters at most: never past 1e290 */
+        kind = K_NUM;
+    }
+    return s->p - start <= 40 ? kind : 0;
+}
+
+static int sc_literal(Scan *s, const char *word, int kind) {
+    size_t n = strlen(word);
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n)) return 0;
+    s->p += n;
+    return kind;
+}
+
+/* Any value: its kind, or 0 */
+static int sc_value(Scan *s, int depth) {
+    if (s->p >= s->end) return 0;
+    switch (*s->p) {
+    case '"': return sc_string(s);
+    case 't': return sc_literal(s, "true", K_OTHER);
+    case 'f': return sc_literal(s, "false", K_OTHER);
+    case 'n': return sc_literal(s, "null", K_NULL);
+    case '{': case '[': {
+        unsigned char close = *s->p == '{' ? '}' : ']';
+        if (depth >= MAX_DEPTH) return 0;
+        s->p++;
+        sc_ws(s);
+        if (s->p < s->end && *s->p == close) {
+            s->p++;
+            return K_OTHER;
+        }
+        for (;;) {
+            if (close == '}') {
+                if (s->p >= s->end || *s->p != '"' || !sc_string(s)) return 0;
+                sc_ws(s);
+                if (s->p >= s->end || *s->p != ':') return 0;
+                s->p++;
+                sc_ws(s);
+            }
+            if (!sc_value(s, depth + 1)) return 0;
+            sc_ws(s);
+            if (s->p >= s->end) return 0;
+            if (*s->p++ == close) return K_OTHER;
+            if (s->p[-1] != ',') return 0;
+            sc_ws(s);
+        }
+    }
+    default: return *s->p == '-' || (*s->p >= '0' && *s->p <= '9') ? sc_number(s) : 0;
+    }
+}
+
+static int field_number(const unsigned char *key, Py_ssize_t n) {
+    switch (n) {
+    case 2: return !memcmp(key, "ph", 2) ? F_PH : !memcmp(key, "ts", 2) ? F_TS : !memcmp(key, "id", 2) ? F_ID : -1;
+    case 3: return !memcmp(key, "pid", 3) ? F_PID : !memcmp(key, "tid", 3) ? F_TID : !memcmp(key, "dur", 3) ? F_DUR
+                 : !memcmp(key, "cat", 3) ? F_CAT : -1;
+    case 4: return !memcmp(key, "name", 4) ? F_NAME : !memcmp(key, "args", 4) ? F_ARGS : -1;
+    default: return -1;
+    }
+}
+
+/* Whether a field's value is of a type events.Event takes: ts and dur any (us_to_ns says
+ * what it cannot read), args an object, the others a number, text or null. An event with
+ * another makes its batch msgspec's, whose types and errors decide (events.batches). */
+static int typed_as_event(int f, int kind, const unsigned char *value) {
+    if (f == F_TS || f == F_DUR) return 1;
+    if (f == F_ARGS) return *value == '{';
+    return kind != K_OTHER;
+}
+
+/* An event object, its fields noted: 1, or 0 */
+static int sc_event(Scan *s, const unsigned char *base, RawEvent *e) {
+    const unsigned char *start = s->p;
+    memset(e, 0, sizeof *e);
+    s->p++;
+    sc_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+    } else {
+        for (;;) {
+            const unsigned char *key = s->p;
+            if (s->p >= s->end || *s->p != '"' || sc_string(s) != K_STR) return 0;
+            int f = field_number(key + 1, s->p - key - 2);
+            sc_ws(s);
+            if (s->p >= s->end || *s->p != ':') return 0;
+            s->p++;
+            sc_ws(s);
+            const unsigned char *value = s->p;
+            int kind = sc_value(s, 1);
+            if (!kind) return 0;
+            if (f >= 0) {
+                if (e->f[f].kind) return 0;  /* twice: msgspec takes the last */
+                if (!typed_as_event(f, kind, value)) return 0;
+                e->f[f] = (Span){(uint32_t)(value - base), (uint32_t)(s->p - value), (uint8_t)kind};
+            }
+            sc_ws(s);
+            if (s->p >= s->end) return 0;
+            if (*s->p++ == '}') break;
+            if (s->p[-1] != ',') return 0;
+            sc_ws(s);
+        }
+    }
+    e->at = (uint32_t)(start - base);
+    e->len = (uint32_t)(s->p - start);
+    return 1;
+}
+
+static PyTypeObject RawEventsType;
+
+/* scan(data, decode_event, decode_value) -> RawEvents, or None: see above. ``data`` is a JSON
+ * array of event objects. */
+static PyObject *scan(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "scan(data, decode_event, decode_value)");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(argv[0]) || PyBytes_GET_SIZE(argv[0]) >= (Py_ssize_t)UINT32_MAX) Py_RETURN_NONE;
+    Py_ssize_t length = PyBytes_GET_SIZE(argv[0]);
+    RawEvents *r = PyObject_New(RawEvents, &RawEventsType);
+    if (!r) return NULL;
+    r->data = Py_NewRef(argv[0]);
+    r->decode_event = Py_NewRef(argv[1]);
+    r->decode_value = Py_NewRef(argv[2]);
+    r->n = r->size = 0;
+    r->events = NULL;
+    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(argv[0]);
+    Scan s = {base, base + length};
+    sc_ws(&s);
+    if (s.p >= s.end || *s.p++ != '[') goto not_plain;
+    sc_ws(&s);
+    if (s.p < s.end && *s.p == ']') {
+        s.p++;
+    } else {
+        for (;;) {
+            if (s.p >= s.end || *s.p != '{') goto not_plain;
+            if (r->n == r->size) {
+                Py_ssize_t size = r->size ? 2 * r->size : 1024;
+                RawEvent *grown = PyMem_Realloc(r->events, size * sizeof(RawEvent));
+                if (!grown) {
+                    Py_DECREF(r);
+                    return PyErr_NoMemory();
+                }
+                r->events = grown;
+                r->size = size;
+            }
+            if (!sc_event(&s, base, &r->events[r->n])) goto not_plain;
+            r->n++;
+            sc_ws(&s);
+            if (s.p >= s.end) goto not_plain;
+            if (*s.p++ == ']') break;
+            if (s.p[-1] != ',') goto not_plain;
+            sc_ws(&s);
+        }
+    }
+    sc_ws(&s);
+    if (s.p == s.end) return (PyObject *)r;
+not_plain:
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
+
+static void raw_events_dealloc(RawEvents *r) {
+    Py_XDECREF(r->data);
+    Py_XDECREF(r->decode_event);
+    Py_XDECREF(r->decode_value);
+    PyMem_Free(r->events);
+    PyObject_Free(r);
+}
+
+static Py_ssize_t raw_events_length(RawEvents *r) { return r->n; }
+
+/* The event as msgspec decodes it alone: the Event of the batch's decoding */
+PyObject *raw_event(const RawEvents *r, Py_ssize_t i) {
+    const RawEvent *e = &r->events[i];
+    PyObject *text = PyBytes_FromStringAndSize(PyBytes_AS_STRING(r->data) + e->at, e->len);
+    PyObject *event = text ? PyObject_CallOneArg(r->decode_event, text) : NULL;
+    Py_XDECREF(text);
+    return event;
+}
+
+static PyObject *raw_events_item(RawEvents *r, Py_ssize_t i) {
+    if (i < 0 || i >= r->n) {
+        PyErr_SetString(PyExc_IndexError, "event index out of range");
+        return NULL;
+    }
+    return raw_event(r, i);
+}
+
+static PySequenceMethods raw_events_sequence = {
+    .sq_length = (lenfunc)raw_events_length, .sq_item = (ssizeargfunc)raw_events_item,
+};
+
+static PyTypeObject RawEventsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "converters.readers._core.RawEvents",
+    .tp_doc = "A batch of events as scan found them: len(), and each as an Event (decoded alone).",
+    .tp_basicsize = sizeof(RawEvents),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)raw_events_dealloc,
+    .tp_as_sequence = &raw_events_sequence,
+};
+
+
+/* A field's value as msgspec gives it: Event's default where absent, args as bytes (raw JSON) */
+PyObject *span_value(const RawEvents *r, const Span *sp, int f) {
+    const char *text = span_text(r, sp);
+    long long v;
+    switch (sp->kind) {
+    case K_ABSENT:
+        if (f == F_PH || f == F_NAME) return Py_NewRef(EMPTY);
+        if (f == F_DUR) return PyLong_FromLong(0);
+        if (f == F_ARGS) return PyBytes_FromStringAndSize("", 0);
+        Py_RETURN_NONE;
+    case K_NULL:
+        if (f != F_ARGS) Py_RETURN_NONE;
+        break;
+    case K_STR:
+        if (f != F_ARGS) {
+            PyObject *str = PyUnicode_DecodeUTF8(text + 1, sp->len - 2, NULL);
+            if (str) return str;
+            PyErr_Clear();
+        }
+        break;
+    case K_INT:
+        if (f != F_ARGS && small_int(text, sp->len, &v)) return PyLong_FromLongLong(v);
+        break;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize(text, sp->len);
+    if (!raw || f == F_ARGS) return raw;
+    PyObject *value = PyObject_CallOneArg(r->decode_value, raw);
+    Py_DECREF(raw);
+    return value;
+}
+
+
+/* The double a JSON number's text stands for, correctly rounded as msgspec reads it: exact
+ * arithmetic where mantissa and power of ten are exact doubles, else Python's own parser */
+int number_value(const char *text, Py_ssize_t n, double *value) {
+    static const double powers[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    Py_ssize_t i = text[0] == '-';
+    unsigned long long mantissa = 0;
+    int digits = 0, scale = 0;
+    for (; i < n && text[i] >= '0' && text[i] <= '9'; i++, digits++) mantissa = mantissa * 10 + (text[i] - '0');
+    if (i < n && text[i] == '.')
+        for (i++; i < n && text[i] >= '0' && text[i] <= '9'; i++, digits++, scale++)
+            mantissa = mantissa * 10 + (text[i] - '0');
+    if (i == n && digits <= 15 && scale <= 22) {  /* below 2**53: exact, and one rounding */
+        double d = (double)mantissa / powers[scale];
+        *value = text[0] == '-' ? -d : d;
+        return 1;
+    }
+    char copy[48];
+    if (n >= (Py_ssize_t)sizeof copy) return 0;
+    memcpy(copy, text, n);
+    copy[n] = 0;
+    *value = PyOS_string_to_double(copy, NULL, NULL);
+    if (*value == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
+/* The arguments of a counter's raw JSON args (an object, already checked as JSON): how many, or
+ * -1 for Python's rules (a key escaped or twice, a number past the ordinary, more than
+ * COUNTER_ARGS arguments). A number is the double float() makes of what msgspec decodes. */
+int counter_args(const char *text, Py_ssize_t length, CounterArg *found) {
+    Scan s = {(const unsigned char *)text, (const unsigned char *)text + length};
+    int n = 0;
+    sc_ws(&s);
+    if (s.p >= s.end || *s.p++ != '{') return -1;
+    sc_ws(&s);
+    if (s.p < s.end && *s.p == '}') return 0;
+    for (;;) {
+        const unsigned char *key = s.p;
+        if (n == COUNTER_ARGS || s.p >= s.end || *s.p != '"' || sc_string(&s) != K_STR) return -1;
+        CounterArg *arg = &found[n];
+        *arg = (CounterArg){key + 1, s.p - key - 2, 0, 0.0};
+        for (int i = 0; i < n; i++)
+            if (found[i].key_len == arg->key_len && !memcmp(found[i].key, arg->key, arg->key_len)) return -1;
+        sc_ws(&s);
+        if (s.p >= s.end || *s.p++ != ':') return -1;
+        sc_ws(&s);
+        const unsigned char *value = s.p;
+        int kind = sc_value(&s, 2);  /* an event is depth 0, its args 1, their values 2 */
+        long long whole;
+        if (kind == K_INT) {
+            if (!small_int((const char *)value, s.p - value, &whole)) return -1;
+            arg->value = (double)whole;
+        } else if (kind == K_NUM) {
+            if (!number_value((const char *)value, s.p - value, &arg->value) || !isfinite(arg->value)) return -1;
+        } else if (!kind) {
+            return -1;
+        }
+        arg->numeric = kind == K_INT || kind == K_NUM;
+        n++;
+        sc_ws(&s);
+        if (s.p >= s.end) return -1;
+        if (*s.p++ == '}') return n;
+        if (s.p[-1] != ',') return -1;
+        sc_ws(&s);
+    }
+}
+
+RawEvents *raw_batch(PyObject *events) {
+    return Py_IS_TYPE(events, &RawEventsType) ? (RawEvents *)events : NULL;
+}
+
+PyMethodDef EVENTS_METHODS[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
+     "scan(data, decode_event, decode_value) -> RawEvents, or None if the batch is not plain JSON events"},
+    {NULL, NULL, 0, NULL},
+};
+
+int events_ready(PyObject *module) {
+    for (int c = 0x20; c < 256; c++) ORDINARY[c] = c != '"' && c != '\\';
+    if (PyType_Ready(&RawEventsType) < 0) return -1;
+    return PyModule_AddObjectRef(module, "RawEvents", (PyObject *)&RawEventsType);
+}

@@ -11,6 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "converters"
 MAX_LINES = 800
+MAX_C_LINES = 1200
 
 
 def _modules() -> dict[str, Path]:
@@ -79,6 +80,14 @@ def test_no_module_over_800_lines():
     long = {str(path.relative_to(ROOT)): n for path in _modules().values()
             if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_c_file_over_1200_lines():
+    """The C modules' files too stay short enough to read: a module of several concerns is several
+    files (readers/c/core.h, db_core.h)."""
+    long = {str(path.relative_to(ROOT)): n for path in [*PACKAGE.rglob("*.c"), *PACKAGE.rglob("*.h")]
+            if (n := len(path.read_text().splitlines())) > MAX_C_LINES}
+    assert not long, f"C files over {MAX_C_LINES} lines: {long}"
 
 
 def test_every_document_the_code_cites_is_in_the_repository():

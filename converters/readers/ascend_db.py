@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import Diagnostics, InputError
 from ..model import (
@@ -235,7 +235,7 @@ def _by_step(rank: RankInfo, steps: list[Step],
     before them (the first step for those before it); yield each step as soon as the merge passes
     the next one's start. The merge and filing are C (``_db_core.fill``): 160,000 records per
     rank went through ``heapq.merge`` and a Python loop."""
-    heads: list[list] = [[iter(scan), [], 0] for scan in scans]
+    heads: list[list] = [list(FillHead(iter(scan), [], 0)) for scan in scans]  # fill moves them on
     if not steps:
         slices, samples = [], []
         _fill(heads, TIME_LIMIT_NS, slices, samples, Slice, Sample)
@@ -309,8 +309,41 @@ _TASK_AT = {"startNs": _TASK_COLUMNS.index("startNs"), "endNs": _TASK_COLUMNS.in
 _COMPUTE_AT = {"name": _COMPUTE_NAME, "taskType": _TASK_COLUMNS.index("c taskType"),
                **{n: _ARGS_AT + _TASK_ARGS + i for i, n in enumerate(_COMPUTE_ARGS)}}
 _COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
-# what _db_core.Rows.tasks makes a row into, and where it reads the row
-_TASK_SPEC = (Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, (
+
+
+class TaskPlaces(NamedTuple):
+    """Where ``_db_core.Rows.tasks`` reads a TASK row (read by position: records.h): the args from
+    ``args_at`` to ``args_end`` (the task's own to ``task_args_end``), the task type drawn, the
+    compute info's name and the two task types it is drawn from, the task's own times."""
+
+    ok: int
+    kind: int
+    start: int
+    dur: int
+    stream: int
+    args_at: int
+    task_args_end: int
+    args_end: int
+    task_type: int
+    name: int
+    c_type: int
+    type: int
+    start_ns: int
+    end_ns: int
+
+
+class TaskSpec(NamedTuple):
+    """What ``_db_core.Rows.tasks`` makes a TASK row into (read by position: records.h): a Slice on
+    ``layer`` (a non-computing task's type ``not_compute``), its args named ``keys``, read at ``places``."""
+
+    slice_type: type
+    layer: Layer
+    not_compute: str
+    keys: tuple[str, ...]
+    places: TaskPlaces
+
+
+_TASK_SPEC = TaskSpec(Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, TaskPlaces(
     _OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT, _TASK_ARGS_END, _ARGS_END, _TASK_TYPE, _COMPUTE_NAME,
     *(_TASK_COLUMNS.index(n) for n in ("c taskType", "taskType", "startNs", "endNs"))))
 # what it makes an HCCL task's row into (``_comm_task``'s slice): the args' keys, in order, the columns
@@ -323,6 +356,45 @@ _COMM_PLACES = tuple(_TASK_COLUMNS.index(n) for n in (
     "m srcRank", "m dstRank", "m transportType", "m size", "m dataType", "m linkType", "m rdmaType",
     "Model Id", "m opId", "m name", "m planeId"))
 _COMM_ENUMS = ("TRANSPORT_TYPE", "DATA_TYPE", "LINK_TYPE", "RDMA_TYPE")  # in the order of their args
+
+
+class CommEnums(NamedTuple):
+    """The names of an HCCL task's enums by id, a dict a family of ``_COMM_ENUMS`` (records.h)."""
+
+    transport_type: dict
+    data_type: dict
+    link_type: dict
+    rdma_type: dict
+
+
+class CommSpec(NamedTuple):
+    """What ``_db_core.Rows.tasks`` makes an HCCL task's row into (read by position: records.h): a
+    Slice on ``layer``, its args named ``keys`` read at ``places`` (``_COMM_PLACES``), its enums
+    named by ``enums``, on the plane lanes ``planes`` holds (made as they are met)."""
+
+    layer: Layer
+    keys: tuple[str, ...]
+    places: tuple[int, ...]
+    enums: CommEnums
+    planes: dict
+
+
+class HostSpec(NamedTuple):
+    """What ``_db_core.Rows.host`` makes a host API row into (read by position: records.h): a Slice
+    on ``layer``, its args named ``keys`` (connection_id first)."""
+
+    slice_type: type
+    layer: Layer
+    keys: tuple[str, ...]
+
+
+class FillHead(NamedTuple):
+    """The items of each of ``_by_step``'s heads, a list ``_db_core.fill`` reads and moves on (by
+    position: records.h): a scan's iterator of batches, the batch read, the position in it."""
+
+    batches: Iterator[list]
+    batch: list
+    position: int
 # the TASK query's columns of string ids (Rows resolves them), and the tables' (SQLite's joins resolve them)
 _QUERY_STRINGS = {"t": ("taskType",), "c": _COMPUTE_STRINGS, "m": ("name", "taskType", "groupName")}
 _TASK_STRINGS = tuple(_TASK_COLUMNS.index(n) for n in (
@@ -408,7 +480,8 @@ class _Reader:
         looked_up = self._ids_looked_up
         rows = _Rows(uri, self._task_query(sqlite_strings=not looked_up), self.rank.clock_offset_ns,
                      _TASK_STRINGS, looked_up, _BATCH)
-        comm = (Layer.COMM_TASK, _COMM_KEYS, _COMM_PLACES, tuple(self.enums[e] for e in _COMM_ENUMS), {})
+        enums = CommEnums(*(self.enums[e] for e in _COMM_ENUMS))
+        comm = CommSpec(Layer.COMM_TASK, _COMM_KEYS, _COMM_PLACES, enums, {})
         args = (_TASK_SPEC, self.rank.rank, lanes, self.all_tasks, comm)
         while (rare := rows.tasks(batch := [], *args)) is not None:
             yield _by_rules(batch, self._task_rules) if rare else batch
@@ -581,7 +654,7 @@ class _Reader:
         sql, strings = query
         prefix, extra = _HOST[table]
         rows = _Rows(uri, sql, self.rank.clock_offset_ns, strings, looked_up, _BATCH)
-        args = ((Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, {}, prefix,
+        args = (HostSpec(Slice, Layer.HOST, ("connection_id", *extra)), self.rank.rank, {}, prefix,
                 self.enums["API"] if table == "CANN_API" else None, self.links)
         while (rare := rows.host(batch := [], *args)) is not None:
             yield _by_rules(batch, lambda row: self._host_row(table, row)) if rare else batch

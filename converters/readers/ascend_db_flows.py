@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import Diagnostics
 from ..model import SLICE_FLOWS_OUT, Layer, Slice, StepRecords, decoded_args
@@ -15,9 +16,22 @@ from ._core import flow_id as _flow_id
 from ._db_core import bind as _bind
 from .flows import flow_id, warn_backwards_flows
 
-_BIND_LAYERS = (Layer.HOST, Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP)  # _db_core.bind's
 _HOST_LINKS = ("async_task_queue", "fwdbwd")  # kinds of arrow between PyTorch ops, drawn in this order
-_QUEUE = ("Enqueue", "Dequeue")  # the names of a task queue's ops (_db_core.c's too)
+_QUEUE = ("Enqueue", "Dequeue")  # the names a task queue's ops start with
+
+
+class BindRules(NamedTuple):
+    """What ``_db_core.bind`` is told of ``bind_rules`` (read by position: records.h): the layers
+    it links, and the names a task queue's ops start with."""
+
+    host: Layer
+    stream: Layer
+    comm_task: Layer
+    comm_op: Layer
+    queue: tuple[str, ...]
+
+
+_BIND_RULES = BindRules(Layer.HOST, Layer.STREAM, Layer.COMM_TASK, Layer.COMM_OP, _QUEUE)
 
 
 class Flows:
@@ -62,7 +76,7 @@ class Flows:
         """The arrows starting in ``slices[:split]``, by the rules of ``bind_rules``, in C
         (``_db_core.bind``: BENCHMARKS.md, issue 28, round three)."""
         backwards, self.carried = _bind(slices, split, self.links, self.carried, self.rank, _flow_id,
-                                        _BIND_LAYERS)
+                                        _BIND_RULES)
         self.backwards += backwards
         return slices
 

@@ -8,7 +8,7 @@
 
 /* What one bind works with */
 typedef struct {
-    PyObject *slices, *flow_id, *rank;
+    PyObject *slices, *flow_id, *rank, *queue;  /* queue: the names a task queue's ops start with */
     PyObject **outs, **ins;  /* per slice: the flow ids out of it, into it (tuples), or NULL */
     Py_ssize_t backwards, split;  /* arrows start before split; those reaching past it are carried */
     PyObject *carried, *carried_out;  /* kind -> the links drawn into this step before, into the next */
@@ -192,9 +192,6 @@ static int arrows(Bind *b, PyObject *launches, PyObject *targets, PyObject *kind
  * later ones, where the link is a task queue's (``queue``: one of its ops named Enqueue... or
  * Dequeue...) or not */
 static int host_arrows(Bind *b, PyObject *ops, int queue, PyObject *kind, PyObject *layers) {
-    static PyObject *enqueue, *dequeue;
-    if (!enqueue && !(enqueue = PyUnicode_InternFromString("Enqueue"))) return -1;
-    if (!dequeue && !(dequeue = PyUnicode_InternFromString("Dequeue"))) return -1;
     PyObject *link, *ends;
     Py_ssize_t pos = 0;
     while (PyDict_Next(ops, &pos, &link, &ends)) {
@@ -211,8 +208,8 @@ static int host_arrows(Bind *b, PyObject *ops, int queue, PyObject *kind, PyObje
                 PyErr_SetString(PyExc_TypeError, "bind: a slice's name is no str");
                 return -1;
             }
-            queued = PyUnicode_Tailmatch(name, enqueue, 0, PY_SSIZE_T_MAX, -1) == 1 ||
-                     PyUnicode_Tailmatch(name, dequeue, 0, PY_SSIZE_T_MAX, -1) == 1;
+            for (Py_ssize_t q = 0; !queued && q < PyTuple_GET_SIZE(b->queue); q++)  /* name.startswith(queue) */
+                queued = PyUnicode_Tailmatch(name, PyTuple_GET_ITEM(b->queue, q), 0, PY_SSIZE_T_MAX, -1) == 1;
         }
         if (queued != queue) continue;
         PyObject *later = PyList_GetSlice(ends, 1, PyList_GET_SIZE(ends));
@@ -287,12 +284,13 @@ static PyObject *link_of(PyObject *args, PyObject *connection_id) {
 }
 
 /* The i-th slice's ``link`` noted where bind_rules' first loop notes it: a launch, an op, a target */
-static int linked(Py_ssize_t split, PyObject *links, PyObject *const *layer, PyObject *launches,
+static int linked(Py_ssize_t split, PyObject *links, PyObject *rules, PyObject *launches,
                   PyObject *ops, PyObject *targets, Py_ssize_t i, PyObject *s, PyObject *link) {
     static PyObject *cann, *pytorch;
     if (!cann && !(cann = PyUnicode_InternFromString("CANN"))) return -1;
     if (!pytorch && !(pytorch = PyUnicode_InternFromString("PyTorch"))) return -1;
-    PyObject *host = layer[0], *kind = PyTuple_GET_ITEM(s, SLICE_LAYER), *lane = PyTuple_GET_ITEM(s, SLICE_LANE);
+    PyObject *host = PyTuple_GET_ITEM(rules, BIND_RULES_HOST), *kind = PyTuple_GET_ITEM(s, SLICE_LAYER);
+    PyObject *lane = PyTuple_GET_ITEM(s, SLICE_LANE);
     if (i >= split && kind != host) {  /* the next step's: only the targets of this step's starts */
         int wanted = PyDict_Contains(launches, link);
         if (wanted == 0) wanted = PyDict_Contains(ops, link);
@@ -318,7 +316,8 @@ static int linked(Py_ssize_t split, PyObject *links, PyObject *const *layer, PyO
             }
         }
         if (rc == 0 && PyErr_Occurred()) rc = -1;  /* a lane that is no str */
-    } else if (kind == layer[1] || kind == layer[2] || kind == layer[3]) {
+    } else if (kind == PyTuple_GET_ITEM(rules, BIND_RULES_STREAM) || kind == PyTuple_GET_ITEM(rules, BIND_RULES_COMM_TASK) ||
+               kind == PyTuple_GET_ITEM(rules, BIND_RULES_COMM_OP)) {
         rc = add_end(targets, link, index);
     }
     Py_DECREF(index);
@@ -326,7 +325,7 @@ static int linked(Py_ssize_t split, PyObject *links, PyObject *const *layer, PyO
 }
 
 /* Which slices launch and which are launched: ascend_db_flows.Flows.bind_rules' first loop */
-static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject *const *layer,
+static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject *rules,
                    PyObject *launches, PyObject *ops, PyObject *targets) {
     static PyObject *connection_id;
     if (!connection_id && !(connection_id = PyUnicode_InternFromString("connection_id"))) return -1;
@@ -340,16 +339,25 @@ static int collect(PyObject *slices, Py_ssize_t split, PyObject *links, PyObject
             Py_DECREF(link);
             continue;
         }
-        int rc = linked(split, links, layer, launches, ops, targets, i, s, link);
+        int rc = linked(split, links, rules, launches, ops, targets, i, s, link);
         Py_DECREF(link);
         if (rc < 0) return -1;
     }
     return 0;
 }
 
-/* bind(slices, split, links, carried, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> (the arrows
- * left out as backwards, the links carried into the next step): ascend_db_flows.Flows.bind_rules, the
- * slices rebuilt in place (a slice's arrows out and in added at once). */
+/* The rules' names a task queue's ops start with: a tuple of str, else NULL with an error set */
+static PyObject *queue_names(PyObject *rules) {
+    PyObject *queue = PyTuple_GET_ITEM(rules, BIND_RULES_QUEUE);
+    for (Py_ssize_t q = 0; PyTuple_Check(queue) && q < PyTuple_GET_SIZE(queue); q++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(queue, q))) queue = NULL;
+    if (!queue || !PyTuple_Check(queue)) PyErr_SetString(PyExc_TypeError, "bind: BindRules.queue is a tuple of str");
+    return queue && PyTuple_Check(queue) ? queue : NULL;
+}
+
+/* bind(slices, split, links, carried, rank, flow_id, rules) -> (the arrows left out as backwards, the
+ * links carried into the next step): ascend_db_flows.Flows.bind_rules, the slices rebuilt in place (a
+ * slice's arrows out and in added at once); ``rules`` an ascend_db_flows.BindRules. */
 static PyObject *bind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     static PyObject *kinds[4];
@@ -357,12 +365,13 @@ static PyObject *bind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     for (int k = 0; k < 4; k++)
         if (!kinds[k] && !(kinds[k] = PyUnicode_InternFromString(kind_names[k]))) return NULL;
     if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyLong_Check(argv[1]) || !PyDict_CheckExact(argv[2]) ||
-        !PyDict_CheckExact(argv[3]) || !PyTuple_Check(argv[6]) || PyTuple_GET_SIZE(argv[6]) != 4) {
+        !PyDict_CheckExact(argv[3]) || !PyTuple_Check(argv[6]) || PyTuple_GET_SIZE(argv[6]) != BIND_RULES_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "bind(slices: list, split: int, links: dict, carried: dict, rank, "
-                                         "flow_id, layers: 4-tuple)");
+                                         "flow_id, rules: BindRules)");
         return NULL;
     }
-    PyObject *slices = argv[0], *layers = argv[6];
+    PyObject *slices = argv[0], *rules = argv[6], *queue = queue_names(rules);
+    if (!queue) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(slices), split = PyLong_AsSsize_t(argv[1]);
     if (split == -1 && PyErr_Occurred()) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -372,17 +381,18 @@ static PyObject *bind(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
             return NULL;
         }
     }
-    Bind b = {slices, argv[5], argv[4], NULL, NULL, 0, split, argv[3], PyDict_New()};
+    Bind b = {.slices = slices, .flow_id = argv[5], .rank = argv[4], .queue = queue, .split = split,
+              .carried = argv[3], .carried_out = PyDict_New()};
     PyObject *launches = PyDict_New(), *ops = PyDict_New(), *targets = PyDict_New(), *result = NULL;
-    PyObject *device = PyTuple_GetSlice(layers, 1, 4), *async_layers = PyTuple_Pack(2, PyTuple_GET_ITEM(layers, 1),
-                                                                                     PyTuple_GET_ITEM(layers, 3));
-    PyObject *host = PyTuple_GetSlice(layers, 0, 1);
+    PyObject *stream = PyTuple_GET_ITEM(rules, BIND_RULES_STREAM), *comm_op = PyTuple_GET_ITEM(rules, BIND_RULES_COMM_OP);
+    PyObject *device = PyTuple_Pack(3, stream, PyTuple_GET_ITEM(rules, BIND_RULES_COMM_TASK), comm_op);
+    PyObject *async_layers = PyTuple_Pack(2, stream, comm_op), *host = PyTuple_Pack(1, PyTuple_GET_ITEM(rules, BIND_RULES_HOST));
     b.outs = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
     b.ins = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
     if (!b.carried_out || !launches || !ops || !targets || !device || !async_layers || !host || !b.outs ||
         !b.ins)
         goto done;
-    if (collect(slices, split, argv[2], &PyTuple_GET_ITEM(layers, 0), launches, ops, targets) < 0 ||
+    if (collect(slices, split, argv[2], rules, launches, ops, targets) < 0 ||
         arrows(&b, launches, targets, kinds[0], device) < 0 ||
         arrows(&b, ops, targets, kinds[1], async_layers) < 0 ||
         host_arrows(&b, ops, 1, kinds[2], host) < 0 || host_arrows(&b, ops, 0, kinds[3], host) < 0)
@@ -407,7 +417,7 @@ done:
 
 PyMethodDef FLOWS_METHODS[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(slices, split, links, carried, rank, flow_id, (HOST, STREAM, COMM_TASK, COMM_OP)) -> (arrows left "
+     "bind(slices, split, links, carried, rank, flow_id, rules: BindRules) -> (arrows left "
      "out as backwards, links carried on): a step's arrows, the slices rebuilt in place"},
     {NULL, NULL, 0, NULL},
 };

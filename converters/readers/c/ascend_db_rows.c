@@ -519,12 +519,11 @@ static int times_ok(Rows *r, int start, int end, int id) {
            dur <= LIMIT_NS;
 }
 
-/* The TASK query's columns (ascend_db._TASK_COLUMNS), as spec[4] gives their places: the args from
- * T_ARGS_AT to T_ARGS (the task's own to T_TASK_ARGS), the task type drawn (T_TASK_TYPE: C sets it
- * from the compute info's T_C_TYPE and the task's T_TYPE), the compute info's name, the task's own
- * startNs and endNs (T_START_NS, T_END_NS: for times_ok) */
-enum { T_OK, T_KIND, T_START, T_DUR, T_STREAM, T_ARGS_AT, T_TASK_ARGS, T_ARGS, T_TASK_TYPE, T_NAME, T_C_TYPE,
-       T_TYPE, T_START_NS, T_END_NS, T_PLACES };
+/* The TASK query's columns (ascend_db._TASK_COLUMNS) are read at the places a TaskSpec's places give
+ * (ascend_db.TaskPlaces, ``at`` here: records.h TASK_PLACES_*): the args from ARGS_AT to ARGS_END (the
+ * task's own to TASK_ARGS_END), the task type drawn (TASK_TYPE: C sets it from the compute info's
+ * C_TYPE and the task's TYPE), the compute info's name, the task's own startNs and endNs (START_NS,
+ * END_NS: for times_ok) */
 #define COMPUTE_KIND 1
 #define COMM_KIND 2
 
@@ -534,24 +533,25 @@ static PyObject *task_slice(Rows *r, const int *at, long long kind, PyObject *sp
     static PyObject *task, *empty;
     if (!task && !(task = PyUnicode_InternFromString("Task"))) return NULL;
     if (!empty && !(empty = PyUnicode_InternFromString(""))) return NULL;
-    PyObject *keys = PyTuple_GET_ITEM(spec, 3), *stream = get(r, at[T_STREAM]);
+    PyObject *keys = PyTuple_GET_ITEM(spec, TASK_SPEC_KEYS), *stream = get(r, at[TASK_PLACES_STREAM]);
     PyObject *lane = stream ? lane_of(lanes, stream, "Stream %S", stream, NULL) : NULL;
-    int args_end = kind == COMPUTE_KIND ? at[T_ARGS] : at[T_TASK_ARGS];
+    int args_end = kind == COMPUTE_KIND ? at[TASK_PLACES_ARGS_END] : at[TASK_PLACES_TASK_ARGS_END];
     Args a;
-    int ok = lane && args_of(r, at[T_ARGS_AT], keys, args_end - at[T_ARGS_AT], 0, &a) == 0;
+    int ok = lane && args_of(r, at[TASK_PLACES_ARGS_AT], keys, args_end - at[TASK_PLACES_ARGS_AT], 0, &a) == 0;
     PyObject *args = ok ? args_made(r, &a) : NULL;
-    PyObject *task_type = args ? either(r->values[at[T_TASK_TYPE]], empty) : NULL, *name = NULL;
-    PyObject *c_name = task_type ? get(r, at[T_NAME]) : NULL;
+    PyObject *task_type = args ? either(r->values[at[TASK_PLACES_TASK_TYPE]], empty) : NULL, *name = NULL;
+    PyObject *c_name = task_type ? get(r, at[TASK_PLACES_NAME]) : NULL;
     if (c_name) {
         PyObject *named = either(c_name, task_type);
         name = named ? either(named, task) : NULL;
         Py_XDECREF(named);
     }
-    PyObject *start = name ? get(r, at[T_START]) : NULL, *dur = start ? get(r, at[T_DUR]) : NULL, *s = NULL;
+    PyObject *start = name ? get(r, at[TASK_PLACES_START]) : NULL, *dur = start ? get(r, at[TASK_PLACES_DUR]) : NULL, *s = NULL;
     if (dur) {
         Py_INCREF(start); Py_INCREF(dur); Py_INCREF(args);
-        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, 0), rank, PyTuple_GET_ITEM(spec, 1), lane, name,
-                      start, dur, args, kind == COMPUTE_KIND ? task_type : PyTuple_GET_ITEM(spec, 2));
+        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, TASK_SPEC_SLICE_TYPE), rank,
+                      PyTuple_GET_ITEM(spec, TASK_SPEC_LAYER), lane, name, start, dur, args,
+                      kind == COMPUTE_KIND ? task_type : PyTuple_GET_ITEM(spec, TASK_SPEC_NOT_COMPUTE));
     }
     Py_XDECREF(args); Py_XDECREF(task_type); Py_XDECREF(name);
     return s;
@@ -565,13 +565,13 @@ enum { M_NOTIFY, M_STREAM, M_TASK, M_CONTEXT, M_LINK, M_TASK_TYPE, M_GROUP, M_SR
 #define M_KEYS (M_ARGS + 1)  /* and the bandwidth */
 #define EXACT (1LL << 53)  /* ints a double holds exactly: their quotient is the double's, correctly rounded */
 
-/* The family (its place in the enums' tuple) of the args that are HCCL enums, else -1 */
+/* The family (its place in a CommEnums) of the args that are HCCL enums, else -1 */
 static int enum_family(int arg) {
     switch (arg) {
-    case M_TRANSPORT: return 0;
-    case M_DATA: return 1;
-    case M_LINK_TYPE: return 2;
-    case M_RDMA: return 3;
+    case M_TRANSPORT: return COMM_ENUMS_TRANSPORT_TYPE;
+    case M_DATA: return COMM_ENUMS_DATA_TYPE;
+    case M_LINK_TYPE: return COMM_ENUMS_LINK_TYPE;
+    case M_RDMA: return COMM_ENUMS_RDMA_TYPE;
     default: return -1;
     }
 }
@@ -652,20 +652,20 @@ static PyObject *comm_slice(Rows *r, const int *at, const int *m, PyObject *spec
     if (!hccl_task && !(hccl_task = PyUnicode_InternFromString("HCCL task"))) return NULL;
     if (!empty && !(empty = PyUnicode_InternFromString(""))) return NULL;
     if (!unknown && !(unknown = PyUnicode_InternFromString("?"))) return NULL;
-    PyObject *plane = get(r, m[M_PLANE]), *planes = PyTuple_GET_ITEM(comm, 4);
+    PyObject *plane = get(r, m[M_PLANE]), *planes = PyTuple_GET_ITEM(comm, COMM_SPEC_PLANES);
     PyObject *lane = plane ? lane_of(planes, plane, "Plane %S", plane == Py_None ? unknown : plane, NULL) : NULL;
     /* its strings resolved: str or None */
-    PyObject *m_type = lane ? get(r, m[M_TASK_TYPE]) : NULL, *t_type = m_type ? get(r, at[T_TYPE]) : NULL;
+    PyObject *m_type = lane ? get(r, m[M_TASK_TYPE]) : NULL, *t_type = m_type ? get(r, at[TASK_PLACES_TYPE]) : NULL;
     PyObject *typed = t_type ? either(m_type, t_type) : NULL, *task_type = typed ? either(typed, empty) : NULL;
     PyObject *m_name = task_type ? get(r, m[M_NAME]) : NULL, *named = m_name ? either(m_name, task_type) : NULL;
     PyObject *name = named ? either(named, hccl_task) : NULL;
-    PyObject *start = name ? get(r, at[T_START]) : NULL, *dur = start ? get(r, at[T_DUR]) : NULL, *s = NULL;
-    PyObject *keys = PyTuple_GET_ITEM(comm, 1), *enums = PyTuple_GET_ITEM(comm, 3);
+    PyObject *start = name ? get(r, at[TASK_PLACES_START]) : NULL, *dur = start ? get(r, at[TASK_PLACES_DUR]) : NULL, *s = NULL;
+    PyObject *keys = PyTuple_GET_ITEM(comm, COMM_SPEC_KEYS), *enums = PyTuple_GET_ITEM(comm, COMM_SPEC_ENUMS);
     PyObject *args = dur ? comm_args(r, m, keys, enums, task_type, dur) : NULL;
     if (args) {
         Py_INCREF(start); Py_INCREF(dur);
-        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, 0), rank, PyTuple_GET_ITEM(comm, 0), lane, name,
-                      start, dur, args, task_type);
+        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, TASK_SPEC_SLICE_TYPE), rank,
+                      PyTuple_GET_ITEM(comm, COMM_SPEC_LAYER), lane, name, start, dur, args, task_type);
     }
     Py_XDECREF(typed); Py_XDECREF(task_type); Py_XDECREF(named); Py_XDECREF(name);
     return s;
@@ -673,16 +673,19 @@ static PyObject *comm_slice(Rows *r, const int *at, const int *m, PyObject *spec
 
 /* The comm argument of rows.tasks, its places read into ``m``: 0, or -1 (an error set) */
 static int comm_spec(PyObject *comm, int *m, int columns) {
-    if (!PyTuple_Check(comm) || PyTuple_GET_SIZE(comm) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(comm, 1)) ||
-        PyTuple_GET_SIZE(PyTuple_GET_ITEM(comm, 1)) != M_KEYS || !PyTuple_Check(PyTuple_GET_ITEM(comm, 3)) ||
-        PyTuple_GET_SIZE(PyTuple_GET_ITEM(comm, 3)) != 4 || !PyDict_CheckExact(PyTuple_GET_ITEM(comm, 4)) ||
-        places(PyTuple_GET_ITEM(comm, 2), m, M_PLACES, columns) < 0) {
+    if (!PyTuple_Check(comm) || PyTuple_GET_SIZE(comm) != COMM_SPEC_FIELDS ||
+        !PyTuple_Check(PyTuple_GET_ITEM(comm, COMM_SPEC_KEYS)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(comm, COMM_SPEC_KEYS)) != M_KEYS ||
+        !PyTuple_Check(PyTuple_GET_ITEM(comm, COMM_SPEC_ENUMS)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(comm, COMM_SPEC_ENUMS)) != COMM_ENUMS_FIELDS ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(comm, COMM_SPEC_PLANES)) ||
+        places(PyTuple_GET_ITEM(comm, COMM_SPEC_PLACES), m, M_PLACES, columns) < 0) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "tasks: comm (layer, keys, places, enums, planes)");
         return -1;
     }
-    for (int i = 0; i < 4; i++)
-        if (!PyDict_CheckExact(PyTuple_GET_ITEM(PyTuple_GET_ITEM(comm, 3), i))) {
+    for (int i = 0; i < COMM_ENUMS_FIELDS; i++)
+        if (!PyDict_CheckExact(PyTuple_GET_ITEM(PyTuple_GET_ITEM(comm, COMM_SPEC_ENUMS), i))) {
             PyErr_SetString(PyExc_TypeError, "tasks: an HCCL enum's names are no dict");
             return -1;
         }
@@ -693,27 +696,29 @@ static int comm_spec(PyObject *comm, int *m, int columns) {
  * past the last row: the next batch of the TASK query's rows appended to ``out`` in order, those whose
  * times and stream (times_ok), strings and ``ok`` are as expected as their Slices (an HCCL task's plane
  * and enums INTEGER or NULL too: comm_ok), any other (a bad time, an id STRING_IDS lacks) as its row, a
- * tuple, for ascend_db._Reader._task_rules. spec: (Slice, Layer.STREAM, NOT_COMPUTE, the args' keys, the
- * columns' places); comm: what comm_slice reads. Summary (all_tasks off) draws only the compute tasks. */
+ * tuple, for ascend_db._Reader._task_rules. spec: an ascend_db.TaskSpec; comm: an ascend_db.CommSpec,
+ * what comm_slice reads. Summary (all_tasks off) draws only the compute tasks. */
 static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
-    int at[T_PLACES], m[M_PLACES];
-    if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 5 ||
-        !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 3)) ||
-        !PyDict_CheckExact(argv[3]) || places(PyTuple_GET_ITEM(argv[1], 4), at, T_PLACES, 1000) < 0 ||
-        at[T_ARGS] - at[T_ARGS_AT] != PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) ||
-        PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 3)) > MAX_ARGS || comm_spec(argv[5], m, 1000) < 0) {
+    int at[TASK_PLACES_FIELDS], m[M_PLACES];
+    PyObject *spec = argc == 6 ? argv[1] : NULL;
+    if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != TASK_SPEC_FIELDS ||
+        !PyType_Check(PyTuple_GET_ITEM(spec, TASK_SPEC_SLICE_TYPE)) || !PyTuple_Check(PyTuple_GET_ITEM(spec, TASK_SPEC_KEYS)) ||
+        !PyDict_CheckExact(argv[3]) ||
+        places(PyTuple_GET_ITEM(spec, TASK_SPEC_PLACES), at, TASK_PLACES_FIELDS, 1000) < 0 ||
+        at[TASK_PLACES_ARGS_END] - at[TASK_PLACES_ARGS_AT] != PyTuple_GET_SIZE(PyTuple_GET_ITEM(spec, TASK_SPEC_KEYS)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(spec, TASK_SPEC_KEYS)) > MAX_ARGS || comm_spec(argv[5], m, 1000) < 0) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "tasks(out, spec, rank, lanes, all_tasks, comm)");
         return NULL;
     }
-    for (int p = 0; r->rows && p < T_PLACES + M_PLACES; p++)
-        if ((p < T_PLACES ? at[p] : m[p - T_PLACES]) >= r->columns) {
+    for (int p = 0; r->rows && p < TASK_PLACES_FIELDS + M_PLACES; p++)
+        if ((p < TASK_PLACES_FIELDS ? at[p] : m[p - TASK_PLACES_FIELDS]) >= r->columns) {
             PyErr_SetString(PyExc_ValueError, "tasks: a place past the query's columns");
             return NULL;
         }
     if (!r->rows) Py_RETURN_NONE;  /* past the last row */
-    PyObject *out = argv[0], *spec = argv[1], *rank = argv[2], *lanes = argv[3];
-    if (names_of(r, PyTuple_GET_ITEM(spec, 3)) < 0) return NULL;
+    PyObject *out = argv[0], *rank = argv[2], *lanes = argv[3];
+    if (names_of(r, PyTuple_GET_ITEM(spec, TASK_SPEC_KEYS)) < 0) return NULL;
     int all_tasks = PyObject_IsTrue(argv[4]), read = 0;
     if (all_tasks < 0) return NULL;
     Py_ssize_t rare = 0;
@@ -723,19 +728,19 @@ static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
             if (more < 0) return NULL;
             break;
         }
-        long long kind = sqlite3_column_int64(r->rows, at[T_KIND]);
+        long long kind = sqlite3_column_int64(r->rows, at[TASK_PLACES_KIND]);
         if (kind != COMPUTE_KIND && !all_tasks) continue;  /* summary draws no other */
         int unresolved = resolve(r);
-        PyObject *c_type = unresolved < 0 ? NULL : get(r, at[T_C_TYPE]);
-        PyObject *t_type = c_type ? get(r, at[T_TYPE]) : NULL;
+        PyObject *c_type = unresolved < 0 ? NULL : get(r, at[TASK_PLACES_C_TYPE]);
+        PyObject *t_type = c_type ? get(r, at[TASK_PLACES_TYPE]) : NULL;
         if (!t_type) return NULL;
         /* COALESCE(NULLIF(c.taskType, ''), NULLIF(t.taskType, '')) */
         PyObject *chosen = c_type != Py_None && !is_empty(c_type) ? c_type
                            : t_type != Py_None && !is_empty(t_type) ? t_type : Py_None;
         Py_INCREF(chosen);
-        Py_XSETREF(r->values[at[T_TASK_TYPE]], chosen);
-        int fast = !unresolved && sqlite3_column_int(r->rows, at[T_OK]) &&
-                   times_ok(r, at[T_START_NS], at[T_END_NS], at[T_STREAM]) &&
+        Py_XSETREF(r->values[at[TASK_PLACES_TASK_TYPE]], chosen);
+        int fast = !unresolved && sqlite3_column_int(r->rows, at[TASK_PLACES_OK]) &&
+                   times_ok(r, at[TASK_PLACES_START_NS], at[TASK_PLACES_END_NS], at[TASK_PLACES_STREAM]) &&
                    (kind != COMM_KIND || comm_ok(r, m));
         PyObject *made = !fast ? row_tuple(r)
                          : kind == COMM_KIND ? comm_slice(r, at, m, spec, argv[5], rank)
@@ -758,7 +763,7 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     if (!empty && !(empty = PyUnicode_InternFromString(""))) return NULL;
     PyObject *spec = argv[1], *rank = argv[2], *lanes = argv[3], *prefix = argv[4], *api = argv[5],
              *links = argv[6];
-    PyObject *keys = PyTuple_GET_ITEM(spec, 2);
+    PyObject *keys = PyTuple_GET_ITEM(spec, HOST_SPEC_KEYS);
     Args a;
     PyObject *s = NULL;
     int ok = args_of(r, H_ARGS, keys, PyTuple_GET_SIZE(keys), 1, &a) == 0;
@@ -781,8 +786,9 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
     long long start, end;
     if (name && column_time(r->rows, H_START, &start) && column_time(r->rows, H_END, &end)) {
         /* the times as times_ok read them: integers whose sum and difference fit */
-        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, 0), rank, PyTuple_GET_ITEM(spec, 1), lane, name,
-                      PyLong_FromLongLong(start + r->offset), PyLong_FromLongLong(end - start), args, empty);
+        s = new_slice((PyTypeObject *)PyTuple_GET_ITEM(spec, HOST_SPEC_SLICE_TYPE), rank,
+                      PyTuple_GET_ITEM(spec, HOST_SPEC_LAYER), lane, name, PyLong_FromLongLong(start + r->offset),
+                      PyLong_FromLongLong(end - start), args, empty);
         args = NULL;
     }
     Py_XDECREF(args); Py_XDECREF(name);
@@ -793,11 +799,12 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
  * None past the last row: the next batch of a host table's rows appended to ``out`` in order, those
  * whose times and thread (times_ok), strings and ``ok`` are as expected as their Slices (their
  * PyTorch links noted in ``links``), any other as its row, a tuple, for ascend_db._Reader._host_slice.
- * spec: (Slice, Layer.HOST, the args' keys); api: CANN's API types by id, or None. */
+ * spec: an ascend_db.HostSpec; api: CANN's API types by id, or None. */
 static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != 3 ||
-        !PyType_Check(PyTuple_GET_ITEM(argv[1], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(argv[1], 2)) ||
-        PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 2)) > MAX_ARGS ||
+    PyObject *spec = argc == 7 ? argv[1] : NULL;
+    if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != HOST_SPEC_FIELDS ||
+        !PyType_Check(PyTuple_GET_ITEM(spec, HOST_SPEC_SLICE_TYPE)) || !PyTuple_Check(PyTuple_GET_ITEM(spec, HOST_SPEC_KEYS)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(spec, HOST_SPEC_KEYS)) > MAX_ARGS ||
         !PyDict_CheckExact(argv[3]) || !PyUnicode_Check(argv[4]) ||
         (argv[5] != Py_None && !PyDict_CheckExact(argv[5])) ||
         !PyDict_CheckExact(argv[6])) {
@@ -805,11 +812,11 @@ static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
         return NULL;
     }
     if (!r->rows) Py_RETURN_NONE;  /* past the last row */
-    if (r->columns < H_ARGS + PyTuple_GET_SIZE(PyTuple_GET_ITEM(argv[1], 2))) {
+    if (r->columns < H_ARGS + PyTuple_GET_SIZE(PyTuple_GET_ITEM(spec, HOST_SPEC_KEYS))) {
         PyErr_SetString(PyExc_ValueError, "host: more args than the query has columns");
         return NULL;
     }
-    if (names_of(r, PyTuple_GET_ITEM(argv[1], 2)) < 0) return NULL;
+    if (names_of(r, PyTuple_GET_ITEM(spec, HOST_SPEC_KEYS)) < 0) return NULL;
     Py_ssize_t rare = 0;
     int read = 0;
     for (; read < r->batch; read++) {

@@ -15,7 +15,7 @@ typedef struct {
 
 /* head's batch[pos]'s start_ns: a Slice's or a Sample's */
 static int start_of(Head *h, PyTypeObject *slice_type, PyTypeObject *sample_type) {
-    PyObject *r = PyList_GET_ITEM(PyList_GET_ITEM(h->head, 1), h->pos), *start;
+    PyObject *r = PyList_GET_ITEM(PyList_GET_ITEM(h->head, FILL_HEAD_BATCH), h->pos), *start;
     if (Py_IS_TYPE(r, slice_type)) start = PyTuple_GET_ITEM(r, SLICE_START_NS);
     else if (Py_IS_TYPE(r, sample_type)) start = PyTuple_GET_ITEM(r, SAMPLE_START_NS);
     else {
@@ -31,8 +31,8 @@ static int start_of(Head *h, PyTypeObject *slice_type, PyTypeObject *sample_type
 /* The head on its next record, taking the iterator's next non-empty batch where the batch ends */
 static int advance(Head *h, PyTypeObject *slice_type, PyTypeObject *sample_type) {
     h->pos++;
-    while (h->pos >= PyList_GET_SIZE(PyList_GET_ITEM(h->head, 1))) {
-        PyObject *batch = PyIter_Next(PyList_GET_ITEM(h->head, 0));
+    while (h->pos >= PyList_GET_SIZE(PyList_GET_ITEM(h->head, FILL_HEAD_BATCH))) {
+        PyObject *batch = PyIter_Next(PyList_GET_ITEM(h->head, FILL_HEAD_BATCHES));
         if (!batch) {
             h->alive = 0;
             return PyErr_Occurred() ? -1 : 0;
@@ -42,7 +42,7 @@ static int advance(Head *h, PyTypeObject *slice_type, PyTypeObject *sample_type)
             PyErr_SetString(PyExc_TypeError, "fill: a scan gave a batch that is no list");
             return -1;
         }
-        PyList_SetItem(h->head, 1, batch);  /* takes it: the old batch is done */
+        PyList_SetItem(h->head, FILL_HEAD_BATCH, batch);  /* takes it: the old batch is done */
         h->pos = 0;
     }
     return start_of(h, slice_type, sample_type);
@@ -51,7 +51,7 @@ static int advance(Head *h, PyTypeObject *slice_type, PyTypeObject *sample_type)
 /* fill(heads, next_start, slices, samples, Slice, Sample): the scans' records that start before
  * next_start, in time order (ties: the earlier scan's first, as heapq.merge gives them), appended to
  * ``slices`` and ``samples``; each head a list [iterator of batches (lists of records in time
- * order), the batch read, the position in it] (ascend_db._by_step). */
+ * order), the batch read, the position in it]: an ascend_db.FillHead's items (ascend_db._by_step). */
 static PyObject *fill(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[2]) || !PyList_CheckExact(argv[3]) ||
@@ -71,14 +71,15 @@ static PyObject *fill(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     int rc = 0;
     for (i = 0; i < n && rc == 0; i++) {
         PyObject *head = PyList_GET_ITEM(heads, i);
-        if (!PyList_CheckExact(head) || PyList_GET_SIZE(head) != 3 || !PyList_CheckExact(PyList_GET_ITEM(head, 1))) {
+        if (!PyList_CheckExact(head) || PyList_GET_SIZE(head) != FILL_HEAD_FIELDS ||
+            !PyList_CheckExact(PyList_GET_ITEM(head, FILL_HEAD_BATCH))) {
             PyErr_SetString(PyExc_TypeError, "fill: a head is [iterator, batch, position]");
             rc = -1;
             break;
         }
         h[i].head = head;
         h[i].alive = 1;
-        h[i].pos = PyLong_AsSsize_t(PyList_GET_ITEM(head, 2)) - 1;
+        h[i].pos = PyLong_AsSsize_t(PyList_GET_ITEM(head, FILL_HEAD_POSITION)) - 1;
         rc = h[i].pos < -1 ? -1 : advance(&h[i], slice_type, sample_type);
     }
     while (rc == 0) {
@@ -86,13 +87,13 @@ static PyObject *fill(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
         for (i = 0; i < n; i++)
             if (h[i].alive && (!first || h[i].start < first->start)) first = &h[i];
         if (!first || first->start >= next_start) break;
-        PyObject *r = PyList_GET_ITEM(PyList_GET_ITEM(first->head, 1), first->pos);
+        PyObject *r = PyList_GET_ITEM(PyList_GET_ITEM(first->head, FILL_HEAD_BATCH), first->pos);
         rc = PyList_Append(Py_IS_TYPE(r, slice_type) ? slices : samples, r);
         if (rc == 0) rc = advance(first, slice_type, sample_type);
     }
     for (i = 0; i < n && h[i].head; i++) {  /* where each head stands */
         PyObject *pos = PyLong_FromSsize_t(h[i].pos);
-        if (!pos || PyList_SetItem(h[i].head, 2, pos) < 0) rc = -1;
+        if (!pos || PyList_SetItem(h[i].head, FILL_HEAD_POSITION, pos) < 0) rc = -1;
     }
     PyMem_Free(h);
     if (rc < 0) {

@@ -124,7 +124,7 @@
 #define BIND_RULES_QUEUE 4
 #define BIND_RULES_FIELDS 5
 
-/* ascend_db.TaskSpec: what _db_core.Rows.tasks makes a TASK row into, and where it reads the row */
+/* ascend_db_specs.TaskSpec: what _db_core.Rows.tasks makes a TASK row into, and where it reads the row */
 #define TASK_SPEC_SLICE_TYPE 0
 #define TASK_SPEC_LAYER 1
 #define TASK_SPEC_NOT_COMPUTE 2
@@ -132,7 +132,7 @@
 #define TASK_SPEC_PLACES 4
 #define TASK_SPEC_FIELDS 5
 
-/* ascend_db.TaskPlaces: the places of the TASK query's columns Rows.tasks reads */
+/* ascend_db_specs.TaskPlaces: the places of the TASK query's columns Rows.tasks reads */
 #define TASK_PLACES_OK 0
 #define TASK_PLACES_KIND 1
 #define TASK_PLACES_START 2
@@ -149,7 +149,7 @@
 #define TASK_PLACES_END_NS 13
 #define TASK_PLACES_FIELDS 14
 
-/* ascend_db.CommSpec: what Rows.tasks makes an HCCL task's row into */
+/* ascend_db_specs.CommSpec: what Rows.tasks makes an HCCL task's row into */
 #define COMM_SPEC_LAYER 0
 #define COMM_SPEC_KEYS 1
 #define COMM_SPEC_PLACES 2
@@ -157,20 +157,20 @@
 #define COMM_SPEC_PLANES 4
 #define COMM_SPEC_FIELDS 5
 
-/* ascend_db.CommEnums: an HCCL enum family's names by id, a dict each */
+/* ascend_db_specs.CommEnums: an HCCL enum family's names by id, a dict each */
 #define COMM_ENUMS_TRANSPORT_TYPE 0
 #define COMM_ENUMS_DATA_TYPE 1
 #define COMM_ENUMS_LINK_TYPE 2
 #define COMM_ENUMS_RDMA_TYPE 3
 #define COMM_ENUMS_FIELDS 4
 
-/* ascend_db.HostSpec: what _db_core.Rows.host makes a host API row into */
+/* ascend_db_specs.HostSpec: what _db_core.Rows.host makes a host API row into */
 #define HOST_SPEC_SLICE_TYPE 0
 #define HOST_SPEC_LAYER 1
 #define HOST_SPEC_KEYS 2
 #define HOST_SPEC_FIELDS 3
 
-/* ascend_db.FillHead: the items of a list _db_core.fill reads and moves on, one per scan */
+/* ascend_db_specs.FillHead: the items of a list _db_core.fill reads and moves on, one per scan */
 #define FILL_HEAD_BATCHES 0
 #define FILL_HEAD_BATCH 1
 #define FILL_HEAD_POSITION 2

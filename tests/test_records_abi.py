@@ -12,7 +12,7 @@ import pytest
 
 import converters
 from converters import layout, model, overlap
-from converters.readers import ascend_db, ascend_db_flows, chrome_trace, spill
+from converters.readers import ascend_db_flows, ascend_db_specs, chrome_trace, spill
 
 HEADER = Path(converters.__file__).parent / "records.h"
 
@@ -22,8 +22,8 @@ NAMED_TUPLES = (
     layout.Track, layout.Begin, layout.End, layout.Value, layout.Placement,
     overlap.StepIntervals,
     chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut, spill.ByStep,
-    ascend_db_flows.BindRules, ascend_db.TaskSpec, ascend_db.TaskPlaces, ascend_db.CommSpec,
-    ascend_db.CommEnums, ascend_db.HostSpec, ascend_db.FillHead,
+    ascend_db_flows.BindRules, ascend_db_specs.TaskSpec, ascend_db_specs.TaskPlaces, ascend_db_specs.CommSpec,
+    ascend_db_specs.CommEnums, ascend_db_specs.HostSpec, ascend_db_specs.FillHead,
 )
 # overlap.Interval is a plain pair, (start_ns, end_ns)
 RECORDS = {**{cls.__name__: cls._fields for cls in NAMED_TUPLES}, "Interval": ("start", "end")}

@@ -54,12 +54,14 @@ tests/readers/test_ascend_db_core.py and test_ascend_db_rows.py pin each C path 
 
 from __future__ import annotations
 
+import heapq
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from itertools import islice
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import (
@@ -81,6 +83,7 @@ from ._db_core import fill as _fill
 from ._db_core import samples as _samples
 from .ascend_db_flows import Flows
 from .ascend_db_memory import memory  # noqa: F401 - the reader's memory hook (readers/__init__.py)
+from .ascend_db_specs import CommEnums, CommSpec, FillHead, HostSpec, TaskPlaces, TaskSpec
 from .sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
 
 NAME = "ascend_db"
@@ -250,6 +253,34 @@ def _by_step(rank: RankInfo, steps: list[Step],
         yield StepRecords(rank.rank, None, step.step, step, slices, samples)
 
 
+def by_step_rules(rank: RankInfo, steps: list[Step], scans: list[list[list]]) -> list[StepRecords]:
+    """What ``_by_step`` yields, by the rules its C (``_db_core.fill``) follows: the scans' batches
+    flattened, merged by ``heapq.merge`` and filed as it went. The reference
+    tests/readers/test_ascend_db_core.py holds C to."""
+    flat = ([r for batch in scan for r in batch] for scan in scans)
+    stream = heapq.merge(*flat, key=attrgetter("start_ns"))
+    if not steps:
+        records = list(stream)
+        return [StepRecords(rank.rank, None, None, None, [r for r in records if type(r) is Slice],
+                            [r for r in records if type(r) is Sample])]
+    out, after = [], [step.start_ns for step in steps[1:]] + [TIME_LIMIT_NS]
+    index, bucket = 0, []
+    for r in stream:
+        while r.start_ns >= after[index]:
+            out.append(bucket)
+            index, bucket = index + 1, []
+        bucket.append(r)
+    out += [bucket] + [[] for _ in steps[index + 1:]]
+    result = []
+    for step, records in zip(steps, out, strict=True):
+        slices = [r for r in records if type(r) is Slice]
+        slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
+                            step.end_ns - step.start_ns, {"Step": step.step}))
+        samples = [r for r in records if type(r) is Sample]
+        result.append(StepRecords(rank.rank, None, step.step, step, slices, samples))
+    return result
+
+
 def _batches(records: Iterable[Slice | Sample]) -> Iterator[list[Slice | Sample]]:
     """A scan made one record at a time (the small tables) as ``_by_step``'s batches."""
     records = iter(records)
@@ -310,39 +341,6 @@ _COMPUTE_AT = {"name": _COMPUTE_NAME, "taskType": _TASK_COLUMNS.index("c taskTyp
                **{n: _ARGS_AT + _TASK_ARGS + i for i, n in enumerate(_COMPUTE_ARGS)}}
 _COMPUTE_KIND, _COMM = 1, 2  # the query's kinds of task: 0 no computation
 
-
-class TaskPlaces(NamedTuple):
-    """Where ``_db_core.Rows.tasks`` reads a TASK row (read by position: records.h): the args from
-    ``args_at`` to ``args_end`` (the task's own to ``task_args_end``), the task type drawn, the
-    compute info's name and the two task types it is drawn from, the task's own times."""
-
-    ok: int
-    kind: int
-    start: int
-    dur: int
-    stream: int
-    args_at: int
-    task_args_end: int
-    args_end: int
-    task_type: int
-    name: int
-    c_type: int
-    type: int
-    start_ns: int
-    end_ns: int
-
-
-class TaskSpec(NamedTuple):
-    """What ``_db_core.Rows.tasks`` makes a TASK row into (read by position: records.h): a Slice on
-    ``layer`` (a non-computing task's type ``not_compute``), its args named ``keys``, read at ``places``."""
-
-    slice_type: type
-    layer: Layer
-    not_compute: str
-    keys: tuple[str, ...]
-    places: TaskPlaces
-
-
 _TASK_SPEC = TaskSpec(Slice, Layer.STREAM, NOT_COMPUTE, _DEVICE_ARGS, TaskPlaces(
     _OK, _KIND, _START, _DUR, _STREAM, _ARGS_AT, _TASK_ARGS_END, _ARGS_END, _TASK_TYPE, _COMPUTE_NAME,
     *(_TASK_COLUMNS.index(n) for n in ("c taskType", "taskType", "startNs", "endNs"))))
@@ -356,45 +354,6 @@ _COMM_PLACES = tuple(_TASK_COLUMNS.index(n) for n in (
     "m srcRank", "m dstRank", "m transportType", "m size", "m dataType", "m linkType", "m rdmaType",
     "Model Id", "m opId", "m name", "m planeId"))
 _COMM_ENUMS = ("TRANSPORT_TYPE", "DATA_TYPE", "LINK_TYPE", "RDMA_TYPE")  # in the order of their args
-
-
-class CommEnums(NamedTuple):
-    """The names of an HCCL task's enums by id, a dict a family of ``_COMM_ENUMS`` (records.h)."""
-
-    transport_type: dict
-    data_type: dict
-    link_type: dict
-    rdma_type: dict
-
-
-class CommSpec(NamedTuple):
-    """What ``_db_core.Rows.tasks`` makes an HCCL task's row into (read by position: records.h): a
-    Slice on ``layer``, its args named ``keys`` read at ``places`` (``_COMM_PLACES``), its enums
-    named by ``enums``, on the plane lanes ``planes`` holds (made as they are met)."""
-
-    layer: Layer
-    keys: tuple[str, ...]
-    places: tuple[int, ...]
-    enums: CommEnums
-    planes: dict
-
-
-class HostSpec(NamedTuple):
-    """What ``_db_core.Rows.host`` makes a host API row into (read by position: records.h): a Slice
-    on ``layer``, its args named ``keys`` (connection_id first)."""
-
-    slice_type: type
-    layer: Layer
-    keys: tuple[str, ...]
-
-
-class FillHead(NamedTuple):
-    """The items of each of ``_by_step``'s heads, a list ``_db_core.fill`` reads and moves on (by
-    position: records.h): a scan's iterator of batches, the batch read, the position in it."""
-
-    batches: Iterator[list]
-    batch: list
-    position: int
 # the TASK query's columns of string ids (Rows resolves them), and the tables' (SQLite's joins resolve them)
 _QUERY_STRINGS = {"t": ("taskType",), "c": _COMPUTE_STRINGS, "m": ("name", "taskType", "groupName")}
 _TASK_STRINGS = tuple(_TASK_COLUMNS.index(n) for n in (

@@ -7,7 +7,8 @@ with ``flow_id``. The hot loops are C (``_core.c``: ``bind_ends``, ``arrow``, ``
 
 from __future__ import annotations
 
-from collections import deque
+import bisect
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -212,3 +213,60 @@ def flow_id(rank: int, key: str, k: int) -> int:
     """A flow id unique across ranks: the profilers' ids are unique within one rank only (the
     8-byte BLAKE2b of ``rank|key|k`` as a little-endian int, computed in C: ``_core.flow_id``)."""
     return _flow_id(f"{rank}|{key}|{k}")
+
+# The rules ``bind_ends``' C follows (``_core.enclosing``, ``_core.bind_ends``), in Python: the reference
+# tests/readers/test_chrome_trace.py holds C to (a Python loop per end was a tenth of a detail conversion)
+_NESTED = 65  # an end's slice is looked for among the slices of its lane that start last at or before it
+
+
+def enclosing_rules(slices: list[Slice], ends: list[FlowEnd]) -> list[int | None]:
+    """Each flow end's slice: the innermost of its lane holding its time (the one that starts last,
+    the shorter at equal starts, the later of equals), among the ``_NESTED`` that start last at or
+    before it; None for none."""
+    lanes: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
+    for i, s in enumerate(slices):
+        lanes[s.layer, s.lane].append((s.start_ns, -s.dur_ns, i))
+    for members in lanes.values():
+        members.sort()
+    found = []
+    for end in ends:
+        members = lanes.get((end.layer, end.lane), [])
+        started = bisect.bisect_right([start for start, _, _ in members], end.start_ns)
+        holders = [i for start, neg_dur, i in reversed(members[max(started - _NESTED, 0):started])
+                   if start <= end.start_ns <= start - neg_dur]
+        found.append(holders[0] if holders else None)
+    return found
+
+
+def bind_ends_rules(slices: list[Slice], ends: list[FlowEnd], pending: Iterable[str]) -> tuple:
+    """``bind_ends``' Bound as a plain tuple: each end's slice (``enclosing_rules``), and which start
+    it joins; then which starts no end joins, and the ends in no slice."""
+    starts = defaultdict(list)  # key -> [(time, slice)]
+    finishes = []
+    outside = Counter()
+    for end, index in zip(ends, enclosing_rules(slices, ends), strict=True):
+        if index is None:
+            outside[end.starts] += 1
+        else:
+            if end.starts:
+                starts[end.key].append((end.start_ns, index))
+            else:
+                finishes.append((end.key, end.start_ns, index))
+    for found in starts.values():
+        found.sort()
+    joins, unstarted, joined = [], [], set()
+    for key, ts, index in finishes:
+        found = starts.get(key)
+        position = bisect.bisect_right(found, (ts, len(slices))) - 1 if found else -1
+        if position >= 0:
+            joins.append((key, found[position][1], index))
+            joined.add((key, position))
+        else:
+            unstarted.append((key, index, found[0][1] if found else None))
+            if found and key not in pending:
+                joined.add((key, 0))
+    unended = sum((key, i) not in joined for key, found in starts.items() for i in range(len(found) - 1))
+    open_lasts = {key for key, found in starts.items() if (key, len(found) - 1) not in joined}
+    return (joins, unstarted, {key: found[-1][1] for key, found in starts.items()}, open_lasts, unended,
+            outside[True], outside[False])
+

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import heapq
 from operator import attrgetter
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.model import TIME_LIMIT_NS, Layer, RankInfo, Sample, Slice, Step, StepRecords
-from converters.readers.ascend_db import _by_step
+from converters.model import Layer, RankInfo, Sample, Slice, Step, StepRecords
+from converters.readers.ascend_db import _by_step, by_step_rules
 from converters.readers.ascend_db_flows import Flows
 from converters.readers.flows import flow_id
 
@@ -134,32 +133,6 @@ def _split(slices: list[Slice], at: int) -> tuple[list[Slice], list[Slice]]:
 
 # -- the scans merged and filed by step: as heapq.merge and the loop that filed its stream ----------
 
-def _by_step_rules(rank: RankInfo, steps: list[Step], scans: list[list[list]]) -> list[StepRecords]:
-    """The reference: the scans' batches flattened, merged by ``heapq.merge`` and filed as it went."""
-    flat = ([r for batch in scan for r in batch] for scan in scans)
-    stream = heapq.merge(*flat, key=attrgetter("start_ns"))
-    if not steps:
-        records = list(stream)
-        return [StepRecords(rank.rank, None, None, None, [r for r in records if type(r) is Slice],
-                            [r for r in records if type(r) is Sample])]
-    out, after = [], [step.start_ns for step in steps[1:]] + [TIME_LIMIT_NS]
-    index, bucket = 0, []
-    for r in stream:
-        while r.start_ns >= after[index]:
-            out.append(bucket)
-            index, bucket = index + 1, []
-        bucket.append(r)
-    out += [bucket] + [[] for _ in steps[index + 1:]]
-    result = []
-    for step, records in zip(steps, out, strict=True):
-        slices = [r for r in records if type(r) is Slice]
-        slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
-                            step.end_ns - step.start_ns, {"Step": step.step}))
-        samples = [r for r in records if type(r) is Sample]
-        result.append(StepRecords(rank.rank, None, step.step, step, slices, samples))
-    return result
-
-
 _RECORD = st.one_of(
     st.builds(lambda t, n: Slice(0, Layer.STREAM, "Stream 1", n, t, 1), st.integers(-5, 40),
               st.text("ab", max_size=2)),
@@ -177,4 +150,4 @@ def test_steps_filed_in_c_as_heapq_merge_merged_them(scans, starts, sort_scans):
         scans = [[sorted((r for b in scan for r in b), key=attrgetter("start_ns"))] for scan in scans]
     rank = RankInfo(rank=0, format="ascend_pt", path=Path("."))
     steps = [Step(None, i, start, start + 3) for i, start in enumerate(starts)]
-    assert list(_by_step(rank, steps, [iter(scan) for scan in scans])) == _by_step_rules(rank, steps, scans)
+    assert list(_by_step(rank, steps, [iter(scan) for scan in scans])) == by_step_rules(rank, steps, scans)

@@ -8,7 +8,7 @@ import bisect
 import hashlib
 import json
 import random
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -501,6 +501,7 @@ def test_a_flow_end_binds_to_the_innermost_slice_of_its_lane_that_holds_it(made,
     slices = [Slice(0, layer, lane, f"s{i}", start, dur)
               for i, ((layer, lane), start, dur) in enumerate(made)]
     ends = [FlowEnd(0, layer, lane, ts, "k", False) for (layer, lane), ts in at]
+    assert _core.enclosing(slices, ends) == flows.enclosing_rules(slices, ends)
     for end, found in zip(ends, _core.enclosing(slices, ends), strict=True):
         holders = [i for i, s in enumerate(slices) if (s.layer, s.lane) == (end.layer, end.lane)
                    and s.start_ns <= end.start_ns <= s.end_ns]
@@ -509,7 +510,17 @@ def test_a_flow_end_binds_to_the_innermost_slice_of_its_lane_that_holds_it(made,
         assert found == want
 
 
-# -- the C of flow arrows against the Python it replaced ----------------------------------------
+def test_an_end_is_bound_only_among_the_slices_that_start_last_before_it():
+    """Past 65 slices started since, a slice holding the end is no longer looked at, in C as in
+    its rules: a lane's long slice under 70 short ones binds no end after them."""
+    slices = [Slice(0, Layer.STREAM, "Stream 2", "long", 0, 1000)]
+    slices += [Slice(0, Layer.STREAM, "Stream 2", f"s{i}", 1 + i, 0) for i in range(70)]
+    ends = [FlowEnd(0, Layer.STREAM, "Stream 2", ts, "k", False) for ts in (500, 3, 60)]
+    assert _core.enclosing(slices, ends) == flows.enclosing_rules(slices, ends) == [None, 3, 60]
+    assert _core.enclosing(slices[:60], ends) == flows.enclosing_rules(slices[:60], ends) == [0, 3, 0]
+
+
+# -- the C of flow arrows against the Python it replaced (flows.enclosing_rules, bind_ends_rules) --
 
 
 @settings(max_examples=300, deadline=None)
@@ -517,39 +528,6 @@ def test_a_flow_end_binds_to_the_innermost_slice_of_its_lane_that_holds_it(made,
 def test_flow_ids_are_blake2b_of_their_text(text):
     assert _core.flow_id(text) == int.from_bytes(
         hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-
-
-def _bind_ends_in_python(slices, ends, pending):
-    """flows.bind_ends as it was in Python: each end's slice, and which start it joins; then which
-    starts no end joins, and the ends in no slice."""
-    starts = defaultdict(list)  # key -> [(time, slice)]
-    finishes = []
-    outside = Counter()
-    for end, index in zip(ends, _core.enclosing(slices, ends), strict=True):
-        if index is None:
-            outside[end.starts] += 1
-        else:
-            if end.starts:
-                starts[end.key].append((end.start_ns, index))
-            else:
-                finishes.append((end.key, end.start_ns, index))
-    for found in starts.values():
-        found.sort()
-    arrows, unstarted, joined = [], [], set()
-    for key, ts, index in finishes:
-        found = starts.get(key)
-        position = bisect.bisect_right(found, (ts, len(slices))) - 1 if found else -1
-        if position >= 0:
-            arrows.append((key, found[position][1], index))
-            joined.add((key, position))
-        else:
-            unstarted.append((key, index, found[0][1] if found else None))
-            if found and key not in pending:
-                joined.add((key, 0))
-    unended = sum((key, i) not in joined for key, found in starts.items() for i in range(len(found) - 1))
-    open_lasts = {key for key, found in starts.items() if (key, len(found) - 1) not in joined}
-    return (arrows, unstarted, {key: found[-1][1] for key, found in starts.items()}, open_lasts, unended,
-            outside[True], outside[False])
 
 
 @settings(max_examples=500, deadline=None)
@@ -562,7 +540,7 @@ def test_flow_ends_join_the_same_starts_as_the_python_rules(made, at, pending):
               for i, ((layer, lane), start, dur) in enumerate(made)]
     ends = [FlowEnd(0, layer, lane, ts, key, starts) for (layer, lane), ts, key, starts in at]
     got = _core.bind_ends(slices, ends, dict.fromkeys(pending))
-    want = _bind_ends_in_python(slices, ends, pending)
+    want = flows.bind_ends_rules(slices, ends, pending)
     assert got == want
     last_starts = got[2]
     assert list(last_starts) == list(want[2])  # keys in the order of their first start

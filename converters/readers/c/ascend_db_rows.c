@@ -520,7 +520,7 @@ static int times_ok(Rows *r, int start, int end, int id) {
 }
 
 /* The TASK query's columns (ascend_db._TASK_COLUMNS) are read at the places a TaskSpec's places give
- * (ascend_db.TaskPlaces, ``at`` here: records.h TASK_PLACES_*): the args from ARGS_AT to ARGS_END (the
+ * (ascend_db_specs.TaskPlaces, ``at`` here: records.h TASK_PLACES_*): the args from ARGS_AT to ARGS_END (the
  * task's own to TASK_ARGS_END), the task type drawn (TASK_TYPE: C sets it from the compute info's
  * C_TYPE and the task's TYPE), the compute info's name, the task's own startNs and endNs (START_NS,
  * END_NS: for times_ok) */
@@ -696,7 +696,7 @@ static int comm_spec(PyObject *comm, int *m, int columns) {
  * past the last row: the next batch of the TASK query's rows appended to ``out`` in order, those whose
  * times and stream (times_ok), strings and ``ok`` are as expected as their Slices (an HCCL task's plane
  * and enums INTEGER or NULL too: comm_ok), any other (a bad time, an id STRING_IDS lacks) as its row, a
- * tuple, for ascend_db._Reader._task_rules. spec: an ascend_db.TaskSpec; comm: an ascend_db.CommSpec,
+ * tuple, for ascend_db._Reader._task_rules. spec: an ascend_db_specs.TaskSpec; comm: an ascend_db_specs.CommSpec,
  * what comm_slice reads. Summary (all_tasks off) draws only the compute tasks. */
 static PyObject *rows_tasks(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
     int at[TASK_PLACES_FIELDS], m[M_PLACES];
@@ -799,7 +799,7 @@ static PyObject *host_slice(Rows *r, PyObject *const *argv) {
  * None past the last row: the next batch of a host table's rows appended to ``out`` in order, those
  * whose times and thread (times_ok), strings and ``ok`` are as expected as their Slices (their
  * PyTorch links noted in ``links``), any other as its row, a tuple, for ascend_db._Reader._host_slice.
- * spec: an ascend_db.HostSpec; api: CANN's API types by id, or None. */
+ * spec: an ascend_db_specs.HostSpec; api: CANN's API types by id, or None. */
 static PyObject *rows_host(Rows *r, PyObject *const *argv, Py_ssize_t argc) {
     PyObject *spec = argc == 7 ? argv[1] : NULL;
     if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != HOST_SPEC_FIELDS ||

@@ -90,6 +90,23 @@ def test_no_c_file_over_1200_lines():
     assert not long, f"C files over {MAX_C_LINES} lines: {long}"
 
 
+def test_each_c_routine_of_the_readers_has_its_rule_and_test_in_the_architecture():
+    """docs/architecture.md's "The C and the Python it copies" lists every function the readers' C
+    gives Python, and every test it names as holding one to its rule exists."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    rows = [line for line in doc.split("### The C and the Python it copies", 1)[1].split("\n## ", 1)[0]
+            .splitlines() if line.startswith("| `")]
+    listed = {name.rpartition(".")[2] for row in rows
+              for name in re.findall(r"`([\w.]+)`", row.split("|")[1])}
+    given = {name for path in (PACKAGE / "readers" / "c").glob("*.c")
+             for name in re.findall(r'\{"(\w+)", \(PyCFunction\)', path.read_text())}
+    assert given and given <= listed, f"C routines not in docs/architecture.md: {given - listed}"
+    tests = {name for row in rows for name in re.findall(r"\b(test_\w+)\b(?!\.py)", row.split("|")[3])}
+    defined = {name for path in (ROOT / "tests").rglob("test_*.py")
+               for name in re.findall(r"^def (test_\w+)", path.read_text(), re.MULTILINE)}
+    assert tests and tests <= defined, f"tests named in docs/architecture.md that are gone: {tests - defined}"
+
+
 def test_every_document_the_code_cites_is_in_the_repository():
     cited = set()
     for path in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.c"), *(ROOT / "tests").rglob("*.py"),

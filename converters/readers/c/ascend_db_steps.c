@@ -51,7 +51,8 @@ static int advance(Head *h, PyTypeObject *slice_type, PyTypeObject *sample_type)
 /* fill(heads, next_start, slices, samples, Slice, Sample): the scans' records that start before
  * next_start, in time order (ties: the earlier scan's first, as heapq.merge gives them), appended to
  * ``slices`` and ``samples``; each head a list [iterator of batches (lists of records in time
- * order), the batch read, the position in it]: an ascend_db_specs.FillHead's items (ascend_db._by_step). */
+ * order), the batch read, the position in it]: an ascend_db_specs.FillHead's items (ascend_db._by_step;
+ * the rule: ascend_db.by_step_rules). */
 static PyObject *fill(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[2]) || !PyList_CheckExact(argv[3]) ||

@@ -727,7 +727,8 @@ done:
 /* steps_and_names(events, first_index, marker=None) -> ([metadata events], [(index, event) of possible steps])
  * The first pass over a batch (a list of Event, or RawEvents: Records.read_steps): "M" events,
  * and the "X" events that may be steps (category "Iteration Time", "Reduce" or Paddle's
- * "ProfileStep", or a name starting "ProfilerStep#"; with a ``marker``, a name holding it), as Events. */
+ * "ProfileStep", or a name starting "ProfilerStep#"; with a ``marker``, a name holding it), as Events.
+ * The rule: every event Records._metadata and Records._complete's steps (Dialect.marks_step) take. */
 static PyObject *steps_and_names(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     RawEvents *raw = argc == 2 || argc == 3 ? raw_batch(argv[0]) : NULL;

@@ -202,7 +202,7 @@ static int sc_event(Scan *s, const unsigned char *base, RawEvent *e) {
 static PyTypeObject RawEventsType;
 
 /* scan(data, decode_event, decode_value) -> RawEvents, or None: see above. ``data`` is a JSON
- * array of event objects. */
+ * array of event objects. The rule: msgspec's decoding of events.Event (events.batches). */
 static PyObject *scan(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 3) {

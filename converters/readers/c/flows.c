@@ -141,7 +141,8 @@ done:
     return rc;
 }
 
-/* enclosing(slices, ends) -> [index or None]: ``enclosed``'s slice of each flow end */
+/* enclosing(slices, ends) -> [index or None]: ``enclosed``'s slice of each flow end (the rule:
+ * flows.enclosing_rules) */
 static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 2 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1])) {
@@ -162,7 +163,8 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
 }
 
 /* bind_ends(slices, ends, pending) -> (arrows, unstarted, last_starts, open_lasts, unended, outside_starts,
- * outside_ends), as flows.bind_ends says; ``pending``: the keys whose start an earlier step holds open */
+ * outside_ends), as flows.bind_ends says (the rule: flows.bind_ends_rules); ``pending``: the keys whose
+ * start an earlier step holds open */
 typedef struct { long long ts; Py_ssize_t slice; int joined; } Start;
 
 static int start_order(const void *a, const void *b) {

@@ -56,6 +56,8 @@ static PyObject *row_of(PyObject *kind, PyObject *r, Py_ssize_t from, Py_ssize_t
     return row;
 }
 
+/* rows(records, orders, Slice, Sample, FlowEnd) -> the records as rows (see above), which ``records``
+ * makes back into the records (the rule: spill.StepSpill gives back what it filed) */
 static PyObject *rows(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 5) {
@@ -110,6 +112,7 @@ static PyObject *record_of(PyObject *type, PyObject *rank, PyObject *layer, PyOb
     return record;
 }
 
+/* records(rows, rank, layers, Slice, Sample, FlowEnd) -> the records ``rows`` was given */
 static PyObject *records(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 6) {
@@ -332,7 +335,8 @@ static int pk_made(Packer *p, const Made *m, PyObject *orders) {
     }
 }
 
-/* pack(records, orders, Slice, Sample, FlowEnd) -> bytes, or None: see above */
+/* pack(records, orders, Slice, Sample, FlowEnd) -> bytes, or None: see above; unpack gives the records
+ * back (the rule: spill.StepSpill gives back what it filed) */
 static PyObject *pack(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyDict_Check(argv[1])) {
@@ -554,7 +558,8 @@ static int ending_hash(PyObject *r, Py_hash_t *h) {
 
 /* by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: [records]}, {step: [hash(key)]}):
  * each record under the last step that starts at or before it (the first step if none), and
- * the hashes of the keys of the arrows that end there. */
+ * the hashes of the keys of the arrows that end there: spilled_flows.file_by_step's filing (its rule:
+ * bisect_right(starts, start) - 1, the first step if none). */
 static PyObject *by_step(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyList_CheckExact(argv[1])) {

@@ -483,7 +483,7 @@ class _Reader:
         ``all_tasks`` off) reads only the compute tasks, and of the HCCL tasks only which they are.
         Its string columns are the ids (``Rows`` resolves them, and sets "Task Type"), or, with
         ``sqlite_strings``, resolved by SQLite's joins (``ok`` then says they all were; else it is 1).
-        ``Rows`` checks the times and the stream from the columns (``_db_core.c``'s ``times_ok``):
+        ``Rows`` checks the times and the stream from the columns (``c/ascend_db_rows.c``'s ``times_ok``):
         as terms of ``ok`` SQLite evaluated them per row, a sixth of its work on this query."""
         schema, all_tasks = self.schema, self.all_tasks
         strings = _QUERY_STRINGS if sqlite_strings else dict.fromkeys(_QUERY_STRINGS, ())
@@ -545,8 +545,8 @@ class _Reader:
                      task_type if computes else NOT_COMPUTE)
 
     def _comm_task(self, task: dict[str, Any], m: dict[str, Any]) -> Slice | None:
-        """An HCCL task's row as its slice on its plane's lane: the rules ``_db_core.c``'s ``comm_slice``
-        follows for the rows it makes (tests/readers/test_ascend_db_rows.py)."""
+        """An HCCL task's row as its slice on its plane's lane: the rules ``c/ascend_db_rows.c``'s
+        ``comm_slice`` follows for the rows it makes (tests/readers/test_ascend_db_rows.py)."""
         times = self._times("TASK", task["startNs"], task["endNs"])
         if times is None:
             return None

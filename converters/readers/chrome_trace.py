@@ -382,7 +382,7 @@ class Records:
             unread=self._unread, reasons=_LEFT_OUT_IN_C, is_compute=is_compute, layer_type=Layer,
             slice_type=Slice, flow_end_type=FlowEnd, python_cats=self.dialect.python_cats,
             processes=self._processes, sample_type=Sample)
-        # the common events in C (_core.c), by the rules of _event; the rest there
+        # the common events in C (c/chrome_trace.c), by the rules of _event; the rest there
         read = read_events if slices else in_python
 
         def event_of(event: Event, at: int) -> None:
@@ -624,7 +624,7 @@ class Records:
 
     def _counter(self, event: Event, index: int, path: Path, diag: Diagnostics) -> None:
         """A ``C`` event: one sample per numeric argument, named ``<name> [<argument>]`` (C:
-        ``_core.c``'s ``fast_counter`` where the args are plain)."""
+        ``c/chrome_trace.c``'s ``fast_counter`` where the args are plain)."""
         try:
             start_ns = checked_ns(us_to_ns(event.ts) + self.rank.clock_offset_ns)
             values = ANY.decode(event.args) if event.args else {}
@@ -735,7 +735,7 @@ _LEFT_OUT_IN_C = LeftOut(host=_DETAIL_ONLY_HOST, tasks=_DETAIL_ONLY_TASKS, count
 
 
 def _task_type(args: bytes) -> str:
-    """The args' top-level "Task Type" (``_core.c`` finds it as text where that gives the same)."""
+    """The args' top-level "Task Type" (``c/chrome_trace.c`` finds it as text where that gives the same)."""
     try:
         return str(_TASK_ARGS.decode(args).task_type)
     except (msgspec.DecodeError, msgspec.ValidationError):

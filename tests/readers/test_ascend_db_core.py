@@ -1,4 +1,4 @@
-"""The database form's C helpers (readers/_db_core.c) against the Python rules they follow."""
+"""The database form's C helpers (readers/c/: _db_core) against the Python rules they follow."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The database form's rows read in C (readers/_db_core.c's ``Rows``: SQLite's C API, string ids
+"""The database form's rows read in C (readers/c/ascend_db_rows.c's ``Rows``: SQLite's C API, string ids
 resolved once each) against the reference: the sqlite3 module's rows, SQLite resolving the strings by
 joins, every row read by the rules (``_Reader.tasks_by_rules``, ``host_by_rules``)."""
 

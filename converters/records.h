@@ -116,6 +116,18 @@
 #define LEFT_OUT_VENDOR 4
 #define LEFT_OUT_FIELDS 5
 
+/* flows.Bound.arrows' items, (key, start, end): an arrow's key and the slices it joins, a plain tuple */
+#define ARROW_KEY 0
+#define ARROW_START 1
+#define ARROW_END 2
+#define ARROW_FIELDS 3
+
+/* seek._NEEDLES' items, (text, at): a word _core.found_at looks for and where the two bytes it looks
+ * for first lie in it, a plain pair */
+#define NEEDLE_TEXT 0
+#define NEEDLE_AT 1
+#define NEEDLE_FIELDS 2
+
 /* ascend_db_flows.BindRules: what _db_core.bind links, and the names a task queue's ops start with */
 #define BIND_RULES_HOST 0
 #define BIND_RULES_STREAM 1

@@ -12,7 +12,7 @@ import pytest
 
 import converters
 from converters import layout, model, overlap
-from converters.readers import ascend_db_flows, ascend_db_specs, chrome_trace, spill
+from converters.readers import ascend_db_flows, ascend_db_specs, chrome_trace, flows, seek, spill
 
 HEADER = Path(converters.__file__).parent / "records.h"
 
@@ -25,8 +25,9 @@ NAMED_TUPLES = (
     ascend_db_flows.BindRules, ascend_db_specs.TaskSpec, ascend_db_specs.TaskPlaces, ascend_db_specs.CommSpec,
     ascend_db_specs.CommEnums, ascend_db_specs.HostSpec, ascend_db_specs.FillHead,
 )
-# overlap.Interval is a plain pair, (start_ns, end_ns)
-RECORDS = {**{cls.__name__: cls._fields for cls in NAMED_TUPLES}, "Interval": ("start", "end")}
+# plain tuples: overlap.Interval (start_ns, end_ns), flows.Bound.arrows' items, seek._NEEDLES' items
+RECORDS = {**{cls.__name__: cls._fields for cls in NAMED_TUPLES}, "Interval": ("start", "end"),
+           "Arrow": ("key", "start", "end"), "Needle": ("text", "at")}
 
 
 def _snake(name: str) -> str:
@@ -66,6 +67,11 @@ def test_every_constant_of_the_header_is_a_field():
 
 def test_an_interval_is_a_pair():
     assert typing.get_args(overlap.Interval) == (int, int)
+
+
+def test_an_arrow_and_a_needle_are_the_tuples_the_header_names():
+    assert typing.get_args(typing.get_type_hints(flows.Bound)["arrows"]) == (tuple[str, int, int],)
+    assert all(type(text) is bytes and type(at) is int for text, at in seek._NEEDLES)
 
 
 def test_the_positions_python_copies_slices_by():

@@ -434,15 +434,15 @@ static PyObject *arrows(PyObject *module, PyObject *const *argv, Py_ssize_t argc
     if (PyErr_Occurred()) return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(bound); i++) {
         PyObject *item = PyList_GET_ITEM(bound, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != ARROW_FIELDS) {
             PyErr_SetString(PyExc_TypeError, "arrows: bound holds (key, start, end) tuples");
             return NULL;
         }
-        PyObject *first = PyTuple_GET_ITEM(item, 1), *before = PyDict_GetItemWithError(made, first);
+        PyObject *first = PyTuple_GET_ITEM(item, ARROW_START), *before = PyDict_GetItemWithError(made, first);
         if (!before && PyErr_Occurred()) return NULL;
         long long k = before ? PyLong_AsLongLong(before) : 0, now;
-        Py_ssize_t start = PyLong_AsSsize_t(first), end = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 2));
-        if (PyErr_Occurred() || join(slices, start, slices, end, PyTuple_GET_ITEM(item, 0), k, rank, &now) < 0)
+        Py_ssize_t start = PyLong_AsSsize_t(first), end = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, ARROW_END));
+        if (PyErr_Occurred() || join(slices, start, slices, end, PyTuple_GET_ITEM(item, ARROW_KEY), k, rank, &now) < 0)
             return NULL;
         backwards += now == k;
         PyObject *count = PyLong_FromLongLong(now);

@@ -62,9 +62,10 @@ static PyObject *found_at(PyObject *module, PyObject *const *argv, Py_ssize_t ar
     Needle needles[8];
     Py_ssize_t n_needles = argc == 4 && PyTuple_Check(argv[1]) ? PyTuple_GET_SIZE(argv[1]) : -1, longest = 0;
     for (Py_ssize_t k = 0; k < n_needles && n_needles <= 8; k++) {
-        PyObject *item = PyTuple_GET_ITEM(argv[1], k), *text = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 ?
-            PyTuple_GET_ITEM(item, 0) : NULL;
-        Py_ssize_t at = text ? PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 1)) : -1;
+        PyObject *item = PyTuple_GET_ITEM(argv[1], k);
+        PyObject *text = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == NEEDLE_FIELDS ? PyTuple_GET_ITEM(item, NEEDLE_TEXT)
+                                                                                         : NULL;
+        Py_ssize_t at = text ? PyLong_AsSsize_t(PyTuple_GET_ITEM(item, NEEDLE_AT)) : -1;
         if (!text || !PyBytes_Check(text) || at < 0 || at + 2 > PyBytes_GET_SIZE(text)) { n_needles = -1; break; }
         needles[k] = (Needle){PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text), at};
         if (needles[k].len > longest) longest = needles[k].len;

@@ -40,7 +40,7 @@ from ..model import (
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted
 from ..select import format_ids
-from .host_work import host_compute
+from .host_work import host_compute, note_host_work
 from .ops import op_type
 
 __all__ = ["Segment", "StepPath", "TaskTypes", "WhatIf", "critical_paths", "keyed_paths", "own_clocks",
@@ -329,6 +329,7 @@ def critical_paths(
     for _, found in keyed_paths(profile, shifts):
         warn_unjoined(profile.diag, found)
         warn_unknown(profile.diag, found)
+        note_host_work(profile.diag, found)
         yield found
 
 
@@ -690,14 +691,18 @@ def _delay_removed(joined: _Joined, observed: list[int], durs: list[int], rank: 
     """The lags of ``rank``'s chains without its delay before ``arrival``: the work that made it
     late lies between the chain's source and that arrival, so every chain of the rank from a
     source that ended before that work began (``delay`` before the arrival) to a point at or after
-    the arrival is ``delay`` shorter, the rank's later work moved up with it (a lag never drops
-    below 0: such a chain is at least ``delay`` long). Empty where no chain qualifies."""
-    at = observed[arrival]
+    the arrival is ``delay`` shorter, the rank's later work moved up with it; a point inside the
+    late work (another op the rank called during it: on a CPU job, the call of the collective whose
+    execution arrives late) moves up to where that work began, no further (a lag never drops below
+    0: such a chain is at least that long). Empty where no chain qualifies."""
+    began = observed[arrival] - delay
     out = {}
     for (source, sink), (r, c) in joined.edge_of.items():
-        if (r.rank == rank and observed[source] + durs[source] <= at - delay and observed[sink] >= at
-                and c.lag_ns >= delay):
-            out[source, sink] = c.lag_ns - delay
+        if r.rank != rank or observed[source] + durs[source] > began or observed[sink] <= began:
+            continue
+        cut = min(delay, observed[sink] - began)
+        if c.lag_ns >= cut:
+            out[source, sink] = c.lag_ns - cut
     return out
 
 

@@ -210,7 +210,8 @@ def test_the_straggler_is_the_slow_rank_in_every_step(slow_job, tmp_path):
     # said as the critical path says it: the time rank 3 held every rank back, the generator's delay
     held = verdict["held_back"]
     assert held["rank"] == 3 and held["saved_ms"] == pytest.approx(2.0, rel=0.3)
-    assert held["sentence"].startswith("rank 3 held every rank back by ") and held["sentence"].endswith(" a step")
+    assert held["sentence"].startswith("rank 3 held every rank back by ")
+    assert held["sentence"].endswith(" ms a step")
     assert verdict["summary"].startswith(f"Straggler: {held['sentence']}. ")
 
 

@@ -20,6 +20,7 @@ import hashlib
 from collections.abc import Iterator
 
 from .analyses.critical import StepPath, keyed_paths, own_clocks, warn_unjoined
+from .analyses.host_work import note_host_work
 from .budget import DETAIL, Spool, SpoolFile
 from .errors import Diagnostics
 from .layout import Begin, End, JobProcess, Track
@@ -74,6 +75,7 @@ def _spool_paths(profile: Profile, shifts: dict[int, int], encoder, process: Job
     with SpoolFile(spool.new_file()) as file:
         for key, found in keyed_paths(quiet, shifts):
             warn_unjoined(profile.diag, found)
+            note_host_work(profile.diag, found)
             if found.unknown is not None:  # no path to draw: a rank's device side is not recorded
                 continue
             # a sequence per graph, and the pseudo step apart, as the ranks' own chunks

@@ -22,17 +22,25 @@ WITH_DEVICE = {  # sample -> (steps, ranks the profile holds)
     "msprof-db": ([None], {0}),
     "mindspore-1x/single-device": ([None, 1], {1}),
 }
-# steps with communication but no device task recorded (the CPU ops of a gloo job are no device
-# tasks, rank 6 holds its step trace and HCCL traces only): their path would show that work as idle
-DEVICE_UNKNOWN = {"kineto-gloo-2rank": [2, 3, 4], "mindspore-1x/hccl-rank6": [1, 2]}
-HOST_ONLY = ["paddle-cpu-chrome", "paddle-cpu-protobuf", "mindspore-cpu/pynative-profile",
-             "mindspore-cpu/graph-legacy-Profiler"]
+# CPU-only jobs (no device records): their host operators are the compute, so the path runs through
+# them and the host's collectives (sample -> (steps, ranks))
+HOST_WORK = {
+    "kineto-gloo-2rank": ([2, 3, 4], {0, 1}),
+    "pp-gpipe-2stage-dev": ([2, 3, 4], {0, 1}),
+    "paddle-cpu-chrome": ([3, 4, 5, 6, 7], {0}),
+    "paddle-cpu-protobuf": ([3, 4, 5, 6, 7], {0}),
+}
+# steps with communication but no device task recorded and nothing else to stand for it (rank 6
+# holds its step trace and HCCL traces only): their path would show that work as idle
+DEVICE_UNKNOWN = {"mindspore-1x/hccl-rank6": [1, 2]}
+HOST_ONLY = ["mindspore-cpu/pynative-profile", "mindspore-cpu/graph-legacy-Profiler"]
 
 
-@pytest.mark.parametrize("sample", sorted(WITH_DEVICE))
+@pytest.mark.parametrize("sample", sorted(WITH_DEVICE) + sorted(HOST_WORK))
 def test_each_step_s_path_tiles_its_span_on_the_kept_ranks(sample):
-    steps, ranks = WITH_DEVICE[sample]
+    steps, ranks = WITH_DEVICE.get(sample) or HOST_WORK[sample]
     paths = list(critical_paths(real_data(sample), diag=Diagnostics()))
+    assert all(p.host_work == (sample in HOST_WORK) for p in paths)
     assert [p.step for p in paths] == steps
     for found in paths:
         assert found.path and found.step_ns > 0
@@ -43,6 +51,16 @@ def test_each_step_s_path_tiles_its_span_on_the_kept_ranks(sample):
         assert all(s.dur_ns > 0 and s.kind in SEGMENT_KINDS and s.rank in ranks for s in found.path)
         assert all(w.saved_ns > 0 for w in found.what_if)
         assert sum(s.dur_ns for s in found.path if s.kind in ("compute", "communication", UNSPLIT)) > 0
+
+
+@pytest.mark.parametrize("sample", sorted(HOST_WORK))
+def test_a_cpu_only_job_s_path_runs_through_its_host_operators_and_says_so(sample, capsys):
+    """Before, kineto-gloo-2rank's steps had no path: its CPU ops are no device tasks."""
+    paths = list(critical_paths(real_data(sample), diag=Diagnostics()))
+    assert all(any(s.kind == "compute" for s in p.path) and p.what_if for p in paths)
+    assert main(["critical", str(real_data(sample))]) == 0
+    err = capsys.readouterr().err
+    assert "the critical path's compute is the host operators" in err and "GPU or NPU trace" in err
 
 
 @pytest.mark.parametrize("sample", sorted(DEVICE_UNKNOWN))

@@ -238,28 +238,22 @@ def test_real_the_path_is_drawn_whole_in_both_writers(tmp_path):
 
 
 def test_steps_that_overlap_go_on_lanes_of_their_own():
-    """kineto-gloo-2rank's step 2 on rank 0 ends after step 3 begins on rank 1 (its paths are unknown
-    now: no device task, its CPU ops would show as idle), so the lanes are checked on their spans."""
+    """kineto-gloo-2rank's step 2 on rank 0 ends after step 3 begins on rank 1: the lanes, checked on
+    such spans."""
     from converters.critical_drawing import _Lanes
 
     lanes = _Lanes()
     assert [lanes.place(*span) for span in ((0, 10), (8, 20), (20, 30), (9, 12))] == [0, 1, 0, 2]
 
 
-def test_real_steps_whose_device_side_is_unknown_are_not_drawn(tmp_path):
-    source = real_data("kineto-gloo-2rank")
-    assert all(found.unknown for found in critical_paths(source))
-    out = tmp_path / "out.pftrace"
-    result = convert(source, out, kind="detail", critical_path=True)
-    assert any("--critical-path: no step has device work" in w for w in result.warnings)
-    assert TITLE not in read_perfetto(out.read_bytes()).processes
-
-
-def test_real_without_device_work_nothing_is_drawn_and_that_is_said(tmp_path):
-    out = tmp_path / "out.pftrace"
-    result = convert(real_data("paddle-cpu-chrome"), out, kind="detail", critical_path=True)
-    assert any("--critical-path: no step has device work" in w for w in result.warnings)
-    assert TITLE not in read_perfetto(out.read_bytes()).processes
+@pytest.mark.parametrize("sample", ["kineto-gloo-2rank", "paddle-cpu-chrome"])
+def test_real_a_cpu_only_job_s_path_is_drawn_whole(sample, tmp_path):
+    """No device work: the path runs through the host operators (before, nothing was drawn);
+    kineto-gloo-2rank's steps overlap across ranks, so they go on lanes of their own."""
+    source = real_data(sample)
+    paths = list(critical_paths(source))
+    assert paths and all(found.host_work for found in paths)
+    assert_draws(source, tmp_path, paths)
 
 
 def test_real_cli_end_to_end_draws_what_critical_prints(tmp_path, capsys):

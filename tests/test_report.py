@@ -207,7 +207,12 @@ def test_the_straggler_is_the_slow_rank_in_every_step(slow_job, tmp_path):
     # the verdict: not the links, rank 3 (the others' exposed communication is mostly waiting for it)
     verdict = document["verdict"]
     assert verdict["dominant"] == "straggler" and verdict["look_at"]["rank"] == 3
-    assert verdict["summary"].startswith("Straggler: rank 3 kept the others waiting")
+    # said as the critical path says it: the time rank 3 held every rank back, the generator's delay
+    held = verdict["held_back"]
+    assert held["rank"] == 3 and held["saved_ms"] == pytest.approx(2.0, rel=0.3)
+    assert held["sentence"].startswith("rank 3 held every rank back by ")
+    assert held["sentence"].endswith(" ms a step")
+    assert verdict["summary"].startswith(f"Straggler: {held['sentence']}. ")
 
 
 def test_the_suggested_command_writes_exactly_that_rank_and_step(slow_job, tmp_path):

@@ -98,14 +98,26 @@ def test_the_real_samples_critical_key(tmp_path, capsys):
                                       "others would save 5.61 ms; ")
 
 
-def test_no_device_work_leaves_the_path_unknown_not_zero(tmp_path):
+def test_a_cpu_only_job_s_path_is_its_host_work_and_says_so(tmp_path):
+    """No device work but host operators (a Kineto CPU run): the path runs through them (before,
+    unknown), with a note that a GPU or NPU trace would split launch from execution."""
     root = tmp_path / "cpu"
     generate_profile(root, form="chrome", steps=4, gpu=False, seed=1)
     document = _report(tmp_path, root)
     assert document["critical"]
     for mine in document["critical"]:
+        assert mine["path_ms"] > 0 and "unknown" not in mine["summary"]
+        assert {p["kind"] for p in mine["path_by_rank"]} >= {"compute"}
+    assert any("host operators" in w and "GPU or NPU trace" in w for w in document["warnings"])
+
+
+def test_no_device_work_and_no_host_work_leaves_the_path_unknown_not_zero(tmp_path):
+    root = real_data("mindspore-1x/hccl-rank6")  # its step trace and HCCL traces only
+    document = _report(tmp_path, root)
+    assert document["critical"]
+    for mine in document["critical"]:
         assert mine["path_ms"] is None and mine["path_by_rank"] is None and mine["what_if"] is None
-        assert mine["summary"].endswith("no device work recorded, so its critical path is unknown")
+        assert mine["summary"].endswith("is not recorded on rank 6, so its critical path is unknown")
     page = _report(tmp_path, root, "html")
     assert "its critical path is unknown" in page[page.index('<section id="critical">'):]
 

@@ -40,6 +40,7 @@ from ..model import (
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted
 from ..select import format_ids
+from .host_work import host_compute, note_host_work
 from .ops import op_type
 
 __all__ = ["Segment", "StepPath", "TaskTypes", "WhatIf", "critical_paths", "keyed_paths", "own_clocks",
@@ -79,6 +80,7 @@ class StepPath:
     # why the path is unknown (a rank whose device tasks of the step are not recorded: the path and
     # the what-ifs would run through work the input lacks, shown as idle); None: known
     unknown: str | None = None
+    host_work: bool = False  # its compute is host operators (a CPU-only job: ``host_work``)
 
 
 # -- one rank's step, in a worker -----------------------------------------------------------------
@@ -120,6 +122,7 @@ class RankStep(NamedTuple):
     edges: list[Contracted]
     chains: Chains
     has_device: bool = True  # False: its device tasks are not recorded (``StepRecords.has_device``)
+    host_work: bool = False  # True: no device work recorded, its host operators are the compute
 
 
 def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
@@ -128,14 +131,15 @@ def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
     None without device work. ``kept``: the ranks read (None: every rank its ops name);
     ``type_of``: a device task's op type."""
     tasks = [s for s in batch.slices if s.layer is Layer.STREAM and is_compute(s.task_type)]
+    host_work = not batch.has_device and not tasks and bool(tasks := host_compute(batch.slices))
     pairs = comm.op_tasks(batch)
     ops = [comm.op_comm(op, mine, batch.graph, batch.step_id, batch.key) for op, mine in pairs]
     if not tasks and not ops:
         return None
-    graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, _launches(batch.slices, tasks, pairs), kept,
-                               type_of)
+    launches = [] if host_work else _launches(batch.slices, tasks, pairs)  # host work launches nothing
+    graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, launches, kept, type_of)
     return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {},
-                            batch.has_device), graph)
+                            batch.has_device, host_work), graph)
 
 
 def reduced(step: RankStep, graph: Graph) -> RankStep:
@@ -325,6 +329,7 @@ def critical_paths(
     for _, found in keyed_paths(profile, shifts):
         warn_unjoined(profile.diag, found)
         warn_unknown(profile.diag, found)
+        note_host_work(profile.diag, found)
         yield found
 
 
@@ -448,13 +453,14 @@ def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], Chains] | No
     end_ns = starts[end_node]
     chain = graph.chain(end_node, starts, durs)
     lowest = min(found, key=lambda r: r.rank)
-    blind = [r.rank for r in found if not r.has_device]
+    blind = [r.rank for r in found if not r.has_device and not r.host_work]
     if blind:  # its path would cross the work the input lacks as idle: unknown, and not ranked
         return StepPath(lowest.graph, lowest.step, end_ns - first, first, [], [], joined.unjoined,
                         NO_DEVICE.format(ranks=format_ids(blind)))
     path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.chains))
     return StepPath(lowest.graph, lowest.step, end_ns - first, first, path,
-                    what_ifs(joined, chain, path, end_ns), joined.unjoined)
+                    what_ifs(joined, chain, path, end_ns), joined.unjoined,
+                    host_work=any(r.host_work for r in found))
 
 
 def _join(found: list[RankStep]) -> _Joined:
@@ -685,14 +691,18 @@ def _delay_removed(joined: _Joined, observed: list[int], durs: list[int], rank: 
     """The lags of ``rank``'s chains without its delay before ``arrival``: the work that made it
     late lies between the chain's source and that arrival, so every chain of the rank from a
     source that ended before that work began (``delay`` before the arrival) to a point at or after
-    the arrival is ``delay`` shorter, the rank's later work moved up with it (a lag never drops
-    below 0: such a chain is at least ``delay`` long). Empty where no chain qualifies."""
-    at = observed[arrival]
+    the arrival is ``delay`` shorter, the rank's later work moved up with it; a point inside the
+    late work (another op the rank called during it: on a CPU job, the call of the collective whose
+    execution arrives late) moves up to where that work began, no further (a lag never drops below
+    0: such a chain is at least that long). Empty where no chain qualifies."""
+    began = observed[arrival] - delay
     out = {}
     for (source, sink), (r, c) in joined.edge_of.items():
-        if (r.rank == rank and observed[source] + durs[source] <= at - delay and observed[sink] >= at
-                and c.lag_ns >= delay):
-            out[source, sink] = c.lag_ns - delay
+        if r.rank != rank or observed[source] + durs[source] > began or observed[sink] <= began:
+            continue
+        cut = min(delay, observed[sink] - began)
+        if c.lag_ns >= cut:
+            out[source, sink] = c.lag_ns - cut
     return out
 
 

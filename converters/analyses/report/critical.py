@@ -36,6 +36,7 @@ from ..critical import (
     stash_step,
     warn_unjoined,
 )
+from ..host_work import note_host_work
 from .diagnosis import ms, ms_text
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
         paths = {}
         for found in paths_of(spool, stashed):
             warn_unjoined(profile.diag, found)
+            note_host_work(profile.diag, found)
             key = named.get((found.graph, found.step), ())
             if key != () and key in keys:
                 paths[key] = found

@@ -26,6 +26,7 @@ from ..memory import PeakRow, memory_overview
 from ..memory import record as memory_record
 from ..ops import OpRow, RankOps, combine, rank_ops
 from ..overlap import StepOverlap, overlap_row, step_span
+from .barrier import named_straggler
 from .baseline import Baseline, baseline_json, compare_with
 from .critical import SlowStep, critical_json, detail_read
 from .dataprep import data_json, queue_at_start
@@ -199,8 +200,9 @@ class Report:
         return found
 
     def verdict(self) -> dict[str, Any]:
-        """The job's bottleneck, with counts per kind (``diagnosis.verdict``)."""
-        return verdict(self)
+        """The job's bottleneck, with counts per kind (``diagnosis.verdict``), the rank behind the
+        barrier named as the critical path says it (``barrier.named_straggler``)."""
+        return named_straggler(verdict(self), self)
 
     def dominant(self) -> dict[tuple[int, int | None, int | None], str]:
         """Per (rank, graph, step), the one finding it is coloured by: a straggler first (the cause
@@ -504,7 +506,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "selection": report.selection,
         },
         "thresholds": {name: value for name, value, _ in report.thresholds.items()},
-        "verdict": verdict(report),
+        "verdict": report.verdict(),
         "steps": [_step_record(f, by_step.get((f.rank, f.graph, f.step), [])) for f in report.steps],
         "outside_steps": [_step_record(f, [], judged=False) for f in report.outside],
         "diagnoses": [{"kind": d.kind, "rank": d.rank, "graph": d.graph, "step": d.step, "share": d.share,

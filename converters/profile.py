@@ -208,7 +208,7 @@ def check_marker(ranks: list[RankInfo], marker: str | None) -> None:
     """
     if marker is None:
         return
-    from .readers.markers import checked  # its Event type needs msgspec: only where a marker is given
+    from .readers.common.markers import checked  # its Event type needs msgspec: only where a marker is given
 
     checked(marker)
     others = sorted({info.format for info in ranks if not getattr(reader(info.format), "STEP_MARKER", False)})

@@ -12,7 +12,8 @@ import pytest
 
 import converters
 from converters import layout, model, overlap
-from converters.readers import chrome_trace, spill
+from converters.readers import chrome_trace
+from converters.readers.common import spill
 
 HEADER = Path(converters.__file__).parent / "records.h"
 

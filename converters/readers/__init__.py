@@ -44,7 +44,7 @@ from typing import NamedTuple
 from ..errors import Diagnostics, InputError
 from ..model import MEMORY_SIZE_ARG, Layer, RankInfo, Sample, Slice, StepRecords, memory_counter
 from . import collectives
-from .spill import by_time
+from .common.spill import by_time
 
 READERS = ("ascend_pt", "msprof", "mindspore1x", "mindspore_cpu", "host_info", "kineto", "paddle")
 

@@ -81,7 +81,7 @@ from ._db_core import fill as _fill
 from ._db_core import samples as _samples
 from .ascend_db_flows import Flows
 from .ascend_db_memory import memory  # noqa: F401 - the reader's memory hook (readers/__init__.py)
-from .sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
+from .common.sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
 
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"

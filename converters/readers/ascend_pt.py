@@ -40,19 +40,10 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import is_compute
-from . import (
-    MatrixLink,
-    ascend_analysis,
-    ascend_db,
-    chrome_trace,
-    collectives,
-    jsonfile,
-    mindspore_cpu,
-    op_memory,
-    times,
-)
-from .spill import StepSpill
-from .textfile import csv_header, csv_rows, whole_lines
+from . import MatrixLink, ascend_analysis, ascend_db, chrome_trace, collectives, mindspore_cpu, op_memory
+from .common import jsonfile, times
+from .common.spill import StepSpill
+from .common.textfile import csv_header, csv_rows, whole_lines
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"

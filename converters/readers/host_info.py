@@ -29,10 +29,10 @@ import orjson
 
 from ..errors import Diagnostics, InputError
 from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords, checked_ns
-from . import jsonfile
-from .spill import by_time
-from .textfile import csv_header, csv_rows, whole_lines
-from .times import us_to_ns
+from .common import jsonfile
+from .common.spill import by_time
+from .common.textfile import csv_header, csv_rows, whole_lines
+from .common.times import us_to_ns
 
 NAME = "host_info"
 ATTACHES = True  # its ranks join the device ranks of the same id

@@ -72,11 +72,12 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import NOT_COMPUTE
-from . import chrome_trace, collectives, jsonfile, launches
+from . import chrome_trace, collectives, launches
 from .chrome_trace import Converted, Dialect
-from .events import Event, is_profiler_step
-from .lanes import gpu_stream, mtia_lane
-from .times import us_to_ns
+from .common import jsonfile
+from .common.events import Event, is_profiler_step
+from .common.lanes import gpu_stream, mtia_lane
+from .common.times import us_to_ns
 
 NAME = "kineto"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
@@ -271,7 +272,7 @@ def _rank(head: dict[str, Any]) -> int | None:
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
          step_marker: str | None = None) -> Iterator[StepRecords]:
     """Yield the rank's records one step at a time, steps in time order: ``ProfilerStep#N``, or
-    the ranges named ``step_marker`` (``readers.markers``) numbered 1, 2, ... in time order."""
+    the ranges named ``step_marker`` (``readers.common.markers``) numbered 1, 2, ... in time order."""
     path = rank.source_paths[0]
     keys = _keys(path, jsonfile.first_bytes(path, _SNIFF_BYTES))
     distributed = keys.get("distributedInfo") if isinstance(keys.get("distributedInfo"), dict) else {}

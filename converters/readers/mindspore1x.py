@@ -41,10 +41,11 @@ import orjson
 from ..errors import Diagnostics, InputError, as_text
 from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns, comm_type
 from ..select import format_ids
-from . import collectives, jsonfile, minddata
-from .spill import StepSpill
-from .textfile import csv_header, csv_rows, whole_lines
-from .times import us_to_ns
+from . import collectives, minddata
+from .common import jsonfile
+from .common.spill import StepSpill
+from .common.textfile import csv_header, csv_rows, whole_lines
+from .common.times import us_to_ns
 
 NAME = "mindspore1x"
 CLOCK = "device SysCnt (10 ns ticks)"

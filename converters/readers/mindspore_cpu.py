@@ -47,8 +47,8 @@ from ..model import (
     checked_ns,
     memory_counter,
 )
-from . import jsonfile, times
-from .textfile import csv_header, csv_rows, whole_lines
+from .common import jsonfile, times
+from .common.textfile import csv_header, csv_rows, whole_lines
 
 NAME = "mindspore_cpu"
 CLOCK = "the host's monotonic clock (uptime ns, not epoch) of MindSpore 2.0's CPU profiler"

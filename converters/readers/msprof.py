@@ -25,7 +25,8 @@ from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import RankInfo, Sample, Slice, StepRecords, checked_ns
-from . import ascend_db, chrome_trace, flows, jsonfile
+from . import ascend_db, chrome_trace
+from .common import flows, jsonfile
 
 NAME = "msprof"
 CLOCK = "host CLOCK_MONOTONIC_RAW µs, mapped to epoch with start_info"

@@ -34,11 +34,12 @@ import msgspec
 from ..errors import Diagnostics, InputError
 from ..model import COLLECTIVE, GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, comm_type
 from ..overlap import NOT_COMPUTE
-from . import chrome_trace, collectives, jsonfile
+from . import chrome_trace, collectives
 from .chrome_trace import Converted, Dialect
-from .events import Event
-from .lanes import gpu_stream
-from .times import us_to_ns
+from .common import jsonfile
+from .common.events import Event
+from .common.lanes import gpu_stream
+from .common.times import us_to_ns
 
 NAME = "paddle"
 FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostics, InputError
+from ...errors import Diagnostics, InputError
 
 SAMPLE_ROWS = 1024  # counter and memory rows fetched and made into samples at once (_db_core.samples)
 # said with every error of a database file

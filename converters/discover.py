@@ -14,9 +14,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from . import readers
 from .errors import Diagnostics, InputError, UsageError
 from .model import RankInfo
-from .readers import READERS, candidates, looked_for, read_alone, reader
 from .select import format_ids
 
 
@@ -41,20 +41,16 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
         return [_lone_file(path, diag)]
     ranks: dict[int, RankInfo] = {}
     hosts: dict[int, RankInfo] = {}
-    for folder, module in _rank_dirs(path, diag):
-        files = getattr(module, "FILES", False)  # a reader of files says how it numbered them
-        for info in module.rank_infos(folder, diag) if files else module.rank_infos(folder):
-            if getattr(module, "ATTACHES", False):
-                _claim(hosts, info, diag)
-            else:
-                _claim(ranks, info, diag)
+    for folder, found in _rank_dirs(path, diag):
+        for info in found.rank_infos(folder, diag):
+            _claim(ranks if found.attach is None else hosts, info, diag)
     for rank, host in hosts.items():
         if rank in ranks:
             ranks[rank].host_paths = host.host_paths
         else:
             ranks[rank] = host
     if not ranks:
-        raise UsageError(f"{path}: no profiler output found; looked for {looked_for()}")
+        raise UsageError(f"{path}: no profiler output found; looked for {readers.looked_for()}")
     _one_run(path, ranks.values())
     unaligned = [info for info in ranks.values() if not info.wall_clock]
     if unaligned and diag is not None:
@@ -123,31 +119,22 @@ def _rank_dirs(root: Path, diag: Diagnostics | None):
     for folder, subdirs, files in os.walk(root, followlinks=False):
         here = Path(folder)
         held = subdirs + files
-        found = next((r for r in candidates(here, held) if r.sniff(here)), None)
+        found = readers.recognise(here, held)
         if found is not None:
             yield here, found
-            if not getattr(found, "FILES", False):
+            if not found.files:
                 subdirs.clear()
                 continue
         subdirs.sort()
-        empty = None if found is not None else _missing_data(here, held)
+        empty = None if found is not None else readers.missing_data(here, held)
         if empty and diag is not None:
             diag.warn("empty_rank_dir", *empty)
 
 
-def _missing_data(folder: Path, held: list[str]) -> tuple[str, str] | None:
-    """Why a folder that a reader knows as a rank's by its name holds nothing to read (a warning
-    and its subject); None if no reader says so."""
-    checks = (r.missing_data for r in candidates(folder, held) if hasattr(r, "missing_data"))
-    return next((found for check in checks if (found := check(folder))), None)
-
-
 def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
     """One file read as one rank, by the first reader that reads it alone."""
-    for name in READERS:
-        lone_file = getattr(reader(name), "lone_file", None)
-        info = lone_file(path, diag) if lone_file is not None else None
-        if info is not None:
-            return info
-    raise UsageError(f"{path}: not a file this tool reads alone ({read_alone()}); "
-                     "or pass the profiler output directory")
+    info = readers.lone_file(path, diag)
+    if info is None:
+        raise UsageError(f"{path}: not a file this tool reads alone ({readers.read_alone()}); "
+                         "or pass the profiler output directory")
+    return info

@@ -68,7 +68,7 @@ def temporary_writes(path: str | os.PathLike[str] | None = None) -> Iterator[Non
 # by design (host events, tasks that do not compute: drawn with --kind detail only). True of a
 # summary trace; an analysis that draws nothing says for itself what it found (``analyses.ops``).
 NOTHING_DRAWN = "nothing_drawn"
-# The warning that a rank holds no range of ``--step-marker`` (``readers.markers``): an error where
+# The warning that a rank holds no range of ``--step-marker`` (``readers.common.markers``): an error where
 # no kept rank holds one (``select.check_steps``).
 STEP_MARKER_UNMATCHED = "step_marker"
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from . import _layout
 from .model import HOST_MEMORY, MINDDATA, Layer, Sample, Slice, memory_counter_of, minddata_figure
 from .overlap import LANES as OVERLAP_LANES
-from .readers.lanes import accelerator
+from .readers.common.lanes import accelerator
 
 _SUBLANES = 64  # order slots per lane: sub-lanes beyond this share the last slot
 _COMM_TASK_BASE = 1 << 22  # planes are drawn after the communication op lanes

@@ -201,17 +201,17 @@ class Profile:
 
 
 def check_marker(ranks: list[RankInfo], marker: str | None) -> None:
-    """``--step-marker`` where every rank's reader takes one (``STEP_MARKER``: Kineto's).
+    """``--step-marker`` where every rank's reader takes one (``Reader.step_marker``: Kineto's).
 
     Raises:
         UsageError: it names no range, or a rank's format has steps of its own only.
     """
     if marker is None:
         return
-    from .readers.markers import checked  # its Event type needs msgspec: only where a marker is given
+    from .readers.common.markers import checked  # its Event type needs msgspec: only where a marker is given
 
     checked(marker)
-    others = sorted({info.format for info in ranks if not getattr(reader(info.format), "STEP_MARKER", False)})
+    others = sorted({info.format for info in ranks if not reader(info.format).step_marker})
     if others:
         raise UsageError(f"--step-marker: {', '.join(others)} profiles have steps of their own only (it "
                          "takes a range of a PyTorch profiler trace as the step)")

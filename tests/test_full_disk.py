@@ -15,7 +15,7 @@ import pytest
 
 from converters import budget
 from converters.cli import main
-from converters.readers import spill
+from converters.readers.common import spill
 from fixtures.kineto_gen import write_kineto_traces
 
 

@@ -28,7 +28,7 @@ from trace_check import read_perfetto
 from converters import convert
 from converters.cli import main
 from converters.errors import InputError
-from converters.readers import jsonfile
+from converters.readers.common import jsonfile
 from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.host_info_gen import write_host_info

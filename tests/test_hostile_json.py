@@ -16,8 +16,8 @@ from test_memory import peak_mib
 from test_trace_processor import imported
 
 from converters.errors import Diagnostics, InputError
-from converters.readers import jsonfile
-from converters.readers.jsonfile import iter_batches
+from converters.readers.common import jsonfile
+from converters.readers.common.jsonfile import iter_batches
 
 _CHUNK = 1024
 

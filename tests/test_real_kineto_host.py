@@ -111,7 +111,8 @@ def _pairs_by_time(events: list[dict]) -> tuple[Counter, Counter]:
 def _reader_pairs(path: Path) -> Counter:
     from converters import Diagnostics
     from converters.model import Layer, Slice
-    from converters.readers import jsonfile, kineto
+    from converters.readers import kineto
+    from converters.readers.common import jsonfile
 
     info = kineto.rank_info(path, jsonfile.first_bytes(path, 1 << 16))
     diag = Diagnostics()
@@ -267,7 +268,7 @@ def test_a_marker_on_a_format_with_steps_of_its_own_only_is_a_usage_error(capsys
 
 
 def test_nested_or_overlapping_marker_ranges_are_one_step():
-    from converters.readers.markers import numbered
+    from converters.readers.common.markers import numbered
 
     assert numbered([(50, 10), (0, 40), (10, 5), (30, 20), (100, 0)]) == [(0, 40), (50, 10), (100, 0)]
 

@@ -12,7 +12,8 @@ import pytest
 
 import converters
 from converters import layout, model, overlap
-from converters.readers import ascend_db_flows, ascend_db_specs, chrome_trace, flows, seek, spill
+from converters.readers import ascend_db_flows, ascend_db_specs, chrome_trace
+from converters.readers.common import flows, seek, spill
 
 HEADER = Path(converters.__file__).parent / "records.h"
 

@@ -20,7 +20,7 @@ from converters.cli import main
 from converters.discover import discover
 from converters.errors import Diagnostics
 from converters.profile import input_bytes
-from converters.readers import READERS, candidates, reader
+from converters.readers import FORMATS, candidates, reader
 from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.host_info_gen import write_host_info
@@ -64,7 +64,7 @@ def test_info_loads_only_what_it_needs(small_profile):
 # What only the other formats need, by the real sample read: its reader alone is imported (its
 # folder alone shows that reader's clue), nor msgspec where the model decodes no args, nor pickle
 # where nothing is spilled that marshal cannot write.
-_READERS = tuple(f"converters.readers.{name}" for name in READERS)
+_READERS = tuple(f"converters.readers.{name}" for name in FORMATS)
 NOT_FOR_ONE_FORMAT = {
     "mindspore-1x": (*(r for r in _READERS if not r.endswith("mindspore1x")), "converters.readers.ascend_db",
                      "converters.readers.chrome_trace", "msgspec", "sqlite3", "pickle", "hashlib"),
@@ -129,14 +129,14 @@ def test_every_folder_a_reader_recognises_shows_its_clue(tmp_path):
     for root in roots:
         for folder, subdirs, files in os.walk(root):
             here = Path(folder)
-            shown = {module.NAME for module in candidates(here, subdirs + files)}
-            for name in READERS:
-                module = reader(name)
-                missing = getattr(module, "missing_data", lambda _: None)
-                if module.sniff(here) or missing(here):
+            shown = {found.name for found in candidates(here, subdirs + files)}
+            for name in FORMATS:
+                declared = reader(name)
+                missing = declared.missing_data or (lambda _: None)
+                if declared.sniff(here) or missing(here):
                     recognised.add(name)
                     assert name in shown, f"{here}: {name} recognises it, but it shows no {name} clue"
-    assert recognised == set(READERS)
+    assert recognised == set(FORMATS)
 
 
 def test_the_package_names_load_on_first_use():

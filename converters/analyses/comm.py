@@ -16,7 +16,7 @@ from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, StepKey
 from ..profile import Kind, Options, Profile, aligning, read_profile
-from ..readers.flows import forget_flow_warnings
+from ..readers.common.flows import forget_flow_warnings
 from .overlap import overlap_row, step_span
 
 

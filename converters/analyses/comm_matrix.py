@@ -35,7 +35,7 @@ from ..errors import Diagnostics, InputError
 from ..executor import LOCAL, Where
 from ..model import POINT_TO_POINT, RankInfo, StepRecords, comm_kind
 from ..profile import Kind, Options, Profile, read_profile
-from ..readers.flows import forget_flow_warnings
+from ..readers.common.flows import forget_flow_warnings
 from ..select import format_ids
 
 COLUMNS = ("Rank", "Step", "Group", "Op", "Src Rank", "Dst Rank", "Transport Type", "Transit Size(MB)",

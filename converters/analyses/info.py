@@ -23,7 +23,7 @@ from ..errors import Diagnostics, as_text
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Sample, Slice
 from ..profile import Kind, Options, Profile, input_bytes, read_profile
-from ..readers.flows import forget_flow_warnings
+from ..readers.common.flows import forget_flow_warnings
 from .overlap import overlap_slices
 from .render import cell, clock_records, print_clocks, print_table, size
 

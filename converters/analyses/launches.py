@@ -11,7 +11,7 @@ autograd node ``autograd::engine::evaluate_function: AddmmBackward0``): the op t
 the backend's dispatch below it (``aten::cudnn_convolution`` on a GPU, ``npu::npu_dtype_cast`` on an
 NPU), which differs by vendor.
 
-An arrow crosses at most one step boundary (``readers.flows.linked``'s window: a kernel runs in the
+An arrow crosses at most one step boundary (``readers.common.flows.linked``'s window: a kernel runs in the
 step after its launch), so ``Launchers`` keeps the launches of the step before the current one.
 """
 

@@ -1,35 +1,14 @@
-"""Input formats. Each module exposes ``NAME``, ``sniff``, ``rank_infos`` and ``read``, and says
-what it recognises, so discovery (``converters.discover``) holds no format knowledge:
+"""Input formats: one module per format, each declaring its reader (``READER``, a
+``base.Reader``: its name, how its folders and lone files are recognised, how its ranks are found
+and read, its optional capabilities), and one table of them (``FORMATS``), so discovery
+(``converters.discover``) holds no format knowledge and nothing probes a module for what it can do.
 
-- ``sniff(folder)``: whether a folder is one of its ranks' (or, with ``FILES``, holds its files);
-  ``FOLDER``: what such a folder holds, in words, for the message when nothing is found;
-- ``LONE_FILES`` and ``lone_file(path, diag)`` (optional): the files it reads passed alone, as
-  these files travel (attached to an issue, copied off a cluster without their folder), in words,
-  and the rank of one (None: not its file);
-- ``OPS_IN_DETAIL_ONLY`` (optional, default False): its device tasks' op types (or the host
-  operators that stand for them) are read in detail only; ``with_op_types(rank)`` (optional): the
-  rank as read for its op types, where another of its files names them better (``for_ops``);
-  ``HOST_OPS_IN_DETAIL`` (optional): where a rank shows no device work, its host operators are
-  there in a detail read (Kineto's CPU runs; ``host_ops_in_detail``);
-- ``kernel_types(rank, diag)`` (optional): where the file it reads names no op type of its device
-  tasks and another file does, those op types by (start ns, name), a step of that file at a time
-  in time order with its first start and last end (``kernel_types``; the critical path's what-ifs);
-- ``links(rank, diag)`` (optional): the link matrix the profiler itself wrote for the rank
-  (``MatrixLink``s), for ranks whose records hold no plane tasks to compute it from; ``LINKS_FROM``:
-  that file, in words;
-- ``memory(rank, diag)`` (optional): the rank's device memory records, read apart from its steps
-  (they are not filed by step): counters (``model.memory_counter``) and allocations (``Layer.MEMORY``);
-- ``missing_data(folder)`` (optional): why a folder that is a rank's by its name holds nothing to
-  read, and which rank it is, to warn of (None: it holds something, or is none of its ranks').
-
-``READERS`` names them from the most to the least specific; discovery asks each in turn. A
-reader with ``ATTACHES`` (host_info) adds to the device ranks of the same id rather than
-competing with them. A reader with ``FILES`` (kineto, paddle) reads files of a folder, one rank each,
-and the folder's subfolders are still walked (a mixed folder: Ascend ranks beside GPU traces).
-
-A reader's module is imported when it is first needed (``reader``): for a folder, only once the
-folder shows its ``CLUES`` (names alone, no file opened), so that a command on a MindSpore 1.x
-folder loads no SQLite, msgspec or Chrome-trace reader (issue 28's start-up).
+``FORMATS`` names the formats from the most to the least specific, each with its ``Clue``; a
+reader's module is imported when it is first needed (``reader``): for a folder, only once the
+folder shows its clue (names alone, no file opened), so that a command on a MindSpore 1.x folder
+loads no SQLite, msgspec or Chrome-trace reader (issue 28's start-up). Discovery asks the table
+once a folder (``recognise``), once a lone file (``lone_file``); the analyses ask it what a rank's
+reader can give (``for_ops``, ``links``, ``memory``, ``kernel_types``, ...).
 """
 
 import fnmatch
@@ -38,29 +17,17 @@ import re
 from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import NamedTuple
 
 from ..errors import Diagnostics, InputError
 from ..model import MEMORY_SIZE_ARG, Layer, RankInfo, Sample, Slice, StepRecords, memory_counter
 from . import collectives
-from .spill import by_time
+from .base import Clue, Reader
+from .common.spill import by_time
 
-READERS = ("ascend_pt", "msprof", "mindspore1x", "mindspore_cpu", "host_info", "kineto", "paddle")
-
-
-class Clue(NamedTuple):
-    """What a folder a reader recognises (``sniff``) or warns of (``missing_data``) shows by names
-    alone: its own name matches ``named``, or it holds an entry (file or folder) matching ``holds``
-    (shell patterns, as the reader's own globs). A clue is necessary, never sufficient: the reader's
-    ``sniff`` decides. ``tests/test_startup.py`` checks that every folder a reader recognises in the
-    real samples and the fixtures shows its clue."""
-
-    named: tuple[str, ...] = ()
-    holds: tuple[str, ...] = ()
-
-
-CLUES = {
+# The table of formats, most specific first: a format's module (``readers/<name>.py``, declaring
+# its ``READER``) and what a folder of it shows by names alone.
+FORMATS = {
     "ascend_pt": Clue(named=("*_ascend_pt", "*_ascend_ms"),
                       holds=("profiler_info*.json", "kernel_details.csv")),  # a loose pair too
     "msprof": Clue(named=("device_*",), holds=("msprof_*.db", "mindstudio_profiler_output")),
@@ -74,25 +41,49 @@ CLUES = {
 
 
 @cache
-def reader(name: str) -> ModuleType:
-    """The reader of that ``NAME`` (a ``RankInfo``'s ``format``), its module imported on first use."""
-    return importlib.import_module(f".{name}", __name__)
+def reader(name: str) -> Reader:
+    """The reader of that ``name`` (a ``RankInfo``'s ``format``), its module imported on first use."""
+    return importlib.import_module(f".{name}", __name__).READER
 
 
-def candidates(folder: Path, names: Iterable[str]) -> Iterator[ModuleType]:
+def candidates(folder: Path, names: Iterable[str]) -> Iterator[Reader]:
     """The readers whose clue ``folder`` shows (``names``: what it holds), most specific first,
     each imported as it is reached."""
     held = list(names)
-    for name in READERS:
+    for name in FORMATS:
         named, holds = _patterns(name)
         if (named and named.match(folder.name)) or (holds and any(holds.match(n) for n in held)):
             yield reader(name)
 
 
+def recognise(folder: Path, names: Iterable[str]) -> Reader | None:
+    """The reader whose folder ``folder`` is (``names``: what it holds), the most specific first;
+    None where none is."""
+    return next((r for r in candidates(folder, names) if r.sniff(folder)), None)
+
+
+def missing_data(folder: Path, names: Iterable[str]) -> tuple[str, str] | None:
+    """Why a folder no reader recognises, but one knows as a rank's by its name, holds nothing to
+    read (a warning and its subject); None if no reader says so."""
+    checks = (r.missing_data for r in candidates(folder, names) if r.missing_data is not None)
+    return next((found for check in checks if (found := check(folder))), None)
+
+
+def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
+    """The rank of a file passed alone, as the first reader that reads it alone finds it; None
+    where none does."""
+    for name in FORMATS:
+        read = reader(name).lone_file
+        info = read(path, diag) if read is not None else None
+        if info is not None:
+            return info
+    return None
+
+
 @cache
 def _patterns(name: str) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
     """The reader's clue as two patterns: its folder's name, a name the folder holds."""
-    clue = CLUES[name]
+    clue = FORMATS[name]
     return _compiled(clue.named), _compiled(clue.holds)
 
 
@@ -100,29 +91,28 @@ def _compiled(globs: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(map(fnmatch.translate, globs))) if globs else None
 
 
-def every_reader() -> list[ModuleType]:
+def every_reader() -> list[Reader]:
     """Every reader, imported: for what is said when none recognised the input."""
-    return [reader(name) for name in READERS]
+    return [reader(name) for name in FORMATS]
 
 
 def looked_for() -> str:
     """What discovery looked for, for the "nothing recognisable" message."""
-    return "; ".join(f"{r.NAME}: {r.FOLDER}" for r in every_reader())
+    return "; ".join(f"{r.name}: {r.folder}" for r in every_reader())
 
 
 def read_alone() -> str:
     """What can be read alone, for the message that a file passed alone is none of them."""
-    lone = [name for r in every_reader() for name in getattr(r, "LONE_FILES", ())]
+    lone = [name for r in every_reader() for name in r.lone_files]
     return f"{', '.join(lone[:-1])} or {lone[-1]}"
 
 
 def for_ops(rank: RankInfo) -> tuple[RankInfo, bool]:
     """How to read a rank for its operator statistics (``analyses.ops``): the rank as its reader
     reads it for op types, and whether that needs a detail read."""
-    module = reader(rank.format)
-    with_op_types = getattr(module, "with_op_types", None)
-    rank = rank if with_op_types is None else with_op_types(rank)
-    return rank, getattr(module, "OPS_IN_DETAIL_ONLY", False)
+    found = reader(rank.format)
+    rank = rank if found.with_op_types is None else found.with_op_types(rank)
+    return rank, found.ops_in_detail_only
 
 
 class MatrixLink(NamedTuple):
@@ -146,8 +136,8 @@ class MatrixLink(NamedTuple):
 def links(rank: RankInfo, diag: Diagnostics) -> tuple[str, list[MatrixLink]] | None:
     """The link matrix the rank's profiler wrote (where its reader reads one), and the file's name
     in words; None where there is none."""
-    found = getattr(reader(rank.format), "links", None)
-    found = None if found is None else found(rank, diag)
+    read = reader(rank.format).links
+    found = None if read is None else read(rank, diag)
     return None if found is None else (found[0], _communicators(list(found[1])))
 
 
@@ -164,13 +154,13 @@ def _communicators(links: list[MatrixLink]) -> list[MatrixLink]:
 def host_ops_in_detail(rank: RankInfo) -> bool:
     """Whether a rank whose summary read shows no device work has host operators in a detail read
     (``analyses.ops`` reads it again for them)."""
-    return getattr(reader(rank.format), "HOST_OPS_IN_DETAIL", False)
+    return reader(rank.format).host_ops_in_detail
 
 
 def kernel_types(rank: RankInfo, diag: Diagnostics) -> Iterator[tuple[int, int, dict[tuple[int, str], str]]]:
     """The op types of a rank's device tasks that its reader finds in another file than the one
     it reads (none for most readers)."""
-    found = getattr(reader(rank.format), "kernel_types", None)
+    found = reader(rank.format).kernel_types
     return found(rank, diag) if found is not None else iter(())
 
 
@@ -183,7 +173,7 @@ HOST = "Host"  # the component of host memory in ``trace2perfetto memory``: the 
 
 def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
     """A rank's device memory records, as its reader gives them (none where it reads no memory)."""
-    read = getattr(reader(rank.format), "memory", None)
+    read = reader(rank.format).memory
     return read(rank, diag) if read is not None else iter(())
 
 
@@ -196,14 +186,14 @@ def host_memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Sample]:
 def memory_sources(rank: RankInfo) -> str:
     """Where the rank's reader finds memory records, in words: for the message that it found none."""
     default = "memory_record.csv, operator_memory.csv or memory tables"
-    return getattr(reader(rank.format), "MEMORY_FROM", default)
+    return reader(rank.format).memory_from or default
 
 
 def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics) -> Iterable[StepRecords]:
     """The steps (in time order) with the rank's memory counters and its allocations of
     ``DRAWN_ALLOCATION_BYTES`` and more added, each to the step it falls in (``spill.by_time``). A
     memory file broken beyond recovery is a warning: the rank's other records are drawn."""
-    if getattr(reader(rank.format), "memory", None) is None:
+    if reader(rank.format).memory is None:
         return steps
 
     def drawn(batch: list[Slice | Sample]) -> list[Slice | Sample]:

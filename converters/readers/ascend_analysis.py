@@ -30,9 +30,10 @@ from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import Layer, RankInfo, Slice, StepFigures, StepRecords, checked_ns, comm_type
-from . import MatrixLink, collectives, jsonfile
-from .sqlite import DAMAGED, Schema, read_only
-from .textfile import csv_header, csv_rows, whole_lines
+from . import MatrixLink, collectives
+from .common import jsonfile
+from .common.sqlite import DAMAGED, Schema, read_only
+from .common.textfile import csv_header, csv_rows, whole_lines
 
 DB, STEP_TRACE, COMMUNICATION = "analysis.db", "step_trace_time.csv", "communication.json"
 MATRIX = "communication_matrix.json"

@@ -82,9 +82,9 @@ from ._db_core import Rows as _Rows
 from ._db_core import fill as _fill
 from ._db_core import samples as _samples
 from .ascend_db_flows import Flows
-from .ascend_db_memory import memory  # noqa: F401 - the reader's memory hook (readers/__init__.py)
+from .ascend_db_memory import memory  # noqa: F401 - ascend_pt.memory and msprof.memory read it here
 from .ascend_db_specs import CommEnums, CommSpec, FillHead, HostSpec, TaskPlaces, TaskSpec
-from .sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
+from .common.sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
 
 NAME = "ascend_db"
 CLOCK = "epoch ns as written by the profiler"

@@ -14,7 +14,7 @@ from ..errors import Diagnostics
 from ..model import SLICE_FLOWS_OUT, Layer, Slice, StepRecords, decoded_args
 from ._core import flow_id as _flow_id
 from ._db_core import bind as _bind
-from .flows import flow_id, warn_backwards_flows
+from .common.flows import flow_id, warn_backwards_flows
 
 _HOST_LINKS = ("async_task_queue", "fwdbwd")  # kinds of arrow between PyTorch ops, drawn in this order
 _QUEUE = ("Enqueue", "Dequeue")  # the names a task queue's ops start with

@@ -24,7 +24,7 @@ from ..model import (
 )
 from . import op_memory
 from ._db_core import samples
-from .sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
+from .common.sqlite import DAMAGED, HINT, SAMPLE_ROWS, Schema, enum_names, plain_key, read_only
 
 
 def memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | Sample]:

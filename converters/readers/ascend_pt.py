@@ -40,25 +40,14 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import is_compute
-from . import (
-    MatrixLink,
-    ascend_analysis,
-    ascend_db,
-    chrome_trace,
-    collectives,
-    jsonfile,
-    mindspore_cpu,
-    op_memory,
-    times,
-)
-from .spill import StepSpill
-from .textfile import csv_header, csv_rows, whole_lines
+from . import MatrixLink, ascend_analysis, ascend_db, chrome_trace, collectives, mindspore_cpu, op_memory
+from .base import Reader
+from .common import jsonfile, times
+from .common.spill import StepSpill
+from .common.textfile import csv_header, csv_rows, whole_lines
 
 NAME = "ascend_pt"
 CLOCK = "epoch µs as written by the profiler"
-FOLDER = ("*_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json, or a folder with "
-          "trace_view.json and kernel_details.csv")
-LONE_FILES = ("trace_view.json", "kernel_details.csv", "ascend_pytorch_profiler_*.db")
 _OUTPUT = "ASCEND_PROFILER_OUTPUT"
 _LONE_FILE = re.compile(
     r"^(trace_view\.json|kernel_details\.csv|ascend_(pytorch|mindspore)_profiler\w*\.db)$")
@@ -118,7 +107,7 @@ def missing_data(rank_dir: Path) -> tuple[str, str] | None:
 
 
 def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
-    """One of a rank's files read alone (None if ``path`` is none of ``LONE_FILES``): its rank and
+    """One of a rank's files read alone (None if ``path`` is none of ``READER.lone_files``): its rank and
     clock from its folder when it still sits in the profiler's layout, else from the file itself
     (a database's RANK_DEVICE_MAP), else rank 0."""
     if not _LONE_FILE.match(path.name):
@@ -156,7 +145,7 @@ def _sources(rank_dir: Path) -> tuple[Path, ...]:
     return ascend_analysis.sources(output)
 
 
-def rank_infos(rank_dir: Path) -> list[RankInfo]:
+def rank_infos(rank_dir: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     """Rank, collection start and communication groups, from the two small JSON files.
 
     Raises:
@@ -576,3 +565,14 @@ def _collection_start_ns(info: dict[str, Any]) -> int | None:
         return checked_ns(int(end["collectionTimeEnd"]) - duration)
     except (KeyError, TypeError, ValueError, ArithmeticError):
         return None  # not known
+
+
+READER = Reader(
+    name=NAME,
+    folder="*_ascend_pt/ or *_ascend_ms/ with ASCEND_PROFILER_OUTPUT/trace_view.json, or a folder with "
+           "trace_view.json and kernel_details.csv",
+    sniff=sniff, rank_infos=rank_infos, read=read,
+    lone_files=("trace_view.json", "kernel_details.csv", "ascend_pytorch_profiler_*.db"), lone_file=lone_file,
+    missing_data=missing_data, memory=memory, with_op_types=with_op_types, kernel_types=kernel_types,
+    links=links,
+)

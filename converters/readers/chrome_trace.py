@@ -39,13 +39,14 @@ from ..model import (
     comm_type,
 )
 from ..overlap import NOT_COMPUTE, is_compute
-from . import collectives, markers, seek
+from . import collectives
 from ._core import RawEvents, by_kind, read_events, steps_and_names
-from .events import ANY, EVENTS, Event, batches, is_profiler_step
-from .flows import linked
-from .spill import ByStep, StepSpill
-from .spilled_flows import Launched, Packed, SpilledFinishes, file_by_step, link_spilled
-from .times import us_to_ns
+from .common import markers, seek
+from .common.events import ANY, EVENTS, Event, batches, is_profiler_step
+from .common.flows import linked
+from .common.spill import ByStep, StepSpill
+from .common.spilled_flows import Launched, Packed, SpilledFinishes, file_by_step, link_spilled
+from .common.times import us_to_ns
 
 BATCH_BYTES = 2 << 20  # read and decoded at a time: memory holds about this much of a file
 _STEP_TRACE_THREAD = re.compile(r"Model ID:\s*(\d+)")

@@ -29,15 +29,14 @@ import orjson
 
 from ..errors import Diagnostics, InputError
 from ..model import HOST_MEMORY, Layer, RankInfo, Sample, Slice, StepRecords, checked_ns
-from . import jsonfile
-from .spill import by_time
-from .textfile import csv_header, csv_rows, whole_lines
-from .times import us_to_ns
+from .base import Reader
+from .common import jsonfile
+from .common.spill import by_time
+from .common.textfile import csv_header, csv_rows, whole_lines
+from .common.times import us_to_ns
 
 NAME = "host_info"
-ATTACHES = True  # its ranks join the device ranks of the same id
 CLOCK = "host system clock, epoch µs"
-FOLDER = "host_info/ with host_info_N.csv or timeline_N.json"
 
 _FILE = re.compile(r"^(host_info|host_memory)_(\d+)\.csv$|^timeline_(\d+)\.json$")
 _NEEDED = ("tid", "module_name", "event", "stage", "start_end", "time_stamp")  # in _Columns' order
@@ -51,7 +50,7 @@ def sniff(folder: Path) -> bool:
     return folder.name == "host_info" and any(_FILE.match(p.name) for p in folder.iterdir() if p.is_file())
 
 
-def rank_infos(folder: Path) -> list[RankInfo]:
+def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     """One rank per id; of its files the raw CSV is read, the timeline made from it only without one."""
     files: dict[int, list[Path]] = defaultdict(list)
     for path in sorted(folder.iterdir()):
@@ -288,3 +287,12 @@ def _event_slice(rank: RankInfo, event: dict, thread: tuple[Any, Any], ts: int, 
         args = {**args, "unfinished": True}
     return Slice(rank.rank, Layer.HOST, f"Thread {thread[1]}", str(event.get("name", "?")), ts, max(dur, 0),
                  args or None)
+
+
+READER = Reader(
+    name=NAME,
+    folder="host_info/ with host_info_N.csv or timeline_N.json",
+    sniff=sniff, rank_infos=rank_infos, read=read,
+    attach=attach,  # its ranks join the device ranks of the same id
+    host_memory=host_memory,
+)

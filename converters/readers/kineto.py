@@ -72,21 +72,17 @@ from ..model import (
     memory_counter,
 )
 from ..overlap import NOT_COMPUTE
-from . import chrome_trace, collectives, jsonfile, launches
+from . import chrome_trace, collectives, launches
+from .base import Reader
 from .chrome_trace import Converted, Dialect
-from .events import Event, is_profiler_step
-from .lanes import gpu_stream, mtia_lane
-from .times import us_to_ns
+from .common import jsonfile
+from .common.events import Event, is_profiler_step
+from .common.lanes import gpu_stream, mtia_lane
+from .common.times import us_to_ns
 
 NAME = "kineto"
-FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
-FOLDER = "PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's header"
-LONE_FILES = ("a PyTorch profiler trace",)
-HOST_OPS_IN_DETAIL = True  # a CPU run's CPU ops, drawn in detail only: its operator statistics
-STEP_MARKER = True  # ``read`` takes the user's annotation as the step (--step-marker)
 _FILE = re.compile(r"\.json(\.gz)?$")
 _OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
-MEMORY_FROM = "[memory] events: they are written with profile_memory=True"
 _SNIFF_BYTES = 1 << 16
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
 _CAT = re.compile(rb'"cat"\s*:\s*"([^"\\]{1,40})"')
@@ -271,7 +267,7 @@ def _rank(head: dict[str, Any]) -> int | None:
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
          step_marker: str | None = None) -> Iterator[StepRecords]:
     """Yield the rank's records one step at a time, steps in time order: ``ProfilerStep#N``, or
-    the ranges named ``step_marker`` (``readers.markers``) numbered 1, 2, ... in time order."""
+    the ranges named ``step_marker`` (``readers.common.markers``) numbered 1, 2, ... in time order."""
     path = rank.source_paths[0]
     keys = _keys(path, jsonfile.first_bytes(path, _SNIFF_BYTES))
     distributed = keys.get("distributedInfo") if isinstance(keys.get("distributedInfo"), dict) else {}
@@ -587,3 +583,15 @@ def _device_name(device_type: Any, device_id: Any) -> str:
     """``CPU``, ``GPU 0``: the device as PyTorch names it (the CPU has no index: Kineto writes -1)."""
     name = _DEVICE_TYPES.get(device_type, f"Device type {device_type}")
     return name if name == "CPU" or type(device_id) is not int or device_id < 0 else f"{name} {device_id}"
+
+
+READER = Reader(
+    name=NAME,
+    folder="PyTorch profiler traces *.pt.trace.json, or *.json[.gz] with Kineto's header",
+    sniff=sniff, rank_infos=rank_infos, read=read,
+    files=True,  # reads the files of a folder, not the folder: its subfolders are walked on
+    lone_files=("a PyTorch profiler trace",), lone_file=lone_file,
+    step_marker=True,  # ``read`` takes the user's annotation as the step (--step-marker)
+    memory=memory, memory_from="[memory] events: they are written with profile_memory=True",
+    host_ops_in_detail=True,  # a CPU run's CPU ops, drawn in detail only: its operator statistics
+)

@@ -42,8 +42,8 @@ from ..model import (
     Step,
     checked_ns,
 )
-from .events import Event
-from .times import us_to_ns
+from .common.events import Event
+from .common.times import us_to_ns
 
 OUTSIDE = -1  # the step of device work launched in no step's window, or whose launch is not recorded
 COMM_OPS = ("record_param_comms", "nccl:", "c10d::")  # the host ops that launch a collective's kernels

@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 
 from ..errors import Diagnostics, InputError
 from ..model import Sample, Step, minddata_lane
-from . import jsonfile
-from .textfile import csv_rows, whole_lines
+from .common import jsonfile
+from .common.textfile import csv_rows, whole_lines
 
 FILES = {  # what each file holds -> its name, with the rank (or device) id
     "device_queue": re.compile(r"^device_queue_profiling_(\d+)\.txt$"),

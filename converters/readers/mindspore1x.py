@@ -41,15 +41,15 @@ import orjson
 from ..errors import Diagnostics, InputError, as_text
 from ..model import Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns, comm_type
 from ..select import format_ids
-from . import collectives, jsonfile, minddata
-from .spill import StepSpill
-from .textfile import csv_header, csv_rows, whole_lines
-from .times import us_to_ns
+from . import collectives, minddata
+from .base import Reader
+from .common import jsonfile
+from .common.spill import StepSpill
+from .common.textfile import csv_header, csv_rows, whole_lines
+from .common.times import us_to_ns
 
 NAME = "mindspore1x"
 CLOCK = "device SysCnt (10 ns ticks)"
-FOLDER = "a profiler/ folder with output_timeline_data_N.txt or hccl_info/*/iterN.trace"
-OPS_IN_DETAIL_ONLY = True  # op types come with framework_raw's args, read in detail
 
 _FILES = {  # what each file holds -> its name, with the rank (or device) id
     "timeline": re.compile(r"^output_timeline_data_(\d+)\.txt$"),
@@ -82,7 +82,7 @@ def sniff(folder: Path) -> bool:
         or bool(_hccl_dirs(folder))
 
 
-def rank_infos(folder: Path) -> list[RankInfo]:
+def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     """One rank per file id with device ops, a step trace or HCCL traces.
 
     Raises:
@@ -554,3 +554,11 @@ def _task_args(args: dict[str, Any], op: str) -> dict[str, Any]:
         except ValueError:
             pass
     return out
+
+
+READER = Reader(
+    name=NAME,
+    folder="a profiler/ folder with output_timeline_data_N.txt or hccl_info/*/iterN.trace",
+    sniff=sniff, rank_infos=rank_infos, read=read,
+    ops_in_detail_only=True,  # op types come with framework_raw's args, read in detail
+)

@@ -47,13 +47,12 @@ from ..model import (
     checked_ns,
     memory_counter,
 )
-from . import jsonfile, times
-from .textfile import csv_header, csv_rows, whole_lines
+from .base import Reader
+from .common import jsonfile, times
+from .common.textfile import csv_header, csv_rows, whole_lines
 
 NAME = "mindspore_cpu"
 CLOCK = "the host's monotonic clock (uptime ns, not epoch) of MindSpore 2.0's CPU profiler"
-FOLDER = "a profiler/ folder with cpu_timeline_display_N.json (MindSpore 2.0 on CPU)"
-OPS_IN_DETAIL_ONLY = True  # its host operators are drawn in detail only
 MEMORY_COMPONENT = "MindSpore CPU"
 _TIMELINE = re.compile(r"^cpu_timeline_display_(\d+)\.json$")
 _STEPS_TID, _SCOPES_TID = 100000, 100001
@@ -66,7 +65,7 @@ def sniff(folder: Path) -> bool:
     return any(_TIMELINE.match(p.name) for p in folder.glob("cpu_timeline_display_*.json"))
 
 
-def rank_infos(folder: Path) -> list[RankInfo]:
+def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     """One rank per timeline, its id from ``profiler_info_{N}.json`` (else from the file's name).
 
     Raises:
@@ -268,3 +267,11 @@ def framework_memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[
 def _bytes(text: str | None) -> float | None:
     text = (text or "").strip()
     return float(int(text)) if text else None
+
+
+READER = Reader(
+    name=NAME,
+    folder="a profiler/ folder with cpu_timeline_display_N.json (MindSpore 2.0 on CPU)",
+    sniff=sniff, rank_infos=rank_infos, read=read,
+    ops_in_detail_only=True,  # its host operators are drawn in detail only
+)

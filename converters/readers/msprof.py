@@ -25,13 +25,12 @@ from typing import Any
 
 from ..errors import Diagnostics, InputError
 from ..model import RankInfo, Sample, Slice, StepRecords, checked_ns
-from . import ascend_db, chrome_trace, flows, jsonfile
+from . import ascend_db, chrome_trace
+from .base import Reader
+from .common import flows, jsonfile
 
 NAME = "msprof"
 CLOCK = "host CLOCK_MONOTONIC_RAW µs, mapped to epoch with start_info"
-FOLDER = ("PROF_*/device_N/ with info.json.N and timeline/*.json or "
-          "../mindstudio_profiler_output/msprof_*.json, or msprof_*.db")
-LONE_FILES = ("msprof_*.json", "msprof_*.db")
 
 _TIMELINE = re.compile(r"^(msprof|task_time|hccl|step_trace)_(\d+)_(\d+)_(\d+)\.json$")
 _CANN8 = re.compile(r"^msprof_(?:slice_\d+_)?\d+\.json$")
@@ -48,7 +47,7 @@ def sniff(device_dir: Path) -> bool:
     return bool(_timeline_files(device_dir) or _cann8_files(device_dir))
 
 
-def rank_infos(device_dir: Path) -> list[RankInfo]:
+def rank_infos(device_dir: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     """Read rank, device, host and clock of one device directory (small files only); for a folder
     with CANN's database, the rank of the database (its ``RANK_DEVICE_MAP``, else the rank of
     the one ``device_N`` beside it, else 0).
@@ -232,3 +231,12 @@ def _time_order(
             records.read(path, diag)
             starts.update({key: step.start_ns for key, (step, _) in records.steps.items() if step})
     return sorted(groups, key=lambda key: (starts.get(key, 0), key[1], key[0]))
+
+
+READER = Reader(
+    name=NAME,
+    folder="PROF_*/device_N/ with info.json.N and timeline/*.json or "
+           "../mindstudio_profiler_output/msprof_*.json, or msprof_*.db",
+    sniff=sniff, rank_infos=rank_infos, read=read,
+    lone_files=("msprof_*.json", "msprof_*.db"), lone_file=lone_file, memory=memory,
+)

@@ -26,7 +26,7 @@ from ..model import (
     allocations_lane,
     memory_counter,
 )
-from .spill import ByTime, StepSpill
+from .common.spill import ByTime, StepSpill
 
 PTA, GE, PTA_GE = "PTA", "GE", "PTA+GE"
 COMPONENTS = (PTA, GE, PTA_GE)  # the counters ``records`` makes

@@ -34,17 +34,15 @@ import msgspec
 from ..errors import Diagnostics, InputError
 from ..model import COLLECTIVE, GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, comm_type
 from ..overlap import NOT_COMPUTE
-from . import chrome_trace, collectives, jsonfile
+from . import chrome_trace, collectives
+from .base import Reader
 from .chrome_trace import Converted, Dialect
-from .events import Event
-from .lanes import gpu_stream
-from .times import us_to_ns
+from .common import jsonfile
+from .common.events import Event
+from .common.lanes import gpu_stream
+from .common.times import us_to_ns
 
 NAME = "paddle"
-FILES = True  # reads the files of a folder, not the folder: its subfolders are walked on
-FOLDER = "Paddle profiler files *.paddle_trace.json or *.paddle_trace.pb"
-OPS_IN_DETAIL_ONLY = True  # its host operators are drawn in detail only
-LONE_FILES = ("a Paddle profiler file",)
 _FILE = re.compile(r"\.paddle_trace\.(json|pb)$")
 _RANK = re.compile(r"(?:rank|worker|trainer)[_-]?(\d+)", re.IGNORECASE)
 _HOST = re.compile(r"^host_(.*?)pid_\d+")
@@ -539,3 +537,13 @@ def _pb_start_ns(path: Path) -> int | None:
     except Exception:  # noqa: BLE001 - a probe: the read says what is wrong
         return None
     return None
+
+
+READER = Reader(
+    name=NAME,
+    folder="Paddle profiler files *.paddle_trace.json or *.paddle_trace.pb",
+    sniff=sniff, rank_infos=rank_infos, read=read,
+    files=True,  # reads the files of a folder, not the folder: its subfolders are walked on
+    lone_files=("a Paddle profiler file",), lone_file=lone_file,
+    ops_in_detail_only=True,  # its host operators are drawn in detail only
+)

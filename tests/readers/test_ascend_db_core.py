@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from converters.model import Layer, RankInfo, Sample, Slice, Step, StepRecords
 from converters.readers.ascend_db import _by_step, by_step_rules
 from converters.readers.ascend_db_flows import Flows
-from converters.readers.flows import flow_id
+from converters.readers.common.flows import flow_id
 
 # (layer, lane), launches and their targets the most
 _LANES = ((Layer.HOST, "CANN (thread 1)"), (Layer.HOST, "PyTorch (thread 2)"), (Layer.STREAM, "Stream 1"),

@@ -18,7 +18,7 @@ from converters.errors import Diagnostics, InputError
 from converters.model import Layer, RankInfo, Slice, decoded_args
 from converters.readers import ascend_db, ascend_db_memory
 from converters.readers.ascend_db import _HOST, _enums, _Reader, read_db
-from converters.readers.sqlite import Schema, read_only
+from converters.readers.common.sqlite import Schema, read_only
 from fixtures.ascend_db_gen import write_ascend_db
 
 _TABLES = ("TASK", *_HOST)

@@ -24,9 +24,10 @@ from converters import Diagnostics, Layer, Options, discover, overlap_report, re
 from converters.cli import main
 from converters.errors import InputError
 from converters.model import FlowEnd, RankInfo, Sample, Slice, StepRecords
-from converters.readers import _core, chrome_trace, flows, spill, times
-from converters.readers import events as event_decoding
-from converters.readers.spilled_flows import Packed
+from converters.readers import _core, chrome_trace
+from converters.readers.common import events as event_decoding
+from converters.readers.common import flows, spill, times
+from converters.readers.common.spilled_flows import Packed
 
 T0 = 1_736_408_883_000_000  # µs since the epoch: step k runs from T0 + k ms to T0 + (k + 1) ms
 PYTHON, CANN, DEVICE, HCCL = 101, 102, 103, 104
@@ -887,7 +888,7 @@ def test_the_first_pass_made_from_the_text_reads_what_scanning_every_event_reads
                                  b'"Reduce"', b"x", b"\\u", b"\n" * 7]), max_size=40),
        st.integers(0, 1 << 40))
 def test_found_at_finds_every_needle_as_bytes_find_does(parts, base):
-    from converters.readers import seek
+    from converters.readers.common import seek
 
     data = b"".join(parts)
     expected = sorted({base + at for needle, _ in seek._NEEDLES for at in range(len(data))

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from converters.errors import Diagnostics, InputError
-from converters.readers.jsonfile import header, iter_batches, load_events
+from converters.readers.common.jsonfile import header, iter_batches, load_events
 
 text = st.text(alphabet=st.sampled_from(list('ab}{][,": \\\n\té中')), max_size=12)
 scalar = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), text,

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from converters.model import FlowEnd, Layer, Sample, Slice
 from converters.readers import _core
-from converters.readers.spill import _LAYERS, _ORDER, StepSpill
-from converters.readers.spilled_flows import SpilledFinishes, file_by_step
+from converters.readers.common.spill import _LAYERS, _ORDER, StepSpill
+from converters.readers.common.spilled_flows import SpilledFinishes, file_by_step
 
 texts = st.text(max_size=6)
 times = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)

@@ -12,11 +12,11 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from ..errors import Diagnostics
-from ..model import FlowEnd, Slice, StepRecords
-from ._core import arrow, arrows
-from ._core import bind_ends as _bind_ends
-from ._core import flow_id as _flow_id
+from ...errors import Diagnostics
+from ...model import FlowEnd, Slice, StepRecords
+from .._core import arrow, arrows
+from .._core import bind_ends as _bind_ends
+from .._core import flow_id as _flow_id
 
 
 def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics,

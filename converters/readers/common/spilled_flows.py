@@ -10,12 +10,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from ..errors import Diagnostics
-from ..model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
-from ..overlap import is_compute
-from ._core import by_step, later_steps
+from ...errors import Diagnostics
+from ...model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
+from ...overlap import is_compute
+from .._core import by_step, later_steps
+from ..launches import OUTSIDE
 from .flows import Linker
-from .launches import OUTSIDE
 from .spill import Runs, StepSpill
 
 

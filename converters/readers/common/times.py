@@ -9,8 +9,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from ..model import TIME_LIMIT_NS
-from ._core import us_to_ns as _us_to_ns
+from ...model import TIME_LIMIT_NS
+from .._core import us_to_ns as _us_to_ns
 
 
 def us_to_ns(us: Any) -> int:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import STEP_MARKER_UNMATCHED, Diagnostics, UsageError
-from ..model import Layer
+from ...errors import STEP_MARKER_UNMATCHED, Diagnostics, UsageError
+from ...model import Layer
 from .events import Event
 
 UNMATCHED = STEP_MARKER_UNMATCHED  # the warning that a rank holds no range of the marker

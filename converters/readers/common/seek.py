@@ -21,7 +21,7 @@ from pathlib import Path
 
 import msgspec
 
-from ._core import WIDE_SEARCH, RawEvents, found_at, scan, steps_and_names
+from .._core import WIDE_SEARCH, RawEvents, found_at, scan, steps_and_names
 from .events import Event
 
 # the text, and where the two bytes that seldom come together in JSON lie in it (looked for first)

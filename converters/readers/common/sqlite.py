@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostics, InputError
+from ...errors import Diagnostics, InputError
 
 SAMPLE_ROWS = 1024  # counter and memory rows fetched and made into samples at once (_db_core.samples)
 # said with every error of a database file
@@ -29,7 +29,7 @@ DAMAGED = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 class read_only:
     """The database, read-only, leaving nothing beside it; a non-empty WAL is read from a copy.
-    ``uri`` is what it opened, for a connection of C's own (readers/_db_core.c's ``Rows``)."""
+    ``uri`` is what it opened, for a connection of C's own (readers/c/ascend_db_rows.c's ``Rows``)."""
 
     def __init__(self, path: Path, diag: Diagnostics) -> None:
         self.path, self.diag, self.copy, self.uri = path, diag, None, ""

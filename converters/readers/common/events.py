@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..errors import Diagnostics
+from ...errors import Diagnostics
+from .._core import RawEvents, scan
 from . import jsonfile
-from ._core import RawEvents, scan
 
 _Scalar = int | float | str | None
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostics, InputError
+from ...errors import Diagnostics, InputError
 
 
 def whole_lines(lines: Iterable[str], path: Path, diag: Diagnostics, start: int = 1) -> Iterator[str]:

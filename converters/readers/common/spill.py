@@ -15,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import NamedTuple
 
-from ..errors import temporary_writes
-from ..model import FlowEnd, Layer, Sample, Slice, StepRecords
-from . import _core
+from ...errors import temporary_writes
+from ...model import FlowEnd, Layer, Sample, Slice, StepRecords
+from .. import _core
 
 Runs = list[tuple[int, bytes, bytes]]  # (step, packed records, hashes of the arrows ending there): a batch's
 

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..errors import Diagnostics, InputError
+from ...errors import Diagnostics, InputError
 
 _MAX_RECOVERY_TRIES = 64  # closing braces to try from the end; an event nests only a few deep
 WHOLE_LIMIT = 256 << 20  # the most read whole: a small file, or events that cannot be streamed

@@ -2,7 +2,7 @@
 
 Shared by the readers that draw arrows: ``chrome_trace`` (and so ``msprof``, ``ascend_pt``,
 ``kineto``, ``paddle``) binds ends with ``Linker``; ``ascend_db`` joins its own and names them
-with ``flow_id``. The hot loops are C (``_core.c``: ``bind_ends``, ``arrow``, ``arrows``, ``flow_id``).
+with ``flow_id``. The hot loops are C (``readers/c/flows.c``: ``bind_ends``, ``arrow``, ``arrows``, ``flow_id``).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class Linker:
                k: int) -> int:
         """An arrow from ``source.slices[first]`` to ``target.slices[last]``, the ``k``-th of its
         start; returns how many that start has made. Ids are unique across ranks and starts."""
-        made = arrow(source.slices, first, target.slices, last, key, k, target.rank)  # C: _core.c
+        made = arrow(source.slices, first, target.slices, last, key, k, target.rank)  # C: readers/c/flows.c
         if made == k:  # it would end before it starts
             self._backwards += 1
         return made
@@ -155,7 +155,7 @@ def bind_ends(slices: list[Slice], ends: list[FlowEnd], pending: dict[str, objec
     """Each flow end's slice (the innermost slice of its lane holding its time), and which start
     each end joins within the step: the last start of its key at or before it, else (no start
     before it) the start of its key an earlier step holds open (a key of ``pending``), else its
-    first start here (C: ``_core.c``)."""
+    first start here (C: ``readers/c/flows.c``)."""
     return Bound(*_bind_ends(slices, ends, {} if pending is None else pending)) if ends else _NO_ENDS
 
 

@@ -17,7 +17,7 @@ def us_to_ns(us: Any) -> int:
     """µs as CANN writes them (a number) or torch_npu does (a string with 3 decimals), as ns.
 
     The string is parsed exactly: at epoch scale a float has a grain of ~0.25 µs. The forms
-    profilers write are parsed in C (``_core.c``), the rest by ``_exact_us_to_ns``.
+    profilers write are parsed in C (``readers/c/chrome_trace.c``), the rest by ``_exact_us_to_ns``.
     """
     return _us_to_ns(us, _exact_us_to_ns)
 

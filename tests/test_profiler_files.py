@@ -28,6 +28,9 @@ def _copy(tmp_path: Path, *removed: str) -> Path:
     root = tmp_path / "job"
     shutil.copytree(real_data("ascend-pt-2rank"), root)
     for name in removed:
+        if name is NO_PLANES[0]:
+            _without_planes(root)
+            continue
         for found in root.rglob(name):
             found.chmod(0o644)
             found.unlink()
@@ -41,9 +44,24 @@ def _ns(value, per: int = 1_000_000) -> int:
 
 KERNELS_ONLY = ("trace_view.json",)
 ANALYSIS_ONLY = ("trace_view.json", "kernel_details.csv")
+NO_PLANES = ("Plane tasks",)  # trace_view.json kept without its HCCL plane tasks (``_copy``)
 
 
-@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY], ids=["kernel_details", "analysis"])
+def _without_planes(root: Path) -> None:
+    """Every trace_view.json under ``root`` without the events on HCCL's Plane threads, as profiler
+    level 0 writes it (its op-level events stay)."""
+    for trace in root.glob(f"*/{OUTPUT}/trace_view.json"):
+        events = json.loads(trace.read_text())
+        names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        kept = [e for e in events if not names.get((e.get("pid"), e.get("tid")), "").startswith("Plane ")]
+        assert len(kept) < len(events)
+        trace.chmod(0o644)
+        trace.write_text(json.dumps(kept))
+
+
+@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY, NO_PLANES],
+                         ids=["kernel_details", "analysis", "trace_view_without_planes"])
 def test_every_link_is_communication_matrix_jsons(tmp_path, removed):
     root = _copy(tmp_path, *removed)
     report = comm_matrix(root)
@@ -93,7 +111,8 @@ def test_the_report_ranks_the_profilers_links(tmp_path):
     assert "No HCCL plane tasks" not in page and "the profiler's own communication_matrix.json" in page
 
 
-@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY], ids=["kernel_details", "analysis"])
+@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY, NO_PLANES],
+                         ids=["kernel_details", "analysis", "trace_view_without_planes"])
 def test_every_figure_of_every_op_is_communication_jsons(tmp_path, removed):
     root = _copy(tmp_path, *removed)
     ops = comm_report(root).ops
@@ -128,8 +147,9 @@ def test_every_figure_of_every_op_is_communication_jsons(tmp_path, removed):
     assert compared == 8
 
 
-def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsys):
-    root = str(_copy(tmp_path, *KERNELS_ONLY))
+@pytest.mark.parametrize("kept", [KERNELS_ONLY, NO_PLANES], ids=["kernel_details", "trace_view_without_planes"])
+def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsys, kept):
+    root = str(_copy(tmp_path, *kept))
     assert main(["comm", root]) == 0
     table = capsys.readouterr().out
     assert "rank 0-1: the profiler's analysis (communication.json), no plane tasks" in table
@@ -140,8 +160,9 @@ def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsy
     assert {op["Figures From"] for op in document["ops"]} == {"the profiler's analysis (communication.json)"}
 
 
-def test_without_the_analysis_files_the_figures_are_unknown(tmp_path, capsys):
-    root = _copy(tmp_path, *KERNELS_ONLY, "communication.json", "communication_matrix.json")
+@pytest.mark.parametrize("kept", [KERNELS_ONLY, NO_PLANES], ids=["kernel_details", "trace_view_without_planes"])
+def test_without_the_analysis_files_the_figures_are_unknown(tmp_path, capsys, kept):
+    root = _copy(tmp_path, *kept, "communication.json", "communication_matrix.json")
     ops = comm_report(root).ops
     assert len(ops) == 8
     assert all(op.transit_ns is None and op.wait_ns is None and op.sync_ns is None and op.idle_ns is None

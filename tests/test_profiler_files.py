@@ -45,6 +45,7 @@ def _ns(value, per: int = 1_000_000) -> int:
 KERNELS_ONLY = ("trace_view.json",)
 ANALYSIS_ONLY = ("trace_view.json", "kernel_details.csv")
 NO_PLANES = ("Plane tasks",)  # trace_view.json kept without its HCCL plane tasks (``_copy``)
+KEPT_IDS = ["kernel_details", "trace_view_without_planes"]
 
 
 def _without_planes(root: Path) -> None:
@@ -147,7 +148,7 @@ def test_every_figure_of_every_op_is_communication_jsons(tmp_path, removed):
     assert compared == 8
 
 
-@pytest.mark.parametrize("kept", [KERNELS_ONLY, NO_PLANES], ids=["kernel_details", "trace_view_without_planes"])
+@pytest.mark.parametrize("kept", [KERNELS_ONLY, NO_PLANES], ids=KEPT_IDS)
 def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsys, kept):
     root = str(_copy(tmp_path, *kept))
     assert main(["comm", root]) == 0
@@ -160,7 +161,7 @@ def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsy
     assert {op["Figures From"] for op in document["ops"]} == {"the profiler's analysis (communication.json)"}
 
 
-@pytest.mark.parametrize("kept", [KERNELS_ONLY, NO_PLANES], ids=["kernel_details", "trace_view_without_planes"])
+@pytest.mark.parametrize("kept", [KERNELS_ONLY, NO_PLANES], ids=KEPT_IDS)
 def test_without_the_analysis_files_the_figures_are_unknown(tmp_path, capsys, kept):
     root = _copy(tmp_path, *kept, "communication.json", "communication_matrix.json")
     ops = comm_report(root).ops

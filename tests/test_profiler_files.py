@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import real_data
+from conftest import level0_copy, real_data
 
 from converters import comm_report
 from converters.analyses.comm_matrix import comm_matrix
@@ -293,13 +293,49 @@ def test_a_damaged_database_says_skip_unreadable_reads_the_others(tmp_path, caps
     assert {line.split(",")[0] for line in capsys.readouterr().out.splitlines()[1:]} == {"1"}
 
 
-def test_arrow_warnings_only_from_commands_that_draw_arrows(tmp_path, capsys):
-    sample = str(real_data("ascend-pt-2rank"))
-    for command in (["comm"], ["comm", "--slow-ranks"], ["comm", "--matrix"], ["info"]):
-        assert main([*command, sample]) == 0
-        assert "arrows" not in capsys.readouterr().err
+# every command but convert (and diff -o's trace) draws no arrows: what a drawing would lose is
+# no loss there, so no arrow warning
+NO_ARROWS = (["info"], ["overlap"], ["ops"], ["ops", "--by", "name"], ["comm"], ["comm", "--slow-ranks"],
+             ["comm", "--matrix"], ["critical"], ["memory"], ["pipeline"])
+
+
+
+def _arrows_said(err: str) -> bool:
+    return "made no arrow" in err or "arrows whose end begins before their start" in err
+
+
+@pytest.mark.parametrize("level", [1, 0])
+def test_arrow_warnings_only_from_commands_that_draw_arrows(tmp_path, capsys, level):
+    sample = str(real_data("ascend-pt-2rank") if level else level0_copy(tmp_path))
+    for command in NO_ARROWS:
+        main([*command, sample])
+        assert not _arrows_said(capsys.readouterr().err), command
+    for command in (["diff", sample, sample], ["report", sample, "-o", str(tmp_path / "report.html")]):
+        assert main(command) == 0
+        assert not _arrows_said(capsys.readouterr().err), command
     assert main(["convert", sample, "-o", str(tmp_path / "out.pftrace"), "--kind", "detail"]) == 0
-    assert "arrows whose end begins before their start" in capsys.readouterr().err  # drawn: said
+    assert _arrows_said(capsys.readouterr().err)  # drawn: said
+    assert main(["diff", sample, sample, "-o", str(tmp_path / "diff.pftrace")]) == 0
+    assert _arrows_said(capsys.readouterr().err)
+
+
+def test_level_0s_arrows_left_out_are_said_for_what_they_are(tmp_path, capsys):
+    """At profiler level 0 torch_npu writes its launches' flow starts on the threads of a CANN layer
+    it does not record: each start and the ends joining it make no arrow, and the warning says so
+    (it said 'normal at a profile's edges')."""
+    root = level0_copy(tmp_path)
+    events = json.loads((root / "rank0_ascend_pt" / OUTPUT / "trace_view.json").read_text())
+    named = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    bare = {f"{e['cat']}:{e['id']}" for e in events if e.get("ph") == "s" and e["pid"] not in named}
+    ends = [e for e in events if e.get("ph") == "f" and f"{e['cat']}:{e['id']}" in bare]
+    starts = sum(1 for e in events if e.get("ph") == "s" and e["pid"] not in named)
+    assert starts == 210 and len(ends) == 215
+    assert main(["convert", str(root), "-o", str(tmp_path / "out.pftrace"), "--kind", "detail"]) == 0
+    err = capsys.readouterr().err
+    [said] = [line for line in err.splitlines() if "rank 0:" in line and _arrows_said(line)]
+    assert f"rank 0: {starts + len(ends)} flow events made no arrow: {starts} starts and 0 ends on a " \
+        "thread or stream holding no event in their step" in said
+    assert f"{len(ends)} ends that joined no start" in said and "normal at a profile's edges" not in said
 
 
 def test_a_group_larger_than_the_ranks_profiled_is_said(capsys):
@@ -318,33 +354,39 @@ def test_a_group_larger_than_the_ranks_profiled_is_said(capsys):
     assert any("the links reach 8 ranks" in w for w in report_json(report_data(sample))["warnings"])
 
 
-def test_ops_of_tasks_without_op_types_are_by_name_with_a_note(tmp_path):
-    """Unverified against a real level-0 profile (no sample): kernel_details.csv with its Type
-    column N/A, as a profile that records no op types writes it."""
+def test_ops_of_tasks_without_op_types_are_by_name_with_a_note(tmp_path, capsys):
+    """At profiler level 0 kernel_details.csv names no op type (Type N/A): ops lists the tasks by
+    Name, in the table's key column and the JSON's, with a note; every name's count and total time
+    as the file's rows give them (it put the task names under OP Type)."""
     import csv
+    from collections import defaultdict
 
-    from converters.analyses.ops import ops_report
-    from converters.errors import Diagnostics
-
-    root = _copy(tmp_path, *KERNELS_ONLY)
-    path = root / "rank0_ascend_pt" / OUTPUT / "kernel_details.csv"
-    path.chmod(0o644)
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, list(rows[0]))
-        writer.writeheader()
-        writer.writerows({**row, "Type": "N/A"} for row in rows)
-    diag = Diagnostics()
-    mine = {r.name for r in ops_report(root, ranks=[0], diag=diag)}
-    computing = {row["Name"] for row in rows
-                 if row["Accelerator Core"].strip() not in ("HCCL", "COMMUNICATION")}
-    assert mine <= computing and mine  # the tasks' names, not types
-    [said] = [m for m in diag.messages() if "name no op type" in m]
-    assert said.startswith("rank 0:") and "by task name" in said
-    diag = Diagnostics()
-    ops_report(root, ranks=[1], diag=diag)  # the untouched rank names its types: no note
-    assert not any("name no op type" in m for m in diag.messages())
+    root = level0_copy(tmp_path)
+    schema = json.loads((SCHEMAS / "ops.schema.json").read_text())
+    truth: dict[tuple[int, str], list] = defaultdict(lambda: [0, Decimal(0)])
+    for rank in (0, 1):
+        with open(root / f"rank{rank}_ascend_pt" / OUTPUT / "kernel_details.csv", newline="") as f:
+            for row in csv.DictReader(f):
+                if row["Accelerator Core"] != "HCCL":  # communication left out, as op_statistic.csv does
+                    truth[rank, row["Name"]][0] += 1
+                    truth[rank, row["Name"]][1] += Decimal(row["Duration(us)"].strip())
+    assert main(["ops", str(root), "--format", "json"]) == 0
+    out = capsys.readouterr()
+    rows = json.loads(out.out)
+    jsonschema.validate(rows, schema)
+    assert all("OP Type" not in row for row in rows)
+    assert {(r["Rank"], r["Name"]): [r["Count"], Decimal(repr(r["Total Time(us)"]))] for r in rows} == truth
+    assert "rank 0: its device tasks name no op type" in out.err and "by task name" in out.err
+    assert main(["ops", str(root)]) == 0
+    table = capsys.readouterr().out
+    assert table.split()[1] == "Name" and "by Name: the input names no op type" in table
+    for by in (["--by", "shape"], ["--by", "step"], ["--across"], ["--by", "step", "--across"]):
+        assert main(["ops", str(root), "--format", "json", *by]) == 0
+        found = json.loads(capsys.readouterr().out)
+        jsonschema.validate(found, schema)
+        assert found and all("Name" in row and "OP Type" not in row for row in found), by
+    assert main(["ops", str(real_data("ascend-pt-2rank")), "--format", "json"]) == 0  # level 1: types
+    assert all("OP Type" in row for row in json.loads(capsys.readouterr().out))
 
 
 def test_a_broken_communication_json_costs_the_ops_their_figures_not_the_rank(tmp_path):

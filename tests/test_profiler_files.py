@@ -5,6 +5,7 @@ file, read with json), their source said; with those files gone too, the figures
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from decimal import Decimal
@@ -199,6 +200,43 @@ def test_an_analysis_db_rank_has_its_comm_analyzer_matrix_and_bandwidth(tmp_path
         figures = {(op.name, name): t for op in ops if op.rank == rank for name, t in op.transports.items()}
         assert {(o, t): (_ns(size), _ns(ms), gb) for o, t, size, ms, gb in bandwidth} == \
             {key: (t.size_bytes, t.time_ns, t.gb_per_s) for key, t in figures.items()}
+
+
+def _db_level0(tmp_path: Path) -> Path:
+    """ascend-pt-db with its HCCL tasks as the database keeps them at profiler level 0 (as
+    msinsight's db/level0 sample of this job family shows): every task of type N/A, on plane
+    4294967295, of size -1, naming no peer; the analysis of them (CommAnalyzer*) gone."""
+    import sqlite3
+
+    root = tmp_path / "db0"
+    shutil.copytree(real_data("ascend-pt-db"), root)
+    for found in root.rglob("*.db*"):
+        found.chmod(0o644)
+    for path in root.glob(f"*/{OUTPUT}/ascend_pytorch_profiler_*.db"):
+        with sqlite3.connect(path) as db:
+            found = db.execute("SELECT id FROM STRING_IDS WHERE value = 'N/A'").fetchone()
+            na = found[0] if found else db.execute("SELECT MAX(id) + 1 FROM STRING_IDS").fetchone()[0]
+            db.execute("INSERT OR IGNORE INTO STRING_IDS (id, value) VALUES (?, 'N/A')", (na,))
+            db.execute("UPDATE COMMUNICATION_TASK_INFO SET taskType = ?, planeId = 4294967295, "
+                       "srcRank = 4294967295, dstRank = 4294967295, size = -1", (na,))
+    for path in root.glob(f"*/{OUTPUT}/analysis.db"):
+        with sqlite3.connect(path) as db:
+            for table in ("CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
+    return root
+
+
+def test_a_database_at_level_0_gives_no_figure_of_zero(tmp_path, capsys):
+    """Its tasks of no type split no op into wait and transfer: Transit to Idle unknown, and the
+    critical path's Wait and Communication too (they were 0.000 and ~90 ms of Communication)."""
+    root = _db_level0(tmp_path)
+    ops = comm_report(root).ops
+    assert len(ops) == 8 and all(op.transit_ns is None and op.wait_ns is None and op.sync_ns is None
+                                 and op.idle_ns is None and not op.transports for op in ops)
+    assert main(["critical", str(root), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert rows and all(r["Wait(us)"] == "" and r["Communication(us)"] == "" for r in rows)
+    assert all(float(r["Compute(us)"]) > 0 for r in rows)
 
 
 # -- a loose trace_view.json and kernel_details.csv ---------------------------------------------------

@@ -425,6 +425,10 @@ def test_ops_of_tasks_without_op_types_are_by_name_with_a_note(tmp_path, capsys)
         assert found and all("Name" in row and "OP Type" not in row for row in found), by
     assert main(["ops", str(real_data("ascend-pt-2rank")), "--format", "json"]) == 0  # level 1: types
     assert all("OP Type" in row for row in json.loads(capsys.readouterr().out))
+    # the report's operator types are the same names: said
+    assert any("names no op type" in w for w in report_json(report_data(root))["warnings"])
+    level1 = report_json(report_data(real_data("ascend-pt-2rank")))
+    assert not any("names no op type" in w for w in level1["warnings"])
 
 
 def test_a_broken_communication_json_costs_the_ops_their_figures_not_the_rank(tmp_path):

@@ -239,6 +239,29 @@ def test_a_database_at_level_0_gives_no_figure_of_zero(tmp_path, capsys):
     assert all(float(r["Compute(us)"]) > 0 for r in rows)
 
 
+def test_level_0_as_torch_npu_writes_it_gives_no_zero_for_the_unknown(tmp_path, capsys):
+    """The whole level-0 copy (no planes, no CANN layer, no op types, no analysis): every command's
+    figure the input cannot give is unknown, the critical path's Wait and Communication too, and
+    diff against it judges no op type it lacks."""
+    root = level0_copy(tmp_path)
+    ops = comm_report(root).ops
+    assert len(ops) == 8 and all(op.transit_ns is None and op.wait_ns is None and op.idle_ns is None
+                                 and op.figures_from is None and op.elapse_ns > 0 for op in ops)
+    assert main(["critical", str(root), "--format", "json"]) == 0
+    [step] = [d for d in json.loads(capsys.readouterr().out) if d["step"] == 50]
+    kinds = {s["kind"] for s in step["path"]}
+    assert "communication_or_wait" in kinds and not kinds & {"wait", "communication"}
+    assert main(["critical", str(root), "--format", "csv", "-q"]) == 0
+    [row] = [r for r in csv.DictReader(capsys.readouterr().out.splitlines()) if r["Step"] == "50"]
+    assert row["Wait(us)"] == "" and row["Communication(us)"] == "" and float(row["Compute(us)"]) > 0
+    level1 = str(real_data("ascend-pt-2rank"))
+    assert main(["diff", str(root), level1, "--by", "type", "--format", "json"]) == 0
+    out = capsys.readouterr()
+    device = [r for r in json.loads(out.out) if r["Kind"] == "device"]
+    assert device and not any(r["Significant"] for r in device if not (r["Base Count"] and r["New Count"]))
+    assert "BASE: the input records no op types" in out.err
+
+
 # -- a loose trace_view.json and kernel_details.csv ---------------------------------------------------
 
 def _loose(tmp_path: Path, kernels_of: int) -> Path:

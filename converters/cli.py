@@ -454,14 +454,15 @@ def _run_ops(args: argparse.Namespace) -> int:
             else f"(µs; Ratio: share of {of} time in these ops)")
     diag = Diagnostics()
     found = ops.ops_report(args.profile, by=args.by, diag=diag, **_selection(args))
-    host = ops.with_self_time(found)
-    rows = Rows(args.format, ops.columns(args.by, args.across, host), note,
+    host, typed = ops.with_self_time(found), ops.names_types(found)
+    note = note if typed else f"{note[:-1]}; by Name: the input names no op type)"
+    rows = Rows(args.format, ops.columns(args.by, args.across, host, typed), note,
                 cell_width=60)  # a GPU kernel's name runs to a thousand characters
     _warn(args, diag.messages())
     if args.across:
-        rows.add(ops.spread_record(row, args.by) for row in ops.across(found))
+        rows.add(ops.spread_record(row, args.by, typed) for row in ops.across(found))
     else:
-        rows.add(ops.record(row, args.by, host) for row in found)
+        rows.add(ops.record(row, args.by, host, typed) for row in found)
     rows.close()
     return 0
 

@@ -353,6 +353,9 @@ def _analysed_transports(found: Any) -> dict[str, Transport]:
     return transports
 
 
+UNTYPED = "N/A"  # a task type the input does not give
+
+
 def step_ops(batch: StepRecords) -> list[OpComm]:
     """Every communication op of one rank's step, in time order, with the figures of its plane
     tasks (``op_tasks``)."""
@@ -361,13 +364,16 @@ def step_ops(batch: StepRecords) -> list[OpComm]:
 
 def op_tasks(batch: StepRecords) -> list[tuple[Slice, list[Slice]]]:
     """Every communication op of one rank's step, in time order, with its plane tasks: a task
-    belongs to the latest op that holds its start (as CANN's exports attribute them)."""
+    belongs to the latest op that holds its start (as CANN's exports attribute them). A task whose
+    type the input does not give (``N/A``: a database at profiler level 0 keeps each op's tasks so,
+    on no plane, of no size and no peer) says nothing of wait or transfer: no plane task of its op,
+    whose figures are then unknown, not 0."""
     ops = sorted((s for s in batch.slices if s.layer is Layer.COMM_OP), key=lambda s: s.start_ns)
     tasks: list[list[Slice]] = [[] for _ in ops]
     if ops:
         starts = [s.start_ns for s in ops]
         for t in batch.slices:
-            if t.layer is not Layer.COMM_TASK:
+            if t.layer is not Layer.COMM_TASK or t.task_type == UNTYPED:
                 continue
             i = bisect.bisect_right(starts, t.start_ns) - 1
             while i >= 0 and ops[i].end_ns <= t.start_ns:

@@ -140,7 +140,8 @@ def write_comparison(
     diag = diag if diag is not None else Diagnostics()
     out_format = pipeline.output_format(output, None)
     profiles = [Profile.open(side.path, Options(ranks=side.ranks, graphs=graphs, steps=side.steps,
-                                                kind=Kind.DETAIL, step_marker=side.step_marker),
+                                                kind=Kind.DETAIL, step_marker=side.step_marker,
+                                                draws_arrows=True),
                                 where=where, diag=diag)
                 for side in (base, new)]
     inputs = [found for side, profile in zip((base, new), profiles, strict=True)

@@ -117,8 +117,7 @@ def convert(
     """
     started = time.perf_counter()
     options = Options(ranks=ranks, graphs=graphs, steps=steps, kind=kind, merge_graphs=merge_graphs,
-                      step_marker=step_marker,
-                      host_level=host_level)
+                      step_marker=step_marker, host_level=host_level, draws_arrows=True)
     if critical_path and options.kind is not Kind.DETAIL:
         raise UsageError("--critical-path runs through the device tasks, communication ops and host launches "
                          "that only --kind detail draws: add --kind detail (or print the paths with "

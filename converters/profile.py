@@ -26,6 +26,7 @@ from .executor import LOCAL, Where, each_rank
 from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
 from .overlap import Interval, StepIntervals
 from .readers import reader, with_memory
+from .readers.common.flows import forget_flow_warnings
 from .select import check_graphs, check_steps, select_ranks
 
 
@@ -48,6 +49,10 @@ class Options:
     merge_graphs: bool = False
     host_level: int = 0  # host stages of lower levels are left out (1: the users' stages only)
     step_marker: str | None = None  # the user's range that is a step, where the reader takes one
+    # whether the output draws the flow arrows (convert): only then is an arrow the reader left out
+    # a loss worth a warning; an analysis that draws none (and uses them, if at all, as the critical
+    # path's launches) says nothing of them (``read_profile``)
+    draws_arrows: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
@@ -264,7 +269,8 @@ def _unpacked_size(path: Path) -> int:
 def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
     """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
     with the key that names it across the job (``keyed``). The ids of the steps of the kept graphs
-    go to ``diag.steps``, kept or not (``select.check_steps``)."""
+    go to ``diag.steps``, kept or not (``select.check_steps``). The warnings of arrows left out are
+    taken back once a rank is read, unless ``options.draws_arrows``."""
     detail = options.kind is Kind.DETAIL
     marker = {} if options.step_marker is None else {"step_marker": options.step_marker}
     for info in infos:
@@ -280,6 +286,8 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
                 diag.steps.add(batch.step_id)
             if options.steps is None or batch.step_id in options.steps:
                 yield batch
+        if not options.draws_arrows:
+            forget_flow_warnings(diag, info.rank)
 
 
 def keyed(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:

@@ -29,3 +29,45 @@ def out_dir(tmp_path_factory) -> Path:
     """A folder for a test's outputs apart from its profile: an output inside an input folder is
     refused (it would be read as part of the profile next time)."""
     return tmp_path_factory.mktemp("out")
+
+
+LEVEL0_KERNEL_COLUMNS = ("Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)",
+                         "Wait Time(us)", "Block Dim")
+
+
+def level0_copy(folder: Path) -> Path:
+    """ascend-pt-2rank (profiler level 1) in ``folder``, as torch_npu writes the same job at profiler
+    level 0 (as msinsight's level0 sample of this job family shows it): no HCCL plane events; no
+    CANN layer (its process unnamed and without events, but the launches' HostToDevice flow starts
+    still on its threads); kernel_details.csv with level 0's columns, Type N/A and Accelerator Core
+    N/A but for HCCL ops; no communication.json, communication_matrix.json, op_statistic.csv or
+    api_statistic.csv."""
+    import csv
+    import json
+    import shutil
+
+    root = folder / "level0"
+    shutil.copytree(real_data("ascend-pt-2rank"), root)
+    for output in root.glob("*/ASCEND_PROFILER_OUTPUT"):
+        for name in ("communication.json", "communication_matrix.json", "op_statistic.csv",
+                     "api_statistic.csv"):
+            (output / name).unlink()
+        trace = output / "trace_view.json"
+        events = json.loads(trace.read_text())
+        meta = [e for e in events if e.get("ph") == "M"]
+        cann = {e["pid"] for e in meta if e.get("name") == "process_name" and e["args"]["name"] == "CANN"}
+        threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in meta if e.get("name") == "thread_name"}
+        trace.write_text(json.dumps([
+            e for e in events
+            if not threads.get((e.get("pid"), e.get("tid")), "").startswith("Plane ")
+            and (e.get("pid") not in cann or e.get("ph") in ("s", "f")
+                 or (e.get("ph") == "M" and e.get("name") != "process_name"))]))
+        kernels = output / "kernel_details.csv"
+        with open(kernels, newline="") as f:
+            rows = list(csv.DictReader(f))
+        with open(kernels, "w", newline="") as f:
+            writer = csv.DictWriter(f, LEVEL0_KERNEL_COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows({**row, "Type": "N/A", "Accelerator Core": "HCCL" if row["Accelerator Core"]
+                              in ("HCCL", "COMMUNICATION") else "N/A"} for row in rows)
+    return root

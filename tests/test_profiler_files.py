@@ -5,6 +5,7 @@ file, read with json), their source said; with those files gone too, the figures
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from decimal import Decimal
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import real_data
+from conftest import level0_copy, real_data
 
 from converters import comm_report
 from converters.analyses.comm_matrix import comm_matrix
@@ -28,6 +29,9 @@ def _copy(tmp_path: Path, *removed: str) -> Path:
     root = tmp_path / "job"
     shutil.copytree(real_data("ascend-pt-2rank"), root)
     for name in removed:
+        if name is NO_PLANES[0]:
+            _without_planes(root)
+            continue
         for found in root.rglob(name):
             found.chmod(0o644)
             found.unlink()
@@ -41,9 +45,25 @@ def _ns(value, per: int = 1_000_000) -> int:
 
 KERNELS_ONLY = ("trace_view.json",)
 ANALYSIS_ONLY = ("trace_view.json", "kernel_details.csv")
+NO_PLANES = ("Plane tasks",)  # trace_view.json kept without its HCCL plane tasks (``_copy``)
+KEPT_IDS = ["kernel_details", "trace_view_without_planes"]
 
 
-@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY], ids=["kernel_details", "analysis"])
+def _without_planes(root: Path) -> None:
+    """Every trace_view.json under ``root`` without the events on HCCL's Plane threads, as profiler
+    level 0 writes it (its op-level events stay)."""
+    for trace in root.glob(f"*/{OUTPUT}/trace_view.json"):
+        events = json.loads(trace.read_text())
+        names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        kept = [e for e in events if not names.get((e.get("pid"), e.get("tid")), "").startswith("Plane ")]
+        assert len(kept) < len(events)
+        trace.chmod(0o644)
+        trace.write_text(json.dumps(kept))
+
+
+@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY, NO_PLANES],
+                         ids=["kernel_details", "analysis", "trace_view_without_planes"])
 def test_every_link_is_communication_matrix_jsons(tmp_path, removed):
     root = _copy(tmp_path, *removed)
     report = comm_matrix(root)
@@ -93,7 +113,8 @@ def test_the_report_ranks_the_profilers_links(tmp_path):
     assert "No HCCL plane tasks" not in page and "the profiler's own communication_matrix.json" in page
 
 
-@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY], ids=["kernel_details", "analysis"])
+@pytest.mark.parametrize("removed", [KERNELS_ONLY, ANALYSIS_ONLY, NO_PLANES],
+                         ids=["kernel_details", "analysis", "trace_view_without_planes"])
 def test_every_figure_of_every_op_is_communication_jsons(tmp_path, removed):
     root = _copy(tmp_path, *removed)
     ops = comm_report(root).ops
@@ -128,8 +149,9 @@ def test_every_figure_of_every_op_is_communication_jsons(tmp_path, removed):
     assert compared == 8
 
 
-def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsys):
-    root = str(_copy(tmp_path, *KERNELS_ONLY))
+@pytest.mark.parametrize("kept", [KERNELS_ONLY, NO_PLANES], ids=KEPT_IDS)
+def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsys, kept):
+    root = str(_copy(tmp_path, *kept))
     assert main(["comm", root]) == 0
     table = capsys.readouterr().out
     assert "rank 0-1: the profiler's analysis (communication.json), no plane tasks" in table
@@ -140,8 +162,9 @@ def test_the_comm_table_and_json_say_where_the_figures_come_from(tmp_path, capsy
     assert {op["Figures From"] for op in document["ops"]} == {"the profiler's analysis (communication.json)"}
 
 
-def test_without_the_analysis_files_the_figures_are_unknown(tmp_path, capsys):
-    root = _copy(tmp_path, *KERNELS_ONLY, "communication.json", "communication_matrix.json")
+@pytest.mark.parametrize("kept", [KERNELS_ONLY, NO_PLANES], ids=KEPT_IDS)
+def test_without_the_analysis_files_the_figures_are_unknown(tmp_path, capsys, kept):
+    root = _copy(tmp_path, *kept, "communication.json", "communication_matrix.json")
     ops = comm_report(root).ops
     assert len(ops) == 8
     assert all(op.transit_ns is None and op.wait_ns is None and op.sync_ns is None and op.idle_ns is None
@@ -177,6 +200,66 @@ def test_an_analysis_db_rank_has_its_comm_analyzer_matrix_and_bandwidth(tmp_path
         figures = {(op.name, name): t for op in ops if op.rank == rank for name, t in op.transports.items()}
         assert {(o, t): (_ns(size), _ns(ms), gb) for o, t, size, ms, gb in bandwidth} == \
             {key: (t.size_bytes, t.time_ns, t.gb_per_s) for key, t in figures.items()}
+
+
+def _db_level0(tmp_path: Path) -> Path:
+    """ascend-pt-db with its HCCL tasks as the database keeps them at profiler level 0 (as
+    msinsight's db/level0 sample of this job family shows): every task of type N/A, on plane
+    4294967295, of size -1, naming no peer; the analysis of them (CommAnalyzer*) gone."""
+    import sqlite3
+
+    root = tmp_path / "db0"
+    shutil.copytree(real_data("ascend-pt-db"), root)
+    for found in root.rglob("*.db*"):
+        found.chmod(0o644)
+    for path in root.glob(f"*/{OUTPUT}/ascend_pytorch_profiler_*.db"):
+        with sqlite3.connect(path) as db:
+            found = db.execute("SELECT id FROM STRING_IDS WHERE value = 'N/A'").fetchone()
+            na = found[0] if found else db.execute("SELECT MAX(id) + 1 FROM STRING_IDS").fetchone()[0]
+            db.execute("INSERT OR IGNORE INTO STRING_IDS (id, value) VALUES (?, 'N/A')", (na,))
+            db.execute("UPDATE COMMUNICATION_TASK_INFO SET taskType = ?, planeId = 4294967295, "
+                       "srcRank = 4294967295, dstRank = 4294967295, size = -1", (na,))
+    for path in root.glob(f"*/{OUTPUT}/analysis.db"):
+        with sqlite3.connect(path) as db:
+            for table in ("CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
+    return root
+
+
+def test_a_database_at_level_0_gives_no_figure_of_zero(tmp_path, capsys):
+    """Its tasks of no type split no op into wait and transfer: Transit to Idle unknown, and the
+    critical path's Wait and Communication too (they were 0.000 and ~90 ms of Communication)."""
+    root = _db_level0(tmp_path)
+    ops = comm_report(root).ops
+    assert len(ops) == 8 and all(op.transit_ns is None and op.wait_ns is None and op.sync_ns is None
+                                 and op.idle_ns is None and not op.transports for op in ops)
+    assert main(["critical", str(root), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert rows and all(r["Wait(us)"] == "" and r["Communication(us)"] == "" for r in rows)
+    assert all(float(r["Compute(us)"]) > 0 for r in rows)
+
+
+def test_level_0_as_torch_npu_writes_it_gives_no_zero_for_the_unknown(tmp_path, capsys):
+    """The whole level-0 copy (no planes, no CANN layer, no op types, no analysis): every command's
+    figure the input cannot give is unknown, the critical path's Wait and Communication too, and
+    diff against it judges no op type it lacks."""
+    root = level0_copy(tmp_path)
+    ops = comm_report(root).ops
+    assert len(ops) == 8 and all(op.transit_ns is None and op.wait_ns is None and op.idle_ns is None
+                                 and op.figures_from is None and op.elapse_ns > 0 for op in ops)
+    assert main(["critical", str(root), "--format", "json"]) == 0
+    [step] = [d for d in json.loads(capsys.readouterr().out) if d["step"] == 50]
+    kinds = {s["kind"] for s in step["path"]}
+    assert "communication_or_wait" in kinds and not kinds & {"wait", "communication"}
+    assert main(["critical", str(root), "--format", "csv", "-q"]) == 0
+    [row] = [r for r in csv.DictReader(capsys.readouterr().out.splitlines()) if r["Step"] == "50"]
+    assert row["Wait(us)"] == "" and row["Communication(us)"] == "" and float(row["Compute(us)"]) > 0
+    level1 = str(real_data("ascend-pt-2rank"))
+    assert main(["diff", str(root), level1, "--by", "type", "--format", "json"]) == 0
+    out = capsys.readouterr()
+    device = [r for r in json.loads(out.out) if r["Kind"] == "device"]
+    assert device and not any(r["Significant"] for r in device if not (r["Base Count"] and r["New Count"]))
+    assert "BASE: the input records no op types" in out.err
 
 
 # -- a loose trace_view.json and kernel_details.csv ---------------------------------------------------
@@ -271,13 +354,49 @@ def test_a_damaged_database_says_skip_unreadable_reads_the_others(tmp_path, caps
     assert {line.split(",")[0] for line in capsys.readouterr().out.splitlines()[1:]} == {"1"}
 
 
-def test_arrow_warnings_only_from_commands_that_draw_arrows(tmp_path, capsys):
-    sample = str(real_data("ascend-pt-2rank"))
-    for command in (["comm"], ["comm", "--slow-ranks"], ["comm", "--matrix"], ["info"]):
-        assert main([*command, sample]) == 0
-        assert "arrows" not in capsys.readouterr().err
+# every command but convert (and diff -o's trace) draws no arrows: what a drawing would lose is
+# no loss there, so no arrow warning
+NO_ARROWS = (["info"], ["overlap"], ["ops"], ["ops", "--by", "name"], ["comm"], ["comm", "--slow-ranks"],
+             ["comm", "--matrix"], ["critical"], ["memory"], ["pipeline"])
+
+
+
+def _arrows_said(err: str) -> bool:
+    return "made no arrow" in err or "arrows whose end begins before their start" in err
+
+
+@pytest.mark.parametrize("level", [1, 0])
+def test_arrow_warnings_only_from_commands_that_draw_arrows(tmp_path, capsys, level):
+    sample = str(real_data("ascend-pt-2rank") if level else level0_copy(tmp_path))
+    for command in NO_ARROWS:
+        main([*command, sample])
+        assert not _arrows_said(capsys.readouterr().err), command
+    for command in (["diff", sample, sample], ["report", sample, "-o", str(tmp_path / "report.html")]):
+        assert main(command) == 0
+        assert not _arrows_said(capsys.readouterr().err), command
     assert main(["convert", sample, "-o", str(tmp_path / "out.pftrace"), "--kind", "detail"]) == 0
-    assert "arrows whose end begins before their start" in capsys.readouterr().err  # drawn: said
+    assert _arrows_said(capsys.readouterr().err)  # drawn: said
+    assert main(["diff", sample, sample, "-o", str(tmp_path / "diff.pftrace")]) == 0
+    assert _arrows_said(capsys.readouterr().err)
+
+
+def test_level_0s_arrows_left_out_are_said_for_what_they_are(tmp_path, capsys):
+    """At profiler level 0 torch_npu writes its launches' flow starts on the threads of a CANN layer
+    it does not record: each start and the ends joining it make no arrow, and the warning says so
+    (it said 'normal at a profile's edges')."""
+    root = level0_copy(tmp_path)
+    events = json.loads((root / "rank0_ascend_pt" / OUTPUT / "trace_view.json").read_text())
+    named = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    bare = {f"{e['cat']}:{e['id']}" for e in events if e.get("ph") == "s" and e["pid"] not in named}
+    ends = [e for e in events if e.get("ph") == "f" and f"{e['cat']}:{e['id']}" in bare]
+    starts = sum(1 for e in events if e.get("ph") == "s" and e["pid"] not in named)
+    assert starts == 210 and len(ends) == 215
+    assert main(["convert", str(root), "-o", str(tmp_path / "out.pftrace"), "--kind", "detail"]) == 0
+    err = capsys.readouterr().err
+    [said] = [line for line in err.splitlines() if "rank 0:" in line and _arrows_said(line)]
+    assert f"rank 0: {starts + len(ends)} flow events made no arrow: {starts} starts and 0 ends on a " \
+        "thread or stream holding no event in their step" in said
+    assert f"{len(ends)} ends that joined no start" in said and "normal at a profile's edges" not in said
 
 
 def test_a_group_larger_than_the_ranks_profiled_is_said(capsys):
@@ -296,33 +415,43 @@ def test_a_group_larger_than_the_ranks_profiled_is_said(capsys):
     assert any("the links reach 8 ranks" in w for w in report_json(report_data(sample))["warnings"])
 
 
-def test_ops_of_tasks_without_op_types_are_by_name_with_a_note(tmp_path):
-    """Unverified against a real level-0 profile (no sample): kernel_details.csv with its Type
-    column N/A, as a profile that records no op types writes it."""
+def test_ops_of_tasks_without_op_types_are_by_name_with_a_note(tmp_path, capsys):
+    """At profiler level 0 kernel_details.csv names no op type (Type N/A): ops lists the tasks by
+    Name, in the table's key column and the JSON's, with a note; every name's count and total time
+    as the file's rows give them (it put the task names under OP Type)."""
     import csv
+    from collections import defaultdict
 
-    from converters.analyses.ops import ops_report
-    from converters.errors import Diagnostics
-
-    root = _copy(tmp_path, *KERNELS_ONLY)
-    path = root / "rank0_ascend_pt" / OUTPUT / "kernel_details.csv"
-    path.chmod(0o644)
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, list(rows[0]))
-        writer.writeheader()
-        writer.writerows({**row, "Type": "N/A"} for row in rows)
-    diag = Diagnostics()
-    mine = {r.name for r in ops_report(root, ranks=[0], diag=diag)}
-    computing = {row["Name"] for row in rows
-                 if row["Accelerator Core"].strip() not in ("HCCL", "COMMUNICATION")}
-    assert mine <= computing and mine  # the tasks' names, not types
-    [said] = [m for m in diag.messages() if "name no op type" in m]
-    assert said.startswith("rank 0:") and "by task name" in said
-    diag = Diagnostics()
-    ops_report(root, ranks=[1], diag=diag)  # the untouched rank names its types: no note
-    assert not any("name no op type" in m for m in diag.messages())
+    root = level0_copy(tmp_path)
+    schema = json.loads((SCHEMAS / "ops.schema.json").read_text())
+    truth: dict[tuple[int, str], list] = defaultdict(lambda: [0, Decimal(0)])
+    for rank in (0, 1):
+        with open(root / f"rank{rank}_ascend_pt" / OUTPUT / "kernel_details.csv", newline="") as f:
+            for row in csv.DictReader(f):
+                if row["Accelerator Core"] != "HCCL":  # communication left out, as op_statistic.csv does
+                    truth[rank, row["Name"]][0] += 1
+                    truth[rank, row["Name"]][1] += Decimal(row["Duration(us)"].strip())
+    assert main(["ops", str(root), "--format", "json"]) == 0
+    out = capsys.readouterr()
+    rows = json.loads(out.out)
+    jsonschema.validate(rows, schema)
+    assert all("OP Type" not in row for row in rows)
+    assert {(r["Rank"], r["Name"]): [r["Count"], Decimal(repr(r["Total Time(us)"]))] for r in rows} == truth
+    assert "rank 0: its device tasks name no op type" in out.err and "by task name" in out.err
+    assert main(["ops", str(root)]) == 0
+    table = capsys.readouterr().out
+    assert table.split()[1] == "Name" and "by Name: the input names no op type" in table
+    for by in (["--by", "shape"], ["--by", "step"], ["--across"], ["--by", "step", "--across"]):
+        assert main(["ops", str(root), "--format", "json", *by]) == 0
+        found = json.loads(capsys.readouterr().out)
+        jsonschema.validate(found, schema)
+        assert found and all("Name" in row and "OP Type" not in row for row in found), by
+    assert main(["ops", str(real_data("ascend-pt-2rank")), "--format", "json"]) == 0  # level 1: types
+    assert all("OP Type" in row for row in json.loads(capsys.readouterr().out))
+    # the report's operator types are the same names: said
+    assert any("names no op type" in w for w in report_json(report_data(root))["warnings"])
+    level1 = report_json(report_data(real_data("ascend-pt-2rank")))
+    assert not any("names no op type" in w for w in level1["warnings"])
 
 
 def test_a_broken_communication_json_costs_the_ops_their_figures_not_the_rank(tmp_path):

@@ -16,7 +16,6 @@ from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, StepKey
 from ..profile import Kind, Options, Profile, aligning, read_profile
-from ..readers.common.flows import forget_flow_warnings
 from .overlap import overlap_row, step_span
 
 
@@ -191,7 +190,6 @@ def _comm_into(info: RankInfo, options: Options, diag: Diagnostics, path: str) -
             row = overlap_row(batch)
             times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_span(batch)[1],
                                   row.computing_ns, row.communication_ns, key=batch.key))
-    forget_flow_warnings(diag, info.rank)  # comm's tables draw no arrows: their loss is no loss here
     return stashed, times
 
 

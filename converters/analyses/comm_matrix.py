@@ -35,7 +35,6 @@ from ..errors import Diagnostics, InputError
 from ..executor import LOCAL, Where
 from ..model import POINT_TO_POINT, RankInfo, StepRecords, comm_kind
 from ..profile import Kind, Options, Profile, read_profile
-from ..readers.common.flows import forget_flow_warnings
 from ..select import format_ids
 
 COLUMNS = ("Rank", "Step", "Group", "Op", "Src Rank", "Dst Rank", "Transport Type", "Transit Size(MB)",
@@ -187,7 +186,6 @@ def rank_matrix(info: RankInfo, options: Options, diag: Diagnostics
         found, has_planes = step_links(batch)
         planes |= has_planes
         rows += found
-    forget_flow_warnings(diag, info.rank)  # the matrix draws no arrows: their loss is no loss here
     if planes:
         return rows, planes, None
     rows, source = profiler_rows(info, options, diag)

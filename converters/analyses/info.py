@@ -23,7 +23,6 @@ from ..errors import Diagnostics, as_text
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Sample, Slice
 from ..profile import Kind, Options, Profile, input_bytes, read_profile
-from ..readers.common.flows import forget_flow_warnings
 from .overlap import overlap_slices
 from .render import cell, clock_records, print_clocks, print_table, size
 
@@ -264,7 +263,6 @@ def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
         ops += light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
                          (s for s in batch.slices if s.layer is Layer.COMM_OP))
         samples += len(batch.samples)
-    forget_flow_warnings(diag, info.rank)  # info draws no arrows: their loss is convert's to say
     if samples:
         counts["Counters"] = samples
     order = {layer.value: layer.order for layer in Layer}

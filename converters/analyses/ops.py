@@ -121,6 +121,7 @@ class OpRow:
     shapes: str | None = None  # by shape: the input shapes as the profiler writes them ("" if none)
     graph: int | None = None  # by step: the step's graph and id (None: activity no step bounds)
     step: int | None = None
+    typed: bool = True  # False: ``name`` is a task's own name, its rank naming no op type (level 0)
 
     @property
     def avg_ns(self) -> float:
@@ -183,7 +184,8 @@ def _rows(ops: RankOps) -> list[OpRow]:
         whole = totals[extra if by_step else None]
         row = OpRow(ops.rank, name, core, count, total, low, high, total / whole * 100 if whole else 0.0,
                     self_ns=None if ops.device else own, shapes=extra if ops.by == "shape" else None,
-                    graph=extra[2] if by_step else None, step=extra[1] if by_step else None)
+                    graph=extra[2] if by_step else None, step=extra[1] if by_step else None,
+                    typed=ops.typed or not ops.device or ops.by == "name")
         # steps in order (activity no step bounds last), then by total time, largest first
         step = (extra[1] is None, extra[0], extra[1] or 0) if by_step else ()
         rows.append(((*step, -total, name, core, row.shapes or ""), row))
@@ -405,14 +407,27 @@ SPREAD = ("Core Type", "Ranks", "Min Total Time(us)", "Median Total Time(us)", "
 SELF = "Self Time(us)"  # host operators' (key_averages()'s self CPU time), after Total Time(us)
 
 
-def columns(by: str, spread: bool = False, host: bool = False) -> list[str]:
+def columns(by: str, spread: bool = False, host: bool = False, typed: bool = True) -> list[str]:
     """The columns of the table ``by`` gives: ``Rank``, its keys, then op_statistic.csv's figures
     (``host``: rows of host operators among them, with their self time); ``spread`` (``--across``):
-    its keys, then the spread of the ranks' totals."""
+    its keys, then the spread of the ranks' totals. ``typed``: whether the rows name op types
+    (``names_types``), else their key is the tasks' Name."""
     if spread:
-        return [*KEYS[by], *SPREAD]
+        return [*_key_names(by, typed), *SPREAD]
     figures = [*FIGURES[:3], SELF, *FIGURES[3:]] if host else list(FIGURES)
-    return ["Rank", *KEYS[by], *figures]
+    return ["Rank", *_key_names(by, typed), *figures]
+
+
+def names_types(rows: Iterable[OpRow]) -> bool:
+    """Whether a table of ``rows`` names op types: none is a task's name standing in for its type
+    (a job whose ranks all record no op type, torch_npu at profiler level 0, lists its tasks by
+    Name; one of several such ranks is warned of by ``ops_report``)."""
+    found = list(rows)
+    return not found or any(row.typed for row in found)
+
+
+def _key_names(by: str, typed: bool) -> tuple[str, ...]:
+    return KEYS[by] if typed else tuple("Name" if key == "OP Type" else key for key in KEYS[by])
 
 
 def with_self_time(rows: Iterable[OpRow]) -> bool:
@@ -420,29 +435,29 @@ def with_self_time(rows: Iterable[OpRow]) -> bool:
     return any(row.self_ns is not None for row in rows)
 
 
-def record(row: OpRow, by: str, host: bool = False) -> dict:
+def record(row: OpRow, by: str, host: bool = False, typed: bool = True) -> dict:
     """One row of the ops table, in µs to the ns, under op_statistic.csv's column names (``host``:
-    with the self time column, None for a device op's row)."""
+    with the self time column, None for a device op's row; ``typed`` as ``columns``)."""
     times = (_us(ns) for ns in (row.total_ns, row.min_ns, row.avg_ns, row.max_ns))
     figures = dict(zip(FIGURES, (row.core_type, row.count, *times, round(row.ratio, 3)), strict=True))
     if host:
         own = None if row.self_ns is None else _us(row.self_ns)
         figures = {key: figures[key] for key in FIGURES[:3]} | {SELF: own} | figures
-    return {"Rank": row.rank, **_keys(row, by), **figures}
+    return {"Rank": row.rank, **_keys(row, by, typed), **figures}
 
 
-def spread_record(row: SpreadRow, by: str) -> dict:
+def spread_record(row: SpreadRow, by: str, typed: bool = True) -> dict:
     """One row of ``ops --across``, in µs to the ns; Max/Median to 3 places (None: a median of 0)."""
     ratio = row.max_over_median
     figures = (row.core_type, row.ranks, _us(row.min_ns), _us(row.median_ns), _us(row.max_ns),
                None if ratio is None else round(ratio, 3), row.slowest_rank, row.fastest_rank)
-    return {**_keys(row, by), **dict(zip(SPREAD, figures, strict=True))}
+    return {**_keys(row, by, typed), **dict(zip(SPREAD, figures, strict=True))}
 
 
-def _keys(row: OpRow | SpreadRow, by: str) -> dict:
+def _keys(row: OpRow | SpreadRow, by: str, typed: bool = True) -> dict:
     keys = {"type": (row.name,), "name": (row.name,), "shape": (row.name, row.shapes),
             "step": (row.graph, row.step, row.name)}[by]
-    return dict(zip(KEYS[by], keys, strict=True))
+    return dict(zip(_key_names(by, typed), keys, strict=True))
 
 
 def _us(ns: float) -> float:

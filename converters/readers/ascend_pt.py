@@ -37,6 +37,7 @@ from ..model import (
     checked_id,
     checked_ns,
     comm_type,
+    decoded_args,
     memory_counter,
 )
 from ..overlap import is_compute
@@ -230,7 +231,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True) -> Iterator[
     elif source.name.startswith(_CPU_OPS):  # for ops only (with_op_types)
         yield from mindspore_cpu.framework_ops(rank, source, diag)
     elif source.suffix == ".json":
-        yield from chrome_trace.read_merged(rank, [source], diag, detail)
+        steps = chrome_trace.read_merged(rank, [source], diag, detail)
+        yield from _figured_without_planes(rank, source.parent, steps, diag) if detail else steps
     elif source.suffix == ".db":
         yield from ascend_db.read_db(rank, source, diag, detail)
     else:
@@ -469,16 +471,41 @@ def _read_kernel_details(
             yield StepRecords(rank.rank, None, step_id, step, slices)
 
 
+def _figured_without_planes(rank: RankInfo, output: Path, steps: Iterator[StepRecords],
+                            diag: Diagnostics) -> Iterator[StepRecords]:
+    """trace_view.json's steps, the communication ops of a step without HCCL plane tasks (profiler
+    level 0, or planes not written) with the profiler's figures of them where its analysis lies
+    beside (``_Analysed``): without it, their Transit, Wait, Synchronization and Idle are unknown."""
+    if not _comm_analysis(output):
+        yield from steps  # nothing to join: no pass over the slices
+        return
+    analysed = None
+    for batch in steps:
+        layers = {s.layer for s in batch.slices}
+        if Layer.COMM_OP in layers and Layer.COMM_TASK not in layers:
+            analysed = analysed or _Analysed(rank, output, diag, shifted=True)
+            batch.slices = [analysed.figured(batch.step_id, s) if s.layer is Layer.COMM_OP else s
+                            for s in batch.slices]
+        yield batch
+
+
+def _comm_analysis(output: Path) -> tuple[Path, ...]:
+    """The profiler's analysis files beside a rank's records that hold its communication ops."""
+    return tuple(p for p in ascend_analysis.sources(output) if p.name != ascend_analysis.STEP_TRACE)
+
+
 class _Analysed:
     """The profiler's figures of each communication op (``communication.json``, ``analysis.db``:
-    Transit, Wait, Synchronization, Idle, per transport), which kernel_details.csv lacks, for its
-    ops: the op of the same step and name whose start is nearest, within ``_NEAR_NS`` (the
-    analysis writes starts as floats of epoch µs, a 0.25 µs grain)."""
+    Transit, Wait, Synchronization, Idle, per transport), which kernel_details.csv and a
+    trace_view.json without plane tasks lack, for their ops: the op of the same step and name whose
+    start is nearest, within ``_NEAR_NS`` (the analysis writes starts as floats of epoch µs, a
+    0.25 µs grain). ``shifted``: the ops' times are on the rank's clock already (trace_view.json's),
+    not yet (kernel_details.csv's)."""
 
-    def __init__(self, rank: RankInfo, output: Path, diag: Diagnostics) -> None:
+    def __init__(self, rank: RankInfo, output: Path, diag: Diagnostics, shifted: bool = False) -> None:
         self.ops: dict[tuple[int | None, str], list[Slice]] = {}
-        self.offset = rank.clock_offset_ns  # the analysis' times are shifted by it, kernel_details' not yet
-        paths = tuple(p for p in ascend_analysis.sources(output) if p.name != ascend_analysis.STEP_TRACE)
+        self.offset = 0 if shifted else rank.clock_offset_ns  # the analysis' times are shifted by it
+        paths = _comm_analysis(output)
         if not paths:
             return
         try:
@@ -500,7 +527,8 @@ class _Analysed:
         if abs(nearest.start_ns - self.offset - op.start_ns) > _NEAR_NS:
             return op
         figures = {k: v for k, v in nearest.args.items() if k not in ("type",)}
-        return op._replace(args={**op.args, **figures})
+        args = op.args if op.args is None or type(op.args) is dict else decoded_args(op.args)
+        return op._replace(args={**(args or {}), **figures})
 
 
 _NEAR_NS = 1_000

@@ -24,7 +24,7 @@ from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of,
 from ..comm_matrix import MatrixReport
 from ..memory import PeakRow, memory_overview
 from ..memory import record as memory_record
-from ..ops import OpRow, RankOps, combine, rank_ops
+from ..ops import OpRow, RankOps, combine, names_types, rank_ops
 from ..overlap import StepOverlap, overlap_row, step_span
 from .barrier import named_straggler
 from .baseline import Baseline, baseline_json, compare_with
@@ -318,7 +318,11 @@ def report_data(
     # the plane tasks (where there is communication) and the host launches are in no summary: a detail read
     shifts = {rank: -offset for rank, offset in policy.offsets.items()}
     report.links, report.critical = detail_read(profile, facts, shifts, bool(all_ops))
-    report.op_types_shown, report.op_types = op_types_by_rank(combine(r.op_types for r in results))
+    types = combine(r.op_types for r in results)
+    report.op_types_shown, report.op_types = op_types_by_rank(types)
+    if not names_types(types):
+        diag.warn("no_op_types", "the input names no op type (torch_npu at profiler level 0 records none): "
+                  "the operator types are its tasks' names")
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     try:
         report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where, diag=diag)

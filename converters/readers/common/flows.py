@@ -79,6 +79,8 @@ class Linker:
         self._rank = records.rank
         entry = [records, 0]
         bound = bind_ends(records.slices, ends, self._pending)
+        if bound.outside_starts or bound.outside_ends:  # rare but at a profile's edges: a look at why
+            self._unjoined.count_bare(records.slices, ends)
         del ends  # freed now, while in the cache (where the caller holds no other reference)
         made: dict[int, int] = {}  # start slice -> its arrows so far
         self._backwards += arrows(records.slices, bound.arrows, made, records.rank)  # C: _arrow's, each
@@ -164,12 +166,14 @@ _NO_ENDS = Bound([], [], {}, set(), 0, 0, 0)
 
 class Unjoined:
     """A rank's flow events that made no arrow: starts no end joined, ends that joined no start,
-    and ends of either kind in no slice of their lane."""
+    and ends of either kind in no slice of their lane; of those, the ends on a lane that holds no
+    slice in their step (bare: a thread whose events the profiler did not write)."""
 
-    __slots__ = ("starts", "ends", "outside_starts", "outside_ends")
+    __slots__ = ("starts", "ends", "outside_starts", "outside_ends", "bare_starts", "bare_ends")
 
     def __init__(self) -> None:
         self.starts = self.ends = self.outside_starts = self.outside_ends = 0
+        self.bare_starts = self.bare_ends = 0
 
     def count(self, bound: Bound) -> None:
         """Add a step's starts its id's reuse left unjoined, and its ends in no slice."""
@@ -177,8 +181,38 @@ class Unjoined:
         self.outside_starts += bound.outside_starts
         self.outside_ends += bound.outside_ends
 
+    def count_bare(self, slices: list[Slice], ends: list[FlowEnd]) -> None:
+        """Add a step's ends on lanes that hold none of its slices."""
+        lanes = {(s.layer, s.lane) for s in slices}
+        for end in ends:
+            if (end.layer, end.lane) not in lanes:
+                if end.starts:
+                    self.bare_starts += 1
+                else:
+                    self.bare_ends += 1
+
     def total(self) -> int:
         return self.starts + self.ends + self.outside_starts + self.outside_ends
+
+    def reasons(self) -> list[str]:
+        """What made no arrow, by cause: the causes that hold only."""
+        found = []
+        if self.bare_starts or self.bare_ends:
+            found.append(f"{self.bare_starts} starts and {self.bare_ends} ends on a thread or stream holding "
+                         "no event in their step (the profiler wrote the flow events, not the events they "
+                         "belong to: torch_npu at profiler level 0 writes its launches' flow starts on CANN "
+                         "threads whose calls it does not record)")
+        if self.ends:
+            found.append(f"{self.ends} ends that joined no start (theirs was not recorded or made no arrow: "
+                         "before the profiler started, in no event, or more than MAX_FLOW_STEPS steps back)")
+        if self.starts:
+            found.append(f"{self.starts} starts no end joined (theirs was not recorded: after the profiler "
+                         "stopped, or more than MAX_FLOW_STEPS steps on)")
+        starts, ends = self.outside_starts - self.bare_starts, self.outside_ends - self.bare_ends
+        if starts or ends:
+            found.append(f"{starts} starts and {ends} ends in no slice of their lane (the event holding "
+                         "them was not recorded, as at a profile's edges)")
+        return found
 
 
 def warn_backwards_flows(diag: Diagnostics, rank: int | None, count: int, where: str = "") -> None:
@@ -195,16 +229,13 @@ def warn_unjoined_flows(diag: Diagnostics, rank: int | None, unjoined: Unjoined)
     is normal at a profile's edges, where the other end was not recorded."""
     if unjoined.total():
         diag.warn(f"unjoined_flows {rank}", f"rank {rank}: {unjoined.total()} flow events made no arrow: "
-                  f"{unjoined.starts} starts no end joined, {unjoined.ends} ends that joined no start, "
-                  f"{unjoined.outside_starts} starts and {unjoined.outside_ends} ends in no slice of their "
-                  f"lane (normal at a profile's edges: the other end came before the profiler started or "
-                  f"after it stopped, or more than MAX_FLOW_STEPS steps away)")
+                  + "; ".join(unjoined.reasons()))
 
 
 def forget_flow_warnings(diag: Diagnostics, rank: int) -> None:
     """Take back the rank's warnings of arrows left out (``warn_backwards_flows``,
-    ``warn_unjoined_flows``): for a read whose command draws no arrows and uses none (``comm``'s
-    tables), of which they are not true."""
+    ``warn_unjoined_flows``): for a read whose command draws no arrows (``profile.read_profile``
+    unless ``Options.draws_arrows``), of which they are not true."""
     diag.forget(f"backwards_flows {rank}")
     diag.forget(f"unjoined_flows {rank}")
 

@@ -412,7 +412,7 @@ def _report_output(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
+    from .analyses.report import KIND_TITLES, Thresholds, report_data, verdict, write_report
     from .output import refuse_inputs
 
     started = time.perf_counter()
@@ -424,7 +424,7 @@ def _run_report(args: argparse.Namespace) -> int:
     written = write_report(report, target, args.command_line, fmt)
     _warn(args, report.warnings)
     where = "stdout" if target == "-" else os.path.abspath(target)
-    mostly = KIND_TITLES[report.verdict()["dominant"]].lower()
+    mostly = KIND_TITLES[verdict(report)["dominant"]].lower()
     _say(args, f"wrote {where}: {count(len(report.ranks), 'rank')}, "
          f"{count(len(report.steps), 'rank-step')}, {count(len(report.diagnoses), 'finding')} (mostly "
          f"{mostly}), {size(written)} in {time.perf_counter() - started:.2f} s")

@@ -37,11 +37,12 @@ Each finding carries its evidence in numbers and the ``trace2perfetto`` command 
 detail trace of exactly that rank and step.
 """
 
-from .data import OpTotal, Report, StepFacts, report_data, report_json
-from .diagnosis import KIND_TITLES, Diagnosis, Thresholds, diagnose
+from .data import report_data, report_json
+from .diagnosis import KIND_TITLES, diagnose, verdict
 from .html import render_html, write_html, write_report
+from .types import Diagnosis, OpTotal, Report, StepFacts, Thresholds
 
 __all__ = [
     "KIND_TITLES", "Diagnosis", "OpTotal", "Report", "StepFacts", "Thresholds", "diagnose", "report_data",
-    "report_json", "render_html", "write_html", "write_report",
+    "report_json", "render_html", "verdict", "write_html", "write_report",
 ]

@@ -28,12 +28,13 @@ from typing import Any
 
 from . import pipeline
 from .analyses import diff
-from .budget import DEFAULT_MAX_BYTES, Sink, Spool, assemble
+from .budget import DEFAULT_MAX_BYTES, Sink, assemble
 from .errors import Diagnostics
 from .executor import LOCAL, Where
 from .model import Layer, RankInfo, Sample, StepKey, StepRecords, decoded_args
 from .output import inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, read_profile
+from .spool import Spool
 from .writers.chrome_json import Origins
 
 BASE, NEW = "BASE", "NEW"

@@ -20,12 +20,12 @@ import hashlib
 from collections.abc import Iterator
 
 from .analyses.critical import StepPath, keyed_paths, own_clocks, warn_unjoined
-from .budget import DETAIL, Spool, SpoolFile
 from .errors import Diagnostics
 from .layout import Begin, End, JobProcess, Track
 from .model import Layer, RankInfo, Slice, StepKey, step_label
 from .profile import Kind, Profile
 from .select import format_ids
+from .spool import DETAIL, Spool, SpoolFile
 
 GROUP = "Critical path"
 LANE = "Path"

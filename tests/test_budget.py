@@ -22,9 +22,10 @@ from converters import (
     pipeline,
     read_profile,
 )
-from converters.budget import UNWRITTEN, parse_size
+from converters.budget import parse_size
 from converters.cli import main
 from converters.pipeline import records_to_write
+from converters.spool import UNWRITTEN
 from converters.writers.chrome_json import Origins
 from fixtures.msprof_gen import write_msprof_profile
 

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .. import comm
-from ..budget import Spool, SpoolFile, spooled
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, StepKey
 from ..profile import Kind, Options, Profile, aligning, read_profile
 from ..readers.flows import forget_flow_warnings
+from ..spool import Spool, SpoolFile, spooled
 from .overlap import overlap_row, step_span
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .. import comm, readers
-from ..budget import Spool, SpoolFile, spooled
 from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, cycle, segments
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
@@ -40,6 +39,7 @@ from ..model import (
 from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted
 from ..select import format_ids
+from ..spool import Spool, SpoolFile, spooled
 from .ops import op_type
 
 __all__ = ["Segment", "StepPath", "TaskTypes", "WhatIf", "critical_paths", "keyed_paths", "own_clocks",

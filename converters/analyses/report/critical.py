@@ -10,11 +10,11 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
-from ...budget import Spool, SpoolFile, spooled
 from ...errors import Diagnostics
 from ...model import RankInfo, StepKey
 from ...profile import Kind, Options, Profile, read_profile
 from ...select import format_ids
+from ...spool import Spool, SpoolFile, spooled
 from ..comm_matrix import (
     LinkRow,
     MatrixReport,

@@ -26,7 +26,7 @@ from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, input_bytes, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
 from .spool import DETAIL, SUMMARY, Chunk, Spool, SpoolFile, spooled
-from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
+from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, from_one_origin, inexact
 from .writers.perfetto import PerfettoEncoder
 
 CUT_GROUP = "Trace cut"
@@ -120,22 +120,22 @@ def convert(
     shifts = profile.timeline(align, move_own=False)  # drawn as recorded unless --align
     infos = profile.ranks
     opened = len(infos)
-    origins = Origins.from_starts(infos)
     spool = Spool()
     job: tuple[JobProcess, ...] = ()  # the processes of the job's own (--critical-path)
     try:
         # detail past the cap is never encoded (a rank's alone could not fit); compressed, it might
         limit = max_bytes if options.kind is Kind.DETAIL and not target.endswith(".gz") else None
-        def encode(origins: Origins, spool: Spool) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
-            return encode_ranks(profile, out_format, origins, spool, progress, shifts, limit)
+        def encode(origins: Origins, afresh: bool) -> tuple[list[RankInfo], Placed, tuple]:
+            nonlocal spool
+            if afresh:
+                spool.close()
+                spool = Spool()
+            found, interest, placed = encode_ranks(profile, out_format, origins, spool, progress, shifts,
+                                                   limit)
+            return profile.ranks, placed, (found, interest)  # the ranks: those left out as unreadable gone
 
-        diag, interest, placed = encode(origins, spool)
-        infos = profile.ranks  # without those left out as unreadable
-        origins, again = origins.settle(infos, placed)
-        if again:  # JSON times before their origin, or ranks on wall time apart: once more
-            spool.close()
-            spool = Spool()
-            diag, interest, placed = encode(origins, spool)
+        origins, placed, (diag, interest) = from_one_origin(infos, encode)
+        infos = profile.ranks
         if critical_path and infos:
             from .critical_drawing import draw_paths  # here: only this conversion needs it
 

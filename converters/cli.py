@@ -294,9 +294,9 @@ def _run_overlap(args: argparse.Namespace) -> int:
 # -- info -----------------------------------------------------------------------------------------
 
 def _run_info(args: argparse.Namespace) -> int:
-    from .analyses.info import print_info, profile_info
+    from .analyses.info import info_report, print_info
 
-    contents = profile_info(args.profile, **_selection(args))
+    contents = info_report(args.profile, **_selection(args))
     _warn(args, contents.warnings)
     print_info(contents, args.format)
     return 0
@@ -344,7 +344,7 @@ def _print_matrix(args: argparse.Namespace) -> int:
 
     diag = Diagnostics()
     printer = comm_tables.MatrixPrinter(args.format)
-    report = comm_matrix.comm_matrix(args.profile, diag=diag, each=printer.add, **_selection(args))
+    report = comm_matrix.comm_matrix_report(args.profile, diag=diag, each=printer.add, **_selection(args))
     _warn(args, diag.messages())
     if not report.has_links:
         _warn(args, [f"{args.profile}: no HCCL plane tasks on links in the kept ranks and steps (Kineto, "
@@ -459,9 +459,9 @@ def _run_ops(args: argparse.Namespace) -> int:
                 cell_width=60)  # a GPU kernel's name runs to a thousand characters
     _warn(args, diag.messages())
     if args.across:
-        rows.add(ops.spread_record(row, args.by) for row in ops.across(found))
+        rows.add(ops.spread_record(row) for row in ops.across(found))
     else:
-        rows.add(ops.record(row, args.by, host) for row in found)
+        rows.add(ops.record(row, host) for row in found)
     rows.close()
     return 0
 
@@ -571,7 +571,7 @@ def _run_critical(args: argparse.Namespace) -> int:
     diag = Diagnostics()
     rows = Rows(args.format, list(critical.COLUMNS), critical.NOTE, cell_width=80)
     as_record = critical.record if args.format == "json" else critical.table_record
-    for found in critical.critical_paths(args.profile, align=args.align, diag=diag, **_selection(args)):
+    for found in critical.critical_report(args.profile, align=args.align, diag=diag, **_selection(args)):
         rows.add([as_record(found)])
     rows.close()
     nothing = [] if rows.count else [f"{args.profile}: no device work in the kept ranks and steps"]

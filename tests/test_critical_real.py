@@ -10,7 +10,7 @@ import pytest
 from conftest import real_data
 
 from converters import Diagnostics
-from converters.analyses.critical import SEGMENT_KINDS, UNSPLIT, critical_paths
+from converters.analyses.critical import SEGMENT_KINDS, UNSPLIT, critical_report
 from converters.cli import main
 
 WITH_DEVICE = {  # sample -> (steps, ranks the profile holds)
@@ -32,7 +32,7 @@ HOST_ONLY = ["paddle-cpu-chrome", "paddle-cpu-protobuf", "mindspore-cpu/pynative
 @pytest.mark.parametrize("sample", sorted(WITH_DEVICE))
 def test_each_step_s_path_tiles_its_span_on_the_kept_ranks(sample):
     steps, ranks = WITH_DEVICE[sample]
-    paths = list(critical_paths(real_data(sample), diag=Diagnostics()))
+    paths = list(critical_report(real_data(sample), diag=Diagnostics()))
     assert [p.step for p in paths] == steps
     for found in paths:
         assert found.path and found.step_ns > 0
@@ -47,14 +47,14 @@ def test_each_step_s_path_tiles_its_span_on_the_kept_ranks(sample):
 
 @pytest.mark.parametrize("sample", sorted(DEVICE_UNKNOWN))
 def test_steps_whose_device_side_is_not_recorded_have_no_path(sample):
-    paths = list(critical_paths(real_data(sample), diag=Diagnostics()))
+    paths = list(critical_report(real_data(sample), diag=Diagnostics()))
     assert [p.step for p in paths] == DEVICE_UNKNOWN[sample]
     assert all(p.unknown and p.path == [] and p.what_if == [] for p in paths)
 
 
 @pytest.mark.parametrize("sample", HOST_ONLY)
 def test_a_profile_without_device_work_has_no_path_and_says_so(sample, capsys):
-    assert list(critical_paths(real_data(sample), diag=Diagnostics())) == []
+    assert list(critical_report(real_data(sample), diag=Diagnostics())) == []
     assert main(["critical", str(real_data(sample))]) == 0
     assert "no device work in the kept ranks and steps" in capsys.readouterr().err
 

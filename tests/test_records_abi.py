@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import converters
-from converters import layout, model, overlap
+from converters import intervals, layout, model
 from converters.readers import chrome_trace, spill
 
 HEADER = Path(converters.__file__).parent / "records.h"
@@ -20,7 +20,7 @@ HEADER = Path(converters.__file__).parent / "records.h"
 NAMED_TUPLES = (
     model.Slice, model.Sample, model.FlowEnd,
     layout.Track, layout.Begin, layout.End, layout.Value, layout.Placement,
-    overlap.StepIntervals,
+    intervals.StepIntervals,
     chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut, spill.ByStep,
 )
 # overlap.Interval is a plain pair, (start_ns, end_ns)
@@ -63,7 +63,7 @@ def test_every_constant_of_the_header_is_a_field():
 
 
 def test_an_interval_is_a_pair():
-    assert typing.get_args(overlap.Interval) == (int, int)
+    assert typing.get_args(intervals.Interval) == (int, int)
 
 
 def test_the_positions_python_copies_slices_by():

@@ -180,7 +180,7 @@ def count(n: int, noun: str) -> str:
 
 
 def clock_records(clocks) -> list[dict]:
-    """Each host's clock offset as the collectives show it (``comm.HostClock``), as JSON records."""
+    """Each host's clock offset as the collectives show it (``communication.HostClock``), as JSON records."""
     return [{"Host": c.host, "Ranks": list(c.ranks), "Offset(us)": c.offset_ns / 1000,
              "Spread(us)": c.spread_ns / 1000, "Collectives": c.instances} for c in clocks]
 

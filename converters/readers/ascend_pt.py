@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NOTHING_DRAWN, Diagnostics, InputError, UsageError
+from ..intervals import is_compute
 from ..model import (
     MEMORY_KINDS,
     Layer,
@@ -39,7 +40,6 @@ from ..model import (
     comm_type,
     memory_counter,
 )
-from ..overlap import is_compute
 from . import (
     MatrixLink,
     ascend_analysis,

@@ -13,9 +13,9 @@ phases (the Step Trace lanes: Iteration Interval, FP/BP, Tail; Paddle's Dataload
 Backward, Optimization), its device compute ops summed by name and by op type (``analyses.ops``'
 sums, from the same read: in detail where ``ops`` reads the rank's files so; a second read only
 where ``ops`` reads other files), and its communication ops in the light form matching needs
-(``comm.light_ops``). A detail read after it gives what no summary holds: the links (HCCL's plane
+(``communication.light_ops``). A detail read after it gives what no summary holds: the links (HCCL's plane
 tasks) and the critical paths of the slowest steps (``critical.detail_read``). Matching across
-ranks (``comm.match``), the wait
+ranks (``communication.match``), the wait
 each rank suffered and caused, the slow-rank table (``analyses.comm``'s helpers) and the diagnosis are
 computed here.
 

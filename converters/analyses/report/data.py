@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import comm
+from ... import communication
 from ...errors import Diagnostics, InputError, as_text
 from ...executor import LOCAL, Where
+from ...intervals import is_compute, total_ns
 from ...model import MINDDATA, Layer, RankInfo
 from ...output import inputs_of
-from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
 from ...readers import for_ops
 from ..comm import StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
@@ -57,7 +57,7 @@ class _RankResult:
 
     steps: list[StepFacts]
     ops: dict[str, list[int]]  # name -> [count, total ns], at most OPS_PER_RANK + 1 names
-    comm_ops: list[comm.OpComm]
+    comm_ops: list[communication.OpComm]
     op_types: RankOps  # ``ops``' sums by op type
 
 
@@ -104,7 +104,7 @@ def report_data(
     profile.check_steps()
     infos, diag = profile.ranks, profile.diag
     thresholds = thresholds or Thresholds()
-    hosts = comm.host_names(infos)  # a clock domain per rank: its host, else the rank alone
+    hosts = communication.host_names(infos)  # a clock domain per rank: its host, else the rank alone
     facts = [f for r in results for f in r.steps]
     # Activity no step bounds (before the first step, after the last) is no step: where the job
     # marks steps it is shown apart and judged on no axis; where none does, it is the whole run.
@@ -112,12 +112,12 @@ def report_data(
     outside = [f for f in facts if marked and f.step is None]
     facts = [f for f in facts if not (marked and f.step is None)]
     ops = {info.rank: r.comm_ops for info, r in zip(infos, results, strict=True)}
-    instances = comm.match(ops)
-    clocks = comm.clock_offsets(instances, hosts) if len(infos) > 1 else []
-    policy = comm.timeline(infos, clocks, aligned)  # the one clock policy: offsets, ranks apart
-    comm.say_timeline(diag, policy)
+    instances = communication.match(ops)
+    clocks = communication.clock_offsets(instances, hosts) if len(infos) > 1 else []
+    policy = communication.timeline(infos, clocks, aligned)  # the one clock policy: offsets, ranks apart
+    communication.say_timeline(diag, policy)
     if policy.offsets or policy.apart:
-        instances = comm.matched(ops, policy)
+        instances = communication.matched(ops, policy)
     all_ops = [op for info in infos for op in ops[info.rank]]
     _add_waits(facts + outside, all_ops, instances)
     times = with_waits([_step_time(f) for f in facts], all_ops)
@@ -193,7 +193,7 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
     files (torch_npu's kernel_details.csv beside trace_view.json). Runs in a worker."""
     out: list[StepFacts] = []
     ops: dict[str, list[int]] = {}
-    comm_ops: list[comm.OpComm] = []
+    comm_ops: list[communication.OpComm] = []
     stream, step_layer, op_layer = Layer.STREAM, Layer.STEP, Layer.COMM_OP
     op_info, detail = for_ops(info)
     same_read = op_info == info  # the same files: one read (in detail where ops reads them so)
@@ -227,7 +227,7 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
         out.append(StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start, row,
                              {name: total_ns(spans) for name, spans in phases.items()}, key=batch.key,
                              data=data))
-        comm_ops += comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key, mine)
+        comm_ops += communication.light_ops(batch.rank, batch.graph, batch.step_id, batch.key, mine)
     if len(ops) > OPS_PER_RANK:
         ranked = sorted(ops.items(), key=lambda item: -item[1][1])
         ops = dict(ranked[:OPS_PER_RANK])
@@ -241,7 +241,8 @@ def _step_time(f: StepFacts) -> StepTime:
                     key=f.key)
 
 
-def _add_waits(facts: list[StepFacts], ops: list[comm.OpComm], instances: list[comm.Instance]) -> None:
+def _add_waits(facts: list[StepFacts], ops: list[communication.OpComm],
+               instances: list[communication.Instance]) -> None:
     """Each step's wait suffered (and for whom), caused, and how often it came last."""
     by_key = {(f.rank, f.key): f for f in facts}  # the step of the job: a graph's second loop is another
     last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
@@ -262,7 +263,7 @@ def _add_waits(facts: list[StepFacts], ops: list[comm.OpComm], instances: list[c
             mine.last_arrivals += 1
 
 
-def _wait_matrix(instances: list[comm.Instance]) -> dict[int, dict[int, int]]:
+def _wait_matrix(instances: list[communication.Instance]) -> dict[int, dict[int, int]]:
     """Waiting rank -> the rank it waited for (the last to arrive) -> total wait, ns."""
     matrix: dict[int, dict[int, int]] = defaultdict(dict)
     for inst in instances:
@@ -274,7 +275,7 @@ def _wait_matrix(instances: list[comm.Instance]) -> dict[int, dict[int, int]]:
     return {rank: dict(sorted(row.items())) for rank, row in sorted(matrix.items())}
 
 
-def _slowest(instances: list[comm.Instance], n: int) -> list[SlowCollective]:
+def _slowest(instances: list[communication.Instance], n: int) -> list[SlowCollective]:
     ranked = sorted((i for i in instances if i.skew_ns), key=lambda i: -i.skew_ns)[:n]
     return [SlowCollective(i.key.group, None if i.key.step is None else i.key.step.step, i.key.name,
                            i.key.occurrence, len(i.starts), i.skew_ns, i.last_rank,

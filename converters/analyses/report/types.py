@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ... import comm
+from ... import communication
 from ...model import StepKey
 from ..comm import SlowRank, StepSpread
 from ..comm_matrix import MatrixReport
@@ -155,7 +155,7 @@ class Report:
     compute_ns_by_rank: dict[int, int]
     op_types_shown: list[tuple[str, str]]  # (op type, core type): the top OP_TYPES_SHOWN over the kept ranks
     op_types: list[RankOpTypes]  # per rank that has any, as ``trace2perfetto ops`` counts them
-    clocks: list[comm.HostClock]
+    clocks: list[communication.HostClock]
     aligned: bool
     selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
     warnings: list[str] = field(default_factory=list)

@@ -140,7 +140,7 @@ def _events(track: Track, slices: list[Slice]) -> Iterator[Begin | End]:
 
 def _flow_id(key: StepKey | None, index: int) -> int:
     """The arrow from the step's ``index``-th segment to the next (unique in the trace: BLAKE2b, as
-    the collectives' arrows, ``comm.flow_id``)."""
+    the collectives' arrows, ``communication.flow_id``)."""
     step = "pseudo" if key is None else f"{key.graph}.{key.step}"
     text = f"critical|{step}|{index}"
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")

@@ -61,7 +61,7 @@ bench: setup test-setup
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 lint: test-setup
-	$(VENV)/bin/ruff check converters tests fixtures bench
+	$(VENV)/bin/ruff check converters trace2perfetto tests fixtures bench
 
 clean:
 	rm -rf build $(VENV)

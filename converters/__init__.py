@@ -1,6 +1,8 @@
 """trace2perfetto: NPU and GPU profiler output to Perfetto traces and Chrome JSON.
 
-Library use::
+The code's package. The library's public name is ``trace2perfetto`` (``import trace2perfetto``,
+docs/library.md), which re-exports from here; ``converters`` keeps working for the tests and older
+callers. Library use::
 
     from converters import convert, discover, read_profile, Options
     result = convert("profiler_output/", "job.pftrace", ranks=[0, 1], kind="detail")

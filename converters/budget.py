@@ -21,24 +21,20 @@ left out is said twice: a warning for the caller and a marker inside the trace.
 from __future__ import annotations
 
 import heapq
-import os
 import re
 import struct
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import BinaryIO
 
-from .errors import UsageError, temporary_writes
+from .errors import UsageError
 from .model import StepKey
 from .select import format_ids
+from .spool import DETAIL, SUMMARY, UNWRITTEN, Chunk, Spool
 
-SUMMARY, DETAIL = "summary", "detail"
 DEFAULT_MAX_BYTES = 20 * 2**20
 MARKER_RESERVE = 4096  # room kept for the cut marker, the footer and the gzip trailer
-_COPY_BLOCK = 1 << 20
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no name, no mtime: reproducible
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
 
@@ -55,129 +51,6 @@ def parse_size(text: str) -> int | None:
     number, unit = float(found.group(1)), found.group(2).upper()
     size = int(number * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[unit])
     return size or None
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """Where one encoded chunk (one rank, step and part) lies in the spool."""
-
-    step: StepKey | None  # the step as the job names it
-    start_ns: int
-    rank: int
-    part: str
-    path: str
-    offset: int
-    length: int
-    slices: int
-    sequence: tuple[int, int] = (0, 0)  # (rank, packet sequence): chunks that share interning
-    ordinal: int = 0  # its place in its sequence: a chunk needs all earlier ones before it
-    graph: int | None = None  # the graph id as its rank numbers it (to name the step in messages)
-
-
-UNWRITTEN = -1  # the length of a chunk not encoded: it never fits (SpoolFile.add_unwritten)
-
-
-class SpoolFile:
-    """Appends encoded chunks to one spool file and indexes them (one per worker process)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.chunks: list[Chunk] = []
-        self._file: BinaryIO | None = None
-        self._end = 0
-        self._ordinals: dict[tuple[int, int], int] = {}
-
-    def __enter__(self) -> SpoolFile:
-        with temporary_writes(self.path):
-            self._file = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        with temporary_writes(self.path):
-            self._file.close()
-
-    def add(self, step: StepKey | None, start_ns: int, rank: int, part: str, data: bytes, slices: int,
-            sequence: int = 0, graph: int | None = None) -> None:
-        if data:
-            with temporary_writes(self.path):
-                self._file.write(data)
-            ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
-            self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices,
-                                     (rank, sequence), ordinal, graph))
-            self._end += len(data)
-
-    def add_unwritten(self, step: StepKey | None, start_ns: int, rank: int, part: str, slices: int,
-                      sequence: int = 0, graph: int | None = None) -> None:
-        """A chunk that was not encoded because the cap could never take it: it holds its place
-        in its sequence and makes its step's group not fit (length -1)."""
-        ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
-        self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, UNWRITTEN, slices,
-                                 (rank, sequence), ordinal, graph))
-
-    def stash(self, data: bytes) -> tuple[int, int]:
-        """Keep ``data`` (no chunk) for ``Spool.unstash``: where it lies, as (offset, length)."""
-        with temporary_writes(self.path):
-            self._file.write(data)
-        self._end += len(data)
-        return self._end - len(data), len(data)
-
-
-def spooled(run: Callable[[str], tuple], path: str | None) -> tuple:
-    """``run(path)``'s result and None, where the command gave a spool file it can read; with no
-    path (a worker on another machine), ``run`` on a temporary file of the worker's own, and that
-    file's bytes for ``Spool.adopt``."""
-    if path is not None:
-        return (*run(path), None)
-    with temporary_writes(), tempfile.NamedTemporaryFile(prefix="trace2perfetto-", suffix=".spool",
-                                                         delete=False) as own:
-        pass
-    try:
-        return (*run(own.name), Path(own.name).read_bytes())
-    finally:
-        os.unlink(own.name)
-
-
-class Spool:
-    """A temporary directory of spool files, and the index of every chunk in them."""
-
-    def __init__(self) -> None:
-        with temporary_writes():
-            self._dir = tempfile.TemporaryDirectory(prefix="trace2perfetto-")
-        self.chunks: list[Chunk] = []
-        self._paths = 0
-        self._open: dict[str, BinaryIO] = {}
-
-    def new_file(self) -> str:
-        self._paths += 1
-        return os.path.join(self._dir.name, f"{self._paths}.spool")
-
-    def read(self, chunk: Chunk) -> Iterator[bytes]:
-        """The chunk's bytes in blocks of at most 1 MiB."""
-        file = self._open.get(chunk.path)
-        if file is None:
-            file = self._open[chunk.path] = open(chunk.path, "rb")  # noqa: SIM115
-        file.seek(chunk.offset)
-        left = chunk.length
-        while left:
-            block = file.read(min(left, _COPY_BLOCK))
-            left -= len(block)
-            yield block
-
-    def adopt(self, data: bytes) -> str:
-        """A new spool file holding ``data`` (a remote worker's spool, see ``spooled``): its path."""
-        path = self.new_file()
-        with temporary_writes(path), open(path, "wb") as file:
-            file.write(data)
-        return path
-
-    def unstash(self, path: str, offset: int, length: int) -> bytes:
-        """What ``SpoolFile.stash`` kept in the spool file ``path``."""
-        return b"".join(self.read(Chunk(None, 0, 0, "", path, offset, length, 0)))
-
-    def close(self) -> None:
-        for file in self._open.values():
-            file.close()
-        self._dir.cleanup()
 
 
 class Sink:

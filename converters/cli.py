@@ -294,9 +294,9 @@ def _run_overlap(args: argparse.Namespace) -> int:
 # -- info -----------------------------------------------------------------------------------------
 
 def _run_info(args: argparse.Namespace) -> int:
-    from .analyses.info import print_info, profile_info
+    from .analyses.info import info_report, print_info
 
-    contents = profile_info(args.profile, **_selection(args))
+    contents = info_report(args.profile, **_selection(args))
     _warn(args, contents.warnings)
     print_info(contents, args.format)
     return 0
@@ -344,7 +344,7 @@ def _print_matrix(args: argparse.Namespace) -> int:
 
     diag = Diagnostics()
     printer = comm_tables.MatrixPrinter(args.format)
-    report = comm_matrix.comm_matrix(args.profile, diag=diag, each=printer.add, **_selection(args))
+    report = comm_matrix.comm_matrix_report(args.profile, diag=diag, each=printer.add, **_selection(args))
     _warn(args, diag.messages())
     if not report.has_links:
         _warn(args, [f"{args.profile}: no HCCL plane tasks on links in the kept ranks and steps (Kineto, "
@@ -412,7 +412,7 @@ def _report_output(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from .analyses.report import KIND_TITLES, Thresholds, report_data, write_report
+    from .analyses.report import KIND_TITLES, Thresholds, report_data, verdict, write_report
     from .output import refuse_inputs
 
     started = time.perf_counter()
@@ -424,7 +424,7 @@ def _run_report(args: argparse.Namespace) -> int:
     written = write_report(report, target, args.command_line, fmt)
     _warn(args, report.warnings)
     where = "stdout" if target == "-" else os.path.abspath(target)
-    mostly = KIND_TITLES[report.verdict()["dominant"]].lower()
+    mostly = KIND_TITLES[verdict(report)["dominant"]].lower()
     _say(args, f"wrote {where}: {count(len(report.ranks), 'rank')}, "
          f"{count(len(report.steps), 'rank-step')}, {count(len(report.diagnoses), 'finding')} (mostly "
          f"{mostly}), {size(written)} in {time.perf_counter() - started:.2f} s")
@@ -460,9 +460,9 @@ def _run_ops(args: argparse.Namespace) -> int:
                 cell_width=60)  # a GPU kernel's name runs to a thousand characters
     _warn(args, diag.messages())
     if args.across:
-        rows.add(ops.spread_record(row, args.by, typed) for row in ops.across(found))
+        rows.add(ops.spread_record(row, typed) for row in ops.across(found))
     else:
-        rows.add(ops.record(row, args.by, host, typed) for row in found)
+        rows.add(ops.record(row, host, typed) for row in found)
     rows.close()
     return 0
 
@@ -572,7 +572,7 @@ def _run_critical(args: argparse.Namespace) -> int:
     diag = Diagnostics()
     rows = Rows(args.format, list(critical.COLUMNS), critical.NOTE, cell_width=80)
     as_record = critical.record if args.format == "json" else critical.table_record
-    for found in critical.critical_paths(args.profile, align=args.align, diag=diag, **_selection(args)):
+    for found in critical.critical_report(args.profile, align=args.align, diag=diag, **_selection(args)):
         rows.add([as_record(found)])
     rows.close()
     nothing = [] if rows.count else [f"{args.profile}: no device work in the kept ranks and steps"]

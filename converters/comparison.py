@@ -28,13 +28,14 @@ from typing import Any
 
 from . import pipeline
 from .analyses import diff
-from .budget import DEFAULT_MAX_BYTES, Sink, Spool, assemble
+from .budget import DEFAULT_MAX_BYTES, Sink, assemble
 from .errors import Diagnostics
 from .executor import LOCAL, Where
 from .model import Layer, RankInfo, Sample, StepKey, StepRecords, decoded_args
 from .output import inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, read_profile
-from .writers.chrome_json import Origins
+from .spool import Spool
+from .writers.chrome_json import Origins, Placed, from_one_origin
 
 BASE, NEW = "BASE", "NEW"
 STEP_DELTA = "Step time vs BASE (us)"
@@ -158,7 +159,11 @@ def write_comparison(
     side_shifts = [{}, shifts]
     spool = Spool()
     try:
-        def encode(origins: Origins, spool: Spool) -> tuple[list[RankInfo], Any]:
+        def encode(origins: Origins, afresh: bool) -> tuple[list[RankInfo], Placed, list[RankInfo]]:
+            nonlocal spool
+            if afresh:
+                spool.close()
+                spool = Spool()
             placed: dict = {}
             infos: list[RankInfo] = []
             for profile, drawing, moved in zip(profiles, drawings, side_shifts, strict=True):
@@ -167,17 +172,11 @@ def write_comparison(
                 diag.merge(found)
                 placed |= mine
                 infos += [drawing.drawn(info, moved.get(info.rank, 0)) for info in profile.ranks]
-            return infos, placed
+            return infos, placed, infos
 
         drawn = [d.drawn(info, s.get(info.rank, 0)) for p, d, s in zip(profiles, drawings, side_shifts,
                                                                         strict=True) for info in p.ranks]
-        origins = Origins.from_starts(drawn)
-        infos, placed = encode(origins, spool)
-        origins, again = origins.settle(infos, placed)
-        if again:
-            spool.close()
-            spool = Spool()
-            infos, placed = encode(origins, spool)
+        origins, _, infos = from_one_origin(drawn, encode)
         encoder = pipeline.encoder_for(out_format, origins.of(infos[0]) if infos else None)
         with open_output(output, inputs) as out:
             sink = Sink(out, max_bytes, compress=output.endswith(".gz"))

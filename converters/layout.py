@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from . import _layout
+from .intervals import LANES as OVERLAP_LANES
 from .model import HOST_MEMORY, MINDDATA, Layer, Sample, Slice, memory_counter_of, minddata_figure
-from .overlap import LANES as OVERLAP_LANES
 from .readers.common.lanes import accelerator
 
 _SUBLANES = 64  # order slots per lane: sub-lanes beyond this share the last slot

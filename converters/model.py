@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .errors import InputError, as_text
-from .overlap import StepIntervals
+from .intervals import StepIntervals
 
 TIME_LIMIT_NS = 1 << 62  # the year 2116
 ID_LIMIT = 1 << 31  # ranks, devices, graphs and steps: a count, never a time

@@ -15,21 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from . import comm
+from . import communication
 from .analyses.overlap import overlap_slices
-from .budget import (
-    DEFAULT_MAX_BYTES,
-    DETAIL,
-    SUMMARY,
-    Chunk,
-    Kept,
-    Sink,
-    Spool,
-    SpoolFile,
-    assemble,
-    interest_order,
-    spooled,
-)
+from .budget import DEFAULT_MAX_BYTES, Kept, Sink, assemble, interest_order
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
 from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, release, sorted_and_timed
@@ -37,7 +25,8 @@ from .model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, com
 from .output import Format, inputs_of, open_output, refuse_inputs
 from .profile import Kind, Options, Profile, input_bytes, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
-from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, inexact
+from .spool import DETAIL, SUMMARY, Chunk, Spool, SpoolFile, spooled
+from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, from_one_origin, inexact
 from .writers.perfetto import PerfettoEncoder
 
 CUT_GROUP = "Trace cut"
@@ -100,9 +89,9 @@ def convert(
     warnings about the input (a cut-off file, skipped events) into an error, and nothing is
     written. ``host_level`` 1 keeps only the host stages that MindSpore marks for users.
     ``align="collectives"`` moves each host's times by its clock offset as estimated from the ends
-    of the collectives it shares with other hosts (``comm.clock_offsets``; read once more first).
+    of the collectives it shares with other hosts (``communication.clock_offsets``; read once more first).
     ``critical_path`` (detail only) draws each step's critical path across ranks above the ranks
-    (``critical_drawing``; read once more, before writing).
+    (``path_drawing``; read once more, before writing).
     ``where``: the ranks' work runs on this machine's cores (default) or on a Dask cluster, and a
     rank that cannot be read fails the conversion or is left out (``executor.Where``).
     ``progress`` is called as each rank is read: (bytes read, of total, rank).
@@ -130,24 +119,24 @@ def convert(
     shifts = profile.timeline(align, move_own=False)  # drawn as recorded unless --align
     infos = profile.ranks
     opened = len(infos)
-    origins = Origins.from_starts(infos)
     spool = Spool()
     job: tuple[JobProcess, ...] = ()  # the processes of the job's own (--critical-path)
     try:
         # detail past the cap is never encoded (a rank's alone could not fit); compressed, it might
         limit = max_bytes if options.kind is Kind.DETAIL and not target.endswith(".gz") else None
-        def encode(origins: Origins, spool: Spool) -> tuple[Diagnostics, tuple[list[int], str], Placed]:
-            return encode_ranks(profile, out_format, origins, spool, progress, shifts, limit)
+        def encode(origins: Origins, afresh: bool) -> tuple[list[RankInfo], Placed, tuple]:
+            nonlocal spool
+            if afresh:
+                spool.close()
+                spool = Spool()
+            found, interest, placed = encode_ranks(profile, out_format, origins, spool, progress, shifts,
+                                                   limit)
+            return profile.ranks, placed, (found, interest)  # the ranks: those left out as unreadable gone
 
-        diag, interest, placed = encode(origins, spool)
-        infos = profile.ranks  # without those left out as unreadable
-        origins, again = origins.settle(infos, placed)
-        if again:  # JSON times before their origin, or ranks on wall time apart: once more
-            spool.close()
-            spool = Spool()
-            diag, interest, placed = encode(origins, spool)
+        origins, placed, (diag, interest) = from_one_origin(infos, encode)
+        infos = profile.ranks
         if critical_path and infos:
-            from .critical_drawing import draw_paths  # here: only this conversion needs it
+            from .path_drawing import draw_paths  # here: only this conversion needs it
 
             # its encoder id past the ranks' (0 to n - 1) and their ops' (n to 2n - 1): its own sequences
             own = encoder_for(out_format, origins.of(infos[0]), 2 * opened)
@@ -316,7 +305,7 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: lis
     """Step by step (one step's ops of every rank in memory), match the ops across ranks, then
     spool per rank (by its writer) the op slices (detail) with their instance's skew, last rank
     and arrows, and the Wait lane (summary); the ranks ``apart`` are matched with no other (a clock
-    of its own no collective ties to the others': ``comm.timeline``). Returns the wait each rank
+    of its own no collective ties to the others': ``communication.timeline``). Returns the wait each rank
     caused the others, in ns."""
     caused: dict[int, int] = defaultdict(int)
     # the step's key -> rank index -> that rank's parts of the step (graph, step as it numbers them)
@@ -332,19 +321,20 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: lis
             parts = {index: [(graph, step, start_ns, pickle.loads(spool.unstash(path, offset, length)))
                              for graph, step, start_ns, path, offset, length in found]
                      for index, found in parts_of[key].items()}
-            ops = {index: [comm.light_ops(infos[index].rank, graph, step, key, slices)
+            ops = {index: [communication.light_ops(infos[index].rank, graph, step, key, slices)
                            for graph, step, _, slices in found] for index, found in parts.items()}
-            instances = comm.match({infos[i].rank: [op for part in mine for op in part]
+            instances = communication.match({infos[i].rank: [op for part in mine for op in part]
                                     for i, mine in ops.items() if infos[i].rank not in apart})
             for inst in instances:
                 caused[inst.last_rank] += sum(inst.wait_ns(rank) for rank in inst.starts)
-            waiters = comm.waiting_ranks(instances)
+            waiters = communication.waiting_ranks(instances)
             for index, found in parts.items():
                 for (graph, _, start_ns, slices), step_ops in zip(found, ops[index], strict=True):
-                    writers[index].add(file, key, graph, start_ns, SUMMARY, comm.wait_slices(step_ops))
+                    writers[index].add(file, key, graph, start_ns, SUMMARY,
+                                       communication.wait_slices(step_ops))
                     if options.kind is Kind.DETAIL:
                         writers[index].add(file, key, graph, start_ns, DETAIL,
-                                           comm.annotated(slices, step_ops, waiters))
+                                           communication.annotated(slices, step_ops, waiters))
     spool.chunks.extend(file.chunks)
     return caused
 
@@ -390,7 +380,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
             summary, detail = _parts(*sorted_and_timed(records_to_write(batch, options)))
             ops = of_layer(batch.slices, Layer.COMM_OP)
             if ops:  # in summary, where they are not drawn, as matching needs them (comm.for_matching)
-                kept = ops if options.kind is Kind.DETAIL else [comm.for_matching(s) for s in ops]
+                kept = ops if options.kind is Kind.DETAIL else [communication.for_matching(s) for s in ops]
                 held.append((batch.graph, batch.step_id, batch.key, batch.start_ns,
                              *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []

@@ -18,13 +18,13 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from . import comm, overlap
+from . import communication, intervals
 from ._overlap import step_intervals
 from .discover import discover
 from .errors import Diagnostics, UsageError
 from .executor import LOCAL, Where, each_rank
+from .intervals import Interval, StepIntervals
 from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
-from .overlap import Interval, StepIntervals
 from .readers import reader, with_memory
 from .readers.common.flows import forget_flow_warnings
 from .select import check_graphs, check_steps, select_ranks
@@ -166,7 +166,7 @@ class Profile:
         return self.timeline("collectives")
 
     def timeline(self, align: str | None, move_own: bool = True) -> dict[int, int]:
-        """The one clock policy (``comm.timeline``) applied: with ``align`` every host's clock moved
+        """The one clock policy (``communication.timeline``) applied: with ``align`` every host's clock moved
         by its offset to the host of the lowest rank, else only the ranks on clocks of their own put
         on the others' (``move_own``; only where the kept ranks mix clocks: no read otherwise), the offsets
         estimated from the ends of the collectives of the kept steps (one summary read of every
@@ -180,7 +180,7 @@ class Profile:
         if not wanted and (len(self.ranks) < 2 or all(info.wall_clock for info in self.ranks)):
             return {}
         clocks = self.collective_clocks() if wanted or move_own else []
-        found = comm.timeline(self.ranks, clocks, wanted, move_own)
+        found = communication.timeline(self.ranks, clocks, wanted, move_own)
         shifts = {rank: -offset for rank, offset in found.offsets.items()}
         infos = self.ranks
         for i, info in enumerate(infos):
@@ -193,16 +193,16 @@ class Profile:
                 self.diag.warn("not_aligned", f"rank {info.rank}: shares no collective with the host of rank "
                                f"{infos[0].rank}, so its clock was not aligned", f"rank {info.rank}")
         self.apart = found.apart
-        comm.say_timeline(self.diag, found)
+        communication.say_timeline(self.diag, found)
         return shifts
 
-    def collective_clocks(self) -> list[comm.HostClock]:
+    def collective_clocks(self) -> list[communication.HostClock]:
         """Each host's clock offset, estimated from the ends of the collectives of the kept steps."""
         summary = dataclasses.replace(self, options=dataclasses.replace(self.options, kind=Kind.SUMMARY))
         ops = summary.map(light_ops, diag=Diagnostics())  # the reading after this one says what it finds
         self.ranks = summary.ranks
         by_rank = {info.rank: mine for info, mine in zip(self.ranks, ops, strict=True)}
-        return comm.clock_offsets(comm.match(by_rank), comm.host_names(self.ranks))
+        return communication.clock_offsets(communication.match(by_rank), communication.host_names(self.ranks))
 
 
 def check_marker(ranks: list[RankInfo], marker: str | None) -> None:
@@ -229,10 +229,10 @@ def _rank_work(job: tuple) -> tuple[Any, Diagnostics]:
     return work(info, options, diag, *args), diag
 
 
-def light_ops(info: RankInfo, options: Options, diag: Diagnostics) -> list[comm.OpComm]:
+def light_ops(info: RankInfo, options: Options, diag: Diagnostics) -> list[communication.OpComm]:
     """A rank's communication ops of the kept steps, in the light form matching needs."""
     return [op for batch in read_profile([info], options, diag)
-            for op in comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
+            for op in communication.light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
                                      (s for s in batch.slices if s.layer is Layer.COMM_OP))]
 
 
@@ -341,16 +341,16 @@ def step_intervals_of(batch: StepRecords, carried: tuple[list[Interval], list[In
     """The step's ``StepIntervals``, with the ops and plane tasks ``carried`` into it from earlier
     steps; and the ops and tasks that run on past the time it owns, for the next step."""
     compute, ops, tasks, ops_seen = step_intervals(  # C: the unions of each kind, in one pass
-        batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, overlap.is_compute)
+        batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, intervals.is_compute)
     if carried[0] or carried[1]:
-        ops, tasks = overlap.union(ops + carried[0]), overlap.union(tasks + carried[1])
+        ops, tasks = intervals.union(ops + carried[0]), intervals.union(tasks + carried[1])
         ops_seen = ops_seen or bool(carried[0])
     window = owned(batch.step, compute)
     if window is None:
         return StepIntervals(compute, ops, tasks, ops_seen), ([], [])
     low, high = window
-    on = (overlap.clip(ops, high, None), overlap.clip(tasks, high, None))
-    return StepIntervals(*(overlap.clip(x, low, high) for x in (compute, ops, tasks)), ops_seen), on
+    on = (intervals.clip(ops, high, None), intervals.clip(tasks, high, None))
+    return StepIntervals(*(intervals.clip(x, low, high) for x in (compute, ops, tasks)), ops_seen), on
 
 
 def renumbered(batch: StepRecords, offset: int) -> StepRecords:

@@ -1,6 +1,6 @@
-"""The shape the code keeps (docs/architecture.md): no import cycle between its modules, no module
-too long to read, format knowledge only in ``readers/``, and every document the code cites in the
-repository."""
+"""The shape the code keeps (docs/architecture.md): no import cycle between its modules (counting
+imports under ``TYPE_CHECKING`` and inside functions), no module too long to read, format knowledge
+only in ``readers/``, and every document the code cites in the repository."""
 
 from __future__ import annotations
 
@@ -25,11 +25,13 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The modules of the package that ``name`` imports when it is imported (not those imported
-    inside functions, which run later and make no cycle at import time)."""
+    """The modules of the package that ``name`` imports anywhere: at its top, under
+    ``TYPE_CHECKING`` and inside functions. An import deferred into a function or hidden from the
+    interpreter still ties the two modules together (each needs the other to be read or
+    type-checked), so it counts as a dependency as much as one at the top."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -74,6 +76,17 @@ def test_the_cycle_check_sees_a_cycle(tmp_path, monkeypatch):
     modules["p.b"].write_text("from . import a\n")
     assert _imports("p.a", modules["p.a"], modules) == {"p.b"}
     assert _imports("p.b", modules["p.b"], modules) == {"p.a"}
+
+
+def test_the_cycle_check_sees_hidden_imports(tmp_path):
+    """An import under ``TYPE_CHECKING`` or inside a function is a dependency all the same."""
+    modules = {"p.a": tmp_path / "a.py", "p.b": tmp_path / "b.py", "p.c": tmp_path / "c.py"}
+    modules["p.a"].write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import x\n")
+    modules["p.b"].write_text("def f():\n    from .c import y\n    return y\n")
+    modules["p.c"].write_text("class C:\n    def g(self):\n        import p.a\n")
+    assert _imports("p.a", modules["p.a"], modules) == {"p.b"}
+    assert _imports("p.b", modules["p.b"], modules) == {"p.c"}
+    assert _imports("p.c", modules["p.c"], modules) == {"p.a"}
 
 
 def test_no_module_over_800_lines():

@@ -16,15 +16,16 @@ from converters import (
     Layer,
     Options,
     UsageError,
-    comm,
+    communication,
     convert,
     discover,
     pipeline,
     read_profile,
 )
-from converters.budget import UNWRITTEN, parse_size
+from converters.budget import parse_size
 from converters.cli import main
 from converters.pipeline import records_to_write
+from converters.spool import UNWRITTEN
 from converters.writers.chrome_json import Origins
 from fixtures.msprof_gen import write_msprof_profile
 
@@ -46,12 +47,12 @@ def steps_in_order(profile):
         summary, detail = per_step.setdefault(batch.step_id, (set(), set()))
         for s in records_to_write(batch, options):
             (summary if s.layer.is_summary else detail).add((s.rank, s.name, s.start_ns, s.dur_ns))
-        ops.setdefault(batch.rank, []).extend(comm.light_ops(
+        ops.setdefault(batch.rank, []).extend(communication.light_ops(
             batch.rank, batch.graph, batch.step_id, batch.key,
             (s for s in batch.slices if s.layer is Layer.COMM_OP)))
-    comm.match(ops)  # the Wait lane, in the summary of each op's step
+    communication.match(ops)  # the Wait lane, in the summary of each op's step
     for op in (op for mine in ops.values() for op in mine):
-        for s in comm.wait_slices([op]):
+        for s in communication.wait_slices([op]):
             per_step[op.step][0].add((s.rank, s.name, s.start_ns, s.dur_ns))
     return [per_step[k] for k in sorted(per_step)]
 
@@ -128,11 +129,11 @@ def test_a_summary_too_big_keeps_whole_ranks_by_interest(profile, tmp_path):
     result = convert(profile, out, kind="summary", max_bytes=full.bytes_written // 2)
     ops: dict[int, list] = {}
     for batch in read_profile(discover(profile), Options(), Diagnostics()):
-        ops.setdefault(batch.rank, []).extend(comm.light_ops(
+        ops.setdefault(batch.rank, []).extend(communication.light_ops(
             batch.rank, batch.graph, batch.step_id, batch.key,
             (s for s in batch.slices if s.layer is Layer.COMM_OP)))
     caused: dict[int, int] = {}
-    for inst in comm.match(ops):
+    for inst in communication.match(ops):
         caused[inst.last_rank] = caused.get(inst.last_rank, 0) + sum(map(inst.wait_ns, inst.starts))
     assert max(caused, key=caused.get) in result.ranks and len(result.ranks) < 3
     assert result.steps == 5  # every step of the ranks kept

@@ -397,10 +397,10 @@ def test_help_lists_every_subcommand_on_one_line_and_the_exit_codes(capsys):
 
 
 @pytest.mark.parametrize("command, target", [
-    ("convert", "converters.pipeline.convert"), ("info", "converters.analyses.info.profile_info"),
+    ("convert", "converters.pipeline.convert"), ("info", "converters.analyses.info.info_report"),
     ("overlap", "converters.analyses.overlap.overlap_report"),
     ("comm", "converters.analyses.comm.comm_report"), ("report", "converters.analyses.report.report_data"),
-    ("critical", "converters.analyses.critical.critical_paths"),
+    ("critical", "converters.analyses.critical.critical_report"),
 ])
 def test_an_internal_error_is_one_line_and_exit_1_in_every_command(profile, tmp_path, capsys, monkeypatch,
                                                                     command, target):

@@ -1,4 +1,4 @@
-"""One clock policy for ranks without a common clock (issue 40; ``comm.timeline``): ``comm``,
+"""One clock policy for ranks without a common clock (issue 40; ``communication.timeline``): ``comm``,
 ``critical``, ``report`` and ``convert`` put ranks on clocks of their own on the others' by their
 collectives and say by how much, or, where no collective ties a rank to the others, say that its
 waits cannot be judged and give none. Before, ``comm --slow-ranks`` and ``report`` measured waits

@@ -18,7 +18,7 @@ from trace_check import read_perfetto
 
 from converters import convert, overlap_report
 from converters.analyses.comm import comm_report
-from converters.analyses.info import profile_info
+from converters.analyses.info import info_report
 from converters.analyses.report import report_data, report_json
 from converters.cli import main
 from converters.errors import InputError, Trace2PerfettoError
@@ -60,7 +60,7 @@ def test_the_dask_run_gives_the_same_tables(cluster, job):
     where = Where(cluster.scheduler_address)
     assert overlap_report(job, where=where) == overlap_report(job)
     assert comm_report(job, where=where).ops == comm_report(job).ops
-    assert profile_info(job, where=where) == profile_info(job)
+    assert info_report(job, where=where) == info_report(job)
     assert report_json(report_data(job, where=where)) == report_json(report_data(job))
 
 

@@ -15,7 +15,7 @@ from conftest import real_data
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters import comm
+from converters import communication
 from converters.analyses.comm import comm_report
 from converters.cli import main
 from converters.model import StepKey
@@ -119,16 +119,16 @@ def test_aligned_wait_for_the_last_rank_is_the_profilers_synchronization_time():
 
 # -- matching and clocks, as properties ---------------------------------------------------------------
 
-def _ops(starts: dict[int, list[int]], dur: int = 1000) -> dict[int, list[comm.OpComm]]:
-    return {rank: [comm.OpComm(rank, None, 1, "g", "allreduce", start, dur, StepKey(0, 1)) for start in mine]
-            for rank, mine in starts.items()}
+def _ops(starts: dict[int, list[int]], dur: int = 1000) -> dict[int, list[communication.OpComm]]:
+    return {rank: [communication.OpComm(rank, None, 1, "g", "allreduce", start, dur, StepKey(0, 1))
+                   for start in mine] for rank, mine in starts.items()}
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 10**9), min_size=3, max_size=3), min_size=2, max_size=6))
 def test_skew_last_rank_and_waits_follow_the_starts(table):
     # table[rank][k]: the start of the k-th allreduce of the step on that rank
-    instances = comm.match(_ops(dict(enumerate(table))))
+    instances = communication.match(_ops(dict(enumerate(table))))
     assert len(instances) == 3
     for k, inst in enumerate(instances):
         starts = [row[k] for row in table]
@@ -148,18 +148,18 @@ def test_clock_offsets_recover_each_hosts_offset(offsets, ends, noise):
     host_of = {rank: f"h{rank // 2}" for rank in range(2 * len(offsets))}
     jitter = iter(noise * 2)
     starts = {rank: [end - 1000 + offsets[rank // 2] + next(jitter) for end in ends] for rank in host_of}
-    clocks = comm.clock_offsets(comm.match(_ops(starts)), host_of)
+    clocks = communication.clock_offsets(communication.match(_ops(starts)), host_of)
     assert [c.offset_ns for c in clocks] == pytest.approx(offsets, abs=1000)
     assert [c.ranks for c in clocks] == [(2 * h, 2 * h + 1) for h in range(len(offsets))]
 
 
 def test_ops_of_other_steps_groups_or_names_are_other_collectives():
     one, two = StepKey(0, 1), StepKey(0, 2)
-    a = [comm.OpComm(0, None, 1, "g", "allreduce", 0, 10, one),
-         comm.OpComm(0, None, 2, "g", "allreduce", 100, 10, two)]
-    b = [comm.OpComm(1, None, 2, "g", "allreduce", 105, 10, two),
-         comm.OpComm(1, None, 2, "h", "allreduce", 0, 10, two)]
-    (inst,) = comm.match({0: a, 1: b})
+    a = [communication.OpComm(0, None, 1, "g", "allreduce", 0, 10, one),
+         communication.OpComm(0, None, 2, "g", "allreduce", 100, 10, two)]
+    b = [communication.OpComm(1, None, 2, "g", "allreduce", 105, 10, two),
+         communication.OpComm(1, None, 2, "h", "allreduce", 0, 10, two)]
+    (inst,) = communication.match({0: a, 1: b})
     assert inst.key.step == two and inst.skew_ns == 5 and inst.last_rank == 1
     assert a[0].skew_ns is None and b[1].last_rank is None  # found on one rank only
 
@@ -174,12 +174,12 @@ def test_group_of_an_op_is_what_its_reader_found_whatever_the_lane():
     op = Slice(0, Layer.COMM_OP, "Group 3 Communication", name, 0, 1, None,
                comm_type(collectives.hccl(name), collectives.hccl_group(name)))
     same = op._replace(lane="17522688603477080586")
-    assert comm.group_of(op) == comm.group_of(same) == "hccl group 586"
+    assert communication.group_of(op) == communication.group_of(same) == "hccl group 586"
     unsaid = op._replace(task_type=comm_type(ALLREDUCE))  # a name alone says nothing here
-    assert comm.group_of(unsaid) == "Group 3 Communication"
+    assert communication.group_of(unsaid) == "Group 3 Communication"
     nccl = op._replace(name="ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)", lane="Group 0 Communication",
                        task_type=comm_type(ALLREDUCE))
-    assert comm.group_of(nccl) == "Group 0 Communication"
+    assert communication.group_of(nccl) == "Group 0 Communication"
 
 
 def _op(rank: int, name: str, kind: str, start: int, args: dict | None = None):
@@ -194,10 +194,11 @@ def test_ops_are_matched_by_what_they_do_not_by_their_names():
     from converters.model import ALLREDUCE, SEND
 
     one = StepKey(0, 1)
-    ops = {rank: comm.light_ops(rank, None, 1, one, [_op(rank, "hcom_send_weird", ALLREDUCE, 100 + rank),
-                                                     _op(rank, "AllReduce-op9", SEND, 200 + rank)])
+    ops = {rank: communication.light_ops(rank, None, 1, one,
+                                         [_op(rank, "hcom_send_weird", ALLREDUCE, 100 + rank),
+                                          _op(rank, "AllReduce-op9", SEND, 200 + rank)])
            for rank in (0, 1)}
-    (inst,) = comm.match(ops)
+    (inst,) = communication.match(ops)
     assert inst.key.name == "hcom_send_weird" and inst.skew_ns == 1
     assert [op.p2p for op in ops[0]] == [False, True] and ops[0][1].key is None
 
@@ -211,11 +212,12 @@ def test_ops_with_a_sequence_number_are_matched_by_it():
     first = [_op(0, "kernel_a", ALLREDUCE, 0, {COMM_SEQ_ARG: 7}),
              _op(0, "kernel_a", ALLREDUCE, 50, {COMM_SEQ_ARG: 8})]
     second = [_op(1, "kernel_b", ALLREDUCE, 55, {COMM_SEQ_ARG: 8})]  # rank 1's trace lost seq 7
-    ops = {0: comm.light_ops(0, None, 1, one, first), 1: comm.light_ops(1, None, 1, one, second)}
-    (inst,) = comm.match(ops)
+    ops = {0: communication.light_ops(0, None, 1, one, first),
+           1: communication.light_ops(1, None, 1, one, second)}
+    (inst,) = communication.match(ops)
     assert inst.key.by_seq and inst.key.occurrence == 8 and inst.starts == {0: 50, 1: 55}
     raw = _op(0, "k", ALLREDUCE, 0, b'{"Seq": 3, "x": 1}')
-    assert comm.seq_of(raw) == 3 and comm.seq_of(raw._replace(args=b'{"x": 1}')) is None
+    assert communication.seq_of(raw) == 3 and communication.seq_of(raw._replace(args=b'{"x": 1}')) is None
 
 
 # -- the command -------------------------------------------------------------------------------------

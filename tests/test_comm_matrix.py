@@ -17,8 +17,8 @@ from conftest import real_data
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters import comm
-from converters.analyses.comm_matrix import COLUMNS, LinkRow, comm_matrix, picked, slowest_links
+from converters import communication
+from converters.analyses.comm_matrix import COLUMNS, LinkRow, comm_matrix_report, picked, slowest_links
 from converters.analyses.report import render_html, report_data, report_json
 from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
@@ -42,7 +42,7 @@ def _without_matrix(sample: Path, tmp_path: Path) -> Path:
 
 def test_every_op_and_link_equals_torch_npus_communication_matrix_json(tmp_path):
     sample = real_data("ascend-pt-2rank")
-    report = comm_matrix(_without_matrix(sample, tmp_path))
+    report = comm_matrix_report(_without_matrix(sample, tmp_path))
     assert report.plane_tasks
     compared = 0
     for rank in (0, 1):
@@ -92,7 +92,7 @@ def _sqlite_links(db: Path) -> dict[str, dict[tuple[int, int], list]]:
 
 def test_the_database_form_equals_an_sqlite_computation(tmp_path):
     sample = real_data("ascend-pt-db")
-    report = comm_matrix(_without_matrix(sample, tmp_path))
+    report = comm_matrix_report(_without_matrix(sample, tmp_path))
     assert report.plane_tasks and report.rows
     for rank in (0, 1):
         output = sample / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
@@ -116,7 +116,7 @@ def test_the_database_form_equals_an_sqlite_computation(tmp_path):
 
 def test_a_generated_jobs_links_are_every_peer_of_its_communicator(tmp_path):
     truth = write_ascend_pt_profile(tmp_path, ranks=4, steps=2, tasks_per_step=40, seed=3)
-    report = comm_matrix(tmp_path)
+    report = comm_matrix_report(tmp_path)
     assert report.plane_tasks and truth.collectives
     for rank in range(4):
         mine = [r for r in report.rows if r.rank == rank]
@@ -140,7 +140,7 @@ def test_a_generated_jobs_links_are_every_peer_of_its_communicator(tmp_path):
             totals[r.src, r.dst] += r.size_bytes
     assert totals == sizes
     handed: list = []
-    streamed = comm_matrix(tmp_path, each=handed.extend)  # rank by rank, none kept
+    streamed = comm_matrix_report(tmp_path, each=handed.extend)  # rank by rank, none kept
     assert streamed.rows == [] and handed == report.rows and streamed.slowest == report.slowest
 
 
@@ -152,7 +152,7 @@ _links = st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**7)), min_s
 @settings(max_examples=200, deadline=None)
 @given(_links, st.randoms())
 def test_picked_ranks_by_bandwidth_and_totals_add_up(figures, random):
-    found = [(f"op{i}", comm.Link("HCCS", size, ns)) for i, (size, ns) in enumerate(figures)]
+    found = [(f"op{i}", communication.Link("HCCS", size, ns)) for i, (size, ns) in enumerate(figures)]
     out = picked(found)
     n = len(found)
     labels = [label for label, _, _ in out]

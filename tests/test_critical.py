@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters import comm
+from converters import communication
 from converters.analyses import critical as analysis
 from converters.analyses.comm import comm_report
 from converters.cli import main
-from converters.critical import Graph, Node, Segment, contract, segments, shorter
+from converters.dependency_graph import Graph, Node, Segment, contract, segments, shorter
 from converters.model import StepKey
 from converters.profile import Kind, Options, Profile
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
@@ -85,7 +85,7 @@ def test_a_straggler_before_a_collective_sets_the_path():
     """Two ranks into one collective: rank 1 computes 30 ns longer; the path enters the collective
     from rank 1, and removing its delay saves those 30 ns."""
     steps = []
-    key = comm.Key("hccl group 1", StepKey(0, 1), "hcom_allReduce__1_0_1", 0)
+    key = communication.Key("hccl group 1", StepKey(0, 1), "hcom_allReduce__1_0_1", 0)
     for rank, work in ((0, 100), (1, 130)):
         graph = Graph()
         a = graph.add(Node(rank, "compute", "matmul", 0, work, "MatMul"))
@@ -110,7 +110,7 @@ def test_collectives_matched_against_a_ranks_own_order_are_left_unjoined_not_a_c
     Matched by name and index, each waits on the other: a cycle. The path leaves the matches on it
     out (each side completes after its own arrival), says how many, and still tiles the step."""
     steps = []
-    keys = [comm.Key("hccl group 1", StepKey(0, 1), name, 0)
+    keys = [communication.Key("hccl group 1", StepKey(0, 1), name, 0)
             for name in ("hcom_allReduce__1_0_1", "hcom_broadcast__1_0_1")]
     for rank, order in ((0, keys), (1, keys[::-1])):
         graph = Graph()
@@ -175,7 +175,7 @@ def slow_job(tmp_path_factory):
 
 def test_the_path_goes_through_the_slow_rank_and_removing_its_delay_saves_it(slow_job):
     root, truth = slow_job
-    for found in analysis.critical_paths(root):
+    for found in analysis.critical_report(root):
         assert sum(s.dur_ns for s in found.path) == found.step_ns
         late = [w for w in found.what_if if w.kind == "late_arrival"]
         assert late and late[0].rank == 2
@@ -189,7 +189,7 @@ def test_the_path_goes_through_the_slow_rank_and_removing_its_delay_saves_it(slo
 def test_a_pipeline_s_path_crosses_its_stages_through_send_and_receive(tmp_path):
     write_ascend_pt_profile(tmp_path, ranks=4, steps=2, tasks_per_step=20, pp=2, seed=5)
     stages = ({0, 2}, {1, 3})  # the generator's pipelines: ranks r and r + 2
-    for found in analysis.critical_paths(tmp_path):
+    for found in analysis.critical_report(tmp_path):
         ranks = {s.rank for s in found.path}
         assert any(stage <= ranks for stage in stages), ranks
         assert any("send" in s.name or "receive" in s.name for s in found.path
@@ -216,7 +216,7 @@ def test_real_the_path_enters_each_allreduce_from_the_rank_that_arrived_last(rea
     report = comm_report(real)
     last = {(op.step, op.name): op.last_rank for op in report.ops if op.last_rank is not None}
     lateness = {(op.step, op.name): op.skew_ns for op in report.ops if op.skew_ns is not None}
-    paths = list(analysis.critical_paths(real))
+    paths = list(analysis.critical_report(real))
     assert paths
     for found in paths:
         assert abs(sum(s.dur_ns for s in found.path) - found.step_ns) <= found.step_ns / 100
@@ -247,7 +247,7 @@ def test_real_op_type_what_ifs_name_the_types_ops_lists(real, capsys):
 
 def test_real_an_open_profile_gives_the_same_paths(real):
     opened = Profile.open(real, Options(ranks=[0, 1], kind=Kind.SUMMARY))
-    assert list(analysis.critical_paths(opened)) == list(analysis.critical_paths(real))
+    assert list(analysis.critical_report(opened)) == list(analysis.critical_report(real))
 
 
 def test_real_cli_json_table_and_csv(real, capsys):

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import pytest
 from conftest import real_data
 
-from converters.analyses.critical import StepPath, critical_paths
+from converters.analyses.critical import StepPath, critical_report
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
@@ -108,7 +108,7 @@ def paths() -> dict[tuple[int, int], tuple[StepPath, list[Edge]]]:
     sample = real_data("kineto-2rank")
     with _pandas_3_drop():
         theirs = {(rank, step): _hta_path(sample, rank, step) for rank in RANKS for step in STEPS}
-    ours = {(rank, p.step): p for rank in RANKS for p in critical_paths(sample, ranks=[rank])}
+    ours = {(rank, p.step): p for rank in RANKS for p in critical_report(sample, ranks=[rank])}
     assert sorted(ours) == sorted(theirs)
     return {key: (ours[key], theirs[key]) for key in theirs}
 

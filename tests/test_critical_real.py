@@ -10,7 +10,7 @@ import pytest
 from conftest import real_data
 
 from converters import Diagnostics
-from converters.analyses.critical import SEGMENT_KINDS, UNSPLIT, critical_paths
+from converters.analyses.critical import SEGMENT_KINDS, UNSPLIT, critical_report
 from converters.cli import main
 
 WITH_DEVICE = {  # sample -> (steps, ranks the profile holds)
@@ -39,7 +39,7 @@ HOST_ONLY = ["mindspore-cpu/pynative-profile", "mindspore-cpu/graph-legacy-Profi
 @pytest.mark.parametrize("sample", sorted(WITH_DEVICE) + sorted(HOST_WORK))
 def test_each_step_s_path_tiles_its_span_on_the_kept_ranks(sample):
     steps, ranks = WITH_DEVICE.get(sample) or HOST_WORK[sample]
-    paths = list(critical_paths(real_data(sample), diag=Diagnostics()))
+    paths = list(critical_report(real_data(sample), diag=Diagnostics()))
     assert all(p.host_work == (sample in HOST_WORK) for p in paths)
     assert [p.step for p in paths] == steps
     for found in paths:
@@ -56,7 +56,7 @@ def test_each_step_s_path_tiles_its_span_on_the_kept_ranks(sample):
 @pytest.mark.parametrize("sample", sorted(HOST_WORK))
 def test_a_cpu_only_job_s_path_runs_through_its_host_operators_and_says_so(sample, capsys):
     """Before, kineto-gloo-2rank's steps had no path: its CPU ops are no device tasks."""
-    paths = list(critical_paths(real_data(sample), diag=Diagnostics()))
+    paths = list(critical_report(real_data(sample), diag=Diagnostics()))
     assert all(any(s.kind == "compute" for s in p.path) and p.what_if for p in paths)
     assert main(["critical", str(real_data(sample))]) == 0
     err = capsys.readouterr().err
@@ -65,14 +65,14 @@ def test_a_cpu_only_job_s_path_runs_through_its_host_operators_and_says_so(sampl
 
 @pytest.mark.parametrize("sample", sorted(DEVICE_UNKNOWN))
 def test_steps_whose_device_side_is_not_recorded_have_no_path(sample):
-    paths = list(critical_paths(real_data(sample), diag=Diagnostics()))
+    paths = list(critical_report(real_data(sample), diag=Diagnostics()))
     assert [p.step for p in paths] == DEVICE_UNKNOWN[sample]
     assert all(p.unknown and p.path == [] and p.what_if == [] for p in paths)
 
 
 @pytest.mark.parametrize("sample", HOST_ONLY)
 def test_a_profile_without_device_work_has_no_path_and_says_so(sample, capsys):
-    assert list(critical_paths(real_data(sample), diag=Diagnostics())) == []
+    assert list(critical_report(real_data(sample), diag=Diagnostics())) == []
     assert main(["critical", str(real_data(sample))]) == 0
     assert "no device work in the kept ranks and steps" in capsys.readouterr().err
 

@@ -18,12 +18,12 @@ from test_trace_processor import imported, trace_processor
 from trace_check import read_chrome_json, read_perfetto
 
 from converters import convert
-from converters.analyses.critical import StepPath, critical_paths
+from converters.analyses.critical import StepPath, critical_report
 from converters.budget import MARKER_RESERVE
 from converters.cli import main
-from converters.critical_drawing import GROUP, LANE, TITLE
 from converters.errors import UsageError
 from converters.model import step_label
+from converters.path_drawing import GROUP, LANE, TITLE
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 
@@ -118,7 +118,7 @@ def slow_job(tmp_path_factory) -> Path:
 
 
 def test_the_path_of_a_slow_rank_is_drawn_whole_in_both_writers(slow_job, tmp_path):
-    paths = list(critical_paths(slow_job))
+    paths = list(critical_report(slow_job))
     assert len(paths) == 2
     _, arrows = assert_draws(slow_job, tmp_path, paths)["out.pftrace"]
     assert any(s.rank == 2 for found in paths for s in found.path) and arrows  # through the slow rank
@@ -128,8 +128,8 @@ def test_after_aligning_the_hosts_the_path_drawn_is_the_aligned_one_and_aligned_
     root = tmp_path / "job"
     write_ascend_pt_profile(root, ranks=4, steps=2, tasks_per_step=20, ranks_per_host=2,
                             host_offsets_ns=[0, 700_000], slow_rank=3, slow_ns=1_000_000, seed=4)
-    paths = list(critical_paths(root, align="collectives"))
-    assert paths != list(critical_paths(root))
+    paths = list(critical_report(root, align="collectives"))
+    assert paths != list(critical_report(root))
     assert_draws(root, tmp_path, paths, align="collectives")
     header = pb.Trace.FromString((tmp_path / "out.pftrace").read_bytes())
     described = [p.track_descriptor.description for p in header.packet
@@ -144,7 +144,7 @@ def test_ranks_on_clocks_of_their_own_have_no_path_unless_aligned(tmp_path):
     result = convert(root, tmp_path / "out.json", kind="detail", critical_path=True)
     assert any("--critical-path: nothing drawn, rank 1 shares no clock" in w for w in result.warnings)
     assert TITLE not in read_chrome_json((tmp_path / "out.json").read_bytes()).processes
-    assert_draws(root, tmp_path, list(critical_paths(root, align="collectives")), align="collectives")
+    assert_draws(root, tmp_path, list(critical_report(root, align="collectives")), align="collectives")
 
 
 def test_the_protobuf_declares_the_path_s_process_above_the_ranks_with_its_arrows(slow_job, tmp_path):
@@ -160,7 +160,7 @@ def test_the_protobuf_declares_the_path_s_process_above_the_ranks_with_its_arrow
     events = [p.track_event for p in trace.packet
               if p.HasField("track_event") and p.track_event.track_uuid == lane.uuid]
     begins = [e for e in events if e.type == pb.TrackEvent.TYPE_SLICE_BEGIN]
-    paths = list(critical_paths(slow_job))
+    paths = list(critical_report(slow_job))
     assert len(begins) == sum(1 + len(found.path) for found in paths)
     assert len(events) == 2 * len(begins)
     changes = sum(a.rank != b.rank for found in paths for a, b in _pairs(found))
@@ -176,7 +176,7 @@ def test_the_json_holds_the_same_path_as_orjson_reads_it(slow_job, tmp_path):
                and e["args"]["name"] == TITLE)
     assert {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": -1}} in events
     mine = [e for e in events if e.get("pid") == pid and e["ph"] == "X"]
-    paths = list(critical_paths(slow_job))
+    paths = list(critical_report(slow_job))
     steps = [e for e in mine if e["name"].startswith("Step ")]
     segments = [e for e in mine if not e["name"].startswith("Step ")]
     assert [e["name"] for e in steps] == [step_label(p.graph, p.step) for p in paths]
@@ -191,7 +191,7 @@ def test_the_json_holds_the_same_path_as_orjson_reads_it(slow_job, tmp_path):
 
 
 def test_the_size_cap_keeps_or_leaves_out_a_step_s_path_with_its_detail(slow_job, tmp_path):
-    paths = list(critical_paths(slow_job))
+    paths = list(critical_report(slow_job))
     whole = tmp_path / "whole.pftrace"
     convert(slow_job, whole, kind="detail", critical_path=True, max_bytes=None)
     out = tmp_path / "out.pftrace"
@@ -226,7 +226,7 @@ def test_help_teaches_the_option(capsys):
 
 def test_real_the_path_is_drawn_whole_in_both_writers(tmp_path):
     source = real_data("ascend-pt-2rank")
-    paths = list(critical_paths(source))
+    paths = list(critical_report(source))
     drawn = assert_draws(source, tmp_path, paths)
     assert drawn["out.pftrace"] != drawn["out.json"]  # absolute in one, from an origin in the other
     assert drawn["out.pftrace"][1]  # the path changes rank
@@ -240,7 +240,7 @@ def test_real_the_path_is_drawn_whole_in_both_writers(tmp_path):
 def test_steps_that_overlap_go_on_lanes_of_their_own():
     """kineto-gloo-2rank's step 2 on rank 0 ends after step 3 begins on rank 1: the lanes, checked on
     such spans."""
-    from converters.critical_drawing import _Lanes
+    from converters.path_drawing import _Lanes
 
     lanes = _Lanes()
     assert [lanes.place(*span) for span in ((0, 10), (8, 20), (20, 30), (9, 12))] == [0, 1, 0, 2]
@@ -251,7 +251,7 @@ def test_real_a_cpu_only_job_s_path_is_drawn_whole(sample, tmp_path):
     """No device work: the path runs through the host operators (before, nothing was drawn);
     kineto-gloo-2rank's steps overlap across ranks, so they go on lanes of their own."""
     source = real_data(sample)
-    paths = list(critical_paths(source))
+    paths = list(critical_report(source))
     assert paths and all(found.host_work for found in paths)
     assert_draws(source, tmp_path, paths)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from converters import Diagnostics
-from converters.analyses.critical import critical_paths
+from converters.analyses.critical import critical_report
 from converters.cli import main
 
 MADE = Path(__file__).resolve().parent.parent / "fixtures" / "made"
@@ -48,7 +48,7 @@ def late_by_ms(folder: Path) -> dict[int, float]:
 
 def test_critical_names_the_slowed_rank_first_with_the_delay_it_caused():
     folder = sample()
-    paths = list(critical_paths(folder, diag=Diagnostics()))
+    paths = list(critical_report(folder, diag=Diagnostics()))
     late = late_by_ms(folder)
     assert [p.step for p in paths] == sorted(late) and len(paths) == 8
     firsts = [p.what_if[0] for p in paths]
@@ -62,7 +62,7 @@ def test_critical_names_the_slowed_rank_first_with_the_delay_it_caused():
 
 
 def test_critical_on_the_control_names_no_rank_so():
-    paths = list(critical_paths(sample("ddp-straggler-4rank-control"), diag=Diagnostics()))
+    paths = list(critical_report(sample("ddp-straggler-4rank-control"), diag=Diagnostics()))
     assert paths and all(p.what_if[0].saved_ns / 1e6 < (1 - CLOSE) * DELAY_MS for p in paths)
 
 

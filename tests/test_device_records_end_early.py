@@ -14,7 +14,7 @@ import pytest
 
 from converters.analyses.report import report_data, report_json
 from converters.cli import main
-from converters.overlap import total_ns, union
+from converters.intervals import total_ns, union
 from fixtures.mindspore1x_gen import GeneratedLegacyRank, write_mindspore1x_profile
 
 STEPS, CUT_IN = 12, 5

@@ -42,7 +42,7 @@ def test_by_name_equals_hta_trace_diff_on_two_real_kineto_ranks(tmp_path, capsys
     """HTA 0.5's ``TraceDiff.compare_traces`` (run here) of rank 0 (control) against rank 1 (test)
     over all iterations, GPU side: our device rows hold every kernel it counts, counts exact, times
     within 0.1%. HTA's GPU side also counts memcpy, memset and the NCCL kernels, which our op
-    statistics leave out (transfers and communication, not computing: ``overlap.is_compute``)."""
+    statistics leave out (transfers and communication, not computing: ``intervals.is_compute``)."""
     trace_diff = pytest.importorskip("hta.trace_diff", reason="HolisticTraceAnalysis is a test extra")
     logging.getLogger("hta").setLevel(logging.WARNING)
     sample = real_data("kineto-2rank")

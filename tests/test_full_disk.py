@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from converters import budget
+from converters import spool
 from converters.cli import main
 from converters.readers.common import spill
 from fixtures.kineto_gen import write_kineto_traces
@@ -55,7 +55,7 @@ def test_a_full_disk_under_the_spool_names_the_temporary_folder(job, tmp_path, m
         file = builtins.open(path, mode, *args, **kwargs)
         return _Full(file) if "w" in mode else file
 
-    monkeypatch.setattr(budget, "open", opening, raising=False)
+    monkeypatch.setattr(spool, "open", opening, raising=False)
     assert main([str(job), "-o", str(tmp_path / "out.pftrace"), "-q"]) == 1
     _says_the_temporary_folder(capsys.readouterr().err)
     assert not (tmp_path / "out.pftrace").exists()

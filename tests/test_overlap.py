@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from converters._overlap import lanes, step_intervals
 from converters._overlap import slices as overlap_slices
+from converters.intervals import analyse, clip, intersect, is_compute, subtract, total_ns, union
 from converters.model import Layer, Slice, Step, StepRecords
-from converters.overlap import analyse, clip, intersect, is_compute, subtract, total_ns, union
 
 intervals = st.lists(
     st.tuples(st.integers(0, 60), st.integers(0, 12)).map(lambda t: (t[0], t[0] + t[1])),

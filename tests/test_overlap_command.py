@@ -67,8 +67,7 @@ def test_without_pandas_a_dataframe_is_a_clear_error(monkeypatch):
     import sys
 
     from converters.analyses import render
-    from converters.errors import UsageError
 
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if not installed
-    with pytest.raises(UsageError, match="pip install pandas"):
+    with pytest.raises(ImportError, match=r"pip install 'trace2perfetto\[pandas\]'"):
         render.frame([{"Rank": 0}])

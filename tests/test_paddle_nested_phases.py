@@ -12,7 +12,7 @@ import pytest
 
 from converters import Diagnostics, Layer, Options, discover, read_profile
 from converters.analyses.report import report_data, report_json
-from converters.overlap import total_ns, union
+from converters.intervals import total_ns, union
 from fixtures.paddle_gen import PHASES, generate_profile
 
 

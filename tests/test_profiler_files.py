@@ -16,7 +16,7 @@ import pytest
 from conftest import level0_copy, real_data
 
 from converters import comm_report
-from converters.analyses.comm_matrix import comm_matrix
+from converters.analyses.comm_matrix import comm_matrix_report
 from converters.analyses.report import render_html, report_data, report_json
 from converters.cli import main
 
@@ -66,7 +66,7 @@ def _without_planes(root: Path) -> None:
                          ids=["kernel_details", "analysis", "trace_view_without_planes"])
 def test_every_link_is_communication_matrix_jsons(tmp_path, removed):
     root = _copy(tmp_path, *removed)
-    report = comm_matrix(root)
+    report = comm_matrix_report(root)
     assert not report.plane_tasks and report.from_profiler == {0: "communication_matrix.json",
                                                                 1: "communication_matrix.json"}
     compared = 0
@@ -169,7 +169,7 @@ def test_without_the_analysis_files_the_figures_are_unknown(tmp_path, capsys, ke
     assert len(ops) == 8
     assert all(op.transit_ns is None and op.wait_ns is None and op.sync_ns is None and op.idle_ns is None
                and op.figures_from is None and not op.transports for op in ops)
-    report = comm_matrix(root)
+    report = comm_matrix_report(root)
     assert report.rows == [] and not report.has_links
     assert main(["comm", str(root), "--matrix"]) == 0
     assert "no HCCL plane tasks" in capsys.readouterr().err
@@ -183,7 +183,7 @@ def test_an_analysis_db_rank_has_its_comm_analyzer_matrix_and_bandwidth(tmp_path
     for found in root.rglob("ascend_pytorch_profiler_*"):
         found.chmod(0o644)
         found.unlink()
-    rows = comm_matrix(root).rows
+    rows = comm_matrix_report(root).rows
     ops = comm_report(root).ops
     for rank in (0, 1):
         path = root / f"rank{rank}_ascend_pt" / OUTPUT / "analysis.db"
@@ -475,6 +475,6 @@ def test_a_broken_communication_matrix_json_costs_the_rank_its_links_only(tmp_pa
     path.chmod(0o644)
     path.write_text('{"step50": ')
     diag = Diagnostics()
-    report = comm_matrix(root, diag=diag)
+    report = comm_matrix_report(root, diag=diag)
     assert {r.rank for r in report.rows} == {1} and report.from_profiler == {1: "communication_matrix.json"}
     assert any(str(path) in m and "rank 0 has no links" in m for m in diag.messages())

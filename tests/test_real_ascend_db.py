@@ -36,7 +36,7 @@ from converters import (
     read_profile,
     step_overlap,
 )
-from converters.overlap import NOT_COMPUTE
+from converters.intervals import NOT_COMPUTE
 
 LANES = {0: "Computing", 1: "Communication", 2: "Communication (not overlapped)", 3: "Free"}
 

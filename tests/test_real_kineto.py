@@ -32,8 +32,8 @@ from converters import (
     step_overlap,
 )
 from converters.cli import main
+from converters.intervals import intersect, total_ns
 from converters.model import ALLGATHER, ALLREDUCE, ALLTOALL, GPU_KERNEL, comm_kind
-from converters.overlap import intersect, total_ns
 
 
 def _events(path: Path) -> tuple[dict, list[dict]]:
@@ -304,7 +304,7 @@ def test_communication_not_named_nccl_is_communication_not_compute(tmp_path):
     absent from ``ops``' compute rows, which hold every other kernel of the raw trace; drawn in the
     Communication group of a trace that loads clean."""
     from converters.analyses.ops import ops_report
-    from converters.overlap import union
+    from converters.intervals import union
 
     [path] = _traces("kineto-b200-vllm")
     data, events = _events(path)

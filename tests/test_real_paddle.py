@@ -14,7 +14,7 @@ import pytest
 from conftest import real_data
 
 from converters import Diagnostics, Layer, Options, convert, discover, read_profile
-from converters.overlap import union
+from converters.intervals import union
 from converters.readers import paddle_nodetree_pb2 as pb
 
 PHASES = ("Dataloader", "Forward", "Backward", "Optimization")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import converters
-from converters import layout, model, overlap
+from converters import intervals, layout, model
 from converters.readers import ascend_db_flows, ascend_db_specs, chrome_trace
 from converters.readers.common import flows, seek, spill
 
@@ -21,12 +21,12 @@ HEADER = Path(converters.__file__).parent / "records.h"
 NAMED_TUPLES = (
     model.Slice, model.Sample, model.FlowEnd,
     layout.Track, layout.Begin, layout.End, layout.Value, layout.Placement,
-    overlap.StepIntervals,
+    intervals.StepIntervals,
     chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut, spill.ByStep,
     ascend_db_flows.BindRules, ascend_db_specs.TaskSpec, ascend_db_specs.TaskPlaces, ascend_db_specs.CommSpec,
     ascend_db_specs.CommEnums, ascend_db_specs.HostSpec, ascend_db_specs.FillHead,
 )
-# plain tuples: overlap.Interval (start_ns, end_ns), flows.Bound.arrows' items, seek._NEEDLES' items
+# plain tuples: intervals.Interval (start_ns, end_ns), flows.Bound.arrows' items, seek._NEEDLES' items
 RECORDS = {**{cls.__name__: cls._fields for cls in NAMED_TUPLES}, "Interval": ("start", "end"),
            "Arrow": ("key", "start", "end"), "Needle": ("text", "at")}
 
@@ -67,7 +67,7 @@ def test_every_constant_of_the_header_is_a_field():
 
 
 def test_an_interval_is_a_pair():
-    assert typing.get_args(overlap.Interval) == (int, int)
+    assert typing.get_args(intervals.Interval) == (int, int)
 
 
 def test_an_arrow_and_a_needle_are_the_tuples_the_header_names():

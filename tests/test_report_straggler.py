@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from converters.analyses.report import report_data
+from converters.analyses.report import report_data, verdict
 from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 
@@ -93,7 +93,7 @@ def test_no_straggler_share_passes_100_percent(seed, slow_ns, offset_ns, align):
             exposed = f.exposed_wait_for(f.waited_for)
             assert 0 <= exposed <= (f.overlap.not_overlapped_ns or 0)
             assert exposed <= sum(f.waited_for.values())
-        for share in SHARE.findall(report.verdict()["summary"]):
+        for share in SHARE.findall(verdict(report)["summary"]):
             assert 50 <= int(share[0]) <= 100
         for d in report.diagnoses:  # "X ms (..) in communication not overlapped; Y ms of it waiting": Y <= X
             if (found := OF_IT.match(d.summary)) is not None:

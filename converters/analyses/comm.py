@@ -1,6 +1,6 @@
 """``trace2perfetto comm``: communication per op and rank, collectives across ranks, slow ranks,
 clocks (docs/analysis.md). Each rank is read in a worker; only its ops and a few figures per step
-come back, and the matching across ranks happens here (``converters.comm``)."""
+come back, and the matching across ranks happens here (``converters.communication``)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .. import comm
-from ..budget import Spool, SpoolFile, spooled
+from .. import communication
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, StepKey
 from ..profile import Kind, Options, Profile, aligning, read_profile
+from ..spool import Spool, SpoolFile, spooled
 from .overlap import overlap_row, step_span
 
 
@@ -65,9 +65,9 @@ class StepSpread:
 
 @dataclass
 class CommReport:
-    ops: list[comm.OpComm]
+    ops: list[communication.OpComm]
     instances: int  # collectives matched across two ranks or more
-    clocks: list[comm.HostClock]
+    clocks: list[communication.HostClock]
     aligned: bool
     steps: list[StepTime] = field(default_factory=list)
     slow_ranks: list[SlowRank] = field(default_factory=list)  # most wait caused first
@@ -84,13 +84,13 @@ def comm_report(
     align: str | None = None,
     diag: Diagnostics | None = None,
     where: Where = LOCAL,
-    each: Callable[[list[comm.OpComm]], None] | None = None,
+    each: Callable[[list[communication.OpComm]], None] | None = None,
 ) -> CommReport:
     """Communication of every op of every kept rank and step, matched across ranks.
 
-    Per op: the figures of torch_npu's ``communication.json`` (``comm.op_comm``) and, where other
+    Per op: the figures of torch_npu's ``communication.json`` (``communication.op_comm``) and, where other
     ranks recorded the same collective, its arrival skew, last rank and this rank's wait for it.
-    Per host: its clock offset as the collectives' ends show it (``comm.clock_offsets``); with
+    Per host: its clock offset as the collectives' ends show it (``communication.clock_offsets``); with
     ``align="collectives"`` the skews and waits are measured on the aligned clocks. ``where``: this
     machine or a Dask cluster (``executor.Where``). ``each``: the ops are handed to it step by step
     (every rank's ops of one step) and not kept, so a table of any size streams in flat memory:
@@ -109,11 +109,11 @@ def comm_report(
         stashed, times = _read_ranks(profile, spool)
         profile.check_steps()
         infos = profile.ranks
-        hosts = comm.host_names(infos)
-        clocks = comm.clock_offsets((inst for _, instances in _steps(stashed, spool) for inst in instances),
-                                    hosts)
-        policy = comm.timeline(infos, clocks, aligned)  # the one clock policy: offsets, ranks apart
-        comm.say_timeline(profile.diag, policy)
+        hosts = communication.host_names(infos)
+        clocks = communication.clock_offsets(
+            (inst for _, instances in _steps(stashed, spool) for inst in instances), hosts)
+        policy = communication.timeline(infos, clocks, aligned)  # the one clock policy: offsets, ranks apart
+        communication.say_timeline(profile.diag, policy)
         report = CommReport([], 0, clocks, aligned)
         hand = each or report.ops.extend
         waits = Waits()
@@ -155,19 +155,19 @@ def _read_ranks(profile: Profile, spool: Spool
     return by_step, times
 
 
-_AS_RECORDED = comm.Timeline({})  # no offset, no rank apart
+_AS_RECORDED = communication.Timeline({})  # no offset, no rank apart
 
 
 def _steps(stashed: dict[StepKey | None, list[tuple[str, int, int]]], spool: Spool,
-           policy: comm.Timeline = _AS_RECORDED):
+           policy: communication.Timeline = _AS_RECORDED):
     """Step by step (the pseudo step first, then by graph and step), every rank's ops of the step
-    and its collectives, matched under the clock policy (``comm.matched``)."""
+    and its collectives, matched under the clock policy (``communication.matched``)."""
     for step in sorted(stashed, key=lambda s: () if s is None else s):
-        by_rank: dict[int, list[comm.OpComm]] = {}
+        by_rank: dict[int, list[communication.OpComm]] = {}
         for path, offset, length in stashed[step]:
             for op in pickle.loads(spool.unstash(path, offset, length)):
                 by_rank.setdefault(op.rank, []).append(op)
-        yield [op for ops in by_rank.values() for op in ops], comm.matched(by_rank, policy)
+        yield [op for ops in by_rank.values() for op in ops], communication.matched(by_rank, policy)
 
 
 def rank_comm(info: RankInfo, options: Options, diag: Diagnostics, path: str | None) -> tuple:
@@ -181,7 +181,7 @@ def _comm_into(info: RankInfo, options: Options, diag: Diagnostics, path: str) -
     stashed, times = [], []
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
-            ops = comm.step_ops(batch)
+            ops = communication.step_ops(batch)
             if ops:
                 stashed.append((batch.key, *spool.stash(pickle.dumps(ops, pickle.HIGHEST_PROTOCOL))))
             if batch.step is None and not batch.figures and all(s.layer is Layer.MEMORY
@@ -202,7 +202,7 @@ class Waits:
         self.suffered: dict[tuple, int] = defaultdict(int)
         self.caused: dict[tuple, int] = defaultdict(int)
 
-    def add(self, ops: list[comm.OpComm]) -> None:
+    def add(self, ops: list[communication.OpComm]) -> None:
         """Matched ops holding whole collectives (one step's, or all)."""
         last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
         for op in ops:
@@ -218,14 +218,14 @@ class Waits:
                 for t in times]
 
 
-def with_waits(times: list[StepTime], ops: list[comm.OpComm]) -> list[StepTime]:
+def with_waits(times: list[StepTime], ops: list[communication.OpComm]) -> list[StepTime]:
     """Each step with the wait it suffered and caused (``Waits``), from all the matched ops."""
     waits = Waits()
     waits.add(ops)
     return waits.of(times)
 
 
-def last_arrivals(instances: Iterable[comm.Instance]) -> dict[int, int]:
+def last_arrivals(instances: Iterable[communication.Instance]) -> dict[int, int]:
     """Per rank, the collectives in which it arrived last (and someone waited)."""
     last: dict[int, int] = defaultdict(int)
     for inst in instances:

@@ -4,7 +4,7 @@ per rank, step, op and link (src rank -> dst rank), and the slowest links of the
 
 Three pure parts:
 
-* per op, its transit per link from its HCCL plane tasks (``comm.op_links``: CANN's
+* per op, its transit per link from its HCCL plane tasks (``communication.op_links``: CANN's
   ``CommunicationMatrixParser``);
 * per rank and step, ``summarize``: the ops of one type (what each does, ``model.comm_kind``:
   ``allreduce``) on one group (``hccl group 586``), link by link, as the profiler writes them: the
@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .. import comm, readers
+from .. import communication, readers
 from ..errors import Diagnostics, InputError
 from ..executor import LOCAL, Where
 from ..model import POINT_TO_POINT, RankInfo, StepRecords, comm_kind
@@ -50,7 +50,7 @@ class OpLinks:
     name: str
     group: str
     op_type: str  # what it does (``model.comm_kind``): ``hcom_allReduce__586_0_1`` is ``allreduce``
-    links: dict[tuple[int, int], comm.Link]
+    links: dict[tuple[int, int], communication.Link]
 
     @property
     def p2p(self) -> bool:
@@ -80,7 +80,7 @@ class LinkRow:
     def gb_per_s(self) -> float:
         if self.stated_gb_per_s is not None:
             return self.stated_gb_per_s
-        return comm.Link(self.transport, self.size_bytes, self.time_ns).gb_per_s
+        return communication.Link(self.transport, self.size_bytes, self.time_ns).gb_per_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +111,7 @@ class MatrixReport:
         return self.plane_tasks or bool(self.from_profiler)
 
 
-def comm_matrix(
+def comm_matrix_report(
     path: str | os.PathLike[str],
     *,
     ranks: Iterable[int] | None = None,
@@ -128,7 +128,7 @@ def comm_matrix(
 
     Example::
 
-        report = comm_matrix("profiler_output/")
+        report = comm_matrix_report("profiler_output/")
         worst = report.slowest[0]   # e.g. SlowLink(src=3, dst=5, transport="HCCS", ..., ratio=0.62)
 
     Raises:
@@ -213,8 +213,8 @@ def profiler_rows(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
 
 def step_links(batch: StepRecords) -> tuple[list[LinkRow], bool]:
     """One rank's step: its rows, and whether it had plane tasks on links."""
-    ops = [OpLinks(op.name, comm.group_of(op), comm_kind(op), comm.op_links(op, tasks))
-           for op, tasks in comm.op_tasks(batch)]
+    ops = [OpLinks(op.name, communication.group_of(op), comm_kind(op), communication.op_links(op, tasks))
+           for op, tasks in communication.op_tasks(batch)]
     return summarize(batch.rank, batch.graph, batch.step_id, ops), any(op.links for op in ops)
 
 
@@ -222,7 +222,7 @@ def summarize(rank: int, graph: int | None, step: int | None, ops: Iterable[OpLi
     """The rows of one rank's step: per kind, group and op type, per link, the ops picked by
     bandwidth (``LABELS``) and their total. Ops in time order: of equal bandwidths the earlier
     ranks higher."""
-    by_type: dict[tuple[str, str, str], dict[tuple[int, int], list[tuple[str, comm.Link]]]] = {}
+    by_type: dict[tuple[str, str, str], dict[tuple[int, int], list[tuple[str, communication.Link]]]] = {}
     for op in ops:
         key = (P2P if op.p2p else COLLECTIVE, op.group, op.op_type)
         links = by_type.setdefault(key, {})
@@ -237,14 +237,14 @@ def summarize(rank: int, graph: int | None, step: int | None, ops: Iterable[OpLi
     return rows
 
 
-def picked(found: list[tuple[str, comm.Link]]) -> list[tuple[str, str | None, comm.Link]]:
+def picked(found: list[tuple[str, communication.Link]]) -> list[tuple[str, str | None, communication.Link]]:
     """(label, op name, figures) of the ops of one link as ``LABELS`` picks them, then the total
     (op name None; transport: the last op's, as CANN's sum keeps it)."""
     ranked = sorted(found, key=lambda item: -item[1].gb_per_s)  # stable: time order among equals
     n = len(ranked)
     out = [("top1", *ranked[0]), ("middle", *ranked[n // 2])]
     out += [(f"bottom{i}", *ranked[-i]) for i in range(1, min(3, n) + 1)]
-    total = comm.Link(found[-1][1].transport, sum(f.size_bytes for _, f in found),
+    total = communication.Link(found[-1][1].transport, sum(f.size_bytes for _, f in found),
                       sum(f.time_ns for _, f in found))
     return [*out, ("total", None, total)]
 
@@ -268,7 +268,7 @@ def add_totals(sums: dict[tuple[int, int, str], list[int]], rows: Iterable[LinkR
 
 def ranked(sums: dict[tuple[int, int, str], list[int]]) -> list[SlowLink]:
     """The links of ``sums`` (``add_totals``), slowest against the median of its transport first."""
-    bandwidth = {key: comm.Link(key[2], size, ns).gb_per_s for key, (size, ns) in sums.items()}
+    bandwidth = {key: communication.Link(key[2], size, ns).gb_per_s for key, (size, ns) in sums.items()}
     by_transport: dict[str, list[float]] = defaultdict(list)
     for (_, _, transport), gb in bandwidth.items():
         by_transport[transport].append(gb)

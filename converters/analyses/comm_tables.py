@@ -9,7 +9,7 @@ import sys
 
 import orjson
 
-from ..comm import TRANSPORTS, OpComm
+from ..communication import TRANSPORTS, OpComm
 from ..model import step_label
 from ..select import format_ids
 from . import comm_matrix as matrix

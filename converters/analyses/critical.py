@@ -1,11 +1,11 @@
 """``trace2perfetto critical``: per step, the critical path across ranks and what fixing each piece
 of it would save (docs/analysis.md, section 11).
 
-Each rank is read in a worker, which builds its step's dependency graph (``converters.critical``)
+Each rank is read in a worker, which builds its step's dependency graph (``converters.dependency_graph``)
 and contracts it to what crosses ranks: the longest local chain between each pair of its
 synchronisation points (its collectives' arrivals and completions, its sends and receives) and its
 end. Those go to a spool file step by step, as ``comm``'s ops do; the driver reads back one step of
-every rank at a time, joins the ranks at their collectives (``comm.match``) and send/receive pairs,
+every rank at a time, joins the ranks at their collectives (``communication.match``) and send/receive pairs,
 walks the longest path and recomputes the step on that graph for each what-if.
 """
 
@@ -20,11 +20,11 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .. import comm, readers
-from ..budget import Spool, SpoolFile, spooled
-from ..critical import NEVER, Contracted, Graph, Node, Segment, built, contract, cycle, segments
+from .. import communication, readers
+from ..dependency_graph import NEVER, Contracted, Graph, Node, Segment, built, contract, cycle, segments
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
+from ..intervals import is_compute
 from ..model import (
     COLLECTIVE,
     RECV,
@@ -37,13 +37,13 @@ from ..model import (
     StepRecords,
     decoded_args,
 )
-from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted
 from ..select import format_ids
+from ..spool import Spool, SpoolFile, spooled
 from .host_work import host_compute, note_host_work
 from .ops import op_type
 
-__all__ = ["Segment", "StepPath", "TaskTypes", "WhatIf", "critical_paths", "keyed_paths", "own_clocks",
+__all__ = ["Segment", "StepPath", "TaskTypes", "WhatIf", "critical_report", "keyed_paths", "own_clocks",
            "paths_of", "read_ranks", "record", "stash_step"]
 
 KINDS = ("compute", "communication", "wait", "idle", "host")
@@ -89,7 +89,7 @@ class Sync(NamedTuple):
     """One communication op of one rank: its arrival (a sink of the local graph) and completion (a
     source), how the ranks name it, and what the driver needs to join it."""
 
-    key: comm.Key | None  # None: a send or receive
+    key: communication.Key | None  # None: a send or receive
     name: str
     arrival: int  # local node indices
     done: int
@@ -98,7 +98,7 @@ class Sync(NamedTuple):
     sync_ns: int | None  # its wait before its first transit (None: no plane tasks)
     transit_ns: int | None  # its time in transit (None: no plane tasks)
     outside: bool  # its tasks name a rank outside the kept ranks: a participant the profile lacks
-    group: str  # the communicator (``comm.group_of``)
+    group: str  # the communicator (``communication.group_of``)
     peer: int | None  # a send's or receive's other rank, where its tasks name it
     p2p: str  # "send", "receive", "both" (a batched send and receive); "" for a collective
 
@@ -127,13 +127,13 @@ class RankStep(NamedTuple):
 
 def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
               type_of: Callable[[Slice], str] = op_type) -> RankStep | None:
-    """One rank's step as a dependency graph, contracted (``converters.critical.contract``);
+    """One rank's step as a dependency graph, contracted (``converters.dependency_graph.contract``);
     None without device work. ``kept``: the ranks read (None: every rank its ops name);
     ``type_of``: a device task's op type."""
     tasks = [s for s in batch.slices if s.layer is Layer.STREAM and is_compute(s.task_type)]
     host_work = not batch.has_device and not tasks and bool(tasks := host_compute(batch.slices))
-    pairs = comm.op_tasks(batch)
-    ops = [comm.op_comm(op, mine, batch.graph, batch.step_id, batch.key) for op, mine in pairs]
+    pairs = communication.op_tasks(batch)
+    ops = [communication.op_comm(op, mine, batch.graph, batch.step_id, batch.key) for op, mine in pairs]
     if not tasks and not ops:
         return None
     launches = [] if host_work else _launches(batch.slices, tasks, pairs)  # host work launches nothing
@@ -161,13 +161,14 @@ def _launches(slices: list[Slice], tasks: list[Slice], pairs: list) -> list[Slic
     return [s for s in slices if s.layer is Layer.HOST and not landing.isdisjoint(s.flows_out)]
 
 
-def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[comm.OpComm], launches: list[Slice],
-                kept: frozenset[int] | None, type_of: Callable[[Slice], str]) -> tuple[Graph, list[Sync]]:
+def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[communication.OpComm],
+                launches: list[Slice], kept: frozenset[int] | None, type_of: Callable[[Slice], str]
+                ) -> tuple[Graph, list[Sync]]:
     """Device work in stream order, each after the latest work that ended before it began on the
     rank (no holes in a path) and after its host launch; each host launch after the one before on
     its thread and after the latest device work that ended before it began (a host that waited for
     the device, in a sync the trace does not show); each op an arrival and a completion."""
-    keys = comm.keys(ops)
+    keys = communication.keys(ops)
     items: list[tuple[int, int, str, object]] = [(s.start_ns, 2, "host", s) for s in launches]
     items += [(s.start_ns, 3, "task", s) for s in tasks]
     items += [(op.start_ns, 1, "op", (op, slice_, tasks_, key))
@@ -227,7 +228,7 @@ def _named(rank: int, tasks: list[Slice]) -> dict[int, None]:
             continue
         for name in ("dst rank", "src rank"):
             value = args.get(name)
-            if type(value) is int and value not in (rank, comm.NO_RANK):
+            if type(value) is int and value not in (rank, communication.NO_RANK):
                 named[value] = None
     return named
 
@@ -296,7 +297,7 @@ def stash_step(spool: SpoolFile, batch: StepRecords, shift: int, kept: frozenset
 
 # -- across ranks, in the driver ------------------------------------------------------------------
 
-def critical_paths(
+def critical_report(
     path: str | os.PathLike[str] | Profile,
     *,
     ranks: Iterable[int] | None = None,
@@ -329,7 +330,7 @@ def critical_paths(
     for _, found in keyed_paths(profile, shifts):
         warn_unjoined(profile.diag, found)
         warn_unknown(profile.diag, found)
-        note_host_work(profile.diag, found)
+        note_host_work(profile.diag, found.host_work)
         yield found
 
 
@@ -354,7 +355,7 @@ def warn_unknown(diag: Diagnostics, found: StepPath) -> None:
 
 
 def keyed_paths(profile: Profile, shifts: dict[int, int]) -> Iterator[tuple[StepKey | None, StepPath]]:
-    """``critical_paths`` of a profile whose clocks are already aligned (``shifts``: ns to add to
+    """``critical_report`` of a profile whose clocks are already aligned (``shifts``: ns to add to
     each rank's times, as ``Profile.align`` returned them), each step with its key as the
     conversion files it (``convert --critical-path`` draws the paths in the steps' chunks). The
     profile's options are read as they are: give it ``Kind.DETAIL``."""
@@ -490,8 +491,8 @@ def _step_graph(found: list[RankStep], unjoined: set) -> _StepGraph:
         for s in r.syncs:
             step.local[r.rank, s.arrival] = step.add(Node(r.rank, "", s.name, s.start_ns, 0), [])
         step.local[r.rank, r.end] = step.add(Node(r.rank, "", "end", 0, 0), [])
-    instances = [inst for inst in comm.match({r.rank: [_light(r, s) for s in r.syncs if s.key is not None]
-                                              for r in found}) if inst.key not in unjoined]
+    syncs = {r.rank: [_light(r, s) for s in r.syncs if s.key is not None] for r in found}
+    instances = [inst for inst in communication.match(syncs) if inst.key not in unjoined]
     joins = {inst.key: step.add(Node(inst.last_rank, "", inst.key.name, max(inst.starts.values()), 0),
                                 [(step.arrival(found, rank, inst.key), 0) for rank in inst.starts])
              for inst in instances}
@@ -522,7 +523,7 @@ class _StepGraph:
         self.local: dict[tuple[int, int], int] = {}  # (rank, local node) -> its node here
         self.dones: dict[tuple[int, str], list[int]] = defaultdict(list)
         self.late: list[tuple[int, int, str, int]] = []
-        self.arrivals: dict[tuple[int, comm.Key], int] | None = None
+        self.arrivals: dict[tuple[int, communication.Key], int] | None = None
         self.crossing: dict[int, object] = {}  # a node that joins ranks -> its match (_step_graph's)
 
     def add(self, node: Node, edges: list[tuple[int, int]]) -> int:
@@ -530,7 +531,7 @@ class _StepGraph:
         self.preds.append(edges)
         return len(self.nodes) - 1
 
-    def arrival(self, found: list[RankStep], rank: int, key: comm.Key) -> int:
+    def arrival(self, found: list[RankStep], rank: int, key: communication.Key) -> int:
         if self.arrivals is None:
             self.arrivals = {(r.rank, s.key): self.local[r.rank, s.arrival]
                              for r in found for s in r.syncs if s.key is not None}
@@ -591,12 +592,13 @@ def _wait_share(s: Sync, latest: int, post: int) -> int | None:
     return None if s.sync_ns is None else min(max(s.start_ns + s.sync_ns - latest, 0), post)
 
 
-def _light(r: RankStep, s: Sync) -> comm.OpComm:
-    """A sync as ``comm.match`` takes an op; its key is made again from the name and group (or
+def _light(r: RankStep, s: Sync) -> communication.OpComm:
+    """A sync as ``communication.match`` takes an op; its key is made again from the name and group (or
     from what it does and its sequence number)."""
     key, dur = s.key, s.end_ns - s.start_ns
     kind, seq = (key.name, key.occurrence) if key.by_seq else (COLLECTIVE, None)
-    return comm.OpComm(r.rank, r.graph, r.step, key.group, s.name, s.start_ns, dur, r.key, kind=kind, seq=seq)
+    return communication.OpComm(r.rank, r.graph, r.step, key.group, s.name, s.start_ns, dur, r.key, kind=kind,
+                           seq=seq)
 
 
 def _pairs(found: list[RankStep]) -> dict[tuple[int, int], tuple[RankStep, Sync]]:

@@ -3,7 +3,7 @@ type, per op name, per framework op (the device time of the kernels each launche
 communication op type and group, with a noise check (docs/analysis.md, "diff").
 
 Each side is read as ``overlap``, ``ops`` and ``comm`` read it
-(``overlap.overlap_row``/``step_span``, ``ops.accumulate``, ``comm.step_ops`` per step), giving one
+(``overlap.overlap_row``/``step_span``, ``ops.accumulate``, ``communication.step_ops`` per step), giving one
 sample per rank and step of every figure. A row sets the two sides' samples side by side: their
 means, the delta of the means, and whether that delta stands out of the steps' own noise (``noise``,
 ``significant``): ``noise`` is the larger of K robust standard deviations (1.4826 × MAD) of the
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import comm
+from .. import communication
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import HASHED_GROUP, Layer, RankInfo, StepRecords
@@ -247,7 +247,7 @@ def comm_sample(rank: int, batch: StepRecords) -> StepSample:
     """One step's communication ops summed by type and group: count and Elapse, and their parts."""
     found: dict[tuple[str, str], tuple[int, int]] = {}
     parts: dict[tuple[str, str], CommParts] = {}
-    for op in comm.step_ops(batch):
+    for op in communication.step_ops(batch):
         key = (op.kind, op.group)  # what it does, the same across vendors (``model.comm_kind``)
         held = found.get(key, (0, 0))
         found[key] = (held[0] + 1, held[1] + op.elapse_ns)

@@ -5,23 +5,19 @@ compute, so the critical path runs through them and the job's host communication
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import TYPE_CHECKING
 
 from ..errors import Diagnostics
 from ..model import HOST_OPERATOR, Layer, Slice
 from .launches import outermost
-
-if TYPE_CHECKING:
-    from .critical import StepPath
 
 NOTE = ("no device work is recorded (a CPU-only job): the critical path's compute is the host operators "
         "(the outermost of each thread) and its communication the host's collectives; a GPU or NPU trace "
         "would let it split the host's launches from the device's execution")
 
 
-def note_host_work(diag: Diagnostics, found: StepPath) -> None:
+def note_host_work(diag: Diagnostics, host_work: bool) -> None:
     """Say, once, where a step's path runs through host work (``StepPath.host_work``)."""
-    if found.host_work:
+    if host_work:
         diag.note("critical_host_work", f"critical path: {NOTE}")
 
 

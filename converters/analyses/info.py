@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from ..comm import HostClock, OpComm, clock_offsets, host_names, light_ops, match, wait_slices
+from ..communication import HostClock, OpComm, clock_offsets, host_names, light_ops, match, wait_slices
 from ..errors import Diagnostics, as_text
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Sample, Slice
@@ -212,7 +212,7 @@ class ProfileContents:
                 for kind in KINDS}
 
 
-def profile_info(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = None,
+def info_report(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = None,
                  graphs: Iterable[int] | None = None, steps: Iterable[int] | None = None,
                  step_marker: str | None = None,
                  where: Where = LOCAL) -> ProfileContents:

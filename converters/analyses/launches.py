@@ -21,8 +21,8 @@ import bisect
 import re
 from collections.abc import Iterable
 
+from ..intervals import is_compute
 from ..model import Layer, Slice, StepRecords
-from ..overlap import is_compute
 
 FRAMEWORK_OP = re.compile(r"^[A-Za-z_]\w*::")  # aten::mm, c10d::allreduce_, autograd::engine::...
 
@@ -71,7 +71,7 @@ class Launchers:
         self._before: dict[int, str] = {}
 
     def kernels(self, batch: StepRecords) -> list[tuple[Slice, str | None]]:
-        """The step's compute kernels (``overlap.is_compute``, as ``ops`` counts them), each with
+        """The step's compute kernels (``intervals.is_compute``, as ``ops`` counts them), each with
         the framework op that launched it, None where no link leads to one. Steps in time order."""
         host = [s for s in batch.slices if s.layer is Layer.HOST]
         tops = outermost(s for s in host if is_framework_op(s.name))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .. import overlap
+from .. import intervals
 from ..model import Layer, Slice, StepRecords
 
 COLUMNS = ("computation_time", "communication_alone_time", "stage_time", "receive_alone_time",
@@ -36,7 +36,7 @@ class ClusterStep(NamedTuple):
     collective_communication_alone_ns: int
 
 
-def cluster_step(batch: StepRecords, step_ns: int, computing: list[overlap.Interval],
+def cluster_step(batch: StepRecords, step_ns: int, computing: list[intervals.Interval],
                  is_receive: Callable[[Slice], bool]) -> ClusterStep | None:
     """The step's figures (``step_ns`` its time, ``computing`` the union of its compute tasks,
     ``is_receive`` which ops are receives); None where its device tasks are not recorded (every
@@ -44,16 +44,17 @@ def cluster_step(batch: StepRecords, step_ns: int, computing: list[overlap.Inter
     if not batch.has_device:
         return None
     ops = [s for s in batch.slices if s.layer is Layer.COMM_OP]
-    receive = overlap.union((s.start_ns, s.end_ns) for s in ops if is_receive(s))
-    collective = overlap.union((s.start_ns, s.end_ns) for s in ops if not is_receive(s))
+    receive = intervals.union((s.start_ns, s.end_ns) for s in ops if is_receive(s))
+    collective = intervals.union((s.start_ns, s.end_ns) for s in ops if not is_receive(s))
     compute_gaps = _gaps(computing)
-    comm_alone = overlap.total_ns(overlap.intersect(overlap.union(receive + collective), compute_gaps))
-    receive_alone = overlap.total_ns(overlap.intersect(receive, _gaps(overlap.union(computing + collective))))
-    collective_alone = overlap.total_ns(overlap.intersect(collective, compute_gaps))
+    comm_alone = intervals.total_ns(intervals.intersect(intervals.union(receive + collective), compute_gaps))
+    receive_alone = intervals.total_ns(intervals.intersect(receive,
+                                                           _gaps(intervals.union(computing + collective))))
+    collective_alone = intervals.total_ns(intervals.intersect(collective, compute_gaps))
     return ClusterStep(step_ns - comm_alone, comm_alone, step_ns - receive_alone, receive_alone,
                        collective_alone)
 
 
-def _gaps(merged: list[overlap.Interval]) -> list[overlap.Interval]:
+def _gaps(merged: list[intervals.Interval]) -> list[intervals.Interval]:
     """The time between the first start and the last end of ``merged`` (a union) it does not cover."""
-    return overlap.subtract([(merged[0][0], merged[-1][1])], merged) if merged else []
+    return intervals.subtract([(merged[0][0], merged[-1][1])], merged) if merged else []

@@ -9,7 +9,7 @@ the rank's total, rows by total time, largest first; torch_npu leaves communicat
 ``across`` turns those rows into one row per key over the ranks (the spread of the ranks' totals,
 the slowest rank), whatever the order of the ranks.
 
-What counts is a device task that computes (``overlap.is_compute``: no notify, event, copy or HCCL
+What counts is a device task that computes (``intervals.is_compute``: no notify, event, copy or HCCL
 task), as each reader gives it: its op type from ``Type`` (torch_npu's kernel_details.csv), ``Op
 Type`` (the databases) or ``type`` (MindSpore 1.x framework_raw); else MindSpore's scope name
 without its ``-opN`` suffix (msprof); else its name (GPU kernels). Its core type is its task type
@@ -36,8 +36,8 @@ from typing import Any
 
 from ..errors import NOTHING_DRAWN, Diagnostics, UsageError
 from ..executor import LOCAL, Where
+from ..intervals import is_compute
 from ..model import GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, decoded_args
-from ..overlap import is_compute
 from ..profile import Kind, Options, Profile, read_profile
 from ..readers import for_ops, host_ops_in_detail
 
@@ -122,6 +122,7 @@ class OpRow:
     graph: int | None = None  # by step: the step's graph and id (None: activity no step bounds)
     step: int | None = None
     typed: bool = True  # False: ``name`` is a task's own name, its rank naming no op type (level 0)
+    by: str = "type"  # what the rows are keyed by (one of ``BY``): the keys ``record`` prints
 
     @property
     def avg_ns(self) -> float:
@@ -185,7 +186,7 @@ def _rows(ops: RankOps) -> list[OpRow]:
         row = OpRow(ops.rank, name, core, count, total, low, high, total / whole * 100 if whole else 0.0,
                     self_ns=None if ops.device else own, shapes=extra if ops.by == "shape" else None,
                     graph=extra[2] if by_step else None, step=extra[1] if by_step else None,
-                    typed=ops.typed or not ops.device or ops.by == "name")
+                    typed=ops.typed or not ops.device or ops.by == "name", by=ops.by)
         # steps in order (activity no step bounds last), then by total time, largest first
         step = (extra[1] is None, extra[0], extra[1] or 0) if by_step else ()
         rows.append(((*step, -total, name, core, row.shapes or ""), row))
@@ -210,6 +211,7 @@ class SpreadRow:
     shapes: str | None = None
     graph: int | None = None
     step: int | None = None
+    by: str = "type"  # as the rows it comes from
 
     @property
     def gap_ns(self) -> float:
@@ -229,14 +231,15 @@ def across(rows: Iterable[OpRow]) -> list[SpreadRow]:
     The ranks' order in ``rows`` does not matter."""
     totals: dict[tuple, list[tuple[int, int]]] = defaultdict(list)  # key -> [(total, rank)]
     for row in rows:
-        totals[row.name, row.core_type, row.shapes, row.graph, row.step].append((row.total_ns, row.rank))
+        key = (row.name, row.core_type, row.shapes, row.graph, row.step, row.by)
+        totals[key].append((row.total_ns, row.rank))
     out = []
-    for (name, core, shapes, graph, step), found in totals.items():
+    for (name, core, shapes, graph, step, by), found in totals.items():
         found.sort()  # by total, the lower rank first among equals
         values = [total for total, _ in found]
         slowest = min(found, key=lambda pair: (-pair[0], pair[1]))[1]
         out.append(SpreadRow(name, core, len(found), values[0], statistics.median(values), values[-1],
-                             slowest, found[0][1], shapes, graph, step))
+                             slowest, found[0][1], shapes, graph, step, by))
     out.sort(key=lambda r: (-r.gap_ns, r.name, r.core_type, r.shapes or "", r.graph is None, r.graph or 0,
                             r.step is None, r.step or 0))
     return out
@@ -435,29 +438,31 @@ def with_self_time(rows: Iterable[OpRow]) -> bool:
     return any(row.self_ns is not None for row in rows)
 
 
-def record(row: OpRow, by: str, host: bool = False, typed: bool = True) -> dict:
-    """One row of the ops table, in µs to the ns, under op_statistic.csv's column names (``host``:
-    with the self time column, None for a device op's row; ``typed`` as ``columns``)."""
+def record(row: OpRow, host: bool = False, typed: bool = True) -> dict:
+    """One row of the ops table, in µs to the ns, under op_statistic.csv's column names, keyed as
+    the row was counted (``row.by``); ``host``: with the self time column (the table's, where any
+    row is a host operator's: ``with_self_time``), None for a device op's row; ``typed`` as
+    ``columns``."""
     times = (_us(ns) for ns in (row.total_ns, row.min_ns, row.avg_ns, row.max_ns))
     figures = dict(zip(FIGURES, (row.core_type, row.count, *times, round(row.ratio, 3)), strict=True))
     if host:
         own = None if row.self_ns is None else _us(row.self_ns)
         figures = {key: figures[key] for key in FIGURES[:3]} | {SELF: own} | figures
-    return {"Rank": row.rank, **_keys(row, by, typed), **figures}
+    return {"Rank": row.rank, **_keys(row, typed), **figures}
 
 
-def spread_record(row: SpreadRow, by: str, typed: bool = True) -> dict:
+def spread_record(row: SpreadRow, typed: bool = True) -> dict:
     """One row of ``ops --across``, in µs to the ns; Max/Median to 3 places (None: a median of 0)."""
     ratio = row.max_over_median
     figures = (row.core_type, row.ranks, _us(row.min_ns), _us(row.median_ns), _us(row.max_ns),
                None if ratio is None else round(ratio, 3), row.slowest_rank, row.fastest_rank)
-    return {**_keys(row, by, typed), **dict(zip(SPREAD, figures, strict=True))}
+    return {**_keys(row, typed), **dict(zip(SPREAD, figures, strict=True))}
 
 
-def _keys(row: OpRow | SpreadRow, by: str, typed: bool = True) -> dict:
+def _keys(row: OpRow | SpreadRow, typed: bool = True) -> dict:
     keys = {"type": (row.name,), "name": (row.name,), "shape": (row.name, row.shapes),
-            "step": (row.graph, row.step, row.name)}[by]
-    return dict(zip(_key_names(by, typed), keys, strict=True))
+            "step": (row.graph, row.step, row.name)}[row.by]
+    return dict(zip(_key_names(row.by, typed), keys, strict=True))
 
 
 def _us(ns: float) -> float:

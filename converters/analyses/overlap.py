@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .. import overlap
+from .. import intervals
 from .._overlap import slices as overlap_as_slices
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
@@ -116,8 +116,8 @@ def overlap_row(batch: StepRecords) -> StepOverlap:
     profiler's own figures where they stand for the step's records."""
     o = step_overlap(batch)
     low, high = owned(batch.step, o.computing) or (None, None)
-    receiving = overlap.union((s.start_ns, s.end_ns) for s in batch.slices if is_receive(s))
-    bubble = overlap.total_ns(overlap.clip(receiving, low, high))
+    receiving = intervals.union((s.start_ns, s.end_ns) for s in batch.slices if is_receive(s))
+    bubble = intervals.total_ns(intervals.clip(receiving, low, high))
     if batch.figures is not None:
         f = batch.figures
         communication = o.communication_ns if f.communication_ns is None else f.communication_ns
@@ -170,7 +170,7 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
     return overlap_as_slices(lanes, batch.rank, Layer.OVERLAP, Slice)  # C: a summary makes millions
 
 
-def step_overlap(batch: StepRecords) -> overlap.Overlap:
+def step_overlap(batch: StepRecords) -> intervals.Overlap:
     """Overlap analysis of one step: compute tasks against communication ops (docs/design.md §5), within
     the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
     compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
@@ -179,6 +179,6 @@ def step_overlap(batch: StepRecords) -> overlap.Overlap:
     span, window = batch.device_span, owned(batch.step, compute)
     if span is not None and window is not None:
         span = (max(span[0], window[0]), min(span[1], window[1]))
-    return overlap.analyse_unions(compute, ops, span)
+    return intervals.analyse_unions(compute, ops, span)
 
 

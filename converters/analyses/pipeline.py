@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .. import overlap
+from .. import intervals
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, comm_kind
@@ -265,7 +265,7 @@ def _union(phases: list[Phase]) -> int | None:
         else:
             return None
         i += 1
-    return overlap.total_ns(overlap.union(spans)) if spans else None
+    return intervals.total_ns(intervals.union(spans)) if spans else None
 
 
 # -- drawn ----------------------------------------------------------------------------------------

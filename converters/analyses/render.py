@@ -12,7 +12,6 @@ from typing import TextIO
 
 import orjson
 
-from ..errors import UsageError
 from ..select import format_ids
 
 FORMATS = ("table", "csv", "json")
@@ -138,7 +137,7 @@ def _around(text: str, at: int, width: int) -> str:
 
 def frame(records: Iterable[dict]):
     """Records (``overlap.record``, ``ops.record``, ...) as a pandas DataFrame, one column per key,
-    for notebooks. pandas is no dependency of trace2perfetto: this needs it installed.
+    for notebooks. pandas is no dependency of trace2perfetto: ``pip install 'trace2perfetto[pandas]'``.
 
     Example::
 
@@ -146,12 +145,13 @@ def frame(records: Iterable[dict]):
         table = render.frame(map(overlap.record, overlap.overlap_report("profiler_output/")))
 
     Raises:
-        UsageError: pandas is not installed.
+        ImportError: pandas is not installed (the message says how to install it).
     """
     try:
         import pandas
     except ImportError as e:
-        raise UsageError("a DataFrame needs pandas (pip install pandas)") from e
+        raise ImportError("a DataFrame needs pandas: pip install 'trace2perfetto[pandas]' "
+                          "(or pip install pandas)", name="pandas") from e
     return pandas.DataFrame.from_records(list(records))
 
 
@@ -180,7 +180,7 @@ def count(n: int, noun: str) -> str:
 
 
 def clock_records(clocks) -> list[dict]:
-    """Each host's clock offset as the collectives show it (``comm.HostClock``), as JSON records."""
+    """Each host's clock offset as the collectives show it (``communication.HostClock``), as JSON records."""
     return [{"Host": c.host, "Ranks": list(c.ranks), "Offset(us)": c.offset_ns / 1000,
              "Spread(us)": c.spread_ns / 1000, "Collectives": c.instances} for c in clocks]
 

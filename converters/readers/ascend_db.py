@@ -10,7 +10,7 @@ Read, the profilers' own way (checked against their ``OVERLAP_ANALYSIS`` and ``S
 * ``TASK`` rows: every device task on its ``Stream N`` lane. Compute is exactly the rows joined
   with ``COMPUTE_TASK_INFO`` (by ``globalTaskId``); any other task (notify waits, event records,
   copies, even AI_CORE rows HCCL launches without compute info) is drawn but is no computation
-  (``overlap.NOT_COMPUTE``, its type in args);
+  (``intervals.NOT_COMPUTE``, its type in args);
 * ``TASK`` + ``COMMUNICATION_TASK_INFO``: HCCL tasks on ``Plane N`` lanes (only there);
 * ``COMMUNICATION_OP``: communication ops, on a lane named by the group;
 * CANN's database measures Free from the first to the last device task of any type
@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, InputError
+from ..intervals import NOT_COMPUTE
 from ..model import (
     TIME_LIMIT_NS,
     Layer,
@@ -76,7 +77,6 @@ from ..model import (
     checked_ns,
     comm_type,
 )
-from ..overlap import NOT_COMPUTE
 from . import collectives
 from ._db_core import Rows as _Rows
 from ._db_core import fill as _fill

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NOTHING_DRAWN, Diagnostics, InputError, UsageError
+from ..intervals import is_compute
 from ..model import (
     MEMORY_KINDS,
     Layer,
@@ -40,7 +41,6 @@ from ..model import (
     decoded_args,
     memory_counter,
 )
-from ..overlap import is_compute
 from . import MatrixLink, ascend_analysis, ascend_db, chrome_trace, collectives, mindspore_cpu, op_memory
 from .base import Reader
 from .common import jsonfile, times

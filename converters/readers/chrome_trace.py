@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from ..errors import NOTHING_DRAWN, Diagnostics
+from ..intervals import NOT_COMPUTE, is_compute
 from ..model import (
     ID_LIMIT,
     FlowEnd,
@@ -38,7 +39,6 @@ from ..model import (
     checked_ns,
     comm_type,
 )
-from ..overlap import NOT_COMPUTE, is_compute
 from . import collectives
 from ._core import RawEvents, by_kind, read_events, steps_and_names
 from .common import markers, seek

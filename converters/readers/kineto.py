@@ -52,6 +52,7 @@ from typing import Any
 import msgspec
 
 from ..errors import Diagnostics, UsageError
+from ..intervals import NOT_COMPUTE
 from ..model import (
     COLLECTIVE,
     COMM_GROUP_ARG,
@@ -71,7 +72,6 @@ from ..model import (
     comm_type,
     memory_counter,
 )
-from ..overlap import NOT_COMPUTE
 from . import chrome_trace, collectives, launches
 from .base import Reader
 from .chrome_trace import Converted, Dialect

@@ -32,8 +32,8 @@ from typing import Any, NamedTuple
 import msgspec
 
 from ..errors import Diagnostics, InputError
+from ..intervals import NOT_COMPUTE
 from ..model import COLLECTIVE, GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, comm_type
-from ..overlap import NOT_COMPUTE
 from . import chrome_trace, collectives
 from .base import Reader
 from .chrome_trace import Converted, Dialect

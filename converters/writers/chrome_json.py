@@ -22,10 +22,10 @@ Reference: the Trace Event Format document (X, i and M events).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -180,6 +180,7 @@ def own_origin(events: Events, whole_hours: bool = False) -> int:
 
 
 Placed = Mapping[int, list[tuple[int, tuple[int, int]]]]  # rank -> (origin, span) of each encoder that placed
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,24 @@ class Origins:
             first, last = min(first for _, (first, _) in used), max(last for _, (_, last) in used)
             chosen = origin if first >= origin and last - origin < EXACT_NS else before(first)
         return Origins(chosen), any(o != chosen for o, _ in used)
+
+
+def from_one_origin(ranks: list[RankInfo], encode: Callable[[Origins, bool], tuple[list[RankInfo], Placed, T]]
+                    ) -> tuple[Origins, Placed, T]:
+    """Every rank encoded with its events placed from one origin, by ``encode(origins, afresh)``:
+    first from the origin the ranks' collection starts give (``Origins.from_starts``), then, where
+    an encoder counted from another (JSON times before their origin, or ranks on wall time apart),
+    once more from the origin ``Origins.settle`` chose, ``afresh`` True (what the first encoding
+    wrote must be dropped). ``encode`` returns the ranks it encoded (those it could read), where
+    each encoder placed its events, and what else its caller needs. Returns the origin the output
+    counts from, and the last encoding's placement and rest. A Perfetto encoding places nothing
+    (it writes each time as it is): it runs once."""
+    origins = Origins.from_starts(ranks)
+    encoded, placed, rest = encode(origins, False)
+    origins, again = origins.settle(encoded, placed)
+    if again:
+        _, placed, rest = encode(origins, True)
+    return origins, placed, rest
 
 
 def inexact(placed: Placed) -> list[int]:

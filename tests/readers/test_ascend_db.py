@@ -13,8 +13,8 @@ import pytest
 from converters import step_overlap
 from converters.cli import main
 from converters.errors import Diagnostics, InputError
+from converters.intervals import NOT_COMPUTE, is_compute, total_ns
 from converters.model import Layer, RankInfo, Slice, comm_type, decoded_args
-from converters.overlap import NOT_COMPUTE, is_compute, total_ns
 from converters.readers.ascend_db import db_rank, read_db
 from fixtures.ascend_db_gen import GROUP, write_ascend_db
 

@@ -202,12 +202,12 @@ def test_a_kernel_details_file_without_rows_is_said(tmp_path):
 
 
 def test_info_and_overlap_count_every_step_of_a_file_with_its_names_last(tmp_path, monkeypatch, capsys):
-    from converters.analyses.info import profile_info
+    from converters.analyses.info import info_report
 
     monkeypatch.setattr(chrome_trace, "BATCH_BYTES", 32 << 10)
     generated = write_ascend_pt_profile(tmp_path, ranks=2, steps=4, seed=15, metadata_last=True,
                                         with_kernel_details=False)
-    ranks = profile_info(tmp_path).ranks
+    ranks = info_report(tmp_path).ranks
     assert [[s.step for s in r.steps] for r in ranks] == [r.steps for r in generated.ranks]
     assert main(["overlap", str(tmp_path), "--format", "csv"]) == 0
     rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
-from converters.overlap import union
+from converters.intervals import union
 from fixtures.paddle_gen import generate_profile
 
 HOST_CATS = ("Operator", "OperatorInner", "UserDefined", "DygraphKernelLaunch", "Communication", "PythonOp",

@@ -13,9 +13,9 @@ phases (the Step Trace lanes: Iteration Interval, FP/BP, Tail; Paddle's Dataload
 Backward, Optimization), its device compute ops summed by name and by op type (``analyses.ops``'
 sums, from the same read: in detail where ``ops`` reads the rank's files so; a second read only
 where ``ops`` reads other files), and its communication ops in the light form matching needs
-(``comm.light_ops``). A detail read after it gives what no summary holds: the links (HCCL's plane
+(``communication.light_ops``). A detail read after it gives what no summary holds: the links (HCCL's plane
 tasks) and the critical paths of the slowest steps (``critical.detail_read``). Matching across
-ranks (``comm.match``), the wait
+ranks (``communication.match``), the wait
 each rank suffered and caused, the slow-rank table (``analyses.comm``'s helpers) and the diagnosis are
 computed here.
 
@@ -37,11 +37,12 @@ Each finding carries its evidence in numbers and the ``trace2perfetto`` command 
 detail trace of exactly that rank and step.
 """
 
-from .data import OpTotal, Report, StepFacts, report_data, report_json
-from .diagnosis import KIND_TITLES, Diagnosis, Thresholds, diagnose
+from .data import report_data, report_json
+from .diagnosis import KIND_TITLES, diagnose, verdict
 from .html import render_html, write_html, write_report
+from .types import Diagnosis, OpTotal, Report, StepFacts, Thresholds
 
 __all__ = [
     "KIND_TITLES", "Diagnosis", "OpTotal", "Report", "StepFacts", "Thresholds", "diagnose", "report_data",
-    "report_json", "render_html", "write_html", "write_report",
+    "report_json", "render_html", "verdict", "write_html", "write_report",
 ]

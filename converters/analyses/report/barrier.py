@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...readers.passes import is_backward
-from .diagnosis import ms, ms_text
+from .text import ms, ms_text
 
 if TYPE_CHECKING:
     from ..critical import StepPath
-    from .critical import SlowStep
-    from .data import Report
+    from .types import Report, SlowStep
 
 GENERIC = " kept the others waiting"  # the generic straggler clause (``diagnosis.verdict``) it replaces
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...budget import Spool, SpoolFile, spooled
 from ...errors import Diagnostics
 from ...model import RankInfo, StepKey
 from ...profile import Kind, Options, Profile, read_profile
 from ...select import format_ids
+from ...spool import Spool, SpoolFile, spooled
 from ..comm_matrix import (
     LinkRow,
     MatrixReport,
@@ -26,10 +25,8 @@ from ..comm_matrix import (
     warn_unprofiled_peers,
 )
 from ..critical import (
-    SEGMENT_KINDS,
     StepPath,
     TaskTypes,
-    WhatIf,
     own_clocks,
     paths_of,
     read_ranks,
@@ -37,67 +34,10 @@ from ..critical import (
     warn_unjoined,
 )
 from ..host_work import note_host_work
-from .diagnosis import ms, ms_text
+from .text import change, ms
+from .types import SlowStep, StepFacts
 
-if TYPE_CHECKING:
-    from .data import StepFacts
-
-NO_DEVICE_WORK = "no device work recorded"  # why a slow step's path is unknown, where nothing else says
 SLOWEST_STEPS = 3  # the job's steps whose critical path the report gives
-NAMED = 3  # what-ifs named per step in the verdict
-WHAT_IFS = 10  # what-ifs kept per step in the report (every one: ``trace2perfetto critical``)
-TARGET_CHARS = 80  # of an op's name in a sentence (the JSON's ``target``: all of it)
-
-
-@dataclass(frozen=True, slots=True)
-class SlowStep:
-    """One of the job's slowest steps: its time as the report gives it (its slowest rank's), and
-    its critical path over the kept ranks; ``found`` None: no rank recorded device work in it."""
-
-    key: StepKey | None
-    graph: int | None  # as its lowest rank names it
-    step: int | None  # None: the whole run (the job marks no steps)
-    step_ns: int
-    slowest_rank: int
-    found: StepPath | None
-    name: str  # as the verdict names it: "step 52", "step 3 of graph 1", "the whole run"
-    unknown: str = NO_DEVICE_WORK  # why ``found`` is None
-
-    @property
-    def what_if(self) -> list[WhatIf]:
-        return [] if self.found is None else self.found.what_if[:WHAT_IFS]
-
-    def by_rank_and_kind(self) -> dict[tuple[int, str], int]:
-        """The path's time per (rank, kind), ranks in order, kinds in ``KINDS``' order."""
-        found: dict[tuple[int, str], int] = defaultdict(int)
-        for s in [] if self.found is None else self.found.path:
-            found[s.rank, s.kind] += s.dur_ns
-        return dict(sorted(found.items(), key=lambda item: (item[0][0], SEGMENT_KINDS.index(item[0][1]))))
-
-    @property
-    def summary(self) -> str:
-        """One sentence: the step, its time, and the top what-ifs with what each would save."""
-        head = f"{self.name} ({ms_text(self.step_ns)})"
-        if self.found is None:
-            return f"{head}: {self.unknown}, so its critical path is unknown"
-        tops = self.found.what_if[:NAMED]
-        if not tops:
-            return f"{head}: no change the critical path offers saves time"
-        said = (f"{change(w, TARGET_CHARS)} would save {ms_text(w.saved_ns)}" for w in tops)
-        return f"{head}: " + "; ".join(said)
-
-
-def change(w: WhatIf, limit: int | None = None) -> str:
-    """A what-if as the verdict says it; ``limit``: its target's characters at most (a kernel's
-    name can run to hundreds)."""
-    from .plots import short  # plots reads the report's data, which holds these steps
-
-    target = w.target if limit is None else short(w.target, limit)
-    if w.kind == "late_arrival":
-        return f"rank {w.rank} arriving at {target} with the others"
-    if w.kind == "overlap_comm":
-        return f"{target} on rank {w.rank} fully hidden"
-    return f"every {target} on rank {w.rank} 10% shorter"
 
 
 def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int], links: bool
@@ -137,7 +77,7 @@ def detail_read(profile: Profile, facts: list[StepFacts], shifts: dict[int, int]
         paths = {}
         for found in paths_of(spool, stashed):
             warn_unjoined(profile.diag, found)
-            note_host_work(profile.diag, found)
+            note_host_work(profile.diag, found.host_work)
             key = named.get((found.graph, found.step), ())
             if key != () and key in keys:
                 paths[key] = found

@@ -1,6 +1,6 @@
-"""The report's data: one summary read of every rank in worker processes (``rank_facts``), what
-each hands back (``StepFacts``, device op totals), the whole report (``Report``, ``report_data``)
-and its numbers as one JSON document (``report_json``)."""
+"""The report's data: one summary read of every rank in worker processes (``rank_facts``: each
+hands back its ``types.StepFacts`` and device op totals), the whole report from them
+(``report_data``: a ``types.Report``) and its numbers as one JSON document (``report_json``)."""
 
 from __future__ import annotations
 
@@ -8,209 +8,45 @@ import dataclasses
 import os
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import comm
+from ... import communication
 from ...errors import Diagnostics, InputError, as_text
 from ...executor import LOCAL, Where
-from ...model import MINDDATA, Layer, RankInfo, StepKey
+from ...intervals import is_compute, total_ns
+from ...model import MINDDATA, Layer, RankInfo
 from ...output import inputs_of
-from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
 from ...readers import for_ops
-from ..comm import SlowRank, StepSpread, StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
+from ..comm import StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from ..comm_matrix import MatrixReport
-from ..memory import PeakRow, memory_overview
+from ..memory import memory_overview
 from ..memory import record as memory_record
 from ..ops import OpRow, RankOps, combine, names_types, rank_ops
-from ..overlap import StepOverlap, overlap_row, step_span
-from .barrier import named_straggler
-from .baseline import Baseline, baseline_json, compare_with
-from .critical import SlowStep, critical_json, detail_read
-from .dataprep import data_json, queue_at_start
-from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
+from ..overlap import overlap_row, step_span
+from .baseline import baseline_json, compare_with
+from .critical import critical_json, detail_read
+from .dataprep import data_json
+from .diagnosis import diagnose, trace_command, verdict
+from .text import ms
+from .types import (
+    Diagnosis,
+    OpTotal,
+    RankOpTypes,
+    Report,
+    SlowCollective,
+    StepFacts,
+    Thresholds,
+    dominant_kind,
+)
 
 SCHEMA = "trace2perfetto-report/1"
 OPS_PER_RANK = 1000  # device op names a worker hands back per rank (by total time); the rest summed
 OTHER_OPS = "(other ops)"
 OP_TYPES_SHOWN = 8  # op types (and core types) drawn per rank: the most time over the kept ranks
-DATA_LOADING_SOURCES = ("Dataloader", "Iteration Interval")  # phases that are data loading
 WALL_TIME_SINCE_NS = 946_684_800 * 10**9  # 2000-01-01: earlier "epoch" times are a clock of its own
-
-
-# -- what the report holds ------------------------------------------------------------------------
-
-@dataclass(slots=True)
-class StepFacts:
-    """One step of one rank: its bounds, the overlap row, the profiler's phases (ns by name, each
-    the union of its slices) and, once matched across ranks, the wait it suffered and caused."""
-
-    rank: int
-    graph: int | None
-    step: int | None
-    start_ns: int
-    step_ns: int  # the step's bounds (host or step trace), else its first to last device work
-    host_start: bool
-    overlap: StepOverlap
-    phases: dict[str, int] = field(default_factory=dict)
-    wait_suffered_ns: int = 0
-    wait_caused_ns: int = 0
-    waited_for: dict[int, int] = field(default_factory=dict)  # last rank -> wait for it, in this step
-    wait_spans: list[tuple[int, int, int]] = field(default_factory=list)  # (last rank, start, end), each wait
-    last_arrivals: int = 0  # collectives of this step in which this rank came last (with a skew)
-    key: StepKey | None = None  # the step as the job names it (graph and step above: as the rank does)
-    data: dict[str, float] = field(default_factory=dict)  # MindData counters at its start (dataprep.py)
-
-    @property
-    def has_device(self) -> bool:
-        return self.overlap.computing_ns is not None
-
-    @property
-    def other_ns(self) -> int | None:
-        """From the last device work to the step's end (never negative); None without device."""
-        o = self.overlap
-        if o.computing_ns is None:
-            return None
-        busy = (o.preparing_ns or 0) + o.computing_ns + o.not_overlapped_ns + o.free_ns
-        return max(0, self.step_ns - busy)
-
-    def exposed_wait_for(self, ranks: Iterable[int]) -> int:
-        """This step's not-overlapped communication spent waiting for any of ``ranks``: the union of
-        its waits for them (each from its op's start, cut at the op's end: collectives that overlap
-        each other count their common wait once), at most the not-overlapped communication (a wait
-        lies within communication, and its part under compute is not exposed). A part of that
-        communication, so the verdict's share of it never passes 100% (docs/analysis.md section 6)."""
-        wanted = set(ranks)
-        covered, reach = 0, None
-        for start, end in sorted((s, e) for last, s, e in self.wait_spans if last in wanted):
-            if reach is None or start > reach:
-                covered, reach = covered + end - start, end
-            elif end > reach:
-                covered, reach = covered + end - reach, end
-        return min(covered, self.overlap.not_overlapped_ns or 0)
-
-    @property
-    def data_loading(self) -> tuple[str, int] | None:
-        """The largest of the data-loading measures this input gives: (source, ns)."""
-        found = [(name, self.phases[name]) for name in DATA_LOADING_SOURCES if name in self.phases]
-        if self.overlap.preparing_ns is not None:
-            found.append(("Preparing", self.overlap.preparing_ns))
-        return max(found, key=lambda item: item[1]) if found else None
-
-    @property
-    def queue(self) -> tuple[float, float | None] | None:
-        """(size, capacity) of the data queue at the step's start, where MindData records it."""
-        return queue_at_start(self.data)
-
-
-@dataclass(frozen=True, slots=True)
-class OpTotal:
-    """A device compute op (by name) over the kept steps: how often it ran and for how long."""
-
-    name: str
-    count: int
-    total_ns: int
-
-    @property
-    def mean_ns(self) -> float:
-        return self.total_ns / self.count if self.count else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class RankOpTypes:
-    """One rank's device op time by op type (``trace2perfetto ops``' rows): its rows of the job's
-    top types (``Report.op_types_shown``, in that order; a type it did not run is absent, not 0),
-    and the rest summed."""
-
-    rank: int
-    total_ns: int  # all its rows: the base of their shares
-    shown: list[OpRow]
-    other_types: int
-    other_count: int
-    other_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class SlowCollective:
-    """One collective instance across its ranks: arrival skew, the last rank, the others' wait."""
-
-    group: str
-    step: int | None
-    name: str
-    occurrence: int
-    ranks: int
-    skew_ns: int
-    last_rank: int
-    total_wait_ns: int
-
-
-@dataclass
-class Report:
-    """Everything the report shows, computed from one summary read of every kept rank."""
-
-    path: str
-    formats: dict[str, list[int]]  # reader format -> its ranks
-    ranks: list[int]
-    hosts: dict[int, str | None]  # None: not known from the profile
-    input_bytes: int
-    wall_clock: bool  # False: some ranks on clocks of their own, no wall time (comparable only if aligned)
-    thresholds: Thresholds
-    steps: list[StepFacts]  # every step judged: the kept steps, or the whole run where none is marked
-    outside: list[StepFacts]  # activity outside any step (where steps are marked): shown, not judged
-    diagnoses: list[Diagnosis]
-    slow_ranks: list[SlowRank]
-    spread: list[StepSpread]
-    wait_matrix: dict[int, dict[int, int]]  # waiting rank -> rank waited for -> ns, over the steps
-    collectives: int  # instances matched across two ranks or more
-    slowest_collectives: list[SlowCollective]
-    top_ops: list[OpTotal]  # over every kept rank, most total time first
-    top_ops_by_rank: dict[int, list[OpTotal]]
-    compute_ns: int  # all device compute op time (the ops' durations added up), the ops' shares' base
-    compute_ns_by_rank: dict[int, int]
-    op_types_shown: list[tuple[str, str]]  # (op type, core type): the top OP_TYPES_SHOWN over the kept ranks
-    op_types: list[RankOpTypes]  # per rank that has any, as ``trace2perfetto ops`` counts them
-    clocks: list[comm.HostClock]
-    aligned: bool
-    selection: dict[str, list[int] | None]  # ranks, graphs, steps as asked
-    warnings: list[str] = field(default_factory=list)
-    inputs: list[Path] = field(default_factory=list)  # what was read: the report is never written over it
-    links: MatrixReport | None = None  # the links ranked (a detail read, no rows); None: no communication ops
-    # Device memory of the whole collection (``analyses.memory``): the peaks per rank and component,
-    # and each one's peak kind over time (ns, bytes; thinned, the peak kept). Empty: none recorded.
-    memory: list[PeakRow] = field(default_factory=list)
-    memory_series: dict[tuple[int, str], list[tuple[int, float]]] = field(default_factory=dict)
-    baseline: Baseline | None = None  # ``--baseline``: what changed from that run
-    critical: list[SlowStep] = field(default_factory=list)  # the slowest steps' critical paths (critical.py)
-
-    @property
-    def span_ns(self) -> tuple[int, int] | None:
-        """From the first step's start to the last one's end; None if no step has a known time."""
-        timed = [f for f in self.steps + self.outside if f.step_ns > 0]
-        if not timed:
-            return None
-        return (min(f.start_ns for f in timed), max(f.start_ns + f.step_ns for f in timed))
-
-    def findings(self) -> dict[tuple[int, int | None, int | None], list[Diagnosis]]:
-        """The diagnoses by (rank, graph, step)."""
-        found: dict[tuple, list[Diagnosis]] = defaultdict(list)
-        for d in self.diagnoses:
-            found[d.rank, d.graph, d.step].append(d)
-        return found
-
-    def verdict(self) -> dict[str, Any]:
-        """The job's bottleneck, with counts per kind (``diagnosis.verdict``), the rank behind the
-        barrier named as the critical path says it (``barrier.named_straggler``)."""
-        return named_straggler(verdict(self), self)
-
-    def dominant(self) -> dict[tuple[int, int | None, int | None], str]:
-        """Per (rank, graph, step), the one finding it is coloured by: a straggler first (the cause
-        lies on that rank), else the bound with the largest share of the step; if none, "balanced"
-        where the device's side is known, else "unknown"."""
-        found = self.findings()
-        return {(f.rank, f.graph, f.step): dominant_kind(found.get((f.rank, f.graph, f.step), []),
-                                                         f.has_device) for f in self.steps}
 
 
 # -- one read of every rank -----------------------------------------------------------------------
@@ -221,7 +57,7 @@ class _RankResult:
 
     steps: list[StepFacts]
     ops: dict[str, list[int]]  # name -> [count, total ns], at most OPS_PER_RANK + 1 names
-    comm_ops: list[comm.OpComm]
+    comm_ops: list[communication.OpComm]
     op_types: RankOps  # ``ops``' sums by op type
 
 
@@ -268,7 +104,7 @@ def report_data(
     profile.check_steps()
     infos, diag = profile.ranks, profile.diag
     thresholds = thresholds or Thresholds()
-    hosts = comm.host_names(infos)  # a clock domain per rank: its host, else the rank alone
+    hosts = communication.host_names(infos)  # a clock domain per rank: its host, else the rank alone
     facts = [f for r in results for f in r.steps]
     # Activity no step bounds (before the first step, after the last) is no step: where the job
     # marks steps it is shown apart and judged on no axis; where none does, it is the whole run.
@@ -276,12 +112,12 @@ def report_data(
     outside = [f for f in facts if marked and f.step is None]
     facts = [f for f in facts if not (marked and f.step is None)]
     ops = {info.rank: r.comm_ops for info, r in zip(infos, results, strict=True)}
-    instances = comm.match(ops)
-    clocks = comm.clock_offsets(instances, hosts) if len(infos) > 1 else []
-    policy = comm.timeline(infos, clocks, aligned)  # the one clock policy: offsets, ranks apart
-    comm.say_timeline(diag, policy)
+    instances = communication.match(ops)
+    clocks = communication.clock_offsets(instances, hosts) if len(infos) > 1 else []
+    policy = communication.timeline(infos, clocks, aligned)  # the one clock policy: offsets, ranks apart
+    communication.say_timeline(diag, policy)
     if policy.offsets or policy.apart:
-        instances = comm.matched(ops, policy)
+        instances = communication.matched(ops, policy)
     all_ops = [op for info in infos for op in ops[info.rank]]
     _add_waits(facts + outside, all_ops, instances)
     times = with_waits([_step_time(f) for f in facts], all_ops)
@@ -361,7 +197,7 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
     files (torch_npu's kernel_details.csv beside trace_view.json). Runs in a worker."""
     out: list[StepFacts] = []
     ops: dict[str, list[int]] = {}
-    comm_ops: list[comm.OpComm] = []
+    comm_ops: list[communication.OpComm] = []
     stream, step_layer, op_layer = Layer.STREAM, Layer.STEP, Layer.COMM_OP
     op_info, detail = for_ops(info)
     same_read = op_info == info  # the same files: one read (in detail where ops reads them so)
@@ -395,7 +231,7 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
         out.append(StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start, row,
                              {name: total_ns(spans) for name, spans in phases.items()}, key=batch.key,
                              data=data))
-        comm_ops += comm.light_ops(batch.rank, batch.graph, batch.step_id, batch.key, mine)
+        comm_ops += communication.light_ops(batch.rank, batch.graph, batch.step_id, batch.key, mine)
     if len(ops) > OPS_PER_RANK:
         ranked = sorted(ops.items(), key=lambda item: -item[1][1])
         ops = dict(ranked[:OPS_PER_RANK])
@@ -409,7 +245,8 @@ def _step_time(f: StepFacts) -> StepTime:
                     key=f.key)
 
 
-def _add_waits(facts: list[StepFacts], ops: list[comm.OpComm], instances: list[comm.Instance]) -> None:
+def _add_waits(facts: list[StepFacts], ops: list[communication.OpComm],
+               instances: list[communication.Instance]) -> None:
     """Each step's wait suffered (and for whom), caused, and how often it came last."""
     by_key = {(f.rank, f.key): f for f in facts}  # the step of the job: a graph's second loop is another
     last_op = {op.key: op for op in ops if op.key is not None and op.rank == op.last_rank}
@@ -430,7 +267,7 @@ def _add_waits(facts: list[StepFacts], ops: list[comm.OpComm], instances: list[c
             mine.last_arrivals += 1
 
 
-def _wait_matrix(instances: list[comm.Instance]) -> dict[int, dict[int, int]]:
+def _wait_matrix(instances: list[communication.Instance]) -> dict[int, dict[int, int]]:
     """Waiting rank -> the rank it waited for (the last to arrive) -> total wait, ns."""
     matrix: dict[int, dict[int, int]] = defaultdict(dict)
     for inst in instances:
@@ -442,7 +279,7 @@ def _wait_matrix(instances: list[comm.Instance]) -> dict[int, dict[int, int]]:
     return {rank: dict(sorted(row.items())) for rank, row in sorted(matrix.items())}
 
 
-def _slowest(instances: list[comm.Instance], n: int) -> list[SlowCollective]:
+def _slowest(instances: list[communication.Instance], n: int) -> list[SlowCollective]:
     ranked = sorted((i for i in instances if i.skew_ns), key=lambda i: -i.skew_ns)[:n]
     return [SlowCollective(i.key.group, None if i.key.step is None else i.key.step.step, i.key.name,
                            i.key.occurrence, len(i.starts), i.skew_ns, i.last_rank,
@@ -510,7 +347,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "selection": report.selection,
         },
         "thresholds": {name: value for name, value, _ in report.thresholds.items()},
-        "verdict": report.verdict(),
+        "verdict": verdict(report),
         "steps": [_step_record(f, by_step.get((f.rank, f.graph, f.step), [])) for f in report.steps],
         "outside_steps": [_step_record(f, [], judged=False) for f in report.outside],
         "diagnoses": [{"kind": d.kind, "rank": d.rank, "graph": d.graph, "step": d.step, "share": d.share,

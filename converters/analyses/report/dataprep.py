@@ -10,12 +10,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...model import minddata_figure
-
-if TYPE_CHECKING:
-    from .data import StepFacts
+from .types import StepFacts
 
 QUEUE = "Data queue"
 _OP = re.compile(r"^Op (-?\d+) (.+)$")

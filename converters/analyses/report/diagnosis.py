@@ -1,111 +1,28 @@
-"""The report's diagnosis: the thresholds, the findings of each step of each rank (``diagnose``)
-and the job's verdict (``verdict``), as the package's docstring defines them.
+"""The report's diagnosis: the findings of each step of each rank (``diagnose``, with the
+``types.Thresholds``) and the job's verdict (``verdict``), as the package's docstring defines them.
 
-It reads the steps' facts (``data.StepFacts``) and the report only through their attributes: the
-report is built on it, never the other way round.
+It reads the steps' facts (``types.StepFacts``) and the report (``types.Report``) only through
+their attributes.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 from ...model import StepKey
 from ...select import format_ids
-
-if TYPE_CHECKING:
-    from .data import Report, StepFacts
-
-
-# -- thresholds -----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Where a step counts as bound by one thing. Shares are of the step time (its host or step
-    trace bounds). Change them with ``report_data(..., thresholds=Thresholds(host_idle_share=0.4))``
-    or ``--threshold host_idle_share=0.4``; the report prints the ones it used."""
-
-    data_loading_share: float = 0.2
-    host_idle_share: float = 0.3
-    device_compute_share: float = 0.9
-    communication_share: float = 0.3
-    straggler_wait_share: float = 0.1
-    straggler_step_excess: float = 0.2
-
-    MEANING: ClassVar[dict[str, str]] = {
-        "data_loading_share": "data loading: the profiler's Dataloader phase, its Iteration Interval, or "
-        "Preparing (host step start to the first device work), whichever is largest, at least this share "
-        "of the step",  # where MindData records the data queue, it decides (_data_loading; said in the
-        # report's Data preparation section, which only such inputs have)
-        "host_idle_share": "host bound: the device idle (Free between its tasks, plus after its last task "
-        "until the step ends; no compute, no communication) at least this share of the step",
-        "device_compute_share": "device bound: compute (the union of the device's compute tasks) at least "
-        "this share of the step",
-        "communication_share": "communication bound: communication not overlapped with compute at least "
-        "this share of the step",
-        "straggler_wait_share": "straggler: the wait this rank caused the others in the step's "
-        "collectives, per other rank, at least this share of the median step time",
-        "straggler_step_excess": "straggler: its step time above the median rank's by at least this "
-        "share (2 ranks or more in the step)",
-    }
-
-    @classmethod
-    def setting(cls, text: str) -> tuple[str, float]:
-        """``NAME=NUMBER`` as ``--threshold`` takes it: one threshold and its value.
-
-        Raises:
-            ValueError: no such threshold, no number, or a negative one (the message says which).
-        """
-        name, _, value = text.partition("=")
-        names = [f.name for f in dataclasses.fields(cls)]
-        if name not in names:
-            raise ValueError(f"{name!r} is not one of {', '.join(names)}")
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"{text!r}: expected NAME=NUMBER") from None
-        if number < 0:
-            raise ValueError(f"{text!r}: a threshold is >= 0")
-        return name, number
-
-    def items(self) -> list[tuple[str, float, str]]:
-        """(name, value, meaning) of each threshold, in order."""
-        return [(f.name, getattr(self, f.name), self.MEANING[f.name]) for f in dataclasses.fields(self)]
-
+from .barrier import named_straggler
+from .dataprep import queue_at_start
+from .text import ms, ms_text
+from .types import Diagnosis, Report, StepFacts, Thresholds
 
 KINDS = ("straggler", "data_loading", "communication", "host", "device")
 KIND_TITLES = {"straggler": "Straggler", "data_loading": "Data loading", "communication": "Communication",
                "host": "Host", "device": "Device", "balanced": "No bottleneck", "unknown": "Not recorded"}
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    """One finding for one step of one rank: which bound, how much of the step (``share``), the
-    numbers it rests on, one sentence, and the command that writes that rank and step's trace."""
-
-    kind: str  # one of KINDS
-    rank: int
-    graph: int | None
-    step: int | None
-    share: float
-    evidence: dict[str, Any]
-    summary: str
-    command: str
-
-
-def dominant_kind(found: list[Diagnosis], known: bool) -> str:
-    """The one of a step's findings it is coloured by (``Report.dominant``). ``known``: the step's
-    device side is known, so no finding means no bottleneck (the host, device and communication
-    bounds rest on it: without it, none passing says nothing)."""
-    if not found:
-        return "balanced" if known else "unknown"
-    stragglers = [d for d in found if d.kind == "straggler"]
-    return "straggler" if stragglers else max(found, key=lambda d: d.share).kind
 
 
 # -- the diagnosis --------------------------------------------------------------------------------
@@ -177,7 +94,7 @@ def _data_loading(f: StepFacts, t: Thresholds) -> Iterable[tuple[str, float, dic
     """The data-loading finding. Where the data queue is recorded it decides, as MindInsight's
     step-gap analysis reads it: empty at the step's start, the step waited for its batch; holding
     one, the data was ready, whatever the gap. Elsewhere the largest data-loading measure's share."""
-    step, loading, queue = f.step_ns, f.data_loading, f.queue
+    step, loading, queue = f.step_ns, f.data_loading, queue_at_start(f.data)
     if queue is not None and queue[0] > 0:
         return
     if queue is None and (loading is None or loading[1] / step < t.data_loading_share):
@@ -233,7 +150,8 @@ def verdict(report: Report) -> dict[str, Any]:
     lies on the straggler, not on the links). ``look_at``: its worst rank and step. It rests on
     the rank-steps it can judge: those without a finding whose device side is unknown are
     counted apart ("unknown") and said, never taken for balanced. ``what_if``: per slowest step,
-    the sentence naming the what-ifs on its critical path that would save most (``critical.py``)."""
+    the sentence naming the what-ifs on its critical path that would save most (``critical.py``);
+    the rank behind the barrier named as the critical path says it (``barrier.named_straggler``)."""
     counts: Counter[str] = Counter()
     weight: Counter[str] = Counter()
     dominant = report.dominant()
@@ -278,21 +196,11 @@ def verdict(report: Report) -> dict[str, Any]:
     worst = max(by_kind[main], key=lambda d: d.share, default=None)
     look_at = None if worst is None else {"rank": worst.rank, "graph": worst.graph, "step": worst.step,
                                           "summary": worst.summary, "command": worst.command}
-    return {"dominant": main, "rank_steps": len(report.steps), "summary": summary, "look_at": look_at,
-            "counts": {k: counts[k] for k in (*KINDS, "balanced", "unknown") if counts[k]},
-            "time_share": {k: round(weight[k] / total, 4) for k in (*KINDS, "balanced") if weight[k]} if total
-            else {},
-            "what_if": [s.summary for s in report.critical]}
+    found = {"dominant": main, "rank_steps": len(report.steps), "summary": summary, "look_at": look_at,
+             "counts": {k: counts[k] for k in (*KINDS, "balanced", "unknown") if counts[k]},
+             "time_share": {k: round(weight[k] / total, 4) for k in (*KINDS, "balanced") if weight[k]}
+             if total else {},
+             "what_if": [s.summary for s in report.critical]}
+    return named_straggler(found, report)
 
 
-# -- numbers --------------------------------------------------------------------------------------
-
-def ms(ns: float | None) -> float | None:
-    """ns as ms, as the findings and the JSON give them."""
-    return None if ns is None else round(ns / 1e6, 6)
-
-
-def ms_text(ns: float) -> str:
-    """ns as ms in a sentence: three significant digits, whole ms from 100 ms."""
-    millis = ns / 1e6
-    return f"{millis:.3g} ms" if millis < 100 else f"{millis:,.0f} ms"

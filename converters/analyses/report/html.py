@@ -18,10 +18,10 @@ from ...select import format_ids
 from ..memory import record as memory_record
 from ..render import cell
 from .baseline import TYPES_SHOWN
-from .critical import NO_DEVICE_WORK, SlowStep, change
-from .data import OpTotal, Report, report_json
+from .data import report_json
 from .dataprep import DataStep, data_ops, data_steps
-from .diagnosis import KIND_TITLES, KINDS, Diagnosis, ms_text
+from .diagnosis import KIND_TITLES, KINDS
+from .diagnosis import verdict as verdict_of
 from .plots import (
     CHART_OPS,
     CRITICAL_COLOURS,
@@ -39,11 +39,12 @@ from .plots import (
     ops_chart,
     phase_series,
     queue_chart,
-    short,
     stacked_bars,
     step_time_heatmap,
     wait_heatmap,
 )
+from .text import change, ms_text, short
+from .types import NO_DEVICE_WORK, Diagnosis, OpTotal, Report, SlowStep
 
 _CSS = """
 :root { color-scheme: light; }
@@ -206,7 +207,7 @@ def _outside(report: Report) -> str:
 
 
 def _verdict_section(report: Report) -> str:
-    verdict = report.verdict()
+    verdict = verdict_of(report)
     main = verdict["dominant"]
     if not verdict["rank_steps"]:
         return '<section id="verdict"><h2>Verdict</h2><p>No steps to judge.</p></section>'

@@ -8,16 +8,14 @@ import io
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import UsageError
 from ...model import StepKey
-from .data import Report, StepFacts
 from .dataprep import DataStep
 from .diagnosis import KIND_TITLES, KINDS
-
-if TYPE_CHECKING:
-    from .critical import SlowStep
+from .text import short
+from .types import Report, SlowStep, StepFacts
 
 # Colours of the findings, and of the breakdown's lanes (the page's badges share them)
 KIND_COLOURS = {"straggler": "#7b3294", "data_loading": "#2c7bb6", "communication": "#d7191c",
@@ -353,11 +351,6 @@ def link_heatmap(plots: Plots, report: Report) -> str:
     ax.set_ylabel("src rank")
     ax.spines[:].set_visible(False)
     return plots.svg(fig, "Bandwidth per link")
-
-
-def short(name: str, n: int = 60) -> str:
-    """At most ``n`` characters of ``name``: its start and its end, which tell ops apart."""
-    return name if len(name) <= n else name[: n // 2 - 1] + "…" + name[-(n // 2 - 1):]
 
 
 CHART_OPS = 15  # ops in the chart; the table under it lists all of --top

@@ -2,7 +2,8 @@
 
 Shared by the readers that draw arrows: ``chrome_trace`` (and so ``msprof``, ``ascend_pt``,
 ``kineto``, ``paddle``) binds ends with ``Linker``; ``ascend_db`` joins its own and names them
-with ``flow_id``. The hot loops are C (``readers/c/flows.c``: ``bind_ends``, ``arrow``, ``arrows``, ``flow_id``).
+with ``flow_id``. The hot loops are C (``readers/c/flows.c``: ``bind_ends``, ``arrow``, ``arrows``,
+``flow_id``).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ...errors import Diagnostics
+from ...intervals import is_compute
 from ...model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
-from ...overlap import is_compute
 from .._core import by_step, later_steps
 from ..launches import OUTSIDE
 from .flows import Linker

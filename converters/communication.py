@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from . import overlap
+from . import intervals
 from .model import (
     COLLECTIVE,
     COMM_SEQ_ARG,
@@ -174,11 +174,11 @@ def op_comm(op: Slice, tasks: list[Slice], graph: int | None, step: int | None,
                 (waits if kind == "wait" else transit).append((start, start + ns))
     # Each instant of the op is transit, else wait, else idle (CANN's partition since 2025; the same
     # figures as its earlier sums where the master planes do not overlap, as on the real samples)
-    transit = overlap.intersect(transit, window)
-    waits = overlap.subtract(overlap.intersect(waits, window), transit)
-    result.transit_ns, result.wait_ns = overlap.total_ns(transit), overlap.total_ns(waits)
+    transit = intervals.intersect(transit, window)
+    waits = intervals.subtract(intervals.intersect(waits, window), transit)
+    result.transit_ns, result.wait_ns = intervals.total_ns(transit), intervals.total_ns(waits)
     before = [(transit[0][0] if transit else op.end_ns, op.end_ns)]
-    result.sync_ns = overlap.total_ns(overlap.subtract(waits, before))
+    result.sync_ns = intervals.total_ns(intervals.subtract(waits, before))
     transports = {name: Transport() for name in TRANSPORTS}
     for items in planes.values():
         for kind, _, ns, size, link in _transfers(items, runs):

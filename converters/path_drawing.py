@@ -21,12 +21,12 @@ from collections.abc import Iterator
 
 from .analyses.critical import StepPath, keyed_paths, own_clocks, warn_unjoined
 from .analyses.host_work import note_host_work
-from .budget import DETAIL, Spool, SpoolFile
 from .errors import Diagnostics
 from .layout import Begin, End, JobProcess, Track
 from .model import Layer, RankInfo, Slice, StepKey, step_label
 from .profile import Kind, Profile
 from .select import format_ids
+from .spool import DETAIL, Spool, SpoolFile
 
 GROUP = "Critical path"
 LANE = "Path"
@@ -75,7 +75,7 @@ def _spool_paths(profile: Profile, shifts: dict[int, int], encoder, process: Job
     with SpoolFile(spool.new_file()) as file:
         for key, found in keyed_paths(quiet, shifts):
             warn_unjoined(profile.diag, found)
-            note_host_work(profile.diag, found)
+            note_host_work(profile.diag, found.host_work)
             if found.unknown is not None:  # no path to draw: a rank's device side is not recorded
                 continue
             # a sequence per graph, and the pseudo step apart, as the ranks' own chunks
@@ -142,7 +142,7 @@ def _events(track: Track, slices: list[Slice]) -> Iterator[Begin | End]:
 
 def _flow_id(key: StepKey | None, index: int) -> int:
     """The arrow from the step's ``index``-th segment to the next (unique in the trace: BLAKE2b, as
-    the collectives' arrows, ``comm.flow_id``)."""
+    the collectives' arrows, ``communication.flow_id``)."""
     step = "pseudo" if key is None else f"{key.graph}.{key.step}"
     text = f"critical|{step}|{index}"
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")

@@ -26,7 +26,7 @@ from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, comm_kind
 from ..profile import Kind, Options, Profile, read_profile
-from ..readers.pipelining import BACKWARD, FORWARD, peer, phase
+from ..readers.pipelining import BACKWARD, FORWARD, is_backward_work, peer, phase
 from .overlap import step_span
 
 BY = ("stage", "microbatch", "p2p")
@@ -126,10 +126,10 @@ def stage_part(batch: StepRecords) -> StagePart:
         phases = [_within(s, kind, mb, transfers) for s, (kind, mb) in ranges]
         found_by = RANGES
     else:
-        phases, found_by = _from_transfers(transfers), P2P
+        phases, found_by = _from_transfers(transfers, start, start + dur), P2P
     if phases:
         work = HostWork(batch.slices, (s for s, _ in ranges))
-        phases = [work.tighten(p) for p in phases]
+        phases = [work.tighten(p) for p in work.split(phases)]
     part = StagePart(batch.rank, batch.key, batch.step_id, batch.graph, start, dur, found_by, phases,
                      transfers)
     part.compute_ns = _union(phases)
@@ -174,33 +174,64 @@ def _within(s: Slice, kind: str, mb: int, transfers: list[Transfer]) -> Phase:
 class HostWork:
     """A step's host records by start, to find the work inside a window: its compute is from the
     first record that begins in it to the last that ends in it, so time the host spent in no
-    record (descheduled, in the interpreter between two ops) at its edges is not counted."""
+    record (descheduled, in the interpreter between two ops) at its edges is not counted. The
+    records of a backward pass (the autograd engine's, ``readers.pipelining.is_backward_work``)
+    tell a backward from a forward where two share a window, and end a backward: the optimizer
+    after a stage's last backward, in the same window up to the step's end, is none of it."""
 
     def __init__(self, slices: Iterable[Slice], ranges: Iterable[Slice]) -> None:
         skip = {id(r) for r in ranges}
-        self.work = sorted((s.start_ns, s.end_ns) for s in slices
-                           if s.layer is Layer.HOST and id(s) not in skip and s.dur_ns > 0)
+        host = [s for s in slices if s.layer is Layer.HOST and id(s) not in skip and s.dur_ns > 0]
+        self.work = sorted((s.start_ns, s.end_ns) for s in host)
         self.starts = [start for start, _ in self.work]
+        self.backward = sorted((s.start_ns, s.end_ns) for s in host if is_backward_work(s))
+        self.backward_starts = [start for start, _ in self.backward]
 
     def tighten(self, p: Phase) -> Phase:
-        """``p`` narrowed to the host work inside its window (as it is where it holds none)."""
+        """``p`` narrowed to the host work inside its window (as it is where it holds none); a
+        backward's end to its last backward record's."""
         if p.start_ns is None or p.end_ns is None:
             return p
-        lo = bisect.bisect_left(self.starts, p.start_ns)
-        hi = bisect.bisect_right(self.starts, p.end_ns)
-        inside = [(start, end) for start, end in self.work[lo:hi] if end <= p.end_ns]
+        inside = self._inside(self.work, self.starts, p.start_ns, p.end_ns)
         if not inside:
             return p
-        return Phase(p.kind, p.microbatch, inside[0][0], max(end for _, end in inside))
+        end = max(end for _, end in inside)
+        if p.kind == BACKWARD and (passes := self._inside(self.backward, self.backward_starts, p.start_ns, end)):
+            end = max(end for _, end in passes)
+        return Phase(p.kind, p.microbatch, inside[0][0], end)
+
+    def split(self, phases: list[Phase]) -> list[Phase]:
+        """Two phases that share a window (``_unshared``) cut where the backward pass begins (a
+        forward, then a backward: the last stage) or ends (a backward, then a forward: 1F1B's
+        first stage); left as they are where the window holds no backward record."""
+        out = list(phases)
+        for i in range(len(out) - 1):
+            a, b = out[i], out[i + 1]
+            if a.end_ns is not None or b.start_ns is not None or None in (a.start_ns, b.end_ns) \
+                    or a.kind == b.kind:
+                continue
+            passes = self._inside(self.backward, self.backward_starts, a.start_ns, b.end_ns)
+            if passes:
+                cut = passes[0][0] if a.kind == FORWARD else max(end for _, end in passes)
+                out[i] = Phase(a.kind, a.microbatch, a.start_ns, cut)
+                out[i + 1] = Phase(b.kind, b.microbatch, cut, b.end_ns)
+        return out
+
+    @staticmethod
+    def _inside(work: list[tuple[int, int]], starts: list[int], lo: int, hi: int) -> list[tuple[int, int]]:
+        """The records of ``work`` (by start) that begin at ``lo`` or later and end by ``hi``."""
+        found = work[bisect.bisect_left(starts, lo):bisect.bisect_right(starts, hi)]
+        return [(start, end) for start, end in found if end <= hi]
 
 
-def _from_transfers(transfers: list[Transfer]) -> list[Phase]:
+def _from_transfers(transfers: list[Transfer], step_start: int, step_end: int) -> list[Phase]:
     """Micro-batches from the point-to-point pattern alone: a stage receives its forward input
     from the previous stage (the peer of its first receive, where that comes before any send) and
     sends its result to the next; the backward runs the other way. The k-th forward lies between
     the k-th receive from the previous stage and the k-th send to the next; a side with no
     transfer (the first stage's forward start, the last stage's forward end) is bounded by the
-    nearest transfer around it, and is unknown where two phases meet with no transfer between."""
+    nearest transfer around it, or the step's edge where none is; where two phases meet with no
+    transfer between, the bound each took from the other's side is unknown (``HostWork.split``)."""
     if not transfers:
         return []
     prev = transfers[0].peer if transfers[0].kind == RECV else None
@@ -216,8 +247,8 @@ def _from_transfers(transfers: list[Transfer]) -> list[Phase]:
             put = puts[mb] if mb < len(puts) else None
             if got is None and put is None:
                 continue
-            start = got.end_ns if got else _boundary_before(transfers, put.start_ns)
-            end = put.start_ns if put else _boundary_after(transfers, got.end_ns)
+            start = got.end_ns if got else _boundary_before(transfers, put.start_ns, step_start)
+            end = put.start_ns if put else _boundary_after(transfers, got.end_ns, step_end)
             # two phases in one window: the one its receive opens runs first, the one whose send
             # closes it last (1F1B's first stage: a backward, then a forward; its last: the reverse)
             phases.append(((start if start is not None else end, got is None), Phase(kind, mb, start, end)))
@@ -225,16 +256,15 @@ def _from_transfers(transfers: list[Transfer]) -> list[Phase]:
     return _unshared([phase for _, phase in phases])
 
 
-def _boundary_before(transfers: list[Transfer], at: int) -> int | None:
-    """Where the stage last stopped communicating before ``at``: a receive's end, a send's call."""
+def _boundary_before(transfers: list[Transfer], at: int, step_start: int) -> int:
+    """Where the stage last stopped communicating before ``at``: a receive's end, a send's call;
+    the step's start where it did not."""
     ends = [t.end_ns if t.kind == RECV else t.call_end_ns for t in transfers if t.start_ns < at]
-    ends = [e for e in ends if e <= at]
-    return max(ends) if ends else None
+    return max([step_start] + [e for e in ends if e <= at])
 
 
-def _boundary_after(transfers: list[Transfer], at: int) -> int | None:
-    starts = [t.start_ns for t in transfers if t.start_ns >= at]
-    return min(starts) if starts else None
+def _boundary_after(transfers: list[Transfer], at: int, step_end: int) -> int:
+    return min([step_end] + [t.start_ns for t in transfers if t.start_ns >= at])
 
 
 def _unshared(phases: list[Phase]) -> list[Phase]:
@@ -280,20 +310,60 @@ def pipeline_slices(batch: StepRecords) -> list[Slice]:
     """One step of one rank drawn on its *Pipeline* lane: a slice per micro-batch phase whose
     compute the records bound (``F3``, ``B3``) and, where every phase's are known, the bubble
     between them (``bubble``: they add up to the step's time minus its compute); nothing where
-    the step sends and receives nothing (every job that is no pipeline: its trace as it was)."""
+    the step sends and receives nothing (every job that is no pipeline: its trace as it was).
+    Each send's arrow runs from the phase it carries to the phase its receive feeds (``arrows``)."""
     if not any(s.layer is Layer.COMM_OP and comm_kind(s) in (SEND, RECV) for s in batch.slices):
         return []
     part = stage_part(batch)
     known = [p for p in part.phases if p.compute_ns is not None]
+    flows_out, flows_in = arrows(part)
     out = [Slice(batch.rank, Layer.OVERLAP, PIPELINE_LANE, p.label, p.start_ns, p.compute_ns,
                  {"Phase": "forward" if p.kind == FORWARD else "backward", "Micro-batch": p.microbatch,
-                  "Found by": part.found_by}) for p in known]
+                  "Found by": part.found_by}, "", flows_out.get(p.label, ()), flows_in.get(p.label, ()))
+           for p in known]
     if known and len(known) == len(part.phases):
         edges = [part.start_ns, *(t for p in sorted(known, key=lambda p: p.start_ns)
                                   for t in (p.start_ns, p.end_ns)), part.start_ns + part.step_ns]
         out.extend(Slice(batch.rank, Layer.OVERLAP, PIPELINE_LANE, BUBBLE, a, b - a)
                    for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a)
     return out
+
+
+def carried(part: StagePart) -> list[tuple[Transfer, str]]:
+    """Each transfer with the phase it carries (a send) or feeds (a receive): the k-th send to the
+    next stage is forward k's result, the k-th to the previous backward k's gradient; a receive
+    from the previous stage feeds a forward, one from the next a backward. The previous stage is
+    the peer of the step's first transfer where that is a receive (as ``_from_transfers``)."""
+    prev = part.transfers[0].peer if part.transfers and part.transfers[0].kind == RECV else None
+    out = []
+    for t in part.transfers:
+        if t.peer is not None:
+            forward = (t.peer != prev) if t.kind == SEND else (t.peer == prev)
+            out.append((t, f"{FORWARD if forward else BACKWARD}{t.index}"))
+    return out
+
+
+def arrows(part: StagePart) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    """The arrows a stage's phases start (its sends) and end (its receives), by phase label. Each
+    side names the arrow alike without the other (the step, sender, receiver and the k-th transfer
+    between them), so the ranks' workers draw both ends apart. From phase to phase, not from op
+    to op: the trace processor links an arrow's ends in time order, and a receive often begins
+    before its send (it waits), while the phase it feeds begins after the data arrived."""
+    out: dict[str, tuple[int, ...]] = defaultdict(tuple)
+    into: dict[str, tuple[int, ...]] = defaultdict(tuple)
+    for t, label in carried(part):
+        sender, receiver = (part.rank, t.peer) if t.kind == SEND else (t.peer, part.rank)
+        ends = out if t.kind == SEND else into
+        ends[label] += (arrow_id(part.key, sender, receiver, t.index),)
+    return out, into
+
+
+def arrow_id(key: StepKey | None, sender: int, receiver: int, index: int) -> int:
+    """The arrow of the ``index``-th transfer from ``sender`` to ``receiver`` in the step."""
+    from hashlib import blake2b  # as comm.flow_id: a command that draws no arrows loads no OpenSSL
+
+    text = f"p2p|{None if key is None else key.text}|{sender}|{receiver}|{index}"
+    return int.from_bytes(blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 # -- across ranks ---------------------------------------------------------------------------------

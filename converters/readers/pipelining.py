@@ -38,3 +38,13 @@ def peer(s: Slice) -> int | None:
         return int(args["Concrete Inputs"][2])
     except (KeyError, IndexError, TypeError, ValueError):
         return None
+
+
+_BACKWARD_WORK = "autograd::engine::evaluate_function"
+
+
+def is_backward_work(s: Slice) -> bool:
+    """A host record of a backward pass: PyTorch's autograd engine runs each backward function in
+    a ``autograd::engine::evaluate_function: <Fn>Backward0`` record (and its gradient
+    accumulation in ``...: torch::autograd::AccumulateGrad``), never in a forward."""
+    return s.name.startswith(_BACKWARD_WORK)

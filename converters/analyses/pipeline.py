@@ -26,7 +26,17 @@ from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, comm_kind
 from ..profile import Kind, Options, Profile, read_profile
-from ..readers.pipelining import BACKWARD, FORWARD, is_backward_work, peer, phase
+from ..readers.pipelining import (
+    BACKWARD,
+    BACKWARD_PASS,
+    FORWARD,
+    LOSS,
+    RELEASE,
+    SEND_PREPARATION,
+    peer,
+    phase,
+    role,
+)
 from .overlap import step_span
 
 BY = ("stage", "microbatch", "p2p")
@@ -129,7 +139,7 @@ def stage_part(batch: StepRecords) -> StagePart:
         phases, found_by = _from_transfers(transfers, start, start + dur), P2P
     if phases:
         work = HostWork(batch.slices, (s for s, _ in ranges))
-        phases = [work.tighten(p) for p in work.split(phases)]
+        phases = work.split([work.tighten(p) for p in phases])
     part = StagePart(batch.rank, batch.key, batch.step_id, batch.graph, start, dur, found_by, phases,
                      transfers)
     part.compute_ns = _union(phases)
@@ -174,54 +184,66 @@ def _within(s: Slice, kind: str, mb: int, transfers: list[Transfer]) -> Phase:
 class HostWork:
     """A step's host records by start, to find the work inside a window: its compute is from the
     first record that begins in it to the last that ends in it, so time the host spent in no
-    record (descheduled, in the interpreter between two ops) at its edges is not counted. The
-    records of a backward pass (the autograd engine's, ``readers.pipelining.is_backward_work``)
-    tell a backward from a forward where two share a window, and end a backward: the optimizer
-    after a stage's last backward, in the same window up to the step's end, is none of it."""
+    record (descheduled, in the interpreter between two ops) at its edges is not counted. What a
+    record does where the readers know it (``readers.pipelining.role``) bounds a phase closer: a
+    backward ends with its last backward pass or release record (not the optimizer after a
+    stage's last backward, in a window up to the step's end), a forward before the loss and
+    the send's preparation after it (neither phase's, as the schedules' own ranges have them);
+    and where a forward and a backward share a window, they part there (``split``)."""
 
     def __init__(self, slices: Iterable[Slice], ranges: Iterable[Slice]) -> None:
         skip = {id(r) for r in ranges}
-        host = [s for s in slices if s.layer is Layer.HOST and id(s) not in skip and s.dur_ns > 0]
-        self.work = sorted((s.start_ns, s.end_ns) for s in host)
-        self.starts = [start for start, _ in self.work]
-        self.backward = sorted((s.start_ns, s.end_ns) for s in host if is_backward_work(s))
-        self.backward_starts = [start for start, _ in self.backward]
+        self.work = sorted((s.start_ns, s.end_ns, role(s)) for s in slices
+                           if s.layer is Layer.HOST and id(s) not in skip and s.dur_ns > 0)
+        self.starts = [start for start, _, _ in self.work]
+
+    def inside(self, lo: int, hi: int) -> list[tuple[int, int, str | None]]:
+        """The records that begin at ``lo`` or later and end by ``hi``, by start."""
+        found = self.work[bisect.bisect_left(self.starts, lo):bisect.bisect_right(self.starts, hi)]
+        return [r for r in found if r[1] <= hi]
 
     def tighten(self, p: Phase) -> Phase:
-        """``p`` narrowed to the host work inside its window (as it is where it holds none); a
-        backward's end to its last backward record's."""
+        """``p`` narrowed to its work inside its window (as it is where it holds none)."""
         if p.start_ns is None or p.end_ns is None:
             return p
-        inside = self._inside(self.work, self.starts, p.start_ns, p.end_ns)
+        inside = self.inside(p.start_ns, p.end_ns)
         if not inside:
             return p
-        end = max(end for _, end in inside)
-        if p.kind == BACKWARD and (passes := self._inside(self.backward, self.backward_starts, p.start_ns, end)):
-            end = max(end for _, end in passes)
+        end = max(end for _, end, _ in inside)
+        if p.kind == FORWARD:
+            end = max((end for _, end, what in inside if what not in _NOT_FORWARD), default=end)
+        else:
+            end = max((end for _, end, what in inside if what in _BACKWARD_ENDS), default=end)
         return Phase(p.kind, p.microbatch, inside[0][0], end)
 
     def split(self, phases: list[Phase]) -> list[Phase]:
-        """Two phases that share a window (``_unshared``) cut where the backward pass begins (a
-        forward, then a backward: the last stage) or ends (a backward, then a forward: 1F1B's
-        first stage); left as they are where the window holds no backward record."""
+        """Two phases that share a window (``_unshared``; ``tighten`` leaves them) parted, each
+        then narrowed to its work: a forward, then a backward (the last stage), where the loss
+        begins (else the backward pass) and the backward after the loss; a backward, then a
+        forward (1F1B's first stage), after the backward's last record. Left as they are where
+        the window holds no backward pass."""
         out = list(phases)
         for i in range(len(out) - 1):
             a, b = out[i], out[i + 1]
             if a.end_ns is not None or b.start_ns is not None or None in (a.start_ns, b.end_ns) \
                     or a.kind == b.kind:
                 continue
-            passes = self._inside(self.backward, self.backward_starts, a.start_ns, b.end_ns)
-            if passes:
-                cut = passes[0][0] if a.kind == FORWARD else max(end for _, end in passes)
-                out[i] = Phase(a.kind, a.microbatch, a.start_ns, cut)
-                out[i + 1] = Phase(b.kind, b.microbatch, cut, b.end_ns)
+            inside = self.inside(a.start_ns, b.end_ns)
+            passes = [(start, end) for start, end, what in inside if what == BACKWARD_PASS]
+            if not passes:
+                continue
+            if a.kind == FORWARD:
+                loss = [(start, end) for start, end, what in inside if what == LOSS and start < passes[0][0]]
+                cut, resume = (loss[0][0], max(end for _, end in loss)) if loss else (passes[0][0],) * 2
+            else:
+                cut = resume = max(end for _, end, what in inside if what in _BACKWARD_ENDS)
+            out[i] = self.tighten(Phase(a.kind, a.microbatch, a.start_ns, cut))
+            out[i + 1] = self.tighten(Phase(b.kind, b.microbatch, resume, b.end_ns))
         return out
 
-    @staticmethod
-    def _inside(work: list[tuple[int, int]], starts: list[int], lo: int, hi: int) -> list[tuple[int, int]]:
-        """The records of ``work`` (by start) that begin at ``lo`` or later and end by ``hi``."""
-        found = work[bisect.bisect_left(starts, lo):bisect.bisect_right(starts, hi)]
-        return [(start, end) for start, end in found if end <= hi]
+
+_BACKWARD_ENDS = (BACKWARD_PASS, RELEASE)  # the records a backward ends with
+_NOT_FORWARD = (BACKWARD_PASS, RELEASE, LOSS, SEND_PREPARATION)  # those a forward never ends with
 
 
 def _from_transfers(transfers: list[Transfer], step_start: int, step_end: int) -> list[Phase]:

@@ -15,7 +15,7 @@ from typing import Any
 from ... import comm
 from ...errors import Diagnostics, InputError, as_text
 from ...executor import LOCAL, Where
-from ...model import MINDDATA, Layer, RankInfo, StepKey
+from ...model import MINDDATA, RECV, SEND, Layer, RankInfo, StepKey
 from ...output import inputs_of
 from ...overlap import is_compute, total_ns
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
@@ -30,6 +30,7 @@ from .baseline import Baseline, baseline_json, compare_with
 from .critical import SlowStep, critical_json, detail_read
 from .dataprep import data_json, queue_at_start
 from .diagnosis import Diagnosis, Thresholds, diagnose, dominant_kind, ms, trace_command, verdict
+from .pipelined import PipelineSection, pipeline_finding, pipeline_json, pipeline_section
 
 SCHEMA = "trace2perfetto-report/1"
 OPS_PER_RANK = 1000  # device op names a worker hands back per rank (by total time); the rest summed
@@ -182,6 +183,7 @@ class Report:
     memory_series: dict[tuple[int, str], list[tuple[int, float]]] = field(default_factory=dict)
     baseline: Baseline | None = None  # ``--baseline``: what changed from that run
     critical: list[SlowStep] = field(default_factory=list)  # the slowest steps' critical paths (critical.py)
+    pipeline: PipelineSection | None = None  # where the job sends and receives: its stages (pipelined.py)
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
@@ -199,8 +201,14 @@ class Report:
         return found
 
     def verdict(self) -> dict[str, Any]:
-        """The job's bottleneck, with counts per kind (``diagnosis.verdict``)."""
-        return verdict(self)
+        """The job's bottleneck, with counts per kind (``diagnosis.verdict``), and where it runs a
+        pipeline, the pipeline's finding (``pipelined.pipeline_finding``) said after it."""
+        found = verdict(self)
+        finding = pipeline_finding(self.pipeline)
+        if finding is None:
+            return found
+        said = f"{found['summary']} {finding[0].upper()}{finding[1:]}"
+        return found | {"summary": said, "pipeline": finding}
 
     def dominant(self) -> dict[tuple[int, int | None, int | None], str]:
         """Per (rank, graph, step), the one finding it is coloured by: a straggler first (the cause
@@ -316,6 +324,9 @@ def report_data(
     # the plane tasks (where there is communication) and the host launches are in no summary: a detail read
     shifts = {rank: -offset for rank, offset in policy.offsets.items()}
     report.links, report.critical = detail_read(profile, facts, shifts, bool(all_ops))
+    if any(op.kind in (SEND, RECV) for op in all_ops):  # point-to-point: a pipeline, maybe
+        report.pipeline = pipeline_section(path, ranks=ranks, graphs=graphs, steps=steps,
+                                           step_marker=step_marker, diag=diag, where=where)
     report.op_types_shown, report.op_types = op_types_by_rank(combine(r.op_types for r in results))
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     try:
@@ -504,7 +515,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "selection": report.selection,
         },
         "thresholds": {name: value for name, value, _ in report.thresholds.items()},
-        "verdict": verdict(report),
+        "verdict": report.verdict(),
         "steps": [_step_record(f, by_step.get((f.rank, f.graph, f.step), [])) for f in report.steps],
         "outside_steps": [_step_record(f, [], judged=False) for f in report.outside],
         "diagnoses": [{"kind": d.kind, "rank": d.rank, "graph": d.graph, "step": d.step, "share": d.share,
@@ -550,6 +561,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "critical": critical_json(report.critical),
         **({"data_preparation": prepared} if (prepared := data_json(report.steps)) else {}),
     } | ({"memory": [memory_record(row) for row in report.memory]} if report.memory else {}) | (
+        {"pipeline": pipeline_json(report.pipeline)} if report.pipeline is not None else {}) | (
         {"baseline": baseline_json(report.baseline)} if report.baseline is not None else {})
 
 

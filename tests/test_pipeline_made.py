@@ -219,8 +219,8 @@ def test_the_pipeline_lanes_load_with_their_arrows(name, tmp_path):
     arrows = sum(1 for _, t in report.transfers if t.kind == pipeline.SEND and t.wait_ns is not None)
     query = tmp_path / "drawn.sql"
     query.write_text(_DRAWN)
-    done = subprocess.run([str(trace_processor()), "-q", str(query), str(out)], capture_output=True, text=True,
-                          timeout=120, check=True)
+    done = subprocess.run([str(trace_processor()), "-q", str(query), str(out)], capture_output=True,
+                          text=True, timeout=120, check=True)
     counts = [int(block.splitlines()[1]) for block in done.stdout.strip().split("\n\n")]
     assert counts == [phases, bubbles, arrows] and arrows
 

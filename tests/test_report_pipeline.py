@@ -63,7 +63,8 @@ def test_the_verdict_says_it_in_those_words(gpipe4):
     _, _, found, _ = gpipe4
     section, verdict = found["pipeline"], found["verdict"]
     share, ideal = section["bubble_share"], section["ideal_share"]
-    said = re.match(r"pipeline bubble: (\d+)% of the step, (\d+) points (above|below) GPipe's ideal \((\d+)%\) "
+    said = re.match(r"pipeline bubble: (\d+)% of the step, (\d+) points (above|below) GPipe's ideal "
+                    r"\((\d+)%\) "
                     r"with 4 micro-batches on 2 stages; stage (\d) \(rank (\d)\) is the slow stage: "
                     r"[\d.]+ ms of compute a step, [\d.]+x the others' mean\.$", verdict["pipeline"])
     assert said, verdict["pipeline"]

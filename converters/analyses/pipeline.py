@@ -30,6 +30,7 @@ from ..readers.pipelining import (
     BACKWARD,
     BACKWARD_PASS,
     FORWARD,
+    INPUT_SPLIT,
     LOSS,
     RELEASE,
     SEND_PREPARATION,
@@ -187,8 +188,9 @@ class HostWork:
     record (descheduled, in the interpreter between two ops) at its edges is not counted. What a
     record does where the readers know it (``readers.pipelining.role``) bounds a phase closer: a
     backward ends with its last backward pass or release record (not the optimizer after a
-    stage's last backward, in a window up to the step's end), a forward before the loss and
-    the send's preparation after it (neither phase's, as the schedules' own ranges have them);
+    stage's last backward, in a window up to the step's end), a forward after the input's split
+    into micro-batches and before the loss and the send's preparation (none of them a phase's,
+    as the schedules' own ranges have it);
     and where a forward and a backward share a window, they part there (``split``)."""
 
     def __init__(self, slices: Iterable[Slice], ranges: Iterable[Slice]) -> None:
@@ -209,12 +211,14 @@ class HostWork:
         inside = self.inside(p.start_ns, p.end_ns)
         if not inside:
             return p
-        end = max(end for _, end, _ in inside)
+        start, end = inside[0][0], max(end for _, end, _ in inside)
         if p.kind == FORWARD:
+            split = max((end for _, end, what in inside if what == INPUT_SPLIT), default=start)
+            start = min((begin for begin, _, _ in inside if begin >= split), default=start)
             end = max((end for _, end, what in inside if what not in _NOT_FORWARD), default=end)
         else:
             end = max((end for _, end, what in inside if what in _BACKWARD_ENDS), default=end)
-        return Phase(p.kind, p.microbatch, inside[0][0], end)
+        return Phase(p.kind, p.microbatch, start, end)
 
     def split(self, phases: list[Phase]) -> list[Phase]:
         """Two phases that share a window (``_unshared``; ``tighten`` leaves them) parted, each

@@ -43,6 +43,7 @@ def peer(s: Slice) -> int | None:
 
 # What a host record does in a pipeline stage's step, where its name says it (``role``)
 BACKWARD_PASS, RELEASE, LOSS, SEND_PREPARATION = "backward pass", "release", "loss", "send preparation"
+INPUT_SPLIT = "input split"
 
 
 _RELEASES = ("aten::detach_", "detach_")  # the aten op and the autograd-level op inside it
@@ -61,7 +62,9 @@ def role(s: Slice) -> str | None:
       the last stage's loss between a micro-batch's forward and its backward, which the
       schedules compute outside both (``_maybe_compute_loss``);
     - ``SEND_PREPARATION``: ``aten::detach``, the send buffer c10d is given (``get_fwd_send_ops``
-      detaches the output), after the forward.
+      detaches the output), after the forward;
+    - ``INPUT_SPLIT``: ``aten::tensor_split``, the schedule cutting the step's batch into its
+      micro-batches (``split_args_kwargs_into_chunks``) at the step's start, before the first forward.
     """
     name = s.name
     if name.startswith("autograd::engine::evaluate_function"):
@@ -70,6 +73,8 @@ def role(s: Slice) -> str | None:
         return RELEASE
     if name in _SEND_PREPARATIONS:
         return SEND_PREPARATION
+    if name == "aten::tensor_split":
+        return INPUT_SPLIT
     if name.startswith("aten::") and "loss" in name:
         return LOSS
     return None

@@ -230,3 +230,14 @@ def _gaps(part: pipeline.StagePart) -> int:
     spans = sorted((p.start_ns, p.end_ns) for p in part.phases)
     edges = [part.start_ns, *(t for span in spans for t in span), part.start_ns + part.step_ns]
     return sum(1 for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a)
+
+
+def test_a_cpu_job_needs_no_device_record_and_says_what_the_compute_is(capsys):
+    """The stages' compute of a CPU job is host work: found with no device record, no warning, and
+    the table says what a GPU or NPU job's device records would add (launch apart from execution)."""
+    from converters.cli import main
+
+    assert main(["pipeline", str(MADE / "pp-1f1b-4stage-mb4-plain")]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "1F1B" in out
+    assert "no device record needed" in out and "split from the execution" in out

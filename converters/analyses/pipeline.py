@@ -503,8 +503,9 @@ COLUMNS = {
     "p2p": ("Rank", "Graph", "Step", "Kind", "Peer", "Index", "Start(us)", "Duration(us)", "Wait(us)",
             "Transfer(us)"),
 }
-NOTE = ("(µs; compute is host time between a micro-batch's receive and its send; Bubble = step time - "
-        "compute; Ideal = (p-1)/(m+p-1))")
+NOTE = ("(µs; compute is host time between a micro-batch's receive and its send, no device record needed: "
+        "a CPU job's compute is host work, while on a GPU or NPU job it is the launches, which the device's "
+        "records would split from the execution; Bubble = step time - compute; Ideal = (p-1)/(m+p-1))")
 
 
 def records(report: PipelineReport, by: str) -> Iterable[dict]:

@@ -57,16 +57,15 @@ def test_the_section_against_the_user_ranges(gpipe4):
 
 
 def test_the_verdict_says_it_in_those_words(gpipe4):
-    """"pipeline bubble: 70% of the step, 50 points above GPipe's ideal (20%) with 4 micro-batches
-    on 2 stages; stage 1 (rank 1) is the slow stage: ...", the figures the section's, in the
-    verdict's own field and after its summary."""
+    """"pipeline bubble: 80% of the step, 60 points above GPipe's ideal with 4 micro-batches (20%
+    on 2 stages); stage 1 is the slow stage (rank 1: ...)", the issue's words, the figures the
+    section's, in the verdict's own field and after its summary."""
     _, _, found, _ = gpipe4
     section, verdict = found["pipeline"], found["verdict"]
     share, ideal = section["bubble_share"], section["ideal_share"]
     said = re.match(r"pipeline bubble: (\d+)% of the step, (\d+) points (above|below) GPipe's ideal "
-                    r"\((\d+)%\) "
-                    r"with 4 micro-batches on 2 stages; stage (\d) \(rank (\d)\) is the slow stage: "
-                    r"[\d.]+ ms of compute a step, [\d.]+x the others' mean\.$", verdict["pipeline"])
+                    r"with 4 micro-batches \((\d+)% on 2 stages\); stage (\d) is the slow stage \(rank (\d): "
+                    r"[\d.]+ ms of compute a step, [\d.]+x the others' mean\)\.$", verdict["pipeline"])
     assert said, verdict["pipeline"]
     assert int(said.group(1)) == round(share * 100)
     assert int(said.group(2)) == round(abs(share - ideal) * 100) and said.group(3) == "above"
@@ -100,7 +99,7 @@ def test_a_1f1b_job_without_ranges(tmp_path):
     section = found["pipeline"]
     assert (section["schedule"], section["stages"], section["microbatches"], section["found_by"]) == \
         ("1F1B", 4, 4, {"p2p": 12})
-    assert "1F1B's ideal (43%)" in found["verdict"]["pipeline"]
+    assert "1F1B's ideal with 4 micro-batches (43% on 4 stages)" in found["verdict"]["pipeline"]
 
 
 def test_no_pipeline_no_section(tmp_path):

@@ -113,9 +113,8 @@ def pipeline_finding(section: PipelineSection | None) -> str | None:
         if section.ideal is not None:
             points = (section.bubble - section.ideal) * 100
             whose = f"{section.schedule}'s ideal" if section.schedule != pipeline.UNKNOWN else "the ideal"
-            text += (f", {abs(points):.0f} points {'above' if points >= 0 else 'below'} {whose} "
-                     f"({section.ideal:.0%}) with {section.microbatches} micro-batches on "
-                     f"{section.stages} stages")
+            text += (f", {abs(points):.0f} points {'above' if points >= 0 else 'below'} {whose} with "
+                     f"{section.microbatches} micro-batches ({section.ideal:.0%} on {section.stages} stages)")
         parts.append(text)
     else:
         parts.append(f"pipeline of {section.stages} stages ({section.schedule}): its bubble is unknown "
@@ -123,9 +122,9 @@ def pipeline_finding(section: PipelineSection | None) -> str | None:
     slow = section.slow
     if slow is not None and len([r for r in section.rows if r.compute_ns is not None]) > 1:
         others = [r.compute_ns for r in section.rows if r is not slow and r.compute_ns is not None]
-        parts.append(f"stage {slow.stage} (rank {format_ids(slow.ranks)}) is the slow stage: "
-                     f"{slow.compute_ns / 1e6:.1f} ms "
-                     f"of compute a step, {slow.compute_ns / fmean(others):.1f}x the others' mean")
+        parts.append(f"stage {slow.stage} is the slow stage (rank {format_ids(slow.ranks)}: "
+                     f"{slow.compute_ns / 1e6:.1f} ms of compute a step, "
+                     f"{slow.compute_ns / fmean(others):.1f}x the others' mean)")
     if section.schedule == pipeline.UNKNOWN:
         parts.append("schedule not recognised; the order seen: " +
                      "; ".join(f"stage {s}: {order}" for s, order in section.orders.items()))

@@ -108,3 +108,21 @@ def test_no_pipeline_no_section(tmp_path):
     found = report_json(report_data(tmp_path / "job"))
     jsonschema.validate(found, SCHEMA)
     assert "pipeline" not in found and "pipeline" not in found["verdict"]
+
+
+def test_an_unknown_schedule_is_said_with_the_order_seen():
+    """A schedule neither GPipe nor 1F1B (an interleaved one, several stages per rank): "the ideal",
+    and the order each stage ran; a bubble not known is said so, never 0."""
+    from converters.analyses.report.pipelined import PipelineSection, StageRow, pipeline_finding
+
+    rows = [StageRow(0, (0,), 1, 10e6, 4e6, 0.6, 0.2), StageRow(1, (1,), 1, 10e6, 8e6, 0.2, 0.2)]
+    orders = {0: "F0 F1 F2 F3 B1 B0", 1: "F0 F1 B1 B0"}
+    section = PipelineSection("unknown", {"unknown": 2}, orders, 2, 4, {"p2p": 2}, rows, rows[1], 0.4, 0.2)
+    said = pipeline_finding(section)
+    assert said.startswith("pipeline bubble: 40% of the step, 20 points above the ideal with 4 micro-batches")
+    assert "stage 1 is the slow stage (rank 1: 8.0 ms of compute a step, 2.0x the others' mean)" in said
+    assert said.endswith("the order seen: stage 0: F0 F1 F2 F3 B1 B0; stage 1: F0 F1 B1 B0.")
+    unknown = PipelineSection("GPipe", {"GPipe": 2}, orders, 2, 4, {"p2p": 2},
+                              [StageRow(0, (0,), 1, 10e6, None, None, 0.2)], None, None, 0.2)
+    assert pipeline_finding(unknown) == ("pipeline of 2 stages (GPipe): its bubble is unknown "
+                                         "(a micro-batch's bounds the records do not give).")

@@ -241,3 +241,15 @@ def test_a_cpu_job_needs_no_device_record_and_says_what_the_compute_is(capsys):
     out, err = capsys.readouterr()
     assert err == "" and "1F1B" in out
     assert "no device record needed" in out and "split from the execution" in out
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_every_table_follows_the_schema(name, reports):
+    """Each ``--by`` of each sample as JSON records follows schemas/pipeline.schema.json."""
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent.parent / "schemas" / "pipeline.schema.json").read_text())
+    for by in pipeline.BY:
+        rows = list(pipeline.records(reports[name, "as recorded"], by))
+        assert rows
+        jsonschema.validate(rows, schema)

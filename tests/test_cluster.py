@@ -19,6 +19,7 @@ from trace_check import read_perfetto
 from converters import convert, overlap_report
 from converters.analyses.comm import comm_report
 from converters.analyses.info import info_report
+from converters.analyses.pipeline import pipeline_report
 from converters.analyses.report import report_data, report_json
 from converters.cli import main
 from converters.errors import InputError, Trace2PerfettoError
@@ -26,6 +27,7 @@ from converters.executor import CLUSTER_ENV, Where
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.many_ranks import write_many_ranks
 from fixtures.msprof_gen import write_msprof_profile
+from fixtures.pipeline_gen import Job, write
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is a test extra")
 
@@ -62,6 +64,15 @@ def test_the_dask_run_gives_the_same_tables(cluster, job):
     assert comm_report(job, where=where).ops == comm_report(job).ops
     assert info_report(job, where=where) == info_report(job)
     assert report_json(report_data(job, where=where)) == report_json(report_data(job))
+
+
+def test_the_dask_run_gives_the_same_pipeline(cluster, tmp_path):
+    """Two 4-stage pipelines side by side (8 ranks): the stages, micro-batches and matched
+    transfers the Dask workers find are the local run's."""
+    job = write(tmp_path / "pp", Job(stages=4, microbatches=4, steps=2), pipelines=2)
+    remote = pipeline_report(job, where=Where(cluster.scheduler_address))
+    assert remote.parts == pipeline_report(job).parts
+    assert {(p.rank, p.stage) for p in remote.parts} == {(r, r % 4) for r in range(8)}
 
 
 def test_the_cluster_comes_from_the_environment_too(cluster, job, tmp_path, monkeypatch, capsys):
@@ -206,3 +217,15 @@ def test_4096_ranks_capped_summary_keeps_the_ranks_its_policy_names(many, tmp_pa
     assert out.stat().st_size <= 4 * 2**20
     left_out = int(re.search(r"left out: (\d+) ranks", err).group(1))
     assert left_out == 4096 - len(kept)
+
+
+def test_4096_ranks_pipeline_in_bounded_memory(tmp_path):
+    """1,024 pipelines of 4 stages side by side (4,096 ranks, 2 steps): every rank's stage and
+    schedule, the driver's memory flat (its workers read the ranks; it holds small rows)."""
+    job = write(tmp_path / "pp", Job(stages=4, microbatches=2, steps=2, user_ranges=False), pipelines=1024)
+    out, _, rss = _driver("pipeline", str(job), "--format", "csv")
+    rows = [row.split(",") for row in out.splitlines()[1:]]
+    assert len(rows) == 4096 * 2
+    assert {(int(r[0]), int(r[1]), int(r[2])) for r in rows} == {(rank, rank % 4, 4) for rank in range(4096)}
+    assert {r[5] for r in rows} == {"GPipe"}
+    assert rss < 300

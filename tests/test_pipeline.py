@@ -126,10 +126,12 @@ def test_stages_and_schedule(variants):
 
 
 def test_from_the_p2p_pattern_alone(sample, variants):
-    """Without any micro-batch range: every phase is found from the sends and receives; each bound
-    the records give is within 2% of the step's time; a bound they cannot give (the first stage's
-    first forward start, the last backward's end; where the last stage's forward meets its backward)
-    is unknown, never made up."""
+    """Without any micro-batch range: every phase is found from the sends and receives, its bounds
+    within 2% of the step's time: a side no transfer bounds (the first stage's first forward
+    start, its last backward's end) from the step's edge narrowed to the work in it (the backward
+    to its last autograd record: not the optimizer after it); where the last stage's forward
+    meets its backward with no transfer between, parted where the loss begins; each bubble
+    within 5% of the user ranges'."""
     expected = truth(sample)
     for part in pipeline.pipeline_report(variants["p2p only"]).parts:
         want = expected[part.rank, part.step]
@@ -137,18 +139,10 @@ def test_from_the_p2p_pattern_alone(sample, variants):
         assert {(p.kind, p.microbatch) for p in part.phases} == set(want["ranges"])
         for p in part.phases:
             start, end = want["ranges"][p.kind, p.microbatch]
-            for got, truth_ns in ((p.start_ns, start), (p.end_ns, end)):
-                if got is not None:
-                    assert abs(got - truth_ns) <= 0.02 * want["span"], (part.rank, part.step, p)
-        unknown = sorted(p.label for p in part.phases if p.compute_ns is None)
-        assert unknown == (["B1", "F0"] if part.stage == 0 else ["B0", "F1"])
-        if part.stage == 1:  # its unknown bounds meet: its compute is still known, the window they share
-            # holds both phases whole and what lies between them: in step 2, 4.1 ms in which the host
-            # recorded nothing (descheduled; Backward 0's range shows it): -8.2% there, < 1% elsewhere
-            error = (part.step_ns - part.compute_ns - want["bubble"]) / want["bubble"]
-            assert -0.10 <= error <= 0.01, (part.step, error)
-        else:
-            assert part.compute_ns is None
+            assert abs(p.start_ns - start) <= 0.02 * want["span"], (part.rank, part.step, p)
+            assert abs(p.end_ns - end) <= 0.02 * want["span"], (part.rank, part.step, p)
+        bubble = part.step_ns - part.compute_ns
+        assert abs(bubble - want["bubble"]) <= 0.05 * want["bubble"], (part.rank, part.step, bubble)
 
 
 def test_wait_and_transfer_add_up_to_each_op(sample):

@@ -26,7 +26,18 @@ from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, comm_kind
 from ..profile import Kind, Options, Profile, read_profile
-from ..readers.pipelining import BACKWARD, FORWARD, peer, phase
+from ..readers.pipelining import (
+    BACKWARD,
+    BACKWARD_PASS,
+    FORWARD,
+    INPUT_SPLIT,
+    LOSS,
+    RELEASE,
+    SEND_PREPARATION,
+    peer,
+    phase,
+    role,
+)
 from .overlap import step_span
 
 BY = ("stage", "microbatch", "p2p")
@@ -126,10 +137,10 @@ def stage_part(batch: StepRecords) -> StagePart:
         phases = [_within(s, kind, mb, transfers) for s, (kind, mb) in ranges]
         found_by = RANGES
     else:
-        phases, found_by = _from_transfers(transfers), P2P
+        phases, found_by = _from_transfers(transfers, start, start + dur), P2P
     if phases:
         work = HostWork(batch.slices, (s for s, _ in ranges))
-        phases = [work.tighten(p) for p in phases]
+        phases = work.split([work.tighten(p) for p in phases])
     part = StagePart(batch.rank, batch.key, batch.step_id, batch.graph, start, dur, found_by, phases,
                      transfers)
     part.compute_ns = _union(phases)
@@ -174,33 +185,79 @@ def _within(s: Slice, kind: str, mb: int, transfers: list[Transfer]) -> Phase:
 class HostWork:
     """A step's host records by start, to find the work inside a window: its compute is from the
     first record that begins in it to the last that ends in it, so time the host spent in no
-    record (descheduled, in the interpreter between two ops) at its edges is not counted."""
+    record (descheduled, in the interpreter between two ops) at its edges is not counted. What a
+    record does where the readers know it (``readers.pipelining.role``) bounds a phase closer: a
+    backward ends with its last backward pass or release record (not the optimizer after a
+    stage's last backward, in a window up to the step's end), a forward after the input's split
+    into micro-batches and before the loss and the send's preparation (none of them a phase's,
+    as the schedules' own ranges have it);
+    and where a forward and a backward share a window, they part there (``split``)."""
 
     def __init__(self, slices: Iterable[Slice], ranges: Iterable[Slice]) -> None:
         skip = {id(r) for r in ranges}
-        self.work = sorted((s.start_ns, s.end_ns) for s in slices
+        self.work = sorted((s.start_ns, s.end_ns, role(s)) for s in slices
                            if s.layer is Layer.HOST and id(s) not in skip and s.dur_ns > 0)
-        self.starts = [start for start, _ in self.work]
+        self.starts = [start for start, _, _ in self.work]
+
+    def inside(self, lo: int, hi: int) -> list[tuple[int, int, str | None]]:
+        """The records that begin at ``lo`` or later and end by ``hi``, by start."""
+        found = self.work[bisect.bisect_left(self.starts, lo):bisect.bisect_right(self.starts, hi)]
+        return [r for r in found if r[1] <= hi]
 
     def tighten(self, p: Phase) -> Phase:
-        """``p`` narrowed to the host work inside its window (as it is where it holds none)."""
+        """``p`` narrowed to its work inside its window (as it is where it holds none)."""
         if p.start_ns is None or p.end_ns is None:
             return p
-        lo = bisect.bisect_left(self.starts, p.start_ns)
-        hi = bisect.bisect_right(self.starts, p.end_ns)
-        inside = [(start, end) for start, end in self.work[lo:hi] if end <= p.end_ns]
+        inside = self.inside(p.start_ns, p.end_ns)
         if not inside:
             return p
-        return Phase(p.kind, p.microbatch, inside[0][0], max(end for _, end in inside))
+        start, end = inside[0][0], max(end for _, end, _ in inside)
+        if p.kind == FORWARD:
+            split = max((end for _, end, what in inside if what == INPUT_SPLIT), default=start)
+            start = min((begin for begin, _, _ in inside if begin >= split), default=start)
+            end = max((end for _, end, what in inside if what not in _NOT_FORWARD), default=end)
+        else:
+            end = max((end for _, end, what in inside if what in _BACKWARD_ENDS), default=end)
+        return Phase(p.kind, p.microbatch, start, end)
+
+    def split(self, phases: list[Phase]) -> list[Phase]:
+        """Two phases that share a window (``_unshared``; ``tighten`` leaves them) parted, each
+        then narrowed to its work: a forward, then a backward (the last stage), where the loss
+        begins (else the backward pass) and the backward after the loss; a backward, then a
+        forward (1F1B's first stage), after the backward's last record. Left as they are where
+        the window holds no backward pass."""
+        out = list(phases)
+        for i in range(len(out) - 1):
+            a, b = out[i], out[i + 1]
+            if a.end_ns is not None or b.start_ns is not None or None in (a.start_ns, b.end_ns) \
+                    or a.kind == b.kind:
+                continue
+            inside = self.inside(a.start_ns, b.end_ns)
+            passes = [(start, end) for start, end, what in inside if what == BACKWARD_PASS]
+            if not passes:
+                continue
+            if a.kind == FORWARD:
+                loss = [(start, end) for start, end, what in inside if what == LOSS and start < passes[0][0]]
+                cut, resume = (loss[0][0], max(end for _, end in loss)) if loss else (passes[0][0],) * 2
+            else:
+                cut = resume = max(end for _, end, what in inside if what in _BACKWARD_ENDS)
+            out[i] = self.tighten(Phase(a.kind, a.microbatch, a.start_ns, cut))
+            out[i + 1] = self.tighten(Phase(b.kind, b.microbatch, resume, b.end_ns))
+        return out
 
 
-def _from_transfers(transfers: list[Transfer]) -> list[Phase]:
+_BACKWARD_ENDS = (BACKWARD_PASS, RELEASE)  # the records a backward ends with
+_NOT_FORWARD = (BACKWARD_PASS, RELEASE, LOSS, SEND_PREPARATION)  # those a forward never ends with
+
+
+def _from_transfers(transfers: list[Transfer], step_start: int, step_end: int) -> list[Phase]:
     """Micro-batches from the point-to-point pattern alone: a stage receives its forward input
     from the previous stage (the peer of its first receive, where that comes before any send) and
     sends its result to the next; the backward runs the other way. The k-th forward lies between
     the k-th receive from the previous stage and the k-th send to the next; a side with no
     transfer (the first stage's forward start, the last stage's forward end) is bounded by the
-    nearest transfer around it, and is unknown where two phases meet with no transfer between."""
+    nearest transfer around it, or the step's edge where none is; where two phases meet with no
+    transfer between, the bound each took from the other's side is unknown (``HostWork.split``)."""
     if not transfers:
         return []
     prev = transfers[0].peer if transfers[0].kind == RECV else None
@@ -216,8 +273,8 @@ def _from_transfers(transfers: list[Transfer]) -> list[Phase]:
             put = puts[mb] if mb < len(puts) else None
             if got is None and put is None:
                 continue
-            start = got.end_ns if got else _boundary_before(transfers, put.start_ns)
-            end = put.start_ns if put else _boundary_after(transfers, got.end_ns)
+            start = got.end_ns if got else _boundary_before(transfers, put.start_ns, step_start)
+            end = put.start_ns if put else _boundary_after(transfers, got.end_ns, step_end)
             # two phases in one window: the one its receive opens runs first, the one whose send
             # closes it last (1F1B's first stage: a backward, then a forward; its last: the reverse)
             phases.append(((start if start is not None else end, got is None), Phase(kind, mb, start, end)))
@@ -225,16 +282,15 @@ def _from_transfers(transfers: list[Transfer]) -> list[Phase]:
     return _unshared([phase for _, phase in phases])
 
 
-def _boundary_before(transfers: list[Transfer], at: int) -> int | None:
-    """Where the stage last stopped communicating before ``at``: a receive's end, a send's call."""
+def _boundary_before(transfers: list[Transfer], at: int, step_start: int) -> int:
+    """Where the stage last stopped communicating before ``at``: a receive's end, a send's call;
+    the step's start where it did not."""
     ends = [t.end_ns if t.kind == RECV else t.call_end_ns for t in transfers if t.start_ns < at]
-    ends = [e for e in ends if e <= at]
-    return max(ends) if ends else None
+    return max([step_start] + [e for e in ends if e <= at])
 
 
-def _boundary_after(transfers: list[Transfer], at: int) -> int | None:
-    starts = [t.start_ns for t in transfers if t.start_ns >= at]
-    return min(starts) if starts else None
+def _boundary_after(transfers: list[Transfer], at: int, step_end: int) -> int:
+    return min([step_end] + [t.start_ns for t in transfers if t.start_ns >= at])
 
 
 def _unshared(phases: list[Phase]) -> list[Phase]:
@@ -280,20 +336,60 @@ def pipeline_slices(batch: StepRecords) -> list[Slice]:
     """One step of one rank drawn on its *Pipeline* lane: a slice per micro-batch phase whose
     compute the records bound (``F3``, ``B3``) and, where every phase's are known, the bubble
     between them (``bubble``: they add up to the step's time minus its compute); nothing where
-    the step sends and receives nothing (every job that is no pipeline: its trace as it was)."""
+    the step sends and receives nothing (every job that is no pipeline: its trace as it was).
+    Each send's arrow runs from the phase it carries to the phase its receive feeds (``arrows``)."""
     if not any(s.layer is Layer.COMM_OP and comm_kind(s) in (SEND, RECV) for s in batch.slices):
         return []
     part = stage_part(batch)
     known = [p for p in part.phases if p.compute_ns is not None]
+    flows_out, flows_in = arrows(part)
     out = [Slice(batch.rank, Layer.OVERLAP, PIPELINE_LANE, p.label, p.start_ns, p.compute_ns,
                  {"Phase": "forward" if p.kind == FORWARD else "backward", "Micro-batch": p.microbatch,
-                  "Found by": part.found_by}) for p in known]
+                  "Found by": part.found_by}, "", flows_out.get(p.label, ()), flows_in.get(p.label, ()))
+           for p in known]
     if known and len(known) == len(part.phases):
         edges = [part.start_ns, *(t for p in sorted(known, key=lambda p: p.start_ns)
                                   for t in (p.start_ns, p.end_ns)), part.start_ns + part.step_ns]
         out.extend(Slice(batch.rank, Layer.OVERLAP, PIPELINE_LANE, BUBBLE, a, b - a)
                    for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a)
     return out
+
+
+def carried(part: StagePart) -> list[tuple[Transfer, str]]:
+    """Each transfer with the phase it carries (a send) or feeds (a receive): the k-th send to the
+    next stage is forward k's result, the k-th to the previous backward k's gradient; a receive
+    from the previous stage feeds a forward, one from the next a backward. The previous stage is
+    the peer of the step's first transfer where that is a receive (as ``_from_transfers``)."""
+    prev = part.transfers[0].peer if part.transfers and part.transfers[0].kind == RECV else None
+    out = []
+    for t in part.transfers:
+        if t.peer is not None:
+            forward = (t.peer != prev) if t.kind == SEND else (t.peer == prev)
+            out.append((t, f"{FORWARD if forward else BACKWARD}{t.index}"))
+    return out
+
+
+def arrows(part: StagePart) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    """The arrows a stage's phases start (its sends) and end (its receives), by phase label. Each
+    side names the arrow alike without the other (the step, sender, receiver and the k-th transfer
+    between them), so the ranks' workers draw both ends apart. From phase to phase, not from op
+    to op: the trace processor links an arrow's ends in time order, and a receive often begins
+    before its send (it waits), while the phase it feeds begins after the data arrived."""
+    out: dict[str, tuple[int, ...]] = defaultdict(tuple)
+    into: dict[str, tuple[int, ...]] = defaultdict(tuple)
+    for t, label in carried(part):
+        sender, receiver = (part.rank, t.peer) if t.kind == SEND else (t.peer, part.rank)
+        ends = out if t.kind == SEND else into
+        ends[label] += (arrow_id(part.key, sender, receiver, t.index),)
+    return out, into
+
+
+def arrow_id(key: StepKey | None, sender: int, receiver: int, index: int) -> int:
+    """The arrow of the ``index``-th transfer from ``sender`` to ``receiver`` in the step."""
+    from hashlib import blake2b  # as comm.flow_id: a command that draws no arrows loads no OpenSSL
+
+    text = f"p2p|{None if key is None else key.text}|{sender}|{receiver}|{index}"
+    return int.from_bytes(blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 # -- across ranks ---------------------------------------------------------------------------------
@@ -407,8 +503,9 @@ COLUMNS = {
     "p2p": ("Rank", "Graph", "Step", "Kind", "Peer", "Index", "Start(us)", "Duration(us)", "Wait(us)",
             "Transfer(us)"),
 }
-NOTE = ("(µs; compute is host time between a micro-batch's receive and its send; Bubble = step time - "
-        "compute; Ideal = (p-1)/(m+p-1))")
+NOTE = ("(µs; compute is host time between a micro-batch's receive and its send, no device record needed: "
+        "a CPU job's compute is host work, while on a GPU or NPU job it is the launches, which the device's "
+        "records would split from the execution; Bubble = step time - compute; Ideal = (p-1)/(m+p-1))")
 
 
 def records(report: PipelineReport, by: str) -> Iterable[dict]:

@@ -84,6 +84,14 @@ NAME = "kineto"
 _FILE = re.compile(r"\.json(\.gz)?$")
 _OWN_KEYS = ("distributedInfo", "baseTimeNanoseconds")  # Kineto's; Paddle writes deviceProperties too
 _SNIFF_BYTES = 1 << 16
+@functools.lru_cache(maxsize=256)
+def _shared(ranks: tuple[int, ...]) -> tuple[int, ...]:
+    """One tuple for a process group's ranks, whichever rank's header names it: every rank of a
+    job lists its groups (the default group: every rank), so n ranks held their own copies, n²
+    numbers (4,096 ranks: 16 M, 550 MiB in the driver, tests/test_cluster.py)."""
+    return ranks
+
+
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
 _CAT = re.compile(rb'"cat"\s*:\s*"([^"\\]{1,40})"')
 # categories only Kineto writes in an object's events (``libkineto::ActivityType``'s names)
@@ -163,9 +171,12 @@ def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     Raises:
         UsageError: two traces of one worker without a rank.
     """
-    found = [(path, _keys(path, data), data) for path, data in _traces(folder)]
-    infos = [rank_info(path, data, keys) for path, keys, data in found]
-    unranked = [info for info, (_, keys, _) in zip(infos, found, strict=True) if _rank(keys) is None]
+    infos, unranked = [], []
+    for path, data in _traces(folder):  # one trace's first bytes and header at a time: n ranks'
+        keys = _keys(path, data)  # headers each list the default group's n ranks (n² held at once)
+        infos.append(rank_info(path, data, keys))
+        if _rank(keys) is None:
+            unranked.append(infos[-1])
     _one_run_per_worker(folder, unranked)
     if unranked:
         taken = {info.rank for info in infos if info not in unranked}
@@ -214,7 +225,7 @@ def rank_info(path: Path, data: bytes | None = None, keys: dict[str, Any] | None
     for group in distributed.get("pg_config") or ():
         ranks = group.get("ranks") if isinstance(group, dict) else None
         if isinstance(ranks, list) and all(type(r) is int for r in ranks):
-            groups[str(group.get("pg_desc") or group.get("pg_name"))] = tuple(ranks)
+            groups[str(group.get("pg_desc") or group.get("pg_name"))] = _shared(tuple(ranks))
     rank = _rank(keys)
     return RankInfo(
         rank=0 if rank is None else rank,

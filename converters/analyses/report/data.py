@@ -16,7 +16,7 @@ from ... import communication
 from ...errors import Diagnostics, InputError, as_text
 from ...executor import LOCAL, Where
 from ...intervals import is_compute, total_ns
-from ...model import MINDDATA, Layer, RankInfo
+from ...model import MINDDATA, RECV, SEND, Layer, RankInfo
 from ...output import inputs_of
 from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
 from ...readers import for_ops
@@ -30,6 +30,7 @@ from .baseline import baseline_json, compare_with
 from .critical import critical_json, detail_read
 from .dataprep import data_json
 from .diagnosis import diagnose, trace_command, verdict
+from .pipelined import pipeline_json, pipeline_section
 from .text import ms
 from .types import (
     Diagnosis,
@@ -154,6 +155,9 @@ def report_data(
     # the plane tasks (where there is communication) and the host launches are in no summary: a detail read
     shifts = {rank: -offset for rank, offset in policy.offsets.items()}
     report.links, report.critical = detail_read(profile, facts, shifts, bool(all_ops))
+    if any(op.kind in (SEND, RECV) for op in all_ops):  # point-to-point: a pipeline, maybe
+        report.pipeline = pipeline_section(path, ranks=ranks, graphs=graphs, steps=steps,
+                                           step_marker=step_marker, diag=diag, where=where)
     types = combine(r.op_types for r in results)
     report.op_types_shown, report.op_types = op_types_by_rank(types)
     if not names_types(types):
@@ -393,6 +397,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "critical": critical_json(report.critical),
         **({"data_preparation": prepared} if (prepared := data_json(report.steps)) else {}),
     } | ({"memory": [memory_record(row) for row in report.memory]} if report.memory else {}) | (
+        {"pipeline": pipeline_json(report.pipeline)} if report.pipeline is not None else {}) | (
         {"baseline": baseline_json(report.baseline)} if report.baseline is not None else {})
 
 

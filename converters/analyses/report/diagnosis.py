@@ -17,6 +17,7 @@ from ...model import StepKey
 from ...select import format_ids
 from .barrier import named_straggler
 from .dataprep import queue_at_start
+from .pipelined import pipeline_finding
 from .text import ms, ms_text
 from .types import Diagnosis, Report, StepFacts, Thresholds
 
@@ -151,7 +152,8 @@ def verdict(report: Report) -> dict[str, Any]:
     the rank-steps it can judge: those without a finding whose device side is unknown are
     counted apart ("unknown") and said, never taken for balanced. ``what_if``: per slowest step,
     the sentence naming the what-ifs on its critical path that would save most (``critical.py``);
-    the rank behind the barrier named as the critical path says it (``barrier.named_straggler``)."""
+    the rank behind the barrier named as the critical path says it (``barrier.named_straggler``);
+    a pipeline's finding after it."""
     counts: Counter[str] = Counter()
     weight: Counter[str] = Counter()
     dominant = report.dominant()
@@ -201,6 +203,16 @@ def verdict(report: Report) -> dict[str, Any]:
              "time_share": {k: round(weight[k] / total, 4) for k in (*KINDS, "balanced") if weight[k]}
              if total else {},
              "what_if": [s.summary for s in report.critical]}
-    return named_straggler(found, report)
+    return _with_pipeline(named_straggler(found, report), report)
+
+
+def _with_pipeline(found: dict[str, Any], report: Report) -> dict[str, Any]:
+    """The verdict with, where the job runs a pipeline, its finding (``pipelined.pipeline_finding``)
+    said after it."""
+    finding = pipeline_finding(report.pipeline)
+    if finding is None:
+        return found
+    said = f"{found['summary']} {finding[0].upper()}{finding[1:]}"
+    return found | {"summary": said, "pipeline": finding}
 
 

@@ -22,6 +22,7 @@ from .data import report_json
 from .dataprep import DataStep, data_ops, data_steps
 from .diagnosis import KIND_TITLES, KINDS
 from .diagnosis import verdict as verdict_of
+from .pipelined import HEADER, PipelineSection, pipeline_finding, table_rows
 from .plots import (
     CHART_OPS,
     CRITICAL_COLOURS,
@@ -73,7 +74,8 @@ details { margin: 0.2em 0; } summary { cursor: pointer; }
 """
 
 _NAV = [("job", "Job"), ("verdict", "Verdict"), ("step-time", "Step time"), ("breakdown", "Breakdown"),
-        ("diagnosis", "Diagnosis"), ("critical", "Critical path"), ("ranks", "Slow ranks"),
+        ("diagnosis", "Diagnosis"), ("critical", "Critical path"), ("pipeline", "Pipeline"),
+        ("ranks", "Slow ranks"),
         ("links", "Links"), ("ops", "Top ops"), ("op-types", "Operator types"), ("method", "Method")]
 ROWS_PER_KIND = 12  # findings listed per kind in the HTML (all of them are in --format json)
 
@@ -152,6 +154,7 @@ def _page(plots: Plots, report: Report, command: str) -> str:
         parts.append(_breakdown_section(plots, report))
         parts.append(_diagnosis_section(plots, report))
         parts.append(_critical_section(plots, report.critical))
+        parts.append(_pipeline_section(report.pipeline) if report.pipeline is not None else "")
     parts.append(_ranks_section(plots, report))
     parts.append(_links_section(plots, report))
     parts.append(_ops_section(plots, report))
@@ -225,6 +228,19 @@ def _verdict_section(report: Report) -> str:
     return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict" style="border-color:'
             f'{KIND_COLOURS[main]}">{text}</p>{what_if}<p>Rank-steps by their dominant finding: {counts}.</p>'
             "</section>")
+
+
+def _pipeline_section(section: PipelineSection) -> str:
+    """The stages of the job's pipeline, each one's bubble beside the schedule's ideal."""
+    finding = pipeline_finding(section)
+    return (f'<section id="pipeline"><h2>Pipeline</h2><p>{_e(finding)}</p>'
+            f"<p>Schedule: {_e(section.schedule)}; {section.stages} stages, {section.microbatches or '-'} "
+            f"micro-batches; the ideal bubble (p-1)/(m+p-1). Micro-batches found by: "
+            f"{_e(', '.join(f'{k} ({n} rank-steps)' for k, n in section.found_by.items()))}.</p>"
+            + _table(HEADER, table_rows(section), {2, 3, 4, 5, 6, 7})
+            + '<p class="muted">Bubble: the step\'s time on that rank minus the union of its '
+            "micro-batches' "
+            f"compute. Note: {_e(section.note)}.</p></section>")
 
 
 def _spread_table(report: Report) -> str:

@@ -22,6 +22,7 @@ from ..memory import PeakRow
 from ..ops import OpRow
 from ..overlap import StepOverlap
 from .baseline import Baseline
+from .pipelined import PipelineSection
 from .text import change, ms_text
 
 DATA_LOADING_SOURCES = ("Dataloader", "Iteration Interval")  # phases that are data loading
@@ -167,6 +168,7 @@ class Report:
     memory_series: dict[tuple[int, str], list[tuple[int, float]]] = field(default_factory=dict)
     baseline: Baseline | None = None  # ``--baseline``: what changed from that run
     critical: list[SlowStep] = field(default_factory=list)  # the slowest steps' critical paths (critical.py)
+    pipeline: PipelineSection | None = None  # where the job sends and receives: its stages (pipelined.py)
 
     @property
     def span_ns(self) -> tuple[int, int] | None:

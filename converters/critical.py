@@ -302,7 +302,7 @@ class _Packed:
                  ) -> tuple[memoryview, memoryview]:
         """``Graph.schedule`` from these anchors, the nodes before ``first`` never reached, with
         ``op_type``'s nodes ``shorter`` (None: as observed); and each node's binding predecessor."""
-        column = -1 if op_type is None else self.columns[op_type]
+        column = self.columns.get(op_type, -1)  # None, or a type no node has: none shorter
         starts, binding = _schedule(self.offsets, self.preds, self.lags, self.packed_durs, self.short,
                                     self.types, anchors, first, column)
         return memoryview(starts).cast("q"), memoryview(binding).cast("q")

@@ -54,8 +54,12 @@ class Graph:
     def add(self, node: Node, preds: Iterable[int] = ()) -> int:
         """Add ``node`` after ``preds``, with the lag observed: its start minus their latest end."""
         preds = sorted(set(preds))
-        latest = max((self.nodes[p].end_ns for p in preds), default=0)
-        return self.add_lagged(node, [(p, node.start_ns - latest) for p in preds])
+        nodes = self.nodes  # add_lagged's work, inline: a rank's step adds a node per task
+        assert not preds or preds[-1] < len(nodes), "predecessors come first"
+        lag = node.start_ns - max([nodes[p].start_ns + nodes[p].dur_ns for p in preds], default=0)
+        nodes.append(node)
+        self.preds.append([(p, lag) for p in preds])
+        return len(nodes) - 1
 
     def add_lagged(self, node: Node, preds: Iterable[tuple[int, int]]) -> int:
         """Add ``node`` with these edges in: (predecessor, lag ns)."""

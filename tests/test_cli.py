@@ -233,19 +233,19 @@ def test_analyses_show_their_reading_on_a_terminal_and_clear_it_before_their_out
 
     master, slave = pty.openpty()
     argv = [sys.executable, "-m", "converters", command[0], str(profile), *command[1:]]
-    done = subprocess.run(argv, stderr=slave, stdout=slave, check=False)
+    child = subprocess.Popen(argv, stderr=slave, stdout=slave)  # both on the terminal, read as written
     os.close(slave)
     shown = b""
     while True:
         try:
             block = os.read(master, 1 << 16)
-        except OSError:
+        except OSError:  # the child closed the terminal
             break
         if not block:
             break
         shown += block
     os.close(master)
-    assert done.returncode == 0 and b"trace2perfetto: read 0 KiB of" in shown and b"reading" in shown
+    assert child.wait() == 0 and b"trace2perfetto: read 0 KiB of" in shown and b"reading" in shown
     after = shown.rsplit(b"\r\x1b[K", 1)[-1]  # after the line's last clearing: the command's own output
     assert b"trace2perfetto: read " not in after and after.strip()
     quiet = subprocess.run([*argv, "-q"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, check=False)

@@ -1,14 +1,16 @@
 """What it costs Perfetto's trace processor to load our detail trace, against the vendor's JSON of
 the same events, and what other encodings of the same content would cost (issue 28).
 
-    .venv/bin/python -m bench.tp_load [--runs 8] [--steps 27]
+    .venv/bin/python -m bench.tp_load [--runs 8] [--steps 27] [--profile DIR]
 
 Generates a one-rank torch_npu profile (``trace_view.json`` of ~100 MB, as ``make bench``'s
 torch_npu profile per rank), converts it in detail to .pftrace and .json, writes variants of the
 .pftrace (the same content encoded otherwise, and some content left out to price it), and loads
 each in round robin ``--runs`` times, printing the least and the median CPU seconds (user + system)
 of a load (the trace processor: $TRACE2PERFETTO_TRACE_PROCESSOR, else shared/tools beside the
-checkout). ``tests/tp_tables.py A B`` says whether two of them import the same.
+checkout). ``tests/tp_tables.py A B`` says whether two of them import the same. ``--profile DIR``:
+a real profile instead (one rank of ``../shared/data/real``), its one trace file (Kineto's, or
+torch_npu's ``trace_view.json``) the vendor's row.
 
 Variants (each rewritten from our .pftrace, field by field):
 - ``incremental-clock``: per sequence a ClockSnapshot declaring an incremental clock (id 64,
@@ -215,15 +217,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--steps", type=int, default=27)
+    parser.add_argument("--profile", type=Path, help="a real profile (one rank) instead of a generated one")
     args = parser.parse_args()
     from fixtures.ascend_pt_gen import write_ascend_pt_profile
 
-    work = BUILD / f"tp-load-{args.steps}"
-    root = work / "profile"
+    work = BUILD / (f"tp-load-{args.profile.name}" if args.profile else f"tp-load-{args.steps}")
+    root = args.profile or work / "profile"
+    work.mkdir(parents=True, exist_ok=True)
     if not root.exists():
         write_ascend_pt_profile(root, ranks=1, steps=args.steps, tasks_per_step=1000, planes=8, seed=1,
                                 with_kernel_details=False)
-    traces = {"vendor trace_view.json": next(root.rglob("trace_view.json"))}
+    raw = [p for pattern in ("trace_view.json", "*.json.gz", "*.pt.trace.json")
+           for p in sorted(root.rglob(pattern))]
+    traces = {f"vendor {raw[0].name}": raw[0]} if len(raw) == 1 else {}
     for suffix in ("json", "pftrace"):
         out = traces[f"ours .{suffix}"] = work / f"detail.{suffix}"
         subprocess.run([sys.executable, "-m", "converters", str(root), "--kind", "detail", "--max-size", "0",
@@ -238,8 +244,9 @@ def main() -> None:
     for _ in range(args.runs):
         for name, path in traces.items():
             times[name].append(load_cpu(path, query))
-    vendor = min(times["vendor trace_view.json"])
-    print(f"| trace | MB | CPU s (least of {args.runs}) | median | x vendor |\n|---|---:|---:|---:|---:|")
+    vendor = min(next(iter(times.values())))  # the vendor's file, else our .json
+    print(f"| trace | MB | CPU s (least of {args.runs}) | median | x {next(iter(times))} |\n"
+          "|---|---:|---:|---:|---:|")
     for name, path in traces.items():
         least = min(times[name])
         median = statistics.median(times[name])

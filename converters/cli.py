@@ -111,8 +111,9 @@ def _ids(what: str):
     return parse
 
 
-def _where(args: argparse.Namespace) -> Where:
-    return Where.of(args.cluster, args.skip_unreadable)
+def _where(args: argparse.Namespace) -> Where:  # with a progress line on a terminal, as each rank is read
+    shown = not args.quiet and sys.stderr.isatty()
+    return Where.of(args.cluster, args.skip_unreadable, _progress if shown else None)
 
 
 def _selection(args: argparse.Namespace) -> dict:
@@ -159,12 +160,14 @@ def _one_line(e: BaseException) -> str:
 _progress_shown = False
 
 
-def _progress(done_bytes: int, total_bytes: int, rank: int) -> None:
-    """Progress on a terminal: one line, rewritten as each rank is read."""
+def _progress(done_bytes: int, total_bytes: int, rank: int | None) -> None:
+    """Progress on a terminal: a line per pass over the ranks, rewritten as each is read, gone at its end."""
     global _progress_shown
+    if rank is not None and done_bytes >= total_bytes:  # before what the command prints next
+        return _end_progress()
     share = done_bytes / total_bytes if total_bytes else 1.0
-    print(f"\rtrace2perfetto: read {size(done_bytes)} of {size(total_bytes)} ({share:.0%}), "
-          f"rank {rank} done", end="", file=sys.stderr, flush=True)
+    print(f"\r\033[Ktrace2perfetto: read {size(done_bytes)} of {size(total_bytes)} ({share:.0%}), "
+          + ("reading" if rank is None else f"rank {rank} done"), end="", file=sys.stderr, flush=True)
     _progress_shown = True
 
 
@@ -238,9 +241,7 @@ def _run_convert(args: argparse.Namespace) -> int:
     result = convert(
         args.profile, args.output, kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs,
         host_level=args.host_level, max_bytes=args.max_size, align=args.align, strict=args.strict,
-        critical_path=args.critical_path, **_selection(args),
-        progress=None if args.quiet or not sys.stderr.isatty() else _progress,
-    )
+        critical_path=args.critical_path, **_selection(args))  # its progress line: Where's
     _end_progress()
     _warn(args, result.warnings)
     if result.cut:
@@ -250,7 +251,6 @@ def _run_convert(args: argparse.Namespace) -> int:
          f"{count(result.slices, 'slice')}, {size(result.bytes_written)} in {result.seconds:.2f} s")
     if args.open:
         from .serve import serve_once  # only here: the HTTP server is not needed otherwise
-
         try:
             fetched = serve_once(Path(result.output),
                                  announce=lambda line: print(f"trace2perfetto: {line}", file=sys.stderr))

@@ -18,8 +18,12 @@ nodes, not every task.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import itertools
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
+
+from ._dependency_graph import schedule as _schedule
 
 NEVER = -(1 << 62)  # no chain reaches the node
 
@@ -50,8 +54,12 @@ class Graph:
     def add(self, node: Node, preds: Iterable[int] = ()) -> int:
         """Add ``node`` after ``preds``, with the lag observed: its start minus their latest end."""
         preds = sorted(set(preds))
-        latest = max((self.nodes[p].end_ns for p in preds), default=0)
-        return self.add_lagged(node, [(p, node.start_ns - latest) for p in preds])
+        nodes = self.nodes  # add_lagged's work, inline: a rank's step adds a node per task
+        assert not preds or preds[-1] < len(nodes), "predecessors come first"
+        lag = node.start_ns - max([nodes[p].start_ns + nodes[p].dur_ns for p in preds], default=0)
+        nodes.append(node)
+        self.preds.append([(p, lag) for p in preds])
+        return len(nodes) - 1
 
     def add_lagged(self, node: Node, preds: Iterable[tuple[int, int]]) -> int:
         """Add ``node`` with these edges in: (predecessor, lag ns)."""
@@ -230,30 +238,81 @@ def contract(graph: Graph, sources: list[int], sinks: list[int],
     maps an arrival (a sink) to its completion (a source). A pair is left out where the chain
     through one synchronisation point (to its arrival, then from its completion) is as long: a
     completion ends no earlier than its own rank's arrival in every what-if, so that pair never
-    sets a time."""
+    sets a time. The schedules are ``Graph.schedule``'s and the chains ``Graph.chain``'s, walked
+    in C (``_Packed``): one per source, and per source one per op type on its chains."""
     source_set = set(sources)
-    durs = graph.durations()
+    packed = _Packed(graph)
+    op_types = packed.op_types
     found: list[Contracted] = []
     for source in [None, *sources]:
-        anchors = _anchors(graph, source_set, source)
+        anchors = packed.anchors(source_set, source)
         first = 0 if source is None else source
-        starts = graph.schedule(durs, anchors=anchors, first=first)
-        base = 0 if source is None else starts[source] + durs[source]
-        chains = {sink: graph.chain(sink, starts, durs) for sink in sinks
-                  if sink != source and starts[sink] != NEVER}
-        types = {sink: {graph.nodes[i].op_type for i in chain} - {None} for sink, chain in chains.items()}
+        starts, binding = packed.schedule(anchors, first)
+        base = 0 if source is None else starts[source] + packed.durs[source]
+        chains = {sink: _chain(sink, binding) for sink in sinks if sink != source and starts[sink] != NEVER}
+        types = {sink: {op_types[i] for i in chain} - {None} for sink, chain in chains.items()}
         by_type: dict[int, dict[str, int]] = {sink: {} for sink in chains}
         for op_type in sorted(set().union(*types.values())):  # one schedule per op type on a chain
-            changed = [shorter(d) if n.op_type == op_type else d
-                       for n, d in zip(graph.nodes, durs, strict=True)]
-            again = graph.schedule(changed, anchors=anchors, first=first)
-            began = 0 if source is None else again[source] + changed[source]
+            again, _ = packed.schedule(anchors, first, op_type)
+            began = 0 if source is None else again[source] + packed.duration(source, op_type)
             for sink in chains:
                 if op_type in types[sink]:
                     by_type[sink][op_type] = again[sink] - began
         found += [Contracted(source, sink, starts[sink] - base, tuple(chain), by_type[sink])
                   for sink, chain in chains.items()]
     return _undominated(found, through or {})
+
+
+def _chain(last: int, binding: Sequence[int]) -> list[int]:
+    """``Graph.chain`` from the binding predecessor of every node (-1: none), first node first."""
+    out = [last]
+    while (p := binding[out[-1]]) >= 0:
+        out.append(p)
+    return out[::-1]
+
+
+class _Packed:
+    """A graph packed once as the C schedule takes it (``_dependency_graph.schedule``: arrays of int64),
+    for the many schedules ``contract`` makes of it."""
+
+    def __init__(self, graph: Graph) -> None:
+        nodes = graph.nodes
+        self.op_types = [n.op_type for n in nodes]
+        self.durs = [n.dur_ns for n in nodes]
+        self.columns = {t: k for k, t in enumerate(sorted(set(self.op_types) - {None}))}
+        self.offsets = array("q", [0, *itertools.accumulate(len(edges) for edges in graph.preds)])
+        self.preds = array("q", [p for edges in graph.preds for p, _ in edges])
+        self.lags = array("q", [lag for edges in graph.preds for _, lag in edges])
+        self.packed_durs = array("q", self.durs)
+        self.short = array("q", [shorter(d) for d in self.durs])
+        self.types = array("q", [-1 if t is None else self.columns[t] for t in self.op_types])
+        self.observed = [n.start_ns for n in nodes]
+        self.anchored = [i for i, edges in enumerate(graph.preds) if not edges]
+
+    def anchors(self, sources: set[int], source: int | None) -> array:
+        """The local graph seen from one source, as ``Graph.schedule``'s anchors: from the anchors
+        (source None) each at its observed start but the other sources, never reached; from a
+        source, only it, at its observed start."""
+        out = array("q", [NEVER]) * len(self.durs)
+        if source is None:
+            for i in self.anchored:
+                if i not in sources:
+                    out[i] = self.observed[i]
+        else:
+            out[source] = self.observed[source]
+        return out
+
+    def schedule(self, anchors: array, first: int, op_type: str | None = None
+                 ) -> tuple[memoryview, memoryview]:
+        """``Graph.schedule`` from these anchors, the nodes before ``first`` never reached, with
+        ``op_type``'s nodes ``shorter`` (None: as observed); and each node's binding predecessor."""
+        column = self.columns.get(op_type, -1)  # None, or a type no node has: none shorter
+        starts, binding = _schedule(self.offsets, self.preds, self.lags, self.packed_durs, self.short,
+                                    self.types, anchors, first, column)
+        return memoryview(starts).cast("q"), memoryview(binding).cast("q")
+
+    def duration(self, i: int, op_type: str) -> int:
+        return shorter(self.durs[i]) if self.op_types[i] == op_type else self.durs[i]
 
 
 def _undominated(found: list[Contracted], through: Mapping[int, int]) -> list[Contracted]:
@@ -265,17 +324,3 @@ def _undominated(found: list[Contracted], through: Mapping[int, int]) -> list[Co
                    for arrival, done in through.items()):
             kept.append(c)
     return kept
-
-
-def _anchors(graph: Graph, sources: set[int], source: int | None) -> dict[int, int | None]:
-    """The local graph seen from one source: the other sources (and, from a source, the anchors)
-    never reached; the source itself at its observed start."""
-    out: dict[int, int | None] = {}
-    for i, edges in enumerate(graph.preds):
-        if edges:
-            continue
-        if source is None:
-            out[i] = None if i in sources else graph.nodes[i].start_ns
-        else:
-            out[i] = graph.nodes[i].start_ns if i == source else None
-    return out

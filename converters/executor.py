@@ -17,7 +17,7 @@ import gc
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
@@ -37,15 +37,19 @@ IN_PROCESS_BELOW = 8 << 20
 class Where:
     """How to run the per-rank work. ``cluster``: a Dask scheduler's address, None for this
     machine. ``skip_unreadable``: leave out a rank that cannot be read (with a warning naming it)
-    rather than fail."""
+    rather than fail. ``progress``: told of every pass over the ranks (``Profile.map``) as it starts
+    (input bytes 0, of the total, rank None) and as each rank is done (bytes so far, of the total,
+    that rank): the command line's progress line on a terminal."""
 
     cluster: str | None = None
     skip_unreadable: bool = False
+    progress: Callable[[int, int, int | None], None] | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, cluster: str | None = None, skip_unreadable: bool = False) -> Where:
+    def of(cls, cluster: str | None = None, skip_unreadable: bool = False,
+           progress: Callable[[int, int, int | None], None] | None = None) -> Where:
         """``cluster``, else ``$TRACE2PERFETTO_CLUSTER``, else this machine."""
-        return cls(cluster or os.environ.get(CLUSTER_ENV) or None, skip_unreadable)
+        return cls(cluster or os.environ.get(CLUSTER_ENV) or None, skip_unreadable, progress)
 
     @property
     def remote(self) -> bool:

@@ -130,10 +130,18 @@ class Profile:
         found: list[Diagnostics | None] = [None] * len(ranks)
         waiting: dict[int, Any] = {}
         handed = 0
+        progress = self.where.progress
+        sizes = [input_bytes(info) for info in ranks] if progress is not None else []
+        read = [0]
+        if progress is not None:
+            progress(0, sum(sizes), None)
 
         def collect(index: int, outcome: tuple[Any, Diagnostics]) -> None:
             nonlocal handed
             result, found[index] = outcome
+            if progress is not None:
+                read[0] += sizes[index]
+                progress(read[0], sum(sizes), ranks[index].rank)
             if each is None:
                 results[index] = result
             elif not ordered:

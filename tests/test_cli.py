@@ -227,6 +227,31 @@ def test_progress_shows_on_a_terminal_and_not_in_a_pipe(profile, tmp_path):
     assert b"read " not in piped.stderr and b"wrote" in piped.stderr
 
 
+@pytest.mark.parametrize("command", [["critical"], ["report", "--format", "json", "-o", "-"]])
+def test_analyses_show_their_reading_on_a_terminal_and_clear_it_before_their_output(profile, command):
+    import pty
+
+    master, slave = pty.openpty()
+    argv = [sys.executable, "-m", "converters", command[0], str(profile), *command[1:]]
+    child = subprocess.Popen(argv, stderr=slave, stdout=slave)  # both on the terminal, read as written
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            block = os.read(master, 1 << 16)
+        except OSError:  # the child closed the terminal
+            break
+        if not block:
+            break
+        shown += block
+    os.close(master)
+    assert child.wait() == 0 and b"trace2perfetto: read 0 KiB of" in shown and b"reading" in shown
+    after = shown.rsplit(b"\r\x1b[K", 1)[-1]  # after the line's last clearing: the command's own output
+    assert b"trace2perfetto: read " not in after and after.strip()
+    quiet = subprocess.run([*argv, "-q"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, check=False)
+    assert quiet.returncode == 0 and quiet.stderr == b""
+
+
 def test_open_serves_the_trace_once_to_the_perfetto_ui(profile, tmp_path):
     import time
     import urllib.request

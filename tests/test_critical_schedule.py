@@ -1,0 +1,60 @@
+"""The C schedule ``contract`` walks (``converters._dependency_graph``, via ``_Packed``) is the
+Python one: ``Graph.schedule`` from a source's anchors with an op type 10% shorter, and the chain
+``Graph.chain`` walks back along binding predecessors, on random graphs (ties, unreached nodes,
+negative lags, sources late in the order)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from converters.dependency_graph import NEVER, Graph, Node, _chain, _Packed, shorter
+
+TYPES = ("MatMul", "Conv", None)
+
+
+@st.composite
+def graphs(draw) -> Graph:
+    graph = Graph()
+    for i in range(draw(st.integers(1, 40))):
+        node = Node(0, draw(st.sampled_from(("compute", "host", ""))), f"n{i}", draw(st.integers(0, 1000)),
+                    draw(st.integers(0, 300)), draw(st.sampled_from(TYPES)))
+        preds = draw(st.lists(st.integers(0, i - 1), max_size=4)) if i else []
+        if draw(st.booleans()):  # the observed lag on every edge in
+            graph.add(node, preds)
+        else:  # lags of their own, some negative, repeated predecessors
+            graph.add_lagged(node, [(p, draw(st.integers(-200, 200))) for p in preds])
+    return graph
+
+
+def python_anchors(graph: Graph, sources: set[int], source: int | None) -> dict[int, int | None]:
+    """The anchors contract schedules from, as Graph.schedule takes them."""
+    out: dict[int, int | None] = {}
+    for i, edges in enumerate(graph.preds):
+        if not edges:
+            if source is None:
+                out[i] = None if i in sources else graph.nodes[i].start_ns
+            else:
+                out[i] = graph.nodes[i].start_ns if i == source else None
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(graphs(), st.data())
+def test_the_c_schedule_is_graph_schedule(graph: Graph, data) -> None:
+    anchored = [i for i, edges in enumerate(graph.preds) if not edges]
+    sources = set(data.draw(st.lists(st.sampled_from(anchored), max_size=3)))
+    source = data.draw(st.sampled_from([None, *sorted(sources)]))
+    op_type = data.draw(st.sampled_from(TYPES))
+    first = 0 if source is None else source
+    packed = _Packed(graph)
+
+    starts, binding = packed.schedule(packed.anchors(sources, source), first, op_type)
+
+    durs = [shorter(n.dur_ns) if op_type is not None and n.op_type == op_type else n.dur_ns
+            for n in graph.nodes]
+    expected = graph.schedule(durs, anchors=python_anchors(graph, sources, source), first=first)
+    assert list(starts) == expected
+    for i, start in enumerate(expected):
+        if start != NEVER and op_type is None:
+            assert _chain(i, binding) == graph.chain(i, expected, durs)

@@ -1,4 +1,12 @@
-"""Shared fixtures: the real samples (through TRACE2PERFETTO_REALDATA) and generated profiles."""
+"""Shared fixtures: the real samples (through TRACE2PERFETTO_REALDATA) and generated profiles;
+and the two tiers of the suite.
+
+``make test`` runs everything. ``make check`` is the quick tier: ``pytest -m "not slow"`` with
+the ``check`` hypothesis profile (HYPOTHESIS_PROFILE=check). A test is slow when its file is in
+SLOW_FILES, its name in SLOW_TESTS, or it uses a fixture in SLOW_FIXTURES; everything else,
+including every test added later, is in the quick tier. In the quick tier a property test runs
+at most CHECK_EXAMPLES examples (its own count in ``make test``) and the real samples are one per
+format (CHECK_SAMPLES)."""
 
 from __future__ import annotations
 
@@ -6,6 +14,70 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# ``full`` is hypothesis' defaults, as every test ran before the tiers; each test's own
+# @settings(max_examples=...) holds there. ``check`` caps that count (see _cap_examples).
+settings.register_profile("full")
+CHECK_CAP = 10
+settings.register_profile("check", max_examples=CHECK_CAP)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "full")
+settings.load_profile(PROFILE)
+
+# Property tests that keep more than CHECK_CAP examples in the quick tier, and why.
+CHECK_EXAMPLES = {
+}
+
+# Files outside the quick tier, and why (the files stay where they are: the tier is a marker).
+SLOW_FILES = {
+    "test_large_files.py": "250-300 MB profiles, by design",
+    "test_report_browser.py": "drives chromium",
+    "test_fuzz_sample.py": "a sample of the mutation corpus through every command",
+}
+# Tests (by function name, any parameter) outside the quick tier, and why.
+SLOW_TESTS: dict[str, str] = {
+}
+# Fixtures that generate big profiles: a test using one is outside the quick tier.
+SLOW_FIXTURES: dict[str, str] = {
+}
+
+# One real sample per format in the quick tier (a folder, or the folder its path starts with).
+CHECK_SAMPLES = {"msprof-2rank", "msprof-db", "ascend-pt-2rank", "ascend-pt-db", "kineto-2rank",
+                 "mindspore-1x", "mindspore-cpu", "mindspore-2.0-cpu", "paddle-cpu-chrome",
+                 "paddle-cpu-protobuf"}
+
+
+def slow_reason(item: pytest.Item) -> str | None:
+    """Why a test is outside the quick tier, or None."""
+    name = getattr(item, "originalname", item.name)
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return (SLOW_FILES.get(item.path.name) or SLOW_TESTS.get(name)
+            or next((why for fixture, why in SLOW_FIXTURES.items() if fixture in fixtures), None))
+
+
+def _cap_examples(item: pytest.Item) -> None:
+    """In the check profile, a property test's own max_examples capped at its CHECK_EXAMPLES
+    count (else CHECK_CAP). A test's @settings overrides any profile, so the cap is set on the
+    settings hypothesis reads when the test runs (the attribute its own pytest plugin reads)."""
+    test = getattr(item, "obj", None)
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if own is None:
+        return
+    cap = CHECK_EXAMPLES.get(getattr(item, "originalname", item.name), (CHECK_CAP, ""))[0]
+    if own.max_examples > cap:
+        test._hypothesis_internal_use_settings = settings(own, max_examples=cap)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: outside the quick tier (make check); make test runs it")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if slow_reason(item):
+            item.add_marker(pytest.mark.slow)
+        if PROFILE == "check":
+            _cap_examples(item)
 
 
 def real_data(name: str) -> Path:
@@ -13,6 +85,8 @@ def real_data(name: str) -> Path:
     root = os.environ.get("TRACE2PERFETTO_REALDATA")
     if not root:
         pytest.skip("TRACE2PERFETTO_REALDATA is not set (point it at shared/data/real)")
+    if PROFILE == "check" and name.split("/")[0] not in CHECK_SAMPLES:
+        pytest.skip(f"{name}: the quick tier reads one real sample per format (make test reads all)")
     path = Path(root) / name
     if not path.is_dir():
         pytest.skip(f"{path} does not exist")

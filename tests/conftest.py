@@ -24,8 +24,17 @@ settings.register_profile("check", max_examples=CHECK_CAP)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "full")
 settings.load_profile(PROFILE)
 
-# Property tests that keep more than CHECK_CAP examples in the quick tier, and why.
+# Property tests with a count of their own in the quick tier, and why: more for C routines held to
+# their Python rule over inputs whose corners are many, where an example costs a millisecond; fewer
+# where each example is a generated job run end to end (seconds of CPU for ten).
 CHECK_EXAMPLES = {
+    "test_us_to_ns_is_exact_for_every_form": (200, "the C decimal parser: every spelling of a µs time"),
+    "test_a_scanned_batch_holds_what_msgspec_decodes_and_never_takes_what_it_rejects":
+        (30, "the C scanner against msgspec: broken batches are most of its inputs"),
+    "test_raw_args_are_encoded_as_their_decoded_dict_is": (30, "the C args walk against the dict encoder"),
+    "test_the_json_and_the_pftrace_hold_the_same_slices_and_arrows": (3, "a job through both writers"),
+    "test_no_straggler_share_passes_100_percent": (3, "a generated job's report"),
+    "test_cap_is_never_exceeded_and_keeps_whole_steps_summary_first": (5, "a detail conversion per cap"),
 }
 
 # Files outside the quick tier, and why (the files stay where they are: the tier is a marker).
@@ -33,9 +42,19 @@ SLOW_FILES = {
     "test_large_files.py": "250-300 MB profiles, by design",
     "test_report_browser.py": "drives chromium",
     "test_fuzz_sample.py": "a sample of the mutation corpus through every command",
+    "test_memory.py": "peak RSS as the input grows: profiles of up to 300 steps, each command in a process",
+    "test_cluster.py": "a Dask LocalCluster, and 4,096 ranks in a driver of its own",
+    "test_conservation.py": "21 generated profiles through the whole pipeline, every record counted",
+    "test_trace_processor.py": "Perfetto's trace processor loading every trace of every sample",
 }
 # Tests (by function name, any parameter) outside the quick tier, and why.
 SLOW_TESTS: dict[str, str] = {
+    "test_64_ranks_by_100_steps_stay_under_2_mb": "a report of 6,400 rank-steps",
+    "test_gigabytes_of_padding_end_in_bounded_memory": "gigabytes of whitespace through each command",
+    "test_an_event_with_a_field_of_the_wrong_type_is_left_out_with_a_warning":
+        "every wrong type of every field in each real sample (the quick tier has the hypothesis one)",
+    "test_the_comparison_holds_every_slice_of_both_runs_and_loads_whole":
+        "every pair of real samples, both writers",
 }
 # Fixtures that generate big profiles: a test using one is outside the quick tier.
 SLOW_FIXTURES: dict[str, str] = {

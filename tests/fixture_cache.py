@@ -1,6 +1,6 @@
 """Generated profiles made once and kept under build/fixture-cache, for the fixtures that take
-long to make: keyed by the generator, its arguments and its module's source (a changed generator
-makes them again), so every run and every test process after the first reads them in no time.
+long to make: keyed by the generator, its arguments, its module's source and that of fixtures/
+(a changed generator makes them again), so every run and every test process after the first reads them in no time.
 ``make clean`` (or removing the folder) drops them.
 
 Two test processes asking for one profile at once: the first makes it under a lock, the second
@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-CACHE = Path(__file__).resolve().parent.parent / "build" / "fixture-cache"
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "build" / "fixture-cache"
 T = TypeVar("T")
 
 
@@ -29,7 +30,8 @@ def cached(generator: Callable[..., T], *args, **kwargs) -> tuple[Path, T]:
     what the generator returned (as it returned it the first time)."""
     call = f"{generator.__module__}.{generator.__qualname__}{args!r}{sorted(kwargs.items())!r}"
     assert " at 0x" not in call, f"an argument without a stable repr makes no key: {call}"
-    source = Path(inspect.getfile(generator)).read_bytes()
+    sources = [Path(inspect.getfile(generator)), *sorted((ROOT / "fixtures").glob("*.py"))]
+    source = b"".join(path.read_bytes() for path in sources)
     key = hashlib.sha256(call.encode() + source).hexdigest()[:16]
     folder, made = CACHE / f"{generator.__name__}-{key}", CACHE / f"{generator.__name__}-{key}.pickle"
     CACHE.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Generated profiles made once and kept under build/fixture-cache, for the fixtures that take
 long to make: keyed by the generator, its arguments, its module's source and that of fixtures/
-(a changed generator makes them again), so every run and every test process after the first reads them in no time.
-``make clean`` (or removing the folder) drops them.
+(a changed generator makes them again), so every run and every test process after the first
+reads them in no time. ``make clean`` (or removing the folder) drops them.
 
 Two test processes asking for one profile at once: the first makes it under a lock, the second
 waits and reads it; the result is recorded last (a file renamed into place), so a run killed

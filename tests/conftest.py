@@ -3,10 +3,11 @@ and the two tiers of the suite.
 
 ``make test`` runs everything. ``make check`` is the quick tier: ``pytest -m "not slow"`` with
 the ``check`` hypothesis profile (HYPOTHESIS_PROFILE=check). A test is slow when its file is in
-SLOW_FILES, its name in SLOW_TESTS, or it uses a fixture in SLOW_FIXTURES; everything else,
-including every test added later, is in the quick tier. In the quick tier a property test runs
-at most CHECK_EXAMPLES examples (its own count in ``make test``) and the real samples are one per
-format (CHECK_SAMPLES)."""
+SLOW_FILES or its name in SLOW_TESTS; everything else, including every test added later, is in
+the quick tier. There a property test runs at most CHECK_CAP examples, or its CHECK_EXAMPLES
+count (its own count in ``make test``), and the real samples are one per format (CHECK_SAMPLES).
+A test is listed slow for what it costs (seconds of CPU), never moved: the files stay where they
+are."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ CHECK_EXAMPLES = {
     "test_cap_is_never_exceeded_and_keeps_whole_steps_summary_first": (5, "a detail conversion per cap"),
 }
 
-# Files outside the quick tier, and why (the files stay where they are: the tier is a marker).
+# Files outside the quick tier, and why.
 SLOW_FILES = {
     "test_large_files.py": "250-300 MB profiles, by design",
     "test_report_browser.py": "drives chromium",
@@ -56,9 +57,6 @@ SLOW_TESTS: dict[str, str] = {
     "test_the_comparison_holds_every_slice_of_both_runs_and_loads_whole":
         "every pair of real samples, both writers",
 }
-# Fixtures that generate big profiles: a test using one is outside the quick tier.
-SLOW_FIXTURES: dict[str, str] = {
-}
 
 # One real sample per format in the quick tier (a folder, or the folder its path starts with).
 CHECK_SAMPLES = {"msprof-2rank", "msprof-db", "ascend-pt-2rank", "ascend-pt-db", "kineto-2rank",
@@ -68,10 +66,7 @@ CHECK_SAMPLES = {"msprof-2rank", "msprof-db", "ascend-pt-2rank", "ascend-pt-db",
 
 def slow_reason(item: pytest.Item) -> str | None:
     """Why a test is outside the quick tier, or None."""
-    name = getattr(item, "originalname", item.name)
-    fixtures = set(getattr(item, "fixturenames", ()))
-    return (SLOW_FILES.get(item.path.name) or SLOW_TESTS.get(name)
-            or next((why for fixture, why in SLOW_FIXTURES.items() if fixture in fixtures), None))
+    return SLOW_FILES.get(item.path.name) or SLOW_TESTS.get(getattr(item, "originalname", item.name))
 
 
 def _cap_examples(item: pytest.Item) -> None:

@@ -1,4 +1,5 @@
-# Two commands do everything on a fresh machine: `make run` and `make test`.
+# Two commands do everything on a fresh machine: `make run` and `make test` (everything; `make check`
+# is its quick tier, for while you work: tests/conftest.py says what it leaves out and why).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ PROFILE ?= $(if $(wildcard $(REAL)/msprof-2rank),$(REAL)/msprof-2rank,$(EXAMPLE)
 KIND ?= detail
 OUT ?= build/$(notdir $(abspath $(PROFILE))).pftrace
 
-.PHONY: setup test-setup run test bench fuzz lint clean browser
+.PHONY: setup test-setup run test check docs bench fuzz lint clean browser
 
 # What running needs, and no more (`make run`); the C extensions recompile when a .c file changes.
 setup: $(VENV)/.installed
@@ -44,16 +45,25 @@ browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq chromium >/dev/null) || echo "make: no chromium: the browser test will skip"
 
+REALDATA = TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))}
+
 test: setup test-setup browser
-	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
-		$(PY) -m pytest
+	$(REALDATA) HYPOTHESIS_PROFILE=full $(PY) -m pytest
+
+# The quick tier (under 3 minutes of CPU): no test marked slow, property tests at a few examples, one
+# real sample per format. Generated profiles are cached under build/fixture-cache (`make clean` drops them).
+check: setup test-setup
+	$(REALDATA) HYPOTHESIS_PROFILE=check $(PY) -m pytest -m "not slow" -q
+
+# docs/reference.md's generated part, from the command table and schemas/ (tests/test_reference.py).
+docs: setup test-setup
+	$(PY) -m bench.reference
 
 # The mutation corpus (bench/fuzz.py): ~6,000 hostile inputs, each one mutation of one file of a real
 # sample or a generated profile, through every command; fails on a traceback, an internal error, a
 # hang, a partial output, a changed input or a trace the trace processor repairs. FUZZ_ARGS="--cases N".
 fuzz: setup test-setup
-	TRACE2PERFETTO_REALDATA=$${TRACE2PERFETTO_REALDATA:-$(if $(wildcard $(REAL)),$(abspath $(REAL)))} \
-		$(PY) -m bench.fuzz $(FUZZ_ARGS)
+	$(REALDATA) $(PY) -m bench.fuzz $(FUZZ_ARGS)
 
 # Generates ~100 MB to ~2 GB profiles under build/bench, installs MindInsight 2.3.1 into its own
 # venv there (the peer; it pins an old protobuf), and rewrites the results in BENCHMARKS.md.

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixture_cache import cached
 
 from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile, write_memory
@@ -61,11 +62,19 @@ class Sizes:
 
 
 @pytest.fixture(scope="module")
-def profiles(tmp_path_factory) -> dict[str, Sizes]:
+def profiles() -> dict[str, Sizes]:
+    """Made once and kept (minutes to generate): tests/fixture_cache.py."""
+    return cached(_write_profiles)[1]
+
+
+def _write_profiles(folder: Path) -> dict[str, Sizes]:
     made = {}
 
     def pair(name: str, sizes: tuple[int, int]) -> tuple[Path, Path]:
-        return tuple(tmp_path_factory.mktemp(f"{name}{n}") for n in sizes)
+        roots = tuple(folder / f"{name}{n}" for n in sizes)
+        for root in roots:
+            root.mkdir()
+        return roots
 
     for layout in ("timeline", "cann8"):  # msprof; the other two below
         # The small profile's files already hold a few of the readers' 2 MiB batches, so

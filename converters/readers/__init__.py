@@ -37,6 +37,7 @@ FORMATS = {
     "host_info": Clue(named=("host_info",)),
     "kineto": Clue(holds=("*.json", "*.json.gz")),
     "paddle": Clue(holds=("*.paddle_trace.json", "*.paddle_trace.pb")),
+    "nsys": Clue(holds=("*.sqlite",)),
 }
 
 

@@ -1,0 +1,121 @@
+"""The Nsight Systems reader on the real export (``nsys-cloverleaf``: Nsight Systems 2024.5, schema
+3.13.2, one A100), every expected figure counted from the file itself with SQL here."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import real_data
+from test_trace_processor import imported
+
+from converters import Diagnostics, InputError, Layer, Options, convert, discover, overlap_report, read_profile
+from converters.analyses.ops import ops_report
+from converters.cli import main
+from converters.model import GPU_KERNEL
+
+EXPORT = "perlmutter-cloverleaf-cuda.sqlite"
+
+
+@pytest.fixture(scope="module")
+def sample() -> Path:
+    return real_data("nsys-cloverleaf")
+
+
+def _sql(folder: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(f"file:{folder / EXPORT}?mode=ro", uri=True) as db:
+        return db.execute(query).fetchall()
+
+
+def _names(folder: Path, table: str, column: str) -> Counter:
+    """(name, duration sum) per name of a table's rows, its names resolved through StringIds."""
+    rows = _sql(folder, f"SELECT s.value, count(*), sum(t.end - t.start) FROM {table} t "
+                f"JOIN StringIds s ON s.id = t.{column} GROUP BY s.value")
+    return {name: (n, total) for name, n, total in rows}
+
+
+def _slices(folder: Path, kind: str = "detail") -> list:
+    return [s for b in read_profile(discover(folder), Options(kind=kind), Diagnostics()) for s in b.slices]
+
+
+def test_every_kernel_copy_and_runtime_call_lands_once_in_the_detail_trace(sample):
+    slices = _slices(sample)
+    kernels = Counter((s.name, s.dur_ns) for s in slices if s.task_type == GPU_KERNEL)
+    expected = Counter(_sql(sample, "SELECT s.value, t.end - t.start FROM CUPTI_ACTIVITY_KIND_KERNEL t "
+                            "JOIN StringIds s ON s.id = t.demangledName"))
+    assert kernels == expected and sum(expected.values()) == 1312
+    copies = Counter(s.task_type for s in slices if s.layer is Layer.STREAM)
+    (memcpy,), = _sql(sample, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    assert copies["MEMCPY"] == memcpy == 279
+    runtime = Counter(s.name for s in slices if s.lane.startswith("CUDA API"))
+    assert runtime == {name: n for name, (n, _) in _names(sample, "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId").items()}
+    assert sum(runtime.values()) == 3048
+    # a launch's arrow to each kernel and copy of its correlationId
+    (linked,), = _sql(sample, "SELECT count(*) FROM (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
+                      "ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY) d JOIN CUPTI_ACTIVITY_KIND_RUNTIME "
+                      "r USING (correlationId)")
+    assert sum(len(s.flows_in) for s in slices) == linked == 1312 + 279
+
+
+def test_times_are_epoch_ns_from_the_session_start(sample):
+    (start,), = _sql(sample, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+    (first, last), = _sql(sample, "SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    host = [s for s in _slices(sample) if s.lane.startswith("CUDA API")]
+    assert min(s.start_ns for s in host) == start + first
+    assert max(s.end_ns for s in host) == start + last
+
+
+def test_ops_by_name_equals_the_kernel_table(sample):
+    rows = ops_report(sample, by="name")
+    assert {r.name: (r.count, r.total_ns) for r in rows} == _names(sample, "CUPTI_ACTIVITY_KIND_KERNEL",
+                                                                    "demangledName")
+
+
+def test_overlap_computing_is_the_kernels_union(sample):
+    (busy,), = _sql(sample, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")  # one stream: no overlap
+    (row,) = overlap_report(sample)
+    assert row.computing_ns == busy
+
+
+def test_step_marker_without_nvtx_is_said_and_the_capture_is_one_step(sample):
+    diag = Diagnostics()
+    records = list(read_profile(discover(sample), Options(kind="summary", step_marker="step"), diag))
+    assert len(records) == 1 and records[0].step is None
+    assert any("no NVTX range" in m for m in diag.examples.values())
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+def test_the_trace_loads_clean_in_the_trace_processor(sample, kind, tmp_path):
+    out = tmp_path / "out.pftrace"
+    convert(sample, out, kind=kind)
+    problems, (slices, _, flows) = imported(out, tmp_path)
+    assert problems == []
+    if kind == "detail":
+        assert flows == 1312 + 279 and slices > 7782
+
+
+def test_info(sample, capsys):
+    assert main(["info", str(sample)]) == 0
+    shown = capsys.readouterr().out
+    assert "nsys" in shown and "A100" in shown and "nid008553" in shown
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.05])
+def test_a_truncated_export_is_an_error_naming_the_file(sample, tmp_path, keep, capsys):
+    data = (sample / EXPORT).read_bytes()
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / EXPORT).write_bytes(data[:int(len(data) * keep)])
+    with pytest.raises(InputError, match=EXPORT):
+        list(read_profile(discover(cut), Options(kind="detail"), Diagnostics()))
+    assert main([str(cut), "-o", str(tmp_path / "out.pftrace"), "-q"]) != 0
+    err = capsys.readouterr().err
+    assert EXPORT in err and "Traceback" not in err
+
+
+def test_the_export_read_alone(sample, tmp_path):
+    alone = Path(shutil.copy(sample / EXPORT, tmp_path))
+    assert sum(s.task_type == GPU_KERNEL for s in _slices(alone, "summary")) == 1312

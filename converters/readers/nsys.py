@@ -48,8 +48,9 @@ _BATCH = 4096
 _TID_BITS = 0xFF_FFFF  # globalTid = (vm id << 48) | (pid << 24) | tid
 # a rank the launcher put in the environment Nsight recorded (DeviceEnvironment), first found wins
 _RANK_VARS = re.compile(r"(?:^|;)(?:RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID|PMIX_RANK)=(\d+)(?:;|$)")
-_KERNEL, _MEMCPY, _MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
-_RUNTIME, _SYNC = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+_CUPTI = "CUPTI_ACTIVITY_KIND_"
+_KERNEL, _MEMCPY, _MEMSET = f"{_CUPTI}KERNEL", f"{_CUPTI}MEMCPY", f"{_CUPTI}MEMSET"
+_RUNTIME, _SYNC = f"{_CUPTI}RUNTIME", f"{_CUPTI}SYNCHRONIZATION"
 
 
 def _is_export(path: Path) -> bool:
@@ -103,10 +104,12 @@ def _rank_info(path: Path, default_rank: int | None) -> RankInfo:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             start = _one(db, tables, "TARGET_INFO_SESSION_START_TIME", "SELECT utcEpochNs FROM "
                          "TARGET_INFO_SESSION_START_TIME")
-            env = dict(db.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN "
-                                  "('Hostname', 'DeviceEnvironment')")) if "TARGET_INFO_SYSTEM_ENV" in tables else {}
+            env = {} if "TARGET_INFO_SYSTEM_ENV" not in tables else dict(db.execute(
+                "SELECT name, value FROM TARGET_INFO_SYSTEM_ENV "
+                "WHERE name IN ('Hostname', 'DeviceEnvironment')"))
             device = _one(db, tables, _KERNEL, f"SELECT deviceId FROM {_KERNEL} LIMIT 1")
-            gpu = _one(db, tables, "TARGET_INFO_GPU", "SELECT name FROM TARGET_INFO_GPU WHERE id = ?", (device,))
+            gpu = _one(db, tables, "TARGET_INFO_GPU", "SELECT name FROM TARGET_INFO_GPU WHERE id = ?",
+                       (device,))
     except DAMAGED as e:
         raise InputError(path, "", f"damaged SQLite database ({e})", hint=HINT) from None
     found = _RANK_VARS.search(env.get("DeviceEnvironment") or "")
@@ -155,7 +158,9 @@ class _Export:
         self.bad = 0
 
     def columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.db.execute(f'PRAGMA table_info("{table}")')} if table in self.tables else set()
+        if table not in self.tables:
+            return set()
+        return {r[1] for r in self.db.execute(f'PRAGMA table_info("{table}")')}
 
     def rows(self, table: str, fields: str, joins: str = "", where: str = "") -> Iterator[tuple]:
         """A table's rows, ``start``, ``end`` first, in time order, a batch at a time."""

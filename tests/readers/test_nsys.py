@@ -12,7 +12,16 @@ import pytest
 from conftest import real_data
 from test_trace_processor import imported
 
-from converters import Diagnostics, InputError, Layer, Options, convert, discover, overlap_report, read_profile
+from converters import (
+    Diagnostics,
+    InputError,
+    Layer,
+    Options,
+    convert,
+    discover,
+    overlap_report,
+    read_profile,
+)
 from converters.analyses.ops import ops_report
 from converters.cli import main
 from converters.model import GPU_KERNEL
@@ -51,12 +60,13 @@ def test_every_kernel_copy_and_runtime_call_lands_once_in_the_detail_trace(sampl
     (memcpy,), = _sql(sample, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
     assert copies["MEMCPY"] == memcpy == 279
     runtime = Counter(s.name for s in slices if s.lane.startswith("CUDA API"))
-    assert runtime == {name: n for name, (n, _) in _names(sample, "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId").items()}
+    calls = _names(sample, "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId")
+    assert runtime == {name: n for name, (n, _) in calls.items()}
     assert sum(runtime.values()) == 3048
     # a launch's arrow to each kernel and copy of its correlationId
-    (linked,), = _sql(sample, "SELECT count(*) FROM (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
-                      "ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY) d JOIN CUPTI_ACTIVITY_KIND_RUNTIME "
-                      "r USING (correlationId)")
+    (linked,), = _sql(sample, "SELECT count(*) FROM (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                      "UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY) d "
+                      "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)")
     assert sum(len(s.flows_in) for s in slices) == linked == 1312 + 279
 
 
@@ -75,7 +85,8 @@ def test_ops_by_name_equals_the_kernel_table(sample):
 
 
 def test_overlap_computing_is_the_kernels_union(sample):
-    (busy,), = _sql(sample, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")  # one stream: no overlap
+    # one stream: the kernels never overlap, so their union is their sum
+    (busy,), = _sql(sample, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
     (row,) = overlap_report(sample)
     assert row.computing_ns == busy
 

@@ -8,8 +8,9 @@ the vm id: the tid is its low 24 bits).
 
 Read:
 * ``CUPTI_ACTIVITY_KIND_KERNEL``: kernels on ``GPU <deviceId> Stream <streamId>``, named by their
-  demangled name (the short name in args); an NCCL kernel (``collectives.nccl``) is a communication
-  op on the ``NCCL`` lane (unverified: no public export holds one);
+  demangled name (the short name in args); an NCCL kernel (``collectives.nccl``, by its short name or
+  its demangled one) is a communication op on the ``NCCL`` lane, other communicating kernels
+  (``collectives.gpu``) on ``GPU Communication`` (unverified: no public export holds one);
 * ``_MEMCPY`` (``copyKind`` named by ``ENUM_CUDA_MEMCPY_OPER``) and ``_MEMSET``: copies on the stream's
   lane (``MEMCPY`` / ``MEMSET``: no computation);
 * detail only: ``_RUNTIME`` calls on ``CUDA API (thread N)``, with an arrow from each launch to the
@@ -145,6 +146,16 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         raise InputError(path, "", f"damaged SQLite database ({e})", hint=HINT) from None
 
 
+def _communication(short: str, full: str) -> tuple[str, str] | None:
+    """(lane, kind) of a kernel that communicates, by its short name or its demangled one (NCCL's
+    on the ``NCCL`` lane, as Kineto's; torch's, vLLM's, DeepEP's on ``GPU Communication``)."""
+    for name in (short, full):
+        if (kind := collectives.nccl(name)) is not None:
+            return "NCCL", kind
+    kind = collectives.gpu(full)
+    return None if kind is None else ("GPU Communication", kind)
+
+
 class _Export:
     """One export's tables as slices (and arrow ends), merged in time order."""
 
@@ -195,9 +206,9 @@ class _Export:
             full, short = (name + [None])[:2]
             full = str(full if full is not None else short)
             args = {"correlationId": corr, "Short name": short, "device": device, "stream": stream}
-            kind = collectives.nccl(full)
-            if kind is not None:  # unverified: no public export holds an NCCL kernel
-                lane = "NCCL"
+            communicates = _communication(str(short) if short is not None else full, full)
+            if communicates is not None:  # unverified: no public export holds an NCCL kernel
+                lane, kind = communicates
                 made = Slice(rank, Layer.COMM_OP, lane, full, *times, args, comm_type(kind))
             else:
                 lane = gpu_stream(device, stream)

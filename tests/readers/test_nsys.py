@@ -130,3 +130,52 @@ def test_a_truncated_export_is_an_error_naming_the_file(sample, tmp_path, keep, 
 def test_the_export_read_alone(sample, tmp_path):
     alone = Path(shutil.copy(sample / EXPORT, tmp_path))
     assert sum(s.task_type == GPU_KERNEL for s in _slices(alone, "summary")) == 1312
+
+
+# -- generated exports (fixtures.nsys_gen): what the real sample lacks (NVTX, memset, NCCL, ranks) --
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> tuple[Path, list[dict]]:
+    root = tmp_path_factory.mktemp("nsys")
+    from fixtures.nsys_gen import write_nsys_export
+    return root, [write_nsys_export(root / f"rank{r}.sqlite", rank=r, seed=r) for r in (1, 0)]
+
+
+def test_ranks_come_from_the_launchers_environment(job):
+    root, manifests = job
+    assert sorted((i.rank, i.path.name) for i in discover(root)) == [(0, "rank0.sqlite"), (1, "rank1.sqlite")]
+
+
+def test_nvtx_step_marker_files_every_record_to_its_step(job):
+    from fixtures.nsys_gen import NCCL, STEP_MARKER
+    from converters.model import ALLREDUCE, comm_kind
+
+    root, manifests = job
+    diag = Diagnostics()
+    steps = list(read_profile(discover(root), Options(kind="detail", step_marker=STEP_MARKER), diag))
+    for m in manifests:
+        mine = [s for s in steps if s.rank == m["rank"]]
+        assert [(s.step.start_ns, s.step.end_ns) for s in mine] == [tuple(b) for b in m["steps"]]
+        slices = [x for s in mine for x in s.slices if x.layer not in (Layer.STEP, Layer.OVERLAP)]
+        counts = m["counts"]
+        drawn = sum(counts[k] for k in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION", "OSRT",
+                                        "NVTX ranges"))
+        assert len(slices) == drawn - m["before_first_step"]["detail"]
+        assert Counter(x.task_type for x in slices)["MEMSET"] == counts["MEMSET"]
+        comm = [x for x in slices if x.layer is Layer.COMM_OP]
+        assert [x.name for x in comm] == [NCCL] * len(m["steps"]) and {comm_kind(x) for x in comm} == {ALLREDUCE}
+        assert {x.name for x in slices if x.lane.startswith("NVTX")} == {STEP_MARKER, "forward"}
+        # every device record but the warm-up kernel's has its launch's arrow
+        assert sum(len(x.flows_in) for x in slices) == counts["KERNEL"] - 1 + counts["MEMCPY"] + counts["MEMSET"]
+    assert "before_first_step" in diag.counts
+
+
+def test_generated_job_loads_clean_in_the_trace_processor(job, tmp_path):
+    from fixtures.nsys_gen import STEP_MARKER
+
+    root, manifests = job
+    out = tmp_path / "job.pftrace"
+    convert(root, out, kind="detail", step_marker=STEP_MARKER)
+    problems, (_, _, flows) = imported(out, tmp_path)
+    assert problems == [] and flows == sum(m["counts"]["KERNEL"] - 1 + 2 * len(m["steps"]) for m in manifests)

@@ -148,8 +148,8 @@ def test_ranks_come_from_the_launchers_environment(job):
 
 
 def test_nvtx_step_marker_files_every_record_to_its_step(job):
-    from fixtures.nsys_gen import NCCL, STEP_MARKER
     from converters.model import ALLREDUCE, comm_kind
+    from fixtures.nsys_gen import NCCL, STEP_MARKER
 
     root, manifests = job
     diag = Diagnostics()
@@ -164,10 +164,12 @@ def test_nvtx_step_marker_files_every_record_to_its_step(job):
         assert len(slices) == drawn - m["before_first_step"]["detail"]
         assert Counter(x.task_type for x in slices)["MEMSET"] == counts["MEMSET"]
         comm = [x for x in slices if x.layer is Layer.COMM_OP]
-        assert [x.name for x in comm] == [NCCL] * len(m["steps"]) and {comm_kind(x) for x in comm} == {ALLREDUCE}
+        assert [x.name for x in comm] == [NCCL] * len(m["steps"])
+        assert {comm_kind(x) for x in comm} == {ALLREDUCE}
         assert {x.name for x in slices if x.lane.startswith("NVTX")} == {STEP_MARKER, "forward"}
         # every device record but the warm-up kernel's has its launch's arrow
-        assert sum(len(x.flows_in) for x in slices) == counts["KERNEL"] - 1 + counts["MEMCPY"] + counts["MEMSET"]
+        launched = counts["KERNEL"] - 1 + counts["MEMCPY"] + counts["MEMSET"]
+        assert sum(len(x.flows_in) for x in slices) == launched
     assert "before_first_step" in diag.counts
 
 

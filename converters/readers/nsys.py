@@ -13,9 +13,11 @@ Read:
   (``collectives.gpu``) on ``GPU Communication`` (unverified: no public export holds one);
 * ``_MEMCPY`` (``copyKind`` named by ``ENUM_CUDA_MEMCPY_OPER``) and ``_MEMSET``: copies on the stream's
   lane (``MEMCPY`` / ``MEMSET``: no computation);
-* detail only: ``_RUNTIME`` calls on ``CUDA API (thread N)``, with an arrow from each launch to the
-  device work of its ``correlationId``; ``_SYNCHRONIZATION`` on ``GPU N Synchronization`` (no
-  computation); ``NVTX_EVENTS`` ranges on ``NVTX (thread N)``; ``OSRT_API`` on ``OS runtime (thread N)``.
+* detail only: ``_RUNTIME`` calls on ``CUDA API (<name>, thread N)`` (the name from ``ThreadNames``
+  where it has one), with an arrow from each launch to the device work of its ``correlationId``;
+  ``_SYNCHRONIZATION`` on ``GPU N Synchronization`` (no computation); ``NVTX_EVENTS`` push/pop and
+  start/end ranges (event types 59, 60; marks have no end) on ``NVTX (...)``; ``OSRT_API`` on
+  ``OS runtime (...)``.
 
 Steps: the NVTX ranges ``--step-marker`` names, else the whole capture as one pseudo step. Each
 table is read in one ``ORDER BY start`` scan (the export has no index: SQLite sorts in its own
@@ -167,6 +169,14 @@ class _Export:
             raise InputError(self.path, "", f"no table {_KERNEL}: no GPU kernels to draw (was the "
                              "run profiled with --trace=cuda?)", hint=HINT)
         self.bad = 0
+        self.thread_names = self._thread_names() if detail else {}
+
+    def _thread_names(self) -> dict[int, str]:
+        """The threads' names (``ThreadNames``, by id into ``StringIds``), by globalTid."""
+        if not {"nameId", "globalTid"} <= self.columns("ThreadNames"):
+            return {}
+        return dict(self.db.execute("SELECT t.globalTid, s.value FROM ThreadNames t "
+                                    "JOIN StringIds s ON s.id = t.nameId"))
 
     def columns(self, table: str) -> set[str]:
         if table not in self.tables:
@@ -185,10 +195,14 @@ class _Export:
     def times(self, start: Any, end: Any) -> tuple[int, int] | None:
         try:
             start_ns = checked_ns(int(start) + self.rank.clock_offset_ns)
-            return start_ns, checked_ns(int(end) - int(start))
+            dur_ns = checked_ns(int(end) - int(start))
         except (TypeError, ValueError):
             self.bad += 1
             return None
+        if dur_ns < 0:  # an end before its start
+            self.bad += 1
+            return None
+        return start_ns, dur_ns
 
     # -- the tables, each as (slice, arrow end or None), in time order ----------------------------
 
@@ -261,7 +275,8 @@ class _Export:
             if times is None:
                 continue
             thread = tid & _TID_BITS if type(tid) is int else tid
-            lane = f"{prefix} (thread {thread})"
+            named = self.thread_names.get(tid)
+            lane = f"{prefix} ({named}, thread {thread})" if named else f"{prefix} (thread {thread})"
             args = {"correlationId": link} if link is not None else None
             made = Slice(rank, Layer.HOST, lane, str(called) if called is not None else prefix, *times, args)
             flow = (FlowEnd(rank, Layer.HOST, lane, made.start_ns, f"launch:{link}", True)

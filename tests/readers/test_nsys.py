@@ -181,3 +181,26 @@ def test_generated_job_loads_clean_in_the_trace_processor(job, tmp_path):
     convert(root, out, kind="detail", step_marker=STEP_MARKER)
     problems, (_, _, flows) = imported(out, tmp_path)
     assert problems == [] and flows == sum(m["counts"]["KERNEL"] - 1 + 2 * len(m["steps"]) for m in manifests)
+
+
+def test_host_lanes_are_named_by_the_threads_names(sample):
+    (name, tid), = _sql(sample, "SELECT DISTINCT s.value, r.globalTid & 16777215 "
+                        "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN ThreadNames t USING (globalTid) "
+                        "JOIN StringIds s ON s.id = t.nameId")
+    lanes = {s.lane for s in _slices(sample) if s.lane.startswith("CUDA API")}
+    assert lanes == {f"CUDA API ({name}, thread {tid})"}
+
+
+def test_rows_without_times_are_counted_and_skipped(job, tmp_path):
+    root, manifests = job
+    broken = tmp_path / "broken.sqlite"
+    shutil.copy(root / "rank0.sqlite", broken)
+    with sqlite3.connect(broken) as db:  # an end before its start, a start past 2**62 ns
+        columns = "(start, end, deviceId, streamId)"
+        db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL {columns} VALUES (9, 5, 0, 7)")
+        db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY {columns} VALUES (?, ?, 0, 7)", (1 << 62, (1 << 62) + 5))
+    diag = Diagnostics()
+    slices = [s for b in read_profile(discover(broken), Options(kind="summary"), diag) for s in b.slices]
+    assert diag.counts["bad_row"] == 1 and "2 rows" in diag.examples["bad_row"]
+    assert sum(s.layer in (Layer.STREAM, Layer.COMM_OP) for s in slices) == sum(
+        manifests[1]["counts"][k] for k in ("KERNEL", "MEMCPY", "MEMSET"))

@@ -198,7 +198,8 @@ def test_rows_without_times_are_counted_and_skipped(job, tmp_path):
     with sqlite3.connect(broken) as db:  # an end before its start, a start past 2**62 ns
         columns = "(start, end, deviceId, streamId)"
         db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL {columns} VALUES (9, 5, 0, 7)")
-        db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY {columns} VALUES (?, ?, 0, 7)", (1 << 62, (1 << 62) + 5))
+        far = 1 << 62
+        db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY {columns} VALUES (?, ?, 0, 7)", (far, far + 5))
     diag = Diagnostics()
     slices = [s for b in read_profile(discover(broken), Options(kind="summary"), diag) for s in b.slices]
     assert diag.counts["bad_row"] == 1 and "2 rows" in diag.examples["bad_row"]

@@ -43,6 +43,7 @@ from fixtures.kineto_gen import write_kineto_traces
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.mindspore_cpu_gen import write_mindspore2_cpu_profile
 from fixtures.msprof_gen import write_msprof_profile
+from fixtures.nsys_gen import write_nsys_export
 from fixtures.paddle_gen import generate_profile
 
 DRAWN = "Overlap Analysis"  # the converter's own lanes, computed from the records
@@ -211,6 +212,17 @@ def _paddle(root: Path, **kw) -> Truth:
     return Truth(records, steps, any(f.truncated_at is not None for f in made.files))
 
 
+def _nsys(root: Path) -> Truth:
+    """Two Nsight Systems exports (rows shuffled), no step marker: each capture one step."""
+    records = {}
+    for rank in (0, 1):
+        counts = write_nsys_export(root / f"rank{rank}.sqlite", rank=rank, steps=2, seed=rank)["counts"]
+        records[rank] = {"GPU": counts["KERNEL"] - 2 + counts["MEMCPY"] + counts["MEMSET"]
+                         + counts["SYNCHRONIZATION"], "Communication": 2,  # an NCCL kernel a step
+                         "Host": counts["RUNTIME"] + counts["NVTX ranges"] + counts["OSRT"]}
+    return Truth(records, {0: set(), 1: set()})
+
+
 def _mixed_fleet(root: Path) -> Truth:
     """Ascend ranks 0-1 and the GPU rank 2 of one run: the Kineto trace moved to when they ran (its
     times count from its ``baseTimeNanoseconds``)."""
@@ -280,6 +292,7 @@ CASES = [
          lambda root: _paddle(root, ranks=2, steps=3, user_ranges=True, recompute=True, shuffle=True,
                               seed=1)),
     Case("Paddle, cut off", lambda root: _paddle(root, steps=4, truncate=True, seed=2)),
+    Case("Nsight Systems exports, 2 ranks, rows shuffled", _nsys),
     Case("mixed fleet: Ascend ranks and a GPU rank of one run", _mixed_fleet),
 ]
 

@@ -104,6 +104,12 @@ def _gen_database(root: Path) -> None:
         (folder / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
 
 
+def _gen_nsys(root: Path) -> None:
+    from fixtures.nsys_gen import write_nsys_export
+    for rank in (0, 1):
+        write_nsys_export(root / f"rank{rank}.sqlite", rank=rank, steps=2, kernels=10, seed=rank)
+
+
 def _gen_kineto(**options) -> Callable[[Path], None]:
     def make(root: Path) -> None:
         from fixtures.kineto_gen import write_kineto_traces
@@ -138,6 +144,7 @@ BASES = (
     Base("kineto-gloo-2rank", real="kineto-gloo-2rank"),
     Base("paddle-cpu-chrome", real="paddle-cpu-chrome"),
     Base("paddle-cpu-protobuf", real="paddle-cpu-protobuf"),
+    Base("nsys-cloverleaf", real="nsys-cloverleaf"),
     Base("gen/msprof-timeline", make=_gen_msprof("timeline")),
     Base("gen/msprof-cann8", make=_gen_msprof("cann8")),
     Base("gen/ascend-pt", make=_gen_ascend_pt),
@@ -148,11 +155,12 @@ BASES = (
     Base("gen/kineto-gz-3mb", make=_gen_kineto(ranks=1, gzip=True, target_mb=3)),
     Base("gen/paddle-chrome", make=_gen_paddle("chrome")),
     Base("gen/paddle-protobuf", make=_gen_paddle("protobuf")),
+    Base("gen/nsys", make=_gen_nsys),
 )
 
 # The files some reader reads, by kind; the others (the profilers' own summaries) are not mutated.
 FORMATS = (
-    ("sqlite", re.compile(r"\.db$")),
+    ("sqlite", re.compile(r"\.(db|sqlite)$")),
     ("gzip", re.compile(r"\.gz$")),
     ("protobuf", re.compile(r"\.pb$")),
     ("metadata", re.compile(r"^(profiler_info\w*\.json|profiler_metadata\.json|info\.json\.\d+|"

@@ -54,6 +54,10 @@ _RANK_VARS = re.compile(r"(?:^|;)(?:RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PRO
 _CUPTI = "CUPTI_ACTIVITY_KIND_"
 _KERNEL, _MEMCPY, _MEMSET = f"{_CUPTI}KERNEL", f"{_CUPTI}MEMCPY", f"{_CUPTI}MEMSET"
 _RUNTIME, _SYNC = f"{_CUPTI}RUNTIME", f"{_CUPTI}SYNCHRONIZATION"
+# CUPTI's memcpy kinds by their labels in ENUM_CUDA_MEMCPY_OPER (2024.5), for exports without it
+_COPY_KINDS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4: "Array-to-Host",
+               5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array", 8: "Device-to-Device",
+               9: "Host-to-Host", 10: "Peer-to-Peer"}
 
 
 def _is_export(path: Path) -> bool:
@@ -231,8 +235,9 @@ class _Export:
 
     def copies(self, table: str, task_type: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
         have = self.columns(table)
-        if "copyKind" in have and "ENUM_CUDA_MEMCPY_OPER" in self.tables:
-            kind, joins = "e.label", "LEFT JOIN ENUM_CUDA_MEMCPY_OPER e ON e.id = t.copyKind"
+        if "copyKind" in have and {"id", "label"} <= self.columns("ENUM_CUDA_MEMCPY_OPER"):
+            kind = "COALESCE(e.label, t.copyKind)"
+            joins = "LEFT JOIN ENUM_CUDA_MEMCPY_OPER e ON e.id = t.copyKind"
         else:
             kind, joins = ("t.copyKind" if "copyKind" in have else "NULL"), ""
         value = "t.value" if "value" in have else "NULL"
@@ -242,6 +247,7 @@ class _Export:
             times = self.times(start, end)
             if times is None:
                 continue
+            how = _COPY_KINDS.get(how, how) if type(how) is int else how
             args = {"correlationId": corr, "bytes": size}
             if how is not None:
                 args["kind"] = how

@@ -205,3 +205,27 @@ def test_rows_without_times_are_counted_and_skipped(job, tmp_path):
     assert diag.counts["bad_row"] == 1 and "2 rows" in diag.examples["bad_row"]
     assert sum(s.layer in (Layer.STREAM, Layer.COMM_OP) for s in slices) == sum(
         manifests[1]["counts"][k] for k in ("KERNEL", "MEMCPY", "MEMSET"))
+
+
+def test_copies_are_named_by_their_kind_with_or_without_the_enum_table(job, tmp_path):
+    root, _ = job
+    bare = tmp_path / "bare.sqlite"
+    shutil.copy(root / "rank0.sqlite", bare)
+    with sqlite3.connect(bare) as db:  # an older export: no ENUM_CUDA_MEMCPY_OPER
+        db.execute("DROP TABLE ENUM_CUDA_MEMCPY_OPER")
+    for folder in (root / "rank0.sqlite", bare):
+        names = {s.name for s in _slices(folder, "summary") if s.task_type == "MEMCPY"}
+        assert names == {"Memcpy Host-to-Device"}, folder
+
+
+def test_memcpys_by_kind_and_bytes_equal_the_table(sample):
+    expected = {f"Memcpy {label}": (n, size) for label, n, size in _sql(
+        sample, "SELECT e.label, count(*), sum(t.bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY t "
+        "JOIN ENUM_CUDA_MEMCPY_OPER e ON e.id = t.copyKind GROUP BY e.label")}
+    found: dict[str, list[int]] = {}
+    for s in _slices(sample, "summary"):
+        if s.task_type == "MEMCPY":
+            mine = found.setdefault(s.name, [0, 0])
+            mine[0], mine[1] = mine[0] + 1, mine[1] + s.args["bytes"]
+    assert {k: tuple(v) for k, v in found.items()} == expected
+    assert expected["Memcpy Host-to-Device"] == (254, 225_065_752)  # SOURCE.md's figures

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -286,7 +287,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     devices = {int(m[2]): frame for name, frame in space.planes.items() if (m := _DEVICE.match(name))}
     device = [(_device_slice(rank, line, event, detail), _correlation(event.stats)) for line, event
               in _events(_plane(path, devices[rank.device]), rank.clock_offset_ns, diag, path)]
-    launched = {c for _, c in device if c is not None}
+    launched = Counter(c for _, c in device if c is not None)  # a launch may run several kernels
     first = rank.device == min(devices)
     others = [frame for d, frame in devices.items() if d != rank.device]
     elsewhere = _correlations(path, others, diag) if first else set()
@@ -303,7 +304,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                 launch_at[c] = event.start_ns
             elif not first or c in elsewhere:
                 continue
-            flow = (flow_id(rank.rank, f"launch:{c}", 0),) if c in launched else ()
+            flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
             host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
                               event.stats if detail and event.stats else None, flows_out=flow))
     if marker and not ranges:
@@ -335,13 +336,15 @@ def _by_step(rank: RankInfo, steps: list[Step], host: list[Slice], device: list[
     launch, where the host plane holds it: a GPU runs behind its host), those before the first step
     in a pseudo step of their own; arrows joined where both ends are read."""
     starts = [step.start_ns for step in steps]
+    arrows: Counter[int] = Counter()  # the k-th kernel of a launch ends its k-th arrow
     filed: list[list[Slice]] = [[] for _ in range(len(steps) + 1)]
     for s in host:
         filed[bisect_right(starts, s.start_ns)].append(s)
     for s, c in device:
         at = launch_at.get(c, s.start_ns) if c is not None else s.start_ns
         if c in launch_at:
-            s = s.with_flows((), (flow_id(rank.rank, f"launch:{c}", 0),))
+            s = s.with_flows((), (flow_id(rank.rank, f"launch:{c}", arrows[c]),))
+            arrows[c] += 1
         filed[bisect_right(starts, at)].append(s)
     if filed[0] or not steps:
         yield StepRecords(rank.rank, None, None, None, filed[0])

@@ -1,0 +1,177 @@
+"""The XSpace reader (``readers/xplane.py``) against the real JAX 0.8 capture of 8 MI300X
+(``xplane-jax-conv``): what it must hold is computed here from the protobuf itself, decoded
+whole with XLA's schema (the reader decodes it plane by plane)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import real_data
+from test_trace_processor import imported
+from trace_check import read_perfetto
+
+from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
+from converters.analyses.ops import ops_report
+from converters.cli import main
+from converters.readers import xplane_pb2
+
+SAMPLE = "xplane-jax-conv"
+_DEVICE = re.compile(r"^/device:GPU:(\d+)$")
+
+
+def _sample() -> Path:
+    return real_data(SAMPLE)
+
+
+def _space(folder: Path):
+    return xplane_pb2.XSpace.FromString((folder / "tw003.xplane.pb").read_bytes())
+
+
+def _start_ns(space) -> int:
+    env = next(p for p in space.planes if p.name == "Task Environment")
+    return next(s.int64_value or s.uint64_value for s in env.stats
+                if env.stat_metadata[s.metadata_id].name == "profile_start_time")
+
+
+def _timed(space, plane):
+    """(line name, event name, start ns epoch, duration ns, correlation id) of each of its events."""
+    base = _start_ns(space)
+    ids = {k: v.name for k, v in plane.stat_metadata.items()}
+    for line in plane.lines:
+        for e in line.events:
+            stats = {ids[s.metadata_id]: s for s in e.stats}
+            c = stats["correlation_id"].int64_value or stats["correlation_id"].uint64_value \
+                if "correlation_id" in stats else None
+            yield (line.name, plane.event_metadata[e.metadata_id].name,
+                   base + line.timestamp_ns + e.offset_ps // 1000, e.duration_ps // 1000, c)
+
+
+def _device_events(space) -> dict[int, list[tuple]]:
+    return {int(m[1]): list(_timed(space, p)) for p in space.planes if (m := _DEVICE.match(p.name))}
+
+
+def _host_events(space) -> list[tuple]:
+    return [e for p in space.planes if p.name == "/host:CPU" for e in _timed(space, p)]
+
+
+def test_every_device_and_host_event_lands_once_in_the_detail_records():
+    space = _space(_sample())
+    devices = _device_events(space)
+    expected = Counter((rank, name, start, dur) for rank, events in devices.items()
+                       for _, name, start, dur, _ in events)
+    batches = list(read_profile(discover(_sample()), Options(kind="detail"), Diagnostics()))
+    slices = [s for b in batches for s in b.slices]
+    device = (Layer.STREAM, Layer.COMM_OP)
+    drawn = Counter((s.rank, s.name, s.start_ns, s.dur_ns) for s in slices if s.layer in device)
+    assert drawn == expected
+    assert sum(expected.values()) == 235  # SOURCE.md's count
+    host = Counter((name, start, dur) for _, name, start, dur, _ in _host_events(space))
+    assert Counter((s.name, s.start_ns, s.dur_ns) for s in slices if s.layer is Layer.HOST) == host
+    assert sum(host.values()) == 3415
+    # a launch is on the rank of the device that ran its kernel
+    kernel_rank = {c: rank for rank, events in devices.items() for *_, c in events if c is not None}
+    for s in slices:
+        if s.layer is Layer.HOST and s.args and "correlation_id" in s.args:
+            assert s.rank == kernel_rank.get(s.args["correlation_id"], 0), s
+
+
+def test_the_detail_trace_loads_clean_with_every_kernel_and_an_arrow_per_launched_kernel(tmp_path):
+    space = _space(_sample())
+    devices = _device_events(space)
+    launches = {c for *_, c in _host_events(space) if c is not None}
+    out = tmp_path / "out.pftrace"
+    result = convert(_sample(), out, kind="detail", max_bytes=None)
+    decoded = read_perfetto(out.read_bytes())
+    problems, (slices, _, flows) = imported(out, tmp_path)
+    assert problems == []
+    assert slices == len(decoded.slices) + len(decoded.instants) == result.slices
+    on_streams = Counter((s.process.split(" ")[1], s.name) for s in decoded.slices if "Stream" in s.track[-1])
+    files = Counter((str(rank), name) for rank, events in devices.items() for _, name, *_ in events)
+    assert on_streams == files
+    launched = sum(c in launches for events in devices.values() for *_, c in events)
+    assert flows == decoded.flows == launched > 200
+
+
+def test_ops_by_name_are_the_files_counts_and_times_of_its_compute_kernels():
+    devices = _device_events(_space(_sample()))
+    expected: dict[tuple[int, str], list[int]] = {}
+    for rank, events in devices.items():
+        for _, name, _, dur, _ in events:
+            row = expected.setdefault((rank, name), [0, 0])
+            row[0] += 1
+            row[1] += dur
+    assert sum(t for _, t in expected.values()) == 28_137_077  # SOURCE.md: duration_ps / 1000 summed
+    assert expected.pop((0, "__amd_rocclr_copyBuffer.kd")) == [35, 563_521]  # a copy: ops counts compute
+    rows = {(r.rank, r.name): [r.count, r.total_ns] for r in ops_report(_sample(), by="name")}
+    assert rows == expected
+
+
+def test_rocms_blit_kernels_are_copies_on_their_stream():
+    batches = read_profile(discover(_sample()), Options(kind="detail"), Diagnostics())
+    copies = [s for b in batches for s in b.slices if s.name.startswith("__amd_rocclr")]
+    assert len(copies) == 35
+    assert {(s.layer, s.task_type) for s in copies} == {(Layer.STREAM, "MEMCPY")}
+    assert all(s.lane.startswith("GPU 0 Stream ") for s in copies)
+
+
+def _union(intervals) -> int:
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
+def test_overlap_gives_each_devices_computing_without_its_copies():
+    devices = _device_events(_space(_sample()))
+    rows = {r.rank: r for r in overlap_report(_sample())}
+    assert sorted(rows) == sorted(devices)
+    for rank, events in devices.items():
+        compute = [(start, start + dur) for _, name, start, dur, _ in events
+                   if not name.startswith("__amd_rocclr_copy")]  # ROCm's blit kernels are copies
+        assert rows[rank].computing_ns == _union(compute), rank
+        assert rows[rank].step is None  # no step annotation in the capture: the whole of it one step
+
+
+def test_info_lists_a_rank_per_device_plane(capsys):
+    assert main(["info", str(_sample())]) == 0
+    out = capsys.readouterr().out
+    assert len(re.findall(r"^\s+\d+\s+xplane\s+\d\s+tw003", out, re.M)) == 8
+
+
+def test_a_step_marker_makes_the_users_ranges_the_steps():
+    rows = overlap_report(_sample(), step_marker="PjitFunction(forward_3d_conv)")
+    assert {r.step for r in rows} >= {1, 2}
+    assert all(r.rank in range(8) for r in rows)
+
+
+@pytest.mark.parametrize("fraction", [0.02, 0.3, 0.5, 0.77, 0.999])
+def test_an_xspace_cut_in_the_middle_is_a_clear_error_naming_the_file(tmp_path, capsys, fraction):
+    data = (_sample() / "tw003.xplane.pb").read_bytes()
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    (folder / "tw003.xplane.pb").write_bytes(data[:int(len(data) * fraction)])
+    for command in (["info", str(folder)], [str(folder), "-o", str(tmp_path / "out.pftrace")]):
+        assert main(command) != 0
+        err = capsys.readouterr().err
+        assert "tw003.xplane.pb" in err and "cut" in err and "Traceback" not in err
+
+
+def test_a_file_that_is_no_xspace_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "x.xplane.pb").write_bytes(b"\x08\x01 not a protobuf of planes")
+    assert main(["info", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert "x.xplane.pb" in err and "not an XSpace" in err and "Traceback" not in err
+
+
+def test_the_sample_is_found_inside_a_jax_log_folder(tmp_path):
+    run = tmp_path / "plugins" / "profile" / "2026_02_20_13_53_59"
+    run.mkdir(parents=True)
+    shutil.copy(_sample() / "tw003.xplane.pb", run)
+    assert [r.rank for r in discover(tmp_path)] == list(range(8))

@@ -215,6 +215,8 @@ def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
                            start_ns=space.start_ns, clock=clock, source_paths=(path,),
                            clock_offset_ns=space.start_ns or 0, wall_clock=space.start_ns is not None)
                   for d in devices]
+        if space.start_ns is None and devices and diag is not None:  # JAX writes it last: a cut there too
+            diag.note("xplane_clock", f"{path}: no Task Environment plane: times are the file's own")
         if not devices and diag is not None:
             diag.warn("xplane_no_device", f"{path}: an XSpace with no device plane (/device:GPU:N): "
                       "nothing to draw for it")

@@ -175,3 +175,85 @@ def test_the_sample_is_found_inside_a_jax_log_folder(tmp_path):
     run.mkdir(parents=True)
     shutil.copy(_sample() / "tw003.xplane.pb", run)
     assert [r.rank for r in discover(tmp_path)] == list(range(8))
+
+
+# -- a small XSpace written here with XLA's schema: what the real sample lacks ---------------------
+
+def _write(folder: Path, *, steps: bool, environment: bool = True) -> None:
+    """Two GPUs, one host thread: a TraceMe step range per step (``step_num``, as JAX's
+    StepTraceAnnotation), a launch per kernel, an RCCL all-reduce on GPU 1 and a memcpy line."""
+    space = xplane_pb2.XSpace(hostnames=["h"])
+    host = xplane_pb2.XPlane(id=0, name="/host:CPU")
+    host.stat_metadata[1].name = "correlation_id"
+    host.stat_metadata[2].name = "step_num"
+    host.event_metadata[1].name = "train"
+    host.event_metadata[2].name = "hipModuleLaunchKernel"
+    thread = host.lines.add(id=7, name="Host Threads/7", timestamp_ns=1000)
+    correlation = 0
+    planes = []
+    for d in (0, 1):
+        plane = space.planes.add(id=d, name=f"/device:GPU:{d}")
+        plane.stat_metadata[1].name = "correlation_id"
+        plane.event_metadata[1].name = "fusion.kd"
+        plane.event_metadata[2].name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        plane.event_metadata[3].name = "MemcpyD2D"
+        plane.lines.add(id=1, name="Stream #1(Kernel)", timestamp_ns=1000)
+        plane.lines.add(id=2, name="Stream #2(MemcpyD2D)", timestamp_ns=1000)
+        planes.append(plane)
+    for step in range(3):
+        at = step * 100_000_000  # ps: steps of 100 µs
+        if steps:
+            ev = thread.events.add(metadata_id=1, offset_ps=at, duration_ps=90_000_000)
+            ev.stats.add(metadata_id=2, int64_value=step + 10)
+        for d, plane in enumerate(planes):
+            for k, (meta, line) in enumerate(((1, 0), (2 if d == 1 else 1, 0), (3, 1))):
+                correlation += 1
+                launch = thread.events.add(metadata_id=2, offset_ps=at + 1_000_000 * (3 * d + k + 1),
+                                           duration_ps=500_000)
+                launch.stats.add(metadata_id=1, uint64_value=correlation)
+                kernel = plane.lines[line].events.add(metadata_id=meta, duration_ps=4_000_000,
+                                                      offset_ps=at + 20_000_000 + k * 5_000_000)
+                kernel.stats.add(metadata_id=1, uint64_value=correlation)
+    space.planes.append(host)
+    if environment:
+        env = space.planes.add(name="Task Environment")
+        env.stat_metadata[1].name = "profile_start_time"
+        env.stats.add(metadata_id=1, uint64_value=1_700_000_000_000_000_000)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "h.xplane.pb").write_bytes(space.SerializeToString())
+
+
+def test_jax_step_annotations_are_the_steps_and_device_work_is_filed_at_its_launch(tmp_path):
+    _write(tmp_path, steps=True)
+    batches = list(read_profile(discover(tmp_path), Options(kind="detail"), Diagnostics()))
+    by_rank = {(b.rank, b.step_id): b for b in batches}
+    assert sorted(by_rank) == [(r, s) for r in (0, 1) for s in (10, 11, 12)]
+    base = 1_700_000_000_000_000_000 + 1000
+    for (_, step), b in by_rank.items():
+        assert b.step.start_ns == base + (step - 10) * 100_000
+        device = [s for s in b.slices if s.layer is not Layer.HOST]
+        assert len(device) == 3 and all(len(s.flows_in) == 1 for s in device)
+        launches = [s for s in b.slices if s.flows_out]
+        assert sorted(f for s in launches for f in s.flows_out) == \
+            sorted(f for s in device for f in s.flows_in)
+
+
+def test_rccl_kernels_are_collectives_and_memcpy_lines_copies(tmp_path):
+    _write(tmp_path, steps=False)
+    batches = read_profile(discover(tmp_path), Options(kind="detail"), Diagnostics())
+    slices = [s for b in batches for s in b.slices]
+    kinds = Counter((s.rank, s.layer, s.task_type) for s in slices if s.layer is not Layer.HOST)
+    assert kinds == {(0, Layer.STREAM, "GPU kernel"): 6, (0, Layer.STREAM, "MEMCPY"): 3,
+                     (1, Layer.STREAM, "GPU kernel"): 3, (1, Layer.COMM_OP, "allreduce"): 3,
+                     (1, Layer.STREAM, "MEMCPY"): 3}
+    # a launch is its kernel's rank's
+    assert Counter(s.rank for s in slices if s.layer is Layer.HOST) == {0: 9, 1: 9}
+    rows = {r.rank: r for r in overlap_report(tmp_path)}
+    assert rows[1].communication_ns == 3 * 4_000 and rows[1].computing_ns == 3 * 4_000
+
+
+def test_without_a_task_environment_the_times_are_the_files_own_and_said_so(tmp_path, capsys):
+    _write(tmp_path, steps=False, environment=False)
+    ranks = discover(tmp_path)
+    assert all(not r.wall_clock and r.clock_offset_ns == 0 for r in ranks)
+    assert main(["info", str(tmp_path)]) == 0

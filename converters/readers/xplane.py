@@ -299,8 +299,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     marker = markers.checked(step_marker)
     for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
         for _, event in _events(_plane(path, space.planes[name]), rank.clock_offset_ns, diag, path):
-            if _marks(marker, event):
+            if _marks(marker, event):  # drawn as the step it is, on every rank
                 ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
+                continue
             c = _correlation(event.stats)
             if c in launched:
                 launch_at[c] = event.start_ns
@@ -351,6 +352,8 @@ def _by_step(rank: RankInfo, steps: list[Step], host: list[Slice], device: list[
     if filed[0] or not steps:
         yield StepRecords(rank.rank, None, None, None, filed[0])
     for step, slices in zip(steps, filed[1:], strict=True):
+        slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
+                            step.end_ns - step.start_ns, {"Step": step.step}))
         yield StepRecords(rank.rank, None, step.step, step, slices)
 
 

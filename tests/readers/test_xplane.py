@@ -231,7 +231,8 @@ def test_jax_step_annotations_are_the_steps_and_device_work_is_filed_at_its_laun
     base = 1_700_000_000_000_000_000 + 1000
     for (_, step), b in by_rank.items():
         assert b.step.start_ns == base + (step - 10) * 100_000
-        device = [s for s in b.slices if s.layer is not Layer.HOST]
+        assert [s.name for s in b.slices if s.layer is Layer.STEP] == [f"Step {step}"]  # every rank's
+        device = [s for s in b.slices if s.layer in (Layer.STREAM, Layer.COMM_OP)]
         assert len(device) == 3 and all(len(s.flows_in) == 1 for s in device)
         launches = [s for s in b.slices if s.flows_out]
         assert sorted(f for s in launches for f in s.flows_out) == \

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import Diagnostics, InputError
-from ..intervals import NOT_COMPUTE
+from ..intervals import NOT_COMPUTE, is_compute
 from ..model import GPU_KERNEL, Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns, comm_type
 from . import collectives
 from .base import Reader
@@ -289,6 +289,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     devices = {int(m[2]): frame for name, frame in space.planes.items() if (m := _DEVICE.match(name))}
     device = [(_device_slice(rank, line, event, detail), _correlation(event.stats)) for line, event
               in _events(_plane(path, devices[rank.device]), rank.clock_offset_ns, diag, path)]
+    if not detail:  # the summary and the analyses need what computes and communicates, as Kineto's
+        device = [(s, c) for s, c in device if s.layer is Layer.COMM_OP or is_compute(s.task_type)]
     launched = Counter(c for _, c in device if c is not None)  # a launch may run several kernels
     first = rank.device == min(devices)
     others = [frame for d, frame in devices.items() if d != rank.device]
@@ -306,6 +308,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
             if c in launched:
                 launch_at[c] = event.start_ns
             elif not first or c in elsewhere:
+                continue
+            if not detail:  # host events are drawn in detail only; launches still file their work
                 continue
             flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
             host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,

@@ -258,3 +258,12 @@ def test_without_a_task_environment_the_times_are_the_files_own_and_said_so(tmp_
     ranks = discover(tmp_path)
     assert all(not r.wall_clock and r.clock_offset_ns == 0 for r in ranks)
     assert main(["info", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+@pytest.mark.parametrize("name", ["out.pftrace", "out.json"])
+def test_both_kinds_and_writers_load_in_the_trace_processor_with_nothing_repaired(tmp_path, kind, name):
+    out = tmp_path / name
+    result = convert(_sample(), out, kind=kind, max_bytes=None)
+    problems, (slices, _, _) = imported(out, tmp_path)
+    assert problems == [] and slices == result.slices > 0

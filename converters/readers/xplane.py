@@ -33,7 +33,18 @@ from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import Diagnostics, InputError
 from ..intervals import NOT_COMPUTE, is_compute
-from ..model import GPU_KERNEL, Layer, RankInfo, Slice, Step, StepRecords, checked_id, checked_ns, comm_type
+from ..model import (
+    GPU_KERNEL,
+    ID_LIMIT,
+    Layer,
+    RankInfo,
+    Slice,
+    Step,
+    StepRecords,
+    checked_id,
+    checked_ns,
+    comm_type,
+)
 from . import collectives
 from .base import Reader
 from .common import markers
@@ -244,8 +255,13 @@ def _events(plane: Any, offset_ns: int, diag: Diagnostics, path: Path) -> Iterat
                 continue
             info = meta.get(event.metadata_id)
             name = (info.display_name or info.name) if info is not None else f"event {event.metadata_id}"
-            start = checked_ns(offset_ns + line.timestamp_ns + event.offset_ps // 1000)
-            dur = checked_ns(event.duration_ps // 1000)
+            try:
+                start = checked_ns(offset_ns + line.timestamp_ns + event.offset_ps // 1000)
+                dur = checked_ns(event.duration_ps // 1000)
+            except ValueError:
+                diag.warn("xplane_bad_time", f"{path}: {plane.name} {lane}: events whose times lie past "
+                          "±2**62 ns: not drawn")
+                continue
             yield line, _Event(lane, name, start, dur, _stats(plane, event.stats))
 
 
@@ -313,17 +329,18 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                 continue
             flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
             host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
-                              event.stats if detail and event.stats else None, flows_out=flow))
+                              event.stats or None, flows_out=flow))
     if marker and not ranges:
         diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one step",
                   subject=f"rank {rank.rank}")
-    yield from _by_step(rank, _steps(ranges, marker), host, device, launch_at)
+    yield from _by_step(rank, _steps(ranges, marker), host, device, launch_at, arrows=detail)
 
 
 def _marks(marker: str | None, event: _Event) -> bool:
     """A step's range: the user's marker, else (no marker) JAX's StepTraceAnnotation (``step_num``)."""
     if marker is None:
-        return isinstance(event.stats.get("step_num"), int)
+        number = event.stats.get("step_num")
+        return isinstance(number, int) and 0 <= number < ID_LIMIT
     return event.name.startswith(marker[:-1]) if marker.endswith("*") else event.name == marker
 
 
@@ -333,25 +350,25 @@ def _steps(ranges: list[tuple[int, int, Any]], marker: str | None) -> list[Step]
                 enumerate(markers.numbered([(s, d) for s, d, _ in ranges]), 1)]
     by_number: dict[int, Step] = {}
     for start, dur, number in sorted(ranges):
-        by_number.setdefault(checked_id(number), Step(None, number, start, start + dur))  # one range a step
+        by_number.setdefault(number, Step(None, number, start, start + dur))  # one range a step
     return sorted(by_number.values(), key=lambda s: s.start_ns)
 
 
 def _by_step(rank: RankInfo, steps: list[Step], host: list[Slice], device: list[tuple[Slice, int | None]],
-             launch_at: dict[int, int]) -> Iterator[StepRecords]:
+             launch_at: dict[int, int], *, arrows: bool) -> Iterator[StepRecords]:
     """The records filed under the last step started at or before them (device work at its
     launch, where the host plane holds it: a GPU runs behind its host), those before the first step
-    in a pseudo step of their own; arrows joined where both ends are read."""
+    in a pseudo step of their own; with ``arrows`` (detail), one where both ends are read."""
     starts = [step.start_ns for step in steps]
-    arrows: Counter[int] = Counter()  # the k-th kernel of a launch ends its k-th arrow
+    ended: Counter[int] = Counter()  # the k-th kernel of a launch ends its k-th arrow
     filed: list[list[Slice]] = [[] for _ in range(len(steps) + 1)]
     for s in host:
         filed[bisect_right(starts, s.start_ns)].append(s)
     for s, c in device:
         at = launch_at.get(c, s.start_ns) if c is not None else s.start_ns
-        if c in launch_at:
-            s = s.with_flows((), (flow_id(rank.rank, f"launch:{c}", arrows[c]),))
-            arrows[c] += 1
+        if arrows and c in launch_at:
+            s = s.with_flows((), (flow_id(rank.rank, f"launch:{c}", ended[c]),))
+            ended[c] += 1
         filed[bisect_right(starts, at)].append(s)
     if filed[0] or not steps:
         yield StepRecords(rank.rank, None, None, None, filed[0])

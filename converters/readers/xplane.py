@@ -239,13 +239,25 @@ class _Event(NamedTuple):
     name: str
     start_ns: int
     dur_ns: int
-    stats: dict[str, Any]
+    stats: dict[str, Any]  # all of them, or (``_events(..., every_stat=False)``) only ``_KEY_STATS``
+    raw: Any  # protobuf's stats, for all of them on demand
 
 
-def _events(plane: Any, offset_ns: int, diag: Diagnostics, path: Path) -> Iterator[tuple[Any, _Event]]:
+_KEY_STATS = ("correlation_id", "step_num")  # what places a host event: its launch, its step
+
+
+def _number(stat: Any) -> int | None:
+    kind = stat.WhichOneof("value")
+    return getattr(stat, kind) if kind in ("int64_value", "uint64_value") else None
+
+
+def _events(plane: Any, offset_ns: int, diag: Diagnostics, path: Path,
+            every_stat: bool = True) -> Iterator[tuple[Any, _Event]]:
     """A plane's timed events, line by line, with their line; aggregated ones (``num_occurrences``,
-    no time) counted."""
+    no time) counted. Without ``every_stat`` only ``_KEY_STATS`` are read (a host plane is read by
+    each rank of its host, which keeps a few of its events)."""
     meta = plane.event_metadata
+    keys = {i: m.name for i, m in plane.stat_metadata.items() if m.name in _KEY_STATS}
     for line in plane.lines:
         lane = line.display_name or line.name
         for event in line.events:
@@ -262,7 +274,9 @@ def _events(plane: Any, offset_ns: int, diag: Diagnostics, path: Path) -> Iterat
                 diag.warn("xplane_bad_time", f"{path}: {plane.name} {lane}: events whose times lie past "
                           "±2**62 ns: not drawn")
                 continue
-            yield line, _Event(lane, name, start, dur, _stats(plane, event.stats))
+            stats = _stats(plane, event.stats) if every_stat else \
+                {keys[s.metadata_id]: _number(s) for s in event.stats if s.metadata_id in keys}
+            yield line, _Event(lane, name, start, dur, stats, event.stats)
 
 
 def _device_slice(rank: RankInfo, line: Any, event: _Event, detail: bool) -> Slice:
@@ -316,7 +330,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
     marker = markers.checked(step_marker)
     for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
-        for _, event in _events(_plane(path, space.planes[name]), rank.clock_offset_ns, diag, path):
+        plane = _plane(path, space.planes[name])
+        for _, event in _events(plane, rank.clock_offset_ns, diag, path, every_stat=False):
             if _marks(marker, event):  # drawn as the step it is, on every rank
                 ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
                 continue
@@ -329,7 +344,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                 continue
             flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
             host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
-                              event.stats or None, flows_out=flow))
+                              _stats(plane, event.raw) or None, flows_out=flow))
     if marker and not ranges:
         diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one step",
                   subject=f"rank {rank.rank}")
@@ -380,7 +395,7 @@ def _by_step(rank: RankInfo, steps: list[Step], host: list[Slice], device: list[
 
 def _correlations(path: Path, frames: list[_Frame], diag: Diagnostics) -> set[int]:
     """The correlation ids of these device planes' events: the launches of their ranks."""
-    return {c for frame in frames for _, event in _events(_plane(path, frame), 0, diag, path)
+    return {c for frame in frames for _, event in _events(_plane(path, frame), 0, diag, path, False)
             if (c := _correlation(event.stats)) is not None}
 
 

@@ -45,6 +45,7 @@ from fixtures.mindspore_cpu_gen import write_mindspore2_cpu_profile
 from fixtures.msprof_gen import write_msprof_profile
 from fixtures.nsys_gen import write_nsys_export
 from fixtures.paddle_gen import generate_profile
+from fixtures.xplane_gen import write_xspace
 
 DRAWN = "Overlap Analysis"  # the converter's own lanes, computed from the records
 ALL = "every group"  # a truth of all the output's groups but DRAWN
@@ -223,6 +224,14 @@ def _nsys(root: Path) -> Truth:
     return Truth(records, {0: set(), 1: set()})
 
 
+def _xplane(root: Path, **kw) -> Truth:
+    """A JAX XSpace: each rank's device events and its share of the host's (the generator counts
+    them as it writes), and a Step slice each step on every rank."""
+    made = write_xspace(root, **kw)
+    return Truth({r.rank: {ALL: r.device_events + r.host_events + len(r.steps)} for r in made.ranks},
+                 {r.rank: {(None, s) for s in r.steps} for r in made.ranks})
+
+
 def _mixed_fleet(root: Path) -> Truth:
     """Ascend ranks 0-1 and the GPU rank 2 of one run: the Kineto trace moved to when they ran (its
     times count from its ``baseTimeNanoseconds``)."""
@@ -293,6 +302,10 @@ CASES = [
                               seed=1)),
     Case("Paddle, cut off", lambda root: _paddle(root, steps=4, truncate=True, seed=2)),
     Case("Nsight Systems exports, 2 ranks, rows shuffled", _nsys),
+    Case("JAX XSpace, 2 GPUs, step annotations, RCCL", lambda root: _xplane(root, steps=3)),
+    Case("JAX XSpace, 2 hosts, planes, lines and events shuffled",
+         lambda root: _xplane(root, hosts=2, devices=3, steps=2, shuffle=True, seed=1)),
+    Case("JAX XSpace, no steps", lambda root: _xplane(root, step_annotations=False, seed=2)),
     Case("mixed fleet: Ascend ranks and a GPU rank of one run", _mixed_fleet),
 ]
 

@@ -1,0 +1,408 @@
+"""JAX / XLA profiler output: an XSpace protobuf (``<host>.xplane.pb``, ``jax.profiler`` and
+TensorFlow's profiler), one file per host, one rank per device plane (docs/formats.md, XSpace).
+
+Schema: XLA's ``xplane.proto`` (kept beside this file, compiled into ``xplane_pb2``). An XSpace is
+one message whose planes are its top-level fields: ``_frames`` walks those fields by their length
+prefixes (seeking, never reading a plane it does not need), and each plane is decoded alone, so
+a read holds one plane at a time. A frame that runs past the end of the file is a cut file.
+
+- ``/device:GPU:N`` (``/device:TPU:N``): a rank each; its ``Stream #S(...)`` lines are device
+  lanes (``GPU N Stream S``): kernels compute (``GPU_KERNEL``) unless their name is a
+  collective's (``collectives.nccl``, ``collectives.gpu``: a communication op), memcpy and memset
+  are copies; other lines of a device plane (XLA's derived ``XLA Ops``, ``XLA Modules``, ...)
+  repeat the streams' work and are drawn as no computation.
+- ``/host:CPU``: one host lane per line (thread); an event with a ``correlation_id`` the
+  launch of the device event of that id (an arrow between them) and the rank's whose device ran
+  it; every other host event (TraceMe ranges, the Python tracer) the first rank's.
+- Times: a line's ``timestamp_ns`` plus each event's ``offset_ps``, durations ``duration_ps``, in
+  ps. JAX writes them from the capture's start, which the ``Task Environment`` plane gives in
+  epoch ns (``profile_start_time``); without that plane they stay the file's own.
+- Steps: the user's ranges (``--step-marker``), else the host ranges that carry a ``step_num``
+  stat (``jax.profiler.StepTraceAnnotation``), else the whole capture as one step; device work
+  is filed under the step its launch lies in.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, NamedTuple
+
+from ..errors import Diagnostics, InputError
+from ..intervals import NOT_COMPUTE, is_compute
+from ..model import (
+    GPU_KERNEL,
+    ID_LIMIT,
+    Layer,
+    RankInfo,
+    Slice,
+    Step,
+    StepRecords,
+    checked_id,
+    checked_ns,
+    comm_type,
+)
+from . import collectives
+from .base import Reader
+from .common import markers
+from .common.flows import flow_id
+from .common.lanes import gpu_stream
+
+NAME = "xplane"
+_FILE = re.compile(r"\.xplane\.pb$")
+_DEVICE = re.compile(r"^/device:([A-Z]+):(\d+)$")  # /device:GPU:0, /device:TPU:3 (not /device:CUSTOM:...)
+_HOST = "/host:CPU"
+_ENVIRONMENT = "Task Environment"
+_STREAM = re.compile(r"^Stream #(\d+)")
+_PLANES, _HOSTNAMES = 1, 4  # XSpace's fields: planes, errors (2), warnings (3), hostnames
+_SPACE_FIELDS = frozenset({1, 2, 3, 4})
+_PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this much to learn its name
+# Copies: (task type, the words of their line or the starts of their names, the stat they carry);
+# ROCm runs copies and fills as blit kernels (``__amd_rocclr_copyBuffer.kd``, xplane-jax-conv)
+_COPIES = (("MEMCPY", ("Memcpy", "__amd_rocclr_copy"), "memcpy_details"),
+           ("MEMSET", ("Memset", "__amd_rocclr_fill"), "memset_details"))
+_COMM_LANE = "NCCL"  # collective kernels' lane, as Kineto's (the file names no communicator)
+
+
+class _Frame(NamedTuple):
+    """One top-level field of the XSpace: its number, where its bytes begin, how many."""
+
+    number: int
+    at: int
+    size: int
+
+
+def _varint(f: BinaryIO, path: Path) -> int | None:
+    """The varint at the file's position; None at the end of the file."""
+    value, shift = 0, 0
+    while True:
+        byte = f.read(1)
+        if not byte:
+            if shift:
+                raise _cut(path, f.tell(), "inside a field's length")
+            return None
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+        shift += 7
+        if shift > 63:
+            raise InputError(path, f"byte {f.tell()}", "not an XSpace protobuf (a varint of over 9 bytes)")
+
+
+def _cut(path: Path, at: int, inside: str) -> InputError:
+    return InputError(path, f"byte {at}", f"the XSpace is cut {inside}: the file ends before the message "
+                      "does", "a copy stopped early, or a profile still being written")
+
+
+def _frames(path: Path) -> Iterator[_Frame]:
+    """The XSpace's top-level fields in file order, found by their length prefixes alone.
+
+    Raises:
+        InputError: the file is no XSpace (another wire type or field), or is cut.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        while (key := _varint(f, path)) is not None:
+            number, kind = key >> 3, key & 7
+            if kind != 2 or number not in _SPACE_FIELDS:
+                raise InputError(path, f"byte {f.tell()}",
+                                 f"not an XSpace protobuf (field {number}, wire type {kind})")
+            length = _varint(f, path)
+            if length is None:
+                raise _cut(path, f.tell(), "inside a field's length")
+            at = f.tell()
+            if at + length > size:
+                raise _cut(path, at, f"inside its {'plane' if number == _PLANES else 'field'} at byte {at} "
+                           f"({length:,} bytes, {size - at:,} left)")
+            yield _Frame(number, at, length)
+            f.seek(length, 1)
+
+
+def _read(path: Path, frame: _Frame) -> bytes:
+    with path.open("rb") as f:
+        f.seek(frame.at)
+        return f.read(frame.size)
+
+
+def _pb():
+    from . import xplane_pb2  # protobuf is imported only when an XSpace is read
+
+    return xplane_pb2
+
+
+def _plane(path: Path, frame: _Frame) -> Any:
+    try:
+        return _pb().XPlane.FromString(_read(path, frame))
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
+        raise InputError(path, f"byte {frame.at}", f"an XSpace plane protobuf cannot decode ({e})") from None
+
+
+def _plane_name(path: Path, frame: _Frame) -> str:
+    """A plane's name from its first bytes (id, then name: protobuf writes fields in order)."""
+    head = _read(path, frame._replace(size=min(frame.size, _PEEK)))
+    at = 0
+    while at < len(head):
+        key, at = _decode_varint(head, at)
+        if key == (2 << 3 | 2):
+            length, at = _decode_varint(head, at)
+            if at + length <= len(head):
+                return head[at:at + length].decode("utf-8", "replace")
+            break
+        if key & 7 != 0:  # a field other than the id before the name: decode the plane
+            break
+        _, at = _decode_varint(head, at)
+    return _plane(path, frame).name
+
+
+def _decode_varint(data: bytes, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while at < len(data):
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    return value, len(data) + 1  # ran off the peek: the caller decodes the plane
+
+
+class _Space(NamedTuple):
+    """What a file's small fields say: its planes by name, its host, its capture's start."""
+
+    planes: dict[str, _Frame]
+    host: str | None
+    start_ns: int | None  # Task Environment's profile_start_time (epoch ns)
+
+
+def _space(path: Path) -> _Space:
+    planes: dict[str, _Frame] = {}
+    host = None
+    for frame in _frames(path):
+        if frame.number == _PLANES:
+            planes.setdefault(_plane_name(path, frame), frame)
+        elif frame.number == _HOSTNAMES and host is None:
+            host = _read(path, frame).decode("utf-8", "replace")
+    start = None
+    if _ENVIRONMENT in planes:
+        stats = _stats(_plane(path, planes[_ENVIRONMENT]))
+        start = stats.get("profile_start_time")
+    return _Space(planes, host, start if isinstance(start, int) and start > 0 else None)
+
+
+def _stats(plane: Any, stats: Any = None) -> dict[str, Any]:
+    """Stats by name, ref values resolved to the names they point at, bytes left out."""
+    names = plane.stat_metadata
+    out: dict[str, Any] = {}
+    for stat in plane.stats if stats is None else stats:
+        kind = stat.WhichOneof("value")
+        if kind is None or kind == "bytes_value":
+            continue
+        value = getattr(stat, kind)
+        out[names[stat.metadata_id].name if stat.metadata_id in names else str(stat.metadata_id)] = (
+            names[value].name if kind == "ref_value" and value in names else value)
+    return out
+
+
+def sniff(folder: Path) -> bool:
+    """A folder holding at least one XSpace file."""
+    return any(_FILE.search(p.name) and p.is_file() for p in folder.iterdir())
+
+
+def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
+    """One rank per device plane of each file (a file a host), numbered on from the previous file's
+    in name order: a plane's ordinal is its host's own."""
+    infos: list[RankInfo] = []
+    for path in sorted(p for p in folder.iterdir() if _FILE.search(p.name) and p.is_file()):
+        space = _space(path)
+        devices = sorted(int(m[2]) for name in space.planes if (m := _DEVICE.match(name)))
+        base = infos[-1].rank + 1 if infos else 0
+        clock = ("line timestamp_ns + offset_ps from the capture's start, Task Environment's "
+                 "profile_start_time (epoch ns) added" if space.start_ns is not None
+                 else "line timestamp_ns + offset_ps, the file's own (no Task Environment plane)")
+        infos += [RankInfo(rank=checked_id(base + d), format=NAME, path=path, device=d, host=space.host,
+                           start_ns=space.start_ns, clock=clock, source_paths=(path,),
+                           clock_offset_ns=space.start_ns or 0, wall_clock=space.start_ns is not None)
+                  for d in devices]
+        if space.start_ns is None and devices and diag is not None:  # JAX writes it last: a cut there too
+            diag.note("xplane_clock", f"{path}: no Task Environment plane: times are the file's own")
+        if not devices and diag is not None:
+            diag.warn("xplane_no_device", f"{path}: an XSpace with no device plane (/device:GPU:N): "
+                      "nothing to draw for it")
+    return infos
+
+
+class _Event(NamedTuple):
+    lane: str
+    name: str
+    start_ns: int
+    dur_ns: int
+    stats: dict[str, Any]  # all of them, or (``_events(..., every_stat=False)``) only ``_KEY_STATS``
+    raw: Any  # protobuf's stats, for all of them on demand
+
+
+_KEY_STATS = ("correlation_id", "step_num")  # what places a host event: its launch, its step
+
+
+def _number(stat: Any) -> int | None:
+    kind = stat.WhichOneof("value")
+    return getattr(stat, kind) if kind in ("int64_value", "uint64_value") else None
+
+
+def _events(plane: Any, offset_ns: int, diag: Diagnostics, path: Path,
+            every_stat: bool = True) -> Iterator[tuple[Any, _Event]]:
+    """A plane's timed events, line by line, with their line; aggregated ones (``num_occurrences``,
+    no time) counted. Without ``every_stat`` only ``_KEY_STATS`` are read (a host plane is read by
+    each rank of its host, which keeps a few of its events)."""
+    meta = plane.event_metadata
+    keys = {i: m.name for i, m in plane.stat_metadata.items() if m.name in _KEY_STATS}
+    for line in plane.lines:
+        lane = line.display_name or line.name
+        for event in line.events:
+            if event.WhichOneof("data") == "num_occurrences":
+                diag.warn("xplane_aggregated", f"{path}: {plane.name} {lane}: events counted without times "
+                          "(num_occurrences): not drawn")
+                continue
+            info = meta.get(event.metadata_id)
+            name = (info.display_name or info.name) if info is not None else f"event {event.metadata_id}"
+            try:
+                start = checked_ns(offset_ns + line.timestamp_ns + event.offset_ps // 1000)
+                dur = checked_ns(event.duration_ps // 1000)
+            except ValueError:
+                diag.warn("xplane_bad_time", f"{path}: {plane.name} {lane}: events whose times lie past "
+                          "±2**62 ns: not drawn")
+                continue
+            stats = _stats(plane, event.stats) if every_stat else \
+                {keys[s.metadata_id]: _number(s) for s in event.stats if s.metadata_id in keys}
+            yield line, _Event(lane, name, start, dur, stats, event.stats)
+
+
+def _device_slice(rank: RankInfo, line: Any, event: _Event, detail: bool) -> Slice:
+    """A device event in the model's words: a kernel that computes or communicates, or a copy."""
+    stream = _STREAM.match(line.name)
+    lane = gpu_stream(rank.device, stream[1] if stream else line.name)
+    args = {"Stream": stream[1] if stream else line.name, **event.stats} if detail else None
+    on_stream = Slice(rank.rank, Layer.STREAM, lane, event.name, event.start_ns, event.dur_ns, args)
+    if not stream:
+        return on_stream._replace(task_type=NOT_COMPUTE)
+    copy = _copy(line.name, event)
+    if copy is not None:
+        return on_stream._replace(task_type=copy)
+    kind = collectives.nccl(event.name) or collectives.gpu(event.name)
+    if kind is not None:
+        return Slice(rank.rank, Layer.COMM_OP, _COMM_LANE, event.name, event.start_ns, event.dur_ns, args,
+                     comm_type(kind))
+    return on_stream._replace(task_type=GPU_KERNEL)
+
+
+def _copy(line: str, event: _Event) -> str | None:
+    """MEMCPY or MEMSET for a copy (by its line, name or stats), ROCm's blit kernels among them;
+    None for a kernel."""
+    for kind, words, stat in _COPIES:
+        if any(w in line or event.name.startswith(w) for w in words) or stat in event.stats:
+            return kind
+    return None
+
+
+def _correlation(stats: dict[str, Any]) -> int | None:
+    found = stats.get("correlation_id")
+    return found if isinstance(found, int) else None
+
+
+def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
+         step_marker: str | None = None) -> Iterator[StepRecords]:
+    """The rank's device plane and its share of the host planes, step by step: one plane decoded
+    at a time (the first rank's read decodes every device plane once more, for their ids alone)."""
+    path, space = rank.path, _space(rank.path)
+    devices = {int(m[2]): frame for name, frame in space.planes.items() if (m := _DEVICE.match(name))}
+    device = [(_device_slice(rank, line, event, detail), _correlation(event.stats)) for line, event
+              in _events(_plane(path, devices[rank.device]), rank.clock_offset_ns, diag, path)]
+    if not detail:  # the summary and the analyses need what computes and communicates, as Kineto's
+        device = [(s, c) for s, c in device if s.layer is Layer.COMM_OP or is_compute(s.task_type)]
+    launched = Counter(c for _, c in device if c is not None)  # a launch may run several kernels
+    first = rank.device == min(devices)
+    others = [frame for d, frame in devices.items() if d != rank.device]
+    elsewhere = _correlations(path, others, diag) if first else set()
+    host: list[Slice] = []
+    launch_at: dict[int, int] = {}
+    ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
+    marker = markers.checked(step_marker)
+    for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
+        plane = _plane(path, space.planes[name])
+        for _, event in _events(plane, rank.clock_offset_ns, diag, path, every_stat=False):
+            if _marks(marker, event):  # drawn as the step it is, on every rank
+                ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
+                continue
+            c = _correlation(event.stats)
+            if c in launched:
+                launch_at[c] = event.start_ns
+            elif not first or c in elsewhere:
+                continue
+            if not detail:  # host events are drawn in detail only; launches still file their work
+                continue
+            flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
+            host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
+                              _stats(plane, event.raw) or None, flows_out=flow))
+    if marker and not ranges:
+        diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one step",
+                  subject=f"rank {rank.rank}")
+    yield from _by_step(rank, _steps(ranges, marker), host, device, launch_at, arrows=detail)
+
+
+def _marks(marker: str | None, event: _Event) -> bool:
+    """A step's range: the user's marker, else (no marker) JAX's StepTraceAnnotation (``step_num``)."""
+    if marker is None:
+        number = event.stats.get("step_num")
+        return isinstance(number, int) and 0 <= number < ID_LIMIT
+    return event.name.startswith(marker[:-1]) if marker.endswith("*") else event.name == marker
+
+
+def _steps(ranges: list[tuple[int, int, Any]], marker: str | None) -> list[Step]:
+    if marker is not None:
+        return [Step(None, i, start, start + dur) for i, (start, dur) in
+                enumerate(markers.numbered([(s, d) for s, d, _ in ranges]), 1)]
+    by_number: dict[int, Step] = {}
+    for start, dur, number in sorted(ranges):
+        by_number.setdefault(number, Step(None, number, start, start + dur))  # one range a step
+    return sorted(by_number.values(), key=lambda s: s.start_ns)
+
+
+def _by_step(rank: RankInfo, steps: list[Step], host: list[Slice], device: list[tuple[Slice, int | None]],
+             launch_at: dict[int, int], *, arrows: bool) -> Iterator[StepRecords]:
+    """The records filed under the last step started at or before them (device work at its
+    launch, where the host plane holds it: a GPU runs behind its host), those before the first step
+    in a pseudo step of their own; with ``arrows`` (detail), one where both ends are read."""
+    starts = [step.start_ns for step in steps]
+    ended: Counter[int] = Counter()  # the k-th kernel of a launch ends its k-th arrow
+    filed: list[list[Slice]] = [[] for _ in range(len(steps) + 1)]
+    for s in host:
+        filed[bisect_right(starts, s.start_ns)].append(s)
+    for s, c in device:
+        at = launch_at.get(c, s.start_ns) if c is not None else s.start_ns
+        if arrows and c in launch_at:
+            s = s.with_flows((), (flow_id(rank.rank, f"launch:{c}", ended[c]),))
+            ended[c] += 1
+        filed[bisect_right(starts, at)].append(s)
+    if filed[0] or not steps:
+        yield StepRecords(rank.rank, None, None, None, filed[0])
+    for step, slices in zip(steps, filed[1:], strict=True):
+        slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
+                            step.end_ns - step.start_ns, {"Step": step.step}))
+        yield StepRecords(rank.rank, None, step.step, step, slices)
+
+
+def _correlations(path: Path, frames: list[_Frame], diag: Diagnostics) -> set[int]:
+    """The correlation ids of these device planes' events: the launches of their ranks."""
+    return {c for frame in frames for _, event in _events(_plane(path, frame), 0, diag, path, False)
+            if (c := _correlation(event.stats)) is not None}
+
+
+READER = Reader(
+    name=NAME,
+    folder="JAX / XLA profiler files *.xplane.pb (XSpace protobuf)",
+    sniff=sniff, rank_infos=rank_infos, read=read,
+    files=True,  # reads the files of a folder, not the folder: its subfolders are walked on
+    step_marker=True,  # ``read`` takes the user's annotation as the step (--step-marker)
+)

@@ -1,0 +1,269 @@
+"""The XSpace reader (``readers/xplane.py``) against the real JAX 0.8 capture of 8 MI300X
+(``xplane-jax-conv``): what it must hold is computed here from the protobuf itself, decoded
+whole with XLA's schema (the reader decodes it plane by plane)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import real_data
+from test_trace_processor import imported
+from trace_check import read_perfetto
+
+from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
+from converters.analyses.ops import ops_report
+from converters.cli import main
+from converters.readers import xplane_pb2
+
+SAMPLE = "xplane-jax-conv"
+_DEVICE = re.compile(r"^/device:GPU:(\d+)$")
+
+
+def _sample() -> Path:
+    return real_data(SAMPLE)
+
+
+def _space(folder: Path):
+    return xplane_pb2.XSpace.FromString((folder / "tw003.xplane.pb").read_bytes())
+
+
+def _start_ns(space) -> int:
+    env = next(p for p in space.planes if p.name == "Task Environment")
+    return next(s.int64_value or s.uint64_value for s in env.stats
+                if env.stat_metadata[s.metadata_id].name == "profile_start_time")
+
+
+def _timed(space, plane):
+    """(line name, event name, start ns epoch, duration ns, correlation id) of each of its events."""
+    base = _start_ns(space)
+    ids = {k: v.name for k, v in plane.stat_metadata.items()}
+    for line in plane.lines:
+        for e in line.events:
+            stats = {ids[s.metadata_id]: s for s in e.stats}
+            c = stats["correlation_id"].int64_value or stats["correlation_id"].uint64_value \
+                if "correlation_id" in stats else None
+            yield (line.name, plane.event_metadata[e.metadata_id].name,
+                   base + line.timestamp_ns + e.offset_ps // 1000, e.duration_ps // 1000, c)
+
+
+def _device_events(space) -> dict[int, list[tuple]]:
+    return {int(m[1]): list(_timed(space, p)) for p in space.planes if (m := _DEVICE.match(p.name))}
+
+
+def _host_events(space) -> list[tuple]:
+    return [e for p in space.planes if p.name == "/host:CPU" for e in _timed(space, p)]
+
+
+def test_every_device_and_host_event_lands_once_in_the_detail_records():
+    space = _space(_sample())
+    devices = _device_events(space)
+    expected = Counter((rank, name, start, dur) for rank, events in devices.items()
+                       for _, name, start, dur, _ in events)
+    batches = list(read_profile(discover(_sample()), Options(kind="detail"), Diagnostics()))
+    slices = [s for b in batches for s in b.slices]
+    device = (Layer.STREAM, Layer.COMM_OP)
+    drawn = Counter((s.rank, s.name, s.start_ns, s.dur_ns) for s in slices if s.layer in device)
+    assert drawn == expected
+    assert sum(expected.values()) == 235  # SOURCE.md's count
+    host = Counter((name, start, dur) for _, name, start, dur, _ in _host_events(space))
+    assert Counter((s.name, s.start_ns, s.dur_ns) for s in slices if s.layer is Layer.HOST) == host
+    assert sum(host.values()) == 3415
+    # a launch is on the rank of the device that ran its kernel
+    kernel_rank = {c: rank for rank, events in devices.items() for *_, c in events if c is not None}
+    for s in slices:
+        if s.layer is Layer.HOST and s.args and "correlation_id" in s.args:
+            assert s.rank == kernel_rank.get(s.args["correlation_id"], 0), s
+
+
+def test_the_detail_trace_loads_clean_with_every_kernel_and_an_arrow_per_launched_kernel(tmp_path):
+    space = _space(_sample())
+    devices = _device_events(space)
+    launches = {c for *_, c in _host_events(space) if c is not None}
+    out = tmp_path / "out.pftrace"
+    result = convert(_sample(), out, kind="detail", max_bytes=None)
+    decoded = read_perfetto(out.read_bytes())
+    problems, (slices, _, flows) = imported(out, tmp_path)
+    assert problems == []
+    assert slices == len(decoded.slices) + len(decoded.instants) == result.slices
+    on_streams = Counter((s.process.split(" ")[1], s.name) for s in decoded.slices if "Stream" in s.track[-1])
+    files = Counter((str(rank), name) for rank, events in devices.items() for _, name, *_ in events)
+    assert on_streams == files
+    launched = sum(c in launches for events in devices.values() for *_, c in events)
+    assert flows == decoded.flows == launched > 200
+
+
+def test_ops_by_name_are_the_files_counts_and_times_of_its_compute_kernels():
+    devices = _device_events(_space(_sample()))
+    expected: dict[tuple[int, str], list[int]] = {}
+    for rank, events in devices.items():
+        for _, name, _, dur, _ in events:
+            row = expected.setdefault((rank, name), [0, 0])
+            row[0] += 1
+            row[1] += dur
+    assert sum(t for _, t in expected.values()) == 28_137_077  # SOURCE.md: duration_ps / 1000 summed
+    assert expected.pop((0, "__amd_rocclr_copyBuffer.kd")) == [35, 563_521]  # a copy: ops counts compute
+    rows = {(r.rank, r.name): [r.count, r.total_ns] for r in ops_report(_sample(), by="name")}
+    assert rows == expected
+
+
+def test_rocms_blit_kernels_are_copies_on_their_stream():
+    batches = read_profile(discover(_sample()), Options(kind="detail"), Diagnostics())
+    copies = [s for b in batches for s in b.slices if s.name.startswith("__amd_rocclr")]
+    assert len(copies) == 35
+    assert {(s.layer, s.task_type) for s in copies} == {(Layer.STREAM, "MEMCPY")}
+    assert all(s.lane.startswith("GPU 0 Stream ") for s in copies)
+
+
+def _union(intervals) -> int:
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
+def test_overlap_gives_each_devices_computing_without_its_copies():
+    devices = _device_events(_space(_sample()))
+    rows = {r.rank: r for r in overlap_report(_sample())}
+    assert sorted(rows) == sorted(devices)
+    for rank, events in devices.items():
+        compute = [(start, start + dur) for _, name, start, dur, _ in events
+                   if not name.startswith("__amd_rocclr_copy")]  # ROCm's blit kernels are copies
+        assert rows[rank].computing_ns == _union(compute), rank
+        assert rows[rank].step is None  # no step annotation in the capture: the whole of it one step
+
+
+def test_info_lists_a_rank_per_device_plane(capsys):
+    assert main(["info", str(_sample())]) == 0
+    out = capsys.readouterr().out
+    assert len(re.findall(r"^\s+\d+\s+xplane\s+\d\s+tw003", out, re.M)) == 8
+
+
+def test_a_step_marker_makes_the_users_ranges_the_steps():
+    rows = overlap_report(_sample(), step_marker="PjitFunction(forward_3d_conv)")
+    assert {r.step for r in rows} >= {1, 2}
+    assert all(r.rank in range(8) for r in rows)
+
+
+@pytest.mark.parametrize("fraction", [0.02, 0.3, 0.5, 0.77, 0.999])
+def test_an_xspace_cut_in_the_middle_is_a_clear_error_naming_the_file(tmp_path, capsys, fraction):
+    data = (_sample() / "tw003.xplane.pb").read_bytes()
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    (folder / "tw003.xplane.pb").write_bytes(data[:int(len(data) * fraction)])
+    for command in (["info", str(folder)], [str(folder), "-o", str(tmp_path / "out.pftrace")]):
+        assert main(command) != 0
+        err = capsys.readouterr().err
+        assert "tw003.xplane.pb" in err and "cut" in err and "Traceback" not in err
+
+
+def test_a_file_that_is_no_xspace_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "x.xplane.pb").write_bytes(b"\x08\x01 not a protobuf of planes")
+    assert main(["info", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert "x.xplane.pb" in err and "not an XSpace" in err and "Traceback" not in err
+
+
+def test_the_sample_is_found_inside_a_jax_log_folder(tmp_path):
+    run = tmp_path / "plugins" / "profile" / "2026_02_20_13_53_59"
+    run.mkdir(parents=True)
+    shutil.copy(_sample() / "tw003.xplane.pb", run)
+    assert [r.rank for r in discover(tmp_path)] == list(range(8))
+
+
+# -- a small XSpace written here with XLA's schema: what the real sample lacks ---------------------
+
+def _write(folder: Path, *, steps: bool, environment: bool = True) -> None:
+    """Two GPUs, one host thread: a TraceMe step range per step (``step_num``, as JAX's
+    StepTraceAnnotation), a launch per kernel, an RCCL all-reduce on GPU 1 and a memcpy line."""
+    space = xplane_pb2.XSpace(hostnames=["h"])
+    host = xplane_pb2.XPlane(id=0, name="/host:CPU")
+    host.stat_metadata[1].name = "correlation_id"
+    host.stat_metadata[2].name = "step_num"
+    host.event_metadata[1].name = "train"
+    host.event_metadata[2].name = "hipModuleLaunchKernel"
+    thread = host.lines.add(id=7, name="Host Threads/7", timestamp_ns=1000)
+    correlation = 0
+    planes = []
+    for d in (0, 1):
+        plane = space.planes.add(id=d, name=f"/device:GPU:{d}")
+        plane.stat_metadata[1].name = "correlation_id"
+        plane.event_metadata[1].name = "fusion.kd"
+        plane.event_metadata[2].name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        plane.event_metadata[3].name = "MemcpyD2D"
+        plane.lines.add(id=1, name="Stream #1(Kernel)", timestamp_ns=1000)
+        plane.lines.add(id=2, name="Stream #2(MemcpyD2D)", timestamp_ns=1000)
+        planes.append(plane)
+    for step in range(3):
+        at = step * 100_000_000  # ps: steps of 100 µs
+        if steps:
+            ev = thread.events.add(metadata_id=1, offset_ps=at, duration_ps=90_000_000)
+            ev.stats.add(metadata_id=2, int64_value=step + 10)
+        for d, plane in enumerate(planes):
+            for k, (meta, line) in enumerate(((1, 0), (2 if d == 1 else 1, 0), (3, 1))):
+                correlation += 1
+                launch = thread.events.add(metadata_id=2, offset_ps=at + 1_000_000 * (3 * d + k + 1),
+                                           duration_ps=500_000)
+                launch.stats.add(metadata_id=1, uint64_value=correlation)
+                kernel = plane.lines[line].events.add(metadata_id=meta, duration_ps=4_000_000,
+                                                      offset_ps=at + 20_000_000 + k * 5_000_000)
+                kernel.stats.add(metadata_id=1, uint64_value=correlation)
+    space.planes.append(host)
+    if environment:
+        env = space.planes.add(name="Task Environment")
+        env.stat_metadata[1].name = "profile_start_time"
+        env.stats.add(metadata_id=1, uint64_value=1_700_000_000_000_000_000)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "h.xplane.pb").write_bytes(space.SerializeToString())
+
+
+def test_jax_step_annotations_are_the_steps_and_device_work_is_filed_at_its_launch(tmp_path):
+    _write(tmp_path, steps=True)
+    batches = list(read_profile(discover(tmp_path), Options(kind="detail"), Diagnostics()))
+    by_rank = {(b.rank, b.step_id): b for b in batches}
+    assert sorted(by_rank) == [(r, s) for r in (0, 1) for s in (10, 11, 12)]
+    base = 1_700_000_000_000_000_000 + 1000
+    for (_, step), b in by_rank.items():
+        assert b.step.start_ns == base + (step - 10) * 100_000
+        assert [s.name for s in b.slices if s.layer is Layer.STEP] == [f"Step {step}"]  # every rank's
+        device = [s for s in b.slices if s.layer in (Layer.STREAM, Layer.COMM_OP)]
+        assert len(device) == 3 and all(len(s.flows_in) == 1 for s in device)
+        launches = [s for s in b.slices if s.flows_out]
+        assert sorted(f for s in launches for f in s.flows_out) == \
+            sorted(f for s in device for f in s.flows_in)
+
+
+def test_rccl_kernels_are_collectives_and_memcpy_lines_copies(tmp_path):
+    _write(tmp_path, steps=False)
+    batches = read_profile(discover(tmp_path), Options(kind="detail"), Diagnostics())
+    slices = [s for b in batches for s in b.slices]
+    kinds = Counter((s.rank, s.layer, s.task_type) for s in slices if s.layer is not Layer.HOST)
+    assert kinds == {(0, Layer.STREAM, "GPU kernel"): 6, (0, Layer.STREAM, "MEMCPY"): 3,
+                     (1, Layer.STREAM, "GPU kernel"): 3, (1, Layer.COMM_OP, "allreduce"): 3,
+                     (1, Layer.STREAM, "MEMCPY"): 3}
+    # a launch is its kernel's rank's
+    assert Counter(s.rank for s in slices if s.layer is Layer.HOST) == {0: 9, 1: 9}
+    rows = {r.rank: r for r in overlap_report(tmp_path)}
+    assert rows[1].communication_ns == 3 * 4_000 and rows[1].computing_ns == 3 * 4_000
+
+
+def test_without_a_task_environment_the_times_are_the_files_own_and_said_so(tmp_path, capsys):
+    _write(tmp_path, steps=False, environment=False)
+    ranks = discover(tmp_path)
+    assert all(not r.wall_clock and r.clock_offset_ns == 0 for r in ranks)
+    assert main(["info", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+@pytest.mark.parametrize("name", ["out.pftrace", "out.json"])
+def test_both_kinds_and_writers_load_in_the_trace_processor_with_nothing_repaired(tmp_path, kind, name):
+    out = tmp_path / name
+    result = convert(_sample(), out, kind=kind, max_bytes=None)
+    problems, (slices, _, _) = imported(out, tmp_path)
+    assert problems == [] and slices == result.slices > 0

@@ -36,8 +36,8 @@ def _one_profile(parser: argparse.ArgumentParser) -> None:
     """The input of every command but ``diff``: one profile."""
     parser.add_argument("profile", metavar="PROFILER_DIR",
                         help="a PROF_* or *_ascend_pt directory, a profiler output holding several, "
-                        "a parent of several nodes' outputs, a folder of PyTorch or Paddle profiler "
-                        "files, or one such file")
+                        "a parent of several nodes' outputs, a folder of PyTorch, Paddle, Nsight Systems, "
+                        "JAX or rocprof profiler files, or one such file")
 
 
 @dataclass(frozen=True)
@@ -597,11 +597,11 @@ def _run_pipeline(args: argparse.Namespace) -> int:
 COMMANDS = {c.name: c for c in (
     Command(
         "convert", "the profile into one Perfetto trace or Chrome JSON (the default: trace2perfetto DIR)",
-        "Convert NPU and GPU profiler output (CANN msprof PROF_* directories, torch_npu and MindSpore "
-        "*_ascend_pt / *_ascend_ms directories, MindSpore 1.x profiler folders, MindSpore host_info, "
-        "PyTorch profiler *.pt.trace.json / *.json.gz, Paddle *.paddle_trace.json / .pb) into one Perfetto "
-        "trace with every rank on one timeline: step trace, compute/communication overlap lanes and, with "
-        "--kind detail, device streams, communication ops, HCCL planes and host activity.",
+        "Convert NPU and GPU profiler output (CANN msprof PROF_*, torch_npu and MindSpore *_ascend_pt / "
+        "*_ascend_ms, MindSpore 1.x profiler/ and host_info/, PyTorch *.pt.trace.json / *.json.gz, Paddle "
+        "*.paddle_trace.json / .pb, Nsight Systems *.sqlite, JAX *.xplane.pb, rocprofv3 *_results.json) "
+        "into one Perfetto trace with every rank on one timeline: step trace, compute/communication overlap "
+        "lanes and, with --kind detail, device streams, communication ops, HCCL planes and host activity.",
         "examples:\n"
         "  trace2perfetto PROFILER_DIR                    summary of every rank -> PROFILER_DIR.pftrace\n"
         "  trace2perfetto convert PROFILER_DIR            the same\n"

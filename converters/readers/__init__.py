@@ -35,6 +35,7 @@ FORMATS = {
                                "hccl_info")),
     "mindspore_cpu": Clue(holds=("cpu_timeline_display_*.json",)),
     "host_info": Clue(named=("host_info",)),
+    "rocprof": Clue(holds=("*_results.json", "*_results.json.gz")),
     "kineto": Clue(holds=("*.json", "*.json.gz")),
     "paddle": Clue(holds=("*.paddle_trace.json", "*.paddle_trace.pb")),
 }

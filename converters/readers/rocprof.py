@@ -114,7 +114,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
 
 def _steps(marked: list[tuple[int, int]], marker: str | None, path: Path, diag: Diagnostics) -> list[Step]:
     if marker is not None and not marked:
-        diag.warn(markers.UNMATCHED, f"{path}: no rocTX range named {marker!r}; the whole capture is one step")
+        diag.warn(markers.UNMATCHED, f"{path}: no rocTX range named {marker!r}; the whole capture is "
+                  "one step")
     return [Step(None, n, start, start + dur) for n, (start, dur) in enumerate(markers.numbered(marked), 1)]
 
 
@@ -144,7 +145,8 @@ def _by_step(rank: int, held: ByTime, steps: list[Step]) -> Iterator[tuple[StepR
 class _File:
     """One file's records as they stream by, with what is counted of them for the warnings."""
 
-    def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, detail: bool, marker: str | None) -> None:
+    def __init__(self, rank: RankInfo, path: Path, diag: Diagnostics, detail: bool,
+                 marker: str | None) -> None:
         self._rank, self._path, self._diag, self._detail, self._marker = rank, path, diag, detail, marker
         self._gpus: dict[int, int] = {}  # agent handle -> gpu index
         self._symbols: dict[int, str] = {}
@@ -176,7 +178,8 @@ class _File:
     def _on_symbols(self, items: list[Any]) -> None:
         for k in items:
             if isinstance(k, dict) and type(k.get("kernel_id")) is int:
-                name = k.get("formatted_kernel_name") or k.get("demangled_kernel_name") or k.get("kernel_name")
+                name = (k.get("formatted_kernel_name") or k.get("demangled_kernel_name")
+                        or k.get("kernel_name"))
                 if isinstance(name, str) and name:
                     self._symbols[k["kernel_id"]] = name
 
@@ -292,9 +295,9 @@ class _File:
         path, diag = self._path, self._diag
         if self._unnamed:
             ids = ", ".join(str(k) for k in sorted(self._unnamed)[:10])
-            diag.warn("missing_kernel_symbol", f"{path}: kernel_symbols has no entry for kernel ids {ids}"
-                      f"{' ...' if len(self._unnamed) > 10 else ''} ({sum(self._unnamed.values())} dispatches); "
-                      "drawn as 'kernel <id>'")
+            ids += " ..." if len(self._unnamed) > 10 else ""
+            diag.warn("missing_kernel_symbol", f"{path}: kernel_symbols has no entry for kernel ids {ids} "
+                      f"({sum(self._unnamed.values())} dispatches); drawn as 'kernel <id>'")
         for why, n in self._bad.items():
             diag.warn("bad_record", f"{path}: {n} {why}; left out")
         unread = {k: n for k, n in self._unread.items() if n}
@@ -386,8 +389,9 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
                         start = m.start()
                     key = None
                     continue
-                if not frames:
-                    continue
+                if not frames or frames[-1][0] != (byte == 0x5D):
+                    raise InputError(path, f"byte {base + m.start()}", f"not valid JSON (a {chr(byte)!r} "
+                                     "that closes nothing opened)")
                 closed = frames.pop()
                 named = frames[-1][2] if frames and frames[-1][0] else None
                 if named is not None and byte == 0x7D and start >= 0:  # an element ends
@@ -401,7 +405,7 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
                         batch, size = [], 0
                 elif closed[0] and closed[2] is not None:  # a named array ends
                     name = closed[2]
-                    yield name, ([None] * whole if name.startswith("other:") else _decoded(batch, path, diag))
+                    yield name, _batch(name, batch, whole, path, diag)
                     batch, size, whole = [], 0, 0
             else:
                 pos = len(buf)
@@ -415,7 +419,12 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
         diag.warn("truncated_file", f"{path}: cut off at byte {base + len(buf)}"
                   + (f" in {open_name}; read the records before the cut" if open_name else ""))
         if open_name is not None:
-            yield open_name, ([None] * whole if open_name.startswith("other:") else _decoded(batch, path, diag))
+            yield open_name, _batch(open_name, batch, whole, path, diag)
+
+
+def _batch(name: str, batch: list[bytes], whole: int, path: Path, diag: Diagnostics) -> list[Any]:
+    """An array's last batch: its elements decoded, or (an array not read) as many Nones."""
+    return [None] * whole if name.startswith("other:") else _decoded(batch, path, diag)
 
 
 def _name(keys: tuple[str, ...]) -> str | None:

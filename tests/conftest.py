@@ -61,7 +61,7 @@ SLOW_TESTS: dict[str, str] = {
 # One real sample per format in the quick tier (a folder, or the folder its path starts with).
 CHECK_SAMPLES = {"msprof-2rank", "msprof-db", "ascend-pt-2rank", "ascend-pt-db", "kineto-2rank",
                  "mindspore-1x", "mindspore-cpu", "mindspore-2.0-cpu", "paddle-cpu-chrome",
-                 "paddle-cpu-protobuf"}
+                 "paddle-cpu-protobuf", "rocprof-908"}
 
 
 def slow_reason(item: pytest.Item) -> str | None:

@@ -44,6 +44,7 @@ from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.mindspore_cpu_gen import write_mindspore2_cpu_profile
 from fixtures.msprof_gen import write_msprof_profile
 from fixtures.paddle_gen import generate_profile
+from fixtures.rocprof_gen import write_rocprof
 
 DRAWN = "Overlap Analysis"  # the converter's own lanes, computed from the records
 ALL = "every group"  # a truth of all the output's groups but DRAWN
@@ -211,6 +212,19 @@ def _paddle(root: Path, **kw) -> Truth:
     return Truth(records, steps, any(f.truncated_at is not None for f in made.files))
 
 
+def _rocprof(root: Path, **kw) -> Truth:
+    """Counted from each file's JSON: its kernels, copies, HIP calls and rocTX ranges."""
+    made = write_rocprof(root, **kw)
+    records = {}
+    for f in made.files:
+        data = f.path.read_bytes()
+        data = zlib.decompress(data, 31) if f.path.suffix == ".gz" else data
+        [tool] = json.loads(data)["rocprofiler-sdk-tool"]
+        arrays = ("kernel_dispatch", "memory_copy", "hip_api", "marker_api")
+        records[f.rank] = {ALL: sum(len(tool["buffer_records"][k]) for k in arrays)}
+    return Truth(records, {f.rank: set() for f in made.files})  # no --step-marker: no steps
+
+
 def _mixed_fleet(root: Path) -> Truth:
     """Ascend ranks 0-1 and the GPU rank 2 of one run: the Kineto trace moved to when they ran (its
     times count from its ``baseTimeNanoseconds``)."""
@@ -280,6 +294,7 @@ CASES = [
          lambda root: _paddle(root, ranks=2, steps=3, user_ranges=True, recompute=True, shuffle=True,
                               seed=1)),
     Case("Paddle, cut off", lambda root: _paddle(root, steps=4, truncate=True, seed=2)),
+    Case("rocprofv3, 2 ranks, shuffled, gzip", lambda root: _rocprof(root, ranks=2, shuffle=True, gzip=True)),
     Case("mixed fleet: Ascend ranks and a GPU rank of one run", _mixed_fleet),
 ]
 

@@ -25,6 +25,7 @@ from converters.cli import main
 from converters.errors import Diagnostics
 from converters.model import GPU_KERNEL, Layer
 from converters.profile import Kind, Options, read_profile
+from fixtures.rocprof_gen import write_rocprof
 
 SAMPLE = "rocprof-908/908_results.json.gz"
 
@@ -91,54 +92,9 @@ def test_real_rccl_is_a_collective_and_overlap_computes(tmp_path):
 
 # -- small files ----------------------------------------------------------------------------------
 
-_KINDS = [{"kind": "NONE", "operations": []}] + [{"kind": f"K{i}", "operations": []} for i in range(1, 34)]
-_KINDS[5] = {"kind": "HIP_RUNTIME_API", "operations": ["hipApiName", "hipLaunchKernel", "hipMemcpyAsync"]}
-_KINDS[7] = {"kind": "MARKER_CORE_API", "operations": ["roctxMarkA", "roctxRangePushA", "roctxRangePop"]}
-_KINDS[10] = {"kind": "MEMORY_COPY", "operations": ["MEMORY_COPY_NONE", "MEMORY_COPY_HOST_TO_HOST",
-                                                     "MEMORY_COPY_HOST_TO_DEVICE"]}
-_GPU_AGENT, _CPU_AGENT = 101, 100
-
-
 def _file(folder: Path, steps: int = 3, missing_symbol: bool = False) -> tuple[Path, dict]:
-    """A rocprofv3 JSON with rocTX ``step`` ranges, each holding a launch and its kernel, an
-    RCCL kernel and a host-to-device copy."""
-    symbols = [{"kernel_id": 1, "kernel_name": "_Z4gemmv.kd", "formatted_kernel_name": "gemm()"},
-               {"kernel_id": 2, "kernel_name": "_Z23ncclDevKernel_Generic_1v.kd",
-                "formatted_kernel_name": "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)"}]
-    kernels, copies, hip, marks, messages = [], [], [], [], []
-    corr = 0
-    t0 = 1_000_000_000_000
-    for n in range(steps):
-        base = t0 + n * 1_000_000
-        marks.append({"kind": 7, "operation": 1, "thread_id": 7, "correlation_id": {"internal": 1000 + n},
-                      "start_timestamp": base, "end_timestamp": base + 900_000})
-        messages.append({"key": 1000 + n, "value": "step"})
-        for kernel, queue, at in ((1, 3, 10_000), (2, 4, 300_000)):
-            corr += 1
-            hip.append({"kind": 5, "operation": 1, "thread_id": 7, "correlation_id": {"internal": corr},
-                        "start_timestamp": base + at, "end_timestamp": base + at + 5_000})
-            kernels.append({"kind": 11, "operation": 2, "thread_id": 7, "correlation_id": {"internal": corr},
-                            "start_timestamp": base + at + 20_000, "end_timestamp": base + at + 120_000,
-                            "dispatch_info": {"agent_id": {"handle": _GPU_AGENT},
-                                              "queue_id": {"handle": queue},
-                                              "kernel_id": 3 if missing_symbol and n == 1 and kernel == 1
-                                              else kernel}})
-        corr += 1
-        copies.append({"kind": 10, "operation": 2, "thread_id": 7, "correlation_id": {"internal": corr},
-                       "start_timestamp": base + 600_000, "end_timestamp": base + 650_000,
-                       "dst_agent_id": {"handle": _GPU_AGENT}, "src_agent_id": {"handle": _CPU_AGENT},
-                       "bytes": 4096})
-    tool = {"metadata": {"pid": 42, "init_time": t0 - 1000, "node": {"hostname": "box"}},
-            "agents": [{"id": {"handle": _CPU_AGENT}, "type": 1},
-                       {"id": {"handle": _GPU_AGENT}, "type": 2, "gpu_index": 0}],
-            "strings": {"buffer_records": _KINDS, "marker_api": messages},
-            "kernel_symbols": symbols,
-            "buffer_records": {"kernel_dispatch": kernels, "hip_api": hip, "marker_api": marks,
-                               "memory_copy": copies, "scratch_memory": [{"x": 1}]}}
-    path = folder / "42_results.json"
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"rocprofiler-sdk-tool": [tool]}, indent=1))
-    return path, tool
+    [made] = write_rocprof(folder, steps=steps, missing_symbol=missing_symbol).files
+    return made.path, made.tool
 
 
 def test_launches_copies_markers_and_steps(tmp_path):

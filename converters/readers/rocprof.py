@@ -89,11 +89,19 @@ _META = {key: re.compile(rb'"' + key.encode() + rb'"\s*:\s*("(?:[^"\\]|\\.)*"|\d
 def _rank_info(path: Path, rank: int) -> RankInfo:
     """The rank of one file, from its ``metadata`` (which rocprofv3 writes first)."""
     head = first_bytes(path, _HEAD)
-    meta = {key: orjson.loads(found[1]) for key, pattern in _META.items() if (found := pattern.search(head))}
-    start = meta.get("init_time")
-    return RankInfo(rank=rank, format=NAME, path=path, host=meta.get("hostname") or None,
+    meta = {key: _value(found[1]) for key, pattern in _META.items() if (found := pattern.search(head))}
+    start, host = meta.get("init_time"), meta.get("hostname")
+    return RankInfo(rank=rank, format=NAME, path=path, host=host if isinstance(host, str) and host else None,
                     start_ns=start if type(start) is int else None, clock=CLOCK, source_paths=(path,),
                     wall_clock=False)
+
+
+def _value(text: bytes) -> Any:
+    """A metadata value as written; None where it is no JSON (a name with a broken escape)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,

@@ -143,7 +143,8 @@ def test_a_cut_file_gives_its_records_up_to_the_cut_with_a_warning(tmp_path, fra
 
 
 @pytest.mark.parametrize("damage", [(b'"kernel_dispatch": [', b'"kernel_dispatch": [}'),
-                                    (b'"gemm()"', b'"gemm\x00{]]()"'), (b'"hip_api": [', b'"hip_api": [{1,')])
+                                    (b'"gemm()"', b'"gemm\x00{]]()"'), (b'"hip_api": [', b'"hip_api": [{1,'),
+                                    (b'"hostname": "box"', b'"hostname": "b\\ud800ox"')])
 def test_garbage_is_an_error_naming_the_file_or_a_counted_warning_never_a_traceback(tmp_path, capsys, damage):
     path, _ = _file(tmp_path / "in")
     data = path.read_bytes().replace(b'"kernel_dispatch": [\n', b'"kernel_dispatch": [')

@@ -58,6 +58,7 @@ _ARRAYS = {  # the arrays read, by where they lie (keys from the tool's object),
     **{("buffer_records", api): api for api in _HOST_APIS},
 }
 _BATCH_BYTES = 1 << 20
+MAX_RECORD_BYTES = 16 << 20  # no record (nor string) is longer: past it the file is damaged
 
 
 def sniff(folder: Path) -> bool:
@@ -422,6 +423,10 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
             keep = min(pos, start) if start >= 0 else pos
             buf, base, pos = buf[keep:], base + keep, pos - keep
             start = start - keep if start >= 0 else -1
+            if len(buf) > MAX_RECORD_BYTES:  # a record or string that never ends: memory and time bounded
+                raise InputError(path, f"byte {base}", f"a record or string of more than "
+                                 f"{MAX_RECORD_BYTES >> 20} MiB, which rocprofv3 never writes (damaged: a "
+                                 "quote or bracket lost?)")
     if frames:
         open_name = next((fr[2] for fr in reversed(frames) if fr[2] is not None), None)
         diag.warn("truncated_file", f"{path}: cut off at byte {base + len(buf)}"

@@ -22,7 +22,7 @@ from converters.analyses.info import info_report
 from converters.analyses.ops import ops_report
 from converters.analyses.overlap import overlap_report
 from converters.cli import main
-from converters.errors import Diagnostics
+from converters.errors import Diagnostics, InputError
 from converters.model import GPU_KERNEL, Layer
 from converters.profile import Kind, Options, read_profile
 from fixtures.rocprof_gen import write_rocprof
@@ -162,3 +162,16 @@ def test_cli_commands_on_a_small_file(tmp_path, capsys):
     for command in (["info"], ["overlap"], ["ops", "--by", "name"], ["comm"], ["critical"]):
         assert main([*command, str(path)]) == 0, (command, capsys.readouterr().err[-500:])
         assert "gemm()" in capsys.readouterr().out or command[0] in ("info", "overlap", "comm")
+
+
+def test_a_string_that_never_ends_is_an_error_in_bounded_memory(tmp_path, monkeypatch):
+    from converters.readers import rocprof
+
+    monkeypatch.setattr(rocprof, "MAX_RECORD_BYTES", 1 << 16)
+    path, _ = _file(tmp_path / "in")
+    data = path.read_bytes()
+    at = data.index(b'"kernel_dispatch": [') + 20
+    path.write_bytes(data[:at] + b'{"x": "' + b"x" * (3 << 20) + data[at:].replace(b'"', b""))  # never closed
+    with pytest.raises(InputError, match="never writes") as e:
+        list(read_profile(discover(path.parent), Options(kind=Kind.DETAIL), Diagnostics()))
+    assert e.value.path == path

@@ -58,6 +58,7 @@ _ARRAYS = {  # the arrays read, by where they lie (keys from the tool's object),
     **{("buffer_records", api): api for api in _HOST_APIS},
 }
 _BATCH_BYTES = 1 << 20
+_MAX_DEPTH = 64  # rocprofv3 nests 6 deep
 MAX_RECORD_BYTES = 16 << 20  # no record (nor string) is longer: past it the file is damaged
 
 
@@ -394,6 +395,9 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
                     parent = frames[-1] if frames else (True, (), None)  # the top level: no key
                     keys = parent[1] if parent[0] else (*parent[1], key or "")
                     frames.append((byte == 0x5B, keys, _name(keys) if byte == 0x5B else None))
+                    if len(frames) > _MAX_DEPTH:
+                        raise InputError(path, f"byte {base + m.start()}", f"nested deeper than "
+                                         f"{_MAX_DEPTH}, which rocprofv3 never writes (damaged: a quote lost?)")
                     if in_array and byte == 0x7B:  # an element of a named array begins
                         start = m.start()
                     key = None

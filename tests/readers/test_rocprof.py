@@ -175,3 +175,13 @@ def test_a_string_that_never_ends_is_an_error_in_bounded_memory(tmp_path, monkey
     with pytest.raises(InputError, match="never writes") as e:
         list(read_profile(discover(path.parent), Options(kind=Kind.DETAIL), Diagnostics()))
     assert e.value.path == path
+
+
+def test_nesting_no_profiler_writes_is_an_error_not_a_memory_blowup(tmp_path):
+    path, _ = _file(tmp_path / "in")
+    data = path.read_bytes()
+    at = data.index(b'"kernel_dispatch": [') + 20
+    path.write_bytes(data[:at] + b'{"a": ' * 100_000 + data[at:])
+    with pytest.raises(InputError, match="nested deeper") as e:
+        list(read_profile(discover(path.parent), Options(kind=Kind.DETAIL), Diagnostics()))
+    assert e.value.path == path

@@ -397,7 +397,7 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
                     frames.append((byte == 0x5B, keys, _name(keys) if byte == 0x5B else None))
                     if len(frames) > _MAX_DEPTH:
                         raise InputError(path, f"byte {base + m.start()}", f"nested deeper than "
-                                         f"{_MAX_DEPTH}, which rocprofv3 never writes (damaged: a quote lost?)")
+                                         f"{_MAX_DEPTH}, which rocprofv3 never writes (damaged?)")
                     if in_array and byte == 0x7B:  # an element of a named array begins
                         start = m.start()
                     key = None

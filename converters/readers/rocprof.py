@@ -183,7 +183,10 @@ class _File:
         for a in items:
             if isinstance(a, dict) and a.get("type") == _GPU:
                 index = a.get("gpu_index", a.get("logical_node_type_id"))
-                self._gpus[_handle(a.get("id"))] = index if type(index) is int else len(self._gpus)
+                try:
+                    self._gpus[_handle(a.get("id"))] = index if type(index) is int else len(self._gpus)
+                except ValueError:  # its records are then on no GPU of the list: counted there
+                    self._left_out("GPU agents without an id")
 
     def _on_symbols(self, items: list[Any]) -> None:
         for k in items:
@@ -206,7 +209,7 @@ class _File:
         for r in items:
             try:
                 info = r["dispatch_info"]
-                kernel, queue = info["kernel_id"], _handle(info["queue_id"])
+                kernel, queue = _handle(info["kernel_id"]), _handle(info["queue_id"])
                 start, end = _span(r)
                 gpu = self._gpu(_handle(info["agent_id"]))
             except (KeyError, TypeError, ValueError):
@@ -294,9 +297,10 @@ class _File:
     def _operation(self, r: dict) -> str:
         kind, op = r.get("kind"), r.get("operation")
         try:
-            return self._kinds[kind][op]
-        except (IndexError, TypeError):
-            return f"kind {kind} operation {op}"
+            name = self._kinds[kind][op]
+        except (IndexError, TypeError, KeyError):
+            name = None
+        return name if isinstance(name, str) and name else f"kind {kind} operation {op}"
 
     def _left_out(self, why: str) -> None:
         self._bad[why] = self._bad.get(why, 0) + 1
@@ -321,7 +325,7 @@ def _marks(marker: str, name: str) -> bool:
 
 
 def _handle(value: Any) -> int:
-    handle = value["handle"] if isinstance(value, dict) else value
+    handle = value.get("handle") if isinstance(value, dict) else value
     if type(handle) is not int:
         raise ValueError(f"expected a handle, got {handle!r:.40}")
     return handle

@@ -144,7 +144,10 @@ def test_a_cut_file_gives_its_records_up_to_the_cut_with_a_warning(tmp_path, fra
 
 @pytest.mark.parametrize("damage", [(b'"kernel_dispatch": [', b'"kernel_dispatch": [}'),
                                     (b'"gemm()"', b'"gemm\x00{]]()"'), (b'"hip_api": [', b'"hip_api": [{1,'),
-                                    (b'"hostname": "box"', b'"hostname": "b\\ud800ox"')])
+                                    (b'"hostname": "box"', b'"hostname": "b\\ud800ox"'),
+                                    (b'"handle": 101', b'"handle": "NaN"'),
+                                    (b'"kernel_id": 1\n', b'"kernel_id": [1]\n'),
+                                    (b'"operations": [', b'"operations": {"1": 2}, "x": [')])
 def test_garbage_is_an_error_naming_the_file_or_a_counted_warning_never_a_traceback(tmp_path, capsys, damage):
     path, _ = _file(tmp_path / "in")
     data = path.read_bytes().replace(b'"kernel_dispatch": [\n', b'"kernel_dispatch": [')
@@ -153,7 +156,7 @@ def test_garbage_is_an_error_naming_the_file_or_a_counted_warning_never_a_traceb
     path.write_bytes(data.replace(damage[0], damage[1], 1))
     code = main(["ops", "--by", "name", str(path.parent)])
     err = capsys.readouterr().err
-    assert "Traceback" not in err and str(path) in err, err
+    assert "Traceback" not in err and "internal error" not in err and str(path) in err, err
     assert code != 0 or "warning" in err
 
 

@@ -219,8 +219,9 @@ class _File:
             if name is None:
                 self._unnamed[kernel] = self._unnamed.get(kernel, 0) + 1
                 name = f"kernel {kernel}"
-            args = {"kernel_id": kernel, "queue": queue, "correlation_id": _correlation(r),
-                    "grid": _dims(info.get("grid_size")), "workgroup": _dims(info.get("workgroup_size"))}
+            args = _raw({"kernel_id": kernel, "queue": queue, "correlation_id": _correlation(r),
+                         "grid": _dims(info.get("grid_size")),
+                         "workgroup": _dims(info.get("workgroup_size"))})
             kind = collectives.nccl(name)
             if kind is not None:
                 made = Slice(self._rank.rank, Layer.COMM_OP, f"RCCL (GPU {gpu})", name, start, end - start,
@@ -242,7 +243,8 @@ class _File:
             except (KeyError, TypeError, ValueError):
                 self._left_out("memory_copy records without a time or a GPU")
                 continue
-            args = {"bytes": r.get("bytes"), "correlation_id": _correlation(r)}
+            size = r.get("bytes")
+            args = _raw({"bytes": size if type(size) is int else None, "correlation_id": _correlation(r)})
             made = Slice(self._rank.rank, Layer.STREAM, f"GPU {gpu} Copies", self._operation(r), start,
                          end - start, args, "MEMCPY")
             out.append(made)
@@ -266,7 +268,7 @@ class _File:
             if not self._detail:
                 continue
             made = Slice(self._rank.rank, Layer.HOST, f"Thread {thread}", name, start, end - start,
-                         {"correlation_id": _correlation(r)})
+                         _raw({"correlation_id": _correlation(r)}))
             out.append(made)
             if api != "marker_api":
                 out.append(FlowEnd(self._rank.rank, Layer.HOST, made.lane, start, _key(r), True))
@@ -331,9 +333,15 @@ def _handle(value: Any) -> int:
     return handle
 
 
-def _correlation(r: dict) -> Any:
+def _correlation(r: dict) -> int | None:
     found = r.get("correlation_id")
-    return found.get("internal") if isinstance(found, dict) else found
+    found = found.get("internal") if isinstance(found, dict) else found
+    return found if type(found) is int else None
+
+
+def _raw(args: dict[str, Any]) -> bytes:
+    """A slice's args as JSON text: a tenth of a dict's memory, decoded only where written."""
+    return orjson.dumps(args)
 
 
 def _key(r: dict) -> str:

@@ -1,4 +1,4 @@
-"""AMD's rocprofv3 JSON (``--output-format json``: ``<pid>_results.json``; docs/formats.md, rocprofv3).
+"""AMD's rocprofv3 JSON (``--output-format json``: ``<pid>_results.json``; docs/formats.md §10).
 
 One object ``{"rocprofiler-sdk-tool": [{metadata, agents, ..., strings, kernel_symbols, ...,
 buffer_records}]}``, one process each: ``agents`` (CPUs type 1, GPUs type 2 with ``gpu_index``),

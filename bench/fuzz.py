@@ -124,6 +124,11 @@ def _gen_paddle(form: str) -> Callable[[Path], None]:
     return make
 
 
+def _gen_rocprof(root: Path) -> None:
+    from fixtures.rocprof_gen import write_rocprof
+    write_rocprof(root, ranks=2, steps=2, seed=1)
+
+
 BASES = (
     Base("msprof-2rank", real="msprof-2rank"),
     Base("ascend-pt-2rank", real="ascend-pt-2rank"),
@@ -156,6 +161,9 @@ BASES = (
     Base("gen/paddle-chrome", make=_gen_paddle("chrome")),
     Base("gen/paddle-protobuf", make=_gen_paddle("protobuf")),
     Base("gen/nsys", make=_gen_nsys),
+    # not the real rocprof-908 yet: its one 15 s step of 43,915 kernels and 1,310 collectives makes
+    # ``critical`` (and so ``report``) exhaust memory in dependency_graph.contract, whatever the mutation
+    Base("gen/rocprof", make=_gen_rocprof),
 )
 
 # The files some reader reads, by kind; the others (the profilers' own summaries) are not mutated.
@@ -171,6 +179,7 @@ FORMATS = (
     ("text", re.compile(r"^(output_timeline_data_\d+\.txt|output_data_preprocess_aicpu_\d+\.txt|"
                         r"host_start\.log\.\d+|min_cycle_counter_\d+\.txt|"
                         r"cpu_op_execute_timestamp_\d+\.txt)$")),
+    ("rocprof json", re.compile(r"_results\.json$")),
     ("chrome json", re.compile(r"(^trace_view|^msprof_.*|^task_time_.*|^hccl_.*|^step_trace_.*|"
                                r"^timeline_\d+|^cpu_timeline_display_\d+|\.pt\.trace|\.paddle_trace)\.json$|"
                                r"^iter\d+\.trace$")),
@@ -353,6 +362,10 @@ def _whole(data: bytes, rng: random.Random) -> bytes:
                        b'{"traceEvents": [], "traceEvents": {}}', b"\xef\xbb\xbf" + data))
 
 
+ROCPROF_KEYS = ("start_timestamp", "end_timestamp", "kernel_id", "agent_id", "queue_id", "handle",
+                "internal", "correlation_id", "thread_id", "kind", "operation", "type", "gpu_index",
+                "formatted_kernel_name", "kernel_symbols", "buffer_records", "dispatch_info", "operations",
+                "key", "value", "agents")
 CHROME = {"truncate": _truncate, "flip bytes": _flip, "garbage": _garbage, "deep nesting": _deep,
           "wrong types": _wrong_types, "huge numbers": _huge_numbers, "escapes": _escapes,
           "duplicate keys": _duplicate_keys, "not utf-8": _not_utf8, "whole file": _whole}
@@ -633,7 +646,10 @@ def _protobuf_values(data: bytes, rng: random.Random) -> bytes:
 PROTOBUF = {"truncate": _truncate, "flip bytes": _flip, "overlong fields": _protobuf_overlong,
             "wrong values": _protobuf_values, "garbage": _garbage, "whole file": _whole}
 
-MUTATIONS = {"chrome json": CHROME, "gzip": GZIP, "csv": CSV, "text": TEXT, "metadata": METADATA,
+ROCPROF = {**CHROME, "wrong types": lambda data, rng: _replace_values(data, rng, ROCPROF_KEYS,
+                                                                        HOSTILE_VALUES)}
+MUTATIONS = {"rocprof json": ROCPROF,
+             "chrome json": CHROME, "gzip": GZIP, "csv": CSV, "text": TEXT, "metadata": METADATA,
              "sqlite": SQLITE, "protobuf": PROTOBUF}
 
 NOT_UTF8 = b"\xff\xfe-\xe9"  # bytes no UTF-8 decoder accepts, as a name from a Latin-1 system has

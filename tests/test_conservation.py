@@ -46,6 +46,7 @@ from fixtures.msprof_gen import write_msprof_profile
 from fixtures.nsys_gen import write_nsys_export
 from fixtures.paddle_gen import generate_profile
 from fixtures.xplane_gen import write_xspace
+from fixtures.rocprof_gen import write_rocprof
 
 DRAWN = "Overlap Analysis"  # the converter's own lanes, computed from the records
 ALL = "every group"  # a truth of all the output's groups but DRAWN
@@ -232,6 +233,19 @@ def _xplane(root: Path, **kw) -> Truth:
                  {r.rank: {(None, s) for s in r.steps} for r in made.ranks})
 
 
+def _rocprof(root: Path, **kw) -> Truth:
+    """Counted from each file's JSON: its kernels, copies, HIP calls and rocTX ranges."""
+    made = write_rocprof(root, **kw)
+    records = {}
+    for f in made.files:
+        data = f.path.read_bytes()
+        data = zlib.decompress(data, 31) if f.path.suffix == ".gz" else data
+        [tool] = json.loads(data)["rocprofiler-sdk-tool"]
+        arrays = ("kernel_dispatch", "memory_copy", "hip_api", "marker_api")
+        records[f.rank] = {ALL: sum(len(tool["buffer_records"][k]) for k in arrays)}
+    return Truth(records, {f.rank: set() for f in made.files})  # no --step-marker: no steps
+
+
 def _mixed_fleet(root: Path) -> Truth:
     """Ascend ranks 0-1 and the GPU rank 2 of one run: the Kineto trace moved to when they ran (its
     times count from its ``baseTimeNanoseconds``)."""
@@ -306,6 +320,7 @@ CASES = [
     Case("JAX XSpace, 2 hosts, planes, lines and events shuffled",
          lambda root: _xplane(root, hosts=2, devices=3, steps=2, shuffle=True, seed=1)),
     Case("JAX XSpace, no steps", lambda root: _xplane(root, step_annotations=False, seed=2)),
+    Case("rocprofv3, 2 ranks, shuffled, gzip", lambda root: _rocprof(root, ranks=2, shuffle=True, gzip=True)),
     Case("mixed fleet: Ascend ranks and a GPU rank of one run", _mixed_fleet),
 ]
 

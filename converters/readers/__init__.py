@@ -36,6 +36,7 @@ FORMATS = {
     "mindspore_cpu": Clue(holds=("cpu_timeline_display_*.json",)),
     "host_info": Clue(named=("host_info",)),
     "xplane": Clue(holds=("*.xplane.pb",)),
+    "rocprof": Clue(holds=("*_results.json", "*_results.json.gz")),
     "kineto": Clue(holds=("*.json", "*.json.gz")),
     "paddle": Clue(holds=("*.paddle_trace.json", "*.paddle_trace.pb")),
     "nsys": Clue(holds=("*.sqlite",)),

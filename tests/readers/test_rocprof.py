@@ -1,0 +1,190 @@
+"""The rocprofv3 JSON reader (``readers/rocprof.py``): on the real sample (rocprof-908, counted from
+its JSON here, never by the reader), and on small files written here for what the sample lacks
+(HIP API calls and their arrows, memory copies, rocTX steps) and for damage (a missing kernel
+symbol, a cut file, garbage)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import real_data
+from test_trace_processor import imported
+from trace_check import read_perfetto
+
+from converters import convert, discover
+from converters.analyses.comm import comm_report
+from converters.analyses.info import info_report
+from converters.analyses.ops import ops_report
+from converters.analyses.overlap import overlap_report
+from converters.cli import main
+from converters.errors import Diagnostics, InputError
+from converters.model import GPU_KERNEL, Layer
+from converters.profile import Kind, Options, read_profile
+from fixtures.rocprof_gen import write_rocprof
+
+SAMPLE = "rocprof-908/908_results.json.gz"
+
+
+def _real(tmp_path: Path) -> Path:
+    source = real_data("rocprof-908") / "908_results.json.gz"
+    (tmp_path / "in").mkdir()
+    return Path(shutil.copy(source, tmp_path / "in"))
+
+
+def _expected(path: Path) -> tuple[Counter, Counter]:
+    """Dispatches and their time by kernel name, as the JSON's own kernel_symbols name them."""
+    tool = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
+    [tool] = tool["rocprofiler-sdk-tool"]
+    names = {k["kernel_id"]: k["formatted_kernel_name"] for k in tool["kernel_symbols"]}
+    counts, times = Counter(), Counter()
+    for r in tool["buffer_records"]["kernel_dispatch"]:
+        name = names[r["dispatch_info"]["kernel_id"]]
+        counts[name] += 1
+        times[name] += r["end_timestamp"] - r["start_timestamp"]
+    for r in tool["buffer_records"]["memory_copy"]:
+        name = tool["strings"]["buffer_records"][r["kind"]]["operations"][r["operation"]]
+        counts[name] += 1
+        times[name] += r["end_timestamp"] - r["start_timestamp"]
+    return counts, times
+
+
+def test_real_every_dispatch_lands_once_and_ops_by_name_counts_them(tmp_path):
+    path = _real(tmp_path)
+    counts, times = _expected(path)
+    assert sum(counts.values()) == 43_915  # SOURCE.md's figure
+    [info] = discover(path.parent)
+    assert (info.format, info.wall_clock, info.host) == ("rocprof", False, "smci350-zts-gtu-c6-25")
+    out = tmp_path / "out.pftrace"
+    result = convert(path, out, kind="detail", max_bytes=None)
+    trace = read_perfetto(out.read_bytes())
+    drawn = Counter(s.name for s in trace.slices if s.track[0] != "Overlap Analysis")
+    assert drawn == counts, "every kernel dispatch once in the detail trace"
+    problems, _ = imported(out, tmp_path)
+    assert problems == [], problems
+    assert not [w for w in result.warnings if "rocprof" in w or "left out" in w]
+    # ops counts the kernels that compute; RCCL's are communication (comm counts them)
+    computing = {name for name in counts if not name.startswith("ncclDevKernel_")}
+    rows = ops_report(path, by="name")
+    assert {r.name: r.count for r in rows} == {name: counts[name] for name in computing}
+    assert {r.name: r.total_ns for r in rows} == {name: times[name] for name in computing}
+    assert len(comm_report(path).ops) == sum(n for name, n in counts.items() if name not in computing) == 1310
+
+
+def test_real_rccl_is_a_collective_and_overlap_computes(tmp_path):
+    path = _real(tmp_path)
+    [step] = overlap_report(path)
+    assert step.computing_ns and step.computing_ns > 0
+    # the generic RCCL kernel: 1,310 dispatches, 4,158,756,678 ns (SOURCE.md), communication of no known kind
+    assert step.communication_ns == 4_158_756_678
+    [batch] = read_profile(discover(path.parent), Options(kind=Kind.SUMMARY), Diagnostics())
+    comm = [s for s in batch.slices if s.layer is Layer.COMM_OP]
+    assert len(comm) == 1310 and {s.task_type for s in comm} == {"collective"}
+    assert sum(s.dur_ns for s in comm) == 4_158_756_678
+    assert {s.task_type for s in batch.slices if s.layer is Layer.STREAM} == {GPU_KERNEL}
+    [rank] = info_report(path).ranks
+    assert sum(rank.records.values()) == 43_915 and rank.format == "rocprof"
+
+
+# -- small files ----------------------------------------------------------------------------------
+
+def _file(folder: Path, steps: int = 3, missing_symbol: bool = False) -> tuple[Path, dict]:
+    [made] = write_rocprof(folder, steps=steps, missing_symbol=missing_symbol).files
+    return made.path, made.tool
+
+
+def test_launches_copies_markers_and_steps(tmp_path):
+    path, tool = _file(tmp_path / "in", steps=3)
+    counts, _ = _expected(path)
+    out = tmp_path / "out.pftrace"
+    result = convert(path.parent, out, kind="detail", step_marker="step", max_bytes=None)
+    trace = read_perfetto(out.read_bytes())
+    shown = ("Overlap Analysis", "Step Trace", "Host")
+    device = Counter(s.name for s in trace.slices if s.track[0] not in shown)
+    assert device == counts
+    assert trace.flows == 6, "each launch joined to its kernel by correlation id"
+    host = Counter(s.name for s in trace.slices if s.track[0] == "Host")
+    assert host == {"hipLaunchKernel": 6, "step": 3}
+    problems, _ = imported(out, tmp_path)
+    assert problems == []
+    assert any("1 scratch_memory" in w for w in result.warnings), "records not drawn are counted"
+    rows = overlap_report(path.parent, step_marker="step")
+    assert [r.step for r in rows] == [1, 2, 3]
+    assert all(r.computing_ns == 100_000 for r in rows), "a copy is no computation"
+    assert all(r.communication_ns == 100_000 for r in rows)
+
+
+def test_a_missing_kernel_symbol_is_said_with_the_file(tmp_path):
+    path, _ = _file(tmp_path / "in", missing_symbol=True)
+    diag = Diagnostics()
+    [batch] = read_profile(discover(path.parent), Options(kind=Kind.DETAIL), diag)
+    assert "kernel 3" in {s.name for s in batch.slices}
+    message = diag.examples["missing_kernel_symbol"]
+    assert str(path) in message and "kernel ids 3" in message and "1 dispatches" in message
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.6, 0.9])
+def test_a_cut_file_gives_its_records_up_to_the_cut_with_a_warning(tmp_path, fraction):
+    path, tool = _file(tmp_path / "in", steps=20)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * fraction)])
+    diag = Diagnostics()
+    batches = list(read_profile(discover(path.parent), Options(kind=Kind.DETAIL), diag))
+    drawn = [s.start_ns for b in batches for s in b.slices if s.layer in (Layer.STREAM, Layer.COMM_OP)
+             and s.lane != "GPU 0 Copies"]
+    written = [r["start_timestamp"] for r in tool["buffer_records"]["kernel_dispatch"]]
+    assert sorted(drawn) == written[: len(drawn)], "the whole records before the cut, each once"
+    message = diag.examples["truncated_file"]
+    assert str(path) in message and "cut off at byte" in message
+
+
+@pytest.mark.parametrize("damage", [(b'"kernel_dispatch": [', b'"kernel_dispatch": [}'),
+                                    (b'"gemm()"', b'"gemm\x00{]]()"'), (b'"hip_api": [', b'"hip_api": [{1,'),
+                                    (b'"hostname": "box"', b'"hostname": "b\\ud800ox"'),
+                                    (b'"handle": 101', b'"handle": "NaN"'),
+                                    (b'"kernel_id": 1\n', b'"kernel_id": [1]\n'),
+                                    (b'"operations": [', b'"operations": {"1": 2}, "x": [')])
+def test_garbage_is_an_error_naming_the_file_or_a_counted_warning_never_a_traceback(tmp_path, capsys, damage):
+    path, _ = _file(tmp_path / "in")
+    data = path.read_bytes().replace(b'"kernel_dispatch": [\n', b'"kernel_dispatch": [')
+    data = data.replace(b'"hip_api": [\n', b'"hip_api": [')
+    assert damage[0] in data
+    path.write_bytes(data.replace(damage[0], damage[1], 1))
+    code = main(["ops", "--by", "name", str(path.parent)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "internal error" not in err and str(path) in err, err
+    assert code != 0 or "warning" in err
+
+
+def test_cli_commands_on_a_small_file(tmp_path, capsys):
+    path, _ = _file(tmp_path / "in")
+    for command in (["info"], ["overlap"], ["ops", "--by", "name"], ["comm"], ["critical"]):
+        assert main([*command, str(path)]) == 0, (command, capsys.readouterr().err[-500:])
+        assert "gemm()" in capsys.readouterr().out or command[0] in ("info", "overlap", "comm")
+
+
+def test_a_string_that_never_ends_is_an_error_in_bounded_memory(tmp_path, monkeypatch):
+    from converters.readers import rocprof
+
+    monkeypatch.setattr(rocprof, "MAX_RECORD_BYTES", 1 << 16)
+    path, _ = _file(tmp_path / "in")
+    data = path.read_bytes()
+    at = data.index(b'"kernel_dispatch": [') + 20
+    path.write_bytes(data[:at] + b'{"x": "' + b"x" * (3 << 20) + data[at:].replace(b'"', b""))  # never closed
+    with pytest.raises(InputError, match="never writes") as e:
+        list(read_profile(discover(path.parent), Options(kind=Kind.DETAIL), Diagnostics()))
+    assert e.value.path == path
+
+
+def test_nesting_no_profiler_writes_is_an_error_not_a_memory_blowup(tmp_path):
+    path, _ = _file(tmp_path / "in")
+    data = path.read_bytes()
+    at = data.index(b'"kernel_dispatch": [') + 20
+    path.write_bytes(data[:at] + b'{"a": ' * 100_000 + data[at:])
+    with pytest.raises(InputError, match="nested deeper") as e:
+        list(read_profile(discover(path.parent), Options(kind=Kind.DETAIL), Diagnostics()))
+    assert e.value.path == path

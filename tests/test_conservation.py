@@ -45,8 +45,8 @@ from fixtures.mindspore_cpu_gen import write_mindspore2_cpu_profile
 from fixtures.msprof_gen import write_msprof_profile
 from fixtures.nsys_gen import write_nsys_export
 from fixtures.paddle_gen import generate_profile
-from fixtures.xplane_gen import write_xspace
 from fixtures.rocprof_gen import write_rocprof
+from fixtures.xplane_gen import write_xspace
 
 DRAWN = "Overlap Analysis"  # the converter's own lanes, computed from the records
 ALL = "every group"  # a truth of all the output's groups but DRAWN

@@ -52,6 +52,12 @@ KINDS = ("compute", "communication", "wait", "idle", "host")
 UNSPLIT = "communication_or_wait"
 SEGMENT_KINDS = (*KINDS[:3], UNSPLIT, *KINDS[3:])
 NO_DEVICE = "the device side of the step is not recorded on rank {ranks}"
+# ``contract`` holds a chain per (completion, arrival) pair of a rank's step: past this many
+# communication ops times tasks (rocprof-908's one step: 1,310 x 45,000) the path is left unknown
+# rather than filling memory
+CONTRACT_BUDGET = 20_000_000
+TOO_LARGE = ("rank {rank}'s step holds {syncs:,} communication ops among {nodes:,} tasks: too many to "
+             "contract in memory (mark shorter steps: --step-marker)")
 
 
 class WhatIf(NamedTuple):
@@ -123,6 +129,8 @@ class RankStep(NamedTuple):
     chains: Chains
     has_device: bool = True  # False: its device tasks are not recorded (``StepRecords.has_device``)
     host_work: bool = False  # True: no device work recorded, its host operators are the compute
+    too_large: str | None = None  # why it was not contracted (``CONTRACT_BUDGET``); None: it was
+    last_ns: int = 0  # its last work's end
 
 
 def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
@@ -145,14 +153,18 @@ def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
 def reduced(step: RankStep, graph: Graph) -> RankStep:
     """``step`` (its rank, step and syncs) with its graph's start, end and contracted chains; the
     chains' slices are the graph's own objects, so each is pickled once."""
+    nodes = graph.nodes
+    step = step._replace(first_ns=min(n.start_ns for n in nodes), last_ns=max(n.end_ns for n in nodes))
+    if len(step.syncs) * len(graph.nodes) > CONTRACT_BUDGET:
+        why = TOO_LARGE.format(rank=step.rank, syncs=len(step.syncs), nodes=len(graph.nodes))
+        return step._replace(too_large=why)
     ends = [i for i, n in enumerate(graph.nodes) if n.kind]
     end = graph.add(Node(step.rank, "", "end", max(graph.nodes[i].end_ns for i in ends), 0), ends)
     syncs = step.syncs
     edges = contract(graph, [s.done for s in syncs], [s.arrival for s in syncs] + [end],
                      {s.arrival: s.done for s in syncs})
     chains = {(c.source, c.sink): tuple(graph.nodes[i] for i in c.chain) for c in edges}
-    return step._replace(first_ns=min(n.start_ns for n in graph.nodes), end=end,
-                         edges=[c._replace(chain=()) for c in edges], chains=chains)
+    return step._replace(end=end, edges=[c._replace(chain=()) for c in edges], chains=chains)
 
 
 def _launches(slices: list[Slice], tasks: list[Slice], pairs: list) -> list[Slice]:
@@ -445,6 +457,10 @@ def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], Chains] | No
               ) -> StepPath:
     """One step of every rank joined (``_join``), its longest path and its what-ifs. ``nodes_of``:
     the slices of a rank's chains, where they are not in its ``RankStep``."""
+    if large := [r for r in found if r.too_large]:  # not contracted: no path, and it is said why
+        lowest, first = min(found, key=lambda r: r.rank), min(r.first_ns for r in found)
+        return StepPath(lowest.graph, lowest.step, max(r.last_ns for r in found) - first, first, [], [],
+                        unknown=large[0].too_large)
     joined = _join(found)
     graph = joined.graph
     durs = graph.durations()

@@ -1,0 +1,31 @@
+"""A step too large to contract (its communication ops times its tasks past ``CONTRACT_BUDGET``)
+gets an unknown path that says why, not an exhausted memory: rocprof-908's one step of 43,915
+kernels and 1,310 collectives made ``critical`` and ``report`` fill memory before."""
+
+from __future__ import annotations
+
+import json
+
+from converters.analyses import critical
+from converters.analyses.critical import critical_report
+from converters.cli import main
+from tests.conftest import real_data
+
+
+def test_a_step_past_the_budget_is_unknown_and_says_why(monkeypatch):
+    source = real_data("kineto-2rank")
+    known = list(critical_report(source))
+    assert known and all(p.unknown is None for p in known)
+    monkeypatch.setattr(critical, "CONTRACT_BUDGET", 1)
+    found = list(critical_report(source))
+    assert [(p.graph, p.step) for p in found] == [(p.graph, p.step) for p in known]
+    for path, before in zip(found, known, strict=True):
+        assert "too many to contract in memory" in path.unknown
+        assert path.path == [] and path.what_if == []
+        assert path.step_ns == before.step_ns  # the span is the input's, path or none
+
+
+def test_real_rocprof_s_one_long_step_is_said_unknown(capsys):
+    assert main(["critical", str(real_data("rocprof-908")), "--format", "json", "-q"]) == 0
+    steps = json.loads(capsys.readouterr().out)
+    assert len(steps) == 1 and "1,310 communication ops" in steps[0]["unknown"]

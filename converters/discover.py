@@ -121,6 +121,11 @@ def _rank_dirs(root: Path, diag: Diagnostics | None):
         held = subdirs + files
         found = readers.recognise(here, held)
         if found is not None:
+            others = readers.also_recognise(here, held, found) if diag is not None else []
+            if others:
+                diag.warn("other_format_unread", f"{here}: also holds {' and '.join(r.name for r in others)}"
+                          f" output, not read (a folder is read as {found.name}'s): pass it in a folder of"
+                          " its own")
             yield here, found
             if not found.files:
                 subdirs.clear()

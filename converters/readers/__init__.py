@@ -65,6 +65,12 @@ def recognise(folder: Path, names: Iterable[str]) -> Reader | None:
     return next((r for r in candidates(folder, names) if r.sniff(folder)), None)
 
 
+def also_recognise(folder: Path, names: Iterable[str], found: Reader) -> list[Reader]:
+    """The other readers that would read ``folder`` (``found`` reads it): their files are not read,
+    since one folder is one reader's."""
+    return [r for r in candidates(folder, names) if r is not found and r.sniff(folder)]
+
+
 def missing_data(folder: Path, names: Iterable[str]) -> tuple[str, str] | None:
     """Why a folder no reader recognises, but one knows as a rank's by its name, holds nothing to
     read (a warning and its subject); None if no reader says so."""

@@ -121,7 +121,8 @@ def _rank_dirs(root: Path, diag: Diagnostics | None):
         held = subdirs + files
         found = readers.recognise(here, held)
         if found is not None:
-            others = readers.also_recognise(here, held, found) if diag is not None else []
+            # a folder of rank files (not a profiler's own folder) may hold another profiler's files
+            others = readers.also_recognise(here, held, found) if diag is not None and found.files else []
             if others:
                 diag.warn("other_format_unread", f"{here}: also holds {' and '.join(r.name for r in others)}"
                           f" output, not read (a folder is read as {found.name}'s): pass it in a folder of"

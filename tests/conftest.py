@@ -56,6 +56,10 @@ SLOW_TESTS: dict[str, str] = {
         "every wrong type of every field in each real sample (the quick tier has the hypothesis one)",
     "test_the_comparison_holds_every_slice_of_both_runs_and_loads_whole":
         "every pair of real samples, both writers",
+    "test_real_every_dispatch_lands_once_and_ops_by_name_counts_them":
+        "rocprof-908's 43,915 dispatches read in detail and by ops (the quick tier keeps its other tests)",
+    "test_real_rccl_is_a_collective_and_overlap_computes": "rocprof-908 through comm and overlap",
+    "test_real_rocprof_s_one_long_step_is_said_unknown": "rocprof-908's one long step through critical",
 }
 
 # One real sample per format in the quick tier (a folder, or the folder its path starts with).

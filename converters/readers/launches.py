@@ -43,9 +43,9 @@ from ..model import (
     checked_ns,
 )
 from .common.events import Event
+from .common.spilled_flows import OUTSIDE
 from .common.times import us_to_ns
 
-OUTSIDE = -1  # the step of device work launched in no step's window, or whose launch is not recorded
 COMM_OPS = ("record_param_comms", "nccl:", "c10d::")  # the host ops that launch a collective's kernels
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")  # replays: their kernels share the launch's id
 # What a collective's op says of it, copied onto its kernels where they lack it (PyTorch's

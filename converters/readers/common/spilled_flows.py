@@ -14,9 +14,10 @@ from ...errors import Diagnostics
 from ...intervals import is_compute
 from ...model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
 from .._core import by_step, later_steps
-from ..launches import OUTSIDE
 from .flows import Linker
 from .spill import Runs, StepSpill
+
+OUTSIDE = -1  # the step of device work launched in no step's window, or whose launch is not recorded
 
 
 class Packed(NamedTuple):

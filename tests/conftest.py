@@ -47,6 +47,7 @@ SLOW_FILES = {
     "test_cluster.py": "a Dask LocalCluster, and 4,096 ranks in a driver of its own",
     "test_conservation.py": "21 generated profiles through the whole pipeline, every record counted",
     "test_trace_processor.py": "Perfetto's trace processor loading every trace of every sample",
+    "test_critical_hta.py": "HTA's own critical path of two real ranks, built before the first test",
 }
 # Tests (by function name, any parameter) outside the quick tier, and why.
 SLOW_TESTS: dict[str, str] = {
@@ -60,6 +61,17 @@ SLOW_TESTS: dict[str, str] = {
         "rocprof-908's 43,915 dispatches read in detail and by ops (the quick tier keeps its other tests)",
     "test_real_rccl_is_a_collective_and_overlap_computes": "rocprof-908 through comm and overlap",
     "test_real_rocprof_s_one_long_step_is_said_unknown": "rocprof-908's one long step through critical",
+    "test_every_real_sample_makes_a_report": "a report of each real sample (the other report tests read one per format)",
+    "test_the_gpu_profilers_real_samples_mutated_convert_with_a_warning_or_fail_cleanly":
+        "each mutation of each GPU sample through every command (test_fuzz_sample's kind; the quick tier "
+        "has the hypothesis one)",
+    "test_arrow_warnings_only_from_commands_that_draw_arrows": "every command on a level-0 and a level-1 copy",
+    "test_the_pipeline_lanes_load_with_their_arrows": "the trace processor loading each made pipeline sample",
+    "test_info_estimates_each_output_formats_size_within_a_quarter": "each sample converted to every format",
+    "test_memory_does_not_grow_with_steps": "peak RSS as a generated profile grows, as in test_memory.py",
+    "test_size_near_target_and_fast": "a 47 MB generated Kineto trace",
+    "test_names_last_shuffled_and_gzipped_draws_exactly_what_the_ordered_file_draws":
+        "one generated trace read in three orders and forms",
 }
 
 # One real sample per format in the quick tier (a folder, or the folder its path starts with).

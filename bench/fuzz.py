@@ -1035,13 +1035,6 @@ def _warm(bases: dict[str, Path]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import converters.analyses.report  # noqa: F401
     import converters.cli  # noqa: F401
-    try:
-        import matplotlib.collections  # noqa: F401
-        import matplotlib.colors  # noqa: F401
-        import matplotlib.figure  # noqa: F401
-        import matplotlib.patches  # noqa: F401
-    except ImportError:
-        pass
 
 
 def _in_worker(job: tuple[Case, Path, int, float, bool]) -> Outcome:

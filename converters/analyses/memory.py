@@ -192,7 +192,13 @@ def memory_report(
 
 def rank_peaks(info: RankInfo, options: Options, diag: Diagnostics) -> list[PeakRow]:
     """One rank's peaks and holders: two reads of its memory records. Runs in a worker process."""
-    rows = peaks(info, memory_records(info, diag))
+    return _peaks_of(info, memory_records(info, diag))
+
+
+def _peaks_of(info: RankInfo, records: Iterable[Slice | Sample]) -> list[PeakRow]:
+    """The peaks of ``records`` (the rank's memory records: the first read) and their holders (a
+    second read, where there are allocations)."""
+    rows = peaks(info, records)
     if any(row.allocations for row in rows.values()):
         holders(rows, device_memory(info, Diagnostics()))  # the same records: their warnings said once
     return [rows[c] for c in sorted(rows)]
@@ -223,15 +229,23 @@ def memory_overview(
 
 def rank_overview(info: RankInfo, options: Options, diag: Diagnostics
                   ) -> tuple[list[PeakRow], dict[str, list[tuple[int, float]]]]:
-    """One rank's peaks and series. Runs in a worker process."""
-    rows = rank_peaks(info, options, diag)
+    """One rank's peaks and series. Runs in a worker process. The series of every counter are kept
+    (thinned, so bounded) as the peaks' read passes them, and those of each component's peak kind
+    returned: one read of the records fewer than reading them again once the kinds are known."""
+    every: dict[tuple[str, str], MaxSeries] = {}
+
+    def counted(records: Iterable[Slice | Sample]) -> Iterator[Slice | Sample]:
+        for r in records:
+            if type(r) is Sample and (found := memory_counter_of(r.lane)) is not None:
+                series = every.get(found)
+                if series is None:
+                    series = every[found] = MaxSeries(SERIES_POINTS)
+                series.add(r.start_ns, r.value)
+            yield r
+
+    rows = _peaks_of(info, counted(memory_records(info, diag)))
     kinds = {row.component: next(k for k in MEMORY_KINDS if k in row.peaks) for row in rows}
-    kept: dict[str, MaxSeries] = {c: MaxSeries(SERIES_POINTS) for c in kinds}
-    for r in memory_records(info, Diagnostics()):
-        found = memory_counter_of(r.lane) if type(r) is Sample else None
-        if found is not None and kinds.get(found[0]) == found[1]:
-            kept[found[0]].add(r.start_ns, r.value)
-    return rows, {c: series.series for c, series in kept.items()}
+    return rows, {c: every[c, kind].series if (c, kind) in every else [] for c, kind in kinds.items()}
 
 
 class MaxSeries:

@@ -128,9 +128,7 @@ def _bytes(n: int) -> str:
 
 def render_html(report: Report, command: str) -> str:
     """The report as one self-contained HTML page: inline CSS and SVG, no script, no network."""
-    plots = Plots()
-    with plots.styled():
-        return _page(plots, report, command)
+    return _page(Plots(), report, command)
 
 
 def _page(plots: Plots, report: Report, command: str) -> str:

@@ -234,15 +234,15 @@ def _xplane(root: Path, **kw) -> Truth:
 
 
 def _rocprof(root: Path, **kw) -> Truth:
-    """Counted from each file's JSON: its kernels, copies, HIP calls and rocTX ranges."""
+    """Counted from each file's JSON: its kernels, copies, HIP and RCCL calls and rocTX ranges."""
     made = write_rocprof(root, **kw)
     records = {}
     for f in made.files:
         data = f.path.read_bytes()
         data = zlib.decompress(data, 31) if f.path.suffix == ".gz" else data
         [tool] = json.loads(data)["rocprofiler-sdk-tool"]
-        arrays = ("kernel_dispatch", "memory_copy", "hip_api", "marker_api")
-        records[f.rank] = {ALL: sum(len(tool["buffer_records"][k]) for k in arrays)}
+        arrays = ("kernel_dispatch", "memory_copy", "hip_api", "marker_api", "rccl_api")
+        records[f.rank] = {ALL: sum(len(tool["buffer_records"].get(k, [])) for k in arrays)}
     return Truth(records, {f.rank: set() for f in made.files})  # no --step-marker: no steps
 
 
@@ -320,7 +320,8 @@ CASES = [
     Case("JAX XSpace, 2 hosts, planes, lines and events shuffled",
          lambda root: _xplane(root, hosts=2, devices=3, steps=2, shuffle=True, seed=1)),
     Case("JAX XSpace, no steps", lambda root: _xplane(root, step_annotations=False, seed=2)),
-    Case("rocprofv3, 2 ranks, shuffled, gzip", lambda root: _rocprof(root, ranks=2, shuffle=True, gzip=True)),
+    Case("rocprofv3, 2 ranks, shuffled, gzip, RCCL calls",
+         lambda root: _rocprof(root, ranks=2, shuffle=True, gzip=True, rccl="hip")),
     Case("mixed fleet: Ascend ranks and a GPU rank of one run", _mixed_fleet),
 ]
 

@@ -194,7 +194,8 @@ _OPS = st.dictionaries(st.tuples(_NAMES, st.sampled_from(["device", "host"])),
                        st.tuples(st.integers(1, 5), st.integers(0, 10**9)), max_size=4)
 _PHASE = st.one_of(st.none(), st.integers(0, 10**10))
 _STEP = st.builds(lambda rank, step, phases, ops: StepSample(rank, step, tuple(phases), ops),
-                  st.integers(0, 3), st.integers(0, 100), st.lists(_PHASE, min_size=5, max_size=5), _OPS)
+                  st.integers(0, 3), st.one_of(st.none(), st.integers(0, 100)),  # None: a pseudo step
+                  st.lists(_PHASE, min_size=5, max_size=5), _OPS)
 _SIDE = st.lists(_STEP, max_size=6)
 
 
@@ -211,8 +212,8 @@ def test_swapping_base_and_new_negates_every_delta_and_the_base_sets_the_noise(b
             assert row.delta_mean == pytest.approx(-other.delta_mean, abs=1e-6)
         if by != "step":
             assert row.delta_total == -other.delta_total
-        reference = row.base if row.base.mean is not None else row.new
-        assert row.noise == (None if reference.mean is None else max(
+        reference = row.base if row.base.mean is not None and row.base.count != 0 else row.new
+        assert row.noise == (None if reference.mean is None or not row.comparable else max(
             diff.K * diff.MAD_TO_SIGMA * reference.mad, diff.FLOOR * abs(reference.mean)))
 
 

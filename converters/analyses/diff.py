@@ -107,10 +107,13 @@ class Figure:
 
     samples: tuple[int, ...]
     count: int | None = None
+    # ops: their time outside every step of a side that has steps (its pseudo step: before the
+    # first, after the last, launched in none): in the totals, in no step's sample
+    outside: int = 0
 
     @property
     def total(self) -> int:
-        return sum(self.samples)
+        return sum(self.samples) + self.outside
 
     @property
     def mean(self) -> float | None:
@@ -143,11 +146,19 @@ class DiffRow:
     # False: a side cannot have it (it records no op types, and the other side's type is absent
     # from it for that reason): never significant
     judged: bool = True
+    # False: one side's samples are steps, the other's whole captures (it marks none): the
+    # per-step figures do not compare (``steps_compare``); totals and shares still do
+    comparable: bool = True
+    via: str | None = None  # ops: how its two sides met where both have it (``MATCHED_BY``'s values)
+    # ops: the row's share of each side's device time (%; None for host rows, or no device time)
+    shares: tuple[float | None, float | None] = (None, None)
 
     @property
     def delta_mean(self) -> float | None:
         """The new mean minus the base's (a side without samples counts 0 for ops, unknown for phases)."""
         base, new = self.base.mean, self.new.mean
+        if not self.comparable:
+            return None
         if self.kind != "step":
             base, new = base or 0.0, new or 0.0
         return None if base is None or new is None else new - base
@@ -164,13 +175,15 @@ class DiffRow:
 
     @property
     def noise(self) -> float | None:
-        return noise(self.base, self.new)
+        return noise(self.base, self.new) if self.comparable else None
 
     @property
     def matched(self) -> str:
-        """By op: how the row's two sides were matched (``MATCHED_BY``), ``UNMATCHED`` where one
-        side has none of it."""
-        return MATCHED_BY[self.kind] if self.base.count and self.new.count else UNMATCHED
+        """Ops: how the row's two sides were matched (by framework op, family, name or type),
+        ``UNMATCHED`` where one side has none of it."""
+        if not (self.base.count and self.new.count):
+            return UNMATCHED
+        return self.via or MATCHED_BY.get(self.kind, MATCHED_BY[KERNEL])
 
     @property
     def significant(self) -> bool:
@@ -180,8 +193,8 @@ class DiffRow:
 def noise(base: Figure, new: Figure) -> float | None:
     """How far the means may differ by chance: K robust standard deviations of the base's
     step-to-step spread, and at least FLOOR of the base's mean (of the new one's where the base has
-    none: an op that appears)."""
-    reference = base if base.mean is not None else new
+    none: an op that appears, whose base is all zeros)."""
+    reference = base if base.mean is not None and base.count != 0 else new
     if reference.mean is None:
         return None
     return max(K * MAD_TO_SIGMA * reference.mad, FLOOR * abs(reference.mean))
@@ -309,16 +322,61 @@ def compare(base: Sequence[StepSample], new: Sequence[StepSample], by: str,
     """The rows of two sides' samples, largest regression (Delta of the totals, or of the means by
     step) first. ``families``: op names mapped to their family before matching (across vendors; by
     op only the kernels no framework op launched, whose rows are then the family's)."""
+    comparable = steps_compare(base, new)
     if by == "step":
-        rows = [DiffRow(phase, "step", _phase(base, i), _phase(new, i)) for i, phase in enumerate(PHASES)]
+        rows = [DiffRow(phase, "step", _phase(steps_of(base), i), _phase(steps_of(new), i),
+                        comparable=comparable) for i, phase in enumerate(PHASES)]
         return sorted(rows, key=lambda r: (r.delta_mean is None, -(r.delta_mean or 0.0), r.name))
     sides = (_ops(base, families, by), _ops(new, families, by))
     keys = sorted(set(sides[0]) | set(sides[1]))
-    rows = [DiffRow(*key, *(_op_figure(side.get(key), len(steps))
+    rows = [DiffRow(*key, *(_op_figure(side.get(key), len(steps_of(steps)))
                             for side, steps in zip(sides, (base, new), strict=True)),
-                    *((_comm_parts(base, key), _comm_parts(new, key)) if by == "comm" else ()))
+                    *((_comm_parts(base, key), _comm_parts(new, key)) if by == "comm" else ()),
+                    comparable=comparable, via=None if by == "comm" else _via(key, by, families))
             for key in keys]
+    if by != "comm":
+        rows = _with_shares(rows)
     return sorted(rows, key=lambda r: (-r.delta_total, r.name, r.kind))
+
+
+def is_step(s: StepSample) -> bool:
+    return s.step is not None
+
+
+def steps_of(samples: Sequence[StepSample]) -> list[StepSample]:
+    """The samples that are steps: of a side that marks steps, its steps (its pseudo step, the
+    activity outside them, is no step); of a side that marks none, its whole captures (one a rank)."""
+    stepped = [s for s in samples if is_step(s)]
+    return stepped if stepped else list(samples)
+
+
+def steps_compare(base: Sequence[StepSample], new: Sequence[StepSample]) -> bool:
+    """Whether the sides' per-step figures compare: not where one side's samples are steps and the
+    other's whole captures (a capture of 50 steps is not one slower step)."""
+    return not (base and new) or any(map(is_step, base)) == any(map(is_step, new))
+
+
+def _via(key: tuple[str, str], by: str, families: dict[str, str] | None) -> str:
+    """How an op row's two sides met, where both have it: by framework op, by family (across
+    formats, a name of a family), by name (or op type, by type)."""
+    name, kind = key
+    if by == "op":
+        return MATCHED_BY.get(kind, MATCHED_BY[KERNEL])
+    if families is not None and name in set(families.values()):
+        return MATCHED_BY[FAMILY]
+    return "by type" if by == "type" else MATCHED_BY[KERNEL]
+
+
+def _with_shares(rows: list[DiffRow]) -> list[DiffRow]:
+    """Each device row with its share of each side's device time (every row but host operators')."""
+    device = [r for r in rows if r.kind != HOST]
+    totals = [sum(r.base.total for r in device), sum(r.new.total for r in device)]
+
+    def share(ns: int, total: int) -> float | None:
+        return round(ns / total * 100, 3) if total else None
+
+    return [r if r.kind == HOST else dataclasses.replace(
+        r, shares=(share(r.base.total, totals[0]), share(r.new.total, totals[1]))) for r in rows]
 
 
 def _comm_parts(samples: Sequence[StepSample], key: tuple[str, str]) -> CommParts:
@@ -331,13 +389,19 @@ def _phase(samples: Sequence[StepSample], index: int) -> Figure:
 
 def _ops(samples: Sequence[StepSample], families: dict[str, str] | None,
          by: str = "type") -> dict[tuple[str, str], list]:
-    """Per (name, kind): [count, the per-step totals (0 in a step without it)]."""
-    found: dict[tuple[str, str], list] = defaultdict(lambda: [0, [0] * len(samples)])
-    for index, s in enumerate(samples):
+    """Per (name, kind): [count, the per-step totals (0 in a step without it; ``steps_of``), the
+    time outside the steps]."""
+    steps = {id(s): index for index, s in enumerate(steps_of(samples))}
+    found: dict[tuple[str, str], list] = defaultdict(lambda: [0, [0] * len(steps), 0])
+    for s in samples:
+        index = steps.get(id(s))
         for (name, kind), (count, total) in s.ops.items():
             held = found[_matched_key(name, kind, families, by) if families else (name, kind)]
             held[0] += count
-            held[1][index] += total
+            if index is None:
+                held[2] += total
+            else:
+                held[1][index] += total
     return found
 
 
@@ -350,7 +414,7 @@ def _matched_key(name: str, kind: str, families: dict[str, str], by: str) -> tup
 
 
 def _op_figure(held: list | None, steps: int) -> Figure:
-    return Figure(tuple(held[1]), held[0]) if held else Figure((0,) * steps, 0)
+    return Figure(tuple(held[1]), held[0], held[2]) if held else Figure((0,) * steps, 0)
 
 
 @functools.lru_cache(maxsize=1)
@@ -411,14 +475,33 @@ def diff_report(
     families = None
     if by in ("type", "name", "op") and base_formats != new_formats:
         families = families_of(base_samples, by) | families_of(new_samples, by)
+    _say_steps(base_samples, new_samples, diag)
     rows = compare(base_samples, new_samples, by, families)
     if by == "type":
         rows = _judged_by_type(rows, base_samples, new_samples, diag)
-    if by == "op":
-        diag.note("diff_matched", matched_line(rows))
-    elif families is not None:
+    if by in ("type", "name", "op"):
+        diag.note("diff_matched", matched_line(rows, by))
+    if by != "op" and families is not None:
         _say_unmatched(rows, base_formats, new_formats, diag)
     return rows
+
+
+def _say_steps(base: list[StepSample], new: list[StepSample], diag: Diagnostics) -> None:
+    """What the steps compared leave out: a side's activity outside its steps (no step), and every
+    per-step figure where one side marks no steps."""
+    for label, samples in (("BASE", base), ("NEW", new)):
+        outside = sorted({s.rank for s in samples if not is_step(s)})
+        if outside and any(map(is_step, samples)):
+            diag.warn("diff_outside_steps", f"{label}: the activity outside every step (before the "
+                      f"first, after the last, or launched in none; rank {format_ids(outside)}) is no step: "
+                      "left out of the per-step figures (means, medians, noise; --by step), counted in the "
+                      "totals by op", label)
+    if not steps_compare(base, new):
+        whole = "BASE" if any(map(is_step, new)) else "NEW"
+        diag.warn("diff_whole_capture", f"{whole} marks no steps (each rank's whole capture is one pseudo "
+                  "step) and the other run does: the per-step figures do not compare (Delta of the means, "
+                  "Delta(%), Noise, Significant: -); compared: each side's own figures, the totals and, by "
+                  "op, each row's share of its side's device time (--step-marker NAME marks steps)", "diff")
 
 
 def _judged_by_type(rows: list[DiffRow], base: list[StepSample], new: list[StepSample],
@@ -440,11 +523,13 @@ def _judged_by_type(rows: list[DiffRow], base: list[StepSample], new: list[StepS
 
 
 def how_matched(rows: Iterable[DiffRow]) -> dict[str, tuple[int, ...]]:
-    """By op: per way of matching (``MATCHED_BY``'s values, then ``UNMATCHED``) its rows, and of
-    each side the rows holding some of its kernels and their time (ns): (rows, BASE rows, BASE ns,
-    NEW rows, NEW ns)."""
-    found = {how: [0, 0, 0, 0, 0] for how in (*MATCHED_BY.values(), UNMATCHED)}
+    """Ops: per way of matching (``MATCHED_BY``'s values, by type, then ``UNMATCHED``) its device
+    rows, and of each side the rows holding some of its device time and that time (ns): (rows,
+    BASE rows, BASE ns, NEW rows, NEW ns). Host operators' rows are left out (their time nests)."""
+    found = {how: [0, 0, 0, 0, 0] for how in (*MATCHED_BY.values(), "by type", UNMATCHED)}
     for row in rows:
+        if row.kind == HOST:
+            continue
         held = found[row.matched]
         held[0] += 1
         held[1] += row.base.count > 0
@@ -454,8 +539,9 @@ def how_matched(rows: Iterable[DiffRow]) -> dict[str, tuple[int, ...]]:
     return {how: tuple(figures) for how, figures in found.items()}
 
 
-def matched_line(rows: Sequence[DiffRow]) -> str:
-    """The note of ``--by op``: how much of each side's device time matched how, and what did not."""
+def matched_line(rows: Sequence[DiffRow], by: str = "op") -> str:
+    """The note of ``--by op``/``type``/``name``: how much of each side's device time matched how,
+    and what did not."""
     found = how_matched(rows)
     base_all, new_all = (sum(figures[i] for figures in found.values()) for i in (2, 4))
 
@@ -465,7 +551,8 @@ def matched_line(rows: Sequence[DiffRow]) -> str:
     parts = [f"{how}: {rows_} rows, {share(base_ns, base_all)} and {share(new_ns, new_all)}"
              for how, (rows_, _, base_ns, _, new_ns) in found.items() if how != UNMATCHED and rows_]
     _, base_rows, base_ns, new_rows, new_ns = found[UNMATCHED]
-    return (f"--by op: of BASE's device time ({base_all / 1000:.1f} us) and NEW's ({new_all / 1000:.1f} us), "
+    return (f"--by {by}: of BASE's device time ({base_all / 1000:.1f} us) and NEW's "
+            f"({new_all / 1000:.1f} us), "
             f"matched {'; '.join(parts) or 'none'}; unmatched: {base_rows} rows only in BASE "
             f"({base_ns / 1000:.1f} us, {share(base_ns, base_all)}), {new_rows} only in NEW "
             f"({new_ns / 1000:.1f} us, {share(new_ns, new_all)})")
@@ -500,13 +587,21 @@ def named(rows: Sequence[DiffRow], most: int = 5) -> str:
 STEP_COLUMNS = ("Name", "Base Steps", "New Steps", "Base Mean(us)", "Base Median(us)", "Base Min(us)",
                 "Base Max(us)", "New Mean(us)", "New Median(us)", "New Min(us)", "New Max(us)",
                 "Delta Time(us)", "Delta(%)", "Noise(us)", "Significant")
-OP_COLUMNS = ("Name", "Kind", "Base Count", "New Count", "Base Time(us)", "New Time(us)", "Delta Time(us)",
-              "Delta(%)", "Base Mean(us)", "New Mean(us)", "Noise(us)", "Significant")
-LAUNCHED_COLUMNS = ("Name", "Kind", "Matched", *OP_COLUMNS[2:])
+OP_COLUMNS = ("Name", "Kind", "Matched", "Base Count", "New Count", "Base Time(us)", "New Time(us)",
+              "Base Share(%)", "New Share(%)", "Delta Time(us)", "Delta(%)", "Base Mean(us)", "New Mean(us)",
+              "Noise(us)", "Significant")
+LAUNCHED_COLUMNS = OP_COLUMNS  # by op: the same columns, Kind and Matched say more
 
 
 NOTE = (f"(µs; Delta: NEW - BASE, Delta(%) of the means per step; Significant: beyond Noise = max({K:g} x "
         f"1.4826 x the MAD of BASE's steps, {FLOOR:.0%} of BASE's mean))")
+
+
+def note(rows: Sequence[DiffRow], by: str) -> str:
+    """What the table's figures are, and by op, type or name how much of each side's device time
+    matched the other's (``matched_line``)."""
+    shares = "\n" + matched_line(rows, by) if by in ("type", "name", "op") else ""
+    return NOTE + shares
 
 
 COMM_COLUMNS = ("Name", "Group", "Base Count", "New Count", "Base Time(us)", "New Time(us)", "Delta Time(us)",
@@ -539,10 +634,10 @@ def record(row: DiffRow) -> dict:
                 **sides, "Delta Time(us)": _us(row.delta_mean), **tail}
     if row.base_comm is not None and row.new_comm is not None:
         return _comm_record(row, pct, tail)
-    matched = {"Matched": row.matched} if row.kind in MATCHED_BY else {}
-    return {"Name": row.name, "Kind": row.kind, **matched, "Base Count": row.base.count,
+    return {"Name": row.name, "Kind": row.kind, "Matched": row.matched, "Base Count": row.base.count,
             "New Count": row.new.count,
             "Base Time(us)": _us(row.base.total), "New Time(us)": _us(row.new.total),
+            "Base Share(%)": row.shares[0], "New Share(%)": row.shares[1],
             "Delta Time(us)": _us(row.delta_total), "Delta(%)": pct, "Base Mean(us)": _us(row.base.mean),
             "New Mean(us)": _us(row.new.mean), **tail}
 

@@ -12,7 +12,8 @@ Read in one pass in flat memory (``_sections``): the names come before the recor
 writes them; held are the names (one per kernel symbol), the rocTX ranges of a ``--step-marker``
 and, until each step is yielded, the records (filed on disk by time, ``spill.ByTime``). Kernels are
 ``GPU <gpu_index> Queue <queue>`` lanes; RCCL's a communication op (``collectives.nccl``: the
-generic kernel of RCCL says no type, ``COLLECTIVE``); copies ``MEMCPY`` tasks on their GPU's
+generic kernel of RCCL says no type, ``COLLECTIVE``, unless the file holds the RCCL call that
+launched it: ``RcclCalls``); copies ``MEMCPY`` tasks on their GPU's
 ``Copies`` lane; host APIs and rocTX ranges host ranges on their thread; a host call and the device
 work of its correlation id are joined by an arrow.
 """
@@ -20,7 +21,8 @@ work of its correlation id are joined by an arrow.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,11 @@ import orjson
 
 from ..errors import Diagnostics, InputError
 from ..model import (
+    COLLECTIVE,
     GPU_KERNEL,
+    RECV,
+    SEND,
+    SENDRECV,
     FlowEnd,
     Layer,
     RankInfo,
@@ -118,7 +124,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         for records in file.records():
             held.add(records)
         steps = _steps(file.marked, marker, path, diag)
-        pairs = _by_step(rank.rank, held, steps)
+        pairs = _by_step(rank.rank, held, steps, file.rccl.typed)
         yield from flows.linked(pairs, diag, events=False) if detail else (records for records, _ in pairs)
 
 
@@ -129,14 +135,19 @@ def _steps(marked: list[tuple[int, int]], marker: str | None, path: Path, diag: 
     return [Step(None, n, start, start + dur) for n, (start, dur) in enumerate(markers.numbered(marked), 1)]
 
 
-def _by_step(rank: int, held: ByTime, steps: list[Step]) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
-    """The records held, under the step that holds their start (none: outside every step)."""
+def _by_step(rank: int, held: ByTime, steps: list[Step], typed: Callable[[Slice], Slice] = lambda s: s
+             ) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
+    """The records held, under the step that holds their start (none: outside every step); each
+    RCCL kernel ``typed`` by the call that launched it."""
     def made(step: Step | None, end: int | None) -> tuple[StepRecords, list[FlowEnd]]:
         found = StepRecords(rank, None, None if step is None else step.step, step, [])
         ends: list[FlowEnd] = []
         for batch in held.take_before(end):
             for r in batch:
-                (ends if type(r) is FlowEnd else found.slices).append(r)
+                if type(r) is FlowEnd:
+                    ends.append(r)
+                else:
+                    found.slices.append(typed(r) if r.layer is Layer.COMM_OP else r)
         return found, ends
 
     if not steps:
@@ -166,6 +177,7 @@ class _File:
         self._bad: dict[str, int] = {}  # records left out, by why
         self._unnamed: dict[int, int] = {}  # dispatches of kernel ids kernel_symbols lacks
         self._unread: dict[str, int] = {}  # records of arrays this reader does not read
+        self.rccl = RcclCalls()
 
     def records(self) -> Iterator[list[Slice | FlowEnd]]:
         for name, items in _sections(self._path, self._diag):
@@ -223,6 +235,8 @@ class _File:
                          "grid": _dims(info.get("grid_size")),
                          "workgroup": _dims(info.get("workgroup_size"))})
             kind = collectives.nccl(name)
+            if kind == COLLECTIVE:  # RCCL's generic kernel: its launching call may say which
+                self.rccl.untyped(_correlation(r))
             if kind is not None:
                 made = Slice(self._rank.rank, Layer.COMM_OP, f"RCCL (GPU {gpu})", name, start, end - start,
                              args, comm_type(kind))
@@ -261,7 +275,11 @@ class _File:
                 self._left_out(f"{api} records without a time or thread")
                 continue
             name = self._operation(r)
-            if api == "marker_api":
+            if api == "hip_api":
+                self.rccl.launch(_correlation(r), thread, start)
+            elif api == "rccl_api":
+                self.rccl.call(_correlation(r), thread, start, end, name)
+            elif api == "marker_api":
                 name = self._messages.get(_correlation(r), name)
                 if self._marker is not None and _marks(self._marker, name):
                     self.marked.append((start, end - start))
@@ -320,6 +338,97 @@ class _File:
         if unread:
             diag.warn("unread_records", f"{path}: records this reader does not draw, left out: "
                       + ", ".join(f"{n} {k}" for k, n in sorted(unread.items())))
+
+
+class RcclCalls:
+    """Which collective each RCCL generic kernel (``ncclDevKernel_Generic``) ran, from the RCCL call
+    that launched it (``rccl_api``: ``ncclAllReduce``, ...), as Kineto's ``record_param_comms`` says
+    it (docs/formats.md §12). rocprofv3 gives a dispatch the correlation id innermost on its
+    thread when it was enqueued: the RCCL call's own where HIP is not traced; else the HIP launch's
+    (``hip_api``), which runs inside the RCCL call on the same thread. A kernel launched by
+    ``ncclGroupEnd`` ran the calls of its group (since the ``ncclGroupStart`` on that thread): one
+    kind, that kind; sends and receives, ``SENDRECV``; else ``COLLECTIVE``. Held: the generic
+    kernels' correlation ids, their HIP launches, and the RCCL calls (a few per collective)."""
+
+    def __init__(self) -> None:
+        self._kernels: set[int] = set()
+        self._launches: dict[int, tuple[int, int]] = {}  # a kernel's HIP launch: thread, start
+        self._calls: dict[int, list[tuple[int, int, str]]] = {}  # per thread: start, end, name
+        self._own: dict[int, tuple[int, int]] = {}  # a call's correlation id -> thread, start
+        self._sorted = False
+
+    def untyped(self, correlation: int | None) -> None:
+        if correlation is not None:
+            self._kernels.add(correlation)
+
+    def launch(self, correlation: int | None, thread: int, start: int) -> None:
+        if correlation in self._kernels:
+            self._launches[correlation] = (thread, start)
+
+    def call(self, correlation: int | None, thread: int, start: int, end: int, name: str) -> None:
+        self._calls.setdefault(thread, []).append((start, end, name))
+        if correlation is not None:
+            self._own[correlation] = (thread, start)
+        self._sorted = False
+
+    def typed(self, op: Slice) -> Slice:
+        """The RCCL kernel with the kind and name of the call that launched it, where the file holds it."""
+        if op.task_type != COLLECTIVE or not self._calls:
+            return op
+        args = orjson.loads(op.args) if isinstance(op.args, bytes) else {}
+        found = self._launcher(args.get("correlation_id"))
+        if found is None:
+            return op
+        kind, name = found
+        return op._replace(task_type=comm_type(kind), args=_raw({**args, "rccl call": name}))
+
+    def _launcher(self, correlation: Any) -> tuple[str, str] | None:
+        if not self._sorted:
+            for calls in self._calls.values():
+                calls.sort()
+            self._sorted = True
+        at = self._own.get(correlation) or self._launches.get(correlation)
+        if at is None:
+            return None
+        thread, start = at
+        calls = self._calls.get(thread, [])
+        index = bisect_right(calls, (start, _LAST, "")) - 1  # the latest call begun by then
+        while index >= 0 and calls[index][1] < start:  # ended before: not the launching one
+            index -= 1
+        if index < 0:
+            return None
+        name = calls[index][2]
+        if name != "ncclGroupEnd":
+            kind = _rccl_kind(name)
+            return None if kind is None else (kind, name)
+        return _group_kind(calls, index)
+
+
+_LAST = 1 << 64  # after any end: bisect finds every call begun by a time
+
+
+def _rccl_kind(name: str) -> str | None:
+    """What an RCCL call does (``ncclAllReduce``: allreduce); None for one that runs no collective
+    (``ncclCommInitRank``, ``ncclGroupStart``)."""
+    return collectives.of_word(name.removeprefix("nccl")) if name.startswith("nccl") else None
+
+
+def _group_kind(calls: list[tuple[int, int, str]], end: int) -> tuple[str, str] | None:
+    """The kind of the calls of the group ``ncclGroupEnd`` (at ``end``) closes, back to its
+    ``ncclGroupStart`` (groups nest)."""
+    depth, kinds, names = 0, set(), set()
+    for index in range(end, -1, -1):
+        name = calls[index][2]
+        depth += (name == "ncclGroupEnd") - (name == "ncclGroupStart")
+        if depth == 0:
+            break
+        if (kind := _rccl_kind(name)) is not None:
+            kinds.add(kind)
+            names.add(name)
+    if not kinds:
+        return None
+    kind = kinds.pop() if len(kinds) == 1 else SENDRECV if kinds == {SEND, RECV} else COLLECTIVE
+    return kind, "ncclGroupEnd: " + "+".join(sorted(names))
 
 
 def _marks(marker: str, name: str) -> bool:

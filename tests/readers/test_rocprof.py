@@ -11,6 +11,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import orjson
 import pytest
 from conftest import real_data
 from test_trace_processor import imported
@@ -116,6 +117,36 @@ def test_launches_copies_markers_and_steps(tmp_path):
     assert [r.step for r in rows] == [1, 2, 3]
     assert all(r.computing_ns == 100_000 for r in rows), "a copy is no computation"
     assert all(r.communication_ns == 100_000 for r in rows)
+
+
+@pytest.mark.parametrize("rccl", ["hip", "alone"])
+@pytest.mark.parametrize("kind", [Kind.SUMMARY, Kind.DETAIL])
+def test_rccl_kernels_are_typed_by_the_rccl_call_that_launched_them(tmp_path, rccl, kind):
+    """``ncclDevKernel_Generic`` says no collective; the RCCL call whose launch dispatched it does
+    (``ncclAllReduce``; a group's ``ncclSend`` + ``ncclRecv``, launched by ``ncclGroupEnd``: a
+    sendrecv), joined by correlation id: the call's own (HIP not traced), or its ``hipLaunchKernel``'s
+    inside it on the same thread. The generator writes each step's collective; records shuffled."""
+    [made] = write_rocprof(tmp_path / "in", steps=4, rccl=rccl, shuffle=True, seed=3).files
+    assert made.collectives == ["allreduce", "sendrecv", "allgather", "reducescatter"]
+    options = Options(kind=kind, step_marker="step")
+    steps = list(read_profile(discover(made.path.parent), options, Diagnostics()))
+    ops = [[s for s in b.slices if s.layer is Layer.COMM_OP] for b in steps if b.step is not None]
+    found = [[s.task_type for s in mine] for mine in ops]
+    assert found == [[kind_] for kind_ in made.collectives]
+    if kind is Kind.DETAIL:
+        calls = [orjson.loads(s.args)["rccl call"] for mine in ops for s in mine]
+        assert calls == ["ncclAllReduce", "ncclGroupEnd: ncclRecv+ncclSend", "ncclAllGather",
+                         "ncclReduceScatter"]
+        host = Counter(s.name for b in steps for s in b.slices if s.layer is Layer.HOST)
+        assert host["ncclGroupStart"] == host["ncclSend"] == host["ncclAllReduce"] == 1, "the calls drawn"
+
+
+def test_an_rccl_kernel_whose_call_is_not_in_the_file_stays_untyped(tmp_path):
+    """Without its launching call (no --rccl-trace: the real sample) the generic kernel stays a
+    collective of no known kind, never a guess."""
+    [made] = write_rocprof(tmp_path / "in", steps=2).files
+    [batch] = read_profile(discover(made.path.parent), Options(kind=Kind.DETAIL), Diagnostics())
+    assert {s.task_type for s in batch.slices if s.layer is Layer.COMM_OP} == {"collective"}
 
 
 def test_a_missing_kernel_symbol_is_said_with_the_file(tmp_path):

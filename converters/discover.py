@@ -38,7 +38,7 @@ def discover(path: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     if not path.is_dir():
-        return [_lone_file(path, diag)]
+        return _lone_file(path, diag)
     ranks: dict[int, RankInfo] = {}
     hosts: dict[int, RankInfo] = {}
     for folder, found in _rank_dirs(path, diag):
@@ -137,10 +137,16 @@ def _rank_dirs(root: Path, diag: Diagnostics | None):
             diag.warn("empty_rank_dir", *empty)
 
 
-def _lone_file(path: Path, diag: Diagnostics | None) -> RankInfo:
-    """One file read as one rank, by the first reader that reads it alone."""
-    info = readers.lone_file(path, diag)
-    if info is None:
+def _lone_file(path: Path, diag: Diagnostics | None) -> list[RankInfo]:
+    """One file's ranks (one, or an XSpace's device planes), by the first reader that reads it alone.
+
+    Raises:
+        UsageError: no reader reads it alone, or it holds no rank.
+    """
+    infos = readers.lone_file(path, diag)
+    if infos is None:
         raise UsageError(f"{path}: not a file this tool reads alone ({readers.read_alone()}); "
                          "or pass the profiler output directory")
-    return info
+    if not infos:
+        raise UsageError(f"{path}: holds no rank to read")
+    return infos

@@ -140,6 +140,15 @@ def peak_mib(argv: list[str]) -> float:
     return int(kib) / 1024
 
 
+def _assert_flat(sizes, peak, what: str) -> None:
+    """The peak with 10x the input: the small one's plus a bounded bookkeeping per step, under 300 MiB."""
+    small, large = peak(sizes.small), peak(sizes.large)
+    bound = flat(small) + sizes.added_steps * STEP_BOOKKEEPING_MIB
+    assert large <= bound, (f"{what}peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x the input "
+                            f"({sizes.added_steps} more steps a rank: at most {bound:.1f})")
+    assert large < 300
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kind", ["summary", "detail"])
 def test_peak_rss_is_flat_as_the_input_grows(profiles, tmp_path, layout, kind):
@@ -148,12 +157,7 @@ def test_peak_rss_is_flat_as_the_input_grows(profiles, tmp_path, layout, kind):
         return peak_mib([sys.executable, "-m", "converters", str(root), "--kind", kind, "--max-size", "0",
                          "-o", str(out)])
 
-    sizes = profiles[layout]
-    small, large = peak(sizes.small), peak(sizes.large)
-    bound = flat(small) + sizes.added_steps * STEP_BOOKKEEPING_MIB
-    assert large <= bound, (f"peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x the input "
-                            f"({sizes.added_steps} more steps a rank: at most {bound:.1f})")
-    assert large < 300
+    _assert_flat(profiles[layout], peak, "")
 
 
 @pytest.mark.parametrize("layout", [*LAYOUTS, "kernel_details"])
@@ -249,3 +253,44 @@ def test_kineto_memory_events_are_read_flat(kineto_memory_profiles, tmp_path, co
     small, large = peak(kineto_memory_profiles.small), peak(kineto_memory_profiles.large)
     assert large <= flat(small), (f"{command}: peak RSS grew from {small:.1f} to {large:.1f} MiB with 10x "
                                   "the input")
+
+
+# -- the GPU profilers' exports, with a step marker (issue 42) -----------------------------------
+# Without one the whole capture is one pseudo step, which the model holds whole (docs/formats.md
+# §10, §12): flat memory needs the steps the user's NVTX or rocTX ranges give.
+
+def _write_gpu_profiles(folder: Path) -> dict[str, Sizes]:
+    from fixtures.nsys_gen import write_nsys_export
+    from fixtures.rocprof_gen import write_rocprof
+
+    made = {}
+    roots = [folder / f"nsys{n}" for n in (1, 10)]
+    for root, steps in zip(roots, (160, 1600), strict=True):  # ~3 and ~30 MB, rows shuffled
+        write_nsys_export(root / "rank0.sqlite", steps=steps, kernels=200, seed=5)
+    made["nsys"] = Sizes(*roots, 1440)
+    roots = [folder / f"rocprof{n}" for n in (1, 10)]
+    for root, steps in zip(roots, (2000, 20000), strict=True):  # ~4 and ~40 MB, records shuffled
+        write_rocprof(root, steps=steps, shuffle=True, seed=5)
+    made["rocprof"] = Sizes(*roots, 18000)
+    return made
+
+
+@pytest.fixture(scope="module")
+def gpu_profiles() -> dict[str, Sizes]:
+    return cached(_write_gpu_profiles)[1]
+
+
+_GPU_MARKERS = {"nsys": "train_step", "rocprof": "step"}
+
+
+@pytest.mark.parametrize("layout", sorted(_GPU_MARKERS))
+@pytest.mark.parametrize("command", [["--kind", "summary"], ["--kind", "detail"], ["ops", "--format", "csv"]])
+def test_gpu_exports_with_a_step_marker_are_read_flat(gpu_profiles, tmp_path, layout, command):
+    """An Nsight export (one ``ORDER BY start`` scan per table, merged) and a rocprofv3 JSON (one
+    pass, records filed on disk by time) hold a step at a time: 10x the steps, the same peak."""
+    def peak(root: Path) -> float:
+        args = (["ops", str(root), *command[1:]] if command[0] == "ops" else
+                [str(root), *command, "--max-size", "0", "-o", str(tmp_path / "out.pftrace")])
+        return peak_mib([sys.executable, "-m", "converters", *args, "--step-marker", _GPU_MARKERS[layout]])
+
+    _assert_flat(gpu_profiles[layout], peak, f"{layout} {command}: ")

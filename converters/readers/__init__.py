@@ -78,14 +78,14 @@ def missing_data(folder: Path, names: Iterable[str]) -> tuple[str, str] | None:
     return next((found for check in checks if (found := check(folder))), None)
 
 
-def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
-    """The rank of a file passed alone, as the first reader that reads it alone finds it; None
-    where none does."""
+def lone_file(path: Path, diag: Diagnostics | None) -> list[RankInfo] | None:
+    """The ranks of a file passed alone (one, but where a file holds several: an XSpace's device
+    planes), as the first reader that reads it alone finds them; None where none does."""
     for name in FORMATS:
         read = reader(name).lone_file
-        info = read(path, diag) if read is not None else None
-        if info is not None:
-            return info
+        found = read(path, diag) if read is not None else None
+        if found is not None:
+            return found if isinstance(found, list) else [found]
     return None
 
 

@@ -48,9 +48,10 @@ class Reader:
 
     lone_files: tuple[str, ...] = ()
     """The files it reads passed alone, in words, for the message that a file is none of them."""
-    lone_file: Callable[[Path, Diagnostics | None], RankInfo | None] | None = None
+    lone_file: Callable[[Path, Diagnostics | None], RankInfo | list[RankInfo] | None] | None = None
     """``lone_file(path, diag)``: the rank of a file passed alone, as these files travel (attached
-    to an issue, copied off a cluster without their folder); None: not its file."""
+    to an issue, copied off a cluster without their folder), or its ranks where one file holds
+    several (an XSpace: one per device plane); None: not its file."""
     missing_data: Callable[[Path], tuple[str, str] | None] | None = None
     """``missing_data(folder)``: why a folder that is a rank's by its name holds nothing to read (a
     warning and its subject); None: it holds something, or is none of its ranks'."""

@@ -59,11 +59,14 @@ _ENVIRONMENT = "Task Environment"
 _STREAM = re.compile(r"^Stream #(\d+)")
 _PLANES, _HOSTNAMES = 1, 4  # XSpace's fields: planes, errors (2), warnings (3), hostnames
 _SPACE_FIELDS = frozenset({1, 2, 3, 4})
+_LINES, _EVENTS = 3, 4  # XPlane's lines, XLine's events
+_EVENT_BATCH = 20_000  # a line's events decoded at a time
 _PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this much to learn its name
 # Copies: (task type, the words of their line or the starts of their names, the stat they carry);
 # ROCm runs copies and fills as blit kernels (``__amd_rocclr_copyBuffer.kd``, xplane-jax-conv)
 _COPIES = (("MEMCPY", ("Memcpy", "__amd_rocclr_copy"), "memcpy_details"),
            ("MEMSET", ("Memset", "__amd_rocclr_fill"), "memset_details"))
+_NO_DEVICE = "an XSpace with no device plane (/device:GPU:N): nothing to draw for it"
 _COMM_LANE = "NCCL"  # collective kernels' lane, as Kineto's (the file names no communicator)
 
 
@@ -134,10 +137,102 @@ def _pb():
 
 
 def _plane(path: Path, frame: _Frame) -> Any:
+    """The plane without its lines (its name, stats and metadata): what ``_lines`` decodes apart."""
+    head, _ = _plane_fields(path, frame)
+    return _decoded(path, frame, "XPlane", head)
+
+
+def _decoded(path: Path, frame: _Frame, message: str, data: bytes) -> Any:
     try:
-        return _pb().XPlane.FromString(_read(path, frame))
+        return getattr(_pb(), message).FromString(data)
     except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
         raise InputError(path, f"byte {frame.at}", f"an XSpace plane protobuf cannot decode ({e})") from None
+
+
+def _fields(data: BinaryIO | bytes, end: int, path: Path, at: int = 0) -> Iterator[tuple[int, int, int, int]]:
+    """A message's fields from ``at`` to ``end`` (a file, or bytes): (number, where the field's
+    key begins, where its value begins, where it ends), found by the wire format alone."""
+    read = _byte_reader(data, at)
+    while (start := read.at) < end:
+        key = read.varint()
+        number, kind = key >> 3, key & 7
+        if kind == 0:
+            read.varint()
+            yield number, start, read.at, read.at
+        elif kind == 2:
+            length = read.varint()
+            value = read.at
+            read.skip(length)
+            yield number, start, value, value + length
+        elif kind in (1, 5):
+            read.skip(8 if kind == 1 else 4)
+            yield number, start, read.at, read.at
+        else:
+            raise InputError(path, f"byte {start}", f"not an XSpace protobuf (wire type {kind} in a plane)")
+        if read.at > end:
+            raise _cut(path, end, "inside a plane's field")
+
+
+class _byte_reader:
+    """Varints and skips over a file (by seeks and small reads) or over bytes in memory."""
+
+    def __init__(self, data: BinaryIO | bytes, at: int) -> None:
+        self.data, self.at = data, at
+        if not isinstance(data, bytes):
+            data.seek(at)
+
+    def varint(self) -> int:
+        value, shift = 0, 0
+        while True:
+            if isinstance(self.data, bytes):
+                byte = self.data[self.at] if self.at < len(self.data) else None
+            else:
+                got = self.data.read(1)
+                byte = got[0] if got else None
+            if byte is None:
+                raise InputError(Path(getattr(self.data, "name", "")), f"byte {self.at}",
+                                 "not an XSpace protobuf (a field runs past its message)")
+            self.at += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    def skip(self, n: int) -> None:
+        self.at += n
+        if not isinstance(self.data, bytes):
+            self.data.seek(self.at)
+
+
+def _plane_fields(path: Path, frame: _Frame) -> tuple[bytes, list[_Frame]]:
+    """A plane's fields but its lines, as bytes (protobuf decodes fields in any order), and where
+    each line lies in the file: the lines are read one at a time (``_lines``)."""
+    head: list[bytes] = []
+    lines: list[_Frame] = []
+    with path.open("rb") as f:
+        for number, start, value, end in list(_fields(f, frame.at + frame.size, path, frame.at)):
+            if number == _LINES:
+                lines.append(_Frame(number, value, end - value))
+            else:
+                f.seek(start)
+                head.append(f.read(end - start))
+    return b"".join(head), lines
+
+
+def _lines(path: Path, frame: _Frame) -> Iterator[Any]:
+    """The plane's lines in order, each as XLines of up to ``_EVENT_BATCH`` of its events (its
+    own fields on each): the decoded protobuf holds a batch of events, never the plane."""
+    _, lines = _plane_fields(path, frame)
+    for line in lines:
+        data = _read(path, line)
+        head: list[bytes] = []
+        events: list[tuple[int, int]] = []
+        for number, start, _, end in _fields(data, len(data), path):
+            (events.append((start, end)) if number == _EVENTS else head.append(data[start:end]))
+        own = b"".join(head)
+        for i in range(0, max(len(events), 1), _EVENT_BATCH):
+            batch = events[i:i + _EVENT_BATCH]
+            yield _decoded(path, frame, "XLine", own + b"".join(data[a:b] for a, b in batch))
 
 
 def _plane_name(path: Path, frame: _Frame) -> str:
@@ -216,22 +311,39 @@ def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     in name order: a plane's ordinal is its host's own."""
     infos: list[RankInfo] = []
     for path in sorted(p for p in folder.iterdir() if _FILE.search(p.name) and p.is_file()):
-        space = _space(path)
-        devices = sorted(int(m[2]) for name in space.planes if (m := _DEVICE.match(name)))
-        base = infos[-1].rank + 1 if infos else 0
-        clock = ("line timestamp_ns + offset_ps from the capture's start, Task Environment's "
-                 "profile_start_time (epoch ns) added" if space.start_ns is not None
-                 else "line timestamp_ns + offset_ps, the file's own (no Task Environment plane)")
-        infos += [RankInfo(rank=checked_id(base + d), format=NAME, path=path, device=d, host=space.host,
-                           start_ns=space.start_ns, clock=clock, source_paths=(path,),
-                           clock_offset_ns=space.start_ns or 0, wall_clock=space.start_ns is not None)
-                  for d in devices]
-        if space.start_ns is None and devices and diag is not None:  # JAX writes it last: a cut there too
-            diag.note("xplane_clock", f"{path}: no Task Environment plane: times are the file's own")
-        if not devices and diag is not None:
-            diag.warn("xplane_no_device", f"{path}: an XSpace with no device plane (/device:GPU:N): "
-                      "nothing to draw for it")
+        infos += _file_ranks(path, infos[-1].rank + 1 if infos else 0, diag)
     return infos
+
+
+def lone_file(path: Path, diag: Diagnostics | None) -> list[RankInfo] | None:
+    """An XSpace passed alone: its device planes' ranks from 0 (None: not an ``*.xplane.pb``).
+
+    Raises:
+        InputError: it holds no device plane (in a folder, a warning: the other files may).
+    """
+    if not (_FILE.search(path.name) and path.is_file()):
+        return None
+    infos = _file_ranks(path, 0, diag)
+    if not infos:
+        raise InputError(path, "", _NO_DEVICE)
+    return infos
+
+
+def _file_ranks(path: Path, base: int, diag: Diagnostics | None) -> list[RankInfo]:
+    """One file's ranks, one per device plane by its ordinal, numbered from ``base``."""
+    space = _space(path)
+    devices = sorted(int(m[2]) for name in space.planes if (m := _DEVICE.match(name)))
+    clock = ("line timestamp_ns + offset_ps from the capture's start, Task Environment's "
+             "profile_start_time (epoch ns) added" if space.start_ns is not None
+             else "line timestamp_ns + offset_ps, the file's own (no Task Environment plane)")
+    if space.start_ns is None and devices and diag is not None:  # JAX writes it last: a cut there too
+        diag.note("xplane_clock", f"{path}: no Task Environment plane: times are the file's own")
+    if not devices and diag is not None:
+        diag.warn("xplane_no_device", f"{path}: {_NO_DEVICE}")
+    return [RankInfo(rank=checked_id(base + d), format=NAME, path=path, device=d, host=space.host,
+                     start_ns=space.start_ns, clock=clock, source_paths=(path,),
+                     clock_offset_ns=space.start_ns or 0, wall_clock=space.start_ns is not None)
+            for d in devices]
 
 
 class _Event(NamedTuple):
@@ -251,14 +363,15 @@ def _number(stat: Any) -> int | None:
     return getattr(stat, kind) if kind in ("int64_value", "uint64_value") else None
 
 
-def _events(plane: Any, offset_ns: int, diag: Diagnostics, path: Path,
+def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics,
             every_stat: bool = True) -> Iterator[tuple[Any, _Event]]:
     """A plane's timed events, line by line, with their line; aggregated ones (``num_occurrences``,
     no time) counted. Without ``every_stat`` only ``_KEY_STATS`` are read (a host plane is read by
     each rank of its host, which keeps a few of its events)."""
+    plane = _plane(path, frame)
     meta = plane.event_metadata
     keys = {i: m.name for i, m in plane.stat_metadata.items() if m.name in _KEY_STATS}
-    for line in plane.lines:
+    for line in _lines(path, frame):
         lane = line.display_name or line.name
         for event in line.events:
             if event.WhichOneof("data") == "num_occurrences":
@@ -318,7 +431,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     path, space = rank.path, _space(rank.path)
     devices = {int(m[2]): frame for name, frame in space.planes.items() if (m := _DEVICE.match(name))}
     device = [(_device_slice(rank, line, event, detail), _correlation(event.stats)) for line, event
-              in _events(_plane(path, devices[rank.device]), rank.clock_offset_ns, diag, path)]
+              in _events(path, devices[rank.device], rank.clock_offset_ns, diag)]
     if not detail:  # the summary and the analyses need what computes and communicates, as Kineto's
         device = [(s, c) for s, c in device if s.layer is Layer.COMM_OP or is_compute(s.task_type)]
     launched = Counter(c for _, c in device if c is not None)  # a launch may run several kernels
@@ -331,7 +444,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     marker = markers.checked(step_marker)
     for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
         plane = _plane(path, space.planes[name])
-        for _, event in _events(plane, rank.clock_offset_ns, diag, path, every_stat=False):
+        for _, event in _events(path, space.planes[name], rank.clock_offset_ns, diag, every_stat=False):
             if _marks(marker, event):  # drawn as the step it is, on every rank
                 ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
                 continue
@@ -395,7 +508,7 @@ def _by_step(rank: RankInfo, steps: list[Step], host: list[Slice], device: list[
 
 def _correlations(path: Path, frames: list[_Frame], diag: Diagnostics) -> set[int]:
     """The correlation ids of these device planes' events: the launches of their ranks."""
-    return {c for frame in frames for _, event in _events(_plane(path, frame), 0, diag, path, False)
+    return {c for frame in frames for _, event in _events(path, frame, 0, diag, False)
             if (c := _correlation(event.stats)) is not None}
 
 
@@ -403,6 +516,7 @@ READER = Reader(
     name=NAME,
     folder="JAX / XLA profiler files *.xplane.pb (XSpace protobuf)",
     sniff=sniff, rank_infos=rank_infos, read=read,
+    lone_files=("a JAX profiler *.xplane.pb",), lone_file=lone_file,
     files=True,  # reads the files of a folder, not the folder: its subfolders are walked on
     step_marker=True,  # ``read`` takes the user's annotation as the step (--step-marker)
 )

@@ -177,6 +177,31 @@ def test_the_sample_is_found_inside_a_jax_log_folder(tmp_path):
     assert [r.rank for r in discover(tmp_path)] == list(range(8))
 
 
+
+def test_a_lone_xspace_file_is_read_as_its_folder_is(tmp_path, capsys):
+    """An XSpace passed alone (as it travels, attached to an issue): a rank per device plane, the
+    same overlap table and the same trace as its folder gives."""
+    lone = _sample() / "tw003.xplane.pb"
+    assert [(r.rank, r.device, r.path) for r in discover(lone)] == [
+        (r.rank, r.device, r.path) for r in discover(_sample())]
+    tables = []
+    for path in (lone, _sample()):
+        assert main(["overlap", str(path), "--format", "csv"]) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[0] == tables[1] and len(tables[0].splitlines()) == 9
+    traces = [tmp_path / "lone.pftrace", tmp_path / "folder.pftrace"]
+    for path, out in zip((lone, _sample()), traces, strict=True):
+        assert main([str(path), "-q", "-o", str(out)]) == 0
+    assert traces[0].read_bytes() == traces[1].read_bytes()
+
+
+def test_a_lone_xspace_without_a_device_plane_is_a_clear_error(tmp_path, capsys):
+    space = xplane_pb2.XSpace(hostnames=["h"], planes=[xplane_pb2.XPlane(id=0, name="/host:CPU")])
+    (tmp_path / "h.xplane.pb").write_bytes(space.SerializeToString())
+    assert main(["info", str(tmp_path / "h.xplane.pb")]) != 0
+    err = capsys.readouterr().err
+    assert "h.xplane.pb" in err and "no device plane" in err and "Traceback" not in err
+
 # -- a small XSpace written here with XLA's schema: what the real sample lacks ---------------------
 
 def _write(folder: Path, *, steps: bool, environment: bool = True) -> None:

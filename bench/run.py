@@ -19,7 +19,11 @@ processes), sampled every 5 ms.
   ``info`` on a ~200 KB profile against starting Python (``startup``).
 
 Results replace the generated part of BENCHMARKS.md (``--no-write`` only prints them).
-``--only issue28`` measures just what that table needs (the torch_npu and database profiles, summary
+With TRACE2PERFETTO_REALDATA set, issue 44's cases follow: Chrome traces tiled from real samples
+(``bench/real_traces.py``: torch_npu 500 MB, Kineto 1 GB, Paddle 200 MB; ~100 MB with ``--quick``),
+summary and uncapped detail and the raw file to a loaded trace, with their targets in a table of
+their own ("Issue 44 targets: real shapes"). ``--only real`` measures only those (printed only);
+``--only issue28`` only what issue 28's table needs (the torch_npu and database profiles, summary
 and detail only, the detail load, the start-up; with ``--quick``, the ~100 MB ones). ``--repeat N``
 keeps, of N runs of each command, the one of least CPU s: on a shared machine one run can cost 1.5x
 another (a conversion's input read cold, a neighbour's cache traffic).
@@ -275,10 +279,12 @@ TRACE_PROCESSOR = Path(os.environ.get("TRACE2PERFETTO_TRACE_PROCESSOR")
                        or ROOT.parent / "shared" / "tools" / "trace_processor_shell")
 
 
-def to_loaded_trace(name: str, root: Path, measured: Measured | None = None, lean: bool = False) -> list[str]:
+def to_loaded_trace(name: str, root: Path, measured: Measured | None = None, lean: bool = False,
+                    raw: str = "trace_view.json") -> list[str]:
     """Raw profile to a trace loaded in Perfetto's trace processor (the UI's engine), against
-    loading the vendor's own trace_view.json files (one load per rank, as the UI would); ``lean``:
-    the uncapped detail .pftrace and .json only. The loads and that conversion go to ``measured`` too."""
+    loading the vendor's own files (``raw``: torch_npu's trace_view.json, one load per rank, as the
+    UI would); ``lean``: the uncapped detail .pftrace and .json only. The loads and that conversion
+    go to ``measured`` too."""
     if not TRACE_PROCESSOR.exists():
         return [f"\n(no {TRACE_PROCESSOR}: the load comparison is skipped)"]
     query = BUILD / "count.sql"
@@ -287,14 +293,14 @@ def to_loaded_trace(name: str, root: Path, measured: Measured | None = None, lea
     def load(label: str, trace: Path) -> Run:
         return measure(label, [str(TRACE_PROCESSOR), "-q", str(query), str(trace)])
 
-    vendor = [load("vendor", p) for p in sorted(root.rglob("trace_view.json"))]
+    vendor = [load("vendor", p) for p in sorted(root.rglob(raw))]
     vendor_s = sum(r.seconds for r in vendor)
     if measured is not None:
         measured.runs["vendor load"] = Run("vendor load", vendor_s, max(r.peak_rss_mib for r in vendor), 0,
                                            sum(r.cpu_seconds for r in vendor))
     rows = [f"\n#### {name}: raw profile to a loaded trace\n",
             "| way | convert s | load s | total s | x vendor |", "|---|---:|---:|---:|---:|",
-            f"| trace processor loads each rank's trace_view.json ({len(vendor)} loads) | - | "
+            f"| trace processor loads each rank's {raw} ({len(vendor)} loads) | - | "
             f"{vendor_s:.2f} | {vendor_s:.2f} | 1.00 |"]
     ways = (("detail", ".pftrace", "0"), ("detail", ".json", "0"), ("detail", ".pftrace", "20M"),
             ("summary", ".pftrace", "0"))
@@ -350,12 +356,15 @@ class Target:
     figure: float | None
     target: float
     at_least: bool  # a speed (MB/s per core): at least the target; a ratio: at most
+    unit: str = "x"  # of an at-most figure: a ratio (x), or MiB
 
     def row(self) -> str:
-        goal = f">= {self.target:g}" if self.at_least else f"<= {self.target:.1f}x"
+        ratio = self.unit == "x"
+        at_most = f"{self.target:.1f}x" if ratio else f"{self.target:g}{self.unit}"
+        goal = f">= {self.target:g}" if self.at_least else f"<= {at_most}"
         if self.figure is None:
             return f"| {self.what} | - | {goal} | not measured |"
-        figure = f"{self.figure:,.0f}" if self.at_least else f"{self.figure:.2f}x"
+        figure = f"{self.figure:,.0f}" if self.at_least or not ratio else f"{self.figure:.2f}x"
         met = self.figure >= self.target if self.at_least else self.figure <= self.target
         return f"| {self.what} | {figure} | {goal} | {'met' if met else 'not met'} |"
 
@@ -386,9 +395,9 @@ def _load_targets(name: str, runs: dict[str, Run], suffix: str) -> list[Target]:
     ]
 
 
-def targets_table(targets: list[Target]) -> list[str]:
-    """Issue 28's table, each row with its target and whether this run met it."""
-    return ["\n### Issue 28 targets\n",
+def targets_table(targets: list[Target], title: str = "Issue 28 targets") -> list[str]:
+    """Issue 28's table (or ``title``'s), each row with its target and whether this run met it."""
+    return [f"\n### {title}\n",
             "CPU seconds (user + system of each process and the workers it waited for), this run's "
             "measurements above; the trace processor's rows need its binary (TRACE_PROCESSOR).\n",
             "| what | this run | target | |", "|---|---:|---:|---|", *(t.row() for t in targets)]
@@ -430,19 +439,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="only the ~100 MB profiles")
     parser.add_argument("--no-peer", action="store_true", help="skip MindInsight")
     parser.add_argument("--no-write", action="store_true", help="print, do not update BENCHMARKS.md")
-    parser.add_argument("--only", choices=("issue28",),
-                        help="issue28: only what the table of issue 28's targets needs (printed only)")
+    parser.add_argument("--only", choices=("issue28", "real"),
+                        help="issue28: only what the table of issue 28's targets needs; real: only the real-"
+                             "shape Chrome traces (bench/real_traces.py) and issue 44's table (printed only)")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run each measured command N times and keep the one of least CPU s (default 1)")
     args = parser.parse_args(argv)
     global REPEATS
     REPEATS = max(1, args.repeat)
-    lean = args.only == "issue28"
+    lean = args.only is not None
     BUILD.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     lines: list[str] = [] if lean else everything_else(args.quick, args.no_peer)
     database: list[Target] = []
-    for name, slug, write, options in _database_plan(args.quick):
+    for name, slug, write, options in _database_plan(args.quick) if args.only != "real" else ():
         root = generated(slug, write, **options)
         measured = Measured()
         lines += bench_profile(name, root, False, measured, lean)
@@ -450,7 +460,7 @@ def main(argv: list[str] | None = None) -> None:
         database.append(Target(f"database form (`ascend_pytorch_profiler_N.db`) detail, MB/s per core "
                                f"({name})", per_core, 40, True))
     torch_npu: list[list[Target]] = []
-    for name, options in _torch_npu_plan(args.quick):
+    for name, options in _torch_npu_plan(args.quick) if args.only != "real" else ():
         slug = f"gen-torch-npu-{options['ranks']}x{options['steps']}"
         root = generated(slug, _write_torch_npu, **options)
         measured = Measured()
@@ -462,10 +472,14 @@ def main(argv: list[str] | None = None) -> None:
     profile, info, python = startup()
     started_up = Target(f"`info` on {profile} / starting Python (`python -c pass`): {info:.3f} / "
                         f"{python:.3f} CPU s, the least of {STARTS} runs each", info / python, 4.0, False)
+    real, real_lines = real_shapes(args.quick)
     # in the issue's order: each torch_npu figure for every profile, then the database form, the start-up
     by_figure = [t for rows in zip(*torch_npu, strict=True) for t in rows]
-    lines += targets_table([*by_figure, *database, started_up])
-    command = (f"python -m bench.run{' --quick' if args.quick else ''}{' --only issue28' if lean else ''}"
+    if args.only != "real":
+        lines += targets_table([*by_figure, *database, started_up])
+    lines += real_lines + targets_table([*real, started_up], "Issue 44 targets: real shapes")
+    only = f" --only {args.only}" if lean else ""
+    command = (f"python -m bench.run{' --quick' if args.quick else ''}{only}"
                f"{f' --repeat {REPEATS}' if REPEATS > 1 else ''}")
     header = [
         f"Command: `make bench` (`{command}`), "
@@ -480,6 +494,49 @@ def main(argv: list[str] | None = None) -> None:
         before, _, rest = old.partition(BEGIN)
         _, _, after = rest.partition(END)
         path.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
+
+
+def real_shapes(quick: bool) -> tuple[list[Target], list[str]]:
+    """Issue 44's rows and the tables behind them: Chrome traces tiled from real samples
+    (``bench/real_traces.py``; none without TRACE2PERFETTO_REALDATA), their summary and uncapped
+    detail, and the raw file to a loaded trace, against the trace processor loading the raw file."""
+    if not (real := os.environ.get("TRACE2PERFETTO_REALDATA")):
+        return [], ["\n(TRACE2PERFETTO_REALDATA unset: the real-shape traces are skipped)"]
+    targets, lines = [], []
+    for name, write, mb, raw, (detail, summary) in _real_plan(quick):
+        slug = f"real-{write.__name__.removeprefix('write_')}-{mb}"
+        root = generated(slug, lambda r, w=write, b=mb: w(r, Path(real), b * 1_000_000))
+        measured = Measured()
+        lines += bench_profile(name, root, False, measured, lean=True)
+        lines += to_loaded_trace(name, root, measured, lean=True, raw=raw)
+        runs, size = measured.runs, measured.size / 1e6
+        if detail is None:  # no target of its own (Paddle): its figures are in its tables
+            continue
+        targets += [Target(f"{what}, MB/s per core ({name})", size / runs[key].cpu_seconds, goal, True)
+                    for what, key, goal in (("detail", "detail.pftrace0", detail),
+                                            ("summary", "summary.pftrace20M", summary))]
+        targets += [t for suffix in (".json", ".pftrace") for t in _load_targets(name, runs, suffix)
+                    if t.what.startswith("raw")]
+        targets.append(Target(f"peak RSS of our conversions ({name})",
+                              max(r.peak_rss_mib for k, r in runs.items() if "load" not in k), 300,
+                              False, " MiB"))
+    return targets, lines
+
+
+def _real_plan(quick: bool) -> list[tuple[str, object, int, str, tuple[int | None, int | None]]]:
+    """(name, writer of ``bench/real_traces.py``, MB, the raw file's name, the targets (detail,
+    summary MB/s per core)) of each real-shape trace; ``quick``: ~100 MB each."""
+    from bench import real_traces as rt
+
+    kineto, torch_npu, paddle = (100, 100, 50) if quick else (1000, 500, 200)
+    return [
+        (f"~{torch_npu} MB, torch_npu trace_view.json tiled from {rt.TORCH_NPU} rank 0 (1 rank)",
+         rt.write_torch_npu, torch_npu, "trace_view.json", (120, 300)),
+        (f"~{kineto} MB, Kineto trace tiled from {rt.KINETO} (1 rank)", rt.write_kineto, kineto,
+         "*.pt.trace.json", (100, 250)),
+        (f"~{paddle} MB, Paddle chrome export tiled from {rt.PADDLE} (1 rank)", rt.write_paddle, paddle,
+         "*.paddle_trace.json", (None, None)),
+    ]
 
 
 def everything_else(quick: bool, no_peer: bool) -> list[str]:

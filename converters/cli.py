@@ -196,8 +196,9 @@ def _convert_arguments(parser: argparse.ArgumentParser) -> None:
     from .profile import Kind
 
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="output file (.pftrace or .json, optionally .gz); '-' for stdout; "
-                        "default: PROFILER_DIR.pftrace beside the input. Never an input, nor inside one")
+                        help="output file (.pftrace or .json, optionally .gz); '-' for stdout; default: "
+                        "PROFILER_DIR.pftrace beside the input (.json with --open). Never an input, nor "
+                        "inside one")
     parser.add_argument("--kind", choices=[k.value for k in Kind], default=Kind.SUMMARY.value,
                         help="summary: step trace and overlap lanes (small, the cluster view); "
                         "detail: also device streams, communication ops and HCCL planes, "
@@ -218,7 +219,8 @@ def _convert_arguments(parser: argparse.ArgumentParser) -> None:
                         "in whole steps; what is left out is said on stderr and in the trace")
     parser.add_argument("--open", action="store_true",
                         help="then serve the trace once on 127.0.0.1:9001 and open it in ui.perfetto.dev "
-                        "(on a remote machine: ssh -L 9001:127.0.0.1:9001 HOST, then open the printed URL)")
+                        "(on a remote machine: ssh -L 9001:127.0.0.1:9001 HOST, then open the printed URL); "
+                        "without -o or --format it writes PROFILER_DIR.json, which the UI loads faster")
     parser.add_argument("--strict", action="store_true",
                         help="treat warnings about the input (a file cut off by a crash, skipped "
                         "events, arrows left out) as errors: exit 1 and write nothing, for CI pipelines")
@@ -236,10 +238,12 @@ def _max_size(text: str) -> int | None:
 def _run_convert(args: argparse.Namespace) -> int:
     from .pipeline import convert
 
-    if args.open and args.output == "-":
-        raise UsageError("--open serves a file; give -o FILE, not -o -")
+    output = args.output
+    if args.open:  # serve's imports only here: the HTTP server is not needed otherwise
+        from .serve import output_for_ui, serve_to_ui
+        output = output_for_ui(args.profile, args.output, args.format, lambda line: _say(args, line))
     result = convert(
-        args.profile, args.output, kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs,
+        args.profile, output, kind=args.kind, fmt=args.format, merge_graphs=args.merge_graphs,
         host_level=args.host_level, max_bytes=args.max_size, align=args.align, strict=args.strict,
         critical_path=args.critical_path, **_selection(args))  # its progress line: Where's
     _end_progress()
@@ -250,15 +254,8 @@ def _run_convert(args: argparse.Namespace) -> int:
     _say(args, f"wrote {where}: {count(len(result.ranks), 'rank')}, {count(result.steps, 'step')}, "
          f"{count(result.slices, 'slice')}, {size(result.bytes_written)} in {result.seconds:.2f} s")
     if args.open:
-        from .serve import serve_once  # only here: the HTTP server is not needed otherwise
-        try:
-            fetched = serve_once(Path(result.output),
-                                 announce=lambda line: print(f"trace2perfetto: {line}", file=sys.stderr))
-        except KeyboardInterrupt:
-            fetched = False
-        if not fetched:
-            print(f"trace2perfetto: stopped before the UI fetched the trace; it stays at {where}",
-                  file=sys.stderr)
+        serve_to_ui(Path(result.output), where, lambda line: print(f"trace2perfetto: {line}",
+                                                                   file=sys.stderr))
     elif result.output != "-":
         _say(args, f"open it at https://ui.perfetto.dev (Open trace file: {where}), or run again with --open")
     return 0
@@ -534,11 +531,11 @@ def _run_diff(args: argparse.Namespace) -> int:
 
     if args.output is not None:  # first: a refused output fails before the tables' reading
         _write_comparison(args)
-    rows = Rows(args.format, list(diff.columns(args.by)), diff.NOTE, cell_width=60)
     diag = Diagnostics()
     found = diff.diff_report(diff.Side(args.base, args.base_ranks, args.base_steps, args.step_marker),
                              diff.Side(args.new, args.new_ranks, args.new_steps, args.step_marker),
                              by=args.by, graphs=args.graphs, diag=diag, where=_where(args))
+    rows = Rows(args.format, list(diff.columns(args.by)), diff.note(found, args.by), cell_width=60)
     _warn(args, diag.messages())
     rows.add(map(diff.record, found))
     rows.close()

@@ -43,6 +43,39 @@ PREFLIGHT_MAX_AGE_S = 600
 _ADDRESS_IN_USE = {errno.EADDRINUSE, 10048}  # 10048: WSAEADDRINUSE
 
 
+# Why --open writes JSON when no output is named: BENCHMARKS.md, "The .pftrace load, priced on real
+# ranks" (Perfetto's importer decodes a protobuf packet and its args dearer than the JSON text of the
+# same slice: the importer's floor, not our encoding's).
+FASTER_IN_THE_UI = ("the Perfetto UI loads our .json of a trace faster than its .pftrace (1.5x to 2.2x on "
+                    "real ranks, BENCHMARKS.md; 3-4x the bytes, so --max-size keeps fewer steps of detail); "
+                    "-o NAME.pftrace serves the protobuf")
+
+
+def output_for_ui(profile: str, output: str | None, fmt: str | None, say: Callable[[str], None]) -> str:
+    """The file ``--open`` writes and serves: the one named (``-o``, or the format ``--format``
+    names, by the default name), never changed; else ``PROFILER_DIR.json`` beside the input, the
+    form the UI loads faster, said in one line through ``say``."""
+    if output == "-":
+        raise UsageError("--open serves a file; give -o FILE, not -o -")
+    if output is not None or fmt is not None:
+        return output
+    path = Path(profile).resolve()
+    chosen = str(path.parent / (path.name + ".json"))
+    say(f"--open: writing {chosen} (JSON, not .pftrace): {FASTER_IN_THE_UI}")
+    return chosen
+
+
+def serve_to_ui(path: Path, where: str, announce: Callable[[str], None]) -> None:
+    """``serve_once`` for ``--open``: stopped (Ctrl-C) before the UI fetched the trace, it says where
+    the trace stays."""
+    try:
+        fetched = serve_once(path, announce=announce)
+    except KeyboardInterrupt:
+        fetched = False
+    if not fetched:
+        announce(f"stopped before the UI fetched the trace; it stays at {where}")
+
+
 def perfetto_url(name: str, port: int = PORT) -> str:
     """The ui.perfetto.dev address that makes the UI fetch ``name`` from this machine's ``port``."""
     return f"{UI_ORIGIN}/#!/?url=http://{HOST}:{port}/{quote(name, safe='')}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -252,28 +253,53 @@ def test_analyses_show_their_reading_on_a_terminal_and_clear_it_before_their_out
     assert quiet.returncode == 0 and quiet.stderr == b""
 
 
-def test_open_serves_the_trace_once_to_the_perfetto_ui(profile, tmp_path):
+def _served(argv: list[str], name: str) -> tuple[bytes | None, bytes]:
+    """(what a real HTTP client fetches of ``name`` while ``trace2perfetto argv`` serves it, its
+    stderr)."""
     import time
     import urllib.request
 
-    out = tmp_path / "served.pftrace"
     env = {**os.environ, "BROWSER": "true"}  # no browser here: the URL and the ssh hint are printed
-    child = subprocess.Popen([sys.executable, "-m", "converters", str(profile), "-o", str(out), "--open"],
-                             stderr=subprocess.PIPE, env=env)
+    child = subprocess.Popen([sys.executable, "-m", "converters", *argv], stderr=subprocess.PIPE, env=env)
     body = None
-    for _ in range(100):
-        try:
-            request = urllib.request.Request(f"http://127.0.0.1:9001/{out.name}",
-                                             headers={"Origin": "https://ui.perfetto.dev"})
-            with urllib.request.urlopen(request, timeout=2) as answer:
-                assert answer.headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
-                body = answer.read()
-            break
-        except OSError:
-            time.sleep(0.1)
-    assert child.wait(timeout=20) == 0
-    assert body == out.read_bytes()
-    assert b"ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/served.pftrace" in child.stderr.read()
+    try:
+        for _ in range(100):
+            try:
+                request = urllib.request.Request(f"http://127.0.0.1:9001/{name}",
+                                                 headers={"Origin": "https://ui.perfetto.dev"})
+                with urllib.request.urlopen(request, timeout=2) as answer:
+                    assert answer.headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
+                    body = answer.read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert child.wait(timeout=20) == 0
+    finally:
+        child.kill()  # a server left waiting (nothing fetched) would hold the port for the next test
+    return body, child.stderr.read()
+
+
+def test_open_serves_the_trace_once_to_the_perfetto_ui(profile, tmp_path):
+    """A named output is served as named: a .pftrace stays one (never silently changed)."""
+    out = tmp_path / "served.pftrace"
+    body, err = _served([str(profile), "-o", str(out), "--open"], out.name)
+    assert body == out.read_bytes() and body[:1] != b"{"
+    assert b"ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/served.pftrace" in err
+    assert b"--open: writing" not in err
+
+
+def test_open_without_an_output_serves_the_json_the_ui_loads_faster_and_says_so(tmp_path):
+    """No output named: PROFILER_DIR.json beside the input (our JSON loads faster in the UI than
+    our .pftrace, BENCHMARKS.md), said in one line with why."""
+    profile = tmp_path / "job"
+    write_msprof_profile(profile, ranks=2, graphs=(2,), steps=2, seed=7)
+    body, err = _served([str(profile), "--open"], "job.json")
+    out = tmp_path / "job.json"
+    assert body == out.read_bytes() and json.loads(body)[0]["ph"] == "M"  # a Chrome JSON array
+    assert not (tmp_path / "job.pftrace").exists()
+    (line,) = [line for line in err.decode().splitlines() if "--open: writing" in line]
+    assert str(out) in line and "(JSON, not .pftrace)" in line and "loads our .json" in line
+    assert b"ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/job.json" in err
 
 
 def test_open_needs_a_file(profile, capsys):

@@ -294,3 +294,24 @@ def test_gpu_exports_with_a_step_marker_are_read_flat(gpu_profiles, tmp_path, la
         return peak_mib([sys.executable, "-m", "converters", *args, "--step-marker", _GPU_MARKERS[layout]])
 
     _assert_flat(gpu_profiles[layout], peak, f"{layout} {command}: ")
+
+
+# -- a JAX XSpace (issue 42): a rank's device plane and its records are held whole (docs/formats.md
+# §11, Memory), so its peak grows with a rank's events; what is bounded is the peak itself and the
+# host plane, decoded a line (and 20,000 events) at a time.
+
+def _write_xspace(folder: Path) -> Path:
+    from fixtures.xplane_gen import write_xspace
+
+    write_xspace(folder / "x30", devices=8, steps=8300, kernels=4)  # ~30 MB, 465,000 device events
+    return folder / "x30"
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+def test_a_30_mb_xspace_is_read_under_300_mib(tmp_path, kind):
+    """Before the line-by-line read the detail peak of this file was 676 MiB (the whole host plane
+    decoded); now it is ~185 MiB (detail) and ~110 MiB (summary) on the 2-core machine."""
+    root = cached(_write_xspace)[1]
+    peak = peak_mib([sys.executable, "-m", "converters", str(root), "--kind", kind, "--max-size", "0",
+                     "-q", "-o", str(tmp_path / "out.pftrace")])
+    assert peak < 300, f"{kind}: peak RSS {peak:.1f} MiB"

@@ -24,10 +24,11 @@ a read holds one plane at a time. A frame that runs past the end of the file is 
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -41,8 +42,8 @@ from ..model import (
     Slice,
     Step,
     StepRecords,
+    TIME_LIMIT_NS,
     checked_id,
-    checked_ns,
     comm_type,
 )
 from . import collectives
@@ -138,20 +139,45 @@ def _pb():
 
 def _plane(path: Path, frame: _Frame) -> Any:
     """The plane without its lines (its name, stats and metadata): what ``_lines`` decodes apart."""
-    head, _ = _plane_fields(path, frame)
-    return _decoded(path, frame, "XPlane", head)
+    return _layout(path, frame)[0]
 
 
-def _decoded(path: Path, frame: _Frame, message: str, data: bytes) -> Any:
+def _layout(path: Path, frame: _Frame) -> tuple[Any, list[_Frame]]:
+    """The plane without its lines, decoded, and where each of its lines lies in the file."""
+    head, lines = _plane_fields(path, frame)
+    return _decoded(path, frame, _pb().XPlane, head), lines
+
+
+def _decoded(path: Path, frame: _Frame, message: Any, data: bytes) -> Any:
     try:
-        return getattr(_pb(), message).FromString(data)
+        return message.FromString(data)
     except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
         raise InputError(path, f"byte {frame.at}", f"an XSpace plane protobuf cannot decode ({e})") from None
 
 
-def _fields(data: BinaryIO | bytes, end: int, path: Path, at: int = 0) -> Iterator[tuple[int, int, int, int]]:
-    """A message's fields from ``at`` to ``end`` (a file, or bytes): (number, where the field's
-    key begins, where its value begins, where it ends), found by the wire format alone."""
+@functools.cache
+def _line_frames() -> Any:
+    """XLine's wire form with its events left as bytes: protobuf splits a line into its events in
+    C, where a walk of each event's key and length in Python was a third of a read's CPU (and
+    bytes and a message have one wire form, so a batch of them decodes as an XLine)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="xline_frames.proto", package="trace2perfetto", syntax="proto3")
+    line = file.message_type.add(name="XLineFrames")
+    for name, number, kind in (("id", 1, field.TYPE_INT64), ("display_id", 10, field.TYPE_INT64),
+                               ("name", 2, field.TYPE_STRING), ("display_name", 11, field.TYPE_STRING),
+                               ("timestamp_ns", 3, field.TYPE_INT64), ("duration_ps", 9, field.TYPE_INT64)):
+        line.field.add(name=name, number=number, type=kind, label=field.LABEL_OPTIONAL)
+    line.field.add(name="events", number=_EVENTS, type=field.TYPE_BYTES, label=field.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()  # private, as xplane_pb2's
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("trace2perfetto.XLineFrames"))
+
+
+def _fields(data: BinaryIO, end: int, path: Path, at: int = 0) -> Iterator[tuple[int, int, int, int]]:
+    """A message's fields from ``at`` to ``end`` of a file: (number, where the field's key begins,
+    where its value begins, where it ends), found by the wire format alone."""
     read = _byte_reader(data, at)
     while (start := read.at) < end:
         key = read.varint()
@@ -174,39 +200,38 @@ def _fields(data: BinaryIO | bytes, end: int, path: Path, at: int = 0) -> Iterat
 
 
 class _byte_reader:
-    """Varints and skips over a file (by seeks and small reads) or over bytes in memory."""
+    """Varints and skips over a file, by seeks and small reads."""
 
-    def __init__(self, data: BinaryIO | bytes, at: int) -> None:
+    def __init__(self, data: BinaryIO, at: int) -> None:
         self.data, self.at = data, at
-        if not isinstance(data, bytes):
-            data.seek(at)
+        data.seek(at)
 
     def varint(self) -> int:
         value, shift = 0, 0
         while True:
-            if isinstance(self.data, bytes):
-                byte = self.data[self.at] if self.at < len(self.data) else None
-            else:
-                got = self.data.read(1)
-                byte = got[0] if got else None
-            if byte is None:
+            got = self.data.read(1)
+            if not got:
                 raise InputError(Path(getattr(self.data, "name", "")), f"byte {self.at}",
                                  "not an XSpace protobuf (a field runs past its message)")
             self.at += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
+            value |= (got[0] & 0x7F) << shift
+            if got[0] < 0x80:
                 return value
             shift += 7
 
     def skip(self, n: int) -> None:
         self.at += n
-        if not isinstance(self.data, bytes):
-            self.data.seek(self.at)
+        self.data.seek(self.at)
 
 
 def _plane_fields(path: Path, frame: _Frame) -> tuple[bytes, list[_Frame]]:
     """A plane's fields but its lines, as bytes (protobuf decodes fields in any order), and where
     each line lies in the file: the lines are read one at a time (``_lines``)."""
+    return _walked(path, frame, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)  # a plane's head is wanted for a rank's read, then for its events
+def _walked(path: Path, frame: _Frame, _modified: int) -> tuple[bytes, list[_Frame]]:
     head: list[bytes] = []
     lines: list[_Frame] = []
     with path.open("rb") as f:
@@ -219,20 +244,20 @@ def _plane_fields(path: Path, frame: _Frame) -> tuple[bytes, list[_Frame]]:
     return b"".join(head), lines
 
 
-def _lines(path: Path, frame: _Frame) -> Iterator[Any]:
+def _lines(path: Path, frame: _Frame, lines: list[_Frame]) -> Iterator[Any]:
     """The plane's lines in order, each as XLines of up to ``_EVENT_BATCH`` of its events (its
-    own fields on each): the decoded protobuf holds a batch of events, never the plane."""
-    _, lines = _plane_fields(path, frame)
-    for line in lines:
-        data = _read(path, line)
-        head: list[bytes] = []
-        events: list[tuple[int, int]] = []
-        for number, start, _, end in _fields(data, len(data), path):
-            (events.append((start, end)) if number == _EVENTS else head.append(data[start:end]))
-        own = b"".join(head)
+    own fields on each): the decoded protobuf holds a line's bytes and a batch of its events,
+    never the plane."""
+    frames, xline = _line_frames(), _pb().XLine
+    for at in lines:
+        line = _decoded(path, frame, frames, _read(path, at))
+        events = line.events
+        head = frames(id=line.id, display_id=line.display_id, name=line.name, display_name=line.display_name,
+                      timestamp_ns=line.timestamp_ns, duration_ps=line.duration_ps)
         for i in range(0, max(len(events), 1), _EVENT_BATCH):
-            batch = events[i:i + _EVENT_BATCH]
-            yield _decoded(path, frame, "XLine", own + b"".join(data[a:b] for a, b in batch))
+            del head.events[:]
+            head.events.extend(events[i:i + _EVENT_BATCH])
+            yield _decoded(path, frame, xline, head.SerializeToString())
 
 
 def _plane_name(path: Path, frame: _Frame) -> str:
@@ -288,16 +313,25 @@ def _space(path: Path) -> _Space:
 
 
 def _stats(plane: Any, stats: Any = None) -> dict[str, Any]:
-    """Stats by name, ref values resolved to the names they point at, bytes left out."""
-    names = plane.stat_metadata
+    """Stats by name (the plane's own, or ``stats``), ref values resolved to the names they point
+    at, bytes left out."""
+    return _named_stats(_stat_names(plane), plane.stats if stats is None else stats)
+
+
+def _stat_names(plane: Any) -> dict[int, str]:
+    return {i: m.name for i, m in plane.stat_metadata.items()}
+
+
+def _named_stats(names: dict[int, str], stats: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for stat in plane.stats if stats is None else stats:
+    for stat in stats:
         kind = stat.WhichOneof("value")
         if kind is None or kind == "bytes_value":
             continue
         value = getattr(stat, kind)
-        out[names[stat.metadata_id].name if stat.metadata_id in names else str(stat.metadata_id)] = (
-            names[value].name if kind == "ref_value" and value in names else value)
+        key = names.get(stat.metadata_id)
+        out[str(stat.metadata_id) if key is None else key] = (
+            names.get(value, value) if kind == "ref_value" else value)
     return out
 
 
@@ -363,32 +397,39 @@ def _number(stat: Any) -> int | None:
     return getattr(stat, kind) if kind in ("int64_value", "uint64_value") else None
 
 
-def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics,
-            every_stat: bool = True) -> Iterator[tuple[Any, _Event]]:
+def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics, every_stat: bool = True,
+            named: Callable[[str], bool] | None = None) -> Iterator[tuple[Any, _Event]]:
     """A plane's timed events, line by line, with their line; aggregated ones (``num_occurrences``,
     no time) counted. Without ``every_stat`` only ``_KEY_STATS`` are read (a host plane is read by
-    each rank of its host, which keeps a few of its events)."""
-    plane = _plane(path, frame)
-    meta = plane.event_metadata
-    keys = {i: m.name for i, m in plane.stat_metadata.items() if m.name in _KEY_STATS}
-    for line in _lines(path, frame):
+    each rank of its host, which keeps a few of its events); with ``named`` too, only the events
+    that carry one of them or whose name ``named`` accepts (a rank's read that keeps no other: a
+    tuple made for each of the host's events was most of its CPU)."""
+    plane, lines = _layout(path, frame)
+    names = {i: m.display_name or m.name for i, m in plane.event_metadata.items()}
+    stat_names = _stat_names(plane)
+    keys = {i: name for i, name in stat_names.items() if name in _KEY_STATS}
+    for line in _lines(path, frame, lines):
         lane = line.display_name or line.name
+        base = offset_ns + line.timestamp_ns
         for event in line.events:
             if event.WhichOneof("data") == "num_occurrences":
                 diag.warn("xplane_aggregated", f"{path}: {plane.name} {lane}: events counted without times "
                           "(num_occurrences): not drawn")
                 continue
-            info = meta.get(event.metadata_id)
-            name = (info.display_name or info.name) if info is not None else f"event {event.metadata_id}"
-            try:
-                start = checked_ns(offset_ns + line.timestamp_ns + event.offset_ps // 1000)
-                dur = checked_ns(event.duration_ps // 1000)
-            except ValueError:
+            start, dur = base + event.offset_ps // 1000, event.duration_ps // 1000
+            if not (-TIME_LIMIT_NS < start < TIME_LIMIT_NS and -TIME_LIMIT_NS < dur < TIME_LIMIT_NS):
                 diag.warn("xplane_bad_time", f"{path}: {plane.name} {lane}: events whose times lie past "
                           "±2**62 ns: not drawn")
                 continue
-            stats = _stats(plane, event.stats) if every_stat else \
-                {keys[s.metadata_id]: _number(s) for s in event.stats if s.metadata_id in keys}
+            name = names.get(event.metadata_id)
+            if name is None:
+                name = f"event {event.metadata_id}"
+            if every_stat:
+                stats = _named_stats(stat_names, event.stats)
+            else:
+                stats = {keys[s.metadata_id]: _number(s) for s in event.stats if s.metadata_id in keys}
+                if named is not None and not stats and not named(name):
+                    continue
             yield line, _Event(lane, name, start, dur, stats, event.stats)
 
 
@@ -443,8 +484,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
     marker = markers.checked(step_marker)
     for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
-        plane = _plane(path, space.planes[name])
-        for _, event in _events(path, space.planes[name], rank.clock_offset_ns, diag, every_stat=False):
+        stat_names = _stat_names(_plane(path, space.planes[name]))
+        keyed = None if first and detail else functools.partial(_is_marker, marker)  # what it keeps
+        for _, event in _events(path, space.planes[name], rank.clock_offset_ns, diag, False, keyed):
             if _marks(marker, event):  # drawn as the step it is, on every rank
                 ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
                 continue
@@ -457,7 +499,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                 continue
             flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
             host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
-                              _stats(plane, event.raw) or None, flows_out=flow))
+                              _named_stats(stat_names, event.raw) or None, flows_out=flow))
     if marker and not ranges:
         diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one step",
                   subject=f"rank {rank.rank}")
@@ -469,7 +511,14 @@ def _marks(marker: str | None, event: _Event) -> bool:
     if marker is None:
         number = event.stats.get("step_num")
         return isinstance(number, int) and 0 <= number < ID_LIMIT
-    return event.name.startswith(marker[:-1]) if marker.endswith("*") else event.name == marker
+    return _is_marker(marker, event.name)
+
+
+def _is_marker(marker: str | None, name: str) -> bool:
+    """The name is the user's marker's (none without a marker: ``step_num`` marks JAX's steps)."""
+    if marker is None:
+        return False
+    return name.startswith(marker[:-1]) if marker.endswith("*") else name == marker
 
 
 def _steps(ranges: list[tuple[int, int, Any]], marker: str | None) -> list[Step]:

@@ -37,12 +37,12 @@ from ..intervals import NOT_COMPUTE, is_compute
 from ..model import (
     GPU_KERNEL,
     ID_LIMIT,
+    TIME_LIMIT_NS,
     Layer,
     RankInfo,
     Slice,
     Step,
     StepRecords,
-    TIME_LIMIT_NS,
     checked_id,
     comm_type,
 )
@@ -163,7 +163,8 @@ def _line_frames() -> Any:
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     field = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(name="xline_frames.proto", package="trace2perfetto", syntax="proto3")
+    file = descriptor_pb2.FileDescriptorProto(name="xline_frames.proto", package="trace2perfetto",
+                                              syntax="proto3")
     line = file.message_type.add(name="XLineFrames")
     for name, number, kind in (("id", 1, field.TYPE_INT64), ("display_id", 10, field.TYPE_INT64),
                                ("name", 2, field.TYPE_STRING), ("display_name", 11, field.TYPE_STRING),

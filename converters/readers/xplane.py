@@ -63,7 +63,8 @@ _SPACE_FIELDS = frozenset({1, 2, 3, 4})
 _LINES, _EVENTS = 3, 4  # XPlane's lines, XLine's events
 _EVENT_BATCH = 20_000  # a line's events decoded at a time
 _PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this much to learn its name
-# Copies: (task type, the words of their line or the starts of their names, the stat they carry);
+# Copies: (task type, the starts of their names, the stat they carry: CUPTI's and ROCm's tracers
+# name each copy ``MemcpyH2D``, ``Memset``, ... with ``memcpy_details`` / ``memset_details``);
 # ROCm runs copies and fills as blit kernels (``__amd_rocclr_copyBuffer.kd``, xplane-jax-conv)
 _COPIES = (("MEMCPY", ("Memcpy", "__amd_rocclr_copy"), "memcpy_details"),
            ("MEMSET", ("Memset", "__amd_rocclr_fill"), "memset_details"))
@@ -442,7 +443,7 @@ def _device_slice(rank: RankInfo, line: Any, event: _Event, detail: bool) -> Sli
     on_stream = Slice(rank.rank, Layer.STREAM, lane, event.name, event.start_ns, event.dur_ns, args)
     if not stream:
         return on_stream._replace(task_type=NOT_COMPUTE)
-    copy = _copy(line.name, event)
+    copy = _copy(event)
     if copy is not None:
         return on_stream._replace(task_type=copy)
     kind = collectives.nccl(event.name) or collectives.gpu(event.name)
@@ -452,11 +453,12 @@ def _device_slice(rank: RankInfo, line: Any, event: _Event, detail: bool) -> Sli
     return on_stream._replace(task_type=GPU_KERNEL)
 
 
-def _copy(line: str, event: _Event) -> str | None:
-    """MEMCPY or MEMSET for a copy (by its line, name or stats), ROCm's blit kernels among them;
-    None for a kernel."""
+def _copy(event: _Event) -> str | None:
+    """MEMCPY or MEMSET for a copy (by its own name or stats, never its line's: a stream that ran
+    kernels and copies is ``Stream #7(Kernel,MemcpyH2D)``), ROCm's blit kernels among them; None
+    for a kernel."""
     for kind, words, stat in _COPIES:
-        if any(w in line or event.name.startswith(w) for w in words) or stat in event.stats:
+        if any(event.name.startswith(w) for w in words) or stat in event.stats:
             return kind
     return None
 

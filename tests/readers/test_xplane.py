@@ -318,3 +318,26 @@ def test_a_read_walks_no_events_framing_in_python(tmp_path, monkeypatch):
     events = sum(r.device_events + r.host_events for r in made.ranks)
     assert events > 1500
     assert varints < events / 10, f"{varints} varints walked in Python for {events} events"
+
+
+def test_a_stream_of_kernels_and_copies_types_each_event_by_its_own_name_and_stats(tmp_path):
+    """CUPTI names a stream by every kind of work it ran (``Stream #7(Kernel,MemcpyH2D)``, as the
+    TF GPU demo's ``Stream #135(MemcpyH2D)``): its kernels compute, its copies are copies."""
+    space = xplane_pb2.XSpace(hostnames=["h"])
+    plane = space.planes.add(id=0, name="/device:GPU:0")
+    plane.stat_metadata[1].name = "memcpy_details"
+    plane.stat_metadata[2].name = "memset_details"
+    for i, name in enumerate(("fusion_1", "MemcpyH2D", "cutlass_gemm", "copy_thing", "Memset"), 1):
+        plane.event_metadata[i].name = name
+    line = plane.lines.add(id=7, name="Stream #7(Kernel,MemcpyH2D,Memset)", timestamp_ns=1000)
+    for i in range(1, 6):
+        event = line.events.add(metadata_id=i, offset_ps=i * 10_000_000, duration_ps=5_000_000)
+        if i == 4:  # a copy by its stat alone
+            event.stats.add(metadata_id=1, str_value="kind:1 size:4096 dest:0 async:1")
+    (tmp_path / "h.xplane.pb").write_bytes(space.SerializeToString())
+    batches = read_profile(discover(tmp_path), Options(kind="detail"), Diagnostics())
+    slices = [s for b in batches for s in b.slices]
+    kinds = {s.name: s.task_type for s in slices if s.layer is Layer.STREAM}
+    assert kinds == {"fusion_1": "GPU kernel", "cutlass_gemm": "GPU kernel", "MemcpyH2D": "MEMCPY",
+                     "copy_thing": "MEMCPY", "Memset": "MEMSET"}
+    assert {s.lane for s in slices if s.layer is Layer.STREAM} == {"GPU 0 Stream 7"}

@@ -184,6 +184,10 @@ def comm_group(op: Slice) -> str | None:
 
 # The task type of a GPU kernel (``Layer.STREAM``), as the readers of GPU traces set it: it computes.
 GPU_KERNEL = "GPU kernel"
+# The task type of an XLA op that a TPU's core ran (its ``XLA Ops`` line, readers/xplane.py): it
+# computes, as a kernel does (no GPU's: ``ops`` shows it as its own core type)
+XLA_OP = "XLA op"
+NAMED_BY_KERNEL = frozenset({GPU_KERNEL, XLA_OP})  # device ops whose name is their type (``ops``)
 
 
 # The task type of a host range that is an operator (Paddle's Operator events): what the operator

@@ -37,7 +37,16 @@ from typing import Any
 from ..errors import NOTHING_DRAWN, Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..intervals import is_compute
-from ..model import GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, decoded_args
+from ..model import (
+    GPU_KERNEL,
+    HOST_OPERATOR,
+    NAMED_BY_KERNEL,
+    Layer,
+    RankInfo,
+    Slice,
+    StepRecords,
+    decoded_args,
+)
 from ..profile import Kind, Options, Profile, read_profile
 from ..readers import for_ops, host_ops_in_detail
 
@@ -73,9 +82,9 @@ class RankOps:
         host: list[Slice] = []
         for s in batch.slices:
             if s.layer is Layer.STREAM and is_compute(s.task_type):
-                gpu = s.task_type == GPU_KERNEL
-                named = _add_op(self.device, s, GPU_CORE if gpu else s.task_type, self.by, step)
-                self.typed = self.typed or named or gpu
+                core = GPU_CORE if s.task_type == GPU_KERNEL else s.task_type
+                named = _add_op(self.device, s, core, self.by, step)
+                self.typed = self.typed or named or s.task_type in NAMED_BY_KERNEL
             elif s.layer is Layer.HOST and s.task_type == HOST_OPERATOR:
                 host.append(s)
         for s, self_ns in self_times(host):

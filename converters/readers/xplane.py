@@ -35,9 +35,18 @@ from typing import Any, BinaryIO, NamedTuple
 from ..errors import Diagnostics, InputError
 from ..intervals import NOT_COMPUTE, is_compute
 from ..model import (
+    ALLGATHER,
+    ALLREDUCE,
+    ALLTOALL,
+    BROADCAST,
     GPU_KERNEL,
     ID_LIMIT,
+    RECV,
+    REDUCESCATTER,
+    SEND,
+    SENDRECV,
     TIME_LIMIT_NS,
+    XLA_OP,
     Layer,
     RankInfo,
     Slice,
@@ -50,7 +59,7 @@ from . import collectives
 from .base import Reader
 from .common import markers
 from .common.flows import flow_id
-from .common.lanes import gpu_stream
+from .common.lanes import gpu_stream, tpu_line
 
 NAME = "xplane"
 _FILE = re.compile(r"\.xplane\.pb$")
@@ -69,6 +78,23 @@ _PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this much t
 _COPIES = (("MEMCPY", ("Memcpy", "__amd_rocclr_copy"), "memcpy_details"),
            ("MEMSET", ("Memset", "__amd_rocclr_fill"), "memset_details"))
 _NO_DEVICE = "an XSpace with no device plane (/device:GPU:N): nothing to draw for it"
+# A device plane's lines by XLA's names (tsl/profiler/utils/xplane_schema.h): a TPU's ops run one
+# after another on its core, on ``XLA Ops``, with no ``Stream #`` line (on a GPU, ``XLA Ops``
+# repeats its streams' kernels); ``Async XLA Ops`` holds the asynchronous ones in flight (the
+# copies a ``copy-start`` issues, to their ``copy-done``); ``Steps`` the device's steps.
+_OPS_LINE, _ASYNC_LINE, _STEPS_LINE = "XLA Ops", "Async XLA Ops", "Steps"
+_STEP_STATS = ("group_id", "step_num")  # a Steps event's number (its name too: "0", "1", ...)
+# XLA's collectives by their HLO opcode (an op's hlo_category or display name, ``all-reduce.1``,
+# ``all-gather-start``): the kind the model gives them
+_XLA_COLLECTIVES = {"all-reduce": ALLREDUCE, "all-gather": ALLGATHER, "reduce-scatter": REDUCESCATTER,
+                    "all-to-all": ALLTOALL, "ragged-all-to-all": ALLTOALL, "collective-permute": SENDRECV,
+                    "collective-broadcast": BROADCAST, "send": SEND, "recv": RECV}
+_XLA_COPIES = frozenset({"copy-start", "copy-done"})  # a DMA issued, and the core waiting for it
+_OPCODE = re.compile(r"^%?([a-z][a-z0-9-]*)")
+_XLA_COMM_LANE = "XLA collectives"  # a TPU's collectives' lane (the file names no communicator)
+# Planes this reader knows it does not read: the HLO protos (``/host:metadata``) and the capture's
+# times (read apart); any other that is no device or host plane is said
+_KNOWN = ("/host:metadata", "Task Environment")
 _COMM_LANE = "NCCL"  # collective kernels' lane, as Kineto's (the file names no communicator)
 
 
@@ -264,6 +290,19 @@ def _lines(path: Path, frame: _Frame, lines: list[_Frame]) -> Iterator[Any]:
 
 def _plane_name(path: Path, frame: _Frame) -> str:
     """A plane's name from its first bytes (id, then name: protobuf writes fields in order)."""
+    name = _leading_name(path, frame)
+    return _plane(path, frame).name if name is None else name
+
+
+def _line_name(path: Path, frame: _Frame) -> str:
+    """A line's name from its first bytes, as a plane's (an XLine's id and name are fields 1, 2)."""
+    name = _leading_name(path, frame)
+    return _decoded(path, frame, _line_frames(), _read(path, frame)).name if name is None else name
+
+
+def _leading_name(path: Path, frame: _Frame) -> str | None:
+    """The name (field 2) of a message whose id (field 1) alone may precede it; None where it is
+    not in the first ``_PEEK`` bytes: the caller decodes the message."""
     head = _read(path, frame._replace(size=min(frame.size, _PEEK)))
     at = 0
     while at < len(head):
@@ -273,10 +312,10 @@ def _plane_name(path: Path, frame: _Frame) -> str:
             if at + length <= len(head):
                 return head[at:at + length].decode("utf-8", "replace")
             break
-        if key & 7 != 0:  # a field other than the id before the name: decode the plane
+        if key & 7 != 0:  # a field other than the id before the name
             break
         _, at = _decode_varint(head, at)
-    return _plane(path, frame).name
+    return None
 
 
 def _decode_varint(data: bytes, at: int) -> tuple[int, int]:
@@ -376,6 +415,10 @@ def _file_ranks(path: Path, base: int, diag: Diagnostics | None) -> list[RankInf
         diag.note("xplane_clock", f"{path}: no Task Environment plane: times are the file's own")
     if not devices and diag is not None:
         diag.warn("xplane_no_device", f"{path}: {_NO_DEVICE}")
+    unread = [n for n in space.planes if not (_DEVICE.match(n) or n.startswith("/host:") or n in _KNOWN)]
+    if unread and diag is not None:  # a TPU's SparseCore planes, a custom device's: not drawn
+        diag.warn("xplane_unread_plane", f"{path}: planes not read (no device or host plane this reader "
+                  f"knows): {', '.join(sorted(unread)[:5])}{' ...' if len(unread) > 5 else ''}")
     return [RankInfo(rank=checked_id(base + d), format=NAME, path=path, device=d, host=space.host,
                      start_ns=space.start_ns, clock=clock, source_paths=(path,),
                      clock_offset_ns=space.start_ns or 0, wall_clock=space.start_ns is not None)
@@ -389,6 +432,7 @@ class _Event(NamedTuple):
     dur_ns: int
     stats: dict[str, Any]  # all of them, or (``_events(..., every_stat=False)``) only ``_KEY_STATS``
     raw: Any  # protobuf's stats, for all of them on demand
+    metadata_id: int  # its XEventMetadata's, whose stats say what an XLA op is (hlo_category)
 
 
 _KEY_STATS = ("correlation_id", "step_num")  # what places a host event: its launch, its step
@@ -432,11 +476,36 @@ def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics, every_
                 stats = {keys[s.metadata_id]: _number(s) for s in event.stats if s.metadata_id in keys}
                 if named is not None and not stats and not named(name):
                     continue
-            yield line, _Event(lane, name, start, dur, stats, event.stats)
+            yield line, _Event(lane, name, start, dur, stats, event.stats, event.metadata_id)
 
 
-def _device_slice(rank: RankInfo, line: Any, event: _Event, detail: bool) -> Slice:
-    """A device event in the model's words: a kernel that computes or communicates, or a copy."""
+class _Device(NamedTuple):
+    """What types a device plane's events: its kind (``GPU``, ``TPU``), whether its work is on
+    ``Stream #`` lines (a GPU's) or on ``XLA Ops`` (a TPU's), and its ops' hlo_category by
+    metadata id."""
+
+    kind: str
+    streams: bool
+    categories: dict[int, str]
+
+
+def _device(path: Path, frame: _Frame, kind: str) -> _Device:
+    plane, lines = _layout(path, frame)
+    names = _stat_names(plane)
+    categories = {}
+    for i, meta in plane.event_metadata.items():
+        found = _named_stats(names, meta.stats).get("hlo_category")
+        if isinstance(found, str):
+            categories[i] = found
+    streams = any(_STREAM.match(_line_name(path, line)) for line in lines)
+    return _Device(kind, streams, categories)
+
+
+def _device_slice(rank: RankInfo, plane: _Device, line: Any, event: _Event, detail: bool) -> Slice:
+    """A device event in the model's words: a kernel that computes or communicates, or a copy; on
+    a plane without streams (a TPU's), the ops of its ``XLA Ops`` line alike (``_xla_op``)."""
+    if not plane.streams:
+        return _xla_op(rank, plane, line.name, event, detail)
     stream = _STREAM.match(line.name)
     lane = gpu_stream(rank.device, stream[1] if stream else line.name)
     args = {"Stream": stream[1] if stream else line.name, **event.stats} if detail else None
@@ -451,6 +520,33 @@ def _device_slice(rank: RankInfo, line: Any, event: _Event, detail: bool) -> Sli
         return Slice(rank.rank, Layer.COMM_OP, _COMM_LANE, event.name, event.start_ns, event.dur_ns, args,
                      comm_type(kind))
     return on_stream._replace(task_type=GPU_KERNEL)
+
+
+def _xla_op(rank: RankInfo, plane: _Device, line: str, event: _Event, detail: bool) -> Slice:
+    """An event of a plane whose ops are on ``XLA Ops`` (a TPU's), by its HLO opcode (its
+    hlo_category, else its name): a collective communicates, ``copy-start`` / ``copy-done`` are
+    copies (a DMA issued and waited for), any other op of the line computes (``XLA_OP``); the
+    asynchronous ops in flight are copies or no computation, and every other line
+    (``XLA Modules``, ``XLA TraceMe``, ``Framework Ops``, ...) is drawn as ranges of no computation."""
+    category = plane.categories.get(event.metadata_id)
+    args = None
+    if detail:
+        args = {"Line": line, **({"hlo_category": category} if category is not None else {}), **event.stats}
+    lane = tpu_line(rank.device, line) if plane.kind == "TPU" else gpu_stream(rank.device, line)
+    slice_ = Slice(rank.rank, Layer.STREAM, lane, event.name, event.start_ns, event.dur_ns, args, NOT_COMPUTE)
+    if line not in (_OPS_LINE, _ASYNC_LINE):
+        return slice_
+    opcodes = [found[1] for text in (category, event.name) if text and (found := _OPCODE.match(text))]
+    if any(op in _XLA_COPIES for op in opcodes):
+        return slice_._replace(task_type="MEMCPY")
+    if line == _ASYNC_LINE:
+        return slice_
+    kind = next((_XLA_COLLECTIVES[base] for op in opcodes
+                 if (base := op.removesuffix("-start").removesuffix("-done")) in _XLA_COLLECTIVES), None)
+    if kind is not None:
+        return Slice(rank.rank, Layer.COMM_OP, _XLA_COMM_LANE, event.name, event.start_ns, event.dur_ns, args,
+                     comm_type(kind))
+    return slice_._replace(task_type=XLA_OP)
 
 
 def _copy(event: _Event) -> str | None:
@@ -473,14 +569,12 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     """The rank's device plane and its share of the host planes, step by step: one plane decoded
     at a time (the first rank's read decodes every device plane once more, for their ids alone)."""
     path, space = rank.path, _space(rank.path)
-    devices = {int(m[2]): frame for name, frame in space.planes.items() if (m := _DEVICE.match(name))}
-    device = [(_device_slice(rank, line, event, detail), _correlation(event.stats)) for line, event
-              in _events(path, devices[rank.device], rank.clock_offset_ns, diag)]
-    if not detail:  # the summary and the analyses need what computes and communicates, as Kineto's
-        device = [(s, c) for s, c in device if s.layer is Layer.COMM_OP or is_compute(s.task_type)]
+    devices = {int(m[2]): (m[1], frame) for name, frame in space.planes.items() if (m := _DEVICE.match(name))}
+    kind, mine = devices[rank.device]
+    device, device_steps = _device_work(rank, _device(path, mine, kind), mine, diag, detail)
     launched = Counter(c for _, c in device if c is not None)  # a launch may run several kernels
     first = rank.device == min(devices)
-    others = [frame for d, frame in devices.items() if d != rank.device]
+    others = [frame for d, (_, frame) in devices.items() if d != rank.device]
     elsewhere = _correlations(path, others, diag) if first else set()
     host: list[Slice] = []
     launch_at: dict[int, int] = {}
@@ -506,7 +600,37 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     if marker and not ranges:
         diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one step",
                   subject=f"rank {rank.rank}")
-    yield from _by_step(rank, _steps(ranges, marker), host, device, launch_at, arrows=detail)
+    steps = _steps(ranges, numbered=marker is not None)
+    if not ranges and marker is None and device_steps:  # the device's own (a TPU's Steps line)
+        steps = _steps([(s.start_ns, s.dur_ns, n) for s, n in device_steps],
+                       numbered=any(n is None for _, n in device_steps))
+    elif detail:  # no step here: drawn where they are, as the other lines
+        device += [(s, None) for s, _ in device_steps]
+    yield from _by_step(rank, steps, host, device, launch_at, arrows=detail)
+
+
+def _device_work(rank: RankInfo, plane: _Device, frame: _Frame, diag: Diagnostics,
+                 detail: bool) -> tuple[list[tuple[Slice, int | None]], list[tuple[Slice, int | None]]]:
+    """The rank's device events as slices with their correlation ids (in summary, only what
+    computes and communicates, as Kineto's), and apart the ranges of its ``Steps`` line with their
+    step numbers (None: not said)."""
+    work, steps = [], []
+    for line, event in _events(rank.path, frame, rank.clock_offset_ns, diag):
+        made = _device_slice(rank, plane, line, event, detail)
+        if line.name == _STEPS_LINE:
+            steps.append((made, _step_number(event)))
+        elif detail or made.layer is Layer.COMM_OP or is_compute(made.task_type):
+            work.append((made, _correlation(event.stats)))
+    return work, steps
+
+
+def _step_number(event: _Event) -> int | None:
+    """A ``Steps`` event's step: its ``group_id`` (``step_num``) stat, else its name (``"3"``)."""
+    for key in _STEP_STATS:
+        found = event.stats.get(key)
+        if isinstance(found, int) and 0 <= found < ID_LIMIT:
+            return found
+    return int(event.name) if event.name.isdigit() and int(event.name) < ID_LIMIT else None
 
 
 def _marks(marker: str | None, event: _Event) -> bool:
@@ -524,8 +648,10 @@ def _is_marker(marker: str | None, name: str) -> bool:
     return name.startswith(marker[:-1]) if marker.endswith("*") else name == marker
 
 
-def _steps(ranges: list[tuple[int, int, Any]], marker: str | None) -> list[Step]:
-    if marker is not None:
+def _steps(ranges: list[tuple[int, int, Any]], numbered: bool) -> list[Step]:
+    """The ranges as steps: ``numbered`` 1, 2, ... in time order (a marker's: nested ones no step),
+    else by their own numbers (one range a step)."""
+    if numbered:
         return [Step(None, i, start, start + dur) for i, (start, dur) in
                 enumerate(markers.numbered([(s, d) for s, d, _ in ranges]), 1)]
     by_number: dict[int, Step] = {}

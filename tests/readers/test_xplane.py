@@ -17,6 +17,7 @@ from trace_check import read_perfetto
 from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
 from converters.analyses.ops import ops_report
 from converters.cli import main
+from converters.intervals import NOT_COMPUTE
 from converters.readers import xplane_pb2
 
 SAMPLE = "xplane-jax-conv"
@@ -341,3 +342,67 @@ def test_a_stream_of_kernels_and_copies_types_each_event_by_its_own_name_and_sta
     assert kinds == {"fusion_1": "GPU kernel", "cutlass_gemm": "GPU kernel", "MemcpyH2D": "MEMCPY",
                      "copy_thing": "MEMCPY", "Memset": "MEMSET"}
     assert {s.lane for s in slices if s.layer is Layer.STREAM} == {"GPU 0 Stream 7"}
+
+
+# -- TPU planes (fixtures/xplane_gen.py, platform="tpu": the shape of xprof's real v6e capture) ----
+
+def _tpu(tmp_path, **kw):
+    from fixtures.xplane_gen import write_xspace
+
+    made = write_xspace(tmp_path, platform="tpu", devices=4, steps=3, kernels=4, **kw)
+    batches = list(read_profile(discover(tmp_path), Options(kind="detail"), Diagnostics()))
+    return made, batches
+
+
+def test_tpu_ops_are_on_device_lanes_typed_by_their_hlo_opcode_and_its_steps_line_gives_the_steps(tmp_path):
+    made, batches = _tpu(tmp_path, step_annotations=False)
+    slices = [s for b in batches for s in b.slices]
+    for rank in range(4):
+        kinds = Counter((s.layer, s.lane, s.task_type) for s in slices
+                        if s.rank == rank and s.layer is not Layer.HOST)
+        assert kinds == {
+            (Layer.STREAM, f"TPU {rank} XLA Ops", "XLA op"): 4 * 3,  # the fusions, a convolution, a reduce
+            (Layer.COMM_OP, "XLA collectives", "allreduce"): 3,
+            (Layer.STREAM, f"TPU {rank} XLA Ops", "MEMCPY"): 2 * 3,  # copy-start, copy-done
+            (Layer.STREAM, f"TPU {rank} Async XLA Ops", "MEMCPY"): 3,  # the copy in flight
+            (Layer.STREAM, f"TPU {rank} XLA Modules", NOT_COMPUTE): 3,  # a range a module run
+            (Layer.STREAM, f"TPU {rank} XLA TraceMe", NOT_COMPUTE): 3,
+            (Layer.STREAM, f"TPU {rank} Framework Ops", NOT_COMPUTE): 7 * 3,  # repeats XLA Ops
+            (Layer.STEP, "Steps", ""): 3,  # the Steps line's, the host having none
+        }
+        assert sorted(b.step_id for b in batches if b.rank == rank and b.step_id is not None) == [0, 1, 2]
+    assert sum(1 for s in slices if s.layer is not Layer.STEP) == sum(
+        r.device_events + r.host_events for r in made.ranks)  # nothing dropped
+    computing, communication = Counter(), Counter()  # the ops run one after another: no overlap
+    for row in overlap_report(tmp_path):
+        computing[row.rank] += row.computing_ns
+        communication[row.rank] += row.communication_ns
+    assert computing == dict.fromkeys(range(4), 3 * 4 * 400_000)
+    assert communication == dict.fromkeys(range(4), 3 * 400_000)
+
+
+def test_tpu_host_step_annotations_win_and_the_devices_steps_line_is_then_drawn(tmp_path):
+    _, batches = _tpu(tmp_path, step_annotations=True)
+    assert sorted({b.step_id for b in batches if b.rank == 2} - {None}) == [1, 2, 3]  # the host's step_num
+    steps_line = [s for b in batches for s in b.slices if s.lane == "TPU 2 Steps"]
+    assert [s.name for s in sorted(steps_line, key=lambda s: s.start_ns)] == ["0", "1", "2"]
+    assert {s.task_type for s in steps_line} == {NOT_COMPUTE}
+
+
+def test_tpu_ops_show_as_xla_ops_in_the_op_statistics(tmp_path):
+    _tpu(tmp_path, step_annotations=False)
+    rows = ops_report(tmp_path, by="name")
+    assert {r.core_type for r in rows} == {"XLA op"}
+    assert {r.name for r in rows} == {"fusion", "convolution.1", "dot.2", "reduce.3"}
+
+
+def test_a_plane_that_is_no_device_or_host_plane_is_said(tmp_path):
+    from fixtures.xplane_gen import write_xspace
+
+    made = write_xspace(tmp_path, platform="tpu", devices=1, steps=1)
+    space = xplane_pb2.XSpace.FromString(made.paths[0].read_bytes())
+    space.planes.add(id=99, name="/device:TPU:0 SparseCore 0")
+    made.paths[0].write_bytes(space.SerializeToString())
+    diag = Diagnostics()
+    discover(tmp_path, diag)
+    assert "SparseCore" in diag.examples["xplane_unread_plane"]

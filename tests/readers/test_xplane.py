@@ -406,3 +406,14 @@ def test_a_plane_that_is_no_device_or_host_plane_is_said(tmp_path):
     diag = Diagnostics()
     discover(tmp_path, diag)
     assert "SparseCore" in diag.examples["xplane_unread_plane"]
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+def test_a_tpu_trace_loads_clean_in_the_trace_processor(tmp_path, kind):
+    from fixtures.xplane_gen import write_xspace
+
+    write_xspace(tmp_path / "in", platform="tpu", devices=2, steps=3, step_annotations=False)
+    out = tmp_path / "out.pftrace"
+    result = convert(tmp_path / "in", out, kind=kind, max_bytes=None)
+    problems, (slices, _, _) = imported(out, tmp_path)
+    assert problems == [] and slices == result.slices > 0

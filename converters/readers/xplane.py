@@ -3,14 +3,18 @@ TensorFlow's profiler), one file per host, one rank per device plane (docs/forma
 
 Schema: XLA's ``xplane.proto`` (kept beside this file, compiled into ``xplane_pb2``). An XSpace is
 one message whose planes are its top-level fields: ``_frames`` walks those fields by their length
-prefixes (seeking, never reading a plane it does not need), and each plane is decoded alone, so
-a read holds one plane at a time. A frame that runs past the end of the file is a cut file.
+prefixes (seeking, never reading a plane it does not need), and a plane is decoded a line at a
+time (``_lines``), so a read holds one line's bytes and 20,000 of its events decoded at a time.
+A frame that runs past the end of the file is a cut file.
 
-- ``/device:GPU:N`` (``/device:TPU:N``): a rank each; its ``Stream #S(...)`` lines are device
+- ``/device:GPU:N``, ``/device:TPU:N``: a rank each. A GPU's ``Stream #S(...)`` lines are device
   lanes (``GPU N Stream S``): kernels compute (``GPU_KERNEL``) unless their name is a
   collective's (``collectives.nccl``, ``collectives.gpu``: a communication op), memcpy and memset
-  are copies; other lines of a device plane (XLA's derived ``XLA Ops``, ``XLA Modules``, ...)
-  repeat the streams' work and are drawn as no computation.
+  events are copies (by their own name or stats: a stream runs both); its other lines (XLA's
+  derived ``XLA Ops``, ``XLA Modules``, ...) repeat the streams' work and are drawn as no
+  computation. A TPU's plane has no stream: its ``XLA Ops`` line holds its ops, typed by their
+  HLO opcode (``_xla_op``), and every line is a lane ``TPU N <line>``; a ``Steps`` line gives the
+  device's steps where the host gives none. Other planes are said, not read.
 - ``/host:CPU``: one host lane per line (thread); an event with a ``correlation_id`` the
   launch of the device event of that id (an arrow between them) and the rank's whose device ran
   it; every other host event (TraceMe ranges, the Python tracer) the first rank's.
@@ -18,8 +22,8 @@ a read holds one plane at a time. A frame that runs past the end of the file is 
   ps. JAX writes them from the capture's start, which the ``Task Environment`` plane gives in
   epoch ns (``profile_start_time``); without that plane they stay the file's own.
 - Steps: the user's ranges (``--step-marker``), else the host ranges that carry a ``step_num``
-  stat (``jax.profiler.StepTraceAnnotation``), else the whole capture as one step; device work
-  is filed under the step its launch lies in.
+  stat (``jax.profiler.StepTraceAnnotation``), else the device plane's ``Steps`` line, else the
+  whole capture as one step; device work is filed under the step its launch lies in.
 """
 
 from __future__ import annotations

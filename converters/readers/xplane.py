@@ -434,12 +434,14 @@ class _Event(NamedTuple):
     name: str
     start_ns: int
     dur_ns: int
-    stats: dict[str, Any]  # all of them, or (``_events(..., every_stat=False)``) only ``_KEY_STATS``
+    stats: dict[str, Any]  # all of them, or (``_events(..., every_stat=False)``) only its key stats
     raw: Any  # protobuf's stats, for all of them on demand
     metadata_id: int  # its XEventMetadata's, whose stats say what an XLA op is (hlo_category)
 
 
 _KEY_STATS = ("correlation_id", "step_num")  # what places a host event: its launch, its step
+# what types a device event in summary, which draws no args: its launch, its copy stats, its step
+_DEVICE_KEYS = (*_KEY_STATS, *(stat for *_, stat in _COPIES), *_STEP_STATS)
 
 
 def _number(stat: Any) -> int | None:
@@ -448,16 +450,17 @@ def _number(stat: Any) -> int | None:
 
 
 def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics, every_stat: bool = True,
-            named: Callable[[str], bool] | None = None) -> Iterator[tuple[Any, _Event]]:
+            named: Callable[[str], bool] | None = None,
+            key_stats: tuple[str, ...] = _KEY_STATS) -> Iterator[tuple[Any, _Event]]:
     """A plane's timed events, line by line, with their line; aggregated ones (``num_occurrences``,
-    no time) counted. Without ``every_stat`` only ``_KEY_STATS`` are read (a host plane is read by
+    no time) counted. Without ``every_stat`` only ``key_stats`` are read (a host plane is read by
     each rank of its host, which keeps a few of its events); with ``named`` too, only the events
     that carry one of them or whose name ``named`` accepts (a rank's read that keeps no other: a
     tuple made for each of the host's events was most of its CPU)."""
     plane, lines = _layout(path, frame)
     names = {i: m.display_name or m.name for i, m in plane.event_metadata.items()}
     stat_names = _stat_names(plane)
-    keys = {i: name for i, name in stat_names.items() if name in _KEY_STATS}
+    keys = {i: name for i, name in stat_names.items() if name in key_stats}
     for line in _lines(path, frame, lines):
         lane = line.display_name or line.name
         base = offset_ns + line.timestamp_ns
@@ -619,7 +622,7 @@ def _device_work(rank: RankInfo, plane: _Device, frame: _Frame, diag: Diagnostic
     computes and communicates, as Kineto's), and apart the ranges of its ``Steps`` line with their
     step numbers (None: not said)."""
     work, steps = [], []
-    for line, event in _events(rank.path, frame, rank.clock_offset_ns, diag):
+    for line, event in _events(rank.path, frame, rank.clock_offset_ns, diag, detail, key_stats=_DEVICE_KEYS):
         made = _device_slice(rank, plane, line, event, detail)
         if line.name == _STEPS_LINE:
             steps.append((made, _step_number(event)))

@@ -43,6 +43,7 @@ from ..model import (
     ALLREDUCE,
     ALLTOALL,
     BROADCAST,
+    COLLECTIVE,
     GPU_KERNEL,
     ID_LIMIT,
     RECV,
@@ -91,9 +92,15 @@ _STEP_STATS = ("group_id", "step_num")  # a Steps event's number (its name too: 
 # XLA's collectives by their HLO opcode (an op's hlo_category or display name, ``all-reduce.1``,
 # ``all-gather-start``): the kind the model gives them
 _XLA_COLLECTIVES = {"all-reduce": ALLREDUCE, "all-gather": ALLGATHER, "reduce-scatter": REDUCESCATTER,
+                    "all-reduce-scatter": REDUCESCATTER,
                     "all-to-all": ALLTOALL, "ragged-all-to-all": ALLTOALL, "collective-permute": SENDRECV,
                     "collective-broadcast": BROADCAST, "send": SEND, "recv": RECV}
+# xprof's collectives whose category names no collective opcode (smart_suggestion's IsCollective)
+_XLA_CATEGORIES = {"megacore fusion": COLLECTIVE, "host send": SEND, "host send-done": SEND,
+                   "host recv": RECV, "host recv-done": RECV}
 _XLA_COPIES = frozenset({"copy-start", "copy-done"})  # a DMA issued, and the core waiting for it
+# the core waiting on an asynchronous op that says no more of itself: no computation
+_XLA_WAITS = frozenset({"async-start", "async-update", "async-done"})
 _OPCODE = re.compile(r"^%?([a-z][a-z0-9-]*)")
 _XLA_COMM_LANE = "XLA collectives"  # a TPU's collectives' lane (the file names no communicator)
 # Planes this reader knows it does not read: the HLO protos (``/host:metadata``) and the capture's
@@ -532,7 +539,8 @@ def _device_slice(rank: RankInfo, plane: _Device, line: Any, event: _Event, deta
 def _xla_op(rank: RankInfo, plane: _Device, line: str, event: _Event, detail: bool) -> Slice:
     """An event of a plane whose ops are on ``XLA Ops`` (a TPU's), by its HLO opcode (its
     hlo_category, else its name): a collective communicates, ``copy-start`` / ``copy-done`` are
-    copies (a DMA issued and waited for), any other op of the line computes (``XLA_OP``); the
+    copies (a DMA issued and waited for), a bare ``async-done`` waits (no computation), any other
+    op of the line computes (``XLA_OP``); the
     asynchronous ops in flight are copies or no computation, and every other line
     (``XLA Modules``, ``XLA TraceMe``, ``Framework Ops``, ...) is drawn as ranges of no computation."""
     category = plane.categories.get(event.metadata_id)
@@ -548,11 +556,14 @@ def _xla_op(rank: RankInfo, plane: _Device, line: str, event: _Event, detail: bo
         return slice_._replace(task_type="MEMCPY")
     if line == _ASYNC_LINE:
         return slice_
-    kind = next((_XLA_COLLECTIVES[base] for op in opcodes
-                 if (base := op.removesuffix("-start").removesuffix("-done")) in _XLA_COLLECTIVES), None)
+    kind = _XLA_CATEGORIES.get(category or "") or next(
+        (_XLA_COLLECTIVES[base] for op in opcodes
+         if (base := op.removesuffix("-start").removesuffix("-done")) in _XLA_COLLECTIVES), None)
     if kind is not None:
         return Slice(rank.rank, Layer.COMM_OP, _XLA_COMM_LANE, event.name, event.start_ns, event.dur_ns, args,
                      comm_type(kind))
+    if any(op in _XLA_WAITS for op in opcodes):
+        return slice_
     return slice_._replace(task_type=XLA_OP)
 
 

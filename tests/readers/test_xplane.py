@@ -419,3 +419,30 @@ def test_a_tpu_trace_loads_clean_in_the_trace_processor(tmp_path, kind):
     result = convert(tmp_path / "in", out, kind=kind, max_bytes=None)
     problems, (slices, _, _) = imported(out, tmp_path)
     assert problems == [] and slices == result.slices > 0
+
+
+@pytest.mark.parametrize(("category", "name", "expected"), [
+    ("loop fusion", "fusion.3", (Layer.STREAM, "XLA op")),
+    ("reduce", "reduce.7", (Layer.STREAM, "XLA op")),  # XLA's reduce computes: no collective
+    ("convolution", "dot.2", (Layer.STREAM, "XLA op")),
+    ("all-reduce", "all-reduce.1", (Layer.COMM_OP, "allreduce")),
+    ("all-reduce fusion", "fusion.9", (Layer.COMM_OP, "allreduce")),
+    ("all-reduce-scatter fusion", "fusion.10", (Layer.COMM_OP, "reducescatter")),
+    (None, "all-gather-done.2", (Layer.COMM_OP, "allgather")),  # no category: the name's opcode
+    ("async-done", "all-to-all-done", (Layer.COMM_OP, "alltoall")),
+    ("collective-permute-done", "collective-permute-done.1", (Layer.COMM_OP, "sendrecv")),
+    ("megacore fusion", "fusion.4", (Layer.COMM_OP, "collective")),
+    ("host send", "send.1", (Layer.COMM_OP, "send")),
+    ("copy-done", "copy-done.2", (Layer.STREAM, "MEMCPY")),
+    ("async-done", "async-done.1", (Layer.STREAM, NOT_COMPUTE)),
+])
+def test_an_xla_op_is_typed_by_its_hlo_opcode(category, name, expected):
+    from converters.model import RankInfo
+    from converters.readers import xplane
+
+    rank = RankInfo(rank=0, format="xplane", path=Path("t.xplane.pb"), device=0)
+    plane = xplane._Device("TPU", False, {} if category is None else {5: category})
+    event = xplane._Event("XLA Ops", name, 0, 10, {}, (), 5)
+    made = xplane._xla_op(rank, plane, "XLA Ops", event, detail=True)
+    assert (made.layer, made.task_type) == expected
+    assert made.args["hlo_category"] == category if category else "hlo_category" not in made.args

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from ._dependency_graph import schedule as _schedule

@@ -280,10 +280,10 @@ def _unpacked_size(path: Path) -> int:
 
 def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
     """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
-    with the key that names it across the job (``keyed``); read in detail, with the rank's host
-    stages and, unless ``options.memory`` is False, its memory records. The ids of the steps of the kept graphs
-    go to ``diag.steps``, kept or not (``select.check_steps``). The warnings of arrows left out are
-    taken back once a rank is read, unless ``options.draws_arrows``."""
+    with the key that names it across the job (``keyed``); in detail with the rank's host stages
+    and, unless ``options.memory`` is False, its memory records. The ids of the steps of the kept
+    graphs go to ``diag.steps``, kept or not (``select.check_steps``). The warnings of arrows left
+    out are taken back once a rank is read, unless ``options.draws_arrows``."""
     detail = options.kind is Kind.DETAIL
     marker = {} if options.step_marker is None else {"step_marker": options.step_marker}
     for info in infos:

@@ -447,7 +447,8 @@ def _communication(name: Any) -> tuple[str, str, str] | None:
 
 def _is_execution(event: Event) -> bool:
     """Whether the event is a collective as gloo's worker thread ran it (``gloo:all_reduce``)."""
-    return _category(event) == "user_annotation" and type(event.name) is str and event.name.startswith("gloo:")
+    name = event.name
+    return _category(event) == "user_annotation" and type(name) is str and name.startswith("gloo:")
 
 
 def _category(event: Event) -> Any:

@@ -159,7 +159,8 @@ def _processes(db: sqlite3.Connection, tables: set[str]) -> list[int]:
     found: set[int] = set()
     for table in (_KERNEL, _MEMCPY, _MEMSET):
         if "globalPid" in _columns(db, tables, table):
-            found.update(r[0] for r in db.execute(f"SELECT DISTINCT globalPid FROM {table}") if type(r[0]) is int)
+            rows = db.execute(f"SELECT DISTINCT globalPid FROM {table}")
+            found.update(r[0] for r in rows if type(r[0]) is int)
     return sorted(found)
 
 
@@ -170,7 +171,8 @@ def _others_said(db: sqlite3.Connection, tables: set[str], path: Path, processes
     left = 0
     for table in (_RUNTIME, "NVTX_EVENTS", "OSRT_API"):
         if "globalTid" in _columns(db, tables, table):
-            (n,), = db.execute(f"SELECT count(*) FROM {table} WHERE coalesce(globalTid >> 24, -1) NOT IN ({pids})")
+            (n,), = db.execute(f"SELECT count(*) FROM {table} "
+                               f"WHERE coalesce(globalTid >> 24, -1) NOT IN ({pids})")
             left += n
     if left:
         diag.warn("other_process", f"{path}: {left} host rows of processes without GPU work: in no rank, "
@@ -201,14 +203,16 @@ def _gpu_name(db: sqlite3.Connection, tables: set[str], device: int, pid: int | 
                          "LIMIT 1", (device, pid) if mine else (device,)).fetchone()
         gpu = row[0] if row else device
     if {"id", "name"} <= _columns(db, tables, "TARGET_INFO_GPU"):
-        return _one(db, tables, "TARGET_INFO_GPU", "name", "SELECT name FROM TARGET_INFO_GPU WHERE id = ?", (gpu,))
+        return _one(db, tables, "TARGET_INFO_GPU", "name", "SELECT name FROM TARGET_INFO_GPU WHERE id = ?",
+                    (gpu,))
     if {"deviceId", "name"} <= _columns(db, tables, "TARGET_INFO_CUDA_GPU"):
         return _one(db, tables, "TARGET_INFO_CUDA_GPU", "name",
                     "SELECT name FROM TARGET_INFO_CUDA_GPU WHERE deviceId = ?", (device,))
     return None
 
 
-def _one(db: sqlite3.Connection, tables: set[str], table: str, column: str, sql: str, params: tuple = ()) -> Any:
+def _one(db: sqlite3.Connection, tables: set[str], table: str, column: str, sql: str,
+         params: tuple = ()) -> Any:
     """The first value ``sql`` selects, None where ``table`` or its ``column`` is absent."""
     if column not in _columns(db, tables, table):
         return None
@@ -293,7 +297,8 @@ class _Export:
             return "NULL", ""
         if not self.strings:
             return f"t.{column}", ""
-        return f"COALESCE({alias}.value, t.{column})", f"LEFT JOIN StringIds {alias} ON {alias}.id = t.{column}"
+        join = f"LEFT JOIN StringIds {alias} ON {alias}.id = t.{column}"
+        return f"COALESCE({alias}.value, t.{column})", join
 
     def rows(self, table: str, fields: str, joins: str = "", where: str = "") -> Iterator[tuple]:
         """A table's rows of the rank's process, ``start``, ``end`` first, in time order, a batch at a
@@ -303,8 +308,9 @@ class _Export:
             return
         mine, params = self.mine(table)
         clauses = [c for c in (where, mine) if c]
-        cursor = self.db.execute(f"SELECT t.start, t.end, {fields} FROM {table} t {joins} "
-                                 f"{'WHERE ' + ' AND '.join(clauses) if clauses else ''} ORDER BY t.start", params)
+        filtered = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        cursor = self.db.execute(f"SELECT t.start, t.end, {fields} FROM {table} t {joins} {filtered} "
+                                 "ORDER BY t.start", params)
         while batch := cursor.fetchmany(_BATCH):
             yield from batch
 

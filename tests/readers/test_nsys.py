@@ -268,9 +268,11 @@ def test_a_multi_process_export_is_one_rank_per_process(two_processes):
                                            f"WHERE globalPid = {pid}")}
         assert {s.lane.split(" Stream")[0].split(" Synchronization")[0] for s in mine
                 if s.layer is Layer.STREAM} == {f"GPU {d}" for d in devices}, info.rank
-        threads = {t for t, in _sql_at(db, f"SELECT DISTINCT globalTid & 16777215 FROM "
-                                           f"CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid >> 24 = {pid >> 24}")}
-        assert {int(s.lane.rsplit("thread ", 1)[1].rstrip(")")) for s in mine if s.layer is Layer.HOST} == threads
+        threads = {t for t, in _sql_at(db, "SELECT DISTINCT globalTid & 16777215 FROM "
+                                           "CUPTI_ACTIVITY_KIND_RUNTIME "
+                                           f"WHERE globalTid >> 24 = {pid >> 24}")}
+        host = {int(s.lane.rsplit("thread ", 1)[1].rstrip(")")) for s in mine if s.layer is Layer.HOST}
+        assert host == threads
         for table, task in zip(_DEVICE_TABLES, (GPU_KERNEL, "MEMCPY", "MEMSET"), strict=True):
             (n,), = _sql_at(db, f"SELECT count(*) FROM {table} WHERE globalPid = {pid}")
             assert sum(s.task_type == task for s in mine) == n > 0, (info.rank, table)
@@ -281,8 +283,9 @@ def test_a_multi_process_export_is_one_rank_per_process(two_processes):
             ("SELECT ", "")))
         assert sum(len(s.flows_in) for s in mine) == sum(len(s.flows_out) for s in mine) == linked
     # the two processes number their correlation ids alike: some ids meet across them
-    (across,), = _sql_at(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
-                         "USING (correlationId) WHERE k.globalPid >> 24 != r.globalTid >> 24")
+    (across,), = _sql_at(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                         "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId) "
+                         "WHERE k.globalPid >> 24 != r.globalTid >> 24")
     assert across == 11
 
 
@@ -399,7 +402,8 @@ def _variant(job: tuple[Path, list[dict]], tmp_path: Path, sql: str) -> Path:
 @pytest.mark.parametrize(("sql", "model"), [
     # 2021 exports: TARGET_INFO_CUDA_GPU, by deviceId
     ("DROP TABLE TARGET_INFO_GPU; CREATE TABLE TARGET_INFO_CUDA_GPU (deviceId INTEGER, name TEXT, "
-     "numMultiprocessors INTEGER); INSERT INTO TARGET_INFO_CUDA_GPU VALUES (0, 'NVIDIA A10', 72);", "NVIDIA A10"),
+     "numMultiprocessors INTEGER); INSERT INTO TARGET_INFO_CUDA_GPU VALUES (0, 'NVIDIA A10', 72);",
+     "NVIDIA A10"),
     # 2024-2026: TARGET_INFO_CUDA_DEVICE maps the CUDA device to the GPU's id (CUDA_VISIBLE_DEVICES=2)
     ("INSERT INTO TARGET_INFO_GPU VALUES (4096, 2, 'NVIDIA L40S', '0000:41:00.0'); "
      "CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INTEGER, cudaId INTEGER, pid INTEGER, uuid TEXT, "
@@ -413,7 +417,8 @@ def test_the_gpus_model_comes_from_whichever_table_the_export_has(job, tmp_path,
 
 _TABLES = ["CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME",
            "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS", "OSRT_API", "StringIds", "ThreadNames",
-           "ENUM_NSYS_EVENT_TYPE", "TARGET_INFO_GPU", "TARGET_INFO_SYSTEM_ENV", "TARGET_INFO_SESSION_START_TIME"]
+           "ENUM_NSYS_EVENT_TYPE", "TARGET_INFO_GPU", "TARGET_INFO_SYSTEM_ENV",
+           "TARGET_INFO_SESSION_START_TIME"]
 
 
 @pytest.mark.parametrize("table", _TABLES)
@@ -422,7 +427,8 @@ def test_an_absent_table_leaves_the_rest_read(job, tmp_path, table, capsys):
     variant = _variant(job, tmp_path, f"DROP TABLE {table}")
     counts = manifests[1]["counts"]  # rank 0's
     expected = {"CUPTI_ACTIVITY_KIND_MEMCPY": "MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET": "MEMSET",
-                "CUPTI_ACTIVITY_KIND_RUNTIME": "RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "SYNCHRONIZATION",
+                "CUPTI_ACTIVITY_KIND_RUNTIME": "RUNTIME",
+                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "SYNCHRONIZATION",
                 "NVTX_EVENTS": "NVTX ranges", "OSRT_API": "OSRT"}
     kept = sum(n for k, n in counts.items() if k not in ("NVTX", expected.get(table)))
     diag = Diagnostics()
@@ -457,10 +463,12 @@ def test_nvtx_range_types_come_from_the_enum_table(job, tmp_path):
     from fixtures.nsys_gen import STEP_MARKER
 
     # a version numbering its event types otherwise: the ranges are still the ranges
-    variant = _variant(job, tmp_path, "UPDATE ENUM_NSYS_EVENT_TYPE SET id = 1059 WHERE name = 'NvtxPushPopRange'; "
+    variant = _variant(job, tmp_path,
+                       "UPDATE ENUM_NSYS_EVENT_TYPE SET id = 1059 WHERE name = 'NvtxPushPopRange'; "
                        "UPDATE NVTX_EVENTS SET eventType = 1059 WHERE eventType = 59; "
                        "UPDATE ENUM_NSYS_EVENT_TYPE SET id = 59 WHERE name = 'NvtxMark'; "
                        "UPDATE NVTX_EVENTS SET eventType = 59 WHERE eventType = 34;")
     _, manifests = job
-    steps = list(read_profile(discover(variant), Options(kind="summary", step_marker=STEP_MARKER), Diagnostics()))
+    options = Options(kind="summary", step_marker=STEP_MARKER)
+    steps = list(read_profile(discover(variant), options, Diagnostics()))
     assert [(s.step.start_ns, s.step.end_ns) for s in steps] == [tuple(b) for b in manifests[1]["steps"]]

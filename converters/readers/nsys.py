@@ -1,10 +1,12 @@
 """NVIDIA Nsight Systems' SQLite export (``nsys export --type sqlite``; docs/formats.md, "Nsight
-Systems"), read on the real schema (2024.5, schema 3.13.2).
+Systems"), read on the real schemas 3.13.2 (2024.5) and 3.25.0 (2026.2).
 
-One file is one rank (``nsys`` profiles one process tree; a job is one export per rank). Times are
-ns from the session start, ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` gives that start in epoch
-ns; names are ids into ``StringIds``; ``globalTid`` packs the pid and tid (``pid << 24 | tid`` below
-the vm id: the tid is its low 24 bits).
+A rank is a process with GPU work: ``nsys`` profiles one process tree, and ``nsys profile torchrun``
+records every rank's process in one export. Device rows carry the process's ``globalPid``, host
+rows ``globalTid``; both pack ``(vm << 48) | (pid << 24)``, the tid in the low 24 bits. Times are ns
+from the session start, ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` gives that start in epoch ns;
+names are ids into ``StringIds``. Tables and columns come and go with the version (and Nsight writes
+no table for what it recorded nothing of): each is looked up, an absent one read as none.
 
 Read:
 * ``CUPTI_ACTIVITY_KIND_KERNEL``: kernels on ``GPU <deviceId> Stream <streamId>``, named by their
@@ -14,10 +16,11 @@ Read:
 * ``_MEMCPY`` (``copyKind`` named by ``ENUM_CUDA_MEMCPY_OPER``) and ``_MEMSET``: copies on the stream's
   lane (``MEMCPY`` / ``MEMSET``: no computation);
 * detail only: ``_RUNTIME`` calls on ``CUDA API (<name>, thread N)`` (the name from ``ThreadNames``
-  where it has one), with an arrow from each launch to the device work of its ``correlationId``;
-  ``_SYNCHRONIZATION`` on ``GPU N Synchronization`` (no computation); ``NVTX_EVENTS`` push/pop and
-  start/end ranges (event types 59, 60; marks have no end) on ``NVTX (...)``; ``OSRT_API`` on
-  ``OS runtime (...)``.
+  where it has one), with an arrow from each launch to the device work of its process's
+  ``correlationId``; ``_SYNCHRONIZATION`` on ``GPU N Synchronization`` (N its context's device; no
+  computation); ``NVTX_EVENTS`` push/pop and start/end ranges (the event types
+  ``ENUM_NSYS_EVENT_TYPE`` names so; marks have no end) on ``NVTX (...)``; ``OSRT_API`` on ``OS
+  runtime (...)``.
 
 Steps: the NVTX ranges ``--step-marker`` names, else the whole capture as one pseudo step. Each
 table is read in one ``ORDER BY start`` scan (the export has no index: SQLite sorts in its own
@@ -134,7 +137,7 @@ def _rank_infos(path: Path, diag: Diagnostics | None) -> list[RankInfo]:
             env = {} if not {"name", "value"} <= _columns(db, tables, "TARGET_INFO_SYSTEM_ENV") else dict(
                 db.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV "
                            "WHERE name IN ('Hostname', 'DeviceEnvironment')"))
-            # one process with GPU work: every row its (a row of no process too), as in one of several
+            # an export of one process with GPU work is one rank of every row (rows naming no process too)
             processes = _processes(db, tables)
             if len(processes) > 1 and diag is not None:
                 _others_said(db, tables, path, processes, diag)

@@ -333,6 +333,33 @@ def test_an_export_without_a_gpu_table_says_so(two_processes):
     assert "TARGET_INFO_GPU" in diag.notes["nsys_absent"] and not diag.counts
 
 
+def test_real_nccl_kernels_are_communication_comm_reads(tmp_path):
+    # GindaChen/nsys-ai's tests/fixtures/mfu_2gpu_before.sqlite (2026.2.1, two processes on two
+    # H100s, a 0.3 s window): NCCL's SendRecv kernels, 33 a process
+    from converters.analyses.comm import comm_report
+    from converters.model import SENDRECV, comm_kind
+
+    folder = real_data("nsys-h100-2proc-nccl")
+    (db,) = folder.glob("*.sqlite")
+    expected = dict(_sql_at(db, "SELECT t.globalPid, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL t "
+                            "JOIN StringIds s ON s.id = t.shortName WHERE s.value LIKE 'nccl%' GROUP BY 1"))
+    (kernels,), = _sql_at(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    infos = discover(folder)
+    ranks = _by_rank(folder)
+    for info in infos:
+        comm = [s for s in ranks[info.rank] if s.layer is Layer.COMM_OP]
+        assert len(comm) == expected[info.process] == 33
+        assert {comm_kind(s) for s in comm} == {SENDRECV} and {s.lane for s in comm} == {"NCCL"}
+    drawn = [s for m in ranks.values() for s in m]
+    assert sum(s.task_type == GPU_KERNEL or s.layer is Layer.COMM_OP for s in drawn) == kernels
+    report = comm_report(folder)
+    assert Counter(op.rank for op in report.ops) == {i.rank: expected[i.process] for i in infos}
+    out = tmp_path / "out.pftrace"
+    convert(folder, out, kind="detail")
+    problems, _ = imported(out, tmp_path)
+    assert problems == []
+
+
 # -- generated exports of several processes, in the 2026.2 shape (fixtures.nsys_gen) --
 
 

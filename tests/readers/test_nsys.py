@@ -392,6 +392,31 @@ def test_a_generated_multi_process_export_is_one_rank_per_process(multi):
         assert sum(len(s.flows_in) for s in mine) == launched
 
 
+def test_each_process_has_its_own_nvtx_steps(multi):
+    from fixtures.nsys_gen import STEP_MARKER
+
+    root, manifest = multi
+    options = Options(kind="summary", step_marker=STEP_MARKER)
+    steps = list(read_profile(discover(root), options, Diagnostics()))
+    for rank, process in enumerate(manifest["processes"]):
+        mine = [(s.step.start_ns, s.step.end_ns) for s in steps if s.rank == rank]
+        assert mine == [tuple(b) for b in process["steps"]]
+    assert manifest["processes"][0]["steps"] != manifest["processes"][1]["steps"]
+
+
+def test_several_multi_process_exports_and_one_alone(multi, tmp_path):
+    from fixtures.nsys_gen import write_nsys_export
+
+    root, _ = multi
+    for node in ("node0", "node1"):  # a job of two nodes, an export of two processes each
+        write_nsys_export(tmp_path / f"{node}.sqlite", processes=2, steps=1, kernels=2, seed=7)
+    found = [(i.rank, i.path.name, i.device) for i in discover(tmp_path)]
+    assert found == [(0, "node0.sqlite", 0), (1, "node0.sqlite", 1), (2, "node1.sqlite", 0),
+                     (3, "node1.sqlite", 1)]
+    alone = discover(root / "job.sqlite")
+    assert [(i.rank, i.device) for i in alone] == [(0, 0), (1, 1)]
+
+
 def test_a_generated_multi_process_export_loads_clean(multi, tmp_path):
     root, manifest = multi
     out = tmp_path / "multi.pftrace"

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 from collections import Counter
@@ -233,20 +232,21 @@ def test_memcpys_by_kind_and_bytes_equal_the_table(sample):
 
 
 # -- one export of several processes: the real 2026.2 two-H100 export (GindaChen/nsys-ai's
-# tests/fixtures/h100_2gpu_1s.sqlite, MIT; not in this repository: the tests skip without it) --
+# tests/fixtures/h100_2gpu_1s.sqlite, MIT; kept in fixtures/public) --
 
 MULTI = "h100_2gpu_1s.sqlite"
 _DEVICE_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 
 
+PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public"  # SOURCE.md there
+
+
 def _public(name: str, file: str) -> Path:
-    """A folder of $TRACE2PERFETTO_REALDATA holding a public export the shared samples lack, or a
-    skip saying where to get it."""
-    root = os.environ.get("TRACE2PERFETTO_REALDATA")
-    if root and not (Path(root) / name / file).is_file():
-        pytest.skip(f"$TRACE2PERFETTO_REALDATA/{name}/{file} is absent: it is GindaChen/nsys-ai's "
-                    f"tests/fixtures/{file} (MIT), not in the shared samples; put it there to run this")
-    return real_data(name)
+    """The folder of a public export the shared samples lack, kept in the repository
+    (fixtures/public: GindaChen/nsys-ai's tests/fixtures, MIT)."""
+    folder = PUBLIC / name
+    assert (folder / file).is_file(), f"{folder / file}: the public sample is missing from the checkout"
+    return folder
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from ._dependency_graph import schedule as _schedule
@@ -249,8 +249,8 @@ def contract(graph: Graph, sources: list[int], sinks: list[int],
         first = 0 if source is None else source
         starts, binding = packed.schedule(anchors, first)
         base = 0 if source is None else starts[source] + packed.durs[source]
-        chains = {sink: _chain(sink, binding) for sink in sinks if sink != source and starts[sink] != NEVER}
-        types = {sink: {op_types[i] for i in chain} - {None} for sink, chain in chains.items()}
+        reached = [sink for sink in sinks if sink != source and starts[sink] != NEVER]
+        chains, types = _chains(reached, binding.tolist(), op_types)
         by_type: dict[int, dict[str, int]] = {sink: {} for sink in chains}
         for op_type in sorted(set().union(*types.values())):  # one schedule per op type on a chain
             again, _ = packed.schedule(anchors, first, op_type)
@@ -263,12 +263,36 @@ def contract(graph: Graph, sources: list[int], sinks: list[int],
     return _undominated(found, through or {})
 
 
-def _chain(last: int, binding: Sequence[int]) -> list[int]:
-    """``Graph.chain`` from the binding predecessor of every node (-1: none), first node first."""
-    out = [last]
-    while (p := binding[out[-1]]) >= 0:
-        out.append(p)
-    return out[::-1]
+def _chains(sinks: list[int], binding: list[int], op_types: list[str | None]
+            ) -> tuple[dict[int, list[int]], dict[int, frozenset[str]]]:
+    """Per sink, ``Graph.chain`` from the binding predecessor of every node (-1: none), first node
+    first, and the op types on it. The binding predecessors are a tree, so the chains share their
+    beginnings (kineto-b200-vllm: 2,850 chains of 1.3 M nodes over a few thousand): each node is
+    walked once, where a chain first reaches it, and a later chain through it copies the beginning
+    it shares (a list slice) instead of walking it again."""
+    at: dict[int, tuple[list[int], int]] = {}  # a node walked -> the chain that holds it, its index
+    typed: dict[int, frozenset[str]] = {}  # a node walked -> the op types from the chain's first to it
+    chains: dict[int, list[int]] = {}
+    types: dict[int, frozenset[str]] = {}
+    for sink in sinks:
+        walked = [sink]
+        while (p := binding[walked[-1]]) >= 0 and p not in at:
+            walked.append(p)
+        walked.reverse()
+        if p >= 0:  # the rest, up to p, was walked before
+            held, index = at[p]
+            chain, seen = held[:index + 1] + walked, typed[p]
+        else:
+            chain, seen = walked, frozenset()
+        for index in range(len(chain) - len(walked), len(chain)):
+            node = chain[index]
+            at[node] = chain, index
+            op_type = op_types[node]
+            if op_type is not None and op_type not in seen:
+                seen = seen | {op_type}
+            typed[node] = seen
+        chains[sink], types[sink] = chain, seen
+    return chains, types
 
 
 class _Packed:

@@ -389,6 +389,7 @@ class RankInfo:
     host_paths: tuple[Path, ...] = ()  # host_info files of this rank, read with its steps in detail
     side: str = ""  # drawn beside another run (diff -o): which ("BASE", "NEW"), named in its title
     rank_offset: int = 0  # and what was added to its rank so the runs' processes do not collide
+    process: int | None = None  # the OS process read, of a file holding several (nsys: its globalPid)
 
     def __post_init__(self) -> None:
         """Its numbers within the model's bounds (ids below 2**31, times within ±2**62 ns), and its

@@ -53,6 +53,10 @@ class Options:
     # a loss worth a warning; an analysis that draws none (and uses them, if at all, as the critical
     # path's launches) says nothing of them (``read_profile``)
     draws_arrows: bool = False
+    # whether a detail read files the rank's memory records into its steps (``readers.with_memory``):
+    # an analysis that looks at none of them (the critical path, the report's links) reads no memory
+    # file (Kineto: its trace once more)
+    memory: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
@@ -276,16 +280,17 @@ def _unpacked_size(path: Path) -> int:
 
 def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
     """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
-    with the key that names it across the job (``keyed``). The ids of the steps of the kept graphs
-    go to ``diag.steps``, kept or not (``select.check_steps``). The warnings of arrows left out are
-    taken back once a rank is read, unless ``options.draws_arrows``."""
+    with the key that names it across the job (``keyed``); in detail with the rank's host stages
+    and, unless ``options.memory`` is False, its memory records. The ids of the steps of the kept
+    graphs go to ``diag.steps``, kept or not (``select.check_steps``). The warnings of arrows left
+    out are taken back once a rank is read, unless ``options.draws_arrows``."""
     detail = options.kind is Kind.DETAIL
     marker = {} if options.step_marker is None else {"step_marker": options.step_marker}
     for info in infos:
         steps = reader(info.format).read(info, diag, detail=detail, **marker)
         if detail and info.host_paths:
             steps = reader("host_info").attach(steps, info, diag, min_level=options.host_level)
-        if detail:
+        if detail and options.memory:
             steps = with_memory(steps, info, diag)
         for batch in carried_on(keyed(steps)):
             if options.graphs is not None and batch.graph not in options.graphs:

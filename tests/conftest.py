@@ -61,11 +61,13 @@ SLOW_TESTS: dict[str, str] = {
         "rocprof-908's 43,915 dispatches read in detail and by ops (the quick tier keeps its other tests)",
     "test_real_rccl_is_a_collective_and_overlap_computes": "rocprof-908 through comm and overlap",
     "test_real_rocprof_s_one_long_step_is_said_unknown": "rocprof-908's one long step through critical",
-    "test_every_real_sample_makes_a_report": "a report of each real sample (the other report tests read one per format)",
+    "test_every_real_sample_makes_a_report":
+        "a report of each real sample (the other report tests read one per format)",
     "test_the_gpu_profilers_real_samples_mutated_convert_with_a_warning_or_fail_cleanly":
         "each mutation of each GPU sample through every command (test_fuzz_sample's kind; the quick tier "
         "has the hypothesis one)",
-    "test_arrow_warnings_only_from_commands_that_draw_arrows": "every command on a level-0 and a level-1 copy",
+    "test_arrow_warnings_only_from_commands_that_draw_arrows":
+        "every command on a level-0 and a level-1 copy",
     "test_the_pipeline_lanes_load_with_their_arrows": "the trace processor loading each made pipeline sample",
     "test_info_estimates_each_output_formats_size_within_a_quarter": "each sample converted to every format",
     "test_memory_does_not_grow_with_steps": "peak RSS as a generated profile grows, as in test_memory.py",

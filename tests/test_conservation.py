@@ -225,6 +225,17 @@ def _nsys(root: Path) -> Truth:
     return Truth(records, {0: set(), 1: set()})
 
 
+def _nsys_processes(root: Path) -> Truth:
+    """One export of two processes (2026.2's shape): a rank each; the launcher's rows in none."""
+    made = write_nsys_export(root / "job.sqlite", processes=2, steps=2, seed=5)["processes"]
+    records = {}
+    for rank, counts in enumerate(p["counts"] for p in made):
+        records[rank] = {"GPU": counts["KERNEL"] - 2 + counts["MEMCPY"] + counts["MEMSET"]
+                         + counts["SYNCHRONIZATION"], "Communication": 2,
+                         "Host": counts["RUNTIME"] + counts["NVTX ranges"] + counts["OSRT"]}
+    return Truth(records, {0: set(), 1: set()})
+
+
 def _xplane(root: Path, **kw) -> Truth:
     """A JAX XSpace: each rank's device events and its share of the host's (the generator counts
     them as it writes), and a Step slice each step on every rank."""
@@ -316,6 +327,7 @@ CASES = [
                               seed=1)),
     Case("Paddle, cut off", lambda root: _paddle(root, steps=4, truncate=True, seed=2)),
     Case("Nsight Systems exports, 2 ranks, rows shuffled", _nsys),
+    Case("Nsight Systems, one export of 2 processes", _nsys_processes),
     Case("JAX XSpace, 2 GPUs, step annotations, RCCL", lambda root: _xplane(root, steps=3)),
     Case("JAX XSpace, 2 hosts, planes, lines and events shuffled",
          lambda root: _xplane(root, hosts=2, devices=3, steps=2, shuffle=True, seed=1)),

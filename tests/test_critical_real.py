@@ -9,9 +9,11 @@ from __future__ import annotations
 import pytest
 from conftest import real_data
 
-from converters import Diagnostics
+from converters import Diagnostics, profile, readers
 from converters.analyses.critical import SEGMENT_KINDS, UNSPLIT, critical_report
+from converters.analyses.report import report_data
 from converters.cli import main
+from converters.profile import Kind, Options, Profile, read_profile
 
 WITH_DEVICE = {  # sample -> (steps, ranks the profile holds)
     "kineto-2rank": ([551, 552], {0, 1}),
@@ -91,3 +93,40 @@ def test_ranks_on_clocks_of_their_own_are_not_joined_on_one_path(capsys):
     # they share no collective: --align collectives cannot put rank 6 on rank 1's timeline either
     assert main(["critical", str(real_data("mindspore-1x")), "--align", "collectives"]) == 2
     assert "rank 6: times on a clock of its own" in capsys.readouterr().err
+
+
+WITH_MEMORY = ["ascend-pt-2rank", "kineto-1.8-resnet50"]  # samples whose readers give memory records
+
+
+@pytest.mark.parametrize("sample", WITH_MEMORY)
+def test_the_paths_and_the_report_s_detail_read_file_no_memory_records(sample, monkeypatch):
+    """Neither a critical path nor the links use a memory record: their detail reads file none into
+    the steps (``Options.memory``). Before, each filed them all (kineto-1.8-resnet50: its trace
+    decoded once more, 0.15 CPU s of the report's 1.2; issue 44)."""
+    def filed(*args):
+        raise AssertionError("a critical path's read filed the memory records into the steps")
+
+    monkeypatch.setattr(profile, "with_memory", filed)
+    assert list(critical_report(real_data(sample), diag=Diagnostics()))
+    assert report_data(real_data(sample), diag=Diagnostics()).critical
+
+
+@pytest.mark.parametrize("sample", WITH_MEMORY)
+def test_a_detail_read_without_memory_is_the_read_with_it_less_its_memory_records(sample):
+    """Each step holds what it held, less the records the rank's memory reader gives (``readers.memory``:
+    counters, allocations, module memory), with the same intervals; the steps of memory records only
+    (outside every step) are gone."""
+    opened = Profile.open(real_data(sample), Options(kind=Kind.DETAIL), diag=Diagnostics())
+    memory = {repr(r) for info in opened.ranks for r in readers.memory(info, Diagnostics())}
+
+    def steps(with_memory: bool) -> list[tuple]:
+        found = []
+        for batch in read_profile(opened.ranks, Options(kind=Kind.DETAIL, memory=with_memory), Diagnostics()):
+            kept = [repr(r) for r in batch.slices + batch.samples if repr(r) not in memory]
+            if kept or batch.step is not None:
+                found.append((batch.rank, batch.key, batch.step, kept, batch.intervals))
+        return found
+
+    bare = steps(with_memory=False)
+    assert bare == steps(with_memory=True)
+    assert memory and sum(len(step[3]) for step in bare) > 1000

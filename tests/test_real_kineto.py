@@ -245,6 +245,30 @@ def test_a_cpu_only_trace_says_it_has_no_device_activity_and_measures_its_collec
     assert " - " in capsys.readouterr().out  # unknown, not zero
 
 
+def test_each_gloo_collective_is_one_communication_op_its_c10d_call_none(capsys):
+    """A gloo collective is in the trace twice: the ``c10d::`` op that called it (main thread) and
+    the ``gloo:`` range of gloo's worker that ran it. ``comm`` lists it once, the run, so every
+    figure across ranks (Last, Wait Caused) counts each collective once: one row per raw ``gloo:``
+    range of the kept steps, counted here from the JSON."""
+    expected: Counter = Counter()
+    for path in _traces("kineto-gloo-2rank"):
+        data = json.loads(path.read_bytes())
+        events = [e for e in data["traceEvents"] if e.get("ph") == "X"]
+        steps = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in events
+                 if e["name"].startswith("ProfilerStep#")]
+        for e in events:
+            if e.get("cat") == "user_annotation" and e["name"].startswith("gloo:"):
+                step = next(n for n, a, b in steps if a <= e["ts"] < b)
+                expected[data["distributedInfo"]["rank"], step, e["name"]] += 1
+    assert main(["comm", str(real_data("kineto-gloo-2rank")), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["ops"]
+    assert Counter((r["Rank"], r["Step"], r["Op"]) for r in rows) == expected
+    assert main(["comm", str(real_data("kineto-gloo-2rank")), "--slow-ranks", "--format", "json"]) == 0
+    ranks = json.loads(capsys.readouterr().out)["slow_ranks"]
+    per_rank_step = sum(expected.values()) // 6  # 2 ranks x 3 steps, the same collectives in each
+    assert sum(r["Last Arrivals"] for r in ranks) == 3 * per_rank_step
+
+
 def test_a_gzipped_trace_cut_off_by_a_crash_converts_its_whole_events_with_a_warning(tmp_path):
     source = _traces("kineto-2rank")[0]
     whole = gzip.decompress(source.read_bytes())

@@ -259,8 +259,8 @@ def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: i
                    path: str) -> tuple:
     stashed: list = []
     types = TaskTypes(info)
-    with SpoolFile(path) as spool:
-        for batch in read_profile([info], options, diag):
+    with SpoolFile(path) as spool:  # a path runs through no memory record: none is read
+        for batch in read_profile([info], dataclasses.replace(options, memory=False), diag):
             stash_step(spool, batch, shift, kept, stashed, types)
     return (stashed,)
 

@@ -17,8 +17,13 @@ Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
   without NCCL (SymmetricMemory's ``multimem_*``, vLLM's custom all-reduce, DeepEP's dispatch and
   combine: ``collectives.gpu``): communication ops, on the lane of their process group where the
   kernel's args name it, what each does from its name (``_communication``);
-- on CPU backends (gloo), the collectives themselves (``c10d::*`` ops, ``gloo:*`` ranges) are
-  the communication ops, drawn as host work (no device activity);
+- on CPU backends (gloo), the collectives themselves are the communication ops, drawn as host
+  work (no device activity): gloo's own ranges (``gloo:*``, on its worker threads: the collective
+  as it ran), where the rank's trace holds any, and the ``c10d::*`` ops that called them are host
+  ranges (the call, as a launch is on a GPU: docs/analysis.md §3); without gloo's ranges (mpi, a
+  build that records none) the ``c10d::*`` ops are the collectives. A send's or receive's call
+  stays a communication op beside its range: only the call names the peer, and the pipeline
+  analysis takes the two as one transfer (``analyses.pipeline.transfers_of``);
 - CPU ops, Python functions, annotations and CUDA runtime calls: host lanes, one per thread;
   on a CPU run (``deviceProperties`` is there and empty) the CPU ops are the host operators
   (``HOST_OPERATOR``) that ``ops`` counts where there is no device work; each launch is linked
@@ -305,6 +310,7 @@ class Kineto(Dialect):
 
     def __init__(self, backend: str, host_only: bool = False) -> None:
         self.collectives_on_host = backend not in ("nccl", "")  # gloo, mpi: the CPU does the work
+        self._executions_seen = False  # whether the trace holds gloo's ranges: then a c10d op is a call
         self._survey: launches.Survey | None = None  # the first pass's launches and collectives
         self.launches: launches.Launches | None = None  # then, by correlation id
         self._steps = False  # whether device work is filed by its launch: the trace marks steps
@@ -333,6 +339,8 @@ class Kineto(Dialect):
         return chrome_trace.Route(Layer.HOST, thread.strip() or f"thread {tid}")
 
     def survey(self, events: list[Event], rank: RankInfo) -> None:
+        if self.collectives_on_host and not self._executions_seen:
+            self._executions_seen = any(_is_execution(e) for e in events)
         if self._survey is None:
             self._survey = launches.Survey(rank.clock_offset_ns, _LAUNCH_CATS_ANY, _OP_CATS_ANY)
         self._survey.add(events)
@@ -368,9 +376,11 @@ class Kineto(Dialect):
             args = _args(event)
             flow = (f"launch:{args.correlation}", True) if args.correlation is not None else None
             return Converted(Layer.HOST, lane, name, "", flow)
-        if isinstance(name, str) and ((cat == "cpu_op" and name.startswith("c10d::")) or
-                                      (cat == "user_annotation" and name.startswith("gloo:"))):
-            return Converted(Layer.COMM_OP, "Collectives (c10d)" if cat == "cpu_op" else "Collectives (gloo)",
+        calls = cat == "cpu_op" and type(name) is str and name.startswith("c10d::")
+        if calls and self._executions_seen and collectives.host(name) not in POINT_TO_POINT:
+            return Converted(Layer.HOST, lane, name, "")  # the call of a collective gloo's range shows run
+        if calls or _is_execution(event):
+            return Converted(Layer.COMM_OP, "Collectives (c10d)" if calls else "Collectives (gloo)",
                              name, "", None, on_device=False, meaning=collectives.host(name) or COLLECTIVE)
         if kind is _GPU:  # on a stream, of a category not known to compute
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
@@ -433,6 +443,12 @@ def _communication(name: Any) -> tuple[str, str, str] | None:
     if (kind := collectives.gpu(name)) is not None:
         return _DEVICE_CATS["kernel"], "GPU Communication", comm_type(kind)
     return None
+
+
+def _is_execution(event: Event) -> bool:
+    """Whether the event is a collective as gloo's worker thread ran it (``gloo:all_reduce``)."""
+    name = event.name
+    return _category(event) == "user_annotation" and type(name) is str and name.startswith("gloo:")
 
 
 def _category(event: Event) -> Any:

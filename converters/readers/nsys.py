@@ -1,10 +1,12 @@
 """NVIDIA Nsight Systems' SQLite export (``nsys export --type sqlite``; docs/formats.md, "Nsight
-Systems"), read on the real schema (2024.5, schema 3.13.2).
+Systems"), read on the real schemas 3.13.2 (2024.5) and 3.25.0 (2026.2).
 
-One file is one rank (``nsys`` profiles one process tree; a job is one export per rank). Times are
-ns from the session start, ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` gives that start in epoch
-ns; names are ids into ``StringIds``; ``globalTid`` packs the pid and tid (``pid << 24 | tid`` below
-the vm id: the tid is its low 24 bits).
+A rank is a process with GPU work: ``nsys`` profiles one process tree, and ``nsys profile torchrun``
+records every rank's process in one export. Device rows carry the process's ``globalPid``, host
+rows ``globalTid``; both pack ``(vm << 48) | (pid << 24)``, the tid in the low 24 bits. Times are ns
+from the session start, ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` gives that start in epoch ns;
+names are ids into ``StringIds``. Tables and columns come and go with the version (and Nsight writes
+no table for what it recorded nothing of): each is looked up, an absent one read as none.
 
 Read:
 * ``CUPTI_ACTIVITY_KIND_KERNEL``: kernels on ``GPU <deviceId> Stream <streamId>``, named by their
@@ -14,10 +16,11 @@ Read:
 * ``_MEMCPY`` (``copyKind`` named by ``ENUM_CUDA_MEMCPY_OPER``) and ``_MEMSET``: copies on the stream's
   lane (``MEMCPY`` / ``MEMSET``: no computation);
 * detail only: ``_RUNTIME`` calls on ``CUDA API (<name>, thread N)`` (the name from ``ThreadNames``
-  where it has one), with an arrow from each launch to the device work of its ``correlationId``;
-  ``_SYNCHRONIZATION`` on ``GPU N Synchronization`` (no computation); ``NVTX_EVENTS`` push/pop and
-  start/end ranges (event types 59, 60; marks have no end) on ``NVTX (...)``; ``OSRT_API`` on
-  ``OS runtime (...)``.
+  where it has one), with an arrow from each launch to the device work of its process's
+  ``correlationId``; ``_SYNCHRONIZATION`` on ``GPU N Synchronization`` (N its context's device; no
+  computation); ``NVTX_EVENTS`` push/pop and start/end ranges (the event types
+  ``ENUM_NSYS_EVENT_TYPE`` names so; marks have no end) on ``NVTX (...)``; ``OSRT_API`` on ``OS
+  runtime (...)``.
 
 Steps: the NVTX ranges ``--step-marker`` names, else the whole capture as one pseudo step. Each
 table is read in one ``ORDER BY start`` scan (the export has no index: SQLite sorts in its own
@@ -51,6 +54,7 @@ _BATCH = 4096
 _TID_BITS = 0xFF_FFFF  # globalTid = (vm id << 48) | (pid << 24) | tid
 # a rank the launcher put in the environment Nsight recorded (DeviceEnvironment), first found wins
 _RANK_VARS = re.compile(r"(?:^|;)(?:RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID|PMIX_RANK)=(\d+)(?:;|$)")
+_NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange where ENUM_NSYS_EVENT_TYPE is absent
 _CUPTI = "CUPTI_ACTIVITY_KIND_"
 _KERNEL, _MEMCPY, _MEMSET = f"{_CUPTI}KERNEL", f"{_CUPTI}MEMCPY", f"{_CUPTI}MEMSET"
 _RUNTIME, _SYNC = f"{_CUPTI}RUNTIME", f"{_CUPTI}SYNCHRONIZATION"
@@ -68,12 +72,24 @@ def _is_export(path: Path) -> bool:
             if f.read(16) != b"SQLite format 3\x00":
                 return False
         with read_only(path, Diagnostics()) as db:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            tables = _tables(db)
     except OSError:
         return False
     except (InputError, *DAMAGED):
         return True
-    return "StringIds" in tables and ("META_DATA_EXPORT" in tables or _KERNEL in tables)
+    return "META_DATA_EXPORT" in tables or {"StringIds", _KERNEL} <= tables
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _columns(db: sqlite3.Connection, tables: set[str], table: str) -> set[str]:
+    """A table's columns; none for a table the export lacks (Nsight writes no table it has no rows
+    for, and the columns change from version to version)."""
+    if table not in tables:
+        return set()
+    return {r[1] for r in db.execute(f'PRAGMA table_info("{table}")')}
 
 
 def _exports(folder: Path) -> list[Path]:
@@ -84,14 +100,20 @@ def sniff(folder: Path) -> bool:
     return bool(_exports(folder))
 
 
-def lone_file(path: Path, diag: Diagnostics | None) -> RankInfo | None:
-    return _rank_info(path, 0) if path.suffix == ".sqlite" and _is_export(path) else None
+def lone_file(path: Path, diag: Diagnostics | None) -> list[RankInfo] | None:
+    if path.suffix != ".sqlite" or not _is_export(path):
+        return None
+    infos = _rank_infos(path, diag)
+    for rank, info in enumerate(infos):  # a lone process's rank its launcher's, where it says one
+        info.rank = rank if info.rank < 0 else info.rank
+    return infos
 
 
 def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
-    """One rank per export: the rank its launcher's environment says (``RANK``, ``PMI_RANK``,
-    ``SLURM_PROCID``, ...), else the next free one in name order."""
-    infos = [_rank_info(path, None) for path in _exports(folder)]
+    """One rank per process with GPU work in each export: the rank its launcher's environment says
+    (``RANK``, ``PMI_RANK``, ``SLURM_PROCID``, ...) where the export holds one such process, else the
+    next free one in name order, then pid order."""
+    infos = [info for path in _exports(folder) for info in _rank_infos(path, diag)]
     taken = {i.rank for i in infos if i.rank >= 0}
     free = (r for r in range(len(infos) + len(taken)) if r not in taken)
     for info in infos:
@@ -100,37 +122,102 @@ def rank_infos(folder: Path, diag: Diagnostics | None = None) -> list[RankInfo]:
     return infos
 
 
-def _rank_info(path: Path, default_rank: int | None) -> RankInfo:
-    """What the export's small tables say of its rank.
+def _rank_infos(path: Path, diag: Diagnostics | None) -> list[RankInfo]:
+    """What the export's small tables say of its ranks: one a process with GPU work (``nsys profile
+    torchrun ...`` records every process of the tree in one export).
 
     Raises:
         InputError: the file cannot be read as SQLite.
     """
     try:
         with read_only(path, Diagnostics()) as db:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            start = _one(db, tables, "TARGET_INFO_SESSION_START_TIME", "SELECT utcEpochNs FROM "
+            tables = _tables(db)
+            start = _one(db, tables, "TARGET_INFO_SESSION_START_TIME", "utcEpochNs", "SELECT utcEpochNs FROM "
                          "TARGET_INFO_SESSION_START_TIME")
-            env = {} if "TARGET_INFO_SYSTEM_ENV" not in tables else dict(db.execute(
-                "SELECT name, value FROM TARGET_INFO_SYSTEM_ENV "
-                "WHERE name IN ('Hostname', 'DeviceEnvironment')"))
-            device = _one(db, tables, _KERNEL, f"SELECT deviceId FROM {_KERNEL} LIMIT 1")
-            gpu = _one(db, tables, "TARGET_INFO_GPU", "SELECT name FROM TARGET_INFO_GPU WHERE id = ?",
-                       (device,))
+            env = {} if not {"name", "value"} <= _columns(db, tables, "TARGET_INFO_SYSTEM_ENV") else dict(
+                db.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV "
+                           "WHERE name IN ('Hostname', 'DeviceEnvironment')"))
+            # an export of one process with GPU work is one rank of every row (rows naming no process too)
+            processes = _processes(db, tables)
+            if len(processes) > 1 and diag is not None:
+                _others_said(db, tables, path, processes, diag)
+            processes = processes if len(processes) > 1 else [None]
+            devices = [_device(db, tables, process) for process in processes]
     except DAMAGED as e:
         raise InputError(path, "", f"damaged SQLite database ({e})", hint=HINT) from None
     found = _RANK_VARS.search(env.get("DeviceEnvironment") or "")
-    rank = int(found.group(1)) if found else (default_rank if default_rank is not None else -1)
+    # the environment is the launcher's, one for the whole tree: a rank only of a lone process
+    rank = int(found.group(1)) if found and len(devices) == 1 else -1
     offset = start if type(start) is int else 0
-    return RankInfo(rank=rank, format=NAME, path=path, device=device if type(device) is int else None,
-                    host=env.get("Hostname"), device_name=gpu if isinstance(gpu, str) else None,
-                    start_ns=offset or None, source_paths=(path,), clock_offset_ns=offset,
-                    clock=CLOCK if offset else "ns from the Nsight Systems session start (no epoch start)",
-                    wall_clock=bool(offset))
+    return [RankInfo(rank=rank, format=NAME, path=path, device=device, host=env.get("Hostname"),
+                     device_name=gpu, start_ns=offset or None, source_paths=(path,), clock_offset_ns=offset,
+                     clock=CLOCK if offset else "ns from the Nsight Systems session start (no epoch start)",
+                     wall_clock=bool(offset), process=process)
+            for process, (device, gpu) in zip(processes, devices, strict=True)]
 
 
-def _one(db: sqlite3.Connection, tables: set[str], table: str, sql: str, params: tuple = ()) -> Any:
-    if table not in tables:
+def _processes(db: sqlite3.Connection, tables: set[str]) -> list[int]:
+    """The processes (``globalPid``: ``(vm << 48) | (pid << 24)``) whose GPU work the export holds,
+    in pid order; none where the device tables name no process (then the file is one rank)."""
+    found: set[int] = set()
+    for table in (_KERNEL, _MEMCPY, _MEMSET):
+        if "globalPid" in _columns(db, tables, table):
+            rows = db.execute(f"SELECT DISTINCT globalPid FROM {table}")
+            found.update(r[0] for r in rows if type(r[0]) is int)
+    return sorted(found)
+
+
+def _others_said(db: sqlite3.Connection, tables: set[str], path: Path, processes: list[int],
+                 diag: Diagnostics) -> None:
+    """Warn of the host rows of processes with no GPU work (a launcher's, a compiler's): in no rank."""
+    pids = ", ".join(str(p >> 24) for p in processes)
+    left = 0
+    for table in (_RUNTIME, "NVTX_EVENTS", "OSRT_API"):
+        if "globalTid" in _columns(db, tables, table):
+            (n,), = db.execute(f"SELECT count(*) FROM {table} "
+                               f"WHERE coalesce(globalTid >> 24, -1) NOT IN ({pids})")
+            left += n
+    if left:
+        diag.warn("other_process", f"{path}: {left} host rows of processes without GPU work: in no rank, "
+                  "not drawn")
+
+
+def _device(db: sqlite3.Connection, tables: set[str], process: int | None) -> tuple[int | None, str | None]:
+    """The process's (first) CUDA device and its model, where the export names it."""
+    mine = process is not None and "globalPid" in _columns(db, tables, _KERNEL)
+    where, params = ("WHERE globalPid = ?", (process,)) if mine else ("", ())
+    device = _one(db, tables, _KERNEL, "deviceId", f"SELECT deviceId FROM {_KERNEL} {where} LIMIT 1", params)
+    if type(device) is not int:
+        return None, None
+    gpu = _gpu_name(db, tables, device, None if process is None else process >> 24 & _TID_BITS)
+    return device, gpu if isinstance(gpu, str) else None
+
+
+def _gpu_name(db: sqlite3.Connection, tables: set[str], device: int, pid: int | None) -> Any:
+    """A CUDA device's model. 2024-2026 exports: ``TARGET_INFO_GPU`` by its ``id``, which
+    ``TARGET_INFO_CUDA_DEVICE`` maps the CUDA device (``cudaId``, per process ``pid``: the
+    process's numbering, ``CUDA_VISIBLE_DEVICES``) to, where it is; without it the CUDA device is
+    taken for the id. 2021 exports: ``TARGET_INFO_CUDA_GPU`` by ``deviceId``."""
+    gpu = device
+    cuda = _columns(db, tables, "TARGET_INFO_CUDA_DEVICE")
+    if {"cudaId", "gpuId"} <= cuda:
+        mine = "pid = ? DESC," if "pid" in cuda and pid is not None else ""
+        row = db.execute(f"SELECT gpuId FROM TARGET_INFO_CUDA_DEVICE WHERE cudaId = ? ORDER BY {mine} gpuId "
+                         "LIMIT 1", (device, pid) if mine else (device,)).fetchone()
+        gpu = row[0] if row else device
+    if {"id", "name"} <= _columns(db, tables, "TARGET_INFO_GPU"):
+        return _one(db, tables, "TARGET_INFO_GPU", "name", "SELECT name FROM TARGET_INFO_GPU WHERE id = ?",
+                    (gpu,))
+    if {"deviceId", "name"} <= _columns(db, tables, "TARGET_INFO_CUDA_GPU"):
+        return _one(db, tables, "TARGET_INFO_CUDA_GPU", "name",
+                    "SELECT name FROM TARGET_INFO_CUDA_GPU WHERE deviceId = ?", (device,))
+    return None
+
+
+def _one(db: sqlite3.Connection, tables: set[str], table: str, column: str, sql: str,
+         params: tuple = ()) -> Any:
+    """The first value ``sql`` selects, None where ``table`` or its ``column`` is absent."""
+    if column not in _columns(db, tables, table):
         return None
     row = db.execute(sql, params).fetchone()
     return row[0] if row else None
@@ -163,38 +250,83 @@ def _communication(short: str, full: str) -> tuple[str, str] | None:
 
 
 class _Export:
-    """One export's tables as slices (and arrow ends), merged in time order."""
+    """One process's records in an export's tables as slices (and arrow ends), merged in time order."""
 
     def __init__(self, db: sqlite3.Connection, rank: RankInfo, diag: Diagnostics, detail: bool) -> None:
         self.db, self.rank, self.diag, self.detail = db, rank, diag, detail
         self.path = rank.source_paths[0]
-        self.tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        self.tables = _tables(db)
         if _KERNEL not in self.tables:
             raise InputError(self.path, "", f"no table {_KERNEL}: no GPU kernels to draw (was the "
                              "run profiled with --trace=cuda?)", hint=HINT)
+        self.strings = "StringIds" in self.tables
         self.bad = 0
         self.thread_names = self._thread_names() if detail else {}
+        self._say_absent()
+
+    def _say_absent(self) -> None:
+        """Say which tables the export lacks: Nsight writes none for what it recorded nothing of
+        (no memset, no NVTX: a note); without ``StringIds`` names are only their ids (a warning)."""
+        wanted = [_MEMCPY, _MEMSET] + ([_RUNTIME, _SYNC, "NVTX_EVENTS", "OSRT_API"] if self.detail else [])
+        if self.rank.device_name is None:
+            wanted.append("TARGET_INFO_GPU")
+        absent = [t for t in wanted if t not in self.tables]
+        if absent:
+            self.diag.note("nsys_absent", f"{self.path}: no {', '.join(absent)} (Nsight writes no table for "
+                           "what it did not record): read what is there")
+        if not self.strings:
+            self.diag.warn("no_string_ids", f"{self.path}: no StringIds table: kernels, calls and threads "
+                           "are named by their ids")
 
     def _thread_names(self) -> dict[int, str]:
         """The threads' names (``ThreadNames``, by id into ``StringIds``), by globalTid."""
-        if not {"nameId", "globalTid"} <= self.columns("ThreadNames"):
+        if not self.strings or not {"nameId", "globalTid"} <= self.columns("ThreadNames"):
             return {}
         return dict(self.db.execute("SELECT t.globalTid, s.value FROM ThreadNames t "
                                     "JOIN StringIds s ON s.id = t.nameId"))
 
     def columns(self, table: str) -> set[str]:
-        if table not in self.tables:
-            return set()
-        return {r[1] for r in self.db.execute(f'PRAGMA table_info("{table}")')}
+        return _columns(self.db, self.tables, table)
+
+    def fields(self, table: str, *names: str) -> str:
+        """The columns ``names`` of ``table``, NULL for those its version lacks."""
+        have = self.columns(table)
+        return ", ".join(f"t.{n}" if n in have else "NULL" for n in names)
+
+    def named(self, table: str, column: str, alias: str) -> tuple[str, str]:
+        """(the text, the join) of a column holding an id into ``StringIds`` (the id itself without
+        that table)."""
+        if column not in self.columns(table):
+            return "NULL", ""
+        if not self.strings:
+            return f"t.{column}", ""
+        join = f"LEFT JOIN StringIds {alias} ON {alias}.id = t.{column}"
+        return f"COALESCE({alias}.value, t.{column})", join
 
     def rows(self, table: str, fields: str, joins: str = "", where: str = "") -> Iterator[tuple]:
-        """A table's rows, ``start``, ``end`` first, in time order, a batch at a time."""
-        if table not in self.tables:
+        """A table's rows of the rank's process, ``start``, ``end`` first, in time order, a batch at a
+        time. The process: a device row's ``globalPid``, a host row's ``globalTid`` (its pid bits)."""
+        have = self.columns(table)
+        if not {"start", "end"} <= have:
             return
-        cursor = self.db.execute(f"SELECT t.start, t.end, {fields} FROM {table} t {joins} "
-                                 f"{'WHERE ' + where if where else ''} ORDER BY t.start")
+        mine, params = self.mine(table)
+        clauses = [c for c in (where, mine) if c]
+        filtered = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        cursor = self.db.execute(f"SELECT t.start, t.end, {fields} FROM {table} t {joins} {filtered} "
+                                 "ORDER BY t.start", params)
         while batch := cursor.fetchmany(_BATCH):
             yield from batch
+
+    def mine(self, table: str) -> tuple[str, tuple]:
+        """The condition (and its parameters) on ``table``'s rows that they are the rank's process's."""
+        have = self.columns(table)
+        if self.rank.process is None:
+            return "", ()
+        if "globalPid" in have:
+            return "t.globalPid = ?", (self.rank.process,)
+        if "globalTid" in have:
+            return "(t.globalTid >> 24) = ?", (self.rank.process >> 24,)
+        return "", ()
 
     def times(self, start: Any, end: Any) -> tuple[int, int] | None:
         try:
@@ -211,26 +343,24 @@ class _Export:
     # -- the tables, each as (slice, arrow end or None), in time order ----------------------------
 
     def kernels(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
-        have = self.columns(_KERNEL)
-        names = [c for c in ("demangledName", "shortName") if c in have]
-        fields = ", ".join(f"COALESCE(s{i}.value, t.{c})" for i, c in enumerate(names)) or "NULL"
-        joins = " ".join(f"LEFT JOIN StringIds s{i} ON s{i}.id = t.{c}" for i, c in enumerate(names))
+        (full, join_full), (short, join_short) = (self.named(_KERNEL, "demangledName", "s0"),
+                                                  self.named(_KERNEL, "shortName", "s1"))
         rank = self.rank.rank
-        for start, end, device, stream, corr, *name in self.rows(
-                _KERNEL, "t.deviceId, t.streamId, t.correlationId, " + fields, joins):
+        for start, end, device, stream, corr, full_name, short_name in self.rows(
+                _KERNEL, f"{self.fields(_KERNEL, 'deviceId', 'streamId', 'correlationId')}, {full}, {short}",
+                f"{join_full} {join_short}"):
             times = self.times(start, end)
             if times is None:
                 continue
-            full, short = (name + [None])[:2]
-            full = str(full if full is not None else short)
-            args = {"correlationId": corr, "Short name": short, "device": device, "stream": stream}
-            communicates = _communication(str(short) if short is not None else full, full)
+            full_name = str(full_name if full_name is not None else short_name)
+            args = {"correlationId": corr, "Short name": short_name, "device": device, "stream": stream}
+            communicates = _communication(str(short_name) if short_name is not None else full_name, full_name)
             if communicates is not None:  # unverified: no public export holds an NCCL kernel
                 lane, kind = communicates
-                made = Slice(rank, Layer.COMM_OP, lane, full, *times, args, comm_type(kind))
+                made = Slice(rank, Layer.COMM_OP, lane, full_name, *times, args, comm_type(kind))
             else:
                 lane = gpu_stream(device, stream)
-                made = Slice(rank, Layer.STREAM, lane, full, *times, args, GPU_KERNEL)
+                made = Slice(rank, Layer.STREAM, lane, full_name, *times, args, GPU_KERNEL)
             yield made, self.end(made, corr)
 
     def copies(self, table: str, task_type: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
@@ -240,10 +370,10 @@ class _Export:
             joins = "LEFT JOIN ENUM_CUDA_MEMCPY_OPER e ON e.id = t.copyKind"
         else:
             kind, joins = ("t.copyKind" if "copyKind" in have else "NULL"), ""
-        value = "t.value" if "value" in have else "NULL"
         rank, word = self.rank.rank, "Memcpy" if task_type == "MEMCPY" else "Memset"
+        fields = self.fields(table, "deviceId", "streamId", "correlationId", "bytes")
         for start, end, device, stream, corr, size, how, set_to in self.rows(
-                table, f"t.deviceId, t.streamId, t.correlationId, t.bytes, {kind}, {value}", joins):
+                table, f"{fields}, {kind}, {self.fields(table, 'value')}", joins):
             times = self.times(start, end)
             if times is None:
                 continue
@@ -262,19 +392,39 @@ class _Export:
             return None
         return FlowEnd(made.rank, made.layer, made.lane, made.start_ns, f"launch:{corr}", False)
 
-    def host(self, table: str, prefix: str, name_column: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def calls(self, table: str, prefix: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
+        """A table of host calls named by ``nameId`` (the CUDA runtime's, the OS runtime's)."""
+        name, joins = self.named(table, "nameId", "s")
+        return self.host(table, prefix, name, joins, "t.end IS NOT NULL")
+
+    def nvtx(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+        """NVTX ranges (marks have no end): their text inline, or (registered strings) by ``textId``."""
+        have = self.columns("NVTX_EVENTS")
+        text = "t.text" if "text" in have else "NULL"
+        by_id, joins = self.named("NVTX_EVENTS", "textId", "s")
+        where = "t.end IS NOT NULL"
+        if "eventType" in have:
+            where += f" AND t.eventType IN ({', '.join(map(str, self.range_types()))})"
+        return self.host("NVTX_EVENTS", "NVTX", f"COALESCE({text}, {by_id})", joins, where)
+
+    def range_types(self) -> tuple[int, ...]:
+        """The NVTX event types that are ranges, by their names in ``ENUM_NSYS_EVENT_TYPE`` where the
+        export has it (59, 60 in 2024.5 and 2026.2: the numbers of those, for exports without it)."""
+        if {"id", "name"} <= self.columns("ENUM_NSYS_EVENT_TYPE"):
+            found = tuple(r[0] for r in self.db.execute(
+                "SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name IN ('NvtxPushPopRange', 'NvtxStartEndRange')")
+                if type(r[0]) is int)
+            if found:
+                return found
+        return _NVTX_RANGES
+
+    def host(self, table: str, prefix: str, name: str, joins: str,
+             where: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
         """A host table: one lane per thread; a runtime call starts the arrow of its correlationId."""
         have = self.columns(table)
-        if not {"start", "end", "globalTid", name_column} <= have:
+        if "globalTid" not in have:
             return
         corr = "t.correlationId" if "correlationId" in have else "NULL"
-        name = f"COALESCE(s.value, t.{name_column})"
-        where = "t.end IS NOT NULL" + (" AND t.eventType IN (59, 60)" if "eventType" in have and table ==
-                                       "NVTX_EVENTS" else "")
-        if table == "NVTX_EVENTS" and "textId" in have:  # text inline, or by id (registered strings)
-            name, joins = "COALESCE(t.text, s.value)", "LEFT JOIN StringIds s ON s.id = t.textId"
-        else:
-            joins = f"LEFT JOIN StringIds s ON s.id = t.{name_column}"
         rank = self.rank.rank
         for start, end, tid, link, called in self.rows(table, f"t.globalTid, {corr}, {name}", joins, where):
             times = self.times(start, end)
@@ -290,16 +440,33 @@ class _Export:
             yield made, flow
 
     def syncs(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
-        for start, end, device, sync in self.rows(_SYNC, "t.deviceId, t.syncType"):
+        """Synchronizations on their context's device: a context is of one device, which its kernels
+        name; the row's own ``deviceId`` can be another (2026.2: 0 in a process whose context and
+        kernels are on device 1), kept in args."""
+        devices = self.context_devices() if _SYNC in self.tables else {}
+        for start, end, device, context, sync in self.rows(
+                _SYNC, self.fields(_SYNC, "deviceId", "contextId", "syncType")):
             if (times := self.times(start, end)) is not None:
-                yield Slice(self.rank.rank, Layer.STREAM, f"GPU {device} Synchronization", "Synchronization",
-                            *times, {"syncType": sync}, NOT_COMPUTE), None
+                lane = f"GPU {devices.get(context, device)} Synchronization"
+                yield Slice(self.rank.rank, Layer.STREAM, lane, "Synchronization", *times,
+                            {"syncType": sync, "deviceId": device, "contextId": context}, NOT_COMPUTE), None
+
+    def context_devices(self) -> dict[Any, Any]:
+        """The device of each context whose kernels run on one device."""
+        if not {"contextId", "deviceId"} <= self.columns(_KERNEL):
+            return {}
+        mine, params = self.mine(_KERNEL)
+        found: dict[Any, set] = {}
+        for context, device in self.db.execute(f"SELECT DISTINCT t.contextId, t.deviceId FROM {_KERNEL} t "
+                                               f"{'WHERE ' + mine if mine else ''}", params):
+            found.setdefault(context, set()).add(device)
+        return {context: devices.pop() for context, devices in found.items() if len(devices) == 1}
 
     def merged(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
         scans = [self.kernels(), self.copies(_MEMCPY, "MEMCPY"), self.copies(_MEMSET, "MEMSET")]
         if self.detail:
-            scans += [self.host(_RUNTIME, "CUDA API", "nameId"), self.syncs(),
-                      self.host("NVTX_EVENTS", "NVTX", "text"), self.host("OSRT_API", "OS runtime", "nameId")]
+            scans += [self.calls(_RUNTIME, "CUDA API"), self.syncs(), self.nvtx(),
+                      self.calls("OSRT_API", "OS runtime")]
         return heapq.merge(*scans, key=lambda pair: pair[0].start_ns)
 
     # -- steps ------------------------------------------------------------------------------------
@@ -307,7 +474,7 @@ class _Export:
     def marked(self, marker: str) -> list[Step]:
         """The NVTX ranges named ``marker`` (``name*``: named beginning so), as steps 1, 2, ..."""
         ranges = []
-        for made, _ in self.host("NVTX_EVENTS", "NVTX", "text"):
+        for made, _ in self.nvtx():
             if made.name == marker or (marker.endswith("*") and made.name.startswith(marker[:-1])):
                 ranges.append((made.start_ns, made.dur_ns))
         return [Step(None, i, s, s + d) for i, (s, d) in enumerate(markers.numbered(ranges), 1)]

@@ -229,3 +229,309 @@ def test_memcpys_by_kind_and_bytes_equal_the_table(sample):
             mine[0], mine[1] = mine[0] + 1, mine[1] + s.args["bytes"]
     assert {k: tuple(v) for k, v in found.items()} == expected
     assert expected["Memcpy Host-to-Device"] == (254, 225_065_752)  # SOURCE.md's figures
+
+
+# -- one export of several processes: the real 2026.2 two-H100 export (GindaChen/nsys-ai's
+# tests/fixtures/h100_2gpu_1s.sqlite, MIT; kept in fixtures/public) --
+
+MULTI = "h100_2gpu_1s.sqlite"
+_DEVICE_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public"  # SOURCE.md there
+
+
+def _public(name: str, file: str) -> Path:
+    """The folder of a public export the shared samples lack, kept in the repository
+    (fixtures/public: GindaChen/nsys-ai's tests/fixtures, MIT)."""
+    folder = PUBLIC / name
+    assert (folder / file).is_file(), f"{folder / file}: the public sample is missing from the checkout"
+    return folder
+
+
+@pytest.fixture(scope="module")
+def two_processes() -> Path:
+    return _public("nsys-h100-2proc", MULTI)
+
+
+def _sql_at(path: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return db.execute(query).fetchall()
+
+
+def _by_rank(folder: Path, kind: str = "detail", diag: Diagnostics | None = None) -> dict[int, list]:
+    found: dict[int, list] = {}
+    for batch in read_profile(discover(folder), Options(kind=kind), diag or Diagnostics()):
+        found.setdefault(batch.rank, []).extend(batch.slices)
+    return found
+
+
+def test_a_multi_process_export_is_one_rank_per_process(two_processes):
+    db = two_processes / MULTI
+    pids = [p for p, in _sql_at(db, "SELECT DISTINCT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY 1")]
+    infos = discover(two_processes)
+    assert [(i.rank, i.process) for i in infos] == list(enumerate(pids)) and len(pids) == 2
+    ranks = _by_rank(two_processes)
+    for info in infos:
+        mine = ranks[info.rank]
+        pid = info.process
+        devices = {d for d, in _sql_at(db, f"SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                                           f"WHERE globalPid = {pid}")}
+        assert {s.lane.split(" Stream")[0].split(" Synchronization")[0] for s in mine
+                if s.layer is Layer.STREAM} == {f"GPU {d}" for d in devices}, info.rank
+        threads = {t for t, in _sql_at(db, "SELECT DISTINCT globalTid & 16777215 FROM "
+                                           "CUPTI_ACTIVITY_KIND_RUNTIME "
+                                           f"WHERE globalTid >> 24 = {pid >> 24}")}
+        host = {int(s.lane.rsplit("thread ", 1)[1].rstrip(")")) for s in mine if s.layer is Layer.HOST}
+        assert host == threads
+        for table, task in zip(_DEVICE_TABLES, (GPU_KERNEL, "MEMCPY", "MEMSET"), strict=True):
+            (n,), = _sql_at(db, f"SELECT count(*) FROM {table} WHERE globalPid = {pid}")
+            assert sum(s.task_type == task for s in mine) == n > 0, (info.rank, table)
+        # the arrows: a launch of this process to device work of this process, by correlationId
+        (linked,), = _sql_at(db, " + ".join(
+            f"(SELECT count(*) FROM {t} d JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId) "
+            f"WHERE d.globalPid = {pid} AND r.globalTid >> 24 = {pid >> 24})" for t in _DEVICE_TABLES).join(
+            ("SELECT ", "")))
+        assert sum(len(s.flows_in) for s in mine) == sum(len(s.flows_out) for s in mine) == linked
+    # the two processes number their correlation ids alike: some ids meet across them
+    (across,), = _sql_at(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                         "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId) "
+                         "WHERE k.globalPid >> 24 != r.globalTid >> 24")
+    assert across == 11
+
+
+def test_every_record_of_the_multi_process_export_lands_once(two_processes):
+    db = two_processes / MULTI
+    slices = [s for mine in _by_rank(two_processes).values() for s in mine]
+    for table, task in zip(_DEVICE_TABLES, (GPU_KERNEL, "MEMCPY", "MEMSET"), strict=True):
+        (n,), = _sql_at(db, f"SELECT count(*) FROM {table}")
+        assert sum(s.task_type == task for s in slices) == n, table
+    (calls,), = _sql_at(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    (syncs,), = _sql_at(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    # NVTX ranges by the event types ENUM_NSYS_EVENT_TYPE names so
+    (ranges,), = _sql_at(db, "SELECT count(*) FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN "
+                         "(SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name IN ('NvtxPushPopRange', "
+                         "'NvtxStartEndRange'))")
+    lanes = Counter(s.lane.split(" (")[0] for s in slices if s.layer is Layer.HOST)
+    assert lanes == {"CUDA API": calls, "NVTX": ranges} and ranges == 16782
+    assert sum(s.name == "Synchronization" for s in slices) == syncs
+    nvtx = Counter(s.name for s in slices if s.lane.startswith("NVTX"))
+    assert nvtx == dict(_sql_at(db, "SELECT text, count(*) FROM NVTX_EVENTS GROUP BY text"))
+
+
+def test_synchronizations_are_on_their_contexts_device(two_processes):
+    # 2026.2 writes device 0 on every synchronization; process 112's context 2 runs on device 1
+    db = two_processes / MULTI
+    contexts = dict(_sql_at(db, "SELECT DISTINCT contextId, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+    assert sorted(contexts.items()) == [(1, 0), (2, 1)]
+    assert _sql_at(db, "SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") == [(0,)]
+    for mine in _by_rank(two_processes).values():
+        syncs = {(s.lane, s.args["contextId"]) for s in mine if s.name == "Synchronization"}
+        assert syncs and all(lane == f"GPU {contexts[c]} Synchronization" for lane, c in syncs)
+
+
+def test_the_multi_process_export_loads_clean_in_the_trace_processor(two_processes, tmp_path):
+    out = tmp_path / "out.pftrace"
+    convert(two_processes, out, kind="detail")
+    problems, (_, _, flows) = imported(out, tmp_path)
+    assert problems == [] and flows == 2 * 1046  # SQL: 1,632 kernels, 438 memcpys, 22 memsets linked
+
+
+def test_an_export_without_a_gpu_table_says_so(two_processes):
+    diag = Diagnostics()
+    assert {i.device_name for i in discover(two_processes)} == {None}
+    list(read_profile(discover(two_processes), Options(kind="summary"), diag))
+    assert "TARGET_INFO_GPU" in diag.notes["nsys_absent"] and not diag.counts
+
+
+def test_real_nccl_kernels_are_communication_comm_reads(tmp_path):
+    # GindaChen/nsys-ai's tests/fixtures/mfu_2gpu_before.sqlite (2026.2.1, two processes on two
+    # H100s, a 0.3 s window): NCCL's SendRecv kernels, 33 a process
+    from converters.analyses.comm import comm_report
+    from converters.model import SENDRECV, comm_kind
+
+    folder = _public("nsys-h100-2proc-nccl", "mfu_2gpu_before.sqlite")
+    (db,) = folder.glob("*.sqlite")
+    expected = dict(_sql_at(db, "SELECT t.globalPid, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL t "
+                            "JOIN StringIds s ON s.id = t.shortName WHERE s.value LIKE 'nccl%' GROUP BY 1"))
+    (kernels,), = _sql_at(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    infos = discover(folder)
+    ranks = _by_rank(folder)
+    for info in infos:
+        comm = [s for s in ranks[info.rank] if s.layer is Layer.COMM_OP]
+        assert len(comm) == expected[info.process] == 33
+        assert {comm_kind(s) for s in comm} == {SENDRECV} and {s.lane for s in comm} == {"NCCL"}
+    drawn = [s for m in ranks.values() for s in m]
+    assert sum(s.task_type == GPU_KERNEL or s.layer is Layer.COMM_OP for s in drawn) == kernels
+    report = comm_report(folder)
+    assert Counter(op.rank for op in report.ops) == {i.rank: expected[i.process] for i in infos}
+    out = tmp_path / "out.pftrace"
+    convert(folder, out, kind="detail")
+    problems, _ = imported(out, tmp_path)
+    assert problems == []
+
+
+# -- generated exports of several processes, in the 2026.2 shape (fixtures.nsys_gen) --
+
+
+@pytest.fixture(scope="module")
+def multi(tmp_path_factory) -> tuple[Path, dict]:
+    from fixtures.nsys_gen import write_nsys_export
+    root = tmp_path_factory.mktemp("nsys_multi")
+    return root, write_nsys_export(root / "job.sqlite", processes=2, steps=2, kernels=6, seed=3)
+
+
+def test_a_generated_multi_process_export_is_one_rank_per_process(multi):
+    root, manifest = multi
+    diag = Diagnostics()
+    infos = discover(root, diag)
+    made = manifest["processes"]
+    assert [(i.rank, i.process, i.device) for i in infos] == [(n, p["globalPid"], p["device"])
+                                                              for n, p in enumerate(made)]
+    assert "3 host rows" in diag.examples["other_process"]  # the launcher's
+    ranks = _by_rank(root)
+    for info, process in zip(infos, made, strict=True):
+        mine, counts = ranks[info.rank], process["counts"]
+        drawn = sum(counts[k] for k in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION", "OSRT",
+                                        "NVTX ranges"))
+        assert len(mine) == drawn
+        assert {s.lane.split(" Stream")[0].split(" Synchronization")[0] for s in mine
+                if s.layer is Layer.STREAM} == {f"GPU {process['device']}"}
+        assert {s.lane for s in mine if s.layer is Layer.HOST} == {
+            f"{p} (python, thread {process['pid']})" for p in ("CUDA API", "NVTX", "OS runtime")}
+        launched = counts["KERNEL"] + counts["MEMCPY"] + counts["MEMSET"]  # each by its own launch
+        assert sum(len(s.flows_in) for s in mine) == launched
+
+
+def test_each_process_has_its_own_nvtx_steps(multi):
+    from fixtures.nsys_gen import STEP_MARKER
+
+    root, manifest = multi
+    options = Options(kind="summary", step_marker=STEP_MARKER)
+    steps = list(read_profile(discover(root), options, Diagnostics()))
+    for rank, process in enumerate(manifest["processes"]):
+        mine = [(s.step.start_ns, s.step.end_ns) for s in steps if s.rank == rank]
+        assert mine == [tuple(b) for b in process["steps"]]
+    assert manifest["processes"][0]["steps"] != manifest["processes"][1]["steps"]
+
+
+def test_several_multi_process_exports_and_one_alone(multi, tmp_path):
+    from fixtures.nsys_gen import write_nsys_export
+
+    root, _ = multi
+    for node in ("node0", "node1"):  # a job of two nodes, an export of two processes each
+        write_nsys_export(tmp_path / f"{node}.sqlite", processes=2, steps=1, kernels=2, seed=7)
+    found = [(i.rank, i.path.name, i.device) for i in discover(tmp_path)]
+    assert found == [(0, "node0.sqlite", 0), (1, "node0.sqlite", 1), (2, "node1.sqlite", 0),
+                     (3, "node1.sqlite", 1)]
+    alone = discover(root / "job.sqlite")
+    assert [(i.rank, i.device) for i in alone] == [(0, 0), (1, 1)]
+
+
+def test_a_generated_multi_process_export_loads_clean(multi, tmp_path):
+    root, manifest = multi
+    out = tmp_path / "multi.pftrace"
+    convert(root, out, kind="detail")
+    problems, (_, _, flows) = imported(out, tmp_path)
+    counts = [p["counts"] for p in manifest["processes"]]
+    launched = sum(c["KERNEL"] + c["MEMCPY"] + c["MEMSET"] for c in counts)
+    matched = len(manifest["steps"])  # and one arrow a step joining the two ranks' all-reduce
+    assert problems == [] and flows == launched + matched
+
+
+def test_nccl_kernels_are_what_comm_reads(multi):
+    from converters.analyses.comm import comm_report
+    from fixtures.nsys_gen import NCCL
+
+    root, manifest = multi
+    report = comm_report(root)
+    assert Counter((op.rank, op.name) for op in report.ops) == {
+        (rank, NCCL): p["kernels"][NCCL] for rank, p in enumerate(manifest["processes"])}
+
+
+# -- other schemas: the GPU's model from other tables, tables and columns absent ------------------
+
+
+def _variant(job: tuple[Path, list[dict]], tmp_path: Path, sql: str) -> Path:
+    root, _ = job
+    made = tmp_path / "variant"
+    made.mkdir()
+    shutil.copy(root / "rank0.sqlite", made / "rank0.sqlite")
+    with sqlite3.connect(made / "rank0.sqlite") as db:
+        db.executescript(sql)
+    return made
+
+
+@pytest.mark.parametrize(("sql", "model"), [
+    # 2021 exports: TARGET_INFO_CUDA_GPU, by deviceId
+    ("DROP TABLE TARGET_INFO_GPU; CREATE TABLE TARGET_INFO_CUDA_GPU (deviceId INTEGER, name TEXT, "
+     "numMultiprocessors INTEGER); INSERT INTO TARGET_INFO_CUDA_GPU VALUES (0, 'NVIDIA A10', 72);",
+     "NVIDIA A10"),
+    # 2024-2026: TARGET_INFO_CUDA_DEVICE maps the CUDA device to the GPU's id (CUDA_VISIBLE_DEVICES=2)
+    ("INSERT INTO TARGET_INFO_GPU VALUES (4096, 2, 'NVIDIA L40S', '0000:41:00.0'); "
+     "CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INTEGER, cudaId INTEGER, pid INTEGER, uuid TEXT, "
+     "numMultiprocessors INTEGER); INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (2, 0, 4242, '', 142);",
+     "NVIDIA L40S"),
+])
+def test_the_gpus_model_comes_from_whichever_table_the_export_has(job, tmp_path, sql, model):
+    (info,) = discover(_variant(job, tmp_path, sql))
+    assert info.device_name == model
+
+
+_TABLES = ["CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME",
+           "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS", "OSRT_API", "StringIds", "ThreadNames",
+           "ENUM_NSYS_EVENT_TYPE", "TARGET_INFO_GPU", "TARGET_INFO_SYSTEM_ENV",
+           "TARGET_INFO_SESSION_START_TIME"]
+
+
+@pytest.mark.parametrize("table", _TABLES)
+def test_an_absent_table_leaves_the_rest_read(job, tmp_path, table, capsys):
+    root, manifests = job
+    variant = _variant(job, tmp_path, f"DROP TABLE {table}")
+    counts = manifests[1]["counts"]  # rank 0's
+    expected = {"CUPTI_ACTIVITY_KIND_MEMCPY": "MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET": "MEMSET",
+                "CUPTI_ACTIVITY_KIND_RUNTIME": "RUNTIME",
+                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "SYNCHRONIZATION",
+                "NVTX_EVENTS": "NVTX ranges", "OSRT_API": "OSRT"}
+    kept = sum(n for k, n in counts.items() if k not in ("NVTX", expected.get(table)))
+    diag = Diagnostics()
+    slices = [s for b in read_profile(discover(variant), Options(kind="detail"), diag) for s in b.slices]
+    assert len(slices) == kept
+    said = " ".join([*diag.notes.values(), *diag.examples.values()])
+    if table in expected or table in ("StringIds", "TARGET_INFO_GPU"):
+        assert table in said
+    assert main([str(variant), "-o", str(tmp_path / "out.pftrace"), "-q"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_absent_columns_read_as_none(job, tmp_path):
+    # an older or newer schema: columns the reader reads, gone
+    sql = "; ".join(f"ALTER TABLE {t} DROP COLUMN {c}" for t, c in (
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"), ("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "correlationId"), ("CUPTI_ACTIVITY_KIND_MEMSET", "value"),
+        ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "syncType"), ("NVTX_EVENTS", "textId")))
+    variant = _variant(job, tmp_path, sql)
+    slices = _slices(variant)
+    _, manifests = job
+    counts = manifests[1]["counts"]
+    nccl = len(manifests[1]["steps"])  # an NCCL kernel a step: communication
+    assert sum(s.task_type == GPU_KERNEL for s in slices) == counts["KERNEL"] - nccl
+    assert {s.args["Short name"] for s in slices if s.task_type == GPU_KERNEL} == {None}
+    assert sum(s.task_type == "MEMCPY" and not s.flows_in for s in slices) == counts["MEMCPY"]
+    # the registered string's range ("forward", by textId) has no text left: named NVTX
+    assert Counter(s.name for s in slices if s.lane.startswith("NVTX"))["NVTX"] == 3
+
+
+def test_nvtx_range_types_come_from_the_enum_table(job, tmp_path):
+    from fixtures.nsys_gen import STEP_MARKER
+
+    # a version numbering its event types otherwise: the ranges are still the ranges
+    variant = _variant(job, tmp_path,
+                       "UPDATE ENUM_NSYS_EVENT_TYPE SET id = 1059 WHERE name = 'NvtxPushPopRange'; "
+                       "UPDATE NVTX_EVENTS SET eventType = 1059 WHERE eventType = 59; "
+                       "UPDATE ENUM_NSYS_EVENT_TYPE SET id = 59 WHERE name = 'NvtxMark'; "
+                       "UPDATE NVTX_EVENTS SET eventType = 59 WHERE eventType = 34;")
+    _, manifests = job
+    options = Options(kind="summary", step_marker=STEP_MARKER)
+    steps = list(read_profile(discover(variant), options, Diagnostics()))
+    assert [(s.step.start_ns, s.step.end_ns) for s in steps] == [tuple(b) for b in manifests[1]["steps"]]

@@ -112,8 +112,8 @@ def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int
     rows: list[LinkRow] = []
     planes = False
     types = TaskTypes(info)
-    with SpoolFile(path) as spool:
-        for batch in read_profile([info], options, diag):
+    with SpoolFile(path) as spool:  # neither links nor paths use memory records: none is read
+        for batch in read_profile([info], dataclasses.replace(options, memory=False), diag):
             if links:
                 found, has_planes = step_links(batch)
                 rows += found

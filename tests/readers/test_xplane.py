@@ -446,3 +446,49 @@ def test_an_xla_op_is_typed_by_its_hlo_opcode(category, name, expected):
     made = xplane._xla_op(rank, plane, "XLA Ops", event, detail=True)
     assert (made.layer, made.task_type) == expected
     assert made.args["hlo_category"] == category if category else "hlo_category" not in made.args
+
+
+# -- a real TPU capture: xprof's tpu_inference_2.xplane.pb (JAX, TPU v6e, 4 chips; Apache-2.0),
+# kept in fixtures/public (its SOURCE.md). What it must hold is counted from the protobuf here. --
+
+TPU_SAMPLE = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "xplane-tpu-v6e"
+_TPU = re.compile(r"^/device:TPU:(\d+)$")
+_TPU_COMPUTES = {"loop fusion", "broadcast"}  # the capture's hlo_category values that compute
+
+
+def _tpu_ops(space, plane) -> dict[str, list[int]]:
+    """The durations (ns) of the plane's ``XLA Ops`` events by their op's ``hlo_category``."""
+    ids = {k: v.name for k, v in plane.stat_metadata.items()}
+    category = {mid: next((s.str_value or plane.stat_metadata[s.ref_value].name for s in m.stats
+                           if ids.get(s.metadata_id) == "hlo_category"), None)
+                for mid, m in plane.event_metadata.items()}
+    found: dict[str, list[int]] = {}
+    for line in plane.lines:
+        if line.name == "XLA Ops":
+            for e in line.events:
+                found.setdefault(category[e.metadata_id], []).append(e.duration_ps // 1000)
+    return found
+
+
+def test_a_real_tpu_capture_draws_every_event_once_and_overlap_is_its_ops_sums(tmp_path):
+    folder = TPU_SAMPLE
+    space = xplane_pb2.XSpace.FromString((folder / "tpu_inference_2.xplane.pb").read_bytes())
+    planes = {int(m[1]): p for p in space.planes if (m := _TPU.match(p.name))}
+    assert sorted(planes) == [0, 1, 2, 3]
+    expected = Counter((rank, start, dur) for rank, p in planes.items() for _, _, start, dur, _ in _timed(space, p))
+    slices = [s for b in read_profile(discover(folder), Options(kind="detail"), Diagnostics()) for s in b.slices]
+    drawn = Counter((s.rank, s.start_ns, s.dur_ns) for s in slices if s.layer in (Layer.STREAM, Layer.COMM_OP))
+    assert drawn == expected and sum(expected.values()) == 7453
+    host = [e for p in space.planes if p.name == "/host:CPU" for e in p.lines for e in e.events]
+    assert sum(s.layer is Layer.HOST for s in slices) == len(host) == 19270
+    rows = {r.rank: r for r in overlap_report(folder)}
+    for rank, plane in planes.items():
+        ops = _tpu_ops(space, plane)
+        computes = sum(sum(ops.get(c, [])) for c in _TPU_COMPUTES)
+        assert abs(rows[rank].computing_ns - computes) <= len(ops["loop fusion"])  # ps cut to ns per op
+        assert abs(rows[rank].communication_ns - sum(ops["all-reduce"])) <= len(ops["all-reduce"])
+    out = tmp_path / "tpu.pftrace"
+    convert(folder, out, kind="detail", max_bytes=None)
+    problems, (count, _, _) = imported(out, tmp_path)
+    assert problems == [] and count == len(read_perfetto(out.read_bytes()).slices) + len(
+        read_perfetto(out.read_bytes()).instants)

@@ -475,9 +475,12 @@ def test_a_real_tpu_capture_draws_every_event_once_and_overlap_is_its_ops_sums(t
     space = xplane_pb2.XSpace.FromString((folder / "tpu_inference_2.xplane.pb").read_bytes())
     planes = {int(m[1]): p for p in space.planes if (m := _TPU.match(p.name))}
     assert sorted(planes) == [0, 1, 2, 3]
-    expected = Counter((rank, start, dur) for rank, p in planes.items() for _, _, start, dur, _ in _timed(space, p))
-    slices = [s for b in read_profile(discover(folder), Options(kind="detail"), Diagnostics()) for s in b.slices]
-    drawn = Counter((s.rank, s.start_ns, s.dur_ns) for s in slices if s.layer in (Layer.STREAM, Layer.COMM_OP))
+    expected = Counter((rank, start, dur) for rank, p in planes.items()
+                       for _, _, start, dur, _ in _timed(space, p))
+    read = read_profile(discover(folder), Options(kind="detail"), Diagnostics())
+    slices = [s for b in read for s in b.slices]
+    device = (Layer.STREAM, Layer.COMM_OP)
+    drawn = Counter((s.rank, s.start_ns, s.dur_ns) for s in slices if s.layer in device)
     assert drawn == expected and sum(expected.values()) == 7453
     host = [e for p in space.planes if p.name == "/host:CPU" for e in p.lines for e in e.events]
     assert sum(s.layer is Layer.HOST for s in slices) == len(host) == 19270
@@ -490,5 +493,5 @@ def test_a_real_tpu_capture_draws_every_event_once_and_overlap_is_its_ops_sums(t
     out = tmp_path / "tpu.pftrace"
     convert(folder, out, kind="detail", max_bytes=None)
     problems, (count, _, _) = imported(out, tmp_path)
-    assert problems == [] and count == len(read_perfetto(out.read_bytes()).slices) + len(
-        read_perfetto(out.read_bytes()).instants)
+    decoded = read_perfetto(out.read_bytes())
+    assert problems == [] and count == len(decoded.slices) + len(decoded.instants)

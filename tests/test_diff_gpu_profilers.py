@@ -125,3 +125,45 @@ def test_the_activity_outside_the_steps_is_no_step(capsys):
     by_name = _json(capsys, "diff", str(sample), str(sample), "--by", "name", "--format", "json", "-q")
     ops = sum(_device_time(capsys, sample).values())
     assert sum(r["Base Time(us)"] for r in by_name if r["Kind"] == "device") == pytest.approx(ops, abs=0.01)
+
+
+PUBLIC = ROOT / "fixtures" / "public"  # its SOURCE.md: GindaChen/nsys-ai's exports (MIT)
+MFU = ("nsys-h100-2proc-nccl", "nsys-h100-2proc-nccl-after")  # one job before and after a change
+
+
+def _kernels_of(folder: Path) -> dict[str, tuple[int, int]]:
+    """Per kernel (demangled name, as Nsight names it), its count and time (ns), by SQL on the
+    export itself; NCCL's kernels (communication, in ``--by comm``) apart under ``"nccl"``."""
+    import sqlite3
+
+    [export] = folder.glob("*.sqlite")
+    with sqlite3.connect(f"file:{export}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT d.value, s.value LIKE 'nccl%', count(*), sum(k.end - k.start) "
+                          "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds d ON d.id = k.demangledName "
+                          "JOIN StringIds s ON s.id = k.shortName GROUP BY 1, 2").fetchall()
+    found: dict[str, tuple[int, int]] = {}
+    for name, nccl, count, ns in rows:
+        key = "nccl" if nccl else name
+        held = found.get(key, (0, 0))
+        found[key] = (held[0] + count, held[1] + ns)
+    return found
+
+
+def test_two_real_nsight_runs_compare_kernel_by_kernel_as_their_exports_count(capsys):
+    """Two Nsight 2026.2 exports of one two-GPU job, before and after a change: ``diff --by name``
+    has a row per kernel with each run's count and time as SQL counts them on each export (both
+    processes), and ``--by comm`` NCCL's send/receive kernels of each."""
+    base, new = (PUBLIC / name for name in MFU)
+    truth = _kernels_of(base), _kernels_of(new)
+    rows = _json(capsys, "diff", str(base), str(new), "--by", "name", "--format", "json", "-q")
+    jsonschema.validate(rows, SCHEMA)
+    got = {r["Name"]: ((r["Base Count"], r["Base Time(us)"]), (r["New Count"], r["New Time(us)"])) for r in rows}
+    names = (set(truth[0]) | set(truth[1])) - {"nccl"}
+    assert set(got) == names and len(names) == 26
+    for name in names:
+        for side, (count, us) in zip(truth, got[name], strict=True):
+            assert (count, us) == (side[name][0], side[name][1] / 1000)
+    assert all(r["Matched"] == "by name" and r["Base Mean(us)"] is not None for r in rows)
+    comm = _json(capsys, "diff", str(base), str(new), "--by", "comm", "--format", "json", "-q")
+    counts = (sum(r["Base Count"] for r in comm), sum(r["New Count"] for r in comm))
+    assert counts == (truth[0]["nccl"][0], truth[1]["nccl"][0]) == (66, 62)

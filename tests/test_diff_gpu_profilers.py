@@ -157,7 +157,8 @@ def test_two_real_nsight_runs_compare_kernel_by_kernel_as_their_exports_count(ca
     truth = _kernels_of(base), _kernels_of(new)
     rows = _json(capsys, "diff", str(base), str(new), "--by", "name", "--format", "json", "-q")
     jsonschema.validate(rows, SCHEMA)
-    got = {r["Name"]: ((r["Base Count"], r["Base Time(us)"]), (r["New Count"], r["New Time(us)"])) for r in rows}
+    got = {r["Name"]: ((r["Base Count"], r["Base Time(us)"]), (r["New Count"], r["New Time(us)"]))
+           for r in rows}
     names = (set(truth[0]) | set(truth[1])) - {"nccl"}
     assert set(got) == names and len(names) == 26
     for name in names:

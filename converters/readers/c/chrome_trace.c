@@ -200,20 +200,28 @@ static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t ar
     return ok ? PyLong_FromLongLong(ns) : PyObject_CallOneArg(argv[1], argv[0]);
 }
 
+/* Past JSON's white space (torch_npu writes ``"Task Type": "AI_CORE"``, a space after the colon) */
+static const char *past_space(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
 /* Where the top-level "Task Type" of raw JSON args lies where the text alone gives what decoding
  * them gives (chrome_trace._task_type): once, after the only "{", a plain string without escapes,
- * not empty. NULL to leave the event to Python. */
+ * not empty, JSON's white space allowed around its colon. NULL to leave the event to Python. */
 static const char *task_type_in(const char *data, Py_ssize_t length, Py_ssize_t *n) {
-    static const char key[] = "\"Task Type\":\"", name[] = "\"Task Type\"";
+    static const char name[] = "\"Task Type\"";
     const char *end = data + length, *at = NULL;
     int braces = 0;
     for (const char *p = data; p < end; p++) {
         if (*p == '{') {
             braces++;
         } else if (*p == '"' && end - p >= (Py_ssize_t)sizeof(name) - 1 && !memcmp(p, name, sizeof(name) - 1)) {
-            if (at || braces != 1 || end - p < (Py_ssize_t)sizeof(key) - 1 || memcmp(p, key, sizeof(key) - 1))
+            const char *colon = past_space(p + sizeof(name) - 1, end);
+            const char *quote = colon < end && *colon == ':' ? past_space(colon + 1, end) : end;
+            if (at || braces != 1 || quote == end || *quote != '"')
                 return NULL;  /* twice, nested, or not a plain string: decoding decides */
-            at = p + sizeof(key) - 1;
+            at = quote + 1;
         }
     }
     const char *close = at ? memchr(at, '"', end - at) : NULL;

@@ -725,7 +725,8 @@ _FLOW_IDS = ["0", "1", "-0", '"9"', '"é"', "12345678901234567890", "2.5", "-7",
                               ['{"Task Type":"AI_CORE"}', '{"Task Type":"EVENT_RECORD","x":[1]}',
                                '{"Task Type":"MIX_AIC"}', '{"a":{"Task Type":"B"}}', '{}', 'null', '"s"',
                                '{"Task Type": "AI_CORE"}', '{"Task Type" :\t"MIX_AIC"}', '{"Task Type":\n7}',
-                               '{"Task Type": "AI_CORE", "Task Type": "AI_CPU"}', '{"x": 1, "Task Type" : ""}'])),
+                               '{"Task Type": "AI_CORE", "Task Type": "AI_CPU"}',
+                               '{"x": 1, "Task Type" : ""}'])),
                 max_size=40),
        st.sampled_from(["detail", "summary"]))
 def test_scanned_events_make_the_records_and_messages_of_decoded_ones(tmp_path_factory, made, kind):
@@ -794,7 +795,8 @@ def test_a_counters_samples_share_one_lane_text(tmp_path):
     lanes = {s.lane: set() for s in samples}
     for s in samples:
         lanes[s.lane].add(id(s.lane))
-    assert sorted(lanes) == ["Ascend Hardware read_bandwidth [acc_id]", "Ascend Hardware read_bandwidth [value]"]
+    assert sorted(lanes) == ["Ascend Hardware read_bandwidth [acc_id]",
+                             "Ascend Hardware read_bandwidth [value]"]
     assert [len(ids) for ids in lanes.values()] == [1, 1]
     assert [s.value for s in samples if s.lane.endswith("[value]")] == list(range(50))
 

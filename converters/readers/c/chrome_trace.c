@@ -240,7 +240,7 @@ typedef struct { const char *pid, *tid; uint32_t pid_len, tid_len, generation; u
 typedef struct { int reason; Span pid; long long count; } LeftSlot;
 #define TASK_SLOTS 32
 typedef struct { char text[32]; Py_ssize_t n; PyObject *task; int compute; } TaskSlot;  /* compute -1: not asked */
-#define NAME_SLOTS 1024
+#define NAME_SLOTS 4096  /* direct-mapped: a real torch_npu step has ~1,000 names (Python frames), which 1024 slots thrash */
 typedef struct { const char *text; Py_ssize_t n; PyObject *name; } NameSlot;
 
 /* A scanned counter's lane ("<process> <name> [<key>]", counter_name's), remembered by the text of

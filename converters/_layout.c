@@ -353,14 +353,67 @@ static PyObject *sorted_and_timed(PyObject *module, PyObject *const *argv, Py_ss
  * counters) with no key tuple and no Python loop per sample. */
 typedef struct { PyObject *lane, *sample; long long start; Py_ssize_t at; } Timed;
 
-static int timed_order(const void *a, const void *b) {
+static int start_order(const void *a, const void *b) {
     const Timed *x = a, *y = b;
-    if (x->lane != y->lane) {
-        int lane = PyUnicode_Compare(x->lane, y->lane);  /* two str: never an error */
-        if (lane) return lane;
-    }
     if (x->start != y->start) return x->start < y->start ? -1 : 1;
     return (x->at > y->at) - (x->at < y->at);
+}
+
+typedef struct { PyObject *lane; Py_ssize_t number; } Distinct;
+
+static int text_order(const void *a, const void *b) {
+    return PyUnicode_Compare(((const Distinct *)a)->lane, ((const Distinct *)b)->lane);  /* two str: no error */
+}
+
+/* ``timed`` sorted by (lane's text, start, at), without comparing lanes' texts pair by pair: a
+ * step's samples are thousands on a few dozen lanes (torch_npu's counters), a lane one str, in
+ * time order. Each distinct lane object is ranked by its text (equal texts alike), the samples
+ * counted out by rank (stable: in their order), and a rank's run sorted by start only where it is
+ * not already. 0, or -1 on error (no memory). */
+static int by_lane(Timed *timed, Py_ssize_t n) {
+    Py_ssize_t cap = 16, n_distinct = 0, size = n ? n : 1;
+    while (cap < 2 * n) cap *= 2;
+    Py_ssize_t *table = PyMem_Malloc(cap * sizeof(Py_ssize_t)), *number = PyMem_Malloc(size * sizeof(Py_ssize_t));
+    Py_ssize_t *rank = PyMem_Malloc(size * sizeof(Py_ssize_t)), *ends = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    Py_ssize_t *out_rank = PyMem_Malloc(size * sizeof(Py_ssize_t));
+    Distinct *distinct = PyMem_Malloc(size * sizeof(Distinct));
+    Timed *out = PyMem_Malloc(size * sizeof(Timed));
+    int rc = -1;
+    if (!table || !number || !rank || !ends || !out_rank || !distinct || !out) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < cap; i++) table[i] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {  /* each lane object's number, by its address */
+        size_t at = ((uintptr_t)timed[i].lane >> 4) & (cap - 1);
+        while (table[at] >= 0 && distinct[table[at]].lane != timed[i].lane) at = (at + 1) & (cap - 1);
+        if (table[at] < 0) {
+            distinct[n_distinct] = (Distinct){timed[i].lane, n_distinct};
+            table[at] = n_distinct++;
+        }
+        number[i] = table[at];
+    }
+    qsort(distinct, n_distinct, sizeof(Distinct), text_order);
+    for (Py_ssize_t k = 0, r = -1; k < n_distinct; k++) {  /* equal texts, one rank */
+        if (k == 0 || text_order(&distinct[k - 1], &distinct[k])) r++;
+        rank[distinct[k].number] = r;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) ends[rank[number[i]] + 1]++;
+    for (Py_ssize_t r = 0; r < n; r++) ends[r + 1] += ends[r];  /* ends[r]: where rank r starts */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t r = rank[number[i]], at = ends[r]++;
+        out[at] = timed[i];
+        out_rank[at] = r;
+    }
+    for (Py_ssize_t lo = 0, hi; lo < n; lo = hi) {
+        int sorted = 1;
+        for (hi = lo + 1; hi < n && out_rank[hi] == out_rank[lo]; hi++)
+            if (out[hi].start < out[hi - 1].start) sorted = 0;
+        if (!sorted) qsort(out + lo, hi - lo, sizeof(Timed), start_order);
+    }
+    memcpy(timed, out, n * sizeof(Timed));
+    rc = 0;
+done:
+    PyMem_Free(table); PyMem_Free(number); PyMem_Free(rank); PyMem_Free(ends); PyMem_Free(out_rank);
+    PyMem_Free(distinct); PyMem_Free(out);
+    return rc;
 }
 
 /* Value(track, start, value) as tuple.__new__(Value, ...) makes it */
@@ -402,7 +455,7 @@ static PyObject *counter_values(PyObject *module, PyObject *const *argv, Py_ssiz
         timed[i] = (Timed){.lane = PyTuple_GET_ITEM(s, SAMPLE_LANE), .sample = s, .at = i};
         if (as_ll(PyTuple_GET_ITEM(s, SAMPLE_START_NS), &timed[i].start) < 0) goto fail;
     }
-    qsort(timed, n, sizeof(Timed), timed_order);
+    if (by_lane(timed, n) < 0) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *s = timed[i].sample;
         int same = same_run(track, lane, s);

@@ -200,20 +200,28 @@ static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t ar
     return ok ? PyLong_FromLongLong(ns) : PyObject_CallOneArg(argv[1], argv[0]);
 }
 
+/* Past JSON's white space (torch_npu writes ``"Task Type": "AI_CORE"``, a space after the colon) */
+static const char *past_space(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
 /* Where the top-level "Task Type" of raw JSON args lies where the text alone gives what decoding
  * them gives (chrome_trace._task_type): once, after the only "{", a plain string without escapes,
- * not empty. NULL to leave the event to Python. */
+ * not empty, JSON's white space allowed around its colon. NULL to leave the event to Python. */
 static const char *task_type_in(const char *data, Py_ssize_t length, Py_ssize_t *n) {
-    static const char key[] = "\"Task Type\":\"", name[] = "\"Task Type\"";
+    static const char name[] = "\"Task Type\"";
     const char *end = data + length, *at = NULL;
     int braces = 0;
     for (const char *p = data; p < end; p++) {
         if (*p == '{') {
             braces++;
         } else if (*p == '"' && end - p >= (Py_ssize_t)sizeof(name) - 1 && !memcmp(p, name, sizeof(name) - 1)) {
-            if (at || braces != 1 || end - p < (Py_ssize_t)sizeof(key) - 1 || memcmp(p, key, sizeof(key) - 1))
+            const char *colon = past_space(p + sizeof(name) - 1, end);
+            const char *quote = colon < end && *colon == ':' ? past_space(colon + 1, end) : end;
+            if (at || braces != 1 || quote == end || *quote != '"')
                 return NULL;  /* twice, nested, or not a plain string: decoding decides */
-            at = p + sizeof(key) - 1;
+            at = quote + 1;
         }
     }
     const char *close = at ? memchr(at, '"', end - at) : NULL;
@@ -232,8 +240,20 @@ typedef struct { const char *pid, *tid; uint32_t pid_len, tid_len, generation; u
 typedef struct { int reason; Span pid; long long count; } LeftSlot;
 #define TASK_SLOTS 32
 typedef struct { char text[32]; Py_ssize_t n; PyObject *task; int compute; } TaskSlot;  /* compute -1: not asked */
-#define NAME_SLOTS 1024
+#define NAME_SLOTS 4096  /* direct-mapped: a real torch_npu step has ~1,000 names (Python frames), which 1024 slots thrash */
 typedef struct { const char *text; Py_ssize_t n; PyObject *name; } NameSlot;
+
+/* A scanned counter's lane ("<process> <name> [<key>]", counter_name's), remembered by the text of
+ * its pid, name and key: torch_npu writes 44% of its events as counters, on a few dozen lanes, and
+ * each made its name and lane anew (two str formatted a sample), then compared by text where
+ * they are sorted and run by lane (_layout.counter_values), and spilled each one's text */
+#define LANE_SLOTS 256
+typedef struct {
+    const char *pid, *name, *key;
+    uint32_t pid_len, name_len, key_len, generation;
+    uint8_t pid_kind;
+    PyObject *lane;
+} LaneSlot;
 
 typedef struct { Made *at; Py_ssize_t n, cap; } MadeList;
 
@@ -252,6 +272,7 @@ typedef struct {
     int n_left, n_tasks;
     TaskSlot tasks[TASK_SLOTS];
     NameSlot names[NAME_SLOTS];  /* by a hash of their text */
+    LaneSlot lanes[LANE_SLOTS];  /* by a hash of their pid, name and key; forgotten whenever Python runs */
 } Batch;
 
 /* unread[reason, pid] += count: 0, or -1 on error */
@@ -528,6 +549,34 @@ done:
     return result;
 }
 
+/* A scanned flow event's key f"{cat}:{id}" made from its text, without a str for its cat and an int
+ * for its id (torch_npu: 12% of its events are flows): where its cat is a plain ASCII str and its
+ * id one too, or an int as JSON writes it (its text is then what str() gives, but for -0). 1 made
+ * (``*key``), 0 not so, -1 error */
+static int flow_key_of_text(const Ev *ev, PyObject **key) {
+    if (ev->obj) return 0;
+    const Span *cat = &ev->e->f[F_CAT], *id = &ev->e->f[F_ID];
+    if (cat->kind != K_STR || (id->kind != K_STR && id->kind != K_INT)) return 0;
+    const char *cat_text = span_text(ev->raw, cat) + 1, *id_text = span_text(ev->raw, id);
+    Py_ssize_t cat_n = cat->len - 2, id_n = id->len;
+    if (id->kind == K_STR) {
+        id_text++;
+        id_n -= 2;
+    } else if (id_n > 18 || (id_n == 2 && !memcmp(id_text, "-0", 2))) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < cat_n; i++)
+        if ((unsigned char)cat_text[i] >= 0x80) return 0;
+    for (Py_ssize_t i = 0; i < id_n; i++)
+        if ((unsigned char)id_text[i] >= 0x80) return 0;
+    if (!(*key = PyUnicode_New(cat_n + 1 + id_n, 127))) return -1;
+    char *at = (char *)PyUnicode_DATA(*key);
+    memcpy(at, cat_text, cat_n);
+    at[cat_n] = ':';
+    memcpy(at + cat_n + 1, id_text, id_n);
+    return 1;
+}
+
 /* A flow event as Records._flow_end makes it: 1 done, 0 Python's, -1 error */
 static int fast_flow_end(Batch *b, const Ev *ev, int starts) {
     PyObject *kind, *lane, *cat = NULL, *id = NULL;
@@ -537,12 +586,16 @@ static int fast_flow_end(Batch *b, const Ev *ev, int starts) {
     long long at;
     if ((result = event_ns(ev, F_TS, &at)) <= 0) return result;
     if (__builtin_add_overflow(at, b->offset, &at) || !model_time(at)) return 0;
+    PyObject *key = NULL;
+    if ((result = flow_key_of_text(ev, &key)) < 0) return -1;
+    if (result) goto made;
     result = -1;
     if (!(cat = field(ev, F_CAT)) || !(id = field(ev, F_ID))) goto done;
     result = 0;  /* the key is f"{cat}:{id}": str() gives the same for these types */
     if (!(cat == Py_None || PyUnicode_CheckExact(cat)) || !(PyUnicode_CheckExact(id) || PyLong_CheckExact(id)))
         goto done;
-    PyObject *key = PyUnicode_FromFormat("%S:%S", cat, id);
+    key = PyUnicode_FromFormat("%S:%S", cat, id);
+made:;
     Made m = {.tag = P_FLOW_END, .starts = (char)starts, .layer = Py_NewRef(kind), .lane = Py_NewRef(lane),
               .name = key, .start = at};
     result = !key ? (made_clear(&m), -1) : emit(b, &m) < 0 ? -1 : 1;
@@ -565,6 +618,40 @@ static PyObject *counter_name(Batch *b, const Ev *ev) {
     PyObject *named = PyUnicode_FromFormat("%U %U", process, name);
     Py_DECREF(name);
     return named;
+}
+
+/* The slot of a counter's lane for its key (its ``lane`` NULL where not remembered, a slot it may
+ * take), or NULL where it is not remembered: an Event, a name that is no plain str, the table full
+ * where it would go */
+static LaneSlot *lane_slot(Batch *b, const Ev *ev, const CounterArg *arg) {
+    Py_ssize_t name_len;
+    const char *name = plain_str(ev, F_NAME, &name_len);
+    if (!name) return NULL;
+    const Span *pid = &ev->e->f[F_PID];
+    const char *pid_text = span_text(b->raw, pid);
+    uint32_t h = text_hash(pid_text, pid->len, 2166136261u + pid->kind);
+    h = text_hash((const char *)arg->key, (uint32_t)arg->key_len, text_hash(name, (uint32_t)name_len, h));
+    for (int k = 0; k < 8; k++) {
+        LaneSlot *slot = &b->lanes[(h + k) % LANE_SLOTS];
+        if (slot->generation != b->generation) {
+            Py_CLEAR(slot->lane);  /* made before Python ran, whose names may differ since */
+            return slot;
+        }
+        if (slot->pid_kind == pid->kind && slot->pid_len == pid->len && slot->name_len == name_len &&
+            slot->key_len == arg->key_len && !memcmp(slot->pid, pid_text, pid->len) &&
+            !memcmp(slot->name, name, name_len) && !memcmp(slot->key, arg->key, arg->key_len))
+            return slot;
+    }
+    return NULL;
+}
+
+/* The lane made for a counter's key, remembered in the slot lane_slot gave */
+static void remember_lane(Batch *b, LaneSlot *slot, const Ev *ev, const CounterArg *arg, PyObject *lane) {
+    Py_ssize_t name_len;
+    const char *name = plain_str(ev, F_NAME, &name_len);
+    const Span *pid = &ev->e->f[F_PID];
+    *slot = (LaneSlot){span_text(b->raw, pid), name, (const char *)arg->key, pid->len, (uint32_t)name_len,
+                       (uint32_t)arg->key_len, b->generation, pid->kind, Py_NewRef(lane)};
 }
 
 /* A "C" event as Records._counter takes it in detail: 1 done, 0 Python's, -1 error */
@@ -593,16 +680,29 @@ static int fast_counter(Batch *b, const Ev *ev) {
     int n = length ? counter_args(text, length, found) : 0;
     result = 0;
     if (n < 0) goto done;
-    if (n && !(name = counter_name(b, ev))) {
+    LaneSlot *slots[COUNTER_ARGS] = {NULL};
+    PyObject *hits[COUNTER_ARGS] = {NULL};  /* borrowed from their slots, which no key of this event takes */
+    int known = 1;  /* every numeric key's lane remembered: no name to make */
+    for (int i = 0; i < n; i++) {
+        if (!found[i].numeric) continue;
+        slots[i] = lane_slot(b, ev, &found[i]);
+        if (!(hits[i] = slots[i] ? slots[i]->lane : NULL)) known = 0;
+    }
+    if (n && !known && !(name = counter_name(b, ev))) {
         result = PyErr_Occurred() ? -1 : 0;
         goto done;
     }
     Made made[COUNTER_ARGS] = {{0}};
     for (int i = 0; i < n && result == 0; i++) {
         if (!found[i].numeric) continue;
-        PyObject *key = PyUnicode_DecodeUTF8((const char *)found[i].key, found[i].key_len, NULL);
-        PyObject *lane = key ? PyUnicode_FromFormat("%U [%U]", name, key) : NULL;
-        Py_XDECREF(key);
+        PyObject *lane = hits[i] ? Py_NewRef(hits[i]) : NULL;
+        if (!lane) {
+            PyObject *key = PyUnicode_DecodeUTF8((const char *)found[i].key, found[i].key_len, NULL);
+            lane = key ? PyUnicode_FromFormat("%U [%U]", name, key) : NULL;
+            Py_XDECREF(key);
+            if (lane && slots[i] && !slots[i]->lane)  /* not another key's of this event */
+                remember_lane(b, slots[i], ev, &found[i], lane);
+        }
         if (!lane)  /* a key that is no UTF-8: Python's rules, before anything is made */
             result = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? (PyErr_Clear(), 2) : -1;
         else
@@ -712,12 +812,14 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
     if (flush_left(b) < 0) goto done;
     for (int i = 0; i < b->n_tasks; i++) Py_CLEAR(b->tasks[i].task);  /* as pack_by_step's records would be: */
     for (int i = 0; i < NAME_SLOTS; i++) Py_CLEAR(b->names[i].name);  /* a str is shared if records share it */
+    for (int i = 0; i < LANE_SLOTS; i++) Py_CLEAR(b->lanes[i].lane);
     PyObject *runs = b->filed ? pack_made(b, by_step, first_out) : Py_NewRef(Py_None);
     if (runs) result = Py_BuildValue("(nON)", metadata, b->saw_device ? Py_True : Py_False, runs);
 done:
     Py_XDECREF(b->host); Py_XDECREF(b->stream);
     for (int i = 0; i < b->n_tasks; i++) Py_XDECREF(b->tasks[i].task);
     for (int i = 0; i < NAME_SLOTS; i++) Py_XDECREF(b->names[i].name);
+    for (int i = 0; i < LANE_SLOTS; i++) Py_XDECREF(b->lanes[i].lane);
     for (Py_ssize_t i = 0; i < filed.n; i++) made_clear(&filed.at[i]);
     PyMem_Free(filed.at);
     PyMem_Free(b);

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_trace_processor import imported, slice_times, trace_processor
 
@@ -90,6 +90,10 @@ def _write(root: Path, form: str, args: dict, wall: list[bool] | None) -> None:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs())
+# found by a run: ranks 0 and 2 on wall time, 1 on its device's clock, so the JSON holds times to the
+# µs; an arrow whose ends lie 10 ns apart had its end written first at one time, and was dropped
+@example(("mindspore1x", {"ranks": 3, "steps": 1, "ops_per_step": 20, "comm_ops": 1, "seed": 0,
+                          "host_start": True}, [True, False, True], "detail", None))
 def test_the_json_and_the_pftrace_hold_the_same_slices_and_arrows(job):
     form, args, wall, kind, align = job
     tmp = Path(tempfile.mkdtemp())

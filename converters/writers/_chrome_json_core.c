@@ -195,8 +195,14 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
         }
     }
     if (PUT(b, "}") < 0) return -1;
+    /* To the µs (past EXACT_NS), an arrow's two ends less than a µs apart are one time, and the
+     * trace processor takes events of one time in file order: an end written before its start
+     * (its rank's slices first) is dropped (flow_end_without_start). So there an end binds a µs
+     * into its slice, after any start rounded down to the slice's start, where the slice lasts
+     * long enough to still hold it. */
+    Wide into = ts >= EXACT_NS && length >= 2000 ? ts + 1000 : ts;
     return put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT), "s", pid, tid, ts, dumps) < 0 ||
-           put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_IN), "f", pid, tid, ts, dumps) < 0 ? -1 : 0;
+           put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_IN), "f", pid, tid, into, dumps) < 0 ? -1 : 0;
 }
 
 /* The slices of a layout.Placement (tracks, slices, codes: per event (position * 2 [+ 1 for an

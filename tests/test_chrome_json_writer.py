@@ -55,7 +55,8 @@ def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> 
         # an arrow's end to the µs (past 10**15 ns) a µs into a slice of 2 µs or more: after its start
         into = start + 1000 if start >= 10**15 and held(end - start) >= 2000 else start
         for phase, flows, at in (("s", s.flows_out, start), ("f", s.flows_in, into)):
-            base = {"pid": record["pid"], "tid": record["tid"], "ts": at / 1000, "cat": "flow", "name": "flow"}
+            base = {"pid": record["pid"], "tid": record["tid"], "ts": at / 1000, "cat": "flow",
+                    "name": "flow"}
             for flow in flows:
                 out += _SEPARATOR
                 out += orjson.dumps({"ph": phase, "id": f"{flow:x}", "bp": "e", **base})

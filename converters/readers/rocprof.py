@@ -631,16 +631,19 @@ class _Runs:
         """The run from ``at`` to the candidate ``hi - 1``, if it holds one object per candidate."""
         end = self._ends[hi - 1] + 1
         items = orjson.loads(b"".join((b"[", memoryview(buf)[at:end], b"]")))
-        if len(items) != hi - lo or _deeper(items, room):  # a candidate in a string, or too deep
+        starts = [at, *self._starts[lo:hi - 1]]
+        if len(items) != hi - lo or any(  # a candidate in a string; an object nested too deep
+                buf.count(b"{", s, e) + buf.count(b"[", s, e) > room and _deeper(item, room)
+                for item, s, e in zip(items, starts, self._ends[lo:hi])):
             self._exact = self._base + end
             return None
-        starts = [at, *self._starts[lo:hi - 1]]
         return items, [e + 1 - s for s, e in zip(starts, self._ends[lo:hi])], end
 
 
-def _deeper(items: list[Any], room: int) -> bool:
-    """Whether an object of ``items`` nests more than ``room`` levels (itself the first)."""
-    level, depth = items, 1
+def _deeper(item: Any, room: int) -> bool:
+    """Whether ``item`` nests more than ``room`` levels (itself the first); asked only of an object
+    whose text opens more than ``room`` brackets, as no other can."""
+    level, depth = [item], 1
     while level:
         if depth > room:
             return True

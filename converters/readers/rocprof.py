@@ -515,7 +515,7 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
                         key = _key_text(m.group())
                     continue
                 in_array = bool(frames) and frames[-1][0] and frames[-1][2] is not None
-                if in_array and byte == 0x7B and (run := runs.take(buf, m.start(), _MAX_DEPTH - len(frames))):
+                if in_array and byte == 0x7B and (run := runs.take(buf, m.start(), _MAX_DEPTH - len(frames), frames[-1])):
                     items, sizes, pos = run  # whole objects, as the tokenizer would have found them
                     named, key = frames[-1][2], None
                     whole += len(items)
@@ -579,17 +579,19 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
 # Where one object of an array may end and the next begin: a candidate, as a string may hold it too
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _RUN_BYTES = 1 << 18  # a run's most: what a failed try costs (copied, decoded) is bounded
+_MIN_RUN = 1 << 12
 
 
 class _Runs:
     """Runs of a named array's objects, each decoded in one call (``orjson``) instead of tokenized:
-    from an object's ``{`` to the last candidate boundary (``_BOUNDARY``) within ``_RUN_BYTES``,
-    taken where it decodes as one object per candidate: then every candidate is a boundary (the
-    real ones are among them), so the objects, their bytes (the batches' sizes) and the run's end
-    are what the tokenizer would have found. Where it fails at a byte (the array's end), tried once
-    more up to the last candidate before it; where that fails too (a candidate inside a string, a
-    damaged record, nested too deep), the tokenizer reads on to where the try got: it sees every
-    error as before, and no byte is tried twice."""
+    from an object's ``{`` to the last candidate boundary (``_BOUNDARY``) within a window (at most
+    ``_RUN_BYTES``), taken where it decodes as one object per candidate: then every candidate is a
+    boundary (the real ones are among them), so the objects, their bytes (the batches' sizes) and
+    the run's end are what the tokenizer would have found. Where it fails at a byte (the array's
+    end), tried once more up to the last candidate before it; then the one object alone (``_one``:
+    an agent, whose caches' boundaries are candidates too). Where all fail (a candidate inside a
+    string, a damaged record, nesting too deep), the tokenizer reads on to where the try got: it
+    meets every error as before, and what a try costs is what the tokenizer reads after it."""
 
     def __init__(self) -> None:
         self._base = 0  # where the buffer starts in the file
@@ -597,35 +599,80 @@ class _Runs:
         self._from = -1  # where the candidates were searched from in this buffer; -1: not yet
         self._ends: list[int] = []  # each candidate's "}" (in the buffer)
         self._starts: list[int] = []  # each candidate's next "{"
+        self._window = _RUN_BYTES  # a run's most: halved where one fails, so failing stays cheap
+        self._array: object = None  # the array the window is of
 
     def refill(self, base: int) -> None:
         self._base, self._from = base, -1
 
-    def take(self, buf: bytes, at: int, room: int) -> tuple[list[Any], list[int], int] | None:
+    def take(self, buf: bytes, at: int, room: int, array: object) -> tuple[list[Any], list[int], int] | None:
         """The objects of the run from the ``{`` at ``at``, their sizes, and the byte after the run;
-        None: none taken here. ``room``: how many levels an object may nest (the tokenizer's limit)."""
+        None: none taken here. ``room``: how many levels an object may nest (the tokenizer's limit);
+        ``array``: the array's frame (each array's runs begin at the longest)."""
         if self._base + at < self._exact:
             return None
+        if array is not self._array:
+            self._array, self._window = array, _RUN_BYTES
         if self._from < 0 or at < self._from:
             found = list(_BOUNDARY.finditer(buf, at))
             self._from, self._ends, self._starts = at, [m.start() for m in found], [m.end() - 1 for m in found]
         lo = bisect_right(self._ends, at)
-        hi = bisect_right(self._ends, at + _RUN_BYTES, lo)
-        if hi == lo:  # the buffer holds no boundary past this object: the tokenizer reads it
-            self._exact = self._base + (at + _RUN_BYTES if hi < len(self._ends) else len(buf))
+        hi = bisect_right(self._ends, at + self._window, lo)
+        if hi == lo == len(self._ends):  # the buffer holds no boundary past this object
+            self._exact = self._base + len(buf)
             return None
+        run, failed = None, at + 1  # failed: where the tokenizer takes over if nothing is taken
+        if hi > lo and self._window > _MIN_RUN:  # (runs failing at the least: objects one by one)
+            try:
+                run, failed = self._run(buf, at, lo, hi, room), self._ends[hi - 1] + 1
+            except orjson.JSONDecodeError as e:  # the array ends before, or a record is damaged
+                failed = at + _bytes(buf, at, e.pos - 1)  # the byte it failed at
+                run = self._before(buf, at, lo, min(bisect_right(self._ends, failed - 1, lo, hi), hi - 1), room)
+        if run is not None:
+            self._window = min(2 * self._window, _RUN_BYTES)
+            return run
+        self._window = max(self._window // 2, _MIN_RUN)
+        run = self._one(buf, at, lo, room)
+        if run is None:
+            self._exact = self._base + max(failed, at + 1)
+        return run
+
+    def _before(self, buf: bytes, at: int, lo: int, hi: int, room: int) -> tuple[list[Any], list[int], int] | None:
+        """The run to the candidates before where a longer one failed (the array's end), if it holds."""
         try:
-            return self._run(buf, at, lo, hi, room)
-        except orjson.JSONDecodeError as e:  # the array ends before, or a record is damaged
-            failed = at + e.pos - 1  # the byte it failed at, or before (pos counts characters)
-        before = min(bisect_right(self._ends, failed - 1, lo, hi), hi - 1)  # the candidates before it
-        try:
-            if before > lo:
-                return self._run(buf, at, lo, before, room)
+            return self._run(buf, at, lo, hi, room) if hi > lo else None
         except orjson.JSONDecodeError:
-            pass
-        self._exact = self._base + max(failed, at + 1)
-        return None
+            return None
+
+    def _one(self, buf: bytes, at: int, lo: int, room: int) -> tuple[list[Any], list[int], int] | None:
+        """The object at ``at`` alone, where a candidate ends it: one whose own arrays hold objects
+        (an agent's caches), their boundaries candidates too, or longer than a run. orjson says
+        where the object ends (the content after it: it reads no further), the object decoded alone
+        confirms it. orjson checks all it is given first: longer texts only while the object goes on."""
+        for size in (1 << 10, 1 << 13, 1 << 16, _RUN_BYTES):
+            text = memoryview(buf)[at:at + size]
+            try:
+                orjson.loads(text)
+                end = at + len(text)
+            except orjson.JSONDecodeError as e:
+                end = at + _bytes(buf, at, e.pos)  # the first byte after the object
+                if end - at >= len(text) == size:  # the object goes on past the text
+                    continue
+            break
+        else:
+            return None
+        last = bisect_right(self._ends, end - 1, lo) - 1  # the candidate there: the object's "}"?
+        if last < lo:
+            return None
+        end = self._ends[last] + 1
+        try:
+            item = orjson.loads(memoryview(buf)[at:end])
+        except orjson.JSONDecodeError:
+            return None
+        if type(item) is not dict or (buf.count(b"{", at, end) + buf.count(b"[", at, end) > room
+                                      and _deeper(item, room)):
+            return None
+        return [item], [end - at], end
 
     def _run(self, buf: bytes, at: int, lo: int, hi: int, room: int) -> tuple[list[Any], list[int], int] | None:
         """The run from ``at`` to the candidate ``hi - 1``, if it holds one object per candidate."""
@@ -635,9 +682,15 @@ class _Runs:
         if len(items) != hi - lo or any(  # a candidate in a string; an object nested too deep
                 buf.count(b"{", s, e) + buf.count(b"[", s, e) > room and _deeper(item, room)
                 for item, s, e in zip(items, starts, self._ends[lo:hi])):
-            self._exact = self._base + end
             return None
         return items, [e + 1 - s for s, e in zip(starts, self._ends[lo:hi])], end
+
+
+def _bytes(buf: bytes, at: int, chars: int) -> int:
+    """How many bytes the ``chars`` characters from ``at`` take, as orjson counts in characters (the
+    text it got past is valid UTF-8)."""
+    head = bytes(memoryview(buf)[at:at + max(chars, 0) * 4])
+    return chars if head[:chars].isascii() else len(head.decode("utf-8", "ignore")[:chars].encode())
 
 
 def _deeper(item: Any, room: int) -> bool:

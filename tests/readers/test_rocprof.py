@@ -275,6 +275,8 @@ def _inputs(folder: Path) -> dict[str, bytes]:
         "deep enough": text.replace(b'"hip_api": [', b'"hip_api": [' + deep[12 * 6:-12] + b", "),
         "not objects": text.replace(b'"hip_api": [', b'"hip_api": [1, [{"a": 2}, {"b": [3]}], [], {}, "x", '),
         "big integers": _damaged(text, b'"thread_id": 7', b'"thread_id": 7' + b"0" * 30, 50),
+        "objects in arrays inside": text.replace(b'"thread_id": 7', b'"thread_id": 7, "c": [{"x": 1}, {"y": '
+                                                 b'[{"z": "\xc3\xa9"}, {}]}]'),
     }
 
 
@@ -298,6 +300,6 @@ def test_runs_yield_the_batches_warnings_and_errors_the_tokenizer_does(tmp_path,
         path = tmp_path / "1000_results.json"
         path.write_bytes(data)
         with monkeypatch.context() as m:
-            m.setattr(rocprof._Runs, "take", lambda self, buf, at, room: None)
+            m.setattr(rocprof._Runs, "take", lambda self, buf, at, room, array: None)
             alone = sections(path)
         assert sections(path) == alone, name

@@ -515,13 +515,14 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
                         key = _key_text(m.group())
                     continue
                 in_array = bool(frames) and frames[-1][0] and frames[-1][2] is not None
-                if in_array and byte == 0x7B and (run := runs.take(buf, m.start(), _MAX_DEPTH - len(frames), frames[-1])):
+                room = _MAX_DEPTH - len(frames)
+                if in_array and byte == 0x7B and (run := runs.take(buf, m.start(), room, frames[-1])):
                     items, sizes, pos = run  # whole objects, as the tokenizer would have found them
                     named, key = frames[-1][2], None
                     whole += len(items)
                     if named.startswith("other:"):
                         continue
-                    for item, n in zip(items, sizes):
+                    for item, n in zip(items, sizes, strict=True):
                         batch.append(item)
                         size += n
                         if size >= _BATCH_BYTES:
@@ -580,6 +581,7 @@ def _sections(path: Path, diag: Diagnostics, chunk: int = 1 << 20) -> Iterator[t
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _RUN_BYTES = 1 << 18  # a run's most: what a failed try costs (copied, decoded) is bounded
 _MIN_RUN = 1 << 12
+_Taken = tuple[list[Any], list[int], int]  # objects, their sizes in bytes, the byte after the last
 
 
 class _Runs:
@@ -605,7 +607,7 @@ class _Runs:
     def refill(self, base: int) -> None:
         self._base, self._from = base, -1
 
-    def take(self, buf: bytes, at: int, room: int, array: object) -> tuple[list[Any], list[int], int] | None:
+    def take(self, buf: bytes, at: int, room: int, array: object) -> _Taken | None:
         """The objects of the run from the ``{`` at ``at``, their sizes, and the byte after the run;
         None: none taken here. ``room``: how many levels an object may nest (the tokenizer's limit);
         ``array``: the array's frame (each array's runs begin at the longest)."""
@@ -615,7 +617,8 @@ class _Runs:
             self._array, self._window = array, _RUN_BYTES
         if self._from < 0 or at < self._from:
             found = list(_BOUNDARY.finditer(buf, at))
-            self._from, self._ends, self._starts = at, [m.start() for m in found], [m.end() - 1 for m in found]
+            self._from = at
+            self._ends, self._starts = [m.start() for m in found], [m.end() - 1 for m in found]
         lo = bisect_right(self._ends, at)
         hi = bisect_right(self._ends, at + self._window, lo)
         if hi == lo == len(self._ends):  # the buffer holds no boundary past this object
@@ -627,7 +630,8 @@ class _Runs:
                 run, failed = self._run(buf, at, lo, hi, room), self._ends[hi - 1] + 1
             except orjson.JSONDecodeError as e:  # the array ends before, or a record is damaged
                 failed = at + _bytes(buf, at, e.pos - 1)  # the byte it failed at
-                run = self._before(buf, at, lo, min(bisect_right(self._ends, failed - 1, lo, hi), hi - 1), room)
+                before = min(bisect_right(self._ends, failed - 1, lo, hi), hi - 1)  # the candidates before
+                run = self._before(buf, at, lo, before, room)
         if run is not None:
             self._window = min(2 * self._window, _RUN_BYTES)
             return run
@@ -637,14 +641,14 @@ class _Runs:
             self._exact = self._base + max(failed, at + 1)
         return run
 
-    def _before(self, buf: bytes, at: int, lo: int, hi: int, room: int) -> tuple[list[Any], list[int], int] | None:
+    def _before(self, buf: bytes, at: int, lo: int, hi: int, room: int) -> _Taken | None:
         """The run to the candidates before where a longer one failed (the array's end), if it holds."""
         try:
             return self._run(buf, at, lo, hi, room) if hi > lo else None
         except orjson.JSONDecodeError:
             return None
 
-    def _one(self, buf: bytes, at: int, lo: int, room: int) -> tuple[list[Any], list[int], int] | None:
+    def _one(self, buf: bytes, at: int, lo: int, room: int) -> _Taken | None:
         """The object at ``at`` alone, where a candidate ends it: one whose own arrays hold objects
         (an agent's caches), their boundaries candidates too, or longer than a run. orjson says
         where the object ends (the content after it: it reads no further), the object decoded alone
@@ -674,16 +678,16 @@ class _Runs:
             return None
         return [item], [end - at], end
 
-    def _run(self, buf: bytes, at: int, lo: int, hi: int, room: int) -> tuple[list[Any], list[int], int] | None:
+    def _run(self, buf: bytes, at: int, lo: int, hi: int, room: int) -> _Taken | None:
         """The run from ``at`` to the candidate ``hi - 1``, if it holds one object per candidate."""
         end = self._ends[hi - 1] + 1
         items = orjson.loads(b"".join((b"[", memoryview(buf)[at:end], b"]")))
         starts = [at, *self._starts[lo:hi - 1]]
         if len(items) != hi - lo or any(  # a candidate in a string; an object nested too deep
                 buf.count(b"{", s, e) + buf.count(b"[", s, e) > room and _deeper(item, room)
-                for item, s, e in zip(items, starts, self._ends[lo:hi])):
+                for item, s, e in zip(items, starts, self._ends[lo:hi], strict=True)):
             return None
-        return items, [e + 1 - s for s, e in zip(starts, self._ends[lo:hi])], end
+        return items, [e + 1 - s for s, e in zip(starts, self._ends[lo:hi], strict=True)], end
 
 
 def _bytes(buf: bytes, at: int, chars: int) -> int:

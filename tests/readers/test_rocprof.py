@@ -263,7 +263,8 @@ def _inputs(folder: Path) -> dict[str, bytes]:
     text = made.path.read_bytes()
     deep = b'{"n": ' * 70 + b"1" + b"}" * 70
     return {
-        "whole": text, "cut": text[: len(text) * 2 // 3], "cut in a string": text[: text.rindex(b'"start_timestamp') + 5],
+        "whole": text, "cut": text[: len(text) * 2 // 3],
+        "cut in a string": text[: text.rindex(b'"start_timestamp') + 5],
         "trailing commas": _damaged(text, b'"thread_id": 7,', b'"thread_id": 7,,', 37),
         "a bracket lost": _damaged(text, b'"kernel_id": 1}}', b'"kernel_id": 1}', 300),
         "a bad escape": _damaged(text, b'"hipLaunchKernel"', b'"hip\\qLaunchKernel"', 1),

@@ -238,7 +238,7 @@ class _CountingTokens:
 
 
 def test_the_records_of_an_array_are_decoded_in_runs_not_tokenized_one_by_one(tmp_path, monkeypatch):
-    """What makes reading 7x faster (docs/benchmarks-journal.md, "rocprofv3 reading"): the Python
+    """What makes reading 9x faster (docs/benchmarks-journal.md, "rocprofv3 reading"): the Python
     tokenizer walks the structure between the arrays, not each record (a dozen tokens or more)."""
     from converters.readers import rocprof
 

@@ -219,3 +219,88 @@ def test_nesting_no_profiler_writes_is_an_error_not_a_memory_blowup(tmp_path):
     with pytest.raises(InputError, match="nested deeper") as e:
         list(read_profile(discover(path.parent), Options(kind=Kind.DETAIL), Diagnostics()))
     assert e.value.path == path
+
+
+class _CountingTokens:
+    """The reader's tokenizer, counting the tokens it visits (by ``search`` or ``finditer``)."""
+
+    def __init__(self, pattern) -> None:
+        self.pattern, self.tokens = pattern, 0
+
+    def search(self, *args):
+        self.tokens += 1
+        return self.pattern.search(*args)
+
+    def finditer(self, *args):
+        for m in self.pattern.finditer(*args):
+            self.tokens += 1
+            yield m
+
+
+def test_the_records_of_an_array_are_decoded_in_runs_not_tokenized_one_by_one(tmp_path, monkeypatch):
+    """What makes reading 9x faster (docs/benchmarks-journal.md, "rocprofv3 reading"): the Python
+    tokenizer walks the structure between the arrays, not each record (a dozen tokens or more)."""
+    from converters.readers import rocprof
+
+    [made] = write_rocprof(tmp_path / "in", steps=2000, shuffle=True, rccl="hip").files
+    records = sum(len(v) for v in made.tool["buffer_records"].values())
+    counting = _CountingTokens(rocprof._TOKEN)
+    monkeypatch.setattr(rocprof, "_TOKEN", counting)
+    read = sum(len(items) for name, items in rocprof._sections(made.path, Diagnostics()) if name)
+    assert read == records + len(made.tool["agents"]) + len(made.tool["kernel_symbols"]) + 34 + 2000
+    assert counting.tokens < records / 20, (counting.tokens, records)
+
+
+def _damaged(text: bytes, old: bytes, new: bytes, every: int) -> bytes:
+    """``text`` with every ``every``-th ``old`` made ``new``."""
+    parts = text.split(old)
+    return parts[0] + b"".join((new if n % every == 0 else old) + part for n, part in enumerate(parts[1:], 1))
+
+
+def _inputs(folder: Path) -> dict[str, bytes]:
+    """Files where a run of records may or may not be decoded at once: cut, damaged, odd."""
+    [made] = write_rocprof(folder, steps=300, shuffle=True, rccl="hip", indent=None).files
+    text = made.path.read_bytes()
+    deep = b'{"n": ' * 70 + b"1" + b"}" * 70
+    return {
+        "whole": text, "cut": text[: len(text) * 2 // 3],
+        "cut in a string": text[: text.rindex(b'"start_timestamp') + 5],
+        "trailing commas": _damaged(text, b'"thread_id": 7,', b'"thread_id": 7,,', 37),
+        "a bracket lost": _damaged(text, b'"kernel_id": 1}}', b'"kernel_id": 1}', 300),
+        "a bad escape": _damaged(text, b'"hipLaunchKernel"', b'"hip\\qLaunchKernel"', 1),
+        "boundaries in strings": text.replace(b'"gemm()"', b'"g}, {e}\\"},{mm"').replace(
+            b'"thread_id": 7', b'"thread_id": 7, "s": "}, {"', 1000),
+        "no commas": _damaged(text, b'}, {"kind": 11', b'} {"kind": 11', 9),
+        "form feeds": _damaged(text, b'}, {"kind": 5', b'}\x0c, {"kind": 5', 7),
+        "too deep": text.replace(b'"hip_api": [', b'"hip_api": [' + deep + b", "),
+        "deep enough": text.replace(b'"hip_api": [', b'"hip_api": [' + deep[12 * 6:-12] + b", "),
+        "not objects": text.replace(b'"hip_api": [', b'"hip_api": [1, [{"a": 2}, {"b": [3]}], [], {}, "x", '),
+        "big integers": _damaged(text, b'"thread_id": 7', b'"thread_id": 7' + b"0" * 30, 50),
+        "objects in arrays inside": text.replace(b'"thread_id": 7', b'"thread_id": 7, "c": [{"x": 1}, {"y": '
+                                                 b'[{"z": "\xc3\xa9"}, {}]}]'),
+    }
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 4096, 333])
+def test_runs_yield_the_batches_warnings_and_errors_the_tokenizer_does(tmp_path, monkeypatch, chunk):
+    """The tokenizer alone (runs off) is the reference: it reads each record as the reader always did."""
+    from converters.readers import rocprof
+
+    def sections(path: Path) -> tuple[list, list, str | None]:
+        warned: list[tuple[str, str]] = []
+        diag = Diagnostics()
+        diag.warn = lambda kind, message, subject=None: warned.append((kind, message))
+        got = []
+        try:
+            got = [(name, items) for name, items in rocprof._sections(path, diag, chunk)]
+        except InputError as e:
+            return got, warned, str(e)
+        return got, warned, None
+
+    for name, data in _inputs(tmp_path / "made").items():
+        path = tmp_path / "1000_results.json"
+        path.write_bytes(data)
+        with monkeypatch.context() as m:
+            m.setattr(rocprof._Runs, "take", lambda self, buf, at, room, array: None)
+            alone = sections(path)
+        assert sections(path) == alone, name

@@ -208,11 +208,24 @@ json_scalars = st.one_of(
     st.sampled_from(['"a\\"b\\\\c\\/d\\b\\f\\n\\r\\t"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\x"', '"a\tb"',
                      '"float;\\r\\nNone"', '"名字"', '"0"', '"true"', '"1.5"']),
 )
-json_values = st.one_of(
-    json_scalars, st.lists(json_scalars, max_size=3).map(lambda v: "[" + ",".join(v) + "]"),
-    st.dictionaries(st.text(max_size=3), json_scalars, max_size=2).map(
-        lambda d: "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in d.items()) + "}"),
-)
+json_nested_keys = st.one_of(st.builds(_json_string, st.text(max_size=3), st.booleans()),
+                             st.sampled_from(['"a\\/b"', '"k"', '"\\n"']))
+
+
+def _json_array(items: list[str], gap: str) -> str:
+    return "[" + gap + ("," + gap).join(items) + gap + "]"
+
+
+def _json_object(members: list[tuple[str, str]], gap: str) -> str:
+    return "{" + gap + ("," + gap).join(f"{k}{gap}:{gap}{v}" for k, v in members) + gap + "}"
+
+
+# nested values as Kineto writes them ("Input Dims": [[1, 3, 224, 224], []]), any spacing, keys
+# repeated or escaped, floats and everything else a scalar can be at any depth
+json_values = st.recursive(json_scalars, lambda inner: st.one_of(
+    st.builds(_json_array, st.lists(inner, max_size=4), spaces),
+    st.builds(_json_object, st.lists(st.tuples(json_nested_keys, inner), max_size=3), spaces),
+), max_leaves=10)
 json_keys = st.one_of(keys.map(json.dumps), st.sampled_from(['"a\\"b"', '"\\u540d"', '"a']))
 
 
@@ -258,6 +271,70 @@ def test_flat_raw_args_are_walked_without_decoding():
     walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
     assert encode_args(walked, raw, perfetto._annotation, calls.append) == _reference_args(raw, decoded)
     assert calls == []
+
+
+def test_nested_raw_args_are_walked_without_decoding():
+    """Kineto's nested args (lists of shapes and type names) are written as their compact JSON
+    text, as decoding them and encoding the dict writes it, with no call into Python."""
+    calls = []
+    raw = (b'{"Input Dims": [[1, 3, 224, 224], [], [-0]], "Input type": ["float", "", "a\\/b\\r\\n\xc3\xa9"], '
+           b'"Concrete Inputs": ["", "1"], "ok": false, "x": { "k" : [null, true, {}] }}')
+    walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
+    assert encode_args(walked, raw, lambda *a: calls.append(a), calls.append) == _reference_args(raw, decoded)
+    assert calls == []
+    assert list(walked.strings.refs) == [orjson.dumps(v).decode() for k, v in orjson.loads(raw).items()
+                                         if isinstance(v, list | dict)]
+
+
+# nested values of every kind an arg's value holds: text with what JSON escapes, ints to past 64
+# bits, floats, tuples, keys that are no str
+json_texts = st.text(st.characters(codec="utf-8") | st.sampled_from(list('"\\/\b\f\n\r\t\x00\x1f\x7f')),
+                     max_size=8)
+nested_scalars = st.one_of(st.none(), st.booleans(), json_texts, st.floats(),
+                           st.integers(min_value=-(1 << 65), max_value=1 << 65),
+                           st.sampled_from([-(1 << 63), (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 1 << 64, 0]))
+nested_values = st.recursive(nested_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.lists(inner, max_size=3).map(tuple),
+    st.dictionaries(json_texts, inner, max_size=3), st.dictionaries(st.integers(0, 3), inner, max_size=2),
+), max_leaves=12)
+
+
+def _in_c(value) -> bool:
+    """Whether the C core writes ``value`` itself: no floats, ints of 64 bits, str keys."""
+    if isinstance(value, float):
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -(1 << 63) <= value < (1 << 63)
+    if isinstance(value, list | tuple):
+        return all(_in_c(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _in_c(v) for k, v in value.items())
+    return True
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.tuples(keys, nested_values), min_size=1, max_size=6))
+def test_nested_args_are_encoded_in_c_as_the_annotation_rule_does(pairs):
+    """Nested values, bools and None are encoded in C as ``_annotation`` (the rule) encodes them:
+    the same bytes and strings interned, with no call into Python where they hold no floats and
+    no ints past 64 bits; and they read back as their JSON text."""
+    in_c, in_python = perfetto._Sequence(1), perfetto._Sequence(1)
+    called = []
+
+    def annotation(key, value, seq):
+        called.append(value)
+        return perfetto._annotation(key, value, seq)
+
+    for key, value in pairs:
+        assert encode_args(in_c, {key: value}, annotation, decoded_args) == perfetto._annotation(
+            key, value, in_python)
+        assert in_c.interned() == in_python.interned()
+    assert [v for v in called if _in_c(v)] == []
+    args = dict(pairs)
+    read = read_perfetto(encode([Slice(0, Layer.HOST, "Python 1", "op", T0, 10, args)])).slices[0].args
+    want = {k: orjson.dumps(v).decode() if isinstance(v, list | tuple | dict) else v
+            for k, v in args.items() if v is not None and _in_c(v)}
+    assert {k: read[k] for k in want} == want
 
 
 def test_raw_args_past_the_caps_are_encoded_as_their_decoded_dict_is():

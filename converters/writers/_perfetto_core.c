@@ -49,6 +49,7 @@ static int buf_double(Buf *b, double d) {
 #define K_ANNOTATION 0x22    /* TrackEvent.debug_annotations (4), length */
 #define K_A_DOUBLE 0x29      /* DebugAnnotation.double_value (5), fixed64 */
 #define K_A_INT 0x20         /* DebugAnnotation.int_value (4), varint */
+#define K_A_BOOL 0x10        /* DebugAnnotation.bool_value (2), varint */
 #define K_SEQ_FLAGS 0x68     /* TracePacket.sequence_flags (13), varint */
 #define K_INTERNED 0x62      /* TracePacket.interned_data (12), length */
 #define K_IID 0x08           /* EventName, DebugAnnotationName, InternedString: iid (1), varint */
@@ -232,12 +233,145 @@ static PyObject *string_value(State *st, PyObject *text) {
     return PyErr_Occurred() ? NULL : inline_text(text, st->strings.inline_field);
 }
 
+#define MAX_DEPTH 64   /* nested values deeper than this are left to Python (orjson's limit is 255) */
+
+/* ``key``'s annotation with a value field of ``value_len`` bytes, after what ``b`` holds */
+static int put_named(State *st, Buf *b, PyObject *key, const char *value, Py_ssize_t value_len) {
+    PyObject *name = ref(st, &st->arg_names, key);
+    if (!name) return -1;
+    int rc = buf_put(b, "\x22", 1) || buf_varint(b, PyBytes_GET_SIZE(name) + value_len) ||
+             buf_bytes(b, name) || buf_put(b, value, value_len);
+    Py_DECREF(name);
+    return rc ? -1 : 0;
+}
+
+/* A string annotation, as _annotation writes one (with no ``arg_cache``: a nested value's text
+ * seldom repeats as the same object): ``text``'s interned id, or past the cap the text itself. */
+static int put_text(State *st, Buf *b, PyObject *key, PyObject *text) {
+    PyObject *field = string_value(st, text);
+    if (!field) {
+        if (PyErr_Occurred()) return -1;
+        st->touched = 1;  /* text the table cannot hold as it is: the interner's rule */
+        PyObject *made = PyObject_CallFunctionObjArgs(st->annotation, key, text, st->seq, NULL);
+        if (!made) return -1;
+        int rc = PyBytes_CheckExact(made) ? buf_bytes(b, made) : -1;
+        if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_annotation returned no bytes");
+        Py_DECREF(made);
+        return rc;
+    }
+    int rc = put_named(st, b, key, PyBytes_AS_STRING(field), PyBytes_GET_SIZE(field));
+    Py_DECREF(field);
+    return rc;
+}
+
+/* A str in JSON as orjson.dumps writes it: UTF-8 as it is, but for ``"``, ``\`` and control chars
+ * (\b \t \n \f \r, the others as \u00xx, lower-case): 1, 0 (surrogates: left to Python), -1 error. */
+static int put_json_string(Buf *b, PyObject *text) {
+    Py_ssize_t n;
+    const char *p = PyUnicode_AsUTF8AndSize(text, &n), *end;
+    if (!p) { PyErr_Clear(); return 0; }
+    if (buf_put(b, "\"", 1) < 0) return -1;
+    for (end = p + n; p < end;) {
+        const char *run = p;
+        while (p < end && (unsigned char)*p >= 0x20 && *p != '"' && *p != '\\') p++;
+        if (buf_put(b, run, p - run) < 0) return -1;
+        if (p == end) break;
+        unsigned char c = (unsigned char)*p++;
+        char escape[6] = {'\\', (char)c, 0, 0, 0, 0};
+        int len = 2;
+        switch (c) {
+        case '"': case '\\': break;
+        case '\b': escape[1] = 'b'; break;
+        case '\t': escape[1] = 't'; break;
+        case '\n': escape[1] = 'n'; break;
+        case '\f': escape[1] = 'f'; break;
+        case '\r': escape[1] = 'r'; break;
+        default:
+            memcpy(escape + 1, "u00", 3);
+            escape[4] = "0123456789abcdef"[c >> 4];
+            escape[5] = "0123456789abcdef"[c & 15];
+            len = 6;
+        }
+        if (buf_put(b, escape, len) < 0) return -1;
+    }
+    return buf_put(b, "\"", 1) < 0 ? -1 : 1;
+}
+
+/* ``value`` in compact JSON as orjson.dumps writes it, for lists, tuples and dicts (str keys) of
+ * str, int, bool, None and of these: 1, 0 (left to Python: floats, whose digits orjson writes by
+ * rules of its own; ints past 64 bits; surrogates; other keys and types, subclasses), -1 error. */
+static int put_json(Buf *b, PyObject *value, int depth) {
+    if (value == Py_None) return buf_put(b, "null", 4) < 0 ? -1 : 1;
+    if (value == Py_True) return buf_put(b, "true", 4) < 0 ? -1 : 1;
+    if (value == Py_False) return buf_put(b, "false", 5) < 0 ? -1 : 1;
+    if (PyUnicode_CheckExact(value)) return put_json_string(b, value);
+    if (PyLong_CheckExact(value)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (overflow) return 0;
+        return buf_decimal(b, v) < 0 ? -1 : 1;
+    }
+    if (depth >= MAX_DEPTH) return 0;
+    int is_list = PyList_CheckExact(value);
+    if (is_list || PyTuple_CheckExact(value)) {  /* no Python code runs here: the list stays as it is */
+        Py_ssize_t n = is_list ? PyList_GET_SIZE(value) : PyTuple_GET_SIZE(value);
+        if (buf_put(b, "[", 1) < 0) return -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i && buf_put(b, ",", 1) < 0) return -1;
+            int rc = put_json(b, is_list ? PyList_GET_ITEM(value, i) : PyTuple_GET_ITEM(value, i), depth + 1);
+            if (rc <= 0) return rc;
+        }
+        return buf_put(b, "]", 1) < 0 ? -1 : 1;
+    }
+    if (PyDict_CheckExact(value)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0, written = 0;
+        if (buf_put(b, "{", 1) < 0) return -1;
+        while (PyDict_Next(value, &pos, &k, &v)) {
+            if (!PyUnicode_CheckExact(k)) return 0;
+            if (written++ && buf_put(b, ",", 1) < 0) return -1;
+            int rc = put_json_string(b, k);
+            if (rc <= 0) return rc;
+            if (buf_put(b, ":", 1) < 0) return -1;
+            if ((rc = put_json(b, v, depth + 1)) <= 0) return rc;
+        }
+        return buf_put(b, "}", 1) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+/* A nested value's annotation: its compact JSON text as a string (as _annotation writes it).
+ * 1 written, 0 left to Python, -1 error. */
+static int put_nested(State *st, Buf *b, PyObject *key, PyObject *value) {
+    Buf json = {0};
+    int rc = put_json(&json, value, 0);
+    if (rc > 0) {
+        PyObject *text = PyUnicode_DecodeUTF8(json.data ? json.data : "", json.len, NULL);
+        rc = !text || put_text(st, b, key, text) < 0 ? -1 : 1;
+        Py_XDECREF(text);
+    }
+    PyMem_Free(json.data);
+    return rc;
+}
+
 /* One argument as a DebugAnnotation: floats and ids never repeat and are encoded each time;
- * strings and small ints are encoded once per sequence (``arg_cache``). */
+ * strings and small ints are encoded once per sequence (``arg_cache``); None is left out, bools
+ * and nested values are encoded each time (a bool's pair would be an int's in the cache: True == 1). */
 static int put_annotation(State *st, Buf *b, PyObject *key, PyObject *value) {
     PyObject *pair = NULL, *name = NULL, *field = NULL;
     long long number = 0;
     int overflow = 0, is_int = PyLong_CheckExact(value), is_str = PyUnicode_CheckExact(value);
+    if (value == Py_None) return 0;
+    if (PyUnicode_CheckExact(key) && PyBool_Check(value)) {
+        const char field_bytes[2] = {K_A_BOOL, value == Py_True};
+        return put_named(st, b, key, field_bytes, 2);
+    }
+    if (PyUnicode_CheckExact(key) && (PyList_CheckExact(value) || PyDict_CheckExact(value) ||
+                                      PyTuple_CheckExact(value))) {
+        int rc = put_nested(st, b, key, value);
+        if (rc != 0) return rc < 0 ? -1 : 0;
+    }
     if (!PyUnicode_CheckExact(key) || !(is_int || is_str || PyFloat_CheckExact(value))) goto python;
     if (is_int) {
         number = PyLong_AsLongLongAndOverflow(value, &overflow);
@@ -293,7 +427,7 @@ fail:
     Py_XDECREF(name); Py_XDECREF(pair);
     return -1;
 python:
-    st->touched = 1;  /* None, bools, huge ints, nested values, keys that are no strings */
+    st->touched = 1;  /* huge ints, nested values with floats, keys that are no strings */
     PyObject *made = PyObject_CallFunctionObjArgs(st->annotation, key, value, st->seq, NULL);
     if (!made) return -1;
     rc = PyBytes_CheckExact(made) ? buf_bytes(b, made) : -1;
@@ -462,7 +596,7 @@ static int member_remember(MemberCache *cache, Member *slot, unsigned long long 
     return 0;
 }
 
-enum { J_STRING, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL };
+enum { J_STRING, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL, J_NESTED };
 
 typedef struct {  /* one member of the object, checked */
     const char *key, *value;   /* their text, without a string's quotes */
@@ -470,6 +604,7 @@ typedef struct {  /* one member of the object, checked */
     int kind, escaped;
     long long integer;
     double number;
+    Py_ssize_t compact_at, compact_len;  /* J_NESTED: its compact text, in the walk's ``compact`` */
 } Field;
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -549,6 +684,8 @@ static const char *digits(const char *p, const char *end) {
 
 /* A JSON number: an int of up to 18 digits, or a float (read as float() reads it: past a double,
  * ±inf): 1, or 0 (left to the rule). */
+static int check_value(const char **at, const char *end, Field *f, Buf *compact);
+
 static int check_number(const char **at, const char *end, Field *f) {
     const char *p = *at, *start = p;
     if (p < end && *p == '-') p++;
@@ -589,9 +726,104 @@ static int check_number(const char **at, const char *end, Field *f) {
     return stop == text + (p - start);
 }
 
-static int check_value(const char **at, const char *end, Field *f) {
+/* A checked string (``text``, ``len`` bytes, no \u escape) as orjson.dumps writes it once decoded:
+ * the same text, but for ``\/``, which it writes as ``/``. */
+static int compact_string(Buf *out, const char *text, Py_ssize_t len, int escaped) {
+    if (buf_reserve(out, len + 2) < 0) return -1;
+    char *w = out->data + out->len;
+    *w++ = '"';
+    if (!escaped) {
+        memcpy(w, text, len);
+        w += len;
+    } else {
+        for (const char *q = text, *end = text + len; q < end; q++) {
+            if (*q == '\\' && q[1] == '/') continue;  /* the "/" after it is copied next */
+            if (*q == '\\') *w++ = *q++;              /* any other escape kept whole */
+            *w++ = *q;
+        }
+    }
+    *w++ = '"';
+    out->len = w - out->data;
+    return 0;
+}
+
+#define MAX_NESTED_KEYS 64
+
+/* A nested JSON value (array or object) at ``*at``, checked and its decoded value written into
+ * ``out`` as orjson.dumps writes it: compact, for arrays and objects of strings (no \u escapes),
+ * ints of up to 18 digits, booleans and nulls; 1, or 0 (left to the rule: floats, whose digits
+ * orjson writes by its own rules, repeated keys, deeper than MAX_DEPTH, no JSON). */
+static int compact_value(const char **at, const char *end, Buf *out, int depth) {
     const char *p = *at;
     if (p >= end) return 0;
+    char open = *p;
+    if (open == '"') {
+        const char *text;
+        Py_ssize_t len;
+        int escaped;
+        *at = p + 1;
+        if (!check_string(at, end, &text, &len, &escaped)) return 0;
+        return compact_string(out, text, len, escaped) < 0 ? 0 : 1;
+    }
+    if (open != '[' && open != '{') {
+        Field f;
+        if (!check_value(at, end, &f, NULL) || f.kind == J_FLOAT) return 0;
+        if (f.kind == J_INT && f.integer == 0) return buf_put(out, "0", 1) < 0 ? 0 : 1;  /* -0 too */
+        return buf_put(out, f.value, f.value_len) < 0 ? 0 : 1;
+    }
+    if (depth >= MAX_DEPTH) return 0;
+    char close = open == '[' ? ']' : '}';
+    Py_ssize_t keys_at[MAX_NESTED_KEYS], keys_len[MAX_NESTED_KEYS];
+    int keys = 0;
+    if (buf_put(out, &open, 1) < 0) return 0;
+    p = skip_space(p + 1, end);
+    if (p < end && *p == close) {
+        *at = p + 1;
+        return buf_put(out, &close, 1) < 0 ? 0 : 1;
+    }
+    for (;;) {
+        if (open == '{') {  /* a key, its compact text compared with the object's others' */
+            Py_ssize_t key_at = out->len;
+            if (keys == MAX_NESTED_KEYS || p >= end || *p != '"' || !compact_value(&p, end, out, depth + 1))
+                return 0;
+            Py_ssize_t key_len = out->len - key_at;
+            for (int i = 0; i < keys; i++)
+                if (keys_len[i] == key_len && memcmp(out->data + keys_at[i], out->data + key_at, key_len) == 0)
+                    return 0;  /* a repeated key: the dict keeps the first's place, the last's value */
+            keys_at[keys] = key_at;
+            keys_len[keys++] = key_len;
+            p = skip_space(p, end);
+            if (p >= end || *p != ':' || buf_put(out, ":", 1) < 0) return 0;
+            p = skip_space(p + 1, end);
+        }
+        if (!compact_value(&p, end, out, depth + 1)) return 0;
+        p = skip_space(p, end);
+        if (p < end && *p == ',') {
+            if (buf_put(out, ",", 1) < 0) return 0;
+            p = skip_space(p + 1, end);
+            continue;
+        }
+        if (p < end && *p == close) {
+            *at = p + 1;
+            return buf_put(out, &close, 1) < 0 ? 0 : 1;
+        }
+        return 0;
+    }
+}
+
+/* A member's value, checked; a nested one (with ``compact``: at the top) also written compact. */
+static int check_value(const char **at, const char *end, Field *f, Buf *compact) {
+    const char *p = *at;
+    if (p >= end) return 0;
+    if (compact && (*p == '[' || *p == '{')) {
+        f->kind = J_NESTED;
+        f->value = p;
+        f->compact_at = compact->len;
+        if (!compact_value(at, end, compact, 0)) return 0;
+        f->value_len = *at - p;
+        f->compact_len = compact->len - f->compact_at;
+        return 1;
+    }
     static const struct { const char *word; int kind; } words[] = {{"true", J_TRUE}, {"false", J_FALSE}, {"null", J_NULL}};
     for (int i = 0; i < 3; i++) {
         Py_ssize_t n = (Py_ssize_t)strlen(words[i].word);
@@ -617,7 +849,7 @@ static int same_key(const Field *a, const Field *b) {
 }
 
 /* The members of a flat JSON object, checked: their count, or -1 (left to the rule). */
-static int check_object(const char *p, const char *end, Field *fields) {
+static int check_object(const char *p, const char *end, Field *fields, Buf *compact) {
     int n = 0;
     p = skip_space(p, end);
     if (p >= end || *p++ != '{') return -1;
@@ -634,7 +866,7 @@ static int check_object(const char *p, const char *end, Field *fields) {
         p = skip_space(p, end);
         if (p >= end || *p++ != ':') return -1;
         p = skip_space(p, end);
-        if (!check_value(&p, end, f)) return -1;
+        if (!check_value(&p, end, f, compact)) return -1;
         n++;
         p = skip_space(p, end);
         if (p < end && *p == ',') { p = skip_space(p + 1, end); continue; }
@@ -676,7 +908,7 @@ static PyObject *value_of(const Field *f, Buf *scratch) {
     }
 }
 
-/* A number's annotation, written as put_annotation writes an int or a float, with its name's
+/* A number's or bool's annotation, written as put_annotation writes one, with its name's
  * reference remembered by the key's text alone (a member's text holds the key's closing quote,
  * which a key's never does: no member's). */
 static int put_number(State *st, Buf *b, const Field *f) {
@@ -701,7 +933,10 @@ static int put_number(State *st, Buf *b, const Field *f) {
     const char *name = made ? PyBytes_AS_STRING(made) : cache->arena.data + slot->bytes_at;
     Py_ssize_t name_len = made ? PyBytes_GET_SIZE(made) : slot->bytes_len, value_len = 0;
     unsigned char scalar[11];
-    if (f->kind == J_INT) {
+    if (f->kind == J_TRUE || f->kind == J_FALSE) {
+        scalar[value_len++] = K_A_BOOL;
+        scalar[value_len++] = f->kind == J_TRUE;
+    } else if (f->kind == J_INT) {
         unsigned long long v = (unsigned long long)f->integer;
         scalar[value_len++] = K_A_INT;
         while (v >= 0x80) { scalar[value_len++] = (unsigned char)(v | 0x80); v >>= 7; }
@@ -718,31 +953,36 @@ static int put_number(State *st, Buf *b, const Field *f) {
     return rc ? -1 : 0;
 }
 
-static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
+static int put_field(State *st, Buf *b, const Field *f, Buf *scratch, const Buf *compact) {
     if (f->kind == J_NULL) return 0;  /* None: left out */
-    /* a number, small int or not, as put_annotation would write it: with its text remembered, ids
-     * (``correlation_id``) would fill the cache, and those past it go through Python objects */
-    if (f->kind == J_INT || f->kind == J_FLOAT) return put_number(st, b, f);
-    int constant = f->kind == J_STRING;
+    /* a number, small int or not, or a bool, as put_annotation would write it: with its text
+     * remembered, ids (``correlation_id``) would fill the cache, and those past it go through
+     * Python objects */
+    if (f->kind != J_STRING && f->kind != J_NESTED) return put_number(st, b, f);
+    int constant = 1;
     Member *slot = NULL;
     unsigned long long hash = 0;
     /* remembered by the member's JSON text from its key to the end of its value, a string's with
      * its closing quote (the string "5" is no 5): one text, hashed and compared once */
     const char *text = f->key;
     Py_ssize_t text_len = f->value + f->value_len + (f->kind == J_STRING) - f->key;
+    int nested = f->kind == J_NESTED;
     if (constant) {
         hash = hash_text(text, text_len);
         slot = member_slot(st->members, hash, text, text_len);
         if (slot->bytes_len) return buf_put(b, st->members->arena.data + slot->bytes_at, slot->bytes_len);
     }
-    PyObject *key = key_of(f->key, f->key_len), *value = key ? value_of(f, scratch) : NULL;
+    PyObject *key = key_of(f->key, f->key_len), *value = NULL;
+    if (key)  /* a nested value: its compact JSON text, a string (as _annotation writes it) */
+        value = nested ? PyUnicode_DecodeUTF8(compact->data + f->compact_at, f->compact_len, NULL)
+                       : value_of(f, scratch);
     if (!key || !value) {
         Py_XDECREF(key);
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "args checked as UTF-8 were not");
         return -1;
     }
     Py_ssize_t start = b->len;
-    int rc = put_annotation(st, b, key, value);
+    int rc = nested ? put_text(st, b, key, value) : put_annotation(st, b, key, value);
     Py_DECREF(key); Py_DECREF(value);
     if (rc == 0 && constant)
         rc = member_remember(st->members, slot, hash, text, text_len, b->data + start, b->len - start);
@@ -753,13 +993,13 @@ static int put_field(State *st, Buf *b, const Field *f, Buf *scratch) {
 static int walk_args(State *st, Buf *b, PyObject *raw) {
     Field fields[MAX_MEMBERS];
     const char *text = PyBytes_AS_STRING(raw);
-    int n = check_object(text, text + PyBytes_GET_SIZE(raw), fields);
-    if (n < 0) return 0;
-    Buf scratch = {0};
-    int rc = 1;
+    Buf scratch = {0}, compact = {0};  /* unescaped strings; nested values' compact texts */
+    int n = check_object(text, text + PyBytes_GET_SIZE(raw), fields, &compact), rc = 1;
+    if (n < 0) rc = PyErr_Occurred() ? -1 : 0;
     for (int i = 0; i < n && rc > 0; i++)
-        if (put_field(st, b, &fields[i], &scratch) < 0) rc = -1;
+        if (put_field(st, b, &fields[i], &scratch, &compact) < 0) rc = -1;
     PyMem_Free(scratch.data);
+    PyMem_Free(compact.data);
     return rc;
 }
 

@@ -277,7 +277,8 @@ def test_nested_raw_args_are_walked_without_decoding():
     """Kineto's nested args (lists of shapes and type names) are written as their compact JSON
     text, as decoding them and encoding the dict writes it, with no call into Python."""
     calls = []
-    raw = (b'{"Input Dims": [[1, 3, 224, 224], [], [-0]], "Input type": ["float", "", "a\\/b\\r\\n\xc3\xa9"], '
+    raw = (b'{"Input Dims": [[1, 3, 224, 224], [], [-0]], '
+           b'"Input type": ["float", "", "a\\/b\\r\\n\xc3\xa9"], '
            b'"Concrete Inputs": ["", "1"], "ok": false, "x": { "k" : [null, true, {}] }}')
     walked, decoded = perfetto._Sequence(1), perfetto._Sequence(1)
     assert encode_args(walked, raw, lambda *a: calls.append(a), calls.append) == _reference_args(raw, decoded)

@@ -4,10 +4,11 @@
  * value, each a few dozen bytes; in Python their encoding cost ~10 us per event. This loop
  * encodes the common case itself (known tracks, interned names, float/int/string arguments
  * seen before, new strings interned into the tables perfetto._Interner holds, by its rules and
- * with its field numbers) and calls back into Python for what else changes the sequence's state
- * (a new track) or is rare (None, bools, huge ints, nested values), so the bytes written stay
- * those of perfetto.py. Field numbers there. A slice's
- * raw JSON args are read here too, with no dict made, where they are a flat object (``walk_args``).
+ * with its field numbers; nested values as the compact JSON text orjson.dumps writes, where they
+ * hold no floats) and calls back into Python for what else changes the sequence's state (a new
+ * track) or is rare (huge ints, floats in nested values), so the bytes written stay those of
+ * perfetto.py. Field numbers there. A slice's raw JSON args are read here too, with no dict made,
+ * where they are an object of scalars and of nested values of no floats (``walk_args``).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -463,15 +464,17 @@ static int put_decoded(State *st, Buf *b, PyObject *raw) {
     return rc;
 }
 
-/* Raw JSON args read without decoding them into a dict (``walk_args``): a flat object of strings,
- * numbers, booleans and nulls, as most slices' args are. Each member is first checked (the whole
+/* Raw JSON args read without decoding them into a dict (``walk_args``): an object of strings,
+ * numbers, booleans and nulls, and of arrays and objects of these but floats (Kineto's ``Input
+ * Dims``, ``Input type``), as most slices' args are. Each member is first checked (the whole
  * object, before anything is written), then written as the key and value ``decoded_args`` would
- * have made, through ``put_annotation`` as a dict's are; anything else (nested values, \u escapes,
- * repeated or escaped keys, ints past 18 digits, text that is no valid JSON) is left to
- * ``decoded_args``, the rule, which the tests compare this against. A string member's annotation,
- * constant on a sequence, is remembered by its text, in C (``MemberCache``): written again with
- * no Python object made; a number's is encoded each time, its name's reference remembered by its
- * key (``put_number``). */
+ * have made, through ``put_annotation`` as a dict's are, a nested value as its compact text
+ * (``compact_value``: what orjson.dumps writes of its decoded value); anything else (floats in
+ * nested values, \u escapes, repeated or escaped keys, ints past 18 digits, text that is no valid
+ * JSON) is left to ``decoded_args``, the rule, which the tests compare this against. A string or
+ * nested member's annotation, constant on a sequence, is remembered by its text, in C
+ * (``MemberCache``): written again with no Python object made; a number's or bool's is encoded
+ * each time, its name's reference remembered by its key (``put_number``). */
 #define MAX_MEMBERS 64
 #define KEY_CACHE 512                 /* a power of two: keys' str objects, shared by every call */
 #define MAX_CACHED_KEY 64

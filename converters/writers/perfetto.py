@@ -16,7 +16,8 @@ descriptors are repeated once per sequence (identical), so no sequence depends o
 The per-event loop, the hot loop of a conversion, is C (``_perfetto_core.c``): it encodes what
 is constant for a track once, and what repeats (names, string and small-int arguments, the raw
 args of an op run many times) once per sequence, interns new strings into ``_Interner``'s state
-by its rules, and calls back into this module for what else changes a sequence's state (a track to
+by its rules, writes nested args (Kineto's ``Input Dims``) as the JSON text ``_annotation`` makes
+of them, and calls back into this module for what else changes a sequence's state (a track to
 declare) or is rare (``_annotation``), so the rules below are the only ones.
 """
 
@@ -270,9 +271,10 @@ def _descriptor(
 
 
 def _annotation(key: Any, value: Any, seq: _Sequence) -> bytes:
-    """One debug annotation, for what the C core leaves to Python: None (left out: b""), bools,
-    ints past 64 bits, nested values, keys that are no strings, strings with surrogates. None of
-    these repeat enough to cache."""
+    """One debug annotation: the rule the C core follows for every argument (the tests compare
+    them), and its way for what it leaves to Python: ints past 64 bits, nested values holding
+    floats (orjson's digits) or such ints, keys that are no strings, strings with surrogates.
+    None is left out (b""). None of these repeat enough to cache."""
     value_bytes = _value(value, seq)
     if value_bytes is None:
         return b""

@@ -685,10 +685,10 @@ static const char *digits(const char *p, const char *end) {
     return p;
 }
 
-/* A JSON number: an int of up to 18 digits, or a float (read as float() reads it: past a double,
- * ±inf): 1, or 0 (left to the rule). */
 static int check_value(const char **at, const char *end, Field *f, Buf *compact);
 
+/* A JSON number: an int of up to 18 digits, or a float (read as float() reads it: past a double,
+ * ±inf): 1, or 0 (left to the rule). */
 static int check_number(const char **at, const char *end, Field *f) {
     const char *p = *at, *start = p;
     if (p < end && *p == '-') p++;
@@ -851,7 +851,8 @@ static int same_key(const Field *a, const Field *b) {
     return n == b->key_len && (n == 0 || (a->key[n - 1] == b->key[n - 1] && memcmp(a->key, b->key, n) == 0));
 }
 
-/* The members of a flat JSON object, checked: their count, or -1 (left to the rule). */
+/* The members of a JSON object, checked (nested ones also written into ``compact``): their count,
+ * or -1 (left to the rule; an error set where memory ran out). */
 static int check_object(const char *p, const char *end, Field *fields, Buf *compact) {
     int n = 0;
     p = skip_space(p, end);
@@ -962,19 +963,15 @@ static int put_field(State *st, Buf *b, const Field *f, Buf *scratch, const Buf 
      * remembered, ids (``correlation_id``) would fill the cache, and those past it go through
      * Python objects */
     if (f->kind != J_STRING && f->kind != J_NESTED) return put_number(st, b, f);
-    int constant = 1;
-    Member *slot = NULL;
-    unsigned long long hash = 0;
-    /* remembered by the member's JSON text from its key to the end of its value, a string's with
-     * its closing quote (the string "5" is no 5): one text, hashed and compared once */
+    /* a string or nested value, constant on a sequence: remembered by the member's JSON text from
+     * its key to the end of its value, a string's with its closing quote (the string "5" is no 5):
+     * one text, hashed and compared once */
     const char *text = f->key;
     Py_ssize_t text_len = f->value + f->value_len + (f->kind == J_STRING) - f->key;
     int nested = f->kind == J_NESTED;
-    if (constant) {
-        hash = hash_text(text, text_len);
-        slot = member_slot(st->members, hash, text, text_len);
-        if (slot->bytes_len) return buf_put(b, st->members->arena.data + slot->bytes_at, slot->bytes_len);
-    }
+    unsigned long long hash = hash_text(text, text_len);
+    Member *slot = member_slot(st->members, hash, text, text_len);
+    if (slot->bytes_len) return buf_put(b, st->members->arena.data + slot->bytes_at, slot->bytes_len);
     PyObject *key = key_of(f->key, f->key_len), *value = NULL;
     if (key)  /* a nested value: its compact JSON text, a string (as _annotation writes it) */
         value = nested ? PyUnicode_DecodeUTF8(compact->data + f->compact_at, f->compact_len, NULL)
@@ -987,7 +984,7 @@ static int put_field(State *st, Buf *b, const Field *f, Buf *scratch, const Buf 
     Py_ssize_t start = b->len;
     int rc = nested ? put_text(st, b, key, value) : put_annotation(st, b, key, value);
     Py_DECREF(key); Py_DECREF(value);
-    if (rc == 0 && constant)
+    if (rc == 0)
         rc = member_remember(st->members, slot, hash, text, text_len, b->data + start, b->len - start);
     return rc;
 }

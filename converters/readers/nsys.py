@@ -45,7 +45,9 @@ from .base import Reader
 from .common import markers
 from .common.flows import linked
 from .common.lanes import gpu_stream
+from .common.spilled_flows import OUTSIDE, OUTSIDE_BATCH, StepTimes, say_outside, works
 from .common.sqlite import DAMAGED, read_only
+from .launches import Windows
 
 NAME = "nsys"
 CLOCK = "ns from the Nsight Systems session start + TARGET_INFO_SESSION_START_TIME (epoch ns)"
@@ -239,6 +241,15 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         raise InputError(path, "", f"damaged SQLite database ({e})", hint=HINT) from None
 
 
+_Record = tuple[Slice, FlowEnd | None, int | None]  # a record, its arrow end, its launch's start (epoch ns)
+
+
+def _filed_at(record: _Record) -> int:
+    """When a record is filed: at its launch, where it has one (device work, with steps), else at
+    its start."""
+    return record[0].start_ns if record[2] is None else record[2]
+
+
 def _communication(short: str, full: str) -> tuple[str, str] | None:
     """(lane, kind) of a kernel that communicates, by its short name or its demangled one (NCCL's
     on the ``NCCL`` lane, as Kineto's; torch's, vLLM's, DeepEP's on ``GPU Communication``)."""
@@ -261,6 +272,7 @@ class _Export:
                              "run profiled with --trace=cuda?)", hint=HINT)
         self.strings = "StringIds" in self.tables
         self.bad = 0
+        self.by_launch = False  # device work filed by its launch (with steps)
         self.thread_names = self._thread_names() if detail else {}
         self._say_absent()
 
@@ -303,9 +315,11 @@ class _Export:
         join = f"LEFT JOIN StringIds {alias} ON {alias}.id = t.{column}"
         return f"COALESCE({alias}.value, t.{column})", join
 
-    def rows(self, table: str, fields: str, joins: str = "", where: str = "") -> Iterator[tuple]:
-        """A table's rows of the rank's process, ``start``, ``end`` first, in time order, a batch at a
-        time. The process: a device row's ``globalPid``, a host row's ``globalTid`` (its pid bits)."""
+    def rows(self, table: str, fields: str, joins: str = "", where: str = "",
+             order: str = "t.start") -> Iterator[tuple]:
+        """A table's rows of the rank's process, ``start``, ``end`` first, in ``order`` (time order),
+        a batch at a time. The process: a device row's ``globalPid``, a host row's ``globalTid`` (its
+        pid bits)."""
         have = self.columns(table)
         if not {"start", "end"} <= have:
             return
@@ -313,9 +327,33 @@ class _Export:
         clauses = [c for c in (where, mine) if c]
         filtered = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         cursor = self.db.execute(f"SELECT t.start, t.end, {fields} FROM {table} t {joins} {filtered} "
-                                 "ORDER BY t.start", params)
+                                 f"ORDER BY {order}", params)
         while batch := cursor.fetchmany(_BATCH):
             yield from batch
+
+    def launch(self, table: str) -> tuple[str, str, str]:
+        """(the field, the join, the order) that give each device row of ``table`` the start of its
+        launch, the CUDA runtime call of its process with its ``correlationId`` (NULL: none found;
+        the first, were an id given twice), and order the rows by when they are filed: at their
+        launch, else at their start (SQLite indexes the grouped launches for the join itself). Only
+        with steps (``by_launch``): without, every row is filed by its start."""
+        runtime = self.columns(_RUNTIME)
+        if not (self.by_launch and "correlationId" in self.columns(table)
+                and {"start", "correlationId"} <= runtime):
+            return "NULL", "", "t.start"
+        process = self.rank.process
+        mine = (f"WHERE (r.globalTid >> 24) = {int(process) >> 24}"
+                if process is not None and "globalTid" in runtime else "")
+        join = (f"LEFT JOIN (SELECT r.correlationId AS c, min(r.start) AS start FROM {_RUNTIME} r {mine} "
+                "GROUP BY r.correlationId) l ON l.c = t.correlationId")
+        return "l.start", join, "COALESCE(l.start, t.start)"
+
+    def launched_at(self, start: Any) -> int | None:
+        """A launch's start in epoch ns (None: none, or not a time)."""
+        try:
+            return None if start is None else checked_ns(int(start) + self.rank.clock_offset_ns)
+        except (TypeError, ValueError):
+            return None
 
     def mine(self, table: str) -> tuple[str, tuple]:
         """The condition (and its parameters) on ``table``'s rows that they are the rank's process's."""
@@ -342,13 +380,14 @@ class _Export:
 
     # -- the tables, each as (slice, arrow end or None), in time order ----------------------------
 
-    def kernels(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def kernels(self) -> Iterator[_Record]:
         (full, join_full), (short, join_short) = (self.named(_KERNEL, "demangledName", "s0"),
                                                   self.named(_KERNEL, "shortName", "s1"))
+        launch, join_launch, order = self.launch(_KERNEL)
         rank = self.rank.rank
-        for start, end, device, stream, corr, full_name, short_name in self.rows(
-                _KERNEL, f"{self.fields(_KERNEL, 'deviceId', 'streamId', 'correlationId')}, {full}, {short}",
-                f"{join_full} {join_short}"):
+        for start, end, device, stream, corr, full_name, short_name, launched in self.rows(
+                _KERNEL, f"{self.fields(_KERNEL, 'deviceId', 'streamId', 'correlationId')}, {full}, {short}, "
+                f"{launch}", f"{join_full} {join_short} {join_launch}", order=order):
             times = self.times(start, end)
             if times is None:
                 continue
@@ -361,9 +400,9 @@ class _Export:
             else:
                 lane = gpu_stream(device, stream)
                 made = Slice(rank, Layer.STREAM, lane, full_name, *times, args, GPU_KERNEL)
-            yield made, self.end(made, corr)
+            yield made, self.end(made, corr), self.launched_at(launched)
 
-    def copies(self, table: str, task_type: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def copies(self, table: str, task_type: str) -> Iterator[_Record]:
         have = self.columns(table)
         if "copyKind" in have and {"id", "label"} <= self.columns("ENUM_CUDA_MEMCPY_OPER"):
             kind = "COALESCE(e.label, t.copyKind)"
@@ -372,8 +411,10 @@ class _Export:
             kind, joins = ("t.copyKind" if "copyKind" in have else "NULL"), ""
         rank, word = self.rank.rank, "Memcpy" if task_type == "MEMCPY" else "Memset"
         fields = self.fields(table, "deviceId", "streamId", "correlationId", "bytes")
-        for start, end, device, stream, corr, size, how, set_to in self.rows(
-                table, f"{fields}, {kind}, {self.fields(table, 'value')}", joins):
+        launch, join_launch, order = self.launch(table)
+        for start, end, device, stream, corr, size, how, set_to, launched in self.rows(
+                table, f"{fields}, {kind}, {self.fields(table, 'value')}, {launch}", f"{joins} {join_launch}",
+                order=order):
             times = self.times(start, end)
             if times is None:
                 continue
@@ -385,19 +426,19 @@ class _Export:
                 args["value"] = set_to
             made = Slice(rank, Layer.STREAM, gpu_stream(device, stream),
                          f"{word} {how}" if how is not None else word, *times, args, task_type)
-            yield made, self.end(made, corr)
+            yield made, self.end(made, corr), self.launched_at(launched)
 
     def end(self, made: Slice, corr: Any) -> FlowEnd | None:
         if not self.detail or corr is None:
             return None
         return FlowEnd(made.rank, made.layer, made.lane, made.start_ns, f"launch:{corr}", False)
 
-    def calls(self, table: str, prefix: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def calls(self, table: str, prefix: str) -> Iterator[_Record]:
         """A table of host calls named by ``nameId`` (the CUDA runtime's, the OS runtime's)."""
         name, joins = self.named(table, "nameId", "s")
         return self.host(table, prefix, name, joins, "t.end IS NOT NULL")
 
-    def nvtx(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def nvtx(self) -> Iterator[_Record]:
         """NVTX ranges (marks have no end): their text inline, or (registered strings) by ``textId``."""
         have = self.columns("NVTX_EVENTS")
         text = "t.text" if "text" in have else "NULL"
@@ -419,7 +460,7 @@ class _Export:
         return _NVTX_RANGES
 
     def host(self, table: str, prefix: str, name: str, joins: str,
-             where: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
+             where: str) -> Iterator[_Record]:
         """A host table: one lane per thread; a runtime call starts the arrow of its correlationId."""
         have = self.columns(table)
         if "globalTid" not in have:
@@ -437,9 +478,9 @@ class _Export:
             made = Slice(rank, Layer.HOST, lane, str(called) if called is not None else prefix, *times, args)
             flow = (FlowEnd(rank, Layer.HOST, lane, made.start_ns, f"launch:{link}", True)
                     if link is not None and table == _RUNTIME else None)
-            yield made, flow
+            yield made, flow, None
 
-    def syncs(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def syncs(self) -> Iterator[_Record]:
         """Synchronizations on their context's device: a context is of one device, which its kernels
         name; the row's own ``deviceId`` can be another (2026.2: 0 in a process whose context and
         kernels are on device 1), kept in args."""
@@ -448,8 +489,9 @@ class _Export:
                 _SYNC, self.fields(_SYNC, "deviceId", "contextId", "syncType")):
             if (times := self.times(start, end)) is not None:
                 lane = f"GPU {devices.get(context, device)} Synchronization"
-                yield Slice(self.rank.rank, Layer.STREAM, lane, "Synchronization", *times,
-                            {"syncType": sync, "deviceId": device, "contextId": context}, NOT_COMPUTE), None
+                made = Slice(self.rank.rank, Layer.STREAM, lane, "Synchronization", *times,
+                             {"syncType": sync, "deviceId": device, "contextId": context}, NOT_COMPUTE)
+                yield made, None, None
 
     def context_devices(self) -> dict[Any, Any]:
         """The device of each context whose kernels run on one device."""
@@ -462,48 +504,78 @@ class _Export:
             found.setdefault(context, set()).add(device)
         return {context: devices.pop() for context, devices in found.items() if len(devices) == 1}
 
-    def merged(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def merged(self) -> Iterator[_Record]:
+        """Every record in the order it is filed: at its launch (device work, with steps), else at
+        its start."""
         scans = [self.kernels(), self.copies(_MEMCPY, "MEMCPY"), self.copies(_MEMSET, "MEMSET")]
         if self.detail:
             scans += [self.calls(_RUNTIME, "CUDA API"), self.syncs(), self.nvtx(),
                       self.calls("OSRT_API", "OS runtime")]
-        return heapq.merge(*scans, key=lambda pair: pair[0].start_ns)
+        return heapq.merge(*scans, key=_filed_at)
 
     # -- steps ------------------------------------------------------------------------------------
 
     def marked(self, marker: str) -> list[Step]:
         """The NVTX ranges named ``marker`` (``name*``: named beginning so), as steps 1, 2, ..."""
         ranges = []
-        for made, _ in self.nvtx():
+        for made, _, _ in self.nvtx():
             if made.name == marker or (marker.endswith("*") and made.name.startswith(marker[:-1])):
                 ranges.append((made.start_ns, made.dur_ns))
         return [Step(None, i, s, s + d) for i, (s, d) in enumerate(markers.numbered(ranges), 1)]
 
     def steps(self, marker: str | None) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
+        """The records by step: host records (and device work whose launch the export lacks) under
+        the last step started at or before their start (in none before the first); device work
+        under the step whose window holds its launch, as Kineto's (``launches``, docs/analysis.md
+        §1), or apart, outside the steps, where no window does. The merge is in filing order, so
+        a step is whole once it passes the next step's start."""
         steps = self.marked(marker) if marker else []
         if marker and not steps:
             self.diag.warn(markers.UNMATCHED, f"{self.path}: no NVTX range named {marker!r}: the whole "
                            "capture is one step")
-        rank, index, outside = self.rank.rank, -1, 0
+        self.by_launch = bool(steps)
+        windows, times = Windows(steps), StepTimes()
+        rank, index, before, outside = self.rank.rank, -1, 0, 0
         slices: list[Slice] = []
         ends: list[FlowEnd] = []
-        for made, flow in self.merged():
-            while index + 1 < len(steps) and made.start_ns >= steps[index + 1].start_ns:
+        apart: list[Slice] = []  # launched in no step's window
+        span: list[int] | None = None  # [first start, last end] of the compute the step launched
+        for made, flow, launch in self.merged():
+            at = made.start_ns if launch is None else launch
+            while index + 1 < len(steps) and at >= steps[index + 1].start_ns:
                 if index >= 0:
-                    yield self.records(steps[index], slices), ends
-                index, slices, ends = index + 1, [], []
-            if steps and index < 0:  # before the first step: in none
-                outside += 1
+                    yield self.records(times.extended(steps[index], span), slices), ends
+                index, slices, ends, span = index + 1, [], [], None
+            if launch is not None:  # steps never overlap (markers.numbered): in this one's window or none
+                end = made.start_ns + made.dur_ns
+                if windows.index(launch) == OUTSIDE:
+                    outside += 1
+                    apart.append(made)
+                    if works(made):
+                        times.outside(made.start_ns, end)
+                    if len(apart) >= OUTSIDE_BATCH:
+                        yield StepRecords(rank, None, None, None, apart), []
+                        apart = []
+                    continue
+                if works(made):
+                    span = [made.start_ns, end] if span is None else [min(span[0], made.start_ns),
+                                                                      max(span[1], end)]
+            elif steps and index < 0:  # before the first step: in none
+                before += 1
                 continue
             slices.append(made)
             if flow is not None:
                 ends.append(flow)
         if steps and index >= 0:
-            yield self.records(steps[index], slices), ends
+            yield self.records(times.extended(steps[index], span), slices), ends
         elif not steps:
             yield StepRecords(rank, None, None, None, slices), ends
+        if apart:
+            yield StepRecords(rank, None, None, None, apart), []
         if outside:
-            self.diag.warn("before_first_step", f"{self.path}: {outside} records begin before the first "
+            say_outside(self.diag, self.rank, outside)
+        if before:
+            self.diag.warn("before_first_step", f"{self.path}: {before} records begin before the first "
                            f"{marker!r} range: in no step, not drawn")
         if self.bad:
             self.diag.warn("bad_row", f"{self.path}: {self.bad} rows without a start or end that is a "

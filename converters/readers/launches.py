@@ -180,7 +180,7 @@ class Survey:
         if any(ids[i] > ids[i + 1] for i in range(len(ids) - 1)):  # a file not in launch order
             order = sorted(range(len(ids)), key=ids.__getitem__)
             ids, times, threads = (array(a.typecode, (a[i] for i in order)) for a in (ids, times, threads))
-        runs = _Runs(ids, map(Windows(steps).index, times))
+        runs = _Runs(ids, map(_Windows(steps).index, times))
         ops = {thread: _Ops(found) for thread, found in self._ops.items()}
         self._ops, self._shared = {}, {}
         collectives = _Collectives()
@@ -271,7 +271,7 @@ class Launches:
         return len(self._graphs - self._replayed)
 
 
-class Windows:
+class _Windows:
     """The steps' host windows: the latest-starting step whose window holds a time. Windows may
     overlap (real traces): each launch goes to one step, never two."""
 

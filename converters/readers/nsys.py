@@ -34,6 +34,7 @@ import heapq
 import re
 import sqlite3
 from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +46,14 @@ from .base import Reader
 from .common import markers
 from .common.flows import linked
 from .common.lanes import gpu_stream
-from .common.spilled_flows import OUTSIDE, OUTSIDE_BATCH, StepTimes, say_outside, works
+from .common.spilled_flows import OUTSIDE_BATCH, StepTimes, say_outside
 from .common.sqlite import DAMAGED, read_only
-from .launches import Windows
 
 NAME = "nsys"
 CLOCK = "ns from the Nsight Systems session start + TARGET_INFO_SESSION_START_TIME (epoch ns)"
 HINT = "expected an Nsight Systems SQLite export (nsys export --type sqlite)"
 _BATCH = 4096
+_LAUNCHES = "nsys_launches"  # the temporary table of the process's launches (_Export.launches)
 _TID_BITS = 0xFF_FFFF  # globalTid = (vm id << 48) | (pid << 24) | tid
 # a rank the launcher put in the environment Nsight recorded (DeviceEnvironment), first found wins
 _RANK_VARS = re.compile(r"(?:^|;)(?:RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID|PMIX_RANK)=(\d+)(?:;|$)")
@@ -241,13 +242,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         raise InputError(path, "", f"damaged SQLite database ({e})", hint=HINT) from None
 
 
-_Record = tuple[Slice, FlowEnd | None, int | None]  # a record, its arrow end, its launch's start (epoch ns)
-
-
-def _filed_at(record: _Record) -> int:
-    """When a record is filed: at its launch, where it has one (device work, with steps), else at
-    its start."""
-    return record[0].start_ns if record[2] is None else record[2]
+# A record as the scans give it: when it is filed (epoch ns), the slice, its arrow end, and how:
+_BY_START, _LAUNCHED, _LAUNCHED_WORK = 0, 1, 2  # at its start; at its launch (a copy, a kernel)
+_Record = tuple[int, Slice, FlowEnd | None, int]
 
 
 def _communication(short: str, full: str) -> tuple[str, str] | None:
@@ -273,6 +270,7 @@ class _Export:
         self.strings = "StringIds" in self.tables
         self.bad = 0
         self.by_launch = False  # device work filed by its launch (with steps)
+        self.launch_table: bool | None = None  # whether _LAUNCHES holds the launches; None: not made yet
         self.thread_names = self._thread_names() if detail else {}
         self._say_absent()
 
@@ -333,27 +331,40 @@ class _Export:
 
     def launch(self, table: str) -> tuple[str, str, str]:
         """(the field, the join, the order) that give each device row of ``table`` the start of its
-        launch, the CUDA runtime call of its process with its ``correlationId`` (NULL: none found;
-        the first, were an id given twice), and order the rows by when they are filed: at their
-        launch, else at their start (SQLite indexes the grouped launches for the join itself). Only
-        with steps (``by_launch``): without, every row is filed by its start."""
-        runtime = self.columns(_RUNTIME)
-        if not (self.by_launch and "correlationId" in self.columns(table)
-                and {"start", "correlationId"} <= runtime):
+        launch, the CUDA runtime call of its process with its ``correlationId`` (NULL: none found),
+        and order the rows by when they are filed: at their launch, else at their start. Only with
+        steps (``by_launch``): without, every row is filed by its start."""
+        if not (self.by_launch and "correlationId" in self.columns(table) and self.launches()):
             return "NULL", "", "t.start"
-        process = self.rank.process
-        mine = (f"WHERE (r.globalTid >> 24) = {int(process) >> 24}"
-                if process is not None and "globalTid" in runtime else "")
-        join = (f"LEFT JOIN (SELECT r.correlationId AS c, min(r.start) AS start FROM {_RUNTIME} r {mine} "
-                "GROUP BY r.correlationId) l ON l.c = t.correlationId")
+        join = f"LEFT JOIN temp.{_LAUNCHES} l ON l.c = t.correlationId"
         return "l.start", join, "COALESCE(l.start, t.start)"
 
-    def launched_at(self, start: Any) -> int | None:
-        """A launch's start in epoch ns (None: none, or not a time)."""
-        try:
-            return None if start is None else checked_ns(int(start) + self.rank.clock_offset_ns)
-        except (TypeError, ValueError):
-            return None
+    def launches(self) -> bool:
+        """Whether the process's launches are in the temporary table ``_LAUNCHES`` (made once):
+        each correlation id's first launch (the earliest), keyed by the id, so that each device
+        table's join looks it up by rowid (SQLite's own automatic index is rebuilt per query, ~4x
+        the cost). In SQLite's temporary storage (a file beside none of the input's, paged through
+        its cache): the reader's memory stays flat."""
+        if self.launch_table is None:
+            runtime = self.columns(_RUNTIME)
+            self.launch_table = {"start", "correlationId"} <= runtime
+            process = self.rank.process
+            mine = (f"AND (globalTid >> 24) = {int(process) >> 24}"
+                    if process is not None and "globalTid" in runtime else "")
+            if self.launch_table:
+                self.db.execute(f"CREATE TEMP TABLE {_LAUNCHES} (c INTEGER PRIMARY KEY, "
+                                "start INTEGER NOT NULL)")
+                self.db.execute(f"INSERT INTO temp.{_LAUNCHES} SELECT correlationId, min(start) "
+                                f"FROM {_RUNTIME} WHERE typeof(correlationId) = 'integer' "
+                                f"AND typeof(start) = 'integer' {mine} GROUP BY correlationId")
+        return self.launch_table
+
+    def filed(self, made: Slice, flow: FlowEnd | None, launched: Any, how: int) -> _Record:
+        """A device record filed at its launch's start (``launched``, ns from the session start:
+        only a filing time, in no output), where it has one, else at its own."""
+        if type(launched) is int:
+            return launched + self.rank.clock_offset_ns, made, flow, how
+        return made.start_ns, made, flow, _BY_START
 
     def mine(self, table: str) -> tuple[str, tuple]:
         """The condition (and its parameters) on ``table``'s rows that they are the rank's process's."""
@@ -400,7 +411,7 @@ class _Export:
             else:
                 lane = gpu_stream(device, stream)
                 made = Slice(rank, Layer.STREAM, lane, full_name, *times, args, GPU_KERNEL)
-            yield made, self.end(made, corr), self.launched_at(launched)
+            yield self.filed(made, self.end(made, corr), launched, _LAUNCHED_WORK)
 
     def copies(self, table: str, task_type: str) -> Iterator[_Record]:
         have = self.columns(table)
@@ -426,7 +437,7 @@ class _Export:
                 args["value"] = set_to
             made = Slice(rank, Layer.STREAM, gpu_stream(device, stream),
                          f"{word} {how}" if how is not None else word, *times, args, task_type)
-            yield made, self.end(made, corr), self.launched_at(launched)
+            yield self.filed(made, self.end(made, corr), launched, _LAUNCHED)
 
     def end(self, made: Slice, corr: Any) -> FlowEnd | None:
         if not self.detail or corr is None:
@@ -478,7 +489,7 @@ class _Export:
             made = Slice(rank, Layer.HOST, lane, str(called) if called is not None else prefix, *times, args)
             flow = (FlowEnd(rank, Layer.HOST, lane, made.start_ns, f"launch:{link}", True)
                     if link is not None and table == _RUNTIME else None)
-            yield made, flow, None
+            yield made.start_ns, made, flow, _BY_START
 
     def syncs(self) -> Iterator[_Record]:
         """Synchronizations on their context's device: a context is of one device, which its kernels
@@ -491,7 +502,7 @@ class _Export:
                 lane = f"GPU {devices.get(context, device)} Synchronization"
                 made = Slice(self.rank.rank, Layer.STREAM, lane, "Synchronization", *times,
                              {"syncType": sync, "deviceId": device, "contextId": context}, NOT_COMPUTE)
-                yield made, None, None
+                yield made.start_ns, made, None, _BY_START
 
     def context_devices(self) -> dict[Any, Any]:
         """The device of each context whose kernels run on one device."""
@@ -511,14 +522,14 @@ class _Export:
         if self.detail:
             scans += [self.calls(_RUNTIME, "CUDA API"), self.syncs(), self.nvtx(),
                       self.calls("OSRT_API", "OS runtime")]
-        return heapq.merge(*scans, key=_filed_at)
+        return heapq.merge(*scans, key=itemgetter(0))
 
     # -- steps ------------------------------------------------------------------------------------
 
     def marked(self, marker: str) -> list[Step]:
         """The NVTX ranges named ``marker`` (``name*``: named beginning so), as steps 1, 2, ..."""
         ranges = []
-        for made, _, _ in self.nvtx():
+        for _, made, _, _ in self.nvtx():
             if made.name == marker or (marker.endswith("*") and made.name.startswith(marker[:-1])):
                 ranges.append((made.start_ns, made.dur_ns))
         return [Step(None, i, s, s + d) for i, (s, d) in enumerate(markers.numbered(ranges), 1)]
@@ -534,32 +545,27 @@ class _Export:
             self.diag.warn(markers.UNMATCHED, f"{self.path}: no NVTX range named {marker!r}: the whole "
                            "capture is one step")
         self.by_launch = bool(steps)
-        windows, times = Windows(steps), StepTimes()
-        rank, index, before, outside = self.rank.rank, -1, 0, 0
+        apart = _Apart(self.rank.rank)
+        index, before, window_end = -1, 0, None  # window_end: the current step's
         slices: list[Slice] = []
         ends: list[FlowEnd] = []
-        apart: list[Slice] = []  # launched in no step's window
-        span: list[int] | None = None  # [first start, last end] of the compute the step launched
-        for made, flow, launch in self.merged():
-            at = made.start_ns if launch is None else launch
+        low = high = None  # the first start and last end of the kernels the step launched
+        for at, made, flow, how in self.merged():
             while index + 1 < len(steps) and at >= steps[index + 1].start_ns:
                 if index >= 0:
-                    yield self.records(times.extended(steps[index], span), slices), ends
-                index, slices, ends, span = index + 1, [], [], None
-            if launch is not None:  # steps never overlap (markers.numbered): in this one's window or none
-                end = made.start_ns + made.dur_ns
-                if windows.index(launch) == OUTSIDE:
-                    outside += 1
-                    apart.append(made)
-                    if works(made):
-                        times.outside(made.start_ns, end)
-                    if len(apart) >= OUTSIDE_BATCH:
-                        yield StepRecords(rank, None, None, None, apart), []
-                        apart = []
+                    yield self.records(apart.times.extended(steps[index], low, high), slices), ends
+                index, slices, ends, low, high = index + 1, [], [], None, None
+                window_end = steps[index].end_ns
+            if how != _BY_START:
+                # launches._Windows' rule: the step whose window holds the launch, none if none
+                # does; steps never overlap (markers.numbered), so that is this one's or none
+                if window_end is None or at >= window_end:
+                    yield from apart.add(made, how == _LAUNCHED_WORK)
                     continue
-                if works(made):
-                    span = [made.start_ns, end] if span is None else [min(span[0], made.start_ns),
-                                                                      max(span[1], end)]
+                if how == _LAUNCHED_WORK:  # a kernel: compute or communication (spilled_flows.works)
+                    end = made.start_ns + made.dur_ns
+                    low = made.start_ns if low is None or made.start_ns < low else low
+                    high = end if high is None or end > high else high
             elif steps and index < 0:  # before the first step: in none
                 before += 1
                 continue
@@ -567,13 +573,16 @@ class _Export:
             if flow is not None:
                 ends.append(flow)
         if steps and index >= 0:
-            yield self.records(times.extended(steps[index], span), slices), ends
+            yield self.records(apart.times.extended(steps[index], low, high), slices), ends
         elif not steps:
-            yield StepRecords(rank, None, None, None, slices), ends
+            yield StepRecords(self.rank.rank, None, None, None, slices), ends
+        yield from apart.rest()
+        self.said(marker, before, apart.count)
+
+    def said(self, marker: str | None, before: int, apart: int) -> None:
+        """Say what is in no step, what is apart, and the rows skipped."""
         if apart:
-            yield StepRecords(rank, None, None, None, apart), []
-        if outside:
-            say_outside(self.diag, self.rank, outside)
+            say_outside(self.diag, self.rank, apart)
         if before:
             self.diag.warn("before_first_step", f"{self.path}: {before} records begin before the first "
                            f"{marker!r} range: in no step, not drawn")
@@ -583,6 +592,30 @@ class _Export:
 
     def records(self, step: Step, slices: list[Slice]) -> StepRecords:
         return StepRecords(self.rank.rank, None, step.step, step, slices)
+
+
+class _Apart:
+    """Device records launched in no step's window: shown apart, as steps without a number of at
+    most ``OUTSIDE_BATCH`` records each (as Kineto's), their compute bounding the steps' times."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank, self.count, self.times = rank, 0, StepTimes()
+        self.held: list[Slice] = []
+
+    def add(self, made: Slice, works: bool) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
+        """``made`` apart (``works``: it computes or communicates); a batch once one is full."""
+        self.count += 1
+        self.held.append(made)
+        if works:
+            self.times.outside(made.start_ns, made.start_ns + made.dur_ns)
+        if len(self.held) >= OUTSIDE_BATCH:
+            yield from self.rest()
+
+    def rest(self) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
+        """The records held, without their arrows' ends (no step holds both ends)."""
+        if self.held:
+            yield StepRecords(self.rank, None, None, None, self.held), []
+            self.held = []
 
 
 READER = Reader(

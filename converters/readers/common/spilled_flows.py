@@ -115,8 +115,8 @@ class Launched:
         """The steps' times on a device that runs behind its host (``StepTimes``), with all the work
         launched in no step known."""
         times = StepTimes(self._outside_work)
-        return [(times.extended(step, span), phases) for (step, phases), span in zip(steps, self._spans,
-                                                                                     strict=True)]
+        return [(times.extended(step, *(span or (None, None))), phases)
+                for (step, phases), span in zip(steps, self._spans, strict=True)]
 
     def outside(self, rank: RankInfo, spill: StepSpill, has_device: bool,
                 diag: Diagnostics) -> Iterator[StepRecords]:
@@ -160,17 +160,17 @@ class StepTimes:
         self._outside.extend((start_ns, end_ns))
         self._union = None
 
-    def extended(self, step: Step, span: list[int] | None) -> Step:
-        """``step``'s time, given [first start, last end] of the work it launched (None: none)."""
-        if span is None:
+    def extended(self, step: Step, first: int | None, last: int | None) -> Step:
+        """``step``'s time, given the first start and last end of the work it launched (None: none)."""
+        if first is None or last is None:
             return step
         if self._union is None:
             self._union = _union(self._outside)
-        free, busy = _busy_until(self._union, span[0]), self._busy
+        free, busy = _busy_until(self._union, first), self._busy
         free = busy if free is None else free if busy is None else max(busy, free)
-        start = step.start_ns if free is None else max(step.start_ns, min(free, span[0]))
-        end = max(step.end_ns, span[1])
-        self._busy = span[1] if busy is None else max(busy, span[1])
+        start = step.start_ns if free is None else max(step.start_ns, min(free, first))
+        end = max(step.end_ns, last)
+        self._busy = last if busy is None else max(busy, last)
         if start == step.start_ns and end == step.end_ns:
             return step
         return Step(step.graph, step.step, start, end, step.host_start)

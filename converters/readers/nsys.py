@@ -22,10 +22,15 @@ Read:
   ``ENUM_NSYS_EVENT_TYPE`` names so; marks have no end) on ``NVTX (...)``; ``OSRT_API`` on ``OS
   runtime (...)``.
 
-Steps: the NVTX ranges ``--step-marker`` names, else the whole capture as one pseudo step. Each
-table is read in one ``ORDER BY start`` scan (the export has no index: SQLite sorts in its own
-temporary storage, bounded memory here), the scans merged by time; with steps, a step is yielded as
-soon as the merge passes the next step's start.
+Steps: the NVTX ranges ``--step-marker`` names, else the whole capture as one pseudo step. A host
+record is the step's it starts in; device work (kernel, memcpy, memset) the step's whose range holds
+its launch (the ``_RUNTIME`` call of its process with its ``correlationId``), as Kineto's
+(``launches``; docs/analysis.md §1): a GPU runs behind its host. Work launched in no step's range is
+shown apart (steps without a number); work whose launch the export lacks is filed by its start.
+Each table is read in one sorted scan (the export has no index: SQLite sorts in its own temporary
+storage, bounded memory here): host tables by start, device tables (with steps) by when they are
+filed, their launch's start else their own; the scans are merged in that order, and a step is
+yielded as soon as the merge passes the next step's start.
 """
 
 from __future__ import annotations

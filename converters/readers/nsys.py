@@ -587,7 +587,7 @@ class _Export:
     def said(self, marker: str | None, before: int, apart: int) -> None:
         """Say what is in no step, what is apart, and the rows skipped."""
         if apart:
-            say_outside(self.diag, self.rank, apart)
+            say_outside(self.diag, self.rank, apart, f"in no {marker!r} range")
         if before:
             self.diag.warn("before_first_step", f"{self.path}: {before} records begin before the first "
                            f"{marker!r} range: in no step, not drawn")

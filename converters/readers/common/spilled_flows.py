@@ -135,11 +135,11 @@ class Launched:
             yield StepRecords(rank.rank, None, None, None, taken, has_device=has_device)
 
 
-def say_outside(diag: Diagnostics, rank: RankInfo, count: int) -> None:
-    """The note that ``count`` device records of ``rank`` are shown apart, launched in no step."""
+def say_outside(diag: Diagnostics, rank: RankInfo, count: int,
+                where: str = "in no step's window, or before the capture began") -> None:
+    """The note that ``count`` device records of ``rank`` are shown apart, launched ``where``."""
     diag.note(f"launched_outside {rank.rank}", f"{rank.path}: {count} device records (kernels, copies, "
-              f"memsets) of rank {rank.rank} were launched in no step's window, or before the capture began: "
-              "shown apart, outside the steps")
+              f"memsets) of rank {rank.rank} were launched {where}: shown apart, outside the steps")
 
 
 class StepTimes:

@@ -22,10 +22,15 @@ Read:
   ``ENUM_NSYS_EVENT_TYPE`` names so; marks have no end) on ``NVTX (...)``; ``OSRT_API`` on ``OS
   runtime (...)``.
 
-Steps: the NVTX ranges ``--step-marker`` names, else the whole capture as one pseudo step. Each
-table is read in one ``ORDER BY start`` scan (the export has no index: SQLite sorts in its own
-temporary storage, bounded memory here), the scans merged by time; with steps, a step is yielded as
-soon as the merge passes the next step's start.
+Steps: the NVTX ranges ``--step-marker`` names, else the whole capture as one pseudo step. A host
+record is the step's it starts in; device work (kernel, memcpy, memset) the step's whose range holds
+its launch (the ``_RUNTIME`` call of its process with its ``correlationId``), as Kineto's
+(``launches``; docs/analysis.md §1): a GPU runs behind its host. Work launched in no step's range is
+shown apart (steps without a number); work whose launch the export lacks is filed by its start.
+Each table is read in one sorted scan (the export has no index: SQLite sorts in its own temporary
+storage, bounded memory here): host tables by start, device tables (with steps) by when they are
+filed, their launch's start else their own; the scans are merged in that order, and a step is
+yielded as soon as the merge passes the next step's start.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import heapq
 import re
 import sqlite3
 from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +51,14 @@ from .base import Reader
 from .common import markers
 from .common.flows import linked
 from .common.lanes import gpu_stream
+from .common.spilled_flows import OUTSIDE_BATCH, StepTimes, say_outside
 from .common.sqlite import DAMAGED, read_only
 
 NAME = "nsys"
 CLOCK = "ns from the Nsight Systems session start + TARGET_INFO_SESSION_START_TIME (epoch ns)"
 HINT = "expected an Nsight Systems SQLite export (nsys export --type sqlite)"
 _BATCH = 4096
+_LAUNCHES = "nsys_launches"  # the temporary table of the process's launches (_Export.launches)
 _TID_BITS = 0xFF_FFFF  # globalTid = (vm id << 48) | (pid << 24) | tid
 # a rank the launcher put in the environment Nsight recorded (DeviceEnvironment), first found wins
 _RANK_VARS = re.compile(r"(?:^|;)(?:RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID|PMIX_RANK)=(\d+)(?:;|$)")
@@ -239,6 +247,11 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         raise InputError(path, "", f"damaged SQLite database ({e})", hint=HINT) from None
 
 
+# A record as the scans give it: when it is filed (epoch ns), the slice, its arrow end, and how:
+_BY_START, _LAUNCHED, _LAUNCHED_WORK = 0, 1, 2  # at its start; at its launch (a copy, a kernel)
+_Record = tuple[int, Slice, FlowEnd | None, int]
+
+
 def _communication(short: str, full: str) -> tuple[str, str] | None:
     """(lane, kind) of a kernel that communicates, by its short name or its demangled one (NCCL's
     on the ``NCCL`` lane, as Kineto's; torch's, vLLM's, DeepEP's on ``GPU Communication``)."""
@@ -261,6 +274,8 @@ class _Export:
                              "run profiled with --trace=cuda?)", hint=HINT)
         self.strings = "StringIds" in self.tables
         self.bad = 0
+        self.by_launch = False  # device work filed by its launch (with steps)
+        self.launch_table: bool | None = None  # whether _LAUNCHES holds the launches; None: not made yet
         self.thread_names = self._thread_names() if detail else {}
         self._say_absent()
 
@@ -303,9 +318,11 @@ class _Export:
         join = f"LEFT JOIN StringIds {alias} ON {alias}.id = t.{column}"
         return f"COALESCE({alias}.value, t.{column})", join
 
-    def rows(self, table: str, fields: str, joins: str = "", where: str = "") -> Iterator[tuple]:
-        """A table's rows of the rank's process, ``start``, ``end`` first, in time order, a batch at a
-        time. The process: a device row's ``globalPid``, a host row's ``globalTid`` (its pid bits)."""
+    def rows(self, table: str, fields: str, joins: str = "", where: str = "",
+             order: str = "t.start") -> Iterator[tuple]:
+        """A table's rows of the rank's process, ``start``, ``end`` first, in ``order`` (time order),
+        a batch at a time. The process: a device row's ``globalPid``, a host row's ``globalTid`` (its
+        pid bits)."""
         have = self.columns(table)
         if not {"start", "end"} <= have:
             return
@@ -313,9 +330,46 @@ class _Export:
         clauses = [c for c in (where, mine) if c]
         filtered = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         cursor = self.db.execute(f"SELECT t.start, t.end, {fields} FROM {table} t {joins} {filtered} "
-                                 "ORDER BY t.start", params)
+                                 f"ORDER BY {order}", params)
         while batch := cursor.fetchmany(_BATCH):
             yield from batch
+
+    def launch(self, table: str) -> tuple[str, str, str]:
+        """(the field, the join, the order) that give each device row of ``table`` the start of its
+        launch, the CUDA runtime call of its process with its ``correlationId`` (NULL: none found),
+        and order the rows by when they are filed: at their launch, else at their start. Only with
+        steps (``by_launch``): without, every row is filed by its start."""
+        if not (self.by_launch and "correlationId" in self.columns(table) and self.launches()):
+            return "NULL", "", "t.start"
+        join = f"LEFT JOIN temp.{_LAUNCHES} l ON l.c = t.correlationId"
+        return "l.start", join, "COALESCE(l.start, t.start)"
+
+    def launches(self) -> bool:
+        """Whether the process's launches are in the temporary table ``_LAUNCHES`` (made once):
+        each correlation id's first launch (the earliest), keyed by the id, so that each device
+        table's join looks it up by rowid (SQLite's own automatic index is rebuilt per query, ~4x
+        the cost). In SQLite's temporary storage (a file beside none of the input's, paged through
+        its cache): the reader's memory stays flat."""
+        if self.launch_table is None:
+            runtime = self.columns(_RUNTIME)
+            self.launch_table = {"start", "correlationId"} <= runtime
+            process = self.rank.process
+            mine = (f"AND (globalTid >> 24) = {int(process) >> 24}"
+                    if process is not None and "globalTid" in runtime else "")
+            if self.launch_table:
+                self.db.execute(f"CREATE TEMP TABLE {_LAUNCHES} (c INTEGER PRIMARY KEY, "
+                                "start INTEGER NOT NULL)")
+                self.db.execute(f"INSERT INTO temp.{_LAUNCHES} SELECT correlationId, min(start) "
+                                f"FROM {_RUNTIME} WHERE typeof(correlationId) = 'integer' "
+                                f"AND typeof(start) = 'integer' {mine} GROUP BY correlationId")
+        return self.launch_table
+
+    def filed(self, made: Slice, flow: FlowEnd | None, launched: Any, how: int) -> _Record:
+        """A device record filed at its launch's start (``launched``, ns from the session start:
+        only a filing time, in no output), where it has one, else at its own."""
+        if type(launched) is int:
+            return launched + self.rank.clock_offset_ns, made, flow, how
+        return made.start_ns, made, flow, _BY_START
 
     def mine(self, table: str) -> tuple[str, tuple]:
         """The condition (and its parameters) on ``table``'s rows that they are the rank's process's."""
@@ -342,13 +396,14 @@ class _Export:
 
     # -- the tables, each as (slice, arrow end or None), in time order ----------------------------
 
-    def kernels(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def kernels(self) -> Iterator[_Record]:
         (full, join_full), (short, join_short) = (self.named(_KERNEL, "demangledName", "s0"),
                                                   self.named(_KERNEL, "shortName", "s1"))
+        launch, join_launch, order = self.launch(_KERNEL)
         rank = self.rank.rank
-        for start, end, device, stream, corr, full_name, short_name in self.rows(
-                _KERNEL, f"{self.fields(_KERNEL, 'deviceId', 'streamId', 'correlationId')}, {full}, {short}",
-                f"{join_full} {join_short}"):
+        for start, end, device, stream, corr, full_name, short_name, launched in self.rows(
+                _KERNEL, f"{self.fields(_KERNEL, 'deviceId', 'streamId', 'correlationId')}, {full}, {short}, "
+                f"{launch}", f"{join_full} {join_short} {join_launch}", order=order):
             times = self.times(start, end)
             if times is None:
                 continue
@@ -361,9 +416,9 @@ class _Export:
             else:
                 lane = gpu_stream(device, stream)
                 made = Slice(rank, Layer.STREAM, lane, full_name, *times, args, GPU_KERNEL)
-            yield made, self.end(made, corr)
+            yield self.filed(made, self.end(made, corr), launched, _LAUNCHED_WORK)
 
-    def copies(self, table: str, task_type: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def copies(self, table: str, task_type: str) -> Iterator[_Record]:
         have = self.columns(table)
         if "copyKind" in have and {"id", "label"} <= self.columns("ENUM_CUDA_MEMCPY_OPER"):
             kind = "COALESCE(e.label, t.copyKind)"
@@ -372,8 +427,10 @@ class _Export:
             kind, joins = ("t.copyKind" if "copyKind" in have else "NULL"), ""
         rank, word = self.rank.rank, "Memcpy" if task_type == "MEMCPY" else "Memset"
         fields = self.fields(table, "deviceId", "streamId", "correlationId", "bytes")
-        for start, end, device, stream, corr, size, how, set_to in self.rows(
-                table, f"{fields}, {kind}, {self.fields(table, 'value')}", joins):
+        launch, join_launch, order = self.launch(table)
+        for start, end, device, stream, corr, size, how, set_to, launched in self.rows(
+                table, f"{fields}, {kind}, {self.fields(table, 'value')}, {launch}", f"{joins} {join_launch}",
+                order=order):
             times = self.times(start, end)
             if times is None:
                 continue
@@ -385,19 +442,19 @@ class _Export:
                 args["value"] = set_to
             made = Slice(rank, Layer.STREAM, gpu_stream(device, stream),
                          f"{word} {how}" if how is not None else word, *times, args, task_type)
-            yield made, self.end(made, corr)
+            yield self.filed(made, self.end(made, corr), launched, _LAUNCHED)
 
     def end(self, made: Slice, corr: Any) -> FlowEnd | None:
         if not self.detail or corr is None:
             return None
         return FlowEnd(made.rank, made.layer, made.lane, made.start_ns, f"launch:{corr}", False)
 
-    def calls(self, table: str, prefix: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def calls(self, table: str, prefix: str) -> Iterator[_Record]:
         """A table of host calls named by ``nameId`` (the CUDA runtime's, the OS runtime's)."""
         name, joins = self.named(table, "nameId", "s")
         return self.host(table, prefix, name, joins, "t.end IS NOT NULL")
 
-    def nvtx(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def nvtx(self) -> Iterator[_Record]:
         """NVTX ranges (marks have no end): their text inline, or (registered strings) by ``textId``."""
         have = self.columns("NVTX_EVENTS")
         text = "t.text" if "text" in have else "NULL"
@@ -419,7 +476,7 @@ class _Export:
         return _NVTX_RANGES
 
     def host(self, table: str, prefix: str, name: str, joins: str,
-             where: str) -> Iterator[tuple[Slice, FlowEnd | None]]:
+             where: str) -> Iterator[_Record]:
         """A host table: one lane per thread; a runtime call starts the arrow of its correlationId."""
         have = self.columns(table)
         if "globalTid" not in have:
@@ -437,9 +494,9 @@ class _Export:
             made = Slice(rank, Layer.HOST, lane, str(called) if called is not None else prefix, *times, args)
             flow = (FlowEnd(rank, Layer.HOST, lane, made.start_ns, f"launch:{link}", True)
                     if link is not None and table == _RUNTIME else None)
-            yield made, flow
+            yield made.start_ns, made, flow, _BY_START
 
-    def syncs(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def syncs(self) -> Iterator[_Record]:
         """Synchronizations on their context's device: a context is of one device, which its kernels
         name; the row's own ``deviceId`` can be another (2026.2: 0 in a process whose context and
         kernels are on device 1), kept in args."""
@@ -448,8 +505,9 @@ class _Export:
                 _SYNC, self.fields(_SYNC, "deviceId", "contextId", "syncType")):
             if (times := self.times(start, end)) is not None:
                 lane = f"GPU {devices.get(context, device)} Synchronization"
-                yield Slice(self.rank.rank, Layer.STREAM, lane, "Synchronization", *times,
-                            {"syncType": sync, "deviceId": device, "contextId": context}, NOT_COMPUTE), None
+                made = Slice(self.rank.rank, Layer.STREAM, lane, "Synchronization", *times,
+                             {"syncType": sync, "deviceId": device, "contextId": context}, NOT_COMPUTE)
+                yield made.start_ns, made, None, _BY_START
 
     def context_devices(self) -> dict[Any, Any]:
         """The device of each context whose kernels run on one device."""
@@ -462,48 +520,76 @@ class _Export:
             found.setdefault(context, set()).add(device)
         return {context: devices.pop() for context, devices in found.items() if len(devices) == 1}
 
-    def merged(self) -> Iterator[tuple[Slice, FlowEnd | None]]:
+    def merged(self) -> Iterator[_Record]:
+        """Every record in the order it is filed: at its launch (device work, with steps), else at
+        its start."""
         scans = [self.kernels(), self.copies(_MEMCPY, "MEMCPY"), self.copies(_MEMSET, "MEMSET")]
         if self.detail:
             scans += [self.calls(_RUNTIME, "CUDA API"), self.syncs(), self.nvtx(),
                       self.calls("OSRT_API", "OS runtime")]
-        return heapq.merge(*scans, key=lambda pair: pair[0].start_ns)
+        return heapq.merge(*scans, key=itemgetter(0))
 
     # -- steps ------------------------------------------------------------------------------------
 
     def marked(self, marker: str) -> list[Step]:
         """The NVTX ranges named ``marker`` (``name*``: named beginning so), as steps 1, 2, ..."""
         ranges = []
-        for made, _ in self.nvtx():
+        for _, made, _, _ in self.nvtx():
             if made.name == marker or (marker.endswith("*") and made.name.startswith(marker[:-1])):
                 ranges.append((made.start_ns, made.dur_ns))
         return [Step(None, i, s, s + d) for i, (s, d) in enumerate(markers.numbered(ranges), 1)]
 
     def steps(self, marker: str | None) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
+        """The records by step: host records (and device work whose launch the export lacks) under
+        the last step started at or before their start (in none before the first); device work
+        under the step whose window holds its launch, as Kineto's (``launches``, docs/analysis.md
+        §1), or apart, outside the steps, where no window does. The merge is in filing order, so
+        a step is whole once it passes the next step's start."""
         steps = self.marked(marker) if marker else []
         if marker and not steps:
             self.diag.warn(markers.UNMATCHED, f"{self.path}: no NVTX range named {marker!r}: the whole "
                            "capture is one step")
-        rank, index, outside = self.rank.rank, -1, 0
+        self.by_launch = bool(steps)
+        apart = _Apart(self.rank.rank)
+        index, before, window_end = -1, 0, None  # window_end: the current step's
         slices: list[Slice] = []
         ends: list[FlowEnd] = []
-        for made, flow in self.merged():
-            while index + 1 < len(steps) and made.start_ns >= steps[index + 1].start_ns:
+        low = high = None  # the first start and last end of the kernels the step launched
+        for at, made, flow, how in self.merged():
+            while index + 1 < len(steps) and at >= steps[index + 1].start_ns:
                 if index >= 0:
-                    yield self.records(steps[index], slices), ends
-                index, slices, ends = index + 1, [], []
-            if steps and index < 0:  # before the first step: in none
-                outside += 1
+                    yield self.records(apart.times.extended(steps[index], low, high), slices), ends
+                index, slices, ends, low, high = index + 1, [], [], None, None
+                window_end = steps[index].end_ns
+            if how != _BY_START:
+                # launches._Windows' rule: the step whose window holds the launch, none if none
+                # does; steps never overlap (markers.numbered), so that is this one's or none
+                if window_end is None or at >= window_end:
+                    yield from apart.add(made, how == _LAUNCHED_WORK)
+                    continue
+                if how == _LAUNCHED_WORK:  # a kernel: compute or communication (spilled_flows.works)
+                    end = made.start_ns + made.dur_ns
+                    low = made.start_ns if low is None or made.start_ns < low else low
+                    high = end if high is None or end > high else high
+            elif steps and index < 0:  # before the first step: in none
+                before += 1
                 continue
             slices.append(made)
             if flow is not None:
                 ends.append(flow)
         if steps and index >= 0:
-            yield self.records(steps[index], slices), ends
+            yield self.records(apart.times.extended(steps[index], low, high), slices), ends
         elif not steps:
-            yield StepRecords(rank, None, None, None, slices), ends
-        if outside:
-            self.diag.warn("before_first_step", f"{self.path}: {outside} records begin before the first "
+            yield StepRecords(self.rank.rank, None, None, None, slices), ends
+        yield from apart.rest()
+        self.said(marker, before, apart.count)
+
+    def said(self, marker: str | None, before: int, apart: int) -> None:
+        """Say what is in no step, what is apart, and the rows skipped."""
+        if apart:
+            say_outside(self.diag, self.rank, apart, f"in no {marker!r} range")
+        if before:
+            self.diag.warn("before_first_step", f"{self.path}: {before} records begin before the first "
                            f"{marker!r} range: in no step, not drawn")
         if self.bad:
             self.diag.warn("bad_row", f"{self.path}: {self.bad} rows without a start or end that is a "
@@ -511,6 +597,30 @@ class _Export:
 
     def records(self, step: Step, slices: list[Slice]) -> StepRecords:
         return StepRecords(self.rank.rank, None, step.step, step, slices)
+
+
+class _Apart:
+    """Device records launched in no step's window: shown apart, as steps without a number of at
+    most ``OUTSIDE_BATCH`` records each (as Kineto's), their compute bounding the steps' times."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank, self.count, self.times = rank, 0, StepTimes()
+        self.held: list[Slice] = []
+
+    def add(self, made: Slice, works: bool) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
+        """``made`` apart (``works``: it computes or communicates); a batch once one is full."""
+        self.count += 1
+        self.held.append(made)
+        if works:
+            self.times.outside(made.start_ns, made.start_ns + made.dur_ns)
+        if len(self.held) >= OUTSIDE_BATCH:
+            yield from self.rest()
+
+    def rest(self) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
+        """The records held, without their arrows' ends (no step holds both ends)."""
+        if self.held:
+            yield StepRecords(self.rank, None, None, None, self.held), []
+            self.held = []
 
 
 READER = Reader(

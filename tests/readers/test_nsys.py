@@ -27,6 +27,7 @@ from converters.cli import main
 from converters.model import GPU_KERNEL
 
 EXPORT = "perlmutter-cloverleaf-cuda.sqlite"
+_KERNELS_GEN = ("void gemm_kernel<float, 128>(const float *, float *, int)", "void relu_kernel(float *, int)")
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +157,11 @@ def test_nvtx_step_marker_files_every_record_to_its_step(job):
     steps = list(read_profile(discover(root), Options(kind="detail", step_marker=STEP_MARKER), diag))
     for m in manifests:
         mine = [s for s in steps if s.rank == m["rank"]]
-        assert [(s.step.start_ns, s.step.end_ns) for s in mine] == [tuple(b) for b in m["steps"]]
+        numbered = [s for s in mine if s.step is not None]
+        assert [(s.step.start_ns, s.step.end_ns) for s in numbered] == [tuple(b) for b in m["steps"]]
+        # the warm-up kernel, launched before the first step, apart (a step without a number)
+        apart = [x for s in mine if s.step is None for x in s.slices]
+        assert [x.name for x in apart] == [_KERNELS_GEN[1]] * m["outside"]
         slices = [x for s in mine for x in s.slices if x.layer not in (Layer.STEP, Layer.OVERLAP)]
         counts = m["counts"]
         drawn = sum(counts[k] for k in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION", "OSRT",
@@ -171,6 +176,48 @@ def test_nvtx_step_marker_files_every_record_to_its_step(job):
         launched = counts["KERNEL"] - 1 + counts["MEMCPY"] + counts["MEMSET"]
         assert sum(len(x.flows_in) for x in slices) == launched
     assert "before_first_step" in diag.counts
+    assert {f"launched_outside {m['rank']}" for m in manifests} <= set(diag.notes)
+
+
+def test_device_work_is_in_the_step_that_launched_it(tmp_path):
+    """A GPU runs behind its host: the kernel step 1 launches near its end runs in step 2's window,
+    and is step 1's (as Kineto's; docs/analysis.md §1), its time in step 1's overlap figures."""
+    from fixtures.nsys_gen import LATE, SESSION_START_NS, STEP_MARKER, write_nsys_export
+
+    m = write_nsys_export(tmp_path / "rank0.sqlite", steps=3, kernels=4, seed=2, behind=True)
+    (launched, runs), (first, second) = m["late"], m["steps"][:2]
+    assert first[0] <= launched < first[1] and second[0] < runs < second[1]  # the export's own case
+    options = Options(kind="detail", step_marker=STEP_MARKER)
+    steps = [s for s in read_profile(discover(tmp_path), options, Diagnostics()) if s.step is not None]
+    assert [s.step_id for s in steps for x in s.slices if x.name == LATE] == [1]
+    # the step's time holds the work it launched; the next starts where the device is done with it
+    (late_end,), = _sql_at(tmp_path / "rank0.sqlite", "SELECT k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN "
+                           f"StringIds s ON s.id = k.demangledName WHERE s.value = '{LATE}'")
+    late_end += SESSION_START_NS
+    assert (steps[0].step.end_ns, steps[1].step.start_ns) == (late_end, late_end)
+    # Computing: the union of the compute kernels each step's range launched, from the export
+    kernels = _sql_at(tmp_path / "rank0.sqlite", f"""
+        SELECT n.start, k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)
+        JOIN NVTX_EVENTS n ON n.text = '{STEP_MARKER}' AND r.start >= n.start AND r.start < n.end
+        JOIN StringIds s ON s.id = k.shortName WHERE s.value NOT LIKE 'nccl%'""")
+    starts = sorted({n for n, _, _ in kernels})
+    expected = {starts.index(n) + 1: [] for n in starts}
+    for n, a, b in kernels:
+        expected[starts.index(n) + 1].append((a, b))
+    # the warm-up kernel, launched before the first step, is in none
+    rows = {r.step: r.computing_ns for r in overlap_report(tmp_path, step_marker=STEP_MARKER) if r.step}
+    assert rows == {step: _union_ns(spans) for step, spans in expected.items()}
+
+
+def _union_ns(spans: list[tuple[int, int]]) -> int:
+    total, reach = 0, None
+    for a, b in sorted(spans):
+        if reach is None or a > reach:
+            total, reach = total + b - a, b
+        elif b > reach:
+            total, reach = total + b - reach, b
+    return total
 
 
 def test_generated_job_loads_clean_in_the_trace_processor(job, tmp_path):
@@ -344,6 +391,56 @@ def test_an_export_without_a_gpu_table_says_so(two_processes):
     assert "TARGET_INFO_GPU" in diag.notes["nsys_absent"] and not diag.counts
 
 
+# the marker's ranges of a process, numbered in time order (none nests in another: checked), and
+# each kernel's step: its launch's (the runtime call of its process with its correlationId), the
+# step whose range holds it, none where no range does; a kernel without a launch, the last step
+# begun at or before its start (before the first: in none, not drawn)
+_STEPS_OF_KERNELS = """
+WITH ranges AS (
+  SELECT n.globalTid >> 24 AS p, n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+  WHERE n.end IS NOT NULL AND COALESCE(n.text, s.value) LIKE :marker || '%' AND n.eventType IN
+    (SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name IN ('NvtxPushPopRange', 'NvtxStartEndRange'))),
+steps AS MATERIALIZED (SELECT p, start, end, row_number() OVER (PARTITION BY p ORDER BY start) AS step
+  FROM ranges),
+launches AS MATERIALIZED (SELECT globalTid >> 24 AS p, correlationId, min(start) AS start
+  FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1, 2),
+kernels AS MATERIALIZED (
+  SELECT k.globalPid >> 24 AS p, k.start, l.start AS launch FROM CUPTI_ACTIVITY_KIND_KERNEL k
+  LEFT JOIN launches l ON l.p = k.globalPid >> 24 AND l.correlationId = k.correlationId)
+SELECT k.p, CASE WHEN k.launch IS NOT NULL THEN
+    (SELECT s.step FROM steps s WHERE s.p = k.p AND s.start <= k.launch AND k.launch < s.end)
+  ELSE (SELECT max(s.step) FROM steps s WHERE s.p = k.p AND s.start <= k.start) END AS step,
+  k.launch IS NULL AS unlaunched, count(*)
+FROM kernels k GROUP BY 1, 2, 3"""
+_NESTED = ("SELECT count(*) FROM steps a JOIN steps b ON a.p = b.p AND a.step + 1 = b.step "
+           "WHERE b.start < a.end")
+
+
+@pytest.mark.parametrize(("folder", "file", "marker"), [
+    ("nsys-h100-2proc", MULTI, "aten::linear"),
+    ("nsys-h100-2proc-nccl", "mfu_2gpu_before.sqlite", "aten::copy_")])
+def test_real_kernels_are_in_the_step_that_launched_them(folder, file, marker):
+    """Per step of every process, the kernels whose launch the step's range holds (and those the
+    export has no launch of, by their start), counted with SQL; those launched in no range apart."""
+    path = _public(folder, file) / file
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        (nested,), = db.execute(_STEPS_OF_KERNELS.split("\nSELECT k.p")[0] + _NESTED, {"marker": marker})
+        pids = [p for p, in db.execute("SELECT DISTINCT globalPid >> 24 FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                                       "ORDER BY 1")]
+        counted = db.execute(_STEPS_OF_KERNELS, {"marker": marker}).fetchall()
+    assert nested == 0  # each range a step (markers.numbered)
+    expected: Counter = Counter()
+    for p, step, unlaunched, n in counted:
+        if step is not None or not unlaunched:  # a kernel without launch before the first step: in none
+            expected[pids.index(p), step] += n
+    found: Counter = Counter()
+    for batch in read_profile(discover(path.parent), Options(kind="summary", step_marker=marker + "*"),
+                              Diagnostics()):
+        found[batch.rank, batch.step_id] += sum(x.task_type == GPU_KERNEL or x.layer is Layer.COMM_OP
+                                                for x in batch.slices)
+    assert +found == +expected and expected[0, None] > 0
+
+
 def test_real_nccl_kernels_are_communication_comm_reads(tmp_path):
     # GindaChen/nsys-ai's tests/fixtures/mfu_2gpu_before.sqlite (2026.2.1, two processes on two
     # H100s, a 0.3 s window): NCCL's SendRecv kernels, 33 a process
@@ -410,7 +507,7 @@ def test_each_process_has_its_own_nvtx_steps(multi):
     options = Options(kind="summary", step_marker=STEP_MARKER)
     steps = list(read_profile(discover(root), options, Diagnostics()))
     for rank, process in enumerate(manifest["processes"]):
-        mine = [(s.step.start_ns, s.step.end_ns) for s in steps if s.rank == rank]
+        mine = [(s.step.start_ns, s.step.end_ns) for s in steps if s.rank == rank and s.step]
         assert mine == [tuple(b) for b in process["steps"]]
     assert manifest["processes"][0]["steps"] != manifest["processes"][1]["steps"]
 
@@ -534,4 +631,5 @@ def test_nvtx_range_types_come_from_the_enum_table(job, tmp_path):
     _, manifests = job
     options = Options(kind="summary", step_marker=STEP_MARKER)
     steps = list(read_profile(discover(variant), options, Diagnostics()))
-    assert [(s.step.start_ns, s.step.end_ns) for s in steps] == [tuple(b) for b in manifests[1]["steps"]]
+    numbered = [(s.step.start_ns, s.step.end_ns) for s in steps if s.step is not None]
+    assert numbered == [tuple(b) for b in manifests[1]["steps"]]

@@ -98,61 +98,85 @@ class Launched:
                 spill.add((_OUTSIDE, self._outside[-1]), records)
                 self._outside_slices += sum(type(r) is Slice for r in records)
                 for r in records:
-                    if type(r) is Slice and _works(r):
+                    if type(r) is Slice and works(r):
                         self._outside_work.extend((r.start_ns, r.start_ns + r.dur_ns))
                 continue
             spill.add(index, records)
             finishes = [hash(r.key) for r in records if type(r) is FlowEnd and not r.starts]
             if finishes:
                 spill.add_values((_FINISHES, index), array("q", finishes))
-            works = [(r.start_ns, r.start_ns + r.dur_ns) for r in records if type(r) is Slice and _works(r)]
-            if works:
-                low, high = min(a for a, _ in works), max(b for _, b in works)
+            done = [(r.start_ns, r.start_ns + r.dur_ns) for r in records if type(r) is Slice and works(r)]
+            if done:
+                low, high = min(a for a, _ in done), max(b for _, b in done)
                 span = self._spans[index]
                 self._spans[index] = [low, high] if span is None else [min(span[0], low), max(span[1], high)]
 
     def extended(self, steps: list[tuple[Step, list[Slice]]]) -> list[tuple[Step, list[Slice]]]:
-        """The steps' times on a device that runs behind its host (docs/analysis.md §1): each ends
-        at its host window's end or at the end of the last work it launched, if later; and starts
-        at its host window's start or, if later, where the device is done with the work of the
-        steps before, but never after its own first work. So the step holds all the work it
-        launched, and the time its device spent on earlier steps' work (or on work launched in no
-        step: queued before the capture began) is no part of it."""
-        outside = _union(self._outside_work)
-        out, busy = [], None  # busy: the latest end of the earlier steps' work
-        for (step, phases), span in zip(steps, self._spans, strict=True):
-            if span is None:
-                out.append((step, phases))
-                continue
-            free = _busy_until(outside, span[0])
-            free = busy if free is None else free if busy is None else max(busy, free)
-            start = step.start_ns if free is None else max(step.start_ns, min(free, span[0]))
-            end = max(step.end_ns, span[1])
-            same = start == step.start_ns and end == step.end_ns
-            out.append((step if same else Step(step.graph, step.step, start, end, step.host_start), phases))
-            busy = span[1] if busy is None else max(busy, span[1])
-        return out
+        """The steps' times on a device that runs behind its host (``StepTimes``), with all the work
+        launched in no step known."""
+        times = StepTimes(self._outside_work)
+        return [(times.extended(step, *(span or (None, None))), phases)
+                for (step, phases), span in zip(steps, self._spans, strict=True)]
 
     def outside(self, rank: RankInfo, spill: StepSpill, has_device: bool,
                 diag: Diagnostics) -> Iterator[StepRecords]:
-        """The device records launched in no step, as steps without a number (``_OUTSIDE_BATCH``
+        """The device records launched in no step, as steps without a number (``OUTSIDE_BATCH``
         records at most each), said in a note."""
         if not self._outside:
             return
-        diag.note(f"launched_outside {rank.rank}", f"{rank.path}: {self._outside_slices} device records "
-                  f"(kernels, copies, memsets) of rank {rank.rank} were launched in no step's window, or "
-                  "before the capture began: shown apart, outside the steps")
+        say_outside(diag, rank, self._outside_slices)
         taken: list[Slice | Sample | FlowEnd] = []
         for key in self._outside:
             taken += [r for r in spill.load((_OUTSIDE, key), rank.rank) if type(r) is not FlowEnd]
-            if len(taken) >= _OUTSIDE_BATCH:
+            if len(taken) >= OUTSIDE_BATCH:
                 yield StepRecords(rank.rank, None, None, None, taken, has_device=has_device)
                 taken = []
         if taken:
             yield StepRecords(rank.rank, None, None, None, taken, has_device=has_device)
 
 
-def _works(r: Slice) -> bool:
+def say_outside(diag: Diagnostics, rank: RankInfo, count: int,
+                where: str = "in no step's window, or before the capture began") -> None:
+    """The note that ``count`` device records of ``rank`` are shown apart, launched ``where``."""
+    diag.note(f"launched_outside {rank.rank}", f"{rank.path}: {count} device records (kernels, copies, "
+              f"memsets) of rank {rank.rank} were launched {where}: shown apart, outside the steps")
+
+
+class StepTimes:
+    """The steps' times on a device that runs behind its host (docs/analysis.md §1), a step at a
+    time in order (``extended``): each ends at its host window's end or at the end of the last work
+    it launched, if later; and starts at its host window's start or, if later, where the device is
+    done with the work of the steps before, but never after its own first work. So the step holds
+    all the work it launched, and the time its device spent on earlier steps' work (or on work
+    launched in no step: queued before the capture began, ``outside``) is no part of it."""
+
+    def __init__(self, outside: array | None = None) -> None:
+        self._outside = array("q") if outside is None else outside  # start, end of work launched in no step
+        self._union: tuple[list[int], list[int]] | None = None  # of _outside, once asked for
+        self._busy: int | None = None  # the latest end of the earlier steps' work
+
+    def outside(self, start_ns: int, end_ns: int) -> None:
+        """Compute or communication launched in no step."""
+        self._outside.extend((start_ns, end_ns))
+        self._union = None
+
+    def extended(self, step: Step, first: int | None, last: int | None) -> Step:
+        """``step``'s time, given the first start and last end of the work it launched (None: none)."""
+        if first is None or last is None:
+            return step
+        if self._union is None:
+            self._union = _union(self._outside)
+        free, busy = _busy_until(self._union, first), self._busy
+        free = busy if free is None else free if busy is None else max(busy, free)
+        start = step.start_ns if free is None else max(step.start_ns, min(free, first))
+        end = max(step.end_ns, last)
+        self._busy = last if busy is None else max(busy, last)
+        if start == step.start_ns and end == step.end_ns:
+            return step
+        return Step(step.graph, step.step, start, end, step.host_start)
+
+
+def works(r: Slice) -> bool:
     """Compute or communication: what a summary keeps too, so both bound the steps alike."""
     return r.layer is Layer.COMM_OP or (r.layer is Layer.STREAM and is_compute(r.task_type))
 
@@ -177,4 +201,4 @@ def _busy_until(union: tuple[list[int], list[int]], at: int) -> int | None:
 
 
 _OUTSIDE = "launched outside the steps"
-_OUTSIDE_BATCH = 100_000
+OUTSIDE_BATCH = 100_000

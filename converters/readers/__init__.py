@@ -37,7 +37,9 @@ FORMATS = {
     "host_info": Clue(named=("host_info",)),
     "xplane": Clue(holds=("*.xplane.pb",)),
     "rocprof": Clue(holds=("*_results.json", "*_results.json.gz")),
-    "kineto": Clue(holds=("*.json", "*.json.gz")),
+    # Paddle's own files are no Kineto trace: a Paddle folder loads no Kineto reader (issue 44)
+    "kineto": Clue(holds=("*.json", "*.json.gz"),
+                   except_held=("*.paddle_trace.json", "*.paddle_trace.json.gz")),
     "paddle": Clue(holds=("*.paddle_trace.json", "*.paddle_trace.pb")),
     "nsys": Clue(holds=("*.sqlite",)),
 }
@@ -54,8 +56,9 @@ def candidates(folder: Path, names: Iterable[str]) -> Iterator[Reader]:
     each imported as it is reached."""
     held = list(names)
     for name in FORMATS:
-        named, holds = _patterns(name)
-        if (named and named.match(folder.name)) or (holds and any(holds.match(n) for n in held)):
+        named, holds, others = _patterns(name)
+        if (named and named.match(folder.name)) or (holds and any(
+                holds.match(n) and not (others and others.match(n)) for n in held)):
             yield reader(name)
 
 
@@ -90,10 +93,11 @@ def lone_file(path: Path, diag: Diagnostics | None) -> list[RankInfo] | None:
 
 
 @cache
-def _patterns(name: str) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
-    """The reader's clue as two patterns: its folder's name, a name the folder holds."""
+def _patterns(name: str) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None, re.Pattern[str] | None]:
+    """The reader's clue as three patterns: its folder's name, a name the folder holds, and a name
+    held that does not count."""
     clue = FORMATS[name]
-    return _compiled(clue.named), _compiled(clue.holds)
+    return _compiled(clue.named), _compiled(clue.holds), _compiled(clue.except_held)
 
 
 def _compiled(globs: tuple[str, ...]) -> re.Pattern[str] | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import intervals
+from ._overlap import slices as overlap_as_slices
 from ._overlap import step_intervals
 from .discover import discover
 from .errors import Diagnostics, UsageError
@@ -408,3 +409,27 @@ def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
             *([(a + shift_ns, b + shift_ns) for a, b in lane] for lane in batch.intervals[:3]),
             batch.intervals.ops_seen),
     )
+
+
+# The overlap lanes of a step: here, with the time the step owns, rather than with the overlap
+# report, so that `info` and the conversion draw them without loading the report (issue 44).
+
+def overlap_slices(batch: StepRecords) -> list[Slice]:
+    """The step's Computing / Communication / not overlapped / Free lanes as slices; only
+    Communication where the input records no device tasks (the others are unknown there)."""
+    lanes = step_overlap(batch).lanes()
+    if not batch.has_device:
+        lanes = {"Communication": lanes["Communication"]}
+    return overlap_as_slices(lanes, batch.rank, Layer.OVERLAP, Slice)  # C: a summary makes millions
+
+
+def step_overlap(batch: StepRecords) -> intervals.Overlap:
+    """Overlap analysis of one step: compute tasks against communication ops (docs/design.md §5), within
+    the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
+    compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
+    if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
+        ops = tasks
+    span, window = batch.device_span, owned(batch.step, compute)
+    if span is not None and window is not None:
+        span = (max(span[0], window[0]), min(span[1], window[1]))
+    return intervals.analyse_unions(compute, ops, span)

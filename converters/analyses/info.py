@@ -22,8 +22,7 @@ import orjson
 from ..errors import Diagnostics, as_text
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Sample, Slice
-from ..profile import Kind, Options, Profile, input_bytes, read_profile
-from .overlap import overlap_slices
+from ..profile import Kind, Options, Profile, input_bytes, overlap_slices, read_profile
 from .render import cell, clock_records, print_clocks, print_table, size
 
 # ``communication`` is imported where a rank has collectives and where several ranks are matched:

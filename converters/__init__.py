@@ -27,19 +27,19 @@ from .discover import discover
 
 if TYPE_CHECKING:
     from .analyses.comm import CommReport, comm_report
-    from .analyses.overlap import StepOverlap, overlap_report, step_overlap
+    from .analyses.overlap import StepOverlap, overlap_report
     from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
     from .model import Layer, RankInfo, Slice, Step, StepRecords
     from .pipeline import Format, Result, convert
-    from .profile import Kind, Options, Profile, read_profile
+    from .profile import Kind, Options, Profile, read_profile, step_overlap
 
 _HOMES = {  # each exported name: the module that defines it
     **dict.fromkeys(("CommReport", "comm_report"), ".analyses.comm"),
-    **dict.fromkeys(("StepOverlap", "overlap_report", "step_overlap"), ".analyses.overlap"),
+    **dict.fromkeys(("StepOverlap", "overlap_report"), ".analyses.overlap"),
     **dict.fromkeys(("Diagnostics", "InputError", "Trace2PerfettoError", "UsageError"), ".errors"),
     **dict.fromkeys(("Layer", "RankInfo", "Slice", "Step", "StepRecords"), ".model"),
     **dict.fromkeys(("Format", "Result", "convert"), ".pipeline"),
-    **dict.fromkeys(("Kind", "Options", "Profile", "read_profile"), ".profile"),
+    **dict.fromkeys(("Kind", "Options", "Profile", "read_profile", "step_overlap"), ".profile"),
 }
 
 __all__ = [

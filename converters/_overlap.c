@@ -220,7 +220,7 @@ done:
 }
 
 /* slices(lanes, rank, layer, Slice) -> [Slice(rank, layer, lane, lane, start, end - start), ...]
- * for each lane name and its intervals, in order (analyses.overlap.overlap_slices); the fields after
+ * for each lane name and its intervals, in order (profile.overlap_slices); the fields after
  * them take Slice's defaults */
 static PyObject *slices(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;

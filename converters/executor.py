@@ -12,7 +12,6 @@ our own. Workers read the profile from the path they see (a shared file system).
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import _malloc
 from .errors import Diagnostics, InputError, Trace2PerfettoError, UsageError
 from .select import format_ids
 
@@ -202,11 +202,6 @@ def reuse_freed_memory() -> None:
     """Ask glibc's malloc to keep memory freed for reuse (up to 64 MiB) and to serve blocks below
     32 MiB from it: by default each batch of a few MiB is mapped afresh and returned when freed,
     and its pages faulted in again for the next (a tenth of a conversion's CPU time). The
-    process, and the workers it forks, take it; elsewhere (not glibc) nothing changes."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    trim_threshold, mmap_threshold = -1, -3  # malloc.h's M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
-    mallopt(mmap_threshold, 32 << 20)
-    mallopt(trim_threshold, 64 << 20)
+    process, and the workers it forks, take it; elsewhere (not glibc) nothing changes. In C
+    (``_malloc.c``): ctypes would cost every command 2 ms of its start-up (issue 44)."""
+    _malloc.reuse_freed_memory()

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import communication
-from .analyses.overlap import overlap_slices
 from .budget import DEFAULT_MAX_BYTES, Kept, Sink, assemble, interest_order
 from .errors import Diagnostics, Trace2PerfettoError, UsageError
 from .executor import LOCAL, Where
 from .layout import CUT_ORDER, TIMES_SIZE, JobProcess, Lanes, Track, of_layer, release, sorted_and_timed
 from .model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, comm_kind, step_label
 from .output import Format, inputs_of, open_output, refuse_inputs
-from .profile import Kind, Options, Profile, input_bytes, read_profile, renumbered, shifted
+from .profile import Kind, Options, Profile, input_bytes, overlap_slices, read_profile, renumbered, shifted
 from .select import check_steps, format_ids
 from .spool import DETAIL, SUMMARY, Chunk, Spool, SpoolFile, spooled
 from .writers.chrome_json import EXACT_NS, ChromeJsonEncoder, Origins, Placed, from_one_origin, inexact

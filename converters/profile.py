@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import communication, intervals
+from . import intervals
+from ._overlap import slices as overlap_as_slices
 from ._overlap import step_intervals
 from .discover import discover
 from .errors import Diagnostics, UsageError
@@ -28,6 +29,11 @@ from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey
 from .readers import reader, with_memory
 from .readers.common.flows import forget_flow_warnings
 from .select import check_graphs, check_steps, select_ranks
+
+# ``communication`` (its dataclasses take ~3 ms to create) is imported where collectives are
+# matched, as a command on one rank never matches any (issue 44's start-up).
+if TYPE_CHECKING:
+    from . import communication
 
 
 class Kind(str, Enum):
@@ -191,6 +197,8 @@ class Profile:
         wanted = aligning(align)
         if not wanted and (len(self.ranks) < 2 or all(info.wall_clock for info in self.ranks)):
             return {}
+        from . import communication
+
         clocks = self.collective_clocks() if wanted or move_own else []
         found = communication.timeline(self.ranks, clocks, wanted, move_own)
         shifts = {rank: -offset for rank, offset in found.offsets.items()}
@@ -210,6 +218,8 @@ class Profile:
 
     def collective_clocks(self) -> list[communication.HostClock]:
         """Each host's clock offset, estimated from the ends of the collectives of the kept steps."""
+        from . import communication
+
         summary = dataclasses.replace(self, options=dataclasses.replace(self.options, kind=Kind.SUMMARY))
         ops = summary.map(light_ops, diag=Diagnostics())  # the reading after this one says what it finds
         self.ranks = summary.ranks
@@ -243,6 +253,8 @@ def _rank_work(job: tuple) -> tuple[Any, Diagnostics]:
 
 def light_ops(info: RankInfo, options: Options, diag: Diagnostics) -> list[communication.OpComm]:
     """A rank's communication ops of the kept steps, in the light form matching needs."""
+    from . import communication
+
     return [op for batch in read_profile([info], options, diag)
             for op in communication.light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
                                      (s for s in batch.slices if s.layer is Layer.COMM_OP))]
@@ -397,3 +409,27 @@ def shifted(batch: StepRecords, shift_ns: int) -> StepRecords:
             *([(a + shift_ns, b + shift_ns) for a, b in lane] for lane in batch.intervals[:3]),
             batch.intervals.ops_seen),
     )
+
+
+# The overlap lanes of a step: here, with the time the step owns, rather than with the overlap
+# report, so that `info` and the conversion draw them without loading the report (issue 44).
+
+def overlap_slices(batch: StepRecords) -> list[Slice]:
+    """The step's Computing / Communication / not overlapped / Free lanes as slices; only
+    Communication where the input records no device tasks (the others are unknown there)."""
+    lanes = step_overlap(batch).lanes()
+    if not batch.has_device:
+        lanes = {"Communication": lanes["Communication"]}
+    return overlap_as_slices(lanes, batch.rank, Layer.OVERLAP, Slice)  # C: a summary makes millions
+
+
+def step_overlap(batch: StepRecords) -> intervals.Overlap:
+    """Overlap analysis of one step: compute tasks against communication ops (docs/design.md §5), within
+    the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
+    compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
+    if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
+        ops = tasks
+    span, window = batch.device_span, owned(batch.step, compute)
+    if span is not None and window is not None:
+        span = (max(span[0], window[0]), min(span[1], window[1]))
+    return intervals.analyse_unions(compute, ops, span)

@@ -4,6 +4,7 @@ BENCHMARKS.md ("Issue 28: start-up"), not here."""
 
 from __future__ import annotations
 
+import fnmatch
 import gc
 import multiprocessing
 import os
@@ -20,7 +21,7 @@ from converters.cli import main
 from converters.discover import discover
 from converters.errors import Diagnostics
 from converters.profile import input_bytes
-from converters.readers import FORMATS, candidates, reader
+from converters.readers import FORMATS, _matcher, candidates, reader
 from fixtures.ascend_db_gen import write_ascend_db
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
 from fixtures.host_info_gen import write_host_info
@@ -62,15 +63,17 @@ def test_info_loads_only_what_it_needs(small_profile):
 
 
 # What only the other formats need, by the real sample read: its reader alone is imported (its
-# folder alone shows that reader's clue), nor msgspec where the model decodes no args, nor pickle
-# where nothing is spilled that marshal cannot write.
+# folder alone shows that reader's clue: Paddle's files are no Kineto trace), nor msgspec where the
+# model decodes no args, nor pickle where nothing is spilled that marshal cannot write; and for one
+# rank without collectives, no communication matching, nor the overlap report, nor csv.
 _READERS = tuple(f"converters.readers.{name}" for name in FORMATS)
 NOT_FOR_ONE_FORMAT = {
     "mindspore-1x": (*(r for r in _READERS if not r.endswith("mindspore1x")), "converters.readers.ascend_db",
                      "converters.readers.chrome_trace", "msgspec", "sqlite3", "pickle", "hashlib"),
-    "paddle-cpu-chrome": (*(r for r in _READERS if not r.endswith(("paddle", "kineto"))),
+    "paddle-cpu-chrome": (*(r for r in _READERS if not r.endswith("paddle")), "converters.readers.launches",
                           "converters.readers.ascend_db", "converters.readers.ascend_analysis", "sqlite3",
-                          "pickle", "hashlib", "statistics"),
+                          "pickle", "hashlib", "statistics", "converters.communication",
+                          "converters.analyses.overlap", "csv"),
 }
 
 
@@ -117,6 +120,23 @@ def _generated(root: Path) -> list[Path]:
     for name, write in made.items():
         write(root / name)
     return [root / name for name in made]
+
+
+def test_a_clue_matches_names_as_fnmatch_does(tmp_path):
+    """Discovery matches the clues' globs without compiling them: as fnmatch would, on every name
+    of every generated format and real sample, and on names made to catch a piece taken twice."""
+    names = {"a", "ab", "aba", "abab", "step_trace_raw__detail_time.csv", "step_trace_raw_0_detail_time.csv",
+             "x.paddle_trace.json.gz", ".json", "json", "x.json.gz.json", "device_", "_ascend_pt"}
+    roots = _generated(tmp_path)
+    if os.environ.get("TRACE2PERFETTO_REALDATA"):
+        roots.append(Path(os.environ["TRACE2PERFETTO_REALDATA"]))
+    for root in roots:
+        for folder, subdirs, files in os.walk(root):
+            names.update([Path(folder).name, *subdirs, *files])
+    globs = [g for clue in FORMATS.values() for g in (*clue.named, *clue.holds, *clue.except_held)]
+    for glob in [*globs, "a*b*a", "*ab*ab*", "a**b", "[ab]*", "a?"]:
+        test = _matcher((glob,))
+        assert [n for n in sorted(names) if bool(test(n)) != fnmatch.fnmatchcase(n, glob)] == [], glob
 
 
 def test_every_folder_a_reader_recognises_shows_its_clue(tmp_path):

@@ -15,16 +15,20 @@ import sys
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 
-from ..communication import HostClock, OpComm, clock_offsets, host_names, light_ops, match, wait_slices
 from ..errors import Diagnostics, as_text
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, Sample, Slice
-from ..profile import Kind, Options, Profile, input_bytes, read_profile
-from .overlap import overlap_slices
+from ..profile import Kind, Options, Profile, input_bytes, overlap_slices, read_profile
 from .render import cell, clock_records, print_clocks, print_table, size
+
+# ``communication`` is imported where a rank has collectives and where several ranks are matched:
+# a profile of one rank, or of no collectives, needs none of it (issue 44's start-up).
+if TYPE_CHECKING:
+    from ..communication import HostClock, OpComm
 
 # The output's size per format, from what it will hold, with costs fitted on the real samples
 # (tests/test_what_a_user_reads.py: within 25% of what converting writes, each format and kind).
@@ -167,6 +171,8 @@ def _args_text(args: object) -> bytes:
 
 @dataclass
 class StepRange:
+    """One step of a rank, with its bounds."""
+
     graph: int | None
     step: int | None
     start_ns: int | None  # None: not recorded (a rank with only the profiler's analysis files)
@@ -195,6 +201,8 @@ class RankContents:
 
 @dataclass
 class ProfileContents:
+    """The kept ranks' contents, what was said while reading them, and their hosts' clocks."""
+
     path: str
     ranks: list[RankContents]
     warnings: list[str]
@@ -228,10 +236,14 @@ def info_report(path: str | os.PathLike[str], *, ranks: Iterable[int] | None = N
     profile = Profile.open(path, options, where=where)
     found = profile.map(rank_contents)
     profile.check_steps()
-    ops = {contents.rank: mine for contents, mine in found}
-    clocks = clock_offsets(match(ops), host_names(profile.ranks)) if len(profile.ranks) > 1 else []
-    for contents, mine in found:  # the Wait slices of the collectives matched across ranks (match's)
-        _with_waits(contents, wait_slices(mine))
+    clocks: list[HostClock] = []
+    if len(profile.ranks) > 1:  # one rank's collectives match no other's: no clocks, no waits
+        from ..communication import clock_offsets, host_names, match, wait_slices
+
+        clocks = clock_offsets(match({contents.rank: mine for contents, mine in found}),
+                               host_names(profile.ranks))
+        for contents, mine in found:  # the Wait slices of the collectives matched across ranks (match's)
+            _with_waits(contents, wait_slices(mine))
     return ProfileContents(as_text(path), [contents for contents, _ in found], profile.diag.messages(),
                            clocks)
 
@@ -260,8 +272,10 @@ def rank_contents(info: RankInfo, options: Options, diag: Diagnostics) -> tuple[
         sizes.add([*(s for s in batch.slices if s.layer.is_summary), *overlap_slices(batch)], "summary")
         sizes.add([s for s in batch.slices if not s.layer.is_summary], "detail")
         sizes.add_samples(batch.samples)
-        ops += light_ops(batch.rank, batch.graph, batch.step_id, batch.key,
-                         (s for s in batch.slices if s.layer is Layer.COMM_OP))
+        if comm := [s for s in batch.slices if s.layer is Layer.COMM_OP]:
+            from ..communication import light_ops
+
+            ops += light_ops(batch.rank, batch.graph, batch.step_id, batch.key, comm)
         samples += len(batch.samples)
     if samples:
         counts["Counters"] = samples

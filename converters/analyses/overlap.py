@@ -1,6 +1,6 @@
 """``trace2perfetto overlap``: the compute/communication overlap of every step of every rank, with
 the columns and definitions of torch_npu's ``step_trace_time.csv`` (docs/analysis.md). The
-conversion draws the same figures as the overlap lanes (``overlap_slices``).
+conversion draws the same figures as the overlap lanes (``profile.overlap_slices``).
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .. import intervals
-from .._overlap import slices as overlap_as_slices
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RECV, Layer, RankInfo, Slice, StepRecords, comm_kind
-from ..profile import Options, Profile, owned, read_profile, step_intervals_of
+from ..profile import Options, Profile, owned, read_profile, step_overlap
 
 COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
            "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
@@ -159,26 +158,3 @@ def is_receive(s: Slice) -> bool:
     """A receive op, whose time is a pipeline bubble: what its reader says it does (``RECV``), as
     torch_npu counts its receives only (not the batched send-and-receive, ``SENDRECV``)."""
     return s.layer is Layer.COMM_OP and comm_kind(s) == RECV
-
-
-def overlap_slices(batch: StepRecords) -> list[Slice]:
-    """The step's Computing / Communication / not overlapped / Free lanes as slices; only
-    Communication where the input records no device tasks (the others are unknown there)."""
-    lanes = step_overlap(batch).lanes()
-    if not batch.has_device:
-        lanes = {"Communication": lanes["Communication"]}
-    return overlap_as_slices(lanes, batch.rank, Layer.OVERLAP, Slice)  # C: a summary makes millions
-
-
-def step_overlap(batch: StepRecords) -> intervals.Overlap:
-    """Overlap analysis of one step: compute tasks against communication ops (docs/design.md §5), within
-    the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
-    compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
-    if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
-        ops = tasks
-    span, window = batch.device_span, owned(batch.step, compute)
-    if span is not None and window is not None:
-        span = (max(span[0], window[0]), min(span[1], window[1]))
-    return intervals.analyse_unions(compute, ops, span)
-
-

@@ -4,7 +4,6 @@ and the small formatting rules they share (``-`` for what the input cannot give,
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 from collections.abc import Iterable
@@ -28,7 +27,11 @@ class Rows:
         self.out = out or sys.stdout
         self.count = 0
         self.table: list[list[str]] = [header]
-        self.writer = csv.DictWriter(self.out, header, lineterminator="\n") if fmt == "csv" else None
+        self.writer = None
+        if fmt == "csv":
+            import csv  # for CSV only: `info` and the tables start without it (issue 44)
+
+            self.writer = csv.DictWriter(self.out, header, lineterminator="\n")
 
     def add(self, records: Iterable[dict]) -> None:
         for record in records:

@@ -14,7 +14,7 @@ reader can give (``for_ops``, ``links``, ``memory``, ``kernel_types``, ...).
 import fnmatch
 import importlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
@@ -37,7 +37,9 @@ FORMATS = {
     "host_info": Clue(named=("host_info",)),
     "xplane": Clue(holds=("*.xplane.pb",)),
     "rocprof": Clue(holds=("*_results.json", "*_results.json.gz")),
-    "kineto": Clue(holds=("*.json", "*.json.gz")),
+    # Paddle's own files are no Kineto trace: a Paddle folder loads no Kineto reader (issue 44)
+    "kineto": Clue(holds=("*.json", "*.json.gz"),
+                   except_held=("*.paddle_trace.json", "*.paddle_trace.json.gz")),
     "paddle": Clue(holds=("*.paddle_trace.json", "*.paddle_trace.pb")),
     "nsys": Clue(holds=("*.sqlite",)),
 }
@@ -54,8 +56,9 @@ def candidates(folder: Path, names: Iterable[str]) -> Iterator[Reader]:
     each imported as it is reached."""
     held = list(names)
     for name in FORMATS:
-        named, holds = _patterns(name)
-        if (named and named.match(folder.name)) or (holds and any(holds.match(n) for n in held)):
+        named, holds, others = _patterns(name)
+        if (named and named(folder.name)) or (holds and any(holds(n) and not (others and others(n))
+                                                             for n in held)):
             yield reader(name)
 
 
@@ -89,15 +92,45 @@ def lone_file(path: Path, diag: Diagnostics | None) -> list[RankInfo] | None:
     return None
 
 
+Matcher = Callable[[str], bool]  # whether a name matches a clue's shell patterns
+
+
 @cache
-def _patterns(name: str) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
-    """The reader's clue as two patterns: its folder's name, a name the folder holds."""
+def _patterns(name: str) -> tuple[Matcher | None, Matcher | None, Matcher | None]:
+    """The reader's clue as three tests: its folder's name, a name the folder holds, and a name
+    held that does not count."""
     clue = FORMATS[name]
-    return _compiled(clue.named), _compiled(clue.holds)
+    return _matcher(clue.named), _matcher(clue.holds), _matcher(clue.except_held)
 
 
-def _compiled(globs: tuple[str, ...]) -> re.Pattern[str] | None:
-    return re.compile("|".join(map(fnmatch.translate, globs))) if globs else None
+def _matcher(globs: tuple[str, ...]) -> Matcher | None:
+    """Whether a name matches one of ``globs``, as ``fnmatch.fnmatchcase``. Globs of plain text and
+    ``*`` (every clue's) are matched by their pieces: discovery asks every reader's clue, and
+    compiling their regexes cost a small command more than its discovery (issue 44)."""
+    if not globs:
+        return None
+    if any(c in glob for glob in globs for c in "?["):
+        return re.compile("|".join(map(fnmatch.translate, globs))).match
+    split = [glob.split("*") for glob in globs]
+    return lambda name: any(_pieces_match(name, pieces) for pieces in split)
+
+
+def _pieces_match(name: str, pieces: list[str]) -> bool:
+    """A glob's ``*``: its first piece starts the name, its last ends it, the others come between,
+    in order (each at its first place left: any later one leaves the rest less room)."""
+    if len(pieces) == 1:
+        return name == pieces[0]
+    first, *middle, last = pieces
+    end = len(name) - len(last)
+    if end < len(first) or not name.startswith(first) or not name.endswith(last):
+        return False
+    at = len(first)
+    for piece in middle:
+        at = name.find(piece, at, end)
+        if at < 0:
+            return False
+        at += len(piece)
+    return True
 
 
 def every_reader() -> list[Reader]:

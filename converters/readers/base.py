@@ -20,12 +20,14 @@ if TYPE_CHECKING:  # types only: the model is the readers' to import, not this d
 class Clue(NamedTuple):
     """What a folder a reader recognises (``sniff``) or warns of (``missing_data``) shows by names
     alone: its own name matches ``named``, or it holds an entry (file or folder) matching ``holds``
-    (shell patterns, as the reader's own globs). A clue is necessary, never sufficient: the reader's
-    ``sniff`` decides. ``tests/test_startup.py`` checks that every folder a reader recognises in the
-    real samples and the fixtures shows its clue."""
+    (shell patterns, as the reader's own globs) and not ``except_held`` (another format's files,
+    which the reader never reads). A clue is necessary, never sufficient: the reader's ``sniff``
+    decides. ``tests/test_startup.py`` checks that every folder a reader recognises in the real
+    samples and the fixtures shows its clue."""
 
     named: tuple[str, ...] = ()
     holds: tuple[str, ...] = ()
+    except_held: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

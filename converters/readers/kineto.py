@@ -140,13 +140,13 @@ def _traces(folder: Path) -> Iterator[tuple[Path, bytes]]:
 
 def _head(path: Path) -> bytes | None:
     """The first bytes of a Kineto trace; None if ``path`` is none. A ``*.pt.trace.json`` is one
-    by its name (one cut off or broken is read and said to be so, never passed over); any other
-    ``*.json`` or ``*.json.gz`` (``export_chrome_trace`` takes any name) by a header with Kineto's
-    keys (its own ones, or its schemaVersion, a number: Paddle's is a string), or, where the
-    header says neither (older exports; a harness's own keys first), by its first events: an
-    object whose ``traceEvents`` hold Kineto's categories (torch_npu writes some of them too, in
-    an array; Paddle in its own ``*.paddle_trace.json``)."""
-    if not _FILE.search(path.name):
+    by its name (one cut off or broken is read and said to be so, never passed over), a
+    ``*.paddle_trace.json[.gz]`` never (Paddle's, by its name); any other ``*.json`` or
+    ``*.json.gz`` (``export_chrome_trace`` takes any name) by a header with Kineto's keys (its own
+    ones, or its schemaVersion, a number: Paddle's is a string), or, where the header says neither
+    (older exports; a harness's own keys first), by its first events: an object whose
+    ``traceEvents`` hold Kineto's categories (torch_npu writes some of them too, in an array)."""
+    if not _FILE.search(path.name) or path.name.endswith(_PADDLE):
         return None
     data = jsonfile.first_bytes(path, _SNIFF_BYTES)
     if ".pt.trace.json" in path.name:
@@ -154,7 +154,7 @@ def _head(path: Path) -> bytes | None:
     head = jsonfile.header_of(data)
     if type(head.get("schemaVersion")) is int or any(key in head for key in _OWN_KEYS):
         return data
-    if path.name.endswith(_PADDLE) or type(head.get("schemaVersion")) is str:
+    if type(head.get("schemaVersion")) is str:
         return None
     events = jsonfile.events_key(data)
     cats = {m[1] for m in _CAT.finditer(data, events)} if events is not None else set()

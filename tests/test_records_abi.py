@@ -22,7 +22,8 @@ NAMED_TUPLES = (
     model.Slice, model.Sample, model.FlowEnd,
     layout.Track, layout.Begin, layout.End, layout.Value, layout.Placement,
     intervals.StepIntervals,
-    chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut, spill.ByStep, kineto.InC, kineto.InCCat,
+    chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut, spill.ByStep,
+    kineto.InC, kineto.InCCat,
     ascend_db_flows.BindRules, ascend_db_specs.TaskSpec, ascend_db_specs.TaskPlaces, ascend_db_specs.CommSpec,
     ascend_db_specs.CommEnums, ascend_db_specs.HostSpec, ascend_db_specs.FillHead,
 )

@@ -390,7 +390,8 @@ class Records:
             slice_type=Slice, flow_end_type=FlowEnd, python_cats=self.dialect.python_cats,
             processes=self._processes, sample_type=Sample,
             # a user's step marker may be any host range: those the first pass takes are Python's
-            dialect=None if steps and self.dialect.step_marker is not None else self.dialect.in_c(self.launched))
+            dialect=None if steps and self.dialect.step_marker is not None
+            else self.dialect.in_c(self.launched))
         # the common events in C (c/chrome_trace.c), by the rules of _event; the rest there
         read = read_events if slices else in_python
 

@@ -965,10 +965,10 @@ _KINETO_LANES = {"stream": (0, "7"), "stream 1.8": (0, '"stream 7"'), "host": (1
 _KINETO_LANE_NAMES = ["stream", "stream", "stream", "stream 1.8", "host", "host", "mtia"]
 _KINETO_CATS = ["kernel"] * 4 + ["gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_runtime",
                                  "cuda_runtime", "cuda_driver", "Kernel", "Memcpy", "Memset", "Runtime",
-                                 "mtia_runtime", "mtia_ccp_events", "cpu_op"]
+                                 "mtia_runtime", "mtia_ccp_events", "cpu_op", "cpu_instant_event"]
 _KINETO_NAMES = ['"k"', '"k"', *['"ncclDevKernel_AllReduce_Sum_f32(x)"'] * 2, '"cudaLaunchKernel"',
                  '"cudaGraphLaunch"', '"multimem_all_reduce_kernel"', '"ProfilerStep#9"',
-                 '"gloo:all_reduce"', '"caf\\u00e9"', '"é"', "5"]
+                 '"gloo:all_reduce"', '"caf\\u00e9"', '"é"', "5", '"[memory]"']
 # a correlation id in every form a scan of the args' text could read otherwise than decoding them
 _CORRELATION_ARGS = st.sampled_from(['{{"correlation":{c}}}'] * 4 + [
     '{{"External id":3,"correlation": {c} ,"stream":7}}', '{{"a":[1,{{"b":2}}],"correlation":{c}}}',
@@ -987,7 +987,8 @@ _KINETO_DURS = st.sampled_from(["2", "2", "2.5", "2.5", "0", "-1", '"3"', "null"
 def _kineto_event(lane: str, cat: str, name: str, args: str, ts: str, dur: str, at: int,
                   correlation: int) -> str:
     pid, tid = _KINETO_LANES[lane]
-    return (f'{{"ph":"X","cat":"{cat}","name":{name},"pid":{pid},"tid":{tid},"ts":{ts.format(t=at)},'
+    ph = "i" if at % 7 == 0 else "I" if at % 11 == 0 else "X"  # an instant too: PyTorch's [memory] events
+    return (f'{{"ph":"{ph}","cat":"{cat}","name":{name},"pid":{pid},"tid":{tid},"ts":{ts.format(t=at)},'
             f'"dur":{dur},"args":{args.format(c=correlation)}}}')
 
 

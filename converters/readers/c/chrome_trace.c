@@ -102,15 +102,20 @@ static int name_holds(const Ev *ev, PyObject *marker, const char *text, Py_ssize
     return found == -2 ? -1 : found >= 0;
 }
 
-/* The event's phase: 'M', 'X', 's', 'f', 't' or 'C'; 0 for any other; -1 on error */
+/* The event's phase: 'M', 'X', 's', 'f', 't', 'C', or 'i' for an instant ("i" or "I", which
+ * Records._event reads as an "X" of no length: PyTorch's [memory] events); 0 for any other; -1 on error */
 static int phase(const Ev *ev) {
     Py_ssize_t n;
     const char *text = plain_str(ev, F_PH, &n);
-    if (text) return n == 1 && strchr("MXsftC", text[0]) ? text[0] : 0;
+    if (text) return n != 1 || !strchr("MXsftCiI", text[0]) ? 0 : text[0] == 'I' ? 'i' : text[0];
     PyObject *ph = field(ev, F_PH);
     if (!ph) return -1;
     int found = is(ph, S_M) ? 'M' : is(ph, S_X) ? 'X' : is(ph, S_s) ? 's' : is(ph, S_f) ? 'f' : is(ph, S_t) ? 't'
               : is(ph, S_C) ? 'C' : 0;
+    if (!found && PyUnicode_CheckExact(ph) && PyUnicode_GET_LENGTH(ph) == 1) {
+        Py_UCS4 c = PyUnicode_READ_CHAR(ph, 0);
+        found = c == 'i' || c == 'I' ? 'i' : 0;
+    }
     Py_DECREF(ph);
     return found;
 }
@@ -1114,7 +1119,7 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
         if (ph == 'M') {
             metadata++;
             done_here = 1;
-        } else if (ph == 'X') {
+        } else if (ph == 'X' || ph == 'i') {
             done_here = fast_complete(b, &ev);
         } else if (ph == 's' || ph == 'f' || ph == 't') {
             done_here = b->detail ? fast_flow_end(b, &ev, ph == 's') : left_out(b, LEFT_OUT_FLOWS, &ev);

@@ -8,7 +8,8 @@ come before ``traceEvents`` (``jsonfile.header``: the file's first bytes) or aft
 ``ts`` is µs relative to ``baseTimeNanoseconds`` where that key is present (else epoch µs),
 floats with up to 3 decimals: decoded as text and parsed exactly to ns.
 
-Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
+Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect; its common kernels, memcpys, memsets
+and launches in C, ``InC``, by the rules of ``Kineto.convert``, which reads the rest):
 - GPU kernels, memcpy and memset: one lane per device stream (``GPU 0 Stream 7``), their kind
   as the task type (only kernels compute);
 - an MTIA's work (``mtia_ccp_events`` of a process ``MTIA N``): one lane per queue (``MTIA 9

@@ -101,7 +101,32 @@
 #define READ_CONTEXT_PYTHON_CATS 10
 #define READ_CONTEXT_PROCESSES 11
 #define READ_CONTEXT_SAMPLE_TYPE 12
-#define READ_CONTEXT_FIELDS 13
+#define READ_CONTEXT_DIALECT 13
+#define READ_CONTEXT_FIELDS 14
+
+/* kineto.InC: the rules by which _core.read_events reads Kineto's device and launch events */
+#define IN_C_CATS 0
+#define IN_C_STREAM 1
+#define IN_C_COMMUNICATES 2
+#define IN_C_LEARN 3
+#define IN_C_FIRSTS 4
+#define IN_C_LASTS 5
+#define IN_C_STEPS 6
+#define IN_C_COLLECTIVES 7
+#define IN_C_GRAPHS 8
+#define IN_C_REPLAYED 9
+#define IN_C_LAUNCHED 10
+#define IN_C_FLOWS 11
+#define IN_C_LAUNCHES 12
+#define IN_C_FIELDS 13
+/* kineto.InCCat: one of InC.cats */
+#define IN_C_CAT_NAME 0
+#define IN_C_CAT_LAUNCH 1
+#define IN_C_CAT_KERNEL 2
+#define IN_C_CAT_SHOWN 3
+#define IN_C_CAT_PREFIX 4
+#define IN_C_CAT_COMPUTES 5
+#define IN_C_CAT_FIELDS 6
 
 /* spill.ByStep: what _core.read_events packs a batch's records by, as pack_by_step does */
 #define BY_STEP_STARTS 0

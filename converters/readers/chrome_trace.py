@@ -257,6 +257,11 @@ class Dialect:
         return Converted(Layer.COMM_OP, lane, name, meaning=comm_type(collectives.hccl(name),
                                                                        collectives.hccl_group(name)))
 
+    def in_c(self, launched: dict[int, list]) -> tuple | None:
+        """The rules by which ``_core.read_events`` reads the dialect's own events in C (Kineto's
+        ``InC``; ``launched``: ``Records.launched``), or None: they are all Python's."""
+        return None
+
     def survey(self, events: list[Event] | RawEvents, rank: RankInfo) -> None:
         """The first pass's look at a batch of events, besides its steps and metadata (Kineto's
         launches)."""
@@ -326,6 +331,7 @@ class ReadContext(NamedTuple):
     python_cats: frozenset[str] | None  # categories whose events Python reads
     processes: dict[Any, str]  # process names by pid, for counters' names
     sample_type: type[Sample]
+    dialect: tuple | None  # Dialect.in_c: the rules for the dialect's own events C reads, if any
 
 
 class Records:
@@ -382,7 +388,10 @@ class Records:
             routes=self._routes, rank=self.rank.rank, offset_ns=self.rank.clock_offset_ns, detail=self.detail,
             unread=self._unread, reasons=_LEFT_OUT_IN_C, is_compute=is_compute, layer_type=Layer,
             slice_type=Slice, flow_end_type=FlowEnd, python_cats=self.dialect.python_cats,
-            processes=self._processes, sample_type=Sample)
+            processes=self._processes, sample_type=Sample,
+            # a user's step marker may be any host range: those the first pass takes are Python's
+            dialect=None if steps and self.dialect.step_marker is not None
+            else self.dialect.in_c(self.launched))
         # the common events in C (c/chrome_trace.c), by the rules of _event; the rest there
         read = read_events if slices else in_python
 
@@ -492,7 +501,8 @@ class Records:
 
     def take_launched(self) -> dict[int, list[Slice | FlowEnd]]:
         """The device records filed by their launch since the last call, by step index."""
-        launched, self.launched = self.launched, defaultdict(list)
+        launched = dict(self.launched)
+        self.launched.clear()  # the same dict: ReadContext.dialect holds it
         return launched
 
     def _metadata(self, event: Event) -> None:

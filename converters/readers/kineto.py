@@ -8,7 +8,8 @@ come before ``traceEvents`` (``jsonfile.header``: the file's first bytes) or aft
 ``ts`` is µs relative to ``baseTimeNanoseconds`` where that key is present (else epoch µs),
 floats with up to 3 decimals: decoded as text and parsed exactly to ns.
 
-Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect):
+Mapping (read by ``chrome_trace`` with the ``Kineto`` dialect; its common kernels, memcpys, memsets
+and launches in C, ``InC``, by the rules of ``Kineto.convert``, which reads the rest):
 - GPU kernels, memcpy and memset: one lane per device stream (``GPU 0 Stream 7``), their kind
   as the task type (only kernels compute);
 - an MTIA's work (``mtia_ccp_events`` of a process ``MTIA N``): one lane per queue (``MTIA 9
@@ -50,14 +51,15 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from ..errors import Diagnostics, UsageError
-from ..intervals import NOT_COMPUTE
+from ..intervals import NOT_COMPUTE, is_compute
 from ..model import (
     COLLECTIVE,
     COMM_GROUP_ARG,
@@ -122,7 +124,9 @@ _LAUNCH_CATS_ANY = frozenset({*_LAUNCH_CATS, *(old for old, new in _CATS_OF_1_8.
                                                if new in _LAUNCH_CATS)})
 _OP_CATS_ANY = frozenset({"cpu_op", "user_annotation", *(old for old, new in _CATS_OF_1_8.items()
                                                           if new == "cpu_op")})
-_GPU = "GPU stream"  # a route of the dialect's own
+_GPU = "GPU stream"  # a route of the dialect's own: a GPU's stream, its lane as ``_stream_lane`` names it
+_MTIA = "MTIA queue"  # another: an MTIA device's queue
+_DEVICE_ROUTES = (_GPU, _MTIA)
 _FLOWS = "ac2g flow ends, drawn from the correlation ids of launches and kernels they repeat"
 
 
@@ -292,6 +296,40 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     yield from chrome_trace.read_merged(rank, list(rank.source_paths), diag, detail, dialect)
 
 
+class InCCat(NamedTuple):
+    """A category ``_core.read_events`` reads in C (``InC.cats``; read by position: records.h)."""
+
+    name: str  # by any generation's name
+    launch: bool  # a launch (else device work)
+    kernel: bool  # a kernel (else a launch, memcpy, memset or annotation)
+    shown: str  # the record's task type (what a device record does)
+    prefix: bytes  # its args' "Task Type" first, as chrome_trace._with_task_type writes it, without "}"
+    computes: bool  # whether summary keeps it
+
+
+class InC(NamedTuple):
+    """What ``_core.read_events`` takes of the dialect to read its common device and launch events in C
+    by the rules of ``Kineto.convert`` and ``Records._complete`` (read by position: records.h); an
+    event whose rule needs Python (a kernel that communicates by its name or that a communication op
+    launched, an MTIA's, gloo's, odd args) it leaves to them."""
+
+    cats: tuple[InCCat, ...]
+    stream: str  # the route of a GPU stream, whose lane is _stream_lane's
+    communicates: dict[str, bool]  # by kernel name: _communication finds it communicates (filled by learn)
+    learn: Callable[[str], bool]
+    firsts: array | None  # Launches.in_c: the launches' runs, where device work is filed by its launch
+    lasts: array | None
+    steps: array | None
+    collectives: array  # the launches in a communication op
+    graphs: set[int]  # graph replays, and those whose kernels ran (Launches.ran)
+    replayed: set[int]
+    launched: dict[int, list]  # Records.launched: the records filed by their launch, by step index
+    flows: str  # why the trace's flow events are left out (_FLOWS)
+    launches: bool  # whether launches were surveyed (Kineto.launches): else no step nor ran
+
+
+
+
 class _Args(msgspec.Struct):
     correlation: Any = None
     group: Any = msgspec.field(default=None, name="Process Group Name")
@@ -314,6 +352,7 @@ class Kineto(Dialect):
         self._survey: launches.Survey | None = None  # the first pass's launches and collectives
         self.launches: launches.Launches | None = None  # then, by correlation id
         self._steps = False  # whether device work is filed by its launch: the trace marks steps
+        self._communicates: dict[str, bool] = {}  # kernel names: whether they communicate (InC)
         cats = {*_DEVICE_CATS, *_LAUNCH_CATS, _MTIA_CAT, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
@@ -332,7 +371,7 @@ class Kineto(Dialect):
         if thread.startswith("stream ") or str(tid).startswith("stream "):  # a GPU stream: events by category
             return chrome_trace.Route(_GPU, _stream_lane(pid, tid))
         if process.startswith("MTIA "):  # an MTIA device: its queues ("Stream 1 FW", "DMA_REQUEST")
-            return chrome_trace.Route(_GPU, mtia_lane(process, thread.strip() or f"Stream {tid}"))
+            return chrome_trace.Route(_MTIA, mtia_lane(process, thread.strip() or f"Stream {tid}"))
         if type(pid) is not int:  # the profiler's own spans and markers ("Spans", "Traces", "")
             named = " ".join(str(part) for part in (pid, tid) if part != "")
             return chrome_trace.Route(Layer.HOST, named or "Profiler")
@@ -356,6 +395,18 @@ class Kineto(Dialect):
                       "(cudaGraphLaunch) of which the trace holds no kernel: their device work is not in it "
                       "(profile with the graph's kernels traced to see it)")
 
+    def in_c(self, launched: dict[int, list]) -> InC:
+        found = self.launches
+        filing = found is not None and self._steps and found.filed
+        firsts, lasts, steps, collectives, graphs, replayed = (
+            found.in_c(filing) if found is not None else (None, None, None, array("q"), set(), set()))
+        return InC(_IN_C_CATS, _GPU, self._communicates, self._learn, firsts, lasts, steps, collectives,
+                   graphs, replayed, launched, _FLOWS, found is not None)
+
+    def _learn(self, name: str) -> bool:
+        communicates = self._communicates[name] = _communication(name) is not None
+        return communicates
+
     def convert(self, event: Event, kind: Layer | str, lane: str) -> Converted | str:
         cat, name = _category(event), event.name
         if event.ph in ("s", "f", "t"):
@@ -364,7 +415,7 @@ class Kineto(Dialect):
             args = _args(event)
             flow = (f"launch:{args.correlation}", False) if args.correlation is not None else None
             copies = isinstance(name, str) and name.startswith("dma")
-            on = lane if kind is _GPU else mtia_lane(str(event.pid), f"Stream {event.tid}")
+            on = lane if kind in _DEVICE_ROUTES else mtia_lane(str(event.pid), f"Stream {event.tid}")
             return Converted(Layer.STREAM, on, name, "MEMCPY" if copies else "KERNEL", flow,
                              meaning="" if copies else GPU_KERNEL)
         if cat in _DEVICE_CATS:
@@ -382,7 +433,7 @@ class Kineto(Dialect):
         if calls or _is_execution(event):
             return Converted(Layer.COMM_OP, "Collectives (c10d)" if calls else "Collectives (gloo)",
                              name, "", None, on_device=False, meaning=collectives.host(name) or COLLECTIVE)
-        if kind is _GPU:  # on a stream, of a category not known to compute
+        if kind in _DEVICE_ROUTES:  # on a stream, of a category not known to compute
             return Converted(Layer.STREAM, lane, name, NOT_COMPUTE)
         return Converted(Layer.HOST, lane, name, HOST_OPERATOR if cat == "cpu_op" else "")
 
@@ -466,6 +517,26 @@ def _args(event: Event) -> _Args:
         return _ARGS.decode(event.args) if event.args else _Args()
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _Args()
+
+
+def _in_c_cats() -> tuple[InCCat, ...]:
+    """InC.cats: the device and launch categories, by every generation's name, as convert and
+    Records._complete make their records (the args' "Task Type" first: chrome_trace._with_task_type)."""
+    cats = []
+    for cat in (*_DEVICE_CATS, *_LAUNCH_CATS, *_CATS_OF_1_8):
+        new = _CATS_OF_1_8.get(cat, cat)
+        if new == "mtia_runtime":  # an MTIA's: Python's
+            continue
+        if new in _LAUNCH_CATS:
+            cats.append(InCCat(cat, True, False, "", b"", False))
+        elif new in _DEVICE_CATS:
+            shown = GPU_KERNEL if new == "kernel" else _DEVICE_CATS[new]
+            cats.append(InCCat(cat, False, new == "kernel", shown,
+                         b'{"Task Type":' + msgspec.json.encode(_DEVICE_CATS[new]), is_compute(shown)))
+    return tuple(cats)
+
+
+_IN_C_CATS = _in_c_cats()
 
 
 # -- memory ---------------------------------------------------------------------------------------

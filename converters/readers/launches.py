@@ -266,6 +266,15 @@ class Launches:
         if self._graphs and correlation in self._graphs:
             self._replayed.add(correlation)
 
+    def in_c(self, filing: bool) -> tuple[array | None, array | None, array | None, array, set[int],
+                                          set[int]]:
+        """What ``step``, ``collective`` and ``ran`` read, for ``_core.read_events`` to read them
+        as they do (``kineto.InC``): the runs' first ids, last ids and steps (None unless
+        ``filing``), the launches' ids in a communication op, the graph replays and those run."""
+        runs = self._runs
+        firsts, lasts, steps = (runs.firsts, runs.lasts, runs.steps) if filing else (None, None, None)
+        return firsts, lasts, steps, self._collectives.ids, self._graphs, self._replayed
+
     def empty_replays(self) -> int:
         """Graph replays (``cudaGraphLaunch``) of which the trace holds no kernel, among those asked for."""
         return len(self._graphs - self._replayed)

@@ -102,15 +102,20 @@ static int name_holds(const Ev *ev, PyObject *marker, const char *text, Py_ssize
     return found == -2 ? -1 : found >= 0;
 }
 
-/* The event's phase: 'M', 'X', 's', 'f', 't' or 'C'; 0 for any other; -1 on error */
+/* The event's phase: 'M', 'X', 's', 'f', 't', 'C', or 'i' for an instant ("i" or "I", which
+ * Records._event reads as an "X" of no length: PyTorch's [memory] events); 0 for any other; -1 on error */
 static int phase(const Ev *ev) {
     Py_ssize_t n;
     const char *text = plain_str(ev, F_PH, &n);
-    if (text) return n == 1 && strchr("MXsftC", text[0]) ? text[0] : 0;
+    if (text) return n != 1 || !strchr("MXsftCiI", text[0]) ? 0 : text[0] == 'I' ? 'i' : text[0];
     PyObject *ph = field(ev, F_PH);
     if (!ph) return -1;
     int found = is(ph, S_M) ? 'M' : is(ph, S_X) ? 'X' : is(ph, S_s) ? 's' : is(ph, S_f) ? 'f' : is(ph, S_t) ? 't'
               : is(ph, S_C) ? 'C' : 0;
+    if (!found && PyUnicode_CheckExact(ph) && PyUnicode_GET_LENGTH(ph) == 1) {
+        Py_UCS4 c = PyUnicode_READ_CHAR(ph, 0);
+        found = c == 'i' || c == 'I' ? 'i' : 0;
+    }
     Py_DECREF(ph);
     return found;
 }
@@ -257,6 +262,18 @@ typedef struct {
 
 typedef struct { Made *at; Py_ssize_t n, cap; } MadeList;
 
+/* kineto.InC read once a batch: its categories (by their text), and the launches' arrays as buffers */
+#define KINETO_CATS 16
+typedef struct { const char *text; Py_ssize_t n; int launch, kernel, computes; PyObject *shown, *prefix; } KinetoCat;
+typedef struct Kineto {
+    int n_cats, launches;
+    KinetoCat cats[KINETO_CATS];
+    PyObject *stream, *communicates, *learn, *graphs, *replayed, *launched, *flows;  /* borrowed from InC */
+    Py_buffer firsts, lasts, steps, collectives;  /* .obj NULL where absent */
+    PyObject *list;  /* launched[list_step], the list the last record filed by its launch went to */
+    long long list_step;
+} Kineto;
+
 typedef struct {
     PyObject *routes, *rank, *layer_type, *host, *stream, *slice_type, *flow_end_type, *sample_type, *out;
     MadeList *filed;  /* where records go to be packed by step (read_events' ``by_step``), or NULL: to ``out`` */
@@ -271,13 +288,16 @@ typedef struct {
     LeftSlot left[LEFT_SLOTS];
     int n_left, n_tasks;
     TaskSlot tasks[TASK_SLOTS];
+    struct Kineto *kineto;  /* the dialect's rules for its own events C reads (kineto.InC), or NULL */
     NameSlot names[NAME_SLOTS];  /* by a hash of their text */
     LaneSlot lanes[LANE_SLOTS];  /* by a hash of their pid, name and key; forgotten whenever Python runs */
 } Batch;
 
 /* unread[reason, pid] += count: 0, or -1 on error */
+#define LEFT_OUT_DIALECT LEFT_OUT_FIELDS  /* the dialect's own reason: kineto.InC.flows */
 static int count_unread(Batch *b, int reason, PyObject *pid, long long count) {
-    PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(b->reasons, reason), pid);
+    PyObject *why = reason == LEFT_OUT_DIALECT ? b->kineto->flows : PyTuple_GET_ITEM(b->reasons, reason);
+    PyObject *key = PyTuple_Pack(2, why, pid);
     if (!key) return -1;
     PyObject *known = PyDict_GetItemWithError(b->unread, key), *more = NULL;  /* a Counter: 0 if absent */
     long long n = known ? PyLong_AsLongLong(known) : 0;
@@ -417,7 +437,8 @@ static int route_of(Batch *b, const Ev *ev, PyObject **kind, PyObject **lane) {
     if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != ROUTE_FIELDS) return 0;
     *kind = PyTuple_GET_ITEM(route, ROUTE_KIND);
     *lane = PyTuple_GET_ITEM(route, ROUTE_LANE);
-    int known = *kind == Py_None || (Py_TYPE(*kind) == (PyTypeObject *)b->layer_type && PyUnicode_CheckExact(*lane));
+    int known = *kind == Py_None || ((Py_TYPE(*kind) == (PyTypeObject *)b->layer_type ||
+                                      (b->kineto && *kind == b->kineto->stream)) && PyUnicode_CheckExact(*lane));
     if (known && slot) {
         const Span *p = &ev->e->f[F_PID], *t = &ev->e->f[F_TID];
         *slot = (RouteSlot){span_text(b->raw, p), span_text(b->raw, t), p->len, t->len, b->generation,
@@ -486,6 +507,305 @@ static int computes(Batch *b, TaskSlot *slot) {
     return slot->compute;
 }
 
+/* -- Kineto's device work and launches (kineto.Kineto.convert) ----------------------------------- */
+
+/* The top-level "correlation" of raw JSON args (an object whose syntax events.c or msgspec checked)
+ * where the text alone gives what decoding them as kineto._Args gives: 1 and *value for an int of at
+ * most 18 digits, 2 for none; 0 for Python's rules: the key twice, another value, a string with an
+ * escape, a control or a byte past ASCII (which decoding may read otherwise, or refuse) */
+static int correlation_in(const char *p, Py_ssize_t length, long long *value) {
+    static const char key[] = "\"correlation\"";
+    const char *end = p + length;
+    int depth = 0, found = 0;
+    for (; p < end; p++) {
+        if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+        } else if (*p == '"') {
+            const char *start = p;
+            for (p++; p < end && *p != '"'; p++)
+                if (*p == '\\' || (unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20) return 0;
+            if (p >= end) return 0;
+            if (depth != 1 || p + 1 - start != (Py_ssize_t)sizeof(key) - 1 || memcmp(start, key, sizeof(key) - 1))
+                continue;
+            const char *v = past_space(p + 1, end);
+            if (v >= end || *v != ':') continue;  /* a value, not the key */
+            v = past_space(v + 1, end);
+            const char *e = v + (v < end && *v == '-');
+            while (e < end && *e >= '0' && *e <= '9') e++;
+            const char *after = past_space(e, end);
+            if (found || after >= end || (*after != ',' && *after != '}') || !small_int(v, e - v, value) ||
+                (e - v == 2 && v[0] == '-'))  /* "-0" is 0, whose text differs */
+                return 0;
+            found = 1;
+        }
+    }
+    return found ? 1 : 2;
+}
+
+/* The index in ``a`` (int64, sorted) of the last item <= x, or -1 */
+static Py_ssize_t last_at_most(const Py_buffer *a, long long x) {
+    const long long *v = a->buf;
+    Py_ssize_t lo = 0, hi = a->len / (Py_ssize_t)sizeof(long long);
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (v[mid] <= x) lo = mid + 1; else hi = mid;
+    }
+    return lo - 1;
+}
+
+/* Launches.step: the index of the step that launched ``correlation`` (OUTSIDE, -1, where none did) */
+static long long kineto_step(const Kineto *k, long long correlation) {
+    Py_ssize_t at = last_at_most(&k->firsts, correlation);
+    if (at < 0 || correlation > ((const long long *)k->lasts.buf)[at]) return -1;
+    return ((const int *)k->steps.buf)[at];
+}
+
+/* Whether Launches.collective finds a communication op that launched ``correlation`` */
+static int kineto_collective(const Kineto *k, long long correlation) {
+    Py_ssize_t at = last_at_most(&k->collectives, correlation);
+    return at >= 0 && ((const long long *)k->collectives.buf)[at] == correlation;
+}
+
+/* Launches.ran: 0, or -1 on error */
+static int kineto_ran(Kineto *k, long long correlation) {
+    if (!PySet_GET_SIZE(k->graphs)) return 0;
+    PyObject *id = PyLong_FromLongLong(correlation);
+    if (!id) return -1;
+    int in = PySet_Contains(k->graphs, id);
+    int rc = in > 0 ? PySet_Add(k->replayed, id) : in;
+    Py_DECREF(id);
+    return rc;
+}
+
+/* Whether a kernel's name communicates (kineto._communication), asked of Python once a name: 1, 0, -1 */
+static int kineto_communicates(Kineto *k, PyObject *name) {
+    PyObject *known = PyDict_GetItemWithError(k->communicates, name);  /* borrowed */
+    if (known) return PyObject_IsTrue(known);
+    if (PyErr_Occurred()) return -1;
+    PyObject *answer = PyObject_CallOneArg(k->learn, name);
+    int rc = answer ? PyObject_IsTrue(answer) : -1;
+    Py_XDECREF(answer);
+    return rc;
+}
+
+/* A record filed by its launch (Converted.step): onto Records.launched[step], in the file's order */
+static int kineto_file(Batch *b, long long step, Made *m) {
+    Kineto *k = b->kineto;
+    PyObject *made = made_record(b, m);
+    made_clear(m);
+    if (!made) return -1;
+    if (!k->list || k->list_step != step) {
+        PyObject *at = PyLong_FromLongLong(step);
+        PyObject *list = at ? PyObject_GetItem(k->launched, at) : NULL;  /* a defaultdict(list) */
+        Py_XDECREF(at);
+        if (!list || !PyList_CheckExact(list)) {
+            if (list) PyErr_SetString(PyExc_TypeError, "Records.launched holds lists");
+            Py_XDECREF(list);
+            Py_DECREF(made);
+            return -1;
+        }
+        Py_XSETREF(k->list, list);
+        k->list_step = step;
+    }
+    int rc = PyList_Append(k->list, made);
+    Py_DECREF(made);
+    return rc;
+}
+
+/* The args of a device record as Records._complete gives them: its "Task Type" first
+ * (chrome_trace._with_task_type: ``prefix`` is '{"Task Type":"KERNEL"'); NULL with no error where
+ * they hold one already (Python's rules) */
+static PyObject *with_task_type(PyObject *prefix, const char *args, Py_ssize_t length) {
+    if (!length) {
+        args = "{}";
+        length = 2;
+    }
+    static const char name[] = "\"Task Type\"";
+    for (const char *p = args; p + sizeof(name) - 1 <= args + length; p++)
+        if (*p == '"' && !memcmp(p, name, sizeof(name) - 1)) return NULL;
+    const char *body = past_space(args + 1, args + length);
+    Py_ssize_t n = PyBytes_GET_SIZE(prefix), rest = args + length - body, comma = *body != '}';
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n + comma + rest);
+    if (!out) return NULL;
+    char *at = PyBytes_AS_STRING(out);
+    memcpy(at, PyBytes_AS_STRING(prefix), n);
+    if (comma) at[n] = ',';
+    memcpy(at + n + comma, body, rest);
+    return out;
+}
+
+/* The category of the event among kineto.InC.cats, or NULL; -1 in *error on error */
+static const KinetoCat *kineto_cat(const Kineto *k, const Ev *ev, int *error) {
+    Py_ssize_t n;
+    const char *text = plain_str(ev, F_CAT, &n);
+    PyObject *cat = NULL;
+    if (!text) {
+        if (!(cat = field(ev, F_CAT))) { *error = -1; return NULL; }
+        if (PyUnicode_CheckExact(cat) && PyUnicode_IS_COMPACT_ASCII(cat)) {
+            text = PyUnicode_DATA(cat);
+            n = PyUnicode_GET_LENGTH(cat);
+        }
+    }
+    const KinetoCat *found = NULL;
+    for (int i = 0; text && i < k->n_cats && !found; i++)
+        if (k->cats[i].n == n && !memcmp(k->cats[i].text, text, n)) found = &k->cats[i];
+    Py_XDECREF(cat);
+    return found;
+}
+
+/* A Kineto kernel, memcpy or memset on its stream, or a launch on its thread, as Kineto.convert and
+ * Records._complete make them: a Slice (a device one's args its "Task Type" first, its task type what
+ * it does), the arrow end of its correlation id, a device one filed under the step that launched it.
+ * 1 done, 0 Python's, 2 not such an event (the common rules), -1 error */
+static int kineto_complete(Batch *b, const Ev *ev, PyObject *kind, PyObject *lane) {
+    Kineto *k = b->kineto;
+    int error = 0, result = 0;
+    const KinetoCat *cat = kineto_cat(k, ev, &error);
+    if (error || !cat) return error ? -1 : 2;
+    int launch = cat->launch;
+    if (kind != (launch ? b->host : k->stream)) return 0;  /* a kernel of a host thread, an MTIA's: Python's */
+    PyObject *args = NULL, *name = NULL, *made_args = NULL;
+    Py_buffer view = {.obj = NULL};
+    const char *text = NULL;
+    Py_ssize_t length = 0;
+    if (ev->obj) {
+        if (!(args = field(ev, F_ARGS))) return -1;
+        if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) == 0) {
+            text = view.buf;
+            length = view.len;
+        } else {
+            PyErr_Clear();
+            int truth = PyObject_IsTrue(args);  /* not raw: Python's rules if it is not empty */
+            if (truth) { Py_DECREF(args); return truth < 0 ? -1 : 0; }
+        }
+    } else if (ev->e->f[F_ARGS].kind != K_ABSENT) {
+        text = span_text(ev->raw, &ev->e->f[F_ARGS]);
+        length = ev->e->f[F_ARGS].len;
+    }
+    if (length && text[0] != '{') goto done;  /* no object: Python's warning */
+    if (launch && !b->detail) { result = left_out(b, LEFT_OUT_HOST, ev); goto done; }
+    long long correlation = 0, start, dur, step = -2;  /* -2: filed by its time */
+    int has = 2;
+    if (length && !(has = correlation_in(text, length, &correlation))) goto done;
+    has = has == 1;
+    if (!(name = event_name(b, ev))) { result = -1; goto done; }
+    if (!PyUnicode_CheckExact(name)) goto done;  /* str() of it: Python's */
+    if (!launch) {
+        b->saw_device = 1;
+        if (has && k->launches && kineto_ran(k, correlation) < 0) { result = -1; goto done; }
+        if (cat->kernel) {
+            int talks = kineto_communicates(k, name);
+            if (talks) { result = talks < 0 ? -1 : 0; goto done; }  /* a communication op: Python's */
+            if (has && k->collectives.obj && kineto_collective(k, correlation)) goto done;  /* _by_launch's */
+        }
+        if (has && k->firsts.obj) step = kineto_step(k, correlation);
+        if (!b->detail && !cat->computes) { result = left_out(b, LEFT_OUT_TASKS, ev); goto done; }
+    }
+    if ((result = event_ns(ev, F_TS, &start)) <= 0 || (result = event_ns(ev, F_DUR, &dur)) <= 0) goto done;
+    result = 0;
+    if (dur < 0 || __builtin_add_overflow(start, b->offset, &start) || !model_time(start)) goto done;
+    if (!launch && !(made_args = with_task_type(cat->prefix, text, length))) {
+        result = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    PyObject *key = has && b->detail ? PyUnicode_FromFormat("launch:%lld", correlation) : NULL;
+    if (has && b->detail && !key) { result = -1; goto done; }
+    PyObject *layer = launch ? b->host : b->stream;
+    Made slice = {.tag = P_SLICE, .layer = Py_NewRef(layer), .lane = Py_NewRef(lane), .name = Py_NewRef(name),
+                  .task = Py_NewRef(launch ? EMPTY : cat->shown), .start = start, .dur = dur};
+    if (launch) {
+        slice.args = ev->obj ? (length ? Py_NewRef(args) : Py_NewRef(Py_None)) : NULL;
+        slice.text = ev->obj || !length ? NULL : text;
+        slice.text_len = length;
+    } else {
+        slice.args = made_args;
+        made_args = NULL;
+    }
+    Made flow = {.tag = P_FLOW_END, .starts = (char)launch, .layer = Py_NewRef(layer), .lane = Py_NewRef(lane),
+                 .name = key, .start = start};
+    if (step == -2) {
+        result = emit(b, &slice) < 0 ? -1 : 1;
+        if (key) result = result < 0 ? (made_clear(&flow), -1) : emit(b, &flow) < 0 ? -1 : 1;
+        else made_clear(&flow);
+    } else {
+        result = kineto_file(b, step, &slice) < 0 ? -1 : 1;
+        if (key) result = result < 0 ? (made_clear(&flow), -1) : kineto_file(b, step, &flow) < 0 ? -1 : 1;
+        else made_clear(&flow);
+    }
+done:
+    if (view.obj) PyBuffer_Release(&view);
+    Py_XDECREF(args);
+    Py_XDECREF(name);
+    Py_XDECREF(made_args);
+    return result;
+}
+
+/* kineto.InC into ``k``: 0, or -1 (an error set) where it is not one */
+static int kineto_rules(Kineto *k, PyObject *rules) {
+    if (!PyTuple_Check(rules) || PyTuple_GET_SIZE(rules) != IN_C_FIELDS ||
+        !PyTuple_Check(PyTuple_GET_ITEM(rules, IN_C_CATS)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(rules, IN_C_CATS)) > KINETO_CATS ||
+        !PyDict_Check(PyTuple_GET_ITEM(rules, IN_C_COMMUNICATES)) || !PyAnySet_Check(PyTuple_GET_ITEM(rules, IN_C_GRAPHS)) ||
+        !PyAnySet_Check(PyTuple_GET_ITEM(rules, IN_C_REPLAYED)) || !PyDict_Check(PyTuple_GET_ITEM(rules, IN_C_LAUNCHED))) {
+        PyErr_SetString(PyExc_TypeError, "read_events: context.dialect is a kineto.InC");
+        return -1;
+    }
+    PyObject *cats = PyTuple_GET_ITEM(rules, IN_C_CATS);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cats); i++) {
+        PyObject *c = PyTuple_GET_ITEM(cats, i);
+        if (!PyTuple_Check(c) || PyTuple_GET_SIZE(c) != IN_C_CAT_FIELDS ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(c, IN_C_CAT_NAME)) ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(c, IN_C_CAT_SHOWN)) ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(c, IN_C_CAT_PREFIX))) {
+            PyErr_SetString(PyExc_TypeError, "read_events: kineto.InC.cats holds InCCat");
+            return -1;
+        }
+        KinetoCat *at = &k->cats[k->n_cats++];
+        at->text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(c, IN_C_CAT_NAME), &at->n);
+        at->launch = PyObject_IsTrue(PyTuple_GET_ITEM(c, IN_C_CAT_LAUNCH));
+        at->kernel = PyObject_IsTrue(PyTuple_GET_ITEM(c, IN_C_CAT_KERNEL));
+        at->computes = PyObject_IsTrue(PyTuple_GET_ITEM(c, IN_C_CAT_COMPUTES));
+        at->shown = PyTuple_GET_ITEM(c, IN_C_CAT_SHOWN);
+        at->prefix = PyTuple_GET_ITEM(c, IN_C_CAT_PREFIX);
+        if (!at->text || at->launch < 0 || at->kernel < 0 || at->computes < 0) return -1;
+    }
+    k->stream = PyTuple_GET_ITEM(rules, IN_C_STREAM);
+    k->communicates = PyTuple_GET_ITEM(rules, IN_C_COMMUNICATES);
+    k->learn = PyTuple_GET_ITEM(rules, IN_C_LEARN);
+    k->graphs = PyTuple_GET_ITEM(rules, IN_C_GRAPHS);
+    k->replayed = PyTuple_GET_ITEM(rules, IN_C_REPLAYED);
+    k->launched = PyTuple_GET_ITEM(rules, IN_C_LAUNCHED);
+    k->flows = PyTuple_GET_ITEM(rules, IN_C_FLOWS);
+    k->launches = PyObject_IsTrue(PyTuple_GET_ITEM(rules, IN_C_LAUNCHES));
+    static const struct { int at; Py_ssize_t item; } arrays[] = {
+        {IN_C_FIRSTS, 8}, {IN_C_LASTS, 8}, {IN_C_STEPS, 4}, {IN_C_COLLECTIVES, 8}};
+    Py_buffer *views[] = {&k->firsts, &k->lasts, &k->steps, &k->collectives};
+    for (int i = 0; i < 4; i++) {
+        PyObject *a = PyTuple_GET_ITEM(rules, arrays[i].at);
+        if (a == Py_None) continue;
+        if (PyObject_GetBuffer(a, views[i], PyBUF_FORMAT) < 0) return -1;
+        if (views[i]->itemsize != arrays[i].item || views[i]->len % arrays[i].item) {
+            PyErr_SetString(PyExc_TypeError, "read_events: kineto.InC's arrays are of int64 (steps: int32)");
+            return -1;
+        }
+    }
+    if (!k->firsts.obj != !k->lasts.obj || !k->firsts.obj != !k->steps.obj || k->firsts.len != k->lasts.len ||
+        k->firsts.len / 8 != k->steps.len / 4) {
+        PyErr_SetString(PyExc_TypeError, "read_events: kineto.InC's runs are three arrays of one length");
+        return -1;
+    }
+    return k->launches < 0 ? -1 : 0;
+}
+
+static void kineto_release(Kineto *k) {
+    Py_buffer *views[] = {&k->firsts, &k->lasts, &k->steps, &k->collectives};
+    for (int i = 0; i < 4; i++)
+        if (views[i]->obj) PyBuffer_Release(views[i]);
+    Py_CLEAR(k->list);
+}
+
 /* An "X" event as Records._complete takes it: 1 done, 0 Python's, -1 error */
 static int fast_complete(Batch *b, const Ev *ev) {
     PyObject *kind, *lane, *args = NULL, *name = NULL;
@@ -493,11 +813,12 @@ static int fast_complete(Batch *b, const Ev *ev) {
     int result = route_of(b, ev, &kind, &lane);
     if (result <= 0) return result;
     if (kind == Py_None) return left_out(b, LEFT_OUT_VENDOR, ev);
+    if (b->kineto && (result = kineto_complete(b, ev, kind, lane)) != 2) return result;
+    if (Py_TYPE(kind) != (PyTypeObject *)b->layer_type) return 0;  /* a dialect's own route: Python's */
     if ((result = python_cat(b, ev)) != 0) return result < 0 ? -1 : 0;
     int host = kind == b->host, step = step_name(ev);
     if (step < 0) return -1;
     if (step == 2 || (host && step)) return 0;  /* no str, or ProfilerStep#N: a step */
-    if (host && !b->detail) return left_out(b, LEFT_OUT_HOST, ev);
     const char *args_text = NULL;
     Py_ssize_t args_length = 0;
     Py_buffer view = {.obj = NULL};
@@ -515,6 +836,10 @@ static int fast_complete(Batch *b, const Ev *ev) {
     } else if (ev->e->f[F_ARGS].kind != K_ABSENT) {
         args_text = span_text(ev->raw, &ev->e->f[F_ARGS]);
         args_length = ev->e->f[F_ARGS].len;
+    }
+    if (host && !b->detail) {  /* after the args: Python warns of args that are no object first */
+        result = left_out(b, LEFT_OUT_HOST, ev);
+        goto done;
     }
     if (!host) b->saw_device = 1;
     result = -1;
@@ -582,7 +907,9 @@ static int fast_flow_end(Batch *b, const Ev *ev, int starts) {
     PyObject *kind, *lane, *cat = NULL, *id = NULL;
     int result = route_of(b, ev, &kind, &lane);
     if (result <= 0 || kind == Py_None) return result < 0 ? -1 : 0;
-    if ((result = python_cat(b, ev)) != 0) return result < 0 ? -1 : 0;
+    if ((result = python_cat(b, ev)) != 0)  /* Kineto's: its arrows are drawn from correlation ids */
+        return result < 0 ? -1 : b->kineto ? left_out(b, LEFT_OUT_DIALECT, ev) : 0;
+    if (Py_TYPE(kind) != (PyTypeObject *)b->layer_type) return 0;
     long long at;
     if ((result = event_ns(ev, F_TS, &at)) <= 0) return result;
     if (__builtin_add_overflow(at, b->offset, &at) || !model_time(at)) return 0;
@@ -771,6 +1098,12 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
                  .generation = 1, .filed = by_step == Py_None ? NULL : &filed};
     PyObject *python_cats = PyTuple_GET_ITEM(c, READ_CONTEXT_PYTHON_CATS);
     if (PyAnySet_Check(python_cats)) b->python_cats = python_cats;
+    Kineto kineto = {.n_cats = 0};
+    PyObject *rules = PyTuple_GET_ITEM(c, READ_CONTEXT_DIALECT);
+    if (rules != Py_None) {
+        b->kineto = &kineto;
+        if (kineto_rules(&kineto, rules) < 0) goto done;
+    }
     Py_ssize_t index = PyLong_AsSsize_t(argv[1]), metadata = 0;
     b->offset = PyLong_AsLongLong(PyTuple_GET_ITEM(c, READ_CONTEXT_OFFSET_NS));
     b->detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, READ_CONTEXT_DETAIL));
@@ -786,7 +1119,7 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
         if (ph == 'M') {
             metadata++;
             done_here = 1;
-        } else if (ph == 'X') {
+        } else if (ph == 'X' || ph == 'i') {
             done_here = fast_complete(b, &ev);
         } else if (ph == 's' || ph == 'f' || ph == 't') {
             done_here = b->detail ? fast_flow_end(b, &ev, ph == 's') : left_out(b, LEFT_OUT_FLOWS, &ev);
@@ -816,6 +1149,7 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
     PyObject *runs = b->filed ? pack_made(b, by_step, first_out) : Py_NewRef(Py_None);
     if (runs) result = Py_BuildValue("(nON)", metadata, b->saw_device ? Py_True : Py_False, runs);
 done:
+    kineto_release(&kineto);
     Py_XDECREF(b->host); Py_XDECREF(b->stream);
     for (int i = 0; i < b->n_tasks; i++) Py_XDECREF(b->tasks[i].task);
     for (int i = 0; i < NAME_SLOTS; i++) Py_XDECREF(b->names[i].name);

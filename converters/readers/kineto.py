@@ -704,9 +704,10 @@ def _number(value: Any, default: Any = ...) -> Any:
 def _device_name(device_type: Any, device_id: Any) -> str:
     """``CPU``, ``GPU 0``: the device as PyTorch names it (the CPU has no index: Kineto writes -1)."""
     try:
-        name = _DEVICE_TYPES.get(device_type, f"Device type {device_type}")
-    except TypeError:  # an array or object (unhashable): no c10 device type, named as written
-        name = f"Device type {device_type}"
+        name = _DEVICE_TYPES.get(device_type)
+    except TypeError:  # an array or object (unhashable): no c10 device type
+        name = None
+    name = name or f"Device type {device_type}"  # any other named as written
     return name if name == "CPU" or type(device_id) is not int or device_id < 0 else f"{name} {device_id}"
 
 

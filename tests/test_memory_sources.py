@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import jsonschema
+import msgspec
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -25,7 +26,8 @@ from converters.cli import main
 from converters.errors import Diagnostics
 from converters.model import Layer, Sample, Slice
 from converters.profile import Kind, Options, Profile, read_profile
-from converters.readers import ascend_db, kineto, memory
+from converters.readers import _core, ascend_db, kineto, memory
+from converters.readers.common import events as event_decoding
 from fixtures.host_info_gen import write_host_info
 from fixtures.kineto_gen import write_kineto_traces
 from tests.conftest import real_data
@@ -170,6 +172,77 @@ def test_kineto_allocations_pair_each_release_with_the_last_allocation_of_its_ad
     assert sorted(slices) == sorted(expected)
     assert all(r.layer is Layer.MEMORY for r in records if type(r) is Slice)
     assert [r.value for r in records if type(r) is Sample] == sums
+
+
+def test_a_memory_event_whose_device_type_is_an_array_is_counted_under_that_name(tmp_path):
+    """A Device Type that is no number (an array: no c10 device type) names its device as written,
+    as an unknown number does, and its Bytes are counted: the memory pass does not stop there."""
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [{"ph": "i", "name": "[memory]", "pid": 1, '
+                    '"tid": 1, "ts": 2, "args": {"Device Type": [1], "Device Id": 0, "Bytes": 4096}}]}')
+    records = list(kineto.memory(kineto.rank_info(path), Diagnostics()))
+    lane = "Memory Device type [1] 0 (since the trace began) [Allocated]"
+    assert records == [Sample(0, lane, 2000, 4096.0)]
+
+
+# [memory] events in every form a fast path could misread: names escaped or near, times as ints, floats
+# (read as their text), strings, huge or no numbers; each of the six args plain, escaped, twice, of
+# every JSON type, huge, absent; other args around them
+_MEMORY_KEYS = ("Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved")
+_NAMES = st.sampled_from(['"[memory]"', '"[memory]"', '"[memory]"', r'"\u005bmemory]"', '"[memory] "', '"x"',
+                          "5", "null"])
+_TIMES = st.sampled_from(["1", "-3", "1623142623460121", "12.345", "12.3456", "-0.0", "1e3", "1E-2",
+                          "12345678901234567890123", '"12.5"', r'"1\u0032"', '"é"', "null", "true", "[1.5]"])
+_KEYS = st.sampled_from([*(f'"{k}"' for k in _MEMORY_KEYS), *(f'"{k}"' for k in _MEMORY_KEYS),
+                         r'"Device\u0020Id"', '"Other"', '"bytes"'])
+_VALUES = st.sampled_from(["0", "-1", "1", "6", "4096", "-4096", "140234567890", "-0", "1.5", "-0.0", "2.0",
+                           "1e3", "1E-2", "2.5e-200", "1e250", "123456789012345678901", '"4096"', "null",
+                           "true", "[1]", '{"Bytes": 1}'])
+_ARGS = st.one_of(st.none(), st.lists(st.tuples(_KEYS, _VALUES), max_size=8).map(
+    lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"))
+_MEMORY_EVENTS = st.lists(st.tuples(_NAMES, st.one_of(st.none(), _TIMES), _ARGS).map(
+    lambda e: "{" + ", ".join([f'"ph": "i", "name": {e[0]}, "pid": 1, "tid": 1',
+                               *([f'"ts": {e[1]}'] if e[1] is not None else []),
+                               *([f'"args": {e[2]}'] if e[2] is not None else [])]) + "}"), max_size=12)
+
+
+def _fields_of(event) -> tuple | str:
+    """An event's (ts, *args) as kineto._memory reads them, each with its type (1 is not 1.0)."""
+    try:
+        fields = event if type(event) is tuple else kineto._memory_fields(event)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        return type(e).__name__
+    return tuple((type(v), repr(v)) for v in fields)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_MEMORY_EVENTS)
+def test_memory_events_picked_from_the_text_are_those_kinetos_decoding_gives(events):
+    """The [memory] events picked from a scanned batch in C, their time and args, are those of the
+    batch decoded as Kineto's reader decodes it (Kineto.events, a float as its text)."""
+    data = ("[" + ", ".join(events) + "]").encode()
+    decoded = [_fields_of(e) for e in kineto.Kineto.events.decode(data) if e.name == kineto.MEMORY_EVENT]
+    scanned = _core.scan(data, event_decoding.EVENT.decode, event_decoding.ANY.decode)
+    assert scanned is not None  # these batches are plain: C picks their events
+    assert [_fields_of(e) for e in _core.memory_events(scanned, kineto.MEMORY_EVENT)] == decoded
+
+
+@settings(max_examples=150, deadline=None)
+@given(_MEMORY_EVENTS)
+def test_memory_records_and_messages_are_those_of_the_decoded_trace(tmp_path_factory, events):
+    """What memory() makes of a trace's [memory] events, and says of them, whether its batches are
+    scanned in C or decoded by msgspec."""
+    path = tmp_path_factory.mktemp("memory_forms") / "w.pt.trace.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [' + ", ".join(events) + "]}")
+
+    def outcome() -> tuple[list, list[str]]:
+        diag = Diagnostics()
+        return list(kineto.memory(kineto.rank_info(path), diag)), diag.messages()
+
+    scanned = outcome()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(event_decoding, "scan", lambda *_: None)  # every batch decoded by msgspec
+        assert outcome() == scanned
 
 
 # -- host memory -------------------------------------------------------------------------------------

@@ -80,10 +80,12 @@ from ..model import (
     memory_counter,
 )
 from . import chrome_trace, collectives, launches
+from ._core import RawEvents, memory_events
 from .base import Reader
 from .chrome_trace import Converted, Dialect
 from .common import jsonfile
 from .common.events import Event, is_profiler_step
+from .common.events import batches as event_batches
 from .common.lanes import gpu_stream, mtia_lane
 from .common.times import us_to_ns
 
@@ -557,6 +559,7 @@ class _MemoryArgs(msgspec.Struct):
 
 
 _MEMORY_ARGS = msgspec.json.Decoder(_MemoryArgs)
+_KINETO_EVENT = msgspec.json.Decoder(Event, float_hook=str)  # one event, as Kineto.events decodes it
 
 
 def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
@@ -575,31 +578,29 @@ def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | S
     pairs = _Pairs(rank)
     last_ns: dict[str, int] = {}
     bad = disordered = 0
-    for events in Kineto("").batches(path, diag):  # decoded as the steps' pass decodes them
-        for event in events:
-            if event.name != MEMORY_EVENT:
-                continue
-            try:
-                args = _MEMORY_ARGS.decode(event.args) if event.args else _MemoryArgs()
-                ts_ns = checked_ns(us_to_ns(event.ts) + rank.clock_offset_ns)
-                size = _number(args.size)
-            except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError, msgspec.ValidationError):
-                bad += 1
-                continue
-            device = _device_name(args.device_type, args.device_id)
-            absolute = _number(args.allocated, None) is not None or _number(args.reserved, None) is not None
-            component = device if absolute else device + SINCE_START
-            disordered += ts_ns < last_ns.get(device, ts_ns)
-            last_ns[device] = ts_ns
-            if absolute:
-                for kind, value in (("Allocated", args.allocated), ("Reserved", args.reserved)):
-                    if (value := _number(value, None)) is not None:
-                        yield Sample(rank.rank, memory_counter(component, kind), ts_ns, value)
-            else:
-                running[device] = total = running.get(device, 0.0) + size
-                yield Sample(rank.rank, memory_counter(component, "Allocated"), ts_ns, total)
-            if type(args.addr) is int and size:
-                yield from pairs.add(component, args.addr, ts_ns, size)
+    for event in _memory_events(path, diag):
+        try:
+            ts, device_type, device_id, addr, size, allocated, reserved = (
+                event if type(event) is tuple else _memory_fields(event))
+            ts_ns = checked_ns(us_to_ns(ts) + rank.clock_offset_ns)
+            size = _number(size)
+        except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError, msgspec.ValidationError):
+            bad += 1
+            continue
+        device = _device_name(device_type, device_id)
+        absolute = _number(allocated, None) is not None or _number(reserved, None) is not None
+        component = device if absolute else device + SINCE_START
+        disordered += ts_ns < last_ns.get(device, ts_ns)
+        last_ns[device] = ts_ns
+        if absolute:
+            for kind, value in (("Allocated", allocated), ("Reserved", reserved)):
+                if (value := _number(value, None)) is not None:
+                    yield Sample(rank.rank, memory_counter(component, kind), ts_ns, value)
+        else:
+            running[device] = total = running.get(device, 0.0) + size
+            yield Sample(rank.rank, memory_counter(component, "Allocated"), ts_ns, total)
+        if type(addr) is int and size:
+            yield from pairs.add(component, addr, ts_ns, size)
     yield from pairs.end(max(last_ns.values(), default=0))
     if pairs.unseen:
         diag.warn("memory_pairs", f"{path}: {pairs.unseen} allocations' addresses were allocated again with "
@@ -610,6 +611,26 @@ def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | S
     if disordered:
         diag.note("memory_order", f"{path}: {disordered} {MEMORY_EVENT} events earlier than the one before "
                   "them on their device: running sums are taken in the file's order")
+
+
+def _memory_events(path: Path, diag: Diagnostics) -> Iterator[tuple | Event]:
+    """The file's ``[memory]`` events in its order, read as the steps' pass reads them (``Kineto.events``)
+    but without an object for the others: where a batch is plain, picked in C (``memory_events``: an
+    event's ts and args as (ts, *_MemoryArgs' fields), or its text where they are not plain), else
+    decoded (a batch ``scan`` leaves to msgspec, with its warnings)."""
+    for batch in event_batches(path, diag, Kineto.events, chrome_trace.BATCH_BYTES, scanned=True):
+        if type(batch) is RawEvents:
+            yield from memory_events(batch, MEMORY_EVENT)
+        else:
+            yield from (event for event in batch if event.name == MEMORY_EVENT)
+
+
+def _memory_fields(event: Event | bytes) -> tuple:
+    """(ts, *_MemoryArgs' fields) of an event, or of its text, as ``Kineto.events`` decodes it."""
+    if type(event) is bytes:
+        event = _KINETO_EVENT.decode(event)
+    args = _MEMORY_ARGS.decode(event.args) if event.args else _MemoryArgs()
+    return (event.ts, *msgspec.structs.astuple(args))
 
 
 def _mentions(path: Path, text: bytes, chunk: int = 1 << 22) -> bool:
@@ -668,9 +689,12 @@ def _allocation(rank: RankInfo, component: str, addr: int, start_ns: int, dur_ns
                  {MEMORY_SIZE_ARG: size, **args})
 
 
+_NUMBER_LIMIT = 1 << 1023  # a float's range (a constant: Python computes 1 << 1023 where it is written)
+
+
 def _number(value: Any, default: Any = ...) -> Any:
     """A JSON number as a float; ``default`` for anything else (none given: ValueError)."""
-    if type(value) in (int, float) and abs(value) < 1 << 1023:
+    if type(value) in (int, float) and abs(value) < _NUMBER_LIMIT:
         return float(value)
     if default is ...:
         raise ValueError(value)
@@ -679,7 +703,11 @@ def _number(value: Any, default: Any = ...) -> Any:
 
 def _device_name(device_type: Any, device_id: Any) -> str:
     """``CPU``, ``GPU 0``: the device as PyTorch names it (the CPU has no index: Kineto writes -1)."""
-    name = _DEVICE_TYPES.get(device_type, f"Device type {device_type}")
+    try:
+        name = _DEVICE_TYPES.get(device_type)
+    except TypeError:  # an array or object (unhashable): no c10 device type
+        name = None
+    name = name or f"Device type {device_type}"  # any other named as written
     return name if name == "CPU" or type(device_id) is not int or device_id < 0 else f"{name} {device_id}"
 
 

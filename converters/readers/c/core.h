@@ -1,7 +1,8 @@
 /* What the C files of converters.readers._core share, private to them (MANIFEST.in takes it into a
  * source distribution). One extension module, one .c file per Python module it speeds up:
  * - _core.c: the module, its interned strings and the NamedTuple maker every part uses;
- * - events.c: events.batches' scan (RawEvents), a batch of events read as JSON text, not decoded;
+ * - events.c: events.batches' scan (RawEvents), a batch of events read as JSON text, not decoded, and
+ *   kineto._memory's [memory] events picked from it (memory_events);
  * - chrome_trace.c: chrome_trace.Records.read_batches' common events to records (read_events),
  *   its first pass (steps_and_names), and times.us_to_ns;
  * - spill.c: spill.StepSpill's rows and packing, spilled_flows' filing by step, and the packing of

@@ -4,7 +4,8 @@
  * msgspec makes an Event of nine objects for every event, and most events are then left out at
  * once (the vendor's overlap lanes; host events and tasks that do not compute, in a summary).
  * ``scan`` checks a batch as JSON and notes where each event's fields lie in its text; read_events
- * and steps_and_names (chrome_trace.c) make objects only for what they keep, by the same rules.
+ * and steps_and_names (chrome_trace.c), and memory_events (Kineto's [memory] events, below), make
+ * objects only for what they keep, by the same rules.
  * Only what is plain is scanned: keys without escapes, each field once and of the type Event takes
  * (typed_as_event), numbers of ordinary size, no lone surrogate escapes, nesting under 64 deep;
  * anything else gives None, and msgspec decodes the batch (with its rules and its errors). An event
@@ -395,6 +396,148 @@ int counter_args(const char *text, Py_ssize_t length, CounterArg *found) {
     }
 }
 
+/* -- Kineto's [memory] instants ------------------------------------------------------------------
+ * kineto._memory reads only the events named "[memory]" of a trace, a few per cent to a fifth of its
+ * events: picked from a scanned batch here, no object made for the others, their time and the six
+ * args it reads made as kineto's msgspec decoders make them (Kineto.events: a float as its text;
+ * _MemoryArgs: a number as msgspec decodes it). Anything else is the event's text, for Python's
+ * rules. Held to them by tests/test_memory_sources.py (picked events against decoded ones). */
+
+/* _MemoryArgs' fields in its order: the args kineto._memory reads */
+static const char *const MEMORY_KEYS[] = {"Device Type", "Device Id", "Addr", "Bytes", "Total Allocated",
+                                          "Total Reserved"};
+#define N_MEMORY_KEYS 6
+
+/* An arg's value as _MemoryArgs decodes it, where plain: 1 (*value a new reference), 0 for
+ * Python's rules (text, a huge int, an object), -1 on error */
+static int memory_value(const unsigned char *text, Py_ssize_t n, int kind, PyObject **value) {
+    long long whole;
+    double d;
+    if (kind == K_NULL) *value = Py_NewRef(Py_None);
+    else if (kind == K_INT && small_int((const char *)text, n, &whole)) *value = PyLong_FromLongLong(whole);
+    else if (kind == K_NUM && number_value((const char *)text, n, &d) && isfinite(d)) *value = PyFloat_FromDouble(d);
+    else return 0;
+    return *value ? 1 : -1;
+}
+
+/* The six args of a [memory] event's raw args (an object, already checked as JSON) into ``values``
+ * (None where absent): 1; 0 for Python's rules (an escaped key, one of them twice, a value
+ * memory_value leaves to Python), -1 on error; on 0 and -1 ``values`` are cleared */
+static int memory_args(const unsigned char *text, Py_ssize_t length, PyObject **values) {
+    Scan s = {text, text + length};
+    int rc = 0;
+    for (int k = 0; k < N_MEMORY_KEYS; k++) values[k] = NULL;
+    sc_ws(&s);
+    if (s.p >= s.end || *s.p++ != '{') goto done;
+    sc_ws(&s);
+    if (s.p < s.end && *s.p == '}') rc = 1;
+    while (!rc) {
+        const unsigned char *key = s.p;
+        if (s.p >= s.end || *s.p != '"' || sc_string(&s) != K_STR) goto done;
+        Py_ssize_t key_len = s.p - key - 2;
+        int k = 0;
+        while (k < N_MEMORY_KEYS && !((Py_ssize_t)strlen(MEMORY_KEYS[k]) == key_len &&
+                                      !memcmp(MEMORY_KEYS[k], key + 1, key_len))) k++;
+        sc_ws(&s);
+        if (s.p >= s.end || *s.p++ != ':') goto done;
+        sc_ws(&s);
+        const unsigned char *value = s.p;
+        int kind = sc_value(&s, 2);  /* an event is depth 0, its args 1, their values 2 */
+        if (!kind) goto done;
+        if (k < N_MEMORY_KEYS) {
+            if (values[k]) goto done;  /* twice: msgspec's rules */
+            if ((rc = memory_value(value, s.p - value, kind, &values[k])) != 1) goto done;
+            rc = 0;
+        }
+        sc_ws(&s);
+        if (s.p >= s.end) goto done;
+        if (*s.p++ == '}') rc = 1;
+        else if (s.p[-1] != ',') goto done;
+        else sc_ws(&s);
+    }
+    for (int k = 0; k < N_MEMORY_KEYS; k++)
+        if (!values[k]) values[k] = Py_NewRef(Py_None);
+done:
+    if (rc != 1)
+        for (int k = 0; k < N_MEMORY_KEYS; k++) Py_CLEAR(values[k]);
+    return rc;
+}
+
+/* A [memory] event's ts as Kineto.events decodes it (a float as its text), where plain: 1, 0 for
+ * Python's rules, -1 on error */
+static int memory_ts(const RawEvents *r, const Span *sp, PyObject **ts) {
+    const char *text = span_text(r, sp);
+    long long whole;
+    switch (sp->kind) {
+    case K_ABSENT: case K_NULL: *ts = Py_NewRef(Py_None); break;
+    case K_INT: if (!small_int(text, sp->len, &whole)) return 0; *ts = PyLong_FromLongLong(whole); break;
+    case K_NUM: *ts = PyUnicode_DecodeASCII(text, sp->len, NULL); break;  /* float_hook=str */
+    case K_STR:
+        if (!(*ts = PyUnicode_DecodeUTF8(text + 1, sp->len - 2, NULL))) { PyErr_Clear(); return 0; }
+        break;
+    default: return 0;
+    }
+    return *ts ? 1 : -1;
+}
+
+/* 1 if the scanned event is named ``name`` (its UTF-8 ``text``, ``n`` bytes), 0 if not, -1 on error */
+static int named(const RawEvents *r, const RawEvent *e, PyObject *name, const char *text, Py_ssize_t n) {
+    const Span *sp = &e->f[F_NAME];
+    if (sp->kind == K_STR) return sp->len - 2 == n && !memcmp(span_text(r, sp) + 1, text, n);
+    if (sp->kind != K_STR_ESC) return 0;
+    PyObject *value = span_value(r, sp, F_NAME);
+    if (!value) return -1;
+    int found = PyUnicode_CheckExact(value) && PyUnicode_Compare(value, name) == 0;
+    Py_DECREF(value);
+    return found;
+}
+
+/* The [memory] event as kineto._memory reads it: (ts, *MEMORY_KEYS' values), or its text (bytes) */
+static PyObject *memory_item(const RawEvents *r, const RawEvent *e) {
+    PyObject *items[1 + N_MEMORY_KEYS] = {NULL};
+    int rc = memory_ts(r, &e->f[F_TS], &items[0]);
+    if (rc == 1 && e->f[F_ARGS].kind != K_ABSENT) {
+        rc = memory_args((const unsigned char *)span_text(r, &e->f[F_ARGS]), e->f[F_ARGS].len, items + 1);
+    } else if (rc == 1) {
+        for (int k = 1; k <= N_MEMORY_KEYS; k++) items[k] = Py_NewRef(Py_None);
+    }
+    if (rc < 0) {
+        Py_XDECREF(items[0]);
+        return NULL;
+    }
+    if (rc == 0) {
+        Py_XDECREF(items[0]);
+        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(r->data) + e->at, e->len);
+    }
+    PyObject *item = PyTuple_New(1 + N_MEMORY_KEYS);
+    for (int k = 0; k <= N_MEMORY_KEYS; k++) {
+        if (item) PyTuple_SET_ITEM(item, k, items[k]);
+        else Py_DECREF(items[k]);
+    }
+    return item;
+}
+
+/* memory_events(events: RawEvents, name) -> [(ts, device type, device id, addr, bytes, total allocated,
+ * total reserved) or the event's text], for each event named ``name``, in the batch's order */
+static PyObject *memory_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    RawEvents *r = argc == 2 ? raw_batch(argv[0]) : NULL;
+    if (!r || !PyUnicode_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "memory_events(events: RawEvents, name: str)");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const char *text = PyUnicode_AsUTF8AndSize(argv[1], &n);
+    PyObject *found = text ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; found && i < r->n; i++) {
+        int is_named = named(r, &r->events[i], argv[1], text, n);
+        PyObject *item = is_named == 1 ? memory_item(r, &r->events[i]) : NULL;
+        if (is_named < 0 || (is_named && (!item || PyList_Append(found, item) < 0))) Py_CLEAR(found);
+        Py_XDECREF(item);
+    }
+    return found;
+}
+
 RawEvents *raw_batch(PyObject *events) {
     return Py_IS_TYPE(events, &RawEventsType) ? (RawEvents *)events : NULL;
 }
@@ -402,6 +545,9 @@ RawEvents *raw_batch(PyObject *events) {
 PyMethodDef EVENTS_METHODS[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(data, decode_event, decode_value) -> RawEvents, or None if the batch is not plain JSON events"},
+    {"memory_events", (PyCFunction)(void (*)(void))memory_events, METH_FASTCALL,
+     "memory_events(events: RawEvents, name) -> [(ts, device type, device id, addr, bytes, total allocated, "
+     "total reserved) or the event's text] of the events named name"},
     {NULL, NULL, 0, NULL},
 };
 

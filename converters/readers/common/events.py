@@ -49,7 +49,7 @@ ANY = msgspec.json.Decoder()  # any JSON
 
 
 def batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder,
-            batch_bytes: int) -> Iterator[list[Event] | RawEvents]:
+            batch_bytes: int, *, scanned: bool = False) -> Iterator[list[Event] | RawEvents]:
     """The file's events in batches of about ``batch_bytes``, with memory bounded by it: in Ascend's dialect
     scanned in C (``_core.scan``: where each event's fields lie, objects made only for what is
     kept), else decoded only as far as ``Event`` needs (3x faster than decoding all of it). A
@@ -60,10 +60,13 @@ def batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder,
     an event that is not one as ``Event`` types it (a pid that is an array or past a double,
     nesting deeper than msgspec decodes) is read event by event, those events left out with a
     warning.
+
+    ``scanned``: scan a plain batch though ``events`` is a dialect's decoder, for a caller that reads
+    the RawEvents' text itself (``kineto._memory``): their items are Events as ``EVENT`` decodes them.
     """
     def decode(data: bytes) -> list[Event] | RawEvents | list[Any]:
-        if events is EVENTS and (scanned := scan(data, EVENT.decode, ANY.decode)) is not None:
-            return scanned
+        if (scanned or events is EVENTS) and (raw := scan(data, EVENT.decode, ANY.decode)) is not None:
+            return raw
         try:
             return events.decode(data)
         except (msgspec.ValidationError, RecursionError):

@@ -1,7 +1,8 @@
 /* chrome_trace.Records.read_batches in C: the common events of a batch (a list of events.Event, or
  * RawEvents: events.c) to records (read_events), or, in the spill pass, packed under their steps
  * as they are read (read_events' by_step: pack_made, spill.c's packing); the first pass's names and
- * possible steps (steps_and_names); and times.us_to_ns, the rule every time here is read by.
+ * possible steps (steps_and_names); Kineto's device work and launches among the events (kineto.InC).
+ * Times and the few args read from raw text are values.c's.
  * Each routine names the Python rule it copies; an event they cannot read as it says is left to
  * that Python (``python``, Records._event), so the records are the ones Python makes
  * (tests/readers/test_chrome_trace.py holds the C to the rules). */
@@ -120,52 +121,6 @@ static int phase(const Ev *ev) {
     return found;
 }
 
-/* ns from µs as profilers write them: a number (``round(us * 1000)``, exact below 9e12 µs), or
- * a string of ASCII digits with at most 3 decimals, parsed exactly. Any other form (more
- * decimals, an exponent, huge values, bad input): 0 with *ok = 0, for the Python rules. */
-static long long text_ns(const char *text, Py_ssize_t n, int *ok) {
-    Py_ssize_t i = 0, digits_end;
-    long long whole = 0, fraction = 0;
-    int decimals = 0;
-    *ok = 0;
-    while (i < n && text[i] >= '0' && text[i] <= '9' && i < 16) whole = whole * 10 + (text[i++] - '0');
-    if (i == 0 || whole >= 4611686018427387LL || (i < n && text[i] != '.')) return 0;  /* 2**62 ns: model.TIME_LIMIT_NS */
-    digits_end = i;
-    if (i < n)
-        for (i++; i < n && decimals < 3 && text[i] >= '0' && text[i] <= '9'; i++, decimals++)
-            fraction = fraction * 10 + (text[i] - '0');
-    if (i != n || !(digits_end == n || decimals > 0 || digits_end + 1 == n)) return 0;
-    while (decimals++ < 3) fraction *= 10;
-    *ok = 1;
-    return whole * 1000 + fraction;
-}
-
-static long long double_ns(double value, int *ok) {
-    *ok = value > -9e12 && value < 9e12;
-    return *ok ? (long long)nearbyint(value * 1000.0) : 0;
-}
-
-/* An int of µs is exact in ns at any size (Kineto writes epoch µs as ints): within ±2**62 ns
- * (model.TIME_LIMIT_NS), else Python's rules say why it is no time */
-static long long int_ns(long long value, int *ok) {
-    *ok = value >= -4611686018427387LL && value <= 4611686018427387LL;
-    return *ok ? value * 1000 : 0;
-}
-
-static long long fast_ns(PyObject *us, int *ok) {
-    *ok = 0;
-    if (PyUnicode_CheckExact(us) && PyUnicode_IS_ASCII(us))
-        return text_ns((const char *)PyUnicode_DATA(us), PyUnicode_GET_LENGTH(us), ok);
-    if (PyFloat_CheckExact(us)) return double_ns(PyFloat_AS_DOUBLE(us), ok);
-    if (PyLong_CheckExact(us)) {
-        int overflow = 0;
-        long long value = PyLong_AsLongLongAndOverflow(us, &overflow);
-        if (value == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
-        return overflow ? 0 : int_ns(value, ok);
-    }
-    return 0;
-}
-
 /* Whether a time (after the rank's clock offset) is one the model holds: within ±2**62 ns
  * (model.TIME_LIMIT_NS); Python says why another is left out */
 static inline int model_time(long long ns) { return ns > -TIME_LIMIT_NS && ns < TIME_LIMIT_NS; }
@@ -191,48 +146,6 @@ static int event_ns(const Ev *ev, int f, long long *ns) {
     case K_NUM: if (number_value(text, sp->len, &d)) *ns = double_ns(d, &ok); return ok;
     }
     return 0;
-}
-
-/* us_to_ns(us, exact) -> int: ``fast_ns``, or ``exact(us)`` (times._exact_us_to_ns) */
-static PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
-    (void)module;
-    if (argc != 2) {
-        PyErr_SetString(PyExc_TypeError, "us_to_ns(us, exact)");
-        return NULL;
-    }
-    int ok;
-    long long ns = fast_ns(argv[0], &ok);
-    return ok ? PyLong_FromLongLong(ns) : PyObject_CallOneArg(argv[1], argv[0]);
-}
-
-/* Past JSON's white space (torch_npu writes ``"Task Type": "AI_CORE"``, a space after the colon) */
-static const char *past_space(const char *p, const char *end) {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
-    return p;
-}
-
-/* Where the top-level "Task Type" of raw JSON args lies where the text alone gives what decoding
- * them gives (chrome_trace._task_type): once, after the only "{", a plain string without escapes,
- * not empty, JSON's white space allowed around its colon. NULL to leave the event to Python. */
-static const char *task_type_in(const char *data, Py_ssize_t length, Py_ssize_t *n) {
-    static const char name[] = "\"Task Type\"";
-    const char *end = data + length, *at = NULL;
-    int braces = 0;
-    for (const char *p = data; p < end; p++) {
-        if (*p == '{') {
-            braces++;
-        } else if (*p == '"' && end - p >= (Py_ssize_t)sizeof(name) - 1 && !memcmp(p, name, sizeof(name) - 1)) {
-            const char *colon = past_space(p + sizeof(name) - 1, end);
-            const char *quote = colon < end && *colon == ':' ? past_space(colon + 1, end) : end;
-            if (at || braces != 1 || quote == end || *quote != '"')
-                return NULL;  /* twice, nested, or not a plain string: decoding decides */
-            at = quote + 1;
-        }
-    }
-    const char *close = at ? memchr(at, '"', end - at) : NULL;
-    if (!close || memchr(at, '\\', close - at) || close == at) return NULL;
-    *n = close - at;
-    return at;
 }
 
 /* What read_events remembers within a batch: the routes of scanned (pid, tid) texts (borrowed
@@ -508,41 +421,6 @@ static int computes(Batch *b, TaskSlot *slot) {
 }
 
 /* -- Kineto's device work and launches (kineto.Kineto.convert) ----------------------------------- */
-
-/* The top-level "correlation" of raw JSON args (an object whose syntax events.c or msgspec checked)
- * where the text alone gives what decoding them as kineto._Args gives: 1 and *value for an int of at
- * most 18 digits, 2 for none; 0 for Python's rules: the key twice, another value, a string with an
- * escape, a control or a byte past ASCII (which decoding may read otherwise, or refuse) */
-static int correlation_in(const char *p, Py_ssize_t length, long long *value) {
-    static const char key[] = "\"correlation\"";
-    const char *end = p + length;
-    int depth = 0, found = 0;
-    for (; p < end; p++) {
-        if (*p == '{' || *p == '[') {
-            depth++;
-        } else if (*p == '}' || *p == ']') {
-            depth--;
-        } else if (*p == '"') {
-            const char *start = p;
-            for (p++; p < end && *p != '"'; p++)
-                if (*p == '\\' || (unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20) return 0;
-            if (p >= end) return 0;
-            if (depth != 1 || p + 1 - start != (Py_ssize_t)sizeof(key) - 1 || memcmp(start, key, sizeof(key) - 1))
-                continue;
-            const char *v = past_space(p + 1, end);
-            if (v >= end || *v != ':') continue;  /* a value, not the key */
-            v = past_space(v + 1, end);
-            const char *e = v + (v < end && *v == '-');
-            while (e < end && *e >= '0' && *e <= '9') e++;
-            const char *after = past_space(e, end);
-            if (found || after >= end || (*after != ',' && *after != '}') || !small_int(v, e - v, value) ||
-                (e - v == 2 && v[0] == '-'))  /* "-0" is 0, whose text differs */
-                return 0;
-            found = 1;
-        }
-    }
-    return found ? 1 : 2;
-}
 
 /* The index in ``a`` (int64, sorted) of the last item <= x, or -1 */
 static Py_ssize_t last_at_most(const Py_buffer *a, long long x) {

@@ -4,7 +4,9 @@
  * - events.c: events.batches' scan (RawEvents), a batch of events read as JSON text, not decoded, and
  *   kineto._memory's [memory] events picked from it (memory_events);
  * - chrome_trace.c: chrome_trace.Records.read_batches' common events to records (read_events),
- *   its first pass (steps_and_names), and times.us_to_ns;
+ *   Kineto's device work and launches among them (kineto.InC), and its first pass (steps_and_names);
+ * - values.c: an event's times in ns (times.us_to_ns) and the args read_events reads from their
+ *   raw text (torch_npu's Task Type, Kineto's correlation), with no decoding;
  * - spill.c: spill.StepSpill's rows and packing, spilled_flows' filing by step, and the packing of
  *   the records read_events makes in the spill pass;
  * - flows.c: flows.bind_ends, flows.Linker._arrow, flows.flow_id;
@@ -83,6 +85,21 @@ CORE_PRIVATE int number_value(const char *text, Py_ssize_t n, double *value);
 typedef struct { const unsigned char *key; Py_ssize_t key_len; int numeric; double value; } CounterArg;
 /* The arguments of a counter's raw JSON args: how many, or -1 for Python's rules (events.c) */
 CORE_PRIVATE int counter_args(const char *text, Py_ssize_t length, CounterArg *found);
+
+/* -- an event's values from its text (values.c), for chrome_trace.c ------------------------------ */
+
+/* ns from µs (times.us_to_ns): from a decimal text of at most 3 decimals, a double, an int of µs, an
+ * object of these; *ok = 0 (and 0) for the Python rules */
+CORE_PRIVATE long long text_ns(const char *text, Py_ssize_t n, int *ok);
+CORE_PRIVATE long long double_ns(double value, int *ok);
+CORE_PRIVATE long long int_ns(long long value, int *ok);
+CORE_PRIVATE long long fast_ns(PyObject *us, int *ok);
+CORE_PRIVATE PyObject *us_to_ns(PyObject *module, PyObject *const *argv, Py_ssize_t argc);
+CORE_PRIVATE const char *past_space(const char *p, const char *end);  /* past JSON's white space */
+/* the top-level "Task Type" of raw JSON args (its text, *n bytes), or NULL for the Python rules */
+CORE_PRIVATE const char *task_type_in(const char *data, Py_ssize_t length, Py_ssize_t *n);
+/* the top-level "correlation" of raw JSON args: 1 (*value), 2 for none, 0 for the Python rules */
+CORE_PRIVATE int correlation_in(const char *p, Py_ssize_t length, long long *value);
 
 /* -- the made records: chrome_trace.c makes them, spill.c packs them ----------------------------- */
 

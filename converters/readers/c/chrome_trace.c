@@ -420,6 +420,32 @@ static int computes(Batch *b, TaskSlot *slot) {
     return slot->compute;
 }
 
+/* An event's args as raw JSON text (``*text``, ``*length`` bytes; none: 0): its scanned span, or the
+ * bytes of its Event (``*args``, ``*view``: the caller releases them). 1; 0 for Python's rules, where
+ * the args are not raw and not empty; -1 on error */
+static int raw_args(const Ev *ev, PyObject **args, Py_buffer *view, const char **text, Py_ssize_t *length) {
+    *text = NULL;
+    *length = 0;
+    if (!ev->obj) {
+        if (ev->e->f[F_ARGS].kind != K_ABSENT) {
+            *text = span_text(ev->raw, &ev->e->f[F_ARGS]);
+            *length = ev->e->f[F_ARGS].len;
+        }
+        return 1;
+    }
+    if (!(*args = field(ev, F_ARGS))) return -1;
+    if (PyObject_GetBuffer(*args, view, PyBUF_SIMPLE) == 0) {
+        *text = view->buf;
+        *length = view->len;
+        return 1;
+    }
+    PyErr_Clear();
+    int truth = PyObject_IsTrue(*args);
+    if (!truth) return 1;
+    Py_CLEAR(*args);
+    return truth < 0 ? -1 : 0;
+}
+
 /* -- Kineto's device work and launches (kineto.Kineto.convert) ----------------------------------- */
 
 /* The index in ``a`` (int64, sorted) of the last item <= x, or -1 */
@@ -548,20 +574,8 @@ static int kineto_complete(Batch *b, const Ev *ev, PyObject *kind, PyObject *lan
     Py_buffer view = {.obj = NULL};
     const char *text = NULL;
     Py_ssize_t length = 0;
-    if (ev->obj) {
-        if (!(args = field(ev, F_ARGS))) return -1;
-        if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) == 0) {
-            text = view.buf;
-            length = view.len;
-        } else {
-            PyErr_Clear();
-            int truth = PyObject_IsTrue(args);  /* not raw: Python's rules if it is not empty */
-            if (truth) { Py_DECREF(args); return truth < 0 ? -1 : 0; }
-        }
-    } else if (ev->e->f[F_ARGS].kind != K_ABSENT) {
-        text = span_text(ev->raw, &ev->e->f[F_ARGS]);
-        length = ev->e->f[F_ARGS].len;
-    }
+    if ((result = raw_args(ev, &args, &view, &text, &length)) <= 0) goto done;
+    result = 0;
     if (length && text[0] != '{') goto done;  /* no object: Python's warning */
     if (launch && !b->detail) { result = left_out(b, LEFT_OUT_HOST, ev); goto done; }
     long long correlation = 0, start, dur, step = -2;  /* -2: filed by its time */
@@ -700,21 +714,9 @@ static int fast_complete(Batch *b, const Ev *ev) {
     const char *args_text = NULL;
     Py_ssize_t args_length = 0;
     Py_buffer view = {.obj = NULL};
-    if (ev->obj) {
-        if (!(args = field(ev, F_ARGS))) return -1;
-        if (PyObject_GetBuffer(args, &view, PyBUF_SIMPLE) == 0) {
-            args_text = view.buf;
-            args_length = view.len;
-            if (args_length && args_text[0] != '{') { result = 0; goto done; }  /* no object: Python's */
-        } else {
-            PyErr_Clear();
-            int truth = PyObject_IsTrue(args);  /* not raw: Python's rules if it is not empty */
-            if (truth) { Py_DECREF(args); return truth < 0 ? -1 : 0; }
-        }
-    } else if (ev->e->f[F_ARGS].kind != K_ABSENT) {
-        args_text = span_text(ev->raw, &ev->e->f[F_ARGS]);
-        args_length = ev->e->f[F_ARGS].len;
-    }
+    if ((result = raw_args(ev, &args, &view, &args_text, &args_length)) <= 0) goto done;
+    result = 0;
+    if (ev->obj && args_length && args_text[0] != '{') goto done;  /* no object: Python's */
     if (host && !b->detail) {  /* after the args: Python warns of args that are no object first */
         result = left_out(b, LEFT_OUT_HOST, ev);
         goto done;

@@ -80,11 +80,11 @@ from ..model import (
     memory_counter,
 )
 from . import chrome_trace, collectives, launches
-from ._core import RawEvents, memory_events
+from ._core import RawEvents, any_named, memory_events
 from .base import Reader
 from .chrome_trace import Converted, Dialect
 from .common import jsonfile
-from .common.events import Event, is_profiler_step
+from .common.events import Event, Scanning, is_profiler_step
 from .common.events import batches as event_batches
 from .common.lanes import gpu_stream, mtia_lane
 from .common.times import us_to_ns
@@ -341,6 +341,13 @@ class _Args(msgspec.Struct):
 _ARGS = msgspec.json.Decoder(_Args)
 
 
+# a batch scanned as Kineto.events decodes it: an event, ts and dur with float_hook=str (a float as its
+# text, read exactly by us_to_ns), the other fields as Event types them (the hook is for Any fields)
+_SCANNING = Scanning(msgspec.json.Decoder(Event, float_hook=str).decode, msgspec.json.Decoder().decode,
+                     msgspec.json.Decoder(float_hook=str).decode)
+_EXECUTION_CATS, _EXECUTION_NAMES = frozenset({"user_annotation"}), ("gloo:",)  # _is_execution's
+
+
 class Kineto(Dialect):
     """Kineto's traces: lanes by thread (host) and stream (device), kinds by category."""
 
@@ -379,9 +386,15 @@ class Kineto(Dialect):
             return chrome_trace.Route(Layer.HOST, named or "Profiler")
         return chrome_trace.Route(Layer.HOST, thread.strip() or f"thread {tid}")
 
-    def survey(self, events: list[Event], rank: RankInfo) -> None:
+    def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event] | RawEvents]:
+        """Scanned in C where plain (``_core.scan``), as ``events`` decodes them: no object made for
+        what is left out (``chrome_trace.c``, ``survey.c`` read the rest from the text)."""
+        return event_batches(path, diag, self.events, chrome_trace.BATCH_BYTES, scanned=_SCANNING)
+
+    def survey(self, events: list[Event] | RawEvents, rank: RankInfo) -> None:
         if self.collectives_on_host and not self._executions_seen:
-            self._executions_seen = any(_is_execution(e) for e in events)
+            self._executions_seen = (any_named(events, _EXECUTION_CATS, _EXECUTION_NAMES)  # in C, by its rule
+                                     if type(events) is RawEvents else any(_is_execution(e) for e in events))
         if self._survey is None:
             self._survey = launches.Survey(rank.clock_offset_ns, _LAUNCH_CATS_ANY, _OP_CATS_ANY)
         self._survey.add(events)

@@ -42,6 +42,7 @@ from ..model import (
     Step,
     checked_ns,
 )
+from ._core import RawEvents, survey
 from .common.events import Event
 from .common.spilled_flows import OUTSIDE
 from .common.times import us_to_ns
@@ -121,31 +122,36 @@ class Survey:
         self._shared: dict[bytes, dict[str, Any]] = {}  # the ops' args but Seq, each kind once
         self.graphs: set[int] = set()  # correlation ids of graph replays
 
-    def add(self, events: list[Event]) -> None:
+    def add(self, events: list[Event] | RawEvents) -> None:
         """A batch's launches and communication ops; events without a usable id or time are left
         to the records pass, which says so. Every event passes here: sorted out by comprehension,
-        the launches' ids decoded in one call."""
+        the launches' ids decoded in one call; a scanned batch's in C by these rules
+        (``c/survey.c``: no object made but for the ops and the few launches the text does not give)."""
+        if type(events) is RawEvents:
+            ids, times, threads = survey(events, self._launch_cats, self._op_cats, COMM_OPS,
+                                         GRAPH_LAUNCHES, self._offset, self._thread_index, self.graphs,
+                                         self._op, self._launch)
+            self._ids.frombytes(ids)
+            self._times.frombytes(times)
+            self._threads.frombytes(threads)
+            return
         launch_cats, op_cats = self._launch_cats, self._op_cats
         launches = [e for e in events if e.cat in launch_cats and e.ph == "X" and e.args]
         ops = [e for e in events if e.cat in op_cats and type(e.name) is str and e.name.startswith(COMM_OPS)]
         for event in ops:
             if event.ph == "X" and event.args:
-                self._op(event, event.name)
+                self._op(event)
         if not launches:
             return
         try:
             found = _CORRELATIONS.decode(b"[" + b",".join(bytes(e.args) for e in launches) + b"]")
         except (msgspec.DecodeError, msgspec.ValidationError):  # one at a time: those that decode
             found = [_correlation(e.args) for e in launches]
-        offset, threads = self._offset, self._thread_index
+        threads = self._thread_index
         for event, args in zip(launches, found, strict=True):
-            correlation = args.correlation if args is not None else None
-            if type(correlation) is not int or not -(1 << 63) <= correlation < 1 << 63:
+            if (kept := self._kept(event, args)) is None:
                 continue
-            try:
-                ts_ns = checked_ns(us_to_ns(event.ts) + offset)
-            except (TypeError, ValueError, ArithmeticError):
-                continue
+            correlation, ts_ns = kept
             self._ids.append(correlation)
             self._times.append(ts_ns)
             if (thread := threads.get(event.tid)) is None:
@@ -154,7 +160,23 @@ class Survey:
             if type(event.name) is str and event.name.startswith(GRAPH_LAUNCHES):
                 self.graphs.add(correlation)
 
-    def _op(self, event: Event, name: str) -> None:
+    def _launch(self, event: Event) -> tuple[int, int] | None:
+        """A launch's correlation id and time (ns, with the clock offset), or None (``_kept``)."""
+        return self._kept(event, _correlation(event.args))
+
+    def _kept(self, event: Event, args: _OpArgs | None) -> tuple[int, int] | None:
+        """The correlation id (an int64) and time of a launch whose args decoded as ``args``;
+        None where it has none that is usable."""
+        correlation = args.correlation if args is not None else None
+        if type(correlation) is not int or not -(1 << 63) <= correlation < 1 << 63:
+            return None
+        try:
+            return correlation, checked_ns(us_to_ns(event.ts) + self._offset)
+        except (TypeError, ValueError, ArithmeticError):
+            return None
+
+    def _op(self, event: Event) -> None:
+        name = event.name
         try:
             start_ns = checked_ns(us_to_ns(event.ts) + self._offset)
             end_ns = start_ns + us_to_ns(event.dur)

@@ -135,17 +135,7 @@ static int event_ns(const Ev *ev, int f, long long *ns) {
         Py_DECREF(us);
         return ok;
     }
-    const Span *sp = &ev->e->f[f];
-    const char *text = span_text(ev->raw, sp);
-    long long whole;
-    double d;
-    switch (sp->kind) {
-    case K_ABSENT: *ns = 0; return f == F_DUR;  /* dur defaults to 0, ts to None */
-    case K_STR: *ns = text_ns(text + 1, sp->len - 2, &ok); return ok;
-    case K_INT: if (small_int(text, sp->len, &whole)) *ns = int_ns(whole, &ok); return ok;
-    case K_NUM: if (number_value(text, sp->len, &d)) *ns = double_ns(d, &ok); return ok;
-    }
-    return 0;
+    return span_ns(ev->raw, &ev->e->f[f], f, ns);  /* Kineto's floats read by their text (values.c) */
 }
 
 /* What read_events remembers within a batch: the routes of scanned (pid, tid) texts (borrowed

@@ -7,6 +7,7 @@
  *   Kineto's device work and launches among them (kineto.InC), and its first pass (steps_and_names);
  * - values.c: an event's times in ns (times.us_to_ns) and the args read_events reads from their
  *   raw text (torch_npu's Task Type, Kineto's correlation), with no decoding;
+ * - survey.c: launches.Survey.add over a scanned batch (Kineto's first pass: its launches);
  * - spill.c: spill.StepSpill's rows and packing, spilled_flows' filing by step, and the packing of
  *   the records read_events makes in the spill pass;
  * - flows.c: flows.bind_ends, flows.Linker._arrow, flows.flow_id;
@@ -39,7 +40,7 @@ CORE_PRIVATE PyObject *record(PyObject *type, PyObject **items, Py_ssize_t n);
 
 /* Each file's functions, which PyInit__core adds to the module */
 extern CORE_PRIVATE PyMethodDef EVENTS_METHODS[], CHROME_TRACE_METHODS[], SPILL_METHODS[], FLOWS_METHODS[],
-    SEEK_METHODS[];
+    SEEK_METHODS[], SURVEY_METHODS[];
 CORE_PRIVATE int events_ready(PyObject *module);  /* RawEvents added: 0, or -1 on error */
 CORE_PRIVATE int seek_ready(PyObject *module);    /* WIDE_SEARCH added: 0, or -1 on error */
 
@@ -53,6 +54,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *data;  /* the batch's bytes */
     PyObject *decode_event, *decode_value;  /* msgspec's: an Event, any value */
+    PyObject *decode_time;  /* ts' and dur's, or NULL: Kineto's float_hook=str (a float read by its text) */
     Py_ssize_t n, size;
     RawEvent *events;
 } RawEvents;
@@ -77,6 +79,9 @@ CORE_PRIVATE RawEvents *raw_batch(PyObject *events);
 CORE_PRIVATE PyObject *raw_event(const RawEvents *r, Py_ssize_t i);
 /* Field ``f``'s value as msgspec gives it: Event's default where absent, args as bytes (raw JSON) */
 CORE_PRIVATE PyObject *span_value(const RawEvents *r, const Span *sp, int f);
+/* A scanned time field (F_TS, F_DUR) in ns as the batch's decoding gives it to times.us_to_ns: 1 (and
+ * *ns), 0 for the Python rules (values.c) */
+CORE_PRIVATE int span_ns(const RawEvents *r, const Span *sp, int f, long long *ns);
 /* The double a JSON number's text stands for, as msgspec reads it: 1, or 0 if it cannot tell */
 CORE_PRIVATE int number_value(const char *text, Py_ssize_t n, double *value);
 

@@ -202,12 +202,14 @@ static int sc_event(Scan *s, const unsigned char *base, RawEvent *e) {
 
 static PyTypeObject RawEventsType;
 
-/* scan(data, decode_event, decode_value) -> RawEvents, or None: see above. ``data`` is a JSON
- * array of event objects. The rule: msgspec's decoding of events.Event (events.batches). */
+/* scan(data, decode_event, decode_value, decode_time=None) -> RawEvents, or None: see above. ``data``
+ * is a JSON array of event objects; ``decode_time``, where given, decodes ts and dur (Kineto's
+ * float_hook=str: a float stays its text, which C reads as times.us_to_ns reads a str). The rule:
+ * msgspec's decoding of events.Event (events.batches) by the dialect's decoder. */
 static PyObject *scan(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 3) {
-        PyErr_SetString(PyExc_TypeError, "scan(data, decode_event, decode_value)");
+    if (argc != 3 && argc != 4) {
+        PyErr_SetString(PyExc_TypeError, "scan(data, decode_event, decode_value, decode_time=None)");
         return NULL;
     }
     if (!PyBytes_CheckExact(argv[0]) || PyBytes_GET_SIZE(argv[0]) >= (Py_ssize_t)UINT32_MAX) Py_RETURN_NONE;
@@ -217,6 +219,7 @@ static PyObject *scan(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     r->data = Py_NewRef(argv[0]);
     r->decode_event = Py_NewRef(argv[1]);
     r->decode_value = Py_NewRef(argv[2]);
+    r->decode_time = argc == 4 && argv[3] != Py_None ? Py_NewRef(argv[3]) : NULL;
     r->n = r->size = 0;
     r->events = NULL;
     const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(argv[0]);
@@ -259,6 +262,7 @@ static void raw_events_dealloc(RawEvents *r) {
     Py_XDECREF(r->data);
     Py_XDECREF(r->decode_event);
     Py_XDECREF(r->decode_value);
+    Py_XDECREF(r->decode_time);
     PyMem_Free(r->events);
     PyObject_Free(r);
 }
@@ -323,7 +327,8 @@ PyObject *span_value(const RawEvents *r, const Span *sp, int f) {
     }
     PyObject *raw = PyBytes_FromStringAndSize(text, sp->len);
     if (!raw || f == F_ARGS) return raw;
-    PyObject *value = PyObject_CallOneArg(r->decode_value, raw);
+    int time = (f == F_TS || f == F_DUR) && r->decode_time;  /* Event's Any fields: the float_hook's */
+    PyObject *value = PyObject_CallOneArg(time ? r->decode_time : r->decode_value, raw);
     Py_DECREF(raw);
     return value;
 }
@@ -544,7 +549,8 @@ RawEvents *raw_batch(PyObject *events) {
 
 PyMethodDef EVENTS_METHODS[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
-     "scan(data, decode_event, decode_value) -> RawEvents, or None if the batch is not plain JSON events"},
+     "scan(data, decode_event, decode_value, decode_time=None) -> RawEvents, or None if the batch is not plain "
+     "JSON events"},
     {"memory_events", (PyCFunction)(void (*)(void))memory_events, METH_FASTCALL,
      "memory_events(events: RawEvents, name) -> [(ts, device type, device id, addr, bytes, total allocated, "
      "total reserved) or the event's text] of the events named name"},

@@ -130,3 +130,25 @@ CORE_PRIVATE int correlation_in(const char *p, Py_ssize_t length, long long *val
     return found ? 1 : 2;
 }
 
+
+/* A scanned time field in ns, as times.us_to_ns reads what the batch's decoding gives: a string's
+ * text, an int, a float's double; where the batch decodes ts and dur with Kineto's float_hook=str
+ * (``decode_time``), a float is its text, read as that str is: exactly, never through a double.
+ * An absent dur is Event's default 0, an absent ts None (Python's). 1 (and *ns), 0 for Python's
+ * rules. */
+CORE_PRIVATE int span_ns(const RawEvents *r, const Span *sp, int f, long long *ns) {
+    const char *text = span_text(r, sp);
+    long long whole;
+    double d;
+    int ok = 0;
+    switch (sp->kind) {
+    case K_ABSENT: *ns = 0; return f == F_DUR;
+    case K_STR: *ns = text_ns(text + 1, sp->len - 2, &ok); return ok;
+    case K_INT: if (small_int(text, sp->len, &whole)) *ns = int_ns(whole, &ok); return ok;
+    case K_NUM:
+        if (r->decode_time) *ns = text_ns(text, sp->len, &ok);
+        else if (number_value(text, sp->len, &d)) *ns = double_ns(d, &ok);
+        return ok;
+    }
+    return 0;
+}

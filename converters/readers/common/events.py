@@ -4,9 +4,9 @@ dialects that subclass its ``Dialect`` (``kineto``, ``paddle``, which make event
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import orjson
@@ -48,11 +48,24 @@ _EACH = msgspec.json.Decoder(list[msgspec.Raw])  # a batch's events, each one's 
 ANY = msgspec.json.Decoder()  # any JSON
 
 
+class Scanning(NamedTuple):
+    """How ``_core.scan`` reads a batch as a dialect's decoder decodes it: one event (an event
+    Python reads is this one's), one field's value, and ts's and dur's (None: as any value's)."""
+
+    event: Callable[[bytes], Event]
+    value: Callable[[bytes], Any]
+    time: Callable[[bytes], Any] | None = None
+
+
+PLAIN = Scanning(EVENT.decode, ANY.decode)  # as ``EVENTS`` decodes a batch
+
+
 def batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder,
-            batch_bytes: int, *, scanned: bool = False) -> Iterator[list[Event] | RawEvents]:
+            batch_bytes: int, *, scanned: bool | Scanning = False) -> Iterator[list[Event] | RawEvents]:
     """The file's events in batches of about ``batch_bytes``, with memory bounded by it: in Ascend's dialect
-    scanned in C (``_core.scan``: where each event's fields lie, objects made only for what is
-    kept), else decoded only as far as ``Event`` needs (3x faster than decoding all of it). A
+    (and a dialect's that says how: ``scanned``) scanned in C (``_core.scan``: where each event's fields
+    lie, objects made only for what is kept), else decoded only as far as ``Event`` needs (3x faster
+    than decoding all of it). A
     batch ``scan`` finds out of the ordinary (escaped keys, a key twice, huge numbers) is decoded.
 
     Anything unusual (cut off, a bad event) takes the careful path of ``jsonfile``, which
@@ -61,11 +74,14 @@ def batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder,
     nesting deeper than msgspec decodes) is read event by event, those events left out with a
     warning.
 
-    ``scanned``: scan a plain batch though ``events`` is a dialect's decoder, for a caller that reads
-    the RawEvents' text itself (``kineto._memory``): their items are Events as ``EVENT`` decodes them.
+    ``scanned``: scan a plain batch though ``events`` is a dialect's decoder: as that decoder decodes
+    it (a ``Scanning`` of the same types and hooks: Kineto's), or, True, for a caller that reads the
+    RawEvents' text itself (``kineto._memory``): their items are Events as ``EVENT`` decodes them.
     """
+    scanning = scanned if type(scanned) is Scanning else PLAIN if scanned or events is EVENTS else None
+
     def decode(data: bytes) -> list[Event] | RawEvents | list[Any]:
-        if (scanned or events is EVENTS) and (raw := scan(data, EVENT.decode, ANY.decode)) is not None:
+        if scanning is not None and (raw := scan(data, *scanning)) is not None:
             return raw
         try:
             return events.decode(data)

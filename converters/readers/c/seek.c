@@ -61,8 +61,8 @@ static int wide_search(void) {
  * than ``most``. ``needles``: (bytes, at) pairs; a needle is looked for where its bytes at and
  * at + 1 lie, 32 places at a time (AVX2, where the processor has it), and then compared whole:
  * one pass over the data for all of them, where bytes.find or memmem stop at each of JSON's
- * many quotes and backslashes (4.2 GB/s, against 0.5 for bytes.find). The rule: each place
- * bytes.find finds a needle of seek._NEEDLES. */
+ * many quotes and backslashes (~9 GB/s on torch_npu's trace_view.json, against 0.5 for
+ * bytes.find). The rule: each place bytes.find finds a needle of seek._NEEDLES. */
 static PyObject *found_at(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     Py_buffer view;

@@ -11,6 +11,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -76,8 +77,13 @@ slices = st.builds(
     lambda name, start, dur, args, flows_out, flows_in: Slice(0, Layer.STREAM, "Stream 2", name, start, dur,
                                                               args, "", flows_out, flows_in),
     st.text(), times, st.integers(0, 10**16), st.one_of(st.none(), raw_args, dict_args), flows, flows)
+# counter values: ints (to 2**64 - 1, as orjson writes them), floats (written in C where Python's repr
+# is orjson's text, from 1e-4 to 1e16; by orjson outside, NaN too) and bools
+values = st.one_of(st.floats(), st.floats(-1e17, 1e17), st.floats(1e-6, 1e-3), int64,
+                   st.integers(0, 2**64 - 1), st.booleans(),
+                   st.sampled_from([0.0, -0.0, 1e-4, 1e-5, 1e16, 9999999999999998.0, 2**63]))
 events = st.lists(st.one_of(st.builds(Begin, tracks, slices), st.builds(End, tracks, times),
-                            st.builds(Value, tracks, times, st.floats(allow_nan=False))), max_size=20)
+                            st.builds(Value, tracks, times, values)), max_size=20)
 
 
 def far_apart(start_ns: int, dur_ns: int) -> list[list[Begin | Value]]:
@@ -111,6 +117,14 @@ def test_chunks_are_the_bytes_orjson_writes_for_each_record(chunks, origin, whol
                 starts.append(event.ts_ns)
                 ends.append(event.ts_ns)
     assert ours.span == ((min(starts), max(ends)) if starts else None)
+
+
+def test_a_counter_value_orjson_cannot_write_fails_as_orjson_does():
+    track = Track(1, "Counters", 9, "HBM", 0, "bytes")
+    with pytest.raises(orjson.JSONEncodeError):
+        orjson.dumps(2**64)
+    with pytest.raises(orjson.JSONEncodeError):
+        ChromeJsonEncoder(0).chunk(0, [Value(track, 5, 2**64)])
 
 
 def perfetto_ns(text: bytes) -> int:

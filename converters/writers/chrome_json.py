@@ -77,13 +77,9 @@ class ChromeJsonEncoder:
             self.origin_ns = own_origin(events, self._whole_hours)
         named = self._named.setdefault(sequence, set())
         data, first, last = encode_chunk(events, self.origin_ns, lambda track: self._tid(track, named),
-                                         self._value, _dumps, Begin, Value)
+                                         _dumps, Begin, Value)
         self._placed(first, last)
         return data
-
-    def _value(self, event: Value) -> bytes:
-        return orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
-                             "ts": held(event.ts_ns - self.origin_ns) / 1000, "args": {"value": event.value}})
 
     def reserve(self, sequence: int, events: Events) -> None:
         """Number the threads ``chunk`` would number for ``events``, writing nothing: for a chunk

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from converters.errors import Diagnostics, InputError
+from converters.readers.common import jsonfile
 from converters.readers.common.jsonfile import header, iter_batches, load_events
 
 text = st.text(alphabet=st.sampled_from(list('ab}{][,": \\\n\té中')), max_size=12)
@@ -41,6 +42,19 @@ def test_batches_hold_the_same_events_as_one_decode(tmp_path, events, sep, chunk
     diag = Diagnostics()
     batches = list(iter_batches(path, diag, orjson.loads, chunk_bytes=chunk))
     assert [e for b in batches for e in b] == events
+    assert not diag
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(event, max_size=30), sep=spacing, chunk=st.integers(1, 300), tail=st.integers(1, 64))
+def test_batches_hold_the_same_events_whatever_the_stretch_a_boundary_is_looked_for_in(
+        tmp_path, monkeypatch, events, sep, chunk, tail):
+    # a chunk of _TAIL bytes or more is joined to the bytes before it only in the batch (not
+    # first into one buffer): at 64 KiB, taken only by files past the chunks above
+    monkeypatch.setattr(jsonfile, "_TAIL", tail)
+    path = _write(tmp_path, events, sep)
+    diag = Diagnostics()
+    assert [e for b in iter_batches(path, diag, orjson.loads, chunk_bytes=chunk) for e in b] == events
     assert not diag
 
 

@@ -204,19 +204,22 @@ def _split_array(
                 buf = _array_of_object(buf, decode) if in_object else buf
                 yield _tail(path, diag, decode, buf, base, count)
                 return
-            buf += more
-            for match in list(_SPLIT.finditer(buf, max(0, len(buf) - _TAIL)))[::-1][:_TRIES]:
-                batch = b"".join((b"[", memoryview(buf)[: match.start() + 1], b"]"))  # one copy, not two
+            # the last _TAIL bytes, where the boundary is looked for, all in ``more``: the batch is
+            # joined from buf and more, not from their concatenation (one copy of a chunk, not two)
+            head, tail = (buf, more) if len(more) >= _TAIL else (b"", buf + more)
+            for match in list(_SPLIT.finditer(tail, max(0, len(tail) - _TAIL)))[::-1][:_TRIES]:
+                batch = b"".join((b"[", head, memoryview(tail)[: match.start() + 1], b"]"))
                 try:
                     events = decode(_utf8(path, batch, base - 1, diag))
                 except ValueError:
                     continue
                 count += len(events)
                 yield events
-                base += match.end() - 1
-                buf = buf[match.end() - 1 :]
+                base += len(head) + match.end() - 1
+                buf = tail[match.end() - 1 :]
                 break
             else:
+                buf = head + tail
                 if len(buf) > _LONG * chunk_bytes:  # no event ends in a long stretch: broken, or huge
                     _raise_if_broken(path, buf, base, in_object)
                     stretch = _Stretch(f, path, diag, chunk_bytes)

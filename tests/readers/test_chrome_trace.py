@@ -713,6 +713,21 @@ def test_a_scanned_batch_holds_what_msgspec_decodes_and_never_takes_what_it_reje
         assert scanned == decoded
 
 
+@pytest.mark.parametrize("special", ['\\"', "\\\\", "\\n", "\\u00e9", "\x01", "\x1f", "\x7f", "é", '"'])
+def test_a_string_is_scanned_to_its_end_wherever_its_escapes_and_controls_lie(special):
+    """Strings are scanned 16 bytes a test (SSE2): an escape, a control byte (no JSON), a stray quote
+    or a byte past ASCII at any place of a long name, near or past a block's end, scan as msgspec
+    decodes them, and the plain ones are scanned, not left to msgspec."""
+    for length in range(40):
+        for at in range(length + 1):
+            name = "a" * at + special + "b" * (length - at)
+            for tail in ("", ', "ph": "X"', " " * 20):
+                text = f'[{{"name": "{name}"{tail}}}]'.encode()
+                scanned, decoded = _scanned(text), _decoded(text)
+                assert scanned == decoded, (length, at, tail)
+                assert (scanned is None) == (special in ("\x01", "\x1f", '"')), (length, at, tail)
+
+
 # flow keys are made from the text where it is what str() gives: -0, non-ASCII, huge ints are not
 _FLOW_CATS = ['"c"', '"c"', '"é"', 'null']
 _FLOW_IDS = ["0", "1", "-0", '"9"', '"é"', "12345678901234567890", "2.5", "-7", '"a\\"b"']

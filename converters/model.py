@@ -361,6 +361,11 @@ class StepRecords:
     # Its compute and communication within the time it owns, with what earlier steps' ran on into
     # it: given by profile.read_profile (profile.carried_on), which reads the steps in order.
     intervals: StepIntervals | None = None
+    # A pseudo step too big to hold at once comes in parts, in time order (``PART_RECORDS`` each,
+    # readers.common.parts): (its number from 0, the start of the next part; None on the last).
+    # profile.carried_on clips each part's intervals where the next begins, so the parts' figures
+    # add up to the whole step's (profile.folded).
+    part: tuple[int, int | None] | None = None
 
     @property
     def start_ns(self) -> int:

@@ -10,13 +10,15 @@ the compute and communication it owns (``StepIntervals``).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
+from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import intervals
 from ._overlap import slices as overlap_as_slices
@@ -34,6 +36,8 @@ from .select import check_graphs, check_steps, select_ranks
 # matched, as a command on one rank never matches any (issue 44's start-up).
 if TYPE_CHECKING:
     from . import communication
+
+T = TypeVar("T")
 
 
 class Kind(str, Enum):
@@ -342,14 +346,115 @@ def carried_on(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
     gloo range waiting a second for a slow peer) counts up to the step's end there, and the rest in
     the steps it runs into (in none where it runs between steps). torch_npu files an op whole under
     the step it starts in, so its figures can exceed the step; where nothing outlasts its step
-    (every real sample), the two agree. The pseudo step (no step bounds it) takes no part."""
+    (every real sample), the two agree. The pseudo step (no step bounds it) takes no part; where it
+    comes in parts (``StepRecords.part``), ``_Parts`` makes their figures add up to the whole's."""
     carried: tuple[list[Interval], list[Interval]] = ([], [])
+    parts = _Parts()
     for batch in steps:
         if batch.step is not None:
             batch.intervals, carried = step_intervals_of(batch, carried)
+        elif batch.part is not None:
+            if batch.part[0] == 0:
+                parts = _Parts()
+            parts.take(batch)
         else:  # once, here: its overlap row and its span both ask for them
             batch.intervals = step_intervals_of(batch)[0]
         yield batch
+
+
+class _Parts:
+    """The parts of a pseudo step so far, which tile its time: each part's work is cut where the
+    device is idle before the next part begins (else where it begins: a task then shows as two
+    slices) and the rest carried into the next; its Free is measured from the end of the work of
+    the parts before (``device_span``). So the parts' figures add up to the whole step's."""
+
+    def __init__(self) -> None:
+        self.running: tuple[list[Interval], ...] = ([], [], [])  # compute, ops, tasks past the cut
+        self.ops_seen = False
+        self.cut: int | None = None  # where the last part's time ended
+        self.busy_until: int | None = None  # the end of the work of the parts so far
+
+    def take(self, batch: StepRecords) -> None:
+        """Give ``batch`` (the next part) its ``StepIntervals`` and the span its Free is measured in."""
+        compute, ops, tasks, seen = step_intervals(
+            batch.slices, Layer.STREAM, Layer.COMM_OP, Layer.COMM_TASK, intervals.is_compute)
+        lanes = [compute, ops, tasks]
+        if any(self.running):
+            lanes = [intervals.union(x + y) for x, y in zip(lanes, self.running, strict=True)]
+        self.ops_seen = self.ops_seen or seen
+        cut = self.idle_before(lanes, batch.part[1] if batch.part else None)
+        self.running = tuple(intervals.clip(x, cut, None) for x in lanes) if cut is not None else ([], [], [])
+        if cut is not None:
+            lanes = [intervals.clip(x, None, cut) for x in lanes]
+        self.cut = cut
+        batch.intervals = StepIntervals(*lanes, self.ops_seen)
+        busy = [lane for lane in (lanes[0], lanes[1] if self.ops_seen or batch.ops_recorded else lanes[2])
+                if lane]
+        if busy:
+            first = min(lane[0][0] for lane in busy)
+            if self.busy_until is not None and self.busy_until < first:
+                batch.device_span = (self.busy_until, first)
+            self.busy_until = max(lane[-1][1] for lane in busy)
+
+    def idle_before(self, lanes: list[list[Interval]], end: int | None) -> int | None:
+        """Where this part's time ends: ``end`` (None: the last part), or earlier, at the start of
+        the work running at ``end``, if that starts after the last part's time ended."""
+        if end is None:
+            return None
+        busy = intervals.union(x for lane in lanes for x in lane)
+        k = bisect.bisect_right(busy, end, key=itemgetter(0)) - 1  # the last to start by the end
+        if k < 0 or not busy[k][0] < end < busy[k][1] or (self.cut is not None and busy[k][0] <= self.cut):
+            return end
+        return busy[k][0]
+
+
+def folded(results: Iterable[tuple[tuple[int, int | None] | None, T]], join: Callable[[T, T], T]
+           ) -> Iterator[T]:
+    """Each step's result from (its ``StepRecords.part``, its result), those of a pseudo step's
+    parts joined into one by ``join``, the earlier parts' first: a step's figures where they add up."""
+    held: list[T] = []
+    for part, result in results:
+        if held and part is not None and part[0] > 0:
+            held[0] = join(held[0], result)
+            continue
+        yield from held
+        held = [result]
+    yield from held
+
+
+def summed(a: T, b: T, fields: Iterable[str]) -> T:
+    """``a`` (a dataclass) with each of its ``fields`` added to ``b``'s: None where either is unknown."""
+    return dataclasses.replace(a, **{f: plus(getattr(a, f), getattr(b, f)) for f in fields})  # type: ignore[type-var]
+
+
+def plus(a: int | None, b: int | None) -> int | None:
+    """The sum of two figures, unknown (None) where either is."""
+    return None if a is None or b is None else a + b
+
+
+def whole_steps(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+    """The steps with a pseudo step's parts joined into one, held whole: for what needs all of a
+    step at once (its critical path, its pipeline schedule)."""
+    parts: list[StepRecords] = []
+    for batch in steps:
+        if parts and not (batch.part is not None and batch.part[0] > 0):
+            yield _joined(parts)
+            parts = []
+        if batch.part is None:
+            yield batch
+        else:
+            parts.append(batch)
+    if parts:
+        yield _joined(parts)
+
+
+def _joined(parts: list[StepRecords]) -> StepRecords:
+    if len(parts) == 1 and parts[0].part == (0, None):
+        return parts[0]
+    whole = dataclasses.replace(parts[0], slices=[s for p in parts for s in p.slices],
+                                samples=[v for p in parts for v in p.samples], part=None)
+    whole.intervals = step_intervals_of(whole)[0]
+    return whole
 
 
 def owned(step: Step | None, compute: list[Interval]) -> Interval | None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import os
 import pickle
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .. import communication
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import Layer, RankInfo, StepKey
-from ..profile import Kind, Options, Profile, aligning, read_profile
+from ..profile import Kind, Options, Profile, aligning, folded, read_profile, summed
 from ..spool import Spool, SpoolFile, spooled
 from .overlap import overlap_row, step_span
 
@@ -178,18 +178,23 @@ def rank_comm(info: RankInfo, options: Options, diag: Diagnostics, path: str | N
 
 
 def _comm_into(info: RankInfo, options: Options, diag: Diagnostics, path: str) -> tuple:
-    stashed, times = [], []
-    with SpoolFile(path) as spool:
+    stashed: list = []
+
+    def timed(spool: SpoolFile) -> Iterator[tuple[tuple[int, int | None] | None, StepTime]]:
         for batch in read_profile([info], options, diag):
             ops = communication.step_ops(batch)
             if ops:
                 stashed.append((batch.key, *spool.stash(pickle.dumps(ops, pickle.HIGHEST_PROTOCOL))))
             if batch.step is None and not batch.figures and all(s.layer is Layer.MEMORY
-                                                                 for s in batch.slices):
+                                                                for s in batch.slices):
                 continue  # memory records outside every step (counters, allocations): no step
             row = overlap_row(batch)
-            times.append(StepTime(batch.rank, batch.graph, batch.step_id, step_span(batch)[1],
-                                  row.computing_ns, row.communication_ns, key=batch.key))
+            yield batch.part, StepTime(batch.rank, batch.graph, batch.step_id, step_span(batch)[1],
+                                  row.computing_ns, row.communication_ns, key=batch.key)
+
+    with SpoolFile(path) as spool:
+        times = list(folded(timed(spool), lambda a, b: summed(a, b, ("step_ns", "computing_ns",
+                                                                        "communication_ns"))))
     return stashed, times
 
 

@@ -37,7 +37,7 @@ from ..model import (
     StepRecords,
     decoded_args,
 )
-from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted
+from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted, whole_steps
 from ..select import format_ids
 from ..spool import Spool, SpoolFile, spooled
 from .host_work import host_compute, note_host_work
@@ -260,7 +260,7 @@ def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: i
     stashed: list = []
     types = TaskTypes(info)
     with SpoolFile(path) as spool:  # a path runs through no memory record: none is read
-        for batch in read_profile([info], dataclasses.replace(options, memory=False), diag):
+        for batch in whole_steps(read_profile([info], dataclasses.replace(options, memory=False), diag)):
             stash_step(spool, batch, shift, kept, stashed, types)
     return (stashed,)
 

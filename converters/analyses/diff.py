@@ -30,7 +30,7 @@ from .. import communication
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..model import HASHED_GROUP, Layer, RankInfo, StepRecords
-from ..profile import Kind, Options, Profile, read_profile
+from ..profile import Kind, Options, Profile, folded, plus, read_profile
 from ..readers import for_ops
 from ..select import format_ids
 from . import ops, overlap
@@ -213,7 +213,8 @@ def side_samples(info: RankInfo, options: Options, diag: Diagnostics, by: str) -
     if by == "op":  # detail: the host ops, and their arrows to the kernels
         launchers = Launchers()
         steps = read_profile([info], dataclasses.replace(options, kind=Kind.DETAIL), diag)
-        return [launched_sample(info.rank, batch, launchers) for batch in steps]
+        return list(folded(((batch.part, launched_sample(info.rank, batch, launchers)) for batch in steps),
+                           joined_samples))
     if by == "step":
         steps = read_profile([info], options, diag)
     elif by == "comm":  # detail: the plane tasks
@@ -222,7 +223,20 @@ def side_samples(info: RankInfo, options: Options, diag: Diagnostics, by: str) -
         info, detail = for_ops(info)
         kind = Kind.DETAIL if detail else Kind.SUMMARY
         steps = read_profile([info], dataclasses.replace(options, kind=kind), diag)
-    return [sample(info.rank, batch, by) for batch in steps]
+    return list(folded(((batch.part, sample(info.rank, batch, by)) for batch in steps), joined_samples))
+
+
+def joined_samples(a: StepSample, b: StepSample) -> StepSample:
+    """The samples of two parts of a pseudo step as one (``profile.folded``): their figures added."""
+    ops = dict(a.ops)
+    for key, (count, total) in b.ops.items():
+        held = ops.get(key, (0, 0))
+        ops[key] = (held[0] + count, held[1] + total)
+    comm = dict(a.comm)
+    for key, parts in b.comm.items():
+        comm[key] = comm[key] + parts if key in comm else parts
+    return dataclasses.replace(a, phases=tuple(plus(x, y) for x, y in zip(a.phases, b.phases, strict=True)),
+                               ops=ops, comm=comm, typed=a.typed or b.typed)
 
 
 def sample(rank: int, batch: StepRecords, by: str) -> StepSample:

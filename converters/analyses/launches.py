@@ -12,17 +12,20 @@ the backend's dispatch below it (``aten::cudnn_convolution`` on a GPU, ``npu::np
 NPU), which differs by vendor.
 
 An arrow crosses at most one step boundary (``readers.common.flows.linked``'s window: a kernel runs in the
-step after its launch), so ``Launchers`` keeps the launches of the step before the current one.
+step after its launch), or ``PARTS_AHEAD`` parts of a pseudo step, so ``Launchers`` keeps the launches of
+the step (or those parts) before the current one.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+from collections import deque
 from collections.abc import Iterable
 
 from ..intervals import is_compute
 from ..model import Layer, Slice, StepRecords
+from ..readers.common.parts import PARTS_AHEAD
 
 FRAMEWORK_OP = re.compile(r"^[A-Za-z_]\w*::")  # aten::mm, c10d::allreduce_, autograd::engine::...
 
@@ -65,20 +68,31 @@ def holding(tops: dict[str, tuple[list[int], list[Slice]]], launch: Slice) -> st
 
 class Launchers:
     """One rank's launches, step after step in time order: each arrow id started in this step or
-    the one before, with the framework op that made it."""
+    the one before (a pseudo step's part: the ``PARTS_AHEAD`` before), with the framework op that
+    made it; the framework ops still running where a part ends hold launches of the next."""
 
     def __init__(self) -> None:
-        self._before: dict[int, str] = {}
+        self._before: deque[dict[int, str]] = deque()  # the latest step's first
+        self._running: list[Slice] = []
 
     def kernels(self, batch: StepRecords) -> list[tuple[Slice, str | None]]:
         """The step's compute kernels (``intervals.is_compute``, as ``ops`` counts them), each with
         the framework op that launched it, None where no link leads to one. Steps in time order."""
         host = [s for s in batch.slices if s.layer is Layer.HOST]
-        tops = outermost(s for s in host if is_framework_op(s.name))
+        tops = outermost([*self._running, *(s for s in host if is_framework_op(s.name))])
         now: dict[int, str] = {}
         for s in host:
             if s.flows_out and (op := holding(tops, s)) is not None:
                 now.update(dict.fromkeys(s.flows_out, op))
-        before, self._before = self._before, now
-        return [(s, next((op for f in s.flows_in if (op := now.get(f) or before.get(f))), None))
-                for s in batch.slices if s.layer is Layer.STREAM and is_compute(s.task_type)]
+        found = [(s, next((op for f in s.flows_in if (op := now.get(f) or self._launched(f))), None))
+                 for s in batch.slices if s.layer is Layer.STREAM and is_compute(s.task_type)]
+        self._before.appendleft(now)
+        while len(self._before) > (1 if batch.part is None else PARTS_AHEAD):
+            self._before.pop()
+        end = batch.part[1] if batch.part is not None else None
+        self._running = ([] if end is None else
+                         [s for _, lane_tops in tops.values() for s in lane_tops if s.end_ns > end])
+        return found
+
+    def _launched(self, flow: int) -> str | None:
+        return next((op for before in self._before if (op := before.get(flow))), None)

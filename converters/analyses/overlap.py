@@ -14,7 +14,7 @@ from .. import intervals
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RECV, Layer, RankInfo, Slice, StepRecords, comm_kind
-from ..profile import Options, Profile, owned, read_profile, step_overlap
+from ..profile import Options, Profile, folded, owned, read_profile, step_overlap, summed
 
 COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
            "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
@@ -80,7 +80,8 @@ def rank_rows(info: RankInfo, options: Options, diag: Diagnostics, mindinsight: 
               ) -> list[StepOverlap]:
     """One rank's rows of the overlap report. Runs in a worker process."""
     if not mindinsight:
-        return [overlap_row(batch) for batch in read_profile([info], options, diag)]
+        rows = ((batch.part, overlap_row(batch)) for batch in read_profile([info], options, diag))
+        return list(folded(rows, joined_rows))
     from . import mindinsight as ms
 
     rows = []
@@ -89,6 +90,15 @@ def rank_rows(info: RankInfo, options: Options, diag: Diagnostics, mindinsight: 
         found = ms.cluster_step(batch, step_span(batch)[1], step_overlap(batch).computing, is_receive)
         rows.append(dataclasses.replace(row, mindinsight=(None,) * 5 if found is None else tuple(found)))
     return rows
+
+
+def joined_rows(a: StepOverlap, b: StepOverlap) -> StepOverlap:
+    """The rows of two parts of a pseudo step as one (``profile.folded``): their figures add up."""
+    return summed(a, b, _FIGURES)
+
+
+_FIGURES = ("computing_ns", "not_overlapped_ns", "overlapped_ns", "communication_ns", "free_ns", "stage_ns",
+            "bubble_ns", "not_overlapped_excluding_receive_ns", "preparing_ns")
 
 
 def record(r: StepOverlap) -> dict:

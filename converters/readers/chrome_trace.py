@@ -44,7 +44,8 @@ from ._core import RawEvents, by_kind, read_events, steps_and_names
 from .common import markers, seek
 from .common.events import ANY, EVENTS, Event, batches, is_profiler_step
 from .common.flows import linked
-from .common.spill import ByStep, StepSpill
+from .common.parts import PART_WINDOW_NS, Parts, in_parts
+from .common.spill import ByStep, ByTime, StepSpill
 from .common.spilled_flows import Launched, Packed, SpilledFinishes, file_by_step, link_spilled
 from .common.times import us_to_ns
 
@@ -85,12 +86,14 @@ def read_merged(rank: RankInfo, files: list[Path], diag: Diagnostics, detail: bo
         records.number_marked(files, diag)
     steps = _steps(records)
     dialect.steps_known([step for step, _ in steps], diag)
-    if not steps:  # no step trace: all of it is one pseudo step
-        for path in files:
-            records.read(path, diag, steps=False)
-        dialect.finish(rank, diag)
-        pseudo = step_records(rank, None, None, None, records.take_slices(), records.saw_device)
-        yield from linked([pseudo], diag, events=dialect.flow_events)
+    if not steps:  # no step trace: all of it is one pseudo step, in parts in time order
+        with StepSpill() as spill:
+            held = ByTime(spill, rank.rank, PART_WINDOW_NS)
+            for path in files:
+                records.read(path, diag, steps=False, into=held.add)
+            dialect.finish(rank, diag)
+            parts = in_parts(Parts(rank.rank, records.saw_device), held.take_before(None))
+            yield from linked(parts, diag, events=dialect.flow_events)
         return
     with StepSpill() as spill:
         launched = _spill_pass(records, files, steps, spill, diag)
@@ -358,13 +361,15 @@ class Records:
         # device records a dialect files by their launch (``Converted.step``), by step index
         self.launched: defaultdict[int, list[Slice | FlowEnd]] = defaultdict(list)
 
-    def read(self, path: Path, diag: Diagnostics, *, steps: bool = True, slices: bool = True) -> None:
+    def read(self, path: Path, diag: Diagnostics, *, steps: bool = True, slices: bool = True,
+             into: Callable[[list[Slice | Sample | FlowEnd]], None] | None = None) -> None:
         """Read a file's metadata, then its step trace (if ``steps``) and other events (if
-        ``slices``), into ``self.steps`` and ``self.slices``."""
+        ``slices``), into ``self.steps`` and ``self.slices``, or each batch's records ``into``."""
         if path not in self._named and path.stat().st_size > BATCH_BYTES:
             self.read_metadata(path, diag)  # more than one batch: the names may come after the events
-        for _ in self.read_batches(path, diag, steps=steps, slices=slices, keep=True):
-            pass
+        for batch in self.read_batches(path, diag, steps=steps, slices=slices, keep=into is None):
+            if into is not None:
+                into(batch)  # type: ignore[arg-type]
 
     def read_metadata(self, path: Path, diag: Diagnostics) -> None:
         """Every process and thread name of the file, wherever they lie."""

@@ -51,6 +51,7 @@ from .base import Reader
 from .common import markers
 from .common.flows import linked
 from .common.lanes import gpu_stream
+from .common.parts import Parts
 from .common.spilled_flows import OUTSIDE_BATCH, StepTimes, say_outside
 from .common.sqlite import DAMAGED, read_only
 
@@ -550,7 +551,7 @@ class _Export:
             self.diag.warn(markers.UNMATCHED, f"{self.path}: no NVTX range named {marker!r}: the whole "
                            "capture is one step")
         self.by_launch = bool(steps)
-        apart = _Apart(self.rank.rank)
+        apart, whole = _Apart(self.rank.rank), Parts(self.rank.rank)
         index, before, window_end = -1, 0, None  # window_end: the current step's
         slices: list[Slice] = []
         ends: list[FlowEnd] = []
@@ -574,13 +575,16 @@ class _Export:
             elif steps and index < 0:  # before the first step: in none
                 before += 1
                 continue
+            elif not steps:  # the whole capture, a part at a time (the merge is in start order)
+                yield from whole.before(made.start_ns)
+                slices, ends = whole.slices, whole.ends
             slices.append(made)
             if flow is not None:
                 ends.append(flow)
         if steps and index >= 0:
             yield self.records(apart.times.extended(steps[index], low, high), slices), ends
         elif not steps:
-            yield StepRecords(self.rank.rank, None, None, None, slices), ends
+            yield whole.last()
         yield from apart.rest()
         self.said(marker, before, apart.count)
 

@@ -49,7 +49,8 @@ from . import collectives
 from .base import Reader
 from .common import flows, markers
 from .common.jsonfile import first_bytes, open_bytes
-from .common.spill import ByTime, StepSpill
+from .common.parts import PART_WINDOW_NS, Parts, in_parts
+from .common.spill import WINDOW_NS, ByTime, StepSpill
 
 NAME = "rocprof"
 CLOCK = "rocprofv3's timestamps (ns on the profiler's own clock, not the epoch)"
@@ -119,7 +120,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
     marker = markers.checked(step_marker)
     path = rank.source_paths[0]
     with StepSpill() as spill:
-        held = ByTime(spill, rank.rank)
+        held = ByTime(spill, rank.rank, WINDOW_NS if marker else PART_WINDOW_NS)  # no marker: no steps
         file = _File(rank, path, diag, detail, marker)
         for records in file.records():
             held.add(records)
@@ -150,8 +151,8 @@ def _by_step(rank: int, held: ByTime, steps: list[Step], typed: Callable[[Slice]
                     found.slices.append(typed(r) if r.layer is Layer.COMM_OP else r)
         return found, ends
 
-    if not steps:
-        yield made(None, None)
+    if not steps:  # the whole capture, a part at a time
+        yield from in_parts(Parts(rank), held.take_before(None), typed)
         return
     for step in steps:
         before = made(None, step.start_ns)

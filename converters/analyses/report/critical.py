@@ -12,7 +12,7 @@ from typing import Any
 
 from ...errors import Diagnostics
 from ...model import RankInfo, StepKey
-from ...profile import Kind, Options, Profile, read_profile
+from ...profile import Kind, Options, Profile, read_profile, whole_steps
 from ...select import format_ids
 from ...spool import Spool, SpoolFile, spooled
 from ..comm_matrix import (
@@ -113,7 +113,7 @@ def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int
     planes = False
     types = TaskTypes(info)
     with SpoolFile(path) as spool:  # neither links nor paths use memory records: none is read
-        for batch in read_profile([info], dataclasses.replace(options, memory=False), diag):
+        for batch in whole_steps(read_profile([info], dataclasses.replace(options, memory=False), diag)):
             if links:
                 found, has_planes = step_links(batch)
                 rows += found

@@ -18,14 +18,14 @@ from ...executor import LOCAL, Where
 from ...intervals import is_compute, total_ns
 from ...model import MINDDATA, RECV, SEND, Layer, RankInfo
 from ...output import inputs_of
-from ...profile import Kind, Options, Profile, aligning, input_bytes, read_profile
+from ...profile import Kind, Options, Profile, aligning, folded, input_bytes, read_profile
 from ...readers import for_ops
 from ..comm import StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from ..comm_matrix import MatrixReport
 from ..memory import memory_overview
 from ..memory import record as memory_record
 from ..ops import OpRow, RankOps, combine, names_types, rank_ops
-from ..overlap import overlap_row, step_span
+from ..overlap import joined_rows, overlap_row, step_span
 from .baseline import baseline_json, compare_with
 from .critical import critical_json, detail_read
 from .dataprep import data_json
@@ -199,7 +199,7 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
     read; in detail where ``ops`` reads the same files so (MindSpore 1.x, Paddle: the same figures,
     and one read costs less than two); a second read, as ``ops`` makes it, only where it reads other
     files (torch_npu's kernel_details.csv beside trace_view.json). Runs in a worker."""
-    out: list[StepFacts] = []
+    out: list[tuple[tuple[int, int | None] | None, StepFacts]] = []
     ops: dict[str, list[int]] = {}
     comm_ops: list[communication.OpComm] = []
     stream, step_layer, op_layer = Layer.STREAM, Layer.STEP, Layer.COMM_OP
@@ -232,16 +232,27 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
         row = overlap_row(batch)
         start, step_ns, host_start = step_span(batch)
         data = {v.lane: v.value for v in batch.samples if v.lane.startswith(MINDDATA)}
-        out.append(StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start, row,
-                             {name: total_ns(spans) for name, spans in phases.items()}, key=batch.key,
-                             data=data))
+        out.append((batch.part, StepFacts(batch.rank, batch.graph, batch.step_id, start, step_ns, host_start,
+                                          row, {name: total_ns(spans) for name, spans in phases.items()},
+                                          key=batch.key, data=data)))
         comm_ops += communication.light_ops(batch.rank, batch.graph, batch.step_id, batch.key, mine)
     if len(ops) > OPS_PER_RANK:
         ranked = sorted(ops.items(), key=lambda item: -item[1][1])
         ops = dict(ranked[:OPS_PER_RANK])
         rest = ranked[OPS_PER_RANK:]
         ops[OTHER_OPS] = [sum(c for _, (c, _) in rest), sum(t for _, (_, t) in rest)]
-    return _RankResult(out, ops, comm_ops, op_types if same_read else rank_ops(info, options, diag, "type"))
+    return _RankResult(list(folded(out, _joined_facts)), ops, comm_ops,
+                       op_types if same_read else rank_ops(info, options, diag, "type"))
+
+
+def _joined_facts(a: StepFacts, b: StepFacts) -> StepFacts:
+    """Two parts of a pseudo step as one (``profile.folded``): from the first's start, their times
+    and phases added up."""
+    phases = dict(a.phases)
+    for name, ns in b.phases.items():
+        phases[name] = phases.get(name, 0) + ns
+    return dataclasses.replace(a, step_ns=a.step_ns + b.step_ns, overlap=joined_rows(a.overlap, b.overlap),
+                               phases=phases, data={**b.data, **a.data})
 
 
 def _step_time(f: StepFacts) -> StepTime:

@@ -18,20 +18,23 @@ from ...model import FlowEnd, Slice, StepRecords
 from .._core import arrow, arrows
 from .._core import bind_ends as _bind_ends
 from .._core import flow_id as _flow_id
+from .parts import PARTS_AHEAD
 
 
 def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics,
            window: int = 1, events: bool = True) -> Iterator[StepRecords]:
     """The steps (in time order) with their flow arrows bound, within a step and across up to
-    ``window`` steps (a host launch at the end of one step whose kernel runs in the next): the
-    next ``window`` steps are read ahead, and a step that starts such an arrow is held back until
-    the step where it ends is read. See ``Linker`` for how ends bind (and ``events``)."""
+    ``window`` steps (a host launch at the end of one step whose kernel runs in the next), or
+    ``PARTS_AHEAD`` parts of a pseudo step: the next ones are read ahead, and a step that starts
+    such an arrow is held back until the step where it ends is read. See ``Linker`` for how ends
+    bind (and ``events``)."""
     linker = Linker(events)
     upcoming = iter(steps)
     ahead: deque[tuple[StepRecords, list[FlowEnd], set[str]]] = deque()
     index = 0
     while True:
-        while len(ahead) <= window and (item := next(upcoming, None)) is not None:
+        while (len(ahead) <= (window if not ahead or ahead[0][0].part is None else max(window, PARTS_AHEAD))
+               and (item := next(upcoming, None)) is not None):
             ahead.append((item[0], item[1], {end.key for end in item[1] if not end.starts}))
         if not ahead:
             break

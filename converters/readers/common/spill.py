@@ -123,12 +123,15 @@ class StepSpill:
         return out
 
 
+WINDOW_NS = 100_000_000  # records are filed on disk by 100 ms of start time
+
+
 class ByTime:
     """Records filed on disk by window of start time (host_info's host records, memory records),
-    taken back in time order."""
+    taken back in time order: ``window_ns`` of start time a window, the most held at once."""
 
-    def __init__(self, spill: StepSpill, rank: int) -> None:
-        self._spill, self._rank = spill, rank
+    def __init__(self, spill: StepSpill, rank: int, window_ns: int = WINDOW_NS) -> None:
+        self._spill, self._rank, self._window_ns = spill, rank, window_ns
         self._windows: set[int] = set()
         self._order: list[int] | None = None
         self._pending: list[Slice | Sample] = []  # of a window taken in part
@@ -136,7 +139,7 @@ class ByTime:
     def add(self, records: list[Slice | Sample]) -> None:
         buckets: dict[int, list[Slice | Sample]] = defaultdict(list)
         for r in records:
-            buckets[r.start_ns // _WINDOW_NS].append(r)
+            buckets[r.start_ns // self._window_ns].append(r)
         for window, bucket in buckets.items():
             self._spill.add(window, bucket)
         self._windows.update(buckets)
@@ -153,7 +156,7 @@ class ByTime:
                 self._pending = []
             if taken:
                 yield taken
-            if not self._order or (end_ns is not None and self._order[-1] * _WINDOW_NS >= end_ns):
+            if not self._order or (end_ns is not None and self._order[-1] * self._window_ns >= end_ns):
                 return
             self._pending.extend(self._spill.load(self._order.pop(), self._rank))
 
@@ -202,7 +205,6 @@ def _add(batch: StepRecords, records: list[Slice | Sample]) -> None:
 
 _LEAD_NS = 1_000_000_000  # how long before a step records may start and still go with it
 _BATCH = 10_000
-_WINDOW_NS = 100_000_000  # records are filed on disk by 100 ms of start time
 _PACKED, _MARSHAL, _PICKLE = b"c", b"m", b"p"
 _ORDER = {layer: layer.order for layer in Layer}
 _LAYERS = list(Layer)

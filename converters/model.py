@@ -363,8 +363,8 @@ class StepRecords:
     intervals: StepIntervals | None = None
     # A pseudo step too big to hold at once comes in parts, in time order (``PART_RECORDS`` each,
     # readers.common.parts): (its number from 0, the start of the next part; None on the last).
-    # profile.carried_on clips each part's intervals where the next begins, so the parts' figures
-    # add up to the whole step's (profile.folded).
+    # profile.carried_on cuts each part's intervals by the next one's start and carries the rest
+    # on, so the parts' figures add up to the whole step's (profile.folded).
     part: tuple[int, int | None] | None = None
 
     @property

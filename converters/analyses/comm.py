@@ -186,11 +186,11 @@ def _comm_into(info: RankInfo, options: Options, diag: Diagnostics, path: str) -
             if ops:
                 stashed.append((batch.key, *spool.stash(pickle.dumps(ops, pickle.HIGHEST_PROTOCOL))))
             if batch.step is None and not batch.figures and all(s.layer is Layer.MEMORY
-                                                                for s in batch.slices):
+                                                                 for s in batch.slices):
                 continue  # memory records outside every step (counters, allocations): no step
             row = overlap_row(batch)
             yield batch.part, StepTime(batch.rank, batch.graph, batch.step_id, step_span(batch)[1],
-                                  row.computing_ns, row.communication_ns, key=batch.key)
+                                       row.computing_ns, row.communication_ns, key=batch.key)
 
     with SpoolFile(path) as spool:
         times = list(folded(timed(spool), lambda a, b: summed(a, b, ("step_ns", "computing_ns",

@@ -82,11 +82,13 @@ def test_real_rccl_is_a_collective_and_overlap_computes(tmp_path):
     assert step.computing_ns and step.computing_ns > 0
     # the generic RCCL kernel: 1,310 dispatches, 4,158,756,678 ns (SOURCE.md), communication of no known kind
     assert step.communication_ns == 4_158_756_678
-    [batch] = read_profile(discover(path.parent), Options(kind=Kind.SUMMARY), Diagnostics())
-    comm = [s for s in batch.slices if s.layer is Layer.COMM_OP]
+    parts = list(read_profile(discover(path.parent), Options(kind=Kind.SUMMARY), Diagnostics()))
+    assert [p.part[0] for p in parts] == list(range(len(parts)))  # one pseudo step, in parts
+    slices = [s for p in parts for s in p.slices]
+    comm = [s for s in slices if s.layer is Layer.COMM_OP]
     assert len(comm) == 1310 and {s.task_type for s in comm} == {"collective"}
     assert sum(s.dur_ns for s in comm) == 4_158_756_678
-    assert {s.task_type for s in batch.slices if s.layer is Layer.STREAM} == {GPU_KERNEL}
+    assert {s.task_type for s in slices if s.layer is Layer.STREAM} == {GPU_KERNEL}
     [rank] = info_report(path).ranks
     assert sum(rank.records.values()) == 43_915 and rank.format == "rocprof"
 

@@ -4,9 +4,9 @@ Held whole, such a pseudo step costs its reader and every command about 1-2 KB p
 Nsight export of a long run could not be read in any memory. So a reader that takes its records in
 start order yields them in parts of about ``PART_RECORDS`` (``StepRecords.part``): each part holds
 records that start before the next part's first one, and says where that part begins. The parts'
-figures add up to the whole step's (``profile.carried_on`` clips each part's intervals there,
-``profile.folded`` joins their results), and what needs the step whole joins it back
-(``profile.whole_steps``).
+figures add up to the whole step's (``profile.carried_on`` cuts each part's intervals by then and
+carries the rest on, ``profile.folded`` joins their results), and what needs the step whole joins
+it back (``profile.whole_steps``).
 """
 
 from __future__ import annotations

@@ -432,29 +432,44 @@ def plus(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a + b
 
 
-def whole_steps(steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
-    """The steps with a pseudo step's parts joined into one, held whole: for what needs all of a
-    step at once (its critical path, its pipeline schedule)."""
+def whole_steps(steps: Iterable[StepRecords], diag: Diagnostics, what: str) -> Iterator[StepRecords]:
+    """The steps with a pseudo step's parts joined into one, held whole: for ``what`` needs all of
+    a step at once (its critical path, its pipeline schedule). One of more than ``MOST_HELD``
+    records is left out, said in ``diag``: unknown, rather than memory filled."""
     parts: list[StepRecords] = []
+    records, rank = 0, None  # the pseudo step's so far, and its rank (None: none is open)
     for batch in steps:
-        if parts and not (batch.part is not None and batch.part[0] > 0):
-            yield _joined(parts)
-            parts = []
+        if rank is not None and not (batch.part is not None and batch.part[0] > 0):
+            yield from _joined(parts, records, rank, diag, what)
+            parts, records, rank = [], 0, None
         if batch.part is None:
             yield batch
-        else:
+            continue
+        records, rank = records + len(batch.slices) + len(batch.samples), batch.rank
+        if records <= MOST_HELD:
             parts.append(batch)
-    if parts:
-        yield _joined(parts)
+        else:
+            parts.clear()
+    if rank is not None:
+        yield from _joined(parts, records, rank, diag, what)
 
 
-def _joined(parts: list[StepRecords]) -> StepRecords:
+MOST_HELD = 150_000  # records of a pseudo step joined whole: ~230 MiB with its critical path's graph
+
+
+def _joined(parts: list[StepRecords], records: int, rank: int, diag: Diagnostics, what: str
+            ) -> Iterator[StepRecords]:
+    if not parts:
+        diag.warn("too_large", f"rank {rank}: its capture, which no step bounds, holds {records:,} records: "
+                  f"too many to hold at once for {what}, which is unknown (mark steps: --step-marker)")
+        return
     if len(parts) == 1 and parts[0].part == (0, None):
-        return parts[0]
+        yield parts[0]
+        return
     whole = dataclasses.replace(parts[0], slices=[s for p in parts for s in p.slices],
                                 samples=[v for p in parts for v in p.samples], part=None)
     whole.intervals = step_intervals_of(whole)[0]
-    return whole
+    yield whole
 
 
 def owned(step: Step | None, compute: list[Interval]) -> Interval | None:

@@ -15,7 +15,7 @@ from fixture_cache import cached
 from hypothesis import given
 from hypothesis import strategies as st
 
-from converters import Diagnostics, Options, discover, intervals, overlap_report, read_profile
+from converters import Diagnostics, Options, discover, intervals, overlap_report, profile, read_profile
 from converters.analyses.critical import critical_report
 from converters.analyses.diff import side_samples
 from converters.analyses.ops import ops_report
@@ -146,3 +146,14 @@ def test_the_parts_overlap_rows_add_up_to_the_whole_s(drawn):
     rows = list(folded(((b.part, overlap_row(b)) for b in carried_on(cut)), joined_rows))
     whole = next(carried_on([StepRecords(0, None, None, None, list(made))]))
     assert rows == [overlap_row(whole)]
+
+
+def test_a_capture_too_large_to_hold_has_no_critical_path_and_says_so(captures, monkeypatch):
+    """``critical`` needs the whole step: past ``MOST_HELD`` records it is unknown, in a warning,
+    not memory filled."""
+    root = captures["nsys"]
+    assert list(critical_report(root))  # held whole: a path
+    monkeypatch.setattr(profile, "MOST_HELD", 1_000)
+    diag = Diagnostics()
+    assert list(critical_report(root, diag=diag)) == []
+    assert diag.counts.get("too_large") == 1 and "--step-marker" in diag.examples["too_large"]

@@ -260,7 +260,8 @@ def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: i
     stashed: list = []
     types = TaskTypes(info)
     with SpoolFile(path) as spool:  # a path runs through no memory record: none is read
-        for batch in whole_steps(read_profile([info], dataclasses.replace(options, memory=False), diag)):
+        read = read_profile([info], dataclasses.replace(options, memory=False), diag)
+        for batch in whole_steps(read, diag, "its critical path"):
             stash_step(spool, batch, shift, kept, stashed, types)
     return (stashed,)
 

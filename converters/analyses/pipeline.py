@@ -114,7 +114,7 @@ class PipelineReport:
 def rank_pipeline(info: RankInfo, options: Options, diag: Diagnostics) -> list[StagePart]:
     """One rank's steps: their transfers and micro-batches. Runs in a worker process."""
     parts, device = [], False
-    for batch in whole_steps(read_profile([info], options, diag)):
+    for batch in whole_steps(read_profile([info], options, diag), diag, "its pipeline schedule"):
         device = device or any(s.layer is Layer.STREAM for s in batch.slices)
         part = stage_part(batch)
         if part.transfers or part.phases:

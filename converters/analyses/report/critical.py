@@ -113,7 +113,8 @@ def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int
     planes = False
     types = TaskTypes(info)
     with SpoolFile(path) as spool:  # neither links nor paths use memory records: none is read
-        for batch in whole_steps(read_profile([info], dataclasses.replace(options, memory=False), diag)):
+        read = read_profile([info], dataclasses.replace(options, memory=False), diag)
+        for batch in whole_steps(read, diag, "its critical path"):
             if links:
                 found, has_planes = step_links(batch)
                 rows += found

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from . import intervals
 from ._overlap import slices as overlap_as_slices
@@ -432,44 +432,70 @@ def plus(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a + b
 
 
-def whole_steps(steps: Iterable[StepRecords], diag: Diagnostics, what: str) -> Iterator[StepRecords]:
-    """The steps with a pseudo step's parts joined into one, held whole: for ``what`` needs all of
-    a step at once (its critical path, its pipeline schedule). One of more than ``MOST_HELD``
-    records is left out, said in ``diag``: unknown, rather than memory filled."""
+def whole_steps(steps: Iterable[StepRecords]) -> Iterator[StepRecords | TooLarge]:
+    """The steps with a pseudo step's parts joined into one, held whole: for what needs all of a
+    step at once (its critical path, its pipeline schedule). One of more than ``MOST_HELD``
+    records comes as a ``TooLarge``: unknown, rather than memory filled."""
     parts: list[StepRecords] = []
-    records, rank = 0, None  # the pseudo step's so far, and its rank (None: none is open)
+    held: TooLarge | None = None  # the open pseudo step's bounds so far
     for batch in steps:
-        if rank is not None and not (batch.part is not None and batch.part[0] > 0):
-            yield from _joined(parts, records, rank, diag, what)
-            parts, records, rank = [], 0, None
+        if held is not None and not (batch.part is not None and batch.part[0] > 0):
+            yield _joined(parts, held)
+            parts, held = [], None
         if batch.part is None:
             yield batch
             continue
-        records, rank = records + len(batch.slices) + len(batch.samples), batch.rank
-        if records <= MOST_HELD:
+        held = (held or TooLarge(batch.rank, batch.has_device, 0, None, None)).with_part(batch)
+        if held.records <= MOST_HELD:
             parts.append(batch)
         else:
             parts.clear()
-    if rank is not None:
-        yield from _joined(parts, records, rank, diag, what)
+    if held is not None:
+        yield _joined(parts, held)
 
 
 MOST_HELD = 150_000  # records of a pseudo step joined whole: ~230 MiB with its critical path's graph
 
 
-def _joined(parts: list[StepRecords], records: int, rank: int, diag: Diagnostics, what: str
-            ) -> Iterator[StepRecords]:
+class TooLarge(NamedTuple):
+    """A pseudo step of more than ``MOST_HELD`` records, not joined (``whole_steps``): its rank,
+    its records, and the first start and last end of its compute and communication (None: none)."""
+
+    rank: int
+    has_device: bool
+    records: int
+    first_ns: int | None
+    last_ns: int | None
+
+    @property
+    def key(self) -> None:
+        """The pseudo step's ``StepKey``: none."""
+        return None
+
+    @property
+    def why(self) -> str:
+        return (f"rank {self.rank}'s capture, which no step bounds, holds {self.records:,} records: too "
+                "many to hold at once (mark steps: --step-marker)")
+
+    def with_part(self, part: StepRecords) -> TooLarge:
+        lanes = [lane for lane in part.intervals[:3] if lane] if part.intervals else []  # compute, ops, tasks
+        first = min((lane[0][0] for lane in lanes), default=None)
+        last = max((lane[-1][1] for lane in lanes), default=None)
+        return self._replace(
+            records=self.records + len(part.slices) + len(part.samples),
+            first_ns=first if self.first_ns is None else self.first_ns,
+            last_ns=self.last_ns if last is None else last)
+
+
+def _joined(parts: list[StepRecords], held: TooLarge) -> StepRecords | TooLarge:
     if not parts:
-        diag.warn("too_large", f"rank {rank}: its capture, which no step bounds, holds {records:,} records: "
-                  f"too many to hold at once for {what}, which is unknown (mark steps: --step-marker)")
-        return
+        return held
     if len(parts) == 1 and parts[0].part == (0, None):
-        yield parts[0]
-        return
+        return parts[0]
     whole = dataclasses.replace(parts[0], slices=[s for p in parts for s in p.slices],
                                 samples=[v for p in parts for v in p.samples], part=None)
     whole.intervals = step_intervals_of(whole)[0]
-    yield whole
+    return whole
 
 
 def owned(step: Step | None, compute: list[Interval]) -> Interval | None:

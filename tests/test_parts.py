@@ -149,11 +149,12 @@ def test_the_parts_overlap_rows_add_up_to_the_whole_s(drawn):
 
 
 def test_a_capture_too_large_to_hold_has_no_critical_path_and_says_so(captures, monkeypatch):
-    """``critical`` needs the whole step: past ``MOST_HELD`` records it is unknown, in a warning,
-    not memory filled."""
+    """``critical`` needs the whole step: past ``MOST_HELD`` records its path is unknown, and why
+    (the row of ``-`` it shows), rather than memory filled."""
     root = captures["nsys"]
-    assert list(critical_report(root))  # held whole: a path
+    [held] = critical_report(root)
+    assert held.path and held.unknown is None
     monkeypatch.setattr(profile, "MOST_HELD", 1_000)
-    diag = Diagnostics()
-    assert list(critical_report(root, diag=diag)) == []
-    assert diag.counts.get("too_large") == 1 and "--step-marker" in diag.examples["too_large"]
+    [found] = critical_report(root)
+    assert found.path == [] and "no step bounds" in found.unknown and "--step-marker" in found.unknown
+    assert held.start_ns <= found.start_ns < found.start_ns + found.step_ns <= held.start_ns + held.step_ns

@@ -37,7 +37,7 @@ from ..model import (
     StepRecords,
     decoded_args,
 )
-from ..profile import Kind, Options, Profile, RankWork, read_profile, shifted, whole_steps
+from ..profile import Kind, Options, Profile, RankWork, TooLarge, read_profile, shifted, whole_steps
 from ..select import format_ids
 from ..spool import Spool, SpoolFile, spooled
 from .host_work import host_compute, note_host_work
@@ -260,8 +260,7 @@ def _critical_into(info: RankInfo, options: Options, diag: Diagnostics, shift: i
     stashed: list = []
     types = TaskTypes(info)
     with SpoolFile(path) as spool:  # a path runs through no memory record: none is read
-        read = read_profile([info], dataclasses.replace(options, memory=False), diag)
-        for batch in whole_steps(read, diag, "its critical path"):
+        for batch in whole_steps(read_profile([info], dataclasses.replace(options, memory=False), diag)):
             stash_step(spool, batch, shift, kept, stashed, types)
     return (stashed,)
 
@@ -296,12 +295,17 @@ class TaskTypes:
         return type_of
 
 
-def stash_step(spool: SpoolFile, batch: StepRecords, shift: int, kept: frozenset[int], stashed: list,
-               types: TaskTypes) -> None:
+def stash_step(spool: SpoolFile, batch: StepRecords | TooLarge, shift: int, kept: frozenset[int],
+               stashed: list, types: TaskTypes) -> None:
     """One rank's step contracted (``rank_step``, on its clock shifted by ``shift``, its tasks' op
     types from ``types``) into ``spool``, its place added to ``stashed``; nothing where it has no
-    device work."""
-    found = rank_step(shifted(batch, shift) if shift else batch, kept, types.of(batch, shift))
+    device work. A pseudo step too large to hold (``TooLarge``): its bounds, and why no path."""
+    if type(batch) is TooLarge:
+        found = None if batch.first_ns is None or batch.last_ns is None else RankStep(
+            batch.rank, None, None, None, batch.first_ns + shift, 0, [], [], {}, batch.has_device,
+            too_large=batch.why, last_ns=batch.last_ns + shift)
+    else:
+        found = rank_step(shifted(batch, shift) if shift else batch, kept, types.of(batch, shift))
     if found is not None:
         light = spool.stash(pickle.dumps(found._replace(chains={}), pickle.HIGHEST_PROTOCOL))
         nodes = spool.stash(pickle.dumps(found.chains, pickle.HIGHEST_PROTOCOL))

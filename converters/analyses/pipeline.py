@@ -25,7 +25,7 @@ from .. import intervals
 from ..errors import Diagnostics
 from ..executor import LOCAL, Where
 from ..model import RECV, SEND, Layer, RankInfo, Slice, StepKey, StepRecords, comm_kind
-from ..profile import Kind, Options, Profile, read_profile, whole_steps
+from ..profile import Kind, Options, Profile, TooLarge, read_profile, whole_steps
 from ..readers.pipelining import (
     BACKWARD,
     BACKWARD_PASS,
@@ -114,7 +114,10 @@ class PipelineReport:
 def rank_pipeline(info: RankInfo, options: Options, diag: Diagnostics) -> list[StagePart]:
     """One rank's steps: their transfers and micro-batches. Runs in a worker process."""
     parts, device = [], False
-    for batch in whole_steps(read_profile([info], options, diag), diag, "its pipeline schedule"):
+    for batch in whole_steps(read_profile([info], options, diag)):
+        if type(batch) is TooLarge:
+            diag.warn("too_large", f"{batch.why}: its pipeline schedule is unknown")
+            continue
         device = device or any(s.layer is Layer.STREAM for s in batch.slices)
         part = stage_part(batch)
         if part.transfers or part.phases:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...errors import Diagnostics
 from ...model import RankInfo, StepKey
-from ...profile import Kind, Options, Profile, read_profile, whole_steps
+from ...profile import Kind, Options, Profile, TooLarge, read_profile, whole_steps
 from ...select import format_ids
 from ...spool import Spool, SpoolFile, spooled
 from ..comm_matrix import (
@@ -113,8 +113,11 @@ def _detail_into(info: RankInfo, options: Options, diag: Diagnostics, shift: int
     planes = False
     types = TaskTypes(info)
     with SpoolFile(path) as spool:  # neither links nor paths use memory records: none is read
-        read = read_profile([info], dataclasses.replace(options, memory=False), diag)
-        for batch in whole_steps(read, diag, "its critical path"):
+        for batch in whole_steps(read_profile([info], dataclasses.replace(options, memory=False), diag)):
+            if type(batch) is TooLarge:  # no path (``stash_step``), and its links unread with it
+                if None in keys:
+                    stash_step(spool, batch, shift, kept, stashed, types)
+                continue
             if links:
                 found, has_planes = step_links(batch)
                 rows += found

@@ -388,8 +388,7 @@ class _Parts:
             lanes = [intervals.clip(x, None, cut) for x in lanes]
         self.cut = cut
         batch.intervals = StepIntervals(*lanes, self.ops_seen)
-        busy = [lane for lane in (lanes[0], lanes[1] if self.ops_seen or batch.ops_recorded else lanes[2])
-                if lane]
+        busy = [lane for lane in (lanes[0], communication_of(batch.intervals, batch.ops_recorded)) if lane]
         if busy:
             first = min(lane[0][0] for lane in busy)
             if self.busy_until is not None and self.busy_until < first:
@@ -569,12 +568,16 @@ def overlap_slices(batch: StepRecords) -> list[Slice]:
     return overlap_as_slices(lanes, batch.rank, Layer.OVERLAP, Slice)  # C: a summary makes millions
 
 
+def communication_of(found: StepIntervals, ops_recorded: bool) -> list[Interval]:
+    """A step's communication: its ops, or its plane tasks where the input records no op level."""
+    return found.ops if found.ops_seen or ops_recorded else found.tasks
+
+
 def step_overlap(batch: StepRecords) -> intervals.Overlap:
     """Overlap analysis of one step: compute tasks against communication ops (docs/design.md §5), within
     the time the step owns (``carried_on``; a step read otherwise has nothing carried into it)."""
-    compute, ops, tasks, ops_seen = batch.intervals or step_intervals_of(batch)[0]
-    if not ops_seen and not batch.ops_recorded:  # no op level recorded: plane tasks stand for communication
-        ops = tasks
+    found = batch.intervals or step_intervals_of(batch)[0]
+    compute, ops = found.compute, communication_of(found, batch.ops_recorded)
     span, window = batch.device_span, owned(batch.step, compute)
     if span is not None and window is not None:
         span = (max(span[0], window[0]), min(span[1], window[1]))

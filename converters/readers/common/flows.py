@@ -33,8 +33,7 @@ def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics
     ahead: deque[tuple[StepRecords, list[FlowEnd], set[str]]] = deque()
     index = 0
     while True:
-        while (len(ahead) <= (window if not ahead or ahead[0][0].part is None else max(window, PARTS_AHEAD))
-               and (item := next(upcoming, None)) is not None):
+        while len(ahead) <= _reach(ahead, window) and (item := next(upcoming, None)) is not None:
             ahead.append((item[0], item[1], {end.key for end in item[1] if not end.starts}))
         if not ahead:
             break
@@ -49,6 +48,11 @@ def linked(steps: Iterable[tuple[StepRecords, list[FlowEnd]]], diag: Diagnostics
         yield from linker.add(index, records, ends, lasts)
         index += 1
     yield from linker.finish(diag)
+
+
+def _reach(ahead: deque, window: int) -> int:
+    """How many steps ``linked`` reads ahead: ``window``, or ``PARTS_AHEAD`` for a pseudo step's parts."""
+    return window if not ahead or ahead[0][0].part is None else max(window, PARTS_AHEAD)
 
 
 class Linker:

@@ -11,7 +11,9 @@ read, so memory holds only their index. Then the output is assembled in priority
    would not fit.
 
 A step is what the whole job calls one (``model.StepKey``: graph by the order the rank's graphs ran,
-and step id), never the step id alone: each graph numbers its steps from 1.
+and step id), never the step id alone: each graph numbers its steps from 1. A capture no step bounds
+comes in parts (``StepRecords.part``): each part is kept or left out as a step is (a ``Unit``), so
+such a capture is cut in time as a stepped one is, not kept or dropped whole.
 
 The byte count is exact, compressed or not: a ``.gz`` output is deflated here, and each step is
 tried on a copy of the compressor and kept only if its real compressed bytes fit. Whatever is
@@ -26,7 +28,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from .errors import UsageError
 from .model import StepKey
@@ -121,13 +123,20 @@ class Sink:
             self.written += len(block)
 
 
+class Unit(NamedTuple):
+    """What the cap keeps or leaves out whole: a step, or one part of the pseudo step."""
+
+    step: StepKey | None
+    part: int = 0
+
+
 @dataclass
 class Kept:
     """What made it into the output."""
 
-    steps: list[StepKey | None] = field(default_factory=list)  # every step, in time order
-    summary_steps: list[StepKey | None] = field(default_factory=list)
-    detail_steps: list[StepKey | None] = field(default_factory=list)
+    steps: list[Unit] = field(default_factory=list)  # every step, in time order
+    summary_steps: list[Unit] = field(default_factory=list)
+    detail_steps: list[Unit] = field(default_factory=list)
     has_detail: bool = False
     ranks: int = 0
     slices: int = 0
@@ -157,24 +166,30 @@ class Kept:
             ranks = f"all {self.ranks} ranks" if self.ranks != 1 else "its one rank"
         if len(self.summary_steps) < total or self.ranks_left_out:
             no_detail = "; no detail" if self.has_detail else ""
-            steps = (f"all {total} steps" if len(self.summary_steps) == total
-                     else f"{_steps(self.summary_steps, self.graph_names)} of {total}")
+            of = _count(self.steps, short=True)
+            steps = (f"all {_count(self.steps)}" if len(self.summary_steps) == total
+                     else f"{_steps(self.summary_steps, self.steps, self.graph_names)} of {of}")
             return f"summary for {steps}, {ranks}{no_detail}"
-        return (f"detail for {_steps(self.detail_steps, self.graph_names)} of {total}, {ranks}; "
-                "summary for all steps")
+        every = "steps" if any(u.step is not None for u in self.steps) else "of it"
+        return (f"detail for {_steps(self.detail_steps, self.steps, self.graph_names)} of "
+                f"{_count(self.steps, short=True)}, "
+                f"{ranks}; summary for all {every}")
 
     def hint(self) -> str:
         """How to see what was left out, in ways that can: ``--steps`` the steps left out (ids of
         every graph) where some were kept, fewer steps where none was, none where the output is
-        one step; ``--ranks`` where there are several; a denser output format; ``--max-size 0``."""
-        left = [s for s in self.steps if s not in self.summary_steps
-                or (self.has_detail and s not in self.detail_steps)]
-        numbered = [s.step for s in left if s is not None]
+        one step; ``--step-marker`` where time no step bounds was cut; ``--ranks`` where there are
+        several; a denser output format; ``--max-size 0``."""
+        left = [u for u in self.steps if u not in self.summary_steps
+                or (self.has_detail and u not in self.detail_steps)]
+        numbered = [u.step.step for u in left if u.step is not None]
         ways = []
-        if len(left) < len(self.steps):  # the rest, apart from what fitted
-            ways.append(f"--steps {format_ids(numbered)}" if numbered else "--steps")
+        if numbered and len(left) < len(self.steps):  # the rest, apart from what fitted
+            ways.append(f"--steps {format_ids(numbered)}")
         elif len(numbered) > 1:  # nothing of them fitted: fewer at a time
             ways.append(f"fewer steps (--steps {numbered[0]})")
+        if any(u.step is None for u in left) and sum(u.step is None for u in self.steps) > 1:
+            ways.append("--step-marker with --steps")
         if self.ranks + len(self.ranks_left_out) > 1:
             ways.append("--ranks")
         if self.has_detail:
@@ -194,22 +209,39 @@ def _denser(output: str) -> list[str]:
     return []
 
 
-def _steps(steps: list[StepKey | None], graph_names: dict[int, int | None]) -> str:
+def _count(units: list[Unit], short: bool = False) -> str:
+    """``5 steps`` (``short``: ``5``, where all are steps), ``12 parts of the time no step bounds``,
+    or both."""
+    steps = sum(u.step is not None for u in units)
+    parts = len(units) - steps
+    if short and not parts:
+        return str(steps)
+    texts = [f"{steps} step{'s' if steps != 1 else ''}"] if steps or not parts else []
+    if parts:
+        texts.append("the time no step bounds" if parts == 1 else f"{parts} parts of the time no step bounds")
+    return " and ".join(texts)
+
+
+def _steps(units: list[Unit], every: list[Unit], graph_names: dict[int, int | None]) -> str:
     """``steps 1-4``; where the job has several graphs, per graph: ``graph 2 steps 1-3, graph 5
-    step 1`` (named as the lowest rank numbers it)."""
-    numbered = [s for s in steps if s is not None]
-    if not steps:
+    step 1`` (named as the lowest rank numbers it); parts of the time no step bounds by number
+    (``parts 1-9``), where ``every`` unit holds more than one."""
+    if not units:
         return "no steps"
-    if not numbered:
-        return f"{len(steps)} steps"
     by_graph: dict[int, list[int]] = {}
-    for s in numbered:
-        by_graph.setdefault(s.graph, []).append(s.step)
+    for u in units:
+        if u.step is not None:
+            by_graph.setdefault(u.step.graph, []).append(u.step.step)
     texts = [f"step{'s' if len(ids) > 1 else ''} {format_ids(ids)}" for ids in by_graph.values()]
-    if len(graph_names) < 2:
-        return texts[0]
-    return ", ".join(f"graph {_graph_name(graph_names.get(g), g)} {text}"
-                     for g, text in zip(by_graph, texts, strict=True))
+    if len(graph_names) >= 2:
+        texts = [f"graph {_graph_name(graph_names.get(g), g)} {text}"
+                 for g, text in zip(by_graph, texts, strict=True)]
+    parts = [u.part + 1 for u in units if u.step is None]
+    if parts:
+        whole = sum(u.step is None for u in every) == 1
+        texts.append("the time no step bounds" if whole
+                     else f"part{'s' if len(parts) > 1 else ''} {format_ids(parts)}")
+    return ", ".join(texts)
 
 
 def _graph_name(graph: int | None, place: int) -> str:
@@ -233,20 +265,20 @@ def assemble(
     chunks_kept, left_out = _by_interest(spool.chunks, interest, sink, len(header(None)) + reserve)
     order = _steps_in_time_order(chunks_kept)
     kept = Kept(steps=order, ranks=len({c.rank for c in chunks_kept}),
-                has_detail=any(c.part == DETAIL for c in spool.chunks), ranks_left_out=left_out,
+                has_detail=any(c.kind == DETAIL for c in spool.chunks), ranks_left_out=left_out,
                 policy=interest[1] if left_out else "", graph_names=_graph_names(spool.chunks), output=output)
     if not sink.write([header({c.rank for c in chunks_kept} if left_out else None)], reserve):
         raise UsageError(f"--max-size {sink.limit} is too small: the trace header alone needs more")
     groups = _groups(chunks_kept, order)
     last_group = list(groups)[-1] if groups else None
-    parts = ((SUMMARY, kept.summary_steps),) + (() if left_out else ((DETAIL, kept.detail_steps),))
-    for part, done in parts:
+    kinds = ((SUMMARY, kept.summary_steps),) + (() if left_out else ((DETAIL, kept.detail_steps),))
+    for kind, done in kinds:
         for step in order:
             # A chunk goes right after the one before it in its sequence (interning, tracks): the
             # order of the steps keeps every sequence's (_steps_in_time_order).
-            chunks = groups.get((part, step), [])  # in encoding order within the group
+            chunks = groups.get((kind, step), [])  # in encoding order within the group
             # The last group needs no room for a marker: if it fits, nothing is left out.
-            room = sink.closing_bytes(footer) if (part, step) == last_group else reserve
+            room = sink.closing_bytes(footer) if (kind, step) == last_group else reserve
             if any(c.length == UNWRITTEN for c in chunks) or not sink.write(
                     (b for c in chunks for b in spool.read(c)), room):
                 kept.first_left_out_ns = min((c.start_ns for c in chunks), default=None)
@@ -273,7 +305,7 @@ def _by_interest(chunks: list[Chunk], interest: tuple[list[int], str] | None, si
         return chunks, []
     sizes: dict[int, int] = {}
     for c in chunks:
-        sizes[c.rank] = sizes.get(c.rank, 0) + (c.length if c.part == SUMMARY else 0)
+        sizes[c.rank] = sizes.get(c.rank, 0) + (c.length if c.kind == SUMMARY else 0)
     room = sink.limit - overhead
     if sum(sizes.values()) <= room:
         return chunks, []
@@ -284,7 +316,7 @@ def _by_interest(chunks: list[Chunk], interest: tuple[list[int], str] | None, si
                 break
             chosen.add(rank)  # the first always: if it alone does not fit, its leading steps do
             room -= sizes[rank]
-    return [c for c in chunks if c.rank in chosen and c.part == SUMMARY], sorted(sizes.keys() - chosen)
+    return [c for c in chunks if c.rank in chosen and c.kind == SUMMARY], sorted(sizes.keys() - chosen)
 
 
 def _graph_names(chunks: list[Chunk]) -> dict[int, int | None]:
@@ -296,31 +328,32 @@ def _graph_names(chunks: list[Chunk]) -> dict[int, int | None]:
     return {graph: name for graph, (_, name) in sorted(names.items())}
 
 
-def _steps_in_time_order(chunks: list[Chunk]) -> list[StepKey | None]:
-    """Steps by when they first started on any rank, but never before a step that comes earlier
-    in some rank's own sequence of chunks (which is the order it was encoded in). The keys of a
-    sequence rise in that order (``profile.keyed``; the pseudo step is a sequence apart), so the
-    ranks never disagree on the order of two steps.
+def _steps_in_time_order(chunks: list[Chunk]) -> list[Unit]:
+    """Steps (and parts) by when they first started on any rank, but never before one that comes
+    earlier in some rank's own sequence of chunks (which is the order it was encoded in). The keys
+    of a sequence rise in that order (``profile.keyed``; the pseudo step is a sequence apart, its
+    parts in order), so the ranks never disagree on the order of two steps.
 
     Raises:
         RuntimeError: the ranks' sequences disagree after all (steps keyed otherwise).
     """
-    first: dict[StepKey | None, int] = {}
+    first: dict[Unit, int] = {}
     for c in chunks:
-        first[c.step] = min(first.get(c.step, c.start_ns), c.start_ns)
-    after: dict[StepKey | None, set[StepKey | None]] = {step: set() for step in first}
+        unit = Unit(c.step, c.part)
+        first[unit] = min(first.get(unit, c.start_ns), c.start_ns)
+    after: dict[Unit, set[Unit]] = {unit: set() for unit in first}
     waiting = dict.fromkeys(first, 0)
-    previous: dict[tuple[tuple[int, int], str], StepKey | None] = {}
-    for c in sorted(chunks, key=lambda c: (c.sequence, c.part, c.ordinal)):
-        key = (c.sequence, c.part)
-        if key in previous and previous[key] != c.step and c.step not in after[previous[key]]:
-            after[previous[key]].add(c.step)
-            waiting[c.step] += 1
-        previous[key] = c.step
-    rank = {step: (first[step], () if step is None else step) for step in first}
+    previous: dict[tuple[tuple[int, int], str], Unit] = {}
+    for c in sorted(chunks, key=lambda c: (c.sequence, c.kind, c.ordinal)):
+        key, unit = (c.sequence, c.kind), Unit(c.step, c.part)
+        if key in previous and previous[key] != unit and unit not in after[previous[key]]:
+            after[previous[key]].add(unit)
+            waiting[unit] += 1
+        previous[key] = unit
+    rank = {u: (first[u], () if u.step is None else u.step, u.part) for u in first}
     ready = [(rank[s], i, s) for i, s in enumerate(first) if waiting[s] == 0]
     heapq.heapify(ready)
-    order: list[StepKey | None] = []
+    order: list[Unit] = []
     left = set(first)
     while left:
         if not ready:
@@ -337,16 +370,15 @@ def _steps_in_time_order(chunks: list[Chunk]) -> list[StepKey | None]:
     return order
 
 
-def _groups(chunks: list[Chunk], order: list[StepKey | None]
-            ) -> dict[tuple[str, StepKey | None], list[Chunk]]:
-    """Chunks by (part, step), in the order they are written; within one, by rank, then each
+def _groups(chunks: list[Chunk], order: list[Unit]) -> dict[tuple[str, Unit], list[Chunk]]:
+    """Chunks by (kind, step), in the order they are written; within one, by rank, then each
     packet sequence's in its order (never by where they lie in their spool files: which file's
     came first would then hang on the sizes of what was spooled before)."""
-    position = {step: i for i, step in enumerate(order)}
-    groups: dict[tuple[str, StepKey | None], list[Chunk]] = {}
-    key = lambda c: (c.part != SUMMARY, position[c.step], c.rank, c.sequence, c.ordinal)  # noqa: E731
+    position = {unit: i for i, unit in enumerate(order)}
+    groups: dict[tuple[str, Unit], list[Chunk]] = {}
+    key = lambda c: (c.kind != SUMMARY, position[c.step, c.part], c.rank, c.sequence, c.ordinal)  # noqa: E731
     for c in sorted(chunks, key=key):
-        groups.setdefault((c.part, c.step), []).append(c)
+        groups.setdefault((c.kind, Unit(c.step, c.part)), []).append(c)
     return groups
 
 

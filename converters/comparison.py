@@ -188,6 +188,6 @@ def write_comparison(
         spool.close()
     return pipeline.Result(
         output=output, format=out_format, ranks=[r.rank for r in infos if r.rank not in kept.ranks_left_out],
-        steps=sum(step is not None for step in kept.summary_steps), slices=kept.slices,
+        steps=sum(unit.step is not None for unit in kept.summary_steps), slices=kept.slices,
         bytes_written=sink.written, seconds=time.perf_counter() - started, warnings=diag.messages(),
         cut=None if kept.complete else f"{kept.describe(every_rank=False)}; {kept.hint()}")

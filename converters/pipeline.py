@@ -164,7 +164,7 @@ def convert(
         spool.close()
     return Result(
         output=target, format=out_format, ranks=[r.rank for r in infos if r.rank not in kept.ranks_left_out],
-        steps=sum(step is not None for step in kept.summary_steps), slices=kept.slices,
+        steps=sum(unit.step is not None for unit in kept.summary_steps), slices=kept.slices,
         bytes_written=sink.written, seconds=time.perf_counter() - started,
         warnings=diag.messages(),
         cut=None if kept.complete else f"{kept.describe(every_rank=False)}; {kept.hint()}",
@@ -268,8 +268,8 @@ class RankOps(NamedTuple):
 
     origin_ns: int | None
     path: str
-    # graph, step (as the rank numbers them), the step's key, chunk start, offset, length
-    steps: list[tuple[int | None, int | None, StepKey | None, int, int, int]]
+    # graph, step (as the rank numbers them), the step's key, chunk start, its part, offset, length
+    steps: list[tuple[int | None, int | None, StepKey | None, int, int, int, int]]
     step_ns: int = 0  # the steps' time added up (for the size cap's order of interest)
     step_count: int = 0
     span: tuple[int, int] | None = None
@@ -289,14 +289,14 @@ class _OpsWriter:
         self.lanes = Lanes()
         self.sequences: dict[tuple, int] = {}
 
-    def add(self, file: SpoolFile, step: StepKey | None, graph: int | None, start_ns: int, part: str,
-            slices: list[Slice]) -> None:
+    def add(self, file: SpoolFile, step: StepKey | None, graph: int | None, start_ns: int, part: int,
+            kind: str, slices: list[Slice]) -> None:
         if slices:
-            key = (part, graph, step is None)
+            key = (kind, graph, step is None)
             sequence = _COLLECTIVE_SEQUENCES + self.sequences.setdefault(key, len(self.sequences))
             ordered, times = sorted_and_timed(slices)
             data = self.encoder.chunk(sequence, self.lanes.placement(ordered, times=times))
-            file.add(step, start_ns, self.rank, part, data, len(slices), sequence, graph)
+            file.add(step, start_ns, self.rank, kind, data, len(slices), sequence, graph, part)
 
 
 def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: list[_OpsWriter],
@@ -310,29 +310,29 @@ def _encode_collectives(infos: list[RankInfo], held: list[RankOps], writers: lis
     # the step's key -> rank index -> that rank's parts of the step (graph, step as it numbers them)
     parts_of: dict[StepKey | None, dict[int, list[tuple]]] = {}
     for index, mine in enumerate(held):
-        for graph, step, key, start_ns, offset, length in mine.steps:
-            part = (graph, step, start_ns, mine.path, offset, length)
+        for graph, step, key, start_ns, number, offset, length in mine.steps:
+            part = (graph, step, start_ns, number, mine.path, offset, length)
             parts_of.setdefault(key, {}).setdefault(index, []).append(part)
     # in key order, as each rank's own chunks: a graph's keys rise in the order its steps were read
     order = sorted(parts_of, key=lambda key: () if key is None else key)
     with SpoolFile(spool.new_file()) as file:
         for key in order:
-            parts = {index: [(graph, step, start_ns, pickle.loads(spool.unstash(path, offset, length)))
-                             for graph, step, start_ns, path, offset, length in found]
+            parts = {index: [(graph, step, start_ns, number, pickle.loads(spool.unstash(path, at, length)))
+                             for graph, step, start_ns, number, path, at, length in found]
                      for index, found in parts_of[key].items()}
             ops = {index: [communication.light_ops(infos[index].rank, graph, step, key, slices)
-                           for graph, step, _, slices in found] for index, found in parts.items()}
+                           for graph, step, _, _, slices in found] for index, found in parts.items()}
             instances = communication.match({infos[i].rank: [op for part in mine for op in part]
                                     for i, mine in ops.items() if infos[i].rank not in apart})
             for inst in instances:
                 caused[inst.last_rank] += sum(inst.wait_ns(rank) for rank in inst.starts)
             waiters = communication.waiting_ranks(instances)
             for index, found in parts.items():
-                for (graph, _, start_ns, slices), step_ops in zip(found, ops[index], strict=True):
-                    writers[index].add(file, key, graph, start_ns, SUMMARY,
+                for (graph, _, start_ns, number, slices), step_ops in zip(found, ops[index], strict=True):
+                    writers[index].add(file, key, graph, start_ns, number, SUMMARY,
                                        communication.wait_slices(step_ops))
                     if options.kind is Kind.DETAIL:
-                        writers[index].add(file, key, graph, start_ns, DETAIL,
+                        writers[index].add(file, key, graph, start_ns, number, DETAIL,
                                            communication.annotated(slices, step_ops, waiters))
     spool.chunks.extend(file.chunks)
     return caused
@@ -364,7 +364,7 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
     detail_bytes = 0
     encoder = encoder_for(out_format, origin_ns, index, wall_clock=info.wall_clock)
     sequences: dict[tuple[str, int | None, bool], int] = {}
-    held: list[tuple[int | None, int | None, StepKey | None, int, int, int]] = []
+    held: list[tuple[int | None, int | None, StepKey | None, int, int, int, int]] = []
     step_ns = step_count = 0
     with SpoolFile(path) as spool:
         for batch in read_profile([info], options, diag):
@@ -376,28 +376,29 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
                 batch = renumbered(batch, drawing.rank_offset)
             if batch.step is not None:
                 step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
+            part = batch.part[0] if batch.part is not None else 0
             summary, detail = _parts(*sorted_and_timed(records_to_write(batch, options)))
             ops = of_layer(batch.slices, Layer.COMM_OP)
             if ops:  # in summary, where they are not drawn, as matching needs them (comm.for_matching)
                 kept = ops if options.kind is Kind.DETAIL else [communication.for_matching(s) for s in ops]
-                held.append((batch.graph, batch.step_id, batch.key, batch.start_ns,
+                held.append((batch.graph, batch.step_id, batch.key, batch.start_ns, part,
                              *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []
-            for part, (mine, times), values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
+            for kind, (mine, times), values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
                 if mine or values:
                     # the pseudo step (no step trace) is a sequence apart: it has no place in time
-                    key = (part, batch.graph, batch.step_id is None)
+                    key = (kind, batch.graph, batch.step_id is None)
                     sequence = sequences.setdefault(key, len(sequences))
                     events = lanes.placement(mine, values, times)
-                    if part is DETAIL and detail_limit is not None and detail_bytes > detail_limit:
+                    if kind is DETAIL and detail_limit is not None and detail_bytes > detail_limit:
                         encoder.reserve(sequence, events)
-                        spool.add_unwritten(batch.key, batch.start_ns, batch.rank, part, len(mine), sequence,
-                                            batch.graph)
+                        spool.add_unwritten(batch.key, batch.start_ns, batch.rank, kind, len(mine), sequence,
+                                            batch.graph, part)
                         continue
                     data = encoder.chunk(sequence, events)
-                    detail_bytes += len(data) if part is DETAIL else 0
-                    spool.add(batch.key, batch.start_ns, batch.rank, part, data, len(mine), sequence,
-                              batch.graph)
+                    detail_bytes += len(data) if kind is DETAIL else 0
+                    spool.add(batch.key, batch.start_ns, batch.rank, kind, data, len(mine), sequence,
+                              batch.graph, part)
             # the step's slices freed now, while what encoding read of them is in the cache (the
             # generators that read the step hold it until they have read the next one), the rest of
             # each asked for ahead (``release``): 0.06 -> 0.03 CPU s a torch_npu rank

@@ -1,4 +1,4 @@
-"""The spool: encoded chunks (one per rank, step and part) written to temporary files while the
+"""The spool: encoded chunks (one per rank, step and kind) written to temporary files while the
 input is read, so that memory holds only their index (``Chunk``). The conversion spools every rank's
 chunks (one ``SpoolFile`` per worker, its chunks gathered in the driver's ``Spool``) for the size cap
 to assemble (``budget.assemble``); the analyses that read ranks in workers stash what a worker
@@ -17,18 +17,18 @@ from typing import BinaryIO
 from .errors import temporary_writes
 from .model import StepKey
 
-SUMMARY, DETAIL = "summary", "detail"  # a chunk's part: the summary, or the detail a size cap may drop
+SUMMARY, DETAIL = "summary", "detail"  # a chunk's kind: the summary, or the detail a size cap may drop
 _COPY_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Where one encoded chunk (one rank, step and part) lies in the spool."""
+    """Where one encoded chunk (one rank, step and kind) lies in the spool."""
 
     step: StepKey | None  # the step as the job names it
     start_ns: int
     rank: int
-    part: str
+    kind: str  # SUMMARY or DETAIL
     path: str
     offset: int
     length: int
@@ -36,6 +36,7 @@ class Chunk:
     sequence: tuple[int, int] = (0, 0)  # (rank, packet sequence): chunks that share interning
     ordinal: int = 0  # its place in its sequence: a chunk needs all earlier ones before it
     graph: int | None = None  # the graph id as its rank numbers it (to name the step in messages)
+    part: int = 0  # which part of its step it holds (``StepRecords.part``): the cap keeps parts in order
 
 
 UNWRITTEN = -1  # the length of a chunk not encoded: it never fits (SpoolFile.add_unwritten)
@@ -60,23 +61,23 @@ class SpoolFile:
         with temporary_writes(self.path):
             self._file.close()
 
-    def add(self, step: StepKey | None, start_ns: int, rank: int, part: str, data: bytes, slices: int,
-            sequence: int = 0, graph: int | None = None) -> None:
+    def add(self, step: StepKey | None, start_ns: int, rank: int, kind: str, data: bytes, slices: int,
+            sequence: int = 0, graph: int | None = None, part: int = 0) -> None:
         if data:
             with temporary_writes(self.path):
                 self._file.write(data)
             ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
-            self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, len(data), slices,
-                                     (rank, sequence), ordinal, graph))
+            self.chunks.append(Chunk(step, start_ns, rank, kind, self.path, self._end, len(data), slices,
+                                     (rank, sequence), ordinal, graph, part))
             self._end += len(data)
 
-    def add_unwritten(self, step: StepKey | None, start_ns: int, rank: int, part: str, slices: int,
-                      sequence: int = 0, graph: int | None = None) -> None:
+    def add_unwritten(self, step: StepKey | None, start_ns: int, rank: int, kind: str, slices: int,
+                      sequence: int = 0, graph: int | None = None, part: int = 0) -> None:
         """A chunk that was not encoded because the cap could never take it: it holds its place
         in its sequence and makes its step's group not fit (length -1)."""
         ordinal = self._ordinals[rank, sequence] = self._ordinals.get((rank, sequence), -1) + 1
-        self.chunks.append(Chunk(step, start_ns, rank, part, self.path, self._end, UNWRITTEN, slices,
-                                 (rank, sequence), ordinal, graph))
+        self.chunks.append(Chunk(step, start_ns, rank, kind, self.path, self._end, UNWRITTEN, slices,
+                                 (rank, sequence), ordinal, graph, part))
 
     def stash(self, data: bytes) -> tuple[int, int]:
         """Keep ``data`` (no chunk) for ``Spool.unstash``: where it lies, as (offset, length)."""

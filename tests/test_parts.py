@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -158,3 +159,41 @@ def test_a_capture_too_large_to_hold_has_no_critical_path_and_says_so(captures, 
     [found] = critical_report(root)
     assert found.path == [] and "no step bounds" in found.unknown and "--step-marker" in found.unknown
     assert held.start_ns <= found.start_ns < found.start_ns + found.step_ns <= held.start_ns + held.step_ns
+
+
+@pytest.mark.parametrize("name", ["t.pftrace", "t.json"])
+def test_a_capped_capture_keeps_its_leading_parts_not_nothing(captures, tmp_path, name):
+    """The size cap keeps a capture no step bounds part by part in time order, as it keeps steps:
+    a capture a little over the cap shows its summary whole and the detail of its first parts
+    (before, the one pseudo step was kept or dropped whole: an empty detail)."""
+    from trace_check import read_chrome_json, read_perfetto
+
+    from converters import convert
+    from converters.pipeline import records_to_write
+    from converters.writers.chrome_json import Origins
+
+    root, out = captures["nsys"], tmp_path / name
+    options = Options(kind="detail")
+    detail_of_parts = [{(s.name, s.start_ns, s.dur_ns) for s in records_to_write(b, options)
+                        if not s.layer.is_summary} for b in _read(root, SMALL_PARTS, _batches)]
+    assert len(detail_of_parts) >= 4
+
+    def converted(kind: str, cap: int | None):
+        return _read(root, SMALL_PARTS, lambda r: convert(r, out, kind=kind, max_bytes=cap))
+
+    cap = (converted("detail", None).bytes_written + converted("summary", None).bytes_written) // 2
+    result = converted("detail", cap)
+    assert out.stat().st_size <= cap and result.cut is not None
+    kept = re.search(r"detail for parts 1-(\d+) of (\d+) parts of the time no step bounds, its one rank; "
+                     r"summary for all of it; to see the rest use --step-marker with --steps", result.cut)
+    assert kept and int(kept[2]) == len(detail_of_parts) and 0 < int(kept[1]) < len(detail_of_parts)
+    data = out.read_bytes()
+    if name.endswith(".json"):
+        decoded, shift = read_chrome_json(data), Origins.from_starts(discover(root)).origin
+    else:
+        decoded, shift = read_perfetto(data), 0
+    written = Counter((s.name, s.start_ns + shift, s.dur_ns) for s in decoded.slices
+                      if s.track[0] not in ("Step Trace", "Overlap Analysis", "Trace cut"))
+    leading, rest = set().union(*detail_of_parts[:int(kept[1])]), set().union(*detail_of_parts[int(kept[1]):])
+    assert leading <= set(written) <= leading | rest  # the leading parts whole, nothing invented
+    assert not set(written) & (rest - leading)  # and nothing of a later part

@@ -26,7 +26,7 @@ from converters.cli import main
 from converters.errors import Diagnostics
 from converters.model import Layer, Sample, Slice
 from converters.profile import Kind, Options, Profile, read_profile
-from converters.readers import _core, ascend_db, kineto, memory
+from converters.readers import _core, ascend_db, chrome_trace, kineto, memory
 from converters.readers.common import events as event_decoding
 from fixtures.host_info_gen import write_host_info
 from fixtures.kineto_gen import write_kineto_traces
@@ -243,6 +243,55 @@ def test_memory_records_and_messages_are_those_of_the_decoded_trace(tmp_path_fac
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(event_decoding, "scan", lambda *_: None)  # every batch decoded by msgspec
         assert outcome() == scanned
+
+
+def _plain_event(ts, device_type, device_id, addr, size, allocated, reserved) -> str:
+    args = {"Device Type": device_type, "Device Id": device_id, "Addr": addr, "Bytes": size,
+            "Total Allocated": allocated, "Total Reserved": reserved}
+    text = ", ".join(f'"{k}": {json.dumps(v)}' for k, v in args.items() if v is not None)
+    return f'{{"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": {ts}, "args": {{{text}}}}}'
+
+
+# a training step's [memory] events: a few devices (the CPU's id -1, an unknown type), addresses
+# reused, deltas or totals, times in and out of order; among them the odd forms above
+_PLAIN_MEMORY = st.tuples(st.sampled_from(["1", "2", "3", "3.5", "1623142623460121", "1623142623460121.125",
+                                           '"7.25"']),
+                          st.sampled_from([0, 1, 1, 6, 99]), st.sampled_from([-1, 0, 1, 3]),
+                          st.sampled_from([None, 4096, 8192, 140234567890]),
+                          st.sampled_from([4096, -4096, 0, 1.5e6, -2048, 1 << 20]),
+                          st.sampled_from([None, None, 8192, 1.0]), st.sampled_from([None, None, 16384]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_PLAIN_MEMORY.map(lambda e: _plain_event(*e)), _MEMORY_EVENTS.map(", ".join)),
+                max_size=40).map(lambda texts: [t for t in texts if t]), st.integers(0, 2))
+def test_memory_made_in_c_is_the_rules(tmp_path_factory, events, batches):
+    """``_core.memory_samples`` makes a scanned batch's [memory] events into the Samples and
+    allocations ``_MemoryPass.event`` makes of them one by one, with the same running sums, the same
+    events counted out of order or bad, in one batch or several (the pass's state carried on)."""
+    path = tmp_path_factory.mktemp("memory_in_c") / "w.pt.trace.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [' + ", ".join(events) + "]}")
+    rank = kineto.rank_info(path)
+
+    def outcome(in_c: bool) -> tuple[list, list, list[str]]:
+        diag = Diagnostics()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(chrome_trace, "BATCH_BYTES", max(64, path.stat().st_size // (batches + 1)))
+            records = list(kineto._memory(rank, path, diag, in_c=in_c))
+        return ([r for r in records if type(r) is Sample], [r for r in records if type(r) is Slice],
+                diag.messages())
+
+    assert outcome(True) == outcome(False)
+
+
+@pytest.mark.parametrize("sample", ["kineto-1.8-resnet50", "kineto-h100-mi300-bert"])
+def test_real_memory_made_in_c_is_the_rules(sample):
+    """On the real traces with [memory] events (12,838; 472 in the H100 and MI300X ones), C and the
+    rule make the same records."""
+    for path in sorted(real_data(sample).glob("*.json.gz")):
+        rank = kineto.rank_info(path)
+        made = {in_c: list(kineto._memory(rank, path, Diagnostics(), in_c=in_c)) for in_c in (True, False)}
+        assert made[True] == made[False] and any(type(r) is Sample for r in made[True])
 
 
 # -- host memory -------------------------------------------------------------------------------------

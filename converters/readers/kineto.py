@@ -80,7 +80,7 @@ from ..model import (
     memory_counter,
 )
 from . import chrome_trace, collectives, launches
-from ._core import RawEvents, any_named, memory_events
+from ._core import RawEvents, any_named, memory_events, memory_samples
 from .base import Reader
 from .chrome_trace import Converted, Dialect
 from .common import jsonfile
@@ -584,58 +584,93 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
         yield from _memory(rank, path, diag)
 
 
-def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | Sample]:
+def _memory(rank: RankInfo, path: Path, diag: Diagnostics, in_c: bool = True) -> Iterator[Slice | Sample]:
+    """The file's ``[memory]`` records (``in_c`` False: every event by the rule, for tests)."""
     if not _mentions(path, b'"' + MEMORY_EVENT.encode() + b'"'):
         return  # most traces: a byte search costs a tenth of decoding their events
-    running: dict[str, float] = {}  # device -> the sum of its deltas so far
-    pairs = _Pairs(rank)
-    last_ns: dict[str, int] = {}
-    bad = disordered = 0
-    for event in _memory_events(path, diag):
+    found = _MemoryPass(rank)
+    for batch in event_batches(path, diag, Kineto.events, chrome_trace.BATCH_BYTES, scanned=True):
+        if type(batch) is not RawEvents:
+            for event in batch:
+                if event.name == MEMORY_EVENT:
+                    yield from found.event(event)
+        elif in_c:
+            yield from found.scanned(batch)
+        else:
+            for item in memory_events(batch, MEMORY_EVENT):
+                yield from found.event(item)
+    yield from found.pairs.end(max(found.last_ns.values(), default=0))
+    if found.pairs.unseen:
+        diag.warn("memory_pairs", f"{path}: {found.pairs.unseen} allocations' addresses were allocated "
+                  "again with no release recorded between: each is drawn up to then, its release time "
+                  "unknown")
+    if found.bad:
+        diag.warn("bad_event", f"{path}: {found.bad} {MEMORY_EVENT} events without a time or a number of "
+                  "Bytes; skipped")
+    if found.disordered:
+        diag.note("memory_order", f"{path}: {found.disordered} {MEMORY_EVENT} events earlier than the one "
+                  "before them on their device: running sums are taken in the file's order")
+
+
+class _MemoryPass:
+    """One file's ``[memory]`` events in its order, made into counters per device and allocations.
+    ``event`` is the rule; ``scanned`` makes a scanned batch's plain events in C
+    (``_core.memory_samples``, with this pass's own dicts) and the rest by the rule."""
+
+    def __init__(self, rank: RankInfo) -> None:
+        self.rank = rank
+        self.running: dict[str, float] = {}  # device -> the sum of its deltas so far
+        self.last_ns: dict[str, int] = {}  # device -> its last event's time
+        # (Device Type, Device Id), both ints -> (device, its component since the trace began, and
+        # the lanes: Allocated, Reserved, Allocated since the trace began): the devices C has seen
+        self.lanes: dict[tuple[int, int], tuple[str, str, str, str, str]] = {}
+        self.pairs = _Pairs(rank)
+        self.bad = self.disordered = 0
+
+    def scanned(self, batch: RawEvents) -> Iterator[Slice | Sample]:
+        at: int | None = 0
+        while at is not None:
+            samples: list[Sample] = []
+            allocations: list[tuple[str, int, int, float]] = []
+            at, item, disordered = memory_samples(
+                batch, at, MEMORY_EVENT, self.rank.rank, self.rank.clock_offset_ns, Sample, self.lanes,
+                self.running, self.last_ns, samples, allocations)
+            self.disordered += disordered
+            yield from samples
+            for allocation in allocations:
+                yield from self.pairs.add(*allocation)
+            if item is not None:
+                yield from self.event(item)
+
+    def event(self, event: tuple | Event | bytes) -> Iterator[Slice | Sample]:
+        """One event: (ts, *_MemoryArgs' fields) as ``memory_events`` picks it, its text, or the Event."""
         try:
             ts, device_type, device_id, addr, size, allocated, reserved = (
                 event if type(event) is tuple else _memory_fields(event))
-            ts_ns = checked_ns(us_to_ns(ts) + rank.clock_offset_ns)
+            ts_ns = checked_ns(us_to_ns(ts) + self.rank.clock_offset_ns)
             size = _number(size)
         except (TypeError, ValueError, ArithmeticError, msgspec.DecodeError, msgspec.ValidationError):
-            bad += 1
-            continue
+            self.bad += 1
+            return
         device = _device_name(device_type, device_id)
+        if type(device_type) is int and type(device_id) is int:
+            since = device + SINCE_START
+            self.lanes[device_type, device_id] = (
+                device, since, memory_counter(device, "Allocated"), memory_counter(device, "Reserved"),
+                memory_counter(since, "Allocated"))
         absolute = _number(allocated, None) is not None or _number(reserved, None) is not None
         component = device if absolute else device + SINCE_START
-        disordered += ts_ns < last_ns.get(device, ts_ns)
-        last_ns[device] = ts_ns
+        self.disordered += ts_ns < self.last_ns.get(device, ts_ns)
+        self.last_ns[device] = ts_ns
         if absolute:
             for kind, value in (("Allocated", allocated), ("Reserved", reserved)):
                 if (value := _number(value, None)) is not None:
-                    yield Sample(rank.rank, memory_counter(component, kind), ts_ns, value)
+                    yield Sample(self.rank.rank, memory_counter(component, kind), ts_ns, value)
         else:
-            running[device] = total = running.get(device, 0.0) + size
-            yield Sample(rank.rank, memory_counter(component, "Allocated"), ts_ns, total)
+            self.running[device] = total = self.running.get(device, 0.0) + size
+            yield Sample(self.rank.rank, memory_counter(component, "Allocated"), ts_ns, total)
         if type(addr) is int and size:
-            yield from pairs.add(component, addr, ts_ns, size)
-    yield from pairs.end(max(last_ns.values(), default=0))
-    if pairs.unseen:
-        diag.warn("memory_pairs", f"{path}: {pairs.unseen} allocations' addresses were allocated again with "
-                  f"no release recorded between: each is drawn up to then, its release time unknown")
-    if bad:
-        diag.warn("bad_event", f"{path}: {bad} {MEMORY_EVENT} events without a time or a number of Bytes; "
-                  "skipped")
-    if disordered:
-        diag.note("memory_order", f"{path}: {disordered} {MEMORY_EVENT} events earlier than the one before "
-                  "them on their device: running sums are taken in the file's order")
-
-
-def _memory_events(path: Path, diag: Diagnostics) -> Iterator[tuple | Event]:
-    """The file's ``[memory]`` events in its order, read as the steps' pass reads them (``Kineto.events``)
-    but without an object for the others: where a batch is plain, picked in C (``memory_events``: an
-    event's ts and args as (ts, *_MemoryArgs' fields), or its text where they are not plain), else
-    decoded (a batch ``scan`` leaves to msgspec, with its warnings)."""
-    for batch in event_batches(path, diag, Kineto.events, chrome_trace.BATCH_BYTES, scanned=True):
-        if type(batch) is RawEvents:
-            yield from memory_events(batch, MEMORY_EVENT)
-        else:
-            yield from (event for event in batch if event.name == MEMORY_EVENT)
+            yield from self.pairs.add(component, addr, ts_ns, size)
 
 
 def _memory_fields(event: Event | bytes) -> tuple:

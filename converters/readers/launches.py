@@ -42,7 +42,7 @@ from ..model import (
     Step,
     checked_ns,
 )
-from ._core import RawEvents, survey
+from ._core import RawEvents, launch_runs, survey
 from .common.events import Event
 from .common.spilled_flows import OUTSIDE
 from .common.times import us_to_ns
@@ -199,10 +199,13 @@ class Survey:
         freed."""
         ids, times, threads = self._ids, self._times, self._threads
         self._ids, self._times, self._threads = array("q"), array("q"), array("i")
-        if any(ids[i] > ids[i + 1] for i in range(len(ids) - 1)):  # a file not in launch order
+        windows = array("q", (s.start_ns for s in steps)), array("q", (s.end_ns for s in steps))
+        found = launch_runs(ids, times, *windows, OUTSIDE)  # runs_by_rule's, in C
+        if found is None:  # a file not in launch order
             order = sorted(range(len(ids)), key=ids.__getitem__)
             ids, times, threads = (array(a.typecode, (a[i] for i in order)) for a in (ids, times, threads))
-        runs = _Runs(ids, map(_Windows(steps).index, times))
+            found = launch_runs(ids, times, *windows, OUTSIDE)
+        runs = _Runs(*(_array(code, data) for code, data in zip("qqi", found, strict=True)))
         ops = {thread: _Ops(found) for thread, found in self._ops.items()}
         self._ops, self._shared = {}, {}
         collectives = _Collectives()
@@ -212,25 +215,38 @@ class Survey:
         return Launches(runs, collectives, self.graphs)
 
 
+def runs_by_rule(ids: array, steps: Iterable[int]) -> tuple[array, array, array]:
+    """The runs (``_Runs``) of launch ``ids`` in order, each with its step: their first ids, last
+    ids and steps. The rule ``_core.launch_runs`` follows in C (with ``_Windows.index`` for the
+    steps), kept as its reference (tests/readers/test_kineto_scan.py)."""
+    firsts, lasts, numbers = array("q"), array("q"), array("i")
+    last_step = last = None
+    for correlation, step in zip(ids, steps, strict=True):
+        if step == last_step:
+            lasts[-1] = correlation
+        elif correlation != last:  # an id given twice: its first launch counts
+            firsts.append(correlation)
+            lasts.append(correlation)
+            numbers.append(step)
+            last_step = step
+        last = correlation
+    return firsts, lasts, numbers
+
+
+def _array(typecode: str, data: bytes) -> array:
+    found = array(typecode)
+    found.frombytes(data)
+    return found
+
+
 class _Runs:
     """Launch ids in order, as runs of one step: (first id, last id, step index) each, so memory
     holds about one run a step, not an entry a launch. An id within a run that no recorded launch
     has (a launch the profiler dropped) is taken as the run's step; one between runs, below the
     first or past the last has no recorded launch."""
 
-    def __init__(self, ids: array, steps: Iterable[int]) -> None:
-        """``ids`` in order, each with its step."""
-        self.firsts, self.lasts, self.steps = firsts, lasts, numbers = array("q"), array("q"), array("i")
-        last_step = last = None
-        for correlation, step in zip(ids, steps, strict=True):
-            if step == last_step:
-                lasts[-1] = correlation
-            elif correlation != last:  # an id given twice: its first launch counts
-                firsts.append(correlation)
-                lasts.append(correlation)
-                numbers.append(step)
-                last_step = step
-            last = correlation
+    def __init__(self, firsts: array, lasts: array, steps: array) -> None:
+        self.firsts, self.lasts, self.steps = firsts, lasts, steps
 
     def step(self, correlation: int) -> int | None:
         """The step of ``correlation``'s run; None where it is in none."""

@@ -6,7 +6,9 @@ scanned batch: ``c/survey.c``) keeps what it keeps over the decoded batch."""
 from __future__ import annotations
 
 import json
+from array import array
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgspec
 import pytest
@@ -128,6 +130,34 @@ def test_the_launch_survey_of_a_scanned_batch_is_that_of_the_decoded_batch(made,
         assert _core.any_named(raw, kineto._EXECUTION_CATS, kineto._EXECUTION_NAMES) == any(
             kineto._is_execution(e) for e in decoded)
     assert _state(in_c) == _state(by_rule)
+
+
+_TIME = st.integers(-(1 << 62), (1 << 62) - 1)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5, 60), st.one_of(_TIME, st.integers(0, 100))), max_size=60),
+       st.lists(st.tuples(st.integers(0, 100), st.integers(0, 40)), max_size=8), st.booleans())
+def test_the_launches_runs_in_c_are_the_rules(launched, windows, in_order):
+    """``_core.launch_runs`` files the launches to the step whose window holds them, as runs of
+    ids, as ``_Windows.index`` and ``runs_by_rule`` do: windows that overlap or nest (real traces'),
+    ids given twice, launches outside every window; None where the ids are not in order."""
+    launched = sorted(launched) if in_order else launched
+    ids, times = array("q", (i for i, _ in launched)), array("q", (t for _, t in launched))
+    steps = [SimpleNamespace(start_ns=a, end_ns=a + d) for a, d in sorted(windows)]
+    found = _core.launch_runs(ids, times, array("q", (s.start_ns for s in steps)),
+                              array("q", (s.end_ns for s in steps)), launches.OUTSIDE)
+    if list(ids) != sorted(ids):
+        assert found is None
+        return
+    expected = launches.runs_by_rule(ids, map(launches._Windows(steps).index, times))
+    assert [_array(code, data) for code, data in zip("qqi", found, strict=True)] == list(expected)
+
+
+def _array(code: str, data: bytes) -> array:
+    found = array(code)
+    found.frombytes(data)
+    return found
 
 
 _KERNELS = [

@@ -566,6 +566,154 @@ static PyObject *memory_events(PyObject *module, PyObject *const *argv, Py_ssize
     return found;
 }
 
+/* -- the [memory] events as kineto._MemoryPass.event makes them: Samples (and allocations to pair) --
+ * Per event, Python made a tuple, read its time, named its device, summed and compared in dicts and
+ * made its Samples: most of a Kineto detail conversion's Python. Here the events whose fields are
+ * plain are made into the same Samples, with the pass's own state (its dicts); the first that is
+ * not (a time or device not plain, no Bytes, a device not seen yet) stops the run and goes back to
+ * the rule as memory_events gives it, which then goes on from the next. */
+
+/* A number of _MemoryArgs as kineto._number reads it (memory_value makes only None, int and float) */
+static int as_number(PyObject *value, double *d) {
+    if (PyFloat_CheckExact(value)) *d = PyFloat_AS_DOUBLE(value);
+    else if (PyLong_CheckExact(value)) *d = PyLong_AsDouble(value);  /* at most 18 digits: exact enough */
+    else return 0;
+    return 1;
+}
+
+/* A Sample(rank, lane, ts_ns, value) appended to ``out``: 0, or -1 with an error */
+static int add_sample(PyObject *out, PyTypeObject *type, PyObject *rank, PyObject *lane, long long ts_ns,
+                      double value) {
+    PyObject *sample = type->tp_alloc(type, 4);
+    if (!sample) return -1;
+    PyObject *ts = PyLong_FromLongLong(ts_ns), *v = PyFloat_FromDouble(value);
+    PyTuple_SET_ITEM(sample, 0, Py_NewRef(rank));
+    PyTuple_SET_ITEM(sample, 1, Py_NewRef(lane));
+    PyTuple_SET_ITEM(sample, 2, ts);
+    PyTuple_SET_ITEM(sample, 3, v);
+    int rc = ts && v ? PyList_Append(out, sample) : -1;
+    Py_DECREF(sample);
+    return rc;
+}
+
+/* One plain [memory] event into ``samples`` and ``allocations``: 1; 0 for the rule (nothing done);
+ * -1 on error. ``lanes`` maps (Device Type, Device Id) to what lanes_of gives: (device, its
+ * component since the trace began, Allocated lane, Reserved lane, the since-began Allocated lane). */
+typedef struct {
+    PyObject *rank, *lanes, *running, *last_ns, *samples, *allocations;
+    PyTypeObject *sample;
+    long long offset;
+    Py_ssize_t disordered;
+} MemoryPass;
+
+static int memory_sample(const RawEvents *r, const RawEvent *e, MemoryPass *m) {
+    PyObject *v[N_MEMORY_KEYS] = {NULL};
+    long long ns;
+    if ((e->f[F_TS].kind == K_NUM && !r->decode_time) || !span_ns(r, &e->f[F_TS], F_TS, &ns) ||
+        e->f[F_ARGS].kind == K_ABSENT)  /* a float ts the rule reads by its text, as span_ns then does */
+        return 0;
+    int rc = memory_args((const unsigned char *)span_text(r, &e->f[F_ARGS]), e->f[F_ARGS].len, v);
+    if (rc != 1) return rc;
+    PyObject *type = v[0], *id = v[1], *addr = v[2], *key = NULL, *lanes, *last;
+    double size, allocated, reserved;
+    int has_allocated = as_number(v[4], &allocated), has_reserved = as_number(v[5], &reserved);
+    long long ts_ns = ns + m->offset;
+    rc = 0;
+    if (ns >= TIME_LIMIT_NS || ns <= -TIME_LIMIT_NS || ts_ns >= TIME_LIMIT_NS || ts_ns <= -TIME_LIMIT_NS ||
+        !PyLong_CheckExact(type) || !PyLong_CheckExact(id) || !as_number(v[3], &size))
+        goto done;
+    if (!(key = PyTuple_Pack(2, type, id))) goto fail;
+    if (!(lanes = PyDict_GetItemWithError(m->lanes, key))) {
+        if (!PyErr_Occurred()) rc = 0;  /* a device not seen yet: the rule names it */
+        else goto fail;
+        goto done;
+    }
+    PyObject *device = PyTuple_GET_ITEM(lanes, 0);
+    int absolute = has_allocated || has_reserved;
+    if ((last = PyDict_GetItemWithError(m->last_ns, device))) {
+        long long before = PyLong_AsLongLong(last);
+        if (before == -1 && PyErr_Occurred()) goto fail;
+        m->disordered += ts_ns < before;
+    } else if (PyErr_Occurred()) {
+        goto fail;
+    }
+    PyObject *at = PyLong_FromLongLong(ts_ns);
+    if (!at || PyDict_SetItem(m->last_ns, device, at) < 0) {
+        Py_XDECREF(at);
+        goto fail;
+    }
+    Py_DECREF(at);
+    if (absolute) {
+        if (has_allocated && add_sample(m->samples, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 2), ts_ns,
+                                        allocated) < 0) goto fail;
+        if (has_reserved && add_sample(m->samples, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 3), ts_ns,
+                                       reserved) < 0) goto fail;
+    } else {
+        PyObject *sum = PyDict_GetItemWithError(m->running, device);
+        if (!sum && PyErr_Occurred()) goto fail;
+        double total = (sum ? PyFloat_AsDouble(sum) : 0.0) + size;
+        PyObject *made = PyFloat_FromDouble(total);
+        if (!made || PyDict_SetItem(m->running, device, made) < 0) {
+            Py_XDECREF(made);
+            goto fail;
+        }
+        Py_DECREF(made);
+        if (add_sample(m->samples, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 4), ts_ns, total) < 0) goto fail;
+    }
+    if (PyLong_CheckExact(addr) && size != 0.0) {
+        PyObject *allocation = Py_BuildValue("(OOLd)", PyTuple_GET_ITEM(lanes, absolute ? 0 : 1), addr, ts_ns, size);
+        if (!allocation || PyList_Append(m->allocations, allocation) < 0) {
+            Py_XDECREF(allocation);
+            goto fail;
+        }
+        Py_DECREF(allocation);
+    }
+    rc = 1;
+    goto done;
+fail:
+    rc = -1;
+done:
+    Py_XDECREF(key);
+    for (int k = 0; k < N_MEMORY_KEYS; k++) Py_XDECREF(v[k]);
+    return rc;
+}
+
+/* memory_samples(events, at, name, rank, offset_ns, Sample, lanes, running, last_ns, samples,
+ * allocations) -> (at, item, disordered): from event ``at`` on, each [memory] event (named
+ * ``name``) made as kineto._MemoryPass.event makes it, into ``samples`` (Samples) and ``allocations``
+ * ((component, addr, ts_ns, bytes) to pair, in order), with its dicts ``running`` and ``last_ns``,
+ * until one is not plain: then where to go on from and that event as memory_events gives it (at
+ * None: the batch is done), with how many events were earlier than the one before on their device.
+ * The rule: _MemoryPass.event; tests/test_memory_sources.py holds this to it. */
+static PyObject *memory_samples(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    RawEvents *r = argc == 11 ? raw_batch(argv[0]) : NULL;
+    if (!r || !PyLong_Check(argv[1]) || !PyUnicode_CheckExact(argv[2]) || !PyType_Check(argv[5]) ||
+        !PyDict_CheckExact(argv[6]) || !PyDict_CheckExact(argv[7]) || !PyDict_CheckExact(argv[8]) ||
+        !PyList_CheckExact(argv[9]) || !PyList_CheckExact(argv[10])) {
+        PyErr_SetString(PyExc_TypeError, "memory_samples(events, at, name, rank, offset_ns, Sample, lanes, "
+                        "running, last_ns, samples, allocations)");
+        return NULL;
+    }
+    MemoryPass m = {argv[3], argv[6], argv[7], argv[8], argv[9], argv[10], (PyTypeObject *)argv[5], 0, 0};
+    Py_ssize_t at = PyLong_AsSsize_t(argv[1]), n;
+    m.offset = PyLong_AsLongLong(argv[4]);
+    const char *text = PyUnicode_AsUTF8AndSize(argv[2], &n);
+    if (PyErr_Occurred() || !text) return NULL;
+    for (Py_ssize_t i = at < 0 ? 0 : at; i < r->n; i++) {
+        int is_named = named(r, &r->events[i], argv[2], text, n);
+        if (is_named < 0) return NULL;
+        if (!is_named) continue;
+        int rc = memory_sample(r, &r->events[i], &m);
+        if (rc < 0) return NULL;
+        if (rc == 0) {
+            PyObject *item = memory_item(r, &r->events[i]);
+            return item ? Py_BuildValue("(nNn)", i + 1, item, m.disordered) : NULL;
+        }
+    }
+    return Py_BuildValue("(OOn)", Py_None, Py_None, m.disordered);
+}
+
 RawEvents *raw_batch(PyObject *events) {
     return Py_IS_TYPE(events, &RawEventsType) ? (RawEvents *)events : NULL;
 }
@@ -574,6 +722,9 @@ PyMethodDef EVENTS_METHODS[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(data, decode_event, decode_value, decode_time=None) -> RawEvents, or None if the batch is not plain "
      "JSON events"},
+    {"memory_samples", (PyCFunction)(void (*)(void))memory_samples, METH_FASTCALL,
+     "memory_samples(events, at, name, rank, offset_ns, Sample, lanes, running, last_ns, samples, allocations) "
+     "-> (at, item, disordered): the plain [memory] events from at on as Samples, up to one for the rule"},
     {"memory_events", (PyCFunction)(void (*)(void))memory_events, METH_FASTCALL,
      "memory_events(events: RawEvents, name) -> [(ts, device type, device id, addr, bytes, total allocated, "
      "total reserved) or the event's text] of the events named name"},

@@ -249,10 +249,97 @@ static PyObject *any_named(PyObject *module, PyObject *const *argv, Py_ssize_t a
     Py_RETURN_FALSE;
 }
 
+/* The index of the latest-starting window (sorted by start; ``reach``: the latest end of any window
+ * starting at or before each) that holds ``ts``, or ``outside``: launches._Windows.index */
+static long long window_of(long long ts, const long long *starts, const long long *ends,
+                           const long long *reach, Py_ssize_t n, long long outside) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {  /* bisect_right(starts, ts) */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (ts < starts[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    for (Py_ssize_t k = lo - 1; k >= 0 && reach[k] > ts; k--)
+        if (ts < ends[k]) return k;
+    return outside;
+}
+
+/* launch_runs(ids, times, starts, ends, outside) -> (firsts, lasts, steps) as bytes of int64, int64
+ * and int32, or None where ``ids`` are not in order: launches._Runs over the launches' steps by
+ * their windows (launches.runs_by_rule, the rule; tests/readers/test_kineto_scan.py holds this to
+ * it). ``ids`` and ``times``: buffers of int64 (array "q"); ``starts`` and ``ends``: the windows'. */
+static PyObject *launch_runs(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 5) {
+        PyErr_SetString(PyExc_TypeError, "launch_runs(ids, times, starts, ends, outside)");
+        return NULL;
+    }
+    Py_buffer b[4] = {{0}};
+    int got = 0;
+    PyObject *result = NULL;
+    long long *firsts = NULL, *lasts = NULL, *reach = NULL;
+    int *steps = NULL;
+    long long outside = PyLong_AsLongLong(argv[4]);
+    if (outside == -1 && PyErr_Occurred()) return NULL;
+    for (; got < 4; got++) {
+        if (PyObject_GetBuffer(argv[got], &b[got], PyBUF_FORMAT) < 0) goto done;
+        if (b[got].itemsize != 8 || !b[got].format || strcmp(b[got].format, "q")) {
+            got++;
+            PyErr_SetString(PyExc_TypeError, "launch_runs: ids, times, starts and ends are arrays of \"q\"");
+            goto done;
+        }
+    }
+    const long long *ids = b[0].buf, *times = b[1].buf, *starts = b[2].buf, *ends = b[3].buf;
+    Py_ssize_t n = b[0].len / 8, windows = b[2].len / 8;
+    if (b[1].len != b[0].len || b[3].len != b[2].len) {
+        PyErr_SetString(PyExc_ValueError, "launch_runs: ids and times, starts and ends, of one length each");
+        goto done;
+    }
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (ids[i - 1] > ids[i]) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    firsts = PyMem_Malloc((n + 1) * sizeof *firsts);
+    lasts = PyMem_Malloc((n + 1) * sizeof *lasts);
+    steps = PyMem_Malloc((n + 1) * sizeof *steps);
+    reach = PyMem_Malloc((windows + 1) * sizeof *reach);
+    if (!firsts || !lasts || !steps || !reach) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < windows; k++) reach[k] = k && reach[k - 1] > ends[k] ? reach[k - 1] : ends[k];
+    Py_ssize_t runs = 0;
+    long long last_step = 0, last = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long step = window_of(times[i], starts, ends, reach, windows, outside);
+        if (runs && step == last_step) {
+            lasts[runs - 1] = ids[i];
+        } else if (!i || ids[i] != last) {  /* an id given twice: its first launch counts */
+            firsts[runs] = lasts[runs] = ids[i];
+            steps[runs++] = (int)step;
+            last_step = step;
+        }
+        last = ids[i];
+    }
+    result = Py_BuildValue("(NNN)", as_bytes(firsts, runs * sizeof *firsts),
+                           as_bytes(lasts, runs * sizeof *lasts), as_bytes(steps, runs * sizeof *steps));
+done:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    PyMem_Free(firsts);
+    PyMem_Free(lasts);
+    PyMem_Free(steps);
+    PyMem_Free(reach);
+    return result;
+}
+
 PyMethodDef SURVEY_METHODS[] = {
     {"survey", (PyCFunction)(void (*)(void))survey, METH_FASTCALL,
      "survey(events, launch_cats, op_cats, comm_ops, graph_launches, offset, thread_index, graphs, op, launch) "
      "-> (ids, times, threads): launches.Survey.add of a RawEvents"},
+    {"launch_runs", (PyCFunction)(void (*)(void))launch_runs, METH_FASTCALL,
+     "launch_runs(ids, times, starts, ends, outside) -> (firsts, lasts, steps) as bytes, or None where ids are "
+     "not in order: launches._Runs of the launches' steps"},
     {"any_named", (PyCFunction)(void (*)(void))any_named, METH_FASTCALL,
      "any_named(events, cats, prefixes) -> bool: an event of one of cats named with one of prefixes"},
     {NULL, NULL, 0, NULL},

@@ -171,17 +171,16 @@ class Kept:
                      else f"{_steps(self.summary_steps, self.steps, self.graph_names)} of {of}")
             return f"summary for {steps}, {ranks}{no_detail}"
         every = "steps" if any(u.step is not None for u in self.steps) else "of it"
-        return (f"detail for {_steps(self.detail_steps, self.steps, self.graph_names)} of "
-                f"{_count(self.steps, short=True)}, "
-                f"{ranks}; summary for all {every}")
+        detail = _steps(self.detail_steps, self.steps, self.graph_names)
+        return f"detail for {detail} of {_count(self.steps, short=True)}, {ranks}; summary for all {every}"
 
     def hint(self) -> str:
         """How to see what was left out, in ways that can: ``--steps`` the steps left out (ids of
         every graph) where some were kept, fewer steps where none was, none where the output is
         one step; ``--step-marker`` where time no step bounds was cut; ``--ranks`` where there are
         several; a denser output format; ``--max-size 0``."""
-        left = [u for u in self.steps if u not in self.summary_steps
-                or (self.has_detail and u not in self.detail_steps)]
+        summary, detail = set(self.summary_steps), set(self.detail_steps)  # thousands in a long capture
+        left = [u for u in self.steps if u not in summary or (self.has_detail and u not in detail)]
         numbered = [u.step.step for u in left if u.step is not None]
         ways = []
         if numbered and len(left) < len(self.steps):  # the rest, apart from what fitted

@@ -262,6 +262,16 @@ _PLAIN_MEMORY = st.tuples(st.sampled_from(["1", "2", "3", "3.5", "16231426234601
                           st.sampled_from([None, None, 8192, 1.0]), st.sampled_from([None, None, 16384]))
 
 
+def _memory_of(rank, path: Path, diag: Diagnostics, in_c: bool) -> list:
+    """kineto._memory's records; ``in_c`` False: a scanned batch's events each by the rule
+    (``_MemoryPass.event`` of what ``memory_events`` picks), none by ``memory_samples``."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not in_c:
+            patch.setattr(kineto._MemoryPass, "scanned", lambda self, batch: (
+                r for item in _core.memory_events(batch, kineto.MEMORY_EVENT) for r in self.event(item)))
+        return list(kineto._memory(rank, path, diag))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(_PLAIN_MEMORY.map(lambda e: _plain_event(*e)), _MEMORY_EVENTS.map(", ".join)),
                 max_size=40).map(lambda texts: [t for t in texts if t]), st.integers(0, 2))
@@ -277,7 +287,7 @@ def test_memory_made_in_c_is_the_rules(tmp_path_factory, events, batches):
         diag = Diagnostics()
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(chrome_trace, "BATCH_BYTES", max(64, path.stat().st_size // (batches + 1)))
-            records = list(kineto._memory(rank, path, diag, in_c=in_c))
+            records = _memory_of(rank, path, diag, in_c)
         return ([r for r in records if type(r) is Sample], [r for r in records if type(r) is Slice],
                 diag.messages())
 
@@ -290,7 +300,7 @@ def test_real_memory_made_in_c_is_the_rules(sample):
     rule make the same records."""
     for path in sorted(real_data(sample).glob("*.json.gz")):
         rank = kineto.rank_info(path)
-        made = {in_c: list(kineto._memory(rank, path, Diagnostics(), in_c=in_c)) for in_c in (True, False)}
+        made = {in_c: _memory_of(rank, path, Diagnostics(), in_c) for in_c in (True, False)}
         assert made[True] == made[False] and any(type(r) is Sample for r in made[True])
 
 

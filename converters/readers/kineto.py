@@ -80,7 +80,7 @@ from ..model import (
     memory_counter,
 )
 from . import chrome_trace, collectives, launches
-from ._core import RawEvents, any_named, memory_events, memory_samples
+from ._core import RawEvents, any_named, memory_samples
 from .base import Reader
 from .chrome_trace import Converted, Dialect
 from .common import jsonfile
@@ -584,21 +584,17 @@ def memory(rank: RankInfo, diag: Diagnostics) -> Iterator[Slice | Sample]:
         yield from _memory(rank, path, diag)
 
 
-def _memory(rank: RankInfo, path: Path, diag: Diagnostics, in_c: bool = True) -> Iterator[Slice | Sample]:
-    """The file's ``[memory]`` records (``in_c`` False: every event by the rule, for tests)."""
+def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | Sample]:
     if not _mentions(path, b'"' + MEMORY_EVENT.encode() + b'"'):
         return  # most traces: a byte search costs a tenth of decoding their events
     found = _MemoryPass(rank)
     for batch in event_batches(path, diag, Kineto.events, chrome_trace.BATCH_BYTES, scanned=True):
-        if type(batch) is not RawEvents:
+        if type(batch) is RawEvents:
+            yield from found.scanned(batch)
+        else:
             for event in batch:
                 if event.name == MEMORY_EVENT:
                     yield from found.event(event)
-        elif in_c:
-            yield from found.scanned(batch)
-        else:
-            for item in memory_events(batch, MEMORY_EVENT):
-                yield from found.event(item)
     yield from found.pairs.end(max(found.last_ns.values(), default=0))
     if found.pairs.unseen:
         diag.warn("memory_pairs", f"{path}: {found.pairs.unseen} allocations' addresses were allocated "

@@ -200,12 +200,12 @@ class Survey:
         ids, times, threads = self._ids, self._times, self._threads
         self._ids, self._times, self._threads = array("q"), array("q"), array("i")
         windows = array("q", (s.start_ns for s in steps)), array("q", (s.end_ns for s in steps))
-        found = launch_runs(ids, times, *windows, OUTSIDE)  # runs_by_rule's, in C
-        if found is None:  # a file not in launch order
+        made = launch_runs(ids, times, *windows, OUTSIDE)  # runs_by_rule's, in C
+        if made is None:  # a file not in launch order
             order = sorted(range(len(ids)), key=ids.__getitem__)
             ids, times, threads = (array(a.typecode, (a[i] for i in order)) for a in (ids, times, threads))
-            found = launch_runs(ids, times, *windows, OUTSIDE)
-        runs = _Runs(*(_array(code, data) for code, data in zip("qqi", found, strict=True)))
+            made = launch_runs(ids, times, *windows, OUTSIDE)
+        runs = _Runs(*(_array(code, data) for code, data in zip("qqi", made, strict=True)))
         ops = {thread: _Ops(found) for thread, found in self._ops.items()}
         self._ops, self._shared = {}, {}
         collectives = _Collectives()

@@ -624,9 +624,8 @@ static int memory_sample(const RawEvents *r, const RawEvent *e, MemoryPass *m) {
         goto done;
     if (!(key = PyTuple_Pack(2, type, id))) goto fail;
     if (!(lanes = PyDict_GetItemWithError(m->lanes, key))) {
-        if (!PyErr_Occurred()) rc = 0;  /* a device not seen yet: the rule names it */
-        else goto fail;
-        goto done;
+        if (PyErr_Occurred()) goto fail;
+        goto done;  /* a device not seen yet: the rule names it */
     }
     PyObject *device = PyTuple_GET_ITEM(lanes, 0);
     int absolute = has_allocated || has_reserved;

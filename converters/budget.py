@@ -177,8 +177,8 @@ class Kept:
     def hint(self) -> str:
         """How to see what was left out, in ways that can: ``--steps`` the steps left out (ids of
         every graph) where some were kept, fewer steps where none was, none where the output is
-        one step; ``--step-marker`` where time no step bounds was cut; ``--ranks`` where there are
-        several; a denser output format; ``--max-size 0``."""
+        one step; ``--step-marker`` where time no step bounds was cut (marked, its steps can be
+        chosen); ``--ranks`` where there are several; a denser output format; ``--max-size 0``."""
         summary, detail = set(self.summary_steps), set(self.detail_steps)  # thousands in a long capture
         left = [u for u in self.steps if u not in summary or (self.has_detail and u not in detail)]
         numbered = [u.step.step for u in left if u.step is not None]
@@ -188,7 +188,7 @@ class Kept:
         elif len(numbered) > 1:  # nothing of them fitted: fewer at a time
             ways.append(f"fewer steps (--steps {numbered[0]})")
         if any(u.step is None for u in left) and sum(u.step is None for u in self.steps) > 1:
-            ways.append("--step-marker with --steps")
+            ways.append("--step-marker NAME (to mark steps)")
         if self.ranks + len(self.ranks_left_out) > 1:
             ways.append("--ranks")
         if self.has_detail:
@@ -226,7 +226,7 @@ def _steps(units: list[Unit], every: list[Unit], graph_names: dict[int, int | No
     step 1`` (named as the lowest rank numbers it); parts of the time no step bounds by number
     (``parts 1-9``), where ``every`` unit holds more than one."""
     if not units:
-        return "no steps"
+        return "none" if any(u.step is None for u in every) else "no steps"
     by_graph: dict[int, list[int]] = {}
     for u in units:
         if u.step is not None:

@@ -185,7 +185,8 @@ def test_a_capped_capture_keeps_its_leading_parts_not_nothing(captures, tmp_path
     result = converted("detail", cap)
     assert out.stat().st_size <= cap and result.cut is not None
     kept = re.search(r"detail for parts 1-(\d+) of (\d+) parts of the time no step bounds, its one rank; "
-                     r"summary for all of it; to see the rest use --step-marker with --steps", result.cut)
+                     r"summary for all of it; to see the rest use --step-marker NAME \(to mark steps\)",
+                     result.cut)
     assert kept and int(kept[2]) == len(detail_of_parts) and 0 < int(kept[1]) < len(detail_of_parts)
     data = out.read_bytes()
     if name.endswith(".json"):

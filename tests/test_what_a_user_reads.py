@@ -77,7 +77,8 @@ def test_the_size_cap_advises_what_can_help_a_one_step_json(tmp_path, capsys):
     assert main(["convert", str(real_data("kineto-b200-vllm")), "--kind", "detail", "--max-size", "1M",
                  "-o", str(out)]) == 0
     warning = next(line for line in capsys.readouterr().err.splitlines() if "cut to fit" in line)
-    assert "--steps" not in warning and "--ranks" not in warning, warning
+    assert "--steps" not in warning and "--ranks" not in warning, warning  # it has one rank, no steps
+    assert "--step-marker NAME (to mark steps)" in warning and "kept detail for none of " in warning
     assert "--max-size 0" in warning and ".pftrace" in warning and ".json.gz" in warning
 
 

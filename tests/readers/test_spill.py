@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from converters.intervals import is_compute
 from converters.model import FlowEnd, Layer, Sample, Slice
 from converters.readers import _core
 from converters.readers.common.spill import _LAYERS, _ORDER, StepSpill
-from converters.readers.common.spilled_flows import SpilledFinishes, file_by_step
+from converters.readers.common.spilled_flows import SpilledFinishes, file_by_step, launched_work_by_rule
 
 texts = st.text(max_size=6)
 times = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
@@ -162,3 +163,22 @@ def test_the_later_steps_of_keys_are_found_in_c_as_by_the_rule(keys, ending, ind
         want.update({key: step for key in keys if step > index and hash(key) in hashes})
     assert _core.later_steps(keys, loaded, index) == want
     assert _core.later_steps(dict.fromkeys(keys), loaded, index) == want
+
+
+launched = st.lists(st.one_of(
+    st.builds(Slice, st.just(3), st.sampled_from(list(Layer)), texts, texts,
+              st.integers(-(1 << 62), 1 << 62), st.integers(0, 1 << 40), st.none(),
+              st.sampled_from(["GPU_KERNEL", "Memcpy HtoD", "Memset", "AI_CORE", "NOTIFY_WAIT", ""])),
+    flow_ends), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(launched, min_size=1, max_size=3))
+def test_the_work_of_launched_records_is_found_in_c_as_by_the_rule(batches):
+    """``Launched.file``'s span of a step's compute and communication, and the keys of the arrows
+    ending there, by ``_core.launched_work`` as by its rule, the type cache shared across batches."""
+    computes: dict[str, bool] = {}
+    for batch in batches:
+        assert _core.launched_work(batch, Slice, FlowEnd, Layer.COMM_OP, Layer.STREAM, computes,
+                                   is_compute) == launched_work_by_rule(batch)
+    assert all(computes[t] == is_compute(t) for t in computes)

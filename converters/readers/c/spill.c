@@ -2,6 +2,7 @@
  * its step on disk and reads it back when the step is written: two conversions per record, about
  * 2 us each in Python, a fifth of a detail conversion.
  * - spill.StepSpill: records to plain rows and back (rows, records), packed and back (pack, unpack);
+ * - spilled_flows.Launched.file: the work of records filed by their launch (launched_work);
  * - spilled_flows.file_by_step: records under their steps (by_step), packed in the same pass
  *   (pack_by_step: spill.StepSpill.add_by_step), and the records read_events makes in the spill
  *   pass packed alike (pack_made_by_step, for chrome_trace.c); the steps later arrows end in
@@ -613,6 +614,74 @@ done:
     return result;
 }
 
+/* launched_work(records, Slice, FlowEnd, comm_op, stream, computes, is_compute) -> (first, last,
+ * hashes): of the records filed under the step that launched them, the first start and last end of
+ * its compute and communication (None, None where none: spilled_flows.works, is_compute(task_type)
+ * asked once per type and kept in the dict ``computes``), and the hashes of the keys of the arrows
+ * that end there as native 64-bit ints (bytes): spilled_flows.Launched.file's (its rule:
+ * spilled_flows.launched_work_by_rule; tests/readers/test_spill.py holds this to it). */
+static PyObject *launched_work(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 7 || !PyList_CheckExact(argv[0]) || !PyDict_CheckExact(argv[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "launched_work(records: list, Slice, FlowEnd, comm_op, stream, computes: dict, is_compute)");
+        return NULL;
+    }
+    PyObject *records = argv[0], *comm_op = argv[3], *stream = argv[4], *computes = argv[5];
+    PyTypeObject *slice = (PyTypeObject *)argv[1], *flow_end = (PyTypeObject *)argv[2];
+    long long first = LLONG_MAX, last = LLONG_MIN;
+    int any = 0;
+    Buf hashes = {0};
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (Py_TYPE(r) == flow_end && PyTuple_GET_SIZE(r) >= FLOW_END_FIELDS) {
+            Py_hash_t h;
+            int ends = ending_hash(r, &h);
+            if (ends < 0) goto done;
+            if (ends) {
+                int64_t value = h;
+                if (buf_put(&hashes, (const char *)&value, sizeof value) < 0) goto done;
+            }
+            continue;
+        }
+        if (Py_TYPE(r) != slice || PyTuple_GET_SIZE(r) <= SLICE_TASK_TYPE) {
+            PyErr_Format(PyExc_TypeError, "not a Slice or FlowEnd: %R", r);
+            goto done;
+        }
+        PyObject *layer = PyTuple_GET_ITEM(r, SLICE_LAYER);
+        int works = layer == comm_op;
+        if (!works && layer == stream) {
+            PyObject *task = PyTuple_GET_ITEM(r, SLICE_TASK_TYPE);
+            PyObject *known = PyDict_GetItemWithError(computes, task);  /* borrowed */
+            if (!known) {
+                if (PyErr_Occurred() || !(known = PyObject_CallOneArg(argv[6], task))) goto done;
+                int rc = PyDict_SetItem(computes, task, known);
+                Py_DECREF(known);  /* held by the dict */
+                if (rc < 0) goto done;
+            }
+            if ((works = PyObject_IsTrue(known)) < 0) goto done;
+        }
+        if (!works) continue;
+        int overflow = 0;
+        long long start = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, SLICE_START_NS), &overflow), dur = 0;
+        if (!overflow && !(start == -1 && PyErr_Occurred()))
+            dur = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, SLICE_DUR_NS), &overflow);
+        long long end;
+        if (overflow || (!PyErr_Occurred() && __builtin_add_overflow(start, dur, &end)))
+            PyErr_SetString(PyExc_OverflowError, "a slice past 2**63 ns");
+        if (PyErr_Occurred()) goto done;
+        if (start < first) first = start;
+        if (end > last) last = end;
+        any = 1;
+    }
+    result = any ? Py_BuildValue("(LLy#)", first, last, hashes.data ? hashes.data : "", (Py_ssize_t)hashes.len)
+                 : Py_BuildValue("(OOy#)", Py_None, Py_None, hashes.data ? hashes.data : "", (Py_ssize_t)hashes.len);
+done:
+    PyMem_Free(hashes.data);
+    return result;
+}
+
 static void pk_reset(Packer *p) {
     for (int i = 0; i < p->n_refs; i++) p->slots[p->used[i]].text = NULL;
     p->n_refs = 0;
@@ -787,6 +856,8 @@ PyMethodDef SPILL_METHODS[] = {
      "pack_by_step(records, starts, orders, Slice, Sample, FlowEnd) -> [(step, packed, hashes)] runs, or None"},
     {"later_steps", (PyCFunction)(void (*)(void))later_steps, METH_FASTCALL,
      "later_steps(keys, loaded, index) -> {key: the last step after index whose hashes hold hash(key)}"},
+    {"launched_work", (PyCFunction)(void (*)(void))launched_work, METH_FASTCALL,
+     "launched_work(records, Slice, FlowEnd, comm_op, stream, computes, is_compute) -> (first, last, hashes)"},
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
      "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL,

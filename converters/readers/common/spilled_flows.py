@@ -13,7 +13,7 @@ from typing import NamedTuple
 from ...errors import Diagnostics
 from ...intervals import is_compute
 from ...model import FlowEnd, Layer, RankInfo, Sample, Slice, Step, StepRecords
-from .._core import by_step, later_steps
+from .._core import by_step, later_steps, launched_work
 from .flows import Linker
 from .spill import Runs, StepSpill
 
@@ -90,6 +90,7 @@ class Launched:
         self._outside: list[int] = []  # the spill's keys of the records launched in no step, in order
         self._outside_slices = 0
         self._outside_work = array("q")  # start, end of each compute or communication launched in no step
+        self._computes: dict[str, bool] = {}  # is_compute by task type, for launched_work
 
     def file(self, launched: dict[int, list[Slice | FlowEnd]], spill: StepSpill) -> None:
         for index, records in launched.items():
@@ -102,12 +103,11 @@ class Launched:
                         self._outside_work.extend((r.start_ns, r.start_ns + r.dur_ns))
                 continue
             spill.add(index, records)
-            finishes = [hash(r.key) for r in records if type(r) is FlowEnd and not r.starts]
+            low, high, finishes = launched_work(records, Slice, FlowEnd, Layer.COMM_OP, Layer.STREAM,
+                                                self._computes, is_compute)
             if finishes:
                 spill.add_values((_FINISHES, index), array("q", finishes))
-            done = [(r.start_ns, r.start_ns + r.dur_ns) for r in records if type(r) is Slice and works(r)]
-            if done:
-                low, high = min(a for a, _ in done), max(b for _, b in done)
+            if low is not None:
                 span = self._spans[index]
                 self._spans[index] = [low, high] if span is None else [min(span[0], low), max(span[1], high)]
 
@@ -174,6 +174,17 @@ class StepTimes:
         if start == step.start_ns and end == step.end_ns:
             return step
         return Step(step.graph, step.step, start, end, step.host_start)
+
+
+def launched_work_by_rule(records: list[Slice | FlowEnd]) -> tuple[int | None, int | None, bytes]:
+    """The first start and last end of the compute and communication among ``records`` (None,
+    None: none), and the hashes of the keys of the arrows that end there, as native int64 bytes:
+    the rule ``_core.launched_work`` follows (``Launched.file``)."""
+    done = [(r.start_ns, r.start_ns + r.dur_ns) for r in records if type(r) is Slice and works(r)]
+    finishes = array("q", [hash(r.key) for r in records if type(r) is FlowEnd and not r.starts]).tobytes()
+    if not done:
+        return None, None, finishes
+    return min(a for a, _ in done), max(b for _, b in done), finishes
 
 
 def works(r: Slice) -> bool:

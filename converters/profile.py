@@ -28,7 +28,7 @@ from .errors import Diagnostics, UsageError
 from .executor import LOCAL, Where, each_rank
 from .intervals import Interval, StepIntervals
 from .model import SLICE_START_NS, Layer, RankInfo, Sample, Slice, Step, StepKey, StepRecords
-from .readers import reader, with_memory
+from .readers import memory_feed, reader, with_memory
 from .readers.common.flows import forget_flow_warnings
 from .select import check_graphs, check_steps, select_ranks
 
@@ -303,11 +303,13 @@ def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> 
     detail = options.kind is Kind.DETAIL
     marker = {} if options.step_marker is None else {"step_marker": options.step_marker}
     for info in infos:
-        steps = reader(info.format).read(info, diag, detail=detail, **marker)
+        feed = memory_feed(info) if detail and options.memory else None
+        steps = reader(info.format).read(info, diag, detail=detail, **marker,
+                                         **({} if feed is None else {"memory": feed}))
         if detail and info.host_paths:
             steps = reader("host_info").attach(steps, info, diag, min_level=options.host_level)
         if detail and options.memory:
-            steps = with_memory(steps, info, diag)
+            steps = with_memory(steps, info, diag, feed)
         for batch in carried_on(keyed(steps)):
             if options.graphs is not None and batch.graph not in options.graphs:
                 continue

@@ -231,16 +231,46 @@ def memory_sources(rank: RankInfo) -> str:
     return reader(rank.format).memory_from or default
 
 
-def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics) -> Iterable[StepRecords]:
+class MemoryFeed:
+    """Where a reader that meets its memory records in a pass it makes over its files anyway
+    (``Reader.memory_in_read``: ``read(..., memory=feed)``) hands them, for ``with_memory`` to file
+    by time: each file read once for both, not twice. The reader hands them all before it yields
+    its first step; a record handed on later would be misfiled, so it is an error."""
+
+    def __init__(self) -> None:
+        self._add: Callable[[list[Slice | Sample]], None] | None = None
+
+    def __call__(self, records: list[Slice | Sample]) -> None:
+        if self._add is None:
+            raise RuntimeError("memory records handed on outside the reader's pass before its first step")
+        if records:
+            self._add(_drawn(records))
+
+    def _open(self, add: Callable[[list[Slice | Sample]], None]) -> None:
+        self._add = add
+
+    def _closed_at_first(self, steps: Iterable[StepRecords]) -> Iterator[StepRecords]:
+        for batch in steps:
+            self._add = None
+            yield batch
+
+
+def memory_feed(rank: RankInfo) -> MemoryFeed | None:
+    """A feed for the rank's reader to hand its memory records to as it reads its steps, where it
+    can (``Reader.memory_in_read``); None: ``with_memory`` reads them apart."""
+    return MemoryFeed() if reader(rank.format).memory_in_read else None
+
+
+def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics,
+                feed: MemoryFeed | None = None) -> Iterable[StepRecords]:
     """The steps (in time order) with the rank's memory counters and its allocations of
-    ``DRAWN_ALLOCATION_BYTES`` and more added, each to the step it falls in (``spill.by_time``). A
-    memory file broken beyond recovery is a warning: the rank's other records are drawn."""
+    ``DRAWN_ALLOCATION_BYTES`` and more added, each to the step it falls in (``spill.by_time``):
+    those the reader hands ``feed`` as it reads (``memory_feed``), else read apart first. A memory
+    file broken beyond recovery is a warning: the rank's other records are drawn."""
     if reader(rank.format).memory is None:
         return steps
-
-    def drawn(batch: list[Slice | Sample]) -> list[Slice | Sample]:
-        return [r for r in batch if type(r) is Sample or r.layer is not Layer.MEMORY
-                or _size(r) >= DRAWN_ALLOCATION_BYTES]
+    if feed is not None:
+        return by_time(feed._closed_at_first(steps), rank.rank, feed._open)
 
     def fill(add) -> None:
         batch: list[Slice | Sample] = []
@@ -248,13 +278,18 @@ def with_memory(steps: Iterable[StepRecords], rank: RankInfo, diag: Diagnostics)
             for r in memory(rank, diag):
                 batch.append(r)
                 if len(batch) >= 10_000:
-                    add(drawn(batch))
+                    add(_drawn(batch))
                     batch = []
         except InputError as e:  # broken memory files cost the trace its memory, not the rank
             diag.warn("bad_memory", f"{e}; rank {rank.rank}'s memory is drawn only up to there")
-        add(drawn(batch))
+        add(_drawn(batch))
 
     return by_time(steps, rank.rank, fill)
+
+
+def _drawn(batch: list[Slice | Sample]) -> list[Slice | Sample]:
+    return [r for r in batch if type(r) is Sample or r.layer is not Layer.MEMORY
+            or _size(r) >= DRAWN_ALLOCATION_BYTES]
 
 
 def _size(s: Slice) -> float:

@@ -71,6 +71,10 @@ class Reader:
     memory: Callable[[RankInfo, Diagnostics], Iterator[Slice | Sample]] | None = None
     """``memory(rank, diag)``: the rank's device memory records, read apart from its steps (they
     are not filed by step): counters (``model.memory_counter``) and allocations (``Layer.MEMORY``)."""
+    memory_in_read: bool = False
+    """``read`` takes ``memory=feed`` (``readers.MemoryFeed``) and hands it the records ``memory``
+    gives as its first pass over each file meets them: in a detail read, the file read once for
+    both (Kineto's ``[memory]`` events lie among its other events)."""
     memory_from: str | None = None
     """Where it finds memory records, in words, for the message that it found none (None: the
     Ascend files' and tables' names)."""

@@ -286,15 +286,19 @@ def _rank(head: dict[str, Any]) -> int | None:
     return rank if type(rank) is int and rank >= 0 else None
 
 
-def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
-         step_marker: str | None = None) -> Iterator[StepRecords]:
+def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True, step_marker: str | None = None,
+         memory: _MemoryTo | None = None) -> Iterator[StepRecords]:
     """Yield the rank's records one step at a time, steps in time order: ``ProfilerStep#N``, or
-    the ranges named ``step_marker`` (``readers.common.markers``) numbered 1, 2, ... in time order."""
+    the ranges named ``step_marker`` (``readers.common.markers``) numbered 1, 2, ... in time order.
+    ``memory``: where to hand the records ``memory`` gives, as the first pass over each file meets
+    its ``[memory]`` events (before the first step is yielded: ``Reader.memory_in_read``)."""
     path = rank.source_paths[0]
     keys = _keys(path, jsonfile.first_bytes(path, _SNIFF_BYTES))
     distributed = keys.get("distributedInfo") if isinstance(keys.get("distributedInfo"), dict) else {}
     dialect = Kineto(str(distributed.get("backend") or ""), host_only=keys.get("deviceProperties") == [])
     dialect.step_marker = step_marker
+    if memory is not None:
+        dialect.hand_memory(rank, memory)
     yield from chrome_trace.read_merged(rank, list(rank.source_paths), diag, detail, dialect)
 
 
@@ -345,6 +349,8 @@ _ARGS = msgspec.json.Decoder(_Args)
 # text, read exactly by us_to_ns), the other fields as Event types them (the hook is for Any fields)
 _SCANNING = Scanning(msgspec.json.Decoder(Event, float_hook=str).decode, msgspec.json.Decoder().decode,
                      msgspec.json.Decoder(float_hook=str).decode)
+_Batches = Iterator[list[Event] | RawEvents]
+_MemoryTo = Callable[[list[Slice | Sample]], None]  # where a read hands its memory records (MemoryFeed)
 _EXECUTION_CATS, _EXECUTION_NAMES = frozenset({"user_annotation"}), ("gloo:",)  # _is_execution's
 
 
@@ -368,6 +374,13 @@ class Kineto(Dialect):
         if host_only:  # a CPU run: its CPU ops are its operators (Python marks them; a GPU run's are many)
             cats |= {"cpu_op"}
         self.python_cats = frozenset(cats | {old for old, new in _CATS_OF_1_8.items() if new in cats})
+        self._memory: tuple[RankInfo, _MemoryTo] | None = None  # hand_memory's
+        self._memory_met: set[Path] = set()  # the files whose memory records were handed on
+
+    def hand_memory(self, rank: RankInfo, to: _MemoryTo) -> None:
+        """Hand each file's ``[memory]`` records, as ``memory`` makes them, to ``to`` as the first
+        pass over the file (``batches``' first for it) meets them: the file scanned once for both."""
+        self._memory = (rank, to)
 
     def step_number(self, event: Event, kind: Layer | str) -> int | None:
         """``ProfilerStep#N`` ranges on the host (their copies on the GPU are no steps): user
@@ -389,7 +402,20 @@ class Kineto(Dialect):
     def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event] | RawEvents]:
         """Scanned in C where plain (``_core.scan``), as ``events`` decodes them: no object made for
         what is left out (``chrome_trace.c``, ``survey.c`` read the rest from the text)."""
-        return event_batches(path, diag, self.events, chrome_trace.BATCH_BYTES, scanned=_SCANNING)
+        found = event_batches(path, diag, self.events, chrome_trace.BATCH_BYTES, scanned=_SCANNING)
+        if self._memory is None or path in self._memory_met:
+            return found
+        self._memory_met.add(path)
+        return self._with_memory(found, path, diag, *self._memory)
+
+    @staticmethod
+    def _with_memory(batches: _Batches, path: Path, diag: Diagnostics, rank: RankInfo,
+                     to: _MemoryTo) -> _Batches:
+        found = _MemoryPass(rank)
+        for batch in batches:
+            to(list(found.batch(batch)))
+            yield batch
+        to(list(found.end(path, diag)))
 
     def survey(self, events: list[Event] | RawEvents, rank: RankInfo) -> None:
         if self.collectives_on_host and not self._executions_seen:
@@ -588,28 +614,14 @@ def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | S
     if not _mentions(path, b'"' + MEMORY_EVENT.encode() + b'"'):
         return  # most traces: a byte search costs a tenth of decoding their events
     found = _MemoryPass(rank)
-    for batch in event_batches(path, diag, Kineto.events, chrome_trace.BATCH_BYTES, scanned=True):
-        if type(batch) is RawEvents:
-            yield from found.scanned(batch)
-        else:
-            for event in batch:
-                if event.name == MEMORY_EVENT:
-                    yield from found.event(event)
-    yield from found.pairs.end(max(found.last_ns.values(), default=0))
-    if found.pairs.unseen:
-        diag.warn("memory_pairs", f"{path}: {found.pairs.unseen} allocations' addresses were allocated "
-                  "again with no release recorded between: each is drawn up to then, its release time "
-                  "unknown")
-    if found.bad:
-        diag.warn("bad_event", f"{path}: {found.bad} {MEMORY_EVENT} events without a time or a number of "
-                  "Bytes; skipped")
-    if found.disordered:
-        diag.note("memory_order", f"{path}: {found.disordered} {MEMORY_EVENT} events earlier than the one "
-                  "before them on their device: running sums are taken in the file's order")
+    for batch in event_batches(path, diag, Kineto.events, chrome_trace.BATCH_BYTES, scanned=_SCANNING):
+        yield from found.batch(batch)
+    yield from found.end(path, diag)
 
 
 class _MemoryPass:
-    """One file's ``[memory]`` events in its order, made into counters per device and allocations.
+    """One file's ``[memory]`` events in its order, made into counters per device and allocations,
+    a batch at a time (``batch``), then the allocations still held and what was odd (``end``).
     ``event`` is the rule; ``scanned`` makes a scanned batch's plain events in C
     (``_core.memory_samples``, with this pass's own dicts) and the rest by the rule."""
 
@@ -623,18 +635,41 @@ class _MemoryPass:
         self.pairs = _Pairs(rank)
         self.bad = self.disordered = 0
 
+    def batch(self, batch: list[Event] | RawEvents) -> Iterator[Slice | Sample]:
+        if type(batch) is RawEvents:
+            yield from self.scanned(batch)
+        else:
+            for event in batch:
+                if event.name == MEMORY_EVENT:
+                    yield from self.event(event)
+
+    def end(self, path: Path, diag: Diagnostics) -> Iterator[Slice]:
+        """The allocations not released by the file's end, and the warnings of what was odd."""
+        yield from self.pairs.end(max(self.last_ns.values(), default=0))
+        if self.pairs.unseen:
+            diag.warn("memory_pairs", f"{path}: {self.pairs.unseen} allocations' addresses were allocated "
+                      "again with no release recorded between: each is drawn up to then, its release time "
+                      "unknown")
+        if self.bad:
+            diag.warn("bad_event", f"{path}: {self.bad} {MEMORY_EVENT} events without a time or a number of "
+                      "Bytes; skipped")
+        if self.disordered:
+            diag.note("memory_order", f"{path}: {self.disordered} {MEMORY_EVENT} events earlier than the one "
+                      "before them on their device: running sums are taken in the file's order")
+
     def scanned(self, batch: RawEvents) -> Iterator[Slice | Sample]:
         at: int | None = 0
         while at is not None:
-            samples: list[Sample] = []
-            allocations: list[tuple[str, int, int, float]] = []
+            made: list[Sample | tuple[str, int, int, float]] = []  # samples and allocations, in event order
             at, item, disordered = memory_samples(
                 batch, at, MEMORY_EVENT, self.rank.rank, self.rank.clock_offset_ns, Sample, self.lanes,
-                self.running, self.last_ns, samples, allocations)
+                self.running, self.last_ns, made, made)
             self.disordered += disordered
-            yield from samples
-            for allocation in allocations:
-                yield from self.pairs.add(*allocation)
+            for record in made:
+                if type(record) is tuple:  # an allocation to pair (a Sample is a NamedTuple)
+                    yield from self.pairs.add(*record)
+                else:
+                    yield record
             if item is not None:
                 yield from self.event(item)
 
@@ -763,5 +798,6 @@ READER = Reader(
     lone_files=("a PyTorch profiler trace",), lone_file=lone_file,
     step_marker=True,  # ``read`` takes the user's annotation as the step (--step-marker)
     memory=memory, memory_from="[memory] events: they are written with profile_memory=True",
+    memory_in_read=True,  # a detail read hands its [memory] records on from its first pass (MemoryFeed)
     host_ops_in_detail=True,  # a CPU run's CPU ops, drawn in detail only: its operator statistics
 )

@@ -683,7 +683,8 @@ done:
  * ((component, addr, ts_ns, bytes) to pair, in order), with its dicts ``running`` and ``last_ns``,
  * until one is not plain: then where to go on from and that event as memory_events gives it (at
  * None: the batch is done), with how many events were earlier than the one before on their device.
- * The rule: _MemoryPass.event; tests/test_memory_sources.py holds this to it. */
+ * ``samples`` and ``allocations`` may be one list: then both in the events' order, as the rule makes
+ * them. The rule: _MemoryPass.event; tests/test_memory_sources.py holds this to it. */
 static PyObject *memory_samples(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
     RawEvents *r = argc == 11 ? raw_batch(argv[0]) : NULL;

@@ -61,7 +61,7 @@ PLAIN = Scanning(EVENT.decode, ANY.decode)  # as ``EVENTS`` decodes a batch
 
 
 def batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder,
-            batch_bytes: int, *, scanned: bool | Scanning = False) -> Iterator[list[Event] | RawEvents]:
+            batch_bytes: int, *, scanned: Scanning | None = None) -> Iterator[list[Event] | RawEvents]:
     """The file's events in batches of about ``batch_bytes``, with memory bounded by it: in Ascend's dialect
     (and a dialect's that says how: ``scanned``) scanned in C (``_core.scan``: where each event's fields
     lie, objects made only for what is kept), else decoded only as far as ``Event`` needs (3x faster
@@ -74,11 +74,10 @@ def batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder,
     nesting deeper than msgspec decodes) is read event by event, those events left out with a
     warning.
 
-    ``scanned``: scan a plain batch though ``events`` is a dialect's decoder: as that decoder decodes
-    it (a ``Scanning`` of the same types and hooks: Kineto's), or, True, for a caller that reads the
-    RawEvents' text itself (``kineto._memory``): their items are Events as ``EVENT`` decodes them.
+    ``scanned``: scan a plain batch though ``events`` is a dialect's decoder, as that decoder decodes
+    it (a ``Scanning`` of the same types and hooks: Kineto's).
     """
-    scanning = scanned if type(scanned) is Scanning else PLAIN if scanned or events is EVENTS else None
+    scanning = scanned if scanned is not None else PLAIN if events is EVENTS else None
 
     def decode(data: bytes) -> list[Event] | RawEvents | list[Any]:
         if scanning is not None and (raw := scan(data, *scanning)) is not None:

@@ -297,8 +297,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True, step_marker:
     distributed = keys.get("distributedInfo") if isinstance(keys.get("distributedInfo"), dict) else {}
     dialect = Kineto(str(distributed.get("backend") or ""), host_only=keys.get("deviceProperties") == [])
     dialect.step_marker = step_marker
-    if memory is not None:
-        dialect.hand_memory(rank, memory)
+    dialect.memory_to = None if memory is None else (rank, memory)
     yield from chrome_trace.read_merged(rank, list(rank.source_paths), diag, detail, dialect)
 
 
@@ -374,13 +373,10 @@ class Kineto(Dialect):
         if host_only:  # a CPU run: its CPU ops are its operators (Python marks them; a GPU run's are many)
             cats |= {"cpu_op"}
         self.python_cats = frozenset(cats | {old for old, new in _CATS_OF_1_8.items() if new in cats})
-        self._memory: tuple[RankInfo, _MemoryTo] | None = None  # hand_memory's
+        # where to hand each file's [memory] records, as ``memory`` makes them, as the first pass over
+        # the file (``batches``' first for it) meets them: the file scanned once for both (``read``)
+        self.memory_to: tuple[RankInfo, _MemoryTo] | None = None
         self._memory_met: set[Path] = set()  # the files whose memory records were handed on
-
-    def hand_memory(self, rank: RankInfo, to: _MemoryTo) -> None:
-        """Hand each file's ``[memory]`` records, as ``memory`` makes them, to ``to`` as the first
-        pass over the file (``batches``' first for it) meets them: the file scanned once for both."""
-        self._memory = (rank, to)
 
     def step_number(self, event: Event, kind: Layer | str) -> int | None:
         """``ProfilerStep#N`` ranges on the host (their copies on the GPU are no steps): user
@@ -403,10 +399,10 @@ class Kineto(Dialect):
         """Scanned in C where plain (``_core.scan``), as ``events`` decodes them: no object made for
         what is left out (``chrome_trace.c``, ``survey.c`` read the rest from the text)."""
         found = event_batches(path, diag, self.events, chrome_trace.BATCH_BYTES, scanned=_SCANNING)
-        if self._memory is None or path in self._memory_met:
+        if self.memory_to is None or path in self._memory_met:
             return found
         self._memory_met.add(path)
-        return self._with_memory(found, path, diag, *self._memory)
+        return self._with_memory(found, path, diag, *self.memory_to)
 
     @staticmethod
     def _with_memory(batches: _Batches, path: Path, diag: Diagnostics, rank: RankInfo,

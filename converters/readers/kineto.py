@@ -659,7 +659,7 @@ class _MemoryPass:
             made: list[Sample | tuple[str, int, int, float]] = []  # samples and allocations, in event order
             at, item, disordered = memory_samples(
                 batch, at, MEMORY_EVENT, self.rank.rank, self.rank.clock_offset_ns, Sample, self.lanes,
-                self.running, self.last_ns, made, made)
+                self.running, self.last_ns, made)
             self.disordered += disordered
             for record in made:
                 if type(record) is tuple:  # an allocation to pair (a Sample is a NamedTuple)

@@ -596,11 +596,12 @@ static int add_sample(PyObject *out, PyTypeObject *type, PyObject *rank, PyObjec
     return rc;
 }
 
-/* One plain [memory] event into ``samples`` and ``allocations``: 1; 0 for the rule (nothing done);
+/* One plain [memory] event into ``made`` (its Samples, then its allocation to pair): 1; 0 for the
+ * rule (nothing done);
  * -1 on error. ``lanes`` maps (Device Type, Device Id) to what lanes_of gives: (device, its
  * component since the trace began, Allocated lane, Reserved lane, the since-began Allocated lane). */
 typedef struct {
-    PyObject *rank, *lanes, *running, *last_ns, *samples, *allocations;
+    PyObject *rank, *lanes, *running, *last_ns, *made;
     PyTypeObject *sample;
     long long offset;
     Py_ssize_t disordered;
@@ -643,9 +644,9 @@ static int memory_sample(const RawEvents *r, const RawEvent *e, MemoryPass *m) {
     }
     Py_DECREF(at);
     if (absolute) {
-        if (has_allocated && add_sample(m->samples, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 2), ts_ns,
+        if (has_allocated && add_sample(m->made, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 2), ts_ns,
                                         allocated) < 0) goto fail;
-        if (has_reserved && add_sample(m->samples, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 3), ts_ns,
+        if (has_reserved && add_sample(m->made, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 3), ts_ns,
                                        reserved) < 0) goto fail;
     } else {
         PyObject *sum = PyDict_GetItemWithError(m->running, device);
@@ -657,11 +658,11 @@ static int memory_sample(const RawEvents *r, const RawEvent *e, MemoryPass *m) {
             goto fail;
         }
         Py_DECREF(made);
-        if (add_sample(m->samples, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 4), ts_ns, total) < 0) goto fail;
+        if (add_sample(m->made, m->sample, m->rank, PyTuple_GET_ITEM(lanes, 4), ts_ns, total) < 0) goto fail;
     }
     if (PyLong_CheckExact(addr) && size != 0.0) {
         PyObject *allocation = Py_BuildValue("(OOLd)", PyTuple_GET_ITEM(lanes, absolute ? 0 : 1), addr, ts_ns, size);
-        if (!allocation || PyList_Append(m->allocations, allocation) < 0) {
+        if (!allocation || PyList_Append(m->made, allocation) < 0) {
             Py_XDECREF(allocation);
             goto fail;
         }
@@ -677,25 +678,24 @@ done:
     return rc;
 }
 
-/* memory_samples(events, at, name, rank, offset_ns, Sample, lanes, running, last_ns, samples,
- * allocations) -> (at, item, disordered): from event ``at`` on, each [memory] event (named
- * ``name``) made as kineto._MemoryPass.event makes it, into ``samples`` (Samples) and ``allocations``
- * ((component, addr, ts_ns, bytes) to pair, in order), with its dicts ``running`` and ``last_ns``,
- * until one is not plain: then where to go on from and that event as memory_events gives it (at
+/* memory_samples(events, at, name, rank, offset_ns, Sample, lanes, running, last_ns, made) -> (at,
+ * item, disordered): from event ``at`` on, each [memory] event (named ``name``) made as
+ * kineto._MemoryPass.event makes it, into ``made`` in the events' order: its Samples, then the
+ * allocation to pair ((component, addr, ts_ns, bytes), a plain tuple), with its dicts ``running``
+ * and ``last_ns``, until one is not plain: then where to go on from and that event as memory_events gives it (at
  * None: the batch is done), with how many events were earlier than the one before on their device.
- * ``samples`` and ``allocations`` may be one list: then both in the events' order, as the rule makes
- * them. The rule: _MemoryPass.event; tests/test_memory_sources.py holds this to it. */
+ * The rule: _MemoryPass.event; tests/test_memory_sources.py holds this to it. */
 static PyObject *memory_samples(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    RawEvents *r = argc == 11 ? raw_batch(argv[0]) : NULL;
+    RawEvents *r = argc == 10 ? raw_batch(argv[0]) : NULL;
     if (!r || !PyLong_Check(argv[1]) || !PyUnicode_CheckExact(argv[2]) || !PyType_Check(argv[5]) ||
         !PyDict_CheckExact(argv[6]) || !PyDict_CheckExact(argv[7]) || !PyDict_CheckExact(argv[8]) ||
-        !PyList_CheckExact(argv[9]) || !PyList_CheckExact(argv[10])) {
+        !PyList_CheckExact(argv[9])) {
         PyErr_SetString(PyExc_TypeError, "memory_samples(events, at, name, rank, offset_ns, Sample, lanes, "
-                        "running, last_ns, samples, allocations)");
+                        "running, last_ns, made)");
         return NULL;
     }
-    MemoryPass m = {argv[3], argv[6], argv[7], argv[8], argv[9], argv[10], (PyTypeObject *)argv[5], 0, 0};
+    MemoryPass m = {argv[3], argv[6], argv[7], argv[8], argv[9], (PyTypeObject *)argv[5], 0, 0};
     Py_ssize_t at = PyLong_AsSsize_t(argv[1]), n;
     m.offset = PyLong_AsLongLong(argv[4]);
     const char *text = PyUnicode_AsUTF8AndSize(argv[2], &n);
@@ -723,7 +723,7 @@ PyMethodDef EVENTS_METHODS[] = {
      "scan(data, decode_event, decode_value, decode_time=None) -> RawEvents, or None if the batch is not plain "
      "JSON events"},
     {"memory_samples", (PyCFunction)(void (*)(void))memory_samples, METH_FASTCALL,
-     "memory_samples(events, at, name, rank, offset_ns, Sample, lanes, running, last_ns, samples, allocations) "
+     "memory_samples(events, at, name, rank, offset_ns, Sample, lanes, running, last_ns, made) "
      "-> (at, item, disordered): the plain [memory] events from at on as Samples, up to one for the rule"},
     {"memory_events", (PyCFunction)(void (*)(void))memory_events, METH_FASTCALL,
      "memory_events(events: RawEvents, name) -> [(ts, device type, device id, addr, bytes, total allocated, "

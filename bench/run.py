@@ -122,6 +122,10 @@ def measure(label: str, argv: list[str], output: Path | None = None,
 
 
 def _measured(label: str, argv: list[str], output: Path | None, env: dict[str, str]) -> Run:
+    if output is not None:
+        # A conversion replaces the file it writes, and the kernel frees the old one's blocks in
+        # the rename: 0.13 CPU s for a 95 MB .json on ext4, the previous run's cost, not this one's.
+        output.unlink(missing_ok=True)
     started = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)

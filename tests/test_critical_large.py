@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from converters.analyses import critical
 from converters.analyses.critical import critical_report
 from converters.cli import main
@@ -29,3 +31,25 @@ def test_real_rocprof_s_one_long_step_is_said_unknown(capsys):
     assert main(["critical", str(real_data("rocprof-908")), "--format", "json", "-q"]) == 0
     steps = json.loads(capsys.readouterr().out)
     assert len(steps) == 1 and "1,310 communication ops" in steps[0]["unknown"]
+
+
+def test_a_step_past_the_budget_builds_no_graph_and_has_the_bounds_its_graph_has(monkeypatch):
+    """Whether a step is past the budget is known before its graph is built (its nodes are its
+    launches and tasks and two per op): such a step builds none (rocprof-908's cost its report a
+    third of its CPU), and its span is the one its graph gives."""
+    source = real_data("kineto-2rank")
+    found = []
+    rank_step = critical.rank_step
+    monkeypatch.setattr(critical, "rank_step", lambda *args: found.append(rank_step(*args)) or found[-1])
+    list(critical_report(source))
+    contracted, found[:] = [s for s in found if s is not None], []
+    monkeypatch.setattr(critical, "CONTRACT_BUDGET", 1)
+    monkeypatch.setattr(critical, "_rank_graph", lambda *args: pytest.fail("a graph built past the budget"))
+    list(critical_report(source))
+    large = [s for s in found if s is not None]
+    assert len(large) == len(contracted) > 0
+    for big, built in zip(large, contracted, strict=True):
+        assert built.too_large is None and big.too_large is not None
+        assert (big.rank, big.step, big.first_ns, big.last_ns) == (built.rank, built.step, built.first_ns,
+                                                                 built.last_ns)
+        assert f"holds {len(built.syncs):,} communication ops" in big.too_large

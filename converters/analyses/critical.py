@@ -145,9 +145,22 @@ def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
     if not tasks and not ops:
         return None
     launches = [] if host_work else _launches(batch.slices, tasks, pairs)  # host work launches nothing
+    nodes = len(launches) + len(tasks) + 2 * len(ops)  # the graph's: an op is an arrival and a completion
+    if len(ops) * nodes > CONTRACT_BUDGET:  # known before the graph is built: built, it is not contracted
+        return _too_large(batch, launches + tasks, ops, nodes, host_work)
     graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, launches, kept, type_of)
     return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {},
                             batch.has_device, host_work), graph)
+
+
+def _too_large(batch: StepRecords, slices: list[Slice], ops: list[communication.OpComm], nodes: int,
+               host_work: bool) -> RankStep:
+    """A step ``reduced`` would not contract, with the bounds its graph would have had and why."""
+    first = min([s.start_ns for s in slices] + [op.start_ns for op in ops])
+    last = max([s.end_ns for s in slices] + [op.start_ns + op.elapse_ns for op in ops])
+    why = TOO_LARGE.format(rank=batch.rank, syncs=len(ops), nodes=nodes)
+    return RankStep(batch.rank, batch.graph, batch.step_id, batch.key, first, 0, [], [], {}, batch.has_device,
+                    host_work, too_large=why, last_ns=last)
 
 
 def reduced(step: RankStep, graph: Graph) -> RankStep:

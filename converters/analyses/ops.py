@@ -273,7 +273,7 @@ def _add_op(figures: dict[Key, Figures], s: Slice, core: str, by: str, step: tup
     else:
         op_type, extra = _op_type(s.args), step
     _add(figures, (op_type or _mindspore_type(s.name), core, extra), s.dur_ns, own)
-    return op_type is not None or _MINDSPORE_OP.search(s.name) is not None
+    return op_type is not None or _scoped_type(s.name) is not None
 
 
 def _add(figures: dict[Key, Figures], key: Key, dur_ns: int, self_ns: int) -> None:
@@ -298,7 +298,7 @@ def op_type(s: Slice) -> str:
 def typed(s: Slice) -> bool:
     """Whether the input names a device task's op type (its args, or MindSpore's scope name), not
     ``op_type``'s fallback to the task's name (torch_npu at profiler level 0 records no op types)."""
-    return _op_type(s.args) is not None or _MINDSPORE_OP.search(s.name) is not None
+    return _op_type(s.args) is not None or _scoped_type(s.name) is not None
 
 
 def _described(args: Any) -> tuple[str | None, str]:
@@ -342,11 +342,16 @@ def _type_and_shapes(args: dict[str, Any]) -> tuple[str | None, str]:
     return (str(op_type) if op_type else None), str(shapes).strip("\"")  # torch_npu quotes them
 
 
-@functools.lru_cache(maxsize=65536)
 def _mindspore_type(name: str) -> str:
     """MindSpore's op type in its scope name (``.../Cast-op239``: Cast), else the name itself."""
+    return _scoped_type(name) or name
+
+
+@functools.lru_cache(maxsize=65536)  # a job's op names repeat: each searched once, not per run
+def _scoped_type(name: str) -> str | None:
+    """The op type MindSpore's scope name gives (``.../Cast-op239``: Cast), None if not one."""
     found = _MINDSPORE_OP.search(name)
-    return found.group(1) if found else name
+    return found.group(1) if found else None
 
 
 # -- the driver -----------------------------------------------------------------------------------

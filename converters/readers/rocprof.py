@@ -466,7 +466,10 @@ def _span(r: dict) -> tuple[int, int]:
 
 
 def _dims(value: Any) -> str | None:
-    return "x".join(str(value.get(k)) for k in "xyz") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    get = value.get  # one str for each of the file's dispatches: no generator, no join
+    return f"{get('x')}x{get('y')}x{get('z')}"
 
 
 # -- streaming the file's arrays ------------------------------------------------------------------

@@ -31,16 +31,43 @@ def held(ns: int) -> int:
     return ns if ns < 10**15 else ns // 1000 * 1000
 
 
+def series(lane: str) -> tuple[str, str]:
+    """A counter lane as a C event's name and arg key: the trace processor names the series
+    "<name> <key>", the lane again where it is split at its last space; without one, "value"."""
+    name, space, key = lane.rpartition(" ")
+    return (name, key) if name else (lane, "value")
+
+
+def reference_counters(values: list[Value], origin: int) -> bytes:
+    """The chunk's values as C events: one event for the values at one time of one rank's lanes of
+    one name, the k-th value of each lane at that time with the k-th of the others (never a key
+    twice, at most 64), by name (in the order of each one's first value), time, k and input order."""
+    groups: dict[tuple[int, str], int] = {}
+    lanes: dict[Track, int] = {}
+    seen: dict[tuple[Track, int], int] = {}
+    order = []
+    for at, v in enumerate(values):
+        name, key = series(v.track.lane)
+        if v.track not in lanes:
+            lanes[v.track] = groups.setdefault((v.track.rank, name), len(lanes))
+        nth = seen[v.track, v.ts_ns] = seen.get((v.track, v.ts_ns), -1) + 1
+        order.append((lanes[v.track], v.ts_ns, nth, at, name, key, v))
+    events: list[tuple[tuple, dict]] = []
+    for group, ts, nth, _, name, key, v in sorted(order, key=lambda o: o[:4]):
+        if events and events[-1][0] == (group, ts, nth) and key not in events[-1][1]["args"] \
+                and len(events[-1][1]["args"]) < 64:
+            events[-1][1]["args"][key] = v.value
+            continue
+        events.append(((group, ts, nth), {"ph": "C", "pid": v.track.rank + 1, "name": name,
+                                          "ts": held(ts - origin) / 1000, "args": {key: v.value}}))
+    return b"".join(_SEPARATOR + orjson.dumps(record) for _, record in events)
+
+
 def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> bytes:
     out = bytearray()
     origin = encoder.origin_ns
     named = encoder._named.setdefault(sequence, set())
     for event in events:
-        if type(event) is Value:
-            out += _SEPARATOR
-            out += orjson.dumps({"ph": "C", "pid": event.track.rank + 1, "name": event.track.lane,
-                                 "ts": held(event.ts_ns - origin) / 1000, "args": {"value": event.value}})
-            continue
         if type(event) is not Begin:
             continue
         s, track = event.slice, event.track
@@ -61,12 +88,20 @@ def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> 
             for flow in flows:
                 out += _SEPARATOR
                 out += orjson.dumps({"ph": phase, "id": f"{flow:x}", "bp": "e", **base})
-    return bytes(out)
+    return bytes(out) + reference_counters([e for e in events if type(e) is Value], origin)
 
 
+# counter lanes: without a space (key "value"), the same text twice, two of one name, one name on
+# two ranks, spaces at the ends
 tracks = st.sampled_from([Track(0, "Ascend Hardware", 2, "Stream 2", 5), Track(0, "CANN", 4, "Thread 7", 1),
                           Track(3, "HCCL", 3, "Group 0 Communication", 0),
-                          Track(1, "Counters", 9, "HBM", 0, "bytes")])
+                          Track(1, "Counters", 9, "HBM", 0, "bytes"),
+                          Track(1, "Counters", 9, "HBM", 1, "bytes"),
+                          Track(1, "Counters", 9, "read [value]", 2, ""),
+                          Track(1, "Counters", 9, "read [acc_id]", 3, ""),
+                          Track(0, "Counters", 9, "read [value]", 2, ""),
+                          Track(1, "Memory", 8, "read [value]", 0, ""),
+                          Track(1, "Counters", 9, " lead", 4, ""), Track(1, "Counters", 9, "trail ", 5, "")])
 times = st.one_of(st.integers(-10**6, 10**16), st.integers(-TIME_LIMIT_NS + 1, TIME_LIMIT_NS - 1),
                   st.sampled_from([0, 999, 10**15 - 1, 10**15, -(10**15)]))  # within the model's bounds
 raw_args = st.sampled_from([b'{"Task Type":"AI_CORE"}', b'{ "a" : [1, 2.50] }', b"", b"[]", b'"x"'])
@@ -194,6 +229,9 @@ def test_every_time_reads_back_from_the_json_text_to_the_ns_from_any_given_origi
         assert origins.settle([rank], {0: [(encoder.origin_ns, encoder.span)]}) == (origins, False)
     read = [tuple(perfetto_ns(number) for number in found.groups() if number is not None)
             for found in _TIMES.finditer(text)]
+    # the slices as they came, then the counter values (one lane: each its own event) by time
+    events = [e for e in events if type(e) is Begin] + sorted((e for e in events if type(e) is Value),
+                                                              key=lambda v: v.ts_ns)
     assert len(read) == len(events)
     for times, event in zip(read, events, strict=True):
         assert times[0] >= 0  # Perfetto drops what lies before 0

@@ -498,7 +498,7 @@ def valid_json() -> list[dict]:
         x(2, 1, "launch", 0, 1.5),
         {"ph": "i", "pid": 1, "tid": 1, "name": "mark", "ts": 1.5, "s": "t"},
         {"ph": "i", "pid": 2, "name": "proc", "ts": 2, "s": "p"},
-        {"ph": "C", "pid": 1, "name": "HBM", "ts": 0.5, "args": {"HBM": 3.5}},
+        {"ph": "C", "pid": 1, "name": "HBM", "ts": 0.5, "args": {"[bytes]": 3.5}},
         {"ph": "s", "pid": 2, "tid": 1, "name": "f", "cat": "launch", "id": 3, "ts": 0.5},
         {
             "ph": "f",
@@ -533,7 +533,7 @@ def test_valid_json_is_read_back() -> None:
         ReadSlice(r0, stream, "mark", 1500, 0),
         ReadSlice(r1, (), "proc", 2000, 0),
     ]
-    assert trace.counters == [(r0, ("HBM",), 500, 3.5)]
+    assert trace.counters == [(r0, ("HBM [bytes]",), 500, 3.5)]  # the series as the trace processor names it
     assert comparable(trace) == {
         (r0, stream, "MatMul", 500, 2250),
         (r0, stream, "inner", 1000, 1),

@@ -333,7 +333,7 @@ def test_detail_traces_carry_the_memory_counters_of_every_component_with_the_pea
     assert done.returncode == 0, done.stderr[-2000:]
     found: dict[str, list[float]] = {}
     for row in csv.DictReader(io.StringIO(done.stdout.strip())):
-        found.setdefault(row["name"].removesuffix(" value"), []).append(float(row["peak"]))  # JSON: " value"
+        found.setdefault(row["name"], []).append(float(row["peak"]))  # JSON and protobuf: the same name
     expected: dict[str, list[float]] = {}
     for row in memory_report(source):
         for kind, value in row.peaks.items():
@@ -341,3 +341,38 @@ def test_detail_traces_carry_the_memory_counters_of_every_component_with_the_pea
     assert set(found) == set(expected)
     for lane, peaks in expected.items():
         assert sorted(found[lane]) == pytest.approx(sorted(peaks), abs=1.0), lane  # bytes
+
+
+_COUNTER_SERIES = """\
+select t.name as name, count(*) as n, sum(c.value) as total from counter c
+  join counter_track t on c.track_id = t.id group by t.name;
+"""
+
+
+@pytest.mark.parametrize("sample", ["ascend-pt-2rank", "kineto-1.8-resnet50"])
+def test_json_counters_load_as_the_protobufs_series_a_time_of_a_name_one_event(sample, tmp_path):
+    """Our JSON's counter series load as the .pftrace's: each lane by its own name, with its values;
+    and the values of a rank's lanes of one name at one time are one C event, as torch_npu writes a
+    bandwidth's value and accelerator (the trace processor's cost is per event, not per value)."""
+    source = real_data(sample)
+    series = {}
+    for name in ("out.pftrace", "out.json"):
+        out = tmp_path / name
+        convert(source, out, kind="detail", max_bytes=None)
+        query = tmp_path / "series.sql"
+        query.write_text(_COUNTER_SERIES)
+        done = subprocess.run([str(trace_processor()), "-q", str(query), str(out)], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        series[name] = {row["name"]: (int(row["n"]), float(row["total"]))
+                        for row in csv.DictReader(io.StringIO(done.stdout.strip()))}
+    assert series["out.json"].keys() == series["out.pftrace"].keys() and series["out.json"]
+    for lane, (count, total) in series["out.pftrace"].items():
+        assert series["out.json"][lane] == (count, pytest.approx(total)), lane
+    events = [e for e in json.loads((tmp_path / "out.json").read_bytes()) if e["ph"] == "C"]
+    assert sum(len(e["args"]) for e in events) == sum(n for n, _ in series["out.json"].values())
+    if sample == "ascend-pt-2rank":  # trace_view.json's own counters (the memory files' are ours apart)
+        theirs = [e for f in source.rglob("trace_view.json") for e in json.loads(f.read_bytes())
+                  if e.get("ph") == "C"]
+        ours = [e for e in events if not e["name"].startswith(("Memory ", "Module memory/"))]
+        assert len(ours) == len(theirs) < sum(len(e["args"]) for e in ours)

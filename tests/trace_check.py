@@ -801,8 +801,9 @@ class _JsonReader:
         for key, value in args.items():
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 _fail(where, f"counter {name!r} series {key!r} is not a number: {value!r}")
-            path = (name,) if len(args) == 1 else (name, key)
-            self.counters.append((process, path, ts, float(value)))
+            # the series as the trace processor names it: "<name> <key>" (our writer splits a lane
+            # at its last space so that this is the lane)
+            self.counters.append((process, (f"{name} {key}",), ts, float(value)))
 
     def _flow(self, k: int, event: dict, ts: int) -> None:
         where = f"event #{k}"

@@ -230,19 +230,156 @@ static int put_slice(Buf *b, PyObject *track, PyObject *s, long long origin, Spa
            put_flows(b, PyTuple_GET_ITEM(s, SLICE_FLOWS_IN), "f", pid, tid, into, dumps) < 0 ? -1 : 0;
 }
 
-/* One counter value (a layout.Value at ``ts``): {"ph":"C","pid":..,"name":<lane>,"ts":..,"args":{"value":..}} */
-static int put_value(Buf *b, PyObject *event, long long ts, long long origin, PyObject *dumps) {
-    PyObject *track = PyTuple_GET_ITEM(event, VALUE_TRACK);
+/* -- counter values: one C event for the values that share a time and a series name ------------
+ * The trace processor names a C event's series "<name> <arg key>", and its cost is per event, not
+ * per value (323k single-value events were a third of its load of a torch_npu rank's JSON). So a
+ * lane "<name> <key>", split at its last space, is written as that name and key: the series read
+ * back is the lane, as the Perfetto writer names it; and the values of one rank's lanes of one name
+ * at one time go out as one event, the k-th value of each lane at that time with the k-th of the
+ * others (a lane may hold several values at one time: one per accelerator). A lane without a space
+ * is its own series, key "value". Emitted after the chunk's slices, by name (in the order of each
+ * one's first value), time, k, and the order of the values; tests/test_chrome_json_writer.py's
+ * reference_chunk is the rule in Python. */
+
+typedef struct {
+    PyObject *track;       /* borrowed: the chunk's events hold it */
+    PyObject *name, *key;  /* owned */
+    long long pid;
+    Py_ssize_t group;      /* the first lane of its pid and name */
+} Lane;
+
+typedef struct {
+    long long ts;
+    Py_ssize_t group, lane, nth, at;
+    PyObject *value;  /* borrowed */
+} Sample;
+
+typedef struct {
+    Lane *lanes;
+    Py_ssize_t lanes_n, lanes_cap, last;
+    Sample *samples;
+    Py_ssize_t n, cap;
+} Counters;
+
+#define MOST_KEYS 64  /* values one event holds at most */
+
+static void counters_free(Counters *c) {
+    for (Py_ssize_t i = 0; i < c->lanes_n; i++) {
+        Py_DECREF(c->lanes[i].name);
+        Py_DECREF(c->lanes[i].key);
+    }
+    PyMem_Free(c->lanes);
+    PyMem_Free(c->samples);
+}
+
+static int grow(void **items, Py_ssize_t *cap, Py_ssize_t n, size_t size) {
+    if (n < *cap) return 0;
+    Py_ssize_t more = *cap ? 2 * *cap : 64;
+    void *grown = PyMem_Realloc(*items, (size_t)more * size);
+    if (!grown) { PyErr_NoMemory(); return -1; }
+    *items = grown;
+    *cap = more;
+    return 0;
+}
+
+/* The index of a Value's track among the chunk's lanes, a new one named at its last space */
+static Py_ssize_t lane_of(Counters *c, PyObject *track) {
+    if (c->last >= 0 && c->lanes[c->last].track == track) return c->last;  /* a lane's values come together */
+    for (Py_ssize_t i = 0; i < c->lanes_n; i++)
+        if (c->lanes[i].track == track) return c->last = i;
     long long rank;
-    if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) <= TRACK_LANE) {
+    if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) <= TRACK_LANE || !PyUnicode_Check(PyTuple_GET_ITEM(track, TRACK_LANE))) {
         PyErr_SetString(PyExc_TypeError, "a Value of a Track");
         return -1;
     }
-    if (long_of(PyTuple_GET_ITEM(track, TRACK_RANK), &rank) < 0) return -1;
-    return PUT(b, ",\n{\"ph\":\"C\",\"pid\":") < 0 || buf_decimal(b, rank + 1) < 0 || PUT(b, ",\"name\":") < 0 ||
-           put_str(b, PyTuple_GET_ITEM(track, TRACK_LANE), dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
-           put_us(b, held((Wide)ts - origin), dumps) < 0 || PUT(b, ",\"args\":{\"value\":") < 0 ||
-           put_number(b, PyTuple_GET_ITEM(event, VALUE_VALUE), dumps) < 0 || PUT(b, "}}") < 0 ? -1 : 0;
+    if (long_of(PyTuple_GET_ITEM(track, TRACK_RANK), &rank) < 0 || grow((void **)&c->lanes, &c->lanes_cap, c->lanes_n, sizeof(Lane)) < 0)
+        return -1;
+    PyObject *text = PyTuple_GET_ITEM(track, TRACK_LANE), *name, *key;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), space = PyUnicode_FindChar(text, ' ', 0, length, -1);
+    if (space == -2) return -1;
+    if (space > 0) {
+        name = PyUnicode_Substring(text, 0, space);
+        key = name ? PyUnicode_Substring(text, space + 1, length) : NULL;
+    } else {
+        name = Py_NewRef(text);
+        key = PyUnicode_FromString("value");
+    }
+    if (!key) {
+        Py_XDECREF(name);
+        return -1;
+    }
+    Lane *lane = &c->lanes[c->lanes_n];
+    *lane = (Lane){track, name, key, rank + 1, c->lanes_n};
+    for (Py_ssize_t i = 0; i < c->lanes_n; i++) {
+        if (c->lanes[i].pid == lane->pid && PyUnicode_Compare(c->lanes[i].name, name) == 0) {
+            lane->group = c->lanes[i].group;
+            break;
+        }
+    }
+    return c->last = c->lanes_n++;
+}
+
+static int add_value(Counters *c, PyObject *event, long long ts) {
+    Py_ssize_t lane = lane_of(c, PyTuple_GET_ITEM(event, VALUE_TRACK));
+    if (lane < 0 || grow((void **)&c->samples, &c->cap, c->n, sizeof(Sample)) < 0) return -1;
+    c->samples[c->n] = (Sample){ts, c->lanes[lane].group, lane, 0, c->n, PyTuple_GET_ITEM(event, VALUE_VALUE)};
+    c->n++;
+    return 0;
+}
+
+#define ORDER(x, y) if ((x) != (y)) return (x) < (y) ? -1 : 1
+static int by_lane(const void *a, const void *b) {
+    const Sample *p = a, *q = b;
+    ORDER(p->lane, q->lane);
+    ORDER(p->ts, q->ts);
+    ORDER(p->at, q->at);
+    return 0;
+}
+
+static int by_event(const void *a, const void *b) {
+    const Sample *p = a, *q = b;
+    ORDER(p->group, q->group);
+    ORDER(p->ts, q->ts);
+    ORDER(p->nth, q->nth);
+    ORDER(p->at, q->at);
+    return 0;
+}
+
+/* Whether the event open (its lanes ``keyed``) can take a value of ``lane``: a key it lacks */
+static int takes(Counters *c, const Py_ssize_t *keyed, int keys, Py_ssize_t lane) {
+    if (keys >= MOST_KEYS) return 0;
+    for (int k = 0; k < keys; k++)
+        if (PyUnicode_Compare(c->lanes[keyed[k]].key, c->lanes[lane].key) == 0) return 0;
+    return 1;
+}
+
+/* The chunk's values as C events: {"ph":"C","pid":..,"name":<name>,"ts":..,"args":{<key>:<value>,..}} */
+static int put_counters(Buf *b, Counters *c, long long origin, PyObject *dumps) {
+    Sample *s = c->samples;
+    qsort(s, (size_t)c->n, sizeof *s, by_lane);
+    for (Py_ssize_t i = 1; i < c->n; i++)
+        if (s[i].lane == s[i - 1].lane && s[i].ts == s[i - 1].ts) s[i].nth = s[i - 1].nth + 1;
+    qsort(s, (size_t)c->n, sizeof *s, by_event);
+    Py_ssize_t keyed[MOST_KEYS], open = -1;
+    int keys = 0;
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        Lane *lane = &c->lanes[s[i].lane];
+        int joins = open >= 0 && s[i].group == s[open].group && s[i].ts == s[open].ts && s[i].nth == s[open].nth &&
+                    takes(c, keyed, keys, s[i].lane);
+        if (joins) {
+            if (PUT(b, ",") < 0) return -1;
+        } else {
+            if ((open >= 0 && PUT(b, "}}") < 0) || PUT(b, ",\n{\"ph\":\"C\",\"pid\":") < 0 || buf_decimal(b, lane->pid) < 0 ||
+                PUT(b, ",\"name\":") < 0 || put_str(b, lane->name, dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
+                put_us(b, held((Wide)s[i].ts - origin), dumps) < 0 || PUT(b, ",\"args\":{") < 0)
+                return -1;
+            open = i;
+            keys = 0;
+        }
+        if (put_str(b, lane->key, dumps) < 0 || PUT(b, ":") < 0 || put_number(b, s[i].value, dumps) < 0) return -1;
+        keyed[keys++] = s[i].lane;
+    }
+    return open >= 0 ? PUT(b, "}}") : 0;
 }
 
 /* The slices of a layout.Placement (tracks, slices, codes: per event (position * 2 [+ 1 for an
@@ -272,8 +409,8 @@ static int put_placed(Buf *b, PyObject *tracks, PyObject *slices, PyObject *code
 }
 
 /* encode_chunk(events, origin_ns, tid_of, dumps, Begin, Value) -> (bytes, earliest, latest):
- * each Begin as an X event (and its arrows), each Value as a C event, every record after
- * ",\n"; and the earliest start and latest end written (None, None: no event), which the writer
+ * each Begin as an X event (and its arrows), then the Values as C events (put_counters), every
+ * record after ",\n"; and the earliest start and latest end written (None, None: no event), which the writer
  * checks against its origin. ``events``: a sequence of layout events, or a layout.Placement
  * (tracks, slices, codes, values). */
 static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
@@ -288,6 +425,7 @@ static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_
     if (long_of(argv[1], &origin) < 0) return NULL;
     PyObject *events = argv[0], *out = NULL, *data;
     TrackSlot *slots = PyMem_Calloc(TRACK_SLOTS, sizeof(TrackSlot));
+    Counters counters = {.last = -1};
     Buf b = {0};
     if (!slots) return PyErr_NoMemory();
     if (PyTuple_Check(events) && PyTuple_GET_SIZE(events) == PLACEMENT_FIELDS &&
@@ -317,16 +455,18 @@ static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_
             if (long_of(PyTuple_GET_ITEM(event, VALUE_TS_NS), &ts) < 0) goto done;
             span_add(&span, ts, ts);
             timed++;
-            rc = put_value(&b, event, ts, origin, argv[3]);
+            rc = add_value(&counters, event, ts);
         }  /* an End: an X event carries its duration */
         if (rc < 0) goto done;
     }
+    if (put_counters(&b, &counters, origin, argv[3]) < 0) goto done;
     data = PyBytes_FromStringAndSize(b.data ? b.data : "", b.len);
     if (data)
         out = timed ? Py_BuildValue("(NLL)", data, span.earliest, span.latest)
                     : Py_BuildValue("(NOO)", data, Py_None, Py_None);
 done:
     Py_DECREF(events);
+    counters_free(&counters);
     PyMem_Free(slots);
     PyMem_Free(b.data);
     return out;

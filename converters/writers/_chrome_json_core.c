@@ -288,11 +288,13 @@ static Py_ssize_t lane_of(Counters *c, PyObject *track) {
     for (Py_ssize_t i = 0; i < c->lanes_n; i++)
         if (c->lanes[i].track == track) return c->last = i;
     long long rank;
-    if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) <= TRACK_LANE || !PyUnicode_Check(PyTuple_GET_ITEM(track, TRACK_LANE))) {
+    if (!PyTuple_Check(track) || PyTuple_GET_SIZE(track) <= TRACK_LANE ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(track, TRACK_LANE))) {
         PyErr_SetString(PyExc_TypeError, "a Value of a Track");
         return -1;
     }
-    if (long_of(PyTuple_GET_ITEM(track, TRACK_RANK), &rank) < 0 || grow((void **)&c->lanes, &c->lanes_cap, c->lanes_n, sizeof(Lane)) < 0)
+    if (long_of(PyTuple_GET_ITEM(track, TRACK_RANK), &rank) < 0 ||
+        grow((void **)&c->lanes, &c->lanes_cap, c->lanes_n, sizeof(Lane)) < 0)
         return -1;
     PyObject *text = PyTuple_GET_ITEM(track, TRACK_LANE), *name, *key;
     Py_ssize_t length = PyUnicode_GET_LENGTH(text), space = PyUnicode_FindChar(text, ' ', 0, length, -1);
@@ -369,8 +371,9 @@ static int put_counters(Buf *b, Counters *c, long long origin, PyObject *dumps) 
         if (joins) {
             if (PUT(b, ",") < 0) return -1;
         } else {
-            if ((open >= 0 && PUT(b, "}}") < 0) || PUT(b, ",\n{\"ph\":\"C\",\"pid\":") < 0 || buf_decimal(b, lane->pid) < 0 ||
-                PUT(b, ",\"name\":") < 0 || put_str(b, lane->name, dumps) < 0 || PUT(b, ",\"ts\":") < 0 ||
+            if ((open >= 0 && PUT(b, "}}") < 0) || PUT(b, ",\n{\"ph\":\"C\",\"pid\":") < 0 ||
+                buf_decimal(b, lane->pid) < 0 || PUT(b, ",\"name\":") < 0 || put_str(b, lane->name, dumps) < 0 ||
+                PUT(b, ",\"ts\":") < 0 ||
                 put_us(b, held((Wide)s[i].ts - origin), dumps) < 0 || PUT(b, ",\"args\":{") < 0)
                 return -1;
             open = i;
@@ -410,8 +413,8 @@ static int put_placed(Buf *b, PyObject *tracks, PyObject *slices, PyObject *code
 
 /* encode_chunk(events, origin_ns, tid_of, dumps, Begin, Value) -> (bytes, earliest, latest):
  * each Begin as an X event (and its arrows), then the Values as C events (put_counters), every
- * record after ",\n"; and the earliest start and latest end written (None, None: no event), which the writer
- * checks against its origin. ``events``: a sequence of layout events, or a layout.Placement
+ * record after ",\n"; and the earliest start and latest end written (None, None: no event), which
+ * the writer checks against its origin. ``events``: a sequence of layout events, or a layout.Placement
  * (tracks, slices, codes, values). */
 static PyObject *encode_chunk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;

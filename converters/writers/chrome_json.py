@@ -16,9 +16,10 @@ written as hex strings: Perfetto rejects numeric ids of 2**63 and more. Each ran
 (pid = rank + 1) and each lane a thread named ``<group> / <lane>``, with sort indices in the
 Perfetto writer's order. A counter lane ``<name> <key>`` is written as that name and arg key (split
 at its last space), which the trace processor names ``<name> <key>``: the lane, as in the
-protobuf (a lane without a space: key ``value``); the values of a rank's lanes of one name at one time are one ``C`` event (Perfetto's
-cost is per event: one per value made our JSON of a torch_npu rank load 1.2x slower than the
-vendor's, which writes a bandwidth's value and accelerator in one), after the chunk's slices.
+protobuf (a lane without a space: key ``value``). The values of a rank's lanes of one name at one
+time are one ``C`` event, after the chunk's slices: Perfetto's cost is per event, and one per
+value made our JSON of a torch_npu rank load 1.2x slower than the vendor's, which writes a
+bandwidth's value and accelerator in one.
 A thread is named in the first chunk of each sequence that uses it (identical repeats), and the
 size cap only drops a sequence's later chunks, so every kept thread is named.
 Reference: the Trace Event Format document (X, i and M events).

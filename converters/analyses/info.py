@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # writer deflates) gives the records as written (each lane's in time order), up to ``_GZ_TEXT``.
 _PF = {"slice": 57, "summary slice": 55, "flow": 15, "name byte": 1.57, "key": 5.75, "string byte": 1.37,
        "number": 1.67, "sample": 34, "lane": 340, "summary lane": 60, "rank": 300}
-_JSON = {"slice": 66, "args": 9, "flow": 116, "sample": 101, "lane": 110, "rank": 250}
+_JSON = {"slice": 66, "args": 9, "flow": 116, "counter event": 84, "value": 18, "lane": 110, "rank": 250}
 _GZ_TEXT = 64 << 20
 _GZIP = 18  # its header and trailer
 FORMATS = (".pftrace", ".json", ".json.gz")
@@ -118,13 +118,24 @@ class _Sizes:
         return cost
 
     def add_samples(self, samples: list[Sample]) -> None:
-        """A step's counter values (detail only)."""
+        """A step's counter values (detail only). Chrome JSON writes the values at one time of the
+        lanes of one name (a lane's text to its last space) as one event, each value a key in it
+        (``writers.chrome_json``): an event's bytes, then each value's."""
         self.pftrace["detail"] += len(samples) * _PF["sample"]
-        self.json["detail"] += len(samples) * _JSON["sample"]
+        at_once: dict[tuple[str, int], int] = {}
+        for v in samples:
+            at_once[v.lane, v.start_ns] = at_once.get((v.lane, v.start_ns), 0) + 1
+        events: dict[tuple[str, int], int] = {}  # (name, time) -> events: a lane's values at a time apart
+        for (lane, ts), n in at_once.items():
+            name = (lane.rpartition(" ")[0] or lane, ts)
+            events[name] = max(events.get(name, 0), n)
+        self.json["detail"] += sum(events.values()) * _JSON["counter event"] + len(samples) * _JSON["value"]
         if samples and self.text["detail"] < _GZ_TEXT:
-            record = b'{"ph":"C","pid":1,"name":%s,"ts":%d.%03d,"args":{"value":%r}},\n'
+            record = b'{"ph":"C","pid":1,"name":%s,"ts":%d.%03d,"args":{%s:%r}},\n'
             self._deflate("detail", b"".join(
-                record % (orjson.dumps(v.lane), *divmod(v.start_ns, 1000), v.value) for v in samples))
+                record % (orjson.dumps(name or v.lane), *divmod(v.start_ns, 1000),
+                          orjson.dumps(key if name else "value"), v.value)
+                for v in samples for name, _, key in (v.lane.rpartition(" "),)))
 
     def _deflate(self, kind: str, text: bytes) -> None:
         self.text[kind] += len(text)

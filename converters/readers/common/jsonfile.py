@@ -16,6 +16,7 @@ be read whole (a small file, events that cannot be streamed) is refused past ``W
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -501,10 +502,8 @@ class _Gunzip:
     file and position of corrupt data."""
 
     def __init__(self, raw: BinaryIO, path: Path, diag: Diagnostics | None) -> None:
-        from zlib_ng import zlib_ng  # zlib's API, inflating in about half its CPU; imported for a .gz only
-
-        self._raw, self._path, self._diag, self._zlib = raw, path, diag, zlib_ng
-        self._inflate = zlib_ng.decompressobj(31)
+        self._raw, self._path, self._diag = raw, path, diag
+        self._inflate = zlib.decompressobj(31)
 
     def read(self, size: int = -1) -> bytes:
         parts, have = [], 0
@@ -524,7 +523,7 @@ class _Gunzip:
                 data = self._inflate.unused_data or self._raw.read(_RAW_CHUNK)
                 if not data:
                     return b""
-                self._inflate = self._zlib.decompressobj(31)
+                self._inflate = zlib.decompressobj(31)
             else:
                 data = self._inflate.unconsumed_tail or self._raw.read(_RAW_CHUNK)
                 if not data:
@@ -532,7 +531,7 @@ class _Gunzip:
                     return b""
             try:
                 out = self._inflate.decompress(data, limit)
-            except self._zlib.error as e:
+            except zlib.error as e:
                 raise InputError(self._path, f"byte {self._raw.tell()} of the gzip file",
                                  f"not valid gzip data ({e})") from None
             if out:

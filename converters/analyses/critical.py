@@ -165,12 +165,10 @@ def _too_large(batch: StepRecords, slices: list[Slice], ops: list[communication.
 
 def reduced(step: RankStep, graph: Graph) -> RankStep:
     """``step`` (its rank, step and syncs) with its graph's start, end and contracted chains; the
-    chains' slices are the graph's own objects, so each is pickled once."""
+    chains' slices are the graph's own objects, so each is pickled once. A graph past
+    ``CONTRACT_BUDGET`` is never built (``rank_step``)."""
     nodes = graph.nodes
     step = step._replace(first_ns=min(n.start_ns for n in nodes), last_ns=max(n.end_ns for n in nodes))
-    if len(step.syncs) * len(graph.nodes) > CONTRACT_BUDGET:
-        why = TOO_LARGE.format(rank=step.rank, syncs=len(step.syncs), nodes=len(graph.nodes))
-        return step._replace(too_large=why)
     ends = [i for i, n in enumerate(graph.nodes) if n.kind]
     end = graph.add(Node(step.rank, "", "end", max(graph.nodes[i].end_ns for i in ends), 0), ends)
     syncs = step.syncs

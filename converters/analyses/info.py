@@ -13,6 +13,7 @@ import dataclasses
 import os
 import sys
 import zlib
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -122,20 +123,20 @@ class _Sizes:
         lanes of one name (a lane's text to its last space) as one event, each value a key in it
         (``writers.chrome_json``): an event's bytes, then each value's."""
         self.pftrace["detail"] += len(samples) * _PF["sample"]
-        at_once: dict[tuple[str, int], int] = {}
-        for v in samples:
-            at_once[v.lane, v.start_ns] = at_once.get((v.lane, v.start_ns), 0) + 1
+        at_once = Counter((v.lane, v.start_ns) for v in samples)
         events: dict[tuple[str, int], int] = {}  # (name, time) -> events: a lane's values at a time apart
         for (lane, ts), n in at_once.items():
-            name = (lane.rpartition(" ")[0] or lane, ts)
-            events[name] = max(events.get(name, 0), n)
+            at = (_series(lane)[0], ts)
+            events[at] = max(events.get(at, 0), n)
         self.json["detail"] += sum(events.values()) * _JSON["counter event"] + len(samples) * _JSON["value"]
         if samples and self.text["detail"] < _GZ_TEXT:
             record = b'{"ph":"C","pid":1,"name":%s,"ts":%d.%03d,"args":{%s:%r}},\n'
-            self._deflate("detail", b"".join(
-                record % (orjson.dumps(name or v.lane), *divmod(v.start_ns, 1000),
-                          orjson.dumps(key if name else "value"), v.value)
-                for v in samples for name, _, key in (v.lane.rpartition(" "),)))
+            texts = []
+            for v in samples:
+                name, key = _series(v.lane)
+                us, ns = divmod(v.start_ns, 1000)
+                texts.append(record % (orjson.dumps(name), us, ns, orjson.dumps(key), v.value))
+            self._deflate("detail", b"".join(texts))
 
     def _deflate(self, kind: str, text: bytes) -> None:
         self.text[kind] += len(text)
@@ -153,6 +154,13 @@ class _Sizes:
                          ".json": round(sum(self.json[p] for p in parts)),
                          ".json.gz": _GZIP + round(sum(self.json[p] * ratio[p] for p in parts))}
         return out
+
+
+def _series(lane: str) -> tuple[str, str]:
+    """A counter lane as the JSON writer's C event holds it: (name, arg key), split at the lane's
+    last space; without one, the lane and ``value`` (``_chrome_json_core.c`` ``lane_of``)."""
+    name, _, key = lane.rpartition(" ")
+    return (name, key) if name else (lane, "value")
 
 
 def _with_waits(contents: RankContents, waits: list[Slice]) -> None:

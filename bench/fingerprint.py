@@ -13,6 +13,9 @@ command prints or writes for them (``info``, ``overlap``, ``comm`` and ``comm --
 each of their formats, ``ops`` in each format, by name, shape and step, and ``--across``,
 ``pipeline`` by each, ``report`` as JSON and HTML), through the CLI as a user runs it, stdout and
 exit code alike; and ``diff -o``'s comparison trace of each input against itself, Perfetto and JSON.
+
+``--unordered`` hashes each trace as the set of what it holds, in any order (its JSON events, its
+protobuf packets): to show that a change of the order a trace is written in changes nothing else.
 """
 
 from __future__ import annotations
@@ -70,6 +73,33 @@ ANALYSES = (
 )
 
 
+def trace_digest(path: Path, unordered: bool = False) -> str:
+    """The hash of a trace's bytes; ``unordered``: of its sorted events (JSON, one a line as the
+    writer puts them) or packets (protobuf)."""
+    data = path.read_bytes()
+    if unordered:
+        lines = [line.rstrip(b",") for line in data.split(b"\n")]
+        parts = _packets(data) if path.suffix == ".pftrace" else lines
+        data = b"\0".join(sorted(parts))
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _packets(data: bytes) -> list[bytes]:
+    """A Trace's packets (field 1, length-delimited, each after its tag and length)."""
+    packets, at = [], 0
+    while at < len(data):
+        at += 1  # the tag: 0x0a
+        length = shift = 0
+        while True:
+            byte = data[at]
+            length, at, shift = length | (byte & 0x7F) << shift, at + 1, shift + 7
+            if byte < 0x80:
+                break
+        packets.append(data[at:at + length])
+        at += length
+    return packets
+
+
 def analysis_digest(argv: list[str]) -> str:
     """The hash of what one command prints on stdout, and its exit code."""
     saved = os.dup(1)
@@ -86,11 +116,11 @@ def analysis_digest(argv: list[str]) -> str:
         return f"exit {code} {hashlib.sha256(captured.read()).hexdigest()[:16]}"
 
 
-def comparison_digest(source: Path, out: Path) -> str:
+def comparison_digest(source: Path, out: Path, unordered: bool = False) -> str:
     """The hash of ``diff SOURCE SOURCE -o OUT``'s trace (uncapped), or the error it ended in."""
     try:
         write_comparison(Side(source), Side(source), str(out), max_bytes=None)
-        return hashlib.sha256(out.read_bytes()).hexdigest()[:16]
+        return trace_digest(out, unordered)
     except Exception as e:  # noqa: BLE001 - an input that fails is a line too
         return f"error {type(e).__name__}: {e}"[:120]
 
@@ -98,6 +128,8 @@ def comparison_digest(source: Path, out: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="real samples and one generated rank only")
+    parser.add_argument("--unordered", action="store_true",
+                        help="a trace as its events or packets, in any order")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for source in inputs(args.quick):
@@ -108,7 +140,7 @@ def main() -> None:
                         out = Path(tmp) / f"out{suffix}"
                         try:
                             convert(source, out, kind=kind, max_bytes=cap)
-                            digest = hashlib.sha256(out.read_bytes()).hexdigest()[:16]
+                            digest = trace_digest(out, args.unordered)
                         except Exception as e:  # noqa: BLE001 - an input that fails is a line too
                             digest = f"error {type(e).__name__}: {e}"[:120]
                         print(f"{label} {kind} {suffix} cap={cap} {digest}", flush=True)
@@ -116,7 +148,7 @@ def main() -> None:
                 out = Path(tmp) / f"out{suffix}"
                 try:
                     convert(source, out, kind="detail", max_bytes=None, critical_path=True)
-                    digest = hashlib.sha256(out.read_bytes()).hexdigest()[:16]
+                    digest = trace_digest(out, args.unordered)
                 except Exception as e:  # noqa: BLE001 - an input that fails is a line too
                     digest = f"error {type(e).__name__}: {e}"[:120]
                 print(f"{label} detail --critical-path {suffix} {digest}", flush=True)
@@ -128,8 +160,8 @@ def main() -> None:
                     argv.insert(2, str(source))
                 print(f"{label} {' '.join(command)} {analysis_digest(argv)}", flush=True)
             for suffix in (".pftrace", ".json"):  # diff -o: the sample against itself, in one trace
-                print(f"{label} diff -o cmp{suffix} {comparison_digest(source, Path(tmp) / f'cmp{suffix}')}",
-                      flush=True)
+                compared = comparison_digest(source, Path(tmp) / f"cmp{suffix}", args.unordered)
+                print(f"{label} diff -o cmp{suffix} {compared}", flush=True)
     sys.exit(0)
 
 

@@ -263,3 +263,34 @@ def test_detail_past_the_cap_is_not_encoded_yet_the_trace_is_the_same(profile, t
     assert unwritten[1] == 0
     assert unwritten[0] > 0 or fraction > 0.1  # at 5% one rank's detail alone passes the cap
     assert skipping.read_bytes() == encoding_all.read_bytes()
+
+
+def _kinds_in_file_order(path: Path) -> list[tuple[str, float]]:
+    """Each slice of a JSON trace in file order: (summary or detail, its start)."""
+    import gzip
+
+    import orjson
+
+    data = path.read_bytes()
+    events = orjson.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    summary = {key for key, name in names.items() if name.startswith(("Step Trace", "Overlap Analysis"))}
+    return [("summary" if (e["pid"], e["tid"]) in summary else "detail", e["ts"]) for e in events
+            if e["ph"] == "X"]
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_a_trace_that_fits_whole_is_written_step_by_step_each_steps_summary_then_its_detail(
+        profile, tmp_path, name):
+    """No cut to choose, so no priority order: the trace processor loads time order faster."""
+    whole = tmp_path / f"whole-{name}"
+    convert(profile, whole, kind="detail", max_bytes=None)
+    kinds = _kinds_in_file_order(whole)
+    runs = [kind for i, kind in enumerate(kinds) if i == 0 or kind[0] != kinds[i - 1][0]]
+    assert [kind for kind, _ in runs] == ["summary", "detail"] * 5  # 5 steps, each summary then detail
+    starts = [ts for kind, ts in runs if kind == "summary"]
+    assert starts == sorted(starts)
+    if name == "t.json":  # a cap it fits under, to the byte, writes the same bytes
+        exact = tmp_path / f"exact-{name}"
+        assert convert(profile, exact, kind="detail", max_bytes=whole.stat().st_size).cut is None
+        assert exact.read_bytes() == whole.read_bytes()

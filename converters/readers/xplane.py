@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
+import orjson
+
 from ..errors import Diagnostics, InputError
 from ..intervals import NOT_COMPUTE, is_compute
 from ..model import (
@@ -65,6 +67,7 @@ from .base import Reader
 from .common import markers
 from .common.flows import flow_id
 from .common.lanes import gpu_stream, tpu_line
+from .common.spill import ByTime, StepSpill
 
 NAME = "xplane"
 _FILE = re.compile(r"\.xplane\.pb$")
@@ -522,7 +525,7 @@ def _device_slice(rank: RankInfo, plane: _Device, line: Any, event: _Event, deta
         return _xla_op(rank, plane, line.name, event, detail)
     stream = _STREAM.match(line.name)
     lane = gpu_stream(rank.device, stream[1] if stream else line.name)
-    args = {"Stream": stream[1] if stream else line.name, **event.stats} if detail else None
+    args = _json({"Stream": stream[1] if stream else line.name, **event.stats}) if detail else None
     on_stream = Slice(rank.rank, Layer.STREAM, lane, event.name, event.start_ns, event.dur_ns, args)
     if not stream:
         return on_stream._replace(task_type=NOT_COMPUTE)
@@ -546,7 +549,8 @@ def _xla_op(rank: RankInfo, plane: _Device, line: str, event: _Event, detail: bo
     category = plane.categories.get(event.metadata_id)
     args = None
     if detail:
-        args = {"Line": line, **({"hlo_category": category} if category is not None else {}), **event.stats}
+        args = _json({"Line": line, **({"hlo_category": category} if category is not None else {}),
+                      **event.stats})
     lane = tpu_line(rank.device, line) if plane.kind == "TPU" else gpu_stream(rank.device, line)
     slice_ = Slice(rank.rank, Layer.STREAM, lane, event.name, event.start_ns, event.dur_ns, args, NOT_COMPUTE)
     if line not in (_OPS_LINE, _ASYNC_LINE):
@@ -585,61 +589,79 @@ def _correlation(stats: dict[str, Any]) -> int | None:
 def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
          step_marker: str | None = None) -> Iterator[StepRecords]:
     """The rank's device plane and its share of the host planes, step by step: one plane decoded
-    at a time (the first rank's read decodes every device plane once more, for their ids alone)."""
+    at a time (the first rank's read decodes every device plane once more, for their ids alone),
+    its records waiting on disk by time until the steps are known (``_Held``), so memory holds a
+    batch of events and, per launch, its correlation id's count and time, never the planes."""
     path, space = rank.path, _space(rank.path)
     devices = {int(m[2]): (m[1], frame) for name, frame in space.planes.items() if (m := _DEVICE.match(name))}
     kind, mine = devices[rank.device]
-    device, device_steps = _device_work(rank, _device(path, mine, kind), mine, diag, detail)
-    launched = Counter(c for _, c in device if c is not None)  # a launch may run several kernels
-    first = rank.device == min(devices)
-    others = [frame for d, (_, frame) in devices.items() if d != rank.device]
-    elsewhere = _correlations(path, others, diag) if first else set()
-    host: list[Slice] = []
-    launch_at: dict[int, int] = {}
-    ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
-    marker = markers.checked(step_marker)
-    for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
-        stat_names = _stat_names(_plane(path, space.planes[name]))
-        keyed = None if first and detail else functools.partial(_is_marker, marker)  # what it keeps
-        for _, event in _events(path, space.planes[name], rank.clock_offset_ns, diag, False, keyed):
-            if _marks(marker, event):  # drawn as the step it is, on every rank
-                ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
-                continue
-            c = _correlation(event.stats)
-            if c in launched:
-                launch_at[c] = event.start_ns
-            elif not first or c in elsewhere:
-                continue
-            if not detail:  # host events are drawn in detail only; launches still file their work
-                continue
-            flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
-            host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
-                              _named_stats(stat_names, event.raw) or None, flows_out=flow))
-    if marker and not ranges:
-        diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one step",
-                  subject=f"rank {rank.rank}")
-    steps = _steps(ranges, numbered=marker is not None)
-    if not ranges and marker is None and device_steps:  # the device's own (a TPU's Steps line)
-        steps = _steps([(s.start_ns, s.dur_ns, n) for s, n in device_steps],
-                       numbered=any(n is None for _, n in device_steps))
-    elif detail:  # no step here: drawn where they are, as the other lines
-        device += [(s, None) for s, _ in device_steps]
-    yield from _by_step(rank, steps, host, device, launch_at, arrows=detail)
+    with _Held(rank.rank) as held:
+        plane = _device(path, mine, kind)
+        launched, device_steps = _device_work(rank, plane, mine, diag, detail, held.device)
+        first = rank.device == min(devices)
+        others = [frame for d, (_, frame) in devices.items() if d != rank.device]
+        elsewhere = _correlations(path, others, diag) if first else set()
+        launch_at: dict[int, int] = {}
+        ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
+        marker = markers.checked(step_marker)
+        for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
+            stat_names = _stat_names(_plane(path, space.planes[name]))
+            keyed = None if first and detail else functools.partial(_is_marker, marker)  # what it keeps
+            host: list[Slice] = []
+            for _, event in _events(path, space.planes[name], rank.clock_offset_ns, diag, False, keyed):
+                if _marks(marker, event):  # drawn as the step it is, on every rank
+                    ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
+                    continue
+                c = _correlation(event.stats)
+                if c in launched:
+                    launch_at[c] = event.start_ns
+                elif not first or c in elsewhere:
+                    continue
+                if not detail:  # host events are drawn in detail only; launches still file their work
+                    continue
+                flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
+                args = _named_stats(stat_names, event.raw)
+                host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
+                                  _json(args) if args else None, flows_out=flow))
+                if len(host) >= _EVENT_BATCH:
+                    held.host.add(host)
+                    host = []
+            held.host.add(host)
+        if marker and not ranges:
+            diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one "
+                      "step", subject=f"rank {rank.rank}")
+        steps = _steps(ranges, numbered=marker is not None)
+        if not ranges and marker is None and device_steps:  # the device's own (a TPU's Steps line)
+            steps = _steps([(s.start_ns, s.dur_ns, n) for s, n in device_steps],
+                           numbered=any(n is None for _, n in device_steps))
+        elif detail:  # no step here: drawn where they are, as the other lines
+            held.device.add([s for s, _ in device_steps])
+        yield from held.by_step(steps, launch_at, arrows=detail)
 
 
-def _device_work(rank: RankInfo, plane: _Device, frame: _Frame, diag: Diagnostics,
-                 detail: bool) -> tuple[list[tuple[Slice, int | None]], list[tuple[Slice, int | None]]]:
-    """The rank's device events as slices with their correlation ids (in summary, only what
-    computes and communicates, as Kineto's), and apart the ranges of its ``Steps`` line with their
-    step numbers (None: not said)."""
+def _device_work(rank: RankInfo, plane: _Device, frame: _Frame, diag: Diagnostics, detail: bool,
+                 held: ByTime) -> tuple[Counter[int], list[tuple[Slice, int | None]]]:
+    """The rank's device events as slices, handed to ``held`` (in summary, only what computes and
+    communicates, as Kineto's), each with its correlation id and place as its ``flows_out`` (``_Held``); the
+    kernels of each correlation id counted (a launch may run several); and apart the ranges of its
+    ``Steps`` line with their step numbers (None: not said)."""
+    launched: Counter[int] = Counter()
     work, steps = [], []
     for line, event in _events(rank.path, frame, rank.clock_offset_ns, diag, detail, key_stats=_DEVICE_KEYS):
         made = _device_slice(rank, plane, line, event, detail)
         if line.name == _STEPS_LINE:
             steps.append((made, _step_number(event)))
         elif detail or made.layer is Layer.COMM_OP or is_compute(made.task_type):
-            work.append((made, _correlation(event.stats)))
-    return work, steps
+            c = _correlation(event.stats)
+            if c is not None:  # the k-th kernel of a launch, which ends its k-th arrow
+                made = made.with_flows((c, launched[c]), ())
+                launched[c] += 1
+            work.append(made)
+            if len(work) >= _EVENT_BATCH:
+                held.add(work)
+                work = []
+    held.add(work)
+    return launched, steps
 
 
 def _step_number(event: _Event) -> int | None:
@@ -678,28 +700,70 @@ def _steps(ranges: list[tuple[int, int, Any]], numbered: bool) -> list[Step]:
     return sorted(by_number.values(), key=lambda s: s.start_ns)
 
 
-def _by_step(rank: RankInfo, steps: list[Step], host: list[Slice], device: list[tuple[Slice, int | None]],
-             launch_at: dict[int, int], *, arrows: bool) -> Iterator[StepRecords]:
-    """The records filed under the last step started at or before them (device work at its
-    launch, where the host plane holds it: a GPU runs behind its host), those before the first step
-    in a pseudo step of their own; with ``arrows`` (detail), one where both ends are read."""
-    starts = [step.start_ns for step in steps]
-    ended: Counter[int] = Counter()  # the k-th kernel of a launch ends its k-th arrow
-    filed: list[list[Slice]] = [[] for _ in range(len(steps) + 1)]
-    for s in host:
-        filed[bisect_right(starts, s.start_ns)].append(s)
-    for s, c in device:
-        at = launch_at.get(c, s.start_ns) if c is not None else s.start_ns
-        if arrows and c in launch_at:
-            s = s.with_flows((), (flow_id(rank.rank, f"launch:{c}", ended[c]),))
-            ended[c] += 1
-        filed[bisect_right(starts, at)].append(s)
-    if filed[0] or not steps:
-        yield StepRecords(rank.rank, None, None, None, filed[0])
-    for step, slices in zip(steps, filed[1:], strict=True):
-        slices.append(Slice(rank.rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
-                            step.end_ns - step.start_ns, {"Step": step.step}))
-        yield StepRecords(rank.rank, None, step.step, step, slices)
+class _Held:
+    """A rank's records on disk until its steps are known: its device work and its host ranges
+    by time (``ByTime``), then filed under their steps. A device slice waits with its correlation
+    id and its place among its launch's kernels as its ``flows_out`` (device work starts no arrow),
+    which filing turns into the end of its launch's arrow."""
+
+    def __init__(self, rank: int) -> None:
+        self._rank = rank
+
+    def __enter__(self) -> _Held:
+        self._spills = [StepSpill().__enter__() for _ in range(3)]
+        self.device, self.host = (ByTime(spill, self._rank) for spill in self._spills[:2])
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for spill in self._spills:
+            spill.__exit__()
+
+    def by_step(self, steps: list[Step], launch_at: dict[int, int], *, arrows: bool) -> Iterator[StepRecords]:
+        """The records filed under the last step started at or before them (device work at its
+        launch, where the host plane holds it: a GPU runs behind its host), those before the first
+        step in a pseudo step of their own; with ``arrows`` (detail), one where both ends are read.
+        A step's host records come before its device work, each in the order it was read."""
+        rank, starts, filed = self._rank, [step.start_ns for step in steps], self._spills[2]
+        for records in self.host.take_before(None):
+            for index, group in _grouped(records, lambda s: bisect_right(starts, s.start_ns)).items():
+                filed.add(("host", index), group)
+        for records in self.device.take_before(None):
+            placed = []
+            for s in records:
+                c, k = s.flows_out or (None, 0)
+                at = launch_at.get(c, s.start_ns) if c is not None else s.start_ns
+                ends = (flow_id(rank, f"launch:{c}", k),) if arrows and c in launch_at else ()
+                placed.append((bisect_right(starts, at), s.with_flows((), ends)))
+            for index, group in _grouped(placed, None).items():
+                filed.add(("device", index), group)
+        for index in range(len(steps) + 1):
+            slices = [*filed.load(("host", index), rank), *filed.load(("device", index), rank)]
+            if index == 0:
+                if slices or not steps:
+                    yield StepRecords(rank, None, None, None, slices)
+                continue
+            step = steps[index - 1]
+            slices.append(Slice(rank, Layer.STEP, "Steps", f"Step {step.step}", step.start_ns,
+                                step.end_ns - step.start_ns, {"Step": step.step}))
+            yield StepRecords(rank, None, step.step, step, slices)
+
+
+def _json(args: dict[str, Any]) -> bytes | dict[str, Any]:
+    """Args as the JSON text the model takes (``Slice.args``), which the spill packs in C (a dict
+    it writes by marshal, 5x slower); as they are where JSON cannot hold them (an int past 64 bits)."""
+    try:
+        return orjson.dumps(args)
+    except TypeError:
+        return args
+
+
+def _grouped(items: list, key: Callable[[Slice], int] | None) -> dict[int, list[Slice]]:
+    """``items`` by ``key`` (None: items are (key, slice) pairs), each group in their order."""
+    groups: dict[int, list[Slice]] = {}
+    for item in items:
+        index, s = (key(item), item) if key is not None else item
+        groups.setdefault(index, []).append(s)
+    return groups
 
 
 def _correlations(path: Path, frames: list[_Frame], diag: Diagnostics) -> set[int]:

@@ -722,7 +722,7 @@ class _Held:
         """The records filed under the last step started at or before them (device work at its
         launch, where the host plane holds it: a GPU runs behind its host), those before the first
         step in a pseudo step of their own; with ``arrows`` (detail), one where both ends are read.
-        A step's host records come before its device work, each in the order it was read."""
+        A step's host records come before its device work, each by time window (``ByTime``)."""
         rank, starts, filed = self._rank, [step.start_ns for step in steps], self._spills[2]
         for records in self.host.take_before(None):
             for index, group in _grouped(records, lambda s: bisect_right(starts, s.start_ns)).items():

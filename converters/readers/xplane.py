@@ -523,20 +523,27 @@ def _device_slice(rank: RankInfo, plane: _Device, line: Any, event: _Event, deta
     a plane without streams (a TPU's), the ops of its ``XLA Ops`` line alike (``_xla_op``)."""
     if not plane.streams:
         return _xla_op(rank, plane, line.name, event, detail)
-    stream = _STREAM.match(line.name)
-    lane = gpu_stream(rank.device, stream[1] if stream else line.name)
-    args = _json({"Stream": stream[1] if stream else line.name, **event.stats}) if detail else None
-    on_stream = Slice(rank.rank, Layer.STREAM, lane, event.name, event.start_ns, event.dur_ns, args)
-    if not stream:
-        return on_stream._replace(task_type=NOT_COMPUTE)
-    copy = _copy(event)
-    if copy is not None:
-        return on_stream._replace(task_type=copy)
-    kind = collectives.nccl(event.name) or collectives.gpu(event.name)
-    if kind is not None:
-        return Slice(rank.rank, Layer.COMM_OP, _COMM_LANE, event.name, event.start_ns, event.dur_ns, args,
-                     comm_type(kind))
-    return on_stream._replace(task_type=GPU_KERNEL)
+    stream, lane = _stream_lane(rank.device, line.name)
+    args = _json({"Stream": stream, **event.stats}) if detail else None
+    if lane is None:  # a line of the plane that is no stream
+        task_type = NOT_COMPUTE
+        lane = gpu_stream(rank.device, line.name)
+    else:
+        task_type = _copy(event) or GPU_KERNEL
+        name = event.name
+        kind = collectives.nccl(name) or collectives.gpu(name) if task_type is GPU_KERNEL else None
+        if kind is not None:
+            return Slice(rank.rank, Layer.COMM_OP, _COMM_LANE, event.name, event.start_ns, event.dur_ns, args,
+                         comm_type(kind))
+    return Slice(rank.rank, Layer.STREAM, lane, event.name, event.start_ns, event.dur_ns, args, task_type)
+
+
+@functools.lru_cache(maxsize=1024)
+def _stream_lane(device: int, line: str) -> tuple[str, str | None]:
+    """A line's stream (its number, else the line's name) and, for a ``Stream #`` line, its lane
+    (None: no stream): looked up once per line, not per event."""
+    stream = _STREAM.match(line)
+    return (stream[1], gpu_stream(device, stream[1])) if stream else (line, None)
 
 
 def _xla_op(rank: RankInfo, plane: _Device, line: str, event: _Event, detail: bool) -> Slice:
@@ -576,7 +583,7 @@ def _copy(event: _Event) -> str | None:
     kernels and copies is ``Stream #7(Kernel,MemcpyH2D)``), ROCm's blit kernels among them; None
     for a kernel."""
     for kind, words, stat in _COPIES:
-        if any(event.name.startswith(w) for w in words) or stat in event.stats:
+        if event.name.startswith(words) or stat in event.stats:
             return kind
     return None
 
@@ -619,7 +626,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                     continue
                 if not detail:  # host events are drawn in detail only; launches still file their work
                     continue
-                flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(launched[c]))  # none: 0
+                kernels = launched.get(c, 0)  # the arrows it starts: one to each kernel it launched
+                flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(kernels)) if kernels else ()
                 args = _named_stats(stat_names, event.raw)
                 host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
                                   _json(args) if args else None, flows_out=flow))

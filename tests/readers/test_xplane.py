@@ -18,6 +18,7 @@ from converters import Diagnostics, Layer, Options, convert, discover, overlap_r
 from converters.analyses.ops import ops_report
 from converters.cli import main
 from converters.intervals import NOT_COMPUTE
+from converters.model import decoded_args
 from converters.readers import xplane_pb2
 
 SAMPLE = "xplane-jax-conv"
@@ -76,8 +77,8 @@ def test_every_device_and_host_event_lands_once_in_the_detail_records():
     # a launch is on the rank of the device that ran its kernel
     kernel_rank = {c: rank for rank, events in devices.items() for *_, c in events if c is not None}
     for s in slices:
-        if s.layer is Layer.HOST and s.args and "correlation_id" in s.args:
-            assert s.rank == kernel_rank.get(s.args["correlation_id"], 0), s
+        if s.layer is Layer.HOST and "correlation_id" in _args(s):
+            assert s.rank == kernel_rank.get(_args(s)["correlation_id"], 0), s
 
 
 def test_the_detail_trace_loads_clean_with_every_kernel_and_an_arrow_per_launched_kernel(tmp_path):
@@ -445,7 +446,7 @@ def test_an_xla_op_is_typed_by_its_hlo_opcode(category, name, expected):
     event = xplane._Event("XLA Ops", name, 0, 10, {}, (), 5)
     made = xplane._xla_op(rank, plane, "XLA Ops", event, detail=True)
     assert (made.layer, made.task_type) == expected
-    assert made.args["hlo_category"] == category if category else "hlo_category" not in made.args
+    assert _args(made)["hlo_category"] == category if category else "hlo_category" not in _args(made)
 
 
 # -- a real TPU capture: xprof's tpu_inference_2.xplane.pb (JAX, TPU v6e, 4 chips; Apache-2.0),
@@ -495,3 +496,8 @@ def test_a_real_tpu_capture_draws_every_event_once_and_overlap_is_its_ops_sums(t
     problems, (count, _, _) = imported(out, tmp_path)
     decoded = read_perfetto(out.read_bytes())
     assert problems == [] and count == len(decoded.slices) + len(decoded.instants)
+
+
+def _args(s) -> dict:
+    """A slice's args as a dict: the model holds them as one or as its JSON text."""
+    return decoded_args(s.args) if isinstance(s.args, bytes) else s.args or {}

@@ -319,7 +319,8 @@ def _in_time_order(sink: Sink, spool: Spool, groups: dict[tuple[str, Unit], list
     for step in order:
         for kind, done in kinds:
             chunks = groups.get((kind, step), [])
-            sink.write(b for c in chunks for b in spool.read(c))
+            if not sink.write(b for c in chunks for b in spool.read(c)):  # never silently short
+                raise RuntimeError(f"the trace was known to fit in {sink.limit} bytes, yet did not")
             done.append(step)
             kept.slices += sum(c.slices for c in chunks)
 

@@ -32,7 +32,7 @@ import functools
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -523,11 +523,10 @@ def _device_slice(rank: RankInfo, plane: _Device, line: Any, event: _Event, deta
     a plane without streams (a TPU's), the ops of its ``XLA Ops`` line alike (``_xla_op``)."""
     if not plane.streams:
         return _xla_op(rank, plane, line.name, event, detail)
-    stream, lane = _stream_lane(rank.device, line.name)
+    stream, lane, on_stream = _stream_lane(rank.device, line.name)
     args = _json({"Stream": stream, **event.stats}) if detail else None
-    if lane is None:  # a line of the plane that is no stream
+    if not on_stream:  # a line of the plane that is no stream
         task_type = NOT_COMPUTE
-        lane = gpu_stream(rank.device, line.name)
     else:
         task_type = _copy(event) or GPU_KERNEL
         name = event.name
@@ -539,11 +538,12 @@ def _device_slice(rank: RankInfo, plane: _Device, line: Any, event: _Event, deta
 
 
 @functools.lru_cache(maxsize=1024)
-def _stream_lane(device: int, line: str) -> tuple[str, str | None]:
-    """A line's stream (its number, else the line's name) and, for a ``Stream #`` line, its lane
-    (None: no stream): looked up once per line, not per event."""
+def _stream_lane(device: int, line: str) -> tuple[str, str, bool]:
+    """A line's stream (its number, else the line's name), its lane, and whether it is a
+    ``Stream #`` line: looked up once per line, not per event."""
     stream = _STREAM.match(line)
-    return (stream[1], gpu_stream(device, stream[1])) if stream else (line, None)
+    text = stream[1] if stream else line
+    return text, gpu_stream(device, text), stream is not None
 
 
 def _xla_op(rank: RankInfo, plane: _Device, line: str, event: _Event, detail: bool) -> Slice:
@@ -733,7 +733,7 @@ class _Held:
         A step's host records come before its device work, each by time window (``ByTime``)."""
         rank, starts, filed = self._rank, [step.start_ns for step in steps], self._spills[2]
         for records in self.host.take_before(None):
-            for index, group in _grouped(records, lambda s: bisect_right(starts, s.start_ns)).items():
+            for index, group in _grouped((bisect_right(starts, s.start_ns), s) for s in records).items():
                 filed.add(("host", index), group)
         for records in self.device.take_before(None):
             placed = []
@@ -742,7 +742,7 @@ class _Held:
                 at = launch_at.get(c, s.start_ns) if c is not None else s.start_ns
                 ends = (flow_id(rank, f"launch:{c}", k),) if arrows and c in launch_at else ()
                 placed.append((bisect_right(starts, at), s.with_flows((), ends)))
-            for index, group in _grouped(placed, None).items():
+            for index, group in _grouped(placed).items():
                 filed.add(("device", index), group)
         for index in range(len(steps) + 1):
             slices = [*filed.load(("host", index), rank), *filed.load(("device", index), rank)]
@@ -765,11 +765,10 @@ def _json(args: dict[str, Any]) -> bytes | dict[str, Any]:
         return args
 
 
-def _grouped(items: list, key: Callable[[Slice], int] | None) -> dict[int, list[Slice]]:
-    """``items`` by ``key`` (None: items are (key, slice) pairs), each group in their order."""
+def _grouped(pairs: Iterable[tuple[int, Slice]]) -> dict[int, list[Slice]]:
+    """The slices of (step index, slice) pairs by step index, each group in their order."""
     groups: dict[int, list[Slice]] = {}
-    for item in items:
-        index, s = (key(item), item) if key is not None else item
+    for index, s in pairs:
         groups.setdefault(index, []).append(s)
     return groups
 

@@ -244,6 +244,11 @@ class Dialect:
         """The file's events, a batch at a time (a dialect of another file format makes them)."""
         return batches(path, diag, self.events, BATCH_BYTES)
 
+    def first_pass(self, path: Path, diag: Diagnostics) -> Iterator[list[Event] | RawEvents]:
+        """The batches of the first pass (``Records.read_steps``), which takes only metadata events and
+        steps: ``batches``' (a dialect may make Events of those alone: Paddle)."""
+        return self.batches(path, diag)
+
     def step_number(self, event: Event, kind: Layer | str) -> int | None:
         """The step an event starts, if it is one: torch_npu's ``ProfilerStep#N`` on the host."""
         return int(event.name[13:]) if kind is Layer.HOST and is_profiler_step(event.name) else None
@@ -452,7 +457,7 @@ class Records:
         candidates: list[tuple[int, Event]] = []
         index = 0
         marker = self.dialect.step_marker
-        for events in self.dialect.batches(path, diag):  # C sorts out the few events this pass takes
+        for events in self.dialect.first_pass(path, diag):  # C sorts out the few events this pass takes
             names, steps = steps_and_names(events, index, None if marker is None else marker.rstrip("*"))
             for event in names:
                 self._metadata(event)

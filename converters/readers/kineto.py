@@ -84,7 +84,7 @@ from ._core import RawEvents, any_named, memory_samples
 from .base import Reader
 from .chrome_trace import Converted, Dialect
 from .common import jsonfile
-from .common.events import Event, Scanning, is_profiler_step
+from .common.events import FLOATS_AS_TEXT, Event, is_profiler_step
 from .common.events import batches as event_batches
 from .common.lanes import gpu_stream, mtia_lane
 from .common.times import us_to_ns
@@ -343,11 +343,6 @@ class _Args(msgspec.Struct):
 
 _ARGS = msgspec.json.Decoder(_Args)
 
-
-# a batch scanned as Kineto.events decodes it: an event, ts and dur with float_hook=str (a float as its
-# text, read exactly by us_to_ns), the other fields as Event types them (the hook is for Any fields)
-_SCANNING = Scanning(msgspec.json.Decoder(Event, float_hook=str).decode, msgspec.json.Decoder().decode,
-                     msgspec.json.Decoder(float_hook=str).decode)
 _Batches = Iterator[list[Event] | RawEvents]
 _MemoryTo = Callable[[list[Slice | Sample]], None]  # where a read hands its memory records (MemoryFeed)
 _EXECUTION_CATS, _EXECUTION_NAMES = frozenset({"user_annotation"}), ("gloo:",)  # _is_execution's
@@ -398,7 +393,7 @@ class Kineto(Dialect):
     def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event] | RawEvents]:
         """Scanned in C where plain (``_core.scan``), as ``events`` decodes them: no object made for
         what is left out (``chrome_trace.c``, ``survey.c`` read the rest from the text)."""
-        found = event_batches(path, diag, self.events, chrome_trace.BATCH_BYTES, scanned=_SCANNING)
+        found = event_batches(path, diag, self.events, chrome_trace.BATCH_BYTES, scanned=FLOATS_AS_TEXT)
         if self.memory_to is None or path in self._memory_met:
             return found
         self._memory_met.add(path)
@@ -610,7 +605,7 @@ def _memory(rank: RankInfo, path: Path, diag: Diagnostics) -> Iterator[Slice | S
     if not _mentions(path, b'"' + MEMORY_EVENT.encode() + b'"'):
         return  # most traces: a byte search costs a tenth of decoding their events
     found = _MemoryPass(rank)
-    for batch in event_batches(path, diag, Kineto.events, chrome_trace.BATCH_BYTES, scanned=_SCANNING):
+    for batch in event_batches(path, diag, Kineto.events, chrome_trace.BATCH_BYTES, scanned=FLOATS_AS_TEXT):
         yield from found.batch(batch)
     yield from found.end(path, diag)
 

@@ -35,10 +35,12 @@ from ..errors import Diagnostics, InputError
 from ..intervals import NOT_COMPUTE
 from ..model import COLLECTIVE, GPU_KERNEL, HOST_OPERATOR, Layer, RankInfo, Slice, StepRecords, comm_type
 from . import chrome_trace, collectives
+from ._core import RawEvents, normalise
 from .base import Reader
 from .chrome_trace import Converted, Dialect
 from .common import jsonfile
-from .common.events import Event
+from .common.events import FLOATS_AS_TEXT, Event
+from .common.events import batches as event_batches
 from .common.lanes import gpu_stream
 from .common.times import us_to_ns
 
@@ -161,6 +163,9 @@ def _us_text_to_ns(text: str) -> int | None:
         return None
 
 
+_EVENT = msgspec.json.Decoder(Event, float_hook=str)  # one event, as Paddle.events decodes a batch's
+
+
 class Paddle(Dialect):
     """Paddle's Chrome traces: names without their durations, exact times from ``start_time``."""
 
@@ -175,9 +180,22 @@ class Paddle(Dialect):
 
     def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
         for batch in super().batches(path, diag):
-            for event in batch:
-                self._normalise(event)
+            normalise(batch, self.base_ns, self._normalise)  # in C where the text lets it (c/paddle.c)
             yield batch
+
+    def first_pass(self, path: Path, diag: Diagnostics) -> Iterator[list[Event] | RawEvents]:
+        """Scanned in C (``_core.scan``), an Event made, and normalised, only of what the pass takes
+        (its metadata and steps); a batch the scan leaves to msgspec normalised whole."""
+        scanning = FLOATS_AS_TEXT._replace(event=self._event)
+        for batch in event_batches(path, diag, self.events, chrome_trace.BATCH_BYTES, scanned=scanning):
+            if type(batch) is not RawEvents:
+                normalise(batch, self.base_ns, self._normalise)
+            yield batch
+
+    def _event(self, text: bytes) -> Event:
+        event = _EVENT.decode(text)
+        self._normalise(event)
+        return event
 
     def _normalise(self, event: Event) -> None:
         """The name without its duration; the start as µs from start_time zero (the rank adds the
@@ -265,6 +283,9 @@ class PaddleProtobuf(Paddle):
 
     def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
         yield from _pb_events(path, diag)
+
+    def first_pass(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
+        return self.batches(path, diag)  # no text to scan: its nodes are made into events either way
 
 
 _PYTHON_SIDE = frozenset({"ProfileStep", "Dataloader", "Forward", "Backward", "Optimization", "PythonOp",

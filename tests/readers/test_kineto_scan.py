@@ -118,7 +118,7 @@ def test_the_launch_survey_of_a_scanned_batch_is_that_of_the_decoded_batch(made,
     texts = [_event(*event) for event in made]
     cuts = sorted({0, len(texts), *(len(texts) * k // (batches + 1) for k in range(1, batches + 1))})
     parts = [("[" + ",".join(texts[a:b]) + "]").encode() for a, b in zip(cuts, cuts[1:], strict=False)]
-    scanned = [_core.scan(part, *kineto._SCANNING) for part in parts]
+    scanned = [_core.scan(part, *event_decoding.FLOATS_AS_TEXT) for part in parts]
     assume(all(batch is not None for batch in scanned))
     cats = (kineto._LAUNCH_CATS_ANY, kineto._OP_CATS_ANY)
     in_c, by_rule = launches.Survey(offset, *cats), launches.Survey(offset, *cats)

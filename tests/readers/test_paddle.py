@@ -6,10 +6,16 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
 from converters.intervals import union
+from converters.readers import _core, paddle
+from converters.readers.common import events as event_decoding
+from converters.readers.common.events import Event as chrome_trace_event
 from fixtures.paddle_gen import generate_profile
 
 HOST_CATS = ("Operator", "OperatorInner", "UserDefined", "DygraphKernelLaunch", "Communication", "PythonOp",
@@ -121,3 +127,100 @@ def test_a_protobuf_name_that_is_not_utf8_is_read_with_replacement_characters(tm
     assert read["_Data\ufffdoaderIterSingleProcess"] == whole["_DataLoaderIterSingleProcess"] > 0
     assert read["cudaS\ufffdtDevice_v3020"] == whole["cudaSetDevice_v3020"] > 0
     assert sum(read.values()) == sum(whole.values())
+
+
+# -- the names and times read in C (readers/c/paddle.c) as Paddle._normalise reads them ------------
+
+_NAMES = st.one_of(st.none(), st.integers(), st.text(max_size=6), st.tuples(
+    st.sampled_from(["matmul dygraph", "ProfileStep#3", "", "a[1 us]", "x]"]),
+    st.sampled_from(["[1.901 ms]", "[12 us]", "[3 s]", "[0.5 ns]", "[1.2.3 us]", "[.5 us]", "[1. us]",
+                     "[5 ss]", "[\u0663 us]", "[5m s]", "]", "[]", "", "[1 us]x", "[1 us]\n", "[1 us]é",
+                     "[7\u00a0us]"]),
+).map("".join))
+_STARTS = st.sampled_from(["{relative} us", "{relative} ms", " us", "{relative}0 us", "1e3 us",
+                           "-{relative} us", "{relative}\u0663 us"])
+_ARGS = st.sampled_from([
+    "", "{{}}", '{{"start_time": "{start}", "end_time": "9 us"}}', '{{"start_time":"{start}"}}',
+    '{{ "start_time" :\n "{start}" }}', '{{"x": 1, "start_time": "{start}"}}',
+    '{{"start_time": "{start}", "start_time": "7.000 us"}}',
+    '{{"start_time": "{start}", "y": {{"start_time": 1}}}}',
+    '{{"start\\u005ftime": "{start}"}}', '{{"start_time": "{start}", "n": "a\\"b"}}', '{{"start_time": 5}}',
+    '[1, "start_time"]', '{{"s": "start_time"}}', "null",
+])
+
+
+@st.composite
+def _paddle_events(draw):
+    base = draw(st.sampled_from([0, 1795348141366462000, -5_000, 2**63 - 1, 2**64, -(2**63)]))
+    relative = draw(st.integers(0, 20_000_000_000))
+    start = draw(_STARTS).format(relative=f"{relative // 1000}.{relative % 1000:03d}")
+    ts_ns = base + relative - draw(st.integers(-30, 1050))
+    ts = draw(st.one_of(st.just(f"{ts_ns // 1000}.{ts_ns % 1000:03d}" if ts_ns >= 0 else str(ts_ns // 1000)),
+                        st.just(ts_ns // 1000), st.none(), st.floats(allow_nan=False), st.booleans(),
+                        st.sampled_from(["abc", "1.2345", "1e3", "-7.5", "", "\u0663"]), st.just([1])))
+    events = [chrome_trace_event(ph=draw(st.sampled_from(["X", "M", "i", 1, None])), name=draw(_NAMES), ts=ts,
+                                 args=msgspec.Raw(draw(_ARGS).format(start=start).encode()))
+              for _ in range(draw(st.integers(1, 4)))]
+    return base, events
+
+
+@settings(max_examples=600, deadline=None)
+@given(_paddle_events())
+def test_paddles_names_and_times_are_normalised_in_c_as_the_rule_normalises_them(made):
+    """``_core.normalise`` leaves every event as ``Paddle._normalise`` does: the duration cut from the
+    name (only an ASCII one C judges), ``start_time`` taken where it agrees with ``ts``, else ``ts``
+    less the profiler's zero; whatever C cannot judge is the rule's."""
+    base, events = made
+    dialect = paddle.Paddle(base)
+    by_rule = [msgspec.structs.replace(e) for e in events]
+    for event in by_rule:
+        dialect._normalise(event)
+    in_c = [msgspec.structs.replace(e) for e in events]
+    _core.normalise(in_c, base, dialect._normalise)
+    assert [(e.name, e.ts) for e in in_c] == [(e.name, e.ts) for e in by_rule]
+    assert [type(e.ts) for e in in_c] == [type(e.ts) for e in by_rule]
+
+
+def test_paddles_own_names_and_times_take_no_rule():
+    """The events Paddle writes are read in C alone: a step (its start_time), an operator whose
+    start_time float32 has drifted from its ts, past the first ~8 ms (its ts then), a metadata event."""
+    step = b'{\n  "start_time": "0.000 us",\n  "end_time": "1900.844 us"\n}'
+    drifted = b'{"start_time": "20003.229 us", "end_time": "20015.5 us"}'
+    events = [chrome_trace_event(ph="X", name="ProfileStep#3[1.901 ms]", ts="1795348141366462",
+                                 args=msgspec.Raw(step)),
+              chrome_trace_event(ph="X", name="matmul dygraph[12.3 us]", ts="1795348141386462",
+                                 args=msgspec.Raw(drifted)),
+              chrome_trace_event(ph="M", name="thread_name", ts=None, args=msgspec.Raw(b'{"name": "x"}'))]
+
+    def rule(event):
+        raise AssertionError(f"left to the rule: {event}")
+
+    _core.normalise(events, 1795348141366462000, rule)
+    assert [(e.name, e.ts) for e in events] == [("ProfileStep#3", "0.000"), ("matmul dygraph", "20000.000"),
+                                                ("thread_name", None)]
+
+
+@pytest.mark.parametrize("sample", ["generated", "paddle-cpu-chrome"])
+def test_a_paddle_trace_read_with_a_scanned_first_pass_reads_as_decoded(jobs, sample):
+    """The first pass scans the file in C and makes, and normalises, an Event only of its metadata and
+    steps: every record and message is that of the file decoded whole, each event normalised by the rule."""
+    from conftest import real_data
+
+    root = jobs["chrome"][0] if sample == "generated" else real_data(sample)
+
+    def read():
+        diag = Diagnostics()
+        steps = list(read_profile(discover(root), Options(kind="detail", draws_arrows=True), diag))
+        return repr([(s.rank, s.step_id, s.slices, s.samples) for s in steps]), diag.messages()
+
+    scanned = read()
+    assert "ProfileStep" not in scanned[0] and "Slice(" in scanned[0]  # steps found, names cut
+
+    def by_rule(events, zero, rule):
+        for event in events:
+            rule(event)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(event_decoding, "scan", lambda *_: None)  # every batch decoded by msgspec
+        patch.setattr(paddle, "normalise", by_rule)
+        assert read() == scanned

@@ -58,6 +58,11 @@ class Scanning(NamedTuple):
 
 
 PLAIN = Scanning(EVENT.decode, ANY.decode)  # as ``EVENTS`` decodes a batch
+# as a dialect that reads a float as its text decodes a batch (Kineto's and Paddle's ``events``): ts and
+# dur with float_hook=str, read exactly by us_to_ns; the other fields as Event types them (the hook is
+# for Any fields)
+FLOATS_AS_TEXT = Scanning(msgspec.json.Decoder(Event, float_hook=str).decode, ANY.decode,
+                          msgspec.json.Decoder(float_hook=str).decode)
 
 
 def batches(path: Path, diag: Diagnostics, events: msgspec.json.Decoder,

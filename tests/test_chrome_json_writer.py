@@ -5,6 +5,7 @@ every time to the ns (to the µs, rounded down, past 10**15 ns from the origin),
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from itertools import pairwise
@@ -63,6 +64,14 @@ def reference_counters(values: list[Value], origin: int) -> bytes:
     return b"".join(_SEPARATOR + orjson.dumps(record) for _, record in events)
 
 
+_STRING_OR_SPACE = re.compile(rb'("(?:[^"\\]|\\.)*")|[ \t\n\r]+')
+
+
+def compact(raw: bytes) -> bytes:
+    """Raw JSON args less the white space outside their strings (Kineto indents its args over lines)."""
+    return _STRING_OR_SPACE.sub(lambda m: m[1] or b"", raw)
+
+
 def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> bytes:
     out = bytearray()
     origin = encoder.origin_ns
@@ -77,7 +86,7 @@ def reference_chunk(encoder: ChromeJsonEncoder, sequence: int, events: list) -> 
         record = {"ph": "X", "pid": track.rank + 1, "tid": tid, "name": s.name, "ts": start / 1000,
                   "dur": held(end - start) / 1000}
         if s.args:
-            record["args"] = s.args if type(s.args) is dict else orjson.Fragment(bytes(s.args))
+            record["args"] = s.args if type(s.args) is dict else orjson.Fragment(compact(bytes(s.args)))
         out += _SEPARATOR
         out += orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)
         # an arrow's end to the µs (past 10**15 ns) a µs into a slice of 2 µs or more: after its start
@@ -104,7 +113,16 @@ tracks = st.sampled_from([Track(0, "Ascend Hardware", 2, "Stream 2", 5), Track(0
                           Track(1, "Counters", 9, " lead", 4, ""), Track(1, "Counters", 9, "trail ", 5, "")])
 times = st.one_of(st.integers(-10**6, 10**16), st.integers(-TIME_LIMIT_NS + 1, TIME_LIMIT_NS - 1),
                   st.sampled_from([0, 999, 10**15 - 1, 10**15, -(10**15)]))  # within the model's bounds
-raw_args = st.sampled_from([b'{"Task Type":"AI_CORE"}', b'{ "a" : [1, 2.50] }', b"", b"[]", b'"x"'])
+raw_args = st.one_of(
+    st.sampled_from([b'{"Task Type":"AI_CORE"}', b'{ "a" : [1, 2.50] }', b"", b"[]", b'"x"',
+                     b'{\n      "Device Type": 0, "Device Id": -1, "Bytes": 4\n    }',  # Kineto 1.8's
+                     b'{"Task Type": "AI CORE", "s": "a \\" b \\\\", "t": "\\\\"}', b'\t[ ]\r\n']),
+    st.tuples(st.recursive(st.none() | st.booleans() | st.integers()
+                           | st.floats(allow_nan=False, allow_infinity=False) | st.text(" \"\\a\n\t"),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(" \"\\k"), inner, max_size=3), max_leaves=6),
+              st.sampled_from([None, 0, 2, "\t", " \r\n"]),
+              ).map(lambda v: json.dumps(v[0], indent=v[1]).encode()))
 int64 = st.integers(-(2**63), 2**63 - 1)  # orjson's ints
 dict_args = st.dictionaries(st.one_of(st.text(max_size=5), int64), st.one_of(int64, st.text()), max_size=3)
 flows = st.lists(st.integers(0, 2**64 - 1), max_size=2).map(tuple)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import zlib
 from collections import Counter
@@ -182,10 +183,21 @@ _WAIT_DEFLATED = 0.15  # a Wait slice's record, deflated among the others
 
 
 def _args_text(args: object) -> bytes:
-    """A slice's args as JSON text (raw JSON as the reader kept it, or a dict)."""
+    """A slice's args as the JSON writer writes them: raw JSON as the reader kept it, less the white
+    space outside its strings (``_chrome_json_core.put_compact``), or a dict's."""
     if args is None:
         return b""
-    return orjson.dumps(args) if isinstance(args, dict) else bytes(args)
+    if isinstance(args, dict):
+        return orjson.dumps(args)
+    raw = bytes(args)
+    return _STRING_OR_SPACE.sub(_string, raw) if b" " in raw or b"\n" in raw else raw
+
+
+_STRING_OR_SPACE = re.compile(rb'("(?:[^"\\]|\\.)*")|[ \t\n\r]+')
+
+
+def _string(match: re.Match[bytes]) -> bytes:
+    return match[1] or b""
 
 
 @dataclass

@@ -63,6 +63,7 @@ from ..model import (
     comm_type,
 )
 from . import collectives
+from ._core import xevents
 from .base import Reader
 from .common import markers
 from .common.flows import flow_id
@@ -286,20 +287,42 @@ def _walked(path: Path, frame: _Frame, _modified: int) -> tuple[bytes, list[_Fra
     return b"".join(head), lines
 
 
-def _lines(path: Path, frame: _Frame, lines: list[_Frame]) -> Iterator[Any]:
-    """The plane's lines in order, each as XLines of up to ``_EVENT_BATCH`` of its events (its
-    own fields on each): the decoded protobuf holds a line's bytes and a batch of its events,
-    never the plane."""
-    frames, xline = _line_frames(), _pb().XLine
+def _lines(path: Path, frame: _Frame, lines: list[_Frame]) -> Iterator[tuple[Any, Any]]:
+    """The plane's lines in order, each as its own fields (an XLineFrames without events) with
+    batches of up to ``_EVENT_BATCH`` of its events' bytes: memory holds a line's bytes, never the
+    plane."""
+    frames = _line_frames()
     for at in lines:
         line = _decoded(path, frame, frames, _read(path, at))
         events = line.events
         head = frames(id=line.id, display_id=line.display_id, name=line.name, display_name=line.display_name,
                       timestamp_ns=line.timestamp_ns, duration_ps=line.duration_ps)
         for i in range(0, max(len(events), 1), _EVENT_BATCH):
-            del head.events[:]
-            head.events.extend(events[i:i + _EVENT_BATCH])
-            yield _decoded(path, frame, xline, head.SerializeToString())
+            yield head, events[i:i + _EVENT_BATCH]
+
+
+# a line's event as _events reads it: (metadata_id, counted without times, offset_ps, duration_ps,
+# stats by name, its bytes)
+_Decoded = tuple[int, bool, int, int, dict[str, Any], bytes]
+
+
+def _decoded_events(path: Path, frame: _Frame, batch: Any, stat_names: dict[int, str],
+                    keys: dict[int, str] | None) -> list[_Decoded]:
+    """A batch of a line's events (their bytes) as ``_by_protobuf`` decodes them, in C where the
+    wire holds nothing unusual (``readers/c/xplane.c``)."""
+    found = xevents(batch, stat_names, keys)
+    return _by_protobuf(path, frame, batch, stat_names, keys) if found is None else found
+
+
+def _by_protobuf(path: Path, frame: _Frame, batch: Any, stat_names: dict[int, str],
+                 keys: dict[int, str] | None) -> list[_Decoded]:
+    """The rule: each event decoded by protobuf, its stats by name (``_named_stats``), or with
+    ``keys`` only its key stats (by their names in ``keys``: an int, or None for another value)."""
+    line = _decoded(path, frame, _pb().XLine, _line_frames()(events=batch).SerializeToString())
+    return [(event.metadata_id, event.WhichOneof("data") == "num_occurrences", event.offset_ps,
+             event.duration_ps, _named_stats(stat_names, event.stats) if keys is None else
+             {keys[s.metadata_id]: _number(s) for s in event.stats if s.metadata_id in keys}, raw)
+            for event, raw in zip(line.events, batch, strict=True)]
 
 
 def _plane_name(path: Path, frame: _Frame) -> str:
@@ -445,7 +468,7 @@ class _Event(NamedTuple):
     start_ns: int
     dur_ns: int
     stats: dict[str, Any]  # all of them, or (``_events(..., every_stat=False)``) only its key stats
-    raw: Any  # protobuf's stats, for all of them on demand
+    raw: bytes  # the event's bytes, for all its stats on demand
     metadata_id: int  # its XEventMetadata's, whose stats say what an XLA op is (hlo_category)
 
 
@@ -471,29 +494,26 @@ def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics, every_
     names = {i: m.display_name or m.name for i, m in plane.event_metadata.items()}
     stat_names = _stat_names(plane)
     keys = {i: name for i, name in stat_names.items() if name in key_stats}
-    for line in _lines(path, frame, lines):
+    for line, batch in _lines(path, frame, lines):
         lane = line.display_name or line.name
         base = offset_ns + line.timestamp_ns
-        for event in line.events:
-            if event.WhichOneof("data") == "num_occurrences":
+        for metadata_id, counted, offset_ps, duration_ps, stats, raw in _decoded_events(
+                path, frame, batch, stat_names, None if every_stat else keys):
+            if counted:
                 diag.warn("xplane_aggregated", f"{path}: {plane.name} {lane}: events counted without times "
                           "(num_occurrences): not drawn")
                 continue
-            start, dur = base + event.offset_ps // 1000, event.duration_ps // 1000
+            start, dur = base + offset_ps // 1000, duration_ps // 1000
             if not (-TIME_LIMIT_NS < start < TIME_LIMIT_NS and -TIME_LIMIT_NS < dur < TIME_LIMIT_NS):
                 diag.warn("xplane_bad_time", f"{path}: {plane.name} {lane}: events whose times lie past "
                           "±2**62 ns: not drawn")
                 continue
-            name = names.get(event.metadata_id)
+            name = names.get(metadata_id)
             if name is None:
-                name = f"event {event.metadata_id}"
-            if every_stat:
-                stats = _named_stats(stat_names, event.stats)
-            else:
-                stats = {keys[s.metadata_id]: _number(s) for s in event.stats if s.metadata_id in keys}
-                if named is not None and not stats and not named(name):
-                    continue
-            yield line, _Event(lane, name, start, dur, stats, event.stats, event.metadata_id)
+                name = f"event {metadata_id}"
+            if not every_stat and named is not None and not stats and not named(name):
+                continue
+            yield line, _Event(lane, name, start, dur, stats, raw, metadata_id)
 
 
 class _Device(NamedTuple):
@@ -628,7 +648,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                     continue
                 kernels = launched.get(c, 0)  # the arrows it starts: one to each kernel it launched
                 flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(kernels)) if kernels else ()
-                args = _named_stats(stat_names, event.raw)
+                args = _decoded_events(path, space.planes[name], [event.raw], stat_names, None)[0][4]
                 host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
                                   _json(args) if args else None, flows_out=flow))
                 if len(host) >= _EVENT_BATCH:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import real_data
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_trace_processor import imported
 from trace_check import read_perfetto
 
@@ -501,3 +503,83 @@ def test_a_real_tpu_capture_draws_every_event_once_and_overlap_is_its_ops_sums(t
 def _args(s) -> dict:
     """A slice's args as a dict: the model holds them as one or as its JSON text."""
     return decoded_args(s.args) if isinstance(s.args, bytes) else s.args or {}
+
+
+# -- a line's events decoded in C (readers/c/xplane.c) as protobuf decodes them ----------------------
+
+_STAT_NAMES = {1: "correlation_id", 2: "step_num", 3: "hlo_op", 7: "stream", -4: "negative"}
+_KEYS = {1: "correlation_id", 2: "step_num"}
+_IDS = st.sampled_from([1, 2, 3, 7, 9, -4, 2**40])
+_STAT_VALUES = st.one_of(
+    st.none(), st.floats().map(lambda v: ("double_value", v)),
+    st.integers(0, 2**64 - 1).map(lambda v: ("uint64_value", v)),
+    st.integers(-(2**63), 2**63 - 1).map(lambda v: ("int64_value", v)),
+    st.text(max_size=6).map(lambda v: ("str_value", v)),
+    st.binary(max_size=4).map(lambda v: ("bytes_value", v)),
+    st.sampled_from([1, 3, 7, 8, 2**64 - 1]).map(lambda v: ("ref_value", v)))
+
+
+@st.composite
+def _xevent(draw) -> bytes:
+    event = xplane_pb2.XEvent(metadata_id=draw(st.integers(-(2**63), 2**63 - 1)),
+                              duration_ps=draw(st.integers(-(2**63), 2**63 - 1)))
+    if draw(st.booleans()):
+        event.offset_ps = draw(st.integers(-(2**63), 2**63 - 1))
+    else:
+        event.num_occurrences = draw(st.integers(0, 9))
+    for _ in range(draw(st.integers(0, 4))):
+        stat = event.stats.add(metadata_id=draw(_IDS))
+        if (value := draw(_STAT_VALUES)) is not None:
+            setattr(stat, *value)
+    data = event.SerializeToString()
+    # protobuf's wire allows more: fields again (the last wins), unknown fields, a oneof set twice
+    extra = draw(st.sampled_from([b"", b"\x08\x05", b"\x10\x07", b"\x28\x02", b"\x78\x01", b"\x82\x01\x01z",
+                                  b"\x2d\x00\x00\x00\x00", b"\x22\x02\x08\x01", b"\x22\x03\x2a\x01\xff"]))
+    return data + extra
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_xevent(), max_size=5), st.booleans(), st.data())
+def test_a_lines_events_decoded_in_c_are_protobufs(events, keyed, data):
+    """``_core.xevents`` gives what protobuf's decoding gives each event (``xplane._by_protobuf``):
+    its id, whether it is counted without times, its times, its stats by name (or its key stats),
+    whatever the wire holds; where it cannot read the wire as protobuf would, None (protobuf then
+    decodes the batch, or says what is wrong with it)."""
+    from converters.errors import InputError
+    from converters.readers import _core, xplane
+
+    if events and data.draw(st.booleans()):  # damaged: cut short, or a byte changed
+        at = data.draw(st.integers(0, len(events) - 1))
+        raw = events[at]
+        if raw and data.draw(st.booleans()):
+            events[at] = raw[:data.draw(st.integers(0, len(raw) - 1))]
+        elif raw:
+            i = data.draw(st.integers(0, len(raw) - 1))
+            events[at] = raw[:i] + bytes([data.draw(st.integers(0, 255))]) + raw[i + 1:]
+    keys = _KEYS if keyed else None
+    found = _core.xevents(events, _STAT_NAMES, keys)
+    try:
+        expected = xplane._by_protobuf(Path("x.xplane.pb"), xplane._Frame(1, 0, 0), events, _STAT_NAMES, keys)
+    except InputError:
+        assert found is None
+        return
+    if found is not None:
+        assert repr(found) == repr(expected)  # repr: NaN is no NaN's equal
+
+
+def test_a_line_of_plain_events_is_decoded_in_c():
+    """Events as XLA writes them never take protobuf's path."""
+    event = xplane_pb2.XEvent(metadata_id=5, offset_ps=1_500, duration_ps=2_000)
+    event.stats.add(metadata_id=1, int64_value=42)
+    event.stats.add(metadata_id=3, str_value="fusion.1")
+    event.stats.add(metadata_id=7, ref_value=3)
+    found = _core_xevents([event.SerializeToString()], None)
+    stats = {"correlation_id": 42, "hlo_op": "fusion.1", "stream": "hlo_op"}  # a ref by the name it points at
+    assert found == [(5, False, 1_500, 2_000, stats, event.SerializeToString())]
+    assert _core_xevents([event.SerializeToString()], _KEYS)[0][4] == {"correlation_id": 42}
+
+
+def _core_xevents(events, keys):
+    from converters.readers import _core
+
+    return _core.xevents(events, _STAT_NAMES, keys)

@@ -44,7 +44,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (intern_all() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     PyMethodDef *const parts[] = {SEEK_METHODS, FLOWS_METHODS, CHROME_TRACE_METHODS, EVENTS_METHODS, SPILL_METHODS,
-                                  SURVEY_METHODS, PADDLE_METHODS};
+                                  SURVEY_METHODS, PADDLE_METHODS, XPLANE_METHODS};
     for (size_t i = 0; m && i < sizeof parts / sizeof parts[0]; i++)
         if (PyModule_AddFunctions(m, parts[i]) < 0) Py_CLEAR(m);
     if (m && (events_ready(m) < 0 || seek_ready(m) < 0)) Py_CLEAR(m);

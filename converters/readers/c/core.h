@@ -12,7 +12,8 @@
  *   the records read_events makes in the spill pass;
  * - flows.c: flows.bind_ends, flows.Linker._arrow, flows.flow_id;
  * - seek.c: seek's search for a few words in a chunk of a file;
- * - paddle.c: paddle.Paddle's names and times (normalise).
+ * - paddle.c: paddle.Paddle's names and times (normalise);
+ * - xplane.c: xplane._events' decoding of a line's events (xevents).
  * What a file takes from another is declared here, in three parts: the module's, the scanned batch
  * (events.c makes it, chrome_trace.c reads it) and the made records (chrome_trace.c makes them,
  * spill.c packs them). Each Python rule a routine copies, and the test holding the C to it:
@@ -41,7 +42,7 @@ CORE_PRIVATE PyObject *record(PyObject *type, PyObject **items, Py_ssize_t n);
 
 /* Each file's functions, which PyInit__core adds to the module */
 extern CORE_PRIVATE PyMethodDef EVENTS_METHODS[], CHROME_TRACE_METHODS[], SPILL_METHODS[], FLOWS_METHODS[],
-    SEEK_METHODS[], SURVEY_METHODS[], PADDLE_METHODS[];
+    SEEK_METHODS[], SURVEY_METHODS[], PADDLE_METHODS[], XPLANE_METHODS[];
 CORE_PRIVATE int events_ready(PyObject *module);  /* RawEvents added: 0, or -1 on error */
 CORE_PRIVATE int seek_ready(PyObject *module);    /* WIDE_SEARCH added: 0, or -1 on error */
 

@@ -1,0 +1,234 @@
+/* xplane._events' decoding of a line's events in C: each XEvent's wire bytes (xplane.proto) read as
+ * protobuf reads them, its stats named as xplane._named_stats names them (or only the key stats, as
+ * _events takes them), with no message object per event and stat. Anything the wire holds that this
+ * reader does not take as protobuf would (a varint past 10 bytes, a group, a known field of another
+ * wire type, a string that is not UTF-8, a field running past its event) gives None for the batch,
+ * which protobuf then decodes, saying what is wrong (xplane._by_protobuf, the rule). */
+#include "core.h"
+
+#include <string.h>
+
+typedef struct { const uint8_t *p, *end; } Wire;
+
+/* A varint as protobuf reads one (at most 10 bytes): 1, or 0 where it is cut or longer */
+static int varint(Wire *w, uint64_t *value) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70 && w->p < w->end; shift += 7) {
+        uint8_t byte = *w->p++;
+        if (shift == 63 && byte > 1) return 0;
+        v |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *value = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A field's key: 1, or 0 where protobuf refuses it (a field number of 0, past 32 bits) */
+static int key_of(Wire *w, unsigned *number, unsigned *kind) {
+    uint64_t key;
+    if (!varint(w, &key) || key >> 32 || !(key >> 3)) return 0;
+    *number = (unsigned)(key >> 3);
+    *kind = key & 7;
+    return 1;
+}
+
+/* Past a field of wire type ``kind`` whose key was read: 1, or 0 (a group, or cut) */
+static int skip(Wire *w, unsigned kind) {
+    uint64_t n;
+    switch (kind) {
+    case 0: return varint(w, &n);
+    case 1: n = 8; break;
+    case 5: n = 4; break;
+    case 2: if (!varint(w, &n)) return 0; break;
+    default: return 0;
+    }
+    if (n > (uint64_t)(w->end - w->p)) return 0;
+    w->p += n;
+    return 1;
+}
+
+enum { V_NONE, V_DOUBLE = 2, V_UINT64, V_INT64, V_STR, V_BYTES, V_REF };  /* XStat's value, by field number */
+
+typedef struct {
+    int64_t id;
+    int kind;
+    uint64_t bits;  /* a number's; a double's as its bits */
+    PyObject *str;  /* V_STR's text */
+} Stat;
+
+/* One XStat from its bytes into ``s``: 1, 0 to leave the batch to protobuf, -1 on error */
+static int read_stat(Wire w, Stat *s) {
+    memset(s, 0, sizeof *s);
+    while (w.p < w.end) {
+        uint64_t v;
+        unsigned number, kind;
+        if (!key_of(&w, &number, &kind)) return 0;
+        if (number >= 1 && number <= 7 && kind != (number == 2 ? 1u : number >= 5 && number <= 6 ? 2u : 0u))
+            return 0;  /* a known field of another wire type */
+        if (number == 2) {
+            if (w.end - w.p < 8) return 0;
+            memcpy(&s->bits, w.p, 8);  /* little-endian, as protobuf's fixed64 (x86, arm64) */
+            w.p += 8;
+            s->kind = V_DOUBLE;
+        } else if (number == 5 || number == 6) {
+            if (!varint(&w, &v) || v > (uint64_t)(w.end - w.p)) return 0;
+            if (number == 5) {  /* proto3 strings are UTF-8: protobuf refuses the message otherwise */
+                PyObject *text = PyUnicode_DecodeUTF8((const char *)w.p, (Py_ssize_t)v, NULL);
+                if (!text) {
+                    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+                    PyErr_Clear();
+                    return 0;
+                }
+                Py_XSETREF(s->str, text);
+            }
+            w.p += v;
+            s->kind = (int)number;
+        } else if (number >= 1 && number <= 7) {
+            if (!varint(&w, &v)) return 0;
+            if (number == 1) s->id = (int64_t)v;
+            else {
+                s->bits = v;
+                s->kind = (int)number;
+            }
+        } else if (!skip(&w, kind)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *stat_key(PyObject *names, int64_t id) {
+    PyObject *number = PyLong_FromLongLong(id), *key = NULL;
+    if (!number) return NULL;
+    key = PyDict_GetItemWithError(names, number);
+    key = key ? Py_NewRef(key) : PyErr_Occurred() ? NULL : PyObject_Str(number);
+    Py_DECREF(number);
+    return key;
+}
+
+/* A stat's value as _named_stats takes it (a ref named by ``names`` where it names it) */
+static PyObject *stat_value(const Stat *s, PyObject *names) {
+    switch (s->kind) {
+    case V_DOUBLE: {
+        double d;
+        memcpy(&d, &s->bits, 8);
+        return PyFloat_FromDouble(d);
+    }
+    case V_UINT64: return PyLong_FromUnsignedLongLong(s->bits);
+    case V_INT64: return PyLong_FromLongLong((int64_t)s->bits);
+    case V_STR: return Py_NewRef(s->str);
+    default: {  /* V_REF */
+        PyObject *ref = PyLong_FromUnsignedLongLong(s->bits), *named;
+        if (!ref) return NULL;
+        named = PyDict_GetItemWithError(names, ref);
+        if (named) Py_SETREF(ref, Py_NewRef(named));
+        return named || !PyErr_Occurred() ? ref : (Py_DECREF(ref), NULL);
+    }
+    }
+}
+
+/* Adds a stat to ``stats`` as _named_stats does (``keys`` NULL), or, with ``keys``, as _events' key
+ * stats: by its name in ``keys`` where it is one, an int or None. 0, or -1 on error */
+static int add_stat(PyObject *stats, const Stat *s, PyObject *names, PyObject *keys) {
+    PyObject *key = NULL, *value = NULL;
+    int rc = -1;
+    if (keys) {
+        PyObject *id = PyLong_FromLongLong(s->id);
+        if (!id) return -1;
+        key = PyDict_GetItemWithError(keys, id);
+        Py_DECREF(id);
+        if (!key) return PyErr_Occurred() ? -1 : 0;
+        Py_INCREF(key);
+        value = s->kind == V_UINT64 ? PyLong_FromUnsignedLongLong(s->bits)
+              : s->kind == V_INT64 ? PyLong_FromLongLong((int64_t)s->bits) : Py_NewRef(Py_None);
+    } else {
+        if (s->kind == V_NONE || s->kind == V_BYTES) return 0;
+        if (!(key = stat_key(names, s->id))) return -1;
+        value = stat_value(s, names);
+    }
+    if (value) rc = PyDict_SetItem(stats, key, value);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    return rc;
+}
+
+/* One XEvent: (metadata_id, counted, offset_ps, duration_ps, stats, raw), None to leave the batch
+ * to protobuf, or NULL on error */
+static PyObject *read_event(PyObject *raw, PyObject *names, PyObject *keys) {
+    char *data;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(raw, &data, &n) < 0) return NULL;
+    Wire w = {(const uint8_t *)data, (const uint8_t *)data + n};
+    int64_t id = 0, offset = 0, duration = 0;
+    int counted = 0, ok = 1;
+    PyObject *stats = PyDict_New();
+    if (!stats) return NULL;
+    while (ok && w.p < w.end) {
+        uint64_t v;
+        unsigned number, kind;
+        if (!(ok = key_of(&w, &number, &kind))) break;
+        if (number == 4 && kind == 2) {
+            Stat s;
+            if (!(ok = varint(&w, &v) && v <= (uint64_t)(w.end - w.p))) break;
+            int read = read_stat((Wire){w.p, w.p + v}, &s);
+            w.p += v;
+            if (read < 0 || (read > 0 && add_stat(stats, &s, names, keys) < 0)) {
+                Py_XDECREF(s.str);
+                Py_DECREF(stats);
+                return NULL;
+            }
+            Py_XDECREF(s.str);
+            ok = read;
+        } else if (number >= 1 && number <= 5) {
+            if (!(ok = kind == 0 && varint(&w, &v))) break;
+            if (number == 1) id = (int64_t)v;
+            else if (number == 2) offset = (int64_t)v, counted = 0;
+            else if (number == 3) duration = (int64_t)v;
+            else if (number == 5) counted = 1;
+            else ok = 0;  /* field 4 of another wire type */
+        } else {
+            ok = skip(&w, kind);
+        }
+    }
+    if (!ok) {
+        Py_DECREF(stats);
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(LOLLNO)", (long long)id, counted ? Py_True : Py_False, (long long)(counted ? 0 : offset),
+                         (long long)duration, stats, raw);
+}
+
+/* xevents(events, stat_names, keys) -> [(metadata_id, counted, offset_ps, duration_ps, stats, raw)]
+ * or None: xplane._by_protobuf of a batch of XEvents' bytes, in C */
+static PyObject *xevents(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 3 || !PyDict_Check(argv[1]) || (argv[2] != Py_None && !PyDict_Check(argv[2]))) {
+        PyErr_SetString(PyExc_TypeError, "xevents(events, stat_names: dict, keys: dict | None)");
+        return NULL;
+    }
+    PyObject *keys = argv[2] == Py_None ? NULL : argv[2];
+    PyObject *events = PySequence_Fast(argv[0], "xevents: a sequence of bytes");
+    if (!events) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(events);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *event = read_event(PySequence_Fast_GET_ITEM(events, i), argv[1], keys);
+        if (!event || event == Py_None) {
+            Py_CLEAR(out);
+            out = event;
+            break;
+        }
+        PyList_SET_ITEM(out, i, event);
+    }
+    Py_DECREF(events);
+    return out;
+}
+
+CORE_PRIVATE PyMethodDef XPLANE_METHODS[] = {
+    {"xevents", (PyCFunction)(void (*)(void))xevents, METH_FASTCALL,
+     "xevents(events, stat_names, keys) -> [(metadata_id, counted, offset_ps, duration_ps, stats, raw)] | None: "
+     "XEvents' bytes read as protobuf reads them (None: left to protobuf)"},
+    {NULL, NULL, 0, NULL},
+};

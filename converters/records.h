@@ -102,7 +102,8 @@
 #define READ_CONTEXT_PROCESSES 11
 #define READ_CONTEXT_SAMPLE_TYPE 12
 #define READ_CONTEXT_DIALECT 13
-#define READ_CONTEXT_FIELDS 14
+#define READ_CONTEXT_HOST_TASKS 14
+#define READ_CONTEXT_FIELDS 15
 
 /* kineto.InC: the rules by which _core.read_events reads Kineto's device and launch events */
 #define IN_C_CATS 0

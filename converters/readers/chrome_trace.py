@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import msgspec
@@ -222,6 +223,8 @@ class Dialect:
     step_marker: str | None = None  # the user's range that is the step (--step-marker), not the profiler's
     by_design: frozenset[str] = frozenset()  # reasons of ``convert`` said only when nothing is read
     flow_events: bool = True  # its flow ends are the trace's flow events, not taken from slices' args
+    # a host event's task type by its category (where no ``python_cats`` reads it): Paddle's operators
+    host_tasks: Mapping[Any, str] = MappingProxyType({})
 
     def route(self, process: str, thread: str, pid: Any, tid: Any) -> Route:
         if process == "Step Trace" or thread.startswith("Step Trace"):
@@ -340,6 +343,7 @@ class ReadContext(NamedTuple):
     processes: dict[Any, str]  # process names by pid, for counters' names
     sample_type: type[Sample]
     dialect: tuple | None  # Dialect.in_c: the rules for the dialect's own events C reads, if any
+    host_tasks: Mapping[Any, str]  # Dialect.host_tasks: a host event's task type by its category
 
 
 class Records:
@@ -401,7 +405,7 @@ class Records:
             processes=self._processes, sample_type=Sample,
             # a user's step marker may be any host range: those the first pass takes are Python's
             dialect=None if steps and self.dialect.step_marker is not None
-            else self.dialect.in_c(self.launched))
+            else self.dialect.in_c(self.launched), host_tasks=self.dialect.host_tasks)
         # the common events in C (c/chrome_trace.c), by the rules of _event; the rest there
         read = read_events if slices else in_python
 
@@ -580,6 +584,8 @@ class Records:
             if task_type and kind is not Layer.HOST:  # shown as Ascend's device tasks show theirs
                 args = _with_task_type(args, task_type)
             task_type = meaning or task_type
+        elif kind is Layer.HOST:
+            task_type = self.dialect.host_tasks.get(event.cat, "")
         # what summary leaves out is left before its times are parsed: most of a file
         if kind is Layer.HOST:
             if not self.detail:

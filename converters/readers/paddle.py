@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import msgspec
@@ -167,8 +168,9 @@ class Paddle(Dialect):
     """Paddle's Chrome traces: names without their durations, exact times from ``start_time``."""
 
     events = msgspec.json.Decoder(list[Event], float_hook=str)
-    python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication", "async",
-                             _OPERATOR})
+    python_cats = frozenset({"ProfileStep", *_PHASES, *_DEVICE_CATS, "CudaRuntime", "Communication", "async"})
+    # an operator's task type marks it for the operator statistics (never drawn): in C, by its category
+    host_tasks = MappingProxyType({_OPERATOR: HOST_OPERATOR})
     by_design = frozenset({_FLOWS})
     flow_events = False  # its arrows are its launches' and device work's correlation ids
 
@@ -251,8 +253,6 @@ class Paddle(Dialect):
         if cat == "Communication":  # a collective as the host records it
             return Converted(Layer.COMM_OP, "Communication", name, "", None, on_device=False,
                              meaning=comm_type(collectives.framework(str(name)) or COLLECTIVE))
-        if cat == _OPERATOR:  # its task type marks it for the operator statistics (never drawn)
-            return Converted(Layer.HOST, lane, name, HOST_OPERATOR)
         return Converted(Layer.HOST, lane, name)
 
 

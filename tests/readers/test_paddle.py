@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from converters import Diagnostics, Layer, Options, convert, discover, overlap_report, read_profile
 from converters.intervals import union
-from converters.readers import _core, paddle
+from converters.model import HOST_OPERATOR
+from converters.readers import _core, chrome_trace, paddle
 from converters.readers.common import events as event_decoding
 from converters.readers.common.events import Event as chrome_trace_event
 from fixtures.paddle_gen import generate_profile
@@ -224,3 +225,23 @@ def test_a_paddle_trace_read_with_a_scanned_first_pass_reads_as_decoded(jobs, sa
         patch.setattr(event_decoding, "scan", lambda *_: None)  # every batch decoded by msgspec
         patch.setattr(paddle, "normalise", by_rule)
         assert read() == scanned
+    with pytest.MonkeyPatch.context() as patch:  # and the records made by the Python rules alone
+        patch.setattr(chrome_trace, "read_events", chrome_trace.in_python)
+        assert read() == scanned
+
+
+def test_operators_are_read_in_c_with_their_task_type():
+    """An operator is a host range whose task type marks it for the operator statistics: C reads
+    it by its category (``Dialect.host_tasks``), never the dialect's Python ``convert``."""
+    from conftest import real_data
+
+    root = real_data("paddle-cpu-chrome")
+    with pytest.MonkeyPatch.context() as patch:
+        def convert(self, event, kind, lane):
+            assert event.cat != "Operator", event
+            return converted(self, event, kind, lane)
+
+        converted = paddle.Paddle.convert
+        patch.setattr(paddle.Paddle, "convert", convert)
+        slices = [s for b in _batches(root) for s in b.slices]
+    assert sum(s.task_type == HOST_OPERATOR for s in slices) == 130  # the file's Operator events

@@ -183,6 +183,7 @@ typedef struct {
     PyObject *processes;  /* process names by pid (Records._processes), for counters */
     PyObject *unread, *reasons, *is_compute;  /* what is left out, counted by (reason: LEFT_OUT_*, pid) */
     PyObject *python_cats;  /* a set of categories whose events Python reads, or NULL */
+    PyObject *host_tasks;   /* a host event's task type by its category (ReadContext.host_tasks), or NULL */
     long long offset;
     int detail, saw_device;
     const RawEvents *raw;
@@ -690,7 +691,7 @@ static void kineto_release(Kineto *k) {
 
 /* An "X" event as Records._complete takes it: 1 done, 0 Python's, -1 error */
 static int fast_complete(Batch *b, const Ev *ev) {
-    PyObject *kind, *lane, *args = NULL, *name = NULL;
+    PyObject *kind, *lane, *args = NULL, *name = NULL, *host_task = NULL;
     TaskSlot spare = {.task = NULL}, *task = NULL;
     int result = route_of(b, ev, &kind, &lane);
     if (result <= 0) return result;
@@ -713,6 +714,15 @@ static int fast_complete(Batch *b, const Ev *ev) {
     }
     if (!host) b->saw_device = 1;
     result = -1;
+    if (host && b->host_tasks) {  /* a host event's task type by its category (Records._complete) */
+        PyObject *cat = field(ev, F_CAT);
+        host_task = cat ? PyObject_GetItem(b->host_tasks, cat) : NULL;
+        Py_XDECREF(cat);
+        if (!host_task) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
+            PyErr_Clear();
+        }
+    }
     if (kind == b->stream) {
         int error = 0;
         if (args_length) task = task_of(b, args_text, args_length, &spare, &error);
@@ -733,13 +743,14 @@ static int fast_complete(Batch *b, const Ev *ev) {
     if (ev->obj && !args_length) Py_SETREF(args, Py_NewRef(Py_None));
     if (!(name = event_name(b, ev))) { result = -1; goto done; }
     Made m = {.tag = P_SLICE, .layer = Py_NewRef(kind), .lane = Py_NewRef(lane), .name = name,
-              .task = Py_NewRef(task ? task->task : EMPTY), .args = args,
+              .task = host_task ? host_task : Py_NewRef(task ? task->task : EMPTY), .args = args,
               .text = ev->obj || !args_length ? NULL : args_text, .text_len = args_length, .start = start, .dur = length};
-    name = args = NULL;  /* taken */
+    name = args = host_task = NULL;  /* taken */
     result = emit(b, &m) < 0 ? -1 : 1;
 done:
     if (view.obj) PyBuffer_Release(&view);
     Py_XDECREF(args);
+    Py_XDECREF(host_task);
     Py_XDECREF(spare.task);
     return result;
 }
@@ -968,6 +979,9 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
                  .generation = 1, .filed = by_step == Py_None ? NULL : &filed};
     PyObject *python_cats = PyTuple_GET_ITEM(c, READ_CONTEXT_PYTHON_CATS);
     if (PyAnySet_Check(python_cats)) b->python_cats = python_cats;
+    PyObject *host_tasks = PyTuple_GET_ITEM(c, READ_CONTEXT_HOST_TASKS);
+    if (PyMapping_Check(host_tasks) && PyObject_Length(host_tasks) > 0) b->host_tasks = host_tasks;
+    else if (PyErr_Occurred()) goto done;
     Kineto kineto = {.n_cats = 0};
     PyObject *rules = PyTuple_GET_ITEM(c, READ_CONTEXT_DIALECT);
     if (rules != Py_None) {

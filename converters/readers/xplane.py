@@ -80,6 +80,7 @@ _PLANES, _HOSTNAMES = 1, 4  # XSpace's fields: planes, errors (2), warnings (3),
 _SPACE_FIELDS = frozenset({1, 2, 3, 4})
 _LINES, _EVENTS = 3, 4  # XPlane's lines, XLine's events
 _EVENT_BATCH = 20_000  # a line's events decoded at a time
+_INTS = ("int64_value", "uint64_value")  # a key stat's value: an int, else None
 _PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this much to learn its name
 # Copies: (task type, the starts of their names, the stat they carry: CUPTI's and ROCm's tracers
 # name each copy ``MemcpyH2D``, ``Memset``, ... with ``memcpy_details`` / ``memset_details``);
@@ -289,8 +290,7 @@ def _walked(path: Path, frame: _Frame, _modified: int) -> tuple[bytes, list[_Fra
 
 def _lines(path: Path, frame: _Frame, lines: list[_Frame]) -> Iterator[tuple[Any, Any]]:
     """The plane's lines in order, each as its own fields (an XLineFrames without events) with
-    batches of up to ``_EVENT_BATCH`` of its events' bytes: memory holds a line's bytes, never the
-    plane."""
+    batches of up to ``_EVENT_BATCH`` of its events' bytes: memory holds a line, never the plane."""
     frames = _line_frames()
     for at in lines:
         line = _decoded(path, frame, frames, _read(path, at))
@@ -301,27 +301,24 @@ def _lines(path: Path, frame: _Frame, lines: list[_Frame]) -> Iterator[tuple[Any
             yield head, events[i:i + _EVENT_BATCH]
 
 
-# a line's event as _events reads it: (metadata_id, counted without times, offset_ps, duration_ps,
-# stats by name, its bytes)
-_Decoded = tuple[int, bool, int, int, dict[str, Any], bytes]
-
-
 def _decoded_events(path: Path, frame: _Frame, batch: Any, stat_names: dict[int, str],
-                    keys: dict[int, str] | None) -> list[_Decoded]:
+                    keys: dict[int, str] | None) -> list[tuple]:
     """A batch of a line's events (their bytes) as ``_by_protobuf`` decodes them, in C where the
-    wire holds nothing unusual (``readers/c/xplane.c``)."""
+    wire holds nothing unusual (``readers/c/xplane.c``): (metadata_id, counted without times,
+    offset_ps, duration_ps, stats by name, the event's bytes) each."""
     found = xevents(batch, stat_names, keys)
     return _by_protobuf(path, frame, batch, stat_names, keys) if found is None else found
 
 
 def _by_protobuf(path: Path, frame: _Frame, batch: Any, stat_names: dict[int, str],
-                 keys: dict[int, str] | None) -> list[_Decoded]:
+                 keys: dict[int, str] | None) -> list[tuple]:
     """The rule: each event decoded by protobuf, its stats by name (``_named_stats``), or with
     ``keys`` only its key stats (by their names in ``keys``: an int, or None for another value)."""
     line = _decoded(path, frame, _pb().XLine, _line_frames()(events=batch).SerializeToString())
     return [(event.metadata_id, event.WhichOneof("data") == "num_occurrences", event.offset_ps,
              event.duration_ps, _named_stats(stat_names, event.stats) if keys is None else
-             {keys[s.metadata_id]: _number(s) for s in event.stats if s.metadata_id in keys}, raw)
+             {keys[s.metadata_id]: getattr(s, kind) if (kind := s.WhichOneof("value")) in _INTS else None
+              for s in event.stats if s.metadata_id in keys}, raw)
             for event, raw in zip(line.events, batch, strict=True)]
 
 
@@ -390,10 +387,9 @@ def _space(path: Path) -> _Space:
     return _Space(planes, host, start if isinstance(start, int) and start > 0 else None)
 
 
-def _stats(plane: Any, stats: Any = None) -> dict[str, Any]:
-    """Stats by name (the plane's own, or ``stats``), ref values resolved to the names they point
-    at, bytes left out."""
-    return _named_stats(_stat_names(plane), plane.stats if stats is None else stats)
+def _stats(plane: Any) -> dict[str, Any]:
+    """The plane's stats by name, ref values resolved to the names they point at, bytes left out."""
+    return _named_stats(_stat_names(plane), plane.stats)
 
 
 def _stat_names(plane: Any) -> dict[int, str]:
@@ -475,11 +471,6 @@ class _Event(NamedTuple):
 _KEY_STATS = ("correlation_id", "step_num")  # what places a host event: its launch, its step
 # what types a device event in summary, which draws no args: its launch, its copy stats, its step
 _DEVICE_KEYS = (*_KEY_STATS, *(stat for *_, stat in _COPIES), *_STEP_STATS)
-
-
-def _number(stat: Any) -> int | None:
-    kind = stat.WhichOneof("value")
-    return getattr(stat, kind) if kind in ("int64_value", "uint64_value") else None
 
 
 def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics, every_stat: bool = True,

@@ -967,6 +967,8 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
     if (!b) return PyErr_NoMemory();
     MadeList filed = {NULL, 0, 0};
     Py_ssize_t first_out = PyList_GET_SIZE(argv[2]);
+    PyObject *result = NULL;  /* both set before any goto done */
+    Kineto kineto = {.n_cats = 0};
     *b = (Batch){.routes = PyTuple_GET_ITEM(c, READ_CONTEXT_ROUTES), .rank = PyTuple_GET_ITEM(c, READ_CONTEXT_RANK),
                  .unread = PyTuple_GET_ITEM(c, READ_CONTEXT_UNREAD),
                  .reasons = PyTuple_GET_ITEM(c, READ_CONTEXT_REASONS),
@@ -982,7 +984,6 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
     PyObject *host_tasks = PyTuple_GET_ITEM(c, READ_CONTEXT_HOST_TASKS);
     if (PyMapping_Check(host_tasks) && PyObject_Length(host_tasks) > 0) b->host_tasks = host_tasks;
     else if (PyErr_Occurred()) goto done;
-    Kineto kineto = {.n_cats = 0};
     PyObject *rules = PyTuple_GET_ITEM(c, READ_CONTEXT_DIALECT);
     if (rules != Py_None) {
         b->kineto = &kineto;
@@ -991,7 +992,6 @@ static PyObject *read_events(PyObject *module, PyObject *const *argv, Py_ssize_t
     Py_ssize_t index = PyLong_AsSsize_t(argv[1]), metadata = 0;
     b->offset = PyLong_AsLongLong(PyTuple_GET_ITEM(c, READ_CONTEXT_OFFSET_NS));
     b->detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, READ_CONTEXT_DETAIL));
-    PyObject *result = NULL;
     if (PyErr_Occurred()) goto done;
     b->host = PyObject_GetAttr(b->layer_type, S_HOST);
     b->stream = b->host ? PyObject_GetAttr(b->layer_type, S_STREAM) : NULL;

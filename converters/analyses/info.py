@@ -184,7 +184,8 @@ _WAIT_DEFLATED = 0.15  # a Wait slice's record, deflated among the others
 
 def _args_text(args: object) -> bytes:
     """A slice's args as the JSON writer writes them: raw JSON as the reader kept it, less the white
-    space outside its strings (``_chrome_json_core.put_compact``), or a dict's."""
+    space outside its strings (``_chrome_json_core.put_compact``, by a regex here: ``info`` loads no
+    writer, tests/test_startup.py), or a dict's."""
     if args is None:
         return b""
     if isinstance(args, dict):

@@ -281,8 +281,7 @@ class PaddleProtobuf(Paddle):
     def batches(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
         yield from _pb_events(path, diag)
 
-    def first_pass(self, path: Path, diag: Diagnostics) -> Iterator[list[Event]]:
-        return self.batches(path, diag)  # no text to scan: its nodes are made into events either way
+    first_pass = Dialect.first_pass  # no text to scan: its nodes are made into events either way
 
 
 _PYTHON_SIDE = frozenset({"ProfileStep", "Dataloader", "Forward", "Backward", "Optimization", "PythonOp",

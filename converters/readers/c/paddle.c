@@ -79,8 +79,8 @@ static PyObject *ns_text(long long ns) {
     return PyUnicode_DecodeASCII(text, n, NULL);
 }
 
-/* The event's ts by the rule: a new reference (``ts`` itself where the rule leaves it), or NULL with
- * *slow = 1 where the rule must judge it, or NULL on error */
+/* The event's ts by the rule (a new str), or NULL with *slow = 1 where the rule must judge it, or
+ * NULL on error */
 static PyObject *ts_of(PyObject *event, PyObject *ts, long long zero, int *slow) {
     int ok;
     long long ts_ns = fast_ns(ts, &ok), relative = 0;
@@ -131,7 +131,7 @@ static int normalise_one(PyObject *event, long long zero) {
         goto out;
     }
     if (named != name && PyObject_SetAttr(event, S_name, named) < 0) goto out;
-    if (moved && moved != ts && PyObject_SetAttr(event, S_ts, moved) < 0) goto out;
+    if (moved && PyObject_SetAttr(event, S_ts, moved) < 0) goto out;
     done = 1;
 out:
     Py_XDECREF(name);

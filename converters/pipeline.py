@@ -377,11 +377,12 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
             if batch.step is not None:
                 step_ns, step_count = step_ns + batch.step.end_ns - batch.step.start_ns, step_count + 1
             part = batch.part[0] if batch.part is not None else 0
+            start_ns = batch.start_ns  # a part's is its slices' least start: found once
             summary, detail = _parts(*sorted_and_timed(records_to_write(batch, options)))
             ops = of_layer(batch.slices, Layer.COMM_OP)
             if ops:  # in summary, where they are not drawn, as matching needs them (comm.for_matching)
                 kept = ops if options.kind is Kind.DETAIL else [communication.for_matching(s) for s in ops]
-                held.append((batch.graph, batch.step_id, batch.key, batch.start_ns, part,
+                held.append((batch.graph, batch.step_id, batch.key, start_ns, part,
                              *spool.stash(pickle.dumps(kept, pickle.HIGHEST_PROTOCOL))))
             samples = batch.samples if options.kind is Kind.DETAIL else []
             for kind, (mine, times), values in ((SUMMARY, summary, ()), (DETAIL, detail, samples)):
@@ -392,12 +393,12 @@ def _encode_into(index: int, info: RankInfo, options: Options, diag: Diagnostics
                     events = lanes.placement(mine, values, times)
                     if kind is DETAIL and detail_limit is not None and detail_bytes > detail_limit:
                         encoder.reserve(sequence, events)
-                        spool.add_unwritten(batch.key, batch.start_ns, batch.rank, kind, len(mine), sequence,
+                        spool.add_unwritten(batch.key, start_ns, batch.rank, kind, len(mine), sequence,
                                             batch.graph, part)
                         continue
                     data = encoder.chunk(sequence, events)
                     detail_bytes += len(data) if kind is DETAIL else 0
-                    spool.add(batch.key, batch.start_ns, batch.rank, kind, data, len(mine), sequence,
+                    spool.add(batch.key, start_ns, batch.rank, kind, data, len(mine), sequence,
                               batch.graph, part)
             # the step's slices freed now, while what encoding read of them is in the cache (the
             # generators that read the step hold it until they have read the next one), the rest of

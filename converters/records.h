@@ -119,7 +119,9 @@
 #define IN_C_LAUNCHED 10
 #define IN_C_FLOWS 11
 #define IN_C_LAUNCHES 12
-#define IN_C_FIELDS 13
+#define IN_C_STREAM_LANES 13
+#define IN_C_STREAM_LANE 14
+#define IN_C_FIELDS 15
 /* kineto.InCCat: one of InC.cats */
 #define IN_C_CAT_NAME 0
 #define IN_C_CAT_LAUNCH 1

@@ -21,7 +21,7 @@ from converters.analyses.critical import critical_report
 from converters.analyses.diff import side_samples
 from converters.analyses.ops import ops_report
 from converters.analyses.overlap import joined_rows, overlap_row
-from converters.model import GPU_KERNEL, Layer, Slice, StepRecords, comm_type
+from converters.model import GPU_KERNEL, FlowEnd, Layer, Sample, Slice, StepRecords, comm_type
 from converters.profile import carried_on, folded, overlap_slices
 from converters.readers.common import parts
 
@@ -198,3 +198,41 @@ def test_a_capped_capture_keeps_its_leading_parts_not_nothing(captures, tmp_path
     leading, rest = set().union(*detail_of_parts[:int(kept[1])]), set().union(*detail_of_parts[int(kept[1]):])
     assert leading <= set(written) <= leading | rest  # the leading parts whole, nothing invented
     assert not set(written) & (rest - leading)  # and nothing of a later part
+
+
+def _parts_one_by_one(windows, typed):
+    """in_parts' rule: a window's records sorted by start (an arrow's end after the records that
+    start with it), then each record one by one, a part cut when full and a record comes next."""
+    whole = parts.Parts(0)
+    for window in windows:
+        for r in sorted(window, key=lambda r: (r.start_ns, type(r) is FlowEnd)):
+            if type(r) is FlowEnd:
+                whole.ends.append(r)
+                continue
+            yield from whole.before(r.start_ns)
+            if type(r) is Sample:
+                whole.samples.append(r)
+            else:
+                whole.slices.append(typed(r) if typed is not None and r.layer is Layer.COMM_OP else r)
+    yield whole.last()
+
+
+_RECORD = st.tuples(st.sampled_from(["slice", "op", "sample", "end"]), st.integers(0, 30)).map(
+    lambda k: Slice(0, Layer.COMM_OP if k[0] == "op" else Layer.STREAM, "s", f"{k[0]}{k[1]}", k[1], 1)
+    if k[0] in ("slice", "op") else Sample(0, "c", k[1], 1.0) if k[0] == "sample"
+    else FlowEnd(0, Layer.STREAM, "s", k[1], f"f:{k[1]}", False))
+
+
+@given(st.lists(st.lists(_RECORD, max_size=30), max_size=6), st.integers(1, 7), st.booleans())
+def test_a_capture_s_parts_are_those_of_its_records_taken_one_by_one(windows, records, typing):
+    """Records taken a window at a time (``in_parts``, no Python step per record) are cut into the
+    parts, with the arrow ends and typed ops in them, that taking them one at a time gives."""
+    typed = (lambda s: s._replace(task_type="typed")) if typing else None
+    held = parts.PART_RECORDS
+    parts.PART_RECORDS = records
+    try:
+        expected = list(_parts_one_by_one([list(w) for w in windows], typed))
+        found = list(parts.in_parts(parts.Parts(0), [list(w) for w in windows], typed))
+    finally:
+        parts.PART_RECORDS = held
+    assert found == expected

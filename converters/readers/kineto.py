@@ -331,6 +331,10 @@ class InC(NamedTuple):
     launched: dict[int, list]  # Records.launched: the records filed by their launch, by step index
     flows: str  # why the trace's flow events are left out (_FLOWS)
     launches: bool  # whether launches were surveyed (Kineto.launches): else no step nor ran
+    # device work on a thread no metadata names a stream (vLLM's traces hold none): its lane by
+    # (pid, tid), as convert draws it (_stream_lane), each made once (filled by C)
+    stream_lanes: dict[tuple[Any, Any], str]
+    stream_lane: Callable[[Any, Any], str]
 
 
 
@@ -362,6 +366,7 @@ class Kineto(Dialect):
         self.launches: launches.Launches | None = None  # then, by correlation id
         self._steps = False  # whether device work is filed by its launch: the trace marks steps
         self._communicates: dict[str, bool] = {}  # kernel names: whether they communicate (InC)
+        self._stream_lanes: dict[tuple[Any, Any], str] = {}  # InC.stream_lanes
         cats = {*_DEVICE_CATS, *_LAUNCH_CATS, _MTIA_CAT, "ac2g"}
         if self.collectives_on_host:
             cats |= {"cpu_op", "user_annotation"}
@@ -433,7 +438,7 @@ class Kineto(Dialect):
         firsts, lasts, steps, collectives, graphs, replayed = (
             found.in_c(filing) if found is not None else (None, None, None, array("q"), set(), set()))
         return InC(_IN_C_CATS, _GPU, self._communicates, self._learn, firsts, lasts, steps, collectives,
-                   graphs, replayed, launched, _FLOWS, found is not None)
+                   graphs, replayed, launched, _FLOWS, found is not None, self._stream_lanes, _stream_lane)
 
     def _learn(self, name: str) -> bool:
         communicates = self._communicates[name] = _communication(name) is not None

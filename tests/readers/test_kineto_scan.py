@@ -27,10 +27,13 @@ _META = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name"
          {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}}]
 
 
-def _write(root: Path, events: list[str], backend: str = "nccl") -> Path:
+def _write(root: Path, events: list[str], backend: str = "nccl", meta: list[dict] = _META) -> Path:
     path = root / "worker0.1.pt.trace.json"
-    path.write_text(_HEADER % backend + ",".join([*(json.dumps(e) for e in _META), *events]) + "]}")
+    path.write_text(_HEADER % backend + ",".join([*(json.dumps(e) for e in meta), *events]) + "]}")
     return path
+
+
+_UNNAMED = _META[:2]  # no stream named: vLLM's traces hold no metadata at all
 
 
 def _records_and_messages(root: Path, kind: str) -> tuple:
@@ -178,14 +181,16 @@ _DEVICE_EVENT = st.tuples(st.sampled_from(_KERNELS), st.sampled_from(_TIMES), st
 
 @settings(max_examples=120, deadline=None)
 @given(st.lists(st.one_of(_EVENT.map(lambda e: _event(*e)), _DEVICE_EVENT), max_size=40),
-       st.sampled_from(["nccl", "gloo", "mpi"]), st.sampled_from(["detail", "summary"]))
-def test_a_scanned_kineto_trace_converts_as_its_decoded_batches_do(tmp_path_factory, events, backend, kind):
+       st.sampled_from(["nccl", "gloo", "mpi"]), st.sampled_from(["detail", "summary"]), st.booleans())
+def test_a_scanned_kineto_trace_converts_as_its_decoded_batches_do(tmp_path_factory, events, backend, kind,
+                                                                    named):
     """Every record and message of a Kineto trace whose batches are scanned (C reads its times from
-    their text) is that of the same trace decoded by Kineto.events, and that of the Python rules."""
+    their text) is that of the same trace decoded by Kineto.events, and that of the Python rules,
+    its GPU stream named by metadata or not."""
     root = tmp_path_factory.mktemp("kineto")
     steps = [json.dumps({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1, "tid": 1,
                          "ts": 100 * (k - 1), "dur": 100, "args": {}}) for k in (1, 2)]
-    _write(root, steps + events, backend)
+    _write(root, steps + events, backend, _META if named else _UNNAMED)
     scanned = _records_and_messages(root, kind)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(event_decoding, "scan", lambda *_: None)  # every batch decoded by msgspec
@@ -207,3 +212,31 @@ def test_real_kineto_traces_scanned_convert_as_decoded(sample):
             patch.setattr(event_decoding, "scan", lambda *_: None)
             assert _records_and_messages(root, kind) == scanned
         assert "Slice(" in scanned[0]  # records were read
+
+
+def test_device_work_on_a_stream_no_metadata_names_is_read_in_c(tmp_path, monkeypatch):
+    """A trace without metadata (vLLM's) routes its streams as host threads: their kernels and
+    copies are still read in C (none reaches Kineto.convert but the first of a stream, whose route
+    Python makes), drawn on their streams as Python's rules draw them."""
+    events = [json.dumps({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                          "ts": 10 * k, "dur": 2, "args": {"correlation": k}}) for k in range(1, 40)]
+    events += [json.dumps({"ph": "X", "cat": "kernel" if k % 3 else "gpu_memcpy", "name": f"k{k % 4}",
+                           "pid": 0, "tid": 7 + k % 2, "ts": 10 * k + 5, "dur": 3, "args": {"correlation": k}})
+               for k in range(1, 40)]
+    _write(tmp_path, events, meta=_UNNAMED)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chrome_trace, "read_events", chrome_trace.in_python)
+        by_rules = _records_and_messages(tmp_path, "detail")
+    converted = []
+    convert = kineto.Kineto.convert
+
+    def counted(self, event, kind, lane):
+        converted.append(event.cat)
+        return convert(self, event, kind, lane)
+
+    monkeypatch.setattr(kineto.Kineto, "convert", counted)
+    found = _records_and_messages(tmp_path, "detail")
+    assert found == by_rules
+    assert "GPU 0 Stream 7" in found[0] and "GPU 0 Stream 8" in found[0]
+    device = [cat for cat in converted if cat in ("kernel", "gpu_memcpy")]
+    assert len(device) <= 2, converted  # the first on each stream, whose route Python makes

@@ -182,3 +182,14 @@ def test_the_work_of_launched_records_is_found_in_c_as_by_the_rule(batches):
         assert _core.launched_work(batch, Slice, FlowEnd, Layer.COMM_OP, Layer.STREAM, computes,
                                    is_compute) == launched_work_by_rule(batch)
     assert all(computes[t] == is_compute(t) for t in computes)
+
+
+@given(records, st.integers(1, 1 << 40) | st.sampled_from([1, 7, 10_000_000, 100_000_000]))
+def test_records_are_filed_by_window_in_c_as_by_the_rule(batch, window_ns):
+    """``ByTime.add``'s filing (in C): each record under its start // window_ns, floored as Python
+    floors it, the windows in the order first met, each one's records in order."""
+    rule: dict[int, list] = defaultdict(list)
+    for r in batch:
+        rule[r.start_ns // window_ns].append(r)
+    found = _core.by_window(batch, window_ns, Slice, Sample, FlowEnd)
+    assert list(found.items()) == list(rule.items())

@@ -172,6 +172,7 @@ typedef struct Kineto {
     int n_cats, launches;
     KinetoCat cats[KINETO_CATS];
     PyObject *stream, *communicates, *learn, *graphs, *replayed, *launched, *flows;  /* borrowed from InC */
+    PyObject *stream_lanes, *stream_lane;
     Py_buffer firsts, lasts, steps, collectives;  /* .obj NULL where absent */
     PyObject *list;  /* launched[list_step], the list the last record filed by its launch went to */
     long long list_step;
@@ -485,6 +486,26 @@ static int kineto_communicates(Kineto *k, PyObject *name) {
     return rc;
 }
 
+/* The lane of device work on a thread its route calls the host's (no metadata names it a stream):
+ * kineto.InC.stream_lane(pid, tid), made once a (pid, tid) into InC.stream_lanes. A new reference;
+ * NULL with no error where it is not a str (Python's rules say what it is) */
+static PyObject *kineto_stream_lane(Kineto *k, const Ev *ev) {
+    PyObject *pid = field(ev, F_PID), *tid = pid ? field(ev, F_TID) : NULL;
+    PyObject *key = tid ? PyTuple_Pack(2, pid, tid) : NULL;
+    Py_XDECREF(pid);
+    Py_XDECREF(tid);
+    if (!key) return NULL;
+    PyObject *lane = PyDict_GetItemWithError(k->stream_lanes, key);  /* borrowed */
+    if (lane) {
+        Py_INCREF(lane);
+    } else if (!PyErr_Occurred() && (lane = PyObject_Call(k->stream_lane, key, NULL)) &&
+               (!PyUnicode_CheckExact(lane) || PyDict_SetItem(k->stream_lanes, key, lane) < 0)) {
+        Py_CLEAR(lane);
+    }
+    Py_DECREF(key);
+    return lane;
+}
+
 /* A record filed by its launch (Converted.step): onto Records.launched[step], in the file's order */
 static int kineto_file(Batch *b, long long step, Made *m) {
     Kineto *k = b->kineto;
@@ -560,8 +581,12 @@ static int kineto_complete(Batch *b, const Ev *ev, PyObject *kind, PyObject *lan
     const KinetoCat *cat = kineto_cat(k, ev, &error);
     if (error || !cat) return error ? -1 : 2;
     int launch = cat->launch;
-    if (kind != (launch ? b->host : k->stream)) return 0;  /* a kernel of a host thread, an MTIA's: Python's */
-    PyObject *args = NULL, *name = NULL, *made_args = NULL;
+    PyObject *args = NULL, *name = NULL, *made_args = NULL, *own_lane = NULL;
+    if (kind != (launch ? b->host : k->stream)) {  /* a launch on a stream, an MTIA's: Python's */
+        if (launch || kind != b->host) return 0;
+        if (!(own_lane = kineto_stream_lane(k, ev))) return PyErr_Occurred() ? -1 : 0;
+        lane = own_lane;  /* device work on an unnamed thread: drawn on its stream, as convert does */
+    }
     Py_buffer view = {.obj = NULL};
     const char *text = NULL;
     Py_ssize_t length = 0;
@@ -622,6 +647,7 @@ done:
     Py_XDECREF(args);
     Py_XDECREF(name);
     Py_XDECREF(made_args);
+    Py_XDECREF(own_lane);
     return result;
 }
 
@@ -631,7 +657,8 @@ static int kineto_rules(Kineto *k, PyObject *rules) {
         !PyTuple_Check(PyTuple_GET_ITEM(rules, IN_C_CATS)) ||
         PyTuple_GET_SIZE(PyTuple_GET_ITEM(rules, IN_C_CATS)) > KINETO_CATS ||
         !PyDict_Check(PyTuple_GET_ITEM(rules, IN_C_COMMUNICATES)) || !PyAnySet_Check(PyTuple_GET_ITEM(rules, IN_C_GRAPHS)) ||
-        !PyAnySet_Check(PyTuple_GET_ITEM(rules, IN_C_REPLAYED)) || !PyDict_Check(PyTuple_GET_ITEM(rules, IN_C_LAUNCHED))) {
+        !PyAnySet_Check(PyTuple_GET_ITEM(rules, IN_C_REPLAYED)) || !PyDict_Check(PyTuple_GET_ITEM(rules, IN_C_LAUNCHED)) ||
+        !PyDict_Check(PyTuple_GET_ITEM(rules, IN_C_STREAM_LANES))) {
         PyErr_SetString(PyExc_TypeError, "read_events: context.dialect is a kineto.InC");
         return -1;
     }
@@ -661,6 +688,8 @@ static int kineto_rules(Kineto *k, PyObject *rules) {
     k->replayed = PyTuple_GET_ITEM(rules, IN_C_REPLAYED);
     k->launched = PyTuple_GET_ITEM(rules, IN_C_LAUNCHED);
     k->flows = PyTuple_GET_ITEM(rules, IN_C_FLOWS);
+    k->stream_lanes = PyTuple_GET_ITEM(rules, IN_C_STREAM_LANES);
+    k->stream_lane = PyTuple_GET_ITEM(rules, IN_C_STREAM_LANE);
     k->launches = PyObject_IsTrue(PyTuple_GET_ITEM(rules, IN_C_LAUNCHES));
     static const struct { int at; Py_ssize_t item; } arrays[] = {
         {IN_C_FIRSTS, 8}, {IN_C_LASTS, 8}, {IN_C_STEPS, 4}, {IN_C_COLLECTIVES, 8}};

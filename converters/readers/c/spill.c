@@ -557,6 +557,47 @@ static int ending_hash(PyObject *r, Py_hash_t *h) {
     return *h == -1 ? -1 : 1;
 }
 
+/* by_window(records, window_ns, Slice, Sample, FlowEnd) -> {window: [records]}: each record under
+ * its start // window_ns (floor division, as Python's), the windows in the order first met, each
+ * one's records in order (spill.ByTime.add's filing, its rule: tests/readers/test_spill.py) */
+static PyObject *by_window(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    long long width = argc == 5 && PyLong_Check(argv[1]) ? PyLong_AsLongLong(argv[1]) : 0;
+    if (argc != 5 || !PyList_CheckExact(argv[0]) || width <= 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "by_window(records: list, window_ns: int > 0, Slice, Sample, FlowEnd)");
+        return NULL;
+    }
+    PyObject *buckets = PyDict_New(), *bucket = NULL, *number = NULL;
+    long long last = 0;
+    if (!buckets) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv[0]); i++) {
+        PyObject *r = PyList_GET_ITEM(argv[0], i);
+        long long ts;
+        int flow_end;
+        if (record_start(r, argv + 2, &ts, &flow_end) < 0) goto fail;
+        long long window = ts / width - (ts % width < 0);
+        if (!bucket || window != last) {  /* records come in runs of one window: one lookup a run */
+            Py_XSETREF(number, PyLong_FromLongLong(window));
+            if (!number) goto fail;
+            if (!(bucket = PyDict_GetItemWithError(buckets, number))) {  /* borrowed */
+                if (PyErr_Occurred() || !(bucket = PyList_New(0))) goto fail;
+                int rc = PyDict_SetItem(buckets, number, bucket);
+                Py_DECREF(bucket);
+                if (rc < 0) goto fail;
+            }
+            last = window;
+        }
+        if (PyList_Append(bucket, r) < 0) goto fail;
+    }
+    Py_XDECREF(number);
+    return buckets;
+fail:
+    Py_XDECREF(number);
+    Py_DECREF(buckets);
+    return NULL;
+}
+
 /* by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: [records]}, {step: [hash(key)]}):
  * each record under the last step that starts at or before it (the first step if none), and
  * the hashes of the keys of the arrows that end there: spilled_flows.file_by_step's filing (its rule:
@@ -858,6 +899,8 @@ PyMethodDef SPILL_METHODS[] = {
      "later_steps(keys, loaded, index) -> {key: the last step after index whose hashes hold hash(key)}"},
     {"launched_work", (PyCFunction)(void (*)(void))launched_work, METH_FASTCALL,
      "launched_work(records, Slice, FlowEnd, comm_op, stream, computes, is_compute) -> (first, last, hashes)"},
+    {"by_window", (PyCFunction)(void (*)(void))by_window, METH_FASTCALL,
+     "by_window(records, window_ns, Slice, Sample, FlowEnd) -> {start // window_ns: records}"},
     {"by_step", (PyCFunction)(void (*)(void))by_step, METH_FASTCALL,
      "by_step(records, starts, Slice, Sample, FlowEnd) -> ({step: records}, {step: hashes of arrows ending})"},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL,

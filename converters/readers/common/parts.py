@@ -11,9 +11,12 @@ it back (``profile.whole_steps``).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 
 from ...model import FlowEnd, Layer, Sample, Slice, StepRecords
+from .._core import by_kind
 
 PART_WINDOW_NS = 10_000_000  # a reader that files records by time (spill.ByTime) holds 10 ms at once
 PART_RECORDS = 5_000  # 2-8 MB at the records' cost
@@ -38,6 +41,30 @@ class Parts:
         if len(self.slices) + len(self.samples) >= PART_RECORDS:
             yield self._cut(start_ns)
 
+    def fill(self, others: list[Slice | Sample], ends: list[FlowEnd],
+             typed: Callable[[Slice], Slice] | None = None) -> Iterator[tuple[StepRecords, list[FlowEnd]]]:
+        """The parts filled, each yielded once full and a record comes after it, from ``others``
+        (slices and samples) and ``ends`` (arrow ends), each in start order, taken as if one by one
+        in their merged order, an arrow's end after the records that start with it (so in their
+        part); each communication op ``typed`` where given. What is not full stays held."""
+        at, taken, n = 0, 0, len(others)
+        while True:
+            upto = min(n, at + max(PART_RECORDS - len(self.slices) - len(self.samples), 0))
+            slices, samples, _ = by_kind(others[at:upto], Slice, Sample, FlowEnd)
+            if typed is not None:
+                slices = [typed(r) if r.layer is Layer.COMM_OP else r for r in slices]
+            self.slices += slices
+            self.samples += samples
+            if ends:  # those before the next record: they start before it
+                next_end = len(ends) if upto == n else bisect_left(ends, others[upto].start_ns, taken,
+                                                                   key=_START)
+                self.ends += ends[taken:next_end]
+                taken = next_end
+            if upto == n:
+                return
+            yield self._cut(others[upto].start_ns)
+            at = upto
+
     def last(self) -> tuple[StepRecords, list[FlowEnd]]:
         """The last part (the whole step where it never filled one)."""
         return self._cut(None)
@@ -55,19 +82,12 @@ def in_parts(parts: Parts, windows: Iterable[list[Slice | Sample | FlowEnd]],
     """The records of ``windows`` (``spill.ByTime``'s, filed by ``PART_WINDOW_NS``: each starts
     after the one before) as ``parts``' parts; each communication op ``typed`` where given."""
     for window in windows:
-        window.sort(key=_order)  # an arrow's end after the records that start with it: in their part
-        for r in window:
-            kind = type(r)
-            if kind is FlowEnd:
-                parts.ends.append(r)  # type: ignore[arg-type]
-                continue
-            yield from parts.before(r.start_ns)
-            if kind is Sample:
-                parts.samples.append(r)  # type: ignore[arg-type]
-            else:
-                parts.slices.append(typed(r) if typed is not None and r.layer is Layer.COMM_OP else r)  # type: ignore
+        others = [r for r in window if type(r) is not FlowEnd]
+        ends = [r for r in window if type(r) is FlowEnd] if len(others) < len(window) else []
+        others.sort(key=_START)  # stable, as are the ends: a window's order where they start together
+        ends.sort(key=_START)
+        yield from parts.fill(others, ends, typed)
     yield parts.last()
 
 
-def _order(r: Slice | Sample | FlowEnd) -> tuple[int, bool]:
-    return r.start_ns, type(r) is FlowEnd
+_START = attrgetter("start_ns")

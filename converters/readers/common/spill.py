@@ -13,6 +13,7 @@ import marshal
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from operator import add, attrgetter
 from typing import NamedTuple
 
 from ...errors import temporary_writes
@@ -137,9 +138,8 @@ class ByTime:
         self._pending: list[Slice | Sample] = []  # of a window taken in part
 
     def add(self, records: list[Slice | Sample]) -> None:
-        buckets: dict[int, list[Slice | Sample]] = defaultdict(list)
-        for r in records:
-            buckets[r.start_ns // self._window_ns].append(r)
+        buckets = _core.by_window(records if type(records) is list else list(records), self._window_ns,
+                                  Slice, Sample, FlowEnd)  # {r.start_ns // window_ns: [r, ...]}, in C
         for window, bucket in buckets.items():
             self._spill.add(window, bucket)
         self._windows.update(buckets)
@@ -179,7 +179,7 @@ def by_time(steps: Iterable[StepRecords], rank: int,
                 yield from _loose(rank, records.take_before(batch.step.start_ns - _LEAD_NS))
                 end = batch.step.end_ns
             else:
-                end = max((s.end_ns for s in batch.slices), default=0)
+                end = max(map(add, map(_START, batch.slices), map(_DUR, batch.slices)), default=0)  # ends
             for taken in records.take_before(end):
                 _add(batch, taken)
             yield batch
@@ -207,4 +207,5 @@ _LEAD_NS = 1_000_000_000  # how long before a step records may start and still g
 _BATCH = 10_000
 _PACKED, _MARSHAL, _PICKLE = b"c", b"m", b"p"
 _ORDER = {layer: layer.order for layer in Layer}
+_START, _DUR = attrgetter("start_ns"), attrgetter("dur_ns")
 _LAYERS = list(Layer)

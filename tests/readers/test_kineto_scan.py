@@ -221,7 +221,8 @@ def test_device_work_on_a_stream_no_metadata_names_is_read_in_c(tmp_path, monkey
     events = [json.dumps({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
                           "ts": 10 * k, "dur": 2, "args": {"correlation": k}}) for k in range(1, 40)]
     events += [json.dumps({"ph": "X", "cat": "kernel" if k % 3 else "gpu_memcpy", "name": f"k{k % 4}",
-                           "pid": 0, "tid": 7 + k % 2, "ts": 10 * k + 5, "dur": 3, "args": {"correlation": k}})
+                           "pid": 0, "tid": 7 + k % 2, "ts": 10 * k + 5, "dur": 3,
+                           "args": {"correlation": k}})
                for k in range(1, 40)]
     _write(tmp_path, events, meta=_UNNAMED)
     with pytest.MonkeyPatch.context() as patch:

@@ -49,6 +49,7 @@ _GAP_US = 1000  # between one copy's last event and the next copy's first
 
 # the samples under TRACE2PERFETTO_REALDATA each format's case tiles
 KINETO = "kineto-1.8-resnet50"
+KINETO_SERVING = "kineto-b200-vllm"  # no ProfilerStep, no metadata: the capture in parts, streams unnamed
 TORCH_NPU = "ascend-pt-2rank"
 PADDLE = "paddle-cpu-chrome"
 
@@ -262,6 +263,12 @@ def write_kineto(root: Path, real: Path, size: int) -> int:
     """One Kineto trace of ``size`` bytes from ``KINETO`` (ResNet-50 on one GPU, steps #5-#10)."""
     (sample,) = (real / KINETO).glob("*.pt.trace.json*")
     return write_tiled(sample, root / "worker0.tiled.pt.trace.json", size)
+
+
+def write_kineto_serving(root: Path, real: Path, size: int) -> int:
+    """One Kineto trace of ``size`` bytes from ``KINETO_SERVING`` (vLLM serving on a B200: no step)."""
+    (sample,) = (real / KINETO_SERVING).glob("*.json*")
+    return write_tiled(sample, root / "eager.tiled.pt.trace.json", size)
 
 
 def write_torch_npu(root: Path, real: Path, size: int) -> int:

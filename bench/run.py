@@ -540,12 +540,14 @@ def _real_plan(quick: bool) -> list[tuple[str, object, int, str, tuple[int | Non
     summary MB/s per core)) of each real-shape trace; ``quick``: ~100 MB each."""
     from bench import real_traces as rt
 
-    kineto, torch_npu, paddle = (100, 100, 50) if quick else (1000, 500, 200)
+    kineto, serving, torch_npu, paddle = (100, 50, 100, 50) if quick else (1000, 300, 500, 200)
     return [
         (f"~{torch_npu} MB, torch_npu trace_view.json tiled from {rt.TORCH_NPU} rank 0 (1 rank)",
          rt.write_torch_npu, torch_npu, "trace_view.json", (120, 300)),
         (f"~{kineto} MB, Kineto trace tiled from {rt.KINETO} (1 rank)", rt.write_kineto, kineto,
          "*.pt.trace.json", (100, 250)),
+        (f"~{serving} MB, Kineto serving trace tiled from {rt.KINETO_SERVING} (1 rank, no step, no metadata)",
+         rt.write_kineto_serving, serving, "*.pt.trace.json", (100, 250)),
         (f"~{paddle} MB, Paddle chrome export tiled from {rt.PADDLE} (1 rank)", rt.write_paddle, paddle,
          "*.paddle_trace.json", (None, None)),
     ]

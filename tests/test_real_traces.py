@@ -25,6 +25,7 @@ def _case(fmt: str, tmp_path: Path) -> tuple[Path, Path, Path]:
     """(the sample's own folder, the tiled one, the tiled trace file) of one format, tiled
     ``COPIES`` times."""
     name, write = {"kineto": (real_traces.KINETO, real_traces.write_kineto),
+                   "kineto_serving": (real_traces.KINETO_SERVING, real_traces.write_kineto_serving),
                    "torch_npu": (real_traces.TORCH_NPU, real_traces.write_torch_npu),
                    "paddle": (real_traces.PADDLE, real_traces.write_paddle)}[fmt]
     real = real_data(name).parent  # the quick tier: Kineto's ResNet-50 is not among its samples
@@ -55,7 +56,7 @@ def _name(event: dict) -> str:
     return name.rstrip("0123456789") if event.get("ph") in ("s", "t", "f") else name
 
 
-@pytest.mark.parametrize("fmt", ["kineto", "torch_npu", "paddle"])
+@pytest.mark.parametrize("fmt", ["kineto", "kineto_serving", "torch_npu", "paddle"])
 def test_a_tiled_real_trace_reads_as_that_many_copies_of_its_sample(fmt, tmp_path, capsys):
     sample, tiled, trace = _case(fmt, tmp_path)
     ops = {which: _json(["ops", str(root), "--by", "name"], capsys)
@@ -68,10 +69,13 @@ def test_a_tiled_real_trace_reads_as_that_many_copies_of_its_sample(fmt, tmp_pat
         assert row["Total Time(us)"] == pytest.approx(COPIES * once[row["Name"]]["Total Time(us)"], abs=0.01)
     (first,), (tiled_rank,) = (_json(["info", str(root)], capsys)["ranks"] for root in (sample, tiled))
     steps = [s["step"] for s in first["steps"]]
-    assert steps and [s["step"] for s in tiled_rank["steps"]] == list(
-        range(steps[0], steps[0] + COPIES * len(steps)))
-    source = next(p for p in sample.rglob("*") if p.name.endswith(("trace_view.json", ".pt.trace.json.gz",
-                                                                  ".paddle_trace.json")))
+    if fmt == "kineto_serving":  # a capture no step bounds, tiled: still none
+        assert not steps and not tiled_rank["steps"]
+    else:
+        assert steps and [s["step"] for s in tiled_rank["steps"]] == list(
+            range(steps[0], steps[0] + COPIES * len(steps)))
+    source = next(p for p in sample.rglob("*") if p.name.endswith((
+        "trace_view.json", ".pt.trace.json.gz", "eager_trace.json.gz", ".paddle_trace.json")))
     events = _events(source)
     metadata = Counter({key: n for key, n in events.items() if key[0] == "M" or key == (None, None, "None")})
     assert _events(trace) == Counter({key: n * (1 if key in metadata else COPIES)

@@ -44,6 +44,7 @@ from ..select import format_ids
 from . import collectives, minddata
 from .base import Reader
 from .common import jsonfile
+from .common.args import as_json
 from .common.spill import StepSpill
 from .common.textfile import csv_header, csv_rows, whole_lines
 from .common.times import us_to_ns
@@ -425,7 +426,7 @@ def _framework(path: Path, diag: Diagnostics) -> dict[str, bytes]:
                     args.update(info)
             except orjson.JSONDecodeError:
                 diag.warn("bad_row", f"{path}: op_info of {name} is not JSON; left out")
-            ops[name] = orjson.dumps(args)
+            ops[name] = as_json(args)
     return ops
 
 
@@ -463,7 +464,7 @@ def _device_ops(rank: RankInfo, path: Path, framework: dict[str, bytes], diag: D
             if detail:
                 args = framework.get(full)
                 if args is None:  # an op framework_raw does not name: its full name, once
-                    args = framework[full] = orjson.dumps({"fullname": full})
+                    args = framework[full] = as_json({"fullname": full})
             batch.append(Slice(rank.rank, Layer.STREAM, f"Stream {stream.strip()}", short, start_ns, dur_ns,
                                args, "HCCL" if communication else "AI_CORE"))
             if len(batch) >= _BATCH:

@@ -48,6 +48,7 @@ from ..model import (
 from . import collectives
 from .base import Reader
 from .common import flows, markers
+from .common.args import as_json
 from .common.jsonfile import first_bytes, open_bytes
 from .common.parts import PART_WINDOW_NS, Parts, in_parts
 from .common.spill import WINDOW_NS, ByTime, StepSpill
@@ -449,9 +450,7 @@ def _correlation(r: dict) -> int | None:
     return found if type(found) is int else None
 
 
-def _raw(args: dict[str, Any]) -> bytes:
-    """A slice's args as JSON text: a tenth of a dict's memory, decoded only where written."""
-    return orjson.dumps(args)
+_raw = as_json  # a slice's args
 
 
 def _key(r: dict) -> str:

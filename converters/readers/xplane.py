@@ -2,9 +2,9 @@
 TensorFlow's profiler), one file per host, one rank per device plane (docs/formats.md, XSpace).
 
 Schema: XLA's ``xplane.proto`` (kept beside this file, compiled into ``xplane_pb2``). An XSpace is
-one message whose planes are its top-level fields: ``_frames`` walks those fields by their length
+one message whose planes are its top-level fields: ``wire.frames`` walks those fields by their length
 prefixes (seeking, never reading a plane it does not need), and a plane is decoded a line at a
-time (``_lines``), so a read holds one line's bytes and 20,000 of its events decoded at a time.
+time (``wire.lines``), so a read holds one line's bytes and 20,000 of its events decoded at a time.
 A frame that runs past the end of the file is a cut file.
 
 - ``/device:GPU:N``, ``/device:TPU:N``: a rank each. A GPU's ``Stream #S(...)`` lines are device
@@ -34,9 +34,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
-
-import orjson
+from typing import Any, NamedTuple
 
 from ..errors import Diagnostics, InputError
 from ..intervals import NOT_COMPUTE, is_compute
@@ -63,11 +61,14 @@ from ..model import (
     comm_type,
 )
 from . import collectives
+from . import xplane_wire as wire
 from ._core import xevents
 from .base import Reader
 from .common import markers
+from .common.args import as_json
 from .common.flows import flow_id
 from .common.lanes import gpu_stream, tpu_line
+from .common.parts import PART_WINDOW_NS
 from .common.spill import ByTime, StepSpill
 
 NAME = "xplane"
@@ -76,12 +77,7 @@ _DEVICE = re.compile(r"^/device:([A-Z]+):(\d+)$")  # /device:GPU:0, /device:TPU:
 _HOST = "/host:CPU"
 _ENVIRONMENT = "Task Environment"
 _STREAM = re.compile(r"^Stream #(\d+)")
-_PLANES, _HOSTNAMES = 1, 4  # XSpace's fields: planes, errors (2), warnings (3), hostnames
-_SPACE_FIELDS = frozenset({1, 2, 3, 4})
-_LINES, _EVENTS = 3, 4  # XPlane's lines, XLine's events
-_EVENT_BATCH = 20_000  # a line's events decoded at a time
 _INTS = ("int64_value", "uint64_value")  # a key stat's value: an int, else None
-_PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this much to learn its name
 # Copies: (task type, the starts of their names, the stat they carry: CUPTI's and ROCm's tracers
 # name each copy ``MemcpyH2D``, ``Memset``, ... with ``memcpy_details`` / ``memset_details``);
 # ROCm runs copies and fills as blit kernels (``__amd_rocclr_copyBuffer.kd``, xplane-jax-conv)
@@ -114,194 +110,7 @@ _KNOWN = ("/host:metadata", "Task Environment")
 _COMM_LANE = "NCCL"  # collective kernels' lane, as Kineto's (the file names no communicator)
 
 
-class _Frame(NamedTuple):
-    """One top-level field of the XSpace: its number, where its bytes begin, how many."""
-
-    number: int
-    at: int
-    size: int
-
-
-def _varint(f: BinaryIO, path: Path) -> int | None:
-    """The varint at the file's position; None at the end of the file."""
-    value, shift = 0, 0
-    while True:
-        byte = f.read(1)
-        if not byte:
-            if shift:
-                raise _cut(path, f.tell(), "inside a field's length")
-            return None
-        value |= (byte[0] & 0x7F) << shift
-        if byte[0] < 0x80:
-            return value
-        shift += 7
-        if shift > 63:
-            raise InputError(path, f"byte {f.tell()}", "not an XSpace protobuf (a varint of over 9 bytes)")
-
-
-def _cut(path: Path, at: int, inside: str) -> InputError:
-    return InputError(path, f"byte {at}", f"the XSpace is cut {inside}: the file ends before the message "
-                      "does", "a copy stopped early, or a profile still being written")
-
-
-def _frames(path: Path) -> Iterator[_Frame]:
-    """The XSpace's top-level fields in file order, found by their length prefixes alone.
-
-    Raises:
-        InputError: the file is no XSpace (another wire type or field), or is cut.
-    """
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        while (key := _varint(f, path)) is not None:
-            number, kind = key >> 3, key & 7
-            if kind != 2 or number not in _SPACE_FIELDS:
-                raise InputError(path, f"byte {f.tell()}",
-                                 f"not an XSpace protobuf (field {number}, wire type {kind})")
-            length = _varint(f, path)
-            if length is None:
-                raise _cut(path, f.tell(), "inside a field's length")
-            at = f.tell()
-            if at + length > size:
-                raise _cut(path, at, f"inside its {'plane' if number == _PLANES else 'field'} at byte {at} "
-                           f"({length:,} bytes, {size - at:,} left)")
-            yield _Frame(number, at, length)
-            f.seek(length, 1)
-
-
-def _read(path: Path, frame: _Frame) -> bytes:
-    with path.open("rb") as f:
-        f.seek(frame.at)
-        return f.read(frame.size)
-
-
-def _pb():
-    from . import xplane_pb2  # protobuf is imported only when an XSpace is read
-
-    return xplane_pb2
-
-
-def _plane(path: Path, frame: _Frame) -> Any:
-    """The plane without its lines (its name, stats and metadata): what ``_lines`` decodes apart."""
-    return _layout(path, frame)[0]
-
-
-def _layout(path: Path, frame: _Frame) -> tuple[Any, list[_Frame]]:
-    """The plane without its lines, decoded, and where each of its lines lies in the file."""
-    head, lines = _plane_fields(path, frame)
-    return _decoded(path, frame, _pb().XPlane, head), lines
-
-
-def _decoded(path: Path, frame: _Frame, message: Any, data: bytes) -> Any:
-    try:
-        return message.FromString(data)
-    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError has no stable home
-        raise InputError(path, f"byte {frame.at}", f"an XSpace plane protobuf cannot decode ({e})") from None
-
-
-@functools.cache
-def _line_frames() -> Any:
-    """XLine's wire form with its events left as bytes: protobuf splits a line into its events in
-    C, where a walk of each event's key and length in Python was a third of a read's CPU (and
-    bytes and a message have one wire form, so a batch of them decodes as an XLine)."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    field = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(name="xline_frames.proto", package="trace2perfetto",
-                                              syntax="proto3")
-    line = file.message_type.add(name="XLineFrames")
-    for name, number, kind in (("id", 1, field.TYPE_INT64), ("display_id", 10, field.TYPE_INT64),
-                               ("name", 2, field.TYPE_STRING), ("display_name", 11, field.TYPE_STRING),
-                               ("timestamp_ns", 3, field.TYPE_INT64), ("duration_ps", 9, field.TYPE_INT64)):
-        line.field.add(name=name, number=number, type=kind, label=field.LABEL_OPTIONAL)
-    line.field.add(name="events", number=_EVENTS, type=field.TYPE_BYTES, label=field.LABEL_REPEATED)
-    pool = descriptor_pool.DescriptorPool()  # private, as xplane_pb2's
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("trace2perfetto.XLineFrames"))
-
-
-def _fields(data: BinaryIO, end: int, path: Path, at: int = 0) -> Iterator[tuple[int, int, int, int]]:
-    """A message's fields from ``at`` to ``end`` of a file: (number, where the field's key begins,
-    where its value begins, where it ends), found by the wire format alone."""
-    read = _byte_reader(data, at)
-    while (start := read.at) < end:
-        key = read.varint()
-        number, kind = key >> 3, key & 7
-        if kind == 0:
-            read.varint()
-            yield number, start, read.at, read.at
-        elif kind == 2:
-            length = read.varint()
-            value = read.at
-            read.skip(length)
-            yield number, start, value, value + length
-        elif kind in (1, 5):
-            read.skip(8 if kind == 1 else 4)
-            yield number, start, read.at, read.at
-        else:
-            raise InputError(path, f"byte {start}", f"not an XSpace protobuf (wire type {kind} in a plane)")
-        if read.at > end:
-            raise _cut(path, end, "inside a plane's field")
-
-
-class _byte_reader:
-    """Varints and skips over a file, by seeks and small reads."""
-
-    def __init__(self, data: BinaryIO, at: int) -> None:
-        self.data, self.at = data, at
-        data.seek(at)
-
-    def varint(self) -> int:
-        value, shift = 0, 0
-        while True:
-            got = self.data.read(1)
-            if not got:
-                raise InputError(Path(getattr(self.data, "name", "")), f"byte {self.at}",
-                                 "not an XSpace protobuf (a field runs past its message)")
-            self.at += 1
-            value |= (got[0] & 0x7F) << shift
-            if got[0] < 0x80:
-                return value
-            shift += 7
-
-    def skip(self, n: int) -> None:
-        self.at += n
-        self.data.seek(self.at)
-
-
-def _plane_fields(path: Path, frame: _Frame) -> tuple[bytes, list[_Frame]]:
-    """A plane's fields but its lines, as bytes (protobuf decodes fields in any order), and where
-    each line lies in the file: the lines are read one at a time (``_lines``)."""
-    return _walked(path, frame, path.stat().st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=4)  # a plane's head is wanted for a rank's read, then for its events
-def _walked(path: Path, frame: _Frame, _modified: int) -> tuple[bytes, list[_Frame]]:
-    head: list[bytes] = []
-    lines: list[_Frame] = []
-    with path.open("rb") as f:
-        for number, start, value, end in list(_fields(f, frame.at + frame.size, path, frame.at)):
-            if number == _LINES:
-                lines.append(_Frame(number, value, end - value))
-            else:
-                f.seek(start)
-                head.append(f.read(end - start))
-    return b"".join(head), lines
-
-
-def _lines(path: Path, frame: _Frame, lines: list[_Frame]) -> Iterator[tuple[Any, Any]]:
-    """The plane's lines in order, each as its own fields (an XLineFrames without events) with
-    batches of up to ``_EVENT_BATCH`` of its events' bytes: memory holds a line, never the plane."""
-    frames = _line_frames()
-    for at in lines:
-        line = _decoded(path, frame, frames, _read(path, at))
-        events = line.events
-        head = frames(id=line.id, display_id=line.display_id, name=line.name, display_name=line.display_name,
-                      timestamp_ns=line.timestamp_ns, duration_ps=line.duration_ps)
-        for i in range(0, max(len(events), 1), _EVENT_BATCH):
-            yield head, events[i:i + _EVENT_BATCH]
-
-
-def _decoded_events(path: Path, frame: _Frame, batch: Any, stat_names: dict[int, str],
+def _decoded_events(path: Path, frame: wire.Frame, batch: Any, stat_names: dict[int, str],
                     keys: dict[int, str] | None) -> list[tuple]:
     """A batch of a line's events (their bytes) as ``_by_protobuf`` decodes them, in C where the
     wire holds nothing unusual (``readers/c/xplane.c``): (metadata_id, counted without times,
@@ -310,11 +119,11 @@ def _decoded_events(path: Path, frame: _Frame, batch: Any, stat_names: dict[int,
     return _by_protobuf(path, frame, batch, stat_names, keys) if found is None else found
 
 
-def _by_protobuf(path: Path, frame: _Frame, batch: Any, stat_names: dict[int, str],
+def _by_protobuf(path: Path, frame: wire.Frame, batch: Any, stat_names: dict[int, str],
                  keys: dict[int, str] | None) -> list[tuple]:
     """The rule: each event decoded by protobuf, its stats by name (``_named_stats``), or with
     ``keys`` only its key stats (by their names in ``keys``: an int, or None for another value)."""
-    line = _decoded(path, frame, _pb().XLine, _line_frames()(events=batch).SerializeToString())
+    line = wire.decoded(path, frame, wire.pb().XLine, wire.line_frames()(events=batch).SerializeToString())
     return [(event.metadata_id, event.WhichOneof("data") == "num_occurrences", event.offset_ps,
              event.duration_ps, _named_stats(stat_names, event.stats) if keys is None else
              {keys[s.metadata_id]: getattr(s, kind) if (kind := s.WhichOneof("value")) in _INTS else None
@@ -322,67 +131,25 @@ def _by_protobuf(path: Path, frame: _Frame, batch: Any, stat_names: dict[int, st
             for event, raw in zip(line.events, batch, strict=True)]
 
 
-def _plane_name(path: Path, frame: _Frame) -> str:
-    """A plane's name from its first bytes (id, then name: protobuf writes fields in order)."""
-    name = _leading_name(path, frame)
-    return _plane(path, frame).name if name is None else name
-
-
-def _line_name(path: Path, frame: _Frame) -> str:
-    """A line's name from its first bytes, as a plane's (an XLine's id and name are fields 1, 2)."""
-    name = _leading_name(path, frame)
-    return _decoded(path, frame, _line_frames(), _read(path, frame)).name if name is None else name
-
-
-def _leading_name(path: Path, frame: _Frame) -> str | None:
-    """The name (field 2) of a message whose id (field 1) alone may precede it; None where it is
-    not in the first ``_PEEK`` bytes: the caller decodes the message."""
-    head = _read(path, frame._replace(size=min(frame.size, _PEEK)))
-    at = 0
-    while at < len(head):
-        key, at = _decode_varint(head, at)
-        if key == (2 << 3 | 2):
-            length, at = _decode_varint(head, at)
-            if at + length <= len(head):
-                return head[at:at + length].decode("utf-8", "replace")
-            break
-        if key & 7 != 0:  # a field other than the id before the name
-            break
-        _, at = _decode_varint(head, at)
-    return None
-
-
-def _decode_varint(data: bytes, at: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while at < len(data):
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-    return value, len(data) + 1  # ran off the peek: the caller decodes the plane
-
-
 class _Space(NamedTuple):
     """What a file's small fields say: its planes by name, its host, its capture's start."""
 
-    planes: dict[str, _Frame]
+    planes: dict[str, wire.Frame]
     host: str | None
     start_ns: int | None  # Task Environment's profile_start_time (epoch ns)
 
 
 def _space(path: Path) -> _Space:
-    planes: dict[str, _Frame] = {}
+    planes: dict[str, wire.Frame] = {}
     host = None
-    for frame in _frames(path):
-        if frame.number == _PLANES:
-            planes.setdefault(_plane_name(path, frame), frame)
-        elif frame.number == _HOSTNAMES and host is None:
-            host = _read(path, frame).decode("utf-8", "replace")
+    for frame in wire.frames(path):
+        if frame.number == wire.PLANES:
+            planes.setdefault(wire.plane_name(path, frame), frame)
+        elif frame.number == wire.HOSTNAMES and host is None:
+            host = wire.read_frame(path, frame).decode("utf-8", "replace")
     start = None
     if _ENVIRONMENT in planes:
-        stats = _stats(_plane(path, planes[_ENVIRONMENT]))
+        stats = _stats(wire.plane(path, planes[_ENVIRONMENT]))
         start = stats.get("profile_start_time")
     return _Space(planes, host, start if isinstance(start, int) and start > 0 else None)
 
@@ -473,7 +240,7 @@ _KEY_STATS = ("correlation_id", "step_num")  # what places a host event: its lau
 _DEVICE_KEYS = (*_KEY_STATS, *(stat for *_, stat in _COPIES), *_STEP_STATS)
 
 
-def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics, every_stat: bool = True,
+def _events(path: Path, frame: wire.Frame, offset_ns: int, diag: Diagnostics, every_stat: bool = True,
             named: Callable[[str], bool] | None = None,
             key_stats: tuple[str, ...] = _KEY_STATS) -> Iterator[tuple[Any, _Event]]:
     """A plane's timed events, line by line, with their line; aggregated ones (``num_occurrences``,
@@ -481,11 +248,11 @@ def _events(path: Path, frame: _Frame, offset_ns: int, diag: Diagnostics, every_
     each rank of its host, which keeps a few of its events); with ``named`` too, only the events
     that carry one of them or whose name ``named`` accepts (a rank's read that keeps no other: a
     tuple made for each of the host's events was most of its CPU)."""
-    plane, lines = _layout(path, frame)
+    plane, lines = wire.layout(path, frame)
     names = {i: m.display_name or m.name for i, m in plane.event_metadata.items()}
     stat_names = _stat_names(plane)
     keys = {i: name for i, name in stat_names.items() if name in key_stats}
-    for line, batch in _lines(path, frame, lines):
+    for line, batch in wire.lines(path, frame, lines):
         lane = line.display_name or line.name
         base = offset_ns + line.timestamp_ns
         for metadata_id, counted, offset_ps, duration_ps, stats, raw in _decoded_events(
@@ -517,15 +284,15 @@ class _Device(NamedTuple):
     categories: dict[int, str]
 
 
-def _device(path: Path, frame: _Frame, kind: str) -> _Device:
-    plane, lines = _layout(path, frame)
+def _device(path: Path, frame: wire.Frame, kind: str) -> _Device:
+    plane, lines = wire.layout(path, frame)
     names = _stat_names(plane)
     categories = {}
     for i, meta in plane.event_metadata.items():
         found = _named_stats(names, meta.stats).get("hlo_category")
         if isinstance(found, str):
             categories[i] = found
-    streams = any(_STREAM.match(_line_name(path, line)) for line in lines)
+    streams = any(_STREAM.match(wire.line_name(path, line)) for line in lines)
     return _Device(kind, streams, categories)
 
 
@@ -623,7 +390,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
         marker = markers.checked(step_marker)
         for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
-            stat_names = _stat_names(_plane(path, space.planes[name]))
+            stat_names = _stat_names(wire.plane(path, space.planes[name]))
             keyed = None if first and detail else functools.partial(_is_marker, marker)  # what it keeps
             host: list[Slice] = []
             for _, event in _events(path, space.planes[name], rank.clock_offset_ns, diag, False, keyed):
@@ -642,7 +409,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                 args = _decoded_events(path, space.planes[name], [event.raw], stat_names, None)[0][4]
                 host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
                                   _json(args) if args else None, flows_out=flow))
-                if len(host) >= _EVENT_BATCH:
+                if len(host) >= wire.EVENT_BATCH:
                     held.host.add(host)
                     host = []
             held.host.add(host)
@@ -658,7 +425,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         yield from held.by_step(steps, launch_at, arrows=detail)
 
 
-def _device_work(rank: RankInfo, plane: _Device, frame: _Frame, diag: Diagnostics, detail: bool,
+def _device_work(rank: RankInfo, plane: _Device, frame: wire.Frame, diag: Diagnostics, detail: bool,
                  held: ByTime) -> tuple[Counter[int], list[tuple[Slice, int | None]]]:
     """The rank's device events as slices, handed to ``held`` (in summary, only what computes and
     communicates, as Kineto's), each with its correlation id and place as its ``flows_out`` (``_Held``); the
@@ -676,7 +443,7 @@ def _device_work(rank: RankInfo, plane: _Device, frame: _Frame, diag: Diagnostic
                 made = made.with_flows((c, launched[c]), ())
                 launched[c] += 1
             work.append(made)
-            if len(work) >= _EVENT_BATCH:
+            if len(work) >= wire.EVENT_BATCH:
                 held.add(work)
                 work = []
     held.add(work)
@@ -730,7 +497,7 @@ class _Held:
 
     def __enter__(self) -> _Held:
         self._spills = [StepSpill().__enter__() for _ in range(3)]
-        self.device, self.host = (ByTime(spill, self._rank) for spill in self._spills[:2])
+        self.device, self.host = (ByTime(spill, self._rank, PART_WINDOW_NS) for spill in self._spills[:2])
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -768,10 +535,10 @@ class _Held:
 
 
 def _json(args: dict[str, Any]) -> bytes | dict[str, Any]:
-    """Args as the JSON text the model takes (``Slice.args``), which the spill packs in C (a dict
+    """Args as the JSON text the model takes (``common.args``), which the spill packs in C (a dict
     it writes by marshal, 5x slower); as they are where JSON cannot hold them (an int past 64 bits)."""
     try:
-        return orjson.dumps(args)
+        return as_json(args)
     except TypeError:
         return args
 
@@ -784,7 +551,7 @@ def _grouped(pairs: Iterable[tuple[int, Slice]]) -> dict[int, list[Slice]]:
     return groups
 
 
-def _correlations(path: Path, frames: list[_Frame], diag: Diagnostics) -> set[int]:
+def _correlations(path: Path, frames: list[wire.Frame], diag: Diagnostics) -> set[int]:
     """The correlation ids of these device planes' events: the launches of their ranks."""
     return {c for frame in frames for _, event in _events(path, frame, 0, diag, False)
             if (c := _correlation(event.stats)) is not None}

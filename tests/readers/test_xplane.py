@@ -303,19 +303,19 @@ def test_both_kinds_and_writers_load_in_the_trace_processor_with_nothing_repaire
 def test_a_read_walks_no_events_framing_in_python(tmp_path, monkeypatch):
     """Protobuf splits a line into its events (in C): the reader's own varint walk covers each
     plane's top-level fields alone, never its events (which cost a 30 MB XSpace ~70% more CPU)."""
-    from converters.readers import xplane
+    from converters.readers import xplane, xplane_wire
     from fixtures.xplane_gen import write_xspace
 
     made = write_xspace(tmp_path, devices=2, steps=40, kernels=4)
     varints = 0
-    walk = xplane._byte_reader.varint
+    walk = xplane_wire._byte_reader.varint
 
     def counted(self):
         nonlocal varints
         varints += 1
         return walk(self)
 
-    monkeypatch.setattr(xplane._byte_reader, "varint", counted)
+    monkeypatch.setattr(xplane_wire._byte_reader, "varint", counted)
     for rank in discover(tmp_path):
         for _ in xplane.read(rank, Diagnostics()):
             pass
@@ -546,7 +546,7 @@ def test_a_lines_events_decoded_in_c_are_protobufs(events, keyed, data):
     whatever the wire holds; where it cannot read the wire as protobuf would, None (protobuf then
     decodes the batch, or says what is wrong with it)."""
     from converters.errors import InputError
-    from converters.readers import _core, xplane
+    from converters.readers import _core, xplane, xplane_wire
 
     if events and data.draw(st.booleans()):  # damaged: cut short, or a byte changed
         at = data.draw(st.integers(0, len(events) - 1))
@@ -559,7 +559,8 @@ def test_a_lines_events_decoded_in_c_are_protobufs(events, keyed, data):
     keys = _KEYS if keyed else None
     found = _core.xevents(events, _STAT_NAMES, keys)
     try:
-        expected = xplane._by_protobuf(Path("x.xplane.pb"), xplane._Frame(1, 0, 0), events, _STAT_NAMES, keys)
+        expected = xplane._by_protobuf(Path("x.xplane.pb"), xplane_wire.Frame(1, 0, 0), events, _STAT_NAMES,
+                                       keys)
     except InputError:
         assert found is None
         return
@@ -583,3 +584,50 @@ def _core_xevents(events, keys):
     from converters.readers import _core
 
     return _core.xevents(events, _STAT_NAMES, keys)
+
+
+# -- a line read a piece at a time (xplane_wire.lines, readers/c/xplane.c line_fields) --------------
+
+_LINE_FIELD = st.one_of(
+    st.binary(max_size=12).map(lambda event: b"\x22" + bytes([len(event)]) + event),  # an event
+    st.sampled_from([b"\x08\x07", b"\x12\x03abc", b"\x18\x80\x01", b"\x48\x05", b"\x50\x02",
+                     b"\x5a\x01z", b"\x12\x00", b"\x61" + bytes(8), b"\x7d" + bytes(4),
+                     b"\xa2\x06\x02hi"]))  # the head's fields, unknown ones
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE_FIELD, max_size=12), st.integers(1, 9), st.integers(1, 4), st.data())
+def test_a_line_read_a_piece_at_a_time_is_protobufs_line(tmp_path_factory, fields, piece, batch, data):
+    """A line's head (its fields but events) and its events' bytes, in batches, read from the file a
+    few bytes at a time, are what protobuf's decoding of the whole line gives, fields in any order
+    and again; a line whose wire C leaves to protobuf (a group, a field 0, events of another wire
+    type, a field cut) is protobuf's, whole: the same, or protobuf's error."""
+    from converters.errors import InputError
+    from converters.readers import xplane_wire
+
+    wire = b"".join(fields)
+    if wire and data.draw(st.booleans()):  # damaged: cut short, or a byte changed
+        i = data.draw(st.integers(0, len(wire) - 1))
+        byte = bytes([data.draw(st.integers(0, 255))])
+        wire = wire[:i] if data.draw(st.booleans()) else wire[:i] + byte + wire[i + 1:]
+    path = tmp_path_factory.mktemp("line") / "x.xplane.pb"
+    path.write_bytes(b"\x00" * 3 + wire)
+    frame = xplane_wire.Frame(1, 3, len(wire))
+    frames = xplane_wire.line_frames()
+    try:
+        whole = frames.FromString(wire)
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError
+        whole = None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(xplane_wire, "_PIECE", piece)
+        patch.setattr(xplane_wire, "EVENT_BATCH", batch)
+        try:
+            found = list(xplane_wire.lines(path, frame, [frame]))
+        except InputError:
+            assert whole is None
+            return
+    assert whole is not None
+    events = list(whole.events)
+    whole.ClearField("events")
+    assert [head for head, _ in found] == [whole] * len(found)
+    assert [list(b) for _, b in found] == [events[i:i + batch] for i in range(0, max(len(events), 1), batch)]

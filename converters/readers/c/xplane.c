@@ -226,9 +226,88 @@ static PyObject *xevents(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     return out;
 }
 
+/* -- a line's fields a piece of it at a time (xplane._line_pieces) ------------------------------- */
+
+#define LINE_EVENTS 4  /* XLine's events */
+
+/* A varint in a piece of a line: 1, 0 where protobuf refuses it (past 10 bytes), -1 where the
+ * piece ends inside it */
+static int piece_varint(Wire *w, uint64_t *value) {
+    const uint8_t *start = w->p;
+    int rc = varint(w, value);
+    if (!rc && w->p >= w->end && w->p - start < 10) return -1;
+    return rc;
+}
+
+/* line_fields(piece, at, most) -> (events, other fields' wire, next) | None: the whole fields of a
+ * piece of an XLine's wire from ``at``: each event's bytes (at most ``most`` of them), the wire of
+ * every other field met (key and value, as they came), and where the first field not taken begins
+ * (one the piece cuts, or past ``most`` events). None where the wire is one protobuf may read
+ * otherwise (a field number 0, a group, events of another wire type, a varint past 10 bytes): the
+ * line is then protobuf's to decode, as a whole (xplane._lines). */
+static PyObject *line_fields(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    Py_ssize_t at = argc == 3 ? PyLong_AsSsize_t(argv[1]) : -1, most = argc == 3 ? PyLong_AsSsize_t(argv[2]) : -1;
+    if (argc != 3 || at < 0 || most < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "line_fields(piece, at >= 0, most >= 0)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(argv[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *base = view.buf;
+    Wire w = {base + (at < view.len ? at : view.len), base + view.len};
+    PyObject *events = PyList_New(0), *result = NULL;
+    Buf others = {0};
+    int refused = 0;
+    while (events && w.p < w.end && PyList_GET_SIZE(events) < most) {
+        const uint8_t *field = w.p;
+        uint64_t key, n = 0;
+        int rc = piece_varint(&w, &key);
+        if (rc < 0) { w.p = field; break; }
+        if (!rc || key >> 32 || !(key >> 3)) { refused = 1; break; }
+        unsigned number = (unsigned)(key >> 3), kind = key & 7;
+        if (kind == 0) {
+            rc = piece_varint(&w, &n);
+        } else if (kind == 1 || kind == 5) {
+            n = kind == 1 ? 8 : 4;
+            rc = 1;
+        } else if (kind == 2) {
+            rc = piece_varint(&w, &n);
+        } else {
+            refused = 1;  /* a group, or no wire type */
+            break;
+        }
+        if (rc < 0) { w.p = field; break; }
+        if (!rc || (number == LINE_EVENTS && kind != 2)) { refused = 1; break; }
+        if (kind != 0 && n > (uint64_t)(w.end - w.p)) { w.p = field; break; }  /* cut by the piece */
+        const uint8_t *value = w.p;
+        if (kind != 0) w.p += n;
+        if (number == LINE_EVENTS) {
+            PyObject *event = PyBytes_FromStringAndSize((const char *)value, (Py_ssize_t)n);
+            if (!event || PyList_Append(events, event) < 0) Py_CLEAR(events);
+            Py_XDECREF(event);
+        } else if (buf_put(&others, (const char *)field, w.p - field) < 0) {
+            Py_CLEAR(events);
+        }
+    }
+    if (events && !refused) {
+        PyObject *wire = PyBytes_FromStringAndSize(others.data ? others.data : "", others.len);
+        result = wire ? Py_BuildValue("(NNn)", events, wire, (Py_ssize_t)(w.p - base)) : NULL;
+        events = NULL;
+    } else if (events) {
+        result = Py_NewRef(Py_None);
+    }
+    Py_XDECREF(events);
+    PyMem_Free(others.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 CORE_PRIVATE PyMethodDef XPLANE_METHODS[] = {
     {"xevents", (PyCFunction)(void (*)(void))xevents, METH_FASTCALL,
      "xevents(events, stat_names, keys) -> [(metadata_id, counted, offset_ps, duration_ps, stats, raw)] | None: "
      "XEvents' bytes read as protobuf reads them (None: left to protobuf)"},
+    {"line_fields", (PyCFunction)(void (*)(void))line_fields, METH_FASTCALL,
+     "line_fields(piece, at, most) -> (events, other fields' wire, next) | None: a piece of an XLine's wire"},
     {NULL, NULL, 0, NULL},
 };

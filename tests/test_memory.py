@@ -359,10 +359,11 @@ def _write_one_gpu(folder: Path, steps: int) -> Path:
 
 def test_an_xspace_twice_as_long_does_not_need_twice_the_memory(tmp_path):
     """One GPU, 10 and 20 steps of 10,000 kernels (6 and 12 MB): when its device records were held
-    whole the peak grew by ~75% of itself (219 -> 382 MiB); on disk by ~20%."""
+    whole the peak grew by ~75% of itself (219 -> 382 MiB); on disk by ~20%; with its lines read in
+    pieces and its launches kept in C (24 bytes a slot), by ~11% (81 -> 90 MiB)."""
     peaks = []
     for steps in (10, 20):
         root = cached(_write_one_gpu, steps)[1]
         peaks.append(peak_mib([sys.executable, "-m", "converters", str(root), "--kind", "detail",
                                "--max-size", "0", "-q", "-o", str(tmp_path / "out.pftrace")]))
-    assert peaks[1] - peaks[0] < 0.4 * peaks[0], f"peak RSS {peaks[0]:.0f} -> {peaks[1]:.0f} MiB"
+    assert peaks[1] - peaks[0] < 0.25 * peaks[0], f"peak RSS {peaks[0]:.0f} -> {peaks[1]:.0f} MiB"

@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import re
 from bisect import bisect_right
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -62,7 +61,7 @@ from ..model import (
 )
 from . import collectives
 from . import xplane_wire as wire
-from ._core import xevents
+from ._core import Launches, xevents
 from .base import Reader
 from .common import markers
 from .common.args import as_json
@@ -385,8 +384,7 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         launched, device_steps = _device_work(rank, plane, mine, diag, detail, held.device)
         first = rank.device == min(devices)
         others = [frame for d, (_, frame) in devices.items() if d != rank.device]
-        elsewhere = _correlations(path, others, diag) if first else set()
-        launch_at: dict[int, int] = {}
+        elsewhere = _correlations(path, others, diag) if first else Launches()
         ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
         marker = markers.checked(step_marker)
         for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
@@ -398,13 +396,12 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                     ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
                     continue
                 c = _correlation(event.stats)
-                if c in launched:
-                    launch_at[c] = event.start_ns
-                elif not first or c in elsewhere:
+                launches = c is not None and launched.launch(c, event.start_ns)  # its time kept
+                if not launches and (not first or (c is not None and c in elsewhere)):
                     continue
                 if not detail:  # host events are drawn in detail only; launches still file their work
                     continue
-                kernels = launched.get(c, 0)  # the arrows it starts: one to each kernel it launched
+                kernels = launched.count(c) if c is not None else 0  # its arrows: one to each kernel
                 flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(kernels)) if kernels else ()
                 args = _decoded_events(path, space.planes[name], [event.raw], stat_names, None)[0][4]
                 host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
@@ -422,16 +419,16 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
                            numbered=any(n is None for _, n in device_steps))
         elif detail:  # no step here: drawn where they are, as the other lines
             held.device.add([s for s, _ in device_steps])
-        yield from held.by_step(steps, launch_at, arrows=detail)
+        yield from held.by_step(steps, launched, arrows=detail)
 
 
 def _device_work(rank: RankInfo, plane: _Device, frame: wire.Frame, diag: Diagnostics, detail: bool,
-                 held: ByTime) -> tuple[Counter[int], list[tuple[Slice, int | None]]]:
+                 held: ByTime) -> tuple[Launches, list[tuple[Slice, int | None]]]:
     """The rank's device events as slices, handed to ``held`` (in summary, only what computes and
     communicates, as Kineto's), each with its correlation id and place as its ``flows_out`` (``_Held``); the
     kernels of each correlation id counted (a launch may run several); and apart the ranges of its
     ``Steps`` line with their step numbers (None: not said)."""
-    launched: Counter[int] = Counter()
+    launched = Launches()
     work, steps = [], []
     for line, event in _events(rank.path, frame, rank.clock_offset_ns, diag, detail, key_stats=_DEVICE_KEYS):
         made = _device_slice(rank, plane, line, event, detail)
@@ -440,8 +437,7 @@ def _device_work(rank: RankInfo, plane: _Device, frame: wire.Frame, diag: Diagno
         elif detail or made.layer is Layer.COMM_OP or is_compute(made.task_type):
             c = _correlation(event.stats)
             if c is not None:  # the k-th kernel of a launch, which ends its k-th arrow
-                made = made.with_flows((c, launched[c]), ())
-                launched[c] += 1
+                made = made.with_flows((c, launched.kernel(c)), ())
             work.append(made)
             if len(work) >= wire.EVENT_BATCH:
                 held.add(work)
@@ -504,7 +500,7 @@ class _Held:
         for spill in self._spills:
             spill.__exit__()
 
-    def by_step(self, steps: list[Step], launch_at: dict[int, int], *, arrows: bool) -> Iterator[StepRecords]:
+    def by_step(self, steps: list[Step], launched: Launches, *, arrows: bool) -> Iterator[StepRecords]:
         """The records filed under the last step started at or before them (device work at its
         launch, where the host plane holds it: a GPU runs behind its host), those before the first
         step in a pseudo step of their own; with ``arrows`` (detail), one where both ends are read.
@@ -517,8 +513,9 @@ class _Held:
             placed = []
             for s in records:
                 c, k = s.flows_out or (None, 0)
-                at = launch_at.get(c, s.start_ns) if c is not None else s.start_ns
-                ends = (flow_id(rank, f"launch:{c}", k),) if arrows and c in launch_at else ()
+                at = launched.launched_at(c) if c is not None else None
+                ends = (flow_id(rank, f"launch:{c}", k),) if arrows and at is not None else ()
+                at = s.start_ns if at is None else at
                 placed.append((bisect_right(starts, at), s.with_flows((), ends)))
             for index, group in _grouped(placed).items():
                 filed.add(("device", index), group)
@@ -551,10 +548,14 @@ def _grouped(pairs: Iterable[tuple[int, Slice]]) -> dict[int, list[Slice]]:
     return groups
 
 
-def _correlations(path: Path, frames: list[wire.Frame], diag: Diagnostics) -> set[int]:
+def _correlations(path: Path, frames: list[wire.Frame], diag: Diagnostics) -> Launches:
     """The correlation ids of these device planes' events: the launches of their ranks."""
-    return {c for frame in frames for _, event in _events(path, frame, 0, diag, False)
-            if (c := _correlation(event.stats)) is not None}
+    found = Launches()
+    for frame in frames:
+        for _, event in _events(path, frame, 0, diag, False):
+            if (c := _correlation(event.stats)) is not None:
+                found.kernel(c)
+    return found
 
 
 READER = Reader(

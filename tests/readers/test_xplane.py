@@ -631,3 +631,42 @@ def test_a_line_read_a_piece_at_a_time_is_protobufs_line(tmp_path_factory, field
     whole.ClearField("events")
     assert [head for head, _ in found] == [whole] * len(found)
     assert [list(b) for _, b in found] == [events[i:i + batch] for i in range(0, max(len(events), 1), batch)]
+
+
+_IDS_64 = (st.integers(-3, 40) | st.integers(-(2**63), 2**64 - 1)
+           | st.sampled_from([-1, 2**64 - 1, 2**63, -(2**63)]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["kernel", "launch", "count", "at", "in"]), _IDS_64,
+                          st.integers(-(2**62), 2**62)), max_size=3000))
+def test_the_launches_table_in_c_keeps_what_a_counter_and_a_dict_keep(calls):
+    """``_core.Launches`` (xplane's per-launch bookkeeping, 24 bytes a slot): each id's kernel count
+    as a Counter counts it, its launch's time as a dict keeps the last one set where it ran kernels,
+    int64 and uint64 ids told apart, through every growth of its table."""
+    from collections import Counter
+
+    from converters.readers import _core
+
+    table, kernels, times = _core.Launches(), Counter(), {}
+    for call, c, at in calls:
+        if call == "kernel":
+            assert table.kernel(c) == kernels[c]
+            kernels[c] += 1
+        elif call == "launch":
+            assert table.launch(c, at) == (c in kernels)
+            if c in kernels:
+                times[c] = at
+        elif call == "count":
+            assert table.count(c) == kernels.get(c, 0)
+        elif call == "at":
+            assert table.launched_at(c) == times.get(c)
+        else:
+            assert (c in table) == (c in kernels)
+    for c in range(-2000, 3000, 3):  # the table grown to 8,192 slots: what it held is kept
+        table.kernel(c)
+        kernels[c] += 1
+    assert all(table.count(c) == n and table.launched_at(c) == times.get(c) for c, n in kernels.items())
+    assert len(table) == len(kernels)
+    with pytest.raises(OverflowError):
+        table.kernel(2**64)

@@ -47,6 +47,6 @@ PyMODINIT_FUNC PyInit__core(void) {
                                   SURVEY_METHODS, PADDLE_METHODS, XPLANE_METHODS};
     for (size_t i = 0; m && i < sizeof parts / sizeof parts[0]; i++)
         if (PyModule_AddFunctions(m, parts[i]) < 0) Py_CLEAR(m);
-    if (m && (events_ready(m) < 0 || seek_ready(m) < 0)) Py_CLEAR(m);
+    if (m && (events_ready(m) < 0 || seek_ready(m) < 0 || xplane_ready(m) < 0)) Py_CLEAR(m);
     return m;
 }

@@ -44,6 +44,7 @@ CORE_PRIVATE PyObject *record(PyObject *type, PyObject **items, Py_ssize_t n);
 extern CORE_PRIVATE PyMethodDef EVENTS_METHODS[], CHROME_TRACE_METHODS[], SPILL_METHODS[], FLOWS_METHODS[],
     SEEK_METHODS[], SURVEY_METHODS[], PADDLE_METHODS[], XPLANE_METHODS[];
 CORE_PRIVATE int events_ready(PyObject *module);  /* RawEvents added: 0, or -1 on error */
+CORE_PRIVATE int xplane_ready(PyObject *module);  /* Launches added: 0, or -1 on error */
 CORE_PRIVATE int seek_ready(PyObject *module);    /* WIDE_SEARCH added: 0, or -1 on error */
 
 /* -- the scanned batch: events.c makes it, chrome_trace.c reads it ------------------------------- */

@@ -303,6 +303,150 @@ static PyObject *line_fields(PyObject *module, PyObject *const *argv, Py_ssize_t
     return result;
 }
 
+/* -- a rank's launches by correlation id (xplane.read's per-launch bookkeeping) --------------------
+ * Launches(): each correlation id's kernel count and its launch's host time, in an open-addressed
+ * table of 24 bytes a slot, at most two thirds full: a Counter and a dict of Python ints held ~190
+ * bytes a launch (a long capture has millions). The rule: a Counter of kernels and a dict of times
+ * (tests/readers/test_xplane.py). */
+
+typedef struct { uint64_t key; int64_t at; uint32_t count; uint8_t used, negative, launched; } Launch;
+typedef struct { PyObject_HEAD Launch *slots; size_t cap, n; } Launches;
+
+/* An id as its 64 bits and whether it is negative (XStat's ints: int64 or uint64): 0, or -1 */
+static int launch_key(PyObject *id, uint64_t *key, uint8_t *negative) {
+    if (!PyLong_Check(id)) {
+        PyErr_SetString(PyExc_TypeError, "Launches: a correlation id is an int");
+        return -1;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(id, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *negative = !overflow && v < 0;
+    if (!overflow) {
+        *key = (uint64_t)v;
+        return 0;
+    }
+    *key = overflow > 0 ? PyLong_AsUnsignedLongLong(id) : 0;
+    if (overflow < 0 || (*key == (uint64_t)-1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_OverflowError, "Launches: a correlation id past 64 bits");
+        return -1;
+    }
+    return 0;
+}
+
+static size_t launch_slot(uint64_t key, uint8_t negative, size_t mask) {
+    uint64_t x = key ^ negative;  /* splitmix64's finaliser: ids come in runs */
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return (size_t)(x ^ (x >> 31)) & mask;
+}
+
+/* The id's entry, or NULL (none, or, with ``add``, an error set) */
+static Launch *launch_of(Launches *t, PyObject *id, int add) {
+    uint64_t key;
+    uint8_t negative;
+    if (launch_key(id, &key, &negative) < 0) return NULL;
+    if (add && (t->n + 1) * 3 > t->cap * 2) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        Launch *slots = PyMem_Calloc(cap, sizeof(Launch));
+        if (!slots) return (Launch *)PyErr_NoMemory();
+        for (size_t i = 0; i < t->cap; i++) {
+            if (!t->slots[i].used) continue;
+            size_t at = launch_slot(t->slots[i].key, t->slots[i].negative, cap - 1);
+            while (slots[at].used) at = (at + 1) & (cap - 1);
+            slots[at] = t->slots[i];
+        }
+        PyMem_Free(t->slots);
+        t->slots = slots;
+        t->cap = cap;
+    }
+    if (!t->cap) return NULL;
+    for (size_t at = launch_slot(key, negative, t->cap - 1);; at = (at + 1) & (t->cap - 1)) {
+        Launch *slot = &t->slots[at];
+        if (slot->used && slot->key == key && slot->negative == negative) return slot;
+        if (slot->used) continue;
+        if (!add) return NULL;
+        *slot = (Launch){.key = key, .negative = negative, .used = 1};
+        t->n++;
+        return slot;
+    }
+}
+
+/* kernel(id) -> k: the id's kernels counted so far (this one the k-th), then one more */
+static PyObject *launches_kernel(Launches *t, PyObject *id) {
+    Launch *slot = launch_of(t, id, 1);
+    return slot ? PyLong_FromUnsignedLong(slot->count++) : NULL;
+}
+
+/* count(id) -> the id's kernels (0: none) */
+static PyObject *launches_count(Launches *t, PyObject *id) {
+    Launch *slot = launch_of(t, id, 0);
+    return slot ? PyLong_FromUnsignedLong(slot->count) : PyErr_Occurred() ? NULL : PyLong_FromLong(0);
+}
+
+/* launch(id, at) -> whether the id ran kernels: then its launch is at ``at`` (the last one said) */
+static PyObject *launches_launch(Launches *t, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "launch(id, at_ns)");
+        return NULL;
+    }
+    long long at = PyLong_AsLongLong(argv[1]);
+    if (at == -1 && PyErr_Occurred()) return NULL;
+    Launch *slot = launch_of(t, argv[0], 0);
+    if (!slot) return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
+    slot->at = at;
+    slot->launched = 1;
+    return Py_NewRef(Py_True);
+}
+
+/* launched_at(id) -> its launch's time, or None where none was said */
+static PyObject *launches_at(Launches *t, PyObject *id) {
+    Launch *slot = launch_of(t, id, 0);
+    if (slot && slot->launched) return PyLong_FromLongLong(slot->at);
+    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+}
+
+static int launches_contains(PyObject *self, PyObject *id) {
+    Launch *slot = launch_of((Launches *)self, id, 0);
+    return slot ? slot->count > 0 : PyErr_Occurred() ? -1 : 0;
+}
+
+static Py_ssize_t launches_len(PyObject *self) { return (Py_ssize_t)((Launches *)self)->n; }
+
+static void launches_dealloc(PyObject *self) {
+    PyMem_Free(((Launches *)self)->slots);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef launches_methods[] = {
+    {"kernel", (PyCFunction)launches_kernel, METH_O, "kernel(id) -> k: its kernels so far, then one more"},
+    {"count", (PyCFunction)launches_count, METH_O, "count(id) -> its kernels (0: none)"},
+    {"launch", (PyCFunction)(void (*)(void))launches_launch, METH_FASTCALL,
+     "launch(id, at_ns) -> whether it ran kernels (then launched at at_ns)"},
+    {"launched_at", (PyCFunction)launches_at, METH_O, "launched_at(id) -> its launch's time, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods launches_sequence = {.sq_length = launches_len, .sq_contains = launches_contains};
+
+static PyTypeObject LaunchesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "converters.readers._core.Launches",
+    .tp_basicsize = sizeof(Launches),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Launches(): correlation ids, each with its kernel count and its launch's time",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = launches_dealloc,
+    .tp_methods = launches_methods,
+    .tp_as_sequence = &launches_sequence,
+};
+
+int xplane_ready(PyObject *module) {
+    if (PyType_Ready(&LaunchesType) < 0) return -1;
+    return PyModule_AddObjectRef(module, "Launches", (PyObject *)&LaunchesType);
+}
+
 CORE_PRIVATE PyMethodDef XPLANE_METHODS[] = {
     {"xevents", (PyCFunction)(void (*)(void))xevents, METH_FASTCALL,
      "xevents(events, stat_names, keys) -> [(metadata_id, counted, offset_ps, duration_ps, stats, raw)] | None: "

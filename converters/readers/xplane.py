@@ -4,7 +4,8 @@ TensorFlow's profiler), one file per host, one rank per device plane (docs/forma
 Schema: XLA's ``xplane.proto`` (kept beside this file, compiled into ``xplane_pb2``). An XSpace is
 one message whose planes are its top-level fields: ``wire.frames`` walks those fields by their length
 prefixes (seeking, never reading a plane it does not need), and a plane is decoded a line at a
-time (``wire.lines``), so a read holds one line's bytes and 20,000 of its events decoded at a time.
+time, read 4 MiB at a time (``wire.lines``), so a read holds a piece of a line and 20,000 of its
+events decoded at a time.
 A frame that runs past the end of the file is a cut file.
 
 - ``/device:GPU:N``, ``/device:TPU:N``: a rank each. A GPU's ``Stream #S(...)`` lines are device

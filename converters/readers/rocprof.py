@@ -233,7 +233,7 @@ class _File:
             if name is None:
                 self._unnamed[kernel] = self._unnamed.get(kernel, 0) + 1
                 name = f"kernel {kernel}"
-            args = _raw({"kernel_id": kernel, "queue": queue, "correlation_id": _correlation(r),
+            args = as_json({"kernel_id": kernel, "queue": queue, "correlation_id": _correlation(r),
                          "grid": _dims(info.get("grid_size")),
                          "workgroup": _dims(info.get("workgroup_size"))})
             kind = collectives.nccl(name)
@@ -260,7 +260,7 @@ class _File:
                 self._left_out("memory_copy records without a time or a GPU")
                 continue
             size = r.get("bytes")
-            args = _raw({"bytes": size if type(size) is int else None, "correlation_id": _correlation(r)})
+            args = as_json({"bytes": size if type(size) is int else None, "correlation_id": _correlation(r)})
             made = Slice(self._rank.rank, Layer.STREAM, f"GPU {gpu} Copies", self._operation(r), start,
                          end - start, args, "MEMCPY")
             out.append(made)
@@ -288,7 +288,7 @@ class _File:
             if not self._detail:
                 continue
             made = Slice(self._rank.rank, Layer.HOST, f"Thread {thread}", name, start, end - start,
-                         _raw({"correlation_id": _correlation(r)}))
+                         as_json({"correlation_id": _correlation(r)}))
             out.append(made)
             if api != "marker_api":
                 out.append(FlowEnd(self._rank.rank, Layer.HOST, made.lane, start, _key(r), True))
@@ -382,7 +382,7 @@ class RcclCalls:
         if found is None:
             return op
         kind, name = found
-        return op._replace(task_type=comm_type(kind), args=_raw({**args, "rccl call": name}))
+        return op._replace(task_type=comm_type(kind), args=as_json({**args, "rccl call": name}))
 
     def _launcher(self, correlation: Any) -> tuple[str, str] | None:
         if not self._sorted:
@@ -448,9 +448,6 @@ def _correlation(r: dict) -> int | None:
     found = r.get("correlation_id")
     found = found.get("internal") if isinstance(found, dict) else found
     return found if type(found) is int else None
-
-
-_raw = as_json  # a slice's args
 
 
 def _key(r: dict) -> str:

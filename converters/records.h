@@ -216,4 +216,37 @@
 #define FILL_HEAD_POSITION 2
 #define FILL_HEAD_FIELDS 3
 
+/* xplane.DeviceInC: what _core.xdevice reads a GPU's stream lines with */
+#define DEVICE_IN_C_RANK 0
+#define DEVICE_IN_C_DETAIL 1
+#define DEVICE_IN_C_NAMES 2
+#define DEVICE_IN_C_SLICE_TYPE 3
+#define DEVICE_IN_C_STREAM_LAYER 4
+#define DEVICE_IN_C_COMM_LAYER 5
+#define DEVICE_IN_C_COMM_LANE 6
+#define DEVICE_IN_C_KERNEL 7
+#define DEVICE_IN_C_NOT_COMPUTE 8
+#define DEVICE_IN_C_COMPUTES 9
+#define DEVICE_IN_C_COPIES 10
+#define DEVICE_IN_C_COMMUNICATES 11
+#define DEVICE_IN_C_LEARN 12
+#define DEVICE_IN_C_LAUNCHED 13
+#define DEVICE_IN_C_DUMPS 14
+#define DEVICE_IN_C_FIELDS 15
+
+/* xplane.HostInC: what _core.xhost reads a host plane's lines with */
+#define HOST_IN_C_RANK 0
+#define HOST_IN_C_DETAIL 1
+#define HOST_IN_C_FIRST 2
+#define HOST_IN_C_NAMES 3
+#define HOST_IN_C_STAT_NAMES 4
+#define HOST_IN_C_SLICE_TYPE 5
+#define HOST_IN_C_HOST_LAYER 6
+#define HOST_IN_C_LAUNCHED 7
+#define HOST_IN_C_ELSEWHERE 8
+#define HOST_IN_C_MARKER 9
+#define HOST_IN_C_ID_LIMIT 10
+#define HOST_IN_C_DUMPS 11
+#define HOST_IN_C_FIELDS 12
+
 #endif

@@ -12,7 +12,7 @@ import pytest
 
 import converters
 from converters import intervals, layout, model
-from converters.readers import ascend_db_flows, ascend_db_specs, chrome_trace, kineto
+from converters.readers import ascend_db_flows, ascend_db_specs, chrome_trace, kineto, xplane
 from converters.readers.common import flows, seek, spill
 
 HEADER = Path(converters.__file__).parent / "records.h"
@@ -23,7 +23,7 @@ NAMED_TUPLES = (
     layout.Track, layout.Begin, layout.End, layout.Value, layout.Placement,
     intervals.StepIntervals,
     chrome_trace.Route, chrome_trace.ReadContext, chrome_trace.LeftOut, spill.ByStep,
-    kineto.InC, kineto.InCCat,
+    kineto.InC, kineto.InCCat, xplane.DeviceInC, xplane.HostInC,
     ascend_db_flows.BindRules, ascend_db_specs.TaskSpec, ascend_db_specs.TaskPlaces, ascend_db_specs.CommSpec,
     ascend_db_specs.CommEnums, ascend_db_specs.HostSpec, ascend_db_specs.FillHead,
 )

@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import functools
 import re
+from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import orjson
 
 from ..errors import Diagnostics, InputError
 from ..intervals import NOT_COMPUTE, is_compute
@@ -62,7 +65,7 @@ from ..model import (
 )
 from . import collectives
 from . import xplane_wire as wire
-from ._core import Launches, xevents
+from ._core import Launches, xdevice, xevents, xfiled, xhost, xkernels
 from .base import Reader
 from .common import markers
 from .common.args import as_json
@@ -230,7 +233,7 @@ class _Event(NamedTuple):
     name: str
     start_ns: int
     dur_ns: int
-    stats: dict[str, Any]  # all of them, or (``_events(..., every_stat=False)``) only its key stats
+    stats: dict[str, Any]  # all of them, or (``_batches(..., every_stat=False)``) only its key stats
     raw: bytes  # the event's bytes, for all its stats on demand
     metadata_id: int  # its XEventMetadata's, whose stats say what an XLA op is (hlo_category)
 
@@ -240,38 +243,67 @@ _KEY_STATS = ("correlation_id", "step_num")  # what places a host event: its lau
 _DEVICE_KEYS = (*_KEY_STATS, *(stat for *_, stat in _COPIES), *_STEP_STATS)
 
 
-def _events(path: Path, frame: wire.Frame, offset_ns: int, diag: Diagnostics, every_stat: bool = True,
-            named: Callable[[str], bool] | None = None,
-            key_stats: tuple[str, ...] = _KEY_STATS) -> Iterator[tuple[Any, _Event]]:
-    """A plane's timed events, line by line, with their line; aggregated ones (``num_occurrences``,
-    no time) counted. Without ``every_stat`` only ``key_stats`` are read (a host plane is read by
-    each rank of its host, which keeps a few of its events); with ``named`` too, only the events
-    that carry one of them or whose name ``named`` accepts (a rank's read that keeps no other: a
-    tuple made for each of the host's events was most of its CPU)."""
+class _Plane(NamedTuple):
+    """What reading a plane's events takes from its head: its name, its events' names and its
+    stats' names by metadata id, and the ids of its key stats by name."""
+
+    name: str
+    names: dict[int, str]
+    stat_names: dict[int, str]
+    keys: dict[int, str]
+
+
+# a line, its base time (ns), a batch of its events decoded, and whether C decoded them (xevents)
+_Batch = tuple[Any, int, list[tuple], bool]
+
+
+def _batches(path: Path, frame: wire.Frame, offset_ns: int, every_stat: bool = True,
+             key_stats: tuple[str, ...] = _KEY_STATS) -> tuple[_Plane, Iterator[_Batch]]:
+    """A plane's head and its lines' events, a batch at a time, decoded (without ``every_stat``,
+    only their ``key_stats``), each with its line, the line's base time and whether C decoded
+    them (else protobuf did: ``_decoded_events``)."""
     plane, lines = wire.layout(path, frame)
     names = {i: m.display_name or m.name for i, m in plane.event_metadata.items()}
     stat_names = _stat_names(plane)
-    keys = {i: name for i, name in stat_names.items() if name in key_stats}
-    for line, batch in wire.lines(path, frame, lines):
-        lane = line.display_name or line.name
-        base = offset_ns + line.timestamp_ns
-        for metadata_id, counted, offset_ps, duration_ps, stats, raw in _decoded_events(
-                path, frame, batch, stat_names, None if every_stat else keys):
-            if counted:
-                diag.warn("xplane_aggregated", f"{path}: {plane.name} {lane}: events counted without times "
-                          "(num_occurrences): not drawn")
-                continue
-            start, dur = base + offset_ps // 1000, duration_ps // 1000
-            if not (-TIME_LIMIT_NS < start < TIME_LIMIT_NS and -TIME_LIMIT_NS < dur < TIME_LIMIT_NS):
-                diag.warn("xplane_bad_time", f"{path}: {plane.name} {lane}: events whose times lie past "
-                          "±2**62 ns: not drawn")
-                continue
-            name = names.get(metadata_id)
-            if name is None:
-                name = f"event {metadata_id}"
-            if not every_stat and named is not None and not stats and not named(name):
-                continue
-            yield line, _Event(lane, name, start, dur, stats, raw, metadata_id)
+    head = _Plane(plane.name, names, stat_names,
+                  {i: name for i, name in stat_names.items() if name in key_stats})
+
+    def batches() -> Iterator[_Batch]:
+        for line, batch in wire.lines(path, frame, lines):
+            keys = None if every_stat else head.keys
+            found = xevents(batch, stat_names, keys)
+            decoded = _by_protobuf(path, frame, batch, stat_names, keys) if found is None else found
+            yield line, offset_ns + line.timestamp_ns, decoded, found is not None
+
+    return head, batches()
+
+
+def _timed(path: Path, plane: _Plane, line: Any, base: int, decoded: list[tuple], diag: Diagnostics,
+           every_stat: bool = True,
+           named: Callable[[str], bool] | None = None) -> Iterator[tuple[Any, _Event]]:
+    """A batch of a line's events, timed and named; aggregated ones (``num_occurrences``, no
+    time) counted. Without ``every_stat`` (only their key stats read: a host plane is read by each
+    rank of its host, which keeps a few of its events), with ``named`` too, only the events that
+    carry a key stat or whose name ``named`` accepts (a rank's read that keeps no other: a tuple
+    made for each of the host's events was most of its CPU). The rule ``_core.xdevice`` and
+    ``_core.xhost`` follow, where they take a batch."""
+    lane = line.display_name or line.name
+    for metadata_id, counted, offset_ps, duration_ps, stats, raw in decoded:
+        if counted:
+            diag.warn("xplane_aggregated", f"{path}: {plane.name} {lane}: events counted without times "
+                      "(num_occurrences): not drawn")
+            continue
+        start, dur = base + offset_ps // 1000, duration_ps // 1000
+        if not (-TIME_LIMIT_NS < start < TIME_LIMIT_NS and -TIME_LIMIT_NS < dur < TIME_LIMIT_NS):
+            diag.warn("xplane_bad_time", f"{path}: {plane.name} {lane}: events whose times lie past "
+                      "±2**62 ns: not drawn")
+            continue
+        name = plane.names.get(metadata_id)
+        if name is None:
+            name = f"event {metadata_id}"
+        if not every_stat and named is not None and not stats and not named(name):
+            continue
+        yield line, _Event(lane, name, start, dur, stats, raw, metadata_id)
 
 
 class _Device(NamedTuple):
@@ -307,11 +339,10 @@ def _device_slice(rank: RankInfo, plane: _Device, line: Any, event: _Event, deta
         task_type = NOT_COMPUTE
     else:
         task_type = _copy(event) or GPU_KERNEL
-        name = event.name
-        kind = collectives.nccl(name) or collectives.gpu(name) if task_type is GPU_KERNEL else None
-        if kind is not None:
+        communicates = _communication(event.name) if task_type is GPU_KERNEL else None
+        if communicates is not None:
             return Slice(rank.rank, Layer.COMM_OP, _COMM_LANE, event.name, event.start_ns, event.dur_ns, args,
-                         comm_type(kind))
+                         communicates)
     return Slice(rank.rank, Layer.STREAM, lane, event.name, event.start_ns, event.dur_ns, args, task_type)
 
 
@@ -389,28 +420,9 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
         marker = markers.checked(step_marker)
         for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
-            stat_names = _stat_names(wire.plane(path, space.planes[name]))
-            keyed = None if first and detail else functools.partial(_is_marker, marker)  # what it keeps
-            host: list[Slice] = []
-            for _, event in _events(path, space.planes[name], rank.clock_offset_ns, diag, False, keyed):
-                if _marks(marker, event):  # drawn as the step it is, on every rank
-                    ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
-                    continue
-                c = _correlation(event.stats)
-                launches = c is not None and launched.launch(c, event.start_ns)  # its time kept
-                if not launches and (not first or (c is not None and c in elsewhere)):
-                    continue
-                if not detail:  # host events are drawn in detail only; launches still file their work
-                    continue
-                kernels = launched.count(c) if c is not None else 0  # its arrows: one to each kernel
-                flow = tuple(flow_id(rank.rank, f"launch:{c}", k) for k in range(kernels)) if kernels else ()
-                args = _decoded_events(path, space.planes[name], [event.raw], stat_names, None)[0][4]
-                host.append(Slice(rank.rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
-                                  _json(args) if args else None, flows_out=flow))
-                if len(host) >= wire.EVENT_BATCH:
-                    held.host.add(host)
-                    host = []
-            held.host.add(host)
+            in_c = HostInC(rank.rank, detail, first, {}, {}, Slice, Layer.HOST, launched, elsewhere, marker,
+                           ID_LIMIT, orjson.dumps)
+            ranges += _host_work(path, space.planes[name], rank.clock_offset_ns, in_c, held.host, diag)
         if marker and not ranges:
             diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one "
                       "step", subject=f"rank {rank.rank}")
@@ -423,28 +435,127 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         yield from held.by_step(steps, launched, arrows=detail)
 
 
+class DeviceInC(NamedTuple):
+    """What ``_core.xdevice`` reads a GPU's stream lines with, by ``_device_slice``'s rules
+    (records.h DEVICE_IN_C_*)."""
+
+    rank: int
+    detail: bool
+    names: dict[int, str]  # _Plane.names
+    slice_type: type
+    stream_layer: Layer
+    comm_layer: Layer
+    comm_lane: str
+    kernel: str  # a kernel's task type (GPU_KERNEL)
+    not_compute: str
+    computes: frozenset[str]  # the task types above that compute (is_compute): what a summary keeps
+    copies: tuple  # _COPIES
+    communicates: dict[str, str | None]  # kernels' names: what they do as a communication op's task type
+    learn: Callable[[str], str | None]  # a name not yet in ``communicates``: found, and kept there
+    launched: Launches
+    dumps: Callable[[Any], bytes]  # orjson's, as common.args.as_json calls it
+
+
+class HostInC(NamedTuple):
+    """What ``_core.xhost`` reads a host plane's lines with, by ``_host_work``'s rules (records.h
+    HOST_IN_C_*)."""
+
+    rank: int
+    detail: bool
+    first: bool  # the first rank of the host: it draws the host events that launch nothing
+    names: dict[int, str]  # _Plane.names
+    stat_names: dict[int, str]  # _Plane.stat_names: a kept event's args
+    slice_type: type
+    host_layer: Layer
+    launched: Launches  # the rank's own launches
+    elsewhere: Launches  # the launches of the host's other devices (the first rank's: not its events)
+    marker: str | None  # --step-marker
+    id_limit: int  # a step number lies below it (ID_LIMIT)
+    dumps: Callable[[Any], bytes]  # orjson's, as common.args.as_json calls it
+
+
+def _host_work(path: Path, frame: wire.Frame, offset_ns: int, in_c: HostInC, held: ByTime,
+               diag: Diagnostics) -> list[tuple[int, int, Any]]:
+    """A host plane's share of the rank: its launches (their times kept in ``launched``, each with
+    an arrow to each kernel of it) and, on the first rank, every event that launches no other
+    rank's work, as slices in detail, handed to ``held``; the steps' ranges (start, duration,
+    step number or None) returned, drawn as the steps they are on every rank. Read in C
+    (``_core.xhost``) by these rules, a batch at a time, where C decoded the batch; a batch it
+    leaves (an event without times, past the model's times or without a name) here."""
+    rank, first, detail, marker, launched = in_c.rank, in_c.first, in_c.detail, in_c.marker, in_c.launched
+    head, batches = _batches(path, frame, offset_ns, False)
+    in_c = in_c._replace(names=head.names, stat_names=head.stat_names)
+    keyed = None if first and detail else functools.partial(_is_marker, marker)  # what it keeps
+    host: list[Slice] = []
+    ranges: list[tuple[int, int, Any]] = []
+    for line, base, decoded, by_c in batches:  # xhost decodes a kept event's args from its bytes, as C does
+        found = xhost(decoded, in_c, line.display_name or line.name, base) if by_c else None
+        if found is not None:
+            host += found[0]
+            ranges += found[1]
+            decoded = ()
+        for _, event in _timed(path, head, line, base, decoded, diag, False, keyed):
+            if _marks(marker, event):  # drawn as the step it is, on every rank
+                ranges.append((event.start_ns, event.dur_ns, None if marker else event.stats["step_num"]))
+                continue
+            c = _correlation(event.stats)
+            launches = c is not None and launched.launch(c, event.start_ns)  # its time kept
+            if not launches and (not first or (c is not None and c in in_c.elsewhere)):
+                continue
+            if not detail:  # host events are drawn in detail only; launches still file their work
+                continue
+            kernels = launched.count(c) if c is not None else 0  # its arrows: one to each kernel
+            flow = tuple(flow_id(rank, f"launch:{c}", k) for k in range(kernels)) if kernels else ()
+            args = _decoded_events(path, frame, [event.raw], head.stat_names, None)[0][4]
+            host.append(Slice(rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
+                              _json(args) if args else None, flows_out=flow))
+        held.add(host)
+        host = []
+    return ranges
+
+
 def _device_work(rank: RankInfo, plane: _Device, frame: wire.Frame, diag: Diagnostics, detail: bool,
                  held: ByTime) -> tuple[Launches, list[tuple[Slice, int | None]]]:
     """The rank's device events as slices, handed to ``held`` (in summary, only what computes and
     communicates, as Kineto's), each with its correlation id and place as its ``flows_out`` (``_Held``); the
     kernels of each correlation id counted (a launch may run several); and apart the ranges of its
-    ``Steps`` line with their step numbers (None: not said)."""
+    ``Steps`` line with their step numbers (None: not said). A GPU's stream lines are read in C
+    (``_core.xdevice``) by these rules, a batch at a time; a batch it leaves (an event without
+    times, past the model's times or without a name) and every other line here."""
     launched = Launches()
+    head, batches = _batches(rank.path, frame, rank.clock_offset_ns, detail, _DEVICE_KEYS)
+    in_c = DeviceInC(rank.rank, detail, head.names, Slice, Layer.STREAM, Layer.COMM_OP, _COMM_LANE,
+                     GPU_KERNEL, NOT_COMPUTE, _COMPUTES, _COPIES, {}, _communication, launched, orjson.dumps)
     work, steps = [], []
-    for line, event in _events(rank.path, frame, rank.clock_offset_ns, diag, detail, key_stats=_DEVICE_KEYS):
-        made = _device_slice(rank, plane, line, event, detail)
-        if line.name == _STEPS_LINE:
-            steps.append((made, _step_number(event)))
-        elif detail or made.layer is Layer.COMM_OP or is_compute(made.task_type):
-            c = _correlation(event.stats)
-            if c is not None:  # the k-th kernel of a launch, which ends its k-th arrow
-                made = made.with_flows((c, launched.kernel(c)), ())
-            work.append(made)
-            if len(work) >= wire.EVENT_BATCH:
-                held.add(work)
-                work = []
-    held.add(work)
+    for line, base, decoded, _ in batches:
+        if plane.streams and line.name != _STEPS_LINE:
+            stream, lane, on_stream = _stream_lane(rank.device, line.name)
+            made = xdevice(decoded, in_c, lane, stream, on_stream, base)
+            if made is not None:
+                work += made
+                decoded = ()
+        for _, event in _timed(rank.path, head, line, base, decoded, diag, detail):
+            made = _device_slice(rank, plane, line, event, detail)
+            if line.name == _STEPS_LINE:
+                steps.append((made, _step_number(event)))
+            elif detail or made.layer is Layer.COMM_OP or is_compute(made.task_type):
+                c = _correlation(event.stats)
+                if c is not None:  # the k-th kernel of a launch, which ends its k-th arrow
+                    made = made.with_flows((c, launched.kernel(c)), ())
+                work.append(made)
+        held.add(work)  # a batch at a time: what memory holds is one batch's records
+        work = []
     return launched, steps
+
+
+_COMPUTES = frozenset(t for t in (GPU_KERNEL, "MEMCPY", "MEMSET", NOT_COMPUTE) if is_compute(t))
+
+
+def _communication(name: str) -> str | None:
+    """A kernel's task type as a communication op (``collectives.nccl``, ``collectives.gpu``), or
+    None: it computes."""
+    kind = collectives.nccl(name) or collectives.gpu(name)
+    return None if kind is None else comm_type(kind)
 
 
 def _step_number(event: _Event) -> int | None:
@@ -506,19 +617,12 @@ class _Held:
         launch, where the host plane holds it: a GPU runs behind its host), those before the first
         step in a pseudo step of their own; with ``arrows`` (detail), one where both ends are read.
         A step's host records come before its device work, each by time window (``ByTime``)."""
-        rank, starts, filed = self._rank, [step.start_ns for step in steps], self._spills[2]
+        rank, starts, filed = self._rank, array("q", [step.start_ns for step in steps]), self._spills[2]
         for records in self.host.take_before(None):
-            for index, group in _grouped((bisect_right(starts, s.start_ns), s) for s in records).items():
+            for index, group in xfiled(records, starts, None, rank, arrows).items():  # in C: _filed
                 filed.add(("host", index), group)
         for records in self.device.take_before(None):
-            placed = []
-            for s in records:
-                c, k = s.flows_out or (None, 0)
-                at = launched.launched_at(c) if c is not None else None
-                ends = (flow_id(rank, f"launch:{c}", k),) if arrows and at is not None else ()
-                at = s.start_ns if at is None else at
-                placed.append((bisect_right(starts, at), s.with_flows((), ends)))
-            for index, group in _grouped(placed).items():
+            for index, group in xfiled(records, starts, launched, rank, arrows).items():
                 filed.add(("device", index), group)
         for index in range(len(steps) + 1):
             slices = [*filed.load(("host", index), rank), *filed.load(("device", index), rank)]
@@ -541,11 +645,20 @@ def _json(args: dict[str, Any]) -> bytes | dict[str, Any]:
         return args
 
 
-def _grouped(pairs: Iterable[tuple[int, Slice]]) -> dict[int, list[Slice]]:
-    """The slices of (step index, slice) pairs by step index, each group in their order."""
+def _filed(records: list[Slice], starts: list[int], launched: Launches | None, rank: int,
+           arrows: bool) -> dict[int, list[Slice]]:
+    """The rule ``_core.xfiled`` follows: ``records`` by the index of the last step started at or
+    before them (``bisect_right`` of ``starts``), in their order: host records by their start;
+    device work (``launched`` given) by its launch's time where the host plane holds it, its
+    ``flows_out`` (correlation id, place) made into the end of its launch's arrow (``arrows``)."""
     groups: dict[int, list[Slice]] = {}
-    for index, s in pairs:
-        groups.setdefault(index, []).append(s)
+    for s in records:
+        at = None
+        if launched is not None:
+            c, k = s.flows_out or (None, 0)
+            at = launched.launched_at(c) if c is not None else None
+            s = s.with_flows((), (flow_id(rank, f"launch:{c}", k),) if arrows and at is not None else ())
+        groups.setdefault(bisect_right(starts, s.start_ns if at is None else at), []).append(s)
     return groups
 
 
@@ -553,9 +666,13 @@ def _correlations(path: Path, frames: list[wire.Frame], diag: Diagnostics) -> La
     """The correlation ids of these device planes' events: the launches of their ranks."""
     found = Launches()
     for frame in frames:
-        for _, event in _events(path, frame, 0, diag, False):
-            if (c := _correlation(event.stats)) is not None:
-                found.kernel(c)
+        head, batches = _batches(path, frame, 0, False)
+        for line, base, decoded, _ in batches:
+            if xkernels(decoded, head.names, base, found):  # in C, by this rule
+                continue
+            for _, event in _timed(path, head, line, base, decoded, diag, False):
+                if (c := _correlation(event.stats)) is not None:
+                    found.kernel(c)
     return found
 
 

@@ -670,3 +670,139 @@ def test_the_launches_table_in_c_keeps_what_a_counter_and_a_dict_keep(calls):
     assert len(table) == len(kernels)
     with pytest.raises(OverflowError):
         table.kernel(2**64)
+
+
+# -- a batch's events made into records in C (xdevice, xhost, xfiled) by the reader's rules ----------
+
+_NAMES = {1: "fusion.kd", 2: "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3: "MemcpyD2D", 4: "Memset",
+          5: "__amd_rocclr_copyBuffer.kd", 6: "hipModuleLaunchKernel", 7: "train", 8: "train_step", 9: ""}
+_STATS = {1: "correlation_id", 2: "step_num", 3: "memcpy_details", 4: "kernel_details", 5: "flops",
+          6: "Stream"}
+_CORRELATIONS = st.sampled_from([1, 2, 3, 4, 5, 2**63 + 1, -3])
+
+
+def _seldom(rare, usual, odds: int = 10):
+    """``rare`` once in ``odds`` draws, else ``usual``: a batch holding one is the rule's, whole."""
+    return st.integers(1, odds).flatmap(lambda i: rare if i == 1 else usual)
+
+
+# ps; a few values often, so that records start where steps start and launches coincide
+_TIMES = _seldom(st.sampled_from([-(10**6) - 1, 2**63 - 1, -(2**63)]),
+                 st.sampled_from([0, 999, 1_000, 2_000, 5_000]) | st.integers(0, 10**9), 4)
+_LINE_TIMES = _seldom(st.just(2**62 + 5), st.sampled_from([0, 1, 3]) | st.integers(0, 10**6))  # ns
+
+
+@st.composite
+def _stat(draw, plane) -> tuple[int, tuple[str, object]]:
+    key = draw(st.sampled_from(sorted(_STATS)))
+    value = draw(st.one_of(
+        _CORRELATIONS.map(lambda v: ("uint64_value", v) if v >= 2**63 else ("int64_value", v)),
+        st.integers(0, 2**31 + 1).map(lambda v: ("uint64_value", v)),
+        st.sampled_from([("str_value", "copy 4 KiB"), ("double_value", 1.5), ("double_value", float("nan")),
+                         ("ref_value", 4), ("ref_value", 99)])))
+    return key, value
+
+
+def _add_events(draw, line, plane, host: bool) -> None:
+    for _ in range(draw(st.integers(0, 6))):
+        event = line.events.add(metadata_id=draw(_seldom(st.just(42), st.sampled_from(sorted(_NAMES)), 30)),
+                                duration_ps=draw(_TIMES))
+        if draw(st.integers(0, 29)):
+            event.offset_ps = draw(_TIMES)
+        else:
+            event.num_occurrences = 2  # counted without times
+        for _ in range(draw(st.integers(0, 3))):
+            key, value = draw(_stat(plane))
+            setattr(event.stats.add(metadata_id=key), *value)
+        if not host and draw(st.booleans()):  # the work of a launch
+            event.stats.add(metadata_id=1).uint64_value = draw(st.integers(1, 5))
+        elif host and draw(st.booleans()):  # a launch, or a step's range
+            if draw(st.booleans()):
+                event.stats.add(metadata_id=1).uint64_value = draw(st.integers(1, 5))
+            else:
+                event.stats.add(metadata_id=2).int64_value = draw(st.sampled_from([0, 3, 2**31, -1]))
+
+
+@st.composite
+def _drawn_space(draw) -> bytes:
+    space = xplane_pb2.XSpace(hostnames=["h"])
+    for d in range(draw(st.integers(1, 2))):
+        plane = space.planes.add(id=d, name=f"/device:GPU:{d}")
+        for i, name in _NAMES.items():
+            plane.event_metadata[i].name = name
+        for i, name in _STATS.items():
+            plane.stat_metadata[i].name = name
+        for line_name in draw(st.lists(st.sampled_from(["Stream #1(Kernel)", "Stream #7(Kernel,MemcpyH2D)",
+                                                         "XLA Ops", "Steps"]), min_size=1, max_size=3)):
+            _add_events(draw, plane.lines.add(name=line_name, timestamp_ns=draw(_LINE_TIMES)), plane,
+                        False)
+    host = space.planes.add(id=9, name="/host:CPU")
+    for i, name in _NAMES.items():
+        host.event_metadata[i].name = name
+    for i, name in _STATS.items():
+        host.stat_metadata[i].name = name
+    for t in range(draw(st.integers(1, 2))):
+        line = host.lines.add(id=t, name=f"Host Threads/{t}", timestamp_ns=draw(_LINE_TIMES))
+        if draw(st.booleans()):
+            line.display_name = f"python {t}"
+        _add_events(draw, line, host, True)
+    return space.SerializeToString()
+
+
+def _read_all(folder: Path, kind: str, marker: str | None):
+    from converters.readers import xplane
+
+    diag = Diagnostics()
+    found = []
+    for rank in xplane.rank_infos(folder, diag):
+        for b in xplane.read(rank, diag, detail=kind == "detail", step_marker=marker):
+            found.append((b.rank, b.step_id, b.step, repr(sorted(b.slices, key=repr)), b.samples))
+    return found, diag.messages()
+
+
+@settings(max_examples=150, deadline=None)
+@given(_drawn_space(), st.sampled_from(["summary", "detail"]), st.sampled_from([None, "train", "train*"]))
+def test_a_batch_made_into_records_in_c_is_what_the_readers_rules_make(tmp_path_factory, data, kind, marker):
+    """``_core.xdevice``, ``xhost``, ``xkernels`` and ``xfiled`` make what ``_device_work``,
+    ``_host_work``, ``_correlations`` and ``_filed`` make in Python, on XSpaces of any mix:
+    kernels, collectives, copies by name or stats, lines that are no stream, a ``Steps`` line,
+    launches of this device, of another and of none, JAX's step ranges (numbers out of range too)
+    or the user's marker, ids past 63 bits, events without times, past the model's times, without
+    a name (a batch of those is the rule's, whole)."""
+    from converters.readers import xplane
+
+    folder = tmp_path_factory.mktemp("xspace")
+    (folder / "h.xplane.pb").write_bytes(data)
+    with_c = _read_all(folder, kind, marker)
+    saved = xplane.xdevice, xplane.xhost, xplane.xkernels, xplane.xfiled
+    try:
+        xplane.xdevice = xplane.xhost = xplane.xkernels = lambda *a: None
+        xplane.xfiled = xplane._filed
+        by_rule = _read_all(folder, kind, marker)
+    finally:
+        xplane.xdevice, xplane.xhost, xplane.xkernels, xplane.xfiled = saved
+    assert with_c == by_rule
+
+
+@pytest.mark.parametrize("kind", ["summary", "detail"])
+def test_plain_batches_are_made_into_records_in_c(tmp_path, monkeypatch, kind):
+    """What XLA writes takes the C path, every batch: the rule's Python runs per event only on
+    batches C leaves to it."""
+    from converters.readers import xplane
+
+    _write(tmp_path, steps=True)
+    left = []
+
+    def counted(real):
+        def call(*args):
+            found = real(*args)
+            left.append(found is None)
+            return found
+        return call
+
+    monkeypatch.setattr(xplane, "xdevice", counted(xplane.xdevice))
+    monkeypatch.setattr(xplane, "xhost", counted(xplane.xhost))
+    monkeypatch.setattr(xplane, "xkernels", counted(xplane.xkernels))
+    monkeypatch.setattr(xplane, "_device_slice", None)  # the rule's per-event path: never reached
+    list(read_profile(discover(tmp_path), Options(kind=kind), Diagnostics()))
+    assert left and not any(left)

@@ -13,7 +13,8 @@
  * - flows.c: flows.bind_ends, flows.Linker._arrow, flows.flow_id;
  * - seek.c: seek's search for a few words in a chunk of a file;
  * - paddle.c: paddle.Paddle's names and times (normalise);
- * - xplane.c: xplane._events' decoding of a line's events (xevents).
+ * - xplane.c: xplane._batches' decoding of a line's events (xevents), and a GPU's stream lines and a host
+ *   plane's lines made into records (xdevice, xhost) by xplane._device_work's and _host_work's rules.
  * What a file takes from another is declared here, in three parts: the module's, the scanned batch
  * (events.c makes it, chrome_trace.c reads it) and the made records (chrome_trace.c makes them,
  * spill.c packs them). Each Python rule a routine copies, and the test holding the C to it:
@@ -46,6 +47,8 @@ extern CORE_PRIVATE PyMethodDef EVENTS_METHODS[], CHROME_TRACE_METHODS[], SPILL_
 CORE_PRIVATE int events_ready(PyObject *module);  /* RawEvents added: 0, or -1 on error */
 CORE_PRIVATE int xplane_ready(PyObject *module);  /* Launches added: 0, or -1 on error */
 CORE_PRIVATE int seek_ready(PyObject *module);    /* WIDE_SEARCH added: 0, or -1 on error */
+/* flows.flow_id's digest of an arrow's text (flows.c): xplane.c names its launches' arrows with it */
+CORE_PRIVATE uint64_t blake2b_64(const uint8_t *data, size_t len);
 
 /* -- the scanned batch: events.c makes it, chrome_trace.c reads it ------------------------------- */
 

@@ -307,7 +307,7 @@ static void b2_compress(uint64_t h[8], const uint8_t block[128], uint64_t bytes,
     for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
 }
 
-static uint64_t blake2b_64(const uint8_t *data, size_t len) {
+uint64_t blake2b_64(const uint8_t *data, size_t len) {
     uint64_t h[8];
     uint8_t block[128];
     for (int i = 0; i < 8; i++) h[i] = B2_IV[i];

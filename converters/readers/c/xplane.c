@@ -442,6 +442,453 @@ static PyTypeObject LaunchesType = {
     .tp_as_sequence = &launches_sequence,
 };
 
+/* -- a batch's events made into records (xplane._device_work, xplane._host_work) -----------------
+ * Each routine first times and names every event of the batch as xplane._timed does, and leaves
+ * the batch to the rule (None) where one of them needs it (counted without times, past the model's
+ * times, no name): before any launch is counted, so a batch is read by one or the other, whole. */
+
+typedef struct { long long start, dur; PyObject *name; } Timed;  /* name borrowed from the names dict */
+
+static long long floor_div_1000(long long v) {
+    long long q = v / 1000;
+    return v % 1000 < 0 ? q - 1 : q;
+}
+
+/* Each decoded event's times and name into ``out``: 1, 0 where the rule is needed, -1 on error */
+static int timed_all(PyObject *decoded, PyObject *names, PyObject *base_ns, Timed *out) {
+    int overflow;
+    long long base = PyLong_AsLongLongAndOverflow(base_ns, &overflow);
+    if (base == -1 && PyErr_Occurred()) return -1;
+    if (overflow || base <= -TIME_LIMIT_NS || base >= TIME_LIMIT_NS) return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(decoded); i++) {
+        PyObject *event = PyList_GET_ITEM(decoded, i);
+        if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) != 6 || PyTuple_GET_ITEM(event, 1) != Py_False)
+            return 0;  /* counted without times: the rule warns */
+        long long offset = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(event, 2), &overflow);
+        if (overflow) return 0;
+        long long duration = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(event, 3), &overflow);
+        if (overflow || ((offset == -1 || duration == -1) && PyErr_Occurred())) return PyErr_Occurred() ? -1 : 0;
+        long long start = base + floor_div_1000(offset), dur = floor_div_1000(duration);
+        if (start <= -TIME_LIMIT_NS || start >= TIME_LIMIT_NS || dur <= -TIME_LIMIT_NS || dur >= TIME_LIMIT_NS)
+            return 0;
+        PyObject *name = PyDict_GetItemWithError(names, PyTuple_GET_ITEM(event, 0));
+        if (!name) return PyErr_Occurred() ? -1 : 0;  /* "event N": the rule names it */
+        out[i] = (Timed){start, dur, name};
+    }
+    return 1;
+}
+
+/* common.args.as_json(args) (xplane._json): orjson's text in bytes of its own size; the dict itself
+ * where JSON cannot hold it (TypeError). Steals ``args``; NULL on error */
+static PyObject *as_json(PyObject *dumps, PyObject *args) {
+    if (!args) return NULL;
+    PyObject *text = PyObject_CallOneArg(dumps, args);
+    if (!text) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+            Py_DECREF(args);
+            return NULL;
+        }
+        PyErr_Clear();
+        return args;
+    }
+    Py_DECREF(args);
+    PyObject *sized = PyBytes_Check(text) ? PyBytes_FromStringAndSize(PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text))
+                                          : Py_NewRef(text);
+    Py_DECREF(text);
+    return sized;
+}
+
+/* An int stat (correlation_id, step_num) of ``stats``, borrowed, or NULL (absent, or no int) */
+static PyObject *int_stat(PyObject *stats, const char *key) {
+    PyObject *found = PyDict_GetItemString(stats, key);
+    return found && PyLong_Check(found) ? found : NULL;
+}
+
+/* xplane._copy: MEMCPY or MEMSET (borrowed) by the event's name or stats, NULL for a kernel; -1 sets *bad */
+static PyObject *copy_of(PyObject *copies, PyObject *name, PyObject *stats, int *bad) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(copies); i++) {
+        PyObject *copy = PyTuple_GET_ITEM(copies, i), *words = PyTuple_GET_ITEM(copy, 1);
+        for (Py_ssize_t w = 0; w < PyTuple_GET_SIZE(words); w++) {
+            Py_ssize_t starts = PyUnicode_Tailmatch(name, PyTuple_GET_ITEM(words, w), 0, PY_SSIZE_T_MAX, -1);
+            if (starts) return starts < 0 ? (*bad = 1, NULL) : PyTuple_GET_ITEM(copy, 0);
+        }
+        int has = PyDict_Contains(stats, PyTuple_GET_ITEM(copy, 2));
+        if (has) return has < 0 ? (*bad = 1, NULL) : PyTuple_GET_ITEM(copy, 0);
+    }
+    return NULL;
+}
+
+/* A kernel's task type as a communication op (xplane._communication), borrowed from the cache; None */
+static PyObject *communicates(PyObject *c, PyObject *name) {
+    PyObject *cache = PyTuple_GET_ITEM(c, DEVICE_IN_C_COMMUNICATES);
+    PyObject *found = PyDict_GetItemWithError(cache, name);
+    if (found || PyErr_Occurred()) return found;
+    found = PyObject_CallOneArg(PyTuple_GET_ITEM(c, DEVICE_IN_C_LEARN), name);
+    if (!found || PyDict_SetItem(cache, name, found) < 0) {
+        Py_XDECREF(found);
+        return NULL;
+    }
+    Py_DECREF(found);
+    return PyDict_GetItemWithError(cache, name);
+}
+
+/* xdevice(decoded, in_c, lane, stream, on_stream, base_ns) -> [Slice] | None: a batch of a GPU's
+ * stream line (xplane.DeviceInC), as _device_work's rule makes it (_device_slice, the summary's choice,
+ * each kernel's place in its launch, counted in ``launched``); None: the batch is the rule's */
+static PyObject *xdevice(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 6 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != DEVICE_IN_C_FIELDS
+        || !PyLong_Check(argv[5])) {
+        PyErr_SetString(PyExc_TypeError, "xdevice(decoded: list, in_c: DeviceInC, lane, stream, on_stream, base_ns)");
+        return NULL;
+    }
+    PyObject *decoded = argv[0], *c = argv[1], *lane = argv[2], *stream = argv[3];
+    int on_stream = PyObject_IsTrue(argv[4]), detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, DEVICE_IN_C_DETAIL));
+    Launches *launched = (Launches *)PyTuple_GET_ITEM(c, DEVICE_IN_C_LAUNCHED);
+    if (on_stream < 0 || detail < 0) return NULL;
+    if (!PyObject_TypeCheck((PyObject *)launched, &LaunchesType)) {
+        PyErr_SetString(PyExc_TypeError, "xdevice: DeviceInC.launched is a Launches");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(decoded);
+    Timed *timed = PyMem_Malloc(sizeof(Timed) * (size_t)(n ? n : 1));
+    if (!timed) return PyErr_NoMemory();
+    int ok = timed_all(decoded, PyTuple_GET_ITEM(c, DEVICE_IN_C_NAMES), argv[5], timed);
+    PyObject *out = ok > 0 ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *stats = PyTuple_GET_ITEM(PyList_GET_ITEM(decoded, i), 4), *name = timed[i].name;
+        PyObject *layer = PyTuple_GET_ITEM(c, DEVICE_IN_C_STREAM_LAYER), *on = lane, *task;
+        int bad = 0;
+        if (!PyDict_Check(stats)) goto fail;
+        if (!on_stream) task = PyTuple_GET_ITEM(c, DEVICE_IN_C_NOT_COMPUTE);
+        else if (!(task = copy_of(PyTuple_GET_ITEM(c, DEVICE_IN_C_COPIES), name, stats, &bad))) {
+            if (bad) goto fail;
+            task = PyTuple_GET_ITEM(c, DEVICE_IN_C_KERNEL);
+            PyObject *comm = communicates(c, name);
+            if (!comm) goto fail;
+            if (comm != Py_None) {
+                task = comm;
+                layer = PyTuple_GET_ITEM(c, DEVICE_IN_C_COMM_LAYER);
+                on = PyTuple_GET_ITEM(c, DEVICE_IN_C_COMM_LANE);
+            }
+        }
+        if (!detail && layer != PyTuple_GET_ITEM(c, DEVICE_IN_C_COMM_LAYER)) {
+            int computes = PySet_Contains(PyTuple_GET_ITEM(c, DEVICE_IN_C_COMPUTES), task);
+            if (computes < 0) goto fail;
+            if (!computes) continue;  /* a summary keeps what computes and communicates */
+        }
+        PyObject *args = Py_NewRef(Py_None), *flows = Py_NewRef(EMPTY_TUPLE);
+        if (detail) {  /* {"Stream": stream, **stats} */
+            PyObject *all = PyDict_New();
+            if (all && (PyDict_SetItemString(all, "Stream", stream) < 0 || PyDict_Update(all, stats) < 0)) Py_CLEAR(all);
+            Py_SETREF(args, as_json(PyTuple_GET_ITEM(c, DEVICE_IN_C_DUMPS), all));
+        }
+        PyObject *id = int_stat(stats, "correlation_id");
+        if (id && args) {  /* the k-th kernel of its launch, which ends its k-th arrow */
+            Launch *slot = launch_of(launched, id, 1);
+            Py_SETREF(flows, slot ? Py_BuildValue("(Ok)", id, (unsigned long)slot->count++) : NULL);
+        }
+        PyObject *items[SLICE_FIELDS] = {
+            Py_NewRef(PyTuple_GET_ITEM(c, DEVICE_IN_C_RANK)), Py_NewRef(layer), Py_NewRef(on), Py_NewRef(name),
+            PyLong_FromLongLong(timed[i].start), PyLong_FromLongLong(timed[i].dur), args, Py_NewRef(task), flows,
+            Py_NewRef(EMPTY_TUPLE)};
+        PyObject *made = record(PyTuple_GET_ITEM(c, DEVICE_IN_C_SLICE_TYPE), items, SLICE_FIELDS);
+        if (!made || PyList_Append(out, made) < 0) {
+            Py_XDECREF(made);
+            goto fail;
+        }
+        Py_DECREF(made);
+        continue;
+    fail:
+        Py_CLEAR(out);
+    }
+    PyMem_Free(timed);
+    if (ok < 0 || (!out && PyErr_Occurred())) return NULL;
+    return out ? out : Py_NewRef(Py_None);
+}
+
+/* xkernels(decoded, names, base_ns, found) -> True | None: xplane._correlations over a batch of
+ * another device's line: each timed event's correlation id counted in ``found`` (a Launches); None,
+ * and nothing counted, where the batch is the rule's (_timed) */
+static PyObject *xkernels(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 4 || !PyList_Check(argv[0]) || !PyDict_Check(argv[1]) || !PyLong_Check(argv[2])
+        || !PyObject_TypeCheck(argv[3], &LaunchesType)) {
+        PyErr_SetString(PyExc_TypeError, "xkernels(decoded: list, names: dict, base_ns: int, found: Launches)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(argv[0]);
+    Timed *timed = PyMem_Malloc(sizeof(Timed) * (size_t)(n ? n : 1));
+    if (!timed) return PyErr_NoMemory();
+    int ok = timed_all(argv[0], argv[1], argv[2], timed);
+    PyMem_Free(timed);
+    for (Py_ssize_t i = 0; ok > 0 && i < n; i++) {
+        PyObject *stats = PyTuple_GET_ITEM(PyList_GET_ITEM(argv[0], i), 4);
+        PyObject *id = PyDict_Check(stats) ? int_stat(stats, "correlation_id") : NULL;
+        Launch *slot = id ? launch_of((Launches *)argv[3], id, 1) : NULL;
+        if (id && !slot) return NULL;
+        if (slot) slot->count++;
+    }
+    return ok < 0 ? NULL : Py_NewRef(ok ? Py_True : Py_None);
+}
+
+/* The text of a launch's k-th arrow (flows.flow_id's "{rank}|launch:{id}|{k}") digested: 1, or 0 on error */
+static int launch_arrow(long long rank, PyObject *id, unsigned long k, uint64_t *arrow) {
+    char text[96];
+    int overflow, len;
+    long long v = PyLong_AsLongLongAndOverflow(id, &overflow);
+    if (!overflow) len = snprintf(text, sizeof text, "%lld|launch:%lld|%lu", rank, v, k);
+    else if (overflow > 0) len = snprintf(text, sizeof text, "%lld|launch:%llu|%lu", rank, PyLong_AsUnsignedLongLong(id), k);
+    else {
+        PyErr_SetString(PyExc_OverflowError, "a correlation id past 64 bits");
+        return 0;
+    }
+    if (PyErr_Occurred()) return 0;
+    *arrow = blake2b_64((const uint8_t *)text, (size_t)len);
+    return 1;
+}
+
+/* The arrows of a launch of ``kernels`` kernels: flows.flow_id(rank, f"launch:{id}", k) for each k */
+static PyObject *launch_arrows(long long rank, PyObject *id, uint32_t kernels) {
+    PyObject *arrows = PyTuple_New(kernels);
+    for (uint32_t k = 0; arrows && k < kernels; k++) {
+        uint64_t digest;
+        PyObject *arrow = launch_arrow(rank, id, k, &digest) ? PyLong_FromUnsignedLongLong(digest) : NULL;
+        if (!arrow) Py_CLEAR(arrows);
+        else PyTuple_SET_ITEM(arrows, k, arrow);
+    }
+    return arrows;
+}
+
+/* How many of the ``n`` sorted ``starts`` are at or before ``at`` (bisect.bisect_right) */
+static Py_ssize_t steps_before(const long long *starts, Py_ssize_t n, long long at) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (at < starts[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* groups[index].append(made), made stolen (NULL: an error already set): 0, or -1 */
+static int group_add(PyObject *groups, Py_ssize_t index, PyObject *made) {
+    if (!made) return -1;
+    PyObject *key = PyLong_FromSsize_t(index), *group = NULL;
+    int rc = -1;
+    if (key) {
+        group = Py_XNewRef(PyDict_GetItemWithError(groups, key));
+        if (!group && !PyErr_Occurred() && (group = PyList_New(0)) && PyDict_SetItem(groups, key, group) < 0)
+            Py_CLEAR(group);
+    }
+    if (group) rc = PyList_Append(group, made);
+    Py_XDECREF(group);
+    Py_XDECREF(key);
+    Py_DECREF(made);
+    return rc;
+}
+
+/* xfiled(records, starts, launched, rank, arrows) -> {step index: [Slice]}: xplane._Held.by_step's
+ * filing of a window of records under the steps starting at ``starts`` (an array of int64): by their
+ * start (``launched`` None: host records), or device work by its launch's time where ``launched``
+ * holds it (its ``flows_out`` its correlation id and place), which then ends its launch's arrow */
+static PyObject *xfiled(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    Py_buffer view;
+    if (argc != 5 || !PyList_Check(argv[0]) || (argv[2] != Py_None && !PyObject_TypeCheck(argv[2], &LaunchesType))) {
+        PyErr_SetString(PyExc_TypeError, "xfiled(records: list, starts: array('q'), launched: Launches | None, rank, arrows)");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(argv[1], &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (view.itemsize != sizeof(long long) || !view.format || strcmp(view.format, "q") != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "xfiled: starts is an array('q')");
+        return NULL;
+    }
+    const long long *starts = view.buf;
+    Py_ssize_t steps = view.len / (Py_ssize_t)sizeof(long long);
+    Launches *launched = argv[2] == Py_None ? NULL : (Launches *)argv[2];
+    long long rank = PyLong_AsLongLong(argv[3]);
+    int arrows = PyObject_IsTrue(argv[4]);
+    PyObject *groups = (rank == -1 && PyErr_Occurred()) || arrows < 0 ? NULL : PyDict_New();
+    for (Py_ssize_t i = 0; groups && i < PyList_GET_SIZE(argv[0]); i++) {
+        PyObject *s = PyList_GET_ITEM(argv[0], i), *made = NULL;
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) != SLICE_FIELDS) {
+            PyErr_SetString(PyExc_TypeError, "xfiled: records are Slices");
+            Py_CLEAR(groups);
+            break;
+        }
+        long long at = PyLong_AsLongLong(PyTuple_GET_ITEM(s, SLICE_START_NS));
+        if (at == -1 && PyErr_Occurred()) {
+            Py_CLEAR(groups);
+            break;
+        }
+        if (!launched) {
+            made = Py_NewRef(s);
+        } else {
+            PyObject *flows = PyTuple_GET_ITEM(s, SLICE_FLOWS_OUT), *ends = EMPTY_TUPLE;
+            Launch *slot = NULL;
+            if (PyTuple_Check(flows) && PyTuple_GET_SIZE(flows) == 2) {
+                slot = launch_of(launched, PyTuple_GET_ITEM(flows, 0), 0);
+                if (slot && !slot->launched) slot = NULL;
+            }
+            uint64_t digest;
+            unsigned long k = slot ? PyLong_AsUnsignedLong(PyTuple_GET_ITEM(flows, 1)) : 0;
+            if (PyErr_Occurred()) {
+                Py_CLEAR(groups);
+                break;
+            }
+            if (slot) at = slot->at;
+            PyObject *end = slot && arrows ? (launch_arrow(rank, PyTuple_GET_ITEM(flows, 0), k, &digest)
+                                              ? PyLong_FromUnsignedLongLong(digest) : NULL) : NULL;
+            if (slot && arrows && !(end && (ends = PyTuple_Pack(1, end)))) {
+                Py_XDECREF(end);
+                Py_CLEAR(groups);
+                break;
+            }
+            Py_XDECREF(end);
+            PyObject *items[SLICE_FIELDS];
+            for (int f = 0; f < SLICE_FLOWS_OUT; f++) items[f] = Py_NewRef(PyTuple_GET_ITEM(s, f));
+            items[SLICE_FLOWS_OUT] = Py_NewRef(EMPTY_TUPLE);
+            items[SLICE_FLOWS_IN] = ends == EMPTY_TUPLE ? Py_NewRef(EMPTY_TUPLE) : ends;
+            made = record((PyObject *)Py_TYPE(s), items, SLICE_FIELDS);
+        }
+        if (group_add(groups, steps_before(starts, steps, at), made) < 0) Py_CLEAR(groups);
+    }
+    PyBuffer_Release(&view);
+    return groups;
+}
+
+/* Whether ``name`` is the user's marker's (xplane._is_marker): 1, 0, -1 on error */
+static int is_marker(PyObject *marker, PyObject *name) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(marker);
+    if (n && PyUnicode_READ_CHAR(marker, n - 1) == '*') {
+        PyObject *prefix = PyUnicode_Substring(marker, 0, n - 1);
+        if (!prefix) return -1;
+        Py_ssize_t found = PyUnicode_Tailmatch(name, prefix, 0, PY_SSIZE_T_MAX, -1);
+        Py_DECREF(prefix);
+        return (int)found;
+    }
+    return PyUnicode_Compare(name, marker) == 0 ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
+/* A step's range among the host's events (xplane._marks): 1 (and *number, new: an int, or None for
+ * the marker's), 0, -1 on error */
+static int step_mark(PyObject *c, PyObject *name, PyObject *stats, PyObject **number) {
+    PyObject *marker = PyTuple_GET_ITEM(c, HOST_IN_C_MARKER);
+    if (marker != Py_None) {
+        int marks = is_marker(marker, name);
+        if (marks > 0) *number = Py_NewRef(Py_None);
+        return marks;
+    }
+    PyObject *step = int_stat(stats, "step_num");
+    if (!step) return 0;
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(step, &overflow);
+    long long limit = PyLong_AsLongLong(PyTuple_GET_ITEM(c, HOST_IN_C_ID_LIMIT));
+    if (PyErr_Occurred()) return -1;
+    if (overflow || v < 0 || v >= limit) return 0;
+    *number = Py_NewRef(step);
+    return 1;
+}
+
+/* xhost(decoded, in_c, lane, base_ns) -> ([Slice], [(start, dur, step number or None)]) | None: a batch
+ * of a host line's events (decoded by xevents with the key stats), as _host_work's rule takes them
+ * (xplane.HostInC): the steps' ranges apart; each launch's time kept in ``launched``; in detail each
+ * event kept a slice, its args from its bytes, an arrow to each kernel of its launch; None: the rule's */
+static PyObject *xhost(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[1]) || PyTuple_GET_SIZE(argv[1]) != HOST_IN_C_FIELDS
+        || !PyLong_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "xhost(decoded: list, in_c: HostInC, lane, base_ns)");
+        return NULL;
+    }
+    PyObject *decoded = argv[0], *c = argv[1], *lane = argv[2];
+    Launches *launched = (Launches *)PyTuple_GET_ITEM(c, HOST_IN_C_LAUNCHED);
+    Launches *elsewhere = (Launches *)PyTuple_GET_ITEM(c, HOST_IN_C_ELSEWHERE);
+    if (!PyObject_TypeCheck((PyObject *)launched, &LaunchesType) || !PyObject_TypeCheck((PyObject *)elsewhere, &LaunchesType)) {
+        PyErr_SetString(PyExc_TypeError, "xhost: HostInC.launched and .elsewhere are Launches");
+        return NULL;
+    }
+    int detail = PyObject_IsTrue(PyTuple_GET_ITEM(c, HOST_IN_C_DETAIL));
+    int first = PyObject_IsTrue(PyTuple_GET_ITEM(c, HOST_IN_C_FIRST));
+    long long rank = PyLong_AsLongLong(PyTuple_GET_ITEM(c, HOST_IN_C_RANK));
+    if (detail < 0 || first < 0 || (rank == -1 && PyErr_Occurred())) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(decoded);
+    Timed *timed = PyMem_Malloc(sizeof(Timed) * (size_t)(n ? n : 1));
+    if (!timed) return PyErr_NoMemory();
+    int ok = timed_all(decoded, PyTuple_GET_ITEM(c, HOST_IN_C_NAMES), argv[3], timed);
+    PyObject *slices = ok > 0 ? PyList_New(0) : NULL, *marks = slices ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; marks && i < n; i++) {
+        PyObject *event = PyList_GET_ITEM(decoded, i), *stats = PyTuple_GET_ITEM(event, 4), *number = NULL;
+        if (!PyDict_Check(stats)) goto fail;
+        int marks_step = step_mark(c, timed[i].name, stats, &number);
+        if (marks_step < 0) goto fail;
+        if (marks_step) {  /* drawn as the step it is, on every rank */
+            PyObject *range = Py_BuildValue("(LLN)", timed[i].start, timed[i].dur, number);
+            if (!range || PyList_Append(marks, range) < 0) {
+                Py_XDECREF(range);
+                goto fail;
+            }
+            Py_DECREF(range);
+            continue;
+        }
+        PyObject *id = int_stat(stats, "correlation_id");
+        Launch *slot = id ? launch_of(launched, id, 0) : NULL;
+        if (PyErr_Occurred()) goto fail;
+        if (slot) {  /* a launch of this rank's work: its time kept */
+            slot->at = timed[i].start;
+            slot->launched = 1;
+        } else if (!first) {
+            continue;
+        } else if (id) {
+            Launch *other = launch_of(elsewhere, id, 0);
+            if (PyErr_Occurred()) goto fail;
+            if (other && other->count > 0) continue;  /* another rank's launch */
+        }
+        if (!detail) continue;  /* host events are drawn in detail only */
+        PyObject *arrows = slot && slot->count ? launch_arrows(rank, id, slot->count) : Py_NewRef(EMPTY_TUPLE);
+        PyObject *all = arrows ? read_event(PyTuple_GET_ITEM(event, 5), PyTuple_GET_ITEM(c, HOST_IN_C_STAT_NAMES), NULL)
+                               : NULL;
+        if (all == Py_None) {
+            Py_DECREF(all);
+            PyErr_SetString(PyExc_RuntimeError, "xhost: an event C decoded once it did not decode again");
+            all = NULL;
+        }
+        PyObject *args = NULL;
+        if (all) {
+            PyObject *found = PyTuple_GET_ITEM(all, 4);
+            args = PyDict_GET_SIZE(found) ? as_json(PyTuple_GET_ITEM(c, HOST_IN_C_DUMPS), Py_NewRef(found))
+                                          : Py_NewRef(Py_None);
+            Py_DECREF(all);
+        }
+        if (!args) {
+            Py_XDECREF(arrows);
+            goto fail;
+        }
+        PyObject *items[SLICE_FIELDS] = {
+            Py_NewRef(PyTuple_GET_ITEM(c, HOST_IN_C_RANK)), Py_NewRef(PyTuple_GET_ITEM(c, HOST_IN_C_HOST_LAYER)),
+            Py_NewRef(lane), Py_NewRef(timed[i].name), PyLong_FromLongLong(timed[i].start),
+            PyLong_FromLongLong(timed[i].dur), args, Py_NewRef(EMPTY), arrows, Py_NewRef(EMPTY_TUPLE)};
+        PyObject *made = record(PyTuple_GET_ITEM(c, HOST_IN_C_SLICE_TYPE), items, SLICE_FIELDS);
+        if (!made || PyList_Append(slices, made) < 0) {
+            Py_XDECREF(made);
+            goto fail;
+        }
+        Py_DECREF(made);
+        continue;
+    fail:
+        Py_CLEAR(slices);
+        Py_CLEAR(marks);
+    }
+    PyMem_Free(timed);
+    if (ok < 0 || (ok > 0 && !marks)) {
+        Py_XDECREF(slices);
+        return NULL;
+    }
+    return ok ? Py_BuildValue("(NN)", slices, marks) : Py_NewRef(Py_None);
+}
+
 int xplane_ready(PyObject *module) {
     if (PyType_Ready(&LaunchesType) < 0) return -1;
     return PyModule_AddObjectRef(module, "Launches", (PyObject *)&LaunchesType);
@@ -453,5 +900,13 @@ CORE_PRIVATE PyMethodDef XPLANE_METHODS[] = {
      "XEvents' bytes read as protobuf reads them (None: left to protobuf)"},
     {"line_fields", (PyCFunction)(void (*)(void))line_fields, METH_FASTCALL,
      "line_fields(piece, at, most) -> (events, other fields' wire, next) | None: a piece of an XLine's wire"},
+    {"xdevice", (PyCFunction)(void (*)(void))xdevice, METH_FASTCALL,
+     "xdevice(decoded, in_c, lane, stream, on_stream, base_ns) -> [Slice] | None: a GPU stream line's batch"},
+    {"xkernels", (PyCFunction)(void (*)(void))xkernels, METH_FASTCALL,
+     "xkernels(decoded, names, base_ns, found) -> True | None: a batch's correlation ids counted in found"},
+    {"xfiled", (PyCFunction)(void (*)(void))xfiled, METH_FASTCALL,
+     "xfiled(records, starts, launched, rank, arrows) -> {step index: [Slice]}: records filed under their steps"},
+    {"xhost", (PyCFunction)(void (*)(void))xhost, METH_FASTCALL,
+     "xhost(decoded, in_c, lane, base_ns) -> ([Slice], [(start, dur, step)]) | None: a host line's batch"},
     {NULL, NULL, 0, NULL},
 };

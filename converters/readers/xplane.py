@@ -5,7 +5,9 @@ Schema: XLA's ``xplane.proto`` (kept beside this file, compiled into ``xplane_pb
 one message whose planes are its top-level fields: ``wire.frames`` walks those fields by their length
 prefixes (seeking, never reading a plane it does not need), and a plane is decoded a line at a
 time, read 4 MiB at a time (``wire.lines``), so a read holds a piece of a line and 20,000 of its
-events decoded at a time.
+events decoded at a time; each batch is made into records in C by this module's rules
+(``_core.xdevice``, ``xhost``, ``xkernels``, ``xfiled``), which a batch C leaves (an event without
+times, past the model's times or without a name) follows here.
 A frame that runs past the end of the file is a cut file.
 
 - ``/device:GPU:N``, ``/device:TPU:N``: a rank each. A GPU's ``Stream #S(...)`` lines are device
@@ -274,6 +276,7 @@ def _batches(path: Path, frame: wire.Frame, offset_ns: int, every_stat: bool = T
             found = xevents(batch, stat_names, keys)
             decoded = _by_protobuf(path, frame, batch, stat_names, keys) if found is None else found
             yield line, offset_ns + line.timestamp_ns, decoded, found is not None
+            del found, decoded  # not held while the next batch is read and decoded (nor below)
 
     return head, batches()
 
@@ -510,7 +513,7 @@ def _host_work(path: Path, frame: wire.Frame, offset_ns: int, in_c: HostInC, hel
             host.append(Slice(rank, Layer.HOST, event.lane, event.name, event.start_ns, event.dur_ns,
                               _json(args) if args else None, flows_out=flow))
         held.add(host)
-        host = []
+        host, decoded, found = [], (), None
     return ranges
 
 
@@ -544,7 +547,7 @@ def _device_work(rank: RankInfo, plane: _Device, frame: wire.Frame, diag: Diagno
                     made = made.with_flows((c, launched.kernel(c)), ())
                 work.append(made)
         held.add(work)  # a batch at a time: what memory holds is one batch's records
-        work = []
+        work, decoded, made = [], (), None
     return launched, steps
 
 

@@ -221,7 +221,7 @@ def _nsys(root: Path) -> Truth:
         counts = write_nsys_export(root / f"rank{rank}.sqlite", rank=rank, steps=2, seed=rank)["counts"]
         records[rank] = {"GPU": counts["KERNEL"] - 2 + counts["MEMCPY"] + counts["MEMSET"]
                          + counts["SYNCHRONIZATION"], "Communication": 2,  # an NCCL kernel a step
-                         "Host": counts["RUNTIME"] + counts["NVTX ranges"] + counts["OSRT"]}
+                         "Host": counts["RUNTIME"] + counts["NVTX"] + counts["OSRT"]}
     return Truth(records, {0: set(), 1: set()})
 
 
@@ -232,7 +232,7 @@ def _nsys_processes(root: Path) -> Truth:
     for rank, counts in enumerate(p["counts"] for p in made):
         records[rank] = {"GPU": counts["KERNEL"] - 2 + counts["MEMCPY"] + counts["MEMSET"]
                          + counts["SYNCHRONIZATION"], "Communication": 2,
-                         "Host": counts["RUNTIME"] + counts["NVTX ranges"] + counts["OSRT"]}
+                         "Host": counts["RUNTIME"] + counts["NVTX"] + counts["OSRT"]}
     return Truth(records, {0: set(), 1: set()})
 
 

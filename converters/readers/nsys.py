@@ -18,9 +18,9 @@ Read:
 * detail only: ``_RUNTIME`` calls on ``CUDA API (<name>, thread N)`` (the name from ``ThreadNames``
   where it has one), with an arrow from each launch to the device work of its process's
   ``correlationId``; ``_SYNCHRONIZATION`` on ``GPU N Synchronization`` (N its context's device; no
-  computation); ``NVTX_EVENTS`` push/pop and start/end ranges (the event types
-  ``ENUM_NSYS_EVENT_TYPE`` names so; marks have no end) on ``NVTX (...)``; ``OSRT_API`` on ``OS
-  runtime (...)``.
+  computation); ``NVTX_EVENTS`` push/pop and start/end ranges and marks (slices of no length; the
+  event types ``ENUM_NSYS_EVENT_TYPE`` names so) on ``NVTX (...)``, the rest counted (open ranges,
+  names of threads and domains); ``OSRT_API`` on ``OS runtime (...)``.
 
 Steps: the NVTX ranges ``--step-marker`` names, else the whole capture as one pseudo step. A host
 record is the step's it starts in; device work (kernel, memcpy, memset) the step's whose range holds
@@ -63,7 +63,9 @@ _LAUNCHES = "nsys_launches"  # the temporary table of the process's launches (_E
 _TID_BITS = 0xFF_FFFF  # globalTid = (vm id << 48) | (pid << 24) | tid
 # a rank the launcher put in the environment Nsight recorded (DeviceEnvironment), first found wins
 _RANK_VARS = re.compile(r"(?:^|;)(?:RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID|PMIX_RANK)=(\d+)(?:;|$)")
-_NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange where ENUM_NSYS_EVENT_TYPE is absent
+_NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange, where ENUM_NSYS_EVENT_TYPE is absent
+_RANGE_NAMES = ("NvtxPushPopRange", "NvtxStartEndRange")  # ENUM_NSYS_EVENT_TYPE's
+_NVTX_MARKS = (34,)  # NvtxMark: an instant (2022.2's export: no ENUM_NSYS_EVENT_TYPE, marks 34 as in 2026.2)
 _CUPTI = "CUPTI_ACTIVITY_KIND_"
 _KERNEL, _MEMCPY, _MEMSET = f"{_CUPTI}KERNEL", f"{_CUPTI}MEMCPY", f"{_CUPTI}MEMSET"
 _RUNTIME, _SYNC = f"{_CUPTI}RUNTIME", f"{_CUPTI}SYNCHRONIZATION"
@@ -290,6 +292,8 @@ class _Export:
         if absent:
             self.diag.note("nsys_absent", f"{self.path}: no {', '.join(absent)} (Nsight writes no table for "
                            "what it did not record): read what is there")
+        if self.detail:
+            self.nvtx_not_drawn()
         if not self.strings:
             self.diag.warn("no_string_ids", f"{self.path}: no StringIds table: kernels, calls and threads "
                            "are named by their ids")
@@ -455,26 +459,48 @@ class _Export:
         name, joins = self.named(table, "nameId", "s")
         return self.host(table, prefix, name, joins, "t.end IS NOT NULL")
 
-    def nvtx(self) -> Iterator[_Record]:
-        """NVTX ranges (marks have no end): their text inline, or (registered strings) by ``textId``."""
-        have = self.columns("NVTX_EVENTS")
-        text = "t.text" if "text" in have else "NULL"
+    def nvtx(self, marks: bool = True) -> Iterator[_Record]:
+        """NVTX ranges and (``marks``) marks, a mark a slice of no length, as Kineto's instants:
+        their text inline, or (registered strings) by ``textId``."""
+        text = "t.text" if "text" in self.columns("NVTX_EVENTS") else "NULL"
         by_id, joins = self.named("NVTX_EVENTS", "textId", "s")
-        where = "t.end IS NOT NULL"
-        if "eventType" in have:
-            where += f" AND t.eventType IN ({', '.join(map(str, self.range_types()))})"
-        return self.host("NVTX_EVENTS", "NVTX", f"COALESCE({text}, {by_id})", joins, where)
+        return self.host("NVTX_EVENTS", "NVTX", f"COALESCE({text}, {by_id})", joins, self.nvtx_drawn(marks))
 
-    def range_types(self) -> tuple[int, ...]:
-        """The NVTX event types that are ranges, by their names in ``ENUM_NSYS_EVENT_TYPE`` where the
-        export has it (59, 60 in 2024.5 and 2026.2: the numbers of those, for exports without it)."""
+    def nvtx_drawn(self, marks: bool = True) -> str:
+        """The condition on the NVTX events drawn: the ranges that end, and (``marks``) the marks."""
+        if "eventType" not in self.columns("NVTX_EVENTS"):
+            return "t.end IS NOT NULL"
+        ranges = f"(t.eventType IN ({self.nvtx_types(*_RANGE_NAMES)}) AND t.end IS NOT NULL)"
+        return f"({ranges} OR t.eventType IN ({self.nvtx_types('NvtxMark')}))" if marks else ranges
+
+    def nvtx_types(self, *names: str) -> str:
+        """The NVTX event types of these names in ``ENUM_NSYS_EVENT_TYPE`` where the export has it
+        (ranges 59, 60 and marks 34 in 2024.5 and 2026.2: those numbers, for exports without it), as
+        SQL's list."""
+        found: tuple[int, ...] = ()
         if {"id", "name"} <= self.columns("ENUM_NSYS_EVENT_TYPE"):
             found = tuple(r[0] for r in self.db.execute(
-                "SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name IN ('NvtxPushPopRange', 'NvtxStartEndRange')")
+                f"SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name IN ({', '.join('?' * len(names))})", names)
                 if type(r[0]) is int)
-            if found:
-                return found
-        return _NVTX_RANGES
+        return ", ".join(map(str, found or (_NVTX_MARKS if names == ("NvtxMark",) else _NVTX_RANGES)))
+
+    def nvtx_not_drawn(self) -> None:
+        """Say the rank's NVTX events not drawn: ranges still open when the capture ended (a warning:
+        records lost), and what names things (a thread, a domain, a category: a note)."""
+        if not {"start", "end", "eventType"} <= self.columns("NVTX_EVENTS"):
+            return
+        mine, params = self.mine("NVTX_EVENTS")
+        ranges = self.nvtx_types(*_RANGE_NAMES)
+        left_out = f"NOT {self.nvtx_drawn()}{f' AND {mine}' if mine else ''}"
+        open_, other = self.db.execute(
+            f"SELECT COALESCE(SUM(t.eventType IN ({ranges})), 0), COALESCE(SUM(t.eventType NOT IN "
+            f"({ranges})), 0) FROM NVTX_EVENTS t WHERE {left_out}", params).fetchone()
+        if open_:
+            self.diag.warn("nvtx_open", f"{self.path}: {open_} NVTX ranges without an end (still open when "
+                           "the capture ended): not drawn")
+        if other:
+            self.diag.note("nvtx_names", f"{self.path}: {other} NVTX events that are no range or mark (a "
+                           "thread's, a domain's or a category's name, ...): not drawn")
 
     def host(self, table: str, prefix: str, name: str, joins: str,
              where: str) -> Iterator[_Record]:
@@ -485,7 +511,7 @@ class _Export:
         corr = "t.correlationId" if "correlationId" in have else "NULL"
         rank = self.rank.rank
         for start, end, tid, link, called in self.rows(table, f"t.globalTid, {corr}, {name}", joins, where):
-            times = self.times(start, end)
+            times = self.times(start, start if end is None else end)  # a mark: no end (only NVTX's have none)
             if times is None:
                 continue
             thread = tid & _TID_BITS if type(tid) is int else tid
@@ -535,7 +561,7 @@ class _Export:
     def marked(self, marker: str) -> list[Step]:
         """The NVTX ranges named ``marker`` (``name*``: named beginning so), as steps 1, 2, ..."""
         ranges = []
-        for _, made, _, _ in self.nvtx():
+        for _, made, _, _ in self.nvtx(marks=False):
             if made.name == marker or (marker.endswith("*") and made.name.startswith(marker[:-1])):
                 ranges.append((made.start_ns, made.dur_ns))
         return [Step(None, i, s, s + d) for i, (s, d) in enumerate(markers.numbered(ranges), 1)]

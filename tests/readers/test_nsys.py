@@ -165,13 +165,14 @@ def test_nvtx_step_marker_files_every_record_to_its_step(job):
         slices = [x for s in mine for x in s.slices if x.layer not in (Layer.STEP, Layer.OVERLAP)]
         counts = m["counts"]
         drawn = sum(counts[k] for k in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION", "OSRT",
-                                        "NVTX ranges"))
+                                        "NVTX"))  # every NVTX event: its ranges and its marks
         assert len(slices) == drawn - m["before_first_step"]["detail"]
         assert Counter(x.task_type for x in slices)["MEMSET"] == counts["MEMSET"]
         comm = [x for x in slices if x.layer is Layer.COMM_OP]
         assert [x.name for x in comm] == [NCCL] * len(m["steps"])
         assert {comm_kind(x) for x in comm} == {ALLREDUCE}
-        assert {x.name for x in slices if x.lane.startswith("NVTX")} == {STEP_MARKER, "forward"}
+        assert {x.name for x in slices if x.lane.startswith("NVTX")} == {STEP_MARKER, "forward", "mark"}
+        assert {x.dur_ns for x in slices if x.name == "mark"} == {0}  # a mark: an instant
         # every device record but the warm-up kernel's has its launch's arrow
         launched = counts["KERNEL"] - 1 + counts["MEMCPY"] + counts["MEMSET"]
         assert sum(len(x.flows_in) for x in slices) == launched
@@ -308,7 +309,7 @@ def _sql_at(path: Path, query: str) -> list[tuple]:
 
 def _by_rank(folder: Path, kind: str = "detail", diag: Diagnostics | None = None) -> dict[int, list]:
     found: dict[int, list] = {}
-    for batch in read_profile(discover(folder), Options(kind=kind), diag or Diagnostics()):
+    for batch in read_profile(discover(folder), Options(kind=kind), Diagnostics() if diag is None else diag):
         found.setdefault(batch.rank, []).extend(batch.slices)
     return found
 
@@ -490,7 +491,7 @@ def test_a_generated_multi_process_export_is_one_rank_per_process(multi):
     for info, process in zip(infos, made, strict=True):
         mine, counts = ranks[info.rank], process["counts"]
         drawn = sum(counts[k] for k in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION", "OSRT",
-                                        "NVTX ranges"))
+                                        "NVTX"))  # every NVTX event: its ranges and its marks
         assert len(mine) == drawn
         assert {s.lane.split(" Stream")[0].split(" Synchronization")[0] for s in mine
                 if s.layer is Layer.STREAM} == {f"GPU {process['device']}"}
@@ -589,8 +590,8 @@ def test_an_absent_table_leaves_the_rest_read(job, tmp_path, table, capsys):
     expected = {"CUPTI_ACTIVITY_KIND_MEMCPY": "MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET": "MEMSET",
                 "CUPTI_ACTIVITY_KIND_RUNTIME": "RUNTIME",
                 "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "SYNCHRONIZATION",
-                "NVTX_EVENTS": "NVTX ranges", "OSRT_API": "OSRT"}
-    kept = sum(n for k, n in counts.items() if k not in ("NVTX", expected.get(table)))
+                "NVTX_EVENTS": "NVTX", "OSRT_API": "OSRT"}
+    kept = sum(n for k, n in counts.items() if k not in ("NVTX ranges", expected.get(table)))
     diag = Diagnostics()
     slices = [s for b in read_profile(discover(variant), Options(kind="detail"), diag) for s in b.slices]
     assert len(slices) == kept
@@ -633,3 +634,77 @@ def test_nvtx_range_types_come_from_the_enum_table(job, tmp_path):
     steps = list(read_profile(discover(variant), options, Diagnostics()))
     numbered = [(s.step.start_ns, s.step.end_ns) for s in steps if s.step is not None]
     assert numbered == [tuple(b) for b in manifests[1]["steps"]]
+
+
+def test_nvtx_marks_are_instants_and_the_events_not_drawn_are_counted(job, tmp_path):
+    """A mark (``nvtxMark``) is drawn as a slice of no length, as Kineto's instants; a range still
+    open when the capture ended is counted in a warning; what names a thread, a domain or a
+    category is counted in a note."""
+    _, manifests = job
+    insert = "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) SELECT start, NULL, {}, " \
+             "globalTid FROM NVTX_EVENTS LIMIT 1;"
+    variant = _variant(job, tmp_path, insert.format("59, 'open'") + insert.format("39, 'main thread'")
+                       + insert.format("75, 'my domain'"))
+    (marks,), = _sql_at(variant / "rank0.sqlite", "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 34")
+    diag = Diagnostics()
+    slices = [s for b in read_profile(discover(variant), Options(kind="detail"), diag) for s in b.slices]
+    drawn = [s for s in slices if s.name == "mark"]
+    assert len(drawn) == marks > 0 and {s.dur_ns for s in drawn} == {0}
+    assert not any(s.name in ("open", "main thread", "my domain") for s in slices)
+    assert diag.counts["nvtx_open"] == 1 and "1 NVTX ranges without an end" in diag.examples["nvtx_open"]
+    assert "2 NVTX events that are no range or mark" in diag.notes["nvtx_names"]
+
+
+# -- Nsight Systems 2022.2 (export schema 2.9.1): an older version, kept in the repository -----------
+
+SAXPY = "saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
+
+
+@pytest.fixture(scope="module")
+def saxpy() -> Path:
+    return _public("nsys-a100-saxpy-2022", SAXPY)
+
+
+def test_a_2022_export_lands_every_record_once(saxpy):
+    """2022.2 names its metadata table ``EXPORT_META_DATA`` and has no ``ENUM_NSYS_EVENT_TYPE``; its
+    runtime table holds each call twice, the API and its versioned entry (``cudaMalloc``,
+    ``cudaMalloc_v3020``) with one correlation id; its NVTX ranges name MPI's calls by registered
+    strings (``textId``)."""
+    db = saxpy / SAXPY
+    diag = Diagnostics()
+    (info,) = discover(saxpy)
+    assert info.device_name == "NVIDIA A100-SXM4-40GB" and info.host == "nid001608"
+    slices = [s for mine in _by_rank(saxpy, diag=diag).values() for s in mine]
+    for table, task in zip(_DEVICE_TABLES, (GPU_KERNEL, "MEMCPY", "MEMSET"), strict=True):
+        (n,), = _sql_at(db, f"SELECT count(*) FROM {table}")
+        assert sum(s.task_type == task for s in slices) == n, table
+    (calls,), = _sql_at(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    (ranges,), = _sql_at(db, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NOT NULL")
+    lanes = Counter(s.lane.split(" (")[0] for s in slices if s.layer is Layer.HOST)
+    assert lanes == {"CUDA API": calls, "NVTX": ranges} and (calls, ranges) == (95, 22)
+    nvtx = Counter(s.name for s in slices if s.lane.startswith("NVTX"))
+    assert nvtx == dict(_sql_at(db, "SELECT COALESCE(n.text, s.value), count(*) FROM NVTX_EVENTS n LEFT "
+                                    "JOIN StringIds s ON s.id = n.textId WHERE eventType = 59 GROUP BY 1"))
+    # its thread's name (type 39: "MPI Rank 0", which ThreadNames holds too) and MPI's domain (75)
+    assert "2 NVTX events that are no range or mark" in diag.notes["nvtx_names"]
+    assert {s.lane for s in slices if s.layer is Layer.HOST} == {"CUDA API (MPI Rank 0, thread 1230493)",
+                                                                 "NVTX (MPI Rank 0, thread 1230493)"}
+
+
+def test_a_2022_export_loads_clean_with_an_arrow_per_launched_record(saxpy, tmp_path):
+    db = saxpy / SAXPY
+    out = tmp_path / "out.pftrace"
+    convert(saxpy, out, kind="detail")
+    problems, (_, _, flows) = imported(out, tmp_path)
+    (launched,), = _sql_at(db, "SELECT count(*) FROM (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                           "UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY) d WHERE "
+                           "correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME)")
+    assert problems == [] and flows == launched == 20
+
+
+def test_a_2022_exports_ops_are_its_kernel_table(saxpy):
+    db = saxpy / SAXPY
+    rows = {r.name: r for r in ops_report(saxpy, by="name")}
+    expected = _sql_at(db, "SELECT s.value, count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                           "JOIN StringIds s ON s.id = k.demangledName GROUP BY 1")
+    assert [(name, rows[name].count, rows[name].total_ns) for name, _, _ in expected] == expected

@@ -154,3 +154,37 @@ def test_a_gloo_range_that_outlasts_its_step_counts_in_the_steps_it_runs_into(tm
     lanes = [s for s in trace.slices if s.track == ("Overlap Analysis", "Communication")]
     assert lanes and all(any(rank == s.process.split()[1] and a <= s.start_ns and s.start_ns + s.dur_ns <= b
                              for rank, a, b in bounds) for s in lanes)
+
+
+# -- a 2022 trace kept in the repository (fixtures/public: HTA's trace_file_list data, MIT) ---------
+
+def test_a_headless_trace_of_the_older_categories_is_found_and_read_whole(tmp_path):
+    """Kineto of 2022 named its GPU categories as PyTorch 1.8 did (``Kernel``, ``Runtime``) and its
+    launch arrows ``async_gpu``; this file has no ``.pt.trace.json`` name and its ``distributedInfo``
+    comes last: it is found by its events' categories, its rank read from its end, every event
+    drawn once, and each launch linked to its kernel once (the arrows are not read twice)."""
+    import gzip
+    import json
+    import shutil
+    from pathlib import Path
+
+    from test_trace_processor import imported
+
+    source = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "kineto-2022-hta"
+    folder = tmp_path / "trace"
+    shutil.copytree(source, folder)
+    events = json.loads(gzip.decompress((folder / "inference_rank_1.json.gz").read_bytes()))["traceEvents"]
+    (info,) = discover(folder)
+    assert info.rank == 1
+    diag = Diagnostics()
+    slices = [s for b in read_profile([info], Options(kind="detail"), diag) for s in b.slices
+              if s.layer not in (Layer.STEP, Layer.OVERLAP)]
+    drawn = Counter((e["name"], e.get("dur", 0)) for e in events if e["ph"] in ("X", "i"))
+    assert Counter((s.name, s.dur_ns // 1000) for s in slices) == drawn and sum(drawn.values()) == 14
+    assert diag.messages() == []  # the async_gpu arrows no flow ends left unread
+    out = tmp_path / "out.pftrace"
+    convert(folder, out, kind="detail", max_bytes=None)
+    problems, (_, _, flows) = imported(out, tmp_path)
+    launches = {e["args"]["correlation"] for e in events if e.get("cat") == "Runtime"}
+    kernels = {e["args"]["correlation"] for e in events if e.get("cat") == "Kernel"}
+    assert problems == [] and flows == len(launches & kernels) == 4

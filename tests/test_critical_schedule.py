@@ -61,3 +61,29 @@ def test_the_c_schedule_is_graph_schedule(graph: Graph, data) -> None:
         for i in reached:
             assert chains[i] == graph.chain(i, expected, durs)
             assert types[i] == {graph.nodes[k].op_type for k in chains[i]} - {None}
+
+
+def _dominated_by_definition(found, through):
+    """The pairs a chain through one synchronisation point is as long as, tried pair by pair against
+    every synchronisation point: the definition ``_undominated`` had in Python (quadratic)."""
+    lag = {(c.source, c.sink): c.lag_ns for c in found}
+    return [c for c in found
+            if not any(arrival != c.sink and (c.source, arrival) in lag and (done, c.sink) in lag
+                       and lag[c.source, arrival] + lag[done, c.sink] >= c.lag_ns
+                       for arrival, done in through.items())]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 7)), st.integers(0, 7), st.integers(-50, 50)),
+                max_size=40, unique_by=lambda p: p[:2]),
+       st.dictionaries(st.integers(0, 7), st.integers(0, 7), max_size=6))
+def test_pairs_dominated_through_a_synchronisation_point_are_left_out(pairs, through) -> None:
+    """``_undominated`` (in C) and ``_undominated_rule`` keep what the pair-by-pair definition
+    keeps, in ``found``'s order, on random pairs (the anchors' source None, negative lags, a
+    synchronisation point whose arrival or completion no pair names)."""
+    from converters.dependency_graph import Contracted, _undominated, _undominated_rule
+
+    found = [Contracted(source, sink, lag, (), {}) for source, sink, lag in pairs]
+    expected = _dominated_by_definition(found, through)
+    assert _undominated_rule(found, through) == expected
+    assert _undominated(found, through) == expected

@@ -103,13 +103,12 @@ def _shared(ranks: tuple[int, ...]) -> tuple[int, ...]:
 
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+(?:\.\d+)?)[,}\s]')
 _CAT = re.compile(rb'"cat"\s*:\s*"([^"\\]{1,40})"')
-# categories only Kineto writes in an object's events (``libkineto::ActivityType``'s names; and its
-# GPU ones as PyTorch 1.8-1.13 named them, ``_CATS_OF_1_8``: HTA's trace_file_list data, 2022, has
-# no header key and no .pt.trace.json name)
-_KINETO_CATS = {cat.encode() for cat in ("cpu_op", "user_annotation", "python_function", "cuda_runtime",
-                                         "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset",
-                                         "gpu_user_annotation", "ac2g", "mtia_runtime", "mtia_ccp_events",
-                                         "Kernel", "Runtime", "Memcpy", "Memset", "async_gpu")}
+# categories only Kineto writes in an object's events (``libkineto::ActivityType``'s names, and the GPU
+# ones of 2021-22, ``_CATS_OF_1_8``: fixtures/public/kineto-2022-hta has neither header key nor name)
+_KINETO_CATS = {cat.encode() for cat in (
+    "cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy",
+    "gpu_memset", "gpu_user_annotation", "ac2g", "mtia_runtime", "mtia_ccp_events", "Kernel", "Runtime",
+    "Memcpy", "Memset", "async_gpu")}
 _PADDLE = (".paddle_trace.json", ".paddle_trace.json.gz")
 # tensorboard_trace_handler's names: <worker>.<ms since the epoch>.pt.trace.json[.gz]
 _HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(\.gz)?$")
@@ -125,8 +124,7 @@ _CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memse
                 "Operator": "cpu_op", "async": "ac2g", "async_gpu": "ac2g"}  # async_gpu: 2022's (HTA's data)
 _STEP_CATS = ("user_annotation", "cpu_op")
 # the categories a launch and a communication op come in, by any generation's name (launches.Survey)
-_LAUNCH_CATS_ANY = frozenset({*_LAUNCH_CATS, *(old for old, new in _CATS_OF_1_8.items()
-                                               if new in _LAUNCH_CATS)})
+_LAUNCH_CATS_ANY = frozenset({*_LAUNCH_CATS, *(o for o, n in _CATS_OF_1_8.items() if n in _LAUNCH_CATS)})
 _OP_CATS_ANY = frozenset({"cpu_op", "user_annotation", *(old for old, new in _CATS_OF_1_8.items()
                                                           if new == "cpu_op")})
 _GPU = "GPU stream"  # a route of the dialect's own: a GPU's stream, its lane as ``_stream_lane`` names it

@@ -118,10 +118,10 @@ _LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "mtia_runtime")
 # an MTIA device's work (its process "MTIA N"): kernels, and DMA requests, which are copies (as HTA
 # counts them: its memory kernels are those named dma*)
 _MTIA_CAT = "mtia_ccp_events"
-# PyTorch 1.8-1.9 wrote the categories by other names (and a stream's tid as "stream 7", without
-# a thread name): read as today's
+# older categories, read as today's: PyTorch 1.8-1.9's (a stream's tid "stream 7", no thread name), and
+# 2022's launch arrows (async_gpu, async_cpu_to_gpu: fixtures/public/kineto-2022-hta, HTA's test data)
 _CATS_OF_1_8 = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
-                "Operator": "cpu_op", "async": "ac2g", "async_gpu": "ac2g"}  # async_gpu: 2022's (HTA's data)
+                "Operator": "cpu_op", "async": "ac2g", "async_gpu": "ac2g", "async_cpu_to_gpu": "ac2g"}
 _STEP_CATS = ("user_annotation", "cpu_op")
 # the categories a launch and a communication op come in, by any generation's name (launches.Survey)
 _LAUNCH_CATS_ANY = frozenset({*_LAUNCH_CATS, *(o for o, n in _CATS_OF_1_8.items() if n in _LAUNCH_CATS)})

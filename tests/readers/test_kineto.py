@@ -188,3 +188,29 @@ def test_a_headless_trace_of_the_older_categories_is_found_and_read_whole(tmp_pa
     launches = {e["args"]["correlation"] for e in events if e.get("cat") == "Runtime"}
     kernels = {e["args"]["correlation"] for e in events if e.get("cat") == "Kernel"}
     assert problems == [] and flows == len(launches & kernels) == 4
+
+
+def test_a_2022_trace_s_launch_arrows_are_its_correlation_ids_drawn_once(tmp_path):
+    """Kineto of mid-2022 called its launch arrows ``async_cpu_to_gpu`` (today's ``ac2g``): they
+    repeat the correlation ids, so each launched kernel, copy and memset has one arrow and no flow
+    event is left unread (fixtures/public/kineto-2022-hta-8gpu: rank 3 of an 8-GPU A100 job, HTA's
+    trace_diff data)."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from test_trace_processor import imported
+
+    folder = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "kineto-2022-hta-8gpu"
+    events = json.loads(gzip.decompress((folder / "control.json.gz").read_bytes()))["traceEvents"]
+    launches = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime"}
+    work = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    diag = Diagnostics()
+    slices = [s for b in read_profile(discover(folder), Options(kind="detail"), diag) for s in b.slices]
+    assert not any("not converted" in m for m in diag.messages())
+    linked = sum(e["args"]["correlation"] in launches for e in work)
+    assert sum(len(s.flows_in) for s in slices) == linked == 9450
+    out = tmp_path / "out.pftrace"
+    convert(folder, out, kind="detail", max_bytes=None)
+    problems, (_, _, flows) = imported(out, tmp_path)
+    assert problems == [] and flows == 9450

@@ -73,23 +73,25 @@ class _Sizes:
                       % orjson.dumps(label))
 
     def add(self, slices: list[Slice], kind: str) -> None:
-        """A step's slices of one kind (summary: the step trace and overlap lanes): each measured,
-        up to ``_MEASURED`` of the kind, then at the mean of those."""
-        measured = self.measured[kind]
-        if measured[0] >= _MEASURED:
-            self._lanes_of(slices, kind)
-            self.pftrace[kind] += len(slices) * measured[1] / measured[0]
-            self.json[kind] += len(slices) * measured[2] / measured[0]
-            return
-        lane_pf, lane_json = self._lanes_of(slices, kind)
-        before = self.pftrace[kind], self.json[kind]
-        self._measure(slices, kind)
-        measured[0] += len(slices)
-        measured[1] += self.pftrace[kind] - before[0] - lane_pf
-        measured[2] += self.json[kind] - before[1] - lane_json
+        """A step's slices of one kind (summary: the step trace and overlap lanes): each measured
+        up to ``_MEASURED`` of the kind (a step of more: an even sample of it), the others at the
+        mean of those; every new lane counted."""
+        self._lanes_of(slices, kind)
+        measured, rest = self.measured[kind], len(slices)
+        if (room := _MEASURED - measured[0]) > 0:
+            sample = slices if len(slices) <= room else slices[::-(-len(slices) // room)]
+            before = self.pftrace[kind], self.json[kind]
+            self._measure(sample, kind)
+            measured[0] += len(sample)
+            measured[1] += self.pftrace[kind] - before[0]
+            measured[2] += self.json[kind] - before[1]
+            rest -= len(sample)
+        if rest:
+            self.pftrace[kind] += rest * measured[1] / measured[0]
+            self.json[kind] += rest * measured[2] / measured[0]
 
-    def _lanes_of(self, slices: list[Slice], kind: str) -> tuple[float, float]:
-        """The lanes of these slices not met before: what they add to each format (added)."""
+    def _lanes_of(self, slices: list[Slice], kind: str) -> None:
+        """What the lanes of these slices not met before add to each format."""
         lanes, pf, json = self.lanes[kind], 0.0, 0.0
         for s in slices:
             if (s.layer, s.lane) not in lanes:
@@ -98,7 +100,6 @@ class _Sizes:
                 json += _JSON["lane"] + len(s.lane)
         self.pftrace[kind] += pf
         self.json[kind] += json
-        return pf, json
 
     def _measure(self, slices: list[Slice], kind: str) -> None:
         pf = json = 0.0

@@ -9,6 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import real_data
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from converters import convert
 from converters.cli import main
@@ -131,3 +133,29 @@ def test_device_and_host_come_from_what_the_real_profiles_say(capsys):
     assert main(["info", str(real_data("kineto-2rank"))]) == 0  # the device is in no header: unknown
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:3]]
     assert [row[2:4] for row in rows] == [["-", "-"], ["-", "-"]]
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet=' "\\\t\nab\u00e9'),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet=' "ab'), inner, max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON_VALUES, st.lists(st.sampled_from([" ", "\n", "\t", "\r", "  "]), max_size=20), st.randoms())
+def test_args_text_is_the_raw_json_less_its_white_space_outside_strings(value, spaces, rng):
+    """``info``'s args' text (the writer's compact text, ``put_compact``) split at quotes where no
+    escape is in it, else by the regex (the rule): the same bytes, white space in strings kept."""
+    from converters.analyses.info import _STRING_OR_SPACE, _args_text
+
+    text = json.dumps(value, indent=rng.choice([None, 2]), ensure_ascii=rng.choice([True, False]))
+    tokens = list(text)
+    for space in spaces:  # more white space where JSON allows it: before or after a structural character
+        at = rng.choice([i for i, c in enumerate(tokens) if c in "{}[],:"] or [0])
+        tokens.insert(at, space)
+    raw = "".join(tokens).encode()
+    try:
+        json.loads(raw)
+    except ValueError:
+        return  # a space put inside a string's escape: no JSON
+    assert _args_text(raw) == _STRING_OR_SPACE.sub(lambda m: m[1] or b"", raw)

@@ -423,9 +423,8 @@ def read(rank: RankInfo, diag: Diagnostics, *, detail: bool = True,
         ranges: list[tuple[int, int, Any]] = []  # the steps' ranges: (start, duration, step number or None)
         marker = markers.checked(step_marker)
         for name in (n for n in space.planes if n.startswith("/host:") and n != "/host:metadata"):
-            in_c = HostInC(rank.rank, detail, first, {}, {}, Slice, Layer.HOST, launched, elsewhere, marker,
-                           ID_LIMIT, orjson.dumps)
-            ranges += _host_work(path, space.planes[name], rank.clock_offset_ns, in_c, held.host, diag)
+            ranges += _host_work(path, space.planes[name], rank, (first, detail, marker), launched, elsewhere,
+                                 held.host, diag)
         if marker and not ranges:
             diag.warn(markers.UNMATCHED, f"{path}: no host range named {marker!r}: the whole capture is one "
                       "step", subject=f"rank {rank.rank}")
@@ -477,17 +476,20 @@ class HostInC(NamedTuple):
     dumps: Callable[[Any], bytes]  # orjson's, as common.args.as_json calls it
 
 
-def _host_work(path: Path, frame: wire.Frame, offset_ns: int, in_c: HostInC, held: ByTime,
+def _host_work(path: Path, frame: wire.Frame, rank_info: RankInfo, how: tuple[bool, bool, str | None],
+               launched: Launches, elsewhere: Launches, held: ByTime,
                diag: Diagnostics) -> list[tuple[int, int, Any]]:
     """A host plane's share of the rank: its launches (their times kept in ``launched``, each with
     an arrow to each kernel of it) and, on the first rank, every event that launches no other
     rank's work, as slices in detail, handed to ``held``; the steps' ranges (start, duration,
     step number or None) returned, drawn as the steps they are on every rank. Read in C
     (``_core.xhost``) by these rules, a batch at a time, where C decoded the batch; a batch it
-    leaves (an event without times, past the model's times or without a name) here."""
-    rank, first, detail, marker, launched = in_c.rank, in_c.first, in_c.detail, in_c.marker, in_c.launched
-    head, batches = _batches(path, frame, offset_ns, False)
-    in_c = in_c._replace(names=head.names, stat_names=head.stat_names)
+    leaves (an event without times, past the model's times or without a name) here. ``how``: whether
+    the rank is its host's first, whether in detail, and the user's marker."""
+    (first, detail, marker), rank = how, rank_info.rank
+    head, batches = _batches(path, frame, rank_info.clock_offset_ns, False)
+    in_c = HostInC(rank, detail, first, head.names, head.stat_names, Slice, Layer.HOST, launched, elsewhere,
+                   marker, ID_LIMIT, orjson.dumps)
     keyed = None if first and detail else functools.partial(_is_marker, marker)  # what it keeps
     host: list[Slice] = []
     ranges: list[tuple[int, int, Any]] = []
@@ -503,7 +505,7 @@ def _host_work(path: Path, frame: wire.Frame, offset_ns: int, in_c: HostInC, hel
                 continue
             c = _correlation(event.stats)
             launches = c is not None and launched.launch(c, event.start_ns)  # its time kept
-            if not launches and (not first or (c is not None and c in in_c.elsewhere)):
+            if not launches and (not first or (c is not None and c in elsewhere)):
                 continue
             if not detail:  # host events are drawn in detail only; launches still file their work
                 continue

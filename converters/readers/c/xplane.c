@@ -498,10 +498,21 @@ static PyObject *as_json(PyObject *dumps, PyObject *args) {
     return sized;
 }
 
+/* The stat names the rules look up per event, interned once (xplane_ready) */
+static PyObject *S_CORRELATION_ID, *S_STEP_NUM, *S_STREAM_ARG;
+
 /* An int stat (correlation_id, step_num) of ``stats``, borrowed, or NULL (absent, or no int) */
-static PyObject *int_stat(PyObject *stats, const char *key) {
-    PyObject *found = PyDict_GetItemString(stats, key);
+static PyObject *int_stat(PyObject *stats, PyObject *key) {
+    PyObject *found = PyDict_GetItem(stats, key);
     return found && PyLong_Check(found) ? found : NULL;
+}
+
+/* out.append(the record of ``type`` made from ``items``, new references, stolen): 0, or -1 */
+static int append_record(PyObject *out, PyObject *type, PyObject **items) {
+    PyObject *made = record(type, items, SLICE_FIELDS);
+    int rc = made ? PyList_Append(out, made) : -1;
+    Py_XDECREF(made);
+    return rc;
 }
 
 /* xplane._copy: MEMCPY or MEMSET (borrowed) by the event's name or stats, NULL for a kernel; -1 sets *bad */
@@ -580,10 +591,10 @@ static PyObject *xdevice(PyObject *module, PyObject *const *argv, Py_ssize_t arg
         PyObject *args = Py_NewRef(Py_None), *flows = Py_NewRef(EMPTY_TUPLE);
         if (detail) {  /* {"Stream": stream, **stats} */
             PyObject *all = PyDict_New();
-            if (all && (PyDict_SetItemString(all, "Stream", stream) < 0 || PyDict_Update(all, stats) < 0)) Py_CLEAR(all);
+            if (all && (PyDict_SetItem(all, S_STREAM_ARG, stream) < 0 || PyDict_Update(all, stats) < 0)) Py_CLEAR(all);
             Py_SETREF(args, as_json(PyTuple_GET_ITEM(c, DEVICE_IN_C_DUMPS), all));
         }
-        PyObject *id = int_stat(stats, "correlation_id");
+        PyObject *id = int_stat(stats, S_CORRELATION_ID);
         if (id && args) {  /* the k-th kernel of its launch, which ends its k-th arrow */
             Launch *slot = launch_of(launched, id, 1);
             Py_SETREF(flows, slot ? Py_BuildValue("(Ok)", id, (unsigned long)slot->count++) : NULL);
@@ -592,12 +603,7 @@ static PyObject *xdevice(PyObject *module, PyObject *const *argv, Py_ssize_t arg
             Py_NewRef(PyTuple_GET_ITEM(c, DEVICE_IN_C_RANK)), Py_NewRef(layer), Py_NewRef(on), Py_NewRef(name),
             PyLong_FromLongLong(timed[i].start), PyLong_FromLongLong(timed[i].dur), args, Py_NewRef(task), flows,
             Py_NewRef(EMPTY_TUPLE)};
-        PyObject *made = record(PyTuple_GET_ITEM(c, DEVICE_IN_C_SLICE_TYPE), items, SLICE_FIELDS);
-        if (!made || PyList_Append(out, made) < 0) {
-            Py_XDECREF(made);
-            goto fail;
-        }
-        Py_DECREF(made);
+        if (append_record(out, PyTuple_GET_ITEM(c, DEVICE_IN_C_SLICE_TYPE), items) < 0) goto fail;
         continue;
     fail:
         Py_CLEAR(out);
@@ -624,7 +630,7 @@ static PyObject *xkernels(PyObject *module, PyObject *const *argv, Py_ssize_t ar
     PyMem_Free(timed);
     for (Py_ssize_t i = 0; ok > 0 && i < n; i++) {
         PyObject *stats = PyTuple_GET_ITEM(PyList_GET_ITEM(argv[0], i), 4);
-        PyObject *id = PyDict_Check(stats) ? int_stat(stats, "correlation_id") : NULL;
+        PyObject *id = PyDict_Check(stats) ? int_stat(stats, S_CORRELATION_ID) : NULL;
         Launch *slot = id ? launch_of((Launches *)argv[3], id, 1) : NULL;
         if (id && !slot) return NULL;
         if (slot) slot->count++;
@@ -781,7 +787,7 @@ static int step_mark(PyObject *c, PyObject *name, PyObject *stats, PyObject **nu
         if (marks > 0) *number = Py_NewRef(Py_None);
         return marks;
     }
-    PyObject *step = int_stat(stats, "step_num");
+    PyObject *step = int_stat(stats, S_STEP_NUM);
     if (!step) return 0;
     int overflow;
     long long v = PyLong_AsLongLongAndOverflow(step, &overflow);
@@ -833,7 +839,7 @@ static PyObject *xhost(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
             Py_DECREF(range);
             continue;
         }
-        PyObject *id = int_stat(stats, "correlation_id");
+        PyObject *id = int_stat(stats, S_CORRELATION_ID);
         Launch *slot = id ? launch_of(launched, id, 0) : NULL;
         if (PyErr_Occurred()) goto fail;
         if (slot) {  /* a launch of this rank's work: its time kept */
@@ -870,12 +876,7 @@ static PyObject *xhost(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
             Py_NewRef(PyTuple_GET_ITEM(c, HOST_IN_C_RANK)), Py_NewRef(PyTuple_GET_ITEM(c, HOST_IN_C_HOST_LAYER)),
             Py_NewRef(lane), Py_NewRef(timed[i].name), PyLong_FromLongLong(timed[i].start),
             PyLong_FromLongLong(timed[i].dur), args, Py_NewRef(EMPTY), arrows, Py_NewRef(EMPTY_TUPLE)};
-        PyObject *made = record(PyTuple_GET_ITEM(c, HOST_IN_C_SLICE_TYPE), items, SLICE_FIELDS);
-        if (!made || PyList_Append(slices, made) < 0) {
-            Py_XDECREF(made);
-            goto fail;
-        }
-        Py_DECREF(made);
+        if (append_record(slices, PyTuple_GET_ITEM(c, HOST_IN_C_SLICE_TYPE), items) < 0) goto fail;
         continue;
     fail:
         Py_CLEAR(slices);
@@ -890,6 +891,9 @@ static PyObject *xhost(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
 }
 
 int xplane_ready(PyObject *module) {
+    if (!(S_CORRELATION_ID = PyUnicode_InternFromString("correlation_id")) ||
+        !(S_STEP_NUM = PyUnicode_InternFromString("step_num")) || !(S_STREAM_ARG = PyUnicode_InternFromString("Stream")))
+        return -1;
     if (PyType_Ready(&LaunchesType) < 0) return -1;
     return PyModule_AddObjectRef(module, "Launches", (PyObject *)&LaunchesType);
 }

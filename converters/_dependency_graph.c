@@ -10,6 +10,10 @@
  * short[i] (the op type 10% shorter); anchors[i] the start of a node without edges in (NEVER: never
  * reached). Nodes before ``first`` are never reached. starts: bytes of N int64 (NEVER where
  * unreached); binding: bytes of N int64 (-1: none, an anchor or unreached).
+ * pairs(...): contract's first pass, every source's schedule and the lags of the sinks it reaches,
+ * in one call (per source in Python, its pairs were a third of `critical` on HTA's df_index_resolver
+ * trace). chains(...): the tree of a source's chains to the sinks kept, and the op types on each.
+ * undominated(...): the pairs contract keeps.
  * The Python methods are the reference (tests/test_critical_schedule.py holds this to them).
  */
 #define PY_SSIZE_T_CLEAN
@@ -25,6 +29,44 @@ static int view(PyObject *obj, Py_buffer *buf, Py_ssize_t items, const char *wha
         PyBuffer_Release(buf);
         PyErr_Format(PyExc_ValueError, "%s: %zd bytes, not %zd int64", what, buf->len, items);
         return -1;
+    }
+    return 0;
+}
+
+/* Graph.schedule's walk over a packed graph of n nodes into starts and, where binding is not
+ * NULL, each node's binding predecessor; -1 with a ValueError where a predecessor does not come
+ * first. */
+static int walk(Py_ssize_t n, const int64_t *offsets, const int64_t *preds, const int64_t *lags,
+                const int64_t *durs, const int64_t *shorts, const int64_t *types, const int64_t *anchors,
+                Py_ssize_t first, long long column, int64_t *starts, int64_t *binding) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        starts[i] = NEVER;
+        if (binding) binding[i] = -1;
+        if (i < first) continue;
+        int64_t lo = offsets[i], hi = offsets[i + 1];
+        if (lo == hi) {
+            starts[i] = anchors[i];
+            continue;
+        }
+        int64_t start = NEVER, best = -1, best_at = NEVER;
+        for (int64_t k = lo; k < hi; k++) {
+            int64_t p = preds[k];
+            if (p < 0 || p >= i) {
+                PyErr_SetString(PyExc_ValueError, "predecessors come first");
+                return -1;
+            }
+            if (starts[p] == NEVER) continue;
+            int64_t dur = column >= 0 && types[p] == column ? shorts[p] : durs[p];
+            int64_t at = starts[p] + dur + lags[k];
+            if (at > start) start = at;
+            /* Graph.binding: the latest end plus lag; ties: the latest added */
+            if (at > best_at || (at == best_at && best >= 0 && p > best)) {
+                best = p;
+                best_at = at;
+            }
+        }
+        starts[i] = start;
+        if (binding) binding[i] = best;
     }
     return 0;
 }
@@ -56,39 +98,180 @@ static PyObject *schedule(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (!(binding_out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t)))) goto done;
     int64_t *starts = (int64_t *)PyBytes_AS_STRING(starts_out);
     int64_t *binding = (int64_t *)PyBytes_AS_STRING(binding_out);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        starts[i] = NEVER;
-        binding[i] = -1;
-        if (i < first) continue;
-        int64_t lo = offsets[i], hi = offsets[i + 1];
-        if (lo == hi) {
-            starts[i] = anchors[i];
-            continue;
-        }
-        int64_t start = NEVER, best = -1, best_at = NEVER;
-        for (int64_t k = lo; k < hi; k++) {
-            int64_t p = preds[k];
-            if (p < 0 || p >= i) {
-                PyErr_SetString(PyExc_ValueError, "predecessors come first");
-                goto done;
-            }
-            if (starts[p] == NEVER) continue;
-            int64_t dur = column >= 0 && types[p] == column ? shorts[p] : durs[p];
-            int64_t at = starts[p] + dur + lags[k];
-            if (at > start) start = at;
-            /* Graph.binding: the latest end plus lag; ties: the latest added */
-            if (at > best_at || (at == best_at && best >= 0 && p > best)) {
-                best = p;
-                best_at = at;
-            }
-        }
-        starts[i] = start;
-        binding[i] = best;
-    }
+    if (walk(n, offsets, preds, lags, durs, shorts, types, anchors, first, column, starts, binding) < 0)
+        goto done;
     result = PyTuple_Pack(2, starts_out, binding_out);
 done:
     Py_XDECREF(starts_out);
     Py_XDECREF(binding_out);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
+/* A growing int64 array. */
+typedef struct { int64_t *at; Py_ssize_t len, cap; } Column;
+
+static int column_add(Column *c, int64_t value) {
+    if (c->len == c->cap) {
+        Py_ssize_t cap = c->cap ? 2 * c->cap : 1024;
+        int64_t *at = PyMem_Realloc(c->at, sizeof(int64_t) * (size_t)cap);
+        if (!at) { PyErr_NoMemory(); return -1; }
+        c->at = at, c->cap = cap;
+    }
+    c->at[c->len++] = value;
+    return 0;
+}
+
+/* pairs(offsets, preds, lags, durs, observed, sources, sinks) -> (sources, sinks, lags): bytes of
+ * int64 each, a pair per (source, sink) the source reaches, in contract's order (the anchors first,
+ * as source -1, then each source; per source, the sinks in their order, less the source itself), its
+ * lag the sink's start minus the source's end: dependency_graph._pairs_rule, one schedule per
+ * source (from the anchors: each at its observed start but the sources, never reached; from a
+ * source: only it, at its observed start, the nodes before it never reached). */
+static PyObject *pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "pairs(offsets, preds, lags, durs, observed, sources, sinks)");
+        return NULL;
+    }
+    Py_buffer b[7];
+    int held = 0;
+    PyObject *result = NULL;
+    int64_t *starts = NULL, *anchors = NULL;
+    Column out[3] = {{0}};
+    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
+    held = 1;
+    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t) - 1;
+    const int64_t *offsets = b[0].buf;
+    if (n < 0) { PyErr_SetString(PyExc_ValueError, "offsets: empty"); goto done; }
+    Py_ssize_t sizes[4] = {n + 1, offsets[n], offsets[n], n};
+    const char *names[5] = {"offsets", "preds", "lags", "durs", "observed"};
+    for (; held < 5; held++)
+        if (view(args[held], &b[held], held < 4 ? sizes[held] : n, names[held]) < 0) goto done;
+    for (; held < 7; held++)
+        if (PyObject_GetBuffer(args[held], &b[held], PyBUF_SIMPLE) < 0) goto done;
+    const int64_t *preds = b[1].buf, *lags = b[2].buf, *durs = b[3].buf, *observed = b[4].buf,
+                  *sources = b[5].buf, *sinks = b[6].buf;
+    Py_ssize_t n_sources = b[5].len / (Py_ssize_t)sizeof(int64_t), n_sinks = b[6].len / (Py_ssize_t)sizeof(int64_t);
+    for (Py_ssize_t k = 0; k < n_sources + n_sinks; k++) {
+        int64_t node = k < n_sources ? sources[k] : sinks[k - n_sources];
+        if (node < 0 || node >= n) { PyErr_SetString(PyExc_ValueError, "pairs: a node outside the graph"); goto done; }
+    }
+    starts = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    anchors = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!starts || !anchors) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t k = -1; k < n_sources; k++) {
+        int64_t source = k < 0 ? -1 : sources[k], base = 0;
+        if (source < 0) {
+            memcpy(anchors, observed, sizeof(int64_t) * (size_t)n);
+            for (Py_ssize_t j = 0; j < n_sources; j++) anchors[sources[j]] = NEVER;
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++) anchors[i] = NEVER;
+            anchors[source] = observed[source];
+        }
+        if (walk(n, offsets, preds, lags, durs, NULL, NULL, anchors, source < 0 ? 0 : source, -1, starts, NULL) < 0)
+            goto done;
+        if (source >= 0) base = starts[source] + durs[source];
+        for (Py_ssize_t j = 0; j < n_sinks; j++) {
+            int64_t sink = sinks[j];
+            if (sink == source || starts[sink] == NEVER) continue;
+            if (column_add(&out[0], source) < 0 || column_add(&out[1], sink) < 0
+                || column_add(&out[2], starts[sink] - base) < 0) goto done;
+        }
+    }
+    result = PyTuple_New(3);
+    for (int c = 0; result && c < 3; c++) {
+        PyObject *bytes = PyBytes_FromStringAndSize((const char *)out[c].at, out[c].len * (Py_ssize_t)sizeof(int64_t));
+        if (!bytes) Py_CLEAR(result);
+        else PyTuple_SET_ITEM(result, c, bytes);
+    }
+done:
+    PyMem_Free(starts);
+    PyMem_Free(anchors);
+    for (int c = 0; c < 3; c++) PyMem_Free(out[c].at);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
+/* chains(binding, sinks, types) -> (nodes, before, tips, type_offsets, type_columns): bytes of int64
+ * each, dependency_graph._chains_rule: the tree of the chains to ``sinks`` along each node's binding
+ * predecessor (binding: N int64, -1 for none), each node walked once, where a chain first reaches
+ * it (nodes[k] comes after nodes[before[k]], -1: first; tips: each sink's place); and per sink the
+ * op type columns on its chain (types: N int64, -1 for none), type_columns[type_offsets[j]:
+ * type_offsets[j + 1]] for sink j, each once. */
+static PyObject *chains(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "chains(binding, sinks, types)");
+        return NULL;
+    }
+    Py_buffer b[3];
+    int held = 0;
+    PyObject *result = NULL;
+    int64_t *at = NULL, *stamp = NULL;
+    Column out[5] = {{0}};  /* nodes, before, tips, type offsets, type columns */
+    Column walked = {0};
+    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
+    held = 1;
+    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t);
+    if (PyObject_GetBuffer(args[1], &b[1], PyBUF_SIMPLE) < 0) goto done;
+    held = 2;
+    if (view(args[2], &b[2], n, "types") < 0) goto done;
+    held = 3;
+    const int64_t *binding = b[0].buf, *sinks = b[1].buf, *types = b[2].buf;
+    Py_ssize_t n_sinks = b[1].len / (Py_ssize_t)sizeof(int64_t);
+    int64_t n_types = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (binding[i] < -1 || binding[i] >= n || types[i] < -1) {
+            PyErr_SetString(PyExc_ValueError, "chains: a binding predecessor or type out of range");
+            goto done;
+        }
+        if (types[i] + 1 > n_types) n_types = types[i] + 1;
+    }
+    at = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    stamp = PyMem_Malloc(sizeof(int64_t) * (size_t)(n_types ? n_types : 1));
+    if (!at || !stamp) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) at[i] = -1;
+    for (int64_t t = 0; t < n_types; t++) stamp[t] = -1;
+    if (column_add(&out[3], 0) < 0) goto done;
+    for (Py_ssize_t j = 0; j < n_sinks; j++) {
+        int64_t sink = sinks[j];
+        if (sink < 0 || sink >= n) { PyErr_SetString(PyExc_ValueError, "chains: a sink outside the graph"); goto done; }
+        if (at[sink] < 0) {
+            walked.len = 0;
+            int64_t node = sink;
+            while (node >= 0 && at[node] < 0) {
+                if (column_add(&walked, node) < 0) goto done;
+                node = binding[node];
+            }
+            int64_t link = node >= 0 ? at[node] : -1;
+            for (Py_ssize_t k = walked.len - 1; k >= 0; k--) {
+                at[walked.at[k]] = out[0].len;
+                if (column_add(&out[0], walked.at[k]) < 0 || column_add(&out[1], link) < 0) goto done;
+                link = at[walked.at[k]];
+            }
+        }
+        if (column_add(&out[2], at[sink]) < 0) goto done;
+        for (int64_t k = at[sink]; k >= 0; k = out[1].at[k]) {  /* the op types on its chain, once */
+            int64_t t = types[out[0].at[k]];
+            if (t >= 0 && stamp[t] != j) {
+                stamp[t] = j;
+                if (column_add(&out[4], t) < 0) goto done;
+            }
+        }
+        if (column_add(&out[3], out[4].len) < 0) goto done;
+    }
+    result = PyTuple_New(5);
+    for (int c = 0; result && c < 5; c++) {
+        PyObject *bytes = PyBytes_FromStringAndSize((const char *)out[c].at, out[c].len * (Py_ssize_t)sizeof(int64_t));
+        if (!bytes) Py_CLEAR(result);
+        else PyTuple_SET_ITEM(result, c, bytes);
+    }
+done:
+    PyMem_Free(at);
+    PyMem_Free(stamp);
+    PyMem_Free(walked.at);
+    for (int c = 0; c < 5; c++) PyMem_Free(out[c].at);
     for (int k = 0; k < held; k++) PyBuffer_Release(&b[k]);
     return result;
 }
@@ -178,6 +361,10 @@ done:
 static PyMethodDef methods[] = {
     {"schedule", (PyCFunction)(void (*)(void))schedule, METH_FASTCALL,
      "schedule(offsets, preds, lags, durs, short, types, anchors, first, column) -> (starts, binding)"},
+    {"pairs", (PyCFunction)(void (*)(void))pairs, METH_FASTCALL,
+     "pairs(offsets, preds, lags, durs, observed, sources, sinks) -> (sources, sinks, lags)"},
+    {"chains", (PyCFunction)(void (*)(void))chains, METH_FASTCALL,
+     "chains(binding, sinks, types) -> (nodes, before, tips, type_offsets, type_columns)"},
     {"undominated", (PyCFunction)(void (*)(void))undominated, METH_FASTCALL,
      "undominated(sources, sinks, lags, arrivals, dones) -> bytes: 1 for each pair contract keeps"},
     {NULL, NULL, 0, NULL},

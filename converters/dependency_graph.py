@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from ._dependency_graph import chains as _chains
+from ._dependency_graph import pairs as _pairs
 from ._dependency_graph import schedule as _schedule
 from ._dependency_graph import undominated as _undominated_in_c
 
@@ -78,17 +80,15 @@ class Graph:
 
     def schedule(self, durs: list[int] | None = None, shift: Mapping[int, int] | None = None,
                  lags: Mapping[tuple[int, int], int] | None = None,
-                 anchors: Mapping[int, int] | None = None, first: int = 0,
-                 known: list[int] | None = None) -> list[int]:
+                 anchors: Mapping[int, int] | None = None, first: int = 0) -> list[int]:
         """Each node's start, as soon as its predecessors allow: ``durs`` (default: observed),
         ``shift``: ns added to a node's start (a rank arriving earlier: negative), ``lags``: an
         edge's lag instead of the observed ((pred, node) -> ns), ``anchors``: the start of a node
         without predecessors instead of the observed (None in it: the node is never reached);
-        ``first``: the nodes before it are never reached (a schedule from one source), or, with
-        ``known``, start as it says (a change from ``first`` on leaves them as they were)."""
+        ``first``: the nodes before it are never reached (a schedule from one source)."""
         durs = self.durations() if durs is None else durs
         shift, lags, anchors = shift or {}, lags or {}, anchors or {}
-        starts = known[:first] + [NEVER] * (len(self.nodes) - first) if known else [NEVER] * len(self.nodes)
+        starts = [NEVER] * len(self.nodes)
         for i in range(first, len(self.nodes)):
             node, edges = self.nodes[i], self.preds[i]
             if edges:
@@ -215,14 +215,41 @@ def built(nodes: list[Node], preds: list[list[tuple[int, int]]]) -> tuple[Graph,
 
 class Contracted(NamedTuple):
     """The longest local chain from a source (None: the rank's anchors, time 0) to a sink:
-    ``lag_ns``, the sink's start minus the source's end along it; ``chain`` its nodes' indices
-    in the local graph; ``by_type``: per op type on it, the lag with that type 10% shorter."""
+    ``lag_ns``, the sink's start minus the source's end along it; ``by_type``: per op type on it,
+    the lag with that type 10% shorter. Its nodes: its source's ``Chains``."""
 
     source: int | None
     sink: int
     lag_ns: int
-    chain: tuple[int, ...]
     by_type: dict[str, int]
+
+
+class Chains(NamedTuple):
+    """One source's longest local chains to its sinks. The binding predecessors are a tree, so the
+    chains share their beginnings and each node is held once: ``nodes[k]`` comes after
+    ``nodes[before[k]]`` on its chain (-1: it is the chain's first); ``tips``: a sink's place in
+    ``nodes``. Held whole, a chain per pair copied its shared beginning: 50 M nodes for 2.6 M on HTA's
+    df_index_resolver trace."""
+
+    nodes: tuple
+    before: array
+    tips: dict[int, int]
+
+    def chain(self, sink: int) -> list:
+        """The chain to ``sink``, first node first."""
+        out, k = [], self.tips[sink]
+        while k >= 0:
+            out.append(self.nodes[k])
+            k = self.before[k]
+        return out[::-1]
+
+
+class Contraction(NamedTuple):
+    """``contract``'s answer: the pairs kept, and by source the nodes of their chains (the graph's
+    indices)."""
+
+    edges: list[Contracted]
+    chains: dict[int | None, Chains]
 
 
 SHORTER = 0.9  # the op-type what-if: each op of the type 10% shorter
@@ -233,67 +260,93 @@ def shorter(dur_ns: int) -> int:
 
 
 def contract(graph: Graph, sources: list[int], sinks: list[int],
-             through: Mapping[int, int] | None = None) -> list[Contracted]:
+             through: Mapping[int, int] | None = None) -> Contraction:
     """Per source (and the anchors, source None) and sink it reaches, the longest local chain.
     ``sources`` are nodes without local predecessors whose start other ranks set; ``through``
     maps an arrival (a sink) to its completion (a source). A pair is left out where the chain
     through one synchronisation point (to its arrival, then from its completion) is as long: a
     completion ends no earlier than its own rank's arrival in every what-if, so that pair never
     sets a time. The schedules are ``Graph.schedule``'s and the chains ``Graph.chain``'s, walked
-    in C (``_Packed``): one per source, and per source one per op type on its chains."""
+    in C (``_Packed``): one per source for the lags; then, per source with a pair kept, one for its
+    chains and one per op type on them (most pairs are left out: walked first, 9 in 10 of HTA's
+    df_index_resolver trace were)."""
     source_set = set(sources)
     packed = _Packed(graph)
-    op_types = packed.op_types
-    found: list[Contracted] = []
-    for source in [None, *sources]:
-        anchors = packed.anchors(source_set, source)
-        first = 0 if source is None else source
-        starts, binding = packed.schedule(anchors, first)
-        base = 0 if source is None else starts[source] + packed.durs[source]
-        reached = [sink for sink in sinks if sink != source and starts[sink] != NEVER]
-        chains, types = _chains(reached, binding.tolist(), op_types)
-        by_type: dict[int, dict[str, int]] = {sink: {} for sink in chains}
-        for op_type in sorted(set().union(*types.values())):  # one schedule per op type on a chain
-            again, _ = packed.schedule(anchors, first, op_type)
-            began = 0 if source is None else again[source] + packed.duration(source, op_type)
-            for sink in chains:
-                if op_type in types[sink]:
-                    by_type[sink][op_type] = again[sink] - began
-        found += [Contracted(source, sink, starts[sink] - base, tuple(chain), by_type[sink])
-                  for sink, chain in chains.items()]
-    return _undominated(found, through or {})
+    found = _pairs_in_c(packed, sources, sinks)
+    edges = _undominated(*found, through or {})
+    kept: dict[int | None, list[Contracted]] = {}
+    for c in edges:
+        kept.setdefault(c.source, []).append(c)
+    return Contraction(edges, {source: _typed_chains(packed, source_set, source, mine)
+                               for source, mine in kept.items()})
 
 
-def _chains(sinks: list[int], binding: list[int], op_types: list[str | None]
-            ) -> tuple[dict[int, list[int]], dict[int, frozenset[str]]]:
-    """Per sink, ``Graph.chain`` from the binding predecessor of every node (-1: none), first node
-    first, and the op types on it. The binding predecessors are a tree, so the chains share their
-    beginnings (kineto-b200-vllm: 2,850 chains of 1.3 M nodes over a few thousand): each node is
-    walked once, where a chain first reaches it, and a later chain through it copies the beginning
-    it shares (a list slice) instead of walking it again."""
-    at: dict[int, tuple[list[int], int]] = {}  # a node walked -> the chain that holds it, its index
-    typed: dict[int, frozenset[str]] = {}  # a node walked -> the op types from the chain's first to it
-    chains: dict[int, list[int]] = {}
+def _typed_chains(packed: _Packed, sources: set[int], source: int | None, edges: list[Contracted]) -> Chains:
+    """The chains of a source's ``edges``, each edge's ``by_type`` filled: one schedule per op type
+    on a chain."""
+    anchors = packed.anchors(sources, source)
+    first = 0 if source is None else source
+    _, binding = packed.schedule(anchors, first)
+    chains, types = _chains_in_c(packed, [c.sink for c in edges], binding)
+    on_type: dict[str, list[Contracted]] = {}
+    for c in edges:
+        for op_type in types[c.sink]:
+            on_type.setdefault(op_type, []).append(c)
+    for op_type in sorted(on_type):
+        again, _ = packed.schedule(anchors, first, op_type)
+        began = 0 if source is None else again[source] + packed.duration(source, op_type)
+        for c in on_type[op_type]:
+            c.by_type[op_type] = again[c.sink] - began
+    return chains
+
+
+def _chains_in_c(packed: _Packed, sinks: list[int], binding: memoryview
+                 ) -> tuple[Chains, dict[int, frozenset[str]]]:
+    """``_chains_rule`` in C (``_dependency_graph.chains``)."""
+    found = _chains(binding, array("q", sinks), packed.types)
+    nodes, before, tips, offsets, columns = (_int64s(column) for column in found)
+    names = packed.type_names
+    types = {sink: frozenset([names[t] for t in columns[offsets[j]:offsets[j + 1]]])
+             for j, sink in enumerate(sinks)}
+    return Chains(tuple(nodes), before, dict(zip(sinks, tips, strict=True))), types
+
+
+def _int64s(data: bytes) -> array:
+    out = array("q")
+    out.frombytes(data)
+    return out
+
+
+def _chains_rule(sinks: list[int], binding: Sequence[int], op_types: list[str | None]
+                 ) -> tuple[Chains, dict[int, frozenset[str]]]:
+    """The ``Chains`` of ``sinks``, each ``Graph.chain`` from the binding predecessor of every node
+    (-1: none), and per sink the op types on its chain. Each node is walked once, where a chain
+    first reaches it; a later chain through it goes on from there."""
+    at: dict[int, int] = {}  # a node walked -> its place
+    nodes: list[int] = []
+    before = array("q")
+    typed: list[frozenset[str]] = []  # per place: the op types from its chain's first to it
+    tips: dict[int, int] = {}
     types: dict[int, frozenset[str]] = {}
     for sink in sinks:
-        walked = [sink]
-        while (p := binding[walked[-1]]) >= 0 and p not in at:
-            walked.append(p)
-        walked.reverse()
-        if p >= 0:  # the rest, up to p, was walked before
-            held, index = at[p]
-            chain, seen = held[:index + 1] + walked, typed[p]
-        else:
-            chain, seen = walked, frozenset()
-        for index in range(len(chain) - len(walked), len(chain)):
-            node = chain[index]
-            at[node] = chain, index
-            op_type = op_types[node]
-            if op_type is not None and op_type not in seen:
-                seen = seen | {op_type}
-            typed[node] = seen
-        chains[sink], types[sink] = chain, seen
-    return chains, types
+        if sink not in at:
+            walked = [sink]
+            while (p := binding[walked[-1]]) >= 0 and p not in at:
+                walked.append(p)
+            link = at[p] if p >= 0 else -1
+            seen = typed[link] if link >= 0 else frozenset()
+            for node in reversed(walked):
+                op_type = op_types[node]
+                if op_type is not None and op_type not in seen:
+                    seen = seen | {op_type}
+                at[node] = len(nodes)
+                nodes.append(node)
+                before.append(link)
+                typed.append(seen)
+                link = at[node]
+        tips[sink] = at[sink]
+        types[sink] = typed[at[sink]]
+    return Chains(tuple(nodes), before, tips), types
 
 
 class _Packed:
@@ -304,7 +357,8 @@ class _Packed:
         nodes = graph.nodes
         self.op_types = [n.op_type for n in nodes]
         self.durs = [n.dur_ns for n in nodes]
-        self.columns = {t: k for k, t in enumerate(sorted(set(self.op_types) - {None}))}
+        self.type_names = sorted(set(self.op_types) - {None})
+        self.columns = {t: k for k, t in enumerate(self.type_names)}
         self.offsets = array("q", [0, *itertools.accumulate(len(edges) for edges in graph.preds)])
         self.preds = array("q", [p for edges in graph.preds for p, _ in edges])
         self.lags = array("q", [lag for edges in graph.preds for _, lag in edges])
@@ -340,14 +394,78 @@ class _Packed:
         return shorter(self.durs[i]) if self.op_types[i] == op_type else self.durs[i]
 
 
-def _undominated(found: list[Contracted], through: Mapping[int, int]) -> list[Contracted]:
-    """``_undominated_rule`` in C (``_dependency_graph.undominated``)."""
-    if not found:
+class Schedules:
+    """A graph packed once for many schedules of it, in C (``_dependency_graph.schedule``):
+    ``Graph.schedule`` with some durations, edges' lags or nodes' starts changed, every node
+    scheduled again (the what-ifs of a step's graph across ranks: in Python, each cost 7 ms on HTA's
+    df_index_resolver trace, for 6,000 edges)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self._packed = packed = _Packed(graph)
+        self._anchors = array("q", packed.observed)  # read for the nodes without edges in only
+        self._edges: dict[tuple[int, int], list[int]] = {}  # (predecessor, node) -> its edges' places
+        for k, (p, i) in enumerate((p, i) for i, edges in enumerate(graph.preds) for p, _ in edges):
+            self._edges.setdefault((p, i), []).append(k)
+
+    def starts(self, durs: Mapping[int, int] | None = None, lags: Mapping[tuple[int, int], int] | None = None,
+               shift: Mapping[int, int] | None = None) -> memoryview:
+        """``Graph.schedule(durs, shift, lags)`` with only the changed durations given (node -> ns)."""
+        packed = self._packed
+        new_durs, new_lags, anchors = packed.packed_durs, packed.lags, self._anchors
+        if durs:
+            new_durs = array("q", new_durs)
+            for i, dur in durs.items():
+                new_durs[i] = dur
+        if lags or shift:
+            new_lags = array("q", new_lags)
+            for edge, lag in (lags or {}).items():
+                for k in self._edges.get(edge, ()):
+                    new_lags[k] = lag
+        if shift:
+            anchors = array("q", anchors)
+        for i, ns in (shift or {}).items():  # a node's start moved: every edge in, or its anchor
+            for k in range(packed.offsets[i], packed.offsets[i + 1]):
+                new_lags[k] += ns
+            anchors[i] += ns
+        starts, _ = _schedule(packed.offsets, packed.preds, new_lags, new_durs, packed.short, packed.types,
+                              anchors, 0, -1)
+        return memoryview(starts).cast("q")
+
+
+Pairs = tuple[memoryview, memoryview, memoryview]  # contract's pairs: sources (-1: the anchors), sinks, lags
+
+
+def _pairs_in_c(packed: _Packed, sources: list[int], sinks: list[int]) -> Pairs:
+    """``_pairs_rule`` in C (``_dependency_graph.pairs``)."""
+    found = _pairs(packed.offsets, packed.preds, packed.lags, packed.packed_durs, array("q", packed.observed),
+                   array("q", sources), array("q", sinks))
+    return tuple(memoryview(column).cast("q") for column in found)
+
+
+def _pairs_rule(packed: _Packed, sources: list[int], sinks: list[int]) -> Pairs:
+    """Per source (first the anchors, -1) and sink it reaches, but itself, the sink's start less the
+    source's end, scheduled from the source (``_Packed.anchors``)."""
+    found: tuple[array, array, array] = (array("q"), array("q"), array("q"))
+    for source in [None, *sources]:
+        starts, _ = packed.schedule(packed.anchors(set(sources), source), 0 if source is None else source)
+        base = 0 if source is None else starts[source] + packed.durs[source]
+        for sink in sinks:
+            if sink != source and starts[sink] != NEVER:
+                found[0].append(-1 if source is None else source)
+                found[1].append(sink)
+                found[2].append(starts[sink] - base)
+    return tuple(memoryview(column) for column in found)
+
+
+def _undominated(sources: Sequence[int], sinks: Sequence[int], lags: Sequence[int], through: Mapping[int, int]
+                 ) -> list[Contracted]:
+    """``_undominated_rule`` in C (``_dependency_graph.undominated``): the pairs kept, each with its
+    ``by_type`` to fill."""
+    if not sources:
         return []
-    sources = array("q", [-1 if c.source is None else c.source for c in found])  # -1: the anchors
-    sinks, lags = array("q", [c.sink for c in found]), array("q", [c.lag_ns for c in found])
     kept = _undominated_in_c(sources, sinks, lags, array("q", through.keys()), array("q", through.values()))
-    return [c for c, keep in zip(found, kept, strict=True) if keep]
+    return [Contracted(None if source < 0 else source, sink, lag, {})
+            for source, sink, lag, keep in zip(sources, sinks, lags, kept, strict=True) if keep]
 
 
 def _undominated_rule(found: list[Contracted], through: Mapping[int, int]) -> list[Contracted]:

@@ -319,7 +319,7 @@ def test_the_contraction_gives_each_sink_the_time_the_whole_graph_gives(built, d
         for arrival, done in sorted(through.items()):  # each completion after its arrival, in order
             anchors[done] = starts[arrival] + data.draw(st.integers(0, 50))
             starts = graph.schedule(durs, anchors=anchors)
-        edges = contract(graph, list(through.values()), sinks, through if pruned else None)
+        edges = contract(graph, list(through.values()), sinks, through if pruned else None).edges
         ends = {done: starts[done] + durs[done] for done in through.values()}
         found = _through_contraction(graph, edges, ends, by_type=by_type)
         for sink in sinks:

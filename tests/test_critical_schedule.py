@@ -1,14 +1,28 @@
 """The C schedule ``contract`` walks (``converters._dependency_graph``, via ``_Packed``) is the
 Python one: ``Graph.schedule`` from a source's anchors with an op type 10% shorter, and the chain
-``Graph.chain`` walks back along binding predecessors (``_chains``: each with the op types on it),
-on random graphs (ties, unreached nodes, negative lags, sources late in the order)."""
+``Graph.chain`` walks back along binding predecessors (``_chains_rule``: a source's chains as one tree,
+each with the op types on it), on random graphs (ties, unreached nodes, negative lags, sources late
+in the order)."""
 
 from __future__ import annotations
+
+from array import array
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.dependency_graph import NEVER, Graph, Node, _chains, _Packed, shorter
+from converters.dependency_graph import (
+    NEVER,
+    Graph,
+    Node,
+    Schedules,
+    _chains_in_c,
+    _chains_rule,
+    _Packed,
+    _pairs_in_c,
+    _pairs_rule,
+    shorter,
+)
 
 TYPES = ("MatMul", "Conv", None)
 
@@ -55,12 +69,35 @@ def test_the_c_schedule_is_graph_schedule(graph: Graph, data) -> None:
             for n in graph.nodes]
     expected = graph.schedule(durs, anchors=python_anchors(graph, sources, source), first=first)
     assert list(starts) == expected
-    if op_type is None:  # every reached node a sink, in an order drawn: later chains copy earlier ones
+    sinks = data.draw(st.lists(st.integers(0, len(graph.nodes) - 1), max_size=6))
+    assert [list(c) for c in _pairs_in_c(packed, sorted(sources), sinks)] == [
+        list(c) for c in _pairs_rule(packed, sorted(sources), sinks)]
+    if op_type is None:  # every reached node a sink, in an order drawn: later chains go on from earlier ones
         reached = data.draw(st.permutations([i for i, start in enumerate(expected) if start != NEVER]))
-        chains, types = _chains(reached, binding.tolist(), [n.op_type for n in graph.nodes])
+        chains, types = _chains_rule(reached, binding.tolist(), [n.op_type for n in graph.nodes])
+        assert _chains_in_c(packed, reached, binding) == (chains, types)
         for i in reached:
-            assert chains[i] == graph.chain(i, expected, durs)
-            assert types[i] == {graph.nodes[k].op_type for k in chains[i]} - {None}
+            assert chains.chain(i) == graph.chain(i, expected, durs)
+            assert types[i] == {graph.nodes[k].op_type for k in chains.chain(i)} - {None}
+        assert sorted(chains.nodes) == sorted({k for i in reached for k in chains.chain(i)})  # each once
+
+
+@settings(max_examples=300, deadline=None)
+@given(graphs(), st.data())
+def test_a_what_ifs_schedule_in_c_is_graph_schedule(graph: Graph, data) -> None:
+    """``Schedules.starts`` (the what-ifs' schedules, in C) is ``Graph.schedule`` with the same
+    durations, lags and shifts changed: shifts on anchors and on nodes with edges in, lags of
+    repeated predecessors, edges the graph does not have."""
+    count = len(graph.nodes)
+    durs = data.draw(st.dictionaries(st.integers(0, count - 1), st.integers(0, 500), max_size=4))
+    edges = [(p, i) for i, mine in enumerate(graph.preds) for p, _ in mine] + [(count, count)]
+    lags = data.draw(st.dictionaries(st.sampled_from(edges), st.integers(-300, 300), max_size=4))
+    shift = data.draw(st.dictionaries(st.integers(0, count - 1), st.integers(-400, 400), max_size=3))
+
+    found = Schedules(graph).starts(durs=durs, lags=lags, shift=shift)
+
+    assert list(found) == graph.schedule(graph.durations(durs), shift=shift, lags=lags)
+    assert list(Schedules(graph).starts()) == graph.schedule()
 
 
 def _dominated_by_definition(found, through):
@@ -83,7 +120,9 @@ def test_pairs_dominated_through_a_synchronisation_point_are_left_out(pairs, thr
     synchronisation point whose arrival or completion no pair names)."""
     from converters.dependency_graph import Contracted, _undominated, _undominated_rule
 
-    found = [Contracted(source, sink, lag, (), {}) for source, sink, lag in pairs]
+    found = [Contracted(source, sink, lag, {}) for source, sink, lag in pairs]
     expected = _dominated_by_definition(found, through)
     assert _undominated_rule(found, through) == expected
-    assert _undominated(found, through) == expected
+    columns = [array("q", [-1 if source is None else source for source, _, _ in pairs]),
+               array("q", [sink for _, sink, _ in pairs]), array("q", [lag for _, _, lag in pairs])]
+    assert _undominated(*columns, through) == expected

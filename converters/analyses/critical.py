@@ -21,7 +21,19 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .. import communication, readers
-from ..dependency_graph import NEVER, Contracted, Graph, Node, Segment, built, contract, cycle, segments
+from ..dependency_graph import (
+    NEVER,
+    Chains,
+    Contracted,
+    Graph,
+    Node,
+    Schedules,
+    Segment,
+    built,
+    contract,
+    cycle,
+    segments,
+)
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..intervals import is_compute
@@ -109,14 +121,13 @@ class Sync(NamedTuple):
     p2p: str  # "send", "receive", "both" (a batched send and receive); "" for a collective
 
 
-Chains = dict[tuple[int | None, int], tuple[Node, ...]]  # (source, sink) -> the slices of its chain
+ChainsBySource = dict[int | None, Chains]  # the slices of each source's chains
 
 
 class RankStep(NamedTuple):
     """What crosses ranks of one rank's step: its synchronisation points, the contracted local
-    chains between them (their lags; ``Contracted.chain`` left empty), and the slices each chain
-    holds, by (source, sink) (kept apart in the spool: the driver reads only those of the ranks
-    its path crosses)."""
+    chains between them (their lags), and the slices each chain holds, by source (kept apart in the
+    spool: the driver reads only those of the ranks its path crosses)."""
 
     rank: int
     graph: int | None
@@ -126,7 +137,7 @@ class RankStep(NamedTuple):
     end: int  # the local node of the rank's end
     syncs: list[Sync]
     edges: list[Contracted]
-    chains: Chains
+    chains: ChainsBySource
     has_device: bool = True  # False: its device tasks are not recorded (``StepRecords.has_device``)
     host_work: bool = False  # True: no device work recorded, its host operators are the compute
     too_large: str | None = None  # why it was not contracted (``CONTRACT_BUDGET``); None: it was
@@ -172,10 +183,12 @@ def reduced(step: RankStep, graph: Graph) -> RankStep:
     ends = [i for i, n in enumerate(graph.nodes) if n.kind]
     end = graph.add(Node(step.rank, "", "end", max(graph.nodes[i].end_ns for i in ends), 0), ends)
     syncs = step.syncs
-    edges = contract(graph, [s.done for s in syncs], [s.arrival for s in syncs] + [end],
-                     {s.arrival: s.done for s in syncs})
-    chains = {(c.source, c.sink): tuple(graph.nodes[i] for i in c.chain) for c in edges}
-    return step._replace(end=end, edges=[c._replace(chain=()) for c in edges], chains=chains)
+    edges, chains = contract(graph, [s.done for s in syncs], [s.arrival for s in syncs] + [end],
+                             {s.arrival: s.done for s in syncs})
+    nodes = graph.nodes
+    chains = {source: held._replace(nodes=tuple([nodes[i] for i in held.nodes]))
+              for source, held in chains.items()}
+    return step._replace(end=end, edges=edges, chains=chains)
 
 
 def _launches(slices: list[Slice], tasks: list[Slice], pairs: list) -> list[Slice]:
@@ -430,7 +443,7 @@ def paths_of(spool: Spool, stashed: dict) -> Iterator[StepPath]:
         yield found
 
 
-def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], Chains]:
+def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], ChainsBySource]:
     """Where each rank's chain nodes of the step lie: read only for the ranks the path crosses."""
     held = {r.rank: (file, nodes) for r, (file, _, nodes) in zip(found, stashed, strict=True)}
     return lambda r: pickle.loads(spool.unstash(held[r.rank][0], *held[r.rank][1]))
@@ -469,7 +482,7 @@ class _Joined(NamedTuple):
     unjoined: int  # matches left out: they made a cycle
 
 
-def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], Chains] | None = None
+def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], ChainsBySource] | None = None
               ) -> StepPath:
     """One step of every rank joined (``_join``), its longest path and its what-ifs. ``nodes_of``:
     the slices of a rank's chains, where they are not in its ``RankStep``."""
@@ -664,18 +677,18 @@ def _pairs(found: list[RankStep]) -> dict[tuple[int, int], tuple[RankStep, Sync]
 
 
 def _path(joined: _Joined, chain: list[int], starts: list[int], durs: list[int], first: int,
-          end_ns: int, nodes_of: Callable[[RankStep], Chains]) -> list[Segment]:
+          end_ns: int, nodes_of: Callable[[RankStep], ChainsBySource]) -> list[Segment]:
     """The longest path as segments: each contracted edge opened into its local chain of slices."""
     items: list[tuple[Node, int, int]] = []
     graph = joined.graph
-    loaded: dict[int, Chains] = {}
+    loaded: dict[int, ChainsBySource] = {}
     for a, b in zip(chain, chain[1:], strict=False):
         held = joined.edge_of.get((a, b))
         if held is not None:
             r, c = held
             if r.rank not in loaded:
                 loaded[r.rank] = nodes_of(r)
-            nodes = loaded[r.rank][c.source, c.sink]
+            nodes = loaded[r.rank][c.source].chain(c.sink)
             inner = nodes[1:] if c.source is not None else nodes  # its source is the completion
             items += [(node, node.start_ns, node.dur_ns) for node in inner]
         else:
@@ -689,11 +702,12 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
     saving first."""
     graph = joined.graph
     durs = graph.durations()
-    observed = graph.schedule(durs)
+    schedules = Schedules(graph)
+    observed = schedules.starts()
     found: list[WhatIf] = []
 
-    def end_with(first: int, **change) -> int:
-        starts = graph.schedule(change.pop("durs", durs), first=first, known=observed, **change)
+    def end_with(**change) -> int:
+        starts = schedules.starts(**change)
         return max(starts[i] + durs[i] for i in joined.ends if starts[i] != NEVER)
 
     on_chain = set(chain)
@@ -701,21 +715,20 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
         if node not in on_chain:
             continue  # a change off the longest path leaves it as long: it saves nothing
         lags = _delay_removed(joined, observed, durs, rank, node, delay)
-        first = min((sink for _, sink in lags), default=node)
-        saved = end_ns - end_with(first, lags=lags) if lags else end_ns - end_with(node, shift={node: -delay})
+        saved = end_ns - (end_with(lags=lags) if lags else end_with(shift={node: -delay}))
         what = f"rank {rank} arrives at {name} with the others"
         found.append(WhatIf(rank, "late_arrival", what, name, saved))
     on_path = {(s.rank, s.name) for s in path if s.kind in ("communication", "wait", UNSPLIT)}
     for (rank, name) in sorted(on_path):
         nodes = joined.dones[rank, name]
-        saved = end_ns - end_with(min(nodes), durs=graph.durations(dict.fromkeys(nodes, 0)))
+        saved = end_ns - end_with(durs=dict.fromkeys(nodes, 0))
         found.append(WhatIf(rank, "overlap_comm", f"{name} on rank {rank} fully hidden", name, saved))
-    by_rank: dict[int, list[tuple[tuple[int, int], Contracted]]] = defaultdict(list)
+    shorter_lags: dict[tuple[int, str], dict[tuple[int, int], int]] = defaultdict(dict)  # its edges' lags
     for pair, (r, c) in joined.edge_of.items():
-        by_rank[r.rank].append((pair, c))
+        for op_type_, lag in c.by_type.items():
+            shorter_lags[r.rank, op_type_][pair] = lag
     for rank, op_type_ in sorted(_path_types(joined, chain)):
-        lags = {pair: c.by_type[op_type_] for pair, c in by_rank[rank] if op_type_ in c.by_type}
-        saved = end_ns - end_with(min(sink for _, sink in lags), lags=lags)
+        saved = end_ns - end_with(lags=shorter_lags[rank, op_type_])
         found.append(WhatIf(rank, "op_type", f"every {op_type_} on rank {rank} 10% shorter", op_type_, saved))
     return sorted((w for w in found if w.saved_ns > 0), key=lambda w: (-w.saved_ns, w.kind, w.target))
 

@@ -20,20 +20,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .. import communication, readers
-from ..dependency_graph import (
-    NEVER,
-    Chains,
-    Contracted,
-    Graph,
-    Node,
-    Schedules,
-    Segment,
-    built,
-    contract,
-    cycle,
-    segments,
-)
+from .. import communication, dependency_graph, readers
+from ..dependency_graph import NEVER, Contracted, Graph, Node, Segment, built, contract, cycle, segments
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..intervals import is_compute
@@ -121,7 +109,7 @@ class Sync(NamedTuple):
     p2p: str  # "send", "receive", "both" (a batched send and receive); "" for a collective
 
 
-ChainsBySource = dict[int | None, Chains]  # the slices of each source's chains
+ChainsBySource = dict[int | None, dependency_graph.Chains]  # the slices of each source's chains
 
 
 class RankStep(NamedTuple):
@@ -702,7 +690,7 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
     saving first."""
     graph = joined.graph
     durs = graph.durations()
-    schedules = Schedules(graph)
+    schedules = dependency_graph.Schedules(graph)
     observed = schedules.starts()
     found: list[WhatIf] = []
 

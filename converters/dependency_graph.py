@@ -286,24 +286,26 @@ def _typed_chains(packed: _Packed, sources: set[int], source: int | None, edges:
     on a chain."""
     anchors = packed.anchors(sources, source)
     first = 0 if source is None else source
-    _, binding = packed.schedule(anchors, first)
-    chains, types = _chains_in_c(packed, [c.sink for c in edges], binding)
+    stop = max(c.sink for c in edges) + 1  # no node after the last sink sets its time
+    _, binding = packed.schedule(anchors, first, stop=stop)
+    chains, types = _chains_in_c(packed, [c.sink for c in edges], binding, first)
     on_type: dict[str, list[Contracted]] = {}
     for c in edges:
         for op_type in types[c.sink]:
             on_type.setdefault(op_type, []).append(c)
     for op_type in sorted(on_type):
-        again, _ = packed.schedule(anchors, first, op_type)
-        began = 0 if source is None else again[source] + packed.duration(source, op_type)
+        again, _ = packed.schedule(anchors, first, op_type, stop)
+        began = 0 if source is None else again[0] + packed.duration(source, op_type)
         for c in on_type[op_type]:
-            c.by_type[op_type] = again[c.sink] - began
+            c.by_type[op_type] = again[c.sink - first] - began
     return chains
 
 
-def _chains_in_c(packed: _Packed, sinks: list[int], binding: memoryview
+def _chains_in_c(packed: _Packed, sinks: list[int], binding: memoryview, first: int = 0
                  ) -> tuple[Chains, dict[int, frozenset[str]]]:
-    """``_chains_rule`` in C (``_dependency_graph.chains``)."""
-    found = _chains(binding, array("q", sinks), packed.types)
+    """``_chains_rule`` in C (``_dependency_graph.chains``); ``binding`` of the nodes from ``first``
+    on, as ``_Packed.schedule`` gives it."""
+    found = _chains(binding, first, array("q", sinks), packed.types)
     nodes, before, tips, offsets, columns = (_int64s(column) for column in found)
     names = packed.type_names
     types = {sink: frozenset([names[t] for t in columns[offsets[j]:offsets[j + 1]]])
@@ -381,13 +383,15 @@ class _Packed:
             out[source] = self.observed[source]
         return out
 
-    def schedule(self, anchors: array, first: int, op_type: str | None = None
+    def schedule(self, anchors: array, first: int, op_type: str | None = None, stop: int | None = None
                  ) -> tuple[memoryview, memoryview]:
         """``Graph.schedule`` from these anchors, the nodes before ``first`` never reached, with
-        ``op_type``'s nodes ``shorter`` (None: as observed); and each node's binding predecessor."""
+        ``op_type``'s nodes ``shorter`` (None: as observed); and each node's binding predecessor:
+        of the nodes ``first`` to ``stop`` (None: the last) only, node i at [i - first]."""
         column = self.columns.get(op_type, -1)  # None, or a type no node has: none shorter
+        stop = len(self.durs) if stop is None else stop
         starts, binding = _schedule(self.offsets, self.preds, self.lags, self.packed_durs, self.short,
-                                    self.types, anchors, first, column)
+                                    self.types, anchors, first, stop, column)
         return memoryview(starts).cast("q"), memoryview(binding).cast("q")
 
     def duration(self, i: int, op_type: str) -> int:
@@ -428,7 +432,7 @@ class Schedules:
                 new_lags[k] += ns
             anchors[i] += ns
         starts, _ = _schedule(packed.offsets, packed.preds, new_lags, new_durs, packed.short, packed.types,
-                              anchors, 0, -1)
+                              anchors, 0, len(packed.durs), -1)
         return memoryview(starts).cast("q")
 
 
@@ -447,13 +451,14 @@ def _pairs_rule(packed: _Packed, sources: list[int], sinks: list[int]) -> Pairs:
     source's end, scheduled from the source (``_Packed.anchors``)."""
     found: tuple[array, array, array] = (array("q"), array("q"), array("q"))
     for source in [None, *sources]:
-        starts, _ = packed.schedule(packed.anchors(set(sources), source), 0 if source is None else source)
-        base = 0 if source is None else starts[source] + packed.durs[source]
+        first = 0 if source is None else source
+        starts, _ = packed.schedule(packed.anchors(set(sources), source), first)
+        base = 0 if source is None else starts[0] + packed.durs[source]
         for sink in sinks:
-            if sink != source and starts[sink] != NEVER:
+            if sink != source and sink >= first and starts[sink - first] != NEVER:
                 found[0].append(-1 if source is None else source)
                 found[1].append(sink)
-                found[2].append(starts[sink] - base)
+                found[2].append(starts[sink - first] - base)
     return tuple(memoryview(column) for column in found)
 
 

@@ -63,19 +63,24 @@ def test_the_c_schedule_is_graph_schedule(graph: Graph, data) -> None:
     first = 0 if source is None else source
     packed = _Packed(graph)
 
-    starts, binding = packed.schedule(packed.anchors(sources, source), first, op_type)
+    stop = data.draw(st.integers(first, len(graph.nodes)))
+
+    starts, binding = packed.schedule(packed.anchors(sources, source), first, op_type, stop)
 
     durs = [shorter(n.dur_ns) if op_type is not None and n.op_type == op_type else n.dur_ns
             for n in graph.nodes]
     expected = graph.schedule(durs, anchors=python_anchors(graph, sources, source), first=first)
-    assert list(starts) == expected
+    assert list(starts) == expected[first:stop]  # the window: no node in it depends on one after
+    assert all(start == NEVER for start in expected[:first])
+    starts, binding = packed.schedule(packed.anchors(sources, source), first, op_type)
     sinks = data.draw(st.lists(st.integers(0, len(graph.nodes) - 1), max_size=6))
     assert [list(c) for c in _pairs_in_c(packed, sorted(sources), sinks)] == [
         list(c) for c in _pairs_rule(packed, sorted(sources), sinks)]
     if op_type is None:  # every reached node a sink, in an order drawn: later chains go on from earlier ones
         reached = data.draw(st.permutations([i for i, start in enumerate(expected) if start != NEVER]))
-        chains, types = _chains_rule(reached, binding.tolist(), [n.op_type for n in graph.nodes])
-        assert _chains_in_c(packed, reached, binding) == (chains, types)
+        whole = [-1] * first + binding.tolist()  # binding is of the nodes from first on
+        chains, types = _chains_rule(reached, whole, [n.op_type for n in graph.nodes])
+        assert _chains_in_c(packed, reached, binding, first) == (chains, types)
         for i in reached:
             assert chains.chain(i) == graph.chain(i, expected, durs)
             assert types[i] == {graph.nodes[k].op_type for k in chains.chain(i)} - {None}

@@ -52,10 +52,12 @@ KINDS = ("compute", "communication", "wait", "idle", "host")
 UNSPLIT = "communication_or_wait"
 SEGMENT_KINDS = (*KINDS[:3], UNSPLIT, *KINDS[3:])
 NO_DEVICE = "the device side of the step is not recorded on rank {ranks}"
-# ``contract`` holds a chain per (completion, arrival) pair of a rank's step: past this many
-# communication ops times tasks (rocprof-908's one step: 1,310 x 45,000) the path is left unknown
-# rather than filling memory
-CONTRACT_BUDGET = 20_000_000
+# ``contract`` schedules a rank's step once per communication op over the nodes after it, and holds
+# every (completion, arrival) pair one reaches at once (~40 bytes each): past this many ops times
+# nodes (rocprof-908's one step: 1,310 x 48,000, 0.2 s in C) or ops squared, the path is left
+# unknown rather than taking minutes or filling memory
+CONTRACT_BUDGET = 200_000_000
+PAIRS_BUDGET = 4_000_000
 TOO_LARGE = ("rank {rank}'s step holds {syncs:,} communication ops among {nodes:,} tasks: too many to "
              "contract in memory (mark shorter steps: --step-marker)")
 
@@ -145,7 +147,7 @@ def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
         return None
     launches = [] if host_work else _launches(batch.slices, tasks, pairs)  # host work launches nothing
     nodes = len(launches) + len(tasks) + 2 * len(ops)  # the graph's: an op is an arrival and a completion
-    if len(ops) * nodes > CONTRACT_BUDGET:  # known before the graph is built: built, it is not contracted
+    if len(ops) * nodes > CONTRACT_BUDGET or len(ops) ** 2 > PAIRS_BUDGET:  # known before it is built
         return _too_large(batch, launches + tasks, ops, nodes, host_work)
     graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, launches, kept, type_of)
     return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {},

@@ -60,7 +60,7 @@ SLOW_TESTS: dict[str, str] = {
     "test_real_every_dispatch_lands_once_and_ops_by_name_counts_them":
         "rocprof-908's 43,915 dispatches read in detail and by ops (the quick tier keeps its other tests)",
     "test_real_rccl_is_a_collective_and_overlap_computes": "rocprof-908 through comm and overlap",
-    "test_real_rocprof_s_one_long_step_is_said_unknown": "rocprof-908's one long step through critical",
+    "test_real_rocprof_s_one_long_step_has_its_path": "rocprof-908's one long step through critical",
     "test_every_real_sample_makes_a_report":
         "a report of each real sample (the other report tests read one per format)",
     "test_the_gpu_profilers_real_samples_mutated_convert_with_a_warning_or_fail_cleanly":

@@ -1,6 +1,6 @@
 /* A byte buffer that grows as it is written, for the C modules that write bytes (the writers,
- * the step spill), and ints written in decimal. Included by their .c files; MANIFEST.in takes it
- * into a source distribution. */
+ * the step spill, the critical path's columns of int64), and ints written in decimal. Included by
+ * their .c files; MANIFEST.in takes it into a source distribution. */
 #ifndef TRACE2PERFETTO_BUFFER_H
 #define TRACE2PERFETTO_BUFFER_H
 #include <Python.h>

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_buffer.h"
+
 #define NEVER (-((int64_t)1 << 62))
 
 static int view(PyObject *obj, Py_buffer *buf, Py_ssize_t items, const char *what) {
@@ -74,6 +76,7 @@ static int walk(const int64_t *offsets, const int64_t *preds, const int64_t *lag
 }
 
 static PyObject *schedule(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
     if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError, "schedule(offsets, preds, lags, durs, short, types, anchors, first, stop, column)");
         return NULL;
@@ -115,18 +118,20 @@ done:
     return result;
 }
 
-/* A growing int64 array. */
-typedef struct { int64_t *at; Py_ssize_t len, cap; } Column;
+/* int64s written into a growing byte buffer (_buffer.h's Buf) */
+static inline int put_int64(Buf *b, int64_t value) { return buf_put(b, (const char *)&value, sizeof value); }
+static inline int64_t *int64s(const Buf *b) { return (int64_t *)b->data; }
+static inline Py_ssize_t count(const Buf *b) { return b->len / (Py_ssize_t)sizeof(int64_t); }
 
-static int column_add(Column *c, int64_t value) {
-    if (c->len == c->cap) {
-        Py_ssize_t cap = c->cap ? 2 * c->cap : 1024;
-        int64_t *at = PyMem_Realloc(c->at, sizeof(int64_t) * (size_t)cap);
-        if (!at) { PyErr_NoMemory(); return -1; }
-        c->at = at, c->cap = cap;
+/* The columns as a tuple of bytes of int64 each; NULL with the error set. */
+static PyObject *columns_as_bytes(const Buf *columns, int n) {
+    PyObject *out = PyTuple_New(n);
+    for (int c = 0; out && c < n; c++) {
+        PyObject *bytes = PyBytes_FromStringAndSize(columns[c].data, columns[c].len);
+        if (!bytes) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, c, bytes);
     }
-    c->at[c->len++] = value;
-    return 0;
+    return out;
 }
 
 /* pairs(offsets, preds, lags, durs, observed, sources, sinks) -> (sources, sinks, lags): bytes of
@@ -145,7 +150,7 @@ static PyObject *pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     int held = 0;
     PyObject *result = NULL;
     int64_t *starts = NULL, *anchors = NULL;
-    Column out[3] = {{0}};
+    Buf out[3] = {{0}};
     if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
     held = 1;
     Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t) - 1;
@@ -182,20 +187,15 @@ static PyObject *pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         for (Py_ssize_t j = 0; j < n_sinks; j++) {
             int64_t sink = sinks[j];
             if (sink == source || sink < first || starts[sink - first] == NEVER) continue;
-            if (column_add(&out[0], source) < 0 || column_add(&out[1], sink) < 0
-                || column_add(&out[2], starts[sink - first] - base) < 0) goto done;
+            if (put_int64(&out[0], source) < 0 || put_int64(&out[1], sink) < 0
+                || put_int64(&out[2], starts[sink - first] - base) < 0) goto done;
         }
     }
-    result = PyTuple_New(3);
-    for (int c = 0; result && c < 3; c++) {
-        PyObject *bytes = PyBytes_FromStringAndSize((const char *)out[c].at, out[c].len * (Py_ssize_t)sizeof(int64_t));
-        if (!bytes) Py_CLEAR(result);
-        else PyTuple_SET_ITEM(result, c, bytes);
-    }
+    result = columns_as_bytes(out, 3);
 done:
     PyMem_Free(starts);
     PyMem_Free(anchors);
-    for (int c = 0; c < 3; c++) PyMem_Free(out[c].at);
+    for (int c = 0; c < 3; c++) PyMem_Free(out[c].data);
     for (int k = 0; k < held; k++) PyBuffer_Release(&b[k]);
     return result;
 }
@@ -218,8 +218,8 @@ static PyObject *chains(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int held = 0;
     PyObject *result = NULL;
     int64_t *at = NULL, *stamp = NULL;
-    Column out[5] = {{0}};  /* nodes, before, tips, type offsets, type columns */
-    Column walked = {0};
+    Buf out[5] = {{0}};  /* nodes, before, tips, type offsets, type columns */
+    Buf walked = {0};
     if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
     held = 1;
     Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t);  /* the window's nodes: first..first+n-1 */
@@ -246,7 +246,7 @@ static PyObject *chains(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!at || !stamp) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < n; i++) at[i] = -1;
     for (int64_t t = 0; t < n_types; t++) stamp[t] = -1;
-    if (column_add(&out[3], 0) < 0) goto done;
+    if (put_int64(&out[3], 0) < 0) goto done;
     for (Py_ssize_t j = 0; j < n_sinks; j++) {
         int64_t sink = sinks[j] - first;
         if (sink < 0 || sink >= n) { PyErr_SetString(PyExc_ValueError, "chains: a sink outside the window"); goto done; }
@@ -254,37 +254,32 @@ static PyObject *chains(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             walked.len = 0;
             int64_t node = sink;
             while (node >= 0 && at[node] < 0) {
-                if (column_add(&walked, node) < 0) goto done;
+                if (put_int64(&walked, node) < 0) goto done;
                 node = binding[node] < 0 ? -1 : binding[node] - first;
             }
             int64_t link = node >= 0 ? at[node] : -1;
-            for (Py_ssize_t k = walked.len - 1; k >= 0; k--) {
-                at[walked.at[k]] = out[0].len;
-                if (column_add(&out[0], walked.at[k] + first) < 0 || column_add(&out[1], link) < 0) goto done;
-                link = at[walked.at[k]];
+            for (Py_ssize_t k = count(&walked) - 1; k >= 0; k--) {
+                at[int64s(&walked)[k]] = count(&out[0]);
+                if (put_int64(&out[0], int64s(&walked)[k] + first) < 0 || put_int64(&out[1], link) < 0) goto done;
+                link = at[int64s(&walked)[k]];
             }
         }
-        if (column_add(&out[2], at[sink]) < 0) goto done;
-        for (int64_t k = at[sink]; k >= 0; k = out[1].at[k]) {  /* the op types on its chain, once */
-            int64_t t = types[out[0].at[k] - first];
+        if (put_int64(&out[2], at[sink]) < 0) goto done;
+        for (int64_t k = at[sink]; k >= 0; k = int64s(&out[1])[k]) {  /* the op types on its chain, once */
+            int64_t t = types[int64s(&out[0])[k] - first];
             if (t >= 0 && stamp[t] != j) {
                 stamp[t] = j;
-                if (column_add(&out[4], t) < 0) goto done;
+                if (put_int64(&out[4], t) < 0) goto done;
             }
         }
-        if (column_add(&out[3], out[4].len) < 0) goto done;
+        if (put_int64(&out[3], count(&out[4])) < 0) goto done;
     }
-    result = PyTuple_New(5);
-    for (int c = 0; result && c < 5; c++) {
-        PyObject *bytes = PyBytes_FromStringAndSize((const char *)out[c].at, out[c].len * (Py_ssize_t)sizeof(int64_t));
-        if (!bytes) Py_CLEAR(result);
-        else PyTuple_SET_ITEM(result, c, bytes);
-    }
+    result = columns_as_bytes(out, 5);
 done:
     PyMem_Free(at);
     PyMem_Free(stamp);
-    PyMem_Free(walked.at);
-    for (int c = 0; c < 5; c++) PyMem_Free(out[c].at);
+    PyMem_Free(walked.data);
+    for (int c = 0; c < 5; c++) PyMem_Free(out[c].data);
     for (int k = 0; k < held; k++) PyBuffer_Release(&b[k]);
     return result;
 }

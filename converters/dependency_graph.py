@@ -301,7 +301,7 @@ def _typed_chains(packed: _Packed, sources: set[int], source: int | None, edges:
     return chains
 
 
-def _chains_in_c(packed: _Packed, sinks: list[int], binding: memoryview, first: int = 0
+def _chains_in_c(packed: _Packed, sinks: list[int], binding: memoryview, first: int
                  ) -> tuple[Chains, dict[int, frozenset[str]]]:
     """``_chains_rule`` in C (``_dependency_graph.chains``); ``binding`` of the nodes from ``first``
     on, as ``_Packed.schedule`` gives it."""
@@ -367,7 +367,7 @@ class _Packed:
         self.packed_durs = array("q", self.durs)
         self.short = array("q", [shorter(d) for d in self.durs])
         self.types = array("q", [-1 if t is None else self.columns[t] for t in self.op_types])
-        self.observed = [n.start_ns for n in nodes]
+        self.observed = array("q", [n.start_ns for n in nodes])
         self.anchored = [i for i, edges in enumerate(graph.preds) if not edges]
 
     def anchors(self, sources: set[int], source: int | None) -> array:
@@ -405,8 +405,7 @@ class Schedules:
     df_index_resolver trace, for 6,000 edges)."""
 
     def __init__(self, graph: Graph) -> None:
-        self._packed = packed = _Packed(graph)
-        self._anchors = array("q", packed.observed)  # read for the nodes without edges in only
+        self._packed = _Packed(graph)
         self._edges: dict[tuple[int, int], list[int]] = {}  # (predecessor, node) -> its edges' places
         for k, (p, i) in enumerate((p, i) for i, edges in enumerate(graph.preds) for p, _ in edges):
             self._edges.setdefault((p, i), []).append(k)
@@ -415,7 +414,8 @@ class Schedules:
                shift: Mapping[int, int] | None = None) -> memoryview:
         """``Graph.schedule(durs, shift, lags)`` with only the changed durations given (node -> ns)."""
         packed = self._packed
-        new_durs, new_lags, anchors = packed.packed_durs, packed.lags, self._anchors
+        # the anchors: the observed starts, read for the nodes without edges in only
+        new_durs, new_lags, anchors = packed.packed_durs, packed.lags, packed.observed
         if durs:
             new_durs = array("q", new_durs)
             for i, dur in durs.items():
@@ -441,7 +441,7 @@ Pairs = tuple[memoryview, memoryview, memoryview]  # contract's pairs: sources (
 
 def _pairs_in_c(packed: _Packed, sources: list[int], sinks: list[int]) -> Pairs:
     """``_pairs_rule`` in C (``_dependency_graph.pairs``)."""
-    found = _pairs(packed.offsets, packed.preds, packed.lags, packed.packed_durs, array("q", packed.observed),
+    found = _pairs(packed.offsets, packed.preds, packed.lags, packed.packed_durs, packed.observed,
                    array("q", sources), array("q", sinks))
     return tuple(memoryview(column).cast("q") for column in found)
 

@@ -495,7 +495,7 @@ def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], ChainsBySour
                         NO_DEVICE.format(ranks=format_ids(blind)))
     path = _path(joined, chain, starts, durs, first, end_ns, nodes_of or (lambda r: r.chains))
     return StepPath(lowest.graph, lowest.step, end_ns - first, first, path,
-                    what_ifs(joined, chain, path, end_ns), joined.unjoined,
+                    what_ifs(joined, chain, path, end_ns, starts), joined.unjoined,
                     host_work=any(r.host_work for r in found))
 
 
@@ -687,13 +687,13 @@ def _path(joined: _Joined, chain: list[int], starts: list[int], durs: list[int],
     return segments(items, first, end_ns)
 
 
-def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int) -> list[WhatIf]:
-    """Each what-if recomputed on the step's graph (the same lags), those that save time, largest
-    saving first."""
+def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int, observed: list[int]
+             ) -> list[WhatIf]:
+    """Each what-if recomputed on the step's graph (the same lags; ``observed``: its schedule
+    unchanged), those that save time, largest saving first."""
     graph = joined.graph
     durs = graph.durations()
     schedules = dependency_graph.Schedules(graph)
-    observed = schedules.starts()
     found: list[WhatIf] = []
 
     def end_with(**change) -> int:

@@ -22,8 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters import readers
-from converters.analyses import memory as memory_analysis
-from converters.analyses.memory import allocations_report, memory_report, record
+from converters.analyses.memory import HOLDERS, allocations_report, memory_report, record
 from converters.cli import main
 from converters.errors import Diagnostics
 from converters.model import Layer, Sample, Slice
@@ -82,12 +81,9 @@ def kineto_job(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.parametrize("held", [memory_analysis.HELD, 1], ids=["spans kept", "read again past HELD"])
-def test_kineto_totals_peaks_and_allocations_equal_the_events(kineto_job, held, monkeypatch):
+def test_kineto_totals_peaks_and_allocations_equal_the_events(kineto_job):
     """PyTorch >= 1.10 gives the allocator's totals: the peaks are their maxima (absolute, named
-    ``GPU N``), and each allocation pairs with the release of its address; the holders are the same
-    whether the peaks' read kept every span or a rank had more than ``HELD`` and was read again."""
-    monkeypatch.setattr(memory_analysis, "HELD", held)
+    ``GPU N``), and each allocation pairs with the release of its address."""
     rows = {(row.rank, row.component): row for row in memory_report(kineto_job)}
     allocations = list(allocations_report(kineto_job))
     for path in sorted(kineto_job.glob("*.pt.trace.json")):
@@ -111,7 +107,7 @@ def test_kineto_totals_peaks_and_allocations_equal_the_events(kineto_job, held, 
         assert mine == sorted(pairs)
         assert row.allocations == len(pairs)
         alive = sorted((size for start, end, size in pairs if start <= row.peak_ns < end), reverse=True)
-        assert alive and [h.size for h in row.holders] == alive[:memory_analysis.HOLDERS]
+        assert alive and [h.size for h in row.holders] == alive[:HOLDERS]
 
 
 def test_kineto_detail_trace_carries_the_counter_and_loads_clean(kineto_job, tmp_path):

@@ -11,9 +11,8 @@ trace for none of them. So the whole collection counts; ``--steps`` and ``--grap
 A peak is the largest value of the component's counter (ties: the first); its time is that of the
 peak of Allocated (where the component records none, of Reserved). The holders at the peak are the
 allocations of that component (of PTA+GE: of PTA and GE) alive then (allocated at or before it,
-released after it or never), largest first. One read of the records gives the peaks and keeps each
-allocation's span (up to ``HELD`` of them) for the holders; a rank with more is read a second time
-for its holders, so memory stays flat at any size.
+released after it or never), largest first. Two passes over the records, each flat: the peaks, then
+the holders.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ from ..readers import host_memory, memory_sources, op_memory
 from ..readers import memory as device_memory
 
 HOLDERS = 5  # the operators named per peak
-HELD = 200_000  # allocations' spans kept from the peaks' read (~130 bytes each); past it, a second read
 WITHIN = {part: (op_memory.PTA_GE,) for part in (op_memory.PTA, op_memory.GE)}  # PTA+GE holds theirs
 _MB = float(1 << 20)
 
@@ -89,10 +87,8 @@ class AllocationRow:
 
 # -- the computation ------------------------------------------------------------------------------
 
-def peaks(info: RankInfo, records: Iterable[Slice | Sample], spans: list[_Span] | None = None
-          ) -> dict[str, PeakRow]:
-    """The first pass: each component's peaks and its count of allocations; each allocation's span
-    appended to ``spans`` while it holds fewer than ``HELD``."""
+def peaks(info: RankInfo, records: Iterable[Slice | Sample]) -> dict[str, PeakRow]:
+    """The first pass: each component's peaks and its count of allocations."""
     rows: dict[str, PeakRow] = {}
     for r in records:
         if type(r) is Sample:
@@ -104,39 +100,24 @@ def peaks(info: RankInfo, records: Iterable[Slice | Sample], spans: list[_Span] 
             if kind not in row.peaks or r.value > row.peaks[kind]:
                 row.peaks[kind], row.times[kind] = r.value, r.start_ns
         elif r.layer is Layer.MEMORY:
-            row = _row(rows, info, component_of(r.lane))
-            row.allocations += 1
-            if spans is not None and len(spans) < HELD:
-                spans.append(_span(r, row.component))  # the row's name: one string, not one a span
+            _row(rows, info, component_of(r.lane)).allocations += 1
     return rows
 
 
-# an allocation: its component, allocated and released ns (None: never released), size and name
-_Span = tuple[str, int, "int | None", float, str]
-
-
-def allocation_spans(records: Iterable[Slice | Sample]) -> Iterator[_Span]:
-    """The spans of the allocations among ``records``, as ``holders`` weighs them."""
-    for r in records:
-        if type(r) is Slice and r.layer is Layer.MEMORY:
-            yield _span(r, component_of(r.lane))
-
-
-def _span(r: Slice, component: str) -> _Span:
-    return component, r.start_ns, None if _unreleased(r) else r.end_ns, _size(r), r.name
-
-
-def holders(rows: dict[str, PeakRow], spans: Iterable[_Span], top: int = HOLDERS) -> None:
+def holders(rows: dict[str, PeakRow], records: Iterable[Slice | Sample], top: int = HOLDERS) -> None:
     """The second pass: the ``top`` largest allocations alive at each component's peak."""
     heaps: dict[str, list[tuple[float, int, Holder]]] = {c: [] for c in rows}
-    for own, start_ns, end_ns, size, name in spans:
+    for r in records:
+        if type(r) is not Slice or r.layer is not Layer.MEMORY:
+            continue
+        own = component_of(r.lane)
         for component in (own, *WITHIN.get(own, ())):
             row = rows.get(component)
             at = row.peak_ns if row is not None else None
-            if at is None or not start_ns <= at < (end_ns if end_ns is not None else at + 1):
+            if at is None or not r.start_ns <= at < (r.end_ns if not _unreleased(r) else at + 1):
                 continue
-            heap = heaps[component]
-            item = (size, -start_ns, Holder(name, size, start_ns))
+            heap, size = heaps[component], _size(r)
+            item = (size, -r.start_ns, Holder(r.name, size, r.start_ns))
             if len(heap) < top:
                 heapq.heappush(heap, item)
             elif item[:2] > heap[0][:2]:
@@ -210,19 +191,16 @@ def memory_report(
 
 
 def rank_peaks(info: RankInfo, options: Options, diag: Diagnostics) -> list[PeakRow]:
-    """One rank's peaks and holders: one read of its memory records (two past ``HELD`` allocations).
-    Runs in a worker process."""
+    """One rank's peaks and holders: two reads of its memory records. Runs in a worker process."""
     return _peaks_of(info, memory_records(info, diag))
 
 
 def _peaks_of(info: RankInfo, records: Iterable[Slice | Sample]) -> list[PeakRow]:
-    """The peaks of ``records`` (the rank's memory records: one read) and their holders: from the
-    spans that read kept, or, where the rank has more allocations than ``HELD``, a second read."""
-    spans: list[_Span] = []
-    rows = peaks(info, records, spans)
-    if sum(row.allocations for row in rows.values()) > len(spans):
-        spans = allocation_spans(device_memory(info, Diagnostics()))  # its warnings said once
-    holders(rows, spans)
+    """The peaks of ``records`` (the rank's memory records: the first read) and their holders (a
+    second read, where there are allocations)."""
+    rows = peaks(info, records)
+    if any(row.allocations for row in rows.values()):
+        holders(rows, device_memory(info, Diagnostics()))  # the same records: their warnings said once
     return [rows[c] for c in sorted(rows)]
 
 

@@ -14,6 +14,8 @@
  * pairs(...): contract's first pass, every source's schedule and the lags of the sinks it reaches,
  * in one call (per source in Python, its pairs were a third of `critical` on HTA's df_index_resolver
  * trace). chains(...): the tree of a source's chains to the sinks kept, and the op types on each.
+ * typed(...): a source's schedule, its chains and, per op type on them, its sinks' lags with that
+ * type short, in one call.
  * undominated(...): the pairs contract keeps.
  * The Python methods are the reference (tests/test_critical_schedule.py holds this to them).
  */
@@ -36,16 +38,17 @@ static int view(PyObject *obj, Py_buffer *buf, Py_ssize_t items, const char *wha
     return 0;
 }
 
-/* Graph.schedule's walk over nodes first..stop-1 of a packed graph (those before first never
+/* Graph.schedule's walk over nodes from..stop-1 of a packed graph's window first..stop-1 (the
+ * window's starts before ``from`` already in ``starts``) (those before first never
  * reached, those from stop on not walked: no node before stop depends on them) into
  * starts[i - first] and, where binding is not NULL, each node's binding predecessor into
  * binding[i - first] (-1: none); -1 with a ValueError where a predecessor does not come first.
  * Only the window is written: a schedule from a source late in a big step walks what follows it,
  * up to its last sink, not the whole graph (rocprof-908's step: 48,000 schedules of 45,000 nodes). */
-static int walk(const int64_t *offsets, const int64_t *preds, const int64_t *lags, const int64_t *durs,
-                const int64_t *shorts, const int64_t *types, const int64_t *anchors, Py_ssize_t first,
-                Py_ssize_t stop, long long column, int64_t *starts, int64_t *binding) {
-    for (Py_ssize_t i = first; i < stop; i++) {
+static int walk_from(const int64_t *offsets, const int64_t *preds, const int64_t *lags, const int64_t *durs,
+                     const int64_t *shorts, const int64_t *types, const int64_t *anchors, Py_ssize_t first,
+                     Py_ssize_t from, Py_ssize_t stop, long long column, int64_t *starts, int64_t *binding) {
+    for (Py_ssize_t i = from; i < stop; i++) {
         int64_t lo = offsets[i], hi = offsets[i + 1];
         if (binding) binding[i - first] = -1;
         if (lo == hi) {
@@ -73,6 +76,13 @@ static int walk(const int64_t *offsets, const int64_t *preds, const int64_t *lag
         if (binding) binding[i - first] = best;
     }
     return 0;
+}
+
+/* walk_from the window's first node: the whole window */
+static int walk(const int64_t *offsets, const int64_t *preds, const int64_t *lags, const int64_t *durs,
+                const int64_t *shorts, const int64_t *types, const int64_t *anchors, Py_ssize_t first,
+                Py_ssize_t stop, long long column, int64_t *starts, int64_t *binding) {
+    return walk_from(offsets, preds, lags, durs, shorts, types, anchors, first, first, stop, column, starts, binding);
 }
 
 static PyObject *schedule(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -206,43 +216,15 @@ done:
  * walked once, where a chain first reaches it (nodes[k] comes after nodes[before[k]], -1: first;
  * tips: each sink's place); and per sink the op type columns on its chain (types: the graph's, -1
  * for none), type_columns[type_offsets[j]:type_offsets[j + 1]] for sink j, each once. */
-static PyObject *chains(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "chains(binding, first, sinks, types)");
-        return NULL;
-    }
-    Py_ssize_t first = PyLong_AsSsize_t(args[1]);
-    if (first == -1 && PyErr_Occurred()) return NULL;
-    Py_buffer b[3];
-    int held = 0;
-    PyObject *result = NULL;
-    int64_t *at = NULL, *stamp = NULL;
-    Buf out[5] = {{0}};  /* nodes, before, tips, type offsets, type columns */
+/* The tree of chains to ``sinks`` (chains()'s five columns, into out[0..4]) along ``binding``, the
+ * binding predecessors of the window's n nodes first..first+n-1; ``types``: the window's op type
+ * columns (types[i] of node first + i), below n_types. 0, or -1 with the error set. */
+static int chain_tree(const int64_t *binding, Py_ssize_t first, Py_ssize_t n, const int64_t *sinks,
+                      Py_ssize_t n_sinks, const int64_t *types, int64_t n_types, Buf out[5]) {
+    int rc = -1;
     Buf walked = {0};
-    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
-    held = 1;
-    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t);  /* the window's nodes: first..first+n-1 */
-    if (PyObject_GetBuffer(args[2], &b[1], PyBUF_SIMPLE) < 0) goto done;
-    held = 2;
-    if (PyObject_GetBuffer(args[3], &b[2], PyBUF_SIMPLE) < 0) goto done;
-    held = 3;
-    if (first < 0 || b[2].len / (Py_ssize_t)sizeof(int64_t) < first + n) {
-        PyErr_SetString(PyExc_ValueError, "chains: the window is not within the graph's types");
-        goto done;
-    }
-    const int64_t *binding = b[0].buf, *sinks = b[1].buf, *types = (const int64_t *)b[2].buf + first;
-    Py_ssize_t n_sinks = b[1].len / (Py_ssize_t)sizeof(int64_t);
-    int64_t n_types = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {  /* below, a node is its place in the window */
-        if (binding[i] < -1 || binding[i] >= first + i || (binding[i] >= 0 && binding[i] < first) || types[i] < -1) {
-            PyErr_SetString(PyExc_ValueError, "chains: a binding predecessor or type out of range");
-            goto done;
-        }
-        if (types[i] + 1 > n_types) n_types = types[i] + 1;
-    }
-    at = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    stamp = PyMem_Malloc(sizeof(int64_t) * (size_t)(n_types ? n_types : 1));
+    int64_t *at = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    int64_t *stamp = PyMem_Malloc(sizeof(int64_t) * (size_t)(n_types ? n_types : 1));
     if (!at || !stamp) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < n; i++) at[i] = -1;
     for (int64_t t = 0; t < n_types; t++) stamp[t] = -1;
@@ -274,12 +256,143 @@ static PyObject *chains(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         if (put_int64(&out[3], count(&out[4])) < 0) goto done;
     }
-    result = columns_as_bytes(out, 5);
+    rc = 0;
 done:
     PyMem_Free(at);
     PyMem_Free(stamp);
     PyMem_Free(walked.data);
+    return rc;
+}
+
+/* The window's binding predecessors and op types checked (binding[i] of node first + i: -1, or a
+ * node of the window before it): the number of op type columns, or -1 with the error set. */
+static int64_t checked_window(const int64_t *binding, Py_ssize_t first, Py_ssize_t n, const int64_t *types) {
+    int64_t n_types = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (binding[i] < -1 || binding[i] >= first + i || (binding[i] >= 0 && binding[i] < first) || types[i] < -1) {
+            PyErr_SetString(PyExc_ValueError, "chains: a binding predecessor or type out of range");
+            return -1;
+        }
+        if (types[i] + 1 > n_types) n_types = types[i] + 1;
+    }
+    return n_types;
+}
+
+static PyObject *chains(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "chains(binding, first, sinks, types)");
+        return NULL;
+    }
+    Py_ssize_t first = PyLong_AsSsize_t(args[1]);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer b[3];
+    int held = 0;
+    PyObject *result = NULL;
+    Buf out[5] = {{0}};  /* nodes, before, tips, type offsets, type columns */
+    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
+    held = 1;
+    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t);  /* the window's nodes: first..first+n-1 */
+    if (PyObject_GetBuffer(args[2], &b[1], PyBUF_SIMPLE) < 0) goto done;
+    held = 2;
+    if (PyObject_GetBuffer(args[3], &b[2], PyBUF_SIMPLE) < 0) goto done;
+    held = 3;
+    if (first < 0 || b[2].len / (Py_ssize_t)sizeof(int64_t) < first + n) {
+        PyErr_SetString(PyExc_ValueError, "chains: the window is not within the graph's types");
+        goto done;
+    }
+    const int64_t *binding = b[0].buf, *sinks = b[1].buf, *types = (const int64_t *)b[2].buf + first;
+    int64_t n_types = checked_window(binding, first, n, types);
+    if (n_types < 0) goto done;
+    if (chain_tree(binding, first, n, sinks, b[1].len / (Py_ssize_t)sizeof(int64_t), types, n_types, out) < 0)
+        goto done;
+    result = columns_as_bytes(out, 5);
+done:
     for (int c = 0; c < 5; c++) PyMem_Free(out[c].data);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
+/* typed(offsets, preds, lags, durs, short, types, anchors, first, stop, sinks, source) -> (nodes,
+ * before, tips, type_offsets, type_columns, type_lags): bytes of int64 each, one source's part of
+ * contract (dependency_graph._typed_chains_rule) in one call: its schedule from ``anchors`` over
+ * first..stop-1, the tree of chains to ``sinks`` (chains()'s five columns), and for each op type
+ * column on a sink's chain (type_columns[k]) the sink's lag with that type's nodes short
+ * (type_lags[k]): its start less the source's end (source -1, the anchors: less 0), one schedule per
+ * op type (in Python, 48,000 calls on rocprof-908's one step). */
+static PyObject *typed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "typed(offsets, preds, lags, durs, short, types, anchors, first, stop, sinks, source)");
+        return NULL;
+    }
+    Py_buffer b[8];
+    int held = 0;
+    PyObject *result = NULL;
+    int64_t *starts = NULL, *binding = NULL, *again = NULL;
+    int64_t *from = NULL, *until = NULL;
+    Buf out[6] = {{0}};  /* chains()'s five columns, then each type column's lag */
+    Py_ssize_t first = PyLong_AsSsize_t(args[7]), stop = PyLong_AsSsize_t(args[8]);
+    long long source = PyLong_AsLongLong(args[10]);
+    if (PyErr_Occurred()) return NULL;
+    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
+    held = 1;
+    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t) - 1;
+    const int64_t *offsets = b[0].buf;
+    if (n < 0) { PyErr_SetString(PyExc_ValueError, "offsets: empty"); goto done; }
+    Py_ssize_t sizes[7] = {n + 1, offsets[n], offsets[n], n, n, n, n};
+    const char *names[7] = {"offsets", "preds", "lags", "durs", "short", "types", "anchors"};
+    for (; held < 7; held++)
+        if (view(args[held], &b[held], sizes[held], names[held]) < 0) goto done;
+    if (PyObject_GetBuffer(args[9], &b[7], PyBUF_SIMPLE) < 0) goto done;
+    held = 8;
+    const int64_t *preds = b[1].buf, *lags = b[2].buf, *durs = b[3].buf, *shorts = b[4].buf,
+                  *types = b[5].buf, *anchors = b[6].buf, *sinks = b[7].buf;
+    Py_ssize_t n_sinks = b[7].len / (Py_ssize_t)sizeof(int64_t), w = stop - first;
+    if (first < 0 || first > stop || stop > n || source < -1 || source >= stop || (source >= 0 && source != first)) {
+        PyErr_SetString(PyExc_ValueError, "typed: not 0 <= first <= stop <= nodes, the source first");
+        goto done;
+    }
+    starts = PyMem_Malloc(sizeof(int64_t) * (size_t)(w ? w : 1));
+    binding = PyMem_Malloc(sizeof(int64_t) * (size_t)(w ? w : 1));
+    again = PyMem_Malloc(sizeof(int64_t) * (size_t)(w ? w : 1));
+    if (!starts || !binding || !again) { PyErr_NoMemory(); goto done; }
+    if (walk(offsets, preds, lags, durs, shorts, types, anchors, first, stop, -1, starts, binding) < 0) goto done;
+    int64_t n_types = checked_window(binding, first, w, types + first);
+    if (n_types < 0 || chain_tree(binding, first, w, sinks, n_sinks, types + first, n_types, out) < 0) goto done;
+    Py_ssize_t entries = count(&out[4]);
+    const int64_t *columns = int64s(&out[4]), *type_offsets = int64s(&out[3]);
+    if (buf_reserve(&out[5], entries * (Py_ssize_t)sizeof(int64_t)) < 0) goto done;
+    out[5].len = entries * (Py_ssize_t)sizeof(int64_t);
+    int64_t *type_lags = int64s(&out[5]);
+    /* per op type column: the first node of that type in the window and the end of its last sink's
+     * chain: before the first, its schedule is the one walked; after the last, nothing is read */
+    if (!(from = PyMem_Malloc(sizeof(int64_t) * (size_t)(n_types ? n_types : 1)))
+        || !(until = PyMem_Calloc((size_t)(n_types ? n_types : 1), sizeof(int64_t)))) { PyErr_NoMemory(); goto done; }
+    for (int64_t t = 0; t < n_types; t++) from[t] = -1;
+    for (Py_ssize_t i = first; i < stop; i++)
+        if (types[i] >= 0 && from[types[i]] < 0) from[types[i]] = i;
+    for (Py_ssize_t j = 0; j < n_sinks; j++)
+        for (int64_t k = type_offsets[j]; k < type_offsets[j + 1]; k++)
+            if (sinks[j] + 1 > until[columns[k]]) until[columns[k]] = sinks[j] + 1;
+    for (int64_t column = 0; column < n_types; column++) {  /* one schedule per op type on a chain */
+        if (!until[column]) continue;
+        memcpy(again, starts, sizeof(int64_t) * (size_t)(from[column] - first));
+        if (walk_from(offsets, preds, lags, durs, shorts, types, anchors, first, from[column], until[column],
+                      column, again, NULL) < 0) goto done;
+        int64_t began = source < 0 ? 0 : again[0] + (types[source] == column ? shorts[source] : durs[source]);
+        for (Py_ssize_t j = 0; j < n_sinks; j++)
+            for (int64_t k = type_offsets[j]; k < type_offsets[j + 1]; k++)
+                if (columns[k] == column) type_lags[k] = again[sinks[j] - first] - began;
+    }
+    result = columns_as_bytes(out, 6);
+done:
+    PyMem_Free(starts);
+    PyMem_Free(binding);
+    PyMem_Free(again);
+    PyMem_Free(from);
+    PyMem_Free(until);
+    for (int c = 0; c < 6; c++) PyMem_Free(out[c].data);
     for (int k = 0; k < held; k++) PyBuffer_Release(&b[k]);
     return result;
 }
@@ -373,6 +486,9 @@ static PyMethodDef methods[] = {
      "pairs(offsets, preds, lags, durs, observed, sources, sinks) -> (sources, sinks, lags)"},
     {"chains", (PyCFunction)(void (*)(void))chains, METH_FASTCALL,
      "chains(binding, first, sinks, types) -> (nodes, before, tips, type_offsets, type_columns)"},
+    {"typed", (PyCFunction)(void (*)(void))typed, METH_FASTCALL,
+     "typed(offsets, preds, lags, durs, short, types, anchors, first, stop, sinks, source) -> (nodes, before, tips, "
+     "type_offsets, type_columns, type_lags)"},
     {"undominated", (PyCFunction)(void (*)(void))undominated, METH_FASTCALL,
      "undominated(sources, sinks, lags, arrivals, dones) -> bytes: 1 for each pair contract keeps"},
     {NULL, NULL, 0, NULL},

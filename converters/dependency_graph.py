@@ -26,6 +26,7 @@ from typing import NamedTuple
 from ._dependency_graph import chains as _chains
 from ._dependency_graph import pairs as _pairs
 from ._dependency_graph import schedule as _schedule
+from ._dependency_graph import typed as _typed
 from ._dependency_graph import undominated as _undominated_in_c
 
 NEVER = -(1 << 62)  # no chain reaches the node
@@ -282,6 +283,23 @@ def contract(graph: Graph, sources: list[int], sinks: list[int],
 
 
 def _typed_chains(packed: _Packed, sources: set[int], source: int | None, edges: list[Contracted]) -> Chains:
+    """``_typed_chains_rule`` in C (``_dependency_graph.typed``): the source's schedule, chains and
+    op-type schedules in one call."""
+    first = 0 if source is None else source
+    stop = max(c.sink for c in edges) + 1
+    found = _typed(packed.offsets, packed.preds, packed.lags, packed.packed_durs, packed.short, packed.types,
+                   packed.anchors(sources, source), first, stop, array("q", [c.sink for c in edges]),
+                   -1 if source is None else source)
+    nodes, before, tips, offsets, columns, lags = (_int64s(column) for column in found)
+    names = packed.type_names
+    for j, c in enumerate(edges):  # by op type in the order of their names, as the rule fills them
+        for k in sorted(range(offsets[j], offsets[j + 1]), key=columns.__getitem__):
+            c.by_type[names[columns[k]]] = lags[k]
+    return Chains(tuple(nodes), before, {c.sink: tips[j] for j, c in enumerate(edges)})
+
+
+def _typed_chains_rule(packed: _Packed, sources: set[int], source: int | None, edges: list[Contracted]
+                       ) -> Chains:
     """The chains of a source's ``edges``, each edge's ``by_type`` filled: one schedule per op type
     on a chain."""
     anchors = packed.anchors(sources, source)

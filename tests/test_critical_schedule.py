@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from converters.dependency_graph import (
     NEVER,
+    Contracted,
     Graph,
     Node,
     Schedules,
@@ -21,6 +22,8 @@ from converters.dependency_graph import (
     _Packed,
     _pairs_in_c,
     _pairs_rule,
+    _typed_chains,
+    _typed_chains_rule,
     shorter,
 )
 
@@ -85,6 +88,31 @@ def test_the_c_schedule_is_graph_schedule(graph: Graph, data) -> None:
             assert chains.chain(i) == graph.chain(i, expected, durs)
             assert types[i] == {graph.nodes[k].op_type for k in chains.chain(i)} - {None}
         assert sorted(chains.nodes) == sorted({k for i in reached for k in chains.chain(i)})  # each once
+
+
+@settings(max_examples=300, deadline=None)
+@given(graphs(), st.data())
+def test_a_sources_chains_and_op_type_lags_in_c_are_the_rule(graph: Graph, data) -> None:
+    """``_typed_chains`` (one C call per source: its schedule, its chains, one schedule per op type
+    on them, each begun at that type's first node) gives the chains and every edge's ``by_type`` the
+    rule's schedules give, in the same order, from the anchors and from a source alike."""
+    anchored = [i for i, edges in enumerate(graph.preds) if not edges]
+    sources = set(data.draw(st.lists(st.sampled_from(anchored), max_size=3)))
+    source = data.draw(st.sampled_from([None, *sorted(sources)]))
+    packed = _Packed(graph)
+    first = 0 if source is None else source
+    starts, _ = packed.schedule(packed.anchors(sources, source), first)
+    reached = [first + k for k, start in enumerate(starts) if start != NEVER and first + k != source]
+    if not reached:
+        return
+    sinks = data.draw(st.lists(st.sampled_from(reached), min_size=1, unique=True))
+
+    def edges() -> list[Contracted]:
+        return [Contracted(source, sink, 0, {}) for sink in sinks]
+
+    mine, theirs = edges(), edges()
+    assert _typed_chains(packed, sources, source, mine) == _typed_chains_rule(packed, sources, source, theirs)
+    assert [list(c.by_type.items()) for c in mine] == [list(c.by_type.items()) for c in theirs]
 
 
 @settings(max_examples=300, deadline=None)

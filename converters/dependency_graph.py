@@ -230,9 +230,9 @@ class Chains(NamedTuple):
     chains share their beginnings and each node is held once: ``nodes[k]`` comes after
     ``nodes[before[k]]`` on its chain (-1: it is the chain's first); ``tips``: a sink's place in
     ``nodes``. Held whole, a chain per pair copied its shared beginning: 50 M nodes for 2.6 M on HTA's
-    df_index_resolver trace."""
+    df_index_resolver trace. The nodes are the graph's indices, in an array (pickled as its bytes)."""
 
-    nodes: tuple
+    nodes: array
     before: array
     tips: dict[int, int]
 
@@ -251,6 +251,31 @@ class Contraction(NamedTuple):
 
     edges: list[Contracted]
     chains: dict[int | None, Chains]
+
+
+class StepChains(NamedTuple):
+    """A rank's step's chains by source, their nodes as the graph's indices into ``nodes`` (a node
+    lies on many sources' chains: 464,594 places for 44,401 nodes on rocprof-908's step, pickled
+    as arrays and each node once)."""
+
+    nodes: list[Node]
+    by_source: dict[int | None, Chains]
+
+    def chain(self, source: int | None, sink: int) -> list[Node]:
+        """The slices of the chain from ``source`` to ``sink``, first first."""
+        return [self.nodes[i] for i in self.by_source[source].chain(sink)]
+
+    def __reduce__(self) -> tuple:
+        # pickled as plain tuples: a NamedTuple pickles through a Python call each (0.1 CPU s for
+        # rocprof-908's 45,000 nodes)
+        return _step_chains, (list(map(tuple, self.nodes)), self.by_source)
+
+
+def _step_chains(rows: list[tuple], by_source: dict[int | None, Chains]) -> StepChains:
+    return StepChains(list(map(Node._make, rows)), by_source)
+
+
+NO_CHAINS = StepChains([], {})
 
 
 SHORTER = 0.9  # the op-type what-if: each op of the type 10% shorter
@@ -295,7 +320,7 @@ def _typed_chains(packed: _Packed, sources: set[int], source: int | None, edges:
     for j, c in enumerate(edges):  # by op type in the order of their names, as the rule fills them
         for k in sorted(range(offsets[j], offsets[j + 1]), key=columns.__getitem__):
             c.by_type[names[columns[k]]] = lags[k]
-    return Chains(tuple(nodes), before, {c.sink: tips[j] for j, c in enumerate(edges)})
+    return Chains(nodes, before, {c.sink: tips[j] for j, c in enumerate(edges)})
 
 
 def _typed_chains_rule(packed: _Packed, sources: set[int], source: int | None, edges: list[Contracted]
@@ -328,7 +353,7 @@ def _chains_in_c(packed: _Packed, sinks: list[int], binding: memoryview, first: 
     names = packed.type_names
     types = {sink: frozenset([names[t] for t in columns[offsets[j]:offsets[j + 1]]])
              for j, sink in enumerate(sinks)}
-    return Chains(tuple(nodes), before, dict(zip(sinks, tips, strict=True))), types
+    return Chains(nodes, before, dict(zip(sinks, tips, strict=True))), types
 
 
 def _int64s(data: bytes) -> array:
@@ -366,7 +391,7 @@ def _chains_rule(sinks: list[int], binding: Sequence[int], op_types: list[str | 
                 link = at[node]
         tips[sink] = at[sink]
         types[sink] = typed[at[sink]]
-    return Chains(tuple(nodes), before, tips), types
+    return Chains(array("q", nodes), before, tips), types
 
 
 class _Packed:

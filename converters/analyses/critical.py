@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .. import communication, dependency_graph, readers
-from ..dependency_graph import NEVER, Contracted, Graph, Node, Segment, built, contract, cycle, segments
+from ..dependency_graph import NO_CHAINS, Contracted, Graph, Node, Segment, StepChains, built, contract, cycle
 from ..errors import Diagnostics, UsageError
 from ..executor import LOCAL, Where
 from ..intervals import is_compute
@@ -111,7 +111,6 @@ class Sync(NamedTuple):
     p2p: str  # "send", "receive", "both" (a batched send and receive); "" for a collective
 
 
-ChainsBySource = dict[int | None, dependency_graph.Chains]  # the slices of each source's chains
 
 
 class RankStep(NamedTuple):
@@ -127,7 +126,7 @@ class RankStep(NamedTuple):
     end: int  # the local node of the rank's end
     syncs: list[Sync]
     edges: list[Contracted]
-    chains: ChainsBySource
+    chains: StepChains
     has_device: bool = True  # False: its device tasks are not recorded (``StepRecords.has_device``)
     host_work: bool = False  # True: no device work recorded, its host operators are the compute
     too_large: str | None = None  # why it was not contracted (``CONTRACT_BUDGET``); None: it was
@@ -150,7 +149,7 @@ def rank_step(batch: StepRecords, kept: frozenset[int] | None = None,
     if len(ops) * nodes > CONTRACT_BUDGET or len(ops) ** 2 > PAIRS_BUDGET:  # known before it is built
         return _too_large(batch, launches + tasks, ops, nodes, host_work)
     graph, syncs = _rank_graph(batch.rank, tasks, pairs, ops, launches, kept, type_of)
-    return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], {},
+    return reduced(RankStep(batch.rank, batch.graph, batch.step_id, batch.key, 0, 0, syncs, [], NO_CHAINS,
                             batch.has_device, host_work), graph)
 
 
@@ -160,14 +159,13 @@ def _too_large(batch: StepRecords, slices: list[Slice], ops: list[communication.
     first = min([s.start_ns for s in slices] + [op.start_ns for op in ops])
     last = max([s.end_ns for s in slices] + [op.start_ns + op.elapse_ns for op in ops])
     why = TOO_LARGE.format(rank=batch.rank, syncs=len(ops), nodes=nodes)
-    return RankStep(batch.rank, batch.graph, batch.step_id, batch.key, first, 0, [], [], {}, batch.has_device,
-                    host_work, too_large=why, last_ns=last)
+    return RankStep(batch.rank, batch.graph, batch.step_id, batch.key, first, 0, [], [], NO_CHAINS,
+                    batch.has_device, host_work, too_large=why, last_ns=last)
 
 
 def reduced(step: RankStep, graph: Graph) -> RankStep:
-    """``step`` (its rank, step and syncs) with its graph's start, end and contracted chains; the
-    chains' slices are the graph's own objects, so each is pickled once. A graph past
-    ``CONTRACT_BUDGET`` is never built (``rank_step``)."""
+    """``step`` (its rank, step and syncs) with its graph's start, end and contracted chains, their
+    slices the graph's own nodes. A graph past ``CONTRACT_BUDGET`` is never built (``rank_step``)."""
     nodes = graph.nodes
     step = step._replace(first_ns=min(n.start_ns for n in nodes), last_ns=max(n.end_ns for n in nodes))
     ends = [i for i, n in enumerate(graph.nodes) if n.kind]
@@ -175,10 +173,7 @@ def reduced(step: RankStep, graph: Graph) -> RankStep:
     syncs = step.syncs
     edges, chains = contract(graph, [s.done for s in syncs], [s.arrival for s in syncs] + [end],
                              {s.arrival: s.done for s in syncs})
-    nodes = graph.nodes
-    chains = {source: held._replace(nodes=tuple([nodes[i] for i in held.nodes]))
-              for source, held in chains.items()}
-    return step._replace(end=end, edges=edges, chains=chains)
+    return step._replace(end=end, edges=edges, chains=StepChains(graph.nodes, chains))
 
 
 def _launches(slices: list[Slice], tasks: list[Slice], pairs: list) -> list[Slice]:
@@ -316,12 +311,12 @@ def stash_step(spool: SpoolFile, batch: StepRecords | TooLarge, shift: int, kept
     device work. A pseudo step too large to hold (``TooLarge``): its bounds, and why no path."""
     if type(batch) is TooLarge:
         found = None if batch.first_ns is None or batch.last_ns is None else RankStep(
-            batch.rank, None, None, None, batch.first_ns + shift, 0, [], [], {}, batch.has_device,
+            batch.rank, None, None, None, batch.first_ns + shift, 0, [], [], NO_CHAINS, batch.has_device,
             too_large=batch.why, last_ns=batch.last_ns + shift)
     else:
         found = rank_step(shifted(batch, shift) if shift else batch, kept, types.of(batch, shift))
     if found is not None:
-        light = spool.stash(pickle.dumps(found._replace(chains={}), pickle.HIGHEST_PROTOCOL))
+        light = spool.stash(pickle.dumps(found._replace(chains=NO_CHAINS), pickle.HIGHEST_PROTOCOL))
         nodes = spool.stash(pickle.dumps(found.chains, pickle.HIGHEST_PROTOCOL))
         stashed.append((batch.key, light, nodes))
 
@@ -433,7 +428,7 @@ def paths_of(spool: Spool, stashed: dict) -> Iterator[StepPath]:
         yield found
 
 
-def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], ChainsBySource]:
+def _nodes_in(spool: Spool, found: list[RankStep], stashed: list) -> Callable[[RankStep], StepChains]:
     """Where each rank's chain nodes of the step lie: read only for the ranks the path crosses."""
     held = {r.rank: (file, nodes) for r, (file, _, nodes) in zip(found, stashed, strict=True)}
     return lambda r: pickle.loads(spool.unstash(held[r.rank][0], *held[r.rank][1]))
@@ -472,7 +467,7 @@ class _Joined(NamedTuple):
     unjoined: int  # matches left out: they made a cycle
 
 
-def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], ChainsBySource] | None = None
+def step_path(found: list[RankStep], nodes_of: Callable[[RankStep], StepChains] | None = None
               ) -> StepPath:
     """One step of every rank joined (``_join``), its longest path and its what-ifs. ``nodes_of``:
     the slices of a rank's chains, where they are not in its ``RankStep``."""
@@ -667,24 +662,24 @@ def _pairs(found: list[RankStep]) -> dict[tuple[int, int], tuple[RankStep, Sync]
 
 
 def _path(joined: _Joined, chain: list[int], starts: list[int], durs: list[int], first: int,
-          end_ns: int, nodes_of: Callable[[RankStep], ChainsBySource]) -> list[Segment]:
+          end_ns: int, nodes_of: Callable[[RankStep], StepChains]) -> list[Segment]:
     """The longest path as segments: each contracted edge opened into its local chain of slices."""
     items: list[tuple[Node, int, int]] = []
     graph = joined.graph
-    loaded: dict[int, ChainsBySource] = {}
+    loaded: dict[int, StepChains] = {}
     for a, b in zip(chain, chain[1:], strict=False):
         held = joined.edge_of.get((a, b))
         if held is not None:
             r, c = held
             if r.rank not in loaded:
                 loaded[r.rank] = nodes_of(r)
-            nodes = loaded[r.rank][c.source].chain(c.sink)
+            nodes = loaded[r.rank].chain(c.source, c.sink)
             inner = nodes[1:] if c.source is not None else nodes  # its source is the completion
             items += [(node, node.start_ns, node.dur_ns) for node in inner]
         else:
             node = graph.nodes[b]
             items.append((node, starts[b], durs[b]))
-    return segments(items, first, end_ns)
+    return dependency_graph.segments(items, first, end_ns)
 
 
 def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int, observed: list[int]
@@ -698,7 +693,7 @@ def what_ifs(joined: _Joined, chain: list[int], path: list[Segment], end_ns: int
 
     def end_with(**change) -> int:
         starts = schedules.starts(**change)
-        return max(starts[i] + durs[i] for i in joined.ends if starts[i] != NEVER)
+        return max(starts[i] + durs[i] for i in joined.ends if starts[i] != dependency_graph.NEVER)
 
     on_chain = set(chain)
     for rank, node, name, delay in joined.late:

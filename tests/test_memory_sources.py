@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters import readers
+from converters.analyses import memory as memory_analysis
 from converters.analyses.memory import HOLDERS, allocations_report, memory_report, record
 from converters.cli import main
 from converters.errors import Diagnostics
@@ -108,6 +109,22 @@ def test_kineto_totals_peaks_and_allocations_equal_the_events(kineto_job):
         assert row.allocations == len(pairs)
         alive = sorted((size for start, end, size in pairs if start <= row.peak_ns < end), reverse=True)
         assert alive and [h.size for h in row.holders] == alive[:HOLDERS]
+
+
+@pytest.mark.parametrize("sample", ["kineto_job", "ascend-pt-2rank", "ascend-pt-db", "msprof-db"])
+def test_the_holders_kept_from_the_peaks_read_are_those_a_second_read_finds(sample, kineto_job, monkeypatch):
+    """The peaks' read keeps the allocations it passes for the holders; past ``HELD`` of them it
+    keeps none and the records are read again: both give every row alike, holders included."""
+    folder = kineto_job if sample == "kineto_job" else real_data(sample)
+    reads = []
+    real = memory_analysis.device_memory
+    monkeypatch.setattr(memory_analysis, "device_memory", lambda *a: reads.append(1) or real(*a))
+    kept = [record(row) | {"holders": row.holders} for row in memory_report(folder)]
+    once = len(reads)
+    monkeypatch.setattr(memory_analysis, "HELD", 1)
+    again = [record(row) | {"holders": row.holders} for row in memory_report(folder)]
+    assert kept == again and any(row["holders"] for row in kept)
+    assert len(reads) - once > once  # past HELD, a second read of the ranks with allocations
 
 
 def test_kineto_detail_trace_carries_the_counter_and_loads_clean(kineto_job, tmp_path):

@@ -11,14 +11,16 @@ trace for none of them. So the whole collection counts; ``--steps`` and ``--grap
 A peak is the largest value of the component's counter (ties: the first); its time is that of the
 peak of Allocated (where the component records none, of Reserved). The holders at the peak are the
 allocations of that component (of PTA+GE: of PTA and GE) alive then (allocated at or before it,
-released after it or never), largest first. Two passes over the records, each flat: the peaks, then
-the holders.
+released after it or never), largest first. One pass over the records for the peaks, which keeps the
+allocations it passes in compact arrays (``KeptAllocations``: up to ``HELD``, ~30 bytes each) for the
+holders; past ``HELD`` a second pass reads them again. Flat either way.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -104,26 +106,86 @@ def peaks(info: RankInfo, records: Iterable[Slice | Sample]) -> dict[str, PeakRo
     return rows
 
 
-def holders(rows: dict[str, PeakRow], records: Iterable[Slice | Sample], top: int = HOLDERS) -> None:
-    """The second pass: the ``top`` largest allocations alive at each component's peak."""
+Allocation = tuple[str, str, float, int, int]  # component, name, bytes, allocated and released ns
+NEVER_RELEASED = 1 << 62  # the release time of an allocation never released within the profile
+
+
+def holders(rows: dict[str, PeakRow], allocations: Iterable[Allocation], top: int = HOLDERS) -> None:
+    """The ``top`` largest ``allocations`` alive at each component's peak (``allocations_of``, or
+    those a ``KeptAllocations`` kept)."""
     heaps: dict[str, list[tuple[float, int, Holder]]] = {c: [] for c in rows}
-    for r in records:
-        if type(r) is not Slice or r.layer is not Layer.MEMORY:
-            continue
-        own = component_of(r.lane)
+    for own, name, size, start_ns, end_ns in allocations:
         for component in (own, *WITHIN.get(own, ())):
             row = rows.get(component)
             at = row.peak_ns if row is not None else None
-            if at is None or not r.start_ns <= at < (r.end_ns if not _unreleased(r) else at + 1):
+            if at is None or not start_ns <= at < end_ns:
                 continue
-            heap, size = heaps[component], _size(r)
-            item = (size, -r.start_ns, Holder(r.name, size, r.start_ns))
+            heap = heaps[component]
+            item = (size, -start_ns, Holder(name, size, start_ns))
             if len(heap) < top:
                 heapq.heappush(heap, item)
             elif item[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, item)
     for component, heap in heaps.items():
         rows[component].holders = [h for *_, h in sorted(heap, key=lambda x: x[:2], reverse=True)]
+
+
+def allocations_of(records: Iterable[Slice | Sample]) -> Iterator[Allocation]:
+    """The allocations among a rank's memory records, in their order."""
+    for r in records:
+        if type(r) is Slice and r.layer is Layer.MEMORY:
+            end_ns = NEVER_RELEASED if _unreleased(r) else r.end_ns
+            yield component_of(r.lane), r.name, _size(r), r.start_ns, end_ns
+
+
+HELD = 200_000  # allocations kept from the peaks' read (~30 bytes each); past it, they are read again
+
+
+class KeptAllocations:
+    """The allocations the peaks' read passes (``passing``), in compact arrays: times, sizes, and
+    names and components as numbers (a span as a Slice, ~124 bytes, grew the memory command's peak
+    RSS by 24 MiB at 200,000 of them); none past ``held`` of them (``full``)."""
+
+    def __init__(self, held: int) -> None:
+        self.held, self.full = held, False
+        self._empty()
+
+    def _empty(self) -> None:
+        self._starts, self._ends, self._sizes = array("q"), array("q"), array("d")
+        self._names, self._components = array("l"), array("l")
+        self._ids: dict[str, int] = {}
+        self._texts: list[str] = []
+
+    def passing(self, records: Iterable[Slice | Sample]) -> Iterator[Slice | Sample]:
+        """``records``, each allocation among them kept on its way."""
+        for r in records:
+            if type(r) is Slice and r.layer is Layer.MEMORY and not self.full:
+                self._keep(r)
+            yield r
+
+    def _keep(self, r: Slice) -> None:
+        if len(self._starts) == self.held:
+            self.full = True
+            self._empty()  # what was kept is of no use now: the holders read the records again
+            return
+        self._starts.append(r.start_ns)
+        self._ends.append(NEVER_RELEASED if _unreleased(r) else r.end_ns)
+        self._sizes.append(_size(r))
+        self._names.append(self._id(r.name))
+        self._components.append(self._id(component_of(r.lane)))
+
+    def _id(self, text: str) -> int:
+        found = self._ids.get(text)
+        if found is None:
+            found = self._ids[text] = len(self._texts)
+            self._texts.append(text)
+        return found
+
+    def __iter__(self) -> Iterator[Allocation]:
+        texts = self._texts
+        for component, name, size, start, end in zip(self._components, self._names, self._sizes, self._starts,
+                                                     self._ends, strict=True):
+            yield texts[component], texts[name], size, start, end
 
 
 def allocation_rows(info: RankInfo, records: Iterable[Slice | Sample]) -> Iterator[AllocationRow]:
@@ -191,16 +253,19 @@ def memory_report(
 
 
 def rank_peaks(info: RankInfo, options: Options, diag: Diagnostics) -> list[PeakRow]:
-    """One rank's peaks and holders: two reads of its memory records. Runs in a worker process."""
+    """One rank's peaks and holders: one read of its memory records (two past ``HELD`` allocations).
+    Runs in a worker process."""
     return _peaks_of(info, memory_records(info, diag))
 
 
 def _peaks_of(info: RankInfo, records: Iterable[Slice | Sample]) -> list[PeakRow]:
-    """The peaks of ``records`` (the rank's memory records: the first read) and their holders (a
-    second read, where there are allocations)."""
-    rows = peaks(info, records)
+    """The peaks of ``records`` (the rank's memory records, read once) and their holders: from the
+    allocations that read kept, or, past ``HELD`` of them, a second read."""
+    kept = KeptAllocations(HELD)
+    rows = peaks(info, kept.passing(records))
     if any(row.allocations for row in rows.values()):
-        holders(rows, device_memory(info, Diagnostics()))  # the same records: their warnings said once
+        # the same records read again: their warnings said once
+        holders(rows, allocations_of(device_memory(info, Diagnostics())) if kept.full else kept)
     return [rows[c] for c in sorted(rows)]
 
 

@@ -294,21 +294,27 @@ def _unpacked_size(path: Path) -> int:
 
 # -- a rank's steps -------------------------------------------------------------------------------
 
-def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics) -> Iterator[StepRecords]:
+def read_profile(infos: list[RankInfo], options: Options, diag: Diagnostics,
+                 memory_to: Callable[[list[Slice | Sample]], None] | None = None) -> Iterator[StepRecords]:
     """The kept steps of every rank in ``infos``, rank by rank, each rank's in time order, each
     with the key that names it across the job (``keyed``); in detail with the rank's host stages
     and, unless ``options.memory`` is False, its memory records. The ids of the steps of the kept
     graphs go to ``diag.steps``, kept or not (``select.check_steps``). The warnings of arrows left
-    out are taken back once a rank is read, unless ``options.draws_arrows``."""
+    out are taken back once a rank is read, unless ``options.draws_arrows``. ``memory_to``: where a
+    reader that meets its memory records in its pass over the files (``Reader.memory_in_read``)
+    hands them all, in a read that files none into its steps (the report's, for its memory)."""
     detail = options.kind is Kind.DETAIL
     marker = {} if options.step_marker is None else {"step_marker": options.step_marker}
+    files_memory = detail and options.memory
+    if memory_to is not None and (files_memory or not all(reader(i.format).memory_in_read for i in infos)):
+        raise ValueError("memory_to: for a read that files no memory, of readers that meet their own")
     for info in infos:
-        feed = memory_feed(info) if detail and options.memory else None
+        feed = memory_feed(info) if files_memory else memory_to
         steps = reader(info.format).read(info, diag, detail=detail, **marker,
                                          **({} if feed is None else {"memory": feed}))
         if detail and info.host_paths:
             steps = reader("host_info").attach(steps, info, diag, min_level=options.host_level)
-        if detail and options.memory:
+        if files_memory:
             steps = with_memory(steps, info, diag, feed)
         for batch in carried_on(keyed(steps)):
             if options.graphs is not None and batch.graph not in options.graphs:

@@ -22,6 +22,7 @@ from converters.analyses.overlap import overlap_report as overlap_rows
 from converters.analyses.report import Thresholds, report_data, report_json, write_html
 from converters.cli import main
 from fixtures.ascend_pt_gen import write_ascend_pt_profile
+from fixtures.kineto_gen import write_kineto_traces
 from fixtures.mindspore1x_gen import write_mindspore1x_profile
 from fixtures.msprof_gen import write_msprof_profile
 from fixtures.paddle_gen import generate_profile
@@ -465,6 +466,30 @@ def test_memory_section_holds_the_peaks_of_the_memory_command_and_a_picture(tmp_
     section = page[page.index('<section id="memory">'):]
     assert section.count('aria-label="Device memory of rank') == 2 and "1187.981445" in section
     assert "memory" not in _json_report(tmp_path, real_data("kineto-2rank"))
+
+
+@pytest.mark.parametrize("sample", ["generated", "kineto-1.8-resnet50"])
+def test_a_kineto_reports_memory_is_the_memory_commands_from_its_one_summary_read(sample, tmp_path, capsys,
+                                                                                    monkeypatch):
+    """A Kineto trace's ``[memory]`` events are taken as the report's summary read meets them: the
+    memory section is ``trace2perfetto memory``'s to the byte, and the trace is not read again for
+    it (a read of the memory records apart fails here)."""
+    if sample == "generated":
+        root = tmp_path / "job"
+        write_kineto_traces(root, ranks=2, steps=2, memory_events=True, seed=3)  # allocations: holders
+    else:
+        root = real_data(sample)  # PyTorch 1.8: deltas only, no holders
+    from converters.analyses import memory
+
+    def no_second_read(*args):
+        raise AssertionError("the memory records read apart")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(memory, "device_memory", no_second_read)
+        document = _json_report(tmp_path, root)
+    assert main(["memory", str(root), "--format", "json", "-q"]) == 0
+    assert document["memory"] == json.loads(capsys.readouterr().out)
+    assert document["memory"] and any(row["Peak Allocated(MB)"] for row in document["memory"])
 
 
 def test_broken_memory_files_cost_the_report_its_memory_only(tmp_path):

@@ -89,9 +89,11 @@ class AllocationRow:
 
 # -- the computation ------------------------------------------------------------------------------
 
-def peaks(info: RankInfo, records: Iterable[Slice | Sample]) -> dict[str, PeakRow]:
-    """The first pass: each component's peaks and its count of allocations."""
-    rows: dict[str, PeakRow] = {}
+def peaks(info: RankInfo, records: Iterable[Slice | Sample], rows: dict[str, PeakRow] | None = None
+          ) -> dict[str, PeakRow]:
+    """The first pass: each component's peaks and its count of allocations (added to ``rows``, where
+    the records come in parts)."""
+    rows = {} if rows is None else rows
     for r in records:
         if type(r) is Sample:
             found = memory_counter_of(r.lane)
@@ -259,10 +261,14 @@ def rank_peaks(info: RankInfo, options: Options, diag: Diagnostics) -> list[Peak
 
 
 def _peaks_of(info: RankInfo, records: Iterable[Slice | Sample]) -> list[PeakRow]:
-    """The peaks of ``records`` (the rank's memory records, read once) and their holders: from the
-    allocations that read kept, or, past ``HELD`` of them, a second read."""
+    """The peaks of ``records`` (the rank's memory records, read once) and their holders."""
     kept = KeptAllocations(HELD)
-    rows = peaks(info, kept.passing(records))
+    return _with_holders(info, peaks(info, kept.passing(records)), kept)
+
+
+def _with_holders(info: RankInfo, rows: dict[str, PeakRow], kept: KeptAllocations) -> list[PeakRow]:
+    """The rows, components by name, with their holders: from the allocations the peaks' read
+    ``kept``, or, past ``HELD`` of them, a second read."""
     if any(row.allocations for row in rows.values()):
         # the same records read again: their warnings said once
         holders(rows, allocations_of(device_memory(info, Diagnostics())) if kept.full else kept)
@@ -294,12 +300,34 @@ def memory_overview(
 
 def rank_overview(info: RankInfo, options: Options, diag: Diagnostics
                   ) -> tuple[list[PeakRow], dict[str, list[tuple[int, float]]]]:
-    """One rank's peaks and series. Runs in a worker process. The series of every counter are kept
-    (thinned, so bounded) as the peaks' read passes them, and those of each component's peak kind
-    returned: one read of the records fewer than reading them again once the kinds are known."""
-    every: dict[tuple[str, str], MaxSeries] = {}
+    """One rank's peaks and series, from one read of its memory records. Runs in a worker process."""
+    overview = MemoryOverview(info)
+    overview(device_memory(info, diag))
+    return overview.result(diag)
 
-    def counted(records: Iterable[Slice | Sample]) -> Iterator[Slice | Sample]:
+
+Overview = tuple[list[PeakRow], dict[str, list[tuple[int, float]]]]  # a rank's rows, and series by component
+
+
+class MemoryOverview:
+    """One rank's peaks and series (``memory_overview``), made as its device memory records come:
+    from a read of them, or handed on by its reader's pass over its files (``read(..., memory=...)``,
+    ``Reader.memory_in_read``: the report's summary read of a Kineto trace, which then is not read
+    again for them). The series of every counter are kept (thinned, so bounded) as the records pass,
+    and those of each component's peak kind are the result's."""
+
+    def __init__(self, info: RankInfo) -> None:
+        self.info = info
+        self._rows: dict[str, PeakRow] = {}
+        self._kept = KeptAllocations(HELD)
+        self._every: dict[tuple[str, str], MaxSeries] = {}
+
+    def __call__(self, records: Iterable[Slice | Sample]) -> None:
+        """More of the rank's memory records, in their order."""
+        peaks(self.info, self._kept.passing(self._counted(records)), self._rows)
+
+    def _counted(self, records: Iterable[Slice | Sample]) -> Iterator[Slice | Sample]:
+        every = self._every
         for r in records:
             if type(r) is Sample and (found := memory_counter_of(r.lane)) is not None:
                 series = every.get(found)
@@ -308,9 +336,14 @@ def rank_overview(info: RankInfo, options: Options, diag: Diagnostics
                 series.add(r.start_ns, r.value)
             yield r
 
-    rows = _peaks_of(info, counted(memory_records(info, diag)))
-    kinds = {row.component: next(k for k in MEMORY_KINDS if k in row.peaks) for row in rows}
-    return rows, {c: every[c, kind].series if (c, kind) in every else [] for c, kind in kinds.items()}
+    def result(self, diag: Diagnostics) -> Overview:
+        """The rows and series once the device records are in: the host's memory read, the holders
+        found."""
+        self(host_memory(self.info, diag))
+        rows = _with_holders(self.info, self._rows, self._kept)
+        kinds = {row.component: next(k for k in MEMORY_KINDS if k in row.peaks) for row in rows}
+        return rows, {c: self._every[c, kind].series if (c, kind) in self._every else []
+                      for c, kind in kinds.items()}
 
 
 class MaxSeries:

@@ -19,10 +19,10 @@ from ...intervals import is_compute, total_ns
 from ...model import MINDDATA, RECV, SEND, Layer, RankInfo
 from ...output import inputs_of
 from ...profile import Kind, Options, Profile, aligning, folded, input_bytes, read_profile
-from ...readers import for_ops
+from ...readers import for_ops, reader
 from ..comm import StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from ..comm_matrix import MatrixReport
-from ..memory import memory_overview
+from ..memory import MemoryOverview, Overview, memory_overview
 from ..memory import record as memory_record
 from ..ops import OpRow, RankOps, combine, names_types, rank_ops
 from ..overlap import joined_rows, overlap_row, step_span
@@ -60,6 +60,7 @@ class _RankResult:
     ops: dict[str, list[int]]  # name -> [count, total ns], at most OPS_PER_RANK + 1 names
     comm_ops: list[communication.OpComm]
     op_types: RankOps  # ``ops``' sums by op type
+    memory: Overview | None = None  # its memory, where its reader met the records in this read
 
 
 def report_data(
@@ -164,10 +165,17 @@ def report_data(
         diag.warn("no_op_types", "the input names no op type (torch_npu at profiler level 0 records none): "
                   "the operator types are its tasks' names")
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
-    try:
-        report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where, diag=diag)
-    except InputError as e:  # broken memory files cost the report its memory section, not the rest
-        diag.warn("no_memory", f"memory left out of the report: {e}")
+    overviews = [r.memory for r in results]
+    if overviews and None not in overviews:  # every rank's memory met in the read above
+        report.memory = [row for rows, _ in overviews for row in rows]
+        report.memory_series = {(info.rank, component): points
+                                for info, (_, mine) in zip(infos, overviews, strict=True)
+                                for component, points in mine.items()}
+    else:
+        try:
+            report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where, diag=diag)
+        except InputError as e:  # broken memory files cost the report its memory section, not the rest
+            diag.warn("no_memory", f"memory left out of the report: {e}")
     if baseline is not None:
         report.baseline = compare_with(baseline, path, ranks=ranks, steps=steps, graphs=graphs, diag=diag,
                                        where=where, step_marker=step_marker)
@@ -198,7 +206,9 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
     """One rank's steps, device ops, communication ops and op types (``ops``' sums) in one summary
     read; in detail where ``ops`` reads the same files so (MindSpore 1.x, Paddle: the same figures,
     and one read costs less than two); a second read, as ``ops`` makes it, only where it reads other
-    files (torch_npu's kernel_details.csv beside trace_view.json). Runs in a worker."""
+    files (torch_npu's kernel_details.csv beside trace_view.json). Where its reader meets its memory
+    records in the same read (a Kineto trace), its memory too (``memory.MemoryOverview``). Runs in a
+    worker."""
     out: list[tuple[tuple[int, int | None] | None, StepFacts]] = []
     ops: dict[str, list[int]] = {}
     comm_ops: list[communication.OpComm] = []
@@ -207,7 +217,11 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
     same_read = op_info == info  # the same files: one read (in detail where ops reads them so)
     op_types = RankOps(info.rank, "type")
     read = dataclasses.replace(options, kind=Kind.DETAIL) if same_read and detail else options
-    for batch in read_profile([info], read, diag):
+    # where the reader meets the rank's memory records in this read (Kineto's one file), they are
+    # taken on the way: the trace is not read again for the report's memory
+    memory = MemoryOverview(info) if (reader(info.format).memory_in_read and read.kind is Kind.SUMMARY
+                                      and len(info.source_paths) == 1) else None
+    for batch in read_profile([info], read, diag, memory):
         if same_read:
             op_types.add(batch)
         phases: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -241,8 +255,12 @@ def rank_facts(info: RankInfo, options: Options, diag: Diagnostics) -> _RankResu
         ops = dict(ranked[:OPS_PER_RANK])
         rest = ranked[OPS_PER_RANK:]
         ops[OTHER_OPS] = [sum(c for _, (c, _) in rest), sum(t for _, (_, t) in rest)]
+    try:
+        overview = None if memory is None else memory.result(diag)
+    except InputError:  # its host memory broken: the report's memory read says so
+        overview = None
     return _RankResult(list(folded(out, _joined_facts)), ops, comm_ops,
-                       op_types if same_read else rank_ops(info, options, diag, "type"))
+                       op_types if same_read else rank_ops(info, options, diag, "type"), overview)
 
 
 def _joined_facts(a: StepFacts, b: StepFacts) -> StepFacts:

@@ -111,8 +111,6 @@ class Sync(NamedTuple):
     p2p: str  # "send", "receive", "both" (a batched send and receive); "" for a collective
 
 
-
-
 class RankStep(NamedTuple):
     """What crosses ranks of one rank's step: its synchronisation points, the contracted local
     chains between them (their lags), and the slices each chain holds, by source (kept apart in the

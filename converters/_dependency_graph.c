@@ -479,6 +479,174 @@ done:
     return kept_out;
 }
 
+/* rank_edges's items in the order they are taken: by start, then kind, then as given */
+typedef struct { int64_t start, kind, index; } Item;
+
+static int item_order(const void *a, const void *b) {
+    const Item *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* The latest (end, node) of ``ended`` (n of them, sorted) with end <= at: its node, or -1. */
+static int64_t latest_ended(const int64_t *ended, Py_ssize_t n, int64_t at) {
+    Py_ssize_t lo = 0, hi = n;  /* the first entry with end > at */
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (ended[2 * mid] <= at) lo = mid + 1; else hi = mid;
+    }
+    return lo > 0 ? ended[2 * (lo - 1) + 1] : -1;
+}
+
+/* (end, node) into ``ended`` (n of them, room for one more), kept sorted; after equal ones */
+static void insert_ended(int64_t *ended, Py_ssize_t n, int64_t end, int64_t node) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (ended[2 * mid] < end || (ended[2 * mid] == end && ended[2 * mid + 1] <= node)) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(ended + 2 * (lo + 1), ended + 2 * lo, sizeof(int64_t) * 2 * (size_t)(n - lo));
+    ended[2 * lo] = end;
+    ended[2 * lo + 1] = node;
+}
+
+#define RANK_OP 1
+#define RANK_HOST 2
+#define RANK_TASK 3
+#define MOST_BEFORE 64  /* a node's predecessors held on the stack; more go through the heap */
+
+/* One node added after ``before`` (n of them, any order, repeats): its edges, sorted and each once,
+ * all with the lag of its start after their latest end (Graph.add). 0, or -1 with the error set. */
+static int add_node(Buf out[4], int64_t *node_ends, Py_ssize_t *nodes, int64_t start, int64_t dur,
+                    int64_t *before, Py_ssize_t n) {
+    for (Py_ssize_t a = 1; a < n; a++)  /* insertion sort: a handful */
+        for (Py_ssize_t b = a; b > 0 && before[b - 1] > before[b]; b--) {
+            int64_t t = before[b]; before[b] = before[b - 1]; before[b - 1] = t;
+        }
+    int64_t latest = 0;
+    int any = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!any || node_ends[before[k]] > latest) latest = node_ends[before[k]], any = 1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (k > 0 && before[k] == before[k - 1]) continue;
+        if (put_int64(&out[1], before[k]) < 0 || put_int64(&out[2], start - latest) < 0) return -1;
+    }
+    if (put_int64(&out[3], count(&out[1])) < 0) return -1;
+    node_ends[(*nodes)++] = start + dur;
+    return 0;
+}
+
+/* rank_edges(kinds, starts, at, durs, ends, lanes, in_offsets, flows_in, out_offsets, flows_out)
+ * -> (order, offsets, preds, lags): dependency_graph.rank_edges_rule, the columns of RankItems
+ * (int64 each; lanes and arrows numbered from 0), bytes of int64 each. */
+static PyObject *rank_edges(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "rank_edges(kinds, starts, at, durs, ends, lanes, in_offsets, flows_in, "
+                                         "out_offsets, flows_out)");
+        return NULL;
+    }
+    Py_buffer b[10];
+    int held = 0;
+    PyObject *result = NULL;
+    Item *items = NULL;
+    int64_t *node_ends = NULL, *last = NULL, *ended = NULL, *launched = NULL, *heap_before = NULL;
+    Buf out[4] = {{0}};  /* order, preds, lags, offsets (from 0) */
+    for (; held < 10; held++)
+        if (PyObject_GetBuffer(args[held], &b[held], PyBUF_SIMPLE) < 0) goto done;
+    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *kinds = b[0].buf, *starts = b[1].buf, *at = b[2].buf, *durs = b[3].buf, *ends = b[4].buf,
+                  *lanes = b[5].buf, *in_offsets = b[6].buf, *flows_in = b[7].buf, *out_offsets = b[8].buf,
+                  *flows_out = b[9].buf;
+    Py_ssize_t n_in = b[7].len / (Py_ssize_t)sizeof(int64_t), n_out = b[9].len / (Py_ssize_t)sizeof(int64_t);
+    for (int k = 1; k < 6; k++)
+        if (b[k].len != b[0].len) { PyErr_SetString(PyExc_ValueError, "rank_edges: columns of unequal length"); goto done; }
+    if (b[6].len != (n + 1) * (Py_ssize_t)sizeof(int64_t) || b[8].len != (n + 1) * (Py_ssize_t)sizeof(int64_t)
+        || in_offsets[0] != 0 || out_offsets[0] != 0 || in_offsets[n] != n_in || out_offsets[n] != n_out) {
+        PyErr_SetString(PyExc_ValueError, "rank_edges: arrow offsets not of the items");
+        goto done;
+    }
+    int64_t n_lanes = 0, n_flows = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kinds[i] < RANK_OP || kinds[i] > RANK_TASK || lanes[i] < 0 || in_offsets[i] > in_offsets[i + 1]
+            || out_offsets[i] > out_offsets[i + 1]) {
+            PyErr_SetString(PyExc_ValueError, "rank_edges: a kind, lane or arrow offset out of range");
+            goto done;
+        }
+        if (lanes[i] + 1 > n_lanes) n_lanes = lanes[i] + 1;
+    }
+    for (Py_ssize_t k = 0; k < n_in + n_out; k++) {
+        int64_t f = k < n_in ? flows_in[k] : flows_out[k - n_in];
+        if (f < 0) { PyErr_SetString(PyExc_ValueError, "rank_edges: an arrow below 0"); goto done; }
+        if (f + 1 > n_flows) n_flows = f + 1;
+    }
+    items = PyMem_Malloc(sizeof(Item) * (size_t)(n ? n : 1));
+    node_ends = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * n + 1));
+    last = PyMem_Malloc(sizeof(int64_t) * (size_t)(n_lanes ? n_lanes : 1));
+    ended = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(n ? n : 1));
+    launched = PyMem_Malloc(sizeof(int64_t) * (size_t)(n_flows ? n_flows : 1));
+    if (!items || !node_ends || !last || !ended || !launched) { PyErr_NoMemory(); goto done; }
+    for (int64_t k = 0; k < n_lanes; k++) last[k] = -1;
+    for (int64_t k = 0; k < n_flows; k++) launched[k] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) items[i] = (Item){starts[i], kinds[i], i};
+    qsort(items, (size_t)n, sizeof(Item), item_order);
+    if (put_int64(&out[3], 0) < 0) goto done;
+    Py_ssize_t nodes = 0, n_ended = 0, room = MOST_BEFORE;
+    int64_t stack_before[MOST_BEFORE], *before = stack_before;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        Py_ssize_t i = items[j].index;
+        int64_t kind = kinds[i], lane = lanes[i];
+        if (put_int64(&out[0], i) < 0) goto done;
+        Py_ssize_t arrows = kind == RANK_HOST ? 0 : in_offsets[i + 1] - in_offsets[i];
+        if (arrows + 2 > room) {  /* an item with many arrows in */
+            PyMem_Free(heap_before);
+            room = arrows + 2;
+            if (!(heap_before = PyMem_Malloc(sizeof(int64_t) * (size_t)room))) { PyErr_NoMemory(); goto done; }
+            before = heap_before;
+        }
+        Py_ssize_t m = 0;
+        for (Py_ssize_t k = in_offsets[i]; kind != RANK_HOST && k < in_offsets[i + 1]; k++)
+            if (launched[flows_in[k]] >= 0) before[m++] = launched[flows_in[k]];
+        if (last[lane] >= 0) before[m++] = last[lane];
+        int64_t found = latest_ended(ended, n_ended, at[i]);
+        if (found >= 0) before[m++] = found;
+        if (kind == RANK_HOST) {
+            if (add_node(out, node_ends, &nodes, starts[i], durs[i], before, m) < 0) goto done;
+            for (Py_ssize_t k = out_offsets[i]; k < out_offsets[i + 1]; k++) launched[flows_out[k]] = nodes - 1;
+            last[lane] = nodes - 1;
+            continue;
+        }
+        if (kind == RANK_TASK) {
+            if (add_node(out, node_ends, &nodes, starts[i], durs[i], before, m) < 0) goto done;
+        } else if (add_node(out, node_ends, &nodes, starts[i], 0, before, m) < 0  /* the arrival */
+                   || add_node(out, node_ends, &nodes, starts[i], durs[i], before, 0) < 0) {  /* the completion */
+            goto done;
+        }
+        last[lane] = nodes - 1;
+        insert_ended(ended, n_ended++, ends[i], nodes - 1);
+    }
+    {
+        PyObject *order = PyBytes_FromStringAndSize(out[0].data, out[0].len);
+        PyObject *offsets = order ? PyBytes_FromStringAndSize(out[3].data, out[3].len) : NULL;
+        PyObject *preds = offsets ? PyBytes_FromStringAndSize(out[1].data, out[1].len) : NULL;
+        PyObject *lags = preds ? PyBytes_FromStringAndSize(out[2].data, out[2].len) : NULL;
+        if (lags) result = PyTuple_Pack(4, order, offsets, preds, lags);
+        Py_XDECREF(order); Py_XDECREF(offsets); Py_XDECREF(preds); Py_XDECREF(lags);
+    }
+done:
+    PyMem_Free(items);
+    PyMem_Free(node_ends);
+    PyMem_Free(last);
+    PyMem_Free(ended);
+    PyMem_Free(launched);
+    PyMem_Free(heap_before);
+    for (int c = 0; c < 4; c++) PyMem_Free(out[c].data);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"schedule", (PyCFunction)(void (*)(void))schedule, METH_FASTCALL,
      "schedule(offsets, preds, lags, durs, short, types, anchors, first, stop, column) -> (starts, binding)"},
@@ -489,6 +657,9 @@ static PyMethodDef methods[] = {
     {"typed", (PyCFunction)(void (*)(void))typed, METH_FASTCALL,
      "typed(offsets, preds, lags, durs, short, types, anchors, first, stop, sinks, source) -> (nodes, before, tips, "
      "type_offsets, type_columns, type_lags)"},
+    {"rank_edges", (PyCFunction)(void (*)(void))rank_edges, METH_FASTCALL,
+     "rank_edges(kinds, starts, at, durs, ends, lanes, in_offsets, flows_in, out_offsets, flows_out) -> (order, "
+     "offsets, preds, lags)"},
     {"undominated", (PyCFunction)(void (*)(void))undominated, METH_FASTCALL,
      "undominated(sources, sinks, lags, arrivals, dones) -> bytes: 1 for each pair contract keeps"},
     {NULL, NULL, 0, NULL},

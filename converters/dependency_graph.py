@@ -18,6 +18,7 @@ nodes, not every task.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,6 +26,7 @@ from typing import NamedTuple
 
 from ._dependency_graph import chains as _chains
 from ._dependency_graph import pairs as _pairs
+from ._dependency_graph import rank_edges as _rank_edges
 from ._dependency_graph import schedule as _schedule
 from ._dependency_graph import typed as _typed
 from ._dependency_graph import undominated as _undominated_in_c
@@ -122,6 +124,86 @@ class Graph:
         while (p := self.binding(out[-1], starts, durs)) is not None:
             out.append(p)
         return out[::-1]
+
+
+OP, HOST, TASK = 1, 2, 3  # a rank's items (``rank_edges``) at one time: an op first, then a launch, a task
+
+
+class RankItems(NamedTuple):
+    """One rank's step as ``rank_edges`` takes it, a column each, an item a row (its host launches,
+    device tasks and communication ops, in any order): ``kinds`` (``OP``, ``HOST``, ``TASK``);
+    ``starts`` (an op's own start, which its arrival and completion take); ``at`` (where the work
+    before it is looked for: a launch's or task's start, an op's slice's); ``durs`` (an op's: its
+    completion's); ``ends`` (of the device work a task or op ends, for what follows it); ``lanes``
+    (numbered: a host thread and a device stream apart); ``flows_in`` and ``flows_out`` (numbered
+    arrows, ``flow_offsets`` ``[k]:[k + 1]`` of item k in each). Columns of int64 (``array('q')``)."""
+
+    kinds: Sequence[int]
+    starts: Sequence[int]
+    at: Sequence[int]
+    durs: Sequence[int]
+    ends: Sequence[int]
+    lanes: Sequence[int]
+    in_offsets: Sequence[int]
+    flows_in: Sequence[int]
+    out_offsets: Sequence[int]
+    flows_out: Sequence[int]
+
+
+def rank_edges(items: RankItems) -> tuple[array, array, array, array]:
+    """``rank_edges_rule`` in C (``_dependency_graph.rank_edges``)."""
+    found = _rank_edges(*items)
+    return tuple(_int64s(column) for column in found)
+
+
+def rank_edges_rule(items: RankItems) -> tuple[array, array, array, array]:
+    """The order the items are taken in (by start, then kind; ties: as given) and the graph they
+    make, node by node in that order (an op: its arrival, then its completion), packed: the edges
+    of node n are ``preds[offsets[n]:offsets[n + 1]]`` with ``lags`` likewise. Device work (a task,
+    an op's arrival) follows the launches its arrows come from, the last work on its lane, and the
+    latest device work that ended at or before ``at`` (no holes in a path); a launch follows the
+    one before on its thread and that latest device work (a host that waited for the device); a
+    completion has no edge in (other ranks set its start). A node's edges carry one lag: its start
+    less its predecessors' latest end (``Graph.add``)."""
+    order = sorted(range(len(items.kinds)), key=lambda i: (items.starts[i], items.kinds[i]))
+    node_ends: list[int] = []
+    last: dict[int, int] = {}  # lane -> its last node
+    ended: list[tuple[int, int]] = []  # (end, node) of device work so far, by end
+    launched: dict[int, int] = {}  # arrow -> host node
+    offsets, preds, lags = array("q", [0]), array("q"), array("q")
+
+    def add(start: int, dur: int, before: list[int]) -> int:
+        before = sorted(set(before))
+        lag = start - max([node_ends[p] for p in before], default=0)
+        preds.extend(before)
+        lags.extend([lag] * len(before))
+        offsets.append(len(preds))
+        node_ends.append(start + dur)
+        return len(node_ends) - 1
+
+    def latest(i: int) -> list[int]:
+        k = bisect.bisect_right(ended, (items.at[i], 1 << 62)) - 1
+        return [ended[k][1]] if k >= 0 else []
+
+    for i in order:
+        kind, lane = items.kinds[i], items.lanes[i]
+        before = [last[lane]] if lane in last else []
+        if kind == HOST:
+            n = add(items.starts[i], items.durs[i], before + latest(i))
+            for f in items.flows_out[items.out_offsets[i]:items.out_offsets[i + 1]]:
+                launched[f] = n
+            last[lane] = n
+            continue
+        arrows = items.flows_in[items.in_offsets[i]:items.in_offsets[i + 1]]
+        device = [launched[f] for f in arrows if f in launched]
+        if kind == TASK:
+            n = add(items.starts[i], items.durs[i], device + before + latest(i))
+        else:
+            add(items.starts[i], 0, device + before + latest(i))  # the arrival
+            n = add(items.starts[i], items.durs[i], [])  # the completion
+        last[lane] = n
+        bisect.insort(ended, (items.ends[i], n))
+    return array("q", order), offsets, preds, lags
 
 
 class Segment(NamedTuple):

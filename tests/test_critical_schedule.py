@@ -12,10 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converters.dependency_graph import (
+    HOST,
     NEVER,
+    OP,
+    TASK,
     Contracted,
     Graph,
     Node,
+    RankItems,
     Schedules,
     _chains_in_c,
     _chains_rule,
@@ -24,6 +28,8 @@ from converters.dependency_graph import (
     _pairs_rule,
     _typed_chains,
     _typed_chains_rule,
+    rank_edges,
+    rank_edges_rule,
     shorter,
 )
 
@@ -113,6 +119,40 @@ def test_a_sources_chains_and_op_type_lags_in_c_are_the_rule(graph: Graph, data)
     mine, theirs = edges(), edges()
     assert _typed_chains(packed, sources, source, mine) == _typed_chains_rule(packed, sources, source, theirs)
     assert [list(c.by_type.items()) for c in mine] == [list(c.by_type.items()) for c in theirs]
+
+
+@st.composite
+def rank_items(draw) -> RankItems:
+    """A rank's launches, tasks and ops as ``rank_edges`` takes them: ties in time and kind, few
+    lanes, arrows launched once or more, before or after their work, or never."""
+    n = draw(st.integers(0, 30))
+    kinds = draw(st.lists(st.sampled_from((OP, HOST, TASK)), min_size=n, max_size=n))
+    starts = draw(st.lists(st.integers(0, 60), min_size=n, max_size=n))
+    at = [start + draw(st.integers(-3, 3)) for start in starts]  # an op's slice begins near the op
+    durs = draw(st.lists(st.integers(0, 20), min_size=n, max_size=n))
+    ends = [start + dur + draw(st.integers(0, 2)) for start, dur in zip(starts, durs, strict=True)]
+    lanes = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    flows = [draw(st.lists(st.integers(0, 6), max_size=3)) for _ in range(n)]
+    ins = [f if kind != HOST else [] for f, kind in zip(flows, kinds, strict=True)]
+    outs = [f if kind == HOST else [] for f, kind in zip(flows, kinds, strict=True)]
+
+    def packed(per_item: list[list[int]]) -> tuple[array, array]:
+        offsets = array("q", [0])
+        for mine in per_item:
+            offsets.append(offsets[-1] + len(mine))
+        return offsets, array("q", [f for mine in per_item for f in mine])
+
+    return RankItems(*(array("q", column) for column in (kinds, starts, at, durs, ends, lanes)),
+                     *packed(ins), *packed(outs))
+
+
+@settings(max_examples=500, deadline=None)
+@given(rank_items())
+def test_a_rank_step_made_a_graph_in_c_is_the_rule(items: RankItems) -> None:
+    """``rank_edges`` (in C: the items sorted, each node's edges from its arrows, lane and the latest
+    device work ended) gives the order and the packed edges of ``rank_edges_rule``."""
+    found, expected = rank_edges(items), rank_edges_rule(items)
+    assert [list(column) for column in found] == [list(column) for column in expected]
 
 
 @settings(max_examples=300, deadline=None)

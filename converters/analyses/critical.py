@@ -11,10 +11,11 @@ walks the longest path and recomputes the step on that graph for each what-if.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
+import itertools
 import os
 import pickle
+from array import array
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -186,55 +187,55 @@ def _rank_graph(rank: int, tasks: list[Slice], pairs: list, ops: list[communicat
     """Device work in stream order, each after the latest work that ended before it began on the
     rank (no holes in a path) and after its host launch; each host launch after the one before on
     its thread and after the latest device work that ended before it began (a host that waited for
-    the device, in a sync the trace does not show); each op an arrival and a completion."""
-    keys = communication.keys(ops)
-    items: list[tuple[int, int, str, object]] = [(s.start_ns, 2, "host", s) for s in launches]
-    items += [(s.start_ns, 3, "task", s) for s in tasks]
-    items += [(op.start_ns, 1, "op", (op, slice_, tasks_, key))
-              for op, (slice_, tasks_), key in zip(ops, pairs, keys, strict=True)]
-    items.sort(key=lambda item: (item[0], item[1]))
+    the device, in a sync the trace does not show); each op an arrival and a completion. The
+    edges are made in C (``dependency_graph.rank_edges``), the nodes here in the order it takes."""
+    op_slices = [s for s, _ in pairs]
+    lanes: dict[tuple[str, str], int] = {}  # a host thread and a device stream apart
+    arrows: dict[int, int] = {}
+    hosts, devices = len(launches), len(tasks)
+
+    def numbered(flows: tuple[int, ...]) -> list[int]:
+        return [arrows.setdefault(f, len(arrows)) for f in flows]
+
+    kinds = [dependency_graph.HOST] * hosts + [dependency_graph.TASK] * devices
+    items = dependency_graph.RankItems(
+        array("q", kinds + [dependency_graph.OP] * len(ops)),
+        array("q", [s.start_ns for s in launches + tasks] + [op.start_ns for op in ops]),
+        array("q", [s.start_ns for s in launches + tasks + op_slices]),
+        array("q", [s.dur_ns for s in launches + tasks] + [op.elapse_ns for op in ops]),
+        array("q", [0] * hosts + [s.end_ns for s in tasks + op_slices]),
+        array("q", [lanes.setdefault((s.lane, "host"), len(lanes)) for s in launches]
+              + [lanes.setdefault((s.lane, "device"), len(lanes)) for s in tasks + op_slices]),
+        *_packed([[]] * hosts + [numbered(s.flows_in) for s in tasks + op_slices]),
+        *_packed([numbered(s.flows_out) for s in launches] + [[]] * (devices + len(ops))))
+    order, offsets, preds, lags = dependency_graph.rank_edges(items)
     graph = Graph()
-    last_on_lane: dict[tuple[str, str], int] = {}
-    ended: list[tuple[int, int]] = []  # (end, node) of device work so far, by end
-    launched: dict[int, int] = {}  # arrow -> host node
-    syncs: list[Sync] = []
-
-    def device_preds(s: Slice) -> list[int]:
-        preds = [launched[f] for f in s.flows_in if f in launched]
-        if (s.lane, "device") in last_on_lane:
-            preds.append(last_on_lane[s.lane, "device"])
-        at = bisect.bisect_right(ended, (s.start_ns, 1 << 62)) - 1
-        if at >= 0:
-            preds.append(ended[at][1])
-        return preds
-
-    for _, _, what, item in items:
-        if what == "host":
-            s = item
-            prev = [last_on_lane[s.lane, "host"]] if (s.lane, "host") in last_on_lane else []
-            at = bisect.bisect_right(ended, (s.start_ns, 1 << 62)) - 1
-            prev += [ended[at][1]] if at >= 0 else []  # a host that waited for the device (a sync)
-            i = graph.add(Node(rank, "host", s.name, s.start_ns, s.dur_ns), prev)
-            last_on_lane[s.lane, "host"] = i
-            for f in s.flows_out:
-                launched[f] = i
-        elif what == "task":
-            s = item
-            i = graph.add(Node(rank, "compute", s.name, s.start_ns, s.dur_ns, type_of(s)), device_preds(s))
-            last_on_lane[s.lane, "device"] = i
-            bisect.insort(ended, (s.end_ns, i))
+    nodes, keys, syncs = graph.nodes, communication.keys(ops), []
+    for i in order:
+        if i < hosts:
+            s = launches[i]
+            nodes.append(Node(rank, "host", s.name, s.start_ns, s.dur_ns))
+        elif i < hosts + devices:
+            s = tasks[i - hosts]
+            nodes.append(Node(rank, "compute", s.name, s.start_ns, s.dur_ns, type_of(s)))
         else:
-            op, s, op_tasks, key = item
-            arrival = graph.add(Node(rank, "", op.name, op.start_ns, 0), device_preds(s))
-            done = graph.add_lagged(Node(rank, "communication", op.name, op.start_ns, op.elapse_ns), [])
-            last_on_lane[s.lane, "device"] = done
-            bisect.insort(ended, (s.end_ns, done))
+            k = i - hosts - devices
+            op, (_, op_tasks), key = ops[k], pairs[k], keys[k]
+            arrival = len(nodes)
+            nodes += [Node(rank, "", op.name, op.start_ns, 0),
+                      Node(rank, "communication", op.name, op.start_ns, op.elapse_ns)]
             named = _named(rank, op_tasks)
-            syncs.append(Sync(key, op.name, arrival, done, op.start_ns, op.start_ns + op.elapse_ns,
+            syncs.append(Sync(key, op.name, arrival, arrival + 1, op.start_ns, op.start_ns + op.elapse_ns,
                               op.sync_ns, op.transit_ns, kept is not None and not named.keys() <= kept,
                               op.group, next(iter(named), None) if key is None else None,
                               "" if key is not None else _P2P_KINDS.get(op.kind, "send")))
+    graph.preds = [list(zip(preds[a:b], lags[a:b], strict=True)) for a, b in itertools.pairwise(offsets)]
     return graph, syncs
+
+
+def _packed(per_item: list[list[int]]) -> tuple[array, array]:
+    """Lists of ints as ``RankItems`` holds them: their offsets and their values, one after another."""
+    return array("q", [0, *itertools.accumulate(map(len, per_item))]), array("q", itertools.chain(*per_item))
 
 
 def _named(rank: int, tasks: list[Slice]) -> dict[int, None]:

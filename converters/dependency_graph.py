@@ -206,6 +206,16 @@ def rank_edges_rule(items: RankItems) -> tuple[array, array, array, array]:
     return array("q", order), offsets, preds, lags
 
 
+def unfollowed(graph: Graph, nodes: list[int]) -> list[int]:
+    """Those of ``nodes`` none of the others follows at a lag >= 0: a node after them ends as late as
+    after all of them, and binds to the same one, in every schedule (a follower ends no earlier; on
+    a tie, it is the later added). A rank's end goes after these, not after each of its slices
+    (every walk of ``contract`` took each edge into the end: 45,000 of them on rocprof-908's step)."""
+    mine = set(nodes)
+    followed = {p for i in nodes for p, lag in graph.preds[i] if lag >= 0 and p in mine}
+    return [i for i in nodes if i not in followed]
+
+
 class Segment(NamedTuple):
     """One piece of a critical path: a real slice, or the gap between two (idle), on one rank."""
 

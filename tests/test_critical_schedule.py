@@ -31,6 +31,7 @@ from converters.dependency_graph import (
     rank_edges,
     rank_edges_rule,
     shorter,
+    unfollowed,
 )
 
 TYPES = ("MatMul", "Conv", None)
@@ -119,6 +120,27 @@ def test_a_sources_chains_and_op_type_lags_in_c_are_the_rule(graph: Graph, data)
     mine, theirs = edges(), edges()
     assert _typed_chains(packed, sources, source, mine) == _typed_chains_rule(packed, sources, source, theirs)
     assert [list(c.by_type.items()) for c in mine] == [list(c.by_type.items()) for c in theirs]
+
+
+@settings(max_examples=400, deadline=None)
+@given(graphs(), st.sampled_from(TYPES))
+def test_an_end_after_the_unfollowed_work_is_the_end_after_all_of_it(graph: Graph, op_type) -> None:
+    """The rank's end after only the work no other work follows at a lag >= 0 (``unfollowed``)
+    starts when, and binds to what, the end after every slice does, in a schedule with an op type
+    10% shorter too (the contraction's)."""
+    ends = [i for i, n in enumerate(graph.nodes) if n.kind]
+    if not ends:
+        return
+    kept = unfollowed(graph, ends)
+    found = []
+    for before in (ends, kept):
+        whole = Graph()
+        whole.nodes, whole.preds = list(graph.nodes), [list(edges) for edges in graph.preds]
+        end = whole.add_lagged(Node(0, "", "end", 0, 0), [(i, 0) for i in before])
+        packed = _Packed(whole)
+        starts, binding = packed.schedule(packed.anchors(set(), None), 0, op_type)
+        found.append((starts[end], binding[end]))
+    assert found[0] == found[1] and len(kept) <= len(ends)
 
 
 @st.composite

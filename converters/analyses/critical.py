@@ -168,7 +168,8 @@ def reduced(step: RankStep, graph: Graph) -> RankStep:
     nodes = graph.nodes
     step = step._replace(first_ns=min(n.start_ns for n in nodes), last_ns=max(n.end_ns for n in nodes))
     ends = [i for i, n in enumerate(graph.nodes) if n.kind]
-    end = graph.add(Node(step.rank, "", "end", max(graph.nodes[i].end_ns for i in ends), 0), ends)
+    end = graph.add_lagged(Node(step.rank, "", "end", max(graph.nodes[i].end_ns for i in ends), 0),
+                           [(i, 0) for i in dependency_graph.unfollowed(graph, ends)])  # at the last end
     syncs = step.syncs
     edges, chains = contract(graph, [s.done for s in syncs], [s.arrival for s in syncs] + [end],
                              {s.arrival: s.done for s in syncs})

@@ -136,7 +136,8 @@ class RankItems(NamedTuple):
     before it is looked for: a launch's or task's start, an op's slice's); ``durs`` (an op's: its
     completion's); ``ends`` (of the device work a task or op ends, for what follows it); ``lanes``
     (numbered: a host thread and a device stream apart); ``flows_in`` and ``flows_out`` (numbered
-    arrows, ``flow_offsets`` ``[k]:[k + 1]`` of item k in each). Columns of int64 (``array('q')``)."""
+    arrows: item k's are ``flows_in[in_offsets[k]:in_offsets[k + 1]]``, and likewise out). Columns
+    of int64 (``array('q')``)."""
 
     kinds: Sequence[int]
     starts: Sequence[int]

@@ -38,6 +38,24 @@ static int view(PyObject *obj, Py_buffer *buf, Py_ssize_t items, const char *wha
     return 0;
 }
 
+/* A packed graph's first ``count`` columns viewed into ``b``: offsets, the preds and lags of its edges,
+ * then columns of its nodes (``names``: each column's, for the error), each checked for its length;
+ * its nodes counted into *n. How many are held: ``count``, or fewer with the error set. */
+static int view_graph(PyObject *const *args, Py_buffer *b, int count, const char *const *names, Py_ssize_t *n) {
+    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return 0;
+    *n = b[0].len / (Py_ssize_t)sizeof(int64_t) - 1;
+    if (*n < 0) {
+        PyErr_SetString(PyExc_ValueError, "offsets: empty");
+        return 1;
+    }
+    Py_ssize_t edges = ((const int64_t *)b[0].buf)[*n];
+    for (int k = 1; k < count; k++)
+        if (view(args[k], &b[k], k < 3 ? edges : *n, names[k]) < 0) return k;
+    return count;
+}
+
+static const char *const GRAPH_COLUMNS[7] = {"offsets", "preds", "lags", "durs", "short", "types", "anchors"};
+
 /* Graph.schedule's walk over nodes from..stop-1 of a packed graph's window first..stop-1 (the
  * window's starts before ``from`` already in ``starts``) (those before first never
  * reached, those from stop on not walked: no node before stop depends on them) into
@@ -97,18 +115,10 @@ static PyObject *schedule(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_ssize_t first = PyLong_AsSsize_t(args[7]), stop = PyLong_AsSsize_t(args[8]);
     long long column = PyLong_AsLongLong(args[9]);
     if (PyErr_Occurred()) return NULL;
-    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
-    held = 1;
-    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t) - 1;
-    const int64_t *offsets = b[0].buf;
-    if (n < 0) { PyErr_SetString(PyExc_ValueError, "offsets: empty"); goto done; }
-    Py_ssize_t edges = offsets[n];
-    Py_ssize_t sizes[7] = {n + 1, edges, edges, n, n, n, n};
-    const char *names[7] = {"offsets", "preds", "lags", "durs", "short", "types", "anchors"};
-    for (; held < 7; held++)
-        if (view(args[held], &b[held], sizes[held], names[held]) < 0) goto done;
-    const int64_t *preds = b[1].buf, *lags = b[2].buf, *durs = b[3].buf, *shorts = b[4].buf,
-                  *types = b[5].buf, *anchors = b[6].buf;
+    Py_ssize_t n;
+    if ((held = view_graph(args, b, 7, GRAPH_COLUMNS, &n)) < 7) goto done;
+    const int64_t *offsets = b[0].buf, *preds = b[1].buf, *lags = b[2].buf, *durs = b[3].buf,
+                  *shorts = b[4].buf, *types = b[5].buf, *anchors = b[6].buf;
     if (first < 0 || first > stop || stop > n) {
         PyErr_SetString(PyExc_ValueError, "schedule: not 0 <= first <= stop <= nodes");
         goto done;
@@ -161,15 +171,10 @@ static PyObject *pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     PyObject *result = NULL;
     int64_t *starts = NULL, *anchors = NULL;
     Buf out[3] = {{0}};
-    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
-    held = 1;
-    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t) - 1;
+    static const char *const names[5] = {"offsets", "preds", "lags", "durs", "observed"};
+    Py_ssize_t n;
+    if ((held = view_graph(args, b, 5, names, &n)) < 5) goto done;
     const int64_t *offsets = b[0].buf;
-    if (n < 0) { PyErr_SetString(PyExc_ValueError, "offsets: empty"); goto done; }
-    Py_ssize_t sizes[4] = {n + 1, offsets[n], offsets[n], n};
-    const char *names[5] = {"offsets", "preds", "lags", "durs", "observed"};
-    for (; held < 5; held++)
-        if (view(args[held], &b[held], held < 4 ? sizes[held] : n, names[held]) < 0) goto done;
     for (; held < 7; held++)
         if (PyObject_GetBuffer(args[held], &b[held], PyBUF_SIMPLE) < 0) goto done;
     const int64_t *preds = b[1].buf, *lags = b[2].buf, *durs = b[3].buf, *observed = b[4].buf,
@@ -335,19 +340,12 @@ static PyObject *typed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_ssize_t first = PyLong_AsSsize_t(args[7]), stop = PyLong_AsSsize_t(args[8]);
     long long source = PyLong_AsLongLong(args[10]);
     if (PyErr_Occurred()) return NULL;
-    if (PyObject_GetBuffer(args[0], &b[0], PyBUF_SIMPLE) < 0) return NULL;
-    held = 1;
-    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t) - 1;
-    const int64_t *offsets = b[0].buf;
-    if (n < 0) { PyErr_SetString(PyExc_ValueError, "offsets: empty"); goto done; }
-    Py_ssize_t sizes[7] = {n + 1, offsets[n], offsets[n], n, n, n, n};
-    const char *names[7] = {"offsets", "preds", "lags", "durs", "short", "types", "anchors"};
-    for (; held < 7; held++)
-        if (view(args[held], &b[held], sizes[held], names[held]) < 0) goto done;
+    Py_ssize_t n;
+    if ((held = view_graph(args, b, 7, GRAPH_COLUMNS, &n)) < 7) goto done;
     if (PyObject_GetBuffer(args[9], &b[7], PyBUF_SIMPLE) < 0) goto done;
     held = 8;
-    const int64_t *preds = b[1].buf, *lags = b[2].buf, *durs = b[3].buf, *shorts = b[4].buf,
-                  *types = b[5].buf, *anchors = b[6].buf, *sinks = b[7].buf;
+    const int64_t *offsets = b[0].buf, *preds = b[1].buf, *lags = b[2].buf, *durs = b[3].buf,
+                  *shorts = b[4].buf, *types = b[5].buf, *anchors = b[6].buf, *sinks = b[7].buf;
     Py_ssize_t n_sinks = b[7].len / (Py_ssize_t)sizeof(int64_t), w = stop - first;
     if (first < 0 || first > stop || stop > n || source < -1 || source >= stop || (source >= 0 && source != first)) {
         PyErr_SetString(PyExc_ValueError, "typed: not 0 <= first <= stop <= nodes, the source first");
@@ -531,9 +529,9 @@ static int add_node(Buf out[4], int64_t *node_ends, Py_ssize_t *nodes, int64_t s
         if (!any || node_ends[before[k]] > latest) latest = node_ends[before[k]], any = 1;
     for (Py_ssize_t k = 0; k < n; k++) {
         if (k > 0 && before[k] == before[k - 1]) continue;
-        if (put_int64(&out[1], before[k]) < 0 || put_int64(&out[2], start - latest) < 0) return -1;
+        if (put_int64(&out[2], before[k]) < 0 || put_int64(&out[3], start - latest) < 0) return -1;
     }
-    if (put_int64(&out[3], count(&out[1])) < 0) return -1;
+    if (put_int64(&out[1], count(&out[2])) < 0) return -1;
     node_ends[(*nodes)++] = start + dur;
     return 0;
 }
@@ -553,7 +551,7 @@ static PyObject *rank_edges(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyObject *result = NULL;
     Item *items = NULL;
     int64_t *node_ends = NULL, *last = NULL, *ended = NULL, *launched = NULL, *heap_before = NULL;
-    Buf out[4] = {{0}};  /* order, preds, lags, offsets (from 0) */
+    Buf out[4] = {{0}};  /* order, offsets (from 0), preds, lags */
     for (; held < 10; held++)
         if (PyObject_GetBuffer(args[held], &b[held], PyBUF_SIMPLE) < 0) goto done;
     Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t);
@@ -592,7 +590,7 @@ static PyObject *rank_edges(PyObject *self, PyObject *const *args, Py_ssize_t na
     for (int64_t k = 0; k < n_flows; k++) launched[k] = -1;
     for (Py_ssize_t i = 0; i < n; i++) items[i] = (Item){starts[i], kinds[i], i};
     qsort(items, (size_t)n, sizeof(Item), item_order);
-    if (put_int64(&out[3], 0) < 0) goto done;
+    if (put_int64(&out[1], 0) < 0) goto done;
     Py_ssize_t nodes = 0, n_ended = 0, room = MOST_BEFORE;
     int64_t stack_before[MOST_BEFORE], *before = stack_before;
     for (Py_ssize_t j = 0; j < n; j++) {
@@ -627,14 +625,7 @@ static PyObject *rank_edges(PyObject *self, PyObject *const *args, Py_ssize_t na
         last[lane] = nodes - 1;
         insert_ended(ended, n_ended++, ends[i], nodes - 1);
     }
-    {
-        PyObject *order = PyBytes_FromStringAndSize(out[0].data, out[0].len);
-        PyObject *offsets = order ? PyBytes_FromStringAndSize(out[3].data, out[3].len) : NULL;
-        PyObject *preds = offsets ? PyBytes_FromStringAndSize(out[1].data, out[1].len) : NULL;
-        PyObject *lags = preds ? PyBytes_FromStringAndSize(out[2].data, out[2].len) : NULL;
-        if (lags) result = PyTuple_Pack(4, order, offsets, preds, lags);
-        Py_XDECREF(order); Py_XDECREF(offsets); Py_XDECREF(preds); Py_XDECREF(lags);
-    }
+    result = columns_as_bytes(out, 4);
 done:
     PyMem_Free(items);
     PyMem_Free(node_ends);

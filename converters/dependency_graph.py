@@ -19,6 +19,7 @@ nodes, not every task.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -365,7 +366,12 @@ class StepChains(NamedTuple):
 
 
 def _step_chains(rows: list[tuple], by_source: dict[int | None, Chains]) -> StepChains:
-    return StepChains(list(map(Node._make, rows)), by_source)
+    # each row whole (the Node's every field), so made as ``Node._make`` makes it, less its checks:
+    # 0.04 -> 0.013 CPU s for rocprof-908's 45,000 nodes
+    return StepChains(list(map(_as_node, rows)), by_source)
+
+
+_as_node = functools.partial(tuple.__new__, Node)
 
 
 NO_CHAINS = StepChains([], {})

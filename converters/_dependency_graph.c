@@ -220,10 +220,15 @@ done:
  * binding predecessor (binding: schedule's, of the nodes from ``first`` on, -1 for none), each node
  * walked once, where a chain first reaches it (nodes[k] comes after nodes[before[k]], -1: first;
  * tips: each sink's place); and per sink the op type columns on its chain (types: the graph's, -1
- * for none), type_columns[type_offsets[j]:type_offsets[j + 1]] for sink j, each once. */
+ * for none), type_columns[type_offsets[j]:type_offsets[j + 1]] for sink j, each once, in column order. */
 /* The tree of chains to ``sinks`` (chains()'s five columns, into out[0..4]) along ``binding``, the
  * binding predecessors of the window's n nodes first..first+n-1; ``types``: the window's op type
  * columns (types[i] of node first + i), below n_types. 0, or -1 with the error set. */
+static int int64_order(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int chain_tree(const int64_t *binding, Py_ssize_t first, Py_ssize_t n, const int64_t *sinks,
                       Py_ssize_t n_sinks, const int64_t *types, int64_t n_types, Buf out[5]) {
     int rc = -1;
@@ -252,6 +257,7 @@ static int chain_tree(const int64_t *binding, Py_ssize_t first, Py_ssize_t n, co
             }
         }
         if (put_int64(&out[2], at[sink]) < 0) goto done;
+        Py_ssize_t mine = count(&out[4]);
         for (int64_t k = at[sink]; k >= 0; k = int64s(&out[1])[k]) {  /* the op types on its chain, once */
             int64_t t = types[int64s(&out[0])[k] - first];
             if (t >= 0 && stamp[t] != j) {
@@ -259,6 +265,8 @@ static int chain_tree(const int64_t *binding, Py_ssize_t first, Py_ssize_t n, co
                 if (put_int64(&out[4], t) < 0) goto done;
             }
         }
+        /* in column order: the op types' names are sorted, so by name, as the rule fills by_type */
+        qsort(int64s(&out[4]) + mine, (size_t)(count(&out[4]) - mine), sizeof(int64_t), int64_order);
         if (put_int64(&out[3], count(&out[4])) < 0) goto done;
     }
     rc = 0;

@@ -416,9 +416,9 @@ def _typed_chains(packed: _Packed, sources: set[int], source: int | None, edges:
                    -1 if source is None else source)
     nodes, before, tips, offsets, columns, lags = (_int64s(column) for column in found)
     names = packed.type_names
-    for j, c in enumerate(edges):  # by op type in the order of their names, as the rule fills them
-        for k in sorted(range(offsets[j], offsets[j + 1]), key=columns.__getitem__):
-            c.by_type[names[columns[k]]] = lags[k]
+    for j, c in enumerate(edges):  # by op type in the order of their names (C gives them so), as the rule
+        a, b = offsets[j], offsets[j + 1]
+        c.by_type.update(zip(map(names.__getitem__, columns[a:b]), lags[a:b]))
     return Chains(nodes, before, {c.sink: tips[j] for j, c in enumerate(edges)})
 
 

@@ -418,7 +418,7 @@ def _typed_chains(packed: _Packed, sources: set[int], source: int | None, edges:
     names = packed.type_names
     for j, c in enumerate(edges):  # by op type in the order of their names (C gives them so), as the rule
         a, b = offsets[j], offsets[j + 1]
-        c.by_type.update(zip(map(names.__getitem__, columns[a:b]), lags[a:b]))
+        c.by_type.update(zip(map(names.__getitem__, columns[a:b]), lags[a:b], strict=True))
     return Chains(nodes, before, {c.sink: tips[j] for j, c in enumerate(edges)})
 
 

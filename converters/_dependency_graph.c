@@ -422,6 +422,25 @@ static Py_ssize_t pair_to(const Pair *sorted, Py_ssize_t n, int64_t sink) {
     return lo < n && sorted[lo].sink == sink ? lo : -1;
 }
 
+/* A source's pairs not yet dominated: open[0..left) (places in undominated's ``by``), and each
+ * one's place in open by its sink (place[sink], -1: not held) */
+typedef struct { Py_ssize_t *open; int64_t *place; Py_ssize_t left; } Held;
+
+/* Drops the held pair at open[w] where ``through`` (a chain through one synchronisation point) is
+ * as long as its own lag, marking it not kept: 1 if dropped (open[w] is then the last one held). */
+static int drop_if_as_long(Held *h, const Pair *by, Py_ssize_t w, int64_t through, char *kept) {
+    const Pair *p = &by[h->open[w]];
+    if (through < p->lag) return 0;
+    kept[p->index] = 0;
+    h->place[p->sink] = -1;
+    if (w != --h->left) {
+        h->open[w] = h->open[h->left];
+        h->place[by[h->open[w]].sink] = w;
+    }
+    return 1;
+}
+
+/* A binary search's steps over n: floor(log2(n)) + 1 */
 static int bits(Py_ssize_t n) {
     int b = 1;
     while (n >>= 1) b++;
@@ -435,7 +454,8 @@ static int bits(Py_ssize_t n) {
  * which leaves few: 383,000 of rocprof-908's 388,000 pairs are dominated): through each, either
  * each held sink is looked up among the completion's pairs (sorted by sink), or the completion's
  * pairs are walked against the held ones, whichever costs less; so the work is never more than
- * walking every completion's pairs (the rule's), and mostly far less. Node ids are >= 0. */
+ * walking every completion's pairs (the rule's), and mostly far less. Node ids are >= 0, each
+ * (source, sink) once. */
 static PyObject *undominated(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 5) {
@@ -494,47 +514,35 @@ static PyObject *undominated(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (!(kept_out = PyBytes_FromStringAndSize(NULL, n))) goto done;
     char *kept = PyBytes_AS_STRING(kept_out);
     memset(kept, 1, (size_t)n);
+    Held held_sinks = {open, place, 0};
     for (int64_t s = 0; s <= ids; s++) {
-        Py_ssize_t lo = from[s], hi = from[s + 1], left = 0;
+        Py_ssize_t lo = from[s], hi = from[s + 1];
+        held_sinks.left = 0;
         for (Py_ssize_t i = lo; i < hi; i++) {
-            place[by[i].sink] = left;
-            open[left++] = i;
+            place[by[i].sink] = held_sinks.left;
+            open[held_sinks.left++] = i;
         }
-        for (Py_ssize_t a = lo; a < hi && left > 0; a++) {  /* through each arrival, nearest first */
+        for (Py_ssize_t a = lo; a < hi && held_sinks.left > 0; a++) {  /* through each arrival, nearest first */
             int64_t done = done_of[by[a].sink], reach = by[a].lag;
             if (done < 0) continue;
             const Pair *theirs = by + from[done + 1];
             Py_ssize_t count = from[done + 2] - from[done + 1];
             if (count == 0) continue;
-            /* drops open[w] where the chain through this arrival is as long (t: its sink) */
-#define DROP_IF_LONGER(w, through) do { \
-                Py_ssize_t w_ = (w); const Pair *p_ = &by[open[w_]]; \
-                if ((through) >= p_->lag) { \
-                    kept[p_->index] = 0; place[p_->sink] = -1; \
-                    if (w_ != --left) { open[w_] = open[left]; place[by[open[w_]].sink] = w_; } \
-                    dropped = 1; \
-                } \
-            } while (0)
-            if ((int64_t)left * bits(count) < count) {  /* each held sink looked up */
-                for (Py_ssize_t w = 0; w < left;) {
-                    int64_t t = by[open[w]].sink;
+            if ((int64_t)held_sinks.left * bits(count) < count) {  /* each held sink looked up */
+                for (Py_ssize_t w = 0; w < held_sinks.left;) {
+                    int64_t t = by[held_sinks.open[w]].sink;
                     Py_ssize_t q = t == by[a].sink ? -1 : pair_to(theirs, count, t);
-                    int dropped = 0;
-                    if (q >= 0) DROP_IF_LONGER(w, reach + theirs[q].lag);
-                    if (!dropped) w++;
+                    if (q < 0 || !drop_if_as_long(&held_sinks, by, w, reach + theirs[q].lag, kept)) w++;
                 }
             } else {  /* the completion's pairs walked */
-                for (Py_ssize_t q = 0; q < count && left > 0; q++) {
+                for (Py_ssize_t q = 0; q < count && held_sinks.left > 0; q++) {
                     int64_t t = theirs[q].sink;
-                    if (t == by[a].sink || t >= ids || place[t] < 0) continue;
-                    int dropped = 0;
-                    DROP_IF_LONGER(place[t], reach + theirs[q].lag);
-                    (void)dropped;
+                    if (t != by[a].sink && held_sinks.place[t] >= 0)
+                        drop_if_as_long(&held_sinks, by, held_sinks.place[t], reach + theirs[q].lag, kept);
                 }
             }
-#undef DROP_IF_LONGER
         }
-        for (Py_ssize_t w = 0; w < left; w++) place[by[open[w]].sink] = -1;
+        for (Py_ssize_t w = 0; w < held_sinks.left; w++) place[by[open[w]].sink] = -1;
     }
 done:
     if (PyErr_Occurred()) Py_CLEAR(kept_out);

@@ -52,8 +52,8 @@ class temporary_writes:  # lower case, as contextlib.suppress: a with statement'
     """``with temporary_writes(path):`` writes to the temporary file ``path`` (None: the temporary
     folder): an OSError they raise (``No space left on device``) becomes a ``TemporaryWriteError``
     naming its folder, not a failure to read an input. A class, not ``contextlib.contextmanager``'s
-    generator: every spill and spool write goes through it (456,000 of them converting 8,300 steps
-    of 8 XSpace devices), and entering a generator costs 3x more."""
+    generator: every spill and spool write goes through it (456,000 times in a summary conversion of
+    8,300 steps of 8 XSpace devices), and entering a generator costs 3x more."""
 
     __slots__ = ("_path",)
 

@@ -40,8 +40,8 @@ class StepSpill:
         self._segments: dict[Hashable, list[tuple[int, int]]] = defaultdict(list)
         self._end = 0
         # where the file stands after a read (None: after a write, at its end): a write after a
-        # write, or a read where the last one ended, needs no seek (700,000 of them, 0.5 CPU s,
-        # converting 8,300 steps of 8 XSpace devices)
+        # write, or a read where the last one ended, needs no seek (978,000 -> 629,000 lseek calls
+        # in a detail conversion of 8,300 steps of 8 XSpace devices)
         self._read_to: int | None = None
         return self
 

@@ -291,22 +291,27 @@ def memory_overview(
     for (the peak stays). ``diag``: what reading the memory files warned of (a file cut off, a
     figure made from another file), for the report to carry."""
     profile = Profile.open(path, Options(ranks=ranks), where=where, diag=Diagnostics())
-    found: list[tuple[list[PeakRow], dict[str, list]]] = profile.map(rank_overview, diag=diag)
+    return joined_overviews(profile.ranks, profile.map(rank_overview, diag=diag))
+
+
+Overview = tuple[list[PeakRow], dict[str, list[tuple[int, float]]]]  # a rank's rows, and series by component
+
+
+def joined_overviews(infos: list[RankInfo], found: list[Overview]
+                     ) -> tuple[list[PeakRow], dict[tuple[int, str], list[tuple[int, float]]]]:
+    """The ranks' overviews (``rank_overview``, in the order of ``infos``) as ``memory_overview``
+    gives them: every rank's rows, and the series by rank and component."""
     rows = [row for peaks_of, _ in found for row in peaks_of]
-    series = {(info.rank, component): points for info, (_, mine) in zip(profile.ranks, found, strict=True)
+    series = {(info.rank, component): points for info, (_, mine) in zip(infos, found, strict=True)
               for component, points in mine.items()}
     return rows, series
 
 
-def rank_overview(info: RankInfo, options: Options, diag: Diagnostics
-                  ) -> tuple[list[PeakRow], dict[str, list[tuple[int, float]]]]:
+def rank_overview(info: RankInfo, options: Options, diag: Diagnostics) -> Overview:
     """One rank's peaks and series, from one read of its memory records. Runs in a worker process."""
     overview = MemoryOverview(info)
     overview(device_memory(info, diag))
     return overview.result(diag)
-
-
-Overview = tuple[list[PeakRow], dict[str, list[tuple[int, float]]]]  # a rank's rows, and series by component
 
 
 class MemoryOverview:

@@ -22,7 +22,7 @@ from ...profile import Kind, Options, Profile, aligning, folded, input_bytes, re
 from ...readers import for_ops, reader
 from ..comm import StepTime, last_arrivals, slow_ranks_of, spread_of, with_waits
 from ..comm_matrix import MatrixReport
-from ..memory import MemoryOverview, Overview, memory_overview
+from ..memory import MemoryOverview, Overview, joined_overviews, memory_overview
 from ..memory import record as memory_record
 from ..ops import OpRow, RankOps, combine, names_types, rank_ops
 from ..overlap import joined_rows, overlap_row, step_span
@@ -167,10 +167,7 @@ def report_data(
     report.diagnoses = diagnose(facts, thresholds, lambda f: trace_command(report, f))
     overviews = [r.memory for r in results]
     if overviews and None not in overviews:  # every rank's memory met in the read above
-        report.memory = [row for rows, _ in overviews for row in rows]
-        report.memory_series = {(info.rank, component): points
-                                for info, (_, mine) in zip(infos, overviews, strict=True)
-                                for component, points in mine.items()}
+        report.memory, report.memory_series = joined_overviews(infos, overviews)
     else:
         try:
             report.memory, report.memory_series = memory_overview(path, ranks=ranks, where=where, diag=diag)
